@@ -1,0 +1,282 @@
+//! Event records: written by the NIC (host-DMA) into a per-port event queue
+//! in HOST memory, in order; the host consumes them by polling its own
+//! memory. A slot is fresh when its `seq` equals the sequence number the
+//! host expects next (1, 2, 3, ...; 0 never occurs), so slots need no
+//! clearing. The device writes `seq` last (Release); the host reads it
+//! first (Acquire).
+//!
+//! Layout (64 bytes):
+//! ```text
+//!  0 kind u8   1 status u8   2 priority u8   3 port u8 (the remote port)
+//!  4 node u16 (the remote node)   6 size_class u8   7 inline_len u8
+//!  8 len u32  12 desc_kind u8 (Error: the refused descriptor's kind byte)  13 reserved[3]
+//! 16 addr u64  local virtual address (receive buffer, or the send's buffer)
+//! 24 tag u64   the descriptor's tag (receive: the buffer's Provide tag)
+//! 32 rtc u64   NIC clock when the event was made
+//! 40 inline[16] first bytes of a small received message
+//! 56 reserved u32   60 seq u32
+//! ```
+
+use crate::le::*;
+use crate::{ParseError, Priority};
+
+pub const EVENT_SIZE: u32 = 64;
+/// Bytes of a received message copied into its event.
+pub const INLINE_MAX: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// A message arrived in a receive buffer (the receive token returns).
+    Received = 1,
+    /// A send completed (status says how); the send token returns.
+    Sent = 2,
+    /// A put completed at the sender.
+    PutDone = 3,
+    /// A get completed: the data is in the local buffer.
+    GetDone = 4,
+    /// A descriptor was refused (status holds an [`ErrorCause`]); its token
+    /// returns.
+    Error = 5,
+    /// An alarm set with an Alarm descriptor went off.
+    Alarm = 6,
+    /// The port was opened and the firmware is serving it.
+    PortOpened = 7,
+}
+
+impl EventKind {
+    pub const fn from_u8(v: u8) -> Option<EventKind> {
+        Some(match v {
+            1 => EventKind::Received,
+            2 => EventKind::Sent,
+            3 => EventKind::PutDone,
+            4 => EventKind::GetDone,
+            5 => EventKind::Error,
+            6 => EventKind::Alarm,
+            7 => EventKind::PortOpened,
+            _ => return None,
+        })
+    }
+}
+
+/// How a send, put or get ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendStatus {
+    Ok = 0,
+    /// The target had no matching receive buffer for the send timeout.
+    /// Later sends from this sub-port to that target are dropped until a
+    /// Resume descriptor.
+    TimedOut = 1,
+    /// The target port is not open.
+    TargetPortClosed = 2,
+    /// Dropped because an earlier send to the same target timed out.
+    Dropped = 3,
+    /// The remote range of a put or get is not registered by the target.
+    RemoteAccess = 4,
+    /// The target node did not answer (no ack) for the send timeout.
+    Unreachable = 5,
+}
+
+impl SendStatus {
+    pub const fn from_u8(v: u8) -> Option<SendStatus> {
+        Some(match v {
+            0 => SendStatus::Ok,
+            1 => SendStatus::TimedOut,
+            2 => SendStatus::TargetPortClosed,
+            3 => SendStatus::Dropped,
+            4 => SendStatus::RemoteAccess,
+            5 => SendStatus::Unreachable,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a descriptor was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// Malformed descriptor (reserved bits set).
+    BadDescriptor = 1,
+    BadKind = 2,
+    BadPriority = 3,
+    /// Target port out of range.
+    BadPort = 4,
+    /// Target node out of range (or this node itself for a put/get).
+    BadNode = 5,
+    /// Size class above `MAX_SIZE_CLASS`.
+    BadSizeClass = 6,
+    /// Length does not fit the size class (send), or the buffer is smaller
+    /// than its class (provide), or zero where data is needed.
+    BadLength = 7,
+    /// Some byte of the local range is not registered by this port.
+    NotRegistered = 8,
+    /// More descriptors outstanding than the port has tokens.
+    NoToken = 9,
+}
+
+impl ErrorCause {
+    pub const fn from_u8(v: u8) -> Option<ErrorCause> {
+        Some(match v {
+            1 => ErrorCause::BadDescriptor,
+            2 => ErrorCause::BadKind,
+            3 => ErrorCause::BadPriority,
+            4 => ErrorCause::BadPort,
+            5 => ErrorCause::BadNode,
+            6 => ErrorCause::BadSizeClass,
+            7 => ErrorCause::BadLength,
+            8 => ErrorCause::NotRegistered,
+            9 => ErrorCause::NoToken,
+            _ => return None,
+        })
+    }
+}
+
+/// An event as a plain struct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// `SendStatus` for completions, `ErrorCause` for errors, else 0.
+    pub status: u8,
+    pub priority: Priority,
+    pub port: u8,
+    pub node: u16,
+    pub size_class: u8,
+    pub inline_len: u8,
+    pub len: u32,
+    /// For `Error` events: the kind byte of the refused descriptor, so the
+    /// host knows which token came back.
+    pub desc_kind: u8,
+    pub addr: u64,
+    pub tag: u64,
+    pub rtc: u64,
+    pub inline: [u8; INLINE_MAX],
+    pub seq: u32,
+}
+
+impl Event {
+    pub const fn empty(kind: EventKind) -> Event {
+        Event {
+            kind,
+            status: 0,
+            priority: Priority::Low,
+            port: 0,
+            node: 0,
+            size_class: 0,
+            inline_len: 0,
+            len: 0,
+            desc_kind: 0,
+            addr: 0,
+            tag: 0,
+            rtc: 0,
+            inline: [0; INLINE_MAX],
+            seq: 0,
+        }
+    }
+
+    pub fn encode(&self, b: &mut [u8]) {
+        put_u8(b, 0, self.kind as u8);
+        put_u8(b, 1, self.status);
+        put_u8(b, 2, self.priority as u8);
+        put_u8(b, 3, self.port);
+        put_u16(b, 4, self.node);
+        put_u8(b, 6, self.size_class);
+        put_u8(b, 7, self.inline_len);
+        put_u32(b, 8, self.len);
+        put_u32(b, 12, self.desc_kind as u32);
+        put_u64(b, 16, self.addr);
+        put_u64(b, 24, self.tag);
+        put_u64(b, 32, self.rtc);
+        if let Some(s) = b.get_mut(40..40 + INLINE_MAX) {
+            s.copy_from_slice(&self.inline);
+        }
+        put_u32(b, 56, 0);
+        put_u32(b, 60, self.seq);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Event, ParseError> {
+        if b.len() < EVENT_SIZE as usize {
+            return Err(ParseError::Truncated);
+        }
+        let kind = EventKind::from_u8(get_u8(b, 0)).ok_or(ParseError::BadField("kind"))?;
+        let priority = Priority::from_u8(get_u8(b, 2)).ok_or(ParseError::BadField("priority"))?;
+        let inline_len = get_u8(b, 7);
+        if inline_len as usize > INLINE_MAX {
+            return Err(ParseError::BadField("inline_len"));
+        }
+        let mut inline = [0u8; INLINE_MAX];
+        inline.copy_from_slice(&b[40..40 + INLINE_MAX]);
+        Ok(Event {
+            kind,
+            status: get_u8(b, 1),
+            priority,
+            port: get_u8(b, 3),
+            node: get_u16(b, 4),
+            size_class: get_u8(b, 6),
+            inline_len,
+            len: get_u32(b, 8),
+            desc_kind: get_u8(b, 12),
+            addr: get_u64(b, 16),
+            tag: get_u64(b, 24),
+            rtc: get_u64(b, 32),
+            inline,
+            seq: get_u32(b, 60),
+        })
+    }
+
+    /// The sequence number of an event slot, read without parsing the rest.
+    pub fn slot_seq(b: &[u8]) -> u32 {
+        get_u32(b, 60)
+    }
+}
+
+/// Offset of the `seq` word in an event record.
+pub const EVENT_SEQ_OFFSET: u32 = 60;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_round_trips() {
+        let mut e = Event::empty(EventKind::Received);
+        e.status = 0;
+        e.priority = Priority::High;
+        e.port = 5;
+        e.node = 300;
+        e.size_class = 20;
+        e.inline_len = 3;
+        e.inline[..3].copy_from_slice(b"abc");
+        e.len = 1 << 20;
+        e.addr = 0x1000;
+        e.tag = 42;
+        e.rtc = 1_000_000;
+        e.seq = 9;
+        let mut b = [0u8; 64];
+        e.encode(&mut b);
+        assert_eq!(Event::decode(&b), Ok(e));
+        assert_eq!(Event::slot_seq(&b), 9);
+    }
+
+    #[test]
+    fn bad_events_are_refused() {
+        let mut b = [0u8; 64];
+        assert_eq!(Event::decode(&b), Err(ParseError::BadField("kind")));
+        Event::empty(EventKind::Sent).encode(&mut b);
+        assert_eq!(Event::decode(&b[..63]), Err(ParseError::Truncated));
+        b[7] = 17;
+        assert_eq!(Event::decode(&b), Err(ParseError::BadField("inline_len")));
+    }
+
+    #[test]
+    fn codes_round_trip() {
+        for v in 0..=255u8 {
+            if let Some(k) = EventKind::from_u8(v) {
+                assert_eq!(k as u8, v);
+            }
+            if let Some(s) = SendStatus::from_u8(v) {
+                assert_eq!(s as u8, v);
+            }
+            if let Some(c) = ErrorCause::from_u8(v) {
+                assert_eq!(c as u8, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The SRAM memory map. Offsets are from the start of NIC SRAM (in the qemu
+//! backend SRAM is the guest's RAM, so guest address = RAM base + offset).
+//!
+//! ```text
+//! 0x00000 IMAGE       256 KiB  firmware code, data, bss, stack
+//! 0x40000 REGS          4 KiB  register block (see regs)
+//! 0x41000 ROUTES        8 KiB  route to each node (written by the mapper)
+//! 0x43000 STATS         1 KiB  NIC counters (firmware writes, host reads)
+//! 0x43400 HDMA_RING     2 KiB  host-DMA command ring
+//! 0x43C00 TXDMA_RING  512 B    send-DMA (SRAM -> wire) command ring
+//! 0x43E00 RXFREE_RING 256 B    free receive buffers, firmware -> rx-DMA
+//! 0x44000 RXDONE_RING   1 KiB  filled receive buffers, rx-DMA -> firmware
+//! 0x44400 EVT_STAGING   4 KiB  events composed before host-DMA to host memory
+//! 0x46000 TRACE        32 KiB  transition trace ring
+//! 0x50000 PORTS        64 KiB  one 8 KiB window per port (control + send ring)
+//! 0x60000 PAGE_TABLES 128 KiB  one page table per port (driver writes only)
+//! 0x80000 TX_BUFS      66 KiB  transmit buffers
+//! 0x91000 RX_BUFS     132 KiB  receive buffers
+//! 0xB2000 (end of the map; SRAM is at least 1 MiB)
+//! ```
+
+use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
+
+pub const IMAGE: u32 = 0x0000_0000;
+pub const IMAGE_SIZE: u32 = 0x0004_0000;
+
+pub const REGS: u32 = 0x0004_0000;
+pub const REGS_SIZE: u32 = 0x1000;
+
+/// Route table: `MAX_NODES` entries of `ROUTE_ENTRY` bytes: `[len, b0..b6]`.
+pub const ROUTES: u32 = 0x0004_1000;
+pub const ROUTE_ENTRY: u32 = 8;
+/// Longest source route (switch hops).
+pub const ROUTE_MAX: usize = 7;
+
+pub const STATS: u32 = 0x0004_3000;
+pub const STATS_SIZE: u32 = 0x400;
+
+pub const HDMA_RING: u32 = 0x0004_3400;
+pub const HDMA_RING_LEN: u32 = 64;
+pub const TXDMA_RING: u32 = 0x0004_3C00;
+pub const TXDMA_RING_LEN: u32 = 32;
+pub const RXFREE_RING: u32 = 0x0004_3E00;
+pub const RXFREE_RING_LEN: u32 = 64;
+pub const RXDONE_RING: u32 = 0x0004_4000;
+pub const RXDONE_RING_LEN: u32 = 64;
+
+/// Event staging slots: `EVT_STAGING_LEN` slots of `event::EVENT_SIZE`.
+pub const EVT_STAGING: u32 = 0x0004_4400;
+pub const EVT_STAGING_LEN: u32 = 64;
+
+pub const TRACE: u32 = 0x0004_6000;
+pub const TRACE_LEN: u32 = 2048;
+
+/// Port windows: port p's window starts at `PORTS + p * PORT_WINDOW`. A host
+/// process maps exactly its port's window (control block + send ring).
+pub const PORTS: u32 = 0x0005_0000;
+pub const PORT_WINDOW: u32 = 0x2000;
+/// Offset of the send ring inside a port window.
+pub const PORT_SEND_RING: u32 = 0x1000;
+/// Entries in a port's send ring (descriptors of `desc::DESC_SIZE` bytes).
+pub const SEND_RING_LEN: u32 = 64;
+
+/// Page tables: port p's table starts at `PAGE_TABLES + p * PAGE_TABLE_SIZE`.
+pub const PAGE_TABLES: u32 = 0x0006_0000;
+pub const PAGE_TABLE_ENTRIES: u32 = 1024;
+pub const PAGE_TABLE_SIZE: u32 = PAGE_TABLE_ENTRIES * crate::page_table::PTE_SIZE;
+
+/// Room before a packet's header in a buffer for the source route.
+pub const ROUTE_ROOM: u32 = 16;
+/// Distance between two packet buffers (route room + header + MTU, aligned).
+pub const BUF_STRIDE: u32 = 4224;
+pub const TX_BUFS: u32 = 0x0008_0000;
+pub const TX_BUF_COUNT: u32 = 16;
+pub const RX_BUFS: u32 = 0x0009_1000;
+pub const RX_BUF_COUNT: u32 = 32;
+
+/// First byte past the map.
+pub const MAP_END: u32 = 0x000B_2000;
+/// Smallest SRAM that holds the map.
+pub const SRAM_MIN: u32 = 0x0010_0000;
+
+pub const fn port_window(port: usize) -> u32 {
+    PORTS + port as u32 * PORT_WINDOW
+}
+
+pub const fn page_table(port: usize) -> u32 {
+    PAGE_TABLES + port as u32 * PAGE_TABLE_SIZE
+}
+
+pub const fn route_entry(node: usize) -> u32 {
+    ROUTES + node as u32 * ROUTE_ENTRY
+}
+
+/// Start of transmit buffer `i` (its route room).
+pub const fn tx_buf(i: u32) -> u32 {
+    TX_BUFS + i * BUF_STRIDE
+}
+
+/// Start of receive buffer `i` (a received packet has no route bytes left:
+/// its header is at the start).
+pub const fn rx_buf(i: u32) -> u32 {
+    RX_BUFS + i * BUF_STRIDE
+}
+
+// The map is checked at compile time: regions in order, no overlap.
+const _: () = {
+    assert!(IMAGE + IMAGE_SIZE <= REGS);
+    assert!(REGS + REGS_SIZE <= ROUTES);
+    assert!(ROUTES + MAX_NODES as u32 * ROUTE_ENTRY <= STATS);
+    assert!(STATS + STATS_SIZE <= HDMA_RING);
+    assert!(HDMA_RING + HDMA_RING_LEN * crate::rings::HDMA_CMD_SIZE <= TXDMA_RING);
+    assert!(TXDMA_RING + TXDMA_RING_LEN * crate::rings::TXDMA_CMD_SIZE <= RXFREE_RING);
+    assert!(RXFREE_RING + RXFREE_RING_LEN * crate::rings::RXFREE_SIZE <= RXDONE_RING);
+    assert!(RXDONE_RING + RXDONE_RING_LEN * crate::rings::RXDONE_SIZE <= EVT_STAGING);
+    assert!(EVT_STAGING + EVT_STAGING_LEN * crate::event::EVENT_SIZE <= TRACE);
+    assert!(TRACE + TRACE_LEN * crate::trace::TRACE_RECORD_SIZE <= PORTS);
+    assert!(PORT_SEND_RING + SEND_RING_LEN * crate::desc::DESC_SIZE <= PORT_WINDOW);
+    assert!(PORTS + NUM_PORTS as u32 * PORT_WINDOW <= PAGE_TABLES);
+    assert!(PAGE_TABLES + NUM_PORTS as u32 * PAGE_TABLE_SIZE <= TX_BUFS);
+    assert!(ROUTE_ROOM as usize >= ROUTE_MAX);
+    assert!(
+        BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU
+    );
+    assert!(TX_BUFS + TX_BUF_COUNT * BUF_STRIDE <= RX_BUFS);
+    assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= MAP_END);
+    assert!(MAP_END <= SRAM_MIN);
+    assert!(HDMA_RING_LEN.is_power_of_two());
+    assert!(TXDMA_RING_LEN.is_power_of_two());
+    assert!(RXFREE_RING_LEN.is_power_of_two());
+    assert!(RXDONE_RING_LEN.is_power_of_two());
+    assert!(SEND_RING_LEN.is_power_of_two());
+    assert!(PAGE_TABLE_ENTRIES.is_power_of_two());
+};

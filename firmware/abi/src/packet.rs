@@ -1,0 +1,345 @@
+//! The wire format. A packet on a link is its remaining source route
+//! followed by the packet proper:
+//!
+//! ```text
+//! route bytes (0x80 | switch output port), one per switch still to cross;
+//! each switch consumes the first. A byte with bit 7 clear starts the header.
+//! header (48 bytes):
+//!  0 ptype u8 (bit 7 clear)  1 flags u8  2 priority u8  3 nack_code u8
+//!  4 src_node u16   6 dst_node u16   8 src_port u8   9 dst_port u8
+//! 10 size_class u8 11 reserved u8   12 seq u32   16 ack u32
+//! 20 msg_len u32   24 offset u32    28 payload_len u16   30 reserved u16
+//! 32 remote u64    40 cookie u32    44 crc u32
+//! payload (payload_len bytes)
+//! ```
+//!
+//! `crc` is CRC-32 (IEEE 802.3 polynomial, as zlib's `crc32`) over header
+//! and payload with the crc field taken as zero. The send-DMA engine fills
+//! it in; the receive-DMA engine checks it and flags a mismatch.
+//!
+//! Sequence and ack numbers belong to a *stream*: (sending node, sending
+//! port, receiving node, receiving port, priority). A data-bearing packet
+//! (Data, Put, GetReq, GetResp) from S:a to D:b carries `seq` of stream
+//! S:a->D:b. With `ACK_VALID`, `ack` tells D that S has everything before
+//! `ack` of the reverse stream D:b->S:a (same priority): a cumulative ack,
+//! piggybacked on data or sent alone in an Ack packet. A Nack from S:a to
+//! D:b refuses `seq` of stream D:b->S:a for `nack_code`.
+
+use crate::le::*;
+use crate::{ParseError, Priority, MAX_MTU};
+
+pub const HEADER_LEN: usize = 48;
+/// Route bytes have bit 7 set.
+pub const ROUTE_FLAG: u8 = 0x80;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketType {
+    /// A fragment of a message for a receive buffer.
+    Data = 1,
+    /// A cumulative ack alone.
+    Ack = 2,
+    /// A refusal of one sequence number (see `NackCode`).
+    Nack = 3,
+    /// A fragment of a directed send into registered memory at `remote`.
+    Put = 4,
+    /// A request to read `msg_len` bytes at `remote`; `cookie` names it.
+    GetReq = 5,
+    /// A fragment of the answer to a get, for the requester's `remote`.
+    GetResp = 6,
+}
+
+impl PacketType {
+    pub const fn from_u8(v: u8) -> Option<PacketType> {
+        Some(match v {
+            1 => PacketType::Data,
+            2 => PacketType::Ack,
+            3 => PacketType::Nack,
+            4 => PacketType::Put,
+            5 => PacketType::GetReq,
+            6 => PacketType::GetResp,
+            _ => return None,
+        })
+    }
+
+    /// Does this packet carry a sequence number of its stream?
+    pub const fn is_sequenced(self) -> bool {
+        matches!(
+            self,
+            PacketType::Data | PacketType::Put | PacketType::GetReq | PacketType::GetResp
+        )
+    }
+}
+
+/// Why a packet was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NackCode {
+    /// A gap: `seq` is the one expected; resend from it (go-back-N).
+    OutOfOrder = 1,
+    /// No receive buffer of the class and priority: retry later.
+    NoBuffer = 2,
+    /// The target port is closed.
+    PortClosed = 3,
+    /// The put/get range is not registered by the target port.
+    RemoteAccess = 4,
+    /// The receiver lacks resources for now: retry later.
+    Busy = 5,
+}
+
+impl NackCode {
+    pub const fn from_u8(v: u8) -> Option<NackCode> {
+        Some(match v {
+            1 => NackCode::OutOfOrder,
+            2 => NackCode::NoBuffer,
+            3 => NackCode::PortClosed,
+            4 => NackCode::RemoteAccess,
+            5 => NackCode::Busy,
+            _ => return None,
+        })
+    }
+}
+
+/// Header flag bits.
+pub mod flags {
+    /// First packet of a message.
+    pub const FIRST: u8 = 1;
+    /// Last packet of a message.
+    pub const LAST: u8 = 2;
+    /// `ack` is valid.
+    pub const ACK_VALID: u8 = 4;
+    pub const ALL: u8 = FIRST | LAST | ACK_VALID;
+}
+
+/// Field offsets (for firmware that patches a header in place).
+pub mod field {
+    pub const SEQ: usize = 12;
+    pub const ACK: usize = 16;
+    pub const FLAGS: usize = 1;
+    pub const CRC: usize = 44;
+}
+
+/// A packet header as a plain struct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub ptype: PacketType,
+    pub flags: u8,
+    pub priority: Priority,
+    pub nack_code: u8,
+    pub src_node: u16,
+    pub dst_node: u16,
+    pub src_port: u8,
+    pub dst_port: u8,
+    pub size_class: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub msg_len: u32,
+    pub offset: u32,
+    pub payload_len: u16,
+    pub remote: u64,
+    pub cookie: u32,
+    pub crc: u32,
+}
+
+impl Header {
+    pub fn encode(&self, b: &mut [u8]) {
+        put_u8(b, 0, self.ptype as u8);
+        put_u8(b, 1, self.flags);
+        put_u8(b, 2, self.priority as u8);
+        put_u8(b, 3, self.nack_code);
+        put_u16(b, 4, self.src_node);
+        put_u16(b, 6, self.dst_node);
+        put_u8(b, 8, self.src_port);
+        put_u8(b, 9, self.dst_port);
+        put_u8(b, 10, self.size_class);
+        put_u8(b, 11, 0);
+        put_u32(b, 12, self.seq);
+        put_u32(b, 16, self.ack);
+        put_u32(b, 20, self.msg_len);
+        put_u32(b, 24, self.offset);
+        put_u16(b, 28, self.payload_len);
+        put_u16(b, 30, 0);
+        put_u64(b, 32, self.remote);
+        put_u32(b, 40, self.cookie);
+        put_u32(b, 44, self.crc);
+    }
+
+    /// Parse the header of a packet of `b.len()` bytes (header + payload,
+    /// no route bytes). Checks every field's domain and that the length
+    /// agrees with `payload_len`. Never panics.
+    pub fn parse(b: &[u8]) -> Result<Header, ParseError> {
+        if b.len() < HEADER_LEN {
+            return Err(ParseError::Truncated);
+        }
+        let ptype = PacketType::from_u8(get_u8(b, 0)).ok_or(ParseError::BadField("ptype"))?;
+        let fl = get_u8(b, 1);
+        if fl & !flags::ALL != 0 {
+            return Err(ParseError::BadField("flags"));
+        }
+        let priority = Priority::from_u8(get_u8(b, 2)).ok_or(ParseError::BadField("priority"))?;
+        let h = Header {
+            ptype,
+            flags: fl,
+            priority,
+            nack_code: get_u8(b, 3),
+            src_node: get_u16(b, 4),
+            dst_node: get_u16(b, 6),
+            src_port: get_u8(b, 8),
+            dst_port: get_u8(b, 9),
+            size_class: get_u8(b, 10),
+            seq: get_u32(b, 12),
+            ack: get_u32(b, 16),
+            msg_len: get_u32(b, 20),
+            offset: get_u32(b, 24),
+            payload_len: get_u16(b, 28),
+            remote: get_u64(b, 32),
+            cookie: get_u32(b, 40),
+            crc: get_u32(b, 44),
+        };
+        if h.payload_len as usize > MAX_MTU {
+            return Err(ParseError::BadField("payload_len"));
+        }
+        if b.len() < HEADER_LEN + h.payload_len as usize {
+            return Err(ParseError::Truncated);
+        }
+        if b.len() > HEADER_LEN + h.payload_len as usize {
+            return Err(ParseError::BadField("payload_len"));
+        }
+        if h.src_port as usize >= crate::NUM_PORTS || h.dst_port as usize >= crate::NUM_PORTS {
+            return Err(ParseError::BadField("port"));
+        }
+        match ptype {
+            PacketType::Data | PacketType::Put | PacketType::GetResp => {
+                if (h.offset as u64 + h.payload_len as u64) > h.msg_len as u64 {
+                    return Err(ParseError::BadField("offset"));
+                }
+            }
+            PacketType::Nack => {
+                if NackCode::from_u8(h.nack_code).is_none() {
+                    return Err(ParseError::BadField("nack_code"));
+                }
+            }
+            PacketType::Ack | PacketType::GetReq => {
+                if h.payload_len != 0 {
+                    return Err(ParseError::BadField("payload_len"));
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// Length of the route at the start of `wire` (its leading bytes with bit
+/// 7 set).
+pub fn route_len(wire: &[u8]) -> usize {
+    wire.iter().take_while(|b| *b & ROUTE_FLAG != 0).count()
+}
+
+/// A route byte naming switch output port `port` (0..=127).
+pub const fn route_byte(port: u8) -> u8 {
+    ROUTE_FLAG | (port & 0x7F)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn data() -> Header {
+        Header {
+            ptype: PacketType::Data,
+            flags: flags::FIRST | flags::ACK_VALID,
+            priority: Priority::High,
+            nack_code: 0,
+            src_node: 1,
+            dst_node: 15,
+            src_port: 2,
+            dst_port: 7,
+            size_class: 16,
+            seq: 100,
+            ack: 55,
+            msg_len: 65536,
+            offset: 4096,
+            payload_len: 4,
+            remote: 0,
+            cookie: 0,
+            crc: 0xabcd,
+        }
+    }
+
+    fn bytes(h: &Header) -> [u8; HEADER_LEN + 4] {
+        let mut b = [0u8; HEADER_LEN + 4];
+        h.encode(&mut b);
+        b
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = data();
+        assert_eq!(Header::parse(&bytes(&h)), Ok(h));
+    }
+
+    #[test]
+    fn truncated_packets_are_refused() {
+        let b = bytes(&data());
+        for n in 0..b.len() {
+            assert_eq!(Header::parse(&b[..n]), Err(ParseError::Truncated), "len {n}");
+        }
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let mut h = data();
+        let mut b = bytes(&h);
+        b[0] = 0x7f;
+        assert_eq!(Header::parse(&b), Err(ParseError::BadField("ptype")));
+        let mut b = bytes(&h);
+        b[1] = 0x80;
+        assert_eq!(Header::parse(&b), Err(ParseError::BadField("flags")));
+        let mut b = bytes(&h);
+        b[2] = 3;
+        assert_eq!(Header::parse(&b), Err(ParseError::BadField("priority")));
+        h.dst_port = 8;
+        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("port")));
+        h = data();
+        h.offset = 65534;
+        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("offset")));
+        h = data();
+        h.ptype = PacketType::Nack;
+        h.nack_code = 99;
+        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("nack_code")));
+        h = data();
+        h.ptype = PacketType::Ack;
+        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("payload_len")));
+        // Longer than payload_len says.
+        let mut long = [0u8; HEADER_LEN + 8];
+        data().encode(&mut long);
+        assert_eq!(Header::parse(&long), Err(ParseError::BadField("payload_len")));
+    }
+
+    #[test]
+    fn route_is_the_leading_flagged_bytes() {
+        assert_eq!(route_len(&[route_byte(3), route_byte(0), 1, 0x80]), 2);
+        assert_eq!(route_len(&[]), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Header::parse(&bytes);
+            let _ = route_len(&bytes);
+        }
+
+        #[test]
+        fn valid_headers_round_trip(seq: u32, ack: u32, len in 0u16..=64, prio in 0u8..2) {
+            let mut h = data();
+            h.seq = seq; h.ack = ack; h.payload_len = len; h.offset = 0; h.msg_len = 64;
+            h.priority = Priority::from_u8(prio).unwrap();
+            let mut b = std::vec![0u8; HEADER_LEN + len as usize];
+            h.encode(&mut b);
+            prop_assert_eq!(Header::parse(&b), Ok(h));
+        }
+    }
+}

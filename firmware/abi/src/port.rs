@@ -1,0 +1,46 @@
+//! The control block at the start of each port window (`map::port_window`).
+//! The send ring follows at `map::PORT_SEND_RING`. Offsets are relative to
+//! the window; use [`port_reg`] for an absolute SRAM offset.
+//!
+//! Open/close handshake: the driver fills EVQ_* and SEND_PROD/EVQ_CONSUMED
+//! (zero), bumps GENERATION, then sets STATE = OPEN. The firmware notices,
+//! resets its view of the port, sets FW_STATE = OPEN and writes a
+//! PortOpened event. To close, the driver sets STATE = CLOSED; the firmware
+//! drops the port's receive buffers and queued sends and sets FW_STATE =
+//! CLOSED. Peers' later sends to a closed port complete with
+//! TargetPortClosed.
+
+/// Driver: `STATE_CLOSED` or `STATE_OPEN`.
+pub const STATE: u32 = 0x00; // u32 host
+/// Driver: incremented at each open.
+pub const GENERATION: u32 = 0x04; // u32 host
+/// Driver: bus address of the event queue in host memory.
+pub const EVQ_BUS: u32 = 0x08; // u64 host
+/// Driver: entries in the event queue (a power of two).
+pub const EVQ_LEN: u32 = 0x10; // u32 host
+/// Host: events consumed, free-running.
+pub const EVQ_CONSUMED: u32 = 0x14; // u32 host
+/// Host: descriptors posted in the send ring, free-running.
+pub const SEND_PROD: u32 = 0x18; // u32 host
+/// Firmware: descriptors taken from the send ring, free-running.
+pub const SEND_CONS: u32 = 0x1C; // u32 fw
+/// Firmware: its view of the port (`STATE_*`).
+pub const FW_STATE: u32 = 0x20; // u32 fw
+/// Firmware: the generation it serves.
+pub const FW_GENERATION: u32 = 0x24; // u32 fw
+/// Firmware: events written, free-running.
+pub const EVQ_PRODUCED: u32 = 0x28; // u32 fw
+
+pub const STATE_CLOSED: u32 = 0;
+pub const STATE_OPEN: u32 = 1;
+
+pub const fn port_reg(port: usize, off: u32) -> u32 {
+    crate::map::port_window(port) + off
+}
+
+/// Absolute SRAM offset of send-ring slot for descriptor number `idx`.
+pub const fn send_slot(port: usize, idx: u32) -> u32 {
+    crate::map::port_window(port)
+        + crate::map::PORT_SEND_RING
+        + (idx & (crate::map::SEND_RING_LEN - 1)) * crate::desc::DESC_SIZE
+}

@@ -1,0 +1,63 @@
+//! NIC counters in the STATS block: u64 words the firmware writes and
+//! anyone may read. `stat_offset(Stat::X)` is the absolute SRAM offset.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Packets handed to the send-DMA engine (data, acks, nacks; resends too).
+    PacketsSent = 0,
+    /// Packets taken from the receive-DMA engine with a good CRC.
+    PacketsReceived = 1,
+    /// Data packets sent again (go-back-N after a timeout or a nack).
+    Retransmits = 2,
+    /// Received packets dropped for any reason (sum of the drop counters).
+    Drops = 3,
+    /// Descriptors refused with an error event.
+    Errors = 4,
+    /// Received packets whose CRC failed.
+    CrcErrors = 5,
+    /// Duplicate data packets (acked and dropped).
+    Duplicates = 6,
+    /// Data packets beyond a gap (nacked and dropped).
+    OutOfOrder = 7,
+    /// Headers that failed to parse, or not for this node.
+    BadHeaders = 8,
+    AcksSent = 9,
+    NacksSent = 10,
+    /// Sends completed with TimedOut.
+    Timeouts = 11,
+    /// Messages delivered to the host (receive events).
+    MessagesReceived = 12,
+    /// Messages sent (successful completions).
+    MessagesSent = 13,
+    /// Packets refused for lack of a receive buffer (nacked).
+    NoBuffer = 14,
+    /// Main-loop passes.
+    Polls = 15,
+}
+
+pub const STAT_COUNT: usize = 16;
+
+pub const fn stat_offset(s: Stat) -> u32 {
+    crate::map::STATS + (s as u32) * 8
+}
+
+pub const ALL_STATS: [Stat; STAT_COUNT] = [
+    Stat::PacketsSent,
+    Stat::PacketsReceived,
+    Stat::Retransmits,
+    Stat::Drops,
+    Stat::Errors,
+    Stat::CrcErrors,
+    Stat::Duplicates,
+    Stat::OutOfOrder,
+    Stat::BadHeaders,
+    Stat::AcksSent,
+    Stat::NacksSent,
+    Stat::Timeouts,
+    Stat::MessagesReceived,
+    Stat::MessagesSent,
+    Stat::NoBuffer,
+    Stat::Polls,
+];
+
+const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

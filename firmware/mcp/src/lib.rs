@@ -1,0 +1,3 @@
+//! The MCP placeholder (being written).
+#![no_std]
+pub mod hw;

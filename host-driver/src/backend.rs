@@ -1,0 +1,58 @@
+//! What the driver needs from a backend: programmed I/O on the NIC's SRAM
+//! (only the port window and, for the privileged part, the page table),
+//! access to this node's host memory (bus address = offset), an allocator
+//! of DMA-able host memory, a clock, and a hook that charges host CPU time
+//! (the sim's host cost model; a no-op in real time).
+//!
+//! Handles are cheap to clone: every `Port` keeps one.
+
+/// Host CPU work the sim charges time for (the profile prices each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOp {
+    /// Posting one descriptor by PIO (send, provide, put, get, ...).
+    PostDescriptor,
+    /// One poll of the event queue that found an event.
+    EventFound,
+    /// One poll of the event queue that found nothing.
+    EventEmpty,
+    /// Host-side handling of a received message of `n` bytes (e.g. a copy
+    /// or a check the program does); charged by programs, not the driver.
+    Touch(u64),
+}
+
+pub trait NicBackend: Clone {
+    /// PIO read of NIC SRAM.
+    fn sram_read(&self, off: u32, buf: &mut [u8]);
+    /// PIO write of NIC SRAM.
+    fn sram_write(&self, off: u32, data: &[u8]);
+    /// Shared SRAM word, Acquire.
+    fn sram_load_u32(&self, off: u32) -> u32;
+    /// Shared SRAM word, Release.
+    fn sram_store_u32(&self, off: u32, v: u32);
+    fn sram_load_u64(&self, off: u32) -> u64;
+    fn sram_store_u64(&self, off: u32, v: u64);
+
+    /// Read this node's host memory at bus address `bus`.
+    fn host_read(&self, bus: u64, buf: &mut [u8]);
+    /// Write this node's host memory.
+    fn host_write(&self, bus: u64, data: &[u8]);
+    /// Shared host-memory word, Acquire (event sequence numbers).
+    fn host_load_u32(&self, bus: u64) -> u32;
+
+    /// Allocate `len` bytes of DMA-able host memory, page aligned.
+    /// Returns the bus address, or None when host memory is exhausted.
+    fn alloc_dma(&self, len: u64) -> Option<u64>;
+    /// Give back an allocation made by `alloc_dma`.
+    fn free_dma(&self, bus: u64, len: u64);
+
+    /// Host time in ns (virtual in sim).
+    fn now_ns(&self) -> u64;
+    /// Charge host CPU time for `op` (sim); real-time backends ignore it.
+    fn charge(&self, op: HostOp);
+    /// Wake the NIC: the driver calls it after posting descriptors.
+    fn doorbell(&self);
+    /// Wait a little for events (blocking wait): real-time backends sleep
+    /// or spin; the sim returns false (a simulated program never blocks: it
+    /// is called back when it has work).
+    fn idle_wait(&self) -> bool;
+}
