@@ -106,7 +106,12 @@ pub mod flags {
     pub const LAST: u8 = 2;
     /// `ack` is valid.
     pub const ACK_VALID: u8 = 4;
-    pub const ALL: u8 = FIRST | LAST | ACK_VALID;
+    /// The sender abandoned earlier sequence numbers of this stream (its
+    /// port closed, or the peer was unreachable): the receiver takes `seq`
+    /// as the next expected one if it is newer, dropping any partial
+    /// message. Only on the first packet of a message.
+    pub const SYNC: u8 = 8;
+    pub const ALL: u8 = FIRST | LAST | ACK_VALID | SYNC;
 }
 
 /// Field offsets (for firmware that patches a header in place).
@@ -166,7 +171,13 @@ impl Header {
     /// no route bytes). Checks every field's domain and that the length
     /// agrees with `payload_len`. Never panics.
     pub fn parse(b: &[u8]) -> Result<Header, ParseError> {
-        if b.len() < HEADER_LEN {
+        Header::parse_prefix(b, b.len())
+    }
+
+    /// Parse from the first bytes of a packet whose whole length is
+    /// `total` (for firmware that reads only the header out of SRAM).
+    pub fn parse_prefix(b: &[u8], total: usize) -> Result<Header, ParseError> {
+        if b.len() < HEADER_LEN || total < HEADER_LEN {
             return Err(ParseError::Truncated);
         }
         let ptype = PacketType::from_u8(get_u8(b, 0)).ok_or(ParseError::BadField("ptype"))?;
@@ -197,10 +208,10 @@ impl Header {
         if h.payload_len as usize > MAX_MTU {
             return Err(ParseError::BadField("payload_len"));
         }
-        if b.len() < HEADER_LEN + h.payload_len as usize {
+        if total < HEADER_LEN + h.payload_len as usize {
             return Err(ParseError::Truncated);
         }
-        if b.len() > HEADER_LEN + h.payload_len as usize {
+        if total > HEADER_LEN + h.payload_len as usize {
             return Err(ParseError::BadField("payload_len"));
         }
         if h.src_port as usize >= crate::NUM_PORTS || h.dst_port as usize >= crate::NUM_PORTS {

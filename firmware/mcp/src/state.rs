@@ -1,0 +1,439 @@
+//! The MCP's records: send tokens, receive slots, streams, connections,
+//! transmit buffers and pending events. Plain data; the state machines in
+//! sdma/send/recv/rdma own the logic.
+
+use crate::pool::NIL;
+use nic_abi::event::INLINE_MAX;
+use nic_abi::Priority;
+
+/// Send tokens per port at most (the configured count may be lower).
+pub const PORT_SEND_TOKENS_MAX: u32 = 32;
+/// Receive tokens per port at most.
+pub const PORT_RECV_TOKENS_MAX: u32 = 64;
+/// Tokens the NIC keeps for its own get responses.
+pub const INTERNAL_TOKENS: usize = 16;
+pub const MAX_TOKENS: usize = nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS;
+pub const MAX_SLOTS: usize = nic_abi::NUM_PORTS * PORT_RECV_TOKENS_MAX as usize;
+pub const MAX_STREAMS: usize = 256;
+pub const MAX_CONNS: usize = 256;
+/// Largest window (unacked packets per stream).
+pub const WINDOW_MAX: u32 = 64;
+
+/// Sequence-number comparison with wrap-around: a before b.
+#[inline]
+pub fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+#[inline]
+pub fn seq_le(a: u32, b: u32) -> bool {
+    a == b || seq_lt(a, b)
+}
+
+/// What a send token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokKind {
+    Send,
+    Put,
+    Get,
+    /// The NIC's own answer to a peer's get: `local` is this port's memory,
+    /// `cookie` names the requester's token.
+    GetResp,
+    /// A refused descriptor waiting for its error event.
+    Error,
+}
+
+/// Where a token is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokState {
+    /// Queued on its stream: packets still to send or to be acked.
+    Active,
+    /// A get whose request was acked: waiting for the answer.
+    AwaitGet,
+    /// Done; its event (status) waits in the port's event queue.
+    Completing(u8),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SendToken {
+    pub kind: TokKind,
+    pub state: TokState,
+    pub port: u8,
+    pub prio: Priority,
+    pub target_node: u16,
+    pub target_port: u8,
+    pub size_class: u8,
+    pub local: u64,
+    pub len: u32,
+    pub remote: u64,
+    pub tag: u64,
+    /// Requester's token id for GetResp; this token's id for Get.
+    pub cookie: u32,
+    /// Packets in this message (at least one).
+    pub npkts: u32,
+    /// Next packet to send (0..=npkts).
+    pub next_pkt: u32,
+    /// Sequence number of packet 0 (valid once packet 0 was sent).
+    pub first_seq: u32,
+    /// The first packet carries SYNC (earlier sequence numbers abandoned).
+    pub sync: bool,
+    /// Next token on the stream's list.
+    pub next: u16,
+    /// Stream the token is on.
+    pub stream: u16,
+    /// Descriptor kind byte (for error events).
+    pub desc_kind: u8,
+}
+
+impl SendToken {
+    pub const EMPTY: SendToken = SendToken {
+        kind: TokKind::Send,
+        state: TokState::Active,
+        port: 0,
+        prio: Priority::Low,
+        target_node: 0,
+        target_port: 0,
+        size_class: 0,
+        local: 0,
+        len: 0,
+        remote: 0,
+        tag: 0,
+        cookie: 0,
+        npkts: 1,
+        next_pkt: 0,
+        first_seq: 0,
+        sync: false,
+        next: NIL,
+        stream: NIL,
+        desc_kind: 0,
+    };
+
+    pub fn is_internal(&self) -> bool {
+        self.kind == TokKind::GetResp
+    }
+}
+
+
+/// A posted receive buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvSlot {
+    pub port: u8,
+    pub prio: Priority,
+    pub size_class: u8,
+    pub vaddr: u64,
+    pub len: u32,
+    pub tag: u64,
+    /// Filled: message details for the event.
+    pub filled: bool,
+    pub msg_len: u32,
+    pub src_node: u16,
+    pub src_port: u8,
+    pub inline_len: u8,
+    pub inline: [u8; INLINE_MAX],
+    /// Error event instead of Received (refused Provide): its cause.
+    pub error: u8,
+    /// Next slot in the port's free list (posting order).
+    pub next: u16,
+}
+
+impl RecvSlot {
+    pub const EMPTY: RecvSlot = RecvSlot {
+        port: 0,
+        prio: Priority::Low,
+        size_class: 0,
+        vaddr: 0,
+        len: 0,
+        tag: 0,
+        filled: false,
+        msg_len: 0,
+        src_node: 0,
+        src_port: 0,
+        inline_len: 0,
+        inline: [0; INLINE_MAX],
+        error: 0,
+        next: NIL,
+    };
+}
+
+/// A stream is (remote node, local port, remote port, priority); packed.
+pub fn stream_key(remote_node: u16, local_port: u8, remote_port: u8, prio: Priority) -> u32 {
+    ((remote_node as u32) << 7)
+        | ((local_port as u32 & 7) << 4)
+        | ((remote_port as u32 & 7) << 1)
+        | prio as u32
+}
+
+/// Sending half of a stream.
+#[derive(Debug, Clone, Copy)]
+pub struct TxStream {
+    pub key: u32,
+    pub remote_node: u16,
+    pub local_port: u8,
+    pub remote_port: u8,
+    pub prio: Priority,
+    /// Sequence number of the next packet to send.
+    pub next_seq: u32,
+    /// Oldest unacknowledged sequence number.
+    pub una: u32,
+    /// Sequence number of the head token's first packet: the tokens on the
+    /// list cover `base..` contiguously.
+    pub base: u32,
+    /// The next message's first packet must carry SYNC.
+    pub sync_next: bool,
+    /// When the receiver last acknowledged progress (or the stream woke).
+    pub acked_at: u64,
+    /// Last rewind: to which sequence number, when (damps nack storms).
+    pub rewound_to: u32,
+    pub rewound_at: u64,
+    /// Highest next_seq ever reached (resends below it are retransmits).
+    pub high: u32,
+    /// Token list, oldest first.
+    pub head: u16,
+    pub tail: u16,
+    /// Token being sent (NIL: all sent).
+    pub cursor: u16,
+    /// When acks last made progress (or the timer was restarted).
+    pub last_progress: u64,
+    /// Do not send before this (no-buffer or busy retry).
+    pub hold_until: u64,
+    /// When the target first refused for lack of a buffer (0: not now).
+    pub nobuf_since: u64,
+    /// Sends are dropped until the host resumes (after a timeout).
+    pub suspended: bool,
+    /// Bumped at every rewind: filled buffers of an older epoch are stale.
+    pub epoch: u16,
+    /// Connection this stream belongs to, and its ring links.
+    pub conn: u16,
+    pub ring_next: u16,
+    pub ring_prev: u16,
+    pub in_ring: bool,
+    /// On the active list (streams with unacked packets).
+    pub active: bool,
+}
+
+impl TxStream {
+    pub const EMPTY: TxStream = TxStream {
+        key: 0,
+        remote_node: 0,
+        local_port: 0,
+        remote_port: 0,
+        prio: Priority::Low,
+        next_seq: 0,
+        una: 0,
+        base: 0,
+        sync_next: false,
+        acked_at: 0,
+        rewound_to: 0,
+        rewound_at: 0,
+        high: 0,
+        head: NIL,
+        tail: NIL,
+        cursor: NIL,
+        last_progress: 0,
+        hold_until: 0,
+        nobuf_since: 0,
+        suspended: false,
+        epoch: 0,
+        conn: NIL,
+        ring_next: NIL,
+        ring_prev: NIL,
+        in_ring: false,
+        active: false,
+    };
+
+    pub fn outstanding(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.una)
+    }
+}
+
+/// What a receiving stream is assembling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assembly {
+    Idle,
+    /// A message into receive slot `slot`.
+    Message { slot: u16 },
+    /// A put into the local port's memory at `base`.
+    Put { base: u64 },
+    /// A get answer for local token `token`.
+    GetResp { token: u16 },
+}
+
+/// Receiving half of a stream.
+#[derive(Debug, Clone, Copy)]
+pub struct RxStream {
+    pub key: u32,
+    pub remote_node: u16,
+    pub local_port: u8,
+    pub remote_port: u8,
+    pub prio: Priority,
+    /// Next sequence number expected.
+    pub expected: u32,
+    /// An ack is owed; send it by `ack_due`.
+    pub ack_pending: bool,
+    pub ack_due: u64,
+    /// Packets accepted since the last ack went out.
+    pub unacked: u32,
+    /// Last out-of-order nack: for which expected value, and when.
+    pub nacked: Option<u32>,
+    pub nack_time: u64,
+    pub assembly: Assembly,
+    /// Bytes of the current message placed so far.
+    pub offset: u32,
+    pub msg_len: u32,
+    /// On the ack list.
+    pub on_ack_list: bool,
+}
+
+impl RxStream {
+    pub const EMPTY: RxStream = RxStream {
+        key: 0,
+        remote_node: 0,
+        local_port: 0,
+        remote_port: 0,
+        prio: Priority::Low,
+        expected: 0,
+        ack_pending: false,
+        ack_due: 0,
+        unacked: 0,
+        nacked: None,
+        nack_time: 0,
+        assembly: Assembly::Idle,
+        offset: 0,
+        msg_len: 0,
+        on_ack_list: false,
+    };
+}
+
+/// A connection: a remote node with streams that have packets to send.
+/// Its streams form a circular list (GM's sub-port queue).
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    pub node: u16,
+    /// Current stream of the ring (the next to serve), NIL if empty.
+    pub ring: u16,
+    /// Streams on the ring.
+    pub ring_len: u16,
+    /// Links of the circular connection queue.
+    pub next: u16,
+    pub prev: u16,
+    pub in_queue: bool,
+}
+
+impl Conn {
+    pub const EMPTY: Conn =
+        Conn { node: 0, ring: NIL, ring_len: 0, next: NIL, prev: NIL, in_queue: false };
+}
+
+/// A transmit buffer's life: Free -> Filling (host-DMA) -> Filled -> Sending
+/// (send-DMA) -> Free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxBufState {
+    Free = 0,
+    Filling = 1,
+    Filled = 2,
+    Sending = 3,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TxBuf {
+    pub state: TxBufState,
+    /// Data packet: its stream and the stream's epoch when filled.
+    pub stream: u16,
+    pub epoch: u16,
+    /// Route length and packet length (header + payload).
+    pub route_len: u8,
+    pub len: u32,
+    /// Control packet (ack/nack): no stream.
+    pub control: bool,
+    pub seq: u32,
+}
+
+impl TxBuf {
+    pub const EMPTY: TxBuf = TxBuf {
+        state: TxBufState::Free,
+        stream: NIL,
+        epoch: 0,
+        route_len: 0,
+        len: 0,
+        control: false,
+        seq: 0,
+    };
+}
+
+/// An event owed to a port, by reference to what holds its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvRef {
+    Token(u16),
+    Slot(u16),
+    Alarm(u64),
+    PortOpened,
+}
+
+/// What the MCP does when a host-DMA command completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HdmaAction {
+    Nothing,
+    /// The payload of transmit buffer i is in SRAM.
+    TxFilled(u8),
+    /// Receive buffer i was copied out: give it back to the rx-DMA engine.
+    RxDone(u8),
+    /// Event staging slot i was written to host memory.
+    EventDone(u8),
+}
+
+/// A control packet to send: ack or nack for a receiving stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    pub rx_stream: u16,
+    /// None: a plain ack; Some: nack with code for seq.
+    pub nack: Option<(u8, u32)>,
+}
+
+/// Per-port state.
+#[derive(Debug, Clone, Copy)]
+pub struct PortState {
+    pub open: bool,
+    pub generation: u32,
+    /// Descriptors taken from the ring.
+    pub cons: u32,
+    pub send_tokens: u32,
+    pub recv_tokens: u32,
+    pub evq_bus: u64,
+    pub evq_len: u32,
+    pub evq_produced: u32,
+    /// Posted receive slots, FIFO (head, tail).
+    pub slots_head: u16,
+    pub slots_tail: u16,
+    /// Pending alarm: when and tag.
+    pub alarm_at: Option<u64>,
+    pub alarm_tag: u64,
+}
+
+impl PortState {
+    pub const EMPTY: PortState = PortState {
+        open: false,
+        generation: 0,
+        cons: 0,
+        send_tokens: 0,
+        recv_tokens: 0,
+        evq_bus: 0,
+        evq_len: 0,
+        evq_produced: 0,
+        slots_head: NIL,
+        slots_tail: NIL,
+        alarm_at: None,
+        alarm_tag: 0,
+    };
+}
+
+/// An accepted data-bearing packet waiting for RDMA.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaJob {
+    pub rx_buf: u8,
+    pub port: u8,
+    /// Virtual address the payload goes to (in `port`'s space).
+    pub vaddr: u64,
+    pub len: u32,
+    /// After the payload: the event to owe (a receive slot or get token).
+    pub then: Option<EvRef>,
+}
