@@ -1,1 +1,46 @@
-//! placeholder
+//! The host driver: the std library host programs use to drive the
+//! emulated NIC, one API whatever the backend (sim now; live and qemu
+//! later). Generic over [`NicBackend`], the seam to the backing.
+//!
+//! ```text
+//! Nic::open(backend)            identity, firmware status, configuration
+//!   nic.open_port(p, opts)      -> Port: event queue, page table, handshake
+//!     port.alloc(len)           -> DmaBuf: DMA memory, registered
+//!     port.send / provide_receive_buffer / put / get / resume / set_alarm
+//!     port.poll / poll_batch / wait   -> Event
+//!     port.close()              (or drop)
+//! ```
+//!
+//! The data path is OS bypass: a call writes one descriptor into the port's
+//! send ring in SRAM and rings the doorbell; completions and receives come
+//! back as events the NIC writes into the port's event queue in host
+//! memory. The driver checks what only it knows (tokens, ring space, its
+//! own buffers); the NIC checks every descriptor and answers a bad one
+//! with an error event.
+//!
+//! Files: `nic.rs` (opening a NIC), `port.rs` (handshake, descriptors,
+//! events), `memory.rs` (DMA buffers, page table), `event.rs` (typed
+//! events), `error.rs`, `backend.rs` (the seam).
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+mod error;
+mod event;
+mod memory;
+mod nic;
+mod port;
+
+pub use backend::{HostOp, NicBackend};
+pub use error::DriverError;
+pub use event::{Event, Inline};
+pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
+pub use nic::{Nic, NicInfo, MAX_TOKENS};
+pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};
+
+/// The ABI crate, for layouts a program or test wants to look at.
+pub use nic_abi;
+pub use nic_abi::desc::{DescKind, Descriptor};
+pub use nic_abi::event::{ErrorCause, SendStatus};
+pub use nic_abi::stats::Stat;
+pub use nic_abi::Priority;

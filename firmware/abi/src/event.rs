@@ -35,7 +35,9 @@ pub enum EventKind {
     /// A get completed: the data is in the local buffer.
     GetDone = 4,
     /// A descriptor was refused (status holds an [`ErrorCause`]); its token
-    /// returns.
+    /// returns: a receive token if `desc_kind` is Provide, none if it is
+    /// Resume or Alarm, otherwise (Send, Put, Get, or a kind byte that is
+    /// no kind at all) a send token.
     Error = 5,
     /// An alarm set with an Alarm descriptor went off.
     Alarm = 6,

@@ -2,8 +2,10 @@
 //! The send ring follows at `map::PORT_SEND_RING`. Offsets are relative to
 //! the window; use [`port_reg`] for an absolute SRAM offset.
 //!
-//! Open/close handshake: the driver fills EVQ_* and SEND_PROD/EVQ_CONSUMED
-//! (zero), bumps GENERATION, then sets STATE = OPEN. The firmware notices,
+//! Open/close handshake: the driver fills EVQ_*, zeroes SEND_PROD,
+//! SEND_CONS and EVQ_CONSUMED (the port is not served while closed, so it
+//! may write the firmware's SEND_CONS then), bumps GENERATION, then sets
+//! STATE = OPEN. The firmware notices,
 //! resets its view of the port, sets FW_STATE = OPEN and writes a
 //! PortOpened event. To close, the driver sets STATE = CLOSED; the firmware
 //! drops the port's receive buffers and queued sends and sets FW_STATE =
