@@ -112,6 +112,9 @@ pub enum ErrorCause {
     NotRegistered = 8,
     /// More descriptors outstanding than the port has tokens.
     NoToken = 9,
+    /// The NIC already tracks as many streams (remote node, port pair,
+    /// priority) as it can.
+    TooManyStreams = 10,
 }
 
 impl ErrorCause {
@@ -126,6 +129,7 @@ impl ErrorCause {
             7 => ErrorCause::BadLength,
             8 => ErrorCause::NotRegistered,
             9 => ErrorCause::NoToken,
+            10 => ErrorCause::TooManyStreams,
             _ => return None,
         })
     }

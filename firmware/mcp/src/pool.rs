@@ -55,28 +55,8 @@ impl<T: Copy, const N: usize> Pool<T, N> {
         self.used.get(i as usize).copied().unwrap_or(false)
     }
 
-    pub fn live(&self) -> usize {
-        self.live as usize
-    }
-
     pub fn available(&self) -> usize {
         N - self.live as usize
-    }
-
-    pub fn get(&self, i: u16) -> Option<&T> {
-        if self.is_live(i) {
-            self.items.get(i as usize)
-        } else {
-            None
-        }
-    }
-
-    pub fn get_mut(&mut self, i: u16) -> Option<&mut T> {
-        if self.is_live(i) {
-            self.items.get_mut(i as usize)
-        } else {
-            None
-        }
     }
 
     /// Indices of live records, in index order.
@@ -112,10 +92,10 @@ mod tests {
         assert_eq!((p[a], p[b], p[c]), (10, 20, 30));
         p.free(b);
         p.free(b); // double free is ignored
-        assert_eq!(p.live(), 2);
+        assert_eq!(p.available(), 1);
         let d = p.alloc(50).unwrap();
         assert_eq!(d, b);
         assert_eq!(p.live_indices().count(), 3);
-        assert!(p.get(7).is_none());
+        assert!(!p.is_live(7));
     }
 }

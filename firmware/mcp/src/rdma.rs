@@ -84,7 +84,7 @@ impl Mcp {
                 let Some(slot) = self.free_staging() else { return };
                 self.port_events[p].pop_front();
                 self.set_rdma(hw, RdmaState::Event, p as u32);
-                let mut e = self.compose_event(ev);
+                let mut e = self.compose_event(p, ev);
                 e.seq = ps.evq_produced.wrapping_add(1);
                 e.rtc = self.now;
                 let mut b = [0u8; EVENT_SIZE as usize];
@@ -119,12 +119,12 @@ impl Mcp {
         None
     }
 
-    fn compose_event(&self, ev: EvRef) -> Event {
+    fn compose_event(&self, p: usize, ev: EvRef) -> Event {
         match ev {
             EvRef::PortOpened => Event::empty(EventKind::PortOpened),
-            EvRef::Alarm(tag) => {
+            EvRef::Alarm => {
                 let mut e = Event::empty(EventKind::Alarm);
-                e.tag = tag;
+                e.tag = self.ports[p].alarm_tag;
                 e
             }
             EvRef::Token(t) => {

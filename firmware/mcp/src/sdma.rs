@@ -92,14 +92,6 @@ impl Mcp {
         {
             return false;
         }
-        if let Ok(d) = &parsed {
-            if matches!(d.kind, DescKind::Send | DescKind::Put | DescKind::Get)
-                && self.validate(hw, p as u8, d).is_ok()
-                && self.find_or_make_tx(d.target_node, p as u8, d.target_port, d.priority).is_none()
-            {
-                return false;
-            }
-        }
         self.set_sdma(hw, SdmaState::Intake, p as u32);
         w.descriptors += 1;
         self.ports[p].cons = cons.wrapping_add(1);
@@ -152,6 +144,7 @@ impl Mcp {
         match d.kind {
             DescKind::Send => {
                 target()?;
+                self.stream_room(p, d)?;
                 if d.size_class > MAX_SIZE_CLASS {
                     return Err(ErrorCause::BadSizeClass);
                 }
@@ -164,6 +157,7 @@ impl Mcp {
             }
             DescKind::Put | DescKind::Get => {
                 target()?;
+                self.stream_room(p, d)?;
                 if d.len as u64 > class_max_len(MAX_SIZE_CLASS) {
                     return Err(ErrorCause::BadLength);
                 }
@@ -187,6 +181,20 @@ impl Mcp {
             DescKind::Alarm => {}
         }
         Ok(())
+    }
+
+    /// Is there a stream for this send, or room for one?
+    fn stream_room(&self, p: u8, d: &Descriptor) -> Result<(), ErrorCause> {
+        let key = stream_key(d.target_node, p, d.target_port, d.priority);
+        let exists = self.tx_index.contains_key(&key);
+        let conn_ok = self.conn_index.contains_key(&d.target_node)
+            || (self.conns.available() > 0 && self.conn_index.len() < self.conn_index.capacity());
+        let room = self.txs.available() > 0 && self.tx_index.len() < self.tx_index.capacity();
+        if exists || (room && conn_ok) {
+            Ok(())
+        } else {
+            Err(ErrorCause::TooManyStreams)
+        }
     }
 
     fn accept_descriptor(&mut self, hw: &mut impl Hw, p: usize, d: &Descriptor) {
@@ -872,14 +880,14 @@ impl Mcp {
                 self.ack_list.swap_remove(i);
                 continue;
             }
-            if now >= self.rxs[r].ack_due {
-                if self.control.push_back(Control { rx_stream: r, nack: None }).is_ok() {
-                    self.rxs[r].ack_pending = false;
-                    self.rxs[r].on_ack_list = false;
-                    self.ack_list.swap_remove(i);
-                    w.timers += 1;
-                    continue;
-                }
+            if now >= self.rxs[r].ack_due
+                && self.control.push_back(Control { rx_stream: r, nack: None }).is_ok()
+            {
+                self.rxs[r].ack_pending = false;
+                self.rxs[r].on_ack_list = false;
+                self.ack_list.swap_remove(i);
+                w.timers += 1;
+                continue;
             }
             i += 1;
         }
@@ -887,9 +895,8 @@ impl Mcp {
         for p in 0..NUM_PORTS {
             if let Some(t) = self.ports[p].alarm_at {
                 if now >= t && self.ports[p].open {
-                    let tag = self.ports[p].alarm_tag;
                     self.ports[p].alarm_at = None;
-                    self.owe_event(p, EvRef::Alarm(tag));
+                    self.owe_event(p, EvRef::Alarm);
                     w.timers += 1;
                 }
             }

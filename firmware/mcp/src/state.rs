@@ -13,9 +13,12 @@ pub const PORT_RECV_TOKENS_MAX: u32 = 64;
 /// Tokens the NIC keeps for its own get responses.
 pub const INTERNAL_TOKENS: usize = 16;
 pub const MAX_TOKENS: usize = nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS;
-pub const MAX_SLOTS: usize = nic_abi::NUM_PORTS * PORT_RECV_TOKENS_MAX as usize;
-pub const MAX_STREAMS: usize = 256;
-pub const MAX_CONNS: usize = 256;
+/// Receive buffers posted, all ports together (each port up to its count).
+pub const MAX_SLOTS: usize = 256;
+/// Streams each way (a stream is remote node, local port, remote port,
+/// priority); a send that would need one more is refused (TooManyStreams).
+pub const MAX_STREAMS: usize = 128;
+pub const MAX_CONNS: usize = 128;
 /// Largest window (unacked packets per stream).
 pub const WINDOW_MAX: u32 = 64;
 
@@ -365,7 +368,7 @@ impl TxBuf {
 pub enum EvRef {
     Token(u16),
     Slot(u16),
-    Alarm(u64),
+    Alarm,
     PortOpened,
 }
 

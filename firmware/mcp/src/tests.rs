@@ -185,15 +185,15 @@ impl Bench {
             self.wire_count += 1;
             let k = self.wire_count;
             let f = self.faults;
-            if f.drop_every != 0 && k % f.drop_every == 0 {
+            if f.drop_every != 0 && k.is_multiple_of(f.drop_every) {
                 continue;
             }
             let mut pkt = pkt;
-            if f.corrupt_every != 0 && k % f.corrupt_every == 0 {
+            if f.corrupt_every != 0 && k.is_multiple_of(f.corrupt_every) {
                 let at = pkt.len() / 2;
                 pkt[at] ^= 0x10;
             }
-            if f.dup_every != 0 && k % f.dup_every == 0 {
+            if f.dup_every != 0 && k.is_multiple_of(f.dup_every) {
                 self.nodes[dst].inbox.push_back(pkt.clone());
             }
             self.nodes[dst].inbox.push_back(pkt);
@@ -786,5 +786,14 @@ fn state_machines_record_transitions_when_traced() {
     assert!(recs.iter().any(|r| r.machine == nic_abi::trace::Machine::Sdma && r.to == SdmaState::Fill as u8));
     assert!(recs.iter().any(|r| r.machine == nic_abi::trace::Machine::Send));
     assert_eq!(b.nodes[1].r32(reg(regs::TRACE_PROD)), 0, "off unless enabled");
+}
+
+
+#[test]
+fn mcp_fits_the_firmware_budget() {
+    // The bare-metal image (text + data + bss) must stay under 128 KiB;
+    // the MCP's state is most of its bss.
+    let size = core::mem::size_of::<Mcp>();
+    assert!(size < 80 * 1024, "Mcp is {size} bytes");
 }
 
