@@ -1,0 +1,107 @@
+//! `mcp::hw::Hw` over the NIC CPU's own RAM: SRAM is guest RAM at
+//! `SRAM_BASE`, shared (a file mapping) with the device model in nic-emu.
+//! Words the device or the host also touch are accessed as atomics with
+//! Acquire/Release; bulk bytes with volatile accesses. Every access is
+//! bounds-checked against the SRAM size the device model configured.
+
+use crate::clint;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use mcp::hw::Hw;
+use nic_abi::{map, regs};
+
+const SRAM_BASE: usize = 0x8000_0000;
+
+pub struct SramHw {
+    size: u32,
+    rtc_hz: u64,
+}
+
+impl SramHw {
+    pub fn new() -> SramHw {
+        let mut hw = SramHw { size: map::SRAM_MIN, rtc_hz: clint::MTIME_HZ };
+        let size = hw.load_u32(regs::reg(regs::SRAM_SIZE));
+        if size >= map::SRAM_MIN {
+            hw.size = size;
+        }
+        let hz = hw.load_u64(regs::reg(regs::RTC_HZ));
+        if hz != 0 {
+            hw.rtc_hz = hz;
+        }
+        hw
+    }
+
+    fn ok(&self, off: u32, len: usize) -> bool {
+        (off as usize).checked_add(len).is_some_and(|e| e <= self.size as usize)
+    }
+
+    /// The RTC in ticks of RTC_HZ, from the CLINT's mtime.
+    pub fn rtc_now(&self) -> u64 {
+        ((clint::mtime() as u128 * self.rtc_hz as u128) / clint::MTIME_HZ as u128) as u64
+    }
+
+    pub fn rtc_to_clint(&self, ticks: u64) -> u64 {
+        ((ticks as u128 * clint::MTIME_HZ as u128) / self.rtc_hz as u128) as u64
+    }
+}
+
+impl Hw for SramHw {
+    fn read(&self, off: u32, buf: &mut [u8]) {
+        if !self.ok(off, buf.len()) {
+            buf.fill(0);
+            return;
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: in bounds of SRAM (checked above), which is this CPU's
+            // RAM: always mapped; others may write it concurrently, hence
+            // volatile.
+            *b = unsafe { core::ptr::read_volatile((SRAM_BASE + off as usize + i) as *const u8) };
+        }
+    }
+
+    fn write(&mut self, off: u32, data: &[u8]) {
+        if !self.ok(off, data.len()) {
+            return;
+        }
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: in bounds of SRAM, as in `read`.
+            unsafe { core::ptr::write_volatile((SRAM_BASE + off as usize + i) as *mut u8, *b) };
+        }
+    }
+
+    fn load_u32(&self, off: u32) -> u32 {
+        if !self.ok(off, 4) || off % 4 != 0 {
+            return 0;
+        }
+        // SAFETY: in bounds and 4-aligned; SRAM words shared with the device
+        // model are accessed only atomically.
+        unsafe { (*((SRAM_BASE + off as usize) as *const AtomicU32)).load(Ordering::Acquire) }
+    }
+
+    fn store_u32(&mut self, off: u32, v: u32) {
+        if !self.ok(off, 4) || off % 4 != 0 {
+            return;
+        }
+        // SAFETY: as in `load_u32`.
+        unsafe { (*((SRAM_BASE + off as usize) as *const AtomicU32)).store(v, Ordering::Release) }
+    }
+
+    fn load_u64(&self, off: u32) -> u64 {
+        if !self.ok(off, 8) || off % 8 != 0 {
+            return 0;
+        }
+        // SAFETY: in bounds and 8-aligned, as in `load_u32`.
+        unsafe { (*((SRAM_BASE + off as usize) as *const AtomicU64)).load(Ordering::Acquire) }
+    }
+
+    fn store_u64(&mut self, off: u32, v: u64) {
+        if !self.ok(off, 8) || off % 8 != 0 {
+            return;
+        }
+        // SAFETY: as in `load_u64`.
+        unsafe { (*((SRAM_BASE + off as usize) as *const AtomicU64)).store(v, Ordering::Release) }
+    }
+
+    fn rtc(&self) -> u64 {
+        self.rtc_now()
+    }
+}

@@ -1,0 +1,88 @@
+//! The bare-metal MCP image: the portable MCP library (`mcp`) on the
+//! emulated NIC CPU (riscv64imac, QEMU `virt`, RAM = NIC SRAM). This crate
+//! is only the entry, the hardware interface over the CPU's own RAM, the
+//! idle policy and logging; every state machine lives in `mcp`.
+#![no_std]
+#![no_main]
+
+mod clint;
+mod hw;
+#[cfg(feature = "defmt")]
+mod log;
+#[cfg(feature = "selftest")]
+mod selftest;
+
+use core::panic::PanicInfo;
+use mcp::Mcp;
+
+/// The whole firmware state, in .bss (inside the IMAGE region of SRAM, as
+/// on a LANai). A debugger reads `mcp_image::MCP.sdma_state` and friends.
+#[no_mangle]
+pub static mut MCP: Mcp = Mcp::new();
+
+/// Polls with no work before the CPU starts sleeping between polls.
+const SPIN_POLLS: u32 = 2000;
+/// Longest sleep while idle, in CLINT ticks (10 MHz): 1 ms.
+const MAX_SLEEP: u64 = 10_000;
+/// First sleep when idle: 20 us; doubles while nothing happens.
+const MIN_SLEEP: u64 = 200;
+
+#[riscv_rt::entry]
+fn main() -> ! {
+    #[cfg(feature = "selftest")]
+    selftest::run();
+
+    let mut hw = hw::SramHw::new();
+    // SAFETY: one hart, no interrupt handlers: this is the only reference
+    // to MCP for the life of the program.
+    let mcp = unsafe { &mut *core::ptr::addr_of_mut!(MCP) };
+    if let Err(_e) = mcp.init(&mut hw) {
+        #[cfg(feature = "defmt")]
+        defmt::error!("MCP init failed: {}", defmt::Debug2Format(&_e));
+        loop {
+            clint::sleep(MAX_SLEEP);
+        }
+    }
+    #[cfg(feature = "defmt")]
+    defmt::info!("MCP running: node {} of {}", mcp.config().node, mcp.config().nodes);
+    let mut idle = 0u32;
+    let mut sleep = MIN_SLEEP;
+    loop {
+        let w = mcp.poll(&mut hw);
+        if !w.is_idle() {
+            idle = 0;
+            sleep = MIN_SLEEP;
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        if idle < SPIN_POLLS {
+            continue;
+        }
+        // Idle: sleep until the next timer or a bounded while, so an idle
+        // NIC does not burn a host core. A doorbell is seen at the next wake.
+        let mut ticks = sleep;
+        if let Some(d) = mcp.next_deadline() {
+            let now = hw.rtc_now();
+            ticks = ticks.min(hw.rtc_to_clint(d.saturating_sub(now)).max(1));
+        }
+        clint::sleep(ticks);
+        sleep = (sleep * 2).min(MAX_SLEEP);
+    }
+}
+
+#[panic_handler]
+fn panic(_info: &PanicInfo) -> ! {
+    #[cfg(feature = "defmt")]
+    defmt::error!("panic");
+    qemu_exit_failure()
+}
+
+pub fn qemu_exit_failure() -> ! {
+    use qemu_exit::QEMUExit;
+    qemu_exit::RISCV64::new(clint::SIFIVE_TEST).exit_failure()
+}
+
+pub fn qemu_exit_success() -> ! {
+    use qemu_exit::QEMUExit;
+    qemu_exit::RISCV64::new(clint::SIFIVE_TEST).exit_success()
+}
