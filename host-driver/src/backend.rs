@@ -49,7 +49,11 @@ pub trait NicBackend: Clone {
     fn now_ns(&self) -> u64;
     /// Charge host CPU time for `op` (sim); real-time backends ignore it.
     fn charge(&self, op: HostOp);
-    /// Wake the NIC: the driver calls it after posting descriptors.
+    /// Wake the NIC: the driver calls it after posting descriptors and
+    /// after changing a port's STATE. The firmware polls and never needs
+    /// it; it only wakes an idle NIC CPU. A backend that maps SRAM does it
+    /// as `HOST_DOORBELL += 1` (the register's contract); the sim may wake
+    /// the NIC directly instead.
     fn doorbell(&self);
     /// Wait a little for events (blocking wait): real-time backends sleep
     /// or spin; the sim returns false (a simulated program never blocks: it

@@ -1,1 +1,41 @@
-//! placeholder
+//! nic-emu: the emulated NIC and network.
+//!
+//! - [`profile`]: timing profiles as data (`profiles/*.toml`, embedded).
+//! - [`topology`], `fabric`, [`faults`]: links, crossbar switches with
+//!   source routing and wormhole timing, seeded fault injection.
+//! - `device`, [`memory`]: the NIC (SRAM, register block, three DMA
+//!   engines) and host memory.
+//! - [`sim`], `event`: the deterministic discrete-event core
+//!   ([`SimCluster`]) that runs firmware ([`firmware::Firmware`], the MCP by
+//!   default) and simulated host programs ([`HostApp`]) through
+//!   [`SimBackend`], the sim's `host_driver::NicBackend`.
+//! - [`testfw`]: stand-in firmwares that exercise the device model and
+//!   the fabric without the MCP (tests, fabric benchmark).
+//! - [`scenario`]: scenario files and their runner.
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub(crate) mod device;
+pub(crate) mod event;
+pub(crate) mod fabric;
+pub mod faults;
+pub mod firmware;
+pub mod host;
+pub mod memory;
+pub mod profile;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod stats;
+pub mod testfw;
+pub mod topology;
+
+pub use backend::SimBackend;
+pub use device::crc_ok;
+pub use faults::Faults;
+pub use firmware::{Firmware, IdleFirmware, Work};
+pub use host::{HostApp, HostCx};
+pub use profile::{Profile, ProfileError};
+pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
+pub use stats::{DeviceCounters, LinkEnd, LinkStats, NicStats, SimStats};
+pub use topology::Topology;

@@ -20,6 +20,8 @@ use nic_abi::stats::Stat;
 use nic_abi::NUM_PORTS;
 
 impl Mcp {
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn rdma_step(&mut self, hw: &mut impl Hw, w: &mut Work) {
         while let Some(&job) = self.rdma_jobs.front() {
             // A packet spans at most two pages.
@@ -67,6 +69,8 @@ impl Mcp {
     }
 
     /// Write owed events into the ports' event queues (host memory).
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn flush_events(&mut self, hw: &mut impl Hw, w: &mut Work) {
         for p in 0..NUM_PORTS {
             while let Some(&ev) = self.port_events[p].front() {

@@ -22,6 +22,8 @@ use nic_abi::{class_max_len, Priority};
 const RECV_BUDGET: u32 = 16;
 
 impl Mcp {
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn recv_step(&mut self, hw: &mut impl Hw, w: &mut Work) {
         for _ in 0..RECV_BUDGET {
             let prod = hw.reg32(regs::RXDONE_PROD);

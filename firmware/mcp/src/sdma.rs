@@ -50,6 +50,8 @@ impl Mcp {
     // ----------------------------------------------------------------
     // Intake
 
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn sdma_intake(&mut self, hw: &mut impl Hw, w: &mut Work) {
         let mut budget = INTAKE_BUDGET;
         for k in 0..NUM_PORTS {
@@ -447,6 +449,8 @@ impl Mcp {
     // ----------------------------------------------------------------
     // Filling transmit buffers
 
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn sdma_fill(&mut self, hw: &mut impl Hw, w: &mut Work) {
         loop {
             if self.data_bufs_busy >= map::TX_BUF_COUNT - CONTROL_RESERVE {
@@ -843,6 +847,8 @@ impl Mcp {
     // ----------------------------------------------------------------
     // Timers
 
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn timers(&mut self, hw: &mut impl Hw, w: &mut Work) {
         let now = self.now;
         // Retransmission and send timeouts.

@@ -109,6 +109,8 @@ impl Mcp {
     // ----------------------------------------------------------------
     // The SEND machine
 
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
     pub(crate) fn send_step(&mut self, hw: &mut impl Hw, w: &mut Work) {
         // Acks and nacks first: they are small and unblock peers.
         while let Some(&c) = self.control.front() {
