@@ -27,7 +27,8 @@ pub const IMAGE_SIZE: u32 = 0x0004_0000;
 pub const REGS: u32 = 0x0004_0000;
 pub const REGS_SIZE: u32 = 0x1000;
 
-/// Route table: `MAX_NODES` entries of `ROUTE_ENTRY` bytes: `[len, b0..b6]`.
+/// Route table: `MAX_NODES` entries of `ROUTE_ENTRY` bytes: `[len, b0..b6]`,
+/// the route bytes as they go on the wire (`packet::route_byte(port)`).
 pub const ROUTES: u32 = 0x0004_1000;
 pub const ROUTE_ENTRY: u32 = 8;
 /// Longest source route (switch hops).

@@ -10,7 +10,10 @@
 //! PortOpened event. To close, the driver sets STATE = CLOSED; the firmware
 //! drops the port's receive buffers and queued sends and sets FW_STATE =
 //! CLOSED. Peers' later sends to a closed port complete with
-//! TargetPortClosed.
+//! TargetPortClosed. The host keeps the port's event queue and buffers
+//! until FW_STATE reads CLOSED (or FW_GENERATION moved on): until then the
+//! firmware may still write into them. EVQ_PRODUCED restarts at 0 at each
+//! open.
 
 /// Driver: `STATE_CLOSED` or `STATE_OPEN`.
 pub const STATE: u32 = 0x00; // u32 host

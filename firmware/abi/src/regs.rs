@@ -64,8 +64,13 @@ pub const HDMA_DONE: u32 = 0x104; // u32 dev
 pub const HDMA_ERRORS: u32 = 0x108; // u32 dev
 
 // Send-DMA engine (SRAM -> wire). Commands in `map::TXDMA_RING`.
+/// Commands posted (fw), free-running.
 pub const TXDMA_PROD: u32 = 0x110; // u32 fw
+/// Commands finished (dev), in order: the packet's tail has left the NIC
+/// (or the command was refused), so its buffer may be reused.
 pub const TXDMA_DONE: u32 = 0x114; // u32 dev
+/// Commands refused (range outside SRAM, or shorter than route + header);
+/// they still count as done (dev).
 pub const TXDMA_ERRORS: u32 = 0x118; // u32 dev
 
 // Receive-DMA engine (wire -> SRAM).
@@ -77,7 +82,9 @@ pub const RXFREE_CONS: u32 = 0x124; // u32 dev
 pub const RXDONE_PROD: u32 = 0x128; // u32 dev
 /// Filled buffers consumed (fw).
 pub const RXDONE_CONS: u32 = 0x12C; // u32 fw
-/// Packets the engine dropped (too long for a buffer) (dev).
+/// Packets the engine dropped: misrouted (route bytes left on arrival) or
+/// shorter than a header (dev). A packet longer than a buffer is not
+/// dropped: it is stored cut short and flagged `RX_TRUNCATED`.
 pub const RX_DROPS: u32 = 0x130; // u32 dev
 
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.

@@ -27,7 +27,9 @@ pub enum DmaDir {
 /// Host-DMA command:
 /// `dir u8 | pad[3] | len u32 | sram u32 | pad u32 | host u64 | cookie u64`.
 /// `host` is a bus address (offset into the node's host memory). `cookie`
-/// is the firmware's own and is not interpreted by the engine.
+/// is the firmware's own and is not interpreted by the engine. An SRAM ->
+/// host transfer stores its last 4 bytes last (Release), so a record whose
+/// final word is a sequence number (events) is never seen half written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostDmaCmd {
     pub dir: DmaDir,

@@ -81,7 +81,9 @@ impl Mcp {
         let is_provide = kind_byte == DescKind::Provide as u8;
         let takes_send = match &parsed {
             Ok(d) => d.kind.uses_send_token(),
-            Err(_) => !is_provide,
+            // A broken descriptor of a known kind takes that kind's token; a
+            // kind byte that names no kind takes a send token.
+            Err(_) => DescKind::from_u8(kind_byte).is_none_or(|k| k.uses_send_token()),
         };
         // Resources first: a descriptor is only taken when whatever it (or
         // its error event) needs is there.

@@ -1,0 +1,595 @@
+//! A port: one process's endpoint on the NIC. Owns the port's window in
+//! SRAM (control block + send ring, `nic_abi::port`), its page table
+//! (`memory.rs`), its event queue in host memory, and its token counts.
+//!
+//! Open (after `nic_abi::port`): the driver allocates and zeroes the event
+//! queue, clears the page table, writes EVQ_BUS, EVQ_LEN, EVQ_CONSUMED = 0,
+//! SEND_PROD = 0 and SEND_CONS = 0, bumps GENERATION, then sets
+//! STATE = OPEN (Release) and rings the doorbell. The firmware answers with a PortOpened event.
+//! Descriptors may be posted at once: they wait in the ring.
+//!
+//! Close (also on drop): STATE = CLOSED, doorbell, the page table cleared
+//! (every registration gone at once). The port's host memory (event queue
+//! and buffers) is freed only once the firmware has let go of this
+//! generation (FW_GENERATION == ours with FW_STATE closed, or a later
+//! generation served): until then the NIC may still write into it. Frees
+//! held back are retried at the next open, close or allocation on the same
+//! `Nic`.
+//!
+//! Posting: write the 64-byte descriptor into ring slot SEND_PROD, bump
+//! SEND_PROD (Release), ring the doorbell, charge `HostOp::PostDescriptor`.
+//! Ring space: the driver keeps the last SEND_CONS it read and reads the
+//! word again only when its cached view says full, and then only if the
+//! firmware serves this generation (FW_GENERATION == ours; before that the
+//! firmware has taken nothing, and a firmware still finishing the previous
+//! generation could write a stale SEND_CONS over the opener's zero).
+//!
+//! Events: slot `n % EVQ_LEN` holds event `n` with `seq = n + 1`. `poll`
+//! reads the seq word (Acquire) and takes the slot when it matches.
+//! EVQ_CONSUMED is written back in batches: when half the queue has been
+//! consumed since the last write, before `wait` blocks, and on
+//! `report_consumed`. The queue holds at least 2 * (tokens + 8) entries
+//! rounded up to a power of two, so unreported consumption (< half the
+//! queue) plus every event that can be outstanding (one per token, the
+//! alarm, PortOpened) always fits: the NIC never finds the queue full
+//! because of the batching, and a host that has drained the queue never
+//! leaves the NIC waiting.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
+use nic_abi::event::{self as abi, EventKind, EVENT_SEQ_OFFSET, EVENT_SIZE};
+use nic_abi::map::SEND_RING_LEN;
+use nic_abi::port::{self as pcb, port_reg, send_slot};
+use nic_abi::{Priority, NUM_PORTS};
+
+use crate::backend::{HostOp, NicBackend};
+use crate::event::{from_abi, token_back, token_of, token_of_byte, Event, TokenBack};
+use crate::memory::{DmaBuf, Memory};
+use crate::nic::NicInfo;
+use crate::DriverError;
+
+/// Largest event queue a port may ask for (entries).
+pub const MAX_EVENT_QUEUE_LEN: u32 = 1 << 20;
+
+/// Per-port choices; `PortOptions::default()` takes the NIC's values.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortOptions {
+    /// Use fewer send tokens than the NIC gives a port (1..=SEND_TOKENS).
+    pub send_tokens: Option<u32>,
+    /// Use fewer receive tokens (1..=RECV_TOKENS).
+    pub recv_tokens: Option<u32>,
+    /// Event queue entries: a power of two, at least the default
+    /// (`default_event_queue_len`), at most `MAX_EVENT_QUEUE_LEN`.
+    pub event_queue_len: Option<u32>,
+}
+
+/// Default (and smallest) event queue for these token counts: the next
+/// power of two >= send + recv + 8, doubled.
+pub fn default_event_queue_len(send_tokens: u32, recv_tokens: u32) -> u32 {
+    (send_tokens + recv_tokens + 8).next_power_of_two() * 2
+}
+
+/// What a port has done, for tests and reports.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    /// Descriptors written into the send ring.
+    pub posted: u64,
+    /// Event records consumed (including bad ones).
+    pub events: u64,
+    /// Event records the driver could not decode (skipped; their token,
+    /// if the kind byte named one, was still returned).
+    pub bad_events: u64,
+    /// Polls that found nothing.
+    pub empty_polls: u64,
+    /// Writes of EVQ_CONSUMED to SRAM.
+    pub consumed_writes: u64,
+}
+
+/// State shared by every port of one `Nic`: host memory whose free waits
+/// for the firmware to let go of a closed port.
+#[derive(Default)]
+pub(crate) struct Shared {
+    deferred: Vec<Deferred>,
+}
+
+struct Deferred {
+    port: u8,
+    generation: u32,
+    mem: Vec<(u64, u64)>,
+}
+
+impl Shared {
+    /// Free the memory of closed ports the firmware no longer serves.
+    pub(crate) fn reap<B: NicBackend>(&mut self, be: &B) {
+        self.deferred.retain(|d| {
+            if !released(be, d.port, d.generation) {
+                return true;
+            }
+            for &(bus, len) in &d.mem {
+                be.free_dma(bus, len);
+            }
+            false
+        });
+    }
+
+    pub(crate) fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+}
+
+/// Has the firmware let go of generation `generation` of `port`?
+fn released<B: NicBackend>(be: &B, port: u8, generation: u32) -> bool {
+    let p = port as usize;
+    let fw_gen = be.sram_load_u32(port_reg(p, pcb::FW_GENERATION));
+    let fw_state = be.sram_load_u32(port_reg(p, pcb::FW_STATE));
+    (fw_gen == generation && fw_state != pcb::STATE_OPEN)
+        || (fw_gen.wrapping_sub(generation) as i32) > 0
+}
+
+pub(crate) fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An open port. Dropping it closes it.
+pub struct Port<B: NicBackend> {
+    pub(crate) be: B,
+    pub(crate) shared: Arc<Mutex<Shared>>,
+    pub(crate) num: u8,
+    generation: u32,
+    open: bool,
+    send_max: u32,
+    send_free: u32,
+    recv_max: u32,
+    recv_free: u32,
+    /// Descriptors posted (our copy of SEND_PROD).
+    prod: u32,
+    /// Last SEND_CONS read.
+    cons_seen: u32,
+    evq_bus: u64,
+    evq_len: u32,
+    /// Events consumed (next expected seq is consumed + 1).
+    consumed: u32,
+    /// Last value written to EVQ_CONSUMED.
+    reported: u32,
+    pub(crate) mem: Memory,
+    stats: PortStats,
+}
+
+impl<B: NicBackend> Port<B> {
+    pub(crate) fn open(
+        be: B,
+        shared: Arc<Mutex<Shared>>,
+        info: &NicInfo,
+        num: u8,
+        opts: PortOptions,
+    ) -> Result<Port<B>, DriverError> {
+        if num as usize >= NUM_PORTS {
+            return Err(DriverError::BadPort(num));
+        }
+        let send_max = pick_tokens(opts.send_tokens, info.send_tokens, "send_tokens")?;
+        let recv_max = pick_tokens(opts.recv_tokens, info.recv_tokens, "recv_tokens")?;
+        let min_len = default_event_queue_len(send_max, recv_max);
+        let evq_len = match opts.event_queue_len {
+            None => min_len,
+            Some(n) if n.is_power_of_two() && n >= min_len && n <= MAX_EVENT_QUEUE_LEN => n,
+            Some(_) => return Err(DriverError::InvalidOption("event_queue_len")),
+        };
+        let p = num as usize;
+        lock(&shared).reap(&be);
+        if be.sram_load_u32(port_reg(p, pcb::STATE)) == pcb::STATE_OPEN {
+            return Err(DriverError::PortBusy(num));
+        }
+
+        // Event queue: zeroed, so stale records never look fresh.
+        let evq_bytes = evq_len as u64 * EVENT_SIZE as u64;
+        let evq_bus = be.alloc_dma(evq_bytes).ok_or(DriverError::OutOfMemory { len: evq_bytes })?;
+        be.host_write(evq_bus, &vec![0u8; evq_bytes as usize]);
+
+        let mut mem = Memory::new(num);
+        mem.table.clear(&be);
+
+        be.sram_store_u64(port_reg(p, pcb::EVQ_BUS), evq_bus);
+        be.sram_store_u32(port_reg(p, pcb::EVQ_LEN), evq_len);
+        be.sram_store_u32(port_reg(p, pcb::EVQ_CONSUMED), 0);
+        be.sram_store_u32(port_reg(p, pcb::SEND_PROD), 0);
+        // SEND_CONS is the firmware's, but a closed port is not served, so
+        // the opener zeroes it too (nic_abi::port).
+        be.sram_store_u32(port_reg(p, pcb::SEND_CONS), 0);
+        let generation = be.sram_load_u32(port_reg(p, pcb::GENERATION)).wrapping_add(1);
+        be.sram_store_u32(port_reg(p, pcb::GENERATION), generation);
+        be.sram_store_u32(port_reg(p, pcb::STATE), pcb::STATE_OPEN);
+        be.doorbell();
+
+        Ok(Port {
+            be,
+            shared,
+            num,
+            generation,
+            open: true,
+            send_max,
+            send_free: send_max,
+            recv_max,
+            recv_free: recv_max,
+            prod: 0,
+            cons_seen: 0,
+            evq_bus,
+            evq_len,
+            consumed: 0,
+            reported: 0,
+            mem,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Close the port: STATE = CLOSED, every registration removed, memory
+    /// freed once the firmware lets go (see the module notes).
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        let p = self.num as usize;
+        self.be.sram_store_u32(port_reg(p, pcb::STATE), pcb::STATE_CLOSED);
+        self.be.doorbell();
+        self.mem.table.clear(&self.be);
+        let mut mem = self.mem.take_allocations();
+        mem.push((self.evq_bus, self.evq_len as u64 * EVENT_SIZE as u64));
+        let mut shared = lock(&self.shared);
+        shared.deferred.push(Deferred { port: self.num, generation: self.generation, mem });
+        shared.reap(&self.be);
+    }
+
+    // ----- identity and accounting -----
+
+    pub fn number(&self) -> u8 {
+        self.num
+    }
+
+    /// The GENERATION this open wrote.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Is the firmware serving this open (FW_GENERATION == ours and
+    /// FW_STATE open)? One PIO read pair; PortOpened says the same.
+    pub fn nic_serving(&self) -> bool {
+        let p = self.num as usize;
+        self.be.sram_load_u32(port_reg(p, pcb::FW_GENERATION)) == self.generation
+            && self.be.sram_load_u32(port_reg(p, pcb::FW_STATE)) == pcb::STATE_OPEN
+    }
+
+    /// Send tokens this port has.
+    pub fn send_tokens(&self) -> u32 {
+        self.send_max
+    }
+
+    /// Receive tokens this port has.
+    pub fn recv_tokens(&self) -> u32 {
+        self.recv_max
+    }
+
+    /// Send tokens not in use.
+    pub fn send_tokens_free(&self) -> u32 {
+        self.send_free
+    }
+
+    /// Receive tokens not in use.
+    pub fn recv_tokens_free(&self) -> u32 {
+        self.recv_free
+    }
+
+    pub fn event_queue_len(&self) -> u32 {
+        self.evq_len
+    }
+
+    /// Bus address of the event queue in host memory.
+    pub fn event_queue_bus(&self) -> u64 {
+        self.evq_bus
+    }
+
+    pub fn stats(&self) -> PortStats {
+        self.stats
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.be
+    }
+
+    // ----- descriptors -----
+
+    /// Send `len` bytes at `offset` in `buf` to (node, port) into a receive
+    /// buffer of `size_class` and `priority`. Takes a send token.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &mut self,
+        buf: &DmaBuf,
+        offset: u64,
+        len: u32,
+        size_class: u8,
+        priority: Priority,
+        node: u16,
+        port: u8,
+        tag: u64,
+    ) -> Result<(), DriverError> {
+        let local = buf.vaddr_at(offset, len as u64)?;
+        self.post_raw(Descriptor {
+            kind: DescKind::Send,
+            priority,
+            size_class,
+            target_port: port,
+            target_node: node,
+            local,
+            len,
+            remote: 0,
+            tag,
+        })
+    }
+
+    /// Give the NIC `buf` (all of it) as a receive buffer for messages of
+    /// `size_class` and `priority`. Takes a receive token; the Received
+    /// event carries `tag`.
+    pub fn provide_receive_buffer(
+        &mut self,
+        buf: &DmaBuf,
+        size_class: u8,
+        priority: Priority,
+        tag: u64,
+    ) -> Result<(), DriverError> {
+        let len = u32::try_from(buf.len).map_err(|_| DriverError::BadSize)?;
+        self.post_raw(Descriptor {
+            kind: DescKind::Provide,
+            priority,
+            size_class,
+            target_port: 0,
+            target_node: 0,
+            local: buf.vaddr,
+            len,
+            remote: 0,
+            tag,
+        })
+    }
+
+    /// Write `len` bytes at `offset` in `buf` into (node, port)'s registered
+    /// memory at `remote_vaddr`. Takes a send token.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put(
+        &mut self,
+        buf: &DmaBuf,
+        offset: u64,
+        len: u32,
+        node: u16,
+        port: u8,
+        remote_vaddr: u64,
+        priority: Priority,
+        tag: u64,
+    ) -> Result<(), DriverError> {
+        let local = buf.vaddr_at(offset, len as u64)?;
+        self.post_raw(Descriptor {
+            kind: DescKind::Put,
+            priority,
+            size_class: 0,
+            target_port: port,
+            target_node: node,
+            local,
+            len,
+            remote: remote_vaddr,
+            tag,
+        })
+    }
+
+    /// Read `len` bytes at `remote_vaddr` of (node, port) into `buf` at
+    /// `offset`. Takes a send token.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get(
+        &mut self,
+        buf: &DmaBuf,
+        offset: u64,
+        len: u32,
+        node: u16,
+        port: u8,
+        remote_vaddr: u64,
+        priority: Priority,
+        tag: u64,
+    ) -> Result<(), DriverError> {
+        let local = buf.vaddr_at(offset, len as u64)?;
+        self.post_raw(Descriptor {
+            kind: DescKind::Get,
+            priority,
+            size_class: 0,
+            target_port: port,
+            target_node: node,
+            local,
+            len,
+            remote: remote_vaddr,
+            tag,
+        })
+    }
+
+    /// Resume this port's `priority` sends to (node, port) after a send
+    /// there timed out. No token, no event.
+    pub fn resume(&mut self, node: u16, port: u8, priority: Priority) -> Result<(), DriverError> {
+        self.post_raw(Descriptor {
+            kind: DescKind::Resume,
+            priority,
+            size_class: 0,
+            target_port: port,
+            target_node: node,
+            local: 0,
+            len: 0,
+            remote: 0,
+            tag: 0,
+        })
+    }
+
+    /// Ask for an Alarm event carrying `tag` after `ticks` RTC ticks. No
+    /// token; a new alarm replaces a pending one.
+    pub fn set_alarm(&mut self, ticks: u64, tag: u64) -> Result<(), DriverError> {
+        self.post_raw(Descriptor {
+            kind: DescKind::Alarm,
+            priority: Priority::Low,
+            size_class: 0,
+            target_port: 0,
+            target_node: 0,
+            local: 0,
+            len: 0,
+            remote: ticks,
+            tag,
+        })
+    }
+
+    /// Post any descriptor as given (negative tests: foreign or unregistered
+    /// addresses, bad classes, bad targets). Only tokens and ring space are
+    /// checked; the token of `d.kind` is taken.
+    pub fn post_raw(&mut self, d: Descriptor) -> Result<(), DriverError> {
+        let mut b = [0u8; DESC_SIZE as usize];
+        d.encode(&mut b);
+        self.post(&b, token_of(d.kind))
+    }
+
+    /// Post 64 raw descriptor bytes (malformed descriptors: bad kind,
+    /// priority, reserved bits). Takes the token of the kind its kind byte
+    /// names; a byte naming no kind takes a send token (as the firmware
+    /// counts it; the Error event gives it back).
+    pub fn post_raw_bytes(&mut self, bytes: &[u8; DESC_SIZE as usize]) -> Result<(), DriverError> {
+        self.post(bytes, token_of_byte(Descriptor::raw_kind(bytes)))
+    }
+
+    fn post(&mut self, bytes: &[u8], token: TokenBack) -> Result<(), DriverError> {
+        match token {
+            TokenBack::Send if self.send_free == 0 => return Err(DriverError::NoSendToken),
+            TokenBack::Recv if self.recv_free == 0 => return Err(DriverError::NoRecvToken),
+            _ => {}
+        }
+        if !self.ring_has_room() {
+            return Err(DriverError::RingFull);
+        }
+        let p = self.num as usize;
+        self.be.sram_write(send_slot(p, self.prod), bytes);
+        self.prod = self.prod.wrapping_add(1);
+        self.be.sram_store_u32(port_reg(p, pcb::SEND_PROD), self.prod);
+        self.be.doorbell();
+        self.be.charge(HostOp::PostDescriptor);
+        match token {
+            TokenBack::Send => self.send_free -= 1,
+            TokenBack::Recv => self.recv_free -= 1,
+            TokenBack::None => {}
+        }
+        self.stats.posted += 1;
+        Ok(())
+    }
+
+    fn ring_has_room(&mut self) -> bool {
+        if self.prod.wrapping_sub(self.cons_seen) < SEND_RING_LEN {
+            return true;
+        }
+        let p = self.num as usize;
+        if self.be.sram_load_u32(port_reg(p, pcb::FW_GENERATION)) == self.generation {
+            let cons = self.be.sram_load_u32(port_reg(p, pcb::SEND_CONS));
+            // Ignore a value that cannot be right (ahead of us).
+            if self.prod.wrapping_sub(cons) <= SEND_RING_LEN {
+                self.cons_seen = cons;
+            }
+        }
+        self.prod.wrapping_sub(self.cons_seen) < SEND_RING_LEN
+    }
+
+    // ----- events -----
+
+    /// The next event, if the NIC has written one. Never blocks.
+    pub fn poll(&mut self) -> Option<Event> {
+        loop {
+            let slot = self.consumed & (self.evq_len - 1);
+            let at = self.evq_bus + slot as u64 * EVENT_SIZE as u64;
+            let want = self.consumed.wrapping_add(1);
+            if self.be.host_load_u32(at + EVENT_SEQ_OFFSET as u64) != want {
+                self.be.charge(HostOp::EventEmpty);
+                self.stats.empty_polls += 1;
+                return None;
+            }
+            let mut rec = [0u8; EVENT_SIZE as usize];
+            self.be.host_read(at, &mut rec);
+            self.be.charge(HostOp::EventFound);
+            self.consumed = want;
+            self.stats.events += 1;
+            if self.consumed.wrapping_sub(self.reported) >= self.evq_len / 2 {
+                self.report_consumed();
+            }
+            // Tokens come back by the kind bytes, even if the rest is bad.
+            if let Some(kind) = EventKind::from_u8(rec[0]) {
+                match token_back(kind, rec[12]) {
+                    TokenBack::Send => self.send_free = (self.send_free + 1).min(self.send_max),
+                    TokenBack::Recv => self.recv_free = (self.recv_free + 1).min(self.recv_max),
+                    TokenBack::None => {}
+                }
+            }
+            match abi::Event::decode(&rec).ok().as_ref().and_then(from_abi) {
+                Some(e) => return Some(e),
+                None => self.stats.bad_events += 1,
+            }
+        }
+    }
+
+    /// Append up to `max` events to `out`; returns how many.
+    pub fn poll_batch(&mut self, out: &mut Vec<Event>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            match self.poll() {
+                Some(e) => {
+                    out.push(e);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Block until an event arrives or `timeout` (backend time) passes.
+    /// On a backend that cannot block (the sim) an empty queue gives
+    /// `WouldBlock` at once.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Event, DriverError> {
+        let start = self.be.now_ns();
+        let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        loop {
+            if let Some(e) = self.poll() {
+                return Ok(e);
+            }
+            self.report_consumed();
+            if self.be.now_ns().saturating_sub(start) >= limit {
+                return Err(DriverError::Timeout);
+            }
+            if !self.be.idle_wait() {
+                return Err(DriverError::WouldBlock);
+            }
+        }
+    }
+
+    /// Write EVQ_CONSUMED now if it is behind (poll does it in batches).
+    pub fn report_consumed(&mut self) {
+        if self.reported != self.consumed {
+            self.be.sram_store_u32(port_reg(self.num as usize, pcb::EVQ_CONSUMED), self.consumed);
+            self.reported = self.consumed;
+            self.stats.consumed_writes += 1;
+        }
+    }
+}
+
+impl<B: NicBackend> Drop for Port<B> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn pick_tokens(opt: Option<u32>, nic: u32, name: &'static str) -> Result<u32, DriverError> {
+    match opt {
+        None => Ok(nic),
+        Some(n) if n >= 1 && n <= nic => Ok(n),
+        Some(_) => Err(DriverError::InvalidOption(name)),
+    }
+}
