@@ -59,4 +59,12 @@ pub trait NicBackend: Clone {
     /// or spin; the sim returns false (a simulated program never blocks: it
     /// is called back when it has work).
     fn idle_wait(&self) -> bool;
+
+    /// The one port this backend may serve, if it is tied to one (a live
+    /// backend holds one port's lock and memory slice). `Nic::open_port`
+    /// refuses any other number with `PortNotAttached`. Default: None
+    /// (any port).
+    fn port_hint(&self) -> Option<u8> {
+        None
+    }
 }

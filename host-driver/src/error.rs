@@ -8,6 +8,8 @@
 
 use core::fmt;
 
+use crate::cluster::{ClusterError, NodeFile};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriverError {
     /// `MAGIC` does not hold "NICE": not one of our NICs, or not mapped.
@@ -20,7 +22,8 @@ pub enum DriverError {
     BadConfig(&'static str),
     /// Port number out of range (`0..NUM_PORTS`).
     BadPort(u8),
-    /// The port is already open (its `STATE` word says so).
+    /// The port is already open (its `STATE` word says so), or, on a live
+    /// backend, another process (or attach) holds its lock.
     PortBusy(u8),
     /// A `PortOptions` field is out of range (named).
     InvalidOption(&'static str),
@@ -45,6 +48,70 @@ pub enum DriverError {
     WouldBlock,
     /// No event arrived within the timeout of a blocking wait.
     Timeout,
+    /// The backend serves one port (`NicBackend::port_hint`, e.g. a live
+    /// backend attached to port `attached`) and `port` was asked for.
+    PortNotAttached { port: u8, attached: u8 },
+    /// A real-time backend could not use the cluster directory (attach).
+    /// `cluster::ClusterDir::open` gives the same failures with paths.
+    Cluster(ClusterFault),
+}
+
+/// Why a cluster directory could not be attached to (the `Copy` summary
+/// of a `cluster::ClusterError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterFault {
+    /// No `cluster.toml` there: no such cluster, or it is not running.
+    NotFound,
+    /// `cluster.toml` does not parse or holds a value out of its domain.
+    BadManifest,
+    /// The cluster has no node `node` (it has `0..nodes`).
+    NoSuchNode { node: u32, nodes: u32 },
+    /// A node file is missing, cannot be opened or mapped (`io`), or is
+    /// not the size `cluster.toml` says (`io` None).
+    BadFile { file: NodeFile, io: Option<std::io::ErrorKind> },
+    /// The device process named in `cluster.toml` is not running.
+    DeviceGone { pid: u32 },
+    /// Another I/O failure.
+    Io(std::io::ErrorKind),
+}
+
+impl From<&ClusterError> for ClusterFault {
+    fn from(e: &ClusterError) -> ClusterFault {
+        match e {
+            ClusterError::NotFound { .. } => ClusterFault::NotFound,
+            ClusterError::Exists { .. } => ClusterFault::Io(std::io::ErrorKind::AlreadyExists),
+            ClusterError::BadManifest { .. } => ClusterFault::BadManifest,
+            ClusterError::NoSuchNode { node, nodes } => {
+                ClusterFault::NoSuchNode { node: *node, nodes: *nodes }
+            }
+            ClusterError::BadFile { file, .. } => ClusterFault::BadFile { file: *file, io: None },
+            ClusterError::Io { err, .. } => ClusterFault::Io(err.kind()),
+        }
+    }
+}
+
+impl fmt::Display for ClusterFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterFault::NotFound => {
+                f.write_str("no cluster there (no cluster.toml; is it running?)")
+            }
+            ClusterFault::BadManifest => f.write_str("cluster.toml is unreadable or invalid"),
+            ClusterFault::NoSuchNode { node, nodes } => {
+                write!(f, "node {node} does not exist (the cluster has nodes 0..{nodes})")
+            }
+            ClusterFault::BadFile { file, io: Some(kind) } => {
+                write!(f, "the node's {} file cannot be used: {kind}", file.as_str())
+            }
+            ClusterFault::BadFile { file, io: None } => {
+                write!(f, "the node's {} file is not the size cluster.toml says", file.as_str())
+            }
+            ClusterFault::DeviceGone { pid } => {
+                write!(f, "the cluster's device process (pid {pid}) is not running")
+            }
+            ClusterFault::Io(kind) => write!(f, "I/O error: {kind}"),
+        }
+    }
 }
 
 impl fmt::Display for DriverError {
@@ -69,7 +136,9 @@ impl fmt::Display for DriverError {
             BadPort(p) => {
                 write!(f, "port {p} does not exist (ports are 0..{})", nic_abi::NUM_PORTS)
             }
-            PortBusy(p) => write!(f, "port {p} is already open"),
+            PortBusy(p) => {
+                write!(f, "port {p} is already open (held by another process or handle)")
+            }
             InvalidOption(what) => write!(f, "port option `{what}` is out of range"),
             NoSendToken => f.write_str("no send token left on this port"),
             NoRecvToken => f.write_str("no receive token left on this port"),
@@ -80,6 +149,11 @@ impl fmt::Display for DriverError {
             PageTableFull => f.write_str("the port's page table is full"),
             WouldBlock => f.write_str("no event yet and this backend cannot block"),
             Timeout => f.write_str("no event before the timeout"),
+            PortNotAttached { port, attached } => write!(
+                f,
+                "port {port} asked for, but this backend is attached to port {attached} only"
+            ),
+            Cluster(c) => write!(f, "cluster: {c}"),
         }
     }
 }

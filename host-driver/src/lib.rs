@@ -1,6 +1,6 @@
 //! The host driver: the std library host programs use to drive the
-//! emulated NIC, one API whatever the backend (sim now; live and qemu
-//! later). Generic over [`NicBackend`], the seam to the backing.
+//! emulated NIC, one API whatever the backend (sim, live, qemu). Generic
+//! over [`NicBackend`], the seam to the backing.
 //!
 //! ```text
 //! Nic::open(backend)            identity, firmware status, configuration
@@ -20,20 +20,31 @@
 //!
 //! Files: `nic.rs` (opening a NIC), `port.rs` (handshake, descriptors,
 //! events), `memory.rs` (DMA buffers, page table), `event.rs` (typed
-//! events), `error.rs`, `backend.rs` (the seam).
+//! events), `error.rs`, `backend.rs` (the seam). Real time: `cluster.rs`
+//! (the cluster directory contract), `live.rs` (`LiveBackend`, the only
+//! module with `unsafe`: shared file mappings). Measuring: `pattern.rs`
+//! (checkable message contents), `bench.rs` (ping-pong and streaming
+//! loops, used by the `pingpong` and `stream` binaries and by tests).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod backend;
+pub mod bench;
+pub mod cluster;
 mod error;
 mod event;
+#[allow(unsafe_code)]
+pub mod live;
 mod memory;
 mod nic;
+pub mod pattern;
 mod port;
 
 pub use backend::{HostOp, NicBackend};
-pub use error::DriverError;
+pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
+pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};
+pub use live::{AttachOptions, IdlePolicy, LiveBackend, MappedFile};
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use nic::{Nic, NicInfo, MAX_TOKENS};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};

@@ -58,16 +58,21 @@ impl<B: NicBackend> Nic<B> {
     }
 
     /// As `open`, but while the firmware is still booting, wait for it (up
-    /// to `timeout` of backend time) with `idle_wait`. On a backend that
-    /// cannot block (the sim) this is `open`.
+    /// to `timeout` of backend time) with `idle_wait`. A MAGIC of zero
+    /// (a device that has not written its register block yet, or is
+    /// resetting the NIC) is waited for too. On a backend that cannot
+    /// block (the sim) this is `open`.
     pub fn open_timeout(backend: B, timeout: Duration) -> Result<Nic<B>, DriverError> {
         let start = backend.now_ns();
         let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         loop {
             match Nic::open(backend.clone()) {
-                Err(DriverError::NicNotReady { fw_status: regs::FW_BOOTING }) => {
+                Err(
+                    e @ (DriverError::NicNotReady { fw_status: regs::FW_BOOTING }
+                    | DriverError::BadMagic { found: 0 }),
+                ) => {
                     if backend.now_ns().saturating_sub(start) >= limit || !backend.idle_wait() {
-                        return Err(DriverError::NicNotReady { fw_status: regs::FW_BOOTING });
+                        return Err(e);
                     }
                 }
                 other => return other,

@@ -168,6 +168,11 @@ impl<B: NicBackend> Port<B> {
         if num as usize >= NUM_PORTS {
             return Err(DriverError::BadPort(num));
         }
+        if let Some(attached) = be.port_hint() {
+            if attached != num {
+                return Err(DriverError::PortNotAttached { port: num, attached });
+            }
+        }
         let send_max = pick_tokens(opts.send_tokens, info.send_tokens, "send_tokens")?;
         let recv_max = pick_tokens(opts.recv_tokens, info.recv_tokens, "recv_tokens")?;
         let min_len = default_event_queue_len(send_max, recv_max);

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod calibrate;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod fabric;

@@ -62,3 +62,96 @@ pub fn assert_all_intact(r: &Report) {
         r.summary()
     );
 }
+
+/// A cluster driven straight from a test: the test opens NICs and ports
+/// with the host driver on the nodes' sim backends, posts descriptors,
+/// and lets virtual time run until the events it waits for arrive.
+pub mod rig {
+    use host_driver::{Event, Nic, Port};
+    use nic_emu::{ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology};
+
+    /// Keeps the cluster running to the time a test asks for (a cluster
+    /// with every program done would stop at once).
+    struct Forever;
+
+    impl HostApp for Forever {
+        fn wake(&mut self, _cx: &mut HostCx<'_>) {}
+        fn done(&self) -> bool {
+            false
+        }
+    }
+
+    pub struct Rig {
+        pub c: SimCluster,
+    }
+
+    impl Rig {
+        /// `nodes` nodes on one switch, `profile`, and optionally a short
+        /// send timeout (us).
+        pub fn new(profile: &str, nodes: usize, send_timeout_us: Option<f64>) -> Rig {
+            let p = Profile::load(profile).expect("profile");
+            let mut cfg = ClusterConfig::new(p, nodes, Topology::Star);
+            cfg.send_timeout_us = send_timeout_us;
+            let mut c = SimCluster::new(cfg).expect("cluster");
+            c.spawn(0, Box::new(Forever));
+            Rig { c }
+        }
+
+        /// Node `n`'s backend with its host clock brought up to now.
+        pub fn backend(&self, n: usize) -> SimBackend {
+            let be = self.c.backend(n);
+            be.advance_to(self.c.now_ns());
+            be
+        }
+
+        pub fn nic(&self, n: usize) -> Nic<SimBackend> {
+            Nic::open(self.backend(n)).expect("open NIC")
+        }
+
+        /// Bring every host clock up to the cluster's time (before a test
+        /// posts anything, so doorbells ring now, not in the past).
+        pub fn sync(&self) {
+            for n in 0..self.c.nodes() {
+                self.c.backend(n).advance_to(self.c.now_ns());
+            }
+        }
+
+        /// Let `ns` of virtual time pass.
+        pub fn run_for(&mut self, ns: u64) {
+            let t = self.c.now_ns() + ns;
+            self.c.run(RunLimit::Until(t));
+            self.sync();
+        }
+
+        pub fn now(&self) -> u64 {
+            self.c.now_ns()
+        }
+
+        /// Run until `port` has an event (at most `limit_ns` from now);
+        /// returns it with the virtual time it was found at (within 1 us).
+        pub fn next_event(&mut self, port: &mut Port<SimBackend>, limit_ns: u64) -> Option<(Event, u64)> {
+            let end = self.c.now_ns() + limit_ns;
+            loop {
+                self.sync();
+                if let Some(e) = port.poll() {
+                    return Some((e, self.c.now_ns()));
+                }
+                if self.c.now_ns() >= end {
+                    return None;
+                }
+                let t = (self.c.now_ns() + 1_000).min(end);
+                self.c.run(RunLimit::Until(t));
+            }
+        }
+
+        /// The next event that is not PortOpened.
+        pub fn next_real_event(&mut self, port: &mut Port<SimBackend>, limit_ns: u64) -> Option<(Event, u64)> {
+            loop {
+                match self.next_event(port, limit_ns)? {
+                    (Event::PortOpened { .. }, _) => continue,
+                    other => return Some(other),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! The on-disk contract of a running real-time cluster (live or qemu):
+//! one directory per cluster holding `cluster.toml` and, per node, the
+//! files the device process, QEMU and host processes share. The full
+//! contract is `docs/design/cluster-dir.md`; this module is its one
+//! implementation.
+//!
+//! ```text
+//! <base>/<name>/cluster.toml         ClusterManifest (written last, by rename)
+//! <base>/<name>/node<N>/sram         NIC SRAM, sram_size bytes (QEMU guest RAM)
+//! <base>/<name>/node<N>/host         host memory, host_size bytes, bus address = offset
+//! <base>/<name>/node<N>/port<P>.lock flock'ed by the process holding port P
+//! <base>/<name>/node<N>/flash        firmware image (qemu; written by `xtask flash`)
+//! ```
+//!
+//! `<base>` is `$NIC_CLUSTER_DIR` if set, else `<system temp dir>/nic-clusters`.
+//! Owns nothing but paths and the manifest; it maps nothing (see `live.rs`).
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nic_abi::map::SRAM_MIN;
+use nic_abi::{MAX_NODES, NUM_PORTS, PAGE_SIZE};
+use serde::{Deserialize, Serialize};
+
+/// Name of the manifest inside a cluster directory.
+pub const MANIFEST_FILE: &str = "cluster.toml";
+/// Environment variable naming the base directory of named clusters.
+pub const CLUSTER_DIR_ENV: &str = "NIC_CLUSTER_DIR";
+/// Version of this contract, the manifest's `format` field.
+pub const CLUSTER_FORMAT: u32 = 1;
+/// A sensible host memory size per node: 64 MiB (8 MiB per port; the file
+/// is sparse, so unused memory costs nothing).
+pub const DEFAULT_HOST_SIZE: u64 = 64 << 20;
+
+/// Which real-time backend runs the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterBackend {
+    /// The device model with the MCP as native threads.
+    Live,
+    /// The device model with the MCP image under qemu-system-riscv64.
+    Qemu,
+}
+
+impl ClusterBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterBackend::Live => "live",
+            ClusterBackend::Qemu => "qemu",
+        }
+    }
+}
+
+impl fmt::Display for ClusterBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ClusterBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "live" => Ok(ClusterBackend::Live),
+            "qemu" => Ok(ClusterBackend::Qemu),
+            _ => Err(format!("unknown backend `{s}` (live or qemu)")),
+        }
+    }
+}
+
+/// The content of `cluster.toml`. Unknown fields are ignored when reading,
+/// so a newer device process may add some.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterManifest {
+    /// Contract version (`CLUSTER_FORMAT`).
+    pub format: u32,
+    /// The cluster's name (the directory's name when it lives under the base).
+    pub name: String,
+    pub backend: ClusterBackend,
+    /// Number of nodes: `node0` .. `node<nodes-1>`.
+    pub nodes: u32,
+    /// Timing profile name (informative for host processes).
+    pub profile: String,
+    /// Bytes of each node's `sram` file (= the NIC's SRAM_SIZE register).
+    pub sram_size: u64,
+    /// Bytes of each node's `host` file, a multiple of NUM_PORTS * PAGE_SIZE.
+    pub host_size: u64,
+    /// Process id of the device process (0: not known).
+    pub pid: u32,
+    /// When the cluster was created, seconds since the Unix epoch.
+    pub created: u64,
+}
+
+impl ClusterManifest {
+    /// A manifest for a cluster created now by this process.
+    pub fn new(
+        name: &str,
+        backend: ClusterBackend,
+        nodes: u32,
+        profile: &str,
+        sram_size: u64,
+        host_size: u64,
+    ) -> ClusterManifest {
+        ClusterManifest {
+            format: CLUSTER_FORMAT,
+            name: name.to_string(),
+            backend,
+            nodes,
+            profile: profile.to_string(),
+            sram_size,
+            host_size,
+            pid: std::process::id(),
+            created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        }
+    }
+
+    /// Check every field's domain; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format != CLUSTER_FORMAT {
+            return Err(format!(
+                "format {} (this driver reads format {CLUSTER_FORMAT})",
+                self.format
+            ));
+        }
+        if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name.starts_with('.') {
+            return Err(format!("name `{}`: empty, or a path rather than a name", self.name));
+        }
+        if self.nodes == 0 || self.nodes as usize > MAX_NODES {
+            return Err(format!("nodes = {} (1..={MAX_NODES})", self.nodes));
+        }
+        if self.sram_size < SRAM_MIN as u64 || self.sram_size > u32::MAX as u64 {
+            return Err(format!("sram_size = {} ({SRAM_MIN}..={})", self.sram_size, u32::MAX));
+        }
+        let unit = NUM_PORTS as u64 * PAGE_SIZE;
+        if self.host_size == 0 || !self.host_size.is_multiple_of(unit) {
+            return Err(format!(
+                "host_size = {} (a non-zero multiple of {unit}: {NUM_PORTS} ports x {PAGE_SIZE}-byte pages)",
+                self.host_size
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of host memory each port owns.
+    pub fn port_slice_len(&self) -> u64 {
+        port_slice(self.host_size, 0).1
+    }
+}
+
+/// Port `port`'s slice of a node's host memory of `host_size` bytes:
+/// `(first bus address, length)`. NUM_PORTS equal slices, page aligned;
+/// port P's DMA allocations live only in slice P.
+pub const fn port_slice(host_size: u64, port: u8) -> (u64, u64) {
+    let len = host_size / NUM_PORTS as u64 / PAGE_SIZE * PAGE_SIZE;
+    (port as u64 * len, len)
+}
+
+/// A node file of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeFile {
+    Sram,
+    Host,
+    PortLock,
+    Flash,
+}
+
+impl NodeFile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeFile::Sram => "sram",
+            NodeFile::Host => "host",
+            NodeFile::PortLock => "port lock",
+            NodeFile::Flash => "flash",
+        }
+    }
+}
+
+/// Why a cluster directory could not be used.
+#[derive(Debug)]
+pub enum ClusterError {
+    /// No `cluster.toml` there: no cluster of that name, or it is not up.
+    NotFound { path: PathBuf },
+    /// A cluster whose device process is alive already lives there.
+    Exists { path: PathBuf, pid: u32 },
+    /// `cluster.toml` does not parse, or a field is out of its domain.
+    BadManifest { path: PathBuf, why: String },
+    /// A node number the cluster does not have.
+    NoSuchNode { node: u32, nodes: u32 },
+    /// A node file is missing or has the wrong size.
+    BadFile { file: NodeFile, path: PathBuf, why: String },
+    /// Any other I/O failure, with the path it concerned.
+    Io { path: PathBuf, err: io::Error },
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterError::NotFound { path } => write!(
+                f,
+                "no cluster at {} (no {MANIFEST_FILE}; is the cluster running?)",
+                path.display()
+            ),
+            ClusterError::Exists { path, pid } => write!(
+                f,
+                "a running cluster already lives at {} (device process {pid})",
+                path.display()
+            ),
+            ClusterError::BadManifest { path, why } => {
+                write!(f, "{}: {why}", path.display())
+            }
+            ClusterError::NoSuchNode { node, nodes } => {
+                write!(f, "node {node} does not exist (the cluster has nodes 0..{nodes})")
+            }
+            ClusterError::BadFile { file, path, why } => {
+                write!(f, "{} file {}: {why}", file.as_str(), path.display())
+            }
+            ClusterError::Io { path, err } => write!(f, "{}: {err}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClusterError::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ClusterError + '_ {
+    move |err| ClusterError::Io { path: path.to_path_buf(), err }
+}
+
+/// Where named clusters live: `$NIC_CLUSTER_DIR`, else
+/// `<system temp dir>/nic-clusters`.
+pub fn base_dir() -> PathBuf {
+    match std::env::var_os(CLUSTER_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => std::env::temp_dir().join("nic-clusters"),
+    }
+}
+
+/// The directory a cluster name or path stands for: something with a path
+/// separator, starting with `.`, or naming a directory here that holds a
+/// `cluster.toml` is a path; anything else is a name under `base_dir()`.
+pub fn resolve(name_or_path: &str) -> PathBuf {
+    let p = Path::new(name_or_path);
+    if name_or_path.contains(std::path::MAIN_SEPARATOR)
+        || name_or_path.contains('/')
+        || name_or_path.starts_with('.')
+        || p.join(MANIFEST_FILE).is_file()
+    {
+        p.to_path_buf()
+    } else {
+        base_dir().join(name_or_path)
+    }
+}
+
+/// Is a process with this pid alive? (Linux: /proc; elsewhere: assume so.)
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if cfg!(target_os = "linux") {
+        Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
+}
+
+/// An opened (or freshly created) cluster directory: its path and manifest.
+#[derive(Debug, Clone)]
+pub struct ClusterDir {
+    path: PathBuf,
+    manifest: ClusterManifest,
+}
+
+impl ClusterDir {
+    /// Create a cluster at `path` (the device process does this): the
+    /// directory, every node's `sram` and `host` files sized with
+    /// `set_len` (sparse, zero), every `port<P>.lock`, then `cluster.toml`
+    /// (written to a temporary file and renamed, so a reader sees either
+    /// no manifest or a whole one, and only once the files exist).
+    ///
+    /// An existing cluster there is replaced if its device process is gone
+    /// (its node files and locks are unlinked, so stale mappings and lock
+    /// holders keep the old ones); if it is alive, `Exists`.
+    ///
+    /// The device process must write each NIC's register block (at least
+    /// MAGIC and FW_STATUS = FW_BOOTING) before calling `publish` if it
+    /// uses `create_unpublished`; `create` publishes at once.
+    pub fn create(path: &Path, manifest: &ClusterManifest) -> Result<ClusterDir, ClusterError> {
+        let dir = ClusterDir::create_unpublished(path, manifest)?;
+        dir.publish()?;
+        Ok(dir)
+    }
+
+    /// As `create`, but without writing `cluster.toml`: host processes
+    /// cannot find the cluster until `publish`. Lets the device process
+    /// initialise SRAM before anyone attaches.
+    pub fn create_unpublished(
+        path: &Path,
+        manifest: &ClusterManifest,
+    ) -> Result<ClusterDir, ClusterError> {
+        let mpath = path.join(MANIFEST_FILE);
+        manifest
+            .validate()
+            .map_err(|why| ClusterError::BadManifest { path: mpath.clone(), why })?;
+        if let Ok(old) = ClusterDir::open_path(path) {
+            if old.manifest.pid != std::process::id() && pid_alive(old.manifest.pid) {
+                return Err(ClusterError::Exists {
+                    path: path.to_path_buf(),
+                    pid: old.manifest.pid,
+                });
+            }
+        }
+        // A stale manifest goes first: nobody may find a half-made cluster.
+        match fs::remove_file(&mpath) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&mpath)(e)),
+        }
+        fs::create_dir_all(path).map_err(io_err(path))?;
+        let dir = ClusterDir { path: path.to_path_buf(), manifest: manifest.clone() };
+        for node in 0..manifest.nodes {
+            let nd = dir.node_dir(node);
+            fs::create_dir_all(&nd).map_err(io_err(&nd))?;
+            let files = [
+                (dir.sram_path(node), manifest.sram_size),
+                (dir.host_path(node), manifest.host_size),
+            ];
+            let locks = (0..NUM_PORTS as u8).map(|p| (dir.port_lock_path(node, p), 0));
+            // Fresh inodes: whoever still maps or locks a stale cluster's
+            // files keeps the old ones and cannot disturb the new cluster.
+            for (file, len) in files.into_iter().chain(locks) {
+                match fs::remove_file(&file) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err(&file)(e)),
+                }
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&file)
+                    .map_err(io_err(&file))?;
+                f.set_len(len).map_err(io_err(&file))?;
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Write `cluster.toml` (again): temporary file, then rename.
+    pub fn publish(&self) -> Result<(), ClusterError> {
+        let mpath = self.manifest_path();
+        let tmp = self.path.join(format!(".{MANIFEST_FILE}.{}.tmp", std::process::id()));
+        let text = toml::to_string(&self.manifest)
+            .map_err(|e| ClusterError::BadManifest { path: mpath.clone(), why: e.to_string() })?;
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &mpath).map_err(io_err(&mpath))
+    }
+
+    /// Change the manifest (e.g. the pid of a device process started after
+    /// the files were made) and publish it.
+    pub fn update(&mut self, f: impl FnOnce(&mut ClusterManifest)) -> Result<(), ClusterError> {
+        let mut m = self.manifest.clone();
+        f(&mut m);
+        m.validate()
+            .map_err(|why| ClusterError::BadManifest { path: self.manifest_path(), why })?;
+        self.manifest = m;
+        self.publish()
+    }
+
+    /// Open a cluster by name (under `base_dir()`) or by path (`resolve`).
+    pub fn open(name_or_path: &str) -> Result<ClusterDir, ClusterError> {
+        ClusterDir::open_path(&resolve(name_or_path))
+    }
+
+    /// Open the cluster at `path`: read and check `cluster.toml`.
+    pub fn open_path(path: &Path) -> Result<ClusterDir, ClusterError> {
+        let mpath = path.join(MANIFEST_FILE);
+        let text = match fs::read_to_string(&mpath) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ClusterError::NotFound { path: path.to_path_buf() })
+            }
+            Err(e) => return Err(io_err(&mpath)(e)),
+        };
+        let manifest: ClusterManifest = toml::from_str(&text)
+            .map_err(|e| ClusterError::BadManifest { path: mpath.clone(), why: e.to_string() })?;
+        manifest.validate().map_err(|why| ClusterError::BadManifest { path: mpath, why })?;
+        Ok(ClusterDir { path: path.to_path_buf(), manifest })
+    }
+
+    /// Every cluster under `base_dir()` whose manifest reads, by name.
+    pub fn list() -> Vec<ClusterDir> {
+        let mut out = Vec::new();
+        if let Ok(rd) = fs::read_dir(base_dir()) {
+            for e in rd.flatten() {
+                if let Ok(d) = ClusterDir::open_path(&e.path()) {
+                    out.push(d);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.manifest.name.cmp(&b.manifest.name));
+        out
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn manifest(&self) -> &ClusterManifest {
+        &self.manifest
+    }
+
+    pub fn manifest_path(&self) -> PathBuf {
+        self.path.join(MANIFEST_FILE)
+    }
+
+    pub fn nodes(&self) -> u32 {
+        self.manifest.nodes
+    }
+
+    /// Is the device process named in the manifest alive?
+    pub fn device_alive(&self) -> bool {
+        pid_alive(self.manifest.pid)
+    }
+
+    /// `Ok(())` if the cluster has node `node`.
+    pub fn check_node(&self, node: u32) -> Result<(), ClusterError> {
+        if node < self.manifest.nodes {
+            Ok(())
+        } else {
+            Err(ClusterError::NoSuchNode { node, nodes: self.manifest.nodes })
+        }
+    }
+
+    pub fn node_dir(&self, node: u32) -> PathBuf {
+        self.path.join(format!("node{node}"))
+    }
+
+    /// The NIC's SRAM (QEMU's guest RAM in the qemu backend).
+    pub fn sram_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join("sram")
+    }
+
+    /// The node's host memory (bus address = file offset).
+    pub fn host_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join("host")
+    }
+
+    /// The lock a process holding port `port` keeps (flock, exclusive).
+    pub fn port_lock_path(&self, node: u32, port: u8) -> PathBuf {
+        self.node_dir(node).join(format!("port{port}.lock"))
+    }
+
+    /// The firmware image the NIC loads at reset (qemu).
+    pub fn flash_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join("flash")
+    }
+
+    /// Port `port`'s slice of host memory: (first bus address, length).
+    pub fn port_slice(&self, port: u8) -> (u64, u64) {
+        port_slice(self.manifest.host_size, port)
+    }
+
+    /// Does some process hold port `port` of `node` (its lock is taken)?
+    /// The device process asks this about ports whose STATE is open to
+    /// notice a dead holder. The probe takes the lock shared for an
+    /// instant, so an attach racing with it may need its retry.
+    pub fn port_held(&self, node: u32, port: u8) -> Result<bool, ClusterError> {
+        let lp = self.port_lock_path(node, port);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lp)
+            .map_err(io_err(&lp))?;
+        match f.try_lock_shared() {
+            Ok(()) => {
+                let _ = f.unlock();
+                Ok(false)
+            }
+            Err(TryLockError::WouldBlock) => Ok(true),
+            Err(TryLockError::Error(e)) => Err(io_err(&lp)(e)),
+        }
+    }
+
+    /// Delete the cluster directory and everything in it (the device
+    /// process does this when the cluster stops). The manifest goes first.
+    pub fn remove(self) -> Result<(), ClusterError> {
+        let mpath = self.manifest_path();
+        match fs::remove_file(&mpath) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&mpath)(e)),
+        }
+        fs::remove_dir_all(&self.path).map_err(io_err(&self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_slices_are_equal_page_aligned_and_disjoint() {
+        let host = 64 << 20;
+        let (s0, l0) = port_slice(host, 0);
+        assert_eq!((s0, l0), (0, 8 << 20));
+        for p in 1..NUM_PORTS as u8 {
+            let (s, l) = port_slice(host, p);
+            assert_eq!(l, l0);
+            assert_eq!(s, p as u64 * l0);
+            assert_eq!(s % PAGE_SIZE, 0);
+        }
+        let (last, l) = port_slice(host, NUM_PORTS as u8 - 1);
+        assert!(last + l <= host);
+    }
+
+    #[test]
+    fn manifest_validation_names_the_bad_field() {
+        let good = ClusterManifest::new("c", ClusterBackend::Live, 2, "p", 1 << 20, 1 << 20);
+        assert_eq!(good.validate(), Ok(()));
+        type Edit = fn(&mut ClusterManifest);
+        let cases: [(Edit, &str); 6] = [
+            (|m| m.nodes = 0, "nodes"),
+            (|m| m.sram_size = 4096, "sram_size"),
+            (|m| m.host_size = 4096, "host_size"),
+            (|m| m.name = "a/b".into(), "name"),
+            (|m| m.format = 99, "format"),
+            (|m| m.sram_size = 1 << 33, "sram_size"),
+        ];
+        for (edit, field) in cases {
+            let mut m = good.clone();
+            edit(&mut m);
+            let e = m.validate().unwrap_err();
+            assert!(e.starts_with(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn names_resolve_under_the_base_and_paths_stay_paths() {
+        assert_eq!(resolve("./x"), PathBuf::from("./x"));
+        assert_eq!(resolve("/a/b"), PathBuf::from("/a/b"));
+        assert!(resolve("no-such-cluster-name-xyz").ends_with("no-such-cluster-name-xyz"));
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in [ClusterBackend::Live, ClusterBackend::Qemu] {
+            assert_eq!(b.as_str().parse::<ClusterBackend>(), Ok(b));
+        }
+        assert!("sim".parse::<ClusterBackend>().is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! The `pingpong` and `stream` binaries as separate processes against a
+//! cluster served by the fake firmware in this process: they attach by
+//! path, map the same files, check every message, print their numbers,
+//! and exit non-zero with a clear message when something is wrong.
+
+mod live_fake;
+
+use std::process::{Command, Output, Stdio};
+
+use live_fake::{cluster, FakeFirmware, Regs};
+
+fn pingpong(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pingpong"));
+    c.args(args);
+    c
+}
+
+fn stream(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stream"));
+    c.args(args);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn pingpong_processes_on_two_nodes_report_latency() {
+    let c = cluster("bin-pingpong", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let path = c.path_str();
+    let common = ["--cluster", &path, "--size", "64", "--count", "200", "--timeout", "20"];
+    let pong = pingpong(&common)
+        .args(["--node", "1", "--port", "2", "--peer", "0", "--peer-port", "5", "--role", "pong"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ping = pingpong(&common)
+        .args(["--node", "0", "--port", "5", "--peer", "1", "--peer-port", "2", "--role", "ping"])
+        .args(["--json"])
+        .output()
+        .unwrap();
+    let pong = pong.wait_with_output().unwrap();
+    assert!(ping.status.success(), "{}", text(&ping));
+    assert!(pong.status.success(), "{}", text(&pong));
+    let v: serde_json::Value = serde_json::from_slice(&ping.stdout).expect("one JSON object");
+    assert_eq!(v["role"], "ping");
+    assert_eq!(v["one_way"]["samples"], 200);
+    let med = v["one_way_us"]["median"].as_f64().unwrap();
+    assert!(med > 0.0 && med <= v["one_way_us"]["max"].as_f64().unwrap());
+}
+
+#[test]
+fn pingpong_text_output_names_the_percentiles() {
+    let c = cluster("bin-text", 1, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let path = c.path_str();
+    let base = ["--cluster", &path, "--node", "0", "--count", "20", "--priority", "high"];
+    let pong = pingpong(&base)
+        .args(["--port", "1", "--peer", "0", "--peer-port", "0", "--role", "pong"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ping = pingpong(&base)
+        .args(["--port", "0", "--peer", "0", "--peer-port", "1", "--role", "ping"])
+        .output()
+        .unwrap();
+    assert!(pong.wait_with_output().unwrap().status.success());
+    let out = text(&ping);
+    assert!(ping.status.success(), "{out}");
+    for word in ["one-way latency (us)", "min", "median", "p99", "max"] {
+        assert!(out.contains(word), "{out}");
+    }
+}
+
+#[test]
+fn stream_processes_check_every_size_in_turn() {
+    let c = cluster("bin-stream", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let path = c.path_str();
+    let common = ["--cluster", &path, "--size", "100,4096,65536", "--count", "50", "--json"];
+    let recv = stream(&common)
+        .args(["--node", "1", "--port", "0", "--peer", "0", "--peer-port", "0", "--role", "recv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let send = stream(&common)
+        .args(["--node", "0", "--port", "0", "--peer", "1", "--peer-port", "0", "--role", "send"])
+        .args(["--window", "4"])
+        .output()
+        .unwrap();
+    let recv = recv.wait_with_output().unwrap();
+    assert!(send.status.success(), "{}", text(&send));
+    assert!(recv.status.success(), "{}", text(&recv));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&recv.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for (v, size) in lines.iter().zip([100, 4096, 65536]) {
+        assert_eq!(v["size"], size);
+        assert_eq!(v["role"], "recv");
+        assert!(v["mb_per_s"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn binaries_fail_clearly() {
+    let c = cluster("bin-errors", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let path = c.path_str();
+    // No such cluster.
+    let o = pingpong(&["--cluster", "/nonexistent/cluster", "--node", "0", "--port", "0"])
+        .args(["--peer", "1", "--peer-port", "0", "--role", "ping"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no cluster at /nonexistent/cluster"), "{}", text(&o));
+    // No peer: gives up after the timeout.
+    let o = pingpong(&["--cluster", &path, "--node", "0", "--port", "0", "--peer", "1"])
+        .args(["--peer-port", "0", "--role", "ping", "--timeout", "0.2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("did not come up"), "{}", text(&o));
+    // A receiver with no sender times out.
+    let o = stream(&["--cluster", &path, "--node", "1", "--port", "0", "--peer", "0"])
+        .args(["--peer-port", "0", "--role", "recv", "--timeout", "0.2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("timed out"), "{}", text(&o));
+    // A node the cluster does not have.
+    let o = stream(&["--cluster", &path, "--node", "7", "--port", "0", "--peer", "0"])
+        .args(["--peer-port", "1", "--role", "send"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("node 7 does not exist"), "{}", text(&o));
+    // Usage errors are clap's (exit 2).
+    let o = stream(&["--role", "sideways"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

@@ -1,0 +1,574 @@
+//! The live backend over a cluster directory: port locks (in this process
+//! and across processes), taking over a dead holder's port, DMA memory in
+//! the port's slice, what a port may touch, atomics, and the driver and the
+//! measuring loops end to end over a fake firmware thread that maps the
+//! same files.
+
+mod live_fake;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use host_driver::bench::StreamRole;
+use host_driver::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
+use host_driver::cluster::ClusterDir;
+use host_driver::nic_abi::map::{self, page_table, port_window, PORT_WINDOW};
+use host_driver::nic_abi::port::{self as pcb, port_reg};
+use host_driver::nic_abi::regs::{self, reg};
+use host_driver::nic_abi::PAGE_SIZE;
+use host_driver::{
+    AttachOptions, ClusterFault, DriverError, Event, LiveBackend, MappedFile, Nic, NicBackend,
+    PortOptions, Priority, SendStatus,
+};
+use live_fake::{cluster, FakeFirmware, Regs, HOST};
+
+const CHILD_ENV: &str = "HOST_DRIVER_TEST_CHILD";
+
+fn attach(c: &live_fake::TempCluster, node: u32, port: u8) -> Result<LiveBackend, DriverError> {
+    LiveBackend::attach(&c.path_str(), node, port)
+}
+
+#[test]
+fn a_port_can_be_attached_once_until_its_holder_lets_go() {
+    let c = cluster("lock", 2, Regs::default());
+    let a = attach(&c, 0, 1).unwrap();
+    assert_eq!(attach(&c, 0, 1).err(), Some(DriverError::PortBusy(1)));
+    // Other ports and the same port of another node are free.
+    let b = attach(&c, 0, 2).unwrap();
+    let d = attach(&c, 1, 1).unwrap();
+    // A clone keeps the lock.
+    let a2 = a.clone();
+    drop(a);
+    assert_eq!(attach(&c, 0, 1).err(), Some(DriverError::PortBusy(1)));
+    drop(a2);
+    attach(&c, 0, 1).unwrap();
+    drop((b, d));
+}
+
+#[test]
+fn attach_says_what_is_wrong_with_the_request() {
+    let c = cluster("attach-errors", 2, Regs::default());
+    assert_eq!(attach(&c, 0, 8).err(), Some(DriverError::BadPort(8)));
+    assert_eq!(
+        attach(&c, 2, 0).err(),
+        Some(DriverError::Cluster(ClusterFault::NoSuchNode { node: 2, nodes: 2 }))
+    );
+    let missing = live_fake::temp_path("nothing-here");
+    assert_eq!(
+        LiveBackend::attach(missing.to_str().unwrap(), 0, 0).err(),
+        Some(DriverError::Cluster(ClusterFault::NotFound))
+    );
+    // A dead device process.
+    let mut dir = ClusterDir::open_path(c.path()).unwrap();
+    dir.update(|m| m.pid = u32::MAX - 1).unwrap();
+    let e = attach(&c, 0, 0).unwrap_err();
+    assert_eq!(e, DriverError::Cluster(ClusterFault::DeviceGone { pid: u32::MAX - 1 }));
+    assert!(e.to_string().contains("not running"), "{e}");
+    let opts = AttachOptions { require_device: false, ..AttachOptions::default() };
+    LiveBackend::attach_with(&dir, 0, 0, &opts).unwrap();
+}
+
+/// The child half of the cross-process tests: attach, open the port, say
+/// so, then hold it until killed or stdin closes.
+#[test]
+#[ignore = "helper run as a child process by a_port_held_by_another_process_..."]
+fn child_holds_a_port() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let mut it = spec.splitn(3, ':');
+    let (node, port, path) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+    let be = LiveBackend::attach(path, node.parse().unwrap(), port.parse().unwrap()).unwrap();
+    let nic = Nic::open(be).unwrap();
+    let _p = nic.open_port(port.parse().unwrap(), PortOptions::default()).unwrap();
+    println!("HOLDING");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+#[test]
+fn a_port_held_by_another_process_is_busy_and_free_again_when_it_dies() {
+    let c = cluster("child", 1, Regs::default());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_holds_a_port", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("0:3:{}", c.path_str()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("HOLDING") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child died before holding the port");
+    }
+    assert_eq!(attach(&c, 0, 3).err(), Some(DriverError::PortBusy(3)));
+    let sram = MappedFile::open(&c.dir.sram_path(0)).unwrap();
+    assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(pcb::STATE_OPEN));
+    // Killed mid-use: the kernel drops its lock; the next attach takes
+    // over and closes the port the dead holder left open.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let be = attach(&c, 0, 3).unwrap();
+    assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(pcb::STATE_CLOSED));
+    let nic = Nic::open(be).unwrap();
+    nic.open_port(3, PortOptions::default()).unwrap();
+}
+
+#[test]
+fn take_over_waits_for_the_firmware_to_let_go_of_the_old_holder() {
+    let c = cluster("takeover", 1, Regs::default());
+    let sram = MappedFile::open(&c.dir.sram_path(0)).unwrap();
+    // A dead holder's port, still served by the firmware.
+    sram.store_u32(port_reg(4, pcb::STATE) as u64, pcb::STATE_OPEN);
+    sram.store_u32(port_reg(4, pcb::FW_STATE) as u64, pcb::STATE_OPEN);
+    let dir = ClusterDir::open_path(c.path()).unwrap();
+    let quick = AttachOptions { takeover_timeout: Duration::from_millis(30), ..Default::default() };
+    assert_eq!(LiveBackend::attach_with(&dir, 0, 4, &quick).err(), Some(DriverError::PortBusy(4)));
+    assert_eq!(sram.load_u32(port_reg(4, pcb::STATE) as u64), Some(pcb::STATE_CLOSED));
+    // With a running firmware serving the port (generation 5 of a holder
+    // that died), attach closes it and waits until the firmware lets go.
+    let _fw = FakeFirmware::start(&dir);
+    sram.store_u32(port_reg(4, pcb::FW_STATE) as u64, pcb::STATE_CLOSED);
+    sram.store_u64(port_reg(4, pcb::EVQ_BUS) as u64, c.dir.port_slice(4).0);
+    sram.store_u32(port_reg(4, pcb::EVQ_LEN) as u64, 64);
+    sram.store_u32(port_reg(4, pcb::GENERATION) as u64, 5);
+    sram.store_u32(port_reg(4, pcb::STATE) as u64, pcb::STATE_OPEN);
+    while sram.load_u32(port_reg(4, pcb::FW_GENERATION) as u64) != Some(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(sram.load_u32(port_reg(4, pcb::FW_STATE) as u64), Some(pcb::STATE_OPEN));
+    LiveBackend::attach_with(&dir, 0, 4, &AttachOptions::default()).unwrap();
+    assert_eq!(sram.load_u32(port_reg(4, pcb::STATE) as u64), Some(pcb::STATE_CLOSED));
+    assert_eq!(sram.load_u32(port_reg(4, pcb::FW_STATE) as u64), Some(pcb::STATE_CLOSED));
+}
+
+#[test]
+fn dma_memory_comes_only_from_the_ports_slice() {
+    let c = cluster("slice", 1, Regs::default());
+    for port in [0u8, 5] {
+        let be = attach(&c, 0, port).unwrap();
+        let (start, len) = be.slice();
+        assert_eq!((start, len), c.dir.port_slice(port));
+        assert_eq!(len, HOST / 8);
+        let mut got = Vec::new();
+        while let Some(bus) = be.alloc_dma(3 * PAGE_SIZE + 1) {
+            assert_eq!(bus % PAGE_SIZE, 0);
+            assert!(bus >= start && bus + 4 * PAGE_SIZE <= start + len, "{bus:#x}");
+            assert_ne!(bus, 0, "bus address 0 is never handed out");
+            got.push(bus);
+        }
+        assert!(got.len() >= (len / (4 * PAGE_SIZE)) as usize - 1);
+        assert_eq!(be.dma_in_use(), got.len() as u64 * 4 * PAGE_SIZE);
+        for &b in &got {
+            be.free_dma(b, 3 * PAGE_SIZE + 1);
+        }
+        assert_eq!(be.dma_in_use(), 0);
+        be.free_dma(start + PAGE_SIZE, 1);
+        assert_eq!(be.bad_frees(), 1);
+        // Everything in one piece again.
+        assert!(be.alloc_dma(len - PAGE_SIZE).is_some());
+    }
+}
+
+#[test]
+fn ports_of_one_node_allocate_disjoint_memory() {
+    let c = cluster("disjoint", 1, Regs::default());
+    let a = attach(&c, 0, 1).unwrap();
+    let b = attach(&c, 0, 2).unwrap();
+    let x = a.alloc_dma(PAGE_SIZE).unwrap();
+    let y = b.alloc_dma(PAGE_SIZE).unwrap();
+    a.host_write(x, b"port one");
+    b.host_write(y, b"port two");
+    let mut buf = [0u8; 8];
+    a.host_read(x, &mut buf);
+    assert_eq!(&buf, b"port one");
+    // Port 1 cannot see (or scribble over) port 2's memory.
+    a.host_read(y, &mut buf);
+    assert_eq!(buf, [0u8; 8]);
+    a.host_write(y, b"XXXXXXXX");
+    b.host_read(y, &mut buf);
+    assert_eq!(&buf, b"port two");
+    assert_eq!(a.refused_accesses(), 2);
+}
+
+#[test]
+fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
+    let c = cluster("bounds", 1, Regs::default());
+    let be = attach(&c, 0, 2).unwrap();
+    let sram = MappedFile::open(&c.dir.sram_path(0)).unwrap();
+    let mut b = [0xFFu8; 16];
+    // Past the end of SRAM (and straddling it).
+    be.sram_read(map::SRAM_MIN - 8, &mut b);
+    assert_eq!(b, [0u8; 16]);
+    assert_eq!(be.sram_load_u32(u32::MAX), 0);
+    assert_eq!(be.sram_load_u64(map::SRAM_MIN - 4), 0);
+    // Reads anywhere inside are fine.
+    assert_eq!(be.sram_load_u32(reg(regs::MAGIC)), regs::MAGIC_VALUE);
+    assert_eq!(be.refused_accesses(), 3);
+    // Writes: another port's window, a register the host does not own,
+    // another port's page table, and past the end.
+    be.sram_store_u32(port_reg(3, pcb::STATE), 1);
+    be.sram_store_u32(reg(regs::FW_STATUS), 7);
+    be.sram_write(page_table(1), &[1; 16]);
+    be.sram_write(map::SRAM_MIN - 2, &[1; 4]);
+    be.sram_write(port_window(2) + PORT_WINDOW - 4, &[1; 8]); // straddles out of the window
+    assert_eq!(be.refused_accesses(), 8);
+    assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(0));
+    assert_eq!(sram.load_u32(reg(regs::FW_STATUS) as u64), Some(regs::FW_RUNNING));
+    // What the port owns is writable.
+    be.sram_store_u32(port_reg(2, pcb::EVQ_LEN), 64);
+    be.sram_store_u64(page_table(2) + 16, 0x1234_5678_9ABC_DEF0);
+    be.sram_store_u32(reg(regs::TRACE_ENABLE), 1);
+    assert_eq!(sram.load_u32(port_reg(2, pcb::EVQ_LEN) as u64), Some(64));
+    assert_eq!(sram.load_u64(page_table(2) as u64 + 16), Some(0x1234_5678_9ABC_DEF0));
+    assert_eq!(be.refused_accesses(), 8);
+    // Host memory outside the slice, and huge addresses.
+    let (start, len) = be.slice();
+    be.host_write(start + len - 2, &[1, 2, 3, 4]);
+    be.host_read(u64::MAX - 1, &mut b);
+    assert_eq!(be.host_load_u32(start - 4), 0);
+    assert_eq!(be.refused_accesses(), 11);
+}
+
+#[test]
+fn words_are_little_endian_and_unaligned_ones_still_work() {
+    let c = cluster("words", 1, Regs::default());
+    let be = attach(&c, 0, 0).unwrap();
+    let w = port_window(0);
+    be.sram_store_u64(w + 0x100, 0x0807_0605_0403_0201);
+    let mut b = [0u8; 8];
+    be.sram_read(w + 0x100, &mut b);
+    assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(be.sram_load_u32(w + 0x104), 0x0807_0605);
+    // Unaligned words and odd byte ranges.
+    be.sram_store_u32(w + 0x201, 0xAABB_CCDD);
+    assert_eq!(be.sram_load_u32(w + 0x201), 0xAABB_CCDD);
+    be.sram_store_u64(w + 0x303, u64::MAX - 5);
+    assert_eq!(be.sram_load_u64(w + 0x303), u64::MAX - 5);
+    let data: Vec<u8> = (0..77).collect();
+    be.sram_write(w + 0x401, &data);
+    let mut back = vec![0u8; 77];
+    be.sram_read(w + 0x401, &mut back);
+    assert_eq!(back, data);
+    assert_eq!(be.refused_accesses(), 0);
+}
+
+#[test]
+fn doorbells_from_many_threads_and_ports_all_count() {
+    let c = cluster("doorbell", 1, Regs::default());
+    let a = attach(&c, 0, 0).unwrap();
+    let b = attach(&c, 0, 1).unwrap();
+    let before = a.sram_load_u32(reg(regs::HOST_DOORBELL));
+    std::thread::scope(|s| {
+        for be in [&a, &b, &a, &b] {
+            s.spawn(move || {
+                for _ in 0..10_000 {
+                    be.doorbell();
+                }
+            });
+        }
+    });
+    assert_eq!(a.sram_load_u32(reg(regs::HOST_DOORBELL)), before + 40_000);
+}
+
+#[test]
+fn the_clock_is_monotonic_and_idle_wait_returns() {
+    let c = cluster("clock", 1, Regs::default());
+    let be = attach(&c, 0, 0).unwrap();
+    let t0 = be.now_ns();
+    assert!(be.idle_wait());
+    std::thread::sleep(Duration::from_millis(2));
+    let t1 = be.now_ns();
+    assert!(t1 >= t0 + 2_000_000, "{t0} {t1}");
+    // A long idle streak ends up sleeping rather than spinning.
+    let start = std::time::Instant::now();
+    let mut waits = 0;
+    while start.elapsed() < Duration::from_millis(20) {
+        be.idle_wait();
+        waits += 1;
+    }
+    assert!(waits < 2_000_000, "{waits} waits in 20 ms");
+}
+
+#[test]
+fn the_driver_opens_a_nic_and_only_the_attached_port() {
+    let c = cluster("nic", 3, Regs::default());
+    let be = attach(&c, 1, 4).unwrap();
+    let nic = Nic::open(be.clone()).unwrap();
+    assert_eq!((nic.node_id(), nic.num_nodes(), nic.send_tokens()), (1, 3, 8));
+    assert_eq!(
+        nic.open_port(5, PortOptions::default()).err(),
+        Some(DriverError::PortNotAttached { port: 5, attached: 4 })
+    );
+    let p = nic.open_port(4, PortOptions::default()).unwrap();
+    let sram = MappedFile::open(&c.dir.sram_path(1)).unwrap();
+    assert_eq!(sram.load_u32(port_reg(4, pcb::STATE) as u64), Some(pcb::STATE_OPEN));
+    let evq = p.event_queue_bus();
+    let (start, len) = be.slice();
+    assert!(evq >= start && evq < start + len);
+    drop(p);
+    assert_eq!(sram.load_u32(port_reg(4, pcb::STATE) as u64), Some(pcb::STATE_CLOSED));
+    assert_eq!(be.refused_accesses(), 0);
+}
+
+#[test]
+fn open_timeout_waits_for_the_firmware_to_boot() {
+    let c = cluster("boot", 1, Regs { fw_status: regs::FW_BOOTING, ..Regs::default() });
+    let be = attach(&c, 0, 0).unwrap();
+    assert_eq!(
+        Nic::open_timeout(be.clone(), Duration::from_millis(10)).err(),
+        Some(DriverError::NicNotReady { fw_status: regs::FW_BOOTING })
+    );
+    let sram = MappedFile::open(&c.dir.sram_path(0)).unwrap();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_RUNNING);
+    });
+    Nic::open_timeout(be, Duration::from_secs(10)).unwrap();
+    t.join().unwrap();
+}
+
+#[test]
+fn open_timeout_waits_for_a_device_still_writing_its_registers() {
+    let c = cluster("reset", 1, Regs::default());
+    let sram = MappedFile::open(&c.dir.sram_path(0)).unwrap();
+    sram.store_u32(reg(regs::MAGIC) as u64, 0);
+    let be = attach(&c, 0, 0).unwrap();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        sram.store_u32(reg(regs::MAGIC) as u64, regs::MAGIC_VALUE);
+    });
+    Nic::open_timeout(be, Duration::from_secs(10)).unwrap();
+    t.join().unwrap();
+}
+
+#[test]
+fn send_and_receive_through_the_mapped_files() {
+    let c = cluster("e2e", 2, Regs::default());
+    let fw = FakeFirmware::start(&c.dir);
+    let a = attach(&c, 0, 1).unwrap();
+    let b = attach(&c, 1, 2).unwrap();
+    let na = Nic::open(a.clone()).unwrap();
+    let nb = Nic::open(b).unwrap();
+    let mut pa = na.open_port(1, PortOptions::default()).unwrap();
+    let mut pb = nb.open_port(2, PortOptions::default()).unwrap();
+    let t = Duration::from_secs(10);
+    assert!(matches!(pa.wait(t), Ok(Event::PortOpened { .. })));
+    assert!(matches!(pb.wait(t), Ok(Event::PortOpened { .. })));
+    let rx = pb.alloc(64).unwrap();
+    pb.provide_receive_buffer(&rx, 6, Priority::High, 77).unwrap();
+    let tx = pa.alloc(40).unwrap();
+    pa.write(&tx, 0, &[0x42; 40]).unwrap();
+    pa.send(&tx, 0, 40, 6, Priority::High, 1, 2, 9).unwrap();
+    match pb.wait(t).unwrap() {
+        Event::Received { node, port, len, tag, buffer, inline, .. } => {
+            assert_eq!((node, port, len, tag, buffer), (0, 1, 40, 77, rx.vaddr));
+            assert_eq!(inline.as_slice(), &[0x42; 16]);
+        }
+        e => panic!("{e:?}"),
+    }
+    let sent = pa.wait(t).unwrap();
+    assert!(matches!(sent, Event::Sent { tag: 9, status: SendStatus::Ok, .. }), "{sent:?}");
+    let mut back = [0u8; 40];
+    pb.read(&rx, 0, &mut back).unwrap();
+    assert_eq!(back, [0x42; 40]);
+    assert!(fw.knobs.doorbells.load(Ordering::Relaxed) > 0);
+    assert_eq!(a.refused_accesses(), 0);
+}
+
+/// Run both ends of a ping-pong in two threads over the fake.
+fn run_pingpong(
+    c: &live_fake::TempCluster,
+    ping: (u32, u8),
+    pong: (u32, u8),
+    size: u32,
+    count: u64,
+) -> (Result<bench::PingPongReport, BenchError>, Result<bench::PingPongReport, BenchError>) {
+    let path = c.path_str();
+    let t = Duration::from_secs(20);
+    std::thread::scope(|s| {
+        let path2 = path.clone();
+        let pong_h = s.spawn(move || {
+            let (nic, mut port) =
+                bench::open_live_port(&path2, pong.0, pong.1, t, Default::default()).unwrap();
+            let mut cfg = PingPongConfig::new(PingRole::Pong, ping.0 as u16, ping.1, size, count);
+            cfg.timeout = t;
+            bench::pingpong(&nic, &mut port, &cfg)
+        });
+        let ping_h = s.spawn(move || {
+            let (nic, mut port) =
+                bench::open_live_port(&path, ping.0, ping.1, t, Default::default()).unwrap();
+            let mut cfg = PingPongConfig::new(PingRole::Ping, pong.0 as u16, pong.1, size, count);
+            cfg.timeout = t;
+            bench::pingpong(&nic, &mut port, &cfg)
+        });
+        (ping_h.join().unwrap(), pong_h.join().unwrap())
+    })
+}
+
+#[test]
+fn pingpong_between_nodes_measures_every_checked_round_trip() {
+    let c = cluster("pingpong", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    for size in [1u32, 8, 5000] {
+        let (ping, pong) = run_pingpong(&c, (0, 1), (1, 2), size, 50);
+        let ping = ping.unwrap();
+        pong.unwrap();
+        let l = ping.one_way.unwrap();
+        assert_eq!(l.samples, 50);
+        assert!(l.min_ns > 0 && l.min_ns <= l.median_ns && l.median_ns <= l.p99_ns);
+        assert!(l.p99_ns <= l.max_ns);
+    }
+}
+
+#[test]
+fn pingpong_between_ports_of_one_node_works_too() {
+    let c = cluster("pingpong-local", 1, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let (ping, pong) = run_pingpong(&c, (0, 6), (0, 7), 100, 20);
+    assert_eq!(ping.unwrap().one_way.unwrap().samples, 20);
+    pong.unwrap();
+}
+
+#[test]
+fn ping_waits_for_a_pong_that_starts_late() {
+    let c = cluster("late-pong", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let path = c.path_str();
+    let t = Duration::from_secs(20);
+    std::thread::scope(|s| {
+        let p2 = path.clone();
+        let ping = s.spawn(move || {
+            let (nic, mut port) = bench::open_live_port(&p2, 0, 0, t, Default::default()).unwrap();
+            let mut cfg = PingPongConfig::new(PingRole::Ping, 1, 0, 8, 5);
+            cfg.timeout = t;
+            bench::pingpong(&nic, &mut port, &cfg)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let (nic, mut port) = bench::open_live_port(&path, 1, 0, t, Default::default()).unwrap();
+        let cfg = PingPongConfig::new(PingRole::Pong, 0, 0, 8, 5);
+        bench::pingpong(&nic, &mut port, &cfg).unwrap();
+        let r = ping.join().unwrap().unwrap();
+        assert!(r.startup_retries > 0, "the first request found the port closed");
+    });
+}
+
+#[test]
+fn ping_without_a_pong_gives_up_with_a_clear_error() {
+    let c = cluster("no-pong", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    let t = Duration::from_millis(100);
+    let (nic, mut port) =
+        bench::open_live_port(&c.path_str(), 0, 0, t, Default::default()).unwrap();
+    let mut cfg = PingPongConfig::new(PingRole::Ping, 1, 5, 8, 5);
+    cfg.timeout = t;
+    let e = bench::pingpong(&nic, &mut port, &cfg).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            BenchError::PeerNotUp { node: 1, port: 5, last: SendStatus::TargetPortClosed, .. }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("did not come up"), "{e}");
+}
+
+fn run_stream(
+    c: &live_fake::TempCluster,
+    size: u32,
+    count: u64,
+    window: u32,
+    check: Check,
+) -> (Result<bench::StreamReport, BenchError>, Result<bench::StreamReport, BenchError>) {
+    let path = c.path_str();
+    let t = Duration::from_secs(20);
+    std::thread::scope(|s| {
+        let p2 = path.clone();
+        let recv = s.spawn(move || {
+            let (nic, mut port) = bench::open_live_port(&p2, 1, 3, t, Default::default()).unwrap();
+            let mut cfg = StreamConfig::new(StreamRole::Recv, 0, 3, size, count);
+            cfg.recv_buffers = 4;
+            cfg.check = check;
+            cfg.timeout = t;
+            bench::stream(&nic, &mut port, &cfg)
+        });
+        let send = s.spawn(move || {
+            let (nic, mut port) =
+                bench::open_live_port(&path, 0, 3, t, Default::default()).unwrap();
+            let mut cfg = StreamConfig::new(StreamRole::Send, 1, 3, size, count);
+            cfg.window = window;
+            cfg.check = check;
+            cfg.timeout = t;
+            bench::stream(&nic, &mut port, &cfg)
+        });
+        (send.join().unwrap(), recv.join().unwrap())
+    })
+}
+
+#[test]
+fn stream_delivers_every_message_intact_and_in_order() {
+    let c = cluster("stream", 2, Regs::default());
+    let _fw = FakeFirmware::start(&c.dir);
+    for (size, window) in [(3u32, 1u32), (4096, 4), (65536, 8)] {
+        let (send, recv) = run_stream(&c, size, 100, window, Check::Full);
+        let (send, recv) = (send.unwrap(), recv.unwrap());
+        assert_eq!(send.bytes, 100 * size as u64);
+        assert_eq!(recv.bytes, 99 * size as u64);
+        assert!(recv.mb_per_s.unwrap() > 0.0);
+        assert_eq!(send.depth, window);
+        assert_eq!(recv.depth, 4);
+    }
+}
+
+#[test]
+fn stream_catches_a_corrupted_byte() {
+    let c = cluster("corrupt", 2, Regs::default());
+    let fw = FakeFirmware::start(&c.dir);
+    fw.knobs.corrupt_msg.store(37, Ordering::Relaxed);
+    let (_send, recv) = run_stream(&c, 1000, 60, 4, Check::Full);
+    match recv.unwrap_err() {
+        BenchError::Content { msg: 36, offset: 999, .. } => {}
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn stream_index_check_catches_order_only() {
+    let c = cluster("index", 2, Regs::default());
+    let fw = FakeFirmware::start(&c.dir);
+    // A corrupted last byte goes unseen when only the index is checked.
+    fw.knobs.corrupt_msg.store(5, Ordering::Relaxed);
+    let (send, recv) = run_stream(&c, 1000, 20, 4, Check::Index);
+    send.unwrap();
+    recv.unwrap();
+}
+
+#[test]
+fn mapped_file_copies_any_offset_and_length() {
+    let c = cluster("copies", 1, Regs::default());
+    let m = MappedFile::open(&c.dir.host_path(0)).unwrap();
+    assert_eq!(m.len(), HOST);
+    for off in 0..17u64 {
+        for len in [0usize, 1, 3, 4, 5, 8, 9, 15, 16, 17, 100] {
+            let d: Vec<u8> = (0..len).map(|x| (x as u8).wrapping_mul(31) ^ off as u8).collect();
+            assert!(m.write(1000 + off, &d));
+            let mut b = vec![0u8; len];
+            assert!(m.read(1000 + off, &mut b));
+            assert_eq!(b, d, "offset {off} length {len}");
+        }
+    }
+    // The last bytes are reachable; one more is not.
+    assert!(m.write(HOST - 3, &[1, 2, 3]));
+    assert!(!m.write(HOST - 3, &[1, 2, 3, 4]));
+    let mut b = [9u8; 4];
+    assert!(!m.read(HOST - 3, &mut b));
+    assert_eq!(b, [0; 4]);
+    assert!(m.fill(HOST - 5000, 5000, 0xAB));
+    assert!(!m.fill(HOST - 5000, 5001, 0xAB));
+    assert_eq!(m.fetch_add_u32(8, 5), Some(0));
+    assert_eq!(m.fetch_add_u32(8, 5), Some(5));
+    assert_eq!(m.fetch_add_u32(9, 1), None, "no atomic add on an unaligned word");
+    assert_eq!(m.load_u32(HOST), None);
+}

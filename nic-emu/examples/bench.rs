@@ -1,0 +1,138 @@
+//! Simulator speed: a 16-node all-to-all stream on one crossbar.
+//!
+//! `cargo run --release -p nic-emu --example bench -- [pump|mcp] [bytes] [count] [profile]`
+//!
+//! - `pump`: the device model and fabric alone (`testfw::PumpFirmware`:
+//!   every node sends `count` packets of `bytes` round-robin to the others
+//!   and recycles its receive buffers).
+//! - `mcp`: the whole stack: the MCP on every NIC and a host program per
+//!   node (host driver) sending `count` messages of `bytes` round-robin to
+//!   the other nodes while receiving theirs.
+//!
+//! Prints simulated packets (put on links) per wall-clock second.
+
+use host_driver::{DmaBuf, Event, Nic, Port, PortOptions, Priority};
+use nic_abi::size_class_for;
+use nic_emu::testfw::{Dest, PumpFirmware};
+use nic_emu::{ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology};
+
+struct AllToAll {
+    be: SimBackend,
+    port: Option<(Nic<SimBackend>, Port<SimBackend>)>,
+    tx: Option<DmaBuf>,
+    rx: Vec<DmaBuf>,
+    node: u16,
+    nodes: u16,
+    bytes: u32,
+    count: u64,
+    posted: u64,
+    completed: u64,
+    received: u64,
+    expect: u64,
+    window: u64,
+}
+
+impl HostApp for AllToAll {
+    fn wake(&mut self, cx: &mut HostCx<'_>) {
+        let class = size_class_for(self.bytes.max(1) as u64);
+        if self.port.is_none() {
+            let nic = Nic::open(self.be.clone()).unwrap();
+            let mut port = nic.open_port(0, PortOptions::default()).unwrap();
+            self.tx = Some(port.alloc(1 << class).unwrap());
+            for i in 0..port.recv_tokens() {
+                let b = port.alloc(1 << class).unwrap();
+                port.provide_receive_buffer(&b, class, Priority::Low, i as u64).unwrap();
+                self.rx.push(b);
+            }
+            self.window = port.send_tokens() as u64;
+            self.port = Some((nic, port));
+            // Let every node open its port before traffic starts.
+            cx.wake_at(200_000);
+            return;
+        }
+        if cx.now_ns() < 200_000 {
+            cx.wake_at(200_000);
+            return;
+        }
+        let (_, port) = self.port.as_mut().unwrap();
+        loop {
+            while self.posted < self.count && self.posted - self.completed < self.window {
+                let k = self.posted % (self.nodes as u64 - 1);
+                let dst = (self.node as u64 + 1 + k) % self.nodes as u64;
+                port.send(&self.tx.unwrap(), 0, self.bytes, class, Priority::Low, dst as u16, 0, 0).unwrap();
+                self.posted += 1;
+            }
+            match port.poll() {
+                Some(Event::Sent { .. }) => self.completed += 1,
+                Some(Event::Received { tag, .. }) => {
+                    self.received += 1;
+                    port.provide_receive_buffer(&self.rx[tag as usize], class, Priority::Low, tag).unwrap();
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.completed >= self.count && self.received >= self.expect
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map(String::as_str).unwrap_or("pump");
+    let bytes: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64);
+    let count: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let profile = args.get(3).map(String::as_str).unwrap_or("lanai9-gm");
+    let nodes = 16;
+    let p = Profile::load(profile).unwrap();
+    let cfg = ClusterConfig::new(p, nodes, Topology::Star);
+    let mut c = match mode {
+        "pump" => SimCluster::with_firmware(cfg, |_| {
+            Box::new(PumpFirmware::new(count, bytes.min(4096) as u16, Dest::AllOthers))
+        })
+        .unwrap(),
+        "mcp" => {
+            let mut c = SimCluster::new(cfg).unwrap();
+            // Each node sends `count` messages round-robin over its 15
+            // peers, so it also receives `count` (count a multiple of 15).
+            let count = count / (nodes as u64 - 1) * (nodes as u64 - 1);
+            for n in 0..nodes {
+                let app = AllToAll {
+                    be: c.backend(n),
+                    port: None,
+                    tx: None,
+                    rx: Vec::new(),
+                    node: n as u16,
+                    nodes: nodes as u16,
+                    bytes,
+                    count,
+                    posted: 0,
+                    completed: 0,
+                    received: 0,
+                    expect: count,
+                    window: 1,
+                };
+                c.spawn(n, Box::new(app));
+            }
+            c
+        }
+        m => panic!("unknown mode {m} (pump | mcp)"),
+    };
+    let out = c.run(RunLimit::Unlimited);
+    let s = c.sim_stats();
+    let polls: u64 = (0..nodes).map(|n| c.nic_stats(n).nic_polls).sum();
+    println!(
+        "{mode} {profile} {nodes} nodes all-to-all, {bytes} B x {count}/node: {out}; simulated {:.3} ms; \
+         {} packets, {} hops, {} events, {polls} polls; wall {:.0} ms => {:.2} M packets/s ({:.0} ns/packet, {:.2} M events/s)",
+        s.end_ns as f64 / 1e6,
+        s.packets,
+        s.hops,
+        s.events,
+        s.wall_ms,
+        s.packets_per_wall_s() / 1e6,
+        s.wall_ms * 1e6 / s.packets as f64,
+        s.events as f64 / s.wall_ms / 1e3,
+    );
+}

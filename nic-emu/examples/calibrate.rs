@@ -1,0 +1,35 @@
+//! Print the calibration measurements of the timing profiles:
+//! `cargo run --release -p nic-emu --example calibrate [profile...]`.
+
+use nic_emu::calibrate::{pingpong, stream};
+use nic_emu::Profile;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let names: Vec<String> =
+        if args.is_empty() { Profile::names().iter().map(|s| s.to_string()).collect() } else { args };
+    for name in names {
+        let p = Profile::load(&name).unwrap_or_else(|e| panic!("{e}"));
+        for size in [8u32, 64] {
+            let m = pingpong(p.clone(), size, 50).expect("cluster");
+            println!(
+                "{name}: ping-pong {size} B: one-way min {:.2} us, median {:.2} us ({}, {} samples)",
+                m.min_ns() as f64 / 1e3,
+                m.median_ns() as f64 / 1e3,
+                m.outcome,
+                m.samples.len()
+            );
+        }
+        for (size, count) in [(65536u32, 200u64), (4096, 1000)] {
+            let m = stream(p.clone(), size, count, 8).expect("cluster");
+            println!(
+                "{name}: stream {size} B x {count}: {:.2} MB/s ({}; {} packets, {} events, {:.0} ms wall)",
+                m.mb_s(),
+                m.outcome,
+                m.sim.packets,
+                m.sim.events,
+                m.sim.wall_ms
+            );
+        }
+    }
+}

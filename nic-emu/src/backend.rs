@@ -1,0 +1,191 @@
+//! `SimBackend`: the sim's implementation of `host_driver::NicBackend` for
+//! one node. A cheap handle (`Rc`s) to that node's memories: PIO on SRAM,
+//! host memory and its DMA allocator, the host clock. `charge` advances
+//! the host clock by the profile's price for the operation; `doorbell`
+//! asks the event core to wake the NIC at the host's current time (the
+//! core collects doorbells after each host program's turn); `idle_wait`
+//! returns false (a simulated program never blocks: it is woken).
+//!
+//! Owns nothing but the handles and the host price list. Single-threaded
+//! (`Rc<RefCell<_>>`): the whole simulation runs on one thread.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use host_driver::backend::{HostOp, NicBackend};
+use nic_abi::regs::{self, reg};
+
+use crate::memory::NodeMem;
+use crate::profile::{Clock, Profile, Rate};
+
+/// Host CPU prices (ns), from the profile.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostPrices {
+    post: u64,
+    found: u64,
+    empty: u64,
+    touch: Rate,
+}
+
+impl HostPrices {
+    pub fn new(p: &Profile) -> HostPrices {
+        HostPrices {
+            post: p.host_cost_ns(HostOp::PostDescriptor),
+            found: p.host.event_found_ns,
+            empty: p.host.event_empty_ns,
+            touch: Rate::new(p.host.touch_bandwidth_bytes_per_s),
+        }
+    }
+
+    fn of(&self, op: HostOp) -> u64 {
+        match op {
+            HostOp::PostDescriptor => self.post,
+            HostOp::EventFound => self.found,
+            HostOp::EventEmpty => self.empty,
+            HostOp::Touch(n) => self.touch.ns(n),
+        }
+    }
+}
+
+/// Doorbells rung and not yet seen by the core: (node, host time).
+pub(crate) type Bells = Rc<RefCell<Vec<(usize, u64)>>>;
+
+/// One node's backend handle.
+#[derive(Clone)]
+pub struct SimBackend {
+    node: usize,
+    mem: Rc<RefCell<NodeMem>>,
+    bells: Bells,
+    prices: HostPrices,
+    rtc: Clock,
+}
+
+impl std::fmt::Debug for SimBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimBackend").field("node", &self.node).finish_non_exhaustive()
+    }
+}
+
+const RTC_OFF: u32 = reg(regs::RTC);
+
+impl SimBackend {
+    pub(crate) fn new(node: usize, mem: Rc<RefCell<NodeMem>>, bells: Bells, prices: HostPrices, rtc: Clock) -> Self {
+        SimBackend { node, mem, bells, prices, rtc }
+    }
+
+    /// The node this backend drives.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    /// The host clock (ns); the same as `NicBackend::now_ns`.
+    pub fn now_ns(&self) -> u64 {
+        self.mem.borrow().host_clock
+    }
+
+    /// Host CPU time charged so far (ns).
+    pub fn host_busy_ns(&self) -> u64 {
+        self.mem.borrow().host_busy_ns
+    }
+
+    /// Let the host clock run to at least `t` (a program that waits).
+    pub fn advance_to(&self, t: u64) {
+        let mut m = self.mem.borrow_mut();
+        m.host_clock = m.host_clock.max(t);
+    }
+
+    fn sram_range(sram: &[u8], off: u32, len: usize) -> Option<std::ops::Range<usize>> {
+        let s = off as usize;
+        let e = s.checked_add(len)?;
+        (e <= sram.len()).then_some(s..e)
+    }
+
+    /// The RTC as the host sees it: ticks at the host's clock.
+    fn refresh_rtc(&self, m: &mut NodeMem) {
+        let ticks = self.rtc.ticks_at(m.host_clock);
+        let o = RTC_OFF as usize;
+        m.sram[o..o + 8].copy_from_slice(&ticks.to_le_bytes());
+    }
+}
+
+impl NicBackend for SimBackend {
+    fn sram_read(&self, off: u32, buf: &mut [u8]) {
+        let mut m = self.mem.borrow_mut();
+        if (off as u64) < RTC_OFF as u64 + 8 && off as u64 + buf.len() as u64 > RTC_OFF as u64 {
+            self.refresh_rtc(&mut m);
+        }
+        match Self::sram_range(&m.sram, off, buf.len()) {
+            Some(r) => buf.copy_from_slice(&m.sram[r]),
+            None => buf.fill(0),
+        }
+    }
+
+    fn sram_write(&self, off: u32, data: &[u8]) {
+        let mut m = self.mem.borrow_mut();
+        if let Some(r) = Self::sram_range(&m.sram, off, data.len()) {
+            m.sram[r].copy_from_slice(data);
+        }
+    }
+
+    fn sram_load_u32(&self, off: u32) -> u32 {
+        let mut b = [0u8; 4];
+        self.sram_read(off, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    fn sram_store_u32(&self, off: u32, v: u32) {
+        self.sram_write(off, &v.to_le_bytes())
+    }
+
+    fn sram_load_u64(&self, off: u32) -> u64 {
+        let mut b = [0u8; 8];
+        self.sram_read(off, &mut b);
+        u64::from_le_bytes(b)
+    }
+
+    fn sram_store_u64(&self, off: u32, v: u64) {
+        self.sram_write(off, &v.to_le_bytes())
+    }
+
+    fn host_read(&self, bus: u64, buf: &mut [u8]) {
+        self.mem.borrow().host.read(bus, buf)
+    }
+
+    fn host_write(&self, bus: u64, data: &[u8]) {
+        self.mem.borrow_mut().host.write(bus, data);
+    }
+
+    fn host_load_u32(&self, bus: u64) -> u32 {
+        let mut b = [0u8; 4];
+        self.host_read(bus, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    fn alloc_dma(&self, len: u64) -> Option<u64> {
+        self.mem.borrow_mut().host.alloc(len)
+    }
+
+    fn free_dma(&self, bus: u64, len: u64) {
+        self.mem.borrow_mut().host.free(bus, len)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.mem.borrow().host_clock
+    }
+
+    fn charge(&self, op: HostOp) {
+        let ns = self.prices.of(op);
+        let mut m = self.mem.borrow_mut();
+        m.host_clock += ns;
+        m.host_busy_ns += ns;
+    }
+
+    fn doorbell(&self) {
+        let t = self.mem.borrow().host_clock;
+        self.bells.borrow_mut().push((self.node, t));
+    }
+
+    fn idle_wait(&self) -> bool {
+        false
+    }
+}

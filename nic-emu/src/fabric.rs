@@ -1,0 +1,498 @@
+//! The switch fabric: directed links, crossbar switches with source
+//! routing, and the packets in flight through them, with cut-through
+//! (wormhole) timing and backpressure.
+//!
+//! Timing model. A link has a bandwidth B and a head delay (cable, plus
+//! the switch latency when it ends at a switch). A packet of L bytes whose
+//! head enters link i at h_i holds the link's entry until its tail has
+//! entered, h_i + L/B, and its head is at the far end at h_i + head delay.
+//! A switch consumes the first route byte (`0x80 | output port`) and moves
+//! the head on at once if that output is free; otherwise the head waits
+//! (FIFO per output) and the whole worm stops: every link whose tail had
+//! not yet passed when the head stopped stays held until the head moves
+//! again, and then for as long again as it still needed (all its tail
+//! times shift by the stall). The same stall happens at a NIC that has no
+//! free receive buffer: backpressure, never a drop. A head waiting at a
+//! switch longer than the profile's blocked-packet timeout is dropped, and
+//! so is a packet whose route byte names no connected port. Every drop is
+//! counted on the link and for the sending node.
+//!
+//! Owns links, switches and flights (packets in the fabric, with pooled
+//! byte buffers). It schedules its own events (head arrivals, link frees,
+//! timeouts) and tells the caller when a packet reaches a NIC or when a
+//! NIC's transmit link frees; the receive side is `device`'s.
+
+use std::collections::VecDeque;
+
+use nic_abi::map::ROUTE_MAX;
+use nic_abi::packet::ROUTE_FLAG;
+
+use crate::event::{Ev, EventQueue};
+use crate::faults::{FaultInjector, Faults};
+use crate::profile::{Profile, Rate};
+use crate::topology::Layout;
+
+/// "Not known yet": a link held by a stalled packet, or no event pending.
+pub(crate) const NEVER: u64 = u64::MAX;
+const NO_LINK: u32 = u32::MAX;
+/// Most links one packet crosses: one per route byte, plus the first.
+pub(crate) const MAX_HOPS: usize = ROUTE_MAX + 1;
+
+/// One end of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEnd {
+    Nic(usize),
+    Switch { switch: usize, port: usize },
+}
+
+/// Counters of one directed link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkStats {
+    pub from: LinkEnd,
+    pub to: LinkEnd,
+    /// Packets whose head entered the link.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Heads that had to wait for this link (busy output port).
+    pub waits: u64,
+    /// Total time heads waited for it (ns).
+    pub wait_ns: u64,
+    /// Packets dropped while waiting for it longer than the timeout.
+    pub blocked_drops: u64,
+    /// Packets dropped at this link's far switch for a bad route byte.
+    pub bad_routes: u64,
+    /// Injected faults.
+    pub fault_drops: u64,
+    pub fault_corrupts: u64,
+    pub fault_dups: u64,
+}
+
+/// Fabric events charged to the node that sent the packet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SourceCounters {
+    pub fault_drops: u64,
+    pub fault_corrupts: u64,
+    pub fault_dups: u64,
+    pub blocked_drops: u64,
+    pub bad_routes: u64,
+}
+
+pub(crate) struct Link {
+    pub to: LinkEnd,
+    /// From the head entering to the head being ready at the far end.
+    head_delay: u64,
+    rate: Rate,
+    /// The entry is free from this time on (NEVER while a stalled packet
+    /// holds it).
+    busy_until: u64,
+    /// Time of the latest LinkFree event scheduled (NEVER: none).
+    free_event_at: u64,
+    /// Heads waiting for this link, oldest first.
+    waiters: VecDeque<u32>,
+    timeout_pending: bool,
+    /// Starts at a NIC: its send-DMA engine waits for it.
+    tx_of: Option<usize>,
+    into_nic: bool,
+    fault: Option<FaultInjector>,
+    pub stats: LinkStats,
+}
+
+/// A packet in the fabric.
+pub(crate) struct Flight {
+    /// The wire bytes as sent: route, header, payload.
+    pub buf: Vec<u8>,
+    /// Route bytes at launch (not corrupted by fault injection).
+    pub route_len: u32,
+    /// Route bytes consumed by switches so far.
+    pub pos: u32,
+    pub src: u32,
+    /// The NIC its head reached (valid once it did).
+    pub dst: u32,
+    path: [u32; MAX_HOPS],
+    /// When the tail enters path[i] (if the worm does not stop again).
+    tails: [u64; MAX_HOPS],
+    hops: u8,
+    /// path[..released] are behind the tail.
+    released: u8,
+    blocked: bool,
+    pub blocked_since: u64,
+    doomed: bool,
+    pub corrupted: bool,
+    pub duplicate: bool,
+    /// Receive buffer index, once a NIC accepted it.
+    pub rx_buf: u32,
+    live: bool,
+}
+
+impl Flight {
+    fn empty() -> Flight {
+        Flight {
+            buf: Vec::new(),
+            route_len: 0,
+            pos: 0,
+            src: 0,
+            dst: 0,
+            path: [NO_LINK; MAX_HOPS],
+            tails: [0; MAX_HOPS],
+            hops: 0,
+            released: 0,
+            blocked: false,
+            blocked_since: 0,
+            doomed: false,
+            corrupted: false,
+            duplicate: false,
+            rx_buf: 0,
+            live: false,
+        }
+    }
+
+    /// The packet as it is now (route bytes consumed so far removed).
+    pub fn wire(&self) -> &[u8] {
+        &self.buf[self.pos as usize..]
+    }
+}
+
+/// What a head found at the far end of its link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// It moved on, or waits in a switch.
+    Switched,
+    /// It was dropped.
+    Gone,
+    /// It is at this NIC's receive side.
+    AtNic(usize),
+}
+
+/// What a LinkFree event found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Freed {
+    Stale,
+    /// The transmit link of this NIC is free: its current packet's tail left.
+    Tx(usize),
+    Switched,
+}
+
+pub(crate) struct Fabric {
+    links: Vec<Link>,
+    /// Per switch: output port -> link.
+    switches: Vec<Vec<u32>>,
+    flights: Vec<Flight>,
+    free_flights: Vec<u32>,
+    live: usize,
+    nic_out: Vec<u32>,
+    faults: Faults,
+    block_timeout: u64,
+    pub by_src: Vec<SourceCounters>,
+}
+
+impl Fabric {
+    pub fn new(layout: &Layout, profile: &Profile, seed: u64, faults: Faults) -> Fabric {
+        let rate = Rate::new(profile.link.bandwidth_bytes_per_s);
+        let cable = profile.cable_delay_ns();
+        let sw_lat = profile.switch.latency_ns;
+        let mut f = Fabric {
+            links: Vec::new(),
+            switches: vec![vec![NO_LINK; layout.ports]; layout.switches],
+            flights: Vec::new(),
+            free_flights: Vec::new(),
+            live: 0,
+            nic_out: Vec::new(),
+            faults,
+            block_timeout: profile.switch.blocked_drop_timeout_ns,
+            by_src: vec![SourceCounters::default(); layout.nodes()],
+        };
+        let add = |f: &mut Fabric, from: LinkEnd, to: LinkEnd| -> u32 {
+            let id = f.links.len() as u32;
+            let head_delay = cable + if matches!(to, LinkEnd::Switch { .. }) { sw_lat } else { 0 };
+            let fault = (!faults.is_none()).then(|| FaultInjector::new(seed, id as u64));
+            f.links.push(Link {
+                to,
+                head_delay,
+                rate,
+                busy_until: 0,
+                free_event_at: NEVER,
+                waiters: VecDeque::new(),
+                timeout_pending: false,
+                tx_of: match from {
+                    LinkEnd::Nic(n) => Some(n),
+                    _ => None,
+                },
+                into_nic: matches!(to, LinkEnd::Nic(_)),
+                fault,
+                stats: LinkStats {
+                    from,
+                    to,
+                    packets: 0,
+                    bytes: 0,
+                    waits: 0,
+                    wait_ns: 0,
+                    blocked_drops: 0,
+                    bad_routes: 0,
+                    fault_drops: 0,
+                    fault_corrupts: 0,
+                    fault_dups: 0,
+                },
+            });
+            if let LinkEnd::Switch { switch, port } = from {
+                f.switches[switch][port] = id;
+            }
+            id
+        };
+        for (n, &(switch, port)) in layout.attach.iter().enumerate() {
+            let out = add(&mut f, LinkEnd::Nic(n), LinkEnd::Switch { switch, port });
+            f.nic_out.push(out);
+            add(&mut f, LinkEnd::Switch { switch, port }, LinkEnd::Nic(n));
+        }
+        for &((sa, pa), (sb, pb)) in &layout.trunks {
+            let a = LinkEnd::Switch { switch: sa, port: pa };
+            let b = LinkEnd::Switch { switch: sb, port: pb };
+            add(&mut f, a, b);
+            add(&mut f, b, a);
+        }
+        f
+    }
+
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.links.iter().map(|l| l.stats.clone()).collect()
+    }
+
+    /// Link traversals so far.
+    pub fn hops(&self) -> u64 {
+        self.links.iter().map(|l| l.stats.packets).sum()
+    }
+
+    /// Packets in the fabric (including those a NIC is receiving).
+    pub fn in_flight(&self) -> usize {
+        self.live
+    }
+
+    pub fn flight(&self, id: u32) -> &Flight {
+        &self.flights[id as usize]
+    }
+
+    pub fn flight_mut(&mut self, id: u32) -> &mut Flight {
+        &mut self.flights[id as usize]
+    }
+
+    /// Put a packet on NIC `src`'s link, head entering at `t`. `fill`
+    /// writes the wire bytes into a recycled buffer.
+    pub fn launch(
+        &mut self,
+        q: &mut EventQueue,
+        src: usize,
+        t: u64,
+        route_len: u32,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> u32 {
+        let id = match self.free_flights.pop() {
+            Some(id) => id,
+            None => {
+                self.flights.push(Flight::empty());
+                (self.flights.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        let f = &mut self.flights[id as usize];
+        let mut buf = std::mem::take(&mut f.buf);
+        buf.clear();
+        fill(&mut buf);
+        *f = Flight { buf, route_len, src: src as u32, live: true, ..Flight::empty() };
+        let link = self.nic_out[src];
+        self.enter(q, id, link, t);
+        id
+    }
+
+    /// The head of `id` enters `link` at `t`.
+    fn enter(&mut self, q: &mut EventQueue, id: u32, link: u32, t: u64) {
+        let f = &mut self.flights[id as usize];
+        let l = &mut self.links[link as usize];
+        if let Some(inj) = &mut l.fault {
+            let v = inj.judge(&self.faults, l.into_nic);
+            let src = &mut self.by_src[f.src as usize];
+            if v.drop {
+                f.doomed = true;
+                l.stats.fault_drops += 1;
+                src.fault_drops += 1;
+            }
+            if let Some((byte, bit)) = v.corrupt {
+                let start = f.route_len as usize;
+                let plen = f.buf.len().saturating_sub(start);
+                if plen > 0 {
+                    f.buf[start + (byte % plen as u64) as usize] ^= 1 << bit;
+                    f.corrupted = true;
+                    l.stats.fault_corrupts += 1;
+                    src.fault_corrupts += 1;
+                }
+            }
+            if v.duplicate {
+                f.duplicate = true;
+                l.stats.fault_dups += 1;
+                src.fault_dups += 1;
+            }
+        }
+        let len = (f.buf.len() - f.pos as usize) as u64;
+        l.stats.packets += 1;
+        l.stats.bytes += len;
+        let tail = t + l.rate.ns(len);
+        let h = f.hops as usize;
+        f.path[h] = link;
+        f.tails[h] = tail;
+        f.hops += 1;
+        l.busy_until = tail;
+        if l.tx_of.is_some() || !l.waiters.is_empty() {
+            schedule_free(q, l, link);
+        }
+        q.push(t + l.head_delay, Ev::HeadArrive { flight: id });
+    }
+
+    /// The head of `id` reached the far end of its current link.
+    pub fn head_arrive(&mut self, q: &mut EventQueue, now: u64, id: u32) -> Arrival {
+        let f = &self.flights[id as usize];
+        let last = f.path[f.hops as usize - 1];
+        if f.doomed {
+            self.swallow(q, id, now);
+            return Arrival::Gone;
+        }
+        let ports = match self.links[last as usize].to {
+            LinkEnd::Nic(n) => {
+                self.flights[id as usize].dst = n as u32;
+                return Arrival::AtNic(n);
+            }
+            LinkEnd::Switch { switch, .. } => &self.switches[switch],
+        };
+        let out = match f.buf.get(f.pos as usize) {
+            Some(&b) if b & ROUTE_FLAG != 0 && (f.hops as usize) < MAX_HOPS => {
+                ports.get((b & !ROUTE_FLAG) as usize).copied().unwrap_or(NO_LINK)
+            }
+            _ => NO_LINK,
+        };
+        if out == NO_LINK {
+            self.links[last as usize].stats.bad_routes += 1;
+            self.by_src[f.src as usize].bad_routes += 1;
+            self.swallow(q, id, now);
+            return Arrival::Gone;
+        }
+        self.flights[id as usize].pos += 1;
+        let ol = &self.links[out as usize];
+        if ol.waiters.is_empty() && ol.busy_until <= now {
+            self.enter(q, id, out, now);
+        } else {
+            self.block(id, now);
+            let timeout = self.block_timeout;
+            let ol = &mut self.links[out as usize];
+            ol.waiters.push_back(id);
+            ol.stats.waits += 1;
+            schedule_free(q, ol, out);
+            if !ol.timeout_pending {
+                ol.timeout_pending = true;
+                q.push(now.saturating_add(timeout), Ev::LinkTimeout { link: out });
+            }
+        }
+        Arrival::Switched
+    }
+
+    /// The head of `id` stops at `now`: links its tail has not passed stay
+    /// held until it moves again.
+    pub fn block(&mut self, id: u32, now: u64) {
+        let f = &mut self.flights[id as usize];
+        debug_assert!(!f.blocked);
+        f.blocked = true;
+        f.blocked_since = now;
+        for i in f.released as usize..f.hops as usize {
+            if f.tails[i] <= now {
+                f.released = i as u8 + 1;
+            } else {
+                self.links[f.path[i] as usize].busy_until = NEVER;
+            }
+        }
+    }
+
+    /// The head of `id` moves again at `g` (>= when it stopped).
+    fn unblock(&mut self, q: &mut EventQueue, id: u32, g: u64) {
+        let f = &mut self.flights[id as usize];
+        if !f.blocked {
+            return;
+        }
+        f.blocked = false;
+        let stall = g.saturating_sub(f.blocked_since);
+        for i in f.released as usize..f.hops as usize {
+            f.tails[i] += stall;
+            let link = f.path[i];
+            let l = &mut self.links[link as usize];
+            l.busy_until = f.tails[i];
+            if l.tx_of.is_some() || !l.waiters.is_empty() {
+                schedule_free(q, l, link);
+            }
+        }
+    }
+
+    /// A NIC takes `id` at `g`: the worm streams in. Returns when its tail
+    /// has arrived.
+    pub fn accept(&mut self, q: &mut EventQueue, id: u32, g: u64) -> u64 {
+        self.unblock(q, id, g);
+        let f = &self.flights[id as usize];
+        let last = f.path[f.hops as usize - 1];
+        g + self.links[last as usize].rate.ns(f.wire().len() as u64)
+    }
+
+    /// Drop `id` where its head is, at `now`.
+    pub fn swallow(&mut self, q: &mut EventQueue, id: u32, now: u64) {
+        self.unblock(q, id, now);
+        self.finish(id);
+    }
+
+    /// `id` is out of the fabric (received or dropped): recycle it.
+    pub fn finish(&mut self, id: u32) {
+        let f = &mut self.flights[id as usize];
+        debug_assert!(f.live && !f.blocked);
+        f.live = false;
+        self.live -= 1;
+        self.free_flights.push(id);
+    }
+
+    /// A LinkFree event for `link` at `now`.
+    pub fn link_free(&mut self, q: &mut EventQueue, now: u64, link: u32) -> Freed {
+        let l = &mut self.links[link as usize];
+        if l.free_event_at <= now {
+            l.free_event_at = NEVER;
+        }
+        if l.busy_until > now {
+            return Freed::Stale;
+        }
+        if let Some(n) = l.tx_of {
+            return Freed::Tx(n);
+        }
+        let Some(id) = l.waiters.pop_front() else { return Freed::Stale };
+        l.stats.wait_ns += now - self.flights[id as usize].blocked_since;
+        self.unblock(q, id, now);
+        self.enter(q, id, link, now);
+        Freed::Switched
+    }
+
+    /// A LinkTimeout event: drop the heads that waited too long for `link`.
+    pub fn link_timeout(&mut self, q: &mut EventQueue, now: u64, link: u32) {
+        self.links[link as usize].timeout_pending = false;
+        while let Some(&id) = self.links[link as usize].waiters.front() {
+            let due = self.flights[id as usize].blocked_since.saturating_add(self.block_timeout);
+            let l = &mut self.links[link as usize];
+            if due > now {
+                l.timeout_pending = true;
+                q.push(due, Ev::LinkTimeout { link });
+                break;
+            }
+            l.waiters.pop_front();
+            l.stats.blocked_drops += 1;
+            self.by_src[self.flights[id as usize].src as usize].blocked_drops += 1;
+            self.swallow(q, id, now);
+        }
+    }
+
+}
+
+#[inline]
+fn schedule_free(q: &mut EventQueue, l: &mut Link, link: u32) {
+    if l.busy_until != NEVER && l.free_event_at != l.busy_until {
+        l.free_event_at = l.busy_until;
+        q.push(l.busy_until, Ev::LinkFree { link });
+    }
+}

@@ -1,0 +1,57 @@
+//! Simulated host programs: the [`HostApp`] trait the event core calls
+//! back, and the [`HostCx`] it hands them (the node's backend, the host
+//! clock, and a way to ask for a later call). A program never blocks: it
+//! looks at its ports, acts, and returns; it is called again at start,
+//! whenever its NIC wrote into host memory, and at times it asked for.
+//!
+//! Owns only these two types; the core (`sim`) schedules the calls.
+
+
+use crate::backend::SimBackend;
+
+/// A program running on one simulated host.
+pub trait HostApp {
+    /// Look at your ports and act. Called at start, whenever this node's
+    /// NIC wrote into host memory, and at times asked for with
+    /// [`HostCx::wake_at`].
+    fn wake(&mut self, cx: &mut HostCx<'_>);
+    /// Finished: the run may end once every program is done and nothing
+    /// is in flight.
+    fn done(&self) -> bool;
+}
+
+/// What a program sees while it runs.
+pub struct HostCx<'a> {
+    pub(crate) node: usize,
+    pub(crate) backend: &'a SimBackend,
+    pub(crate) wake: Option<u64>,
+}
+
+impl<'a> HostCx<'a> {
+    /// The node this program runs on.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    /// The node's backend (clone it to open a `host_driver` NIC).
+    pub fn backend(&self) -> &'a SimBackend {
+        self.backend
+    }
+
+    /// The host clock (ns): the event's time plus host CPU time charged
+    /// since.
+    pub fn now_ns(&self) -> u64 {
+        self.backend.now_ns()
+    }
+
+    /// Be called again at virtual time `t_ns` (or when the host is next
+    /// free after it). The earliest request of a turn wins.
+    pub fn wake_at(&mut self, t_ns: u64) {
+        self.wake = Some(self.wake.map_or(t_ns, |w| w.min(t_ns)));
+    }
+
+    /// Be called again `dt_ns` after the host clock's current time.
+    pub fn wake_in(&mut self, dt_ns: u64) {
+        self.wake_at(self.now_ns().saturating_add(dt_ns));
+    }
+}

@@ -1,0 +1,215 @@
+//! One node's memories, shared (through `Rc<RefCell<_>>`) by the device
+//! model, which runs the NIC's DMA engines and firmware over them, and the
+//! host backend, which gives host programs PIO on SRAM and access to host
+//! memory: the NIC's SRAM, the host's DMA-able memory with its page-aligned
+//! allocator, and the host CPU's clock.
+//!
+//! Host memory is a growable byte vector: bus address = offset. It grows to
+//! the high-water mark of allocations (at most the profile's
+//! `host.memory_bytes`). Page 0 is never handed out, so bus address 0 is
+//! never a valid buffer.
+
+use std::collections::BTreeMap;
+
+use nic_abi::PAGE_SIZE;
+
+/// A node's SRAM, host memory and host clock.
+#[derive(Debug)]
+pub struct NodeMem {
+    pub sram: Vec<u8>,
+    pub host: HostMem,
+    /// The host CPU's clock (ns): it runs ahead of the event core while
+    /// the host is busy with charged work.
+    pub host_clock: u64,
+    /// Host CPU time charged so far (ns).
+    pub host_busy_ns: u64,
+}
+
+impl NodeMem {
+    pub fn new(sram_bytes: usize, host_limit: u64) -> NodeMem {
+        NodeMem {
+            sram: vec![0; sram_bytes],
+            host: HostMem::new(host_limit),
+            host_clock: 0,
+            host_busy_ns: 0,
+        }
+    }
+}
+
+/// Host memory with a first-fit page allocator (free ranges kept in
+/// address order, so allocation is deterministic).
+#[derive(Debug)]
+pub struct HostMem {
+    bytes: Vec<u8>,
+    limit: u64,
+    /// Free ranges below `top`: start -> length, coalesced.
+    free: BTreeMap<u64, u64>,
+    /// End of the highest allocation ever made.
+    top: u64,
+}
+
+impl HostMem {
+    pub fn new(limit: u64) -> HostMem {
+        HostMem { bytes: Vec::new(), limit, free: BTreeMap::new(), top: PAGE_SIZE }
+    }
+
+    /// Bytes of host memory that exist (bus addresses below this are valid).
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The byte range `[bus, bus + len)` if it lies inside host memory.
+    #[inline]
+    pub fn range(&self, bus: u64, len: usize) -> Option<std::ops::Range<usize>> {
+        let end = bus.checked_add(len as u64)?;
+        (end <= self.bytes.len() as u64).then(|| bus as usize..end as usize)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    /// Read; bytes outside host memory read as zero.
+    pub fn read(&self, bus: u64, buf: &mut [u8]) {
+        match self.range(bus, buf.len()) {
+            Some(r) => buf.copy_from_slice(&self.bytes[r]),
+            None => {
+                buf.fill(0);
+                let have = (self.bytes.len() as u64).saturating_sub(bus) as usize;
+                if bus < self.bytes.len() as u64 {
+                    let n = have.min(buf.len());
+                    buf[..n].copy_from_slice(&self.bytes[bus as usize..bus as usize + n]);
+                }
+            }
+        }
+    }
+
+    /// Write; bytes outside host memory are dropped. Returns whether all
+    /// of it landed.
+    pub fn write(&mut self, bus: u64, data: &[u8]) -> bool {
+        match self.range(bus, data.len()) {
+            Some(r) => {
+                self.bytes[r].copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Allocate `len` bytes (rounded up to whole pages), zeroed. None when
+    /// the profile's host memory is exhausted.
+    pub fn alloc(&mut self, len: u64) -> Option<u64> {
+        let len = len.max(1).checked_next_multiple_of(PAGE_SIZE)?;
+        let hit = self.free.iter().find(|(_, &l)| l >= len).map(|(&s, &l)| (s, l));
+        let start = match hit {
+            Some((s, l)) => {
+                self.free.remove(&s);
+                if l > len {
+                    self.free.insert(s + len, l - len);
+                }
+                s
+            }
+            None => {
+                let s = self.top;
+                let end = s.checked_add(len)?;
+                if end > self.limit {
+                    return None;
+                }
+                self.top = end;
+                if (self.bytes.len() as u64) < end {
+                    self.bytes.resize(end as usize, 0);
+                }
+                s
+            }
+        };
+        self.bytes[start as usize..(start + len) as usize].fill(0);
+        Some(start)
+    }
+
+    /// Give back an allocation. Ranges that were not allocated (not page
+    /// aligned, outside memory, overlapping free space) are ignored.
+    pub fn free(&mut self, bus: u64, len: u64) {
+        let Some(len) = len.max(1).checked_next_multiple_of(PAGE_SIZE) else { return };
+        if bus % PAGE_SIZE != 0 || bus < PAGE_SIZE || bus.saturating_add(len) > self.top {
+            return;
+        }
+        // Refuse a double free: any overlap with a free range.
+        if let Some((&s, &l)) = self.free.range(..bus + len).next_back() {
+            if s + l > bus {
+                return;
+            }
+        }
+        let mut start = bus;
+        let mut l = len;
+        if let Some((&ps, &pl)) = self.free.range(..bus).next_back() {
+            if ps + pl == bus {
+                self.free.remove(&ps);
+                start = ps;
+                l += pl;
+            }
+        }
+        if let Some(&nl) = self.free.get(&(bus + len)) {
+            self.free.remove(&(bus + len));
+            l += nl;
+        }
+        if start + l == self.top {
+            self.top = start;
+        } else {
+            self.free.insert(start, l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_page_aligned_zeroed_and_never_at_zero() {
+        let mut m = HostMem::new(1 << 20);
+        let a = m.alloc(10).unwrap();
+        let b = m.alloc(5000).unwrap();
+        assert_eq!(a, PAGE_SIZE);
+        assert_eq!(b, 2 * PAGE_SIZE);
+        assert!(m.write(a, &[1, 2, 3]));
+        m.free(a, 10);
+        let c = m.alloc(100).unwrap();
+        assert_eq!(c, a, "first fit reuses the freed page");
+        let mut buf = [9u8; 3];
+        m.read(c, &mut buf);
+        assert_eq!(buf, [0, 0, 0]);
+    }
+
+    #[test]
+    fn exhaustion_returns_none_and_freeing_coalesces() {
+        let mut m = HostMem::new(8 * PAGE_SIZE);
+        let v: Vec<u64> = (0..7).map(|_| m.alloc(PAGE_SIZE).unwrap()).collect();
+        assert_eq!(m.alloc(1), None);
+        m.free(v[1], PAGE_SIZE);
+        m.free(v[2], PAGE_SIZE);
+        m.free(v[2], PAGE_SIZE); // double free ignored
+        assert_eq!(m.alloc(2 * PAGE_SIZE), Some(v[1]));
+        m.free(v[6], PAGE_SIZE);
+        assert_eq!(m.alloc(PAGE_SIZE), Some(v[6]));
+    }
+
+    #[test]
+    fn out_of_range_access_reads_zero_and_drops_writes() {
+        let mut m = HostMem::new(1 << 20);
+        let a = m.alloc(PAGE_SIZE).unwrap();
+        assert!(!m.write(a + PAGE_SIZE - 1, &[1, 2]));
+        let mut b = [7u8; 4];
+        m.read(a + PAGE_SIZE - 2, &mut b);
+        assert_eq!(b, [0, 0, 0, 0]);
+        m.read(u64::MAX - 1, &mut b);
+        assert_eq!(b, [0; 4]);
+    }
+}

@@ -1,0 +1,436 @@
+//! Timing profiles: every figure the device model, the fabric, the host
+//! cost model and the firmware parameters take from a testbed, as data
+//! (TOML). The three built-in profiles (`nic-emu/profiles/*.toml`) are
+//! embedded in the binary, so [`Profile::load`] finds them by name from any
+//! working directory; any other argument is read as a file path.
+//!
+//! This module owns the profile's shape, its validation, and the integer
+//! conversions the event core uses on its hot path ([`Rate`], [`Clock`]).
+//! It touches nothing else.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use host_driver::backend::HostOp;
+use nic_abi::{map, MAX_MTU};
+
+/// Built-in profiles, embedded.
+const BUILTIN: [(&str, &str); 3] = [
+    ("lanai4-gm", include_str!("../profiles/lanai4-gm.toml")),
+    ("lanai9-gm", include_str!("../profiles/lanai9-gm.toml")),
+    ("modern", include_str!("../profiles/modern.toml")),
+];
+
+const NAMES: [&str; 3] = [BUILTIN[0].0, BUILTIN[1].0, BUILTIN[2].0];
+
+/// A timing profile. Field names match the TOML keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub nic: NicProfile,
+    pub link: LinkProfile,
+    pub switch: SwitchProfile,
+    pub host_dma: HostDmaProfile,
+    pub send_dma: EngineProfile,
+    pub recv_dma: EngineProfile,
+    pub sram_bus: SramBusProfile,
+    pub nic_cpu: NicCpuProfile,
+    pub host: HostProfile,
+    pub firmware: FirmwareProfile,
+}
+
+/// The NIC itself.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicProfile {
+    /// NIC CPU clock (Hz): the price of a unit of firmware work is in cycles.
+    pub cpu_hz: u64,
+    /// Real-time clock ticks per second (the `RTC_HZ` register).
+    pub rtc_hz: u64,
+    /// SRAM size in bytes (at least `map::SRAM_MIN`).
+    pub sram_bytes: u32,
+    /// Payload bytes per packet (at most `nic_abi::MAX_MTU`).
+    pub mtu: u32,
+}
+
+/// Every link of the fabric (NIC<->switch and switch<->switch).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkProfile {
+    /// Bytes per second in each direction.
+    pub bandwidth_bytes_per_s: u64,
+    /// Signal propagation delay per metre of cable.
+    pub cable_ns_per_m: f64,
+    /// Length of every cable.
+    pub cable_m: f64,
+}
+
+/// Crossbar switches.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchProfile {
+    pub ports: u32,
+    /// From a packet's head entering an input port to its head leaving on
+    /// the output port (when that port is free): routing + crossbar.
+    pub latency_ns: u64,
+    /// A packet whose head waits longer than this for a busy output port
+    /// is dropped (Myrinet's blocked-packet timeout).
+    pub blocked_drop_timeout_ns: u64,
+}
+
+/// The host-DMA engine (host memory <-> SRAM over the I/O bus).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostDmaProfile {
+    /// Fixed cost of one command (bus arbitration, address phase, ...).
+    pub setup_ns: u64,
+    pub bandwidth_bytes_per_s: u64,
+}
+
+/// The send-DMA or receive-DMA engine (they stream at link speed).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineProfile {
+    /// Fixed cost per packet: send-DMA before the head leaves, receive-DMA
+    /// after the tail arrived (before the completion record).
+    pub setup_ns: u64,
+}
+
+/// The NIC's SRAM bus, which the three DMA engines may share.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SramBusProfile {
+    /// Do the engines compete for SRAM bandwidth? The wire engines have
+    /// priority (they must keep up with the link); host-DMA transfers wait.
+    pub shared: bool,
+    pub bandwidth_bytes_per_s: u64,
+}
+
+/// NIC CPU cycles charged per unit of the firmware's reported work
+/// (`mcp::Work`), plus a fixed price per main-loop pass.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicCpuProfile {
+    pub poll: u64,
+    pub descriptor: u64,
+    pub tx_packet: u64,
+    pub rx_packet: u64,
+    pub dma_cmd: u64,
+    pub event: u64,
+    pub timer: u64,
+}
+
+/// The host CPU cost model (what `NicBackend::charge` charges).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostProfile {
+    /// Most DMA-able host memory per node.
+    pub memory_bytes: u64,
+    /// Programmed I/O write bandwidth to the NIC.
+    pub pio_bandwidth_bytes_per_s: u64,
+    /// Bytes written by PIO to post one descriptor.
+    pub descriptor_bytes: u64,
+    /// Fixed part of posting a descriptor (checks, token accounting).
+    pub post_fixed_ns: u64,
+    /// An event-queue poll that finds an event (and decodes it).
+    pub event_found_ns: u64,
+    /// An event-queue poll that finds nothing.
+    pub event_empty_ns: u64,
+    /// `HostOp::Touch(n)`: a program reading/copying n received bytes.
+    pub touch_bandwidth_bytes_per_s: u64,
+}
+
+/// Firmware parameters, written into the cfg registers at reset.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareProfile {
+    pub send_timeout_ns: u64,
+    pub retransmit_ns: u64,
+    pub ack_delay_ns: u64,
+    pub nobuf_retry_ns: u64,
+    pub send_tokens: u32,
+    pub recv_tokens: u32,
+    pub window: u32,
+}
+
+/// Why a profile could not be had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileError {
+    /// Not a built-in name, and no file of that name.
+    NotFound { name: String, io: String },
+    /// The TOML did not parse (unknown key, wrong type, ...).
+    Parse { origin: String, message: String },
+    /// A value is outside its domain.
+    Invalid { origin: String, message: String },
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileError::NotFound { name, io } => write!(
+                f,
+                "no timing profile `{name}`: not a built-in ({}) and not a readable file ({io})",
+                NAMES.join(", ")
+            ),
+            ProfileError::Parse { origin, message } => {
+                write!(f, "profile {origin}: {}", message.trim_end())
+            }
+            ProfileError::Invalid { origin, message } => write!(f, "profile {origin}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl Profile {
+    /// A built-in profile by name (`lanai4-gm`, `lanai9-gm`, `modern`), or
+    /// a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Profile::from_toml(text, name);
+        }
+        match std::fs::read_to_string(name_or_path) {
+            Ok(text) => Profile::from_toml(&text, name_or_path),
+            Err(e) => Err(ProfileError::NotFound {
+                name: name_or_path.to_string(),
+                io: e.to_string(),
+            }),
+        }
+    }
+
+    /// Names of the built-in profiles.
+    pub fn names() -> &'static [&'static str] {
+        &NAMES
+    }
+
+    /// Parse and validate profile text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        p.validate().map_err(|message| ProfileError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
+        Ok(p)
+    }
+
+    /// Check every value's domain; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        fn positive(key: &str, v: u64) -> Result<(), String> {
+            if v == 0 {
+                Err(format!("{key} must be positive"))
+            } else {
+                Ok(())
+            }
+        }
+        positive("nic.cpu_hz", self.nic.cpu_hz)?;
+        positive("nic.rtc_hz", self.nic.rtc_hz)?;
+        if self.nic.rtc_hz > 1_000_000_000 {
+            return Err(format!("nic.rtc_hz: {} above 1 GHz (ticks finer than 1 ns)", self.nic.rtc_hz));
+        }
+        if self.nic.sram_bytes < map::SRAM_MIN {
+            return Err(format!(
+                "nic.sram_bytes: {} is below the SRAM map's minimum {}",
+                self.nic.sram_bytes,
+                map::SRAM_MIN
+            ));
+        }
+        if self.nic.mtu == 0 || self.nic.mtu as usize > MAX_MTU {
+            return Err(format!("nic.mtu: {} out of range (1..={MAX_MTU})", self.nic.mtu));
+        }
+        positive("link.bandwidth_bytes_per_s", self.link.bandwidth_bytes_per_s)?;
+        for (key, v) in [("link.cable_ns_per_m", self.link.cable_ns_per_m), ("link.cable_m", self.link.cable_m)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{key}: {v} must be a non-negative number"));
+            }
+        }
+        if !(2..=128).contains(&self.switch.ports) {
+            return Err(format!("switch.ports: {} out of range (2..=128)", self.switch.ports));
+        }
+        positive("switch.blocked_drop_timeout_ns", self.switch.blocked_drop_timeout_ns)?;
+        positive("host_dma.bandwidth_bytes_per_s", self.host_dma.bandwidth_bytes_per_s)?;
+        positive("sram_bus.bandwidth_bytes_per_s", self.sram_bus.bandwidth_bytes_per_s)?;
+        positive("host.pio_bandwidth_bytes_per_s", self.host.pio_bandwidth_bytes_per_s)?;
+        positive("host.touch_bandwidth_bytes_per_s", self.host.touch_bandwidth_bytes_per_s)?;
+        if self.host.memory_bytes < 1 << 20 {
+            return Err(format!("host.memory_bytes: {} is below 1 MiB", self.host.memory_bytes));
+        }
+        positive("firmware.send_timeout_ns", self.firmware.send_timeout_ns)?;
+        positive("firmware.retransmit_ns", self.firmware.retransmit_ns)?;
+        positive("firmware.send_tokens", self.firmware.send_tokens as u64)?;
+        positive("firmware.recv_tokens", self.firmware.recv_tokens as u64)?;
+        positive("firmware.window", self.firmware.window as u64)?;
+        Ok(())
+    }
+
+    /// Propagation delay of one cable, ns (rounded to the nearest ns).
+    pub fn cable_delay_ns(&self) -> u64 {
+        (self.link.cable_ns_per_m * self.link.cable_m).round() as u64
+    }
+
+    /// Virtual ns a node's host CPU spends on `op`.
+    pub fn host_cost_ns(&self, op: HostOp) -> u64 {
+        let h = &self.host;
+        match op {
+            HostOp::PostDescriptor => {
+                h.post_fixed_ns + Rate::new(h.pio_bandwidth_bytes_per_s).ns(h.descriptor_bytes)
+            }
+            HostOp::EventFound => h.event_found_ns,
+            HostOp::EventEmpty => h.event_empty_ns,
+            HostOp::Touch(n) => Rate::new(h.touch_bandwidth_bytes_per_s).ns(n),
+        }
+    }
+
+    /// RTC ticks for a duration in ns (rounded up, at least 1 if non-zero).
+    pub fn ns_to_ticks(&self, ns: u64) -> u64 {
+        let t = (ns as u128 * self.nic.rtc_hz as u128).div_ceil(1_000_000_000);
+        t.min(u64::MAX as u128) as u64
+    }
+}
+
+/// A byte rate held as femtoseconds per byte, so that a transfer's
+/// duration is one multiplication (exact for the usual rates; otherwise
+/// off by under 1e-7 relative). Durations round up to whole ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    fs_per_byte: u64,
+}
+
+impl Rate {
+    pub fn new(bytes_per_s: u64) -> Rate {
+        let bps = bytes_per_s.max(1) as u128;
+        Rate { fs_per_byte: ((1_000_000_000_000_000u128 + bps / 2) / bps).max(1) as u64 }
+    }
+
+    /// Time to move `bytes`, ns.
+    #[inline]
+    pub fn ns(self, bytes: u64) -> u64 {
+        (bytes.saturating_mul(self.fs_per_byte)).div_ceil(1_000_000)
+    }
+}
+
+/// A clock frequency, for cycle counts -> ns and ns <-> ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    hz: u64,
+    /// ns per cycle when it is a whole number (fast path).
+    ns_per_cycle: Option<u64>,
+    fs_per_cycle: u64,
+}
+
+impl Clock {
+    pub fn new(hz: u64) -> Clock {
+        let hz = hz.max(1);
+        let ns_per_cycle = (1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz);
+        let fs = (1_000_000_000_000_000u128 + hz as u128 / 2) / hz as u128;
+        Clock { hz, ns_per_cycle, fs_per_cycle: fs as u64 }
+    }
+
+    pub fn hz(self) -> u64 {
+        self.hz
+    }
+
+    /// Duration of `cycles`, ns (rounded up).
+    #[inline]
+    pub fn cycles_ns(self, cycles: u64) -> u64 {
+        match self.ns_per_cycle {
+            Some(n) => cycles.saturating_mul(n),
+            None => cycles.saturating_mul(self.fs_per_cycle).div_ceil(1_000_000),
+        }
+    }
+
+    /// Whole ticks elapsed at time `ns`.
+    #[inline]
+    pub fn ticks_at(self, ns: u64) -> u64 {
+        match self.ns_per_cycle {
+            Some(n) => ns / n,
+            None => (ns as u128 * self.hz as u128 / 1_000_000_000) as u64,
+        }
+    }
+
+    /// First ns at which `ticks` have elapsed.
+    #[inline]
+    pub fn ns_at_tick(self, ticks: u64) -> u64 {
+        match self.ns_per_cycle {
+            Some(n) => ticks.saturating_mul(n),
+            None => {
+                let v = (ticks as u128 * 1_000_000_000).div_ceil(self.hz as u128);
+                v.min(u64::MAX as u128) as u64
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_loads_by_name() {
+        for name in Profile::names() {
+            let p = Profile::load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(&p.name, name);
+        }
+    }
+
+    #[test]
+    fn lanai_profiles_carry_the_spec_figures() {
+        let l4 = Profile::load("lanai4-gm").unwrap();
+        assert_eq!(l4.nic.cpu_hz, 33_000_000);
+        assert_eq!(l4.nic.rtc_hz, 2_000_000);
+        assert_eq!(l4.nic.mtu, 4096);
+        assert_eq!(l4.link.bandwidth_bytes_per_s, 160_000_000);
+        assert_eq!(l4.switch.ports, 16);
+        assert_eq!(l4.firmware.send_timeout_ns, 60_000_000_000);
+        let l9 = Profile::load("lanai9-gm").unwrap();
+        assert_eq!(l9.switch.latency_ns, 500);
+        assert_eq!(l9.cable_delay_ns(), 21);
+        // PIO at 44 MB/s: a 64-byte descriptor is about 1.5 us of host time.
+        let post = l4.host_cost_ns(HostOp::PostDescriptor);
+        assert!((1_450..2_500).contains(&post), "{post}");
+    }
+
+    #[test]
+    fn a_profile_file_loads_by_path() {
+        let dir = std::env::temp_dir().join(format!("nic-emu-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.toml");
+        let text = BUILTIN[0].1.replace("name = \"lanai4-gm\"", "name = \"mine\"");
+        std::fs::write(&path, text).unwrap();
+        let p = Profile::load(path.to_str().unwrap()).unwrap();
+        assert_eq!(p.name, "mine");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn unknown_names_keys_and_bad_values_are_refused_with_the_cause() {
+        let e = Profile::load("no-such-profile").unwrap_err();
+        assert!(e.to_string().contains("lanai4-gm"), "{e}");
+        let text = BUILTIN[0].1.replace("[nic]", "[nic]\nbogus = 1");
+        let e = Profile::from_toml(&text, "t").unwrap_err();
+        assert!(matches!(e, ProfileError::Parse { .. }) && e.to_string().contains("bogus"), "{e}");
+        let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
+        let e = Profile::from_toml(&text, "t").unwrap_err();
+        assert!(e.to_string().contains("nic.mtu"), "{e}");
+    }
+
+    #[test]
+    fn rates_and_clocks_convert_exactly_for_round_figures() {
+        assert_eq!(Rate::new(160_000_000).ns(4096), 25_600);
+        assert_eq!(Rate::new(12_500_000_000).ns(4096), 328); // 327.68 rounds up
+        let rtc = Clock::new(2_000_000);
+        assert_eq!(rtc.ticks_at(48_000), 96);
+        assert_eq!(rtc.ns_at_tick(96), 48_000);
+        let cpu = Clock::new(33_000_000);
+        assert_eq!(cpu.cycles_ns(33), 1_000);
+        let odd = Clock::new(3);
+        assert_eq!(odd.ticks_at(1_000_000_000), 3);
+        assert_eq!(odd.ns_at_tick(1), 333_333_334);
+    }
+}

@@ -1,0 +1,778 @@
+//! The scenario file: a cluster and its traffic, in TOML.
+//!
+//! Parsing is strict: every table refuses keys it does not know (the error
+//! names the key and its line), and [`Scenario::validate`] refuses values
+//! outside their domain with an error naming the key and the value, e.g.
+//! `flows[2].dst: node 9 out of range (fabric.nodes = 4)`. The format is
+//! documented in docs/scenarios.md; keep the two in step.
+//!
+//! This module owns only the description. It knows nothing of the event
+//! core; `runner` turns a validated [`Scenario`] into a cluster.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
+
+/// Send window used when a stream flow does not give one.
+pub const DEFAULT_WINDOW: u32 = 8;
+/// Virtual-time limit of a run when the scenario does not give one (ms).
+pub const DEFAULT_LIMIT_MS: f64 = 60_000.0;
+
+/// A whole scenario as written in the file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Timing profile: a built-in name (`lanai4-gm`, ...) or a file path.
+    pub profile: String,
+    /// Seeds fault injection (and anything else random). Default 0.
+    #[serde(default)]
+    pub seed: u64,
+    pub fabric: Fabric,
+    #[serde(default)]
+    pub flows: Vec<Flow>,
+    /// Shorthand: one stream flow for every ordered pair of nodes.
+    #[serde(default)]
+    pub alltoall: Vec<AllToAll>,
+    /// Fault injection, per packet per link.
+    #[serde(default)]
+    pub faults: FaultRates,
+    /// Overrides of the profile's firmware parameters.
+    #[serde(default)]
+    pub firmware: FirmwareOverrides,
+    /// Limits of the run.
+    #[serde(default)]
+    pub run: RunSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// Hosts, one NIC each.
+    pub nodes: u64,
+    /// `star` (one crossbar) or another topology name of nic-emu.
+    #[serde(default = "default_topology")]
+    pub topology: String,
+}
+
+fn default_topology() -> String {
+    "star".to_string()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowKind {
+    /// Back-to-back messages, up to `window` outstanding.
+    Stream,
+    /// A request, then an equal-size reply from the target; `messages`
+    /// round trips, one at a time.
+    Pingpong,
+}
+
+impl FlowKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowKind::Stream => "stream",
+            FlowKind::Pingpong => "pingpong",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowPriority {
+    Low,
+    High,
+}
+
+impl FlowPriority {
+    pub fn abi(self) -> Priority {
+        match self {
+            FlowPriority::Low => Priority::Low,
+            FlowPriority::High => Priority::High,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowPriority::Low => "low",
+            FlowPriority::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flow {
+    /// Shown in the output; default `flow<index>`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `[node, port]` of the sender.
+    pub src: Vec<u64>,
+    /// `[node, port]` of the receiver.
+    pub dst: Vec<u64>,
+    pub kind: FlowKind,
+    /// Message size in bytes (give this or `sizes`).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Mixed message sizes, used in turn (give this or `bytes`).
+    #[serde(default)]
+    pub sizes: Option<Vec<u64>>,
+    /// Stream: messages; pingpong: round trips.
+    pub messages: u64,
+    #[serde(default = "default_priority")]
+    pub priority: FlowPriority,
+    /// When the first message is sent (virtual us from the start).
+    #[serde(default)]
+    pub start_us: f64,
+    /// Most sends outstanding (stream; pingpong always has one).
+    #[serde(default)]
+    pub window: Option<u32>,
+}
+
+fn default_priority() -> FlowPriority {
+    FlowPriority::Low
+}
+
+/// `[[alltoall]]`: a flow from every node to every other node (of `nodes`,
+/// default all), from and to `port`, named `<name>.<src>-<dst>`. The other
+/// keys mean what they mean in `[[flows]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllToAll {
+    pub name: String,
+    pub port: u64,
+    #[serde(default)]
+    pub nodes: Option<Vec<u64>>,
+    #[serde(default = "default_kind")]
+    pub kind: FlowKind,
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub sizes: Option<Vec<u64>>,
+    pub messages: u64,
+    #[serde(default = "default_priority")]
+    pub priority: FlowPriority,
+    #[serde(default)]
+    pub start_us: f64,
+    #[serde(default)]
+    pub window: Option<u32>,
+}
+
+fn default_kind() -> FlowKind {
+    FlowKind::Stream
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRates {
+    /// Probability a packet is lost on a link.
+    #[serde(default)]
+    pub drop: f64,
+    /// Probability a packet has bits flipped on a link (the CRC catches it).
+    #[serde(default)]
+    pub corrupt: f64,
+    /// Probability a packet is delivered twice by a link.
+    #[serde(default)]
+    pub duplicate: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareOverrides {
+    /// A send that finds no receive buffer is retried this long (us), then
+    /// completes with TimedOut. Default: the profile's.
+    #[serde(default)]
+    pub send_timeout_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    /// Stop the run at this virtual time (ms) even if flows are not done.
+    #[serde(default = "default_limit_ms")]
+    pub limit_ms: f64,
+}
+
+fn default_limit_ms() -> f64 {
+    DEFAULT_LIMIT_MS
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings { limit_ms: DEFAULT_LIMIT_MS }
+    }
+}
+
+/// Why a scenario was refused. The message names the key (and the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub message: String,
+}
+
+impl ScenarioError {
+    pub fn new(message: impl Into<String>) -> ScenarioError {
+        ScenarioError { message: message.into() }
+    }
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// The receiver's view of where a message comes from: (sending node,
+/// sending port, receiving node, receiving port, priority). GM orders
+/// messages per such stream, and the runner tells flows apart by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamKey {
+    pub src_node: u16,
+    pub src_port: u8,
+    pub dst_node: u16,
+    pub dst_port: u8,
+    pub priority: Priority,
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{} -> {}:{} {}",
+            self.src_node,
+            self.src_port,
+            self.dst_node,
+            self.dst_port,
+            match self.priority {
+                Priority::Low => "low",
+                Priority::High => "high",
+            }
+        )
+    }
+}
+
+/// A flow after validation: every default filled in, numbers narrowed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSpec {
+    pub index: usize,
+    pub name: String,
+    pub src_node: u16,
+    pub src_port: u8,
+    pub dst_node: u16,
+    pub dst_port: u8,
+    pub kind: FlowKind,
+    /// Message sizes used in turn (one entry for a fixed size).
+    pub sizes: Vec<u64>,
+    pub messages: u64,
+    pub priority: Priority,
+    pub start_ns: u64,
+    pub window: u32,
+}
+
+impl FlowSpec {
+    /// Size of message `msg`.
+    pub fn size_of(&self, msg: u64) -> u64 {
+        self.sizes[(msg % self.sizes.len() as u64) as usize]
+    }
+
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The distinct size classes its messages use, ascending.
+    pub fn size_classes(&self) -> Vec<u8> {
+        let mut c: Vec<u8> = self.sizes.iter().map(|&s| size_class_for(s)).collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    }
+
+    /// The stream of its requests (or of its messages, for a stream).
+    pub fn forward_key(&self) -> StreamKey {
+        StreamKey {
+            src_node: self.src_node,
+            src_port: self.src_port,
+            dst_node: self.dst_node,
+            dst_port: self.dst_port,
+            priority: self.priority,
+        }
+    }
+
+    /// The stream of its replies (pingpong only).
+    pub fn reply_key(&self) -> StreamKey {
+        StreamKey {
+            src_node: self.dst_node,
+            src_port: self.dst_port,
+            dst_node: self.src_node,
+            dst_port: self.src_port,
+            priority: self.priority,
+        }
+    }
+
+    /// Every stream the flow uses.
+    pub fn keys(&self) -> Vec<StreamKey> {
+        match self.kind {
+            FlowKind::Stream => vec![self.forward_key()],
+            FlowKind::Pingpong => vec![self.forward_key(), self.reply_key()],
+        }
+    }
+
+    /// Sends it keeps outstanding from its source port.
+    pub fn send_window(&self) -> u32 {
+        match self.kind {
+            FlowKind::Stream => self.window,
+            FlowKind::Pingpong => 1,
+        }
+    }
+}
+
+/// A scenario after validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Validated {
+    pub profile: String,
+    pub seed: u64,
+    pub nodes: usize,
+    pub topology: String,
+    pub flows: Vec<FlowSpec>,
+    pub faults: FaultRates,
+    pub send_timeout_us: Option<f64>,
+    pub limit_ns: u64,
+}
+
+impl Scenario {
+    /// Parse TOML text. Unknown keys and ill-typed values are refused with
+    /// the key and its line.
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let de = toml::Deserializer::parse(text).map_err(|e| ScenarioError::new(toml_error("", &e)))?;
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            ScenarioError::new(toml_error(&path, e.inner()))
+        })
+    }
+
+    /// Parse and validate.
+    pub fn parse_validated(text: &str) -> Result<Validated, ScenarioError> {
+        Scenario::parse(text)?.validate()
+    }
+
+    /// Check every value and fill in defaults.
+    pub fn validate(&self) -> Result<Validated, ScenarioError> {
+        let err = |m: String| Err(ScenarioError::new(m));
+        if self.profile.trim().is_empty() {
+            return err("profile: must name a timing profile".into());
+        }
+        let nodes = self.fabric.nodes;
+        if nodes < 1 || nodes > MAX_NODES as u64 {
+            return err(format!("fabric.nodes: {nodes} out of range (1..={MAX_NODES})"));
+        }
+        if self.fabric.topology.trim().is_empty() {
+            return err("fabric.topology: must name a topology".into());
+        }
+        for (key, p) in [
+            ("faults.drop", self.faults.drop),
+            ("faults.corrupt", self.faults.corrupt),
+            ("faults.duplicate", self.faults.duplicate),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return err(format!("{key}: {p} is not a probability in [0, 1)"));
+            }
+        }
+        if let Some(t) = self.firmware.send_timeout_us {
+            if !(t.is_finite() && t > 0.0) {
+                return err(format!("firmware.send_timeout_us: {t} must be a positive number"));
+            }
+        }
+        let limit = self.run.limit_ms;
+        if !(limit.is_finite() && limit > 0.0 && limit <= 3.6e6) {
+            return err(format!("run.limit_ms: {limit} out of range (0 < limit_ms <= 3600000)"));
+        }
+        // Every flow with the label its errors name: `flows[i]` for a
+        // table of its own, `alltoall[g] (flow NAME)` for an expanded one.
+        let mut all: Vec<(String, Flow)> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (format!("flows[{i}]"), f.clone()))
+            .collect();
+        for (g, a) in self.alltoall.iter().enumerate() {
+            all.extend(expand_alltoall(g, a, nodes)?);
+        }
+        if all.is_empty() {
+            return err("flows: at least one [[flows]] (or [[alltoall]]) table is needed".into());
+        }
+
+        let mut flows = Vec::with_capacity(all.len());
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        let mut streams: BTreeMap<StreamKey, usize> = BTreeMap::new();
+        for (i, (label, f)) in all.iter().enumerate() {
+            let spec = validate_flow(i, label, f, nodes)?;
+            if let Some(j) = names.insert(spec.name.clone(), i) {
+                return err(format!(
+                    "{label}.name: \"{}\" is already the name of {}",
+                    spec.name, all[j].0
+                ));
+            }
+            for key in spec.keys() {
+                if let Some(j) = streams.insert(key, i) {
+                    return err(format!(
+                        "{label}: its stream {key} is also used by {} \
+                         (flows are told apart by source node and port, target port and priority)",
+                        all[j].0
+                    ));
+                }
+            }
+            flows.push(spec);
+        }
+        Ok(Validated {
+            profile: self.profile.trim().to_string(),
+            seed: self.seed,
+            nodes: nodes as usize,
+            topology: self.fabric.topology.trim().to_string(),
+            flows,
+            faults: self.faults,
+            send_timeout_us: self.firmware.send_timeout_us,
+            limit_ns: (limit * 1e6) as u64,
+        })
+    }
+}
+
+/// The flows of one `[[alltoall]]` table, labelled for error messages.
+fn expand_alltoall(g: usize, a: &AllToAll, nodes: u64) -> Result<Vec<(String, Flow)>, ScenarioError> {
+    let label = format!("alltoall[{g}]");
+    if a.name.trim().is_empty() {
+        return Err(ScenarioError::new(format!("{label}.name: must not be empty")));
+    }
+    let members: Vec<u64> = match &a.nodes {
+        Some(v) => v.clone(),
+        None => (0..nodes).collect(),
+    };
+    for (k, &n) in members.iter().enumerate() {
+        if n >= nodes {
+            return Err(ScenarioError::new(format!(
+                "{label}.nodes[{k}]: node {n} out of range (fabric.nodes = {nodes})"
+            )));
+        }
+        if members[..k].contains(&n) {
+            return Err(ScenarioError::new(format!("{label}.nodes[{k}]: node {n} is listed twice")));
+        }
+    }
+    if members.len() < 2 {
+        return Err(ScenarioError::new(format!("{label}.nodes: needs at least two nodes")));
+    }
+    let mut out = Vec::new();
+    for &s in &members {
+        for &d in &members {
+            if s == d {
+                continue;
+            }
+            let name = format!("{}.{s}-{d}", a.name.trim());
+            out.push((
+                format!("{label} (flow {name})"),
+                Flow {
+                    name: Some(name),
+                    src: vec![s, a.port],
+                    dst: vec![d, a.port],
+                    kind: a.kind,
+                    bytes: a.bytes,
+                    sizes: a.sizes.clone(),
+                    messages: a.messages,
+                    priority: a.priority,
+                    start_us: a.start_us,
+                    window: a.window,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    let name = match &f.name {
+        Some(n) if n.trim().is_empty() => return err(format!("{label}.name: must not be empty")),
+        Some(n) => n.clone(),
+        None => format!("flow{i}"),
+    };
+    for (key, v) in [("src", &f.src), ("dst", &f.dst)] {
+        let &[node, port] = v.as_slice() else {
+            return err(format!("{label}.{key}: {v:?} must be [node, port]"));
+        };
+        if node >= nodes {
+            return err(format!(
+                "{label}.{key}: node {node} out of range (fabric.nodes = {nodes})"
+            ));
+        }
+        if port >= NUM_PORTS as u64 {
+            return err(format!(
+                "{label}.{key}: port {port} out of range (ports 0..{})",
+                NUM_PORTS - 1
+            ));
+        }
+    }
+    if f.src[0] == f.dst[0] {
+        return err(format!(
+            "{label}: src and dst are both on node {} (a flow crosses the fabric)",
+            f.src[0]
+        ));
+    }
+    let sizes = match (&f.bytes, &f.sizes) {
+        (Some(_), Some(_)) => {
+            return err(format!("{label}: give `bytes` or `sizes`, not both"));
+        }
+        (None, None) => return err(format!("{label}: `bytes` (or `sizes`) is missing")),
+        (Some(b), None) => {
+            check_size(&format!("{label}.bytes"), *b)?;
+            vec![*b]
+        }
+        (None, Some(v)) => {
+            if v.is_empty() {
+                return err(format!("{label}.sizes: must list at least one size"));
+            }
+            for (k, s) in v.iter().enumerate() {
+                check_size(&format!("{label}.sizes[{k}]"), *s)?;
+            }
+            v.clone()
+        }
+    };
+    if f.messages == 0 || f.messages > u32::MAX as u64 {
+        return err(format!(
+            "{label}.messages: {} out of range (1..={})",
+            f.messages,
+            u32::MAX
+        ));
+    }
+    if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
+        return err(format!("{label}.start_us: {} must be a time >= 0", f.start_us));
+    }
+    let window = match (f.kind, f.window) {
+        (_, Some(0)) => return err(format!("{label}.window: 0 must be at least 1")),
+        (FlowKind::Pingpong, Some(w)) if w != 1 => {
+            return err(format!(
+                "{label}.window: {w} does not apply to a pingpong flow (one round trip at a time)"
+            ));
+        }
+        (_, Some(w)) if w > 1024 => {
+            return err(format!("{label}.window: {w} out of range (1..=1024)"));
+        }
+        (FlowKind::Stream, Some(w)) => w,
+        (FlowKind::Stream, None) => DEFAULT_WINDOW,
+        (FlowKind::Pingpong, _) => 1,
+    };
+    Ok(FlowSpec {
+        index: i,
+        name,
+        src_node: f.src[0] as u16,
+        src_port: f.src[1] as u8,
+        dst_node: f.dst[0] as u16,
+        dst_port: f.dst[1] as u8,
+        kind: f.kind,
+        sizes,
+        messages: f.messages,
+        priority: f.priority.abi(),
+        start_ns: (f.start_us * 1000.0).round() as u64,
+        window,
+    })
+}
+
+fn check_size(key: &str, b: u64) -> Result<(), ScenarioError> {
+    let max = class_max_len(MAX_SIZE_CLASS);
+    if b > max {
+        return Err(ScenarioError::new(format!(
+            "{key}: {b} bytes is more than the largest message ({max} bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// The first line says where (the key path, when known) and what is
+/// wrong; toml's excerpt of the file follows.
+fn toml_error(path: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim();
+    let first = if path.is_empty() || path == "." {
+        msg.to_string()
+    } else {
+        format!("{path}: {msg}")
+    };
+    let full = e.to_string();
+    match full.find('\n') {
+        // "TOML parse error at line L, column C\n  |\n L | ...": keep the
+        // location and the excerpt, drop toml's repeat of the message.
+        Some(_) => {
+            let excerpt: Vec<&str> = full.lines().filter(|l| l.trim() != msg).collect();
+            format!("{first}\n{}", excerpt.join("\n").trim_end())
+        }
+        None => first,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+profile = "lanai4-gm"
+seed = 1
+[fabric]
+nodes = 4
+topology = "star"
+[[flows]]
+name = "f1"
+src = [0, 2]
+dst = [1, 2]
+kind = "stream"
+bytes = 65536
+messages = 500
+priority = "low"
+start_us = 0
+window = 8
+[faults]
+drop = 0.01
+corrupt = 0.001
+duplicate = 0.001
+"#;
+
+    #[test]
+    fn the_example_of_the_issue_parses() {
+        let v = Scenario::parse_validated(GOOD).unwrap();
+        assert_eq!(v.nodes, 4);
+        assert_eq!(v.flows[0].sizes, vec![65536]);
+        assert_eq!(v.flows[0].window, 8);
+        assert_eq!(v.faults.drop, 0.01);
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        let v = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 2\n[[flows]]\nsrc = [0, 1]\ndst = [1, 1]\n\
+             kind = \"pingpong\"\nbytes = 4\nmessages = 3\n",
+        )
+        .unwrap();
+        assert_eq!(v.seed, 0);
+        assert_eq!(v.topology, "star");
+        assert_eq!(v.flows[0].name, "flow0");
+        assert_eq!(v.flows[0].priority, Priority::Low);
+        assert_eq!(v.flows[0].window, 1);
+        assert_eq!(v.limit_ns, 60_000_000_000);
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_named() {
+        let e = Scenario::parse(&format!("{GOOD}\nbogus = 3\n")).unwrap_err();
+        assert!(e.message.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_in_a_flow_is_named() {
+        let e = Scenario::parse(&GOOD.replace("window = 8", "windw = 8")).unwrap_err();
+        assert!(e.message.contains("windw"), "{e}");
+    }
+
+    #[test]
+    fn node_out_of_range_is_named_with_value() {
+        let e = Scenario::parse_validated(&GOOD.replace("dst = [1, 2]", "dst = [9, 2]"))
+            .unwrap_err();
+        assert_eq!(e.message, "flows[0].dst: node 9 out of range (fabric.nodes = 4)");
+    }
+
+    #[test]
+    fn bad_enum_value_is_named() {
+        let e = Scenario::parse(&GOOD.replace("\"stream\"", "\"flood\"")).unwrap_err();
+        assert!(e.message.contains("flood"), "{e}");
+        let e = Scenario::parse(&GOOD.replace("\"low\"", "\"urgent\"")).unwrap_err();
+        assert!(e.message.contains("urgent"), "{e}");
+    }
+
+    #[test]
+    fn two_flows_on_one_stream_are_refused() {
+        let twice = format!(
+            "{}\n[[flows]]\nname = \"f2\"\nsrc = [0, 2]\ndst = [1, 2]\nkind = \"stream\"\n\
+             bytes = 8\nmessages = 1\n",
+            GOOD.split("[faults]").next().unwrap()
+        );
+        let e = Scenario::parse_validated(&twice).unwrap_err();
+        assert!(e.message.starts_with("flows[1]: its stream 0:2 -> 1:2 low"), "{e}");
+    }
+
+    #[test]
+    fn pingpong_reply_stream_collides_with_a_reverse_stream() {
+        let text = "profile = \"x\"\n[fabric]\nnodes = 2\n\
+            [[flows]]\nsrc = [0, 1]\ndst = [1, 1]\nkind = \"pingpong\"\nbytes = 4\nmessages = 3\n\
+            [[flows]]\nsrc = [1, 1]\ndst = [0, 1]\nkind = \"stream\"\nbytes = 4\nmessages = 3\n";
+        let e = Scenario::parse_validated(text).unwrap_err();
+        assert!(e.message.contains("flows[1]") && e.message.contains("flows[0]"), "{e}");
+    }
+
+    #[test]
+    fn bad_probabilities_and_sizes_are_refused() {
+        let e = Scenario::parse_validated(&GOOD.replace("drop = 0.01", "drop = 1.5"))
+            .unwrap_err();
+        assert_eq!(e.message, "faults.drop: 1.5 is not a probability in [0, 1)");
+        let e = Scenario::parse_validated(&GOOD.replace("bytes = 65536", "bytes = 99999999"))
+            .unwrap_err();
+        assert!(e.message.starts_with("flows[0].bytes: 99999999"), "{e}");
+        let e = Scenario::parse_validated(
+            &GOOD.replace("bytes = 65536", "bytes = 1\nsizes = [1, 2]"),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn src_must_be_a_pair() {
+        let e = Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 2, 5]"))
+            .unwrap_err();
+        assert_eq!(e.message, "flows[0].src: [0, 2, 5] must be [node, port]");
+        let e = Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 8]"))
+            .unwrap_err();
+        assert_eq!(e.message, "flows[0].src: port 8 out of range (ports 0..7)");
+    }
+
+    #[test]
+    fn missing_key_is_named() {
+        let e = Scenario::parse(&GOOD.replace("messages = 500", "")).unwrap_err();
+        assert!(e.message.contains("messages"), "{e}");
+    }
+
+    #[test]
+    fn alltoall_expands_to_every_ordered_pair() {
+        let v = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+             sizes = [8, 4096]\nmessages = 5\npriority = \"high\"\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = v.flows.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a.0-1", "a.0-2", "a.1-0", "a.1-2", "a.2-0", "a.2-1"]);
+        assert!(v.flows.iter().all(|f| f.priority == Priority::High && f.src_port == 2));
+        assert_eq!(v.flows[3].index, 3);
+    }
+
+    #[test]
+    fn alltoall_errors_name_the_table() {
+        let e = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 9\n\
+             bytes = 8\nmessages = 5\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "alltoall[0] (flow a.0-1).src: port 9 out of range (ports 0..7)");
+        let e = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 1\n\
+             nodes = [0, 5]\nbytes = 8\nmessages = 5\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "alltoall[0].nodes[1]: node 5 out of range (fabric.nodes = 3)");
+    }
+
+    #[test]
+    fn sizes_cycle() {
+        let v = Scenario::parse_validated(&GOOD.replace("bytes = 65536", "sizes = [4, 5000, 64]"))
+            .unwrap();
+        let f = &v.flows[0];
+        assert_eq!((f.size_of(0), f.size_of(1), f.size_of(2), f.size_of(3)), (4, 5000, 64, 4));
+        assert_eq!(f.size_classes(), vec![2, 6, 13]);
+        assert_eq!(f.max_size(), 5000);
+    }
+}

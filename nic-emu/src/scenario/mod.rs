@@ -1,0 +1,35 @@
+//! The scenario runner: a cluster and its traffic described in a TOML file
+//! (`format`), turned into a plan of ports, buffers and roles per host
+//! (`plan`), run on the deterministic simulator by one host program per
+//! node (`app`, an ordinary host-driver program), and summed up as a
+//! report (`report`: JSON and a human summary). Message contents are a
+//! pattern of (stream, message, byte) (`pattern`) so every byte and every
+//! message's place in its stream is checked at the receiver.
+//!
+//! Entry points: [`load_file`] / [`Scenario::parse_validated`], then
+//! [`run`] or [`run_with_progress`]. The format and the JSON document are
+//! documented in docs/scenarios.md.
+//!
+//! Owns nothing of the simulator: it uses `SimCluster`, `HostApp` and the
+//! sim backend as any other program would.
+
+pub mod app;
+pub mod format;
+pub mod pattern;
+pub mod plan;
+pub mod report;
+mod runner;
+
+use std::path::Path;
+
+pub use format::{FlowKind, FlowSpec, Scenario, ScenarioError, StreamKey, Validated};
+pub use report::{FlowReport, Latency, NicReport, Report, SimReport};
+pub use runner::{run, run_with_progress, Progress};
+
+/// Read, parse and validate a scenario file. Errors start with the path.
+pub fn load_file(path: &Path) -> Result<Validated, ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::new(format!("{}: {e}", path.display())))?;
+    Scenario::parse_validated(&text)
+        .map_err(|e| ScenarioError::new(format!("{}: {}", path.display(), e.message)))
+}

@@ -1,0 +1,353 @@
+//! From a validated scenario to what each simulated host does: which ports
+//! it opens, which receive buffers it keeps posted on each (size class,
+//! priority, how many), and which roles it plays (stream sender, ping-pong
+//! initiator or responder) with how many send buffers.
+//!
+//! Planning happens before the cluster is built, so resource problems (a
+//! port that needs more receive-buffer kinds than it has receive tokens,
+//! more registered memory than its page table maps, more host memory than
+//! the profile gives a host) are refused as scenario errors naming the
+//! node and port, not discovered halfway through a run.
+
+use std::collections::BTreeMap;
+
+use nic_abi::map::PAGE_TABLE_ENTRIES;
+use nic_abi::{class_max_len, size_class_for, Priority, PAGE_SIZE};
+
+use super::format::{FlowKind, FlowSpec, ScenarioError, StreamKey, Validated};
+
+/// Which way a message goes: a flow's requests (or stream messages), or a
+/// ping-pong flow's replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    Forward = 0,
+    Reply = 1,
+}
+
+/// What a host does for one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleKind {
+    /// Keep up to `slots` messages outstanding until all are sent.
+    StreamSender,
+    /// Send request i, wait for reply i, send request i + 1.
+    PingInitiator,
+    /// Answer each request with a reply of the same size.
+    PingResponder,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolePlan {
+    pub flow: usize,
+    pub kind: RoleKind,
+    /// Local port it sends from.
+    pub port: u8,
+    pub peer_node: u16,
+    pub peer_port: u8,
+    pub priority: Priority,
+    /// Send buffers (each `slot_len` bytes).
+    pub slots: u32,
+    pub slot_len: u64,
+    pub start_ns: u64,
+}
+
+impl RolePlan {
+    /// The direction of what this role sends.
+    pub fn sends(&self) -> Dir {
+        match self.kind {
+            RoleKind::PingResponder => Dir::Reply,
+            _ => Dir::Forward,
+        }
+    }
+}
+
+/// Receive buffers of one (size class, priority) on one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolPlan {
+    pub class: u8,
+    pub priority: Priority,
+    pub count: u32,
+    /// Bytes of each buffer: the class's largest message.
+    pub buf_len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortPlan {
+    pub port: u8,
+    pub pools: Vec<PoolPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePlan {
+    pub node: u16,
+    pub ports: Vec<PortPlan>,
+    pub roles: Vec<RolePlan>,
+}
+
+/// The resources of a port, from the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub send_tokens: u32,
+    pub recv_tokens: u32,
+    pub host_memory: u64,
+}
+
+/// The whole plan, plus the table that tells a received message's flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub nodes: Vec<NodePlan>,
+    pub streams: BTreeMap<StreamKey, (usize, Dir)>,
+}
+
+/// Sub-buffers inside one allocation are this aligned.
+pub const SUB_ALIGN: u64 = 64;
+
+pub fn align(n: u64) -> u64 {
+    n.max(1).div_ceil(SUB_ALIGN) * SUB_ALIGN
+}
+
+/// Pages a port may register: leave the hash table some slack.
+pub const PAGE_BUDGET: u64 = PAGE_TABLE_ENTRIES as u64 * 7 / 8;
+
+/// Ping-pong send buffers: two (the next request may go before the last
+/// one's completion arrives), one for messages above 64 KiB (page table).
+fn pingpong_slots(max: u64) -> u32 {
+    if max <= 65536 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Receive buffers a flow wants per size class on its receiving port.
+fn recv_want(f: &FlowSpec) -> u32 {
+    match f.kind {
+        FlowKind::Stream => f.window,
+        FlowKind::Pingpong => 1,
+    }
+}
+
+pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
+    let mut nodes: Vec<NodePlan> = (0..v.nodes)
+        .map(|n| NodePlan { node: n as u16, ports: Vec::new(), roles: Vec::new() })
+        .collect();
+    let mut streams = BTreeMap::new();
+    // (node, port) -> (class, priority) -> buffers wanted
+    let mut want: BTreeMap<(u16, u8), BTreeMap<(u8, Priority), u32>> = BTreeMap::new();
+    let mut add_recv = |node: u16, port: u8, f: &FlowSpec| {
+        let m = want.entry((node, port)).or_default();
+        for c in f.size_classes() {
+            *m.entry((c, f.priority)).or_default() += recv_want(f);
+        }
+    };
+    for f in &v.flows {
+        streams.insert(f.forward_key(), (f.index, Dir::Forward));
+        add_recv(f.dst_node, f.dst_port, f);
+        match f.kind {
+            FlowKind::Stream => {
+                nodes[f.src_node as usize].roles.push(RolePlan {
+                    flow: f.index,
+                    kind: RoleKind::StreamSender,
+                    port: f.src_port,
+                    peer_node: f.dst_node,
+                    peer_port: f.dst_port,
+                    priority: f.priority,
+                    slots: f.window,
+                    slot_len: f.max_size(),
+                    start_ns: f.start_ns,
+                });
+                // The receiving port must be open even if it sends nothing.
+            }
+            FlowKind::Pingpong => {
+                streams.insert(f.reply_key(), (f.index, Dir::Reply));
+                add_recv(f.src_node, f.src_port, f);
+                let slots = pingpong_slots(f.max_size());
+                nodes[f.src_node as usize].roles.push(RolePlan {
+                    flow: f.index,
+                    kind: RoleKind::PingInitiator,
+                    port: f.src_port,
+                    peer_node: f.dst_node,
+                    peer_port: f.dst_port,
+                    priority: f.priority,
+                    slots,
+                    slot_len: f.max_size(),
+                    start_ns: f.start_ns,
+                });
+                nodes[f.dst_node as usize].roles.push(RolePlan {
+                    flow: f.index,
+                    kind: RoleKind::PingResponder,
+                    port: f.dst_port,
+                    peer_node: f.src_node,
+                    peer_port: f.src_port,
+                    priority: f.priority,
+                    slots,
+                    slot_len: f.max_size(),
+                    start_ns: 0,
+                });
+            }
+        }
+    }
+
+    // Ports each node opens: every port a role sends from or a flow
+    // receives on.
+    let mut opened: BTreeMap<(u16, u8), ()> = BTreeMap::new();
+    for n in &nodes {
+        for r in &n.roles {
+            opened.insert((n.node, r.port), ());
+        }
+    }
+    for &k in want.keys() {
+        opened.insert(k, ());
+    }
+
+    for &(node, port) in opened.keys() {
+        let demand = want.get(&(node, port)).cloned().unwrap_or_default();
+        let pools = share_tokens(node, port, &demand, lim.recv_tokens)?;
+        nodes[node as usize].ports.push(PortPlan { port, pools });
+    }
+
+    // Memory: pages per port (page table) and bytes per node (host memory).
+    for n in &nodes {
+        let mut node_bytes = 0u64;
+        for p in &n.ports {
+            let recv: u64 = p.pools.iter().map(|q| q.count as u64 * align(q.buf_len)).sum();
+            let send: u64 = n
+                .roles
+                .iter()
+                .filter(|r| r.port == p.port)
+                .map(|r| r.slots as u64 * align(r.slot_len))
+                .sum();
+            // Each pool and each role is one allocation (page aligned).
+            let pages = p
+                .pools
+                .iter()
+                .map(|q| (q.count as u64 * align(q.buf_len)).div_ceil(PAGE_SIZE))
+                .chain(
+                    n.roles
+                        .iter()
+                        .filter(|r| r.port == p.port)
+                        .map(|r| (r.slots as u64 * align(r.slot_len)).div_ceil(PAGE_SIZE)),
+                )
+                .sum::<u64>();
+            if pages > PAGE_BUDGET {
+                return Err(ScenarioError::new(format!(
+                    "node {} port {}: its flows need {} KiB of registered memory ({} KiB of \
+                     receive buffers, {} KiB of send buffers): more than a port's page table \
+                     maps ({} pages of {} KiB); use fewer or smaller messages per window",
+                    n.node,
+                    p.port,
+                    pages * PAGE_SIZE / 1024,
+                    recv / 1024,
+                    send / 1024,
+                    PAGE_BUDGET,
+                    PAGE_SIZE / 1024
+                )));
+            }
+            node_bytes += pages * PAGE_SIZE + (1 << 20); // + event queue and slack
+        }
+        if node_bytes > lim.host_memory {
+            return Err(ScenarioError::new(format!(
+                "node {}: its flows need {} MiB of DMA-able host memory, the profile gives a \
+                 host {} MiB",
+                n.node,
+                node_bytes >> 20,
+                lim.host_memory >> 20
+            )));
+        }
+    }
+    Ok(Plan { nodes, streams })
+}
+
+/// Share a port's receive tokens among the (class, priority) kinds its
+/// incoming flows need: all they want if that fits, else in proportion,
+/// at least one each.
+fn share_tokens(
+    node: u16,
+    port: u8,
+    demand: &BTreeMap<(u8, Priority), u32>,
+    tokens: u32,
+) -> Result<Vec<PoolPlan>, ScenarioError> {
+    if demand.len() as u64 > tokens as u64 {
+        return Err(ScenarioError::new(format!(
+            "node {node} port {port}: its incoming flows use {} different (size class, priority) \
+             kinds of receive buffer, but a port has only {tokens} receive tokens",
+            demand.len()
+        )));
+    }
+    let total: u64 = demand.values().map(|&w| w as u64).sum();
+    let mut pools: Vec<PoolPlan> = demand
+        .iter()
+        .map(|(&(class, priority), &w)| {
+            let count = if total <= tokens as u64 {
+                w
+            } else {
+                ((w as u64 * tokens as u64 / total) as u32).max(1)
+            };
+            PoolPlan { class, priority, count, buf_len: class_max_len(class) }
+        })
+        .collect();
+    // Rounding up to one each may overshoot: take back from the largest.
+    while pools.iter().map(|p| p.count as u64).sum::<u64>() > tokens as u64 {
+        if let Some(p) = pools.iter_mut().filter(|p| p.count > 1).max_by_key(|p| p.count) {
+            p.count -= 1;
+        } else {
+            break;
+        }
+    }
+    Ok(pools)
+}
+
+/// The size class a message of `len` bytes travels in.
+pub fn class_of(len: u64) -> u8 {
+    size_class_for(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::format::Scenario;
+
+    const LIM: Limits = Limits { send_tokens: 32, recv_tokens: 32, host_memory: 256 << 20 };
+
+    fn plan_of(text: &str) -> Result<Plan, ScenarioError> {
+        plan(&Scenario::parse_validated(text).unwrap(), LIM)
+    }
+
+    #[test]
+    fn a_pingpong_gives_both_ends_a_role_and_a_buffer() {
+        let p = plan_of(
+            "profile = \"x\"\n[fabric]\nnodes = 2\n[[flows]]\nsrc = [0, 1]\ndst = [1, 3]\n\
+             kind = \"pingpong\"\nbytes = 100\nmessages = 3\n",
+        )
+        .unwrap();
+        assert_eq!(p.nodes[0].roles[0].kind, RoleKind::PingInitiator);
+        assert_eq!(p.nodes[1].roles[0].kind, RoleKind::PingResponder);
+        assert_eq!(p.nodes[1].roles[0].port, 3);
+        assert_eq!(p.nodes[0].ports[0].pools[0].class, 7);
+        assert_eq!(p.nodes[1].ports[0].pools[0].count, 1);
+        assert_eq!(p.streams.len(), 2);
+    }
+
+    #[test]
+    fn receive_tokens_are_shared_when_flows_want_more() {
+        // 15 senders x window 4 x 4 classes into one port with 32 tokens.
+        let p = plan_of(
+            "profile = \"x\"\n[fabric]\nnodes = 16\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+             sizes = [8, 1500, 4096, 20000]\nmessages = 2\nwindow = 4\n",
+        )
+        .unwrap();
+        let pools = &p.nodes[5].ports[0].pools;
+        assert_eq!(pools.len(), 4);
+        assert_eq!(pools.iter().map(|q| q.count).sum::<u32>(), 32);
+        assert!(pools.iter().all(|q| q.count == 8));
+    }
+
+    #[test]
+    fn a_port_too_small_for_its_buffers_is_refused_by_name() {
+        let e = plan_of(
+            "profile = \"x\"\n[fabric]\nnodes = 2\n[[flows]]\nsrc = [0, 1]\ndst = [1, 1]\n\
+             kind = \"stream\"\nbytes = 1048576\nmessages = 3\nwindow = 8\n",
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("node 0 port 1: its flows need 8192 KiB"), "{e}");
+    }
+}

@@ -1,0 +1,323 @@
+//! What a run produced: the JSON document (`--json`) and the human summary.
+//!
+//! Field order is part of the format (docs/scenarios.md): the fields the
+//! issue names come first in its order, extras follow. Everything but
+//! `sim.wall_ms` is a function of the scenario, so two runs of one scenario
+//! give the same document once `wall_ms` is taken out.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub profile: String,
+    pub seed: u64,
+    pub sim: SimReport,
+    pub flows: Vec<FlowReport>,
+    pub nics: Vec<NicReport>,
+    pub topology: String,
+    pub nodes: usize,
+    /// Every flow finished (each message accounted for) before the limit.
+    pub complete: bool,
+    /// What should not have happened, as the host programs saw it: refused
+    /// descriptors, failed sends, messages of no flow, driver errors.
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    /// Virtual time when the run ended (ns).
+    pub end_ns: u64,
+    /// Events the event core handled.
+    pub events: u64,
+    /// Packets that crossed a link (every hop counts).
+    pub packets: u64,
+    /// Wall-clock time of the run (ms); the only non-deterministic field.
+    pub wall_ms: f64,
+    /// Why the run stopped: "done", "time-limit" or another reason the core gives.
+    pub stopped: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowReport {
+    pub name: String,
+    /// Stream: messages to send; pingpong: round trips.
+    pub messages: u64,
+    /// Stream: messages received intact and in order; pingpong: round
+    /// trips whose request and reply both arrived intact and in order.
+    pub delivered: u64,
+    /// Payload bytes delivered intact (pingpong: both directions).
+    pub bytes: u64,
+    /// Messages whose content or length was wrong.
+    pub corrupted: u64,
+    /// Messages received again (an index already delivered).
+    pub duplicates: u64,
+    /// Virtual time of the first send call (ns).
+    pub first_send_ns: u64,
+    /// Virtual time of the last receive event (ns).
+    pub last_recv_ns: u64,
+    /// `bytes / (last_recv_ns - first_send_ns)` in 10^6 B/s.
+    pub bandwidth_mb_s: f64,
+    /// Stream: send call to receive event; pingpong: half the round trip.
+    pub latency_ns: Latency,
+    pub kind: String,
+    pub src: [u64; 2],
+    pub dst: [u64; 2],
+    pub priority: String,
+    /// Message sizes used in turn.
+    pub sizes: Vec<u64>,
+    /// Messages that arrived ahead of their turn (an index was skipped).
+    pub out_of_order: u64,
+    /// Sends that completed with a status other than Ok, or were refused.
+    pub send_errors: u64,
+    /// Every message of the flow is accounted for.
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    pub min: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Latency {
+    /// Nearest-rank percentiles of `samples` (sorted in place). All zero
+    /// when there are none.
+    pub fn of(samples: &mut [u64]) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort_unstable();
+        let rank = |p: f64| {
+            let n = samples.len();
+            let r = ((p * n as f64).ceil() as usize).clamp(1, n);
+            samples[r - 1]
+        };
+        Latency { min: samples[0], p50: rank(0.50), p99: rank(0.99), max: samples[samples.len() - 1] }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NicReport {
+    pub node: usize,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub retransmits: u64,
+    pub drops: u64,
+    pub errors: u64,
+    pub crc_errors: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub bad_headers: u64,
+    pub acks_sent: u64,
+    pub nacks_sent: u64,
+    pub timeouts: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub no_buffer: u64,
+}
+
+/// Bandwidth in 10^6 B/s; 0 when no time passed.
+pub fn bandwidth_mb_s(bytes: u64, first_ns: u64, last_ns: u64) -> f64 {
+    if last_ns <= first_ns {
+        return 0.0;
+    }
+    // bytes per ns * 1000 = MB/s (10^6 B/s); round to 1e-3 for stable output.
+    let v = bytes as f64 * 1000.0 / (last_ns - first_ns) as f64;
+    (v * 1000.0).round() / 1000.0
+}
+
+impl Report {
+    /// The JSON document (pretty, stable field order).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The JSON value with `sim.wall_ms` removed: what must be identical
+    /// across two runs of one scenario.
+    pub fn deterministic_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(sim) = v.get_mut("sim").and_then(|s| s.as_object_mut()) {
+            sim.remove("wall_ms");
+        }
+        v
+    }
+
+    /// Every flow delivered every message exactly once, intact and in order.
+    pub fn all_delivered_intact(&self) -> bool {
+        self.complete
+            && self.problems.is_empty()
+            && self.flows.iter().all(|f| {
+                f.delivered == f.messages
+                    && f.corrupted == 0
+                    && f.duplicates == 0
+                    && f.out_of_order == 0
+                    && f.send_errors == 0
+            })
+    }
+
+    /// A short human summary.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let ns_per_pkt = if self.sim.packets > 0 {
+            self.sim.wall_ms * 1e6 / self.sim.packets as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            s,
+            "profile {}  seed {}  {} nodes ({})  simulated {}  {} events  {} packets  \
+             wall {:.0} ms ({:.0} ns/packet)  {}",
+            self.profile,
+            self.seed,
+            self.nodes,
+            self.topology,
+            fmt_ns(self.sim.end_ns),
+            self.sim.events,
+            self.sim.packets,
+            self.sim.wall_ms,
+            ns_per_pkt,
+            if self.complete { "complete".to_string() } else { format!("INCOMPLETE ({})", self.sim.stopped) },
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} {:<8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10}",
+            "flow", "kind", "size", "messages", "delivered", "corr", "dup", "ooo", "MB/s",
+            "lat min", "lat p50", "lat p99"
+        );
+        for f in &self.flows {
+            let size = if f.sizes.len() == 1 { fmt_bytes(f.sizes[0]) } else { "mixed".into() };
+            let _ = writeln!(
+                s,
+                "{:<14} {:<8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>5} {:>10.2} {:>10} {:>10} {:>10}",
+                truncate(&f.name, 14),
+                f.kind,
+                size,
+                f.messages,
+                f.delivered,
+                f.corrupted,
+                f.duplicates,
+                f.out_of_order,
+                f.bandwidth_mb_s,
+                fmt_ns(f.latency_ns.min),
+                fmt_ns(f.latency_ns.p50),
+                fmt_ns(f.latency_ns.p99),
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{:<6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>6} {:>6} {:>8}",
+            "nic", "pkts out", "pkts in", "retrans", "drops", "errors", "crc", "dups", "nacks",
+            "timeouts"
+        );
+        for n in &self.nics {
+            let _ = writeln!(
+                s,
+                "{:<6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>6} {:>6} {:>8}",
+                n.node,
+                n.packets_sent,
+                n.packets_received,
+                n.retransmits,
+                n.drops,
+                n.errors,
+                n.crc_errors,
+                n.duplicates,
+                n.nacks_sent,
+                n.timeouts
+            );
+        }
+        for p in self.problems.iter().take(10) {
+            let _ = writeln!(s, "problem: {p}");
+        }
+        if self.problems.len() > 10 {
+            let _ = writeln!(s, "... and {} more problems", self.problems.len() - 10);
+        }
+        let verdict = if self.all_delivered_intact() {
+            "every message delivered exactly once, intact, in order".to_string()
+        } else {
+            let bad: Vec<&str> = self
+                .flows
+                .iter()
+                .filter(|f| {
+                    f.delivered != f.messages
+                        || f.corrupted + f.duplicates + f.out_of_order + f.send_errors > 0
+                })
+                .map(|f| f.name.as_str())
+                .collect();
+            let mut v = Vec::new();
+            if !bad.is_empty() {
+                v.push(format!("PROBLEMS in {} flow(s): {}", bad.len(), bad.join(", ")));
+            }
+            if !self.complete {
+                v.push(format!("INCOMPLETE: the run stopped ({})", self.sim.stopped));
+            }
+            if !self.problems.is_empty() {
+                v.push(format!("{} problem(s) on the hosts", self.problems.len()));
+            }
+            v.join("; ")
+        };
+        let _ = writeln!(s, "{verdict}");
+        s
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// 1234 -> "1.23 us" and so on.
+pub fn fmt_ns(ns: u64) -> String {
+    let f = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.2} us", f / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", f / 1e6)
+    } else {
+        format!("{:.3} s", f / 1e9)
+    }
+}
+
+/// 65536 -> "64 KiB".
+pub fn fmt_bytes(b: u64) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<u64> = (1..=100).rev().collect();
+        let l = Latency::of(&mut v);
+        assert_eq!(l, Latency { min: 1, p50: 50, p99: 99, max: 100 });
+        assert_eq!(Latency::of(&mut []), Latency::default());
+        assert_eq!(Latency::of(&mut [7]), Latency { min: 7, p50: 7, p99: 7, max: 7 });
+    }
+
+    #[test]
+    fn bandwidth_is_in_decimal_megabytes() {
+        // 1 MB in 1 ms = 1000 MB/s.
+        assert_eq!(bandwidth_mb_s(1_000_000, 0, 1_000_000), 1000.0);
+        assert_eq!(bandwidth_mb_s(5, 10, 10), 0.0);
+    }
+
+    #[test]
+    fn sizes_and_times_print_readably() {
+        assert_eq!(fmt_bytes(65536), "64 KiB");
+        assert_eq!(fmt_bytes(1 << 20), "1 MiB");
+        assert_eq!(fmt_bytes(1500), "1500 B");
+        assert_eq!(fmt_ns(17_000), "17.00 us");
+    }
+}

@@ -1,0 +1,193 @@
+//! Running a validated scenario: load the profile, plan, build the
+//! `SimCluster`, spawn one `NodeApp` per node, run in slices of virtual
+//! time (so long runs can report progress), and sum up the report.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::app::{FlowLedger, Ledger, NodeApp};
+use super::format::{ScenarioError, Validated};
+use super::plan::{plan, Limits};
+use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
+use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
+
+/// How far a run has got, for progress output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub now_ns: u64,
+    pub limit_ns: u64,
+    /// Messages resolved (received, or failed at the sender) so far.
+    pub messages_done: u64,
+    pub messages_total: u64,
+    pub packets: u64,
+}
+
+/// Virtual time between two progress reports.
+const SLICE_NS: u64 = 2_000_000;
+
+pub fn run(v: &Validated) -> Result<Report, ScenarioError> {
+    run_with_progress(v, &mut |_| {})
+}
+
+pub fn run_with_progress(
+    v: &Validated,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ScenarioError> {
+    let err = |m: String| ScenarioError::new(m);
+    let profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
+    let topology: Topology = v
+        .topology
+        .parse()
+        .map_err(|e| err(format!("fabric.topology: {e}")))?;
+    let ports = profile.switch.ports as usize;
+    if v.nodes > topology.max_nodes(ports) {
+        return Err(err(format!(
+            "fabric.nodes: {} nodes do not fit topology {} with {ports}-port switches (at most {})",
+            v.nodes,
+            topology.name(),
+            topology.max_nodes(ports)
+        )));
+    }
+    let lim = Limits {
+        send_tokens: profile.firmware.send_tokens,
+        recv_tokens: profile.firmware.recv_tokens,
+        host_memory: profile.host.memory_bytes,
+    };
+    let the_plan = plan(v, lim)?;
+    let profile_name = profile.name.clone();
+    let cfg = ClusterConfig {
+        profile,
+        nodes: v.nodes,
+        topology,
+        seed: v.seed,
+        faults: Faults { drop: v.faults.drop, corrupt: v.faults.corrupt, duplicate: v.faults.duplicate },
+        send_timeout_us: v.send_timeout_us,
+    };
+    let mut cluster = SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
+
+    let ports_total = the_plan.nodes.iter().map(|n| n.ports.len()).sum();
+    let ledger = Rc::new(RefCell::new(Ledger {
+        flows: v.flows.iter().cloned().map(FlowLedger::new).collect(),
+        streams: the_plan.streams.clone(),
+        ports_total,
+        ports_ready: 0,
+        problems: Vec::new(),
+        resolved: 0,
+    }));
+    let messages_total: u64 = v
+        .flows
+        .iter()
+        .map(|f| match f.kind {
+            super::FlowKind::Stream => f.messages,
+            super::FlowKind::Pingpong => 2 * f.messages,
+        })
+        .sum();
+    for np in the_plan.nodes {
+        let node = np.node as usize;
+        let app = NodeApp::new(cluster.backend(node), np, ledger.clone());
+        cluster.spawn(node, Box::new(app));
+    }
+
+    let wall = Instant::now();
+    let mut until = 0u64;
+    let stopped = loop {
+        until = (until + SLICE_NS).min(v.limit_ns);
+        let outcome = cluster.run(RunLimit::Until(until));
+        let st = cluster.sim_stats();
+        progress(&Progress {
+            now_ns: cluster.now_ns(),
+            limit_ns: v.limit_ns,
+            messages_done: ledger.borrow().resolved,
+            messages_total,
+            packets: st.packets,
+        });
+        match outcome {
+            RunOutcome::Done => break "done".to_string(),
+            RunOutcome::TimeLimit if until >= v.limit_ns => break "time-limit".to_string(),
+            RunOutcome::TimeLimit => {}
+            other => break format!("{other:?}").to_lowercase(),
+        }
+    };
+    let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
+
+    let st = cluster.sim_stats();
+    let l = ledger.borrow();
+    let flows: Vec<FlowReport> = l
+        .flows
+        .iter()
+        .map(|f| {
+            let s = &f.spec;
+            let mut lat = f.latencies.clone();
+            let first = f.first_send_ns.unwrap_or(0);
+            FlowReport {
+                name: s.name.clone(),
+                messages: s.messages,
+                delivered: f.delivered,
+                bytes: f.bytes,
+                corrupted: f.corrupted,
+                duplicates: f.duplicates,
+                first_send_ns: first,
+                last_recv_ns: f.last_recv_ns,
+                bandwidth_mb_s: bandwidth_mb_s(f.bytes, first, f.last_recv_ns),
+                latency_ns: Latency::of(&mut lat),
+                kind: s.kind.as_str().to_string(),
+                src: [s.src_node as u64, s.src_port as u64],
+                dst: [s.dst_node as u64, s.dst_port as u64],
+                priority: match s.priority {
+                    nic_abi::Priority::Low => "low".into(),
+                    nic_abi::Priority::High => "high".into(),
+                },
+                sizes: s.sizes.clone(),
+                out_of_order: f.out_of_order,
+                send_errors: f.send_errors,
+                complete: f.finished(),
+            }
+        })
+        .collect();
+    let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
+    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
+    Ok(Report {
+        profile: profile_name,
+        seed: v.seed,
+        sim: SimReport {
+            end_ns: st.end_ns,
+            events: st.events,
+            packets: st.packets,
+            wall_ms: (wall_ms * 1000.0).round() / 1000.0,
+            stopped,
+        },
+        flows,
+        nics,
+        topology: topology.name().to_string(),
+        nodes: v.nodes,
+        complete,
+        problems: l.problems.clone(),
+    })
+}
+
+fn nic_report(cluster: &SimCluster, node: usize) -> NicReport {
+    use nic_abi::stats::Stat;
+    let s = cluster.nic_stats(node);
+    let g = |k: Stat| s.stat(k);
+    NicReport {
+        node,
+        packets_sent: g(Stat::PacketsSent),
+        packets_received: g(Stat::PacketsReceived),
+        retransmits: g(Stat::Retransmits),
+        drops: g(Stat::Drops),
+        errors: g(Stat::Errors),
+        crc_errors: g(Stat::CrcErrors),
+        duplicates: g(Stat::Duplicates),
+        out_of_order: g(Stat::OutOfOrder),
+        bad_headers: g(Stat::BadHeaders),
+        acks_sent: g(Stat::AcksSent),
+        nacks_sent: g(Stat::NacksSent),
+        timeouts: g(Stat::Timeouts),
+        messages_sent: g(Stat::MessagesSent),
+        messages_received: g(Stat::MessagesReceived),
+        no_buffer: g(Stat::NoBuffer),
+    }
+}
+
+use crate::RunOutcome;

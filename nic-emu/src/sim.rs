@@ -1,0 +1,607 @@
+//! The discrete-event core: virtual time in ns, one thread, one event
+//! queue for every NIC, link, switch and host of a cluster ([`SimCluster`]).
+//!
+//! NIC CPU. Each NIC runs its firmware on a CPU that is busy until some
+//! time. Any reason to run it (doorbell, DMA completion, packet arrival,
+//! the firmware's own timer) asks for a wake at max(now, busy-until);
+//! pending wakes coalesce into the earliest one. A wake writes the RTC
+//! register, calls `poll`, charges the reported work at the profile's
+//! cycle prices (the CPU is busy that long), and starts the DMA engines on
+//! whatever the firmware posted. While polls report work it polls again
+//! when the previous pass ends (in place when no other event comes first).
+//! When a pass is idle the CPU sleeps until the firmware's next deadline
+//! (`next_deadline`, RTC ticks) or the next wake.
+//!
+//! Hosts. Programs ([`HostApp`]) are called at start, after their NIC
+//! wrote into host memory, and when they asked (coalesced), at max(event
+//! time, host clock): a host busy with charged work is called later.
+//!
+//! A run ends when every program is done and nothing is in flight (no
+//! packet in the fabric, every DMA engine idle with nothing posted, every
+//! NIC CPU idle: pending firmware timers do not keep it alive), or at a
+//! limit. The same configuration gives the same run, bit for bit: no hash
+//! maps, no wall clock in any decision, ties broken by scheduling order.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use nic_abi::le::get_u64;
+use nic_abi::regs::{self, reg};
+use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
+use nic_abi::MAX_NODES;
+
+use crate::backend::{Bells, HostPrices, SimBackend};
+use crate::device::{reset_sram, NicDevice, ResetConfig};
+use crate::event::{Ev, EventQueue};
+use crate::fabric::{Arrival, Fabric, Freed, LinkStats, NEVER};
+use crate::faults::Faults;
+use crate::firmware::{mcp_firmware, Firmware, SliceHw, Work};
+use crate::host::{HostApp, HostCx};
+use crate::memory::NodeMem;
+use crate::profile::{Clock, Profile, ProfileError};
+use crate::stats::{NicStats, SimStats};
+use crate::topology::{Layout, Topology};
+
+/// How to build a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub profile: Profile,
+    pub nodes: usize,
+    pub topology: Topology,
+    /// Seeds fault injection.
+    pub seed: u64,
+    pub faults: Faults,
+    /// Override of the profile's send timeout (us).
+    pub send_timeout_us: Option<f64>,
+}
+
+impl ClusterConfig {
+    /// `nodes` nodes on `topology`, seed 0, no faults, the profile's timeouts.
+    pub fn new(profile: Profile, nodes: usize, topology: Topology) -> ClusterConfig {
+        ClusterConfig { profile, nodes, topology, seed: 0, faults: Faults::NONE, send_timeout_us: None }
+    }
+}
+
+/// Why a cluster could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmuError {
+    Profile(ProfileError),
+    /// The configuration is inconsistent (the message names the field).
+    Config(String),
+    /// The firmware refused to start on a node.
+    FirmwareHalted { node: usize, message: String },
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmuError::Profile(e) => e.fmt(f),
+            EmuError::Config(m) => f.write_str(m),
+            EmuError::FirmwareHalted { node, message } => {
+                write!(f, "firmware on node {node} halted at boot: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EmuError {}
+
+impl From<ProfileError> for EmuError {
+    fn from(e: ProfileError) -> EmuError {
+        EmuError::Profile(e)
+    }
+}
+
+/// When `run` stops early.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RunLimit {
+    /// Run until done (or stuck).
+    #[default]
+    Unlimited,
+    /// Do not go past this absolute virtual time (ns).
+    Until(u64),
+    /// Handle at most this many events in this call.
+    Events(u64),
+}
+
+/// Why `run` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every program is done and nothing is in flight.
+    Done,
+    /// The next event lies past `until_ns` (time now stands at it).
+    TimeLimit,
+    EventLimit,
+    /// Nothing left to happen, yet a program is not done or a packet is
+    /// stuck (e.g. waiting for a receive buffer that never comes). Time
+    /// stands at `Until`'s limit if one was given.
+    Stuck,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Done => "done",
+            RunOutcome::TimeLimit => "time-limit",
+            RunOutcome::EventLimit => "event-limit",
+            RunOutcome::Stuck => "stuck",
+        }
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// NIC CPU cycle prices of firmware work.
+#[derive(Debug, Clone, Copy)]
+struct WorkPrices {
+    cpu: Clock,
+    poll: u64,
+    descriptor: u64,
+    tx_packet: u64,
+    rx_packet: u64,
+    dma_cmd: u64,
+    event: u64,
+    timer: u64,
+}
+
+impl WorkPrices {
+    fn new(p: &Profile) -> WorkPrices {
+        let c = &p.nic_cpu;
+        WorkPrices {
+            cpu: Clock::new(p.nic.cpu_hz),
+            poll: c.poll,
+            descriptor: c.descriptor,
+            tx_packet: c.tx_packet,
+            rx_packet: c.rx_packet,
+            dma_cmd: c.dma_cmd,
+            event: c.event,
+            timer: c.timer,
+        }
+    }
+
+    /// NIC CPU time of one poll pass (at least 1 ns, so time advances).
+    #[inline]
+    fn ns(&self, w: &Work) -> u64 {
+        let cycles = self.poll
+            + w.descriptors as u64 * self.descriptor
+            + w.tx_packets as u64 * self.tx_packet
+            + w.rx_packets as u64 * self.rx_packet
+            + w.dma_cmds as u64 * self.dma_cmd
+            + w.events as u64 * self.event
+            + w.timers as u64 * self.timer;
+        self.cpu.cycles_ns(cycles).max(1)
+    }
+}
+
+struct NicCpu {
+    fw: Box<dyn Firmware>,
+    busy_until: u64,
+    /// Time of the pending wake, if any (the one whose gen matches).
+    wake_at: Option<u64>,
+    wake_gen: u32,
+    /// The last poll was idle and no work-wake came since.
+    idle: bool,
+    halted: bool,
+    polls: u64,
+    busy_ns: u64,
+    hw_faults: u64,
+    /// Work reported by every poll, summed.
+    work: Work,
+}
+
+struct HostSide {
+    apps: Vec<(Box<dyn HostApp>, bool)>,
+    wake_at: Option<u64>,
+    wake_gen: u32,
+}
+
+/// A simulated cluster: N hosts with a NIC each, on a switch fabric.
+pub struct SimCluster {
+    profile: Profile,
+    layout: Layout,
+    routes: Vec<Vec<Vec<u8>>>,
+    q: EventQueue,
+    now: u64,
+    limit_ns: u64,
+    fabric: Fabric,
+    nics: Vec<NicDevice>,
+    cpus: Vec<NicCpu>,
+    hosts: Vec<HostSide>,
+    backends: Vec<SimBackend>,
+    bells: Bells,
+    rtc: Clock,
+    prices: WorkPrices,
+    apps_pending: usize,
+    events: u64,
+    wall: Duration,
+}
+
+impl SimCluster {
+    /// A cluster running the MCP on every NIC.
+    pub fn new(cfg: ClusterConfig) -> Result<SimCluster, EmuError> {
+        SimCluster::with_firmware(cfg, mcp_firmware)
+    }
+
+    /// A cluster running `make(node)` on each NIC.
+    pub fn with_firmware(
+        cfg: ClusterConfig,
+        mut make: impl FnMut(usize) -> Box<dyn Firmware>,
+    ) -> Result<SimCluster, EmuError> {
+        let p = cfg.profile;
+        p.validate().map_err(|m| EmuError::Profile(ProfileError::Invalid { origin: p.name.clone(), message: m }))?;
+        cfg.faults.validate().map_err(EmuError::Config)?;
+        if cfg.nodes > MAX_NODES {
+            return Err(EmuError::Config(format!("nodes: {} is more than the ABI's {MAX_NODES}", cfg.nodes)));
+        }
+        let layout = cfg.topology.layout(cfg.nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
+        let send_timeout_ns = match cfg.send_timeout_us {
+            None => p.firmware.send_timeout_ns,
+            Some(us) if us.is_finite() && us > 0.0 => ((us * 1e3).round() as u64).max(1),
+            Some(us) => {
+                return Err(EmuError::Config(format!("send_timeout_us: {us} must be a positive number")))
+            }
+        };
+        let n = cfg.nodes;
+        let routes: Vec<Vec<Vec<u8>>> =
+            (0..n).map(|s| (0..n).map(|d| layout.route(s, d)).collect()).collect();
+        let rtc = Clock::new(p.nic.rtc_hz);
+        let bells: Bells = Rc::new(RefCell::new(Vec::new()));
+        let host_prices = HostPrices::new(&p);
+        let fabric = Fabric::new(&layout, &p, cfg.seed, cfg.faults);
+        let mut nics = Vec::with_capacity(n);
+        let mut cpus = Vec::with_capacity(n);
+        let mut backends = Vec::with_capacity(n);
+        for node in 0..n {
+            let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
+            reset_sram(
+                &mut mem.sram,
+                &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: &routes[node] },
+            );
+            let mut fw = make(node);
+            let mut hw = SliceHw::new(&mut mem.sram);
+            fw.init(&mut hw).map_err(|message| EmuError::FirmwareHalted { node, message })?;
+            let hw_faults = hw.faults as u64;
+            let mem = Rc::new(RefCell::new(mem));
+            backends.push(SimBackend::new(node, mem.clone(), bells.clone(), host_prices, rtc));
+            nics.push(NicDevice::new(node, mem, &p));
+            cpus.push(NicCpu {
+                fw,
+                busy_until: 0,
+                wake_at: None,
+                wake_gen: 0,
+                idle: false,
+                halted: false,
+                polls: 0,
+                busy_ns: 0,
+                hw_faults,
+                work: Work::default(),
+            });
+        }
+        let mut c = SimCluster {
+            prices: WorkPrices::new(&p),
+            profile: p,
+            layout,
+            routes,
+            q: EventQueue::default(),
+            now: 0,
+            limit_ns: NEVER,
+            fabric,
+            nics,
+            cpus,
+            hosts: (0..n).map(|_| HostSide { apps: Vec::new(), wake_at: None, wake_gen: 0 }).collect(),
+            backends,
+            bells,
+            rtc,
+            apps_pending: 0,
+            events: 0,
+            wall: Duration::ZERO,
+        };
+        for node in 0..n {
+            c.wake_nic(node, 0, true);
+        }
+        Ok(c)
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.nics.len()
+    }
+
+    pub fn topology(&self) -> Topology {
+        self.layout.topology
+    }
+
+    /// The source route from `src` to `dst` (as in `src`'s route table).
+    pub fn route(&self, src: usize, dst: usize) -> &[u8] {
+        &self.routes[src][dst]
+    }
+
+    /// Node `node`'s backend (a cheap handle).
+    pub fn backend(&self, node: usize) -> SimBackend {
+        self.backends[node].clone()
+    }
+
+    /// Run `app` on `node`; it is first called at the current time (t = 0
+    /// before the first `run`).
+    pub fn spawn(&mut self, node: usize, app: Box<dyn HostApp>) {
+        let done = app.done();
+        if !done {
+            self.apps_pending += 1;
+        }
+        self.hosts[node].apps.push((app, done));
+        self.wake_apps(node, self.now);
+    }
+
+    /// Current virtual time (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    /// Wake `node`'s NIC CPU now (as a doorbell would).
+    pub fn kick(&mut self, node: usize) {
+        self.wake_nic(node, self.now, true);
+    }
+
+    /// Run until every program is done and nothing is in flight, or a limit.
+    pub fn run(&mut self, limit: RunLimit) -> RunOutcome {
+        let started = Instant::now();
+        let (until, max_events) = match limit {
+            RunLimit::Unlimited => (NEVER, u64::MAX),
+            RunLimit::Until(t) => (t, u64::MAX),
+            RunLimit::Events(n) => (NEVER, n),
+        };
+        self.limit_ns = until;
+        self.drain_bells();
+        let mut n = 0u64;
+        let outcome = loop {
+            if self.apps_pending == 0 && self.quiescent() {
+                break RunOutcome::Done;
+            }
+            let Some(t) = self.q.peek_time() else {
+                // Nothing will ever happen: time runs on to the limit.
+                if self.limit_ns != NEVER {
+                    self.now = self.now.max(self.limit_ns);
+                }
+                break RunOutcome::Stuck;
+            };
+            if t > self.limit_ns {
+                self.now = self.now.max(self.limit_ns);
+                break RunOutcome::TimeLimit;
+            }
+            if n >= max_events {
+                break RunOutcome::EventLimit;
+            }
+            let Some((t, ev)) = self.q.pop() else { break RunOutcome::Stuck };
+            self.now = t;
+            n += 1;
+            self.dispatch(ev);
+        };
+        self.events += n;
+        self.wall += started.elapsed();
+        outcome
+    }
+
+    /// Is nothing in flight (programs aside)?
+    fn quiescent(&self) -> bool {
+        self.fabric.in_flight() == 0
+            && self.cpus.iter().all(|c| c.idle || c.halted)
+            && self.nics.iter().all(|n| n.quiet())
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        let now = self.now;
+        match ev {
+            Ev::NicWake { node, gen } => {
+                let node = node as usize;
+                if self.cpus[node].wake_gen == gen {
+                    self.cpus[node].wake_at = None;
+                    self.nic_run(node);
+                }
+            }
+            Ev::AppWake { node, gen } => {
+                let node = node as usize;
+                if self.hosts[node].wake_gen == gen {
+                    self.hosts[node].wake_at = None;
+                    self.app_run(node);
+                }
+            }
+            Ev::HdmaDone { node } => {
+                let node = node as usize;
+                let wrote_host = self.nics[node].hdma_complete();
+                self.nics[node].hdma_kick(&mut self.q, now);
+                self.wake_nic(node, now, true);
+                if wrote_host {
+                    self.wake_apps(node, now);
+                }
+            }
+            Ev::LinkFree { link } => {
+                if let Freed::Tx(node) = self.fabric.link_free(&mut self.q, now, link) {
+                    let nic = &mut self.nics[node];
+                    let done = nic.tx_complete();
+                    let errs = nic.tx_kick(&mut self.q, &mut self.fabric, now);
+                    if done || errs {
+                        self.wake_nic(node, now, true);
+                    }
+                }
+            }
+            Ev::LinkTimeout { link } => self.fabric.link_timeout(&mut self.q, now, link),
+            Ev::HeadArrive { flight } => {
+                if let Arrival::AtNic(node) = self.fabric.head_arrive(&mut self.q, now, flight) {
+                    self.nics[node].rx_arrive(&mut self.q, &mut self.fabric, now, flight);
+                }
+            }
+            Ev::RxDone { flight } => {
+                let node = self.fabric.flight(flight).dst as usize;
+                self.nics[node].rx_complete(&mut self.q, &mut self.fabric, now, flight);
+                self.wake_nic(node, now, true);
+            }
+        }
+    }
+
+    /// Ask for a NIC CPU wake at `t` (or when it is next free). `work`:
+    /// something changed that the firmware must see (a timer is not).
+    fn wake_nic(&mut self, node: usize, t: u64, work: bool) {
+        let cpu = &mut self.cpus[node];
+        if cpu.halted {
+            return;
+        }
+        if work {
+            cpu.idle = false;
+        }
+        let t = t.max(cpu.busy_until).max(self.now);
+        if cpu.wake_at.is_some_and(|w| w <= t) {
+            return;
+        }
+        cpu.wake_gen = cpu.wake_gen.wrapping_add(1);
+        cpu.wake_at = Some(t);
+        self.q.push(t, Ev::NicWake { node: node as u32, gen: cpu.wake_gen });
+    }
+
+    /// Run the NIC CPU from `now`: poll, charge, start engines; repeat
+    /// while there is work and nothing else comes first.
+    fn nic_run(&mut self, node: usize) {
+        let mut t = self.now;
+        loop {
+            let nic = &mut self.nics[node];
+            let cpu = &mut self.cpus[node];
+            let work = {
+                let mut mem = nic.mem.borrow_mut();
+                NicDevice::set_rtc(&mut mem.sram, self.rtc, t);
+                let mut hw = SliceHw::new(&mut mem.sram);
+                let w = cpu.fw.poll(&mut hw);
+                cpu.hw_faults += hw.faults as u64;
+                w
+            };
+            cpu.polls += 1;
+            cpu.work.add(&work);
+            let cost = self.prices.ns(&work);
+            let te = t + cost;
+            cpu.busy_until = te;
+            cpu.busy_ns += cost;
+            nic.hdma_kick(&mut self.q, te);
+            let errs = nic.tx_kick(&mut self.q, &mut self.fabric, te);
+            nic.rx_kick(&mut self.q, &mut self.fabric, te);
+            if work.is_idle() && !errs {
+                cpu.idle = true;
+                if let Some(tick) = cpu.fw.next_deadline() {
+                    let at = self.rtc.ns_at_tick(tick).max(te);
+                    self.wake_nic(node, at, false);
+                }
+                return;
+            }
+            if self.q.peek_time().is_some_and(|p| p <= te) || te > self.limit_ns {
+                self.wake_nic(node, te, true);
+                return;
+            }
+            // Nothing else happens before the pass ends: poll again in place.
+            t = te;
+            self.now = te;
+        }
+    }
+
+    /// Ask for a call of `node`'s programs at `t` (or when its host is free).
+    fn wake_apps(&mut self, node: usize, t: u64) {
+        let host_clock = self.backends[node].now_ns();
+        let h = &mut self.hosts[node];
+        if h.apps.iter().all(|(_, done)| *done) {
+            return;
+        }
+        let t = t.max(self.now).max(host_clock);
+        if h.wake_at.is_some_and(|w| w <= t) {
+            return;
+        }
+        h.wake_gen = h.wake_gen.wrapping_add(1);
+        h.wake_at = Some(t);
+        self.q.push(t, Ev::AppWake { node: node as u32, gen: h.wake_gen });
+    }
+
+    fn app_run(&mut self, node: usize) {
+        let backend = self.backends[node].clone();
+        backend.advance_to(self.now);
+        let mut apps = std::mem::take(&mut self.hosts[node].apps);
+        let mut again: Option<u64> = None;
+        for (app, done) in apps.iter_mut().filter(|(_, d)| !*d) {
+            let mut cx = HostCx { node, backend: &backend, wake: None };
+            app.wake(&mut cx);
+            if let Some(w) = cx.wake {
+                again = Some(again.map_or(w, |a| a.min(w)));
+            }
+            if app.done() {
+                *done = true;
+                self.apps_pending -= 1;
+            }
+        }
+        // Programs spawned meanwhile (none can be: spawn needs the cluster).
+        apps.append(&mut self.hosts[node].apps);
+        self.hosts[node].apps = apps;
+        self.drain_bells();
+        if let Some(w) = again {
+            self.wake_apps(node, w);
+        }
+    }
+
+    fn drain_bells(&mut self) {
+        let bells = std::mem::take(&mut *self.bells.borrow_mut());
+        for (node, at) in bells {
+            self.wake_nic(node, at, true);
+        }
+    }
+
+    /// Node `node`'s counters.
+    pub fn nic_stats(&self, node: usize) -> NicStats {
+        let nic = &self.nics[node];
+        let mem = nic.mem.borrow();
+        let mut fw = [0u64; STAT_COUNT];
+        for s in ALL_STATS {
+            fw[s as usize] = get_u64(&mem.sram, stat_offset(s) as usize);
+        }
+        let src = self.fabric.by_src[node];
+        let cpu = &self.cpus[node];
+        NicStats {
+            node,
+            fw,
+            fw_status: nic_abi::le::get_u32(&mem.sram, reg(regs::FW_STATUS) as usize),
+            device: nic.c,
+            fault_drops: src.fault_drops,
+            fault_corrupts: src.fault_corrupts,
+            fault_dups: src.fault_dups,
+            link_blocked_drops: src.blocked_drops,
+            link_bad_routes: src.bad_routes,
+            nic_polls: cpu.polls,
+            nic_busy_ns: cpu.busy_ns,
+            nic_work: cpu.work,
+            host_busy_ns: mem.host_busy_ns,
+            hw_faults: cpu.hw_faults,
+        }
+    }
+
+    /// Every link's counters, in link order (per node: out, in; then trunks).
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.fabric.link_stats()
+    }
+
+    /// Totals so far.
+    pub fn sim_stats(&self) -> SimStats {
+        SimStats {
+            end_ns: self.now,
+            events: self.events,
+            packets: self.nics.iter().map(|n| n.c.tx_packets).sum(),
+            hops: self.fabric.hops(),
+            wall_ms: self.wall.as_secs_f64() * 1e3,
+        }
+    }
+
+    /// Events waiting in the queue (stale ones included).
+    pub fn pending_events(&self) -> usize {
+        self.q.len()
+    }
+}

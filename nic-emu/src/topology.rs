@@ -1,0 +1,211 @@
+//! Topologies: which NIC is cabled to which switch port, which switch
+//! ports are cabled together, and the source route from every node to
+//! every other (what GM's mapper would write into each NIC's route table).
+//!
+//! Owns the wiring plan only; `fabric` builds links and switches from it.
+//! Routes are deterministic functions of (topology, node count, ports).
+
+use std::fmt;
+use std::str::FromStr;
+
+use nic_abi::map::ROUTE_MAX;
+use nic_abi::packet::route_byte;
+
+/// A switch fabric shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Topology {
+    /// Every node on one crossbar switch (node i on port i).
+    Star,
+    /// Two switches joined by one cable on their last ports; the first
+    /// ceil(N/2) nodes on switch 0, the rest on switch 1.
+    TwoSwitch,
+    /// Two-level leaf/spine: each leaf switch has ports/2 nodes and
+    /// ports/2 uplinks, one to each of ports/2 spine switches. Traffic
+    /// between leaves goes up to spine `dst % spines` (destination-mod-k
+    /// routing, deadlock free).
+    Clos,
+}
+
+const NAMES: [&str; 3] = ["star", "two-switch", "clos"];
+
+impl Topology {
+    pub fn names() -> &'static [&'static str] {
+        &NAMES
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Star => NAMES[0],
+            Topology::TwoSwitch => NAMES[1],
+            Topology::Clos => NAMES[2],
+        }
+    }
+
+    /// Most nodes this topology holds with switches of `ports` ports.
+    pub fn max_nodes(self, ports: usize) -> usize {
+        match self {
+            Topology::Star => ports,
+            Topology::TwoSwitch => 2 * (ports - 1),
+            Topology::Clos => (ports / 2) * ports,
+        }
+    }
+
+    /// The wiring plan for `nodes` nodes.
+    pub fn layout(self, nodes: usize, ports: usize) -> Result<Layout, String> {
+        if nodes == 0 {
+            return Err("a cluster needs at least one node".into());
+        }
+        let max = self.max_nodes(ports);
+        if nodes > max {
+            return Err(format!(
+                "topology `{}` with {ports}-port switches holds at most {max} nodes, not {nodes}",
+                self.name()
+            ));
+        }
+        let mut l = Layout { topology: self, ports, switches: 0, attach: Vec::new(), trunks: Vec::new() };
+        match self {
+            Topology::Star => {
+                l.switches = 1;
+                l.attach = (0..nodes).map(|n| (0, n)).collect();
+            }
+            Topology::TwoSwitch => {
+                l.switches = 2;
+                let first = nodes.div_ceil(2);
+                l.attach = (0..nodes)
+                    .map(|n| if n < first { (0, n) } else { (1, n - first) })
+                    .collect();
+                l.trunks.push(((0, ports - 1), (1, ports - 1)));
+            }
+            Topology::Clos => {
+                let half = ports / 2;
+                let leaves = nodes.div_ceil(half);
+                if leaves <= 1 {
+                    // One leaf: a star with room to spare.
+                    l.switches = 1;
+                    l.attach = (0..nodes).map(|n| (0, n)).collect();
+                } else {
+                    let spines = half;
+                    l.switches = leaves + spines;
+                    l.attach = (0..nodes).map(|n| (n / half, n % half)).collect();
+                    for leaf in 0..leaves {
+                        for s in 0..spines {
+                            l.trunks.push(((leaf, half + s), (leaves + s, leaf)));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(l)
+    }
+}
+
+impl FromStr for Topology {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Topology, String> {
+        match s.trim() {
+            "star" => Ok(Topology::Star),
+            "two-switch" => Ok(Topology::TwoSwitch),
+            "clos" | "leaf-spine" => Ok(Topology::Clos),
+            other => Err(format!("unknown topology `{other}` (known: {})", NAMES.join(", "))),
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A wiring plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub topology: Topology,
+    /// Ports per switch.
+    pub ports: usize,
+    pub switches: usize,
+    /// Node n is cabled to switch port `attach[n]` = (switch, port).
+    pub attach: Vec<(usize, usize)>,
+    /// Switch-to-switch cables (one link each way).
+    pub trunks: Vec<((usize, usize), (usize, usize))>,
+}
+
+impl Layout {
+    pub fn nodes(&self) -> usize {
+        self.attach.len()
+    }
+
+    /// The source route from `src` to `dst`: one byte `0x80 | port` per
+    /// switch crossed, in order.
+    pub fn route(&self, src: usize, dst: usize) -> Vec<u8> {
+        let (ssw, _) = self.attach[src];
+        let (dsw, dport) = self.attach[dst];
+        let mut r = Vec::with_capacity(3);
+        if ssw != dsw {
+            match self.topology {
+                Topology::Star => unreachable!("a star has one switch"),
+                Topology::TwoSwitch => r.push(route_byte((self.ports - 1) as u8)),
+                Topology::Clos => {
+                    let half = self.ports / 2;
+                    let spine = dst % half;
+                    r.push(route_byte((half + spine) as u8));
+                    r.push(route_byte(dsw as u8));
+                }
+            }
+        }
+        r.push(route_byte(dport as u8));
+        debug_assert!(r.len() <= ROUTE_MAX);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_print_back() {
+        for n in Topology::names() {
+            assert_eq!(n.parse::<Topology>().unwrap().name(), *n);
+        }
+        assert!("ring".parse::<Topology>().unwrap_err().contains("star"));
+    }
+
+    #[test]
+    fn star_refuses_more_nodes_than_switch_ports() {
+        let e = Topology::Star.layout(17, 16).unwrap_err();
+        assert!(e.contains("at most 16") && e.contains("17"), "{e}");
+        assert!(Topology::Star.layout(16, 16).is_ok());
+        assert!(Topology::TwoSwitch.layout(31, 16).is_err());
+        assert!(Topology::Clos.layout(128, 16).is_ok());
+        assert!(Topology::Clos.layout(129, 16).is_err());
+    }
+
+    #[test]
+    fn star_routes_are_one_byte_naming_the_target_port() {
+        let l = Topology::Star.layout(4, 16).unwrap();
+        assert_eq!(l.route(0, 3), vec![0x83]);
+        assert_eq!(l.route(3, 0), vec![0x80]);
+    }
+
+    #[test]
+    fn two_switch_routes_cross_the_trunk_only_between_halves() {
+        let l = Topology::TwoSwitch.layout(5, 16).unwrap();
+        // Nodes 0..3 on switch 0 (ports 0..3), 3..5 on switch 1 (ports 0..2).
+        assert_eq!(l.attach, vec![(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]);
+        assert_eq!(l.route(0, 2), vec![0x82]);
+        assert_eq!(l.route(0, 4), vec![0x8F, 0x81]);
+        assert_eq!(l.route(4, 1), vec![0x8F, 0x81]);
+        assert_eq!(l.trunks, vec![((0, 15), (1, 15))]);
+    }
+
+    #[test]
+    fn clos_routes_go_up_to_the_destination_spine_and_down() {
+        let l = Topology::Clos.layout(20, 8).unwrap();
+        // 4 nodes per leaf, 5 leaves, 4 spines (switches 5..9).
+        assert_eq!(l.switches, 9);
+        assert_eq!(l.route(0, 1), vec![0x81]);
+        // 0 -> 13: leaf 0 -> spine 13 % 4 = 1 (uplink port 4 + 1) -> leaf 3 -> port 1.
+        assert_eq!(l.route(0, 13), vec![0x85, 0x83, 0x81]);
+    }
+}

@@ -1,0 +1,241 @@
+//! Error paths, driven with the host driver on a simulated cluster: a send
+//! that finds no receive buffer times out after the configured time and
+//! traffic flows again after a resume; a send to a closed port says so;
+//! every kind of bad descriptor gets its error event and the NIC carries on.
+
+use cluster_tests::rig::Rig;
+use host_driver::{
+    DescKind, Descriptor, DmaBuf, ErrorCause, Event, Nic, Port, PortOptions, Priority, SendStatus, Stat,
+};
+use nic_abi::{size_class_for, NUM_PORTS};
+use nic_emu::SimBackend;
+
+const MS: u64 = 1_000_000;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// Two open ports: `a` on node 0, `b` on node 1, both port 2.
+struct Pair {
+    rig: Rig,
+    nic0: Nic<SimBackend>,
+    nic1: Nic<SimBackend>,
+    a: Port<SimBackend>,
+    b: Port<SimBackend>,
+}
+
+fn pair(send_timeout_us: Option<f64>) -> Pair {
+    let mut rig = Rig::new("lanai9-gm", 2, send_timeout_us);
+    let nic0 = rig.nic(0);
+    let nic1 = rig.nic(1);
+    let mut a = nic0.open_port(2, PortOptions::default()).unwrap();
+    let mut b = nic1.open_port(2, PortOptions::default()).unwrap();
+    for p in [&mut a, &mut b] {
+        match rig.next_event(p, MS) {
+            Some((Event::PortOpened { .. }, _)) => {}
+            other => panic!("expected PortOpened, got {other:?}"),
+        }
+    }
+    Pair { rig, nic0, nic1, a, b }
+}
+
+/// Send `data` from `a` to node 1 port 2 and check it lands intact in a
+/// fresh receive buffer of `b`.
+fn good_send_is_delivered(p: &mut Pair, data: &[u8], tag: u64) {
+    let class = size_class_for(data.len() as u64);
+    let rbuf = p.b.alloc(1 << class.max(6)).unwrap();
+    p.rig.sync();
+    p.b.provide_receive_buffer(&rbuf, class, Priority::Low, 7000 + tag).unwrap();
+    let sbuf = p.a.alloc(data.len().max(1) as u64).unwrap();
+    p.a.write(&sbuf, 0, data).unwrap();
+    p.a.send(&sbuf, 0, data.len() as u32, class, Priority::Low, 1, 2, tag).unwrap();
+    match p.rig.next_real_event(&mut p.b, 50 * MS) {
+        Some((Event::Received { node: 0, port: 2, len, tag: t, .. }, _)) => {
+            assert_eq!(len as usize, data.len());
+            assert_eq!(t, 7000 + tag);
+            let mut got = vec![0u8; data.len()];
+            p.b.read(&rbuf, 0, &mut got).unwrap();
+            assert_eq!(got, data, "payload changed on the way");
+        }
+        other => panic!("good send {tag}: expected Received at node 1, got {other:?}"),
+    }
+    match p.rig.next_real_event(&mut p.a, 50 * MS) {
+        Some((Event::Sent { tag: t, status: SendStatus::Ok, .. }, _)) => assert_eq!(t, tag),
+        other => panic!("good send {tag}: expected Sent Ok at node 0, got {other:?}"),
+    }
+}
+
+#[test]
+fn send_without_receive_buffer_times_out_after_the_configured_time_then_flows_after_resume() {
+    let timeout_ns = 5 * MS;
+    let mut p = pair(Some(5_000.0));
+    let data = pattern(64, 1);
+    let buf = p.a.alloc(4096).unwrap();
+    p.a.write(&buf, 0, &data).unwrap();
+    p.rig.sync();
+    let t_send = p.rig.now();
+    p.a.send(&buf, 0, 64, 6, Priority::Low, 1, 2, 11).unwrap();
+    let (ev, t_ev) = p.rig.next_real_event(&mut p.a, 100 * MS).expect("no completion within 100 ms");
+    match ev {
+        Event::Sent { tag: 11, status: SendStatus::TimedOut, .. } => {}
+        other => panic!("expected Sent TimedOut, got {other:?}"),
+    }
+    let waited = t_ev - t_send;
+    assert!(
+        waited >= timeout_ns && waited <= timeout_ns + 2 * MS,
+        "timed out after {waited} ns, configured {timeout_ns} ns"
+    );
+    assert_eq!(p.nic0.stat(Stat::Timeouts), 1);
+    assert!(p.nic1.stat(Stat::NoBuffer) > 0, "the receiver never refused for lack of a buffer");
+
+    // Until resumed, later sends from this sub-port to that target are dropped.
+    p.rig.sync();
+    p.a.send(&buf, 0, 64, 6, Priority::Low, 1, 2, 12).unwrap();
+    match p.rig.next_real_event(&mut p.a, 100 * MS) {
+        Some((Event::Sent { tag: 12, status: SendStatus::Dropped, .. }, _)) => {}
+        other => panic!("expected Sent Dropped before resume, got {other:?}"),
+    }
+
+    // Resume, give the receiver a buffer: traffic flows again.
+    p.rig.sync();
+    p.a.resume(1, 2, Priority::Low).unwrap();
+    good_send_is_delivered(&mut p, &pattern(64, 2), 13);
+    good_send_is_delivered(&mut p, &pattern(9000, 3), 14);
+}
+
+#[test]
+fn send_to_a_closed_port_reports_target_port_closed() {
+    let mut p = pair(None);
+    let buf = p.a.alloc(4096).unwrap();
+    p.a.write(&buf, 0, &pattern(100, 4)).unwrap();
+    // Port 5 of node 1 was never opened.
+    p.rig.sync();
+    p.a.send(&buf, 0, 100, 7, Priority::Low, 1, 5, 21).unwrap();
+    match p.rig.next_real_event(&mut p.a, 100 * MS) {
+        Some((Event::Sent { tag: 21, status: SendStatus::TargetPortClosed, .. }, _)) => {}
+        other => panic!("expected TargetPortClosed for a never-opened port, got {other:?}"),
+    }
+    // Port 6: opened, then closed.
+    let c = p.nic1.open_port(6, PortOptions::default()).unwrap();
+    p.rig.run_for(MS);
+    c.close();
+    p.rig.run_for(MS);
+    p.a.send(&buf, 0, 100, 7, Priority::Low, 1, 6, 22).unwrap();
+    match p.rig.next_real_event(&mut p.a, 100 * MS) {
+        Some((Event::Sent { tag: 22, status: SendStatus::TargetPortClosed, .. }, _)) => {}
+        other => panic!("expected TargetPortClosed for a closed port, got {other:?}"),
+    }
+    // The NIC carries on.
+    good_send_is_delivered(&mut p, &pattern(100, 5), 23);
+}
+
+/// A good send descriptor from `buf` to node 1 port 2 (tag `tag`).
+fn send_desc(buf: &DmaBuf, len: u32, tag: u64) -> Descriptor {
+    Descriptor {
+        kind: DescKind::Send,
+        priority: Priority::Low,
+        size_class: size_class_for(len as u64),
+        target_port: 2,
+        target_node: 1,
+        local: buf.vaddr,
+        len,
+        remote: 0,
+        tag,
+    }
+}
+
+/// Post `bytes`, expect an Error event with `cause` and `tag`, the token
+/// back, then a good send delivered.
+fn refused(p: &mut Pair, what: &str, bytes: [u8; 64], cause: ErrorCause, tag: u64, n: &mut u64) {
+    let free = p.a.send_tokens_free();
+    let errors = p.nic0.stat(Stat::Errors);
+    p.rig.sync();
+    p.a.post_raw_bytes(&bytes).unwrap();
+    match p.rig.next_real_event(&mut p.a, 50 * MS) {
+        Some((Event::Error { cause: c, tag: t, .. }, _)) => {
+            assert_eq!(c, cause, "{what}: wrong cause");
+            assert_eq!(t, tag, "{what}: wrong tag");
+        }
+        other => panic!("{what}: expected Error {cause:?}, got {other:?}"),
+    }
+    assert_eq!(p.a.send_tokens_free(), free, "{what}: the token did not come back");
+    assert_eq!(p.nic0.stat(Stat::Errors), errors + 1, "{what}: not counted in STATS");
+    *n += 1;
+    good_send_is_delivered(p, &pattern(200, *n as u8), 1000 + *n);
+}
+
+fn encoded(d: Descriptor) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    d.encode(&mut b);
+    b
+}
+
+#[test]
+fn every_bad_descriptor_gets_its_error_event_and_the_nic_carries_on() {
+    let mut p = pair(None);
+    let mut n = 0;
+    let buf = p.a.alloc(8192).unwrap();
+    p.a.write(&buf, 0, &pattern(200, 9)).unwrap();
+
+    let mut b = encoded(send_desc(&buf, 200, 31));
+    b[0] = 0x7F;
+    refused(&mut p, "bad kind", b, ErrorCause::BadKind, 31, &mut n);
+
+    let mut b = encoded(send_desc(&buf, 200, 32));
+    b[1] = 2;
+    refused(&mut p, "bad priority", b, ErrorCause::BadPriority, 32, &mut n);
+
+    let mut d = send_desc(&buf, 200, 33);
+    d.target_port = NUM_PORTS as u8;
+    refused(&mut p, "bad port", encoded(d), ErrorCause::BadPort, 33, &mut n);
+
+    let mut d = send_desc(&buf, 200, 34);
+    d.target_node = 2; // a 2-node cluster
+    refused(&mut p, "bad node", encoded(d), ErrorCause::BadNode, 34, &mut n);
+
+    let mut d = send_desc(&buf, 200, 35);
+    d.size_class = nic_abi::MAX_SIZE_CLASS + 1;
+    refused(&mut p, "bad size class", encoded(d), ErrorCause::BadSizeClass, 35, &mut n);
+
+    let mut d = send_desc(&buf, 200, 36);
+    d.size_class = 6; // 200 bytes do not fit class 6 (64 bytes)
+    refused(&mut p, "bad length", encoded(d), ErrorCause::BadLength, 36, &mut n);
+
+    let unreg = p.a.alloc_unregistered(4096).unwrap();
+    refused(&mut p, "not registered", encoded(send_desc(&unreg, 200, 37)), ErrorCause::NotRegistered, 37, &mut n);
+
+    let dereg = p.a.alloc(4096).unwrap();
+    p.a.deregister(&dereg).unwrap();
+    refused(&mut p, "deregistered", encoded(send_desc(&dereg, 200, 38)), ErrorCause::NotRegistered, 38, &mut n);
+
+    // A range that runs off the end of registered memory.
+    let mut d = send_desc(&buf, 200, 39);
+    d.local = buf.vaddr + 8192 - 100;
+    refused(&mut p, "range past the registration", encoded(d), ErrorCause::NotRegistered, 39, &mut n);
+
+    // A receive buffer smaller than its class.
+    let small = p.a.alloc(4096).unwrap();
+    let prov = Descriptor {
+        kind: DescKind::Provide,
+        priority: Priority::Low,
+        size_class: 14,
+        target_port: 0,
+        target_node: 0,
+        local: small.vaddr,
+        len: 4096,
+        remote: 0,
+        tag: 40,
+    };
+    let free = p.a.recv_tokens_free();
+    p.rig.sync();
+    p.a.post_raw(prov).unwrap();
+    match p.rig.next_real_event(&mut p.a, 50 * MS) {
+        Some((Event::Error { cause: ErrorCause::BadLength, tag: 40, .. }, _)) => {}
+        other => panic!("small receive buffer: expected Error BadLength, got {other:?}"),
+    }
+    assert_eq!(p.a.recv_tokens_free(), free, "the receive token did not come back");
+
+    // Nothing was delivered that should not have been.
+    assert_eq!(p.nic1.stat(Stat::MessagesReceived), n);
+}

@@ -1,0 +1,199 @@
+//! `cargo xtask bench`: the curves the profiles are calibrated against,
+//! and the simulator's own speed.
+//!
+//! Every point is an ordinary scenario (written here as TOML and run by
+//! the scenario runner), so `cargo xtask sim` reproduces any of them.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use nic_emu::scenario::{self, report::fmt_bytes, Report, Scenario};
+
+pub const DEFAULT_PROFILES: [&str; 2] = ["lanai4-gm", "lanai9-gm"];
+
+/// Message sizes of the curves: 4 B to 1 MiB in powers of 4.
+pub fn sizes() -> Vec<u64> {
+    (1..=10).map(|k| 4u64.pow(k)).collect()
+}
+
+/// A calibration target of the issue, from the source testbeds.
+struct Target {
+    profile: &'static str,
+    what: &'static str,
+    size: u64,
+    stream: bool,
+    value: f64,
+    unit: &'static str,
+}
+
+const TARGETS: [Target; 2] = [
+    Target {
+        profile: "lanai4-gm",
+        what: "64 KiB stream bandwidth",
+        size: 65536,
+        stream: true,
+        value: 82.0,
+        unit: "MB/s",
+    },
+    Target {
+        profile: "lanai9-gm",
+        what: "small-message (4 B) one-way latency",
+        size: 4,
+        stream: false,
+        value: 17.0,
+        unit: "us",
+    },
+];
+
+/// A 2-node ping-pong of `rounds` round trips of `bytes`.
+pub fn pingpong_toml(profile: &str, bytes: u64, rounds: u64) -> String {
+    format!(
+        "profile = \"{profile}\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"pingpong\"\n\
+         src = [0, 2]\ndst = [1, 2]\nkind = \"pingpong\"\nbytes = {bytes}\nmessages = {rounds}\n"
+    )
+}
+
+/// A 2-node stream of `messages` messages of `bytes`: window 8, fewer for
+/// messages above 256 KiB (a port's page table maps 4 MiB).
+pub fn stream_toml(profile: &str, bytes: u64, messages: u64) -> String {
+    let window = ((3 << 20) / bytes.max(1)).clamp(1, 8);
+    format!(
+        "profile = \"{profile}\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"stream\"\n\
+         src = [0, 2]\ndst = [1, 2]\nkind = \"stream\"\nbytes = {bytes}\nmessages = {messages}\n\
+         window = {window}\n"
+    )
+}
+
+/// Every node streams to every other node.
+pub fn alltoall_toml(profile: &str, nodes: u64, bytes: u64, messages: u64) -> String {
+    format!(
+        "profile = \"{profile}\"\n[fabric]\nnodes = {nodes}\n[[alltoall]]\nname = \"a2a\"\n\
+         port = 2\nbytes = {bytes}\nmessages = {messages}\nwindow = 4\n"
+    )
+}
+
+pub fn run_toml(text: &str) -> crate::Result<Report> {
+    let sc = Scenario::parse_validated(text).map_err(|e| e.to_string())?;
+    let r = scenario::run(&sc).map_err(|e| e.to_string())?;
+    if !r.all_delivered_intact() {
+        return Err(format!("a bench run did not deliver everything intact:\n{}", r.summary()));
+    }
+    Ok(r)
+}
+
+/// One point of the curves.
+pub struct Point {
+    pub size: u64,
+    pub latency_ns: u64,
+    pub bandwidth_mb_s: f64,
+}
+
+/// Measure one profile's curves, printing rows as they come.
+pub fn curves(profile: &str, quick: bool, print: bool) -> crate::Result<Vec<Point>> {
+    let scale = if quick { 4 } else { 1 };
+    let mut out = Vec::new();
+    if print {
+        println!("\nprofile {profile}: 2 nodes, one switch");
+        println!("{:>9}  {:>16}  {:>16}", "size", "one-way latency", "stream MB/s");
+    }
+    for size in sizes() {
+        let rounds = ((4 << 20) / size).clamp(4, 100) / scale;
+        let pp = run_toml(&pingpong_toml(profile, size, rounds.max(2)))?;
+        let messages = ((16 << 20) / size).clamp(16, 2000) / scale;
+        let st = run_toml(&stream_toml(profile, size, messages.max(8)))?;
+        let p = Point {
+            size,
+            latency_ns: pp.flows[0].latency_ns.p50,
+            bandwidth_mb_s: st.flows[0].bandwidth_mb_s,
+        };
+        if print {
+            println!(
+                "{:>9}  {:>13.2} us  {:>16.2}",
+                fmt_bytes(size),
+                p.latency_ns as f64 / 1e3,
+                p.bandwidth_mb_s
+            );
+            let _ = std::io::stdout().flush();
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Non-decreasing latency over all sizes, non-decreasing bandwidth up to 64 KiB.
+pub fn shape_ok(points: &[Point]) -> (bool, bool) {
+    let lat = points.windows(2).all(|w| w[1].latency_ns >= w[0].latency_ns);
+    let bw = points
+        .windows(2)
+        .filter(|w| w[1].size <= 65536)
+        .all(|w| w[1].bandwidth_mb_s >= w[0].bandwidth_mb_s);
+    (lat, bw)
+}
+
+pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitCode> {
+    crate::prereq::require_now()?;
+    let profiles: Vec<String> = if profiles.is_empty() {
+        DEFAULT_PROFILES.iter().map(|s| s.to_string()).collect()
+    } else {
+        profiles.to_vec()
+    };
+    let mut all_ok = true;
+    for profile in &profiles {
+        let points = curves(profile, quick, true)?;
+        let (lat_ok, bw_ok) = shape_ok(&points);
+        println!(
+            "  latency non-decreasing with size: {}; bandwidth non-decreasing up to 64 KiB: {}",
+            yes_no(lat_ok),
+            yes_no(bw_ok)
+        );
+        all_ok &= lat_ok && bw_ok;
+        for t in TARGETS.iter().filter(|t| t.profile == profile) {
+            let Some(p) = points.iter().find(|p| p.size == t.size) else { continue };
+            let got = if t.stream { p.bandwidth_mb_s } else { p.latency_ns as f64 / 1e3 };
+            let dev = (got - t.value) / t.value * 100.0;
+            let within = dev.abs() <= 10.0;
+            all_ok &= within;
+            println!(
+                "  calibration: {} = {:.2} {} (target ~{} {}, {:+.1}%: {})",
+                t.what,
+                got,
+                t.unit,
+                t.value,
+                t.unit,
+                dev,
+                if within { "within 10%" } else { "OFF by more than 10%" }
+            );
+        }
+    }
+    if speed {
+        let messages = if quick { 10 } else { 60 };
+        println!("\nsimulator speed: 16-node all-to-all stream, 4 KiB messages, {messages} per pair (lanai4-gm)");
+        let r = run_toml(&alltoall_toml("lanai4-gm", 16, 4096, messages))?;
+        let pps = r.sim.packets as f64 / (r.sim.wall_ms / 1e3).max(1e-9);
+        println!(
+            "  {} packets, {} events, {} simulated, {:.0} ms wall: {:.2} M packets/s, {:.2} M events/s{}",
+            r.sim.packets,
+            r.sim.events,
+            scenario::report::fmt_ns(r.sim.end_ns),
+            r.sim.wall_ms,
+            pps / 1e6,
+            r.sim.events as f64 / (r.sim.wall_ms / 1e3).max(1e-9) / 1e6,
+            if cfg!(debug_assertions) { " (DEBUG build: use `cargo xtask`, which builds in release)" } else { "" }
+        );
+    }
+    println!();
+    if all_ok {
+        println!("bench: curves have the expected shape and meet the calibration targets");
+    } else {
+        println!("bench: some curve or calibration target is off (see above)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "NO"
+    }
+}
