@@ -6,8 +6,11 @@ use nic_emu::Profile;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let names: Vec<String> =
-        if args.is_empty() { Profile::names().iter().map(|s| s.to_string()).collect() } else { args };
+    let names: Vec<String> = if args.is_empty() {
+        Profile::names().iter().map(|s| s.to_string()).collect()
+    } else {
+        args
+    };
     for name in names {
         let p = Profile::load(&name).unwrap_or_else(|e| panic!("{e}"));
         for size in [8u32, 64] {
@@ -30,6 +33,19 @@ fn main() {
                 m.sim.events,
                 m.sim.wall_ms
             );
+            if std::env::var("VERBOSE").is_ok() {
+                for n in &m.nics {
+                    println!(
+                        "  node {}: polls {} busy {:.1}% work {:?} hdma {} rx_bp {}",
+                        n.node,
+                        n.nic_polls,
+                        n.nic_busy_ns as f64 * 100.0 / m.sim.end_ns as f64,
+                        n.nic_work,
+                        n.device.hdma_cmds,
+                        n.device.rx_backpressure_waits
+                    );
+                }
+            }
         }
     }
 }

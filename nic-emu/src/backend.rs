@@ -69,7 +69,13 @@ impl std::fmt::Debug for SimBackend {
 const RTC_OFF: u32 = reg(regs::RTC);
 
 impl SimBackend {
-    pub(crate) fn new(node: usize, mem: Rc<RefCell<NodeMem>>, bells: Bells, prices: HostPrices, rtc: Clock) -> Self {
+    pub(crate) fn new(
+        node: usize,
+        mem: Rc<RefCell<NodeMem>>,
+        bells: Bells,
+        prices: HostPrices,
+        rtc: Clock,
+    ) -> Self {
         SimBackend { node, mem, bells, prices, rtc }
     }
 

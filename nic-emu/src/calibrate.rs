@@ -19,7 +19,7 @@ use nic_abi::size_class_for;
 
 use crate::host::{HostApp, HostCx};
 use crate::sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
-use crate::stats::SimStats;
+use crate::stats::{NicStats, SimStats};
 use crate::{Profile, SimBackend, Topology};
 
 /// When the initiator starts (lets the other side open its port first).
@@ -35,6 +35,8 @@ pub struct Measured {
     pub interval_ns: u64,
     pub outcome: RunOutcome,
     pub sim: SimStats,
+    /// Both NICs' counters at the end.
+    pub nics: Vec<NicStats>,
 }
 
 impl Measured {
@@ -180,7 +182,14 @@ pub fn pingpong(profile: Profile, size: u32, iters: u64) -> Result<Measured, Emu
     }
     let outcome = c.run(RunLimit::Until(10_000_000_000));
     let s = shared.borrow();
-    Ok(Measured { samples: s.samples.clone(), bytes: 0, interval_ns: 0, outcome, sim: c.sim_stats() })
+    Ok(Measured {
+        samples: s.samples.clone(),
+        bytes: 0,
+        interval_ns: 0,
+        outcome,
+        sim: c.sim_stats(),
+        nics: vec![c.nic_stats(0), c.nic_stats(1)],
+    })
 }
 
 struct Streamer {
@@ -208,12 +217,14 @@ impl HostApp for Streamer {
         loop {
             let port = self.ep.port.as_mut().expect("opened");
             if self.sender {
-                while self.posted < self.count && self.posted - self.completed < self.window as u64 {
+                while self.posted < self.count && self.posted - self.completed < self.window as u64
+                {
                     let tx = self.ep.tx.expect("opened");
                     if self.posted == 0 {
                         self.shared.borrow_mut().first_send = Some(cx.now_ns());
                     }
-                    port.send(&tx, 0, self.size, class, Priority::Low, 1, 0, self.posted).expect("send");
+                    port.send(&tx, 0, self.size, class, Priority::Low, 1, 0, self.posted)
+                        .expect("send");
                     self.posted += 1;
                 }
             }
@@ -268,5 +279,12 @@ pub fn stream(profile: Profile, size: u32, count: u64, window: u32) -> Result<Me
     let outcome = c.run(RunLimit::Until(100_000_000_000));
     let s = shared.borrow();
     let interval = s.last_recv.saturating_sub(s.first_send.unwrap_or(0));
-    Ok(Measured { samples: Vec::new(), bytes: s.bytes, interval_ns: interval, outcome, sim: c.sim_stats() })
+    Ok(Measured {
+        samples: Vec::new(),
+        bytes: s.bytes,
+        interval_ns: interval,
+        outcome,
+        sim: c.sim_stats(),
+        nics: vec![c.nic_stats(0), c.nic_stats(1)],
+    })
 }

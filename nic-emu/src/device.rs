@@ -100,7 +100,10 @@ pub(crate) struct NicDevice {
     hdma_started: u32,
     hdma_done: u32,
     hdma_errors: u32,
-    hdma_cur: Option<Option<HostDmaCmd>>,
+    /// A command is in progress.
+    hdma_busy: bool,
+    /// Its ring slot.
+    hdma_slot: u32,
     // Send-DMA engine.
     tx_cons: u32,
     tx_done: u32,
@@ -116,6 +119,8 @@ pub(crate) struct NicDevice {
     rx_wire_free: u64,
     /// Packets waiting at the NIC's input, oldest first.
     rx_queue: VecDeque<u32>,
+    /// Heads on the link into this NIC, not yet arrived (HeadArrive due).
+    heads_due: u32,
     pub c: DeviceCounters,
 }
 
@@ -189,7 +194,8 @@ impl NicDevice {
             hdma_started: 0,
             hdma_done: 0,
             hdma_errors: 0,
-            hdma_cur: None,
+            hdma_busy: false,
+            hdma_slot: 0,
             tx_cons: 0,
             tx_done: 0,
             tx_errors: 0,
@@ -200,6 +206,7 @@ impl NicDevice {
             rx_inflight: 0,
             rx_wire_free: 0,
             rx_queue: VecDeque::new(),
+            heads_due: 0,
             c: DeviceCounters::default(),
         }
     }
@@ -207,7 +214,7 @@ impl NicDevice {
     /// Is every engine idle with nothing posted?
     pub fn quiet(&self) -> bool {
         let mem = self.mem.borrow();
-        self.hdma_cur.is_none()
+        !self.hdma_busy
             && !self.tx_busy
             && self.rx_queue.is_empty()
             && self.rx_inflight == 0
@@ -219,36 +226,50 @@ impl NicDevice {
 
     /// Start the next host-DMA command at `t` if the engine is idle.
     pub fn hdma_kick(&mut self, q: &mut EventQueue, t: u64) {
-        if self.hdma_cur.is_some() {
+        if self.hdma_busy {
             return;
         }
         let mem = self.mem.borrow();
         if get32(&mem.sram, reg(regs::HDMA_PROD)) == self.hdma_started {
             return;
         }
-        let slot = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, self.hdma_started)
-            as usize;
-        let cmd = HostDmaCmd::decode(&mem.sram[slot..slot + rings::HDMA_CMD_SIZE as usize]).ok();
+        let slot = rings::slot(
+            map::HDMA_RING,
+            map::HDMA_RING_LEN,
+            rings::HDMA_CMD_SIZE,
+            self.hdma_started,
+        ) as usize;
+        // The slot is the engine's until HDMA_DONE passes it: read the
+        // length now (for the timing), the rest when the command completes.
+        let len = get32(&mem.sram, slot as u32 + 4) as u64;
         drop(mem);
+        self.hdma_slot = slot as u32;
         self.hdma_started = self.hdma_started.wrapping_add(1);
-        let len = cmd.map_or(0, |c| c.len as u64);
+        self.hdma_busy = true;
         let start = t + self.hdma_setup;
         let end = (start + self.hdma_rate.ns(len)).max(self.bus.reserve(start, len));
-        self.hdma_cur = Some(cmd);
         q.push(end, Ev::HdmaDone { node: self.node });
     }
 
     /// The current host-DMA command completes. Returns true when it wrote
     /// host memory (the host's programs may have something to see).
     pub fn hdma_complete(&mut self) -> bool {
-        let Some(cmd) = self.hdma_cur.take() else { return false };
+        if !self.hdma_busy {
+            return false;
+        }
+        self.hdma_busy = false;
         let mut mem = self.mem.borrow_mut();
         let NodeMem { sram, host, .. } = &mut *mem;
+        let slot = self.hdma_slot as usize;
+        let cmd = HostDmaCmd::decode(&sram[slot..slot + rings::HDMA_CMD_SIZE as usize]).ok();
         let mut wrote_host = false;
         let ok = match cmd {
             Some(c) => {
                 let len = c.len as usize;
-                let s = (c.sram as usize).checked_add(len).filter(|&e| e <= sram.len()).map(|e| c.sram as usize..e);
+                let s = (c.sram as usize)
+                    .checked_add(len)
+                    .filter(|&e| e <= sram.len())
+                    .map(|e| c.sram as usize..e);
                 match (s, host.range(c.host, len)) {
                     (Some(s), Some(h)) => {
                         match c.dir {
@@ -290,13 +311,18 @@ impl NicDevice {
         let sram = &mut mem.sram;
         let mut completed = false;
         while get32(sram, reg(regs::TXDMA_PROD)) != self.tx_cons {
-            let slot =
-                rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.tx_cons) as usize;
+            let slot = rings::slot(
+                map::TXDMA_RING,
+                map::TXDMA_RING_LEN,
+                rings::TXDMA_CMD_SIZE,
+                self.tx_cons,
+            ) as usize;
             let cmd = TxDmaCmd::decode(&sram[slot..slot + rings::TXDMA_CMD_SIZE as usize]);
             self.tx_cons = self.tx_cons.wrapping_add(1);
             let valid = cmd.ok().and_then(|c| {
                 let (s, len, rl) = (c.sram as usize, c.len as usize, c.route_len as usize);
-                let ok = len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram.len();
+                let ok =
+                    len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram.len();
                 ok.then_some((s, len, rl))
             });
             let Some((s, len, rl)) = valid else {
@@ -316,7 +342,9 @@ impl NicDevice {
             let start = t + self.tx_setup;
             self.bus.reserve(start, len as u64);
             let bytes = &sram[s..s + len];
-            fabric.launch(q, self.node as usize, start, rl as u32, |buf| buf.extend_from_slice(bytes));
+            fabric.launch(q, self.node as usize, start, rl as u32, |buf| {
+                buf.extend_from_slice(bytes)
+            });
             self.tx_busy = true;
             self.c.tx_packets += 1;
             self.c.tx_bytes += len as u64;
@@ -351,8 +379,12 @@ impl NicDevice {
             if pending.saturating_add(self.rx_inflight) >= map::RXDONE_RING_LEN {
                 return None;
             }
-            let slot =
-                rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.rx_free_cons);
+            let slot = rings::slot(
+                map::RXFREE_RING,
+                map::RXFREE_RING_LEN,
+                rings::RXFREE_SIZE,
+                self.rx_free_cons,
+            );
             let idx = get32(sram, slot);
             self.rx_free_cons = self.rx_free_cons.wrapping_add(1);
             put32(sram, reg(regs::RXFREE_CONS), self.rx_free_cons);
@@ -361,6 +393,29 @@ impl NicDevice {
             }
             self.c.rx_bad_free += 1;
         }
+    }
+
+    /// A packet's head entered the link into this NIC and reaches it at
+    /// `at`. If nothing is ahead of it and a buffer is free now, the
+    /// engine takes it at once (its data streams in from `at` on): the
+    /// same outcome as deciding at `at`, one event fewer. Otherwise its
+    /// head arrives as an event.
+    pub fn head_due(&mut self, q: &mut EventQueue, fabric: &mut Fabric, id: u32, at: u64) {
+        let clean = fabric.flight(id).wire().first().is_some_and(|b| b & ROUTE_FLAG == 0);
+        if clean && self.heads_due == 0 && self.rx_queue.is_empty() {
+            if let Some(buf) = self.take_free_buffer() {
+                self.accept(q, fabric, id, buf, at);
+                return;
+            }
+        }
+        self.heads_due += 1;
+        q.push(at, Ev::HeadArrive { flight: id });
+    }
+
+    /// A HeadArrive event for this NIC.
+    pub fn head_arrived(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
+        self.heads_due = self.heads_due.saturating_sub(1);
+        self.rx_arrive(q, fabric, now, id);
     }
 
     /// A packet's head reached this NIC at `now`.
@@ -430,8 +485,12 @@ impl NicDevice {
             if status & rings::RX_CRC_BAD != 0 {
                 self.c.rx_crc_bad += 1;
             }
-            let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.rx_done_prod)
-                as usize;
+            let slot = rings::slot(
+                map::RXDONE_RING,
+                map::RXDONE_RING_LEN,
+                rings::RXDONE_SIZE,
+                self.rx_done_prod,
+            ) as usize;
             RxDone { buf: f.rx_buf, len: n as u32, status }
                 .encode(&mut sram[slot..slot + rings::RXDONE_SIZE as usize]);
             self.rx_done_prod = self.rx_done_prod.wrapping_add(1);

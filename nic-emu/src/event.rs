@@ -1,10 +1,11 @@
-//! The event queue of the discrete-event core: a binary heap of compact
-//! events ordered by (virtual time, sequence number). The sequence number
-//! breaks ties in the order events were scheduled, so a run is a pure
-//! function of its inputs. Owns nothing but the queue.
-
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+//! The event queue of the discrete-event core: compact events (24 bytes)
+//! in a 4-ary heap ordered by (virtual time, sequence number). The
+//! sequence number breaks ties in the order events were scheduled, so a
+//! run is a pure function of its inputs. Owns nothing but the queue.
+//!
+//! (A radix heap and std's `BinaryHeap` were tried: both slower on this
+//! workload than a hand-sifted 4-ary heap of small entries, which stays in
+//! L1 at the few hundred events a cluster keeps pending.)
 
 /// What happens. Payloads are small indices; handlers check staleness
 /// (generation numbers, or the state they find) rather than cancelling.
@@ -26,62 +27,146 @@ pub(crate) enum Ev {
     RxDone { flight: u32 },
 }
 
+/// One scheduled event: 24 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Scheduled {
     time: u64,
     seq: u64,
-    ev: Ev,
+    ev: u64,
 }
 
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    // Reversed: BinaryHeap is a max-heap, we want the earliest first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.time, o.seq).cmp(&(self.time, self.seq))
+impl Scheduled {
+    /// Is `self` due before `o`?
+    #[inline(always)]
+    fn before(&self, o: &Scheduled) -> bool {
+        (self.time, self.seq) < (o.time, o.seq)
     }
 }
 
+impl Ev {
+    /// Pack into 64 bits: kind (3 bits) | index (29 bits) | generation
+    /// (32 bits). Indices (nodes, links, flights in flight) stay far below
+    /// 2^29.
+    #[inline]
+    fn pack(self) -> u64 {
+        let (k, a, b) = match self {
+            Ev::NicWake { node, gen } => (0u64, node, gen),
+            Ev::AppWake { node, gen } => (1, node, gen),
+            Ev::HdmaDone { node } => (2, node, 0),
+            Ev::LinkFree { link } => (3, link, 0),
+            Ev::LinkTimeout { link } => (4, link, 0),
+            Ev::HeadArrive { flight } => (5, flight, 0),
+            Ev::RxDone { flight } => (6, flight, 0),
+        };
+        debug_assert!(a < 1 << 29);
+        k << 61 | (a as u64) << 32 | b as u64
+    }
+
+    #[inline]
+    fn unpack(v: u64) -> Ev {
+        let a = ((v >> 32) as u32) & ((1 << 29) - 1);
+        let b = v as u32;
+        match v >> 61 {
+            0 => Ev::NicWake { node: a, gen: b },
+            1 => Ev::AppWake { node: a, gen: b },
+            2 => Ev::HdmaDone { node: a },
+            3 => Ev::LinkFree { link: a },
+            4 => Ev::LinkTimeout { link: a },
+            5 => Ev::HeadArrive { flight: a },
+            _ => Ev::RxDone { flight: a },
+        }
+    }
+}
+
+/// The queue: a 4-ary min-heap of 24-byte entries, sifted with a hole
+/// (the moving entry stays in registers), half as deep as a binary heap.
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
-    heap: BinaryHeap<Scheduled>,
+    v: Vec<Scheduled>,
     seq: u64,
 }
+
+const ARITY: usize = 4;
 
 impl EventQueue {
     #[inline]
     pub fn push(&mut self, time: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Scheduled { time, seq: self.seq, ev });
+        let item = Scheduled { time, seq: self.seq, ev: ev.pack() };
+        let mut i = self.v.len();
+        self.v.push(item);
+        while i > 0 {
+            let p = (i - 1) / ARITY;
+            if !item.before(&self.v[p]) {
+                break;
+            }
+            self.v[i] = self.v[p];
+            i = p;
+        }
+        self.v[i] = item;
     }
 
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Ev)> {
-        self.heap.pop().map(|s| (s.time, s.ev))
+        let last = self.v.pop()?;
+        if self.v.is_empty() {
+            return Some((last.time, Ev::unpack(last.ev)));
+        }
+        let top = self.v[0];
+        // Sift `last` down from the root.
+        let n = self.v.len();
+        let mut i = 0;
+        loop {
+            let first = i * ARITY + 1;
+            if first >= n {
+                break;
+            }
+            let end = (first + ARITY).min(n);
+            let mut m = first;
+            for c in first + 1..end {
+                if self.v[c].before(&self.v[m]) {
+                    m = c;
+                }
+            }
+            if !self.v[m].before(&last) {
+                break;
+            }
+            self.v[i] = self.v[m];
+            i = m;
+        }
+        self.v[i] = last;
+        Some((top.time, Ev::unpack(top.ev)))
     }
 
     #[inline]
-    pub fn peek_time(&self) -> Option<u64> {
-        self.heap.peek().map(|s| s.time)
+    pub fn peek_time(&mut self) -> Option<u64> {
+        self.v.first().map(|s| s.time)
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.v.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_event_kind_packs_and_unpacks() {
+        let all = [
+            Ev::NicWake { node: 5, gen: u32::MAX },
+            Ev::AppWake { node: (1 << 29) - 1, gen: 7 },
+            Ev::HdmaDone { node: 3 },
+            Ev::LinkFree { link: 9 },
+            Ev::LinkTimeout { link: 0 },
+            Ev::HeadArrive { flight: 123_456 },
+            Ev::RxDone { flight: 42 },
+        ];
+        for e in all {
+            assert_eq!(Ev::unpack(e.pack()), e);
+        }
+    }
 
     #[test]
     fn events_come_out_by_time_then_in_scheduling_order() {
@@ -100,5 +185,30 @@ mod tests {
             .collect();
         assert_eq!(links, vec![2, 4, 1, 3]);
         assert_eq!(order[0].0, 3);
+    }
+
+    #[test]
+    fn the_queue_matches_a_reference_heap_under_random_monotone_use() {
+        let mut rng = crate::rng::Rng::new(5);
+        let mut q = EventQueue::default();
+        let mut reference = std::collections::BinaryHeap::new(); // Reverse((time, id))
+        let mut now = 0u64;
+        let mut id = 0u32;
+        for _ in 0..20_000 {
+            if rng.below(3) > 0 || reference.is_empty() {
+                let span = 1u64 << rng.below(40);
+                let t = now + rng.below(span);
+                q.push(t, Ev::LinkFree { link: id });
+                reference.push(std::cmp::Reverse((t, id)));
+                id += 1;
+            } else {
+                let std::cmp::Reverse((t, want)) = reference.pop().unwrap();
+                assert_eq!(q.peek_time(), Some(t));
+                let (got_t, ev) = q.pop().unwrap();
+                assert_eq!((got_t, ev), (t, Ev::LinkFree { link: want }));
+                now = t;
+            }
+            assert_eq!(q.len(), reference.len());
+        }
     }
 }

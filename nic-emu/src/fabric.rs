@@ -183,6 +183,8 @@ pub(crate) struct Fabric {
     faults: Faults,
     block_timeout: u64,
     pub by_src: Vec<SourceCounters>,
+    /// Heads that entered links into NICs, for the NICs to handle.
+    nic_entries: Vec<(u32, u64)>,
 }
 
 impl Fabric {
@@ -200,6 +202,7 @@ impl Fabric {
             faults,
             block_timeout: profile.switch.blocked_drop_timeout_ns,
             by_src: vec![SourceCounters::default(); layout.nodes()],
+            nic_entries: Vec::new(),
         };
         let add = |f: &mut Fabric, from: LinkEnd, to: LinkEnd| -> u32 {
             let id = f.links.len() as u32;
@@ -342,7 +345,27 @@ impl Fabric {
         if l.tx_of.is_some() || !l.waiters.is_empty() {
             schedule_free(q, l, link);
         }
-        q.push(t + l.head_delay, Ev::HeadArrive { flight: id });
+        match l.to {
+            // The receiving NIC decides (`take_nic_entries`): it may take
+            // the packet at once, or wait for the head to arrive.
+            LinkEnd::Nic(n) if !f.doomed => {
+                f.dst = n as u32;
+                self.nic_entries.push((id, t + l.head_delay));
+            }
+            _ => q.push(t + l.head_delay, Ev::HeadArrive { flight: id }),
+        }
+    }
+
+    /// Packets whose heads entered a link into a NIC since the last call:
+    /// (flight, when the head reaches the NIC). The caller must hand each
+    /// to its NIC (`NicDevice::head_due`).
+    pub fn has_nic_entries(&self) -> bool {
+        !self.nic_entries.is_empty()
+    }
+
+    pub fn take_nic_entries(&mut self, out: &mut Vec<(u32, u64)>) {
+        out.clear();
+        out.append(&mut self.nic_entries);
     }
 
     /// The head of `id` reached the far end of its current link.
@@ -486,7 +509,6 @@ impl Fabric {
             self.swallow(q, id, now);
         }
     }
-
 }
 
 #[inline]

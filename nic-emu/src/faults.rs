@@ -29,7 +29,9 @@ impl Faults {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        for (k, p) in [("drop", self.drop), ("corrupt", self.corrupt), ("duplicate", self.duplicate)] {
+        for (k, p) in
+            [("drop", self.drop), ("corrupt", self.corrupt), ("duplicate", self.duplicate)]
+        {
             if !(p.is_finite() && (0.0..1.0).contains(&p)) {
                 return Err(format!("faults.{k}: {p} is not a probability in [0, 1)"));
             }

@@ -6,7 +6,6 @@
 //!
 //! Owns only these two types; the core (`sim`) schedules the calls.
 
-
 use crate::backend::SimBackend;
 
 /// A program running on one simulated host.

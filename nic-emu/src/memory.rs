@@ -66,7 +66,7 @@ impl HostMem {
     #[inline]
     pub fn range(&self, bus: u64, len: usize) -> Option<std::ops::Range<usize>> {
         let end = bus.checked_add(len as u64)?;
-        (end <= self.bytes.len() as u64).then(|| bus as usize..end as usize)
+        (end <= self.bytes.len() as u64).then_some(bus as usize..end as usize)
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -138,7 +138,7 @@ impl HostMem {
     /// aligned, outside memory, overlapping free space) are ignored.
     pub fn free(&mut self, bus: u64, len: u64) {
         let Some(len) = len.max(1).checked_next_multiple_of(PAGE_SIZE) else { return };
-        if bus % PAGE_SIZE != 0 || bus < PAGE_SIZE || bus.saturating_add(len) > self.top {
+        if !bus.is_multiple_of(PAGE_SIZE) || bus < PAGE_SIZE || bus.saturating_add(len) > self.top {
             return;
         }
         // Refuse a double free: any overlap with a free range.

@@ -195,10 +195,9 @@ impl Profile {
         }
         match std::fs::read_to_string(name_or_path) {
             Ok(text) => Profile::from_toml(&text, name_or_path),
-            Err(e) => Err(ProfileError::NotFound {
-                name: name_or_path.to_string(),
-                io: e.to_string(),
-            }),
+            Err(e) => {
+                Err(ProfileError::NotFound { name: name_or_path.to_string(), io: e.to_string() })
+            }
         }
     }
 
@@ -213,10 +212,8 @@ impl Profile {
             origin: origin.to_string(),
             message: e.to_string(),
         })?;
-        p.validate().map_err(|message| ProfileError::Invalid {
-            origin: origin.to_string(),
-            message,
-        })?;
+        p.validate()
+            .map_err(|message| ProfileError::Invalid { origin: origin.to_string(), message })?;
         Ok(p)
     }
 
@@ -232,7 +229,10 @@ impl Profile {
         positive("nic.cpu_hz", self.nic.cpu_hz)?;
         positive("nic.rtc_hz", self.nic.rtc_hz)?;
         if self.nic.rtc_hz > 1_000_000_000 {
-            return Err(format!("nic.rtc_hz: {} above 1 GHz (ticks finer than 1 ns)", self.nic.rtc_hz));
+            return Err(format!(
+                "nic.rtc_hz: {} above 1 GHz (ticks finer than 1 ns)",
+                self.nic.rtc_hz
+            ));
         }
         if self.nic.sram_bytes < map::SRAM_MIN {
             return Err(format!(
@@ -245,7 +245,9 @@ impl Profile {
             return Err(format!("nic.mtu: {} out of range (1..={MAX_MTU})", self.nic.mtu));
         }
         positive("link.bandwidth_bytes_per_s", self.link.bandwidth_bytes_per_s)?;
-        for (key, v) in [("link.cable_ns_per_m", self.link.cable_ns_per_m), ("link.cable_m", self.link.cable_m)] {
+        for (key, v) in
+            [("link.cable_ns_per_m", self.link.cable_ns_per_m), ("link.cable_m", self.link.cable_m)]
+        {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{key}: {v} must be a non-negative number"));
             }

@@ -56,9 +56,24 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_and_streams_differ() {
-        let a: Vec<u64> = (0..8).map({ let mut r = Rng::stream(7, 1); move |_| r.next_u64() }).collect();
-        let b: Vec<u64> = (0..8).map({ let mut r = Rng::stream(7, 1); move |_| r.next_u64() }).collect();
-        let c: Vec<u64> = (0..8).map({ let mut r = Rng::stream(7, 2); move |_| r.next_u64() }).collect();
+        let a: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::stream(7, 1);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::stream(7, 1);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let c: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::stream(7, 2);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

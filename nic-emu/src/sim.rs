@@ -60,7 +60,14 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// `nodes` nodes on `topology`, seed 0, no faults, the profile's timeouts.
     pub fn new(profile: Profile, nodes: usize, topology: Topology) -> ClusterConfig {
-        ClusterConfig { profile, nodes, topology, seed: 0, faults: Faults::NONE, send_timeout_us: None }
+        ClusterConfig {
+            profile,
+            nodes,
+            topology,
+            seed: 0,
+            faults: Faults::NONE,
+            send_timeout_us: None,
+        }
     }
 }
 
@@ -71,7 +78,10 @@ pub enum EmuError {
     /// The configuration is inconsistent (the message names the field).
     Config(String),
     /// The firmware refused to start on a node.
-    FirmwareHalted { node: usize, message: String },
+    FirmwareHalted {
+        node: usize,
+        message: String,
+    },
 }
 
 impl fmt::Display for EmuError {
@@ -197,8 +207,12 @@ struct NicCpu {
 
 struct HostSide {
     apps: Vec<(Box<dyn HostApp>, bool)>,
+    /// Time of the pending AppWake event, if any (the one whose gen matches).
     wake_at: Option<u64>,
     wake_gen: u32,
+    /// The earliest time the programs asked to be called at (`wake_at`);
+    /// kept until a call at or after it happens.
+    timer: Option<u64>,
 }
 
 /// A simulated cluster: N hosts with a NIC each, on a switch fabric.
@@ -220,6 +234,8 @@ pub struct SimCluster {
     apps_pending: usize,
     events: u64,
     wall: Duration,
+    /// Scratch for `nic_entries`.
+    entries: Vec<(u32, u64)>,
 }
 
 impl SimCluster {
@@ -234,17 +250,25 @@ impl SimCluster {
         mut make: impl FnMut(usize) -> Box<dyn Firmware>,
     ) -> Result<SimCluster, EmuError> {
         let p = cfg.profile;
-        p.validate().map_err(|m| EmuError::Profile(ProfileError::Invalid { origin: p.name.clone(), message: m }))?;
+        p.validate().map_err(|m| {
+            EmuError::Profile(ProfileError::Invalid { origin: p.name.clone(), message: m })
+        })?;
         cfg.faults.validate().map_err(EmuError::Config)?;
         if cfg.nodes > MAX_NODES {
-            return Err(EmuError::Config(format!("nodes: {} is more than the ABI's {MAX_NODES}", cfg.nodes)));
+            return Err(EmuError::Config(format!(
+                "nodes: {} is more than the ABI's {MAX_NODES}",
+                cfg.nodes
+            )));
         }
-        let layout = cfg.topology.layout(cfg.nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
+        let layout =
+            cfg.topology.layout(cfg.nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
         let send_timeout_ns = match cfg.send_timeout_us {
             None => p.firmware.send_timeout_ns,
             Some(us) if us.is_finite() && us > 0.0 => ((us * 1e3).round() as u64).max(1),
             Some(us) => {
-                return Err(EmuError::Config(format!("send_timeout_us: {us} must be a positive number")))
+                return Err(EmuError::Config(format!(
+                    "send_timeout_us: {us} must be a positive number"
+                )))
             }
         };
         let n = cfg.nodes;
@@ -257,11 +281,11 @@ impl SimCluster {
         let mut nics = Vec::with_capacity(n);
         let mut cpus = Vec::with_capacity(n);
         let mut backends = Vec::with_capacity(n);
-        for node in 0..n {
+        for (node, node_routes) in routes.iter().enumerate() {
             let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(
                 &mut mem.sram,
-                &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: &routes[node] },
+                &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: node_routes },
             );
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);
@@ -294,13 +318,16 @@ impl SimCluster {
             fabric,
             nics,
             cpus,
-            hosts: (0..n).map(|_| HostSide { apps: Vec::new(), wake_at: None, wake_gen: 0 }).collect(),
+            hosts: (0..n)
+                .map(|_| HostSide { apps: Vec::new(), wake_at: None, wake_gen: 0, timer: None })
+                .collect(),
             backends,
             bells,
             rtc,
             apps_pending: 0,
             events: 0,
             wall: Duration::ZERO,
+            entries: Vec::new(),
         };
         for node in 0..n {
             c.wake_nic(node, 0, true);
@@ -384,6 +411,7 @@ impl SimCluster {
             self.now = t;
             n += 1;
             self.dispatch(ev);
+            self.nic_entries();
         };
         self.events += n;
         self.wall += started.elapsed();
@@ -418,10 +446,10 @@ impl SimCluster {
                 let node = node as usize;
                 let wrote_host = self.nics[node].hdma_complete();
                 self.nics[node].hdma_kick(&mut self.q, now);
-                self.wake_nic(node, now, true);
                 if wrote_host {
-                    self.wake_apps(node, now);
+                    self.wake_apps_now(node);
                 }
+                self.wake_nic_now(node);
             }
             Ev::LinkFree { link } => {
                 if let Freed::Tx(node) = self.fabric.link_free(&mut self.q, now, link) {
@@ -429,21 +457,34 @@ impl SimCluster {
                     let done = nic.tx_complete();
                     let errs = nic.tx_kick(&mut self.q, &mut self.fabric, now);
                     if done || errs {
-                        self.wake_nic(node, now, true);
+                        self.wake_nic_now(node);
                     }
                 }
             }
             Ev::LinkTimeout { link } => self.fabric.link_timeout(&mut self.q, now, link),
-            Ev::HeadArrive { flight } => {
-                if let Arrival::AtNic(node) = self.fabric.head_arrive(&mut self.q, now, flight) {
-                    self.nics[node].rx_arrive(&mut self.q, &mut self.fabric, now, flight);
+            Ev::HeadArrive { flight } => match self.fabric.head_arrive(&mut self.q, now, flight) {
+                Arrival::AtNic(node) => {
+                    self.nics[node].head_arrived(&mut self.q, &mut self.fabric, now, flight)
                 }
-            }
+                Arrival::Switched | Arrival::Gone => {}
+            },
             Ev::RxDone { flight } => {
                 let node = self.fabric.flight(flight).dst as usize;
                 self.nics[node].rx_complete(&mut self.q, &mut self.fabric, now, flight);
-                self.wake_nic(node, now, true);
+                self.wake_nic_now(node);
             }
+        }
+    }
+
+    /// Hand the packets that entered links into NICs to those NICs.
+    fn nic_entries(&mut self) {
+        if !self.fabric.has_nic_entries() {
+            return;
+        }
+        self.fabric.take_nic_entries(&mut self.entries);
+        for &(flight, at) in &self.entries {
+            let node = self.fabric.flight(flight).dst as usize;
+            self.nics[node].head_due(&mut self.q, &mut self.fabric, flight, at);
         }
     }
 
@@ -464,6 +505,28 @@ impl SimCluster {
         cpu.wake_gen = cpu.wake_gen.wrapping_add(1);
         cpu.wake_at = Some(t);
         self.q.push(t, Ev::NicWake { node: node as u32, gen: cpu.wake_gen });
+    }
+
+    /// Something the firmware must see happened now: run the NIC CPU at
+    /// once if it is free and no wake is due now anyway (saves an event;
+    /// the same as a wake scheduled now and handled first), else ask for a
+    /// wake.
+    fn wake_nic_now(&mut self, node: usize) {
+        let now = self.now;
+        let cpu = &mut self.cpus[node];
+        if cpu.halted {
+            return;
+        }
+        if cpu.busy_until > now || cpu.wake_at.is_some_and(|w| w <= now) {
+            self.wake_nic(node, now, true);
+            return;
+        }
+        // A later pending wake is dropped: the run below asks again for
+        // whatever it still needs (a continuation or the next deadline).
+        cpu.wake_gen = cpu.wake_gen.wrapping_add(1);
+        cpu.wake_at = None;
+        cpu.idle = false;
+        self.nic_run(node);
     }
 
     /// Run the NIC CPU from `now`: poll, charge, start engines; repeat
@@ -524,11 +587,35 @@ impl SimCluster {
         self.q.push(t, Ev::AppWake { node: node as u32, gen: h.wake_gen });
     }
 
+    /// The NIC wrote host memory now: call the node's programs at once if
+    /// its host is free and no call is due now anyway, else ask for one.
+    fn wake_apps_now(&mut self, node: usize) {
+        let now = self.now;
+        let host_clock = self.backends[node].now_ns();
+        let h = &mut self.hosts[node];
+        if host_clock > now || h.wake_at.is_some_and(|w| w <= now) {
+            self.wake_apps(node, now);
+            return;
+        }
+        if h.apps.iter().all(|(_, done)| *done) {
+            return;
+        }
+        // A later pending call is dropped: the run below asks again for
+        // the programs' own wake time, which is kept in `timer`.
+        h.wake_gen = h.wake_gen.wrapping_add(1);
+        h.wake_at = None;
+        self.app_run(node);
+    }
+
     fn app_run(&mut self, node: usize) {
+        let now = self.now;
         let backend = self.backends[node].clone();
-        backend.advance_to(self.now);
+        backend.advance_to(now);
+        if self.hosts[node].timer.is_some_and(|t| t <= now) {
+            self.hosts[node].timer = None;
+        }
         let mut apps = std::mem::take(&mut self.hosts[node].apps);
-        let mut again: Option<u64> = None;
+        let mut again = self.hosts[node].timer;
         for (app, done) in apps.iter_mut().filter(|(_, d)| !*d) {
             let mut cx = HostCx { node, backend: &backend, wake: None };
             app.wake(&mut cx);
@@ -543,6 +630,7 @@ impl SimCluster {
         // Programs spawned meanwhile (none can be: spawn needs the cluster).
         apps.append(&mut self.hosts[node].apps);
         self.hosts[node].apps = apps;
+        self.hosts[node].timer = again;
         self.drain_bells();
         if let Some(w) = again {
             self.wake_apps(node, w);

@@ -86,7 +86,12 @@ impl PumpFirmware {
     }
 
     fn post_rx(&mut self, hw: &mut SliceHw<'_>, buf: u32) {
-        let slot = rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.rx_free_prod);
+        let slot = rings::slot(
+            map::RXFREE_RING,
+            map::RXFREE_RING_LEN,
+            rings::RXFREE_SIZE,
+            self.rx_free_prod,
+        );
         hw.store_u32(slot, buf);
         self.rx_free_prod = self.rx_free_prod.wrapping_add(1);
         hw.set_reg32(regs::RXFREE_PROD, self.rx_free_prod);
@@ -114,7 +119,12 @@ impl Firmware for PumpFirmware {
         // Receive side: count and recycle.
         let prod = hw.reg32(regs::RXDONE_PROD);
         while self.rx_cons != prod && w.rx_packets < self.batch {
-            let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.rx_cons);
+            let slot = rings::slot(
+                map::RXDONE_RING,
+                map::RXDONE_RING_LEN,
+                rings::RXDONE_SIZE,
+                self.rx_cons,
+            );
             let mut rec = [0u8; rings::RXDONE_SIZE as usize];
             hw.read(slot, &mut rec);
             let d = RxDone::decode(&rec).unwrap_or(RxDone { buf: 0, len: 0, status: RX_CRC_BAD });
@@ -171,7 +181,15 @@ impl Firmware for PumpFirmware {
             };
             let mut cb = [0u8; rings::TXDMA_CMD_SIZE as usize];
             cmd.encode(&mut cb);
-            hw.write(rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.posted), &cb);
+            hw.write(
+                rings::slot(
+                    map::TXDMA_RING,
+                    map::TXDMA_RING_LEN,
+                    rings::TXDMA_CMD_SIZE,
+                    self.posted,
+                ),
+                &cb,
+            );
             self.posted = self.posted.wrapping_add(1);
             hw.set_reg32(regs::TXDMA_PROD, self.posted);
             self.seq = self.seq.wrapping_add(1);

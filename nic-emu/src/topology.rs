@@ -62,7 +62,8 @@ impl Topology {
                 self.name()
             ));
         }
-        let mut l = Layout { topology: self, ports, switches: 0, attach: Vec::new(), trunks: Vec::new() };
+        let mut l =
+            Layout { topology: self, ports, switches: 0, attach: Vec::new(), trunks: Vec::new() };
         match self {
             Topology::Star => {
                 l.switches = 1;
@@ -71,9 +72,8 @@ impl Topology {
             Topology::TwoSwitch => {
                 l.switches = 2;
                 let first = nodes.div_ceil(2);
-                l.attach = (0..nodes)
-                    .map(|n| if n < first { (0, n) } else { (1, n - first) })
-                    .collect();
+                l.attach =
+                    (0..nodes).map(|n| if n < first { (0, n) } else { (1, n - first) }).collect();
                 l.trunks.push(((0, ports - 1), (1, ports - 1)));
             }
             Topology::Clos => {

@@ -71,7 +71,16 @@ fn route_tables_hold_the_mappers_routes_in_both_topologies() {
                     Topology::TwoSwitch => (s < 15) == (d < 15),
                     Topology::Clos => s / 8 == d / 8,
                 };
-                assert_eq!(r.len(), if same_switch { 1 } else if topo == Topology::Clos { 3 } else { 2 });
+                assert_eq!(
+                    r.len(),
+                    if same_switch {
+                        1
+                    } else if topo == Topology::Clos {
+                        3
+                    } else {
+                        2
+                    }
+                );
             }
         }
     }
@@ -142,11 +151,7 @@ fn two_senders_to_one_output_the_second_waits_for_the_first_tail() {
     // and then streams behind it: one serialisation time later.
     let ser = Rate::new(p.link.bandwidth_bytes_per_s).ns(wire as u64 - 1);
     assert_eq!(t2 - t1, ser);
-    let into2 = c
-        .link_stats()
-        .into_iter()
-        .find(|l| l.to == nic_emu::LinkEnd::Nic(2))
-        .unwrap();
+    let into2 = c.link_stats().into_iter().find(|l| l.to == nic_emu::LinkEnd::Nic(2)).unwrap();
     assert_eq!(into2.waits, 1);
     assert!(into2.wait_ns > 0);
     // The second sender's link stayed held while it waited (wormhole):

@@ -42,10 +42,17 @@ pub fn assert_all_intact(r: &Report) {
         {
             bad.push(format!(
                 "{}: delivered {}/{} corrupted {} duplicates {} out_of_order {} send_errors {}",
-                f.name, f.delivered, f.messages, f.corrupted, f.duplicates, f.out_of_order, f.send_errors
+                f.name,
+                f.delivered,
+                f.messages,
+                f.corrupted,
+                f.duplicates,
+                f.out_of_order,
+                f.send_errors
             ));
         }
-        let expect_bytes: u64 = (0..f.messages).map(|i| f.sizes[(i % f.sizes.len() as u64) as usize]).sum();
+        let expect_bytes: u64 =
+            (0..f.messages).map(|i| f.sizes[(i % f.sizes.len() as u64) as usize]).sum();
         let expect_bytes = if f.kind == "pingpong" { 2 * expect_bytes } else { expect_bytes };
         if f.bytes != expect_bytes {
             bad.push(format!("{}: {} bytes delivered, expected {expect_bytes}", f.name, f.bytes));
@@ -68,7 +75,9 @@ pub fn assert_all_intact(r: &Report) {
 /// and lets virtual time run until the events it waits for arrive.
 pub mod rig {
     use host_driver::{Event, Nic, Port};
-    use nic_emu::{ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology};
+    use nic_emu::{
+        ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology,
+    };
 
     /// Keeps the cluster running to the time a test asks for (a cluster
     /// with every program done would stop at once).
@@ -129,7 +138,11 @@ pub mod rig {
 
         /// Run until `port` has an event (at most `limit_ns` from now);
         /// returns it with the virtual time it was found at (within 1 us).
-        pub fn next_event(&mut self, port: &mut Port<SimBackend>, limit_ns: u64) -> Option<(Event, u64)> {
+        pub fn next_event(
+            &mut self,
+            port: &mut Port<SimBackend>,
+            limit_ns: u64,
+        ) -> Option<(Event, u64)> {
             let end = self.c.now_ns() + limit_ns;
             loop {
                 self.sync();
@@ -145,7 +158,11 @@ pub mod rig {
         }
 
         /// The next event that is not PortOpened.
-        pub fn next_real_event(&mut self, port: &mut Port<SimBackend>, limit_ns: u64) -> Option<(Event, u64)> {
+        pub fn next_real_event(
+            &mut self,
+            port: &mut Port<SimBackend>,
+            limit_ns: u64,
+        ) -> Option<(Event, u64)> {
             loop {
                 match self.next_event(port, limit_ns)? {
                     (Event::PortOpened { .. }, _) => continue,

@@ -47,8 +47,10 @@ fn pingpong_4b_to_1mib_intact_latency_and_bandwidth_grow_with_size() {
                 bw.push((size, f.bandwidth_mb_s));
             }
         }
-        non_decreasing(&lat).unwrap_or_else(|e| panic!("{profile}: one-way latency falls: {e}\n{lat:?}"));
-        non_decreasing(&bw).unwrap_or_else(|e| panic!("{profile}: pingpong bandwidth falls: {e}\n{bw:?}"));
+        non_decreasing(&lat)
+            .unwrap_or_else(|e| panic!("{profile}: one-way latency falls: {e}\n{lat:?}"));
+        non_decreasing(&bw)
+            .unwrap_or_else(|e| panic!("{profile}: pingpong bandwidth falls: {e}\n{bw:?}"));
     }
 }
 

@@ -5,7 +5,8 @@
 
 use cluster_tests::rig::Rig;
 use host_driver::{
-    DescKind, Descriptor, DmaBuf, ErrorCause, Event, Nic, Port, PortOptions, Priority, SendStatus, Stat,
+    DescKind, Descriptor, DmaBuf, ErrorCause, Event, Nic, Port, PortOptions, Priority, SendStatus,
+    Stat,
 };
 use nic_abi::{size_class_for, NUM_PORTS};
 use nic_emu::SimBackend;
@@ -76,7 +77,8 @@ fn send_without_receive_buffer_times_out_after_the_configured_time_then_flows_af
     p.rig.sync();
     let t_send = p.rig.now();
     p.a.send(&buf, 0, 64, 6, Priority::Low, 1, 2, 11).unwrap();
-    let (ev, t_ev) = p.rig.next_real_event(&mut p.a, 100 * MS).expect("no completion within 100 ms");
+    let (ev, t_ev) =
+        p.rig.next_real_event(&mut p.a, 100 * MS).expect("no completion within 100 ms");
     match ev {
         Event::Sent { tag: 11, status: SendStatus::TimedOut, .. } => {}
         other => panic!("expected Sent TimedOut, got {other:?}"),
@@ -157,7 +159,11 @@ fn refused(p: &mut Pair, what: &str, bytes: [u8; 64], cause: ErrorCause, tag: u6
             assert_eq!(c, cause, "{what}: wrong cause");
             assert_eq!(t, tag, "{what}: wrong tag");
         }
-        other => panic!("{what}: expected Error {cause:?}, got {other:?}"),
+        other => {
+            let later = p.rig.next_real_event(&mut p.a, 2_000 * MS);
+            let b_ev = p.rig.next_real_event(&mut p.b, MS);
+            panic!("{what}: expected Error {cause:?}, got {other:?}; later: {later:?}; at node 1: {b_ev:?}")
+        }
     }
     assert_eq!(p.a.send_tokens_free(), free, "{what}: the token did not come back");
     assert_eq!(p.nic0.stat(Stat::Errors), errors + 1, "{what}: not counted in STATS");
@@ -171,50 +177,90 @@ fn encoded(d: Descriptor) -> [u8; 64] {
     b
 }
 
-#[test]
-fn every_bad_descriptor_gets_its_error_event_and_the_nic_carries_on() {
+/// A fresh pair with an 8 KiB registered send buffer on `a`.
+fn pair_with_buffer() -> (Pair, DmaBuf) {
     let mut p = pair(None);
-    let mut n = 0;
     let buf = p.a.alloc(8192).unwrap();
     p.a.write(&buf, 0, &pattern(200, 9)).unwrap();
+    (p, buf)
+}
 
-    let mut b = encoded(send_desc(&buf, 200, 31));
-    b[0] = 0x7F;
-    refused(&mut p, "bad kind", b, ErrorCause::BadKind, 31, &mut n);
+/// Post `d` as modified by `edit`, expect the error, then a good send.
+fn bad_send(what: &str, cause: ErrorCause, edit: impl FnOnce(&mut Pair, &DmaBuf, &mut [u8; 64])) {
+    let (mut p, buf) = pair_with_buffer();
+    let mut n = 0;
+    let mut b = encoded(send_desc(&buf, 200, 77));
+    edit(&mut p, &buf, &mut b);
+    refused(&mut p, what, b, cause, 77, &mut n);
+    // Nothing was delivered that should not have been.
+    assert_eq!(p.nic1.stat(Stat::MessagesReceived), n, "{what}");
+}
 
-    let mut b = encoded(send_desc(&buf, 200, 32));
-    b[1] = 2;
-    refused(&mut p, "bad priority", b, ErrorCause::BadPriority, 32, &mut n);
+#[test]
+fn bad_kind_is_refused_and_the_nic_carries_on() {
+    bad_send("bad kind", ErrorCause::BadKind, |_, _, b| b[0] = 0x7F);
+}
 
-    let mut d = send_desc(&buf, 200, 33);
-    d.target_port = NUM_PORTS as u8;
-    refused(&mut p, "bad port", encoded(d), ErrorCause::BadPort, 33, &mut n);
+#[test]
+fn bad_priority_is_refused_and_the_nic_carries_on() {
+    bad_send("bad priority", ErrorCause::BadPriority, |_, _, b| b[1] = 2);
+}
 
-    let mut d = send_desc(&buf, 200, 34);
-    d.target_node = 2; // a 2-node cluster
-    refused(&mut p, "bad node", encoded(d), ErrorCause::BadNode, 34, &mut n);
+#[test]
+fn bad_target_port_is_refused_and_the_nic_carries_on() {
+    bad_send("bad port", ErrorCause::BadPort, |_, _, b| b[3] = NUM_PORTS as u8);
+}
 
-    let mut d = send_desc(&buf, 200, 35);
-    d.size_class = nic_abi::MAX_SIZE_CLASS + 1;
-    refused(&mut p, "bad size class", encoded(d), ErrorCause::BadSizeClass, 35, &mut n);
+#[test]
+fn bad_target_node_is_refused_and_the_nic_carries_on() {
+    // A 2-node cluster has no node 2.
+    bad_send("bad node", ErrorCause::BadNode, |_, _, b| {
+        b[4..6].copy_from_slice(&2u16.to_le_bytes())
+    });
+}
 
-    let mut d = send_desc(&buf, 200, 36);
-    d.size_class = 6; // 200 bytes do not fit class 6 (64 bytes)
-    refused(&mut p, "bad length", encoded(d), ErrorCause::BadLength, 36, &mut n);
+#[test]
+fn bad_size_class_is_refused_and_the_nic_carries_on() {
+    bad_send("bad size class", ErrorCause::BadSizeClass, |_, _, b| {
+        b[2] = nic_abi::MAX_SIZE_CLASS + 1
+    });
+}
 
-    let unreg = p.a.alloc_unregistered(4096).unwrap();
-    refused(&mut p, "not registered", encoded(send_desc(&unreg, 200, 37)), ErrorCause::NotRegistered, 37, &mut n);
+#[test]
+fn length_too_big_for_its_size_class_is_refused_and_the_nic_carries_on() {
+    // 200 bytes do not fit class 6 (64 bytes).
+    bad_send("bad length", ErrorCause::BadLength, |_, _, b| b[2] = 6);
+}
 
-    let dereg = p.a.alloc(4096).unwrap();
-    p.a.deregister(&dereg).unwrap();
-    refused(&mut p, "deregistered", encoded(send_desc(&dereg, 200, 38)), ErrorCause::NotRegistered, 38, &mut n);
+#[test]
+fn unregistered_buffer_is_refused_and_the_nic_carries_on() {
+    bad_send("not registered", ErrorCause::NotRegistered, |p, _, b| {
+        let unreg = p.a.alloc_unregistered(4096).unwrap();
+        b[8..16].copy_from_slice(&unreg.vaddr.to_le_bytes());
+    });
+}
 
-    // A range that runs off the end of registered memory.
-    let mut d = send_desc(&buf, 200, 39);
-    d.local = buf.vaddr + 8192 - 100;
-    refused(&mut p, "range past the registration", encoded(d), ErrorCause::NotRegistered, 39, &mut n);
+#[test]
+fn deregistered_buffer_is_refused_and_the_nic_carries_on() {
+    bad_send("deregistered", ErrorCause::NotRegistered, |p, _, b| {
+        let dereg = p.a.alloc(4096).unwrap();
+        p.a.deregister(&dereg).unwrap();
+        b[8..16].copy_from_slice(&dereg.vaddr.to_le_bytes());
+    });
+}
 
-    // A receive buffer smaller than its class.
+#[test]
+fn range_running_past_its_registration_is_refused_and_the_nic_carries_on() {
+    bad_send("range past the registration", ErrorCause::NotRegistered, |p, buf, b| {
+        // The page after `buf` is allocated but not registered.
+        let _next = p.a.alloc_unregistered(4096).unwrap();
+        b[8..16].copy_from_slice(&(buf.vaddr + 8192 - 100).to_le_bytes());
+    });
+}
+
+#[test]
+fn receive_buffer_smaller_than_its_class_is_refused_and_the_nic_carries_on() {
+    let (mut p, _) = pair_with_buffer();
     let small = p.a.alloc(4096).unwrap();
     let prov = Descriptor {
         kind: DescKind::Provide,
@@ -235,7 +281,34 @@ fn every_bad_descriptor_gets_its_error_event_and_the_nic_carries_on() {
         other => panic!("small receive buffer: expected Error BadLength, got {other:?}"),
     }
     assert_eq!(p.a.recv_tokens_free(), free, "the receive token did not come back");
+    good_send_is_delivered(&mut p, &pattern(300, 1), 41);
+}
 
-    // Nothing was delivered that should not have been.
-    assert_eq!(p.nic1.stat(Stat::MessagesReceived), n);
+#[test]
+fn many_bad_descriptors_in_a_row_leave_the_nic_working() {
+    let (mut p, buf) = pair_with_buffer();
+    let good = encoded(send_desc(&buf, 200, 50));
+    let mut bads = Vec::new();
+    for (i, (k, v)) in
+        [(0usize, 0x7Fu8), (1, 2), (3, NUM_PORTS as u8), (2, 30), (2, 6)].into_iter().enumerate()
+    {
+        let mut b = good;
+        b[k] = v;
+        b[32..40].copy_from_slice(&(60 + i as u64).to_le_bytes());
+        bads.push(b);
+    }
+    p.rig.sync();
+    for b in &bads {
+        p.a.post_raw_bytes(b).unwrap();
+    }
+    let mut errors = 0;
+    while let Some((ev, _)) = p.rig.next_real_event(&mut p.a, 10 * MS) {
+        match ev {
+            Event::Error { .. } => errors += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(errors, bads.len());
+    assert_eq!(p.a.send_tokens_free(), p.a.send_tokens());
+    good_send_is_delivered(&mut p, &pattern(1000, 2), 70);
 }

@@ -32,8 +32,11 @@ fn refused(text: &str) -> String {
 
 #[test]
 fn unknown_keys_are_named_with_their_path() {
-    let e = refused(&format!("{BASE}colour = \"red\"\n"));
+    let e = refused(&format!("colour = \"red\"\n{BASE}"));
     assert!(e.starts_with("colour: unknown field `colour`"), "{e}");
+    // Keys after a [[flows]] header belong to that flow.
+    let e = refused(&format!("{BASE}colour = \"red\"\n"));
+    assert!(e.starts_with("flows[0].colour: unknown field `colour`"), "{e}");
     let e = refused(&BASE.replace("messages = 5", "messages = 5\nwindw = 3"));
     assert!(e.starts_with("flows[0].windw: unknown field `windw`"), "{e}");
     assert!(e.contains("line 14"), "the line is named: {e}");
@@ -50,7 +53,11 @@ fn bad_values_are_named_with_key_and_value() {
         ("src = [0, 2]", "src = [0, 11]", "flows[0].src: port 11 out of range (ports 0..7)"),
         ("messages = 5", "messages = 0", "flows[0].messages: 0 out of range"),
         ("nodes = 4", "nodes = 0", "fabric.nodes: 0 out of range"),
-        ("bytes = 65536", "bytes = 8388608", "flows[0].bytes: 8388608 bytes is more than the largest message"),
+        (
+            "bytes = 65536",
+            "bytes = 8388608",
+            "flows[0].bytes: 8388608 bytes is more than the largest message",
+        ),
         ("dst = [1, 2]", "dst = [0, 3]", "flows[0]: src and dst are both on node 0"),
     ];
     for (from, to, want) in cases {

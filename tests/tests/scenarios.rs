@@ -26,7 +26,9 @@ fn alltoall_16_both_priorities_mixed_sizes_exactly_once_in_order() {
     assert_all_intact(&r);
     assert_eq!(r.nodes, 16);
     assert_eq!(r.flows.len(), 16 * 15 * 2);
-    assert!(r.flows.iter().any(|f| f.priority == "high") && r.flows.iter().any(|f| f.priority == "low"));
+    assert!(
+        r.flows.iter().any(|f| f.priority == "high") && r.flows.iter().any(|f| f.priority == "low")
+    );
     assert!(r.flows.iter().all(|f| f.sizes.len() > 1));
     // Without faults nothing is lost, so nothing is resent for a loss.
     let crc: u64 = r.nics.iter().map(|n| n.crc_errors).sum();
@@ -93,12 +95,37 @@ fn same_scenario_twice_gives_identical_json_apart_from_wall_ms() {
     assert_eq!(a.deterministic_json(), b.deterministic_json());
     // The document really has the fields, in the documented order.
     let text = a.to_json();
-    let order = ["\"profile\"", "\"seed\"", "\"sim\"", "\"end_ns\"", "\"events\"", "\"packets\"",
-        "\"wall_ms\"", "\"flows\"", "\"name\"", "\"messages\"", "\"delivered\"", "\"bytes\"",
-        "\"corrupted\"", "\"duplicates\"", "\"first_send_ns\"", "\"last_recv_ns\"",
-        "\"bandwidth_mb_s\"", "\"latency_ns\"", "\"min\"", "\"p50\"", "\"p99\"", "\"max\"",
-        "\"nics\"", "\"node\"", "\"packets_sent\"", "\"packets_received\"", "\"retransmits\"",
-        "\"drops\"", "\"errors\""];
+    let order = [
+        "\"profile\"",
+        "\"seed\"",
+        "\"sim\"",
+        "\"end_ns\"",
+        "\"events\"",
+        "\"packets\"",
+        "\"wall_ms\"",
+        "\"flows\"",
+        "\"name\"",
+        "\"messages\"",
+        "\"delivered\"",
+        "\"bytes\"",
+        "\"corrupted\"",
+        "\"duplicates\"",
+        "\"first_send_ns\"",
+        "\"last_recv_ns\"",
+        "\"bandwidth_mb_s\"",
+        "\"latency_ns\"",
+        "\"min\"",
+        "\"p50\"",
+        "\"p99\"",
+        "\"max\"",
+        "\"nics\"",
+        "\"node\"",
+        "\"packets_sent\"",
+        "\"packets_received\"",
+        "\"retransmits\"",
+        "\"drops\"",
+        "\"errors\"",
+    ];
     let mut at = 0;
     for key in order {
         let i = text[at..].find(key).unwrap_or_else(|| panic!("{key} missing or out of order"));

@@ -21,7 +21,9 @@ pub fn run(_root: &Path, json: bool) -> crate::Result<ExitCode> {
             sc.profile,
             sc.flows.len()
         );
-        println!("backend: deterministic simulation (virtual time); live and qemu backends come later\n");
+        println!(
+            "backend: deterministic simulation (virtual time); live and qemu backends come later\n"
+        );
     }
     let r = scenario::run(&sc).map_err(|e| e.to_string())?;
     if json {
@@ -59,7 +61,9 @@ pub fn run(_root: &Path, json: bool) -> crate::Result<ExitCode> {
         retrans
     );
     if r.all_delivered_intact() {
-        println!("every message delivered exactly once, intact and in order (checked byte by byte)");
+        println!(
+            "every message delivered exactly once, intact and in order (checked byte by byte)"
+        );
         println!("next: `cargo xtask sim scenarios/alltoall-16-faults.toml`, `cargo xtask bench`, `cargo xtask test`");
         Ok(ExitCode::SUCCESS)
     } else {

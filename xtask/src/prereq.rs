@@ -82,7 +82,8 @@ pub fn all() -> Vec<Prereq> {
 
 /// Fail with the install commands if something needed now is missing.
 pub fn require_now() -> crate::Result<()> {
-    let missing: Vec<Prereq> = all().into_iter().filter(|p| p.required_now && !(p.present)()).collect();
+    let missing: Vec<Prereq> =
+        all().into_iter().filter(|p| p.required_now && !(p.present)()).collect();
     if missing.is_empty() {
         return Ok(());
     }

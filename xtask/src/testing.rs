@@ -37,7 +37,7 @@ fn cargo_tests(root: &Path, nextest: bool) -> crate::Result<(bool, Counts)> {
     } else {
         vec!["test", "--workspace", "--release", "--no-fail-fast"]
     };
-    println!("==> {} {}", "cargo", args.join(" "));
+    println!("==> cargo {}", args.join(" "));
     let mut child = Command::new(&cargo)
         .args(&args)
         .current_dir(root)
@@ -198,7 +198,10 @@ mod tests {
         let mut c = Counts::default();
         parse_counts("test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured", &mut c);
         parse_counts("test result: FAILED. 3 passed; 2 failed; 0 ignored", &mut c);
-        parse_counts("     Summary [   2.345s] 40 tests run: 39 passed, 1 failed, 0 skipped", &mut c);
+        parse_counts(
+            "     Summary [   2.345s] 40 tests run: 39 passed, 1 failed, 0 skipped",
+            &mut c,
+        );
         parse_counts("running 12 tests", &mut c);
         assert_eq!(c, Counts { passed: 54, failed: 3 });
     }

@@ -461,9 +461,11 @@ impl Mcp {
             if self.hdma_space() < 2 {
                 break;
             }
+            // Acks and nacks may hold buffers too: look before choosing.
+            let Some(b) = self.free_txbuf() else { break };
             self.set_sdma(hw, SdmaState::Schedule, 0);
             let Some(s) = self.pick_stream() else { break };
-            self.fill_packet(hw, s, w);
+            self.fill_packet(hw, s, b, w);
         }
         self.set_sdma(hw, SdmaState::Idle, 0);
     }
@@ -483,8 +485,7 @@ impl Mcp {
         len as u8
     }
 
-    fn fill_packet(&mut self, hw: &mut impl Hw, s: u16, w: &mut Work) {
-        let Some(b) = self.free_txbuf() else { return };
+    fn fill_packet(&mut self, hw: &mut impl Hw, s: u16, b: u8, w: &mut Work) {
         let st = self.txs[s];
         let t = st.cursor;
         let tok = self.tokens[t];

@@ -797,3 +797,35 @@ fn mcp_fits_the_firmware_budget() {
     assert!(size < 80 * 1024, "Mcp is {size} bytes");
 }
 
+
+#[test]
+fn acks_holding_buffers_do_not_wedge_the_scheduler() {
+    // Many peers sending to node 0 while node 0 sends to all of them: acks
+    // and data compete for transmit buffers; every poll must end.
+    let mut b = Bench::new(6);
+    for n in 0..6 {
+        b.open(n, 1);
+    }
+    let mut want = 0;
+    for n in 0..6 {
+        for d in 0..6 {
+            if n == d {
+                continue;
+            }
+            for k in 0..4 {
+                let rv = b.alloc(d, 1, 8192);
+                b.post(d, 1, provide(rv, 13, Priority::Low, k));
+                let v = b.alloc(n, 1, 8192);
+                b.post(n, 1, send(v, 5000, d as u16, 1, Priority::Low, k));
+                want += 1;
+            }
+        }
+    }
+    let mut got = 0;
+    assert!(b.run_until(100_000, |b| {
+        for d in 0..6 {
+            got += b.events(d, 1).iter().filter(|e| e.kind == EventKind::Received).count();
+        }
+        got == want
+    }));
+}

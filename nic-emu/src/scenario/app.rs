@@ -301,7 +301,13 @@ impl NodeApp {
                 }
                 pools.push(Pool { class: q.class, priority: q.priority, bufs });
             }
-            self.ports.push(PortCtx { num: pp.port, port, pools, repost: VecDeque::new(), opened: false });
+            self.ports.push(PortCtx {
+                num: pp.port,
+                port,
+                pools,
+                repost: VecDeque::new(),
+                opened: false,
+            });
         }
         for rp in &self.plan.roles {
             let port = self
@@ -373,20 +379,40 @@ impl NodeApp {
                     self.on_sent(tag, false, SendStatus::Dropped);
                 }
             }
-            other => self.problem(format!("port {}: unexpected event {other:?}", self.ports[pi].num)),
+            other => {
+                self.problem(format!("port {}: unexpected event {other:?}", self.ports[pi].num))
+            }
         }
     }
 
-    fn on_received(&mut self, pi: usize, node: u16, port: u8, priority: host_driver::Priority, len: u32, tag: u64) {
+    fn on_received(
+        &mut self,
+        pi: usize,
+        node: u16,
+        port: u8,
+        priority: host_driver::Priority,
+        len: u32,
+        tag: u64,
+    ) {
         let (pool, idx) = match decode_recv_tag(tag) {
-            Some((p, i)) if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() => (p, i),
+            Some((p, i))
+                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
+            {
+                (p, i)
+            }
             _ => {
                 self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
                 return;
             }
         };
         let buf = self.ports[pi].pools[pool].bufs[idx];
-        let key = StreamKey { src_node: node, src_port: port, dst_node: self.node, dst_port: self.ports[pi].num, priority };
+        let key = StreamKey {
+            src_node: node,
+            src_port: port,
+            dst_node: self.node,
+            dst_port: self.ports[pi].num,
+            priority,
+        };
         let now = self.be.now_ns();
         let len = len as usize;
         let found = self.ledger.borrow().streams.get(&key).copied();
@@ -436,9 +462,12 @@ impl NodeApp {
     fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
         let pc = &mut self.ports[pi];
         let q = &pc.pools[pool];
-        match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx)) {
+        match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))
+        {
             Ok(()) => {}
-            Err(DriverError::RingFull | DriverError::NoRecvToken) => pc.repost.push_back((pool, idx)),
+            Err(DriverError::RingFull | DriverError::NoRecvToken) => {
+                pc.repost.push_back((pool, idx))
+            }
             Err(e) => {
                 let n = pc.num;
                 self.problem(format!("port {n}: posting a receive buffer again: {e}"));
@@ -522,7 +551,9 @@ impl NodeApp {
                     Err(e) => {
                         let flow = self.roles[ri].flow;
                         let name = self.ledger.borrow().flows[flow].spec.name.clone();
-                        self.problem(format!("flow {name}: send of message {msg} refused by the driver: {e}"));
+                        self.problem(format!(
+                            "flow {name}: send of message {msg} refused by the driver: {e}"
+                        ));
                         let dir = self.roles[ri].sends();
                         let mut l = self.ledger.borrow_mut();
                         l.flows[flow].send_done(dir, msg, false);
@@ -570,7 +601,16 @@ impl NodeApp {
             pc.port.write(&buf, 0, &self.scratch[..n])?;
         }
         let now = self.be.now_ns();
-        pc.port.send(&buf, 0, len as u32, class, r.priority, r.peer_node, r.peer_port, send_tag(ri, slot, msg))?;
+        pc.port.send(
+            &buf,
+            0,
+            len as u32,
+            class,
+            r.priority,
+            r.peer_node,
+            r.peer_port,
+            send_tag(ri, slot, msg),
+        )?;
         let r = &mut self.roles[ri];
         r.free.pop();
         let mut l = self.ledger.borrow_mut();
@@ -606,7 +646,9 @@ impl NodeApp {
         roles_done
             && l.streams
                 .iter()
-                .filter(|(k, &(f, _))| k.dst_node == self.node && l.flows[f].spec.kind == FlowKind::Stream)
+                .filter(|(k, &(f, _))| {
+                    k.dst_node == self.node && l.flows[f].spec.kind == FlowKind::Stream
+                })
                 .all(|(_, &(f, _))| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
     }
 }
@@ -678,8 +720,8 @@ fn decode_send_tag(tag: u64) -> (usize, usize, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::format::Scenario;
+    use super::*;
 
     fn ledger(kind: &str) -> FlowLedger {
         let v = Scenario::parse_validated(&format!(

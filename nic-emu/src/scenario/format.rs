@@ -347,7 +347,8 @@ impl Scenario {
     /// Parse TOML text. Unknown keys and ill-typed values are refused with
     /// the key and its line.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-        let de = toml::Deserializer::parse(text).map_err(|e| ScenarioError::new(toml_error("", &e)))?;
+        let de =
+            toml::Deserializer::parse(text).map_err(|e| ScenarioError::new(toml_error("", &e)))?;
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             ScenarioError::new(toml_error(&path, e.inner()))
@@ -441,7 +442,11 @@ impl Scenario {
 }
 
 /// The flows of one `[[alltoall]]` table, labelled for error messages.
-fn expand_alltoall(g: usize, a: &AllToAll, nodes: u64) -> Result<Vec<(String, Flow)>, ScenarioError> {
+fn expand_alltoall(
+    g: usize,
+    a: &AllToAll,
+    nodes: u64,
+) -> Result<Vec<(String, Flow)>, ScenarioError> {
     let label = format!("alltoall[{g}]");
     if a.name.trim().is_empty() {
         return Err(ScenarioError::new(format!("{label}.name: must not be empty")));
@@ -457,7 +462,9 @@ fn expand_alltoall(g: usize, a: &AllToAll, nodes: u64) -> Result<Vec<(String, Fl
             )));
         }
         if members[..k].contains(&n) {
-            return Err(ScenarioError::new(format!("{label}.nodes[{k}]: node {n} is listed twice")));
+            return Err(ScenarioError::new(format!(
+                "{label}.nodes[{k}]: node {n} is listed twice"
+            )));
         }
     }
     if members.len() < 2 {
@@ -539,11 +546,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         }
     };
     if f.messages == 0 || f.messages > u32::MAX as u64 {
-        return err(format!(
-            "{label}.messages: {} out of range (1..={})",
-            f.messages,
-            u32::MAX
-        ));
+        return err(format!("{label}.messages: {} out of range (1..={})", f.messages, u32::MAX));
     }
     if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
         return err(format!("{label}.start_us: {} must be a time >= 0", f.start_us));
@@ -592,11 +595,8 @@ fn check_size(key: &str, b: u64) -> Result<(), ScenarioError> {
 /// wrong; toml's excerpt of the file follows.
 fn toml_error(path: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim();
-    let first = if path.is_empty() || path == "." {
-        msg.to_string()
-    } else {
-        format!("{path}: {msg}")
-    };
+    let first =
+        if path.is_empty() || path == "." { msg.to_string() } else { format!("{path}: {msg}") };
     let full = e.to_string();
     match full.find('\n') {
         // "TOML parse error at line L, column C\n  |\n L | ...": keep the
@@ -673,8 +673,8 @@ duplicate = 0.001
 
     #[test]
     fn node_out_of_range_is_named_with_value() {
-        let e = Scenario::parse_validated(&GOOD.replace("dst = [1, 2]", "dst = [9, 2]"))
-            .unwrap_err();
+        let e =
+            Scenario::parse_validated(&GOOD.replace("dst = [1, 2]", "dst = [9, 2]")).unwrap_err();
         assert_eq!(e.message, "flows[0].dst: node 9 out of range (fabric.nodes = 4)");
     }
 
@@ -708,16 +708,14 @@ duplicate = 0.001
 
     #[test]
     fn bad_probabilities_and_sizes_are_refused() {
-        let e = Scenario::parse_validated(&GOOD.replace("drop = 0.01", "drop = 1.5"))
-            .unwrap_err();
+        let e = Scenario::parse_validated(&GOOD.replace("drop = 0.01", "drop = 1.5")).unwrap_err();
         assert_eq!(e.message, "faults.drop: 1.5 is not a probability in [0, 1)");
         let e = Scenario::parse_validated(&GOOD.replace("bytes = 65536", "bytes = 99999999"))
             .unwrap_err();
         assert!(e.message.starts_with("flows[0].bytes: 99999999"), "{e}");
-        let e = Scenario::parse_validated(
-            &GOOD.replace("bytes = 65536", "bytes = 1\nsizes = [1, 2]"),
-        )
-        .unwrap_err();
+        let e =
+            Scenario::parse_validated(&GOOD.replace("bytes = 65536", "bytes = 1\nsizes = [1, 2]"))
+                .unwrap_err();
         assert!(e.message.contains("not both"), "{e}");
     }
 
@@ -726,8 +724,8 @@ duplicate = 0.001
         let e = Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 2, 5]"))
             .unwrap_err();
         assert_eq!(e.message, "flows[0].src: [0, 2, 5] must be [node, port]");
-        let e = Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 8]"))
-            .unwrap_err();
+        let e =
+            Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 8]")).unwrap_err();
         assert_eq!(e.message, "flows[0].src: port 8 out of range (ports 0..7)");
     }
 

@@ -23,10 +23,15 @@ fn word(stream: u32, msg: u32, j: u64) -> u64 {
 
 /// Fill `buf` with message `msg` of `stream`.
 pub fn fill(buf: &mut [u8], stream: u32, msg: u32) {
-    for (j, chunk) in buf.chunks_mut(8).enumerate() {
-        let w = word(stream, msg, j as u64).to_le_bytes();
-        chunk.copy_from_slice(&w[..chunk.len()]);
+    let mut chunks = buf.chunks_exact_mut(8);
+    let mut j = 0u64;
+    for chunk in &mut chunks {
+        chunk.copy_from_slice(&word(stream, msg, j).to_le_bytes());
+        j += 1;
     }
+    let tail = chunks.into_remainder();
+    let n = tail.len();
+    tail.copy_from_slice(&word(stream, msg, j).to_le_bytes()[..n]);
 }
 
 /// A fresh buffer holding message `msg` of `stream`, `len` bytes.
@@ -38,10 +43,19 @@ pub fn make(len: usize, stream: u32, msg: u32) -> Vec<u8> {
 
 /// Does `buf` hold exactly message `msg` of `stream`?
 pub fn matches(buf: &[u8], stream: u32, msg: u32) -> bool {
-    buf.chunks(8).enumerate().all(|(j, chunk)| {
-        let w = word(stream, msg, j as u64).to_le_bytes();
-        chunk == &w[..chunk.len()]
-    })
+    let mut chunks = buf.chunks_exact(8);
+    let mut j = 0u64;
+    for chunk in &mut chunks {
+        let got = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        if got != word(stream, msg, j) {
+            return false;
+        }
+        j += 1;
+    }
+    let tail = chunks.remainder();
+    tail == &word(stream, msg, j).to_le_bytes()[..tail.len()]
 }
 
 /// The message index a buffer claims to be, if it is long enough to say.

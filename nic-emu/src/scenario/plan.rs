@@ -303,8 +303,8 @@ pub fn class_of(len: u64) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::format::Scenario;
+    use super::*;
 
     const LIM: Limits = Limits { send_tokens: 32, recv_tokens: 32, host_memory: 256 << 20 };
 

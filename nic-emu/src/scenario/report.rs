@@ -96,7 +96,12 @@ impl Latency {
             let r = ((p * n as f64).ceil() as usize).clamp(1, n);
             samples[r - 1]
         };
-        Latency { min: samples[0], p50: rank(0.50), p99: rank(0.99), max: samples[samples.len() - 1] }
+        Latency {
+            min: samples[0],
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: samples[samples.len() - 1],
+        }
     }
 }
 
@@ -180,13 +185,27 @@ impl Report {
             self.sim.packets,
             self.sim.wall_ms,
             ns_per_pkt,
-            if self.complete { "complete".to_string() } else { format!("INCOMPLETE ({})", self.sim.stopped) },
+            if self.complete {
+                "complete".to_string()
+            } else {
+                format!("INCOMPLETE ({})", self.sim.stopped)
+            },
         );
         let _ = writeln!(
             s,
             "{:<14} {:<8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10}",
-            "flow", "kind", "size", "messages", "delivered", "corr", "dup", "ooo", "MB/s",
-            "lat min", "lat p50", "lat p99"
+            "flow",
+            "kind",
+            "size",
+            "messages",
+            "delivered",
+            "corr",
+            "dup",
+            "ooo",
+            "MB/s",
+            "lat min",
+            "lat p50",
+            "lat p99"
         );
         for f in &self.flows {
             let size = if f.sizes.len() == 1 { fmt_bytes(f.sizes[0]) } else { "mixed".into() };
@@ -210,7 +229,15 @@ impl Report {
         let _ = writeln!(
             s,
             "{:<6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>6} {:>6} {:>8}",
-            "nic", "pkts out", "pkts in", "retrans", "drops", "errors", "crc", "dups", "nacks",
+            "nic",
+            "pkts out",
+            "pkts in",
+            "retrans",
+            "drops",
+            "errors",
+            "crc",
+            "dups",
+            "nacks",
             "timeouts"
         );
         for n in &self.nics {

@@ -36,10 +36,8 @@ pub fn run_with_progress(
 ) -> Result<Report, ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
-    let topology: Topology = v
-        .topology
-        .parse()
-        .map_err(|e| err(format!("fabric.topology: {e}")))?;
+    let topology: Topology =
+        v.topology.parse().map_err(|e| err(format!("fabric.topology: {e}")))?;
     let ports = profile.switch.ports as usize;
     if v.nodes > topology.max_nodes(ports) {
         return Err(err(format!(
@@ -61,10 +59,15 @@ pub fn run_with_progress(
         nodes: v.nodes,
         topology,
         seed: v.seed,
-        faults: Faults { drop: v.faults.drop, corrupt: v.faults.corrupt, duplicate: v.faults.duplicate },
+        faults: Faults {
+            drop: v.faults.drop,
+            corrupt: v.faults.corrupt,
+            duplicate: v.faults.duplicate,
+        },
         send_timeout_us: v.send_timeout_us,
     };
-    let mut cluster = SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
+    let mut cluster =
+        SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
 
     let ports_total = the_plan.nodes.iter().map(|n| n.ports.len()).sum();
     let ledger = Rc::new(RefCell::new(Ledger {

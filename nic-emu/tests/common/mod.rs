@@ -9,7 +9,9 @@ use nic_abi::packet::{flags, route_byte, Header, PacketType, HEADER_LEN};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
 use nic_abi::Priority;
-use nic_emu::{ClusterConfig, Faults, IdleFirmware, Profile, RunLimit, SimBackend, SimCluster, Topology};
+use nic_emu::{
+    ClusterConfig, Faults, IdleFirmware, Profile, RunLimit, SimBackend, SimCluster, Topology,
+};
 
 /// lanai9-gm with the NIC CPU's price per poll at zero (1 ns): link 6.25
 /// ns/byte, cable 21 ns, switch 500 ns, send/recv-DMA setup 300 ns.
@@ -21,7 +23,13 @@ pub fn profile() -> Profile {
     p
 }
 
-pub fn idle_cluster(p: Profile, nodes: usize, topology: Topology, faults: Faults, seed: u64) -> SimCluster {
+pub fn idle_cluster(
+    p: Profile,
+    nodes: usize,
+    topology: Topology,
+    faults: Faults,
+    seed: u64,
+) -> SimCluster {
     let mut cfg = ClusterConfig::new(p, nodes, topology);
     cfg.faults = faults;
     cfg.seed = seed;
@@ -69,13 +77,23 @@ pub fn post_tx_raw(be: &SimBackend, idx: u32, route: &[u8], packet: &[u8]) -> us
     let cmd = TxDmaCmd { sram: start, len: len as u32, route_len: route.len() as u8, cookie: prod };
     let mut b = [0u8; 16];
     cmd.encode(&mut b);
-    be.sram_write(rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, prod), &b);
+    be.sram_write(
+        rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, prod),
+        &b,
+    );
     be.sram_store_u32(reg(regs::TXDMA_PROD), prod + 1);
     len
 }
 
 /// A data packet from `src` to `dst` with `payload`.
-pub fn post_tx(be: &SimBackend, idx: u32, route: &[u8], src: u16, dst: u16, payload: &[u8]) -> usize {
+pub fn post_tx(
+    be: &SimBackend,
+    idx: u32,
+    route: &[u8],
+    src: u16,
+    dst: u16,
+    payload: &[u8],
+) -> usize {
     let mut pkt = header(src, dst, payload.len() as u16).to_vec();
     pkt.extend_from_slice(payload);
     post_tx_raw(be, idx, route, &pkt)
@@ -84,13 +102,19 @@ pub fn post_tx(be: &SimBackend, idx: u32, route: &[u8], src: u16, dst: u16, payl
 /// Give the receive-DMA engine buffer `buf` (bumping RXFREE_PROD).
 pub fn post_rx(be: &SimBackend, buf: u32) {
     let prod = be.sram_load_u32(reg(regs::RXFREE_PROD));
-    be.sram_store_u32(rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, prod), buf);
+    be.sram_store_u32(
+        rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, prod),
+        buf,
+    );
     be.sram_store_u32(reg(regs::RXFREE_PROD), prod + 1);
 }
 
 pub fn rx_done(be: &SimBackend, i: u32) -> RxDone {
     let mut b = [0u8; 16];
-    be.sram_read(rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, i), &mut b);
+    be.sram_read(
+        rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, i),
+        &mut b,
+    );
     RxDone::decode(&b).unwrap()
 }
 
