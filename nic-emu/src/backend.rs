@@ -2,8 +2,9 @@
 //! one node. A cheap handle (`Rc`s) to that node's memories: PIO on SRAM,
 //! host memory and its DMA allocator, the host clock. `charge` advances
 //! the host clock by the profile's price for the operation; `doorbell`
-//! asks the event core to wake the NIC at the host's current time (the
-//! core collects doorbells after each host program's turn); `idle_wait`
+//! adds one to `HOST_DOORBELL` and asks the event core to wake the NIC at
+//! the host's current time (the core collects doorbells after each host
+//! program's turn); `idle_wait`
 //! returns false (a simulated program never blocks: it is woken).
 //!
 //! Owns nothing but the handles and the host price list. Single-threaded
@@ -67,6 +68,7 @@ impl std::fmt::Debug for SimBackend {
 }
 
 const RTC_OFF: u32 = reg(regs::RTC);
+const DOORBELL_OFF: u32 = reg(regs::HOST_DOORBELL);
 
 impl SimBackend {
     pub(crate) fn new(
@@ -187,8 +189,13 @@ impl NicBackend for SimBackend {
     }
 
     fn doorbell(&self) {
-        let t = self.mem.borrow().host_clock;
-        self.bells.borrow_mut().push((self.node, t));
+        let mut m = self.mem.borrow_mut();
+        // The register's contract (HOST_DOORBELL += 1), and a wake of the
+        // NIC CPU at the host's time.
+        let o = DOORBELL_OFF as usize;
+        let v = u32::from_le_bytes([m.sram[o], m.sram[o + 1], m.sram[o + 2], m.sram[o + 3]]);
+        m.sram[o..o + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+        self.bells.borrow_mut().push((self.node, m.host_clock));
     }
 
     fn idle_wait(&self) -> bool {

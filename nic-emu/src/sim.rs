@@ -532,6 +532,9 @@ impl SimCluster {
     /// Run the NIC CPU from `now`: poll, charge, start engines; repeat
     /// while there is work and nothing else comes first.
     fn nic_run(&mut self, node: usize) {
+        // Packets that just entered links into NICs are placed first: the
+        // polls below may run ahead of `now`.
+        self.nic_entries();
         let mut t = self.now;
         loop {
             let nic = &mut self.nics[node];

@@ -16,15 +16,22 @@ pub struct Counts {
     pub failed: u64,
 }
 
-/// Add up cargo test's `test result: ... N passed; M failed` lines and
-/// nextest's `Summary ... N tests run: X passed, Y failed` line.
-pub fn parse_counts(line: &str, c: &mut Counts) {
+/// Add up cargo test's `test result: ... N passed; M failed` lines, or
+/// (`nextest`) nextest's `Summary ... N tests run: X passed, Y failed`
+/// line (nextest echoes a failed test's own `test result:` line; that one
+/// must not count).
+pub fn parse_counts(line: &str, nextest: bool, c: &mut Counts) {
     let l = line.trim();
     let grab = |word: &str| -> Option<u64> {
         let i = l.find(word)?;
         l[..i].split(|ch: char| !ch.is_ascii_digit()).rfind(|s| !s.is_empty())?.parse().ok()
     };
-    if l.starts_with("test result:") || (l.starts_with("Summary") && l.contains("tests run")) {
+    let closing = if nextest {
+        l.starts_with("Summary") && l.contains("tests run")
+    } else {
+        l.starts_with("test result:")
+    };
+    if closing {
         c.passed += grab(" passed").unwrap_or(0);
         c.failed += grab(" failed").unwrap_or(0);
     }
@@ -52,7 +59,7 @@ fn cargo_tests(root: &Path, nextest: bool) -> crate::Result<(bool, Counts)> {
         if let Some(s) = stderr {
             for line in BufReader::new(s).lines().map_while(|l| l.ok()) {
                 eprintln!("{line}");
-                parse_counts(&line, &mut c);
+                parse_counts(&line, nextest, &mut c);
             }
         }
         c
@@ -61,7 +68,7 @@ fn cargo_tests(root: &Path, nextest: bool) -> crate::Result<(bool, Counts)> {
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
             println!("{line}");
-            parse_counts(&line, &mut counts);
+            parse_counts(&line, nextest, &mut counts);
         }
     }
     let status = child.wait().map_err(|e| format!("cargo: {e}"))?;
@@ -196,13 +203,17 @@ mod tests {
     #[test]
     fn cargo_and_nextest_closing_lines_are_counted() {
         let mut c = Counts::default();
-        parse_counts("test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured", &mut c);
-        parse_counts("test result: FAILED. 3 passed; 2 failed; 0 ignored", &mut c);
+        parse_counts("test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured", false, &mut c);
+        parse_counts("test result: FAILED. 3 passed; 2 failed; 0 ignored", false, &mut c);
+        parse_counts("running 12 tests", false, &mut c);
+        assert_eq!(c, Counts { passed: 15, failed: 2 });
+        let mut n = Counts::default();
+        parse_counts("    test result: FAILED. 0 passed; 1 failed; 0 ignored", true, &mut n);
         parse_counts(
             "     Summary [   2.345s] 40 tests run: 39 passed, 1 failed, 0 skipped",
-            &mut c,
+            true,
+            &mut n,
         );
-        parse_counts("running 12 tests", &mut c);
-        assert_eq!(c, Counts { passed: 54, failed: 3 });
+        assert_eq!(n, Counts { passed: 39, failed: 1 });
     }
 }

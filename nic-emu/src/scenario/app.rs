@@ -253,10 +253,22 @@ pub struct NodeApp {
     roles: Vec<Role>,
     scratch: Vec<u8>,
     failed: bool,
+    /// Stream flows this node receives (their receiving side is ours).
+    incoming: Vec<usize>,
 }
 
 impl NodeApp {
     pub fn new(be: SimBackend, plan: NodePlan, ledger: SharedLedger) -> NodeApp {
+        let incoming = {
+            let l = ledger.borrow();
+            l.streams
+                .iter()
+                .filter(|(k, &(f, _))| {
+                    k.dst_node == plan.node && l.flows[f].spec.kind == FlowKind::Stream
+                })
+                .map(|(_, &(f, _))| f)
+                .collect()
+        };
         NodeApp {
             node: plan.node,
             be,
@@ -267,6 +279,7 @@ impl NodeApp {
             roles: Vec::new(),
             scratch: Vec::new(),
             failed: false,
+            incoming,
         }
     }
 
@@ -644,12 +657,10 @@ impl NodeApp {
             }
         });
         roles_done
-            && l.streams
+            && self
+                .incoming
                 .iter()
-                .filter(|(k, &(f, _))| {
-                    k.dst_node == self.node && l.flows[f].spec.kind == FlowKind::Stream
-                })
-                .all(|(_, &(f, _))| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+                .all(|&f| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
     }
 }
 
@@ -759,7 +770,11 @@ mod tests {
         assert_eq!((f.delivered, f.duplicates, f.out_of_order, f.corrupted), (1, 1, 1, 1));
         // A message of the wrong length is corrupted too.
         let mut g = ledger("stream");
-        assert_eq!(g.receive(Dir::Forward, &msg(&g, Dir::Forward, 1), 1), Verdict::Corrupted(0));
+        let mut long = msg(&g, Dir::Forward, 0);
+        long.push(0);
+        assert_eq!(g.receive(Dir::Forward, &long, 1), Verdict::Corrupted(0));
+        // An intact message of a later index is ahead of its turn.
+        assert_eq!(g.receive(Dir::Forward, &msg(&g, Dir::Forward, 3), 2), Verdict::Ahead(3));
     }
 
     #[test]
