@@ -15,7 +15,7 @@ pub fn run(_root: &Path, json: bool) -> crate::Result<ExitCode> {
     let sc = Scenario::parse_validated(DEMO).map_err(|e| format!("demo scenario: {e}"))?;
     if !json {
         println!(
-            "demo: {} nodes on one {} switch, profile {}, {} flows (scenarios/demo-4node.toml)",
+            "demo: {} nodes, topology {}, profile {}, {} flows (scenarios/demo-4node.toml)",
             sc.nodes,
             sc.topology,
             sc.profile,
@@ -53,11 +53,11 @@ pub fn run(_root: &Path, json: bool) -> crate::Result<ExitCode> {
     let sent: u64 = r.nics.iter().map(|n| n.packets_sent).sum();
     let retrans: u64 = r.nics.iter().map(|n| n.retransmits).sum();
     println!(
-        "\nsimulated {} in {:.0} ms of wall time: {} link packets, {} NIC packets sent, {} retransmits",
+        "\nsimulated {} in {:.0} ms of wall time: {} packets ({} link hops), {} retransmits",
         fmt_ns(r.sim.end_ns),
         r.sim.wall_ms,
-        r.sim.packets,
         sent,
+        r.sim.hops,
         retrans
     );
     if r.all_delivered_intact() {

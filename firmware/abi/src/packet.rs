@@ -8,7 +8,7 @@
 //!  0 ptype u8 (bit 7 clear)  1 flags u8  2 priority u8  3 nack_code u8
 //!  4 src_node u16   6 dst_node u16   8 src_port u8   9 dst_port u8
 //! 10 size_class u8 11 reserved u8   12 seq u32   16 ack u32
-//! 20 msg_len u32   24 offset u32    28 payload_len u16   30 reserved u16
+//! 20 msg_len u32   24 offset u32    28 payload_len u16   30 sync_id u16
 //! 32 remote u64    40 cookie u32    44 crc u32
 //! payload (payload_len bytes)
 //! ```
@@ -106,10 +106,11 @@ pub mod flags {
     pub const LAST: u8 = 2;
     /// `ack` is valid.
     pub const ACK_VALID: u8 = 4;
-    /// The sender abandoned earlier sequence numbers of this stream (its
-    /// port closed, or the peer was unreachable): the receiver takes `seq`
-    /// as the next expected one if it is newer, dropping any partial
-    /// message. Only on the first packet of a message.
+    /// The sender (re)starts this stream here: it is new (the NIC booted),
+    /// it abandoned earlier sequence numbers (its port closed, or the peer
+    /// was unreachable), or the receiver lost its state. The receiver takes
+    /// `seq` as the next expected one, dropping any partial message, once
+    /// per `sync_id`. Only on the first packet of a message.
     pub const SYNC: u8 = 8;
     pub const ALL: u8 = FIRST | LAST | ACK_VALID | SYNC;
 }
@@ -141,6 +142,10 @@ pub struct Header {
     pub payload_len: u16,
     pub remote: u64,
     pub cookie: u32,
+    /// With SYNC: which resynchronisation of the stream this is. The
+    /// receiver adopts `seq` once per sync_id, so a duplicate of a SYNC
+    /// packet cannot roll the stream back.
+    pub sync_id: u16,
     pub crc: u32,
 }
 
@@ -161,7 +166,7 @@ impl Header {
         put_u32(b, 20, self.msg_len);
         put_u32(b, 24, self.offset);
         put_u16(b, 28, self.payload_len);
-        put_u16(b, 30, 0);
+        put_u16(b, 30, self.sync_id);
         put_u64(b, 32, self.remote);
         put_u32(b, 40, self.cookie);
         put_u32(b, 44, self.crc);
@@ -203,6 +208,7 @@ impl Header {
             payload_len: get_u16(b, 28),
             remote: get_u64(b, 32),
             cookie: get_u32(b, 40),
+            sync_id: get_u16(b, 30),
             crc: get_u32(b, 44),
         };
         if h.payload_len as usize > MAX_MTU {
@@ -276,6 +282,7 @@ mod tests {
             payload_len: 4,
             remote: 0,
             cookie: 0,
+            sync_id: 0,
             crc: 0xabcd,
         }
     }

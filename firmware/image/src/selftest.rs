@@ -66,6 +66,7 @@ pub fn run() -> ! {
         payload_len: 0,
         remote: 0,
         cookie: 0,
+        sync_id: 0,
         crc: 0,
     };
     let mut hb = [0u8; HEADER_LEN];

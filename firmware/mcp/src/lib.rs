@@ -197,6 +197,8 @@ pub struct Mcp {
     pub(crate) port_rr: u8,
     pub(crate) deadline: Option<u64>,
     pub(crate) running: bool,
+    /// Differs between boots: seeds the streams' sync_ids.
+    pub(crate) salt: u16,
 }
 
 impl Default for Mcp {
@@ -252,6 +254,7 @@ impl Mcp {
             port_rr: 0,
             deadline: None,
             running: false,
+            salt: 0,
         }
     }
 
@@ -268,6 +271,7 @@ impl Mcp {
         };
         self.cfg = cfg;
         self.now = hw.rtc();
+        self.salt = (self.now as u16) ^ (self.now >> 16) as u16 ^ cfg.node.rotate_left(8);
         // Pick up the engines' counters as they are (a warm restart).
         self.hdma_prod = hw.reg32(regs::HDMA_DONE);
         hw.set_reg32(regs::HDMA_PROD, self.hdma_prod);

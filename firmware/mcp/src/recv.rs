@@ -195,10 +195,12 @@ impl Mcp {
         };
         let first = h.has(flags::FIRST);
         let last = h.has(flags::LAST);
-        if first && h.has(flags::SYNC) && seq_lt(self.rxs[r].expected, h.seq) {
+        if first && h.has(flags::SYNC) && self.rxs[r].sync_seen != Some(h.sync_id) {
+            // The sender (re)starts the stream here.
             self.abort_assembly(r);
             self.rxs[r].expected = h.seq;
             self.rxs[r].nacked = None;
+            self.rxs[r].sync_seen = Some(h.sync_id);
         }
         let expected = self.rxs[r].expected;
         if seq_lt(h.seq, expected) {

@@ -309,6 +309,7 @@ impl Mcp {
         st.prio = prio;
         st.conn = c;
         let s = self.txs.alloc(st)?;
+        self.txs[s].sync_id = self.salt.wrapping_add(s.wrapping_mul(0x9E37));
         if self.tx_index.insert(key, s).is_err() {
             self.txs.free(s);
             return None;
@@ -541,6 +542,7 @@ impl Mcp {
             payload_len: plen as u16,
             remote: if matches!(tok.kind, TokKind::Put | TokKind::Get) { tok.remote } else { 0 },
             cookie: tok.cookie,
+            sync_id: if tok.sync { st.sync_id } else { 0 },
             crc: 0,
         };
         let mut hb = [0u8; HEADER_LEN];
@@ -714,6 +716,12 @@ impl Mcp {
 
     /// A nack for stream `s`: `seq` was refused for `code`.
     pub(crate) fn on_nack(&mut self, s: u16, code: NackCode, seq: u32) {
+        if seq_lt(seq, self.txs[s].una) {
+            // The receiver asks for what it already acknowledged: it lost
+            // its state (its NIC was reset). Start again with SYNC.
+            self.resync(s);
+            return;
+        }
         self.on_ack(s, seq);
         let st = self.txs[s];
         if !(seq_le(st.una, seq) && seq_lt(seq, st.high)) {
@@ -760,6 +768,20 @@ impl Mcp {
                 self.rewind(s, seq);
             }
         }
+    }
+
+    /// Resend from the first unfinished message, with a new SYNC.
+    fn resync(&mut self, s: u16) {
+        let st = &mut self.txs[s];
+        st.sync_id = st.sync_id.wrapping_add(1);
+        let head = st.head;
+        if head == NIL {
+            st.sync_next = true;
+            return;
+        }
+        self.tokens[head].sync = true;
+        let base = self.txs[s].base;
+        self.rewind(s, base);
     }
 
     fn rewind(&mut self, s: u16, seq: u32) {
@@ -818,6 +840,7 @@ impl Mcp {
         st.next_seq = st.high;
         st.cursor = NIL;
         st.sync_next = true;
+        st.sync_id = st.sync_id.wrapping_add(1);
         st.nobuf_since = 0;
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);

@@ -181,8 +181,11 @@ pub struct TxStream {
     /// Sequence number of the head token's first packet: the tokens on the
     /// list cover `base..` contiguously.
     pub base: u32,
-    /// The next message's first packet must carry SYNC.
+    /// The next message's first packet must carry SYNC (a new stream starts
+    /// with it).
     pub sync_next: bool,
+    /// The sync_id SYNC packets carry; changes at every resynchronisation.
+    pub sync_id: u16,
     /// When the receiver last acknowledged progress (or the stream woke).
     pub acked_at: u64,
     /// Last rewind: to which sequence number, when (damps nack storms).
@@ -224,7 +227,8 @@ impl TxStream {
         next_seq: 0,
         una: 0,
         base: 0,
-        sync_next: false,
+        sync_next: true,
+        sync_id: 0,
         acked_at: 0,
         rewound_to: 0,
         rewound_at: 0,
@@ -278,6 +282,8 @@ pub struct RxStream {
     pub unacked: u32,
     /// Last out-of-order nack: for which expected value, and when.
     pub nacked: Option<u32>,
+    /// The sync_id of the last SYNC adopted.
+    pub sync_seen: Option<u16>,
     pub nack_time: u64,
     pub assembly: Assembly,
     /// Bytes of the current message placed so far.
@@ -299,6 +305,7 @@ impl RxStream {
         ack_due: 0,
         unacked: 0,
         nacked: None,
+        sync_seen: None,
         nack_time: 0,
         assembly: Assembly::Idle,
         offset: 0,

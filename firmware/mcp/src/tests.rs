@@ -829,3 +829,64 @@ fn acks_holding_buffers_do_not_wedge_the_scheduler() {
         got == want
     }));
 }
+
+impl Bench {
+    /// Reset node n's NIC CPU: a fresh MCP (as after a reflash); its ports
+    /// close.
+    fn reboot(&mut self, n: usize) {
+        let node = &mut self.nodes[n];
+        for p in 0..8 {
+            node.w32(port_reg(p, STATE), STATE_CLOSED);
+        }
+        node.inbox.clear();
+        let mut mcp = Box::new(Mcp::new());
+        mcp.init(&mut SliceHw::new(&mut node.sram)).unwrap();
+        node.mcp = mcp;
+    }
+
+    fn exchange(&mut self, from: usize, to: usize, tag: u64) -> Vec<Event> {
+        let v = self.alloc(from, 1, 100);
+        let rv = self.alloc(to, 2, 128);
+        self.post(to, 2, provide(rv, 7, Priority::Low, tag));
+        self.post(from, 1, send(v, 100, to as u16, 2, Priority::Low, tag));
+        let mut got = Vec::new();
+        assert!(
+            self.run_until(3_000, |b| {
+                got.extend(b.events(to, 2));
+                !got.is_empty()
+            }),
+            "message {tag} from {from} to {to} not delivered"
+        );
+        got
+    }
+}
+
+#[test]
+fn peers_recover_quickly_when_a_nic_is_reset() {
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    b.open(1, 2);
+    for k in 0..5 {
+        b.exchange(0, 1, k);
+    }
+    // The receiver forgets every stream: the sender resynchronises.
+    b.reboot(1);
+    b.open(1, 2);
+    let got = b.exchange(0, 1, 10);
+    assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 10));
+    // The sender forgets: its new streams start with SYNC and are taken.
+    b.reboot(0);
+    b.open(0, 1);
+    for k in 20..23 {
+        let got = b.exchange(0, 1, k);
+        assert_eq!(got[0].tag, k);
+    }
+}
+
+#[test]
+fn a_duplicated_sync_packet_does_not_deliver_twice() {
+    let mut b = Bench::new(2);
+    b.faults.dup_every = 1; // every packet arrives twice
+    transfer(&mut b, &[10, 20, 5000, 30], Priority::Low);
+    assert_eq!(b.stat(1, Stat::MessagesReceived), 4);
+}

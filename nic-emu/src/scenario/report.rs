@@ -31,12 +31,15 @@ pub struct SimReport {
     pub end_ns: u64,
     /// Events the event core handled.
     pub events: u64,
-    /// Packets that crossed a link (every hop counts).
+    /// Packets the NICs put on their links (each packet once).
     pub packets: u64,
     /// Wall-clock time of the run (ms); the only non-deterministic field.
     pub wall_ms: f64,
-    /// Why the run stopped: "done", "time-limit" or another reason the core gives.
+    /// Why the run stopped: "done", "time-limit", "stuck" (nothing left to
+    /// happen, yet a flow is unfinished).
     pub stopped: String,
+    /// Link traversals (a packet crossing k links counts k).
+    pub hops: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

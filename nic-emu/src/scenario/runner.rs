@@ -109,7 +109,7 @@ pub fn run_with_progress(
             RunOutcome::Done => break "done".to_string(),
             RunOutcome::TimeLimit if until >= v.limit_ns => break "time-limit".to_string(),
             RunOutcome::TimeLimit => {}
-            other => break format!("{other:?}").to_lowercase(),
+            other => break other.as_str().to_string(),
         }
     };
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
@@ -159,6 +159,7 @@ pub fn run_with_progress(
             packets: st.packets,
             wall_ms: (wall_ms * 1000.0).round() / 1000.0,
             stopped,
+            hops: st.hops,
         },
         flows,
         nics,
