@@ -12,6 +12,7 @@
 
 pub mod desc;
 pub mod event;
+pub mod flows;
 pub mod le;
 pub mod map;
 pub mod packet;

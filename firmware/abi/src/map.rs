@@ -12,11 +12,13 @@
 //! 0x44000 RXDONE_RING   1 KiB  filled receive buffers, rx-DMA -> firmware
 //! 0x44400 EVT_STAGING   4 KiB  events composed before host-DMA to host memory
 //! 0x46000 TRACE        32 KiB  transition trace ring
+//! 0x4E000 FLOWS         8 KiB  flow table (rate control: IDT, NDT, counters)
 //! 0x50000 PORTS        64 KiB  one 8 KiB window per port (control + send ring)
 //! 0x60000 PAGE_TABLES 128 KiB  one page table per port (driver writes only)
 //! 0x80000 TX_BUFS      66 KiB  transmit buffers
 //! 0x91000 RX_BUFS     132 KiB  receive buffers
-//! 0xB2000 (end of the map; SRAM is at least 1 MiB)
+//! 0xB2000 DISPATCH_TRACE 64 KiB packet dispatch trace (flow, RTC)
+//! 0xC2000 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -53,6 +55,10 @@ pub const EVT_STAGING_LEN: u32 = 64;
 pub const TRACE: u32 = 0x0004_6000;
 pub const TRACE_LEN: u32 = 2048;
 
+/// Flow table: `FLOW_ENTRIES` entries of `flows::FLOW_ENTRY_SIZE` bytes.
+pub const FLOWS: u32 = 0x0004_E000;
+pub const FLOW_ENTRIES: u32 = 256;
+
 /// Port windows: port p's window starts at `PORTS + p * PORT_WINDOW`. A host
 /// process maps exactly its port's window (control block + send ring).
 pub const PORTS: u32 = 0x0005_0000;
@@ -77,7 +83,12 @@ pub const RX_BUFS: u32 = 0x0009_1000;
 pub const RX_BUF_COUNT: u32 = 32;
 
 /// First byte past the map.
-pub const MAP_END: u32 = 0x000B_2000;
+/// Dispatch trace: `DISPATCH_TRACE_LEN` records of
+/// `flows::DISPATCH_RECORD_SIZE` bytes.
+pub const DISPATCH_TRACE: u32 = 0x000B_2000;
+pub const DISPATCH_TRACE_LEN: u32 = 4096;
+
+pub const MAP_END: u32 = 0x000C_2000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -87,6 +98,10 @@ pub const fn port_window(port: usize) -> u32 {
 
 pub const fn page_table(port: usize) -> u32 {
     PAGE_TABLES + port as u32 * PAGE_TABLE_SIZE
+}
+
+pub const fn flow_entry(i: u32) -> u32 {
+    FLOWS + i * crate::flows::FLOW_ENTRY_SIZE
 }
 
 pub const fn route_entry(node: usize) -> u32 {
@@ -115,7 +130,8 @@ const _: () = {
     assert!(RXFREE_RING + RXFREE_RING_LEN * crate::rings::RXFREE_SIZE <= RXDONE_RING);
     assert!(RXDONE_RING + RXDONE_RING_LEN * crate::rings::RXDONE_SIZE <= EVT_STAGING);
     assert!(EVT_STAGING + EVT_STAGING_LEN * crate::event::EVENT_SIZE <= TRACE);
-    assert!(TRACE + TRACE_LEN * crate::trace::TRACE_RECORD_SIZE <= PORTS);
+    assert!(TRACE + TRACE_LEN * crate::trace::TRACE_RECORD_SIZE <= FLOWS);
+    assert!(FLOWS + FLOW_ENTRIES * crate::flows::FLOW_ENTRY_SIZE <= PORTS);
     assert!(PORT_SEND_RING + SEND_RING_LEN * crate::desc::DESC_SIZE <= PORT_WINDOW);
     assert!(PORTS + NUM_PORTS as u32 * PORT_WINDOW <= PAGE_TABLES);
     assert!(PAGE_TABLES + NUM_PORTS as u32 * PAGE_TABLE_SIZE <= TX_BUFS);
@@ -124,7 +140,8 @@ const _: () = {
         BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU
     );
     assert!(TX_BUFS + TX_BUF_COUNT * BUF_STRIDE <= RX_BUFS);
-    assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= MAP_END);
+    assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= DISPATCH_TRACE);
+    assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= MAP_END);
     assert!(MAP_END <= SRAM_MIN);
     assert!(HDMA_RING_LEN.is_power_of_two());
     assert!(TXDMA_RING_LEN.is_power_of_two());

@@ -90,6 +90,15 @@ pub const RX_DROPS: u32 = 0x130; // u32 dev
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.
 pub const TRACE_PROD: u32 = 0x140; // u32 fw
 
+// Rate control (see flows).
+/// Bumped by whoever edits the flow table (driver or BRM agent): the
+/// firmware re-reads the IDTs of its flows when it changes (host).
+pub const FLOW_GEN: u32 = 0x150; // u32 host
+/// Non-zero: record every packet dispatch in DISPATCH_TRACE (host).
+pub const DISPATCH_TRACE_ENABLE: u32 = 0x154; // u32 host
+/// Dispatch records written (fw), free-running; slot = n % DISPATCH_TRACE_LEN.
+pub const DISPATCH_TRACE_PROD: u32 = 0x158; // u32 fw
+
 /// `FW_STATUS` values.
 pub const FW_BOOTING: u32 = 0;
 pub const FW_RUNNING: u32 = 1;

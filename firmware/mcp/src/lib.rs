@@ -23,6 +23,7 @@
 
 pub mod hw;
 mod pool;
+pub mod rate;
 mod rdma;
 mod recv;
 mod sdma;
@@ -199,6 +200,16 @@ pub struct Mcp {
     pub(crate) running: bool,
     /// Differs between boots: seeds the streams' sync_ids.
     pub(crate) salt: u16,
+    /// Rate control: streams with a non-zero IDT, the flow-table generation
+    /// last read, streams set up so far, the time SDMA waits for (an NDT).
+    pub(crate) regulated: u16,
+    pub(crate) flow_gen: u32,
+    pub(crate) streams_made: u32,
+    pub(crate) rate_wait: Option<u64>,
+    pub(crate) dispatch_trace: bool,
+    pub(crate) dispatch_prod: u32,
+    /// A stream was set up since the flow table was last read.
+    pub(crate) flow_pending: bool,
 }
 
 impl Default for Mcp {
@@ -255,6 +266,13 @@ impl Mcp {
             deadline: None,
             running: false,
             salt: 0,
+            regulated: 0,
+            flow_gen: 0,
+            streams_made: 0,
+            rate_wait: None,
+            dispatch_trace: false,
+            dispatch_prod: 0,
+            flow_pending: false,
         }
     }
 
@@ -273,6 +291,8 @@ impl Mcp {
         self.now = hw.rtc();
         self.salt = (self.now as u16) ^ (self.now >> 16) as u16 ^ cfg.node.rotate_left(8);
         // Pick up the engines' counters as they are (a warm restart).
+        self.flow_gen = hw.reg32(regs::FLOW_GEN);
+        self.dispatch_prod = hw.reg32(regs::DISPATCH_TRACE_PROD);
         self.hdma_prod = hw.reg32(regs::HDMA_DONE);
         hw.set_reg32(regs::HDMA_PROD, self.hdma_prod);
         self.hdma_done = self.hdma_prod;
@@ -308,7 +328,13 @@ impl Mcp {
         }
         self.now = hw.rtc();
         self.trace_on = hw.reg32(regs::TRACE_ENABLE) != 0;
-        self.bump(Stat::Polls, 1);
+        self.dispatch_trace = hw.reg32(regs::DISPATCH_TRACE_ENABLE) != 0;
+        let gen = hw.reg32(regs::FLOW_GEN);
+        if gen != self.flow_gen {
+            self.flow_gen = gen;
+            self.reload_flows(hw);
+        }
+        self.stats[Stat::Polls as usize] += 1;
         self.check_ports(hw, &mut w);
         // Completions first: they free buffers the machines need.
         self.hdma_completions(hw);
@@ -384,6 +410,9 @@ impl Mcp {
             if let Some(t) = p.alarm_at {
                 at(t);
             }
+        }
+        if let Some(t) = self.rate_wait {
+            at(t);
         }
         self.deadline = d;
     }

@@ -308,12 +308,15 @@ impl Mcp {
         st.remote_port = rport;
         st.prio = prio;
         st.conn = c;
+        st.order = self.streams_made;
         let s = self.txs.alloc(st)?;
         self.txs[s].sync_id = self.salt.wrapping_add(s.wrapping_mul(0x9E37));
         if self.tx_index.insert(key, s).is_err() {
             self.txs.free(s);
             return None;
         }
+        self.streams_made = self.streams_made.wrapping_add(1);
+        self.flow_pending = true;
         Some(s)
     }
 
@@ -331,7 +334,9 @@ impl Mcp {
         let st = &mut self.txs[s];
         st.tail = t;
         if st.cursor == NIL {
+            // The first sendable token of the flow: NDT = max(NDT, RTC).
             st.cursor = t;
+            st.pace.wake(self.now);
         }
         self.ring_insert(s);
     }
@@ -420,6 +425,9 @@ impl Mcp {
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.
     fn pick_stream(&mut self) -> Option<u16> {
+        if self.regulated > 0 {
+            return self.pick_by_ndt();
+        }
         let mut c = self.conn_cur;
         let mut conns_left = self.conn_queue_len;
         while conns_left > 0 && c != NIL {
@@ -449,12 +457,109 @@ impl Mcp {
         None
     }
 
+    /// Rate control: the sendable stream with the smallest NDT, if it is
+    /// due; otherwise remember when it will be.
+    fn pick_by_ndt(&mut self) -> Option<u16> {
+        let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
+        let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
+        let mut c = self.conn_cur;
+        for _ in 0..self.conn_queue_len {
+            if c == NIL {
+                break;
+            }
+            let mut s = self.conns[c].ring;
+            for _ in 0..self.conns[c].ring_len {
+                let st = &self.txs[s];
+                if st.cursor == NIL || st.suspended {
+                    let _ = dead.push(s);
+                } else if self.sendable(s) {
+                    let _ = cands.push((s, st.pace.ndt, st.order));
+                }
+                s = self.txs[s].ring_next;
+            }
+            c = self.conns[c].next;
+        }
+        for s in dead {
+            self.ring_remove(s);
+        }
+        match crate::rate::choose(self.now, cands.into_iter()) {
+            crate::rate::Choice::Dispatch(s) => Some(s),
+            crate::rate::Choice::WaitUntil(t) => {
+                self.rate_wait = Some(t);
+                None
+            }
+            crate::rate::Choice::Idle => None,
+        }
+    }
+
+    /// Read the IDT of every stream's flow from the flow table (at start,
+    /// for new streams, and when the host bumps FLOW_GEN).
+    pub(crate) fn reload_flows(&mut self, hw: &impl Hw) {
+        self.flow_pending = false;
+        let mut keys: [u32; map::FLOW_ENTRIES as usize] = [0; map::FLOW_ENTRIES as usize];
+        for (i, k) in keys.iter_mut().enumerate() {
+            *k = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::KEY);
+        }
+        let mut regulated = 0;
+        let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
+        for s in live {
+            let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
+            let flow = keys.iter().position(|&k| k == want);
+            let st = &mut self.txs[s];
+            match flow {
+                Some(i) => {
+                    st.flow = i as u16;
+                    st.pace.idt = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64;
+                }
+                None => {
+                    st.flow = NIL;
+                    st.pace.idt = 0;
+                }
+            }
+            if st.pace.idt > 0 {
+                regulated += 1;
+            }
+        }
+        self.regulated = regulated;
+    }
+
+    /// Account one dispatched packet of stream `s` (NDT, flow counters,
+    /// dispatch trace).
+    fn dispatched(&mut self, hw: &mut impl Hw, s: u16, bytes: u32) {
+        let st = &mut self.txs[s];
+        st.pace.dispatched();
+        if st.flow != NIL {
+            let e = map::flow_entry(st.flow as u32);
+            let (ndt, key) = (st.pace.ndt, st.key);
+            hw.store_u64(e + nic_abi::flows::NDT, ndt);
+            let p = hw.load_u64(e + nic_abi::flows::PACKETS);
+            hw.store_u64(e + nic_abi::flows::PACKETS, p.wrapping_add(1));
+            let b = hw.load_u64(e + nic_abi::flows::BYTES);
+            hw.store_u64(e + nic_abi::flows::BYTES, b.wrapping_add(bytes as u64));
+            let _ = key;
+        }
+        if self.dispatch_trace {
+            let rec = nic_abi::flows::DispatchRecord { rtc: self.now, key: self.txs[s].key, bytes };
+            let mut b = [0u8; nic_abi::flows::DISPATCH_RECORD_SIZE as usize];
+            rec.encode(&mut b);
+            let off = map::DISPATCH_TRACE
+                + (self.dispatch_prod % map::DISPATCH_TRACE_LEN) * nic_abi::flows::DISPATCH_RECORD_SIZE;
+            hw.write(off, &b);
+            self.dispatch_prod = self.dispatch_prod.wrapping_add(1);
+            hw.set_reg32(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
+        }
+    }
+
     // ----------------------------------------------------------------
     // Filling transmit buffers
 
     /// A step of the machine (kept out of line: a debugger breaks here).
     #[inline(never)]
     pub(crate) fn sdma_fill(&mut self, hw: &mut impl Hw, w: &mut Work) {
+        if self.flow_pending {
+            self.reload_flows(hw);
+        }
+        self.rate_wait = None;
         loop {
             if self.data_bufs_busy >= map::TX_BUF_COUNT - CONTROL_RESERVE {
                 break;
@@ -467,6 +572,10 @@ impl Mcp {
             self.set_sdma(hw, SdmaState::Schedule, 0);
             let Some(s) = self.pick_stream() else { break };
             self.fill_packet(hw, s, b, w);
+            if self.txs.is_live(s) {
+                let bytes = self.txbufs[b as usize].len.saturating_sub(HEADER_LEN as u32);
+                self.dispatched(hw, s, bytes);
+            }
         }
         self.set_sdma(hw, SdmaState::Idle, 0);
     }

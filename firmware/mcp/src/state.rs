@@ -158,12 +158,10 @@ impl RecvSlot {
     };
 }
 
-/// A stream is (remote node, local port, remote port, priority); packed.
+/// A stream is (remote node, local port, remote port, priority); packed as
+/// the flow key of the rate-control table (a sending stream is a flow).
 pub fn stream_key(remote_node: u16, local_port: u8, remote_port: u8, prio: Priority) -> u32 {
-    ((remote_node as u32) << 7)
-        | ((local_port as u32 & 7) << 4)
-        | ((remote_port as u32 & 7) << 1)
-        | prio as u32
+    nic_abi::flows::flow_key(local_port, remote_node, remote_port, prio)
 }
 
 /// Sending half of a stream.
@@ -215,6 +213,10 @@ pub struct TxStream {
     pub in_ring: bool,
     /// On the active list (streams with unacked packets).
     pub active: bool,
+    /// Rate control: pacing clock, flow-table entry (NIL: none), set-up order.
+    pub pace: crate::rate::Pace,
+    pub flow: u16,
+    pub order: u32,
 }
 
 impl TxStream {
@@ -246,6 +248,9 @@ impl TxStream {
         ring_prev: NIL,
         in_ring: false,
         active: false,
+        pace: crate::rate::Pace { idt: 0, ndt: 0 },
+        flow: NIL,
+        order: 0,
     };
 
     pub fn outstanding(&self) -> u32 {

@@ -890,3 +890,75 @@ fn a_duplicated_sync_packet_does_not_deliver_twice() {
     transfer(&mut b, &[10, 20, 5000, 30], Priority::Low);
     assert_eq!(b.stat(1, Stat::MessagesReceived), 4);
 }
+
+impl Bench {
+    fn set_flow(&mut self, n: usize, i: u32, key: u32, idt: u32) {
+        let e = nic_abi::flows::FlowEntry { valid: true, key, idt, ..Default::default() };
+        let o = map::flow_entry(i) as usize;
+        e.encode(&mut self.nodes[n].sram[o..o + 32]);
+        let g = self.nodes[n].r32(reg(regs::FLOW_GEN));
+        self.nodes[n].w32(reg(regs::FLOW_GEN), g + 1);
+    }
+
+    fn flow(&self, n: usize, i: u32) -> nic_abi::flows::FlowEntry {
+        let o = map::flow_entry(i) as usize;
+        nic_abi::flows::FlowEntry::decode(&self.nodes[n].sram[o..o + 32])
+    }
+}
+
+#[test]
+fn flows_are_paced_by_their_idt_in_proportion() {
+    // Node 0 streams to node 1 (IDT 20 ticks) and node 2 (IDT 30 ticks).
+    let mut b = Bench::new(3);
+    b.nodes[0].w32(reg(regs::DISPATCH_TRACE_ENABLE), 1);
+    for n in 0..3 {
+        b.open(n, 1);
+    }
+    let ka = nic_abi::flows::flow_key(1, 1, 1, Priority::Low);
+    let kb = nic_abi::flows::flow_key(1, 2, 1, Priority::Low);
+    b.set_flow(0, 0, ka, 20);
+    b.set_flow(0, 1, kb, 30);
+    let len = 16 * 4096;
+    let v = b.alloc(0, 1, len as u64);
+    for d in 1..3 {
+        for k in 0..4 {
+            let rv = b.alloc(d, 1, len as u64);
+            b.post(d, 1, provide(rv, 16, Priority::Low, k));
+        }
+    }
+    for k in 0..4 {
+        b.post(0, 1, send(v, len, 1, 1, Priority::Low, k));
+        b.post(0, 1, send(v, len, 2, 1, Priority::Low, k));
+    }
+    b.run(1200);
+    let (fa, fb) = (b.flow(0, 0), b.flow(0, 1));
+    // Over 1200 ticks: about 60 and 40 packets, never faster than the IDT.
+    assert!((58..=61).contains(&fa.packets), "flow A sent {}", fa.packets);
+    assert!((38..=41).contains(&fb.packets), "flow B sent {}", fb.packets);
+    assert_eq!(fa.bytes, fa.packets * 4096);
+    // The dispatch trace shows the spacing.
+    let n = b.nodes[0].r32(reg(regs::DISPATCH_TRACE_PROD));
+    let recs: Vec<_> = (0..n)
+        .map(|i| {
+            let o = (map::DISPATCH_TRACE + i * 16) as usize;
+            nic_abi::flows::DispatchRecord::decode(&b.nodes[0].sram[o..o + 16]).unwrap()
+        })
+        .collect();
+    let a_times: Vec<u64> = recs.iter().filter(|r| r.key == ka).map(|r| r.rtc).collect();
+    assert!(a_times.windows(2).all(|w| w[1] - w[0] >= 20), "{a_times:?}");
+    let b_times: Vec<u64> = recs.iter().filter(|r| r.key == kb).map(|r| r.rtc).collect();
+    assert!(b_times.windows(2).all(|w| w[1] - w[0] >= 30), "{b_times:?}");
+    // Without flows the same traffic is not paced (rotation, as fast as it goes).
+    let mut c = Bench::new(3);
+    for n in 0..3 {
+        c.open(n, 1);
+    }
+    let v = c.alloc(0, 1, len as u64);
+    for d in 1..3 {
+        let rv = c.alloc(d, 1, len as u64);
+        c.post(d, 1, provide(rv, 16, Priority::Low, 0));
+        c.post(0, 1, send(v, len, d as u16, 1, Priority::Low, 0));
+    }
+    c.run(200);
+    assert_eq!(c.stat(0, Stat::MessagesSent), 2);
+}
