@@ -168,7 +168,8 @@ impl Firmware for PumpFirmware {
                 payload_len: self.payload,
                 remote: 0,
                 cookie: 0,
-                sync_id: 0,
+                sync_boot: 0,
+                sync_gen: 0,
                 crc: 0,
             };
             let mut hb = [0u8; HEADER_LEN];

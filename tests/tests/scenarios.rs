@@ -140,3 +140,17 @@ fn another_seed_gives_another_run() {
     assert_all_intact(&b);
     assert_ne!(a.deterministic_json()["nics"], b.deterministic_json()["nics"]);
 }
+
+#[test]
+fn a_run_cut_short_by_its_time_limit_says_so() {
+    let r = run_text(
+        "profile = \"lanai4-gm\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"long\"\nsrc = [0, 2]\n\
+         dst = [1, 2]\nkind = \"stream\"\nbytes = 65536\nmessages = 1000\n[run]\nlimit_ms = 2\n",
+    );
+    assert_eq!(r.sim.stopped, "time-limit");
+    assert!(!r.complete && !r.flows[0].complete);
+    assert!(r.flows[0].delivered > 0 && r.flows[0].delivered < 1000, "{}", r.summary());
+    assert!(r.sim.end_ns <= 2_000_000);
+    assert!(!r.all_delivered_intact());
+    assert!(r.summary().contains("INCOMPLETE"));
+}

@@ -27,7 +27,7 @@ pub fn run(_root: &Path, json: bool) -> crate::Result<ExitCode> {
     }
     let r = scenario::run(&sc).map_err(|e| e.to_string())?;
     if json {
-        println!("{}", r.to_json());
+        crate::emit(&format!("{}\n", r.to_json()));
         return Ok(if r.all_delivered_intact() { ExitCode::SUCCESS } else { ExitCode::from(2) });
     }
     println!(

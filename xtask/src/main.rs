@@ -124,5 +124,12 @@ pub fn workspace_root() -> PathBuf {
     here.parent().map(PathBuf::from).unwrap_or(here)
 }
 
+/// Write to stdout, ignoring a closed pipe (`cargo xtask sim F --json | head`).
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 /// Errors of xtask itself: a message for the user.
 pub type Result<T> = std::result::Result<T, String>;

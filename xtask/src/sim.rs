@@ -53,9 +53,9 @@ pub fn run(file: &Path, json: bool, seed: Option<u64>, quiet: bool) -> crate::Re
         }
     };
     if json {
-        println!("{}", report.to_json());
+        crate::emit(&format!("{}\n", report.to_json()));
     } else {
-        print!("{}", report.summary());
+        crate::emit(&report.summary());
     }
     Ok(if report.all_delivered_intact() { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }

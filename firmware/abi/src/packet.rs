@@ -7,8 +7,8 @@
 //! header (48 bytes):
 //!  0 ptype u8 (bit 7 clear)  1 flags u8  2 priority u8  3 nack_code u8
 //!  4 src_node u16   6 dst_node u16   8 src_port u8   9 dst_port u8
-//! 10 size_class u8 11 reserved u8   12 seq u32   16 ack u32
-//! 20 msg_len u32   24 offset u32    28 payload_len u16   30 sync_id u16
+//! 10 size_class u8 11 sync_gen u8   12 seq u32   16 ack u32
+//! 20 msg_len u32   24 offset u32    28 payload_len u16   30 sync_boot u16
 //! 32 remote u64    40 cookie u32    44 crc u32
 //! payload (payload_len bytes)
 //! ```
@@ -83,6 +83,9 @@ pub enum NackCode {
     RemoteAccess = 4,
     /// The receiver lacks resources for now: retry later.
     Busy = 5,
+    /// The receiver has no state for this stream (its NIC was reset) and
+    /// the packet is not a SYNC: start the stream again with SYNC.
+    Unsynced = 6,
 }
 
 impl NackCode {
@@ -93,6 +96,7 @@ impl NackCode {
             3 => NackCode::PortClosed,
             4 => NackCode::RemoteAccess,
             5 => NackCode::Busy,
+            6 => NackCode::Unsynced,
             _ => return None,
         })
     }
@@ -109,8 +113,10 @@ pub mod flags {
     /// The sender (re)starts this stream here: it is new (the NIC booted),
     /// it abandoned earlier sequence numbers (its port closed, or the peer
     /// was unreachable), or the receiver lost its state. The receiver takes
-    /// `seq` as the next expected one, dropping any partial message, once
-    /// per `sync_id`. Only on the first packet of a message.
+    /// `seq` as the next expected one, dropping any partial message, when
+    /// the SYNC is news: the first it sees, one from another boot of the
+    /// sender (`sync_boot`), or a new `sync_gen` that does not go back
+    /// before what it already took. Only on the first packet of a message.
     pub const SYNC: u8 = 8;
     pub const ALL: u8 = FIRST | LAST | ACK_VALID | SYNC;
 }
@@ -142,10 +148,10 @@ pub struct Header {
     pub payload_len: u16,
     pub remote: u64,
     pub cookie: u32,
-    /// With SYNC: which resynchronisation of the stream this is. The
-    /// receiver adopts `seq` once per sync_id, so a duplicate of a SYNC
-    /// packet cannot roll the stream back.
-    pub sync_id: u16,
+    /// With SYNC: the sender NIC's boot nonce (changes when it restarts).
+    pub sync_boot: u16,
+    /// With SYNC: which resynchronisation of the stream, in this boot.
+    pub sync_gen: u8,
     pub crc: u32,
 }
 
@@ -160,13 +166,13 @@ impl Header {
         put_u8(b, 8, self.src_port);
         put_u8(b, 9, self.dst_port);
         put_u8(b, 10, self.size_class);
-        put_u8(b, 11, 0);
+        put_u8(b, 11, self.sync_gen);
         put_u32(b, 12, self.seq);
         put_u32(b, 16, self.ack);
         put_u32(b, 20, self.msg_len);
         put_u32(b, 24, self.offset);
         put_u16(b, 28, self.payload_len);
-        put_u16(b, 30, self.sync_id);
+        put_u16(b, 30, self.sync_boot);
         put_u64(b, 32, self.remote);
         put_u32(b, 40, self.cookie);
         put_u32(b, 44, self.crc);
@@ -208,7 +214,8 @@ impl Header {
             payload_len: get_u16(b, 28),
             remote: get_u64(b, 32),
             cookie: get_u32(b, 40),
-            sync_id: get_u16(b, 30),
+            sync_boot: get_u16(b, 30),
+            sync_gen: get_u8(b, 11),
             crc: get_u32(b, 44),
         };
         if h.payload_len as usize > MAX_MTU {
@@ -282,7 +289,8 @@ mod tests {
             payload_len: 4,
             remote: 0,
             cookie: 0,
-            sync_id: 0,
+            sync_boot: 0,
+            sync_gen: 0,
             crc: 0xabcd,
         }
     }

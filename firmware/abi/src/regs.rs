@@ -36,6 +36,9 @@ pub const FW_STATUS: u32 = 0x028; // u32 fw
 pub const HOST_DOORBELL: u32 = 0x02C; // u32 host
 /// Link state, bit 0 = up (dev).
 pub const LINK_STATE: u32 = 0x030; // u32 dev
+/// How many times this NIC was reset (cfg): the firmware derives its boot
+/// nonce from it, so peers can tell a restarted NIC's streams apart.
+pub const BOOT_COUNT: u32 = 0x038; // u32 cfg
 
 // Firmware parameters (cfg), from the timing profile and the scenario.
 /// A send that finds no receive buffer is retried this long, then times out.

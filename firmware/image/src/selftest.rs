@@ -66,7 +66,8 @@ pub fn run() -> ! {
         payload_len: 0,
         remote: 0,
         cookie: 0,
-        sync_id: 0,
+        sync_boot: 0,
+        sync_gen: 0,
         crc: 0,
     };
     let mut hb = [0u8; HEADER_LEN];

@@ -198,8 +198,8 @@ pub struct Mcp {
     pub(crate) port_rr: u8,
     pub(crate) deadline: Option<u64>,
     pub(crate) running: bool,
-    /// Differs between boots: seeds the streams' sync_ids.
-    pub(crate) salt: u16,
+    /// Differs between boots of this NIC: SYNC packets carry it.
+    pub(crate) boot: u16,
     /// Rate control: streams with a non-zero IDT, the flow-table generation
     /// last read, streams set up so far, the time SDMA waits for (an NDT).
     pub(crate) regulated: u16,
@@ -265,7 +265,7 @@ impl Mcp {
             port_rr: 0,
             deadline: None,
             running: false,
-            salt: 0,
+            boot: 0,
             regulated: 0,
             flow_gen: 0,
             streams_made: 0,
@@ -289,7 +289,8 @@ impl Mcp {
         };
         self.cfg = cfg;
         self.now = hw.rtc();
-        self.salt = (self.now as u16) ^ (self.now >> 16) as u16 ^ cfg.node.rotate_left(8);
+        let n = ((hw.reg32(regs::BOOT_COUNT) as u64) << 32) ^ self.now;
+        self.boot = (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16;
         // Pick up the engines' counters as they are (a warm restart).
         self.flow_gen = hw.reg32(regs::FLOW_GEN);
         self.dispatch_prod = hw.reg32(regs::DISPATCH_TRACE_PROD);

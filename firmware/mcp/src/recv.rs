@@ -195,12 +195,29 @@ impl Mcp {
         };
         let first = h.has(flags::FIRST);
         let last = h.has(flags::LAST);
-        if first && h.has(flags::SYNC) && self.rxs[r].sync_seen != Some(h.sync_id) {
-            // The sender (re)starts the stream here.
-            self.abort_assembly(r);
-            self.rxs[r].expected = h.seq;
-            self.rxs[r].nacked = None;
-            self.rxs[r].sync_seen = Some(h.sync_id);
+        if first && h.has(flags::SYNC) {
+            let rx = self.rxs[r];
+            let news = match rx.sync_seen {
+                None => true,
+                Some((boot, _)) if boot != h.sync_boot => true,
+                // A later resync of the same boot may not roll back over
+                // what was taken (a redundant SYNC raced an earlier one).
+                Some((_, gen)) => gen != h.sync_gen && seq_le(rx.expected, h.seq),
+            };
+            if news {
+                // The sender (re)starts the stream here.
+                self.abort_assembly(r);
+                let rx = &mut self.rxs[r];
+                rx.expected = h.seq;
+                rx.nacked = None;
+                rx.sync_seen = Some((h.sync_boot, h.sync_gen));
+            }
+        }
+        if self.rxs[r].sync_seen.is_none() {
+            // Every stream starts with SYNC: without one this NIC lost the
+            // stream's state (a reset). Ask the sender to start again.
+            self.nack(hw, buf, r, NackCode::Unsynced, h.seq);
+            return;
         }
         let expected = self.rxs[r].expected;
         if seq_lt(h.seq, expected) {

@@ -310,7 +310,6 @@ impl Mcp {
         st.conn = c;
         st.order = self.streams_made;
         let s = self.txs.alloc(st)?;
-        self.txs[s].sync_id = self.salt.wrapping_add(s.wrapping_mul(0x9E37));
         if self.tx_index.insert(key, s).is_err() {
             self.txs.free(s);
             return None;
@@ -651,7 +650,8 @@ impl Mcp {
             payload_len: plen as u16,
             remote: if matches!(tok.kind, TokKind::Put | TokKind::Get) { tok.remote } else { 0 },
             cookie: tok.cookie,
-            sync_id: if tok.sync { st.sync_id } else { 0 },
+            sync_boot: if tok.sync { self.boot } else { 0 },
+            sync_gen: if tok.sync { st.sync_gen } else { 0 },
             crc: 0,
         };
         let mut hb = [0u8; HEADER_LEN];
@@ -825,12 +825,16 @@ impl Mcp {
 
     /// A nack for stream `s`: `seq` was refused for `code`.
     pub(crate) fn on_nack(&mut self, s: u16, code: NackCode, seq: u32) {
-        if seq_lt(seq, self.txs[s].una) {
-            // The receiver asks for what it already acknowledged: it lost
-            // its state (its NIC was reset). Start again with SYNC.
-            self.resync(s);
+        if code == NackCode::Unsynced {
+            // The receiver has no state for the stream (its NIC was reset):
+            // start again from the first unfinished message, with SYNC.
+            let st = self.txs[s];
+            if seq_le(st.una, seq) && seq_lt(seq, st.high) {
+                self.resync(s);
+            }
             return;
         }
+        // The receiver holds everything before `seq`.
         self.on_ack(s, seq);
         let st = self.txs[s];
         if !(seq_le(st.una, seq) && seq_lt(seq, st.high)) {
@@ -876,13 +880,14 @@ impl Mcp {
                 }
                 self.rewind(s, seq);
             }
+            NackCode::Unsynced => {}
         }
     }
 
     /// Resend from the first unfinished message, with a new SYNC.
     fn resync(&mut self, s: u16) {
         let st = &mut self.txs[s];
-        st.sync_id = st.sync_id.wrapping_add(1);
+        st.sync_gen = st.sync_gen.wrapping_add(1);
         let head = st.head;
         if head == NIL {
             st.sync_next = true;
@@ -949,7 +954,7 @@ impl Mcp {
         st.next_seq = st.high;
         st.cursor = NIL;
         st.sync_next = true;
-        st.sync_id = st.sync_id.wrapping_add(1);
+        st.sync_gen = st.sync_gen.wrapping_add(1);
         st.nobuf_since = 0;
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);

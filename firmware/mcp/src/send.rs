@@ -10,7 +10,7 @@ use crate::state::*;
 use crate::trace::SendState;
 use crate::{Mcp, Work};
 use nic_abi::map;
-use nic_abi::packet::{field, flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{field, flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{self, HostDmaCmd, TxDmaCmd};
 use nic_abi::stats::Stat;
@@ -164,6 +164,19 @@ impl Mcp {
             return;
         }
         let r = self.rxs[c.rx_stream];
+        // A nack waiting in the queue may have gone stale: the packet it
+        // refuses was taken since (or the stream got its SYNC). Sending it
+        // would contradict an ack that went out before it.
+        if let Some((code, seq)) = c.nack {
+            let stale = if code == NackCode::Unsynced as u8 {
+                r.sync_seen.is_some()
+            } else {
+                seq != r.expected
+            };
+            if stale {
+                return;
+            }
+        }
         let route_len = self.write_route(hw, b, r.remote_node);
         let (ptype, code, seq) = match c.nack {
             Some((code, seq)) => (PacketType::Nack, code, seq),
@@ -186,7 +199,8 @@ impl Mcp {
             payload_len: 0,
             remote: 0,
             cookie: 0,
-            sync_id: 0,
+            sync_boot: 0,
+            sync_gen: 0,
             crc: 0,
         };
         let mut hb = [0u8; HEADER_LEN];

@@ -182,8 +182,8 @@ pub struct TxStream {
     /// The next message's first packet must carry SYNC (a new stream starts
     /// with it).
     pub sync_next: bool,
-    /// The sync_id SYNC packets carry; changes at every resynchronisation.
-    pub sync_id: u16,
+    /// The sync_gen SYNC packets carry; changes at every resynchronisation.
+    pub sync_gen: u8,
     /// When the receiver last acknowledged progress (or the stream woke).
     pub acked_at: u64,
     /// Last rewind: to which sequence number, when (damps nack storms).
@@ -230,7 +230,7 @@ impl TxStream {
         una: 0,
         base: 0,
         sync_next: true,
-        sync_id: 0,
+        sync_gen: 0,
         acked_at: 0,
         rewound_to: 0,
         rewound_at: 0,
@@ -287,8 +287,8 @@ pub struct RxStream {
     pub unacked: u32,
     /// Last out-of-order nack: for which expected value, and when.
     pub nacked: Option<u32>,
-    /// The sync_id of the last SYNC adopted.
-    pub sync_seen: Option<u16>,
+    /// The (sync_boot, sync_gen) of the last SYNC adopted.
+    pub sync_seen: Option<(u16, u8)>,
     pub nack_time: u64,
     pub assembly: Assembly,
     /// Bytes of the current message placed so far.

@@ -839,6 +839,8 @@ impl Bench {
             node.w32(port_reg(p, STATE), STATE_CLOSED);
         }
         node.inbox.clear();
+        let boots = node.r32(reg(regs::BOOT_COUNT));
+        node.w32(reg(regs::BOOT_COUNT), boots + 1);
         let mut mcp = Box::new(Mcp::new());
         mcp.init(&mut SliceHw::new(&mut node.sram)).unwrap();
         node.mcp = mcp;

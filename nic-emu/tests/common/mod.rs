@@ -54,7 +54,8 @@ pub fn header(src: u16, dst: u16, payload_len: u16) -> [u8; HEADER_LEN] {
         payload_len,
         remote: 0,
         cookie: 0,
-        sync_id: 0,
+        sync_boot: 0,
+        sync_gen: 0,
         crc: 0,
     };
     let mut b = [0u8; HEADER_LEN];
