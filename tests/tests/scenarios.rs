@@ -154,3 +154,16 @@ fn a_run_cut_short_by_its_time_limit_says_so() {
     assert!(!r.all_delivered_intact());
     assert!(r.summary().contains("INCOMPLETE"));
 }
+
+/// Heavy incast of small messages (every node to every other, 300 each):
+/// receivers must keep taking packets while their send side is busy, or the
+/// fabric deadlocks (it did once: acks and nacks filled the control queue
+/// and the receive path waited for it).
+#[test]
+fn heavy_small_message_incast_on_16_nodes_completes() {
+    let r = run_text(
+        "profile = \"lanai4-gm\"\n[fabric]\nnodes = 16\n[[alltoall]]\nname = \"a2a\"\nport = 2\n\
+         bytes = 64\nmessages = 300\nwindow = 4\n[run]\nlimit_ms = 5000\n",
+    );
+    assert_all_intact(&r);
+}

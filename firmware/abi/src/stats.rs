@@ -33,9 +33,11 @@ pub enum Stat {
     NoBuffer = 14,
     /// Main-loop passes.
     Polls = 15,
+    /// Acks or nacks not queued because the control queue was full.
+    ControlDrops = 16,
 }
 
-pub const STAT_COUNT: usize = 16;
+pub const STAT_COUNT: usize = 17;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -58,6 +60,7 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::MessagesSent,
     Stat::NoBuffer,
     Stat::Polls,
+    Stat::ControlDrops,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

@@ -398,7 +398,7 @@ impl Mcp {
         for &s in self.active_tx.iter() {
             let st = &self.txs[s];
             if st.outstanding() != 0 {
-                at(st.last_progress.saturating_add(self.cfg.rto));
+                at(st.last_progress.saturating_add(st.rto(self.cfg.rto)));
             }
             if st.hold_until > self.now {
                 at(st.hold_until);

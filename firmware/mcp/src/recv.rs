@@ -27,7 +27,10 @@ impl Mcp {
     pub(crate) fn recv_step(&mut self, hw: &mut impl Hw, w: &mut Work) {
         for _ in 0..RECV_BUDGET {
             let prod = hw.reg32(regs::RXDONE_PROD);
-            if prod == self.rxdone_cons || self.rdma_jobs.is_full() || self.control.is_full() {
+            // Never wait for the send side here (a full control queue, busy
+            // transmit buffers): a receiver that stops taking packets while
+            // it waits to send can deadlock the fabric with its peers.
+            if prod == self.rxdone_cons || self.rdma_jobs.is_full() {
                 break;
             }
             let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.rxdone_cons);

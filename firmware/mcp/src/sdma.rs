@@ -779,6 +779,7 @@ impl Mcp {
             st.last_progress = self.now;
             st.acked_at = self.now;
             st.nobuf_since = 0;
+            st.backoff = 0;
         }
         if seq_lt(self.txs[s].next_seq, ack) {
             self.seek(s, ack);
@@ -1003,7 +1004,7 @@ impl Mcp {
                 self.active_tx.swap_remove(i);
                 continue;
             }
-            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(self.cfg.rto) {
+            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(st.rto(self.cfg.rto)) {
                 w.timers += 1;
                 self.set_sdma(hw, SdmaState::Timer, st.una);
                 if now.saturating_sub(st.acked_at) >= self.cfg.send_timeout {
@@ -1011,6 +1012,8 @@ impl Mcp {
                     self.abandon_stream(s, Some(SendStatus::Unreachable));
                 } else {
                     self.rewind(s, st.una);
+                    let st = &mut self.txs[s];
+                    st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
                 }
             }
             i += 1;

@@ -149,14 +149,18 @@ impl Mcp {
     }
 
     /// Queue an ack or nack for receiving stream `r`.
+    /// When the queue is full the ack or nack is dropped (counted): acks
+    /// are owed again by the ack timer, a lost nack costs the sender a
+    /// retransmission timeout. The receive path never waits for it.
     pub(crate) fn queue_control(&mut self, r: u16, nack: Option<(u8, u32)>) {
-        if nack.is_none() {
-            // Coalesce plain acks: one queued is enough.
-            if self.control.iter().any(|c| c.rx_stream == r && c.nack.is_none()) {
-                return;
-            }
+        // One of each kind per stream is enough: acks carry the latest
+        // expected value when they leave, nacks repeat.
+        if self.control.iter().any(|c| c.rx_stream == r && c.nack == nack) {
+            return;
         }
-        let _ = self.control.push_back(Control { rx_stream: r, nack });
+        if self.control.push_back(Control { rx_stream: r, nack }).is_err() {
+            self.bump(Stat::ControlDrops, 1);
+        }
     }
 
     fn send_control(&mut self, hw: &mut impl Hw, b: u8, c: Control, w: &mut Work) {

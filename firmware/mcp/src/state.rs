@@ -19,6 +19,8 @@ pub const MAX_SLOTS: usize = 256;
 /// priority); a send that would need one more is refused (TooManyStreams).
 pub const MAX_STREAMS: usize = 128;
 pub const MAX_CONNS: usize = 128;
+/// Most doublings of the retransmission timeout.
+pub const MAX_BACKOFF: u8 = 6;
 /// Largest window (unacked packets per stream).
 pub const WINDOW_MAX: u32 = 64;
 
@@ -186,6 +188,10 @@ pub struct TxStream {
     pub sync_gen: u8,
     /// When the receiver last acknowledged progress (or the stream woke).
     pub acked_at: u64,
+    /// Retransmission timeouts in a row without progress: the timeout
+    /// doubles with each (exponential backoff), so a congested receiver is
+    /// not buried in go-back-N resends.
+    pub backoff: u8,
     /// Last rewind: to which sequence number, when (damps nack storms).
     pub rewound_to: u32,
     pub rewound_at: u64,
@@ -232,6 +238,7 @@ impl TxStream {
         sync_next: true,
         sync_gen: 0,
         acked_at: 0,
+        backoff: 0,
         rewound_to: 0,
         rewound_at: 0,
         high: 0,
@@ -252,6 +259,11 @@ impl TxStream {
         flow: NIL,
         order: 0,
     };
+
+    /// The retransmission timeout now, for a base timeout `rto`.
+    pub fn rto(&self, rto: u64) -> u64 {
+        rto.saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+    }
 
     pub fn outstanding(&self) -> u32 {
         self.next_seq.wrapping_sub(self.una)
