@@ -183,7 +183,9 @@ pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitC
         // Small messages measure the per-packet cost of the simulator; 4 KiB
         // ones add four 4 KiB copies (host-DMA in, send, receive, host-DMA
         // out) and a CRC per packet, which bound it.
-        for (bytes, messages) in [(64u64, if quick { 40 } else { 400 }), (4096, if quick { 10 } else { 60 })] {
+        for (bytes, messages) in
+            [(64u64, if quick { 40 } else { 400 }), (4096, if quick { 10 } else { 60 })]
+        {
             println!(
                 "\nsimulator speed: 16-node all-to-all stream, {} messages, {messages} per pair (lanai4-gm)",
                 if bytes >= 1024 { format!("{} KiB", bytes / 1024) } else { format!("{bytes} B") }

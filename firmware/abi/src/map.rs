@@ -136,9 +136,7 @@ const _: () = {
     assert!(PORTS + NUM_PORTS as u32 * PORT_WINDOW <= PAGE_TABLES);
     assert!(PAGE_TABLES + NUM_PORTS as u32 * PAGE_TABLE_SIZE <= TX_BUFS);
     assert!(ROUTE_ROOM as usize >= ROUTE_MAX);
-    assert!(
-        BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU
-    );
+    assert!(BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU);
     assert!(TX_BUFS + TX_BUF_COUNT * BUF_STRIDE <= RX_BUFS);
     assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= DISPATCH_TRACE);
     assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= MAP_END);

@@ -132,11 +132,7 @@ impl RxDone {
         if b.len() < RXDONE_SIZE as usize {
             return Err(ParseError::Truncated);
         }
-        Ok(RxDone {
-            buf: get_u32(b, 0),
-            len: get_u32(b, 4),
-            status: get_u32(b, 8),
-        })
+        Ok(RxDone { buf: get_u32(b, 0), len: get_u32(b, 4), status: get_u32(b, 8) })
     }
 }
 

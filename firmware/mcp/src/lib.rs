@@ -477,20 +477,14 @@ impl Mcp {
             }
         }
         // Streams from this port: abandon their tokens.
-        let streams: heapless::Vec<u16, MAX_STREAMS> = self
-            .txs
-            .live_indices()
-            .filter(|&i| self.txs[i].local_port as usize == p)
-            .collect();
+        let streams: heapless::Vec<u16, MAX_STREAMS> =
+            self.txs.live_indices().filter(|&i| self.txs[i].local_port as usize == p).collect();
         for st in streams {
             self.abandon_stream(st, None);
         }
         // Receiving streams into this port: drop partial messages.
-        let rx: heapless::Vec<u16, MAX_STREAMS> = self
-            .rxs
-            .live_indices()
-            .filter(|&i| self.rxs[i].local_port as usize == p)
-            .collect();
+        let rx: heapless::Vec<u16, MAX_STREAMS> =
+            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
             self.abort_assembly(r);
         }

@@ -15,13 +15,7 @@ pub struct Pool<T: Copy, const N: usize> {
 
 impl<T: Copy, const N: usize> Pool<T, N> {
     pub const fn new(empty: T) -> Self {
-        Pool {
-            items: [empty; N],
-            used: [false; N],
-            high: 0,
-            free: heapless::Vec::new(),
-            live: 0,
-        }
+        Pool { items: [empty; N], used: [false; N], high: 0, free: heapless::Vec::new(), live: 0 }
     }
 
     /// Take a free record, set it to `v`; None when full.

@@ -91,8 +91,18 @@ mod tests {
         // Flows A and B with IDT 2 and 3 (units of T), both backlogged.
         let got = run(&[2, 3], 12);
         let want = [
-            Some(0), Some(1), Some(0), Some(1), Some(0), None,
-            Some(0), Some(1), Some(0), Some(1), Some(0), None,
+            Some(0),
+            Some(1),
+            Some(0),
+            Some(1),
+            Some(0),
+            None,
+            Some(0),
+            Some(1),
+            Some(0),
+            Some(1),
+            Some(0),
+            None,
         ];
         assert_eq!(got, want);
     }

@@ -51,8 +51,15 @@ impl Mcp {
             }
             let src = map::rx_buf(job.rx_buf as u32) + HEADER_LEN as u32;
             for (k, (bus, len, at)) in pieces.into_iter().enumerate() {
-                let action = if k + 1 == n { HdmaAction::RxDone(job.rx_buf) } else { HdmaAction::Nothing };
-                let cmd = HostDmaCmd { dir: DmaDir::SramToHost, len, sram: src + at, host: bus, cookie: 0 };
+                let action =
+                    if k + 1 == n { HdmaAction::RxDone(job.rx_buf) } else { HdmaAction::Nothing };
+                let cmd = HostDmaCmd {
+                    dir: DmaDir::SramToHost,
+                    len,
+                    sram: src + at,
+                    host: bus,
+                    cookie: 0,
+                };
                 self.hdma_post(hw, cmd, action);
                 w.dma_cmds += 1;
             }
@@ -96,8 +103,15 @@ impl Mcp {
                 let staging = map::EVT_STAGING + slot as u32 * EVENT_SIZE;
                 hw.write(staging, &b);
                 self.staging_busy[slot as usize] = true;
-                let at = ps.evq_bus + (ps.evq_produced & (ps.evq_len - 1)) as u64 * EVENT_SIZE as u64;
-                let cmd = HostDmaCmd { dir: DmaDir::SramToHost, len: EVENT_SIZE, sram: staging, host: at, cookie: 0 };
+                let at =
+                    ps.evq_bus + (ps.evq_produced & (ps.evq_len - 1)) as u64 * EVENT_SIZE as u64;
+                let cmd = HostDmaCmd {
+                    dir: DmaDir::SramToHost,
+                    len: EVENT_SIZE,
+                    sram: staging,
+                    host: at,
+                    cookie: 0,
+                };
                 self.hdma_post(hw, cmd, HdmaAction::EventDone(slot));
                 w.dma_cmds += 1;
                 w.events += 1;

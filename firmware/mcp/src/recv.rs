@@ -33,7 +33,12 @@ impl Mcp {
             if prod == self.rxdone_cons || self.rdma_jobs.is_full() {
                 break;
             }
-            let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.rxdone_cons);
+            let slot = rings::slot(
+                map::RXDONE_RING,
+                map::RXDONE_RING_LEN,
+                rings::RXDONE_SIZE,
+                self.rxdone_cons,
+            );
             let mut rec = [0u8; rings::RXDONE_SIZE as usize];
             hw.read(slot, &mut rec);
             self.rxdone_cons = self.rxdone_cons.wrapping_add(1);
@@ -90,7 +95,9 @@ impl Mcp {
         match h.ptype {
             PacketType::Ack => self.post_rx_buffer(hw, buf),
             PacketType::Nack => {
-                if let (Some(&s), Some(code)) = (self.tx_index.get(&key), NackCode::from_u8(h.nack_code)) {
+                if let (Some(&s), Some(code)) =
+                    (self.tx_index.get(&key), NackCode::from_u8(h.nack_code))
+                {
                     self.set_recv(hw, RecvState::Ack, h.seq);
                     self.on_nack(s, code, h.seq);
                 }
@@ -332,7 +339,8 @@ impl Mcp {
                     self.nack(hw, buf, r, NackCode::RemoteAccess, h.seq);
                     return;
                 }
-                let internal_live = self.tokens.live_indices().filter(|&t| self.tokens[t].is_internal()).count();
+                let internal_live =
+                    self.tokens.live_indices().filter(|&t| self.tokens[t].is_internal()).count();
                 let reply = if internal_live < INTERNAL_TOKENS && self.tokens.available() > 0 {
                     self.find_or_make_tx(h.src_node, h.dst_port, h.src_port, h.priority)
                 } else {
@@ -387,7 +395,8 @@ impl Mcp {
                     return;
                 };
                 if last {
-                    self.tokens[token].state = TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
+                    self.tokens[token].state =
+                        TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
                 }
                 job = Some(RdmaJob {
                     rx_buf: buf,

@@ -222,7 +222,8 @@ impl Mcp {
                 t.tag = d.tag;
                 t.desc_kind = d.kind as u8;
                 t.npkts = self.packets_for(kind, d.len);
-                let Some(s) = self.find_or_make_tx(d.target_node, p as u8, d.target_port, d.priority)
+                let Some(s) =
+                    self.find_or_make_tx(d.target_node, p as u8, d.target_port, d.priority)
                 else {
                     return; // checked before the descriptor was taken
                 };
@@ -283,7 +284,13 @@ impl Mcp {
     // ----------------------------------------------------------------
     // Streams and connections
 
-    pub(crate) fn find_or_make_tx(&mut self, node: u16, lport: u8, rport: u8, prio: Priority) -> Option<u16> {
+    pub(crate) fn find_or_make_tx(
+        &mut self,
+        node: u16,
+        lport: u8,
+        rport: u8,
+        prio: Priority,
+    ) -> Option<u16> {
         let key = stream_key(node, lport, rport, prio);
         if let Some(&s) = self.tx_index.get(&key) {
             return Some(s);
@@ -508,7 +515,8 @@ impl Mcp {
             match flow {
                 Some(i) => {
                     st.flow = i as u16;
-                    st.pace.idt = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64;
+                    st.pace.idt =
+                        hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64;
                 }
                 None => {
                     st.flow = NIL;
@@ -542,7 +550,8 @@ impl Mcp {
             let mut b = [0u8; nic_abi::flows::DISPATCH_RECORD_SIZE as usize];
             rec.encode(&mut b);
             let off = map::DISPATCH_TRACE
-                + (self.dispatch_prod % map::DISPATCH_TRACE_LEN) * nic_abi::flows::DISPATCH_RECORD_SIZE;
+                + (self.dispatch_prod % map::DISPATCH_TRACE_LEN)
+                    * nic_abi::flows::DISPATCH_RECORD_SIZE;
             hw.write(off, &b);
             self.dispatch_prod = self.dispatch_prod.wrapping_add(1);
             hw.set_reg32(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
@@ -1004,7 +1013,8 @@ impl Mcp {
                 self.active_tx.swap_remove(i);
                 continue;
             }
-            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(st.rto(self.cfg.rto)) {
+            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(st.rto(self.cfg.rto))
+            {
                 w.timers += 1;
                 self.set_sdma(hw, SdmaState::Timer, st.una);
                 if now.saturating_sub(st.acked_at) >= self.cfg.send_timeout {

@@ -24,7 +24,8 @@ impl Mcp {
     }
 
     pub(crate) fn hdma_post(&mut self, hw: &mut impl Hw, cmd: HostDmaCmd, action: HdmaAction) {
-        let slot = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, self.hdma_prod);
+        let slot =
+            rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, self.hdma_prod);
         let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
         cmd.encode(&mut b);
         hw.write(slot, &b);
@@ -93,8 +94,12 @@ impl Mcp {
             route_len: buf.route_len,
             cookie: b as u32,
         };
-        let slot =
-            rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.txdma_prod);
+        let slot = rings::slot(
+            map::TXDMA_RING,
+            map::TXDMA_RING_LEN,
+            rings::TXDMA_CMD_SIZE,
+            self.txdma_prod,
+        );
         let mut rec = [0u8; rings::TXDMA_CMD_SIZE as usize];
         cmd.encode(&mut rec);
         hw.write(slot, &rec);

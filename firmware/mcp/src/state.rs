@@ -118,7 +118,6 @@ impl SendToken {
     }
 }
 
-
 /// A posted receive buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct RecvSlot {
@@ -275,11 +274,17 @@ impl TxStream {
 pub enum Assembly {
     Idle,
     /// A message into receive slot `slot`.
-    Message { slot: u16 },
+    Message {
+        slot: u16,
+    },
     /// A put into the local port's memory at `base`.
-    Put { base: u64 },
+    Put {
+        base: u64,
+    },
     /// A get answer for local token `token`.
-    GetResp { token: u16 },
+    GetResp {
+        token: u16,
+    },
 }
 
 /// Receiving half of a stream.

@@ -14,7 +14,7 @@ use nic_abi::packet::{field, route_byte, Header, HEADER_LEN};
 use nic_abi::page_table::{self, Pte, PteState};
 use nic_abi::port::*;
 use nic_abi::regs::{self, reg};
-use nic_abi::rings::{self, HostDmaCmd, RxDone, TxDmaCmd, DmaDir};
+use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
 use nic_abi::stats::Stat;
 use nic_abi::{map, Priority, PAGE_SIZE};
 use std::collections::VecDeque;
@@ -150,7 +150,8 @@ impl Bench {
         let prod = node.r32(reg(regs::HDMA_PROD));
         let mut done = node.r32(reg(regs::HDMA_DONE));
         while done != prod {
-            let off = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, done) as usize;
+            let off = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, done)
+                as usize;
             let c = HostDmaCmd::decode(&node.sram[off..off + 32]).unwrap();
             let (s, h, n) = (c.sram as usize, c.host as usize, c.len as usize);
             match c.dir {
@@ -166,7 +167,8 @@ impl Bench {
         let mut done = node.r32(reg(regs::TXDMA_DONE));
         let mut out = Vec::new();
         while done != prod {
-            let off = rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, done) as usize;
+            let off = rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, done)
+                as usize;
             let c = TxDmaCmd::decode(&node.sram[off..off + 16]).unwrap();
             let mut bytes = node.sram[c.sram as usize..(c.sram + c.len) as usize].to_vec();
             let rl = c.route_len as usize;
@@ -208,7 +210,9 @@ impl Bench {
             }
             let pkt = pkt.clone();
             node.inbox.pop_front();
-            let foff = rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, fcons) as usize;
+            let foff =
+                rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, fcons)
+                    as usize;
             let b = node.r32(foff as u32);
             node.w32(reg(regs::RXFREE_CONS), fcons.wrapping_add(1));
             let at = map::rx_buf(b) as usize;
@@ -217,13 +221,21 @@ impl Bench {
             let status = if check.len() < HEADER_LEN {
                 rings::RX_CRC_BAD
             } else {
-                let want = u32::from_le_bytes(check[field::CRC..field::CRC + 4].try_into().unwrap());
+                let want =
+                    u32::from_le_bytes(check[field::CRC..field::CRC + 4].try_into().unwrap());
                 check[field::CRC..field::CRC + 4].fill(0);
-                if crc32fast::hash(&check) == want { 0 } else { rings::RX_CRC_BAD }
+                if crc32fast::hash(&check) == want {
+                    0
+                } else {
+                    rings::RX_CRC_BAD
+                }
             };
             let dprod = node.r32(reg(regs::RXDONE_PROD));
-            let doff = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, dprod) as usize;
-            RxDone { buf: b, len: pkt.len() as u32, status }.encode(&mut node.sram[doff..doff + 16]);
+            let doff =
+                rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, dprod)
+                    as usize;
+            RxDone { buf: b, len: pkt.len() as u32, status }
+                .encode(&mut node.sram[doff..doff + 16]);
             node.w32(reg(regs::RXDONE_PROD), dprod.wrapping_add(1));
             busy = true;
         }
@@ -323,7 +335,9 @@ impl Bench {
         let mut out = Vec::new();
         let node = &mut self.nodes[n];
         let bus = u64::from_le_bytes(
-            node.sram[port_reg(p, EVQ_BUS) as usize..port_reg(p, EVQ_BUS) as usize + 8].try_into().unwrap(),
+            node.sram[port_reg(p, EVQ_BUS) as usize..port_reg(p, EVQ_BUS) as usize + 8]
+                .try_into()
+                .unwrap(),
         ) as usize;
         loop {
             let want = node.next_event[p];
@@ -413,7 +427,13 @@ fn transfer(b: &mut Bench, sizes: &[u32], prio: Priority) {
         received.extend(b.events(1, 2));
         received.len() == sizes.len() && sent.len() == sizes.len()
     });
-    assert!(ok, "transfer stalled: {} of {} received, {} sent", received.len(), sizes.len(), sent.len());
+    assert!(
+        ok,
+        "transfer stalled: {} of {} received, {} sent",
+        received.len(),
+        sizes.len(),
+        sent.len()
+    );
     for (k, e) in received.iter().enumerate() {
         assert_eq!(e.kind, EventKind::Received);
         assert_eq!(e.tag, k as u64, "messages arrive in order");
@@ -447,7 +467,11 @@ fn init_refuses_bad_magic_and_config() {
 #[test]
 fn messages_of_every_size_arrive_intact_in_order() {
     let mut b = Bench::new(2);
-    transfer(&mut b, &[0, 1, 4, 16, 17, 100, 4096, 4097, 8192, 65536, 100_000, 1 << 20], Priority::Low);
+    transfer(
+        &mut b,
+        &[0, 1, 4, 16, 17, 100, 4096, 4097, 8192, 65536, 100_000, 1 << 20],
+        Priority::Low,
+    );
     assert_eq!(b.stat(0, Stat::Retransmits), 0);
     assert_eq!(b.stat(1, Stat::MessagesReceived), 12);
 }
@@ -456,11 +480,14 @@ fn messages_of_every_size_arrive_intact_in_order() {
 fn multi_packet_message_is_fragmented_at_the_mtu() {
     let mut b = Bench::new(2);
     transfer(&mut b, &[3 * 4096 + 10], Priority::High);
-    let data: Vec<&Header> = b.log.iter().filter(|h| h.ptype == nic_abi::packet::PacketType::Data).collect();
+    let data: Vec<&Header> =
+        b.log.iter().filter(|h| h.ptype == nic_abi::packet::PacketType::Data).collect();
     assert_eq!(data.len(), 4);
     assert_eq!(data.iter().map(|h| h.offset).collect::<Vec<_>>(), [0, 4096, 8192, 12288]);
     assert_eq!(data.iter().map(|h| h.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
-    assert!(data[0].has(nic_abi::packet::flags::FIRST) && data[3].has(nic_abi::packet::flags::LAST));
+    assert!(
+        data[0].has(nic_abi::packet::flags::FIRST) && data[3].has(nic_abi::packet::flags::LAST)
+    );
 }
 
 #[test]
@@ -541,7 +568,10 @@ fn send_to_closed_port_reports_target_port_closed() {
         evs.extend(b.events(0, 1));
         !evs.is_empty()
     }));
-    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::Sent, SendStatus::TargetPortClosed as u8, 7));
+    assert_eq!(
+        (evs[0].kind, evs[0].status, evs[0].tag),
+        (EventKind::Sent, SendStatus::TargetPortClosed as u8, 7)
+    );
     // Once open, the same stream works.
     b.open(1, 5);
     let rv = b.alloc(1, 5, 16);
@@ -586,7 +616,10 @@ fn each_bad_descriptor_gets_its_error_event_and_the_nic_carries_on() {
     cases.push((enc(Descriptor { local: v + 1_000_000, ..good }), ErrorCause::NotRegistered));
     cases.push((enc(Descriptor { local: gone, ..good }), ErrorCause::NotRegistered));
     cases.push((enc(Descriptor { local: v + 4000, ..good }), ErrorCause::NotRegistered));
-    cases.push((enc(Descriptor { len: 8, ..provide(v, 4, Priority::Low, 0) }), ErrorCause::BadLength));
+    cases.push((
+        enc(Descriptor { len: 8, ..provide(v, 4, Priority::Low, 0) }),
+        ErrorCause::BadLength,
+    ));
     cases.push((enc(provide(v, 13, Priority::Low, 0)), ErrorCause::NotRegistered));
     for (k, (raw, _)) in cases.iter_mut().enumerate() {
         raw[32..40].copy_from_slice(&(100 + k as u64).to_le_bytes());
@@ -643,7 +676,11 @@ fn put_writes_remote_memory_and_get_reads_it() {
     let src = b.alloc(0, 1, len as u64);
     let dst = b.alloc(1, 2, len as u64);
     b.write_host(0, src, &pattern(3, len as usize));
-    b.post(0, 1, Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 11) });
+    b.post(
+        0,
+        1,
+        Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 11) },
+    );
     let mut evs = Vec::new();
     assert!(b.run_until(10_000, |b| {
         evs.extend(b.events(0, 1));
@@ -654,7 +691,15 @@ fn put_writes_remote_memory_and_get_reads_it() {
     assert!(b.events(1, 2).is_empty(), "a put completes at the sender only");
     // Get it back into a fresh buffer.
     let back = b.alloc(0, 1, len as u64);
-    b.post(0, 1, Descriptor { kind: DescKind::Get, remote: dst, ..send(back, len, 1, 2, Priority::High, 12) });
+    b.post(
+        0,
+        1,
+        Descriptor {
+            kind: DescKind::Get,
+            remote: dst,
+            ..send(back, len, 1, 2, Priority::High, 12)
+        },
+    );
     let mut evs = Vec::new();
     assert!(b.run_until(10_000, |b| {
         evs.extend(b.events(0, 1));
@@ -663,7 +708,15 @@ fn put_writes_remote_memory_and_get_reads_it() {
     assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::GetDone, 0, 12));
     assert_eq!(b.read_host(0, back, len as usize), pattern(3, len as usize));
     // Unregistered remote range: refused with RemoteAccess.
-    b.post(0, 1, Descriptor { kind: DescKind::Put, remote: dst + (1 << 20), ..send(src, 8, 1, 2, Priority::Low, 13) });
+    b.post(
+        0,
+        1,
+        Descriptor {
+            kind: DescKind::Put,
+            remote: dst + (1 << 20),
+            ..send(src, 8, 1, 2, Priority::Low, 13)
+        },
+    );
     let mut evs = Vec::new();
     assert!(b.run_until(10_000, |b| {
         evs.extend(b.events(0, 1));
@@ -718,7 +771,13 @@ fn acks_ride_on_reverse_traffic() {
         b.post(1, 1, send(v1, 64, 0, 1, Priority::Low, k));
     }
     b.run(3000);
-    let piggy = b.log.iter().filter(|h| h.ptype == nic_abi::packet::PacketType::Data && h.has(nic_abi::packet::flags::ACK_VALID)).count();
+    let piggy = b
+        .log
+        .iter()
+        .filter(|h| {
+            h.ptype == nic_abi::packet::PacketType::Data && h.has(nic_abi::packet::flags::ACK_VALID)
+        })
+        .count();
     assert!(piggy > 0);
     assert_eq!(b.stat(0, Stat::MessagesSent) + b.stat(1, Stat::MessagesSent), 40);
 }
@@ -783,11 +842,12 @@ fn state_machines_record_transitions_when_traced() {
             nic_abi::trace::TraceRecord::decode(&b.nodes[0].sram[o..o + 16]).unwrap()
         })
         .collect();
-    assert!(recs.iter().any(|r| r.machine == nic_abi::trace::Machine::Sdma && r.to == SdmaState::Fill as u8));
+    assert!(recs
+        .iter()
+        .any(|r| r.machine == nic_abi::trace::Machine::Sdma && r.to == SdmaState::Fill as u8));
     assert!(recs.iter().any(|r| r.machine == nic_abi::trace::Machine::Send));
     assert_eq!(b.nodes[1].r32(reg(regs::TRACE_PROD)), 0, "off unless enabled");
 }
-
 
 #[test]
 fn mcp_fits_the_firmware_budget() {
@@ -796,7 +856,6 @@ fn mcp_fits_the_firmware_budget() {
     let size = core::mem::size_of::<Mcp>();
     assert!(size < 80 * 1024, "Mcp is {size} bytes");
 }
-
 
 #[test]
 fn acks_holding_buffers_do_not_wedge_the_scheduler() {
