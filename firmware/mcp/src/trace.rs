@@ -70,26 +70,22 @@ impl Mcp {
     }
 
     pub(crate) fn set_sdma(&mut self, hw: &mut impl Hw, s: SdmaState, arg: u32) {
-        let from = self.sdma_state as u8;
-        self.sdma_state = s;
+        let from = core::mem::replace(&mut self.sdma_state, s) as u8;
         self.record(hw, Machine::Sdma, from, s as u8, arg);
     }
 
     pub(crate) fn set_send(&mut self, hw: &mut impl Hw, s: SendState, arg: u32) {
-        let from = self.send_state as u8;
-        self.send_state = s;
+        let from = core::mem::replace(&mut self.send_state, s) as u8;
         self.record(hw, Machine::Send, from, s as u8, arg);
     }
 
     pub(crate) fn set_recv(&mut self, hw: &mut impl Hw, s: RecvState, arg: u32) {
-        let from = self.recv_state as u8;
-        self.recv_state = s;
+        let from = core::mem::replace(&mut self.recv_state, s) as u8;
         self.record(hw, Machine::Recv, from, s as u8, arg);
     }
 
     pub(crate) fn set_rdma(&mut self, hw: &mut impl Hw, s: RdmaState, arg: u32) {
-        let from = self.rdma_state as u8;
-        self.rdma_state = s;
+        let from = core::mem::replace(&mut self.rdma_state, s) as u8;
         self.record(hw, Machine::Rdma, from, s as u8, arg);
     }
 }
