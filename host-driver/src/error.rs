@@ -54,6 +54,10 @@ pub enum DriverError {
     /// A real-time backend could not use the cluster directory (attach).
     /// `cluster::ClusterDir::open` gives the same failures with paths.
     Cluster(ClusterFault),
+    /// A flow (rate control) names something out of range (what).
+    BadFlow(&'static str),
+    /// Every entry of the NIC's flow table is in use.
+    FlowTableFull,
 }
 
 /// Why a cluster directory could not be attached to (the `Copy` summary
@@ -154,6 +158,8 @@ impl fmt::Display for DriverError {
                 "port {port} asked for, but this backend is attached to port {attached} only"
             ),
             Cluster(c) => write!(f, "cluster: {c}"),
+            BadFlow(what) => write!(f, "bad flow: {what}"),
+            FlowTableFull => f.write_str("the NIC's flow table is full"),
         }
     }
 }

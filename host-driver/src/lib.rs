@@ -20,7 +20,11 @@
 //!
 //! Files: `nic.rs` (opening a NIC), `port.rs` (handshake, descriptors,
 //! events), `memory.rs` (DMA buffers, page table), `event.rs` (typed
-//! events), `error.rs`, `backend.rs` (the seam). Real time: `cluster.rs`
+//! events), `error.rs`, `backend.rs` (the seam). Rate control:
+//! `flows.rs` (the NIC's flow table and dispatch trace: `Nic::set_flow_idt`,
+//! `Nic::flow`, `Nic::dispatch_trace_since`), `brm.rs` (bandwidth requests
+//! to the bandwidth resource manager: its postcard messages and the
+//! blocking client, whatever carries them). Real time: `cluster.rs`
 //! (the cluster directory contract), `live.rs` (`LiveBackend`, the only
 //! module with `unsafe`: shared file mappings). Measuring: `pattern.rs`
 //! (checkable message contents), `bench.rs` (ping-pong and streaming
@@ -30,9 +34,11 @@
 
 pub mod backend;
 pub mod bench;
+pub mod brm;
 pub mod cluster;
 mod error;
 mod event;
+pub mod flows;
 #[allow(unsafe_code)]
 pub mod live;
 mod memory;
@@ -44,6 +50,7 @@ pub use backend::{HostOp, NicBackend};
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};
+pub use flows::{FlowInfo, FlowKey, TraceRead};
 pub use live::{AttachOptions, IdlePolicy, LiveBackend, MappedFile};
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use nic::{Nic, NicInfo, MAX_TOKENS};

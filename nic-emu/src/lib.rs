@@ -12,9 +12,12 @@
 //! - [`testfw`]: stand-in firmwares that exercise the device model and
 //!   the fabric without the MCP (tests, fabric benchmark).
 //! - [`scenario`]: scenario files and their runner.
+//! - [`brm`]: the bandwidth resource manager (rate control): admission
+//!   by the spec's three criteria, best-effort shares, IDTs to the NICs.
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod brm;
 pub mod calibrate;
 pub(crate) mod device;
 pub(crate) mod event;

@@ -226,3 +226,126 @@ fn yes_no(b: bool) -> &'static str {
         "NO"
     }
 }
+
+/// One size of the rate-control overhead comparison: the same firmware
+/// with a flow entry of IDT 0 on every stream (`with`) and with no flow
+/// entries (`without`).
+pub struct OverheadRow {
+    pub size: u64,
+    pub lat_without_ns: u64,
+    pub lat_with_ns: u64,
+    pub bw_without: f64,
+    pub bw_with: f64,
+}
+
+impl OverheadRow {
+    /// Relative differences (with - without) / without, in percent.
+    pub fn lat_diff_pct(&self) -> f64 {
+        (self.lat_with_ns as f64 - self.lat_without_ns as f64) / self.lat_without_ns.max(1) as f64
+            * 100.0
+    }
+
+    pub fn bw_diff_pct(&self) -> f64 {
+        (self.bw_with - self.bw_without) / self.bw_without.max(1e-9) * 100.0
+    }
+}
+
+/// Message sizes of the overhead comparison: 4 B to 64 KiB in powers of 4.
+pub fn overhead_sizes() -> Vec<u64> {
+    (1..=8).map(|k| 4u64.pow(k)).collect()
+}
+
+/// Ping-pong latency and stream bandwidth, 4 B .. 64 KiB, with rate
+/// control present but every IDT 0 vs without flows, side by side.
+pub fn rate_overhead(
+    profile: &str,
+    quick: bool,
+    unclean: &mut Vec<String>,
+) -> crate::Result<Vec<OverheadRow>> {
+    let scale = if quick { 4 } else { 1 };
+    let mut rows = Vec::new();
+    for size in overhead_sizes() {
+        let rounds = (((4 << 20) / size).clamp(4, 100) / scale).max(2);
+        let messages = (((16 << 20) / size).clamp(16, 2000) / scale).max(8);
+        let mut one = |text: String, what: &str| -> crate::Result<Report> {
+            let (r, bad) = run_toml(&text)?;
+            if let Some(b) = bad {
+                unclean.push(format!("{profile} {what} {}: {b}", fmt_bytes(size)));
+            }
+            Ok(r)
+        };
+        let pp = pingpong_toml(profile, size, rounds);
+        let st = stream_toml(profile, size, messages);
+        let p0 = one(pp.clone(), "pingpong")?;
+        let p1 = one(pp + "idt = 0\n", "pingpong (idt 0)")?;
+        let s0 = one(st.clone(), "stream")?;
+        let s1 = one(st + "idt = 0\n", "stream (idt 0)")?;
+        rows.push(OverheadRow {
+            size,
+            lat_without_ns: p0.flows[0].latency_ns.p50,
+            lat_with_ns: p1.flows[0].latency_ns.p50,
+            bw_without: s0.flows[0].bandwidth_mb_s,
+            bw_with: s1.flows[0].bandwidth_mb_s,
+        });
+    }
+    Ok(rows)
+}
+
+/// The comparison as a text table, with the average differences.
+pub fn overhead_table(rows: &[OverheadRow]) -> (String, f64, f64) {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>9}  {:>14} {:>14} {:>7}  {:>12} {:>12} {:>7}",
+        "size", "lat no flows", "lat idt 0", "diff", "MB/s no flows", "MB/s idt 0", "diff"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>9}  {:>11.2} us {:>11.2} us {:>+6.2}%  {:>12.2} {:>12.2} {:>+6.2}%",
+            fmt_bytes(r.size),
+            r.lat_without_ns as f64 / 1e3,
+            r.lat_with_ns as f64 / 1e3,
+            r.lat_diff_pct(),
+            r.bw_without,
+            r.bw_with,
+            r.bw_diff_pct()
+        );
+    }
+    let n = rows.len().max(1) as f64;
+    let lat = rows.iter().map(|r| r.lat_diff_pct()).sum::<f64>() / n;
+    let bw = rows.iter().map(|r| r.bw_diff_pct()).sum::<f64>() / n;
+    let _ = writeln!(
+        s,
+        "average difference: latency {lat:+.3}%, bandwidth {bw:+.3}% (target: under 1%)"
+    );
+    (s, lat, bw)
+}
+
+/// `cargo xtask bench --rate`: only the rate-control overhead comparison.
+pub fn run_rate(profiles: &[String], quick: bool) -> crate::Result<ExitCode> {
+    crate::prereq::require_now()?;
+    let profiles: Vec<String> =
+        if profiles.is_empty() { vec!["lanai4-gm".to_string()] } else { profiles.to_vec() };
+    let mut ok = true;
+    let mut unclean = Vec::new();
+    for profile in &profiles {
+        println!(
+            "\nprofile {profile}: rate control compiled in, every IDT 0 (flow entries present) \
+             vs the same firmware without flows; 2 nodes"
+        );
+        let rows = rate_overhead(profile, quick, &mut unclean)?;
+        let (table, lat, bw) = overhead_table(&rows);
+        print!("{table}");
+        ok &= lat.abs() < 1.0 && bw.abs() < 1.0;
+    }
+    for u in &unclean {
+        println!("NOT CLEAN: {u}");
+    }
+    println!(
+        "bench --rate: {}",
+        if ok { "rate control with IDT 0 costs under 1% on average" } else { "OVER 1% on average" }
+    );
+    Ok(if ok && unclean.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}

@@ -2,7 +2,9 @@
 //!
 //! Subcommands: `sim` runs a scenario file, `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
-//! speed, `test` runs the whole test suite and the example scenarios,
+//! speed (`--rate`: the cost of rate control), `calibrate` measures a
+//! profile's rate-control calibration, `report rate-control` writes the
+//! rate-control experiments as Markdown with SVG plots, `test` runs the whole test suite and the example scenarios,
 //! `demo` runs a small cluster, `doctor` checks prerequisites. The alias in
 //! .cargo/config.toml builds this crate in release, so runs here are fast.
 
@@ -12,8 +14,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod calibrate;
 mod demo;
 mod prereq;
+mod report;
 mod sim;
 mod testing;
 
@@ -71,6 +75,11 @@ enum Cmd {
         /// Skip the simulator-speed run.
         #[arg(long)]
         no_speed: bool,
+        /// Only the rate-control overhead comparison: ping-pong latency
+        /// and stream bandwidth (4 B .. 64 KiB) with every flow at IDT 0
+        /// vs without flows, side by side (default profile lanai4-gm).
+        #[arg(long)]
+        rate: bool,
     },
     /// Run the whole test suite: `cargo test --workspace --release` (or
     /// nextest when installed), then every scenario under scenarios/ with
@@ -92,6 +101,46 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Rate-control calibration: T and Bmax from an IDT sweep, and the
+    /// node-capacity curve; written beside the profile for the bandwidth
+    /// manager.
+    ///
+    /// Sweeps the IDT of one flow of 64 KiB messages (sim) and prints the
+    /// table: bandwidth stays at Bmax while IDT <= T and falls as
+    /// T / IDT * Bmax beyond. Then three nodes A -> B -> C: the most B
+    /// sends to C while A sends to B at several rates. Writes
+    /// nic-emu/profiles/<profile>.calibration.toml (built-in profiles) or
+    /// <dir>/<name>.calibration.toml beside a profile file.
+    Calibrate {
+        /// Profiles to calibrate (default: every built-in one).
+        #[arg(long = "profile", value_name = "NAME")]
+        profiles: Vec<String>,
+        /// Fewer messages per point: rougher, faster.
+        #[arg(long)]
+        quick: bool,
+        /// Print only; do not write the calibration file.
+        #[arg(long)]
+        no_save: bool,
+    },
+    /// Run a set of experiments and write a Markdown report with SVG
+    /// plots.
+    ///
+    /// `rate-control`: calibration (bandwidth vs IDT, node capacity),
+    /// proportional shares, admission by the three criteria, best effort
+    /// (dispatch frequency over time), and the cost of rate control with
+    /// every IDT 0. Writes report.md, the plots and each experiment's
+    /// scenario into the output directory.
+    Report {
+        /// Which report: rate-control.
+        which: String,
+        /// Output directory (default: out/reports/<which>/ under the
+        /// workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Timing profile (default lanai4-gm; it must be calibrated).
+        #[arg(long)]
+        profile: Option<String>,
+    },
     /// Check the prerequisites of every command and print how to install
     /// what is missing.
     Doctor,
@@ -102,11 +151,16 @@ fn main() -> ExitCode {
     let root = workspace_root();
     let result = match cli.cmd {
         Cmd::Sim { file, json, seed, quiet } => sim::run(&file, json, seed, quiet),
-        Cmd::Bench { profiles, quick, no_speed } => bench::run(&profiles, quick, !no_speed),
+        Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
+        Cmd::Bench { profiles, quick, no_speed, rate: false } => {
+            bench::run(&profiles, quick, !no_speed)
+        }
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)
         }
         Cmd::Demo { json } => demo::run(&root, json),
+        Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
+        Cmd::Report { which, out, profile } => report::run(&which, out, profile),
         Cmd::Doctor => prereq::doctor(),
     };
     match result {

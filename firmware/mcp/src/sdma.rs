@@ -511,17 +511,18 @@ impl Mcp {
         for s in live {
             let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
             let flow = keys.iter().position(|&k| k == want);
+            let idt = match flow {
+                Some(i) => hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64,
+                None => 0,
+            };
+            let now = self.now;
             let st = &mut self.txs[s];
-            match flow {
-                Some(i) => {
-                    st.flow = i as u16;
-                    st.pace.idt =
-                        hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64;
-                }
-                None => {
-                    st.flow = NIL;
-                    st.pace.idt = 0;
-                }
+            st.flow = flow.map_or(NIL, |i| i as u16);
+            if idt != st.pace.idt {
+                // A new rate starts now: an NDT left behind while the flow
+                // ran at its old rate (or unregulated) gives no credit.
+                st.pace.idt = idt;
+                st.pace.wake(now);
             }
             if st.pace.idt > 0 {
                 regulated += 1;

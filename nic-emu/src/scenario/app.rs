@@ -14,17 +14,27 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use host_driver::{DmaBuf, DriverError, Event, Nic, Port, PortOptions, SendStatus};
+use host_driver::brm::{BrmClient, FlowId};
+use host_driver::{DmaBuf, DriverError, Event, FlowKey, Nic, Port, PortOptions, SendStatus};
 
-use super::format::{FlowKind, FlowSpec, StreamKey};
+use super::format::{FlowKind, FlowSpec, RatePlan, StreamKey};
 use super::pattern;
 use super::plan::{align, class_of, Dir, NodePlan, RoleKind};
+use crate::brm::SimTransport;
 use crate::{HostApp, HostCx, SimBackend};
 
 const RECV_TAG: u64 = 1 << 63;
 
 /// Until every port of the cluster is open, senders look again this often.
 const BARRIER_POLL_NS: u64 = 2_000;
+
+/// While a flow is traced, its NIC's dispatch trace is read this often
+/// (the ring holds 4096 records).
+const TRACE_POLL_NS: u64 = 10_000_000;
+
+/// A node receiving a flow that may end early (stopped, or refused by the
+/// bandwidth manager) looks again this often whether it is done.
+const END_POLL_NS: u64 = 1_000_000;
 
 /// One direction of a flow, as its receiver sees it.
 #[derive(Debug, Default)]
@@ -74,6 +84,13 @@ pub struct FlowLedger {
     pub latencies: Vec<u64>,
     /// Sends completed (any status), per direction.
     pub completed: [u64; 2],
+    /// Rate control: the IDT installed (raw, admitted or best effort at
+    /// its start), whether the bandwidth manager admitted it, and why not.
+    pub idt: Option<u32>,
+    pub admitted: Option<bool>,
+    pub refused_reason: Option<String>,
+    /// NIC clock of each packet dispatch (with `trace`).
+    pub dispatch_ticks: Vec<u64>,
 }
 
 impl FlowLedger {
@@ -92,6 +109,10 @@ impl FlowLedger {
             last_recv_ns: 0,
             latencies: Vec::new(),
             completed: [0, 0],
+            idt: None,
+            admitted: None,
+            refused_reason: None,
+            dispatch_ticks: Vec::new(),
         }
     }
 
@@ -232,6 +253,24 @@ struct Role {
     start_ns: u64,
     messages: u64,
     sent_all: bool,
+    /// Rate control of what this role sends.
+    rate: RatePlan,
+    gate: Gate,
+    stop_ns: Option<u64>,
+    trace: bool,
+}
+
+/// Where a role is with the bandwidth manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Not asked yet (it asks when it starts).
+    Pending,
+    /// Sending (admitted, registered, or no manager involved).
+    Running,
+    /// Refused: it sends nothing.
+    Refused,
+    /// Its reservation was given back.
+    Released,
 }
 
 impl Role {
@@ -240,6 +279,11 @@ impl Role {
             RoleKind::PingResponder => Dir::Reply,
             _ => Dir::Forward,
         }
+    }
+
+    /// The flow-table key of the stream this role sends on.
+    fn key(&self, port_num: u8) -> FlowKey {
+        FlowKey::new(port_num, self.peer_node, self.peer_port, self.priority)
     }
 }
 
@@ -255,19 +299,35 @@ pub struct NodeApp {
     failed: bool,
     /// Stream flows this node receives (their receiving side is ours).
     incoming: Vec<usize>,
+    /// Incoming flows may end early (stop, refusal): look now and then.
+    incoming_may_end: bool,
+    brm: Option<BrmClient<SimTransport>>,
+    /// Dispatch trace cursor, while a role of this node is traced.
+    trace_cursor: Option<u32>,
 }
 
 impl NodeApp {
-    pub fn new(be: SimBackend, plan: NodePlan, ledger: SharedLedger) -> NodeApp {
-        let incoming = {
+    pub fn new(
+        be: SimBackend,
+        plan: NodePlan,
+        ledger: SharedLedger,
+        brm: Option<BrmClient<SimTransport>>,
+    ) -> NodeApp {
+        let (incoming, incoming_may_end) = {
             let l = ledger.borrow();
-            l.streams
+            let v: Vec<usize> = l
+                .streams
                 .iter()
                 .filter(|(k, &(f, _))| {
                     k.dst_node == plan.node && l.flows[f].spec.kind == FlowKind::Stream
                 })
                 .map(|(_, &(f, _))| f)
-                .collect()
+                .collect();
+            let may_end = v.iter().any(|&f| {
+                let s = &l.flows[f].spec;
+                s.stop_ns.is_some() || s.rate.uses_brm()
+            });
+            (v, may_end)
         };
         NodeApp {
             node: plan.node,
@@ -280,6 +340,9 @@ impl NodeApp {
             scratch: Vec::new(),
             failed: false,
             incoming,
+            incoming_may_end,
+            brm,
+            trace_cursor: None,
         }
     }
 
@@ -337,7 +400,11 @@ impl NodeApp {
                 .map(|k| region.sub(k * stride, rp.slot_len.max(1)))
                 .collect::<Option<_>>()
                 .ok_or("send buffer carving")?;
-            let messages = self.ledger.borrow().flows[rp.flow].spec.messages;
+            let (messages, rate, stop_ns, trace) = {
+                let l = self.ledger.borrow();
+                let s = &l.flows[rp.flow].spec;
+                (s.messages, s.rate, s.stop_ns, s.trace && rp.kind != RoleKind::PingResponder)
+            };
             let mut queue = VecDeque::new();
             if rp.kind == RoleKind::PingInitiator {
                 queue.push_back(0);
@@ -356,10 +423,123 @@ impl NodeApp {
                 start_ns: rp.start_ns,
                 messages,
                 sent_all: false,
+                rate,
+                gate: if rate.uses_brm() { Gate::Pending } else { Gate::Running },
+                stop_ns,
+                trace,
             });
+        }
+        // Raw IDTs go into the flow table before anything is sent (both
+        // directions of a ping-pong).
+        for r in &self.roles {
+            if let RatePlan::Idt(idt) = r.rate {
+                let key = r.key(self.ports[r.port].num);
+                nic.set_flow_idt(key, idt).map_err(|e| format!("flow table ({key}): {e}"))?;
+                if r.kind != RoleKind::PingResponder {
+                    self.ledger.borrow_mut().flows[r.flow].idt = Some(idt);
+                }
+            }
+        }
+        if self.roles.iter().any(|r| r.trace) {
+            self.trace_cursor = Some(nic.set_dispatch_trace(true));
         }
         self.nic = Some(nic);
         Ok(true)
+    }
+
+    /// Read the dispatch trace into the traced flows' ledgers.
+    fn read_trace(&mut self) {
+        let (Some(cursor), Some(nic)) = (self.trace_cursor, self.nic.as_ref()) else { return };
+        let t = nic.dispatch_trace_since(cursor);
+        self.trace_cursor = Some(t.cursor);
+        if t.lost > 0 {
+            self.problem(format!("dispatch trace: {} records overwritten before read", t.lost));
+        }
+        if t.records.is_empty() {
+            return;
+        }
+        let keys: Vec<(u32, usize)> = self
+            .roles
+            .iter()
+            .filter(|r| r.trace)
+            .map(|r| (r.key(self.ports[r.port].num).abi_key(), r.flow))
+            .collect();
+        let mut l = self.ledger.borrow_mut();
+        for rec in &t.records {
+            if let Some(&(_, f)) = keys.iter().find(|(k, _)| *k == rec.key) {
+                l.flows[f].dispatch_ticks.push(rec.rtc);
+            }
+        }
+    }
+
+    /// The flow as the bandwidth manager names it.
+    fn flow_id(&self, ri: usize) -> FlowId {
+        let r = &self.roles[ri];
+        FlowId::new(self.node, self.ports[r.port].num, r.peer_node, r.peer_port, r.priority)
+    }
+
+    /// A role that starts asks the bandwidth manager for its rate (or
+    /// registers as best effort). Refused: it sends nothing.
+    fn open_gate(&mut self, ri: usize) {
+        let id = self.flow_id(ri);
+        let r = &self.roles[ri];
+        let flow = r.flow;
+        let Some(brm) = self.brm.as_mut() else {
+            self.roles[ri].gate = Gate::Refused;
+            self.end_role(ri, 0);
+            self.problem("no bandwidth manager for a rate-controlled flow".into());
+            return;
+        };
+        let answer = match r.rate {
+            RatePlan::Reserve(b) => brm.request_bandwidth(id, b).map(|a| a.idt),
+            _ => brm.best_effort(id),
+        };
+        match answer {
+            Ok(idt) => {
+                self.roles[ri].gate = Gate::Running;
+                let mut l = self.ledger.borrow_mut();
+                l.flows[flow].idt = Some(idt);
+                l.flows[flow].admitted = Some(true);
+            }
+            Err(refused) => {
+                self.roles[ri].gate = Gate::Refused;
+                {
+                    let mut l = self.ledger.borrow_mut();
+                    l.flows[flow].admitted = Some(false);
+                    l.flows[flow].refused_reason = Some(refused.to_string());
+                }
+                self.end_role(ri, 0);
+            }
+        }
+    }
+
+    /// The role sends no more than the `sent` messages it has sent.
+    fn end_role(&mut self, ri: usize, sent: u64) {
+        let r = &mut self.roles[ri];
+        r.messages = sent;
+        r.sent_all = true;
+        self.ledger.borrow_mut().flows[r.flow].spec.messages = sent;
+    }
+
+    /// Give back the reservations of roles whose last send completed.
+    fn release_finished(&mut self) {
+        for ri in 0..self.roles.len() {
+            let r = &self.roles[ri];
+            if r.gate != Gate::Running || !r.rate.uses_brm() || !r.sent_all {
+                continue;
+            }
+            let done = self.ledger.borrow().flows[r.flow].completed[0] >= r.messages;
+            if !done {
+                continue;
+            }
+            let id = self.flow_id(ri);
+            self.roles[ri].gate = Gate::Released;
+            if let Some(brm) = self.brm.as_mut() {
+                if let Err(e) = brm.release_bandwidth(id) {
+                    self.problem(format!("releasing {id}: {e}"));
+                }
+            }
+        }
     }
 
     /// Take every event of every port.
@@ -543,6 +723,20 @@ impl NodeApp {
                 later = Some(later.map_or(r.start_ns, |l: u64| l.min(r.start_ns)));
                 continue;
             }
+            if r.gate == Gate::Pending {
+                self.open_gate(ri);
+                if self.roles[ri].sent_all {
+                    continue;
+                }
+            }
+            if let Some(stop) = self.roles[ri].stop_ns {
+                if now >= stop {
+                    let sent = self.roles[ri].next;
+                    self.end_role(ri, sent);
+                    continue;
+                }
+                later = Some(later.map_or(stop, |l: u64| l.min(stop)));
+            }
             loop {
                 let r = &self.roles[ri];
                 let msg = match r.kind {
@@ -650,6 +844,9 @@ impl NodeApp {
         let roles_done = self.roles.iter().all(|r| {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
+            if r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm()) {
+                return false;
+            }
             match r.kind {
                 RoleKind::StreamSender => f.completed[0] >= m,
                 RoleKind::PingInitiator => f.completed[0] >= m && f.streams[1].expected >= m,
@@ -685,6 +882,8 @@ impl HostApp for NodeApp {
         }
         self.drain_events();
         self.repost_pending();
+        self.release_finished();
+        self.read_trace();
         let ready = {
             let l = self.ledger.borrow();
             l.ports_ready >= l.ports_total
@@ -698,6 +897,15 @@ impl HostApp for NodeApp {
         }
         if let Some(t) = self.pump(now) {
             cx.wake_at(t);
+        }
+        // A role that ended at once (refused, stopped with nothing in
+        // flight) has nothing left to complete.
+        self.release_finished();
+        if self.trace_cursor.is_some() && !self.my_work_done() {
+            cx.wake_at(now + TRACE_POLL_NS);
+        }
+        if self.incoming_may_end && !self.my_work_done() {
+            cx.wake_at(now + END_POLL_NS);
         }
         // Flush consumption so the NIC never waits on a drained queue.
         for p in &mut self.ports {

@@ -130,6 +130,25 @@ pub struct Flow {
     /// Most sends outstanding (stream; pingpong always has one).
     #[serde(default)]
     pub window: Option<u32>,
+    /// Rate control: a raw IDT (RTC ticks; 0 = unregulated, entry present).
+    #[serde(default)]
+    pub idt: Option<u64>,
+    /// Rate control: an IDT as a multiple of the profile's calibrated T.
+    #[serde(default)]
+    pub idt_t: Option<f64>,
+    /// Rate control: ask the bandwidth manager for this much (MB/s).
+    #[serde(default)]
+    pub rate_mb_s: Option<f64>,
+    /// Rate control: run as a best-effort flow of the bandwidth manager.
+    #[serde(default)]
+    pub best_effort: bool,
+    /// Stream: stop sending at this time (us); a reservation is released
+    /// once the last send completed.
+    #[serde(default)]
+    pub stop_us: Option<f64>,
+    /// Record the NIC clock of every packet dispatch of the flow.
+    #[serde(default)]
+    pub trace: bool,
 }
 
 fn default_priority() -> FlowPriority {
@@ -255,6 +274,28 @@ impl fmt::Display for StreamKey {
     }
 }
 
+/// How a flow's rate is controlled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RatePlan {
+    /// No flow-table entry: as without rate control.
+    Unmanaged,
+    /// A raw IDT in RTC ticks (0: unregulated, but with an entry).
+    Idt(u32),
+    /// An IDT as a multiple of the profile's calibrated T.
+    IdtT(f64),
+    /// A reservation through the bandwidth manager (MB/s).
+    Reserve(f64),
+    /// A best-effort flow of the bandwidth manager.
+    BestEffort,
+}
+
+impl RatePlan {
+    /// Does the flow go through the bandwidth manager?
+    pub fn uses_brm(&self) -> bool {
+        matches!(self, RatePlan::Reserve(_) | RatePlan::BestEffort)
+    }
+}
+
 /// A flow after validation: every default filled in, numbers narrowed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSpec {
@@ -271,6 +312,11 @@ pub struct FlowSpec {
     pub priority: Priority,
     pub start_ns: u64,
     pub window: u32,
+    pub rate: RatePlan,
+    /// Stream: stop sending at this time.
+    pub stop_ns: Option<u64>,
+    /// Record every packet dispatch (`dispatch_ticks` in the report).
+    pub trace: bool,
 }
 
 impl FlowSpec {
@@ -490,6 +536,12 @@ fn expand_alltoall(
                     priority: a.priority,
                     start_us: a.start_us,
                     window: a.window,
+                    idt: None,
+                    idt_t: None,
+                    rate_mb_s: None,
+                    best_effort: false,
+                    stop_us: None,
+                    trace: false,
                 },
             ));
         }
@@ -565,6 +617,20 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         (FlowKind::Stream, None) => DEFAULT_WINDOW,
         (FlowKind::Pingpong, _) => 1,
     };
+    let rate = validate_rate(label, f)?;
+    let stop_ns = match f.stop_us {
+        None => None,
+        Some(_) if f.kind != FlowKind::Stream => {
+            return err(format!("{label}.stop_us: applies to stream flows only"));
+        }
+        Some(t) if !(t.is_finite() && t > f.start_us && t <= 3.6e9) => {
+            return err(format!(
+                "{label}.stop_us: {t} must be a time after start_us ({})",
+                f.start_us
+            ));
+        }
+        Some(t) => Some((t * 1000.0).round() as u64),
+    };
     Ok(FlowSpec {
         index: i,
         name,
@@ -578,7 +644,60 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         priority: f.priority.abi(),
         start_ns: (f.start_us * 1000.0).round() as u64,
         window,
+        rate,
+        stop_ns,
+        trace: f.trace,
     })
+}
+
+/// The rate-control keys of a flow: at most one of them.
+fn validate_rate(label: &str, f: &Flow) -> Result<RatePlan, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    let given: Vec<&str> = [
+        ("idt", f.idt.is_some()),
+        ("idt_t", f.idt_t.is_some()),
+        ("rate_mb_s", f.rate_mb_s.is_some()),
+        ("best_effort", f.best_effort),
+    ]
+    .iter()
+    .filter(|(_, g)| *g)
+    .map(|(k, _)| *k)
+    .collect();
+    if given.len() > 1 {
+        return err(format!(
+            "{label}: give at most one of `idt`, `idt_t`, `rate_mb_s`, `best_effort = true` \
+             (found {})",
+            given.join(", ")
+        ));
+    }
+    if let Some(i) = f.idt {
+        if i > u32::MAX as u64 {
+            return err(format!("{label}.idt: {i} out of range (0..={} RTC ticks)", u32::MAX));
+        }
+        return Ok(RatePlan::Idt(i as u32));
+    }
+    if let Some(k) = f.idt_t {
+        if !(k.is_finite() && (0.0..=1e6).contains(&k)) {
+            return err(format!("{label}.idt_t: {k} must be a multiple of T in 0..=1000000"));
+        }
+        return Ok(RatePlan::IdtT(k));
+    }
+    if let Some(b) = f.rate_mb_s {
+        if f.kind != FlowKind::Stream {
+            return err(format!("{label}.rate_mb_s: applies to stream flows only"));
+        }
+        if !(b.is_finite() && b > 0.0 && b <= 1e6) {
+            return err(format!("{label}.rate_mb_s: {b} must be a rate in MB/s above 0"));
+        }
+        return Ok(RatePlan::Reserve(b));
+    }
+    if f.best_effort {
+        if f.kind != FlowKind::Stream {
+            return err(format!("{label}.best_effort: applies to stream flows only"));
+        }
+        return Ok(RatePlan::BestEffort);
+    }
+    Ok(RatePlan::Unmanaged)
 }
 
 fn check_size(key: &str, b: u64) -> Result<(), ScenarioError> {

@@ -22,7 +22,7 @@ mod runner;
 
 use std::path::Path;
 
-pub use format::{FlowKind, FlowSpec, Scenario, ScenarioError, StreamKey, Validated};
+pub use format::{FlowKind, FlowSpec, RatePlan, Scenario, ScenarioError, StreamKey, Validated};
 pub use report::{FlowReport, Latency, NicReport, Report, SimReport};
 pub use runner::{run, run_with_progress, Progress};
 

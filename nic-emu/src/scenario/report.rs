@@ -76,6 +76,25 @@ pub struct FlowReport {
     pub send_errors: u64,
     /// Every message of the flow is accounted for.
     pub complete: bool,
+    /// Rate control (present only for flows that use it): the IDT
+    /// installed when the flow started (RTC ticks; 0 unregulated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idt: Option<u32>,
+    /// `rate_mb_s` / `best_effort` flows: whether the bandwidth manager
+    /// admitted (registered) it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<bool>,
+    /// Why it was refused (names the criterion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_reason: Option<String>,
+    /// `rate_mb_s` / `best_effort` flows: every IDT the manager gave the
+    /// flow, as (virtual ns, IDT or null when its entry was removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idt_history: Option<Vec<(u64, Option<u32>)>>,
+    /// With `trace = true`: the NIC clock (RTC ticks) of each packet
+    /// dispatch of the flow, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_ticks: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

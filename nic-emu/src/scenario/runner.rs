@@ -7,9 +7,10 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::app::{FlowLedger, Ledger, NodeApp};
-use super::format::{ScenarioError, Validated};
+use super::format::{RatePlan, ScenarioError, Validated};
 use super::plan::{plan, Limits};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
+use crate::brm::{Calibration, SimBrm};
 use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
 
 /// How far a run has got, for progress output.
@@ -54,6 +55,42 @@ pub fn run_with_progress(
     };
     let the_plan = plan(v, lim)?;
     let profile_name = profile.name.clone();
+    // Rate control: `idt_t` needs the profile's calibrated T, the
+    // bandwidth manager its whole calibration.
+    let mut flows_spec = v.flows.clone();
+    let needs_cal =
+        flows_spec.iter().find(|f| matches!(f.rate, RatePlan::IdtT(_)) || f.rate.uses_brm());
+    let cal = match needs_cal {
+        None => None,
+        Some(f) => {
+            let key = match f.rate {
+                RatePlan::IdtT(_) => "idt_t",
+                RatePlan::Reserve(_) => "rate_mb_s",
+                _ => "best_effort",
+            };
+            match Calibration::for_profile(&v.profile, &profile) {
+                Ok(Some(c)) => Some(c),
+                Ok(None) => {
+                    return Err(err(format!(
+                        "flows[{}].{key}: profile `{}` has no rate-control calibration (run \
+                         `cargo xtask calibrate --profile {}`)",
+                        f.index, v.profile, v.profile
+                    )))
+                }
+                Err(e) => return Err(err(format!("flows[{}].{key}: {e}", f.index))),
+            }
+        }
+    };
+    for f in &mut flows_spec {
+        if let (RatePlan::IdtT(k), Some(c)) = (f.rate, cal.as_ref()) {
+            let idt = (k * c.t_ticks).round();
+            if idt > u32::MAX as f64 {
+                return Err(err(format!("flows[{}].idt_t: {k} x T is too long an IDT", f.index)));
+            }
+            f.rate = RatePlan::Idt(idt as u32);
+        }
+    }
+    let uses_brm = flows_spec.iter().any(|f| f.rate.uses_brm());
     let cfg = ClusterConfig {
         profile,
         nodes: v.nodes,
@@ -68,10 +105,14 @@ pub fn run_with_progress(
     };
     let mut cluster =
         SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
+    let brm = match (uses_brm, cal) {
+        (true, Some(c)) => Some(SimBrm::new(&cluster, c).map_err(err)?.shared()),
+        _ => None,
+    };
 
     let ports_total = the_plan.nodes.iter().map(|n| n.ports.len()).sum();
     let ledger = Rc::new(RefCell::new(Ledger {
-        flows: v.flows.iter().cloned().map(FlowLedger::new).collect(),
+        flows: flows_spec.iter().cloned().map(FlowLedger::new).collect(),
         streams: the_plan.streams.clone(),
         ports_total,
         ports_ready: 0,
@@ -88,7 +129,8 @@ pub fn run_with_progress(
         .sum();
     for np in the_plan.nodes {
         let node = np.node as usize;
-        let app = NodeApp::new(cluster.backend(node), np, ledger.clone());
+        let client = brm.as_ref().map(|b| SimBrm::client(b, cluster.backend(node)));
+        let app = NodeApp::new(cluster.backend(node), np, ledger.clone(), client);
         cluster.spawn(node, Box::new(app));
     }
 
@@ -116,11 +158,32 @@ pub fn run_with_progress(
 
     let st = cluster.sim_stats();
     let l = ledger.borrow();
+    let brm_ref = brm.as_ref().map(|b| b.borrow());
+    let mut problems = l.problems.clone();
+    if let Some(b) = &brm_ref {
+        problems.extend(b.master().failures.iter().map(|e| format!("bandwidth manager: {e}")));
+    }
     let flows: Vec<FlowReport> = l
         .flows
         .iter()
         .map(|f| {
             let s = &f.spec;
+            let idt_history = match (&brm_ref, s.rate.uses_brm()) {
+                (Some(b), true) => Some(
+                    b.history()
+                        .iter()
+                        .filter(|(_, id, _)| {
+                            id.src_node == s.src_node
+                                && id.src_port == s.src_port
+                                && id.dst_node == s.dst_node
+                                && id.dst_port == s.dst_port
+                                && id.prio == s.priority as u8
+                        })
+                        .map(|(t, _, idt)| (*t, *idt))
+                        .collect(),
+                ),
+                _ => None,
+            };
             let mut lat = f.latencies.clone();
             let first = f.first_send_ns.unwrap_or(0);
             FlowReport {
@@ -145,6 +208,11 @@ pub fn run_with_progress(
                 out_of_order: f.out_of_order,
                 send_errors: f.send_errors,
                 complete: f.finished(),
+                idt: f.idt,
+                admitted: f.admitted,
+                refused_reason: f.refused_reason.clone(),
+                idt_history,
+                dispatch_ticks: s.trace.then(|| f.dispatch_ticks.clone()),
             }
         })
         .collect();
@@ -166,7 +234,7 @@ pub fn run_with_progress(
         topology: topology.name().to_string(),
         nodes: v.nodes,
         complete,
-        problems: l.problems.clone(),
+        problems,
     })
 }
 

@@ -1,0 +1,23 @@
+//! The bandwidth resource manager (BRM) of ../shared/spec/rate-control.md
+//! on the simulator: a master ([`master::Master`]: admission by the
+//! spec's three criteria over the fabric's real routes, IDT = T * Bmax /
+//! B, best-effort shares) and one agent per node
+//! (`host_driver::brm::Agent`, owning that NIC's flow table), wired as
+//! components of one [`SimCluster`](crate::SimCluster) by [`SimBrm`].
+//! Programs reach the master through `host_driver::brm::BrmClient` over
+//! [`SimTransport`]; every message between program, master and agents
+//! crosses as postcard bytes, so live and qemu clusters can carry the same
+//! messages between processes.
+//!
+//! - [`calibration`]: T, Bmax, link capacity and the node-capacity curve
+//!   a profile was measured to have (`cargo xtask calibrate`).
+//! - [`master`]: the decisions; pure, unit-tested.
+//! - [`sim`]: the wiring into the simulator.
+
+pub mod calibration;
+pub mod master;
+pub mod sim;
+
+pub use calibration::{Calibration, CurvePoint, SweepPoint};
+pub use master::{AgentLinks, Managed, Master};
+pub use sim::{SimBrm, SimTransport};
