@@ -880,14 +880,20 @@ impl Mcp {
                 } else {
                     SendStatus::RemoteAccess
                 };
+                // The refused packet belongs to the head message (everything
+                // before it is acked): that message fails, even when the port
+                // closed in its middle; the receiver expects `seq` next, so the
+                // following messages start there.
                 let t = self.txs[s].head;
-                if t != NIL && self.txs[s].base == seq {
+                let base = self.txs[s].base;
+                if t != NIL && seq_lt(seq, base.wrapping_add(self.tokens[t].npkts)) {
                     self.pop_head(s);
                     if self.tokens[t].kind == TokKind::GetResp {
                         self.tokens.free(t);
                     } else {
                         self.complete_token(t, status);
                     }
+                    self.txs[s].base = seq;
                 }
                 self.rewind(s, seq);
             }

@@ -1023,3 +1023,36 @@ fn flows_are_paced_by_their_idt_in_proportion() {
     c.run(200);
     assert_eq!(c.stat(0, Stat::MessagesSent), 2);
 }
+
+#[test]
+fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
+    // A 20-packet message; the receiver's port closes after a few packets
+    // arrived: the send completes TargetPortClosed (no endless resends),
+    // and once the port is open again the stream carries on.
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    b.open(1, 2);
+    let len = 20 * 4096;
+    let v = b.alloc(0, 1, len as u64);
+    let rv = b.alloc(1, 2, 1 << 17);
+    b.post(1, 2, provide(rv, 17, Priority::Low, 1));
+    b.post(0, 1, send(v, len, 1, 2, Priority::Low, 7));
+    // Wait until the receiver took a few packets of the message.
+    assert!(b.run_until(1000, |b| {
+        let m = &b.nodes[1].mcp;
+        m.rxs.live_indices().any(|r| m.rxs[r].expected >= 4)
+    }));
+    b.close(1, 2);
+    let mut evs = Vec::new();
+    assert!(
+        b.run_until(20_000, |b| {
+            evs.extend(b.events(0, 1));
+            !evs.is_empty()
+        }),
+        "the send never completed"
+    );
+    assert_eq!((evs[0].tag, evs[0].status), (7, SendStatus::TargetPortClosed as u8));
+    b.open(1, 2);
+    let got = b.exchange(0, 1, 9);
+    assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 9));
+}
