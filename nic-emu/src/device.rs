@@ -41,7 +41,7 @@ use crate::profile::{Clock, Profile, Rate};
 
 /// Longest send-DMA transfer accepted (route room + header + MTU, with
 /// slack so that an over-long packet reaches the receiver and is cut).
-const MAX_WIRE: usize = 4 * BUF_STRIDE as usize;
+pub(crate) const MAX_WIRE: usize = 4 * BUF_STRIDE as usize;
 
 /// Counters the device keeps (beside the firmware's STATS block).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,6 +134,41 @@ pub(crate) struct ResetConfig<'a> {
     pub routes: &'a [Vec<u8>],
 }
 
+/// Word access to a NIC's SRAM, whatever backs it: a byte slice (the
+/// sim) or a shared file mapping (`realtime`). The register reset and the
+/// receive engine's free-ring logic are written once against it.
+pub(crate) trait SramIo {
+    /// Bytes of SRAM.
+    fn sram_len(&self) -> usize;
+    fn get32(&self, off: u32) -> u32;
+    fn put32(&mut self, off: u32, v: u32);
+    fn put64(&mut self, off: u32, v: u64);
+    fn put_bytes(&mut self, off: u32, b: &[u8]);
+}
+
+impl SramIo for [u8] {
+    #[inline]
+    fn sram_len(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn get32(&self, off: u32) -> u32 {
+        get32(self, off)
+    }
+    #[inline]
+    fn put32(&mut self, off: u32, v: u32) {
+        put32(self, off, v)
+    }
+    #[inline]
+    fn put64(&mut self, off: u32, v: u64) {
+        put64(self, off, v)
+    }
+    #[inline]
+    fn put_bytes(&mut self, off: u32, b: &[u8]) {
+        self[off as usize..off as usize + b.len()].copy_from_slice(b);
+    }
+}
+
 fn put32(sram: &mut [u8], off: u32, v: u32) {
     sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
 }
@@ -149,31 +184,97 @@ fn get32(sram: &[u8], off: u32) -> u32 {
 }
 
 /// Write the register block's cfg words and the route table, as the NIC's
-/// EEPROM and GM's mapper would. SRAM must hold the map.
-pub(crate) fn reset_sram(sram: &mut [u8], cfg: &ResetConfig<'_>) {
+/// EEPROM and GM's mapper would. SRAM must hold the map. `FW_STATUS =
+/// FW_BOOTING` goes first and MAGIC last but one, so that a NIC reset under
+/// running host processes never shows MAGIC with a stale firmware status
+/// (docs/design/cluster-dir.md, "Reset of one NIC").
+pub(crate) fn reset_sram<S: SramIo + ?Sized>(sram: &mut S, cfg: &ResetConfig<'_>) {
     let p = cfg.profile;
     let ticks = |ns: u64| p.ns_to_ticks(ns);
-    put32(sram, reg(regs::MAGIC), regs::MAGIC_VALUE);
-    put32(sram, reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
-    put32(sram, reg(regs::NODE_ID), cfg.node as u32);
-    put32(sram, reg(regs::NUM_NODES), cfg.nodes as u32);
-    put64(sram, reg(regs::RTC), 0);
-    put64(sram, reg(regs::RTC_HZ), p.nic.rtc_hz);
-    put32(sram, reg(regs::SRAM_SIZE), sram.len() as u32);
-    put32(sram, reg(regs::MTU), p.nic.mtu.min(MAX_MTU as u32));
-    put32(sram, reg(regs::FW_STATUS), regs::FW_BOOTING);
-    put32(sram, reg(regs::LINK_STATE), 1);
-    put64(sram, reg(regs::SEND_TIMEOUT_TICKS), ticks(cfg.send_timeout_ns));
-    put64(sram, reg(regs::RETRANSMIT_TICKS), ticks(p.firmware.retransmit_ns));
-    put64(sram, reg(regs::ACK_DELAY_TICKS), ticks(p.firmware.ack_delay_ns));
-    put64(sram, reg(regs::NOBUF_RETRY_TICKS), ticks(p.firmware.nobuf_retry_ns));
-    put32(sram, reg(regs::SEND_TOKENS), p.firmware.send_tokens);
-    put32(sram, reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
-    put32(sram, reg(regs::WINDOW), p.firmware.window);
+    sram.put32(reg(regs::FW_STATUS), regs::FW_BOOTING);
+    sram.put32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
+    sram.put32(reg(regs::NODE_ID), cfg.node as u32);
+    sram.put32(reg(regs::NUM_NODES), cfg.nodes as u32);
+    sram.put64(reg(regs::RTC), 0);
+    sram.put64(reg(regs::RTC_HZ), p.nic.rtc_hz);
+    let len = sram.sram_len() as u32;
+    sram.put32(reg(regs::SRAM_SIZE), len);
+    sram.put32(reg(regs::MTU), p.nic.mtu.min(MAX_MTU as u32));
+    sram.put32(reg(regs::LINK_STATE), 1);
+    sram.put64(reg(regs::SEND_TIMEOUT_TICKS), ticks(cfg.send_timeout_ns));
+    sram.put64(reg(regs::RETRANSMIT_TICKS), ticks(p.firmware.retransmit_ns));
+    sram.put64(reg(regs::ACK_DELAY_TICKS), ticks(p.firmware.ack_delay_ns));
+    sram.put64(reg(regs::NOBUF_RETRY_TICKS), ticks(p.firmware.nobuf_retry_ns));
+    sram.put32(reg(regs::SEND_TOKENS), p.firmware.send_tokens);
+    sram.put32(reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
+    sram.put32(reg(regs::WINDOW), p.firmware.window);
     for (dst, route) in cfg.routes.iter().enumerate() {
-        let e = map::route_entry(dst) as usize;
-        sram[e] = route.len() as u8;
-        sram[e + 1..e + 1 + route.len()].copy_from_slice(route);
+        let mut e = [0u8; map::ROUTE_ENTRY as usize];
+        e[0] = route.len() as u8;
+        e[1..1 + route.len()].copy_from_slice(route);
+        sram.put_bytes(map::route_entry(dst), &e[..1 + route.len()]);
+    }
+    sram.put32(reg(regs::MAGIC), regs::MAGIC_VALUE);
+}
+
+/// A send-DMA command's span, if it is well formed and inside SRAM of
+/// `sram_len` bytes: (first byte, bytes, route bytes).
+#[inline]
+pub(crate) fn tx_span(
+    cmd: Result<TxDmaCmd, nic_abi::ParseError>,
+    sram_len: usize,
+) -> Option<(usize, usize, usize)> {
+    cmd.ok().and_then(|c| {
+        let (s, len, rl) = (c.sram as usize, c.len as usize, c.route_len as usize);
+        let ok = len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram_len;
+        ok.then_some((s, len, rl))
+    })
+}
+
+/// What the receive engine stores of an arriving packet of `len` bytes
+/// and the status it reports: cut at `BUF_STRIDE` (`RX_TRUNCATED`, which
+/// fails the CRC too), else `RX_CRC_BAD` when `crc_bad()` says so.
+#[inline]
+pub(crate) fn rx_store(len: usize, crc_bad: impl FnOnce() -> bool) -> (usize, u32) {
+    let cap = BUF_STRIDE as usize;
+    if len > cap {
+        (cap, rings::RX_TRUNCATED | rings::RX_CRC_BAD)
+    } else if crc_bad() {
+        (len, rings::RX_CRC_BAD)
+    } else {
+        (len, 0)
+    }
+}
+
+/// The receive engine takes the next free buffer from the RXFREE ring, if
+/// one is posted and the RXDONE ring has room for its completion (with
+/// `inflight` completions still to come). Entries naming no buffer are
+/// skipped and counted in `bad_free`.
+#[inline]
+pub(crate) fn take_free_buffer<S: SramIo + ?Sized>(
+    sram: &mut S,
+    free_cons: &mut u32,
+    done_prod: u32,
+    inflight: u32,
+    bad_free: &mut u64,
+) -> Option<u32> {
+    loop {
+        if sram.get32(reg(regs::RXFREE_PROD)) == *free_cons {
+            return None;
+        }
+        let pending = done_prod.wrapping_sub(sram.get32(reg(regs::RXDONE_CONS)));
+        if pending.saturating_add(inflight) >= map::RXDONE_RING_LEN {
+            return None;
+        }
+        let slot =
+            rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, *free_cons);
+        let idx = sram.get32(slot);
+        *free_cons = free_cons.wrapping_add(1);
+        sram.put32(reg(regs::RXFREE_CONS), *free_cons);
+        if idx < RX_BUF_COUNT {
+            return Some(idx);
+        }
+        *bad_free += 1;
     }
 }
 
@@ -319,13 +420,7 @@ impl NicDevice {
             ) as usize;
             let cmd = TxDmaCmd::decode(&sram[slot..slot + rings::TXDMA_CMD_SIZE as usize]);
             self.tx_cons = self.tx_cons.wrapping_add(1);
-            let valid = cmd.ok().and_then(|c| {
-                let (s, len, rl) = (c.sram as usize, c.len as usize, c.route_len as usize);
-                let ok =
-                    len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram.len();
-                ok.then_some((s, len, rl))
-            });
-            let Some((s, len, rl)) = valid else {
+            let Some((s, len, rl)) = tx_span(cmd, sram.len()) else {
                 self.tx_errors = self.tx_errors.wrapping_add(1);
                 self.tx_done = self.tx_done.wrapping_add(1);
                 self.c.txdma_errors += 1;
@@ -370,29 +465,13 @@ impl NicDevice {
     /// Take the next free receive buffer, if any (and the done ring has room).
     fn take_free_buffer(&mut self) -> Option<u32> {
         let mut mem = self.mem.borrow_mut();
-        let sram = &mut mem.sram;
-        loop {
-            if get32(sram, reg(regs::RXFREE_PROD)) == self.rx_free_cons {
-                return None;
-            }
-            let pending = self.rx_done_prod.wrapping_sub(get32(sram, reg(regs::RXDONE_CONS)));
-            if pending.saturating_add(self.rx_inflight) >= map::RXDONE_RING_LEN {
-                return None;
-            }
-            let slot = rings::slot(
-                map::RXFREE_RING,
-                map::RXFREE_RING_LEN,
-                rings::RXFREE_SIZE,
-                self.rx_free_cons,
-            );
-            let idx = get32(sram, slot);
-            self.rx_free_cons = self.rx_free_cons.wrapping_add(1);
-            put32(sram, reg(regs::RXFREE_CONS), self.rx_free_cons);
-            if idx < RX_BUF_COUNT {
-                return Some(idx);
-            }
-            self.c.rx_bad_free += 1;
-        }
+        take_free_buffer(
+            &mut mem.sram[..],
+            &mut self.rx_free_cons,
+            self.rx_done_prod,
+            self.rx_inflight,
+            &mut self.c.rx_bad_free,
+        )
     }
 
     /// A packet's head entered the link into this NIC and reaches it at
@@ -466,21 +545,18 @@ impl NicDevice {
         let f = fabric.flight(id);
         let data = f.wire();
         let cap = BUF_STRIDE as usize;
-        let n = data.len().min(cap);
-        let mut status = 0;
+        // An untouched packet carries the CRC its sender computed over
+        // exactly these bytes, so only a corrupted one can fail; release
+        // builds skip the redundant check.
+        let (n, status) =
+            rx_store(data.len(), || (f.corrupted || cfg!(debug_assertions)) && !crc_ok(data));
         {
             let mut mem = self.mem.borrow_mut();
             let sram = &mut mem.sram;
             let off = map::rx_buf(f.rx_buf) as usize;
             sram[off..off + n].copy_from_slice(&data[..n]);
-            if data.len() > cap {
-                status = rings::RX_TRUNCATED | rings::RX_CRC_BAD;
+            if status & rings::RX_TRUNCATED != 0 {
                 self.c.rx_truncated += 1;
-            } else if (f.corrupted || cfg!(debug_assertions)) && !crc_ok(data) {
-                // An untouched packet carries the CRC its sender computed
-                // over exactly these bytes, so only a corrupted one can
-                // fail; release builds skip the redundant check.
-                status = rings::RX_CRC_BAD;
             }
             if status & rings::RX_CRC_BAD != 0 {
                 self.c.rx_crc_bad += 1;

@@ -28,13 +28,13 @@ use nic_abi::map::ROUTE_MAX;
 use nic_abi::packet::ROUTE_FLAG;
 
 use crate::event::{Ev, EventQueue};
-use crate::faults::{FaultInjector, Faults};
+use crate::faults::{flip_bit, FaultInjector, Faults};
 use crate::profile::{Profile, Rate};
 use crate::topology::Layout;
 
 /// "Not known yet": a link held by a stalled packet, or no event pending.
 pub(crate) const NEVER: u64 = u64::MAX;
-const NO_LINK: u32 = u32::MAX;
+pub(crate) const NO_LINK: u32 = u32::MAX;
 /// Most links one packet crosses: one per route byte, plus the first.
 pub(crate) const MAX_HOPS: usize = ROUTE_MAX + 1;
 
@@ -241,16 +241,11 @@ impl Fabric {
             }
             id
         };
-        for (n, &(switch, port)) in layout.attach.iter().enumerate() {
-            let out = add(&mut f, LinkEnd::Nic(n), LinkEnd::Switch { switch, port });
-            f.nic_out.push(out);
-            add(&mut f, LinkEnd::Switch { switch, port }, LinkEnd::Nic(n));
-        }
-        for &((sa, pa), (sb, pb)) in &layout.trunks {
-            let a = LinkEnd::Switch { switch: sa, port: pa };
-            let b = LinkEnd::Switch { switch: sb, port: pb };
-            add(&mut f, a, b);
-            add(&mut f, b, a);
+        for (from, to) in layout.links() {
+            let id = add(&mut f, from, to);
+            if matches!(from, LinkEnd::Nic(_)) {
+                f.nic_out.push(id);
+            }
         }
         f
     }
@@ -317,11 +312,8 @@ impl Fabric {
                 l.stats.fault_drops += 1;
                 src.fault_drops += 1;
             }
-            if let Some((byte, bit)) = v.corrupt {
-                let start = f.route_len as usize;
-                let plen = f.buf.len().saturating_sub(start);
-                if plen > 0 {
-                    f.buf[start + (byte % plen as u64) as usize] ^= 1 << bit;
+            if let Some(at) = v.corrupt {
+                if flip_bit(&mut f.buf, f.route_len as usize, at) {
                     f.corrupted = true;
                     l.stats.fault_corrupts += 1;
                     src.fault_corrupts += 1;
@@ -383,12 +375,7 @@ impl Fabric {
             }
             LinkEnd::Switch { switch, .. } => &self.switches[switch],
         };
-        let out = match f.buf.get(f.pos as usize) {
-            Some(&b) if b & ROUTE_FLAG != 0 && (f.hops as usize) < MAX_HOPS => {
-                ports.get((b & !ROUTE_FLAG) as usize).copied().unwrap_or(NO_LINK)
-            }
-            _ => NO_LINK,
-        };
+        let out = switch_out(ports, f.buf.get(f.pos as usize).copied(), f.hops as usize);
         if out == NO_LINK {
             self.links[last as usize].stats.bad_routes += 1;
             self.by_src[f.src as usize].bad_routes += 1;
@@ -516,5 +503,19 @@ fn schedule_free(q: &mut EventQueue, l: &mut Link, link: u32) {
     if l.busy_until != NEVER && l.free_event_at != l.busy_until {
         l.free_event_at = l.busy_until;
         q.push(l.busy_until, Ev::LinkFree { link });
+    }
+}
+
+/// The link a switch with output links `ports` (NO_LINK where nothing is
+/// cabled) sends a head on whose next wire byte is `next`, after `hops`
+/// links: NO_LINK when the byte is no route byte, names no cabled port,
+/// or the packet crossed too many switches. Shared with `realtime`.
+#[inline]
+pub(crate) fn switch_out(ports: &[u32], next: Option<u8>, hops: usize) -> u32 {
+    match next {
+        Some(b) if b & ROUTE_FLAG != 0 && hops < MAX_HOPS => {
+            ports.get((b & !ROUTE_FLAG) as usize).copied().unwrap_or(NO_LINK)
+        }
+        _ => NO_LINK,
     }
 }

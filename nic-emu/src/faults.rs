@@ -49,6 +49,20 @@ pub struct Verdict {
     pub duplicate: bool,
 }
 
+/// Apply a corruption verdict (`Verdict::corrupt`) to a packet whose
+/// packet proper (header + payload) starts at `start` of `buf`: flip bit
+/// `bit` of byte `byte % len` of it. False (nothing flipped) when the
+/// packet proper is empty.
+#[inline]
+pub(crate) fn flip_bit(buf: &mut [u8], start: usize, (byte, bit): (u64, u8)) -> bool {
+    let plen = buf.len().saturating_sub(start);
+    if plen == 0 {
+        return false;
+    }
+    buf[start + (byte % plen as u64) as usize] ^= 1 << bit;
+    true
+}
+
 /// One link's injector.
 #[derive(Debug, Clone)]
 pub struct FaultInjector {

@@ -14,6 +14,9 @@
 //! - [`scenario`]: scenario files and their runner.
 //! - [`brm`]: the bandwidth resource manager (rate control): admission
 //!   by the spec's three criteria, best-effort shares, IDTs to the NICs.
+//! - [`realtime`]: the device process of the live and qemu backends (a
+//!   cluster directory served in wall-clock time; the `nic-cluster`
+//!   binary).
 #![forbid(unsafe_code)]
 
 pub mod backend;
@@ -27,6 +30,7 @@ pub mod firmware;
 pub mod host;
 pub mod memory;
 pub mod profile;
+pub mod realtime;
 pub mod rng;
 pub mod scenario;
 pub mod sim;

@@ -147,6 +147,46 @@ impl fmt::Display for RunOutcome {
     }
 }
 
+/// What every backend derives from a cluster configuration: the wiring,
+/// the firmware's send timeout and every node's route table.
+pub(crate) struct Plan {
+    pub layout: Layout,
+    pub send_timeout_ns: u64,
+    /// `routes[src][dst]`: the source route from `src` to `dst`.
+    pub routes: Vec<Vec<Vec<u8>>>,
+}
+
+/// Check a configuration and plan the cluster (the sim and the real-time
+/// backends share it, so both write the same registers and routes).
+pub(crate) fn plan(
+    p: &Profile,
+    nodes: usize,
+    topology: Topology,
+    faults: &Faults,
+    send_timeout_us: Option<f64>,
+) -> Result<Plan, EmuError> {
+    p.validate().map_err(|m| {
+        EmuError::Profile(ProfileError::Invalid { origin: p.name.clone(), message: m })
+    })?;
+    faults.validate().map_err(EmuError::Config)?;
+    if nodes > MAX_NODES {
+        return Err(EmuError::Config(format!("nodes: {nodes} is more than the ABI's {MAX_NODES}")));
+    }
+    let layout = topology.layout(nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
+    let send_timeout_ns = match send_timeout_us {
+        None => p.firmware.send_timeout_ns,
+        Some(us) if us.is_finite() && us > 0.0 => ((us * 1e3).round() as u64).max(1),
+        Some(us) => {
+            return Err(EmuError::Config(format!(
+                "send_timeout_us: {us} must be a positive number"
+            )))
+        }
+    };
+    let routes: Vec<Vec<Vec<u8>>> =
+        (0..nodes).map(|s| (0..nodes).map(|d| layout.route(s, d)).collect()).collect();
+    Ok(Plan { layout, send_timeout_ns, routes })
+}
+
 /// NIC CPU cycle prices of firmware work.
 #[derive(Debug, Clone, Copy)]
 struct WorkPrices {
@@ -250,30 +290,9 @@ impl SimCluster {
         mut make: impl FnMut(usize) -> Box<dyn Firmware>,
     ) -> Result<SimCluster, EmuError> {
         let p = cfg.profile;
-        p.validate().map_err(|m| {
-            EmuError::Profile(ProfileError::Invalid { origin: p.name.clone(), message: m })
-        })?;
-        cfg.faults.validate().map_err(EmuError::Config)?;
-        if cfg.nodes > MAX_NODES {
-            return Err(EmuError::Config(format!(
-                "nodes: {} is more than the ABI's {MAX_NODES}",
-                cfg.nodes
-            )));
-        }
-        let layout =
-            cfg.topology.layout(cfg.nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
-        let send_timeout_ns = match cfg.send_timeout_us {
-            None => p.firmware.send_timeout_ns,
-            Some(us) if us.is_finite() && us > 0.0 => ((us * 1e3).round() as u64).max(1),
-            Some(us) => {
-                return Err(EmuError::Config(format!(
-                    "send_timeout_us: {us} must be a positive number"
-                )))
-            }
-        };
+        let Plan { layout, send_timeout_ns, routes } =
+            plan(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
         let n = cfg.nodes;
-        let routes: Vec<Vec<Vec<u8>>> =
-            (0..n).map(|s| (0..n).map(|d| layout.route(s, d)).collect()).collect();
         let rtc = Clock::new(p.nic.rtc_hz);
         let bells: Bells = Rc::new(RefCell::new(Vec::new()));
         let host_prices = HostPrices::new(&p);
@@ -284,7 +303,7 @@ impl SimCluster {
         for (node, node_routes) in routes.iter().enumerate() {
             let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(
-                &mut mem.sram,
+                &mut mem.sram[..],
                 &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: node_routes },
             );
             let mut fw = make(node);

@@ -11,6 +11,8 @@ use std::str::FromStr;
 use nic_abi::map::ROUTE_MAX;
 use nic_abi::packet::route_byte;
 
+use crate::fabric::LinkEnd;
+
 /// A switch fabric shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Topology {
@@ -133,6 +135,25 @@ pub struct Layout {
 impl Layout {
     pub fn nodes(&self) -> usize {
         self.attach.len()
+    }
+
+    /// Every directed link, in the order the fabric numbers them (link id
+    /// = index): per node its link into the switch, then the one out of
+    /// it; then per trunk one link each way. Fault injection seeds each
+    /// link's random stream with its id, so every backend must agree.
+    pub fn links(&self) -> Vec<(LinkEnd, LinkEnd)> {
+        let mut v = Vec::with_capacity(2 * (self.attach.len() + self.trunks.len()));
+        for (n, &(switch, port)) in self.attach.iter().enumerate() {
+            v.push((LinkEnd::Nic(n), LinkEnd::Switch { switch, port }));
+            v.push((LinkEnd::Switch { switch, port }, LinkEnd::Nic(n)));
+        }
+        for &((sa, pa), (sb, pb)) in &self.trunks {
+            let a = LinkEnd::Switch { switch: sa, port: pa };
+            let b = LinkEnd::Switch { switch: sb, port: pb };
+            v.push((a, b));
+            v.push((b, a));
+        }
+        v
     }
 
     /// The source route from `src` to `dst`: one byte `0x80 | port` per

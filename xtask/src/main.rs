@@ -1,11 +1,14 @@
 //! `cargo xtask`: the project's one build-and-run tool (after Hubris).
 //!
-//! Subcommands: `sim` runs a scenario file, `bench` prints the latency and
+//! Subcommands: `build-fw` builds the bare-metal MCP image and prints its
+//! size, `flash` writes an image into a running cluster's NIC, `run`
+//! serves a live or qemu cluster until Ctrl-C, `gdb` starts one NIC's QEMU
+//! halted under gdb-multiarch, `sim` runs a scenario file, `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
 //! speed (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
 //! rate-control experiments as Markdown with SVG plots, `test` runs the whole test suite and the example scenarios,
-//! `demo` runs a small cluster, `doctor` checks prerequisites. The alias in
+//! `demo` runs a 4-node cluster (qemu, else live) with host programs, `doctor` checks prerequisites. The alias in
 //! .cargo/config.toml builds this crate in release, so runs here are fast.
 
 use std::path::PathBuf;
@@ -16,8 +19,10 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod calibrate;
 mod demo;
+mod fw;
 mod prereq;
 mod report;
+mod rt;
 mod sim;
 mod testing;
 
@@ -75,6 +80,18 @@ enum Cmd {
         /// Skip the simulator-speed run.
         #[arg(long)]
         no_speed: bool,
+        /// Only the real-time section: live-backend ping-pong (8 B) next to
+        /// UDP over loopback, live streaming (64 KiB) next to memcpy, qemu
+        /// ping-pong and an idle qemu NIC's CPU use. (Included in a plain
+        /// `bench` unless --no-realtime.)
+        #[arg(long, conflicts_with = "rate")]
+        realtime: bool,
+        /// Leave the real-time section out.
+        #[arg(long)]
+        no_realtime: bool,
+        /// Round trips of the real-time ping-pongs.
+        #[arg(long, default_value_t = 10000)]
+        rt_count: u64,
         /// Only the rate-control overhead comparison: ping-pong latency
         /// and stream bandwidth (4 B .. 64 KiB) with every flow at IDT 0
         /// vs without flows, side by side (default profile lanai4-gm).
@@ -92,14 +109,73 @@ enum Cmd {
         #[arg(long)]
         no_nextest: bool,
     },
-    /// A 4-node cluster at work: ping-pong, streams on both priorities.
-    ///
-    /// Runs on the deterministic simulator; the live and qemu backends
-    /// come later.
+    /// A 4-node cluster at work: builds and flashes the firmware, starts 4
+    /// NICs on qemu (installing QEMU with apt-get as root when missing;
+    /// else live), runs the host programs `pingpong` and `stream` and
+    /// prints latency and bandwidth.
     Demo {
-        /// Print the JSON document instead of the table.
+        /// sim, live or qemu (default: qemu when QEMU is there, else live).
+        #[arg(long, value_enum)]
+        backend: Option<rt::Backend>,
+        /// The sim demo's JSON document instead of the table.
         #[arg(long)]
         json: bool,
+    },
+    /// Build the bare-metal MCP image (riscv64imac-unknown-none-elf;
+    /// installs the Rust target when missing) and print its size.
+    ///
+    /// The ELF lands in <target>/fw/riscv64imac-unknown-none-elf/release/
+    /// mcp-image (<target>/fw-selftest/... with --selftest). Fails when
+    /// text + data + bss reach 128 KiB.
+    BuildFw {
+        /// The self-test image: checks run on the NIC CPU, QEMU exits 0 on pass.
+        #[arg(long)]
+        selftest: bool,
+    },
+    /// Write a firmware image into a node's flash file. A running cluster's
+    /// device process notices and resets that NIC (its ports close).
+    Flash {
+        #[arg(long)]
+        node: u32,
+        /// The image (ELF); default: build the firmware image.
+        image: Option<PathBuf>,
+        /// The cluster (name or directory).
+        #[arg(long, default_value = "nic")]
+        cluster: String,
+    },
+    /// Start a cluster and keep it up until Ctrl-C, printing where its
+    /// files are. Host programs open it by name (`--cluster NAME`).
+    ///
+    /// sim is not a long-running service (it runs a scenario in virtual
+    /// time): `run --backend sim` runs the demo scenario and says so.
+    Run {
+        #[arg(long, default_value_t = 2)]
+        nodes: usize,
+        #[arg(long, value_enum, default_value = "live")]
+        backend: rt::Backend,
+        /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
+        #[arg(long, default_value = "nic")]
+        name: String,
+    },
+    /// Start a qemu cluster with NIC N's QEMU halted on its gdbstub, and
+    /// gdb-multiarch attached with the image's symbols and breakpoints on
+    /// the state machines' step functions. The cluster stops when gdb exits.
+    Gdb {
+        #[arg(long)]
+        node: usize,
+        /// Nodes in the cluster (at least node + 1).
+        #[arg(long, default_value_t = 2)]
+        nodes: usize,
+        /// Cluster name or directory.
+        #[arg(long, default_value = "gdb")]
+        cluster: String,
+        /// Run gdb in batch mode with this command file (after the
+        /// breakpoints are set) and exit.
+        #[arg(long)]
+        batch: Option<PathBuf>,
+        /// Break on the SDMA intake step only.
+        #[arg(long)]
+        sdma_only: bool,
     },
     /// Rate-control calibration: T and Bmax from an IDT sweep, and the
     /// node-capacity curve; written beside the profile for the bandwidth
@@ -152,13 +228,27 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Sim { file, json, seed, quiet } => sim::run(&file, json, seed, quiet),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
-        Cmd::Bench { profiles, quick, no_speed, rate: false } => {
-            bench::run(&profiles, quick, !no_speed)
+        Cmd::Bench { rt_count, realtime: true, .. } => {
+            rt::bench(&root, rt_count).map(|_| ExitCode::SUCCESS)
+        }
+        Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, .. } => {
+            bench::run(&profiles, quick, !no_speed).and_then(|code| {
+                if !no_realtime {
+                    rt::bench(&root, rt_count)?;
+                }
+                Ok(code)
+            })
+        }
+        Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
+        Cmd::Flash { node, image, cluster } => fw::flash(&root, node, image, &cluster),
+        Cmd::Run { nodes, backend, name } => rt::run(&root, nodes, backend, &name),
+        Cmd::Gdb { node, nodes, cluster, batch, sdma_only } => {
+            rt::gdb(&root, node, nodes, &cluster, batch, sdma_only)
         }
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)
         }
-        Cmd::Demo { json } => demo::run(&root, json),
+        Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
         Cmd::Report { which, out, profile } => report::run(&which, out, profile),
         Cmd::Doctor => prereq::doctor(),

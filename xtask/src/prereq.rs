@@ -1,7 +1,10 @@
 //! Prerequisites of the xtask commands: what each needs, how to tell it is
-//! there, and the exact command that installs it. The simulator needs only
-//! a Rust toolchain; the firmware image and the qemu backend (later) need
-//! more, and `cargo xtask doctor` says so ahead of time.
+//! there, and the exact command that installs it. The simulator and the
+//! live backend need only a Rust toolchain; the firmware image needs the
+//! riscv64 target (build-fw, demo and test install it with rustup), the
+//! qemu backend QEMU and `gdb` gdb-multiarch (demo installs QEMU with
+//! apt-get when root; `.ci/run` installs both). `cargo xtask doctor` says
+//! so ahead of time.
 
 use std::process::{Command, ExitCode, Stdio};
 
@@ -28,7 +31,7 @@ fn runs(cmd: &str, args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-fn has_fw_target() -> bool {
+pub fn has_fw_target() -> bool {
     Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -51,21 +54,21 @@ pub fn all() -> Vec<Prereq> {
         },
         Prereq {
             name: "rust target riscv64imac-unknown-none-elf",
-            needed_by: "build-fw, qemu backend (coming)",
+            needed_by: "build-fw, flash, demo, gdb, test (installed by them)",
             required_now: false,
             present: has_fw_target,
             install: "rustup target add riscv64imac-unknown-none-elf",
         },
         Prereq {
             name: "qemu-system-riscv64",
-            needed_by: "qemu backend (coming)",
+            needed_by: "qemu backend: demo (else live), run, gdb, test",
             required_now: false,
             present: || runs("qemu-system-riscv64", &["--version"]),
             install: "apt-get install -y qemu-system-misc   (as root, or with sudo)",
         },
         Prereq {
             name: "gdb-multiarch",
-            needed_by: "gdb (coming)",
+            needed_by: "gdb, test (the scripted gdb session)",
             required_now: false,
             present: || runs("gdb-multiarch", &["--version"]),
             install: "apt-get install -y gdb-multiarch   (as root, or with sudo)",
@@ -101,7 +104,7 @@ pub fn doctor() -> crate::Result<ExitCode> {
         let state = match (ok, p.required_now) {
             (true, _) => "ok",
             (false, true) => "MISSING",
-            (false, false) => "not installed (not needed yet)",
+            (false, false) => "not installed",
         };
         println!("{:<44} {:<32} needed by: {}", p.name, state, p.needed_by);
         if !ok {
@@ -112,7 +115,7 @@ pub fn doctor() -> crate::Result<ExitCode> {
         }
     }
     if bad == 0 {
-        println!("everything the sim, demo and test commands need is here");
+        println!("everything the sim and live commands need is here (see above for qemu, gdb and the firmware)");
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(1))

@@ -1,0 +1,123 @@
+//! Baselines the live backend is measured against (issue 3): a UDP
+//! ping-pong over loopback between two processes (this example starts a
+//! copy of itself as the echo side), and a single-thread memcpy of the
+//! bytes a stream moves.
+//!
+//! ```text
+//! cargo run --release -p nic-emu --example rt_baselines -- [--size 8] [--count 10000] [--stream-size 65536]
+//! ```
+//!
+//! Prints one-way UDP latency (half the round trip: min / median / p99)
+//! and memcpy bandwidth in MB/s (10^6 B/s), as JSON with `--json`.
+
+use std::net::UdpSocket;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn arg(name: &str, default: u64) -> u64 {
+    let a: Vec<String> = std::env::args().collect();
+    a.iter()
+        .position(|x| x == name)
+        .and_then(|i| a.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn echo(port: u16, size: usize) {
+    let s = UdpSocket::bind(("127.0.0.1", port)).expect("bind echo");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = vec![0u8; size.max(1)];
+    println!("ready");
+    while let Ok((n, from)) = s.recv_from(&mut buf) {
+        if n == 1 && buf[0] == 0xFF && size != 1 {
+            break;
+        }
+        s.send_to(&buf[..n], from).unwrap();
+    }
+}
+
+fn pct(v: &[u64], p: f64) -> f64 {
+    v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0
+}
+
+fn main() {
+    let size = arg("--size", 8) as usize;
+    let count = arg("--count", 10000);
+    let ssize = arg("--stream-size", 65536) as usize;
+    let json = std::env::args().any(|a| a == "--json");
+    if let Some(p) = std::env::args().skip_while(|a| a != "--echo").nth(1) {
+        echo(p.parse().unwrap(), size);
+        return;
+    }
+    // UDP ping-pong between this process and a child.
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--echo", &port.to_string(), "--size", &size.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead;
+        let mut l = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut l).unwrap();
+    }
+    sock.connect(("127.0.0.1", port)).unwrap();
+    let msg = vec![0x5Au8; size];
+    let mut buf = vec![0u8; size.max(1)];
+    let mut samples = Vec::with_capacity(count as usize);
+    for i in 0..count + 100 {
+        let t = Instant::now();
+        sock.send(&msg).unwrap();
+        let n = sock.recv(&mut buf).unwrap();
+        assert_eq!(n, size);
+        if i >= 100 {
+            samples.push(t.elapsed().as_nanos() as u64 / 2);
+        }
+    }
+    sock.send(&[0xFF]).unwrap();
+    let _ = child.wait();
+    samples.sort_unstable();
+
+    // memcpy of the bytes a stream of `ssize` messages moves: the same
+    // buffer again and again (cache-hot), and a large region message by
+    // message (from memory).
+    let src = vec![0xA5u8; ssize];
+    let mut dst = vec![0u8; ssize];
+    let reps = (256u64 << 20) / ssize as u64;
+    let t = Instant::now();
+    for _ in 0..reps {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    let mbps = (reps * ssize as u64) as f64 / t.elapsed().as_secs_f64() / 1e6;
+    let big = 256usize << 20;
+    let bsrc = vec![0x5Au8; big];
+    let mut bdst = vec![0u8; big];
+    bdst.copy_from_slice(&bsrc);
+    let t = Instant::now();
+    for k in 0..big / ssize {
+        let r = k * ssize..(k + 1) * ssize;
+        bdst[r.clone()].copy_from_slice(std::hint::black_box(&bsrc[r]));
+    }
+    std::hint::black_box(&mut bdst);
+    let cold = big as f64 / t.elapsed().as_secs_f64() / 1e6;
+    if json {
+        println!(
+            "{{\"udp_one_way_us\":{{\"min\":{:.2},\"median\":{:.2},\"p99\":{:.2}}},\"size\":{size},\"count\":{count},\"memcpy_mb_s\":{mbps:.0},\"memcpy_cold_mb_s\":{cold:.0},\"memcpy_size\":{ssize}}}",
+            pct(&samples, 0.0),
+            pct(&samples, 0.5),
+            pct(&samples, 0.99)
+        );
+    } else {
+        println!(
+            "UDP loopback ping-pong, {size} B x {count}: one-way min {:.2} us, median {:.2} us, p99 {:.2} us",
+            pct(&samples, 0.0),
+            pct(&samples, 0.5),
+            pct(&samples, 0.99)
+        );
+        println!("memcpy, {ssize} B messages, single thread: {mbps:.0} MB/s cache-hot (one buffer), {cold:.0} MB/s from memory (256 MiB region)");
+    }
+}

@@ -1,0 +1,381 @@
+//! `nic-cluster`: the device process of a live or qemu cluster.
+//!
+//! ```text
+//! nic-cluster run --name demo --nodes 4 --backend live            # serves until Ctrl-C
+//! nic-cluster run --name demo --nodes 2 --backend qemu --image target-fw/.../mcp-image
+//! nic-cluster run --name dbg --nodes 2 --backend qemu --image ELF --halted-node 0 --gdb-port 1234
+//! nic-cluster run --name demo --nodes 4 --backend live --detach   # returns once up
+//! nic-cluster stop --name demo
+//! nic-cluster list
+//! ```
+//!
+//! `run` creates the cluster directory (a name lives under
+//! $NIC_CLUSTER_DIR or <tmp>/nic-clusters; a path is used as is), resets
+//! every NIC, starts the firmware, publishes the manifest, prints where
+//! the files are and `nic-cluster: ready <dir>`, then serves until
+//! SIGINT/SIGTERM, when it stops the guests and removes the directory.
+//! With `--detach` it starts itself in the background (own process group,
+//! output in `<dir>.log`) and returns once the cluster is up.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use host_driver::cluster::{self, ClusterBackend, ClusterDir};
+use host_driver::MappedFile;
+use nic_abi::regs::{self, reg};
+use nic_emu::realtime::process::{self, READY_PREFIX};
+use nic_emu::realtime::{Backoff, Pacing, RtCluster, RtConfig};
+use nic_emu::{Faults, Profile, Topology};
+
+#[derive(Parser)]
+#[command(name = "nic-cluster", about = "The device process of a live or qemu NIC cluster")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a cluster and serve it until Ctrl-C (SIGINT) or SIGTERM.
+    Run(Box<RunArgs>),
+    /// Stop a running cluster (SIGTERM to its device process) and wait
+    /// until it is gone.
+    Stop {
+        /// Cluster name or directory.
+        #[arg(long)]
+        name: String,
+        /// Seconds to wait.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+    },
+    /// List the clusters under $NIC_CLUSTER_DIR (or <tmp>/nic-clusters).
+    List,
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
+    #[arg(long)]
+    name: String,
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+    /// live (native MCP) or qemu (the riscv64 image under QEMU).
+    #[arg(long, default_value = "live")]
+    backend: ClusterBackend,
+    /// Timing profile: built-in name or TOML file.
+    #[arg(long, default_value = "lanai9-gm")]
+    profile: String,
+    /// star, two-switch or clos.
+    #[arg(long, default_value = "star")]
+    topology: Topology,
+    /// Firmware image (ELF) flashed into every NIC (qemu).
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// Start this node's QEMU halted, waiting for gdb (with --gdb-port).
+    #[arg(long, requires = "gdb_port")]
+    halted_node: Option<usize>,
+    /// TCP port of the halted node's gdbstub.
+    #[arg(long, requires = "halted_node")]
+    gdb_port: Option<u16>,
+    /// Serve in this process until Ctrl-C (the default).
+    #[arg(long, conflicts_with = "detach")]
+    foreground: bool,
+    /// Start the device process in the background and return once the
+    /// cluster is up.
+    #[arg(long)]
+    detach: bool,
+    /// Device threads to spread the NICs over (1: one thread runs all).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// fast (as fast as possible) or link (paced at the link bandwidth).
+    #[arg(long, default_value = "fast")]
+    pacing: Pacing,
+    /// Fault injection: probability a link drops / corrupts / duplicates a packet.
+    #[arg(long, default_value_t = 0.0)]
+    drop: f64,
+    #[arg(long, default_value_t = 0.0)]
+    corrupt: f64,
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// Seed of the fault injection.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// SRAM bytes per NIC (default: the profile's; qemu: at least 8 MiB).
+    #[arg(long)]
+    sram_size: Option<u64>,
+    /// Host memory bytes per node.
+    #[arg(long, default_value_t = cluster::DEFAULT_HOST_SIZE)]
+    host_size: u64,
+    /// Override of the profile's send timeout (us).
+    #[arg(long)]
+    send_timeout_us: Option<f64>,
+    /// The QEMU program.
+    #[arg(long, default_value = nic_emu::realtime::qemu::QEMU_PROGRAM)]
+    qemu: String,
+    /// Never sleep while idle (lowest latency; one busy core per thread).
+    #[arg(long)]
+    busy: bool,
+    /// Idle device thread: spin this long (us) after the last progress,
+    #[arg(long, default_value_t = 2)]
+    spin_us: u64,
+    /// then yield the CPU until this long (us) after it,
+    #[arg(long, default_value_t = 2000)]
+    yield_us: u64,
+    /// then sleep in naps of this length (us),
+    #[arg(long, default_value_t = 100)]
+    nap_us: u64,
+    /// growing after 50 ms of idleness up to this (us).
+    #[arg(long, default_value_t = 1000)]
+    max_nap_us: u64,
+    /// Print every NIC's counters when stopping.
+    #[arg(long)]
+    stats: bool,
+    /// Seconds to wait for every NIC's firmware to run.
+    #[arg(long, default_value_t = 30.0)]
+    boot_timeout: f64,
+}
+
+fn config(a: &RunArgs) -> Result<RtConfig, String> {
+    let mut c = RtConfig::new(&a.name, a.backend, a.nodes);
+    c.profile = Profile::load(&a.profile).map_err(|e| e.to_string())?;
+    c.topology = a.topology;
+    c.image = a.image.clone();
+    c.threads = a.threads;
+    c.pacing = a.pacing;
+    c.faults = Faults { drop: a.drop, corrupt: a.corrupt, duplicate: a.duplicate };
+    c.seed = a.seed;
+    c.sram_size = a.sram_size;
+    c.host_size = a.host_size;
+    c.send_timeout_us = a.send_timeout_us;
+    c.qemu_program = a.qemu.clone();
+    c.halted_node = a.halted_node.zip(a.gdb_port);
+    c.log_to_stderr = true;
+    c.backoff = if a.busy {
+        Backoff::busy()
+    } else {
+        Backoff {
+            spin: Duration::from_micros(a.spin_us),
+            yield_until: Duration::from_micros(a.yield_us),
+            nap: Duration::from_micros(a.nap_us),
+            max_nap: Duration::from_micros(a.max_nap_us),
+            ..Backoff::default()
+        }
+    };
+    Ok(c)
+}
+
+fn secs(s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s).map_err(|_| format!("{s}: not a duration in seconds"))
+}
+
+fn print_where(c: &RtCluster, a: &RunArgs) {
+    let m = c.manifest();
+    println!(
+        "nic-cluster: cluster `{}` is up: {} backend, {} nodes, profile {}, topology {}",
+        m.name, m.backend, m.nodes, m.profile, a.topology
+    );
+    println!("  directory:  {}", c.path().display());
+    println!("  manifest:   {}", c.dir().manifest_path().display());
+    println!(
+        "  per node:   node<N>/sram ({} B), node<N>/host ({} B), node<N>/port<P>.lock{}",
+        m.sram_size,
+        m.host_size,
+        if m.backend == ClusterBackend::Qemu {
+            ", node<N>/flash, node<N>/console.log (defmt frames), node<N>/qemu.log"
+        } else {
+            ""
+        }
+    );
+    for n in 0..c.nodes() {
+        match c.qemu_pid(n) {
+            Some(pid) => println!(
+                "  node {n}:     {} (QEMU pid {pid})",
+                c.dir().node_dir(n as u32).display()
+            ),
+            None => println!("  node {n}:     {}", c.dir().node_dir(n as u32).display()),
+        }
+    }
+    if let (Some(node), Some(port)) = (a.halted_node, a.gdb_port) {
+        println!(
+            "  node {node} is halted: attach gdb-multiarch with `target remote 127.0.0.1:{port}`"
+        );
+    }
+    println!(
+        "  device process: pid {}; stop with Ctrl-C or `nic-cluster stop --name {}`",
+        std::process::id(),
+        a.name
+    );
+}
+
+fn run(a: &RunArgs) -> Result<(), String> {
+    if a.detach {
+        return detach(a);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let cfg = config(a)?;
+    let c = RtCluster::start(cfg).map_err(|e| e.to_string())?;
+    if let Err(e) = c.wait_running(secs(a.boot_timeout)?) {
+        let _ = c.stop();
+        return Err(e.to_string());
+    }
+    print_where(&c, a);
+    println!("{READY_PREFIX} {}", c.path().display());
+    c.serve_until(&stop);
+    eprintln!("nic-cluster: stopping `{}`", c.manifest().name);
+    if a.stats {
+        for n in 0..c.nodes() {
+            let s = c.nic_stats(n);
+            eprintln!(
+                "node {n}: fw_status {} polls {} work {:?} device {:?} drops {:?} resets {} down_drops {}",
+                s.fw_status,
+                s.counters.polls,
+                s.counters.work,
+                s.counters.device,
+                s.drops,
+                s.counters.resets,
+                s.counters.down_drops
+            );
+        }
+    }
+    c.stop().map_err(|e| e.to_string())
+}
+
+/// Start `nic-cluster run ... --foreground` in the background and wait
+/// for the cluster to come up.
+fn detach(a: &RunArgs) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let path = cluster::resolve(&a.name);
+    let log = path.with_extension("log");
+    if let Some(p) = log.parent() {
+        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let args: Vec<String> = std::env::args().skip(1).filter(|x| x != "--detach").collect();
+    let mut child = Command::new(exe)
+        .args(args)
+        .arg("--foreground")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("starting the device process: {e}"))?;
+    let except = a.halted_node.map(|n| n as u32);
+    let t = Instant::now();
+    let timeout = secs(a.boot_timeout)?;
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("the device process exited ({s}):\n{text}"));
+        }
+        match process::wait_published(&a.name, except, Duration::from_millis(50)) {
+            Ok(d) if d.manifest().pid == child.id() => break,
+            _ if t.elapsed() > timeout => {
+                let _ = child.kill();
+                return Err(format!(
+                    "the cluster did not come up within {timeout:?}; see {}",
+                    log.display()
+                ));
+            }
+            _ => {}
+        }
+    }
+    println!("nic-cluster: cluster `{}` is up in the background", a.name);
+    println!("  directory:  {}", path.display());
+    println!("  log:        {}", log.display());
+    println!(
+        "  device process: pid {}; stop with `nic-cluster stop --name {}`",
+        child.id(),
+        a.name
+    );
+    println!("{READY_PREFIX} {}", path.display());
+    Ok(())
+}
+
+fn stop(name: &str, timeout: f64) -> Result<(), String> {
+    let d = ClusterDir::open(name).map_err(|e| e.to_string())?;
+    let pid = d.manifest().pid;
+    if !d.device_alive() {
+        return Err(format!(
+            "cluster `{name}`: its device process {pid} is not running (stale directory {})",
+            d.path().display()
+        ));
+    }
+    process::request_stop(pid).map_err(|e| format!("signalling {pid}: {e}"))?;
+    let t = Instant::now();
+    while d.manifest_path().exists() && cluster::pid_alive(pid) {
+        if t.elapsed() > secs(timeout)? {
+            return Err(format!(
+                "cluster `{name}`: device process {pid} did not stop within {timeout} s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("nic-cluster: cluster `{name}` stopped");
+    Ok(())
+}
+
+fn list() {
+    let all = ClusterDir::list();
+    if all.is_empty() {
+        println!("no clusters under {}", cluster::base_dir().display());
+    }
+    for d in all {
+        let m = d.manifest();
+        let states: Vec<String> = (0..m.nodes)
+            .map(|n| {
+                MappedFile::open(&d.sram_path(n))
+                    .ok()
+                    .and_then(|s| s.load_u32(reg(regs::FW_STATUS) as u64))
+                    .map(|s| match s {
+                        regs::FW_RUNNING => "running",
+                        regs::FW_HALTED => "halted",
+                        _ => "booting",
+                    })
+                    .unwrap_or("?")
+                    .to_string()
+            })
+            .collect();
+        println!(
+            "{:<16} {:<5} {:>3} nodes  pid {:<7} {}  {}  [{}]",
+            m.name,
+            m.backend,
+            m.nodes,
+            m.pid,
+            if d.device_alive() { "up  " } else { "dead" },
+            d.path().display(),
+            states.join(" ")
+        );
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match &cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Stop { name, timeout } => stop(name, *timeout),
+        Cmd::List => {
+            list();
+            Ok(())
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nic-cluster: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

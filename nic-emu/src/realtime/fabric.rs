@@ -1,0 +1,390 @@
+//! The real-time fabric: the same links, crossbar switches and source
+//! routes as the sim's (`Layout::links`, `fabric::switch_out`), moving
+//! whole packets between NICs in wall-clock time.
+//!
+//! A packet launched by a NIC's send-DMA engine walks its route at once:
+//! every switch consumes one route byte and picks its output link, fault
+//! injection (seeded, per link, as in the sim) may drop, corrupt or
+//! duplicate it on each link, and it lands in the inbox of the NIC at the
+//! end (a FIFO standing for the last link and the switch output into that
+//! NIC). The receiving NIC's receive-DMA engine takes it from there when
+//! a receive buffer is free (`engines`).
+//!
+//! Backpressure. An inbox holds up to `INBOX_SLACK` packets for free (the
+//! links' and the switch's buffering); a packet arriving at a fuller
+//! inbox "holds its sender": that NIC's send-DMA engine does not finish
+//! the command (TXDMA_DONE) until the packet has been taken or dropped, as
+//! a blocked worm holds its sender's link. A packet that waited in an
+//! inbox behind a blocked one longer than the switch's blocked-packet
+//! timeout is dropped, as the switch would.
+//!
+//! Timing. By default packets move as fast as the threads move them. With
+//! `Pacing::LinkBandwidth` each directed link is busy for len / bandwidth
+//! per packet (packets wait for a busy link), each hop adds the cable and
+//! switch latency, and a packet is only taken by the receiver once its
+//! tail would be in; the sender's command completes when its tail has
+//! left. This is a store-free approximation of the sim's wormhole model.
+//!
+//! Owns the links, switches, inboxes and counters; shared by every worker
+//! thread (`Sync`: inboxes behind mutexes, counters atomic).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::fabric::{switch_out, LinkEnd, LinkStats, NO_LINK};
+use crate::faults::{flip_bit, FaultInjector, Faults};
+use crate::profile::{Profile, Rate};
+use crate::topology::Layout;
+
+/// Packets an inbox takes before a new arrival holds its sender.
+pub(crate) const INBOX_SLACK: usize = 8;
+
+/// How the real-time fabric spends time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// As fast as the device threads can move packets.
+    #[default]
+    AsFastAsPossible,
+    /// Links carry the profile's bandwidth; hops add cable and switch
+    /// latency.
+    LinkBandwidth,
+}
+
+impl std::str::FromStr for Pacing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Pacing, String> {
+        match s {
+            "fast" | "none" => Ok(Pacing::AsFastAsPossible),
+            "link" | "bandwidth" => Ok(Pacing::LinkBandwidth),
+            _ => Err(format!("unknown pacing `{s}` (fast or link)")),
+        }
+    }
+}
+
+/// A packet in the real-time fabric.
+pub(crate) struct RtPacket {
+    /// Wire bytes as sent: route, header, payload.
+    pub buf: Vec<u8>,
+    /// Route bytes consumed by switches.
+    pub pos: usize,
+    pub src: usize,
+    /// The link into the receiving NIC.
+    pub link_in: u32,
+    pub corrupted: bool,
+    /// Deliver it once more after this delivery (fault injection).
+    pub duplicate: bool,
+    /// Its sender's send-DMA engine waits for it to be taken or dropped.
+    pub holds_sender: bool,
+    /// Not to be taken before this (ns; 0 = at once).
+    pub due: u64,
+    /// When it entered the inbox (ns).
+    pub since: u64,
+    /// When it first found no receive buffer (ns), if it did.
+    pub waited_since: Option<u64>,
+}
+
+impl RtPacket {
+    /// The packet as the NIC sees it (consumed route bytes removed).
+    pub fn wire(&self) -> &[u8] {
+        &self.buf[self.pos.min(self.buf.len())..]
+    }
+}
+
+/// What became of a launched packet.
+pub(crate) enum Launch {
+    /// Dropped in the fabric (fault, bad route): the buffer comes back.
+    Gone { buf: Vec<u8>, tail_out: u64 },
+    /// In an inbox. `holds`: the sender must wait for its release.
+    Queued { holds: bool, tail_out: u64 },
+}
+
+#[derive(Default)]
+struct LinkCounters {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    waits: AtomicU64,
+    wait_ns: AtomicU64,
+    blocked_drops: AtomicU64,
+    bad_routes: AtomicU64,
+    fault_drops: AtomicU64,
+    fault_corrupts: AtomicU64,
+    fault_dups: AtomicU64,
+}
+
+struct RtLink {
+    from: LinkEnd,
+    to: LinkEnd,
+    head_delay: u64,
+    rate: Rate,
+    into_nic: bool,
+    fault: Option<Mutex<FaultInjector>>,
+    /// Paced: the link is busy until then (ns).
+    busy_until: Mutex<u64>,
+    c: LinkCounters,
+}
+
+/// Fabric drops charged to the sending node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceDrops {
+    pub fault_drops: u64,
+    pub fault_corrupts: u64,
+    pub fault_dups: u64,
+    pub blocked_drops: u64,
+    pub bad_routes: u64,
+}
+
+#[derive(Default)]
+struct SourceCounters {
+    fault_drops: AtomicU64,
+    fault_corrupts: AtomicU64,
+    fault_dups: AtomicU64,
+    blocked_drops: AtomicU64,
+    bad_routes: AtomicU64,
+}
+
+struct Inbox {
+    q: Mutex<VecDeque<RtPacket>>,
+    /// Mirror of q.len(), read without the lock.
+    len: AtomicUsize,
+}
+
+pub(crate) struct RtFabric {
+    links: Vec<RtLink>,
+    switches: Vec<Vec<u32>>,
+    nic_out: Vec<u32>,
+    inboxes: Vec<Inbox>,
+    /// Per sender: packets that held it and were taken or dropped.
+    released: Vec<AtomicU64>,
+    by_src: Vec<SourceCounters>,
+    faults: Faults,
+    paced: bool,
+    block_timeout: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RtFabric {
+    pub fn new(
+        layout: &Layout,
+        profile: &Profile,
+        seed: u64,
+        faults: Faults,
+        pacing: Pacing,
+    ) -> RtFabric {
+        let rate = Rate::new(profile.link.bandwidth_bytes_per_s);
+        let cable = profile.cable_delay_ns();
+        let sw_lat = profile.switch.latency_ns;
+        let n = layout.nodes();
+        let mut f = RtFabric {
+            links: Vec::new(),
+            switches: vec![vec![NO_LINK; layout.ports]; layout.switches],
+            nic_out: Vec::with_capacity(n),
+            inboxes: (0..n)
+                .map(|_| Inbox { q: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) })
+                .collect(),
+            released: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            by_src: (0..n).map(|_| SourceCounters::default()).collect(),
+            faults,
+            paced: pacing == Pacing::LinkBandwidth,
+            block_timeout: profile.switch.blocked_drop_timeout_ns,
+        };
+        for (id, (from, to)) in layout.links().into_iter().enumerate() {
+            let head_delay = cable + if matches!(to, LinkEnd::Switch { .. }) { sw_lat } else { 0 };
+            if let LinkEnd::Switch { switch, port } = from {
+                f.switches[switch][port] = id as u32;
+            }
+            if let LinkEnd::Nic(_) = from {
+                f.nic_out.push(id as u32);
+            }
+            f.links.push(RtLink {
+                from,
+                to,
+                head_delay,
+                rate,
+                into_nic: matches!(to, LinkEnd::Nic(_)),
+                fault: (!faults.is_none()).then(|| Mutex::new(FaultInjector::new(seed, id as u64))),
+                busy_until: Mutex::new(0),
+                c: LinkCounters::default(),
+            });
+        }
+        f
+    }
+
+    /// Put NIC `src`'s packet (route + header + payload, `route_len`
+    /// route bytes) on its link at `now` (ns) and carry it to its
+    /// destination's inbox.
+    pub fn launch(&self, src: usize, mut buf: Vec<u8>, route_len: usize, now: u64) -> Launch {
+        let mut link = self.nic_out[src];
+        let (mut pos, mut hops) = (0usize, 1usize);
+        let (mut corrupted, mut duplicate) = (false, false);
+        let mut head = now;
+        let mut tail_out = now;
+        loop {
+            let l = &self.links[link as usize];
+            let len = buf.len().saturating_sub(pos) as u64;
+            l.c.packets.fetch_add(1, Ordering::Relaxed);
+            l.c.bytes.fetch_add(len, Ordering::Relaxed);
+            let mut doomed = false;
+            if let Some(inj) = &l.fault {
+                let v = lock(inj).judge(&self.faults, l.into_nic);
+                let s = &self.by_src[src];
+                if v.drop {
+                    doomed = true;
+                    l.c.fault_drops.fetch_add(1, Ordering::Relaxed);
+                    s.fault_drops.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(at) = v.corrupt {
+                    if flip_bit(&mut buf, route_len, at) {
+                        corrupted = true;
+                        l.c.fault_corrupts.fetch_add(1, Ordering::Relaxed);
+                        s.fault_corrupts.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if v.duplicate {
+                    duplicate = true;
+                    l.c.fault_dups.fetch_add(1, Ordering::Relaxed);
+                    s.fault_dups.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if self.paced {
+                let mut busy = lock(&l.busy_until);
+                let enter = head.max(*busy);
+                *busy = enter + l.rate.ns(len);
+                if hops == 1 {
+                    tail_out = *busy;
+                }
+                head = enter + l.head_delay;
+            }
+            if doomed {
+                return Launch::Gone { buf, tail_out };
+            }
+            match l.to {
+                LinkEnd::Nic(n) => {
+                    let due = if self.paced {
+                        head + l.rate.ns(buf.len().saturating_sub(pos) as u64)
+                    } else {
+                        0
+                    };
+                    let p = RtPacket {
+                        buf,
+                        pos,
+                        src,
+                        link_in: link,
+                        corrupted,
+                        duplicate,
+                        holds_sender: false,
+                        due,
+                        since: now,
+                        waited_since: None,
+                    };
+                    let holds = self.enqueue(n, p);
+                    return Launch::Queued { holds, tail_out };
+                }
+                LinkEnd::Switch { switch, .. } => {
+                    let out = switch_out(&self.switches[switch], buf.get(pos).copied(), hops);
+                    if out == NO_LINK {
+                        l.c.bad_routes.fetch_add(1, Ordering::Relaxed);
+                        self.by_src[src].bad_routes.fetch_add(1, Ordering::Relaxed);
+                        return Launch::Gone { buf, tail_out };
+                    }
+                    pos += 1;
+                    hops += 1;
+                    link = out;
+                }
+            }
+        }
+    }
+
+    fn enqueue(&self, n: usize, mut p: RtPacket) -> bool {
+        let ib = &self.inboxes[n];
+        let mut q = lock(&ib.q);
+        p.holds_sender = q.len() >= INBOX_SLACK;
+        let holds = p.holds_sender;
+        q.push_back(p);
+        ib.len.store(q.len(), Ordering::Release);
+        holds
+    }
+
+    /// Packets waiting for NIC `n` (without taking the lock).
+    #[inline]
+    pub fn inbox_len(&self, n: usize) -> usize {
+        self.inboxes[n].len.load(Ordering::Acquire)
+    }
+
+    /// Work on NIC `n`'s inbox under its lock.
+    pub fn with_inbox<R>(&self, n: usize, f: impl FnOnce(&mut VecDeque<RtPacket>) -> R) -> R {
+        let ib = &self.inboxes[n];
+        let mut q = lock(&ib.q);
+        let r = f(&mut q);
+        ib.len.store(q.len(), Ordering::Release);
+        r
+    }
+
+    /// `p` left the fabric (taken or dropped): free its sender if it held it.
+    #[inline]
+    pub fn release(&self, p: &RtPacket) {
+        if p.holds_sender {
+            self.released[p.src].fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Packets that held `src` and have been released.
+    #[inline]
+    pub fn released(&self, src: usize) -> u64 {
+        self.released[src].load(Ordering::Acquire)
+    }
+
+    /// A packet waited for a receive buffer at its NIC for `ns`.
+    pub fn count_wait(&self, p: &RtPacket, ns: u64) {
+        let c = &self.links[p.link_in as usize].c;
+        c.waits.fetch_add(1, Ordering::Relaxed);
+        c.wait_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// The switch dropped `p`, blocked too long behind another packet.
+    pub fn count_blocked_drop(&self, p: &RtPacket) {
+        self.links[p.link_in as usize].c.blocked_drops.fetch_add(1, Ordering::Relaxed);
+        self.by_src[p.src].blocked_drops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn block_timeout(&self) -> u64 {
+        self.block_timeout
+    }
+
+    /// Every link's counters, in link order (as `SimCluster::link_stats`).
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.links
+            .iter()
+            .map(|l| LinkStats {
+                from: l.from,
+                to: l.to,
+                packets: r(&l.c.packets),
+                bytes: r(&l.c.bytes),
+                waits: r(&l.c.waits),
+                wait_ns: r(&l.c.wait_ns),
+                blocked_drops: r(&l.c.blocked_drops),
+                bad_routes: r(&l.c.bad_routes),
+                fault_drops: r(&l.c.fault_drops),
+                fault_corrupts: r(&l.c.fault_corrupts),
+                fault_dups: r(&l.c.fault_dups),
+            })
+            .collect()
+    }
+
+    /// Drops charged to sender `src`.
+    pub fn source_drops(&self, src: usize) -> SourceDrops {
+        let s = &self.by_src[src];
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        SourceDrops {
+            fault_drops: r(&s.fault_drops),
+            fault_corrupts: r(&s.fault_corrupts),
+            fault_dups: r(&s.fault_dups),
+            blocked_drops: r(&s.blocked_drops),
+            bad_routes: r(&s.bad_routes),
+        }
+    }
+}

@@ -1,0 +1,633 @@
+//! The real-time device process of the `live` and `qemu` backends: a
+//! cluster directory (`host_driver::cluster`, docs/design/cluster-dir.md)
+//! whose NICs run in wall-clock time, driven by ordinary host processes
+//! that map the same files (`host_driver::LiveBackend`).
+//!
+//! ```text
+//! RtCluster::start(RtConfig)   create the files, reset every NIC (the
+//!                              sim's register/route setup), boot the
+//!                              firmware, start the threads, publish
+//!   .wait_running(timeout)     every NIC's FW_STATUS = RUNNING
+//!   .nic_stats(n) / .log()     counters, what the supervisor did
+//!   .reset_node(n)             as a reflash would
+//!   .stop()                    (or drop) threads and guests stopped,
+//!                              the directory removed
+//! ```
+//!
+//! - Threads: by default ONE worker thread runs every NIC (its MCP in the
+//!   live backend, its DMA engines, the fabric): no hand-off inside the
+//!   cluster on a ping-pong. `RtConfig::threads` spreads NICs over more.
+//!   Idle workers back off ([`Backoff`]). A supervisor thread watches port
+//!   holders, flash files and QEMU guests (`supervise`).
+//! - live: the MCP (`mcp` crate) runs natively over the mapped SRAM.
+//! - qemu: one `qemu-system-riscv64` per NIC runs the image in the node's
+//!   `flash` file with the `sram` file as its RAM (`qemu`); the workers
+//!   run only the engines and the fabric for those NICs.
+//!
+//! Files: `hw.rs` (SRAM interfaces over `MappedFile`), `engines.rs` (the
+//! three DMA engines), `fabric.rs` (links, switches, inboxes, pacing,
+//! faults), `node.rs` (one NIC: RTC, reset, MCP), `worker.rs` (the loop
+//! and its backoff), `supervise.rs`, `qemu.rs`, `process.rs` (running the
+//! `nic-cluster` binary as a child process). No `unsafe`: mapped memory is
+//! touched only through `host_driver::MappedFile`.
+
+mod engines;
+mod fabric;
+mod hw;
+mod node;
+pub mod process;
+pub mod qemu;
+mod supervise;
+mod worker;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use host_driver::cluster::{self, ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
+use host_driver::MappedFile;
+use nic_abi::map;
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::regs::{self, reg};
+use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
+use nic_abi::NUM_PORTS;
+
+pub use fabric::{Pacing, SourceDrops};
+pub use node::NodeCounters;
+pub use worker::Backoff;
+
+use crate::faults::Faults;
+use crate::profile::Profile;
+use crate::sim::{plan, EmuError, Plan};
+use crate::stats::LinkStats;
+use crate::topology::Topology;
+
+use engines::Engines;
+use fabric::RtFabric;
+use node::{NodeRt, NodeShared, ResetParams};
+
+/// How to start a real-time cluster.
+#[derive(Debug, Clone)]
+pub struct RtConfig {
+    /// Cluster name (under `cluster::base_dir()`) or directory path
+    /// (`cluster::resolve`).
+    pub cluster: String,
+    pub backend: ClusterBackend,
+    pub nodes: usize,
+    pub profile: Profile,
+    pub topology: Topology,
+    /// The firmware image (ELF) written into every node's flash (qemu;
+    /// required there). Ignored by live clusters, which run the MCP
+    /// natively.
+    pub image: Option<PathBuf>,
+    /// SRAM bytes per NIC. Default: the profile's; under QEMU at least
+    /// `qemu::QEMU_SRAM_MIN` (8 MiB).
+    pub sram_size: Option<u64>,
+    /// Host memory bytes per node (`cluster::DEFAULT_HOST_SIZE`).
+    pub host_size: u64,
+    pub pacing: Pacing,
+    /// Seeded fault injection on the links (none by default).
+    pub faults: Faults,
+    pub seed: u64,
+    /// Override of the profile's send timeout (us).
+    pub send_timeout_us: Option<f64>,
+    /// Worker threads the NICs are spread over (1: one thread runs all).
+    pub threads: usize,
+    pub backoff: Backoff,
+    /// qemu: start this node's guest halted (`-S`) with a gdbstub on
+    /// `gdb_port` (`-gdb tcp:127.0.0.1:PORT`).
+    pub halted_node: Option<(usize, u16)>,
+    /// The QEMU program (name on PATH or path).
+    pub qemu_program: String,
+    /// More QEMU arguments.
+    pub qemu_args: Vec<String>,
+    /// Echo the supervisor's notes on stderr.
+    pub log_to_stderr: bool,
+}
+
+impl RtConfig {
+    /// `nodes` NICs of `backend`, lanai9-gm profile, star topology, as
+    /// fast as possible, no faults, one worker thread.
+    pub fn new(cluster: &str, backend: ClusterBackend, nodes: usize) -> RtConfig {
+        RtConfig {
+            cluster: cluster.to_string(),
+            backend,
+            nodes,
+            profile: Profile::load("lanai9-gm").expect("built-in profile"),
+            topology: Topology::Star,
+            image: None,
+            sram_size: None,
+            host_size: cluster::DEFAULT_HOST_SIZE,
+            pacing: Pacing::AsFastAsPossible,
+            faults: Faults::NONE,
+            seed: 0,
+            send_timeout_us: None,
+            threads: 1,
+            backoff: Backoff::default(),
+            halted_node: None,
+            qemu_program: qemu::QEMU_PROGRAM.to_string(),
+            qemu_args: Vec::new(),
+            log_to_stderr: false,
+        }
+    }
+
+    /// The SRAM size this configuration gives each NIC.
+    pub fn effective_sram_size(&self) -> u64 {
+        let base = self.sram_size.unwrap_or(self.profile.nic.sram_bytes as u64);
+        match (self.backend, self.sram_size) {
+            (ClusterBackend::Qemu, None) => base.max(qemu::QEMU_SRAM_MIN).next_multiple_of(2 << 20),
+            _ => base,
+        }
+    }
+}
+
+/// Why a real-time cluster could not start (or stop).
+#[derive(Debug)]
+pub enum RtError {
+    /// The configuration is inconsistent (the message names the field).
+    Config(String),
+    Emu(EmuError),
+    Cluster(ClusterError),
+    /// A program the backend needs is not installed.
+    MissingProgram {
+        program: String,
+        needed_for: String,
+    },
+    Io {
+        what: String,
+        err: io::Error,
+    },
+    /// The firmware did not start on a node.
+    Firmware {
+        node: usize,
+        message: String,
+    },
+    Timeout(String),
+}
+
+impl fmt::Display for RtError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RtError::Config(m) => f.write_str(m),
+            RtError::Emu(e) => e.fmt(f),
+            RtError::Cluster(e) => e.fmt(f),
+            RtError::MissingProgram { program, needed_for } => write!(
+                f,
+                "`{program}` is not installed (not found on PATH); it is needed for {needed_for} \
+                 (Debian/Ubuntu: apt-get install qemu-system-misc)"
+            ),
+            RtError::Io { what, err } => write!(f, "{what}: {err}"),
+            RtError::Firmware { node, message } => write!(f, "node {node}: {message}"),
+            RtError::Timeout(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RtError {}
+
+impl From<EmuError> for RtError {
+    fn from(e: EmuError) -> RtError {
+        RtError::Emu(e)
+    }
+}
+
+impl From<ClusterError> for RtError {
+    fn from(e: ClusterError) -> RtError {
+        RtError::Cluster(e)
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RtError {
+    let what = what.into();
+    move |err| RtError::Io { what, err }
+}
+
+/// What the threads share.
+pub(crate) struct Ctx {
+    pub fabric: RtFabric,
+    pub stop: AtomicBool,
+    origin: Instant,
+    pub backoff: Backoff,
+    pub params: ResetParams,
+    pub nodes: Vec<NodeShared>,
+    /// The running guest of each node (0: none).
+    pub qemu_pids: Vec<AtomicU32>,
+    notes: Mutex<Vec<String>>,
+    log_to_stderr: bool,
+}
+
+impl Ctx {
+    /// The cluster clock: ns since the cluster started.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Record something the device process did or saw.
+    pub fn note(&self, msg: String) {
+        if self.log_to_stderr {
+            eprintln!("nic-cluster: {msg}");
+        }
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+    }
+}
+
+/// One NIC's counters: the firmware's STATS block (read from SRAM) and
+/// the device process's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RtNicStats {
+    pub node: usize,
+    /// The firmware's STATS block, by `nic_abi::stats::Stat as usize`.
+    pub fw: [u64; STAT_COUNT],
+    pub fw_status: u32,
+    /// Engines, MCP polls, resets (a snapshot: a few ms old while busy).
+    pub counters: NodeCounters,
+    /// Fabric drops of packets this NIC sent.
+    pub drops: SourceDrops,
+}
+
+/// A running real-time cluster. Dropping it stops it.
+pub struct RtCluster {
+    ctx: Arc<Ctx>,
+    dir: ClusterDir,
+    srams: Vec<MappedFile>,
+    workers: Vec<JoinHandle<()>>,
+    supervisor: Option<JoinHandle<()>>,
+    halted_node: Option<usize>,
+    stopped: bool,
+    /// This cluster's entry in `serving()`.
+    key: Option<PathBuf>,
+}
+
+/// Cluster directories served by this process (a second start at the same
+/// place would replace the files of a running cluster).
+fn serving() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    static S: Mutex<std::collections::BTreeSet<PathBuf>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    // A poisoned lock only means a panic elsewhere; the set is still valid.
+    S.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RtCluster {
+    /// Create the cluster directory, reset every NIC, boot the firmware
+    /// (native MCPs, or QEMU guests), start the threads, and publish the
+    /// manifest. Returns once host processes can find the cluster; live
+    /// NICs are running by then, QEMU guests are still booting
+    /// (`wait_running`).
+    pub fn start(cfg: RtConfig) -> Result<RtCluster, RtError> {
+        if cfg.nodes == 0 {
+            return Err(RtError::Config("nodes: a cluster needs at least one node".into()));
+        }
+        let Plan { layout, send_timeout_ns, routes } =
+            plan(&cfg.profile, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
+        let qemu = cfg.backend == ClusterBackend::Qemu;
+        let sram_size = cfg.effective_sram_size();
+        if sram_size < map::SRAM_MIN as u64 || sram_size > u32::MAX as u64 {
+            return Err(RtError::Config(format!(
+                "sram_size: {sram_size} out of range ({}..={})",
+                map::SRAM_MIN,
+                u32::MAX
+            )));
+        }
+        if qemu && (sram_size < qemu::QEMU_SRAM_MIN || !sram_size.is_multiple_of(2 << 20)) {
+            return Err(RtError::Config(format!(
+                "sram_size: {sram_size}: under QEMU it must be a multiple of 2 MiB and at least \
+                 {} so that QEMU's device tree (at {:#x}) lands above the SRAM map (ends {:#x})",
+                qemu::QEMU_SRAM_MIN,
+                qemu::fdt_offset(sram_size),
+                map::MAP_END
+            )));
+        }
+        if let Some((node, _)) = cfg.halted_node {
+            if !qemu {
+                return Err(RtError::Config(
+                    "halted_node: only a QEMU guest can start halted for a debugger".into(),
+                ));
+            }
+            if node >= cfg.nodes {
+                return Err(RtError::Config(format!(
+                    "halted_node: node {node} does not exist (nodes 0..{})",
+                    cfg.nodes
+                )));
+            }
+        }
+        let qemu_spec = if qemu {
+            let program =
+                qemu::find_program(&cfg.qemu_program).ok_or_else(|| RtError::MissingProgram {
+                    program: cfg.qemu_program.clone(),
+                    needed_for: "the qemu backend (one guest per NIC)".into(),
+                })?;
+            let image = cfg.image.as_ref().ok_or_else(|| {
+                RtError::Config("image: the qemu backend needs a firmware image (ELF)".into())
+            })?;
+            qemu::check_riscv_elf(image).map_err(RtError::Config)?;
+            Some(qemu::QemuSpec {
+                program,
+                setpriv: qemu::find_program("setpriv"),
+                sram_size,
+                extra_args: cfg.qemu_args.clone(),
+            })
+        } else {
+            None
+        };
+
+        let path = cluster::resolve(&cfg.cluster);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| !n.is_empty() && !n.starts_with('.'))
+            .ok_or_else(|| {
+                RtError::Config(format!("cluster: `{}` names no directory", cfg.cluster))
+            })?;
+        let manifest = ClusterManifest::new(
+            &name,
+            cfg.backend,
+            cfg.nodes as u32,
+            &cfg.profile.name,
+            sram_size,
+            cfg.host_size,
+        );
+        let key = std::fs::canonicalize(path.parent().unwrap_or(Path::new(".")))
+            .map(|p| p.join(&name))
+            .unwrap_or_else(|_| path.clone());
+        if !serving().insert(key.clone()) {
+            return Err(RtError::Cluster(ClusterError::Exists {
+                path: path.clone(),
+                pid: std::process::id(),
+            }));
+        }
+        let result = ClusterDir::create_unpublished(&path, &manifest)
+            .map_err(RtError::from)
+            .and_then(|dir| {
+                let r =
+                    RtCluster::boot(cfg, dir.clone(), layout, send_timeout_ns, routes, qemu_spec);
+                if r.is_err() {
+                    let _ = dir.remove();
+                }
+                r
+            });
+        match result {
+            Ok(mut c) => {
+                c.key = Some(key);
+                Ok(c)
+            }
+            Err(e) => {
+                serving().remove(&key);
+                Err(e)
+            }
+        }
+    }
+
+    fn boot(
+        cfg: RtConfig,
+        dir: ClusterDir,
+        layout: crate::topology::Layout,
+        send_timeout_ns: u64,
+        routes: Vec<Vec<Vec<u8>>>,
+        qemu_spec: Option<qemu::QemuSpec>,
+    ) -> Result<RtCluster, RtError> {
+        let n = cfg.nodes;
+        let map_file = |p: PathBuf| MappedFile::open(&p).map_err(io_err(p.display().to_string()));
+        if let (Some(image), Some(_)) = (&cfg.image, &qemu_spec) {
+            for node in 0..n as u32 {
+                qemu::write_flash(image, &dir.flash_path(node))
+                    .map_err(io_err(format!("writing {}", dir.flash_path(node).display())))?;
+            }
+        }
+        let params =
+            ResetParams { profile: cfg.profile.clone(), nodes: n, send_timeout_ns, routes };
+        let fabric = RtFabric::new(&layout, &cfg.profile, cfg.seed, cfg.faults, cfg.pacing);
+        let ctx = Arc::new(Ctx {
+            fabric,
+            stop: AtomicBool::new(false),
+            origin: Instant::now(),
+            backoff: cfg.backoff,
+            params,
+            nodes: (0..n).map(|_| NodeShared::default()).collect(),
+            qemu_pids: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            notes: Mutex::new(Vec::new()),
+            log_to_stderr: cfg.log_to_stderr,
+        });
+        // Reset every NIC (and boot the native MCPs) before anyone can
+        // find the cluster.
+        let mut nics = Vec::with_capacity(n);
+        let mut srams = Vec::with_capacity(n);
+        for node in 0..n {
+            let sram = map_file(dir.sram_path(node as u32))?;
+            let host = map_file(dir.host_path(node as u32))?;
+            srams.push(map_file(dir.sram_path(node as u32))?);
+            let mcp = (qemu_spec.is_none()).then(Box::<mcp::Mcp>::default);
+            let mut nic =
+                NodeRt::new(node, Engines::new(node, sram, host), mcp, cfg.profile.nic.rtc_hz);
+            nic.reset(&ctx.params, ctx.now(), true)
+                .map_err(|message| RtError::Firmware { node, message })?;
+            nics.push(nic);
+        }
+        let threads = cfg.threads.clamp(1, n);
+        let mut per: Vec<Vec<NodeRt>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, nic) in nics.into_iter().enumerate() {
+            per[i % threads].push(nic);
+        }
+        let mut c = RtCluster {
+            ctx: ctx.clone(),
+            dir: dir.clone(),
+            srams,
+            workers: Vec::new(),
+            supervisor: None,
+            halted_node: cfg.halted_node.map(|h| h.0),
+            stopped: false,
+            key: None,
+        };
+        for (i, nodes) in per.into_iter().enumerate() {
+            let ctx = ctx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("nic-rt-{i}"))
+                .spawn(move || worker::run(nodes, ctx))
+                .map_err(io_err("starting a device thread"))?;
+            c.workers.push(h);
+        }
+        let sup = supervise::Supervisor {
+            ctx: ctx.clone(),
+            dir: dir.clone(),
+            srams: (0..n)
+                .map(|node| map_file(dir.sram_path(node as u32)))
+                .collect::<Result<_, _>>()?,
+            qemu: qemu_spec,
+            halted: cfg.halted_node,
+        };
+        let (tx, rx) = mpsc::channel();
+        c.supervisor = Some(
+            std::thread::Builder::new()
+                .name("nic-rt-supervisor".into())
+                .spawn(move || sup.run(tx))
+                .map_err(io_err("starting the supervisor thread"))?,
+        );
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(RtError::Config("the supervisor thread died".into())),
+        }
+        dir.publish()?;
+        Ok(c)
+    }
+
+    /// The cluster directory.
+    pub fn dir(&self) -> &ClusterDir {
+        &self.dir
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn manifest(&self) -> &ClusterManifest {
+        self.dir.manifest()
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.srams.len()
+    }
+
+    /// `FW_STATUS` of every NIC.
+    pub fn fw_status(&self) -> Vec<u32> {
+        self.srams.iter().map(|s| s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0)).collect()
+    }
+
+    /// Wait until every NIC's firmware runs (a node started halted for a
+    /// debugger excepted). Err names the nodes still not running, and a
+    /// halted firmware fails at once.
+    pub fn wait_running(&self, timeout: Duration) -> Result<(), RtError> {
+        let t = Instant::now();
+        loop {
+            let st = self.fw_status();
+            let pending: Vec<usize> = (0..st.len())
+                .filter(|&n| Some(n) != self.halted_node && st[n] != regs::FW_RUNNING)
+                .collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let qemu = self.manifest().backend == ClusterBackend::Qemu;
+            let dead = |n: usize| qemu && self.qemu_pid(n).is_none();
+            if let Some(n) = (0..st.len()).find(|&n| st[n] == regs::FW_HALTED || dead(n)) {
+                return Err(RtError::Firmware { node: n, message: self.why_down(n) });
+            }
+            if t.elapsed() >= timeout {
+                return Err(RtError::Timeout(format!(
+                    "firmware not running after {timeout:?} on node(s) {pending:?} (see the \
+                     console.log and qemu.log files under {})",
+                    self.dir.path().display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Why node `n` is not running: its firmware halted, or its guest
+    /// exited (with the end of its qemu.log).
+    fn why_down(&self, n: usize) -> String {
+        let nd = self.dir.node_dir(n as u32);
+        if self.manifest().backend != ClusterBackend::Qemu {
+            return "firmware halted".into();
+        }
+        let log = std::fs::read_to_string(nd.join("qemu.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "{} (see {} and {}){}",
+            if self.qemu_pid(n).is_none() { "QEMU exited" } else { "firmware halted" },
+            nd.join("qemu.log").display(),
+            nd.join("console.log").display(),
+            if tail.is_empty() { String::new() } else { format!(":\n{}", tail.join("\n")) }
+        )
+    }
+
+    /// Reset NIC `node` as a reflash would (asynchronous: the supervisor
+    /// carries it out within a few ms).
+    pub fn reset_node(&self, node: usize) {
+        if let Some(s) = self.ctx.nodes.get(node) {
+            s.reset_wanted.store(true, Ordering::Release);
+        }
+    }
+
+    /// The pid of node `node`'s QEMU guest, if one runs.
+    pub fn qemu_pid(&self, node: usize) -> Option<u32> {
+        let p = self.ctx.qemu_pids.get(node)?.load(Ordering::Relaxed);
+        (p != 0).then_some(p)
+    }
+
+    /// Node `node`'s counters.
+    pub fn nic_stats(&self, node: usize) -> RtNicStats {
+        let s = &self.srams[node];
+        let mut fw = [0u64; STAT_COUNT];
+        for st in ALL_STATS {
+            fw[st as usize] = s.load_u64(stat_offset(st) as u64).unwrap_or(0);
+        }
+        RtNicStats {
+            node,
+            fw,
+            fw_status: s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0),
+            counters: *self.ctx.nodes[node].snapshot.lock().unwrap_or_else(|e| e.into_inner()),
+            drops: self.ctx.fabric.source_drops(node),
+        }
+    }
+
+    /// Every link's counters (link order as in the sim).
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.ctx.fabric.link_stats()
+    }
+
+    /// Is port `port` of `node` open as the host sees it (STATE)?
+    pub fn port_open(&self, node: usize, port: u8) -> bool {
+        (port as usize) < NUM_PORTS
+            && self.srams[node].load_u32(port_reg(port as usize, pcb::STATE) as u64)
+                == Some(pcb::STATE_OPEN)
+    }
+
+    /// What the device process did or saw so far (closed ports of dead
+    /// holders, resets, guests that exited).
+    pub fn notes(&self) -> Vec<String> {
+        self.ctx.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Serve until `stop` becomes true (e.g. set by a signal handler).
+    pub fn serve_until(&self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) && !self.ctx.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stop the threads and the guests, and remove the cluster directory
+    /// (the manifest first, so nobody attaches to a dying cluster).
+    pub fn stop(mut self) -> Result<(), RtError> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<(), RtError> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        self.ctx.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.supervisor.take() {
+            let _ = h.join();
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+        let r = self.dir.clone().remove();
+        if let Some(k) = self.key.take() {
+            serving().remove(&k);
+        }
+        r.map_err(RtError::from)
+    }
+}
+
+impl Drop for RtCluster {
+    fn drop(&mut self) {
+        let _ = self.stop_inner();
+    }
+}

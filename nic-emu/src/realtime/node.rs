@@ -1,0 +1,243 @@
+//! One NIC in real time: its DMA engines (`engines`), its RTC register,
+//! its reset, and in the live backend its MCP, run natively over the
+//! mapped SRAM (`hw::MappedHw`). Under QEMU the MCP is the guest's and
+//! this runs only the engines.
+//!
+//! A step writes the RTC, then alternates MCP poll and engine service
+//! while either makes progress (bounded), so a packet can go from the
+//! wire to an event in host memory within one step: no thread hand-off
+//! inside the cluster.
+//!
+//! Owned by exactly one worker thread; what others may see of it goes
+//! through `NodeShared` (reset requests, a counters snapshot).
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Mutex;
+
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::regs::{self, reg};
+use nic_abi::NUM_PORTS;
+
+use super::engines::{Engines, Service};
+use super::fabric::RtFabric;
+use super::hw::{MappedHw, MappedIo};
+use crate::device::{reset_sram, DeviceCounters, ResetConfig};
+use crate::firmware::Work;
+use crate::profile::{Clock, Profile};
+
+/// Most MCP-poll + engine rounds per step of one NIC.
+const MAX_ROUNDS: u32 = 8;
+/// A sleeping native MCP is polled at least this often (ns), for host
+/// writes no doorbell announces (e.g. event queue space freed).
+const SAFETY_POLL_NS: u64 = 100_000;
+
+/// What a step or reset needs to know about the cluster.
+pub(crate) struct ResetParams {
+    pub profile: Profile,
+    pub nodes: usize,
+    pub send_timeout_ns: u64,
+    /// `routes[src][dst]`.
+    pub routes: Vec<Vec<Vec<u8>>>,
+}
+
+/// A copy of one node's counters, refreshed by its worker now and then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// The DMA engines' counters.
+    pub device: DeviceCounters,
+    /// MCP polls (live backend).
+    pub polls: u64,
+    /// The work those polls reported, summed.
+    pub work: Work,
+    /// Out-of-range SRAM accesses by the native MCP.
+    pub hw_faults: u64,
+    /// Resets of this NIC since the cluster started (reflash, reset_node).
+    pub resets: u64,
+    /// Packets lost because they arrived while the NIC was down.
+    pub down_drops: u64,
+}
+
+/// The part of a node other threads touch.
+#[derive(Default)]
+pub(crate) struct NodeShared {
+    /// Resets asked for (the supervisor bumps it) and done (the worker).
+    pub reset_req: AtomicU64,
+    pub reset_done: AtomicU64,
+    /// Someone (RtCluster::reset_node) wants the supervisor to reset it.
+    pub reset_wanted: AtomicBool,
+    pub snapshot: Mutex<NodeCounters>,
+}
+
+pub(crate) struct NodeRt {
+    pub node: usize,
+    pub eng: Engines,
+    /// The native MCP (live backend); None under QEMU.
+    pub mcp: Option<Box<mcp::Mcp>>,
+    /// Firmware not running (booting, halted): arriving packets are lost.
+    down: bool,
+    /// RTC origin (ns on the cluster clock): the cluster's start.
+    reset_at: u64,
+    rtc: Clock,
+    last_doorbell: u32,
+    /// The native MCP's last poll found nothing to do and nothing woke it
+    /// since: as the sim's NIC CPU, it sleeps until a doorbell, an engine
+    /// completion, an arrival or its next timer.
+    asleep: bool,
+    /// When it was last polled, and when its next timer falls due (ns).
+    last_poll: u64,
+    deadline_ns: u64,
+    pub reset_seen: u64,
+    c: NodeCounters,
+}
+
+impl NodeRt {
+    pub fn new(node: usize, eng: Engines, mcp: Option<Box<mcp::Mcp>>, rtc_hz: u64) -> NodeRt {
+        NodeRt {
+            node,
+            eng,
+            mcp,
+            down: true,
+            reset_at: 0,
+            rtc: Clock::new(rtc_hz),
+            last_doorbell: 0,
+            asleep: false,
+            last_poll: 0,
+            deadline_ns: u64::MAX,
+            reset_seen: 0,
+            c: NodeCounters::default(),
+        }
+    }
+
+    /// Reset the NIC at `now`: firmware status BOOTING first, the engines
+    /// stopped, the cfg registers and route table rewritten (MAGIC last),
+    /// every port closed on its holder's behalf. The
+    /// native MCP (live) is then booted again; under QEMU the supervisor
+    /// restarts the guest. `first`: the cluster's initial reset (the
+    /// counters do not count it).
+    pub fn reset(&mut self, p: &ResetParams, now: u64, first: bool) -> Result<(), String> {
+        let sram = &self.eng.sram;
+        sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_BOOTING);
+        self.down = true;
+        self.eng.reset();
+        let cfg = ResetConfig {
+            node: self.node,
+            nodes: p.nodes,
+            profile: &p.profile,
+            send_timeout_ns: p.send_timeout_ns,
+            routes: &p.routes[self.node],
+        };
+        reset_sram(&mut MappedIo(&self.eng.sram), &cfg);
+        for port in 0..NUM_PORTS {
+            let s = &self.eng.sram;
+            s.store_u32(port_reg(port, pcb::STATE) as u64, pcb::STATE_CLOSED);
+            s.store_u32(port_reg(port, pcb::FW_STATE) as u64, pcb::STATE_CLOSED);
+        }
+        // The RTC runs from power-on (the cluster's start); a NIC reset
+        // does not restart it, so that what a new boot derives from it
+        // (the MCP's stream sync ids) differs from the last boot's.
+        if first {
+            self.reset_at = now;
+        } else {
+            self.c.resets += 1;
+        }
+        let rtc = self.rtc_at(now);
+        self.eng.sram.store_u64(reg(regs::RTC) as u64, rtc);
+        self.last_doorbell = self.doorbell();
+        self.asleep = false;
+        self.deadline_ns = u64::MAX;
+        self.boot(rtc)
+    }
+
+    /// Boot the native MCP, if this NIC runs one.
+    fn boot(&mut self, rtc: u64) -> Result<(), String> {
+        let Some(m) = self.mcp.as_mut() else { return Ok(()) };
+        let mut hw = MappedHw::new(&self.eng.sram, rtc);
+        let r = m.init(&mut hw).map_err(|e| format!("MCP init failed: {e:?}"));
+        self.c.hw_faults += hw.faults.get();
+        self.down = r.is_err();
+        r
+    }
+
+    fn doorbell(&self) -> u32 {
+        self.eng.sram.load_u32(reg(regs::HOST_DOORBELL) as u64).unwrap_or(0)
+    }
+
+    /// RTC ticks at `now`.
+    fn rtc_at(&self, now: u64) -> u64 {
+        self.rtc.ticks_at(now.saturating_sub(self.reset_at))
+    }
+
+    /// One step at `now` (ns on the cluster clock).
+    pub fn step(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
+        let rtc = self.rtc_at(now);
+        self.eng.sram.store_u64(reg(regs::RTC) as u64, rtc);
+        let mut s = Service::default();
+        let bell = self.doorbell();
+        if bell != self.last_doorbell {
+            self.last_doorbell = bell;
+            s.progress = true;
+        }
+        if self.down {
+            // Under QEMU the guest says when it is up.
+            if self.mcp.is_none()
+                && self.eng.sram.load_u32(reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING)
+            {
+                self.down = false;
+            } else {
+                self.c.down_drops += self.eng.rx_discard(fab, pool);
+                return s;
+            }
+        }
+        let mut poll = !self.asleep
+            || s.progress
+            || now >= self.deadline_ns
+            || now.saturating_sub(self.last_poll) >= SAFETY_POLL_NS;
+        for _ in 0..MAX_ROUNDS {
+            let mut did = false;
+            let mut polled = false;
+            if let (true, Some(m)) = (poll, self.mcp.as_mut()) {
+                let mut hw = MappedHw::new(&self.eng.sram, rtc);
+                let w = m.poll(&mut hw);
+                self.c.hw_faults += hw.faults.get();
+                self.c.polls += 1;
+                self.c.work.add(&w);
+                did |= !w.is_idle();
+                polled = true;
+                self.last_poll = now;
+                self.deadline_ns = match m.next_deadline() {
+                    Some(t) => self.reset_at.saturating_add(self.rtc.ns_at_tick(t)),
+                    None => u64::MAX,
+                };
+            }
+            did |= self.eng.hdma_service();
+            let t = self.eng.tx_service(fab, now, pool);
+            let r = self.eng.rx_service(fab, now, pool);
+            did |= t.progress || r.progress;
+            s.timed |= t.timed || r.timed;
+            if !did {
+                self.asleep |= polled;
+                break;
+            }
+            s.progress = true;
+            self.asleep = false;
+            poll = true;
+        }
+        if self.mcp.is_none() && !s.progress {
+            // A guest that stopped (halted, or killed for a reflash).
+            if self.eng.sram.load_u32(reg(regs::FW_STATUS) as u64) != Some(regs::FW_RUNNING) {
+                self.down = true;
+            }
+        }
+        s
+    }
+
+    /// When the native MCP next wants a poll (ns on the cluster clock).
+    pub fn deadline(&self) -> Option<u64> {
+        self.mcp.as_ref()?;
+        (self.deadline_ns != u64::MAX).then_some(self.deadline_ns)
+    }
+
+    pub fn counters(&self) -> NodeCounters {
+        NodeCounters { device: self.eng.c, ..self.c }
+    }
+}

@@ -1,0 +1,237 @@
+//! The supervisor thread: everything slow the device process watches
+//! while the workers run the NICs.
+//!
+//! - Dead port holders: every `PROBE_EVERY`, each port whose STATE reads
+//!   OPEN has its lock probed (`ClusterDir::port_held`); open but not
+//!   held means its holder died, and STATE = CLOSED is written on its
+//!   behalf (the firmware then closes the port as for any close).
+//! - Reflash: each node's `flash` file is watched (size, mtime, inode);
+//!   once a change has been stable for one look, the NIC is reset: under
+//!   QEMU the guest is killed, the worker resets the NIC (registers,
+//!   ports closed), and a new guest boots the new image; live: the worker
+//!   resets the NIC and boots its native MCP again.
+//! - QEMU guests that exit on their own (a panicking image exits QEMU)
+//!   are reported, and the NIC is marked FW_HALTED.
+//!
+//! Owns the QEMU child processes (started from this thread, so that
+//! `setpriv --pdeathsig` ties their lives to it) and a mapping of every
+//! node's SRAM for the port words.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Child;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use host_driver::{ClusterDir, MappedFile};
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::regs::{self, reg};
+use nic_abi::NUM_PORTS;
+
+use super::qemu::QemuSpec;
+use super::{Ctx, RtError};
+
+const TICK: Duration = Duration::from_millis(10);
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+const FLASH_EVERY: Duration = Duration::from_millis(100);
+/// Longest wait for a worker to carry out a reset.
+const RESET_WAIT: Duration = Duration::from_secs(5);
+
+/// What identifies a version of a flash file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FlashSig {
+    len: u64,
+    mtime: i64,
+    mtime_ns: i64,
+    ino: u64,
+}
+
+fn flash_sig(p: &Path) -> Option<FlashSig> {
+    let m = std::fs::metadata(p).ok()?;
+    Some(FlashSig { len: m.len(), mtime: m.mtime(), mtime_ns: m.mtime_nsec(), ino: m.ino() })
+}
+
+struct FlashWatch {
+    seen: Option<FlashSig>,
+    /// A change not yet acted on (waiting for it to settle).
+    pending: Option<FlashSig>,
+}
+
+pub(crate) struct Supervisor {
+    pub ctx: Arc<Ctx>,
+    pub dir: ClusterDir,
+    pub srams: Vec<MappedFile>,
+    pub qemu: Option<QemuSpec>,
+    /// (node, gdb port): start that guest halted, with a gdbstub.
+    pub halted: Option<(usize, u16)>,
+}
+
+impl Supervisor {
+    /// Run until the cluster stops. `ready` gets the outcome of starting
+    /// the guests (at once for live clusters).
+    pub fn run(self, ready: Sender<Result<(), RtError>>) {
+        let n = self.srams.len();
+        let mut children: Vec<Option<Child>> = (0..n).map(|_| None).collect();
+        if let Some(spec) = &self.qemu {
+            for (node, slot) in children.iter_mut().enumerate() {
+                let gdb = self.halted.filter(|h| h.0 == node).map(|h| h.1);
+                match spec.spawn(&self.dir, node as u32, gdb) {
+                    Ok(c) => {
+                        self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
+                        *slot = Some(c);
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(RtError::Io {
+                            what: format!("starting {}", spec.program.display()),
+                            err: e,
+                        }));
+                        kill_all(&mut children);
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        drop(ready);
+
+        let mut flash: Vec<FlashWatch> = (0..n)
+            .map(|node| FlashWatch {
+                seen: flash_sig(&self.dir.flash_path(node as u32)),
+                pending: None,
+            })
+            .collect();
+        let (mut last_probe, mut last_flash) = (Instant::now(), Instant::now());
+        while !self.ctx.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(TICK);
+            for node in 0..n {
+                if self.ctx.nodes[node].reset_wanted.swap(false, Ordering::AcqRel) {
+                    self.reset(node, &mut children, "reset asked for");
+                }
+            }
+            if last_probe.elapsed() >= PROBE_EVERY {
+                last_probe = Instant::now();
+                self.probe_ports();
+            }
+            if last_flash.elapsed() >= FLASH_EVERY {
+                last_flash = Instant::now();
+                for (node, w) in flash.iter_mut().enumerate() {
+                    let cur = flash_sig(&self.dir.flash_path(node as u32));
+                    if cur == w.seen {
+                        w.pending = None;
+                        continue;
+                    }
+                    if cur.is_none() {
+                        // Deleted (or being replaced): wait for a new one.
+                        w.seen = None;
+                        continue;
+                    }
+                    if w.pending != cur {
+                        w.pending = cur;
+                        continue;
+                    }
+                    w.seen = cur;
+                    w.pending = None;
+                    self.reset(node, &mut children, "flash changed");
+                }
+            }
+            self.reap(&mut children);
+        }
+        kill_all(&mut children);
+    }
+
+    fn probe_ports(&self) {
+        for (node, sram) in self.srams.iter().enumerate() {
+            for port in 0..NUM_PORTS {
+                let state = port_reg(port, pcb::STATE) as u64;
+                let gen = port_reg(port, pcb::GENERATION) as u64;
+                if sram.load_u32(state) != Some(pcb::STATE_OPEN) {
+                    continue;
+                }
+                let g = sram.load_u32(gen);
+                match self.dir.port_held(node as u32, port as u8) {
+                    Ok(false) => {}
+                    Ok(true) => continue,
+                    Err(e) => {
+                        self.ctx
+                            .note(format!("node {node} port {port}: cannot probe its lock: {e}"));
+                        continue;
+                    }
+                }
+                // Unchanged since the probe: nobody re-opened it meanwhile.
+                if sram.load_u32(state) == Some(pcb::STATE_OPEN) && sram.load_u32(gen) == g {
+                    sram.store_u32(state, pcb::STATE_CLOSED);
+                    sram.fetch_add_u32(reg(regs::HOST_DOORBELL) as u64, 1);
+                    self.ctx.note(format!(
+                        "node {node} port {port}: its holder is gone; port closed on its behalf"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Reset NIC `node`: stop its guest, have its worker reset it, start
+    /// a new guest.
+    fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
+        self.ctx.note(format!("node {node}: {why}: resetting the NIC"));
+        // (Its pid stays published until the new guest's replaces it, so
+        // nobody takes a reflash for a guest that died.)
+        if let Some(mut c) = children[node].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let sh = &self.ctx.nodes[node];
+        let want = sh.reset_req.fetch_add(1, Ordering::AcqRel) + 1;
+        let t = Instant::now();
+        while sh.reset_done.load(Ordering::Acquire) < want {
+            if t.elapsed() > RESET_WAIT || self.ctx.stop.load(Ordering::Relaxed) {
+                self.ctx.note(format!("node {node}: the device loop did not reset the NIC"));
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if let Some(spec) = &self.qemu {
+            match spec.spawn(&self.dir, node as u32, None) {
+                Ok(c) => {
+                    self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
+                    children[node] = Some(c);
+                }
+                Err(e) => {
+                    self.ctx.qemu_pids[node].store(0, Ordering::Relaxed);
+                    self.ctx.note(format!("node {node}: cannot restart QEMU: {e}"))
+                }
+            }
+        }
+    }
+
+    /// Guests that exited on their own.
+    fn reap(&self, children: &mut [Option<Child>]) {
+        for (node, slot) in children.iter_mut().enumerate() {
+            let Some(c) = slot.as_mut() else { continue };
+            if let Ok(Some(status)) = c.try_wait() {
+                *slot = None;
+                self.ctx.qemu_pids[node].store(0, Ordering::Relaxed);
+                if self.ctx.stop.load(Ordering::Relaxed) {
+                    continue;
+                }
+                self.srams[node].store_u32(reg(regs::FW_STATUS) as u64, regs::FW_HALTED);
+                self.ctx.note(format!(
+                    "node {node}: QEMU exited ({status}); NIC halted (see {} and {})",
+                    self.dir.node_dir(node as u32).join("qemu.log").display(),
+                    self.dir.node_dir(node as u32).join("console.log").display()
+                ));
+            }
+        }
+    }
+}
+
+fn kill_all(children: &mut [Option<Child>]) {
+    for c in children.iter_mut().filter_map(|c| c.as_mut()) {
+        let _ = c.kill();
+    }
+    for c in children.iter_mut().filter_map(|c| c.take()) {
+        let mut c = c;
+        let _ = c.wait();
+    }
+}

@@ -1,0 +1,47 @@
+//! The `nic-cluster` binary as the device process: started as a child by
+//! the library (`realtime::process`), in the background with `--detach`,
+//! listed and stopped by name.
+
+mod rt;
+
+use std::process::Command;
+use std::time::Duration;
+
+use host_driver::cluster::{ClusterBackend, ClusterDir};
+use nic_emu::realtime::process::{self, ClusterProcess};
+use nic_emu::realtime::RtConfig;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nic-cluster");
+
+#[test]
+fn a_child_device_process_serves_a_cluster_until_stopped() {
+    let cfg = RtConfig::new(&rt::cluster_path("child"), ClusterBackend::Live, 2);
+    let p = ClusterProcess::spawn(BIN.as_ref(), &cfg, Duration::from_secs(30)).unwrap();
+    let d =
+        process::wait_published(&p.path().to_string_lossy(), None, Duration::from_secs(5)).unwrap();
+    assert_eq!(d.manifest().pid, p.pid());
+    rt::pingpong(p.path(), (0, 1), (1, 1), 8, 20);
+    let path = p.path().to_path_buf();
+    let status = p.stop().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!path.exists(), "SIGTERM removes the cluster");
+}
+
+#[test]
+fn a_detached_cluster_is_listed_and_stopped_by_name() {
+    let base = std::path::PathBuf::from(rt::cluster_path("base"));
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN).env("NIC_CLUSTER_DIR", &base).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}:\n{}", rt::text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run(&["run", "--name", "bg", "--nodes", "2", "--detach"]);
+    assert!(out.contains("nic-cluster: ready"), "{out}");
+    let d = ClusterDir::open_path(&base.join("bg")).unwrap();
+    assert!(d.device_alive());
+    let list = run(&["list"]);
+    assert!(list.contains("bg") && list.contains("running running"), "{list}");
+    run(&["stop", "--name", "bg"]);
+    assert!(!base.join("bg").join("cluster.toml").exists());
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -1,0 +1,292 @@
+//! Helpers of the real-time backend tests (`realtime_*.rs`): unique
+//! cluster directories, the programs the tests run as separate host
+//! processes (host-driver's `pingpong` and `stream`, this crate's
+//! `rt_alltoall` example, built with cargo on first use into this test's
+//! own target directory), the firmware image (built with cargo for the
+//! riscv target), and QEMU (a missing one fails the test, naming it).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use host_driver::cluster::ClusterBackend;
+use nic_emu::realtime::{qemu, RtCluster, RtConfig};
+
+pub const FW_TARGET: &str = "riscv64imac-unknown-none-elf";
+
+/// A fresh cluster directory path for test `tag` (never a name under the
+/// shared base, so tests need no environment variable).
+pub fn cluster_path(tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir()
+        .join("nic-emu-rt-tests")
+        .join(format!("{tag}-{}-{n}", std::process::id()))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The cargo profile directory this test runs from (`target/<profile>`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    // target/<profile>/deps/<test>-<hash>
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps").to_path_buf()
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string())
+}
+
+fn profile_args() -> Vec<String> {
+    match profile_dir().file_name().and_then(|n| n.to_str()) {
+        Some("release") => vec!["--release".into()],
+        Some("debug") | None => vec![],
+        Some(p) => vec!["--profile".into(), p.into()],
+    }
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// Serialises cargo invocations of this test process.
+static CARGO_LOCK: Mutex<()> = Mutex::new(());
+
+fn cargo_build(args: &[&str], what: &str) {
+    let _g = CARGO_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let target = profile_dir().parent().expect("target dir").to_path_buf();
+    let out = Command::new(cargo())
+        .current_dir(workspace())
+        .env("CARGO_TARGET_DIR", &target)
+        .args(["build", "--quiet"])
+        .args(profile_args())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "building {what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A host-driver binary (`pingpong`, `stream`).
+pub fn host_bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "host-driver", "--bins"], "host-driver's binaries"));
+    profile_dir().join(name)
+}
+
+/// This crate's `rt_alltoall` example.
+pub fn alltoall_bin() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        cargo_build(&["-p", "nic-emu", "--example", "rt_alltoall"], "the rt_alltoall example")
+    });
+    profile_dir().join("examples").join("rt_alltoall")
+}
+
+/// QEMU, or a failed test that says it is missing.
+pub fn require_qemu() {
+    assert!(
+        qemu::find_program(qemu::QEMU_PROGRAM).is_some(),
+        "{} is not installed (not found on PATH): the qemu backend tests need it \
+         (Debian/Ubuntu: apt-get install qemu-system-misc; `cargo xtask demo` installs it as root)",
+        qemu::QEMU_PROGRAM
+    );
+}
+
+/// The bare-metal MCP image, built once with cargo for the riscv target.
+/// Fails clearly when the target is not installed.
+pub fn firmware_image() -> PathBuf {
+    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            if let Ok(o) = Command::new("rustup").args(["target", "list", "--installed"]).output() {
+                let list = String::from_utf8_lossy(&o.stdout);
+                assert!(
+                    !o.status.success() || list.lines().any(|l| l.trim() == FW_TARGET),
+                    "the Rust target {FW_TARGET} is not installed: the qemu backend tests build \
+                     the firmware image for it (rustup target add {FW_TARGET})"
+                );
+            }
+            let _g = CARGO_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            let target = profile_dir().parent().expect("target dir").join("fw");
+            let out = Command::new(cargo())
+                .current_dir(workspace().join("firmware/image"))
+                .env("CARGO_TARGET_DIR", &target)
+                .env("DEFMT_LOG", "info")
+                .args(["build", "--quiet", "--release"])
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run cargo to build the firmware image: {e}"));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success(),
+                "building the firmware image (firmware/image, target {FW_TARGET}) failed{}:\n{err}",
+                if err.contains("target may not be installed")
+                    || err.contains("can't find crate for `core`")
+                {
+                    format!(" because the target is not installed (rustup target add {FW_TARGET})")
+                } else {
+                    String::new()
+                }
+            );
+            target.join(FW_TARGET).join("release").join("mcp-image")
+        })
+        .clone()
+}
+
+/// A live cluster of `nodes` at a fresh path, running.
+pub fn live(tag: &str, nodes: usize) -> RtCluster {
+    start(RtConfig::new(&cluster_path(tag), ClusterBackend::Live, nodes))
+}
+
+/// A qemu cluster of `nodes` at a fresh path, running.
+pub fn qemu_cluster(tag: &str, nodes: usize) -> RtCluster {
+    require_qemu();
+    let mut cfg = RtConfig::new(&cluster_path(tag), ClusterBackend::Qemu, nodes);
+    cfg.image = Some(firmware_image());
+    start(cfg)
+}
+
+pub fn start(cfg: RtConfig) -> RtCluster {
+    let c = RtCluster::start(cfg).unwrap_or_else(|e| panic!("cluster start: {e}"));
+    c.wait_running(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    c
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn a host process")
+}
+
+/// Wait for `child` at most `timeout`; kill it after that.
+pub fn finish(mut child: Child, timeout: Duration) -> Output {
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        if let Ok(Some(_)) = child.try_wait() {
+            return child.wait_with_output().expect("output");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let o = child.wait_with_output().expect("output");
+    panic!("a host process did not finish within {timeout:?}:\n{}", text(&o));
+}
+
+/// Two `pingpong` processes: pong on (node b, port pb), ping on (node a,
+/// port pa); both content-check every message. Returns the ping's JSON.
+pub fn pingpong(
+    cluster: &Path,
+    a: (u16, u8),
+    b: (u16, u8),
+    size: u32,
+    count: u64,
+) -> serde_json::Value {
+    let bin = host_bin("pingpong");
+    let path = cluster.to_string_lossy().into_owned();
+    let common = |c: &mut Command| {
+        c.args(["--cluster", &path, "--size", &size.to_string(), "--count", &count.to_string()])
+            .args(["--timeout", "20"]);
+    };
+    let mut pong = Command::new(&bin);
+    common(&mut pong);
+    pong.args(["--node", &b.0.to_string(), "--port", &b.1.to_string()]).args([
+        "--peer",
+        &a.0.to_string(),
+        "--peer-port",
+        &a.1.to_string(),
+        "--role",
+        "pong",
+    ]);
+    let mut ping = Command::new(&bin);
+    common(&mut ping);
+    ping.args(["--node", &a.0.to_string(), "--port", &a.1.to_string()])
+        .args(["--peer", &b.0.to_string(), "--peer-port", &b.1.to_string(), "--role", "ping"])
+        .arg("--json");
+    let pong = spawn(pong);
+    let ping = spawn(ping);
+    let ping = finish(ping, Duration::from_secs(60));
+    let pong = finish(pong, Duration::from_secs(60));
+    assert!(ping.status.success(), "ping:\n{}", text(&ping));
+    assert!(pong.status.success(), "pong:\n{}", text(&pong));
+    let v: serde_json::Value =
+        serde_json::from_slice(&ping.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&ping)));
+    assert_eq!(v["one_way"]["samples"], count, "{v}");
+    v
+}
+
+/// A `stream` receiver on b and sender on a; every byte checked. Returns
+/// the receiver's output.
+pub fn stream(cluster: &Path, a: (u16, u8), b: (u16, u8), size: u32, count: u64) -> Output {
+    let (send, recv) = stream_spawn(cluster, a, b, size, count, &[]);
+    let send = finish(send, Duration::from_secs(60));
+    let recv = finish(recv, Duration::from_secs(60));
+    assert!(send.status.success(), "sender:\n{}", text(&send));
+    assert!(recv.status.success(), "receiver:\n{}", text(&recv));
+    recv
+}
+
+/// Start a `stream` pair (sender on a, receiver on b) without waiting.
+pub fn stream_spawn(
+    cluster: &Path,
+    a: (u16, u8),
+    b: (u16, u8),
+    size: u32,
+    count: u64,
+    extra: &[&str],
+) -> (Child, Child) {
+    let bin = host_bin("stream");
+    let path = cluster.to_string_lossy().into_owned();
+    let mk = |me: (u16, u8), peer: (u16, u8), role: &str| {
+        let mut c = Command::new(&bin);
+        c.args(["--cluster", &path, "--size", &size.to_string(), "--count", &count.to_string()])
+            .args(["--timeout", "20", "--role", role])
+            .args(["--node", &me.0.to_string(), "--port", &me.1.to_string()])
+            .args(["--peer", &peer.0.to_string(), "--peer-port", &peer.1.to_string()])
+            .args(extra);
+        c
+    };
+    let recv = spawn(mk(b, a, "recv"));
+    let send = spawn(mk(a, b, "send"));
+    (send, recv)
+}
+
+/// One `rt_alltoall` process per node, `count` messages of `size` to
+/// every other node; all must succeed.
+pub fn alltoall(cluster: &Path, nodes: u16, port: u8, size: u32, count: u32) -> Vec<String> {
+    let bin = alltoall_bin();
+    let barrier = PathBuf::from(cluster_path("barrier"));
+    let kids: Vec<Child> = (0..nodes)
+        .map(|n| {
+            let mut c = Command::new(&bin);
+            c.arg("--cluster")
+                .arg(cluster)
+                .args(["--node", &n.to_string(), "--nodes", &nodes.to_string()])
+                .args(["--port", &port.to_string(), "--size", &size.to_string()])
+                .args(["--count", &count.to_string(), "--timeout", "30"])
+                .arg("--barrier")
+                .arg(&barrier);
+            spawn(c)
+        })
+        .collect();
+    let outs: Vec<Output> = kids.into_iter().map(|k| finish(k, Duration::from_secs(90))).collect();
+    let _ = std::fs::remove_dir_all(&barrier);
+    let mut lines = Vec::new();
+    for (n, o) in outs.iter().enumerate() {
+        assert!(o.status.success(), "node {n}:\n{}", text(o));
+        lines.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
+    }
+    lines
+}

@@ -1,0 +1,399 @@
+//! `cargo xtask build-fw` and `cargo xtask flash`: the bare-metal MCP image
+//! (firmware/image, riscv64imac-unknown-none-elf) built with cargo into
+//! `<target>/fw` (beside the workspace's own target directory), its size
+//! report (text, data, bss from the ELF's section headers; the `.stack`
+//! reservation is not counted), and writing an image into a node's flash
+//! file of a running cluster.
+//!
+//! Also what the other commands share: where the workspace's target
+//! directory is, building workspace binaries (host-driver's `pingpong` and
+//! `stream`, nic-emu examples) with cargo, and installing missing programs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use crate::prereq::FW_TARGET;
+
+/// The image budget: text + data + bss must stay under this.
+pub const IMAGE_BUDGET: u64 = 128 * 1024;
+
+/// The cargo target directory this xtask was built into (the workspace's,
+/// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/release/xtask`.
+pub fn target_dir(root: &Path) -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().and_then(Path::parent).map(Path::to_path_buf))
+        .filter(|d| d.join("release").is_dir())
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// `<target>/release`: where the workspace's release binaries land.
+pub fn release_dir(root: &Path) -> PathBuf {
+    target_dir(root).join("release")
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// `cargo build --release ARGS` in the workspace (quiet; errors shown).
+pub fn cargo_build(root: &Path, args: &[&str], what: &str) -> crate::Result<()> {
+    let st = Command::new(cargo())
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target_dir(root))
+        .args(["build", "--quiet", "--release"])
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo to build {what}: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("building {what} failed"))
+    }
+}
+
+/// The host programs every real-time command runs: host-driver's
+/// `pingpong` and `stream`, the `nic-cluster` device process, the
+/// `rt_alltoall` and `rt_baselines` examples. Returns `<target>/release`.
+pub fn build_host_programs(root: &Path) -> crate::Result<PathBuf> {
+    cargo_build(
+        root,
+        &[
+            "-p",
+            "host-driver",
+            "--bins",
+            "-p",
+            "nic-emu",
+            "--bin",
+            "nic-cluster",
+            "--example",
+            "rt_alltoall",
+            "--example",
+            "rt_baselines",
+        ],
+        "the host programs (pingpong, stream, nic-cluster, rt_alltoall, rt_baselines)",
+    )?;
+    Ok(release_dir(root))
+}
+
+/// Install the firmware's Rust target when rustup lacks it (saying so).
+pub fn ensure_fw_target() -> crate::Result<()> {
+    if crate::prereq::has_fw_target() {
+        return Ok(());
+    }
+    println!("installing the Rust target {FW_TARGET}: rustup target add {FW_TARGET}");
+    let st = Command::new("rustup").args(["target", "add", FW_TARGET]).status().map_err(|e| {
+        format!("cannot run rustup ({e}); install the target with `rustup target add {FW_TARGET}`")
+    })?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("`rustup target add {FW_TARGET}` failed"))
+    }
+}
+
+/// Is this process root (apt-get can install)?
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Install Debian packages with apt-get when running as root. Returns
+/// false (after saying which command to run) when not root.
+pub fn apt_install(packages: &[&str]) -> crate::Result<bool> {
+    if !is_root() {
+        println!("not root: install them with `sudo apt-get install -y {}`", packages.join(" "));
+        return Ok(false);
+    }
+    println!("installing {} with apt-get (running as root)", packages.join(", "));
+    let quiet = |c: &mut Command| {
+        c.env("DEBIAN_FRONTEND", "noninteractive").stdout(Stdio::null());
+    };
+    let mut up = Command::new("apt-get");
+    up.args(["update", "-qq"]);
+    quiet(&mut up);
+    let _ = up.status();
+    let mut inst = Command::new("apt-get");
+    inst.args(["install", "-y", "-qq"]).args(packages);
+    quiet(&mut inst);
+    let st = inst.status().map_err(|e| format!("cannot run apt-get: {e}"))?;
+    if !st.success() {
+        return Err(format!("`apt-get install -y {}` failed", packages.join(" ")));
+    }
+    Ok(true)
+}
+
+/// The firmware's own target directory: `<target>/fw`.
+pub fn fw_target_dir(root: &Path, selftest: bool) -> PathBuf {
+    target_dir(root).join(if selftest { "fw-selftest" } else { "fw" })
+}
+
+/// Build the image (installing the target if missing). Returns the ELF.
+pub fn build_image(root: &Path, selftest: bool) -> crate::Result<PathBuf> {
+    ensure_fw_target()?;
+    let dir = fw_target_dir(root, selftest);
+    let mut c = Command::new(cargo());
+    c.current_dir(root.join("firmware/image"))
+        .env("CARGO_TARGET_DIR", &dir)
+        .env("DEFMT_LOG", std::env::var("DEFMT_LOG").unwrap_or_else(|_| "info".into()))
+        .args(["build", "--quiet", "--release"]);
+    if selftest {
+        c.args(["--features", "selftest"]);
+    }
+    let st = c.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !st.success() {
+        return Err(format!(
+            "building the firmware image (firmware/image, target {FW_TARGET}) failed"
+        ));
+    }
+    let elf = dir.join(FW_TARGET).join("release").join("mcp-image");
+    if !elf.is_file() {
+        return Err(format!("cargo built nothing at {}", elf.display()));
+    }
+    Ok(elf)
+}
+
+/// One allocated section of an ELF (name, size, flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub size: u64,
+    pub addr: u64,
+    pub alloc: bool,
+    pub write: bool,
+    pub exec: bool,
+    pub nobits: bool,
+}
+
+/// The section headers of a 64-bit little-endian ELF (enough for the
+/// size report; no dependency). `read_at(offset, len)` reads the file:
+/// the image is sparse and GiBs long (`.defmt` sits beside RAM), so only
+/// the headers and the section-name table are read.
+pub fn sections(
+    read_at: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+) -> crate::Result<Vec<Section>> {
+    let bad = || "truncated or malformed ELF".to_string();
+    let eh = read_at(0, 64).ok_or_else(bad)?;
+    if eh.get(..4) != Some(b"\x7fELF") || eh.get(4) != Some(&2) || eh.get(5) != Some(&1) {
+        return Err("not a 64-bit little-endian ELF".into());
+    }
+    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |b: &[u8], o: usize| {
+        b.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)
+    };
+    let u64_at = |b: &[u8], o: usize| {
+        b.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+    };
+    let shoff = u64_at(&eh, 0x28).ok_or_else(bad)?;
+    let shentsize = u16_at(&eh, 0x3A).ok_or_else(bad)? as usize;
+    let shnum = u16_at(&eh, 0x3C).ok_or_else(bad)? as usize;
+    let shstrndx = u16_at(&eh, 0x3E).ok_or_else(bad)? as usize;
+    if shentsize < 0x40 || shnum == 0 || shstrndx >= shnum {
+        return Err(bad());
+    }
+    let sh = read_at(shoff, shnum * shentsize).ok_or_else(bad)?;
+    let hdr = |i: usize| i * shentsize;
+    let str_off = u64_at(&sh, hdr(shstrndx) + 0x18).ok_or_else(bad)?;
+    let str_len = u64_at(&sh, hdr(shstrndx) + 0x20).ok_or_else(bad)?;
+    let strtab = read_at(str_off, usize::try_from(str_len).map_err(|_| bad())?.min(1 << 20))
+        .ok_or_else(bad)?;
+    let mut out = Vec::with_capacity(shnum);
+    for i in 0..shnum {
+        let h = hdr(i);
+        let name_off = u32_at(&sh, h).ok_or_else(bad)? as usize;
+        let kind = u32_at(&sh, h + 4).ok_or_else(bad)?;
+        let flags = u64_at(&sh, h + 8).ok_or_else(bad)?;
+        let addr = u64_at(&sh, h + 0x10).ok_or_else(bad)?;
+        let size = u64_at(&sh, h + 0x20).ok_or_else(bad)?;
+        let name = strtab
+            .get(name_off..)
+            .and_then(|s| s.split(|&b| b == 0).next())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .unwrap_or_default();
+        out.push(Section {
+            name,
+            size,
+            addr,
+            alloc: flags & 0x2 != 0,
+            write: flags & 0x1 != 0,
+            exec: flags & 0x4 != 0,
+            nobits: kind == 8,
+        });
+    }
+    Ok(out)
+}
+
+/// The section headers of the ELF file at `path`.
+pub fn file_sections(path: &Path) -> crate::Result<Vec<Section>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut read_at = |off: u64, len: usize| -> Option<Vec<u8>> {
+        let mut b = vec![0u8; len];
+        f.seek(SeekFrom::Start(off)).ok()?;
+        f.read_exact(&mut b).ok()?;
+        Some(b)
+    };
+    sections(&mut read_at).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// text (code and read-only data), data, bss of an image, as `size`
+/// counts them; the `.stack` reservation and the `.defmt` table (not
+/// loaded) are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SizeReport {
+    pub text: u64,
+    pub data: u64,
+    pub bss: u64,
+    pub stack: u64,
+}
+
+impl SizeReport {
+    pub fn total(&self) -> u64 {
+        self.text + self.data + self.bss
+    }
+}
+
+pub fn size_report(secs: &[Section]) -> SizeReport {
+    let mut r = SizeReport::default();
+    for s in secs.iter().filter(|s| s.alloc && s.size > 0) {
+        if s.name == ".stack" {
+            r.stack += s.size;
+        } else if s.name == ".defmt" || s.name == ".heap" {
+            // The defmt string table is never loaded (placed beside RAM);
+            // the heap is empty.
+        } else if s.nobits {
+            r.bss += s.size;
+        } else if s.write {
+            r.data += s.size;
+        } else {
+            r.text += s.size;
+        }
+    }
+    r
+}
+
+fn kib(b: u64) -> String {
+    format!("{:.1} KiB", b as f64 / 1024.0)
+}
+
+/// Print the image's size report; Err when it breaks the budget.
+pub fn report_size(elf: &Path) -> crate::Result<SizeReport> {
+    let secs = file_sections(elf)?;
+    let r = size_report(&secs);
+    println!("image: {}", elf.display());
+    println!(
+        "  text {:>7} B   data {:>7} B   bss {:>7} B   total {:>7} B ({} of the {} budget; stack reserve {} not counted)",
+        r.text,
+        r.data,
+        r.bss,
+        r.total(),
+        kib(r.total()),
+        kib(IMAGE_BUDGET),
+        kib(r.stack)
+    );
+    if r.total() >= IMAGE_BUDGET {
+        return Err(format!(
+            "the image is {} B (text + data + bss): over the {} B budget",
+            r.total(),
+            IMAGE_BUDGET
+        ));
+    }
+    Ok(r)
+}
+
+/// `cargo xtask build-fw [--selftest]`.
+pub fn build_fw(root: &Path, selftest: bool) -> crate::Result<ExitCode> {
+    println!(
+        "building the firmware image{} (firmware/image, {FW_TARGET})",
+        if selftest { " (self-test)" } else { "" }
+    );
+    let elf = build_image(root, selftest)?;
+    report_size(&elf)?;
+    if selftest {
+        println!("run it: qemu-system-riscv64 -M virt -m 8M -bios none -display none -semihosting-config enable=on,target=native -kernel {}  (exit status 0 = pass)", elf.display());
+    } else {
+        println!("flash it into a running cluster: cargo xtask flash --node N [--cluster NAME]");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cargo xtask flash --node N [IMAGE] [--cluster NAME]`.
+pub fn flash(
+    root: &Path,
+    node: u32,
+    image: Option<PathBuf>,
+    cluster: &str,
+) -> crate::Result<ExitCode> {
+    use host_driver::cluster::{ClusterBackend, ClusterDir};
+    let dir = ClusterDir::open(cluster).map_err(|e| {
+        format!("{e} (start one with `cargo xtask run --nodes N --backend qemu --name {cluster}`)")
+    })?;
+    let m = dir.manifest();
+    if node >= m.nodes {
+        return Err(format!("node {node}: cluster `{}` has nodes 0..{}", m.name, m.nodes));
+    }
+    let image = match image {
+        Some(i) => i,
+        None => {
+            let elf = build_image(root, false)?;
+            report_size(&elf)?;
+            elf
+        }
+    };
+    nic_emu::realtime::qemu::check_riscv_elf(&image)?;
+    let flash = dir.flash_path(node);
+    nic_emu::realtime::qemu::write_flash(&image, &flash)
+        .map_err(|e| format!("writing {}: {e}", flash.display()))?;
+    println!("flashed {} into {}", image.display(), flash.display());
+    if m.backend == ClusterBackend::Qemu {
+        println!(
+            "cluster `{}` (device process {}) resets node {node}: its QEMU guest restarts with the new image and its ports close",
+            m.name, m.pid
+        );
+    } else {
+        println!(
+            "cluster `{}` runs the live backend (native MCP): node {node} is reset, and keeps running the native MCP",
+            m.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sec(name: &str, size: u64, write: bool, nobits: bool) -> Section {
+        Section { name: name.into(), size, addr: 0, alloc: true, write, exec: false, nobits }
+    }
+
+    #[test]
+    fn size_report_leaves_out_the_stack_and_the_defmt_table() {
+        let s = vec![
+            sec(".text", 1000, false, false),
+            sec(".rodata", 200, false, false),
+            sec(".data", 300, true, false),
+            sec(".bss", 40, true, true),
+            sec(".stack", 4096, true, true),
+            sec(".defmt", 1 << 31, false, false),
+            Section { alloc: false, ..sec(".debug_info", 9999, false, false) },
+        ];
+        let r = size_report(&s);
+        assert_eq!(r, SizeReport { text: 1200, data: 300, bss: 40, stack: 4096 });
+        assert_eq!(r.total(), 1540);
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_elf_is_refused() {
+        let junk = b"hello world, not an elf at all, really, not even close to one".to_vec();
+        let mut read_at =
+            |off: u64, len: usize| junk.get(off as usize..off as usize + len).map(<[u8]>::to_vec);
+        assert!(sections(&mut read_at).is_err());
+    }
+}
