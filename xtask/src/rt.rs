@@ -540,10 +540,11 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
     }
     println!(
         "(latency: min {:.2} / p99 {:.2} us live; every message content-checked. Host \
-         processes wait adaptively (spin 20 us, then yield): with 2 host processes and the \
-         device thread on {} cores, spinning everywhere is far slower. qemu latency is bound \
-         by the guest's idle sleeps (WFI up to 1 ms) and TCG; streaming by the device model's \
-         per-packet work, not by memory bandwidth)",
+         processes wait adaptively (on 2 cores or fewer they yield at once, else spin 20 us \
+         first): with 2 host processes and the device thread on {} cores, spinning is far \
+         slower. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG; \
+         streaming by the device model's copies through the mapped files (four per packet) \
+         and the host programs' content checks on the same cores, not by memory bandwidth)",
         lat.min_us,
         lat.p99_us,
         num_cpus()
