@@ -1,9 +1,9 @@
 //! The bare-metal firmware under QEMU, beyond what nic-emu's own
 //! realtime_qemu.rs covers (ping-pong, stream and a 4-node all-to-all,
 //! content-checked, on qemu; realtime_live.rs: the same on live): the
-//! firmware self-test (QEMU's exit status), and a scripted gdb-multiarch
+//! firmware self-test (QEMU's exit status), a scripted gdb-multiarch
 //! session in batch mode against a NIC started halted, as `cargo xtask gdb
-//! --batch` runs it.
+//! --batch` runs it, and `cargo xtask logs` decoding a NIC's defmt log.
 //!
 //! These tests FAIL, naming what is missing, when qemu-system-riscv64,
 //! gdb-multiarch or the riscv64imac-unknown-none-elf target is not
@@ -151,5 +151,43 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
             c.fw_status()
         );
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `cargo xtask logs --node 0 --cluster DIR --image ELF` (xtask built in
+/// release into this test's target directory, as the alias builds it).
+fn xtask_logs(cluster: &std::path::Path, elf: &std::path::Path) -> Output {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string()));
+    c.current_dir(&root)
+        .env("CARGO_TARGET_DIR", rt::profile_dir().parent().unwrap())
+        .args(["run", "--quiet", "--release", "-p", "xtask", "--", "logs", "--node", "0"])
+        .arg("--cluster")
+        .arg(cluster)
+        .arg("--image")
+        .arg(elf);
+    run_with_timeout(c, Duration::from_secs(600))
+}
+
+#[test]
+fn xtask_logs_decodes_the_boot_line_of_node_0_from_its_defmt_console_log() {
+    let elf = rt::firmware_image();
+    let c = rt::qemu_cluster("logs", 2);
+    let want = "MCP running: node 0 of 2";
+    let t = Instant::now();
+    loop {
+        let o = xtask_logs(c.path(), &elf);
+        assert!(o.status.success(), "cargo xtask logs failed:\n{}", rt::text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if let Some(line) = out.lines().find(|l| l.contains(want)) {
+            assert!(line.starts_with("INFO"), "not an info line: {line}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no `{want}` in node 0's decoded log:\n{}",
+            rt::text(&o)
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

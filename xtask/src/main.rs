@@ -2,8 +2,8 @@
 //!
 //! Subcommands: `build-fw` builds the bare-metal MCP image and prints its
 //! size, `flash` writes an image into a running cluster's NIC, `run`
-//! serves a live or qemu cluster until Ctrl-C, `gdb` starts one NIC's QEMU
-//! halted under gdb-multiarch, `sim` runs a scenario file, `bench` prints the latency and
+//! serves a live or qemu cluster until Ctrl-C, `logs` decodes a qemu NIC's defmt log,
+//! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file, `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
 //! speed (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
@@ -20,6 +20,7 @@ mod bench;
 mod calibrate;
 mod demo;
 mod fw;
+mod logs;
 mod prereq;
 mod report;
 mod rt;
@@ -157,6 +158,24 @@ enum Cmd {
         #[arg(long, default_value = "nic")]
         name: String,
     },
+    /// Decode NIC N's defmt log (qemu clusters): one line per frame with
+    /// level, timestamp and message, from <cluster>/node<N>/console.log.
+    ///
+    /// The format strings come from the image the node runs (its flash
+    /// file; else the built image) unless --image names one.
+    Logs {
+        #[arg(long)]
+        node: u32,
+        /// The cluster (name or directory).
+        #[arg(long, default_value = "nic")]
+        cluster: String,
+        /// The image (ELF) whose defmt table decodes the log.
+        #[arg(long)]
+        image: Option<PathBuf>,
+        /// Keep reading as the NIC logs more (until Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Start a qemu cluster with NIC N's QEMU halted on its gdbstub, and
     /// gdb-multiarch attached with the image's symbols and breakpoints on
     /// the state machines' step functions. The cluster stops when gdb exits.
@@ -242,6 +261,9 @@ fn main() -> ExitCode {
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => fw::flash(&root, node, image, &cluster),
         Cmd::Run { nodes, backend, name } => rt::run(&root, nodes, backend, &name),
+        Cmd::Logs { node, cluster, image, follow } => {
+            logs::run(&root, node, &cluster, image, follow)
+        }
         Cmd::Gdb { node, nodes, cluster, batch, sdma_only } => {
             rt::gdb(&root, node, nodes, &cluster, batch, sdma_only)
         }
