@@ -11,11 +11,11 @@
 //! ```
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use host_driver::bench::{self, Check, PingPongConfig, PingRole};
-use host_driver::{IdlePolicy, Priority};
+
+mod common;
+use host_driver::bench::{self, PingPongConfig, PingRole};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Role {
@@ -23,46 +23,11 @@ enum Role {
     Pong,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Prio {
-    Low,
-    High,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum CheckArg {
-    /// Every byte of every message.
-    Full,
-    /// Index and sender (first 8 bytes) of every message.
-    Index,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Wait {
-    /// Spin, then yield, then sleep while idle (kind to a small machine).
-    Adaptive,
-    /// Spin only: lowest latency, one busy core per process.
-    Spin,
-}
-
 #[derive(Parser, Debug)]
 #[command(about = "Ping-pong latency between two ports of a running NIC cluster")]
 struct Args {
-    /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
-    #[arg(long)]
-    cluster: String,
-    /// This process's node.
-    #[arg(long)]
-    node: u16,
-    /// This process's port.
-    #[arg(long)]
-    port: u8,
-    /// The other end's node.
-    #[arg(long)]
-    peer: u16,
-    /// The other end's port.
-    #[arg(long)]
-    peer_port: u8,
+    #[command(flatten)]
+    end: common::Endpoint,
     #[arg(long, value_enum)]
     role: Role,
     /// Bytes per message (both ways).
@@ -74,18 +39,6 @@ struct Args {
     /// Round trips before measuring (both ends must agree).
     #[arg(long, default_value_t = 10)]
     warmup: u64,
-    #[arg(long, value_enum, default_value_t = Prio::Low)]
-    priority: Prio,
-    /// Seconds without progress (or for the peer to come up) before giving up.
-    #[arg(long, default_value_t = 30.0)]
-    timeout: f64,
-    #[arg(long, value_enum, default_value_t = CheckArg::Full)]
-    check: CheckArg,
-    #[arg(long, value_enum, default_value_t = Wait::Adaptive)]
-    wait: Wait,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
 }
 
 fn us(ns: u64) -> f64 {
@@ -93,35 +46,24 @@ fn us(ns: u64) -> f64 {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let timeout = Duration::try_from_secs_f64(a.timeout)
-        .map_err(|_| format!("--timeout {}: not a duration", a.timeout))?;
-    let idle = match a.wait {
-        Wait::Adaptive => IdlePolicy::default(),
-        Wait::Spin => IdlePolicy::busy(),
-    };
-    let (nic, mut port) = bench::open_live_port(&a.cluster, a.node as u32, a.port, timeout, idle)?;
+    let timeout = a.end.timeout()?;
+    let (nic, mut port) = a.end.open()?;
     let mut cfg = PingPongConfig::new(
         match a.role {
             Role::Ping => PingRole::Ping,
             Role::Pong => PingRole::Pong,
         },
-        a.peer,
-        a.peer_port,
+        a.end.peer,
+        a.end.peer_port,
         a.size,
         a.count,
     );
     cfg.warmup = a.warmup;
     cfg.timeout = timeout;
-    cfg.priority = match a.priority {
-        Prio::Low => Priority::Low,
-        Prio::High => Priority::High,
-    };
-    cfg.check = match a.check {
-        CheckArg::Full => Check::Full,
-        CheckArg::Index => Check::Index,
-    };
+    cfg.priority = a.end.priority();
+    cfg.check = a.end.check();
     let r = bench::pingpong(&nic, &mut port, &cfg).map_err(|e| e.to_string())?;
-    if a.json {
+    if a.end.json {
         let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
         if let Some(l) = r.one_way {
             v["one_way_us"] = serde_json::json!({
@@ -129,7 +71,7 @@ fn run(a: &Args) -> Result<(), String> {
                 "max": us(l.max_ns), "mean": us(l.mean_ns),
             });
         }
-        v["cluster"] = serde_json::Value::from(a.cluster.clone());
+        v["cluster"] = serde_json::Value::from(a.end.cluster.clone());
         println!("{v}");
     } else {
         println!(

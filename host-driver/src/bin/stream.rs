@@ -11,11 +11,11 @@
 //! ```
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use host_driver::bench::{self, Check, StreamConfig, StreamRole};
-use host_driver::{IdlePolicy, Priority};
+
+mod common;
+use host_driver::bench::{self, StreamConfig, StreamRole};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Role {
@@ -23,44 +23,11 @@ enum Role {
     Recv,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Prio {
-    Low,
-    High,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum CheckArg {
-    /// Every byte of every message (the sender writes every byte too).
-    Full,
-    /// Index and sender (first 8 bytes) of every message: order only.
-    Index,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Wait {
-    /// Spin, then yield, then sleep while idle (kind to a small machine).
-    Adaptive,
-    /// Spin only: one busy core per process.
-    Spin,
-}
-
 #[derive(Parser, Debug)]
 #[command(about = "Streaming bandwidth between two ports of a running NIC cluster")]
 struct Args {
-    /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
-    #[arg(long)]
-    cluster: String,
-    #[arg(long)]
-    node: u16,
-    #[arg(long)]
-    port: u8,
-    /// The other end's node.
-    #[arg(long)]
-    peer: u16,
-    /// The other end's port.
-    #[arg(long)]
-    peer_port: u8,
+    #[command(flatten)]
+    end: common::Endpoint,
     #[arg(long, value_enum)]
     role: Role,
     /// Bytes per message; several (comma separated) run one after the
@@ -76,54 +43,31 @@ struct Args {
     /// Receiver: receive buffers kept posted.
     #[arg(long, default_value_t = 16)]
     recv_buffers: u32,
-    #[arg(long, value_enum, default_value_t = Prio::Low)]
-    priority: Prio,
-    /// Seconds without progress (or for the peer to come up) before giving up.
-    #[arg(long, default_value_t = 30.0)]
-    timeout: f64,
-    #[arg(long, value_enum, default_value_t = CheckArg::Full)]
-    check: CheckArg,
-    #[arg(long, value_enum, default_value_t = Wait::Adaptive)]
-    wait: Wait,
-    /// Print one JSON object per size instead of text.
-    #[arg(long)]
-    json: bool,
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let timeout = Duration::try_from_secs_f64(a.timeout)
-        .map_err(|_| format!("--timeout {}: not a duration", a.timeout))?;
-    let idle = match a.wait {
-        Wait::Adaptive => IdlePolicy::default(),
-        Wait::Spin => IdlePolicy::busy(),
-    };
-    let (nic, mut port) = bench::open_live_port(&a.cluster, a.node as u32, a.port, timeout, idle)?;
+    let timeout = a.end.timeout()?;
+    let (nic, mut port) = a.end.open()?;
     for &size in &a.size {
         let mut cfg = StreamConfig::new(
             match a.role {
                 Role::Send => StreamRole::Send,
                 Role::Recv => StreamRole::Recv,
             },
-            a.peer,
-            a.peer_port,
+            a.end.peer,
+            a.end.peer_port,
             size,
             a.count,
         );
         cfg.window = a.window;
         cfg.recv_buffers = a.recv_buffers;
         cfg.timeout = timeout;
-        cfg.priority = match a.priority {
-            Prio::Low => Priority::Low,
-            Prio::High => Priority::High,
-        };
-        cfg.check = match a.check {
-            CheckArg::Full => Check::Full,
-            CheckArg::Index => Check::Index,
-        };
+        cfg.priority = a.end.priority();
+        cfg.check = a.end.check();
         let r = bench::stream(&nic, &mut port, &cfg).map_err(|e| format!("size {size}: {e}"))?;
-        if a.json {
+        if a.end.json {
             let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
-            v["cluster"] = serde_json::Value::from(a.cluster.clone());
+            v["cluster"] = serde_json::Value::from(a.end.cluster.clone());
             println!("{v}");
         } else {
             let what = match r.role {
