@@ -69,7 +69,7 @@ impl Hw for SramHw {
     }
 
     fn load_u32(&self, off: u32) -> u32 {
-        if !self.ok(off, 4) || off % 4 != 0 {
+        if !self.ok(off, 4) || !off.is_multiple_of(4) {
             return 0;
         }
         // SAFETY: in bounds and 4-aligned; SRAM words shared with the device
@@ -78,7 +78,7 @@ impl Hw for SramHw {
     }
 
     fn store_u32(&mut self, off: u32, v: u32) {
-        if !self.ok(off, 4) || off % 4 != 0 {
+        if !self.ok(off, 4) || !off.is_multiple_of(4) {
             return;
         }
         // SAFETY: as in `load_u32`.
@@ -86,7 +86,7 @@ impl Hw for SramHw {
     }
 
     fn load_u64(&self, off: u32) -> u64 {
-        if !self.ok(off, 8) || off % 8 != 0 {
+        if !self.ok(off, 8) || !off.is_multiple_of(8) {
             return 0;
         }
         // SAFETY: in bounds and 8-aligned, as in `load_u32`.
@@ -94,7 +94,7 @@ impl Hw for SramHw {
     }
 
     fn store_u64(&mut self, off: u32, v: u64) {
-        if !self.ok(off, 8) || off % 8 != 0 {
+        if !self.ok(off, 8) || !off.is_multiple_of(8) {
             return;
         }
         // SAFETY: as in `load_u64`.
