@@ -461,6 +461,13 @@ impl Mcp {
     /// streams keep their sequence numbers (later sends SYNC).
     fn close_port(&mut self, hw: &mut impl Hw, p: usize) {
         use nic_abi::port::*;
+        // Receiving streams into this port: drop partial messages (their
+        // claimed buffers go back on the port's list, freed just below).
+        let rx: heapless::Vec<u16, MAX_STREAMS> =
+            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
+        for r in rx {
+            self.abort_assembly(r);
+        }
         // Receive slots.
         let mut s = self.ports[p].slots_head;
         while s != NIL {
@@ -481,12 +488,6 @@ impl Mcp {
             self.txs.live_indices().filter(|&i| self.txs[i].local_port as usize == p).collect();
         for st in streams {
             self.abandon_stream(st, None);
-        }
-        // Receiving streams into this port: drop partial messages.
-        let rx: heapless::Vec<u16, MAX_STREAMS> =
-            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
-        for r in rx {
-            self.abort_assembly(r);
         }
         // Gets waiting for answers on this port.
         let waiting: heapless::Vec<u16, MAX_TOKENS> = self

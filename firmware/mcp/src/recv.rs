@@ -162,12 +162,7 @@ impl Mcp {
             // The buffer was never reported: back to the front of its port's list.
             if self.slots.is_live(slot) {
                 let p = self.slots[slot].port as usize;
-                self.slots[slot].filled = false;
-                self.slots[slot].next = self.ports[p].slots_head;
-                self.ports[p].slots_head = slot;
-                if self.ports[p].slots_tail == NIL {
-                    self.ports[p].slots_tail = slot;
-                }
+                self.unclaim_slot(slot, p);
             }
         }
         self.rxs[r].assembly = Assembly::Idle;
@@ -268,7 +263,7 @@ impl Mcp {
                     let sl = self.slots[s];
                     if h.msg_len as u64 > class_max_len(h.size_class).min(sl.len as u64) {
                         // A sender that broke the size-class rule: refuse.
-                        self.abort_slot(s, port);
+                        self.unclaim_slot(s, port);
                         self.drop_packet(hw, buf, Stat::BadHeaders);
                         self.advance(r);
                         return;
@@ -427,8 +422,8 @@ impl Mcp {
         self.owe_ack(r, false);
     }
 
-    /// Give a claimed receive slot back to its port's list.
-    fn abort_slot(&mut self, s: u16, port: usize) {
+    /// Give a claimed receive slot back to the front of its port's list.
+    fn unclaim_slot(&mut self, s: u16, port: usize) {
         self.slots[s].filled = false;
         self.slots[s].next = self.ports[port].slots_head;
         self.ports[port].slots_head = s;

@@ -103,7 +103,7 @@ impl Mcp {
 
         let result = parsed.and_then(|d| self.validate(hw, p as u8, &d).map(|_| d));
         match result {
-            Ok(d) => self.accept_descriptor(hw, p, &d),
+            Ok(d) => self.accept_descriptor(p, &d),
             Err(cause) => {
                 self.bump(nic_abi::stats::Stat::Errors, 1);
                 let tag = Descriptor::raw_tag(&b);
@@ -201,7 +201,7 @@ impl Mcp {
         }
     }
 
-    fn accept_descriptor(&mut self, hw: &mut impl Hw, p: usize, d: &Descriptor) {
+    fn accept_descriptor(&mut self, p: usize, d: &Descriptor) {
         match d.kind {
             DescKind::Send | DescKind::Put | DescKind::Get => {
                 let kind = match d.kind {
@@ -270,7 +270,6 @@ impl Mcp {
                 self.ports[p].alarm_tag = d.tag;
             }
         }
-        let _ = hw;
     }
 
     pub(crate) fn packets_for(&self, kind: TokKind, len: u32) -> u32 {
@@ -538,13 +537,11 @@ impl Mcp {
         st.pace.dispatched();
         if st.flow != NIL {
             let e = map::flow_entry(st.flow as u32);
-            let (ndt, key) = (st.pace.ndt, st.key);
-            hw.store_u64(e + nic_abi::flows::NDT, ndt);
+            hw.store_u64(e + nic_abi::flows::NDT, st.pace.ndt);
             let p = hw.load_u64(e + nic_abi::flows::PACKETS);
             hw.store_u64(e + nic_abi::flows::PACKETS, p.wrapping_add(1));
             let b = hw.load_u64(e + nic_abi::flows::BYTES);
             hw.store_u64(e + nic_abi::flows::BYTES, b.wrapping_add(bytes as u64));
-            let _ = key;
         }
         if self.dispatch_trace {
             let rec = nic_abi::flows::DispatchRecord { rtc: self.now, key: self.txs[s].key, bytes };

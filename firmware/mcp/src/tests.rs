@@ -1052,6 +1052,8 @@ fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
         "the send never completed"
     );
     assert_eq!((evs[0].tag, evs[0].status), (7, SendStatus::TargetPortClosed as u8));
+    // The buffer the message was filling went with the port: none leaked.
+    assert_eq!(b.nodes[1].mcp.slots.available(), crate::state::MAX_SLOTS);
     b.open(1, 2);
     let got = b.exchange(0, 1, 9);
     assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 9));
