@@ -374,18 +374,7 @@ impl<B: NicBackend> Port<B> {
         priority: Priority,
         tag: u64,
     ) -> Result<(), DriverError> {
-        let local = buf.vaddr_at(offset, len as u64)?;
-        self.post_raw(Descriptor {
-            kind: DescKind::Put,
-            priority,
-            size_class: 0,
-            target_port: port,
-            target_node: node,
-            local,
-            len,
-            remote: remote_vaddr,
-            tag,
-        })
+        self.post_remote(DescKind::Put, buf, offset, len, node, port, remote_vaddr, priority, tag)
     }
 
     /// Read `len` bytes at `remote_vaddr` of (node, port) into `buf` at
@@ -402,9 +391,27 @@ impl<B: NicBackend> Port<B> {
         priority: Priority,
         tag: u64,
     ) -> Result<(), DriverError> {
+        self.post_remote(DescKind::Get, buf, offset, len, node, port, remote_vaddr, priority, tag)
+    }
+
+    /// Post a put or get: `len` bytes at `offset` in `buf` against
+    /// (node, port)'s memory at `remote_vaddr`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_remote(
+        &mut self,
+        kind: DescKind,
+        buf: &DmaBuf,
+        offset: u64,
+        len: u32,
+        node: u16,
+        port: u8,
+        remote_vaddr: u64,
+        priority: Priority,
+        tag: u64,
+    ) -> Result<(), DriverError> {
         let local = buf.vaddr_at(offset, len as u64)?;
         self.post_raw(Descriptor {
-            kind: DescKind::Get,
+            kind,
             priority,
             size_class: 0,
             target_port: port,

@@ -171,6 +171,48 @@ pub struct Latency {
     pub p99_us: f64,
 }
 
+/// The flags a `pingpong` or `stream` process takes: this end, the peer on
+/// the same port, its role, the message size and count, JSON output, then
+/// `extra`.
+#[allow(clippy::too_many_arguments)]
+fn endpoint_args(
+    cluster: &Path,
+    me: u16,
+    peer: u16,
+    port: u8,
+    role: &str,
+    size: u32,
+    count: u64,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--cluster",
+        &cluster.to_string_lossy(),
+        "--node",
+        &me.to_string(),
+        "--port",
+        &port.to_string(),
+        "--peer",
+        &peer.to_string(),
+        "--peer-port",
+        &port.to_string(),
+        "--role",
+        role,
+        "--size",
+        &size.to_string(),
+        "--count",
+        &count.to_string(),
+        "--timeout",
+        "30",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
 /// Two `pingpong` processes (pong on node 1, ping on node 0, port
 /// `port`); every message content-checked. `extra`: more flags for both.
 pub fn pingpong(
@@ -182,33 +224,8 @@ pub fn pingpong(
     extra: &[&str],
 ) -> crate::Result<Latency> {
     let bin = bin_dir.join("pingpong");
-    let args = |me: u16, peer: u16, role: &str| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--cluster",
-            &cluster.to_string_lossy(),
-            "--node",
-            &me.to_string(),
-            "--port",
-            &port.to_string(),
-            "--peer",
-            &peer.to_string(),
-            "--peer-port",
-            &port.to_string(),
-            "--role",
-            role,
-            "--size",
-            &size.to_string(),
-            "--count",
-            &count.to_string(),
-            "--timeout",
-            "30",
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
+    let args = |me: u16, peer: u16, role: &str| {
+        endpoint_args(cluster, me, peer, port, role, size, count, extra)
     };
     let pong = spawn(&bin, &args(1, 0, "pong"))?;
     let ping = spawn(&bin, &args(0, 1, "ping"))?;
@@ -233,33 +250,8 @@ pub fn stream(
 ) -> crate::Result<f64> {
     let bin = bin_dir.join("stream");
     let (a, b) = if nodes >= 4 { (2u16, 3u16) } else { (0, 1) };
-    let args = |me: u16, peer: u16, role: &str| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "--cluster",
-            &cluster.to_string_lossy(),
-            "--node",
-            &me.to_string(),
-            "--port",
-            &port.to_string(),
-            "--peer",
-            &peer.to_string(),
-            "--peer-port",
-            &port.to_string(),
-            "--role",
-            role,
-            "--size",
-            &size.to_string(),
-            "--count",
-            &count.to_string(),
-            "--timeout",
-            "30",
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
+    let args = |me: u16, peer: u16, role: &str| {
+        endpoint_args(cluster, me, peer, port, role, size, count, extra)
     };
     let recv = spawn(&bin, &args(b, a, "recv"))?;
     let send = spawn(&bin, &args(a, b, "send"))?;
