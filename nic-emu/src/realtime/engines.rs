@@ -69,7 +69,6 @@ pub(crate) struct Engines {
     /// Last scan of the inbox for packets blocked too long (ns).
     last_stale_scan: u64,
     pub c: DeviceCounters,
-    scratch: Vec<u8>,
 }
 
 fn ld32(f: &MappedFile, off: u32) -> u32 {
@@ -78,18 +77,6 @@ fn ld32(f: &MappedFile, off: u32) -> u32 {
 
 fn st32(f: &MappedFile, off: u32, v: u32) {
     f.store_u32(off as u64, v);
-}
-
-/// Copy `data` to `off` of `f` with its last word written last (Release).
-fn write_last_word_last(f: &MappedFile, off: u64, data: &[u8]) -> bool {
-    let n = data.len();
-    if n < 4 {
-        fence(Ordering::Release);
-        return f.write(off, data);
-    }
-    let mut last = [0u8; 4];
-    last.copy_from_slice(&data[n - 4..]);
-    f.write(off, &data[..n - 4]) && f.store_u32(off + n as u64 - 4, u32::from_le_bytes(last))
 }
 
 impl Engines {
@@ -112,7 +99,6 @@ impl Engines {
             rx_drops: 0,
             last_stale_scan: 0,
             c: DeviceCounters::default(),
-            scratch: Vec::new(),
         };
         e.adopt_registers();
         e
@@ -199,16 +185,22 @@ impl Engines {
         if !(sram_ok && host_ok) {
             return false;
         }
-        if self.scratch.len() < len {
-            self.scratch.resize(len, 0);
-        }
-        let buf = &mut self.scratch[..len];
         let ok = match c.dir {
-            DmaDir::HostToSram => {
-                self.host.read(c.host, buf) && self.sram.write(c.sram as u64, buf)
-            }
+            DmaDir::HostToSram => self.sram.copy_from(c.sram as u64, &self.host, c.host, len),
             DmaDir::SramToHost => {
-                self.sram.read(c.sram as u64, buf) && write_last_word_last(&self.host, c.host, buf)
+                // The last word goes last (Release): a host polling it sees
+                // the whole block once it sees that word.
+                let body = len.saturating_sub(4);
+                let last = (len >= 4).then(|| self.sram.load_u32(c.sram as u64 + body as u64));
+                self.host.copy_from(c.host, &self.sram, c.sram as u64, body)
+                    && match last {
+                        Some(Some(w)) => self.host.store_u32(c.host + body as u64, w),
+                        Some(None) => false,
+                        None => {
+                            fence(Ordering::Release);
+                            self.host.copy_from(c.host, &self.sram, c.sram as u64, len)
+                        }
+                    }
             }
         };
         if ok {
