@@ -122,6 +122,9 @@ pub struct NicCpuProfile {
     pub dma_cmd: u64,
     pub event: u64,
     pub timer: u64,
+    /// Per unit of rate control's own work (`Work::flow_ops`: a flow-table
+    /// word read or written, a stream the NDT scheduler compares).
+    pub flow_op: u64,
 }
 
 /// The host CPU cost model (what `NicBackend::charge` charges).

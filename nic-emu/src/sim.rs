@@ -198,6 +198,7 @@ struct WorkPrices {
     dma_cmd: u64,
     event: u64,
     timer: u64,
+    flow_op: u64,
 }
 
 impl WorkPrices {
@@ -212,6 +213,7 @@ impl WorkPrices {
             dma_cmd: c.dma_cmd,
             event: c.event,
             timer: c.timer,
+            flow_op: c.flow_op,
         }
     }
 
@@ -224,7 +226,8 @@ impl WorkPrices {
             + w.rx_packets as u64 * self.rx_packet
             + w.dma_cmds as u64 * self.dma_cmd
             + w.events as u64 * self.event
-            + w.timers as u64 * self.timer;
+            + w.timers as u64 * self.timer
+            + w.flow_ops as u64 * self.flow_op;
         self.cpu.cycles_ns(cycles).max(1)
     }
 }

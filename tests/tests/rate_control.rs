@@ -219,23 +219,31 @@ fn a_premium_flow_gets_its_rate_from_the_moment_it_starts() {
     assert!(within(got, 40.0, 0.05), "p40 in its first 20 ms: {got} MB/s");
 }
 
+/// The spec's overhead figure, as `cargo xtask bench --rate` measures it:
+/// the same firmware with a flow entry of IDT 0 on every stream vs none,
+/// ping-pong latency and stream bandwidth at 4 B .. 64 KiB. The sim
+/// charges rate control's own work (`Work::flow_ops`, the profile's
+/// `flow_op` cycles), so the cost is real but must stay under 1% on
+/// average.
 #[test]
 fn with_every_idt_0_rate_control_costs_under_one_percent() {
-    // The same firmware, flow entries of IDT 0 on every stream vs none.
-    for (bytes, n) in [(4u64, 40u64), (4096, 30), (65536, 12)] {
+    let (mut lat_diffs, mut bw_diffs) = (Vec::new(), Vec::new());
+    for size in (1..=8).map(|k| 4u64.pow(k)) {
+        let rounds = ((4 << 20) / size).clamp(4, 100);
+        let messages = ((16 << 20) / size).clamp(16, 2000);
+        let window = ((3 << 20) / size).clamp(1, 8);
         let pp = |extra: &str| {
             head(2, "star")
                 + &format!(
                     "[[flows]]\nname = \"pp\"\nsrc = [0, 1]\ndst = [1, 1]\nkind = \"pingpong\"\n\
-                     bytes = {bytes}\nmessages = {n}\n{extra}\n"
+                     bytes = {size}\nmessages = {rounds}\n{extra}\n"
                 )
         };
         let st = |extra: &str| {
             head(2, "star")
                 + &format!(
                     "[[flows]]\nname = \"st\"\nsrc = [0, 1]\ndst = [1, 1]\nkind = \"stream\"\n\
-                     bytes = {bytes}\nmessages = {}\n{extra}\n",
-                    4 * n
+                     bytes = {size}\nmessages = {messages}\nwindow = {window}\n{extra}\n"
                 )
         };
         let (p0, p1) = (run_text(&pp("")), run_text(&pp("idt = 0")));
@@ -243,10 +251,16 @@ fn with_every_idt_0_rate_control_costs_under_one_percent() {
         for r in [&p0, &p1, &s0, &s1] {
             assert_all_intact(r);
         }
+        assert_eq!(p1.flows[0].idt, Some(0));
         let lat = |r: &Report| r.flows[0].latency_ns.p50 as f64;
         let bw = |r: &Report| r.flows[0].bandwidth_mb_s;
-        assert!(within(lat(&p1), lat(&p0), 0.01), "{bytes} B: {} vs {} ns", lat(&p1), lat(&p0));
-        assert!(within(bw(&s1), bw(&s0), 0.01), "{bytes} B: {} vs {} MB/s", bw(&s1), bw(&s0));
-        assert_eq!(p1.flows[0].idt, Some(0));
+        // Flow accounting is on every packet's path: never free.
+        assert!(lat(&p1) > lat(&p0), "{size} B: {} vs {} ns", lat(&p1), lat(&p0));
+        lat_diffs.push(lat(&p1) / lat(&p0) - 1.0);
+        bw_diffs.push(bw(&s1) / bw(&s0) - 1.0);
     }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (l, b) = (mean(&lat_diffs), mean(&bw_diffs));
+    assert!(l < 0.01, "latency {:.3}% on average ({lat_diffs:?})", l * 100.0);
+    assert!(b > -0.01, "bandwidth {:.3}% on average ({bw_diffs:?})", b * 100.0);
 }

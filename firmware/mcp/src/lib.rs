@@ -56,6 +56,13 @@ pub struct Work {
     pub events: u32,
     /// Timers handled.
     pub timers: u32,
+    /// Rate control's own work, in flow-table words read or written and
+    /// streams compared: a dispatched packet's NDT and flow counters (5),
+    /// a flow-table rescan (on FLOW_GEN and when a stream is first used:
+    /// one key word per entry, the IDT of each stream's flow), each stream
+    /// the NDT scheduler compares. With no flow entries only the rescans
+    /// remain, once per new stream.
+    pub flow_ops: u32,
 }
 
 impl Work {
@@ -70,6 +77,7 @@ impl Work {
         self.dma_cmds += o.dma_cmds;
         self.events += o.events;
         self.timers += o.timers;
+        self.flow_ops += o.flow_ops;
     }
 }
 
@@ -210,6 +218,9 @@ pub struct Mcp {
     pub(crate) dispatch_prod: u32,
     /// A stream was set up since the flow table was last read.
     pub(crate) flow_pending: bool,
+    /// Valid flow-table entries at the last read: with none, a new
+    /// stream has no flow and the table is not searched for it.
+    pub(crate) flow_entries: u16,
 }
 
 impl Default for Mcp {
@@ -273,6 +284,7 @@ impl Mcp {
             dispatch_trace: false,
             dispatch_prod: 0,
             flow_pending: false,
+            flow_entries: 0,
         }
     }
 
@@ -293,6 +305,8 @@ impl Mcp {
         self.boot = (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16;
         // Pick up the engines' counters as they are (a warm restart).
         self.flow_gen = hw.reg32(regs::FLOW_GEN);
+        // Entries a host left in the table (a warm restart) count from now.
+        self.reload_flows(hw, &mut Work::default());
         self.dispatch_prod = hw.reg32(regs::DISPATCH_TRACE_PROD);
         self.hdma_prod = hw.reg32(regs::HDMA_DONE);
         hw.set_reg32(regs::HDMA_PROD, self.hdma_prod);
@@ -333,7 +347,7 @@ impl Mcp {
         let gen = hw.reg32(regs::FLOW_GEN);
         if gen != self.flow_gen {
             self.flow_gen = gen;
-            self.reload_flows(hw);
+            self.reload_flows(hw, &mut w);
         }
         self.stats[Stat::Polls as usize] += 1;
         self.check_ports(hw, &mut w);

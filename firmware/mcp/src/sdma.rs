@@ -321,7 +321,8 @@ impl Mcp {
             return None;
         }
         self.streams_made = self.streams_made.wrapping_add(1);
-        self.flow_pending = true;
+        // Its flow, if the table has any (rate control unused: no search).
+        self.flow_pending |= self.flow_entries > 0;
         Some(s)
     }
 
@@ -429,9 +430,9 @@ impl Mcp {
     /// GM rotation: the first sendable stream, starting at the current
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.
-    fn pick_stream(&mut self) -> Option<u16> {
+    fn pick_stream(&mut self, w: &mut Work) -> Option<u16> {
         if self.regulated > 0 {
-            return self.pick_by_ndt();
+            return self.pick_by_ndt(w);
         }
         let mut c = self.conn_cur;
         let mut conns_left = self.conn_queue_len;
@@ -464,7 +465,7 @@ impl Mcp {
 
     /// Rate control: the sendable stream with the smallest NDT, if it is
     /// due; otherwise remember when it will be.
-    fn pick_by_ndt(&mut self) -> Option<u16> {
+    fn pick_by_ndt(&mut self, w: &mut Work) -> Option<u16> {
         let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
         let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
         let mut c = self.conn_cur;
@@ -480,6 +481,7 @@ impl Mcp {
                 } else if self.sendable(s) {
                     let _ = cands.push((s, st.pace.ndt, st.order));
                 }
+                w.flow_ops += 1;
                 s = self.txs[s].ring_next;
             }
             c = self.conns[c].next;
@@ -499,19 +501,25 @@ impl Mcp {
 
     /// Read the IDT of every stream's flow from the flow table (at start,
     /// for new streams, and when the host bumps FLOW_GEN).
-    pub(crate) fn reload_flows(&mut self, hw: &impl Hw) {
+    pub(crate) fn reload_flows(&mut self, hw: &impl Hw, w: &mut Work) {
         self.flow_pending = false;
+        w.flow_ops += map::FLOW_ENTRIES;
         let mut keys: [u32; map::FLOW_ENTRIES as usize] = [0; map::FLOW_ENTRIES as usize];
         for (i, k) in keys.iter_mut().enumerate() {
             *k = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::KEY);
         }
+        self.flow_entries =
+            keys.iter().filter(|&&k| k & nic_abi::flows::FLOW_VALID != 0).count() as u16;
         let mut regulated = 0;
         let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
         for s in live {
             let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
             let flow = keys.iter().position(|&k| k == want);
             let idt = match flow {
-                Some(i) => hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64,
+                Some(i) => {
+                    w.flow_ops += 1;
+                    hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64
+                }
                 None => 0,
             };
             let now = self.now;
@@ -532,10 +540,12 @@ impl Mcp {
 
     /// Account one dispatched packet of stream `s` (NDT, flow counters,
     /// dispatch trace).
-    fn dispatched(&mut self, hw: &mut impl Hw, s: u16, bytes: u32) {
+    fn dispatched(&mut self, hw: &mut impl Hw, s: u16, bytes: u32, w: &mut Work) {
         let st = &mut self.txs[s];
         st.pace.dispatched();
         if st.flow != NIL {
+            // NDT, and the packet and byte counters (read, add, write).
+            w.flow_ops += 5;
             let e = map::flow_entry(st.flow as u32);
             hw.store_u64(e + nic_abi::flows::NDT, st.pace.ndt);
             let p = hw.load_u64(e + nic_abi::flows::PACKETS);
@@ -563,7 +573,7 @@ impl Mcp {
     #[inline(never)]
     pub(crate) fn sdma_fill(&mut self, hw: &mut impl Hw, w: &mut Work) {
         if self.flow_pending {
-            self.reload_flows(hw);
+            self.reload_flows(hw, w);
         }
         self.rate_wait = None;
         loop {
@@ -576,11 +586,11 @@ impl Mcp {
             // Acks and nacks may hold buffers too: look before choosing.
             let Some(b) = self.free_txbuf() else { break };
             self.set_sdma(hw, SdmaState::Schedule, 0);
-            let Some(s) = self.pick_stream() else { break };
+            let Some(s) = self.pick_stream(w) else { break };
             self.fill_packet(hw, s, b, w);
             if self.txs.is_live(s) {
                 let bytes = self.txbufs[b as usize].len.saturating_sub(HEADER_LEN as u32);
-                self.dispatched(hw, s, bytes);
+                self.dispatched(hw, s, bytes, w);
             }
         }
         self.set_sdma(hw, SdmaState::Idle, 0);
