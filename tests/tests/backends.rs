@@ -186,3 +186,40 @@ fn a_real_time_run_out_of_time_stops_and_names_what_is_missing() {
     }
     assert!(r.summary().contains("INCOMPLETE (timeout)"));
 }
+
+#[test]
+fn start_us_and_stop_us_are_wall_clock_offsets_in_real_time() {
+    // Node 2 has no flow at all; "late" starts 30 ms in; "cut" stops
+    // posting 20 ms in and counts only what it sent.
+    let text = r#"
+profile = "lanai9-gm"
+[fabric]
+nodes = 4
+[[flows]]
+name = "cut"
+src = [0, 1]
+dst = [1, 1]
+kind = "stream"
+bytes = 64
+messages = 10000000
+stop_us = 20000
+[[flows]]
+name = "late"
+src = [3, 1]
+dst = [1, 2]
+kind = "stream"
+bytes = 5000
+messages = 20
+start_us = 30000
+"#;
+    let v = Scenario::parse_validated(text).unwrap();
+    let r = scenario::run_realtime(&v, &rt_options(ClusterBackend::Live))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_all_intact(&r);
+    let (cut, late) = (&r.flows[0], &r.flows[1]);
+    assert!(cut.messages > 0 && cut.messages < 10_000_000, "{}", r.summary());
+    assert!(cut.first_send_ns < 20_000_000);
+    assert!(late.first_send_ns >= 30_000_000, "{}", late.first_send_ns);
+    assert_eq!(late.delivered, 20);
+    assert_eq!(r.nics[2].packets_sent, 0);
+}

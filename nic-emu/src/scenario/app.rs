@@ -301,8 +301,11 @@ pub trait NodeHost {
     fn shared(&self) -> Option<Self::B>;
     /// A backend that serves port `port` (real time: attached to it).
     fn attach(&mut self, port: u8) -> Result<Self::B, DriverError>;
-    /// Host time in ns on the run's clock (0 = the run's start).
+    /// Host time in ns on the run's clock.
     fn now_ns(&self) -> u64;
+    /// Every port of the cluster is open: the traffic starts now (a
+    /// real-time clock may start here; the sim's runs from the start).
+    fn traffic_starts(&mut self) {}
 }
 
 /// The sim: every port of a node goes through the node's one backend,
@@ -339,10 +342,10 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     ledger: SharedLedger,
     /// The NIC opened through the first backend (flow table, trace).
     nic: Option<Nic<H::B>>,
-    /// NICs opened through further backends (one per port in real time).
-    more_nics: Vec<Nic<H::B>>,
     /// Setup is done (NIC and ports open, buffers posted).
     set_up: bool,
+    /// Every port of the cluster was open when this program last looked.
+    started: bool,
     ports: Vec<PortCtx<H::B>>,
     roles: Vec<Role>,
     scratch: Vec<u8>,
@@ -387,8 +390,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             plan,
             ledger,
             nic: None,
-            more_nics: Vec::new(),
             set_up: false,
+            started: false,
             ports: Vec::new(),
             roles: Vec::new(),
             scratch: Vec::new(),
@@ -437,11 +440,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             let opened = if serves(&nic) {
                 nic.open_port(pp.port, PortOptions::default())
             } else {
-                let other = Nic::open(attach(&mut self.host, pp.port)?)
-                    .map_err(|e| format!("opening the NIC for port {}: {e}", pp.port))?;
-                let p = other.open_port(pp.port, PortOptions::default());
-                self.more_nics.push(other);
-                p
+                // (The port keeps what it needs of that NIC handle.)
+                Nic::open(attach(&mut self.host, pp.port)?)
+                    .map_err(|e| format!("opening the NIC for port {}: {e}", pp.port))?
+                    .open_port(pp.port, PortOptions::default())
             };
             let mut port = opened.map_err(|e| format!("opening port {}: {e}", pp.port))?;
             let mut pools = Vec::new();
@@ -980,6 +982,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             let l = self.ledger.borrow();
             l.ports_ready >= l.ports_total
         };
+        if ready && !self.started {
+            self.started = true;
+            self.host.traffic_starts();
+        }
         let now = self.host.now_ns();
         if !ready {
             if self.roles.iter().any(|r| !r.sent_all) {

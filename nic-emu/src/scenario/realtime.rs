@@ -16,10 +16,13 @@
 //!
 //! Owns nothing of the device process: it uses `RtCluster` and
 //! `host_driver::LiveBackend` as any program in this process would. Times
-//! are wall-clock ns since the host programs started (`start_us` and
-//! `stop_us` are offsets from then).
+//! in the report, `start_us` and `stop_us` are wall-clock ns since every
+//! port of the cluster was open (the programs' setup is not counted); the
+//! time limit counts from when the programs started.
 
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -74,11 +77,19 @@ impl RtScenarioOptions {
 
 /// A node's host program in real time: each port it opens is attached
 /// as a `LiveBackend` of its own (which holds that port's lock and memory
-/// slice); the clock is this run's.
+/// slice). The clock, shared by every node, starts when the first program
+/// sees every port of the cluster open (0 before).
 struct RtHost {
     dir: ClusterDir,
     node: u32,
-    origin: Instant,
+    clock: TrafficClock,
+}
+
+/// Wall-clock ns since the traffic started.
+type TrafficClock = Rc<Cell<Option<Instant>>>;
+
+fn since(clock: &TrafficClock) -> u64 {
+    clock.get().map_or(0, |t| u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
 impl NodeHost for RtHost {
@@ -90,7 +101,12 @@ impl NodeHost for RtHost {
         LiveBackend::attach_with(&self.dir, self.node, port, &AttachOptions::default())
     }
     fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        since(&self.clock)
+    }
+    fn traffic_starts(&mut self) {
+        if self.clock.get().is_none() {
+            self.clock.set(Some(Instant::now()));
+        }
     }
 }
 
@@ -168,11 +184,13 @@ pub fn run_realtime_with_progress(
     let ledger = new_ledger(&v.flows, &the_plan);
     let total = messages_total(v);
     let origin = Instant::now();
+    let clock = TrafficClock::default();
     let mut apps: Vec<NodeApp<RtHost, NoBrm>> = the_plan
         .nodes
         .into_iter()
         .map(|np| {
-            let host = RtHost { dir: cluster.dir().clone(), node: np.node as u32, origin };
+            let host =
+                RtHost { dir: cluster.dir().clone(), node: np.node as u32, clock: clock.clone() };
             NodeApp::new(host, np, ledger.clone(), None)
         })
         .collect();
@@ -229,7 +247,7 @@ pub fn run_realtime_with_progress(
             }
         }
     };
-    let end_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let end_ns = since(&clock);
     let events: u64 = apps.iter().map(|a| a.events()).sum();
     let notes = cluster.notes();
     let nics = (0..v.nodes)
@@ -248,9 +266,7 @@ pub fn run_realtime_with_progress(
     let mut problems = l.problems.clone();
     problems.extend(down);
     problems.extend(notes.into_iter().map(|n| format!("device process: {n}")));
-    if stopped != "done" {
-        problems.extend(missing(&l, stopped, limit));
-    }
+    problems.extend(missing(&l, stopped, limit));
     if let Err(e) = stop {
         problems.push(format!("stopping the cluster: {e}"));
     }
@@ -296,6 +312,7 @@ fn cluster_path(opts: &RtScenarioOptions) -> String {
 fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
     let why = match stopped {
         "timeout" => format!("the run timed out after {limit:?}"),
+        "done" => "every host program had finished".to_string(),
         other => format!("the run stopped ({other})"),
     };
     l.flows
