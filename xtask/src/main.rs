@@ -73,8 +73,9 @@ enum Cmd {
         /// Where to run it: sim (virtual time), live or qemu (wall-clock time).
         #[arg(long, value_enum, default_value = "sim")]
         backend: rt::Backend,
-        /// live/qemu: give up after this many seconds of traffic (default:
-        /// the scenario's run.limit_ms, read as wall-clock time).
+        /// live/qemu: stop after this many seconds of running the host
+        /// programs (default: the scenario's run.limit_ms, read as
+        /// wall-clock time).
         #[arg(long, value_name = "SECS")]
         timeout: Option<f64>,
         /// live/qemu: `fast` (as fast as the device threads go) or `link`

@@ -26,7 +26,7 @@ pub fn progress_printer(label: String, real_time: bool) -> impl FnMut(&Progress)
             eprintln!(
                 "  [{label}] {:>5.1} s wall: {} {} of {}, {}/{} messages, {} packets",
                 now.duration_since(start).as_secs_f64(),
-                if real_time { "traffic" } else { "virtual" },
+                if real_time { "run" } else { "virtual" },
                 scenario::report::fmt_ns(p.now_ns),
                 scenario::report::fmt_ns(p.limit_ns),
                 p.messages_done,

@@ -49,7 +49,7 @@ pub struct RtScenarioOptions {
     pub backend: ClusterBackend,
     /// The firmware image (ELF) the qemu backend flashes; required there.
     pub image: Option<PathBuf>,
-    /// Wall-clock limit of the traffic; None: the scenario's
+    /// Wall-clock limit from when the host programs start; None: the scenario's
     /// `run.limit_ms`, read as wall-clock time.
     pub timeout: Option<Duration>,
     /// How long the NICs may take to boot.
