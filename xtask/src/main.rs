@@ -3,7 +3,7 @@
 //! Subcommands: `build-fw` builds the bare-metal MCP image and prints its
 //! size, `flash` writes an image into a running cluster's NIC, `run`
 //! serves a live or qemu cluster until Ctrl-C, `logs` decodes a qemu NIC's defmt log,
-//! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file, `bench` prints the latency and
+//! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file (sim, live or qemu), `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
 //! speed (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
@@ -44,12 +44,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a scenario file on the deterministic simulator.
+    /// Run a scenario file on the deterministic simulator, or on a live or
+    /// qemu cluster (--backend).
     ///
     /// Prints a human summary, or with --json the JSON document described
-    /// in docs/scenarios.md. Exit status: 0 when every message was
-    /// delivered exactly once, intact and in order; 1 when the scenario is
-    /// refused; 2 when the run ended with problems (lost, corrupted,
+    /// in docs/scenarios.md. The sim runs in virtual time, deterministic;
+    /// live (the MCP as native threads) and qemu (the riscv64 image under
+    /// qemu-system-riscv64; built, and QEMU installed as root, when
+    /// missing) start a cluster in this process and run the same host
+    /// programs and checks in wall-clock time. Rate control and the
+    /// dispatch trace run only on the sim (refused elsewhere, naming the
+    /// key). Exit status: 0 when every message was delivered exactly once,
+    /// intact and in order; 1 when the scenario is refused (or the cluster
+    /// cannot start); 2 when the run ended with problems (lost, corrupted,
     /// duplicated or reordered messages, failed sends, or the time limit).
     Sim {
         /// The scenario (TOML), e.g. scenarios/stream-2node.toml.
@@ -63,6 +70,18 @@ enum Cmd {
         /// No progress lines on stderr.
         #[arg(long, short)]
         quiet: bool,
+        /// Where to run it: sim (virtual time), live or qemu (wall-clock time).
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: rt::Backend,
+        /// live/qemu: stop after this many seconds of running the host
+        /// programs (default: the scenario's run.limit_ms, read as
+        /// wall-clock time).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<f64>,
+        /// live/qemu: `fast` (as fast as the device threads go) or `link`
+        /// (links at the profile's bandwidth, hops at its latency).
+        #[arg(long, default_value = "fast")]
+        pacing: nic_emu::realtime::Pacing,
     },
     /// Latency and bandwidth curves against the calibration targets, and
     /// the simulator's speed.
@@ -245,7 +264,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
     let result = match cli.cmd {
-        Cmd::Sim { file, json, seed, quiet } => sim::run(&file, json, seed, quiet),
+        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing } => {
+            sim::run(&root, &file, &sim::SimArgs { json, seed, quiet, backend, timeout, pacing })
+        }
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { rt_count, realtime: true, .. } => {
             rt::bench(&root, rt_count).map(|_| ExitCode::SUCCESS)

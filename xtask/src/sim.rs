@@ -1,14 +1,22 @@
-//! `cargo xtask sim FILE [--json]`: run one scenario on the simulator.
+//! `cargo xtask sim FILE [--backend sim|live|qemu] [--json]`: run one
+//! scenario on the simulator (virtual time, deterministic) or on a live or
+//! qemu cluster started in this process (wall-clock time), with the same
+//! host programs and content checks (`nic_emu::scenario`).
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nic_emu::scenario::{self, Progress};
+use host_driver::cluster::ClusterBackend;
+use nic_emu::realtime::{qemu, Pacing};
+use nic_emu::scenario::{self, Progress, RtScenarioOptions};
+
+use crate::rt::Backend;
 
 /// A progress printer for long runs: a line on stderr at most every two
-/// seconds of wall time, nothing for runs shorter than that.
-pub fn progress_printer(label: String) -> impl FnMut(&Progress) {
+/// seconds of wall time, nothing for runs shorter than that. `real_time`:
+/// the run's clock is the wall clock, not virtual time.
+pub fn progress_printer(label: String, real_time: bool) -> impl FnMut(&Progress) {
     let start = Instant::now();
     let mut last = start;
     move |p: &Progress| {
@@ -16,9 +24,11 @@ pub fn progress_printer(label: String) -> impl FnMut(&Progress) {
         if now.duration_since(last) >= Duration::from_secs(2) {
             last = now;
             eprintln!(
-                "  [{label}] {:>5.1} s wall: virtual {}, {}/{} messages, {} packets",
+                "  [{label}] {:>5.1} s wall: {} {} of {}, {}/{} messages, {} packets",
                 now.duration_since(start).as_secs_f64(),
+                if real_time { "run" } else { "virtual" },
                 scenario::report::fmt_ns(p.now_ns),
+                scenario::report::fmt_ns(p.limit_ns),
                 p.messages_done,
                 p.messages_total,
                 p.packets,
@@ -27,32 +37,83 @@ pub fn progress_printer(label: String) -> impl FnMut(&Progress) {
     }
 }
 
-pub fn run(file: &Path, json: bool, seed: Option<u64>, quiet: bool) -> crate::Result<ExitCode> {
+/// What `sim` was asked for, beyond the file.
+pub struct SimArgs {
+    pub json: bool,
+    pub seed: Option<u64>,
+    pub quiet: bool,
+    pub backend: Backend,
+    /// Real time: the wall-clock limit (s) instead of `run.limit_ms`.
+    pub timeout: Option<f64>,
+    pub pacing: Pacing,
+}
+
+pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     crate::prereq::require_now()?;
+    let refused = |e: &dyn std::fmt::Display| -> crate::Result<ExitCode> {
+        eprintln!("error: {e}");
+        Ok(ExitCode::from(1))
+    };
     let mut sc = match scenario::load_file(file) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(1));
-        }
+        Err(e) => return refused(&e),
     };
-    if let Some(s) = seed {
+    if let Some(s) = a.seed {
         sc.seed = s;
     }
     let label = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let report = if quiet {
-        scenario::run(&sc)
-    } else {
-        scenario::run_with_progress(&sc, &mut progress_printer(label))
+    let rt_backend = match a.backend {
+        Backend::Sim => None,
+        Backend::Live => Some(ClusterBackend::Live),
+        Backend::Qemu => Some(ClusterBackend::Qemu),
+    };
+    let report = match rt_backend {
+        None if a.quiet => scenario::run(&sc),
+        None => scenario::run_with_progress(&sc, &mut progress_printer(label, false)),
+        Some(backend) => {
+            // Refuse what real time cannot do before building anything.
+            if let Err(e) = scenario::check_realtime(&sc, backend) {
+                return refused(&e);
+            }
+            let mut opts = RtScenarioOptions::new(backend);
+            opts.pacing = a.pacing;
+            if let Some(t) = a.timeout {
+                if !(t.is_finite() && t > 0.0) {
+                    return refused(&format!(
+                        "--timeout: {t} must be a positive number of seconds"
+                    ));
+                }
+                opts.timeout = Some(Duration::from_secs_f64(t));
+            }
+            if backend == ClusterBackend::Qemu {
+                if !crate::rt::ensure_qemu()? {
+                    return Err(format!("--backend qemu: {} is missing", qemu::QEMU_PROGRAM));
+                }
+                let elf = crate::fw::build_image(root, false)?;
+                opts.image = Some(elf);
+            }
+            if !a.quiet {
+                eprintln!(
+                    "running {label} on a {}-node {backend} cluster (wall-clock time{})",
+                    sc.nodes,
+                    match opts.timeout {
+                        Some(t) => format!(", limit {t:?}"),
+                        None => format!(", limit run.limit_ms = {} ms", sc.limit_ns / 1_000_000),
+                    }
+                );
+            }
+            if a.quiet {
+                scenario::run_realtime(&sc, &opts)
+            } else {
+                scenario::run_realtime_with_progress(&sc, &opts, &mut progress_printer(label, true))
+            }
+        }
     };
     let report = match report {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(1));
-        }
+        Err(e) => return refused(&e),
     };
-    if json {
+    if a.json {
         crate::emit(&format!("{}\n", report.to_json()));
     } else {
         crate::emit(&report.summary());

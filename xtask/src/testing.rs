@@ -130,7 +130,7 @@ fn run_scenarios(root: &Path) -> crate::Result<Counts> {
         let t = Instant::now();
         let outcome = scenario::load_file(&path).and_then(|sc| {
             let faults = sc.faults.drop + sc.faults.corrupt + sc.faults.duplicate > 0.0;
-            let mut progress = crate::sim::progress_printer(name.clone());
+            let mut progress = crate::sim::progress_printer(name.clone(), false);
             scenario::run_with_progress(&sc, &mut progress).map(|r| (r, faults))
         });
         let problems = match &outcome {

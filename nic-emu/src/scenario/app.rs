@@ -1,11 +1,14 @@
-//! The simulated host program of one node: it opens the ports its plan
-//! names, keeps receive buffers posted, drives its flows' senders, and
-//! checks every received message (content, length, place in its stream's
-//! order) into the shared [`Ledger`].
+//! The host program of one node: it opens the ports its plan names, keeps
+//! receive buffers posted, drives its flows' senders, and checks every
+//! received message (content, length, place in its stream's order) into
+//! the shared [`Ledger`].
 //!
 //! It is an ordinary host-driver program (`Nic`, `Port`, `DmaBuf`,
-//! events) over the sim backend; the event core calls `wake` when the NIC
-//! wrote into this host's memory and at the times the app asks for.
+//! events), generic over how it reaches its NIC ([`NodeHost`]): on the
+//! sim ([`SimHost`]) the event core calls `wake` when the NIC wrote into
+//! this host's memory and at the times the app asks for; in real time
+//! (`realtime.rs`) a driver loop calls [`NodeApp::step`] over and over.
+//! The same code and the same ledger check every backend's messages.
 //!
 //! Tags: a receive buffer's Provide tag is `RECV_TAG | pool << 24 | index`;
 //! a send's tag is `role << 48 | slot << 32 | message`.
@@ -14,8 +17,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use host_driver::brm::{BrmClient, FlowId};
-use host_driver::{DmaBuf, DriverError, Event, FlowKey, Nic, Port, PortOptions, SendStatus};
+use host_driver::brm::{BrmClient, BrmTransport, FlowId};
+use host_driver::{
+    DmaBuf, DriverError, Event, FlowKey, Nic, NicBackend, Port, PortOptions, SendStatus,
+};
 
 use super::format::{FlowKind, FlowSpec, RatePlan, StreamKey};
 use super::pattern;
@@ -229,9 +234,9 @@ struct Pool {
     bufs: Vec<DmaBuf>,
 }
 
-struct PortCtx {
+struct PortCtx<B: NicBackend> {
     num: u8,
-    port: Port<SimBackend>,
+    port: Port<B>,
     pools: Vec<Pool>,
     /// Receive buffers to post again (the ring was full): (pool, index).
     repost: VecDeque<(usize, usize)>,
@@ -287,13 +292,61 @@ impl Role {
     }
 }
 
-pub struct NodeApp {
+/// How a node's program reaches its NIC: a backend for each port it
+/// opens, and the host clock.
+pub trait NodeHost {
+    type B: NicBackend;
+    /// A backend not tied to one port, to open the NIC through and every
+    /// port from (the sim's); None when each port needs its own.
+    fn shared(&self) -> Option<Self::B>;
+    /// A backend that serves port `port` (real time: attached to it).
+    fn attach(&mut self, port: u8) -> Result<Self::B, DriverError>;
+    /// Host time in ns on the run's clock.
+    fn now_ns(&self) -> u64;
+    /// Every port of the cluster is open: the traffic starts now (a
+    /// real-time clock may start here; the sim's runs from the start).
+    fn traffic_starts(&mut self) {}
+}
+
+/// The sim: every port of a node goes through the node's one backend,
+/// and time is virtual.
+pub struct SimHost(pub SimBackend);
+
+impl NodeHost for SimHost {
+    type B = SimBackend;
+    fn shared(&self) -> Option<SimBackend> {
+        Some(self.0.clone())
+    }
+    fn attach(&mut self, _port: u8) -> Result<SimBackend, DriverError> {
+        Ok(self.0.clone())
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
+/// A bandwidth-manager transport for runs without a manager: every call
+/// fails (a scenario that needs one is refused before such a run).
+pub struct NoBrm;
+
+impl BrmTransport for NoBrm {
+    fn call(&mut self, _request: &[u8]) -> Result<Vec<u8>, String> {
+        Err("no bandwidth manager on this backend".into())
+    }
+}
+
+pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     node: u16,
-    be: SimBackend,
+    host: H,
     plan: NodePlan,
     ledger: SharedLedger,
-    nic: Option<Nic<SimBackend>>,
-    ports: Vec<PortCtx>,
+    /// The NIC opened through the first backend (flow table, trace).
+    nic: Option<Nic<H::B>>,
+    /// Setup is done (NIC and ports open, buffers posted).
+    set_up: bool,
+    /// Every port of the cluster was open when this program last looked.
+    started: bool,
+    ports: Vec<PortCtx<H::B>>,
     roles: Vec<Role>,
     scratch: Vec<u8>,
     failed: bool,
@@ -301,18 +354,20 @@ pub struct NodeApp {
     incoming: Vec<usize>,
     /// Incoming flows may end early (stop, refusal): look now and then.
     incoming_may_end: bool,
-    brm: Option<BrmClient<SimTransport>>,
+    brm: Option<BrmClient<T>>,
     /// Dispatch trace cursor, while a role of this node is traced.
     trace_cursor: Option<u32>,
+    /// Events taken from the ports so far.
+    events: u64,
 }
 
-impl NodeApp {
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     pub fn new(
-        be: SimBackend,
+        host: H,
         plan: NodePlan,
         ledger: SharedLedger,
-        brm: Option<BrmClient<SimTransport>>,
-    ) -> NodeApp {
+        brm: Option<BrmClient<T>>,
+    ) -> NodeApp<H, T> {
         let (incoming, incoming_may_end) = {
             let l = ledger.borrow();
             let v: Vec<usize> = l
@@ -331,10 +386,12 @@ impl NodeApp {
         };
         NodeApp {
             node: plan.node,
-            be,
+            host,
             plan,
             ledger,
             nic: None,
+            set_up: false,
+            started: false,
             ports: Vec::new(),
             roles: Vec::new(),
             scratch: Vec::new(),
@@ -343,7 +400,13 @@ impl NodeApp {
             incoming_may_end,
             brm,
             trace_cursor: None,
+            events: 0,
         }
+    }
+
+    /// Events this node's program has taken from its ports so far.
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     fn problem(&self, msg: String) {
@@ -353,15 +416,36 @@ impl NodeApp {
     /// Open the NIC and the ports, allocate and post buffers. Ok(false):
     /// the firmware is still booting, try again later.
     fn setup(&mut self) -> Result<bool, String> {
-        let nic = match Nic::open(self.be.clone()) {
+        let attach = |host: &mut H, port: u8| {
+            host.attach(port).map_err(|e| format!("attaching port {port}: {e}"))
+        };
+        let first = match (self.host.shared(), self.plan.ports.first()) {
+            (Some(b), _) => b,
+            (None, Some(pp)) => attach(&mut self.host, pp.port)?,
+            // Nothing to open: a node without flows.
+            (None, None) => {
+                self.set_up = true;
+                return Ok(true);
+            }
+        };
+        let nic = match Nic::open(first) {
             Ok(n) => n,
             Err(DriverError::NicNotReady { fw_status: 0 }) => return Ok(false),
             Err(e) => return Err(format!("opening the NIC: {e}")),
         };
         for pp in &self.plan.ports {
-            let mut port = nic
-                .open_port(pp.port, PortOptions::default())
-                .map_err(|e| format!("opening port {}: {e}", pp.port))?;
+            // A backend tied to one port serves only that one: the others
+            // are opened through backends of their own.
+            let serves = |n: &Nic<H::B>| n.backend().port_hint().is_none_or(|p| p == pp.port);
+            let opened = if serves(&nic) {
+                nic.open_port(pp.port, PortOptions::default())
+            } else {
+                // (The port keeps what it needs of that NIC handle.)
+                Nic::open(attach(&mut self.host, pp.port)?)
+                    .map_err(|e| format!("opening the NIC for port {}: {e}", pp.port))?
+                    .open_port(pp.port, PortOptions::default())
+            };
+            let mut port = opened.map_err(|e| format!("opening port {}: {e}", pp.port))?;
             let mut pools = Vec::new();
             for (pi, q) in pp.pools.iter().enumerate() {
                 let stride = align(q.buf_len);
@@ -444,6 +528,7 @@ impl NodeApp {
             self.trace_cursor = Some(nic.set_dispatch_trace(true));
         }
         self.nic = Some(nic);
+        self.set_up = true;
         Ok(true)
     }
 
@@ -543,12 +628,16 @@ impl NodeApp {
     }
 
     /// Take every event of every port.
-    fn drain_events(&mut self) {
+    fn drain_events(&mut self) -> u64 {
+        let mut n = 0;
         for pi in 0..self.ports.len() {
             while let Some(ev) = self.ports[pi].port.poll() {
+                n += 1;
                 self.on_event(pi, ev);
             }
         }
+        self.events += n;
+        n
     }
 
     fn on_event(&mut self, pi: usize, ev: Event) {
@@ -606,7 +695,7 @@ impl NodeApp {
             dst_port: self.ports[pi].num,
             priority,
         };
-        let now = self.be.now_ns();
+        let now = self.host.now_ns();
         let len = len as usize;
         let found = self.ledger.borrow().streams.get(&key).copied();
         match found {
@@ -807,7 +896,7 @@ impl NodeApp {
         if n > 0 {
             pc.port.write(&buf, 0, &self.scratch[..n])?;
         }
-        let now = self.be.now_ns();
+        let now = self.host.now_ns();
         pc.port.send(
             &buf,
             0,
@@ -837,7 +926,7 @@ impl NodeApp {
         if self.failed {
             return true;
         }
-        if self.nic.is_none() {
+        if !self.set_up {
             return false;
         }
         let l = self.ledger.borrow();
@@ -861,26 +950,31 @@ impl NodeApp {
     }
 }
 
-impl HostApp for NodeApp {
-    fn wake(&mut self, cx: &mut HostCx) {
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Look at the ports and act: open everything on the first call, take
+    /// every event, post buffers again, send what may be sent. `wake_at`
+    /// is told when the program wants to be called again at the latest
+    /// (the sim schedules it; a real-time loop calls again anyway).
+    /// Returns how many events it took.
+    pub fn step(&mut self, wake_at: &mut dyn FnMut(u64)) -> u64 {
         if self.failed {
-            return;
+            return 0;
         }
-        if self.nic.is_none() {
+        if !self.set_up {
             match self.setup() {
                 Ok(true) => {}
                 Ok(false) => {
-                    cx.wake_at(self.be.now_ns() + BARRIER_POLL_NS);
-                    return;
+                    wake_at(self.host.now_ns() + BARRIER_POLL_NS);
+                    return 0;
                 }
                 Err(e) => {
                     self.problem(e);
                     self.failed = true;
-                    return;
+                    return 0;
                 }
             }
         }
-        self.drain_events();
+        let events = self.drain_events();
         self.repost_pending();
         self.release_finished();
         self.read_trace();
@@ -888,29 +982,45 @@ impl HostApp for NodeApp {
             let l = self.ledger.borrow();
             l.ports_ready >= l.ports_total
         };
-        let now = self.be.now_ns();
+        if ready && !self.started {
+            self.started = true;
+            self.host.traffic_starts();
+        }
+        let now = self.host.now_ns();
         if !ready {
             if self.roles.iter().any(|r| !r.sent_all) {
-                cx.wake_at(now + BARRIER_POLL_NS);
+                wake_at(now + BARRIER_POLL_NS);
             }
-            return;
+            return events;
         }
         if let Some(t) = self.pump(now) {
-            cx.wake_at(t);
+            wake_at(t);
         }
         // A role that ended at once (refused, stopped with nothing in
         // flight) has nothing left to complete.
         self.release_finished();
         if self.trace_cursor.is_some() && !self.my_work_done() {
-            cx.wake_at(now + TRACE_POLL_NS);
+            wake_at(now + TRACE_POLL_NS);
         }
         if self.incoming_may_end && !self.my_work_done() {
-            cx.wake_at(now + END_POLL_NS);
+            wake_at(now + END_POLL_NS);
         }
         // Flush consumption so the NIC never waits on a drained queue.
         for p in &mut self.ports {
             p.port.report_consumed();
         }
+        events
+    }
+
+    /// Everything this node must see has happened (or its setup failed).
+    pub fn done(&self) -> bool {
+        self.my_work_done()
+    }
+}
+
+impl HostApp for NodeApp<SimHost, SimTransport> {
+    fn wake(&mut self, cx: &mut HostCx) {
+        self.step(&mut |t| cx.wake_at(t));
     }
 
     fn done(&self) -> bool {

@@ -301,6 +301,9 @@ impl RatePlan {
 pub struct FlowSpec {
     pub index: usize,
     pub name: String,
+    /// Where the flow came from, as errors name it: `flows[i]`, or
+    /// `alltoall[g] (flow NAME)` for a flow of an `[[alltoall]]` table.
+    pub label: String,
     pub src_node: u16,
     pub src_port: u8,
     pub dst_node: u16,
@@ -634,6 +637,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
     Ok(FlowSpec {
         index: i,
         name,
+        label: label.to_string(),
         src_node: f.src[0] as u16,
         src_port: f.src[1] as u8,
         dst_node: f.dst[0] as u16,

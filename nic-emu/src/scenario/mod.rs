@@ -7,22 +7,27 @@
 //! message's place in its stream is checked at the receiver.
 //!
 //! Entry points: [`load_file`] / [`Scenario::parse_validated`], then
-//! [`run`] or [`run_with_progress`]. The format and the JSON document are
+//! [`run`] or [`run_with_progress`] on the simulator, or [`run_realtime`]
+//! on a live or qemu cluster (`realtime`: the same host programs and
+//! checks, wall-clock times). The format and the JSON document are
 //! documented in docs/scenarios.md.
 //!
-//! Owns nothing of the simulator: it uses `SimCluster`, `HostApp` and the
-//! sim backend as any other program would.
+//! Owns nothing of the simulator or the real-time cluster: it uses
+//! `SimCluster`, `HostApp`, `RtCluster` and the backends as any other
+//! program would.
 
 pub mod app;
 pub mod format;
 pub mod pattern;
 pub mod plan;
+mod realtime;
 pub mod report;
 mod runner;
 
 use std::path::Path;
 
 pub use format::{FlowKind, FlowSpec, RatePlan, Scenario, ScenarioError, StreamKey, Validated};
+pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
 pub use report::{FlowReport, Latency, NicReport, Report, SimReport};
 pub use runner::{run, run_with_progress, Progress};
 

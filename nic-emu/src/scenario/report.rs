@@ -1,9 +1,11 @@
 //! What a run produced: the JSON document (`--json`) and the human summary.
 //!
 //! Field order is part of the format (docs/scenarios.md): the fields the
-//! issue names come first in its order, extras follow. Everything but
-//! `sim.wall_ms` is a function of the scenario, so two runs of one scenario
-//! give the same document once `wall_ms` is taken out.
+//! issue names come first in its order, extras follow. On the sim,
+//! everything but `sim.wall_ms` is a function of the scenario, so two runs
+//! of one scenario give the same document once `wall_ms` is taken out. A
+//! real-time run (`backend` live or qemu) fills the same document with
+//! wall-clock times; only its content checks are reproducible.
 
 use std::fmt::Write as _;
 
@@ -23,6 +25,9 @@ pub struct Report {
     /// What should not have happened, as the host programs saw it: refused
     /// descriptors, failed sends, messages of no flow, driver errors.
     pub problems: Vec<String>,
+    /// What ran it: "sim" (virtual time), "live" or "qemu" (wall-clock
+    /// time; see docs/scenarios.md for how the numbers differ).
+    pub backend: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -189,30 +194,47 @@ impl Report {
     /// A short human summary.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        let ns_per_pkt = if self.sim.packets > 0 {
-            self.sim.wall_ms * 1e6 / self.sim.packets as f64
+        let state = if self.complete {
+            "complete".to_string()
         } else {
-            0.0
+            format!("INCOMPLETE ({})", self.sim.stopped)
         };
-        let _ = writeln!(
-            s,
-            "profile {}  seed {}  {} nodes ({})  simulated {}  {} events  {} packets  \
-             wall {:.0} ms ({:.0} ns/packet)  {}",
-            self.profile,
-            self.seed,
-            self.nodes,
-            self.topology,
-            fmt_ns(self.sim.end_ns),
-            self.sim.events,
-            self.sim.packets,
-            self.sim.wall_ms,
-            ns_per_pkt,
-            if self.complete {
-                "complete".to_string()
+        if self.backend == "sim" {
+            let ns_per_pkt = if self.sim.packets > 0 {
+                self.sim.wall_ms * 1e6 / self.sim.packets as f64
             } else {
-                format!("INCOMPLETE ({})", self.sim.stopped)
-            },
-        );
+                0.0
+            };
+            let _ = writeln!(
+                s,
+                "profile {}  seed {}  {} nodes ({})  simulated {}  {} events  {} packets  \
+                 wall {:.0} ms ({:.0} ns/packet)  {state}",
+                self.profile,
+                self.seed,
+                self.nodes,
+                self.topology,
+                fmt_ns(self.sim.end_ns),
+                self.sim.events,
+                self.sim.packets,
+                self.sim.wall_ms,
+                ns_per_pkt,
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{} backend (wall-clock times)  profile {}  seed {}  {} nodes ({})  traffic {}  \
+                 {} host events  {} packets  wall {:.0} ms with cluster start and stop  {state}",
+                self.backend,
+                self.profile,
+                self.seed,
+                self.nodes,
+                self.topology,
+                fmt_ns(self.sim.end_ns),
+                self.sim.events,
+                self.sim.packets,
+                self.sim.wall_ms,
+            );
+        }
         let _ = writeln!(
             s,
             "{:<14} {:<8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10}",

@@ -1,14 +1,16 @@
-//! Running a validated scenario: load the profile, plan, build the
-//! `SimCluster`, spawn one `NodeApp` per node, run in slices of virtual
-//! time (so long runs can report progress), and sum up the report.
+//! Running a validated scenario on the simulator: load the profile, plan,
+//! build the `SimCluster`, spawn one `NodeApp` per node, run in slices of
+//! virtual time (so long runs can report progress), and sum up the
+//! report. The pieces a real-time run shares (profile and plan checks,
+//! the ledger, the flow and NIC reports) are here too, `pub(super)`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::app::{FlowLedger, Ledger, NodeApp};
-use super::format::{RatePlan, ScenarioError, Validated};
-use super::plan::{plan, Limits};
+use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
+use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
+use super::plan::{plan, Limits, Plan};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
 use crate::brm::{Calibration, SimBrm};
 use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
@@ -16,6 +18,8 @@ use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
 /// How far a run has got, for progress output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
+    /// Virtual time (sim) or wall-clock time since the traffic started
+    /// (real time), and where the run stops at the latest.
     pub now_ns: u64,
     pub limit_ns: u64,
     /// Messages resolved (received, or failed at the sender) so far.
@@ -36,24 +40,8 @@ pub fn run_with_progress(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
-    let profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
-    let topology: Topology =
-        v.topology.parse().map_err(|e| err(format!("fabric.topology: {e}")))?;
-    let ports = profile.switch.ports as usize;
-    if v.nodes > topology.max_nodes(ports) {
-        return Err(err(format!(
-            "fabric.nodes: {} nodes do not fit topology {} with {ports}-port switches (at most {})",
-            v.nodes,
-            topology.name(),
-            topology.max_nodes(ports)
-        )));
-    }
-    let lim = Limits {
-        send_tokens: profile.firmware.send_tokens,
-        recv_tokens: profile.firmware.recv_tokens,
-        host_memory: profile.host.memory_bytes,
-    };
-    let the_plan = plan(v, lim)?;
+    let (profile, topology) = load_profile(v)?;
+    let the_plan = plan(v, limits(&profile, profile.host.memory_bytes))?;
     let profile_name = profile.name.clone();
     // Rate control: `idt_t` needs the profile's calibrated T, the
     // bandwidth manager its whole calibration.
@@ -110,27 +98,12 @@ pub fn run_with_progress(
         _ => None,
     };
 
-    let ports_total = the_plan.nodes.iter().map(|n| n.ports.len()).sum();
-    let ledger = Rc::new(RefCell::new(Ledger {
-        flows: flows_spec.iter().cloned().map(FlowLedger::new).collect(),
-        streams: the_plan.streams.clone(),
-        ports_total,
-        ports_ready: 0,
-        problems: Vec::new(),
-        resolved: 0,
-    }));
-    let messages_total: u64 = v
-        .flows
-        .iter()
-        .map(|f| match f.kind {
-            super::FlowKind::Stream => f.messages,
-            super::FlowKind::Pingpong => 2 * f.messages,
-        })
-        .sum();
+    let ledger = new_ledger(&flows_spec, &the_plan);
+    let messages_total = messages_total(v);
     for np in the_plan.nodes {
         let node = np.node as usize;
         let client = brm.as_ref().map(|b| SimBrm::client(b, cluster.backend(node)));
-        let app = NodeApp::new(cluster.backend(node), np, ledger.clone(), client);
+        let app = NodeApp::new(SimHost(cluster.backend(node)), np, ledger.clone(), client);
         cluster.spawn(node, Box::new(app));
     }
 
@@ -163,27 +136,134 @@ pub fn run_with_progress(
     if let Some(b) = &brm_ref {
         problems.extend(b.master().failures.iter().map(|e| format!("bandwidth manager: {e}")));
     }
-    let flows: Vec<FlowReport> = l
-        .flows
+    let flows = flow_reports(&l, |s| match (&brm_ref, s.rate.uses_brm()) {
+        (Some(b), true) => Some(
+            b.history()
+                .iter()
+                .filter(|(_, id, _)| {
+                    id.src_node == s.src_node
+                        && id.src_port == s.src_port
+                        && id.dst_node == s.dst_node
+                        && id.dst_port == s.dst_port
+                        && id.prio == s.priority as u8
+                })
+                .map(|(t, _, idt)| (*t, *idt))
+                .collect(),
+        ),
+        _ => None,
+    });
+    let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
+    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
+    Ok(Report {
+        profile: profile_name,
+        seed: v.seed,
+        sim: SimReport {
+            end_ns: st.end_ns,
+            events: st.events,
+            packets: st.packets,
+            wall_ms: (wall_ms * 1000.0).round() / 1000.0,
+            stopped,
+            hops: st.hops,
+        },
+        flows,
+        nics,
+        topology: topology.name().to_string(),
+        nodes: v.nodes,
+        complete,
+        problems,
+        backend: "sim".into(),
+    })
+}
+
+fn nic_report(cluster: &SimCluster, node: usize) -> NicReport {
+    let s = cluster.nic_stats(node);
+    nic_report_of(node, |k| s.stat(k))
+}
+
+/// A NIC's report from its STATS block.
+pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> u64) -> NicReport {
+    use nic_abi::stats::Stat;
+    let g = |k: Stat| stat(k);
+    NicReport {
+        node,
+        packets_sent: g(Stat::PacketsSent),
+        packets_received: g(Stat::PacketsReceived),
+        retransmits: g(Stat::Retransmits),
+        drops: g(Stat::Drops),
+        errors: g(Stat::Errors),
+        crc_errors: g(Stat::CrcErrors),
+        duplicates: g(Stat::Duplicates),
+        out_of_order: g(Stat::OutOfOrder),
+        bad_headers: g(Stat::BadHeaders),
+        acks_sent: g(Stat::AcksSent),
+        nacks_sent: g(Stat::NacksSent),
+        timeouts: g(Stat::Timeouts),
+        messages_sent: g(Stat::MessagesSent),
+        messages_received: g(Stat::MessagesReceived),
+        no_buffer: g(Stat::NoBuffer),
+    }
+}
+
+/// The profile and topology a scenario names, checked to fit.
+pub(super) fn load_profile(v: &Validated) -> Result<(Profile, Topology), ScenarioError> {
+    let err = |m: String| ScenarioError::new(m);
+    let profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
+    let topology: Topology =
+        v.topology.parse().map_err(|e| err(format!("fabric.topology: {e}")))?;
+    let ports = profile.switch.ports as usize;
+    if v.nodes > topology.max_nodes(ports) {
+        return Err(err(format!(
+            "fabric.nodes: {} nodes do not fit topology {} with {ports}-port switches (at most {})",
+            v.nodes,
+            topology.name(),
+            topology.max_nodes(ports)
+        )));
+    }
+    Ok((profile, topology))
+}
+
+/// A port's resources from the profile, with `host_memory` bytes per host.
+pub(super) fn limits(profile: &Profile, host_memory: u64) -> Limits {
+    Limits {
+        send_tokens: profile.firmware.send_tokens,
+        recv_tokens: profile.firmware.recv_tokens,
+        host_memory,
+    }
+}
+
+/// The ledger every node's app shares, before anything happened.
+pub(super) fn new_ledger(flows: &[FlowSpec], the_plan: &Plan) -> SharedLedger {
+    Rc::new(RefCell::new(Ledger {
+        flows: flows.iter().cloned().map(FlowLedger::new).collect(),
+        streams: the_plan.streams.clone(),
+        ports_total: the_plan.nodes.iter().map(|n| n.ports.len()).sum(),
+        ports_ready: 0,
+        problems: Vec::new(),
+        resolved: 0,
+    }))
+}
+
+/// Messages a scenario sends (a ping-pong round trip is two).
+pub(super) fn messages_total(v: &Validated) -> u64 {
+    v.flows
+        .iter()
+        .map(|f| match f.kind {
+            super::FlowKind::Stream => f.messages,
+            super::FlowKind::Pingpong => 2 * f.messages,
+        })
+        .sum()
+}
+
+/// Every flow's report from the ledger; `idt_history` gives a flow's
+/// bandwidth-manager history, if it has one.
+pub(super) fn flow_reports(
+    l: &Ledger,
+    idt_history: impl Fn(&FlowSpec) -> Option<Vec<(u64, Option<u32>)>>,
+) -> Vec<FlowReport> {
+    l.flows
         .iter()
         .map(|f| {
             let s = &f.spec;
-            let idt_history = match (&brm_ref, s.rate.uses_brm()) {
-                (Some(b), true) => Some(
-                    b.history()
-                        .iter()
-                        .filter(|(_, id, _)| {
-                            id.src_node == s.src_node
-                                && id.src_port == s.src_port
-                                && id.dst_node == s.dst_node
-                                && id.dst_port == s.dst_port
-                                && id.prio == s.priority as u8
-                        })
-                        .map(|(t, _, idt)| (*t, *idt))
-                        .collect(),
-                ),
-                _ => None,
-            };
             let mut lat = f.latencies.clone();
             let first = f.first_send_ns.unwrap_or(0);
             FlowReport {
@@ -211,55 +291,11 @@ pub fn run_with_progress(
                 idt: f.idt,
                 admitted: f.admitted,
                 refused_reason: f.refused_reason.clone(),
-                idt_history,
+                idt_history: idt_history(s),
                 dispatch_ticks: s.trace.then(|| f.dispatch_ticks.clone()),
             }
         })
-        .collect();
-    let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
-    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
-    Ok(Report {
-        profile: profile_name,
-        seed: v.seed,
-        sim: SimReport {
-            end_ns: st.end_ns,
-            events: st.events,
-            packets: st.packets,
-            wall_ms: (wall_ms * 1000.0).round() / 1000.0,
-            stopped,
-            hops: st.hops,
-        },
-        flows,
-        nics,
-        topology: topology.name().to_string(),
-        nodes: v.nodes,
-        complete,
-        problems,
-    })
-}
-
-fn nic_report(cluster: &SimCluster, node: usize) -> NicReport {
-    use nic_abi::stats::Stat;
-    let s = cluster.nic_stats(node);
-    let g = |k: Stat| s.stat(k);
-    NicReport {
-        node,
-        packets_sent: g(Stat::PacketsSent),
-        packets_received: g(Stat::PacketsReceived),
-        retransmits: g(Stat::Retransmits),
-        drops: g(Stat::Drops),
-        errors: g(Stat::Errors),
-        crc_errors: g(Stat::CrcErrors),
-        duplicates: g(Stat::Duplicates),
-        out_of_order: g(Stat::OutOfOrder),
-        bad_headers: g(Stat::BadHeaders),
-        acks_sent: g(Stat::AcksSent),
-        nacks_sent: g(Stat::NacksSent),
-        timeouts: g(Stat::Timeouts),
-        messages_sent: g(Stat::MessagesSent),
-        messages_received: g(Stat::MessagesReceived),
-        no_buffer: g(Stat::NoBuffer),
-    }
+        .collect()
 }
 
 use crate::RunOutcome;

@@ -1,0 +1,340 @@
+//! Running a validated scenario in real time, on a live or qemu cluster:
+//! the same plan, the same per-node host programs (`NodeApp`) and the same
+//! ledger as on the sim, so the same content checks; only the clock (wall
+//! time) and the way the programs reach their NICs differ.
+//!
+//! ```text
+//! refuse what real time cannot do yet (rate control, dispatch trace)
+//! RtCluster::start(profile, nodes, topology, faults, seed, ...)
+//!   wait until every NIC's firmware runs
+//!   one NodeApp per node, each port attached as its own LiveBackend
+//!   loop: step every unfinished app (one thread), idle a little when
+//!         nothing happened, until all are done, the wall-clock limit
+//!         passes or a NIC goes down
+//!   what is missing -> problems; NIC counters; stop the cluster
+//! ```
+//!
+//! Owns nothing of the device process: it uses `RtCluster` and
+//! `host_driver::LiveBackend` as any program in this process would. Times
+//! in the report, `start_us` and `stop_us` are wall-clock ns since every
+//! port of the cluster was open (the programs' setup is not counted); the
+//! time limit counts from when the programs started.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use host_driver::cluster::{ClusterBackend, ClusterDir};
+use host_driver::{AttachOptions, DriverError, LiveBackend};
+use nic_abi::regs;
+use nic_abi::stats::Stat;
+
+use super::app::{Ledger, NoBrm, NodeApp, NodeHost};
+use super::format::{FlowKind, RatePlan, ScenarioError, Validated};
+use super::plan::{plan, Dir};
+use super::report::{Report, SimReport};
+use super::runner::{
+    flow_reports, limits, load_profile, messages_total, new_ledger, nic_report_of, Progress,
+};
+use crate::realtime::{Pacing, RtCluster, RtConfig};
+use crate::Faults;
+
+/// How to run a scenario in real time.
+#[derive(Debug, Clone)]
+pub struct RtScenarioOptions {
+    /// Live (the MCP as native threads) or qemu (the riscv64 image under
+    /// qemu-system-riscv64, one guest per NIC).
+    pub backend: ClusterBackend,
+    /// The firmware image (ELF) the qemu backend flashes; required there.
+    pub image: Option<PathBuf>,
+    /// Wall-clock limit from when the host programs start; None: the scenario's
+    /// `run.limit_ms`, read as wall-clock time.
+    pub timeout: Option<Duration>,
+    /// How long the NICs may take to boot.
+    pub boot_timeout: Duration,
+    /// How the fabric spends time (as fast as possible, or the profile's
+    /// link bandwidth).
+    pub pacing: Pacing,
+    /// The cluster directory (a path); None: a fresh one under the
+    /// system's temp directory, removed at the end.
+    pub cluster: Option<String>,
+}
+
+impl RtScenarioOptions {
+    pub fn new(backend: ClusterBackend) -> RtScenarioOptions {
+        RtScenarioOptions {
+            backend,
+            image: None,
+            timeout: None,
+            boot_timeout: Duration::from_secs(60),
+            pacing: Pacing::AsFastAsPossible,
+            cluster: None,
+        }
+    }
+}
+
+/// A node's host program in real time: each port it opens is attached
+/// as a `LiveBackend` of its own (which holds that port's lock and memory
+/// slice). The clock, shared by every node, starts when the first program
+/// sees every port of the cluster open (0 before).
+struct RtHost {
+    dir: ClusterDir,
+    node: u32,
+    clock: TrafficClock,
+}
+
+/// Wall-clock ns since the traffic started.
+type TrafficClock = Rc<Cell<Option<Instant>>>;
+
+fn since(clock: &TrafficClock) -> u64 {
+    clock.get().map_or(0, |t| u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl NodeHost for RtHost {
+    type B = LiveBackend;
+    fn shared(&self) -> Option<LiveBackend> {
+        None
+    }
+    fn attach(&mut self, port: u8) -> Result<LiveBackend, DriverError> {
+        LiveBackend::attach_with(&self.dir, self.node, port, &AttachOptions::default())
+    }
+    fn now_ns(&self) -> u64 {
+        since(&self.clock)
+    }
+    fn traffic_starts(&mut self) {
+        if self.clock.get().is_none() {
+            self.clock.set(Some(Instant::now()));
+        }
+    }
+}
+
+/// Refuse what a real-time run cannot do yet, naming the key and the
+/// backend: rate control (flow-table IDTs and the bandwidth manager) and
+/// the dispatch trace run only on the sim so far.
+pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
+    for f in &v.flows {
+        let key = match f.rate {
+            RatePlan::Unmanaged => None,
+            RatePlan::Idt(_) => Some("idt"),
+            RatePlan::IdtT(_) => Some("idt_t"),
+            RatePlan::Reserve(_) => Some("rate_mb_s"),
+            RatePlan::BestEffort => Some("best_effort"),
+        };
+        if let Some(key) = key {
+            let what =
+                if f.rate.uses_brm() { "the bandwidth manager" } else { "flow-table rate control" };
+            return Err(ScenarioError::new(format!(
+                "{}.{key}: {what} is not supported on the {backend} backend yet (only on the \
+                 sim: --backend sim)",
+                f.label
+            )));
+        }
+        if f.trace {
+            return Err(ScenarioError::new(format!(
+                "{}.trace: the dispatch trace is not supported on the {backend} backend yet \
+                 (only on the sim: --backend sim)",
+                f.label
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub fn run_realtime(v: &Validated, opts: &RtScenarioOptions) -> Result<Report, ScenarioError> {
+    run_realtime_with_progress(v, opts, &mut |_| {})
+}
+
+/// Wall-clock time between two progress reports (and NIC health checks).
+const CHECK_EVERY: Duration = Duration::from_millis(50);
+
+pub fn run_realtime_with_progress(
+    v: &Validated,
+    opts: &RtScenarioOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ScenarioError> {
+    let err = |m: String| ScenarioError::new(m);
+    let backend = opts.backend;
+    check_realtime(v, backend)?;
+    if backend == ClusterBackend::Qemu && opts.image.is_none() {
+        return Err(err("the qemu backend needs a firmware image (ELF) to flash".into()));
+    }
+    let wall = Instant::now();
+    let (profile, topology) = load_profile(v)?;
+    let mut cfg = RtConfig::new(&cluster_path(opts), backend, v.nodes);
+    // A port's slice of host memory bounds it as much as the profile's host.
+    let host_memory = profile.host.memory_bytes.min(cfg.host_size);
+    let the_plan = plan(v, limits(&profile, host_memory))?;
+    let profile_name = profile.name.clone();
+    cfg.profile = profile;
+    cfg.topology = topology;
+    cfg.image = opts.image.clone();
+    cfg.pacing = opts.pacing;
+    cfg.faults =
+        Faults { drop: v.faults.drop, corrupt: v.faults.corrupt, duplicate: v.faults.duplicate };
+    cfg.seed = v.seed;
+    cfg.send_timeout_us = v.send_timeout_us;
+    let cluster =
+        RtCluster::start(cfg).map_err(|e| err(format!("starting the {backend} cluster: {e}")))?;
+    cluster
+        .wait_running(opts.boot_timeout)
+        .map_err(|e| err(format!("booting the {backend} cluster: {e}")))?;
+
+    let ledger = new_ledger(&v.flows, &the_plan);
+    let total = messages_total(v);
+    let origin = Instant::now();
+    let clock = TrafficClock::default();
+    let mut apps: Vec<NodeApp<RtHost, NoBrm>> = the_plan
+        .nodes
+        .into_iter()
+        .map(|np| {
+            let host =
+                RtHost { dir: cluster.dir().clone(), node: np.node as u32, clock: clock.clone() };
+            NodeApp::new(host, np, ledger.clone(), None)
+        })
+        .collect();
+    let limit = opts.timeout.unwrap_or(Duration::from_nanos(v.limit_ns));
+    let packets = |c: &RtCluster| -> u64 {
+        (0..v.nodes).map(|n| c.nic_stats(n).fw[Stat::PacketsSent as usize]).sum()
+    };
+
+    let mut last_check = Instant::now();
+    let mut idle_since: Option<Instant> = None;
+    let mut down: Vec<String> = Vec::new();
+    let stopped = loop {
+        let mut events = 0;
+        for app in apps.iter_mut().filter(|a| !a.done()) {
+            events += app.step(&mut |_| {});
+        }
+        if apps.iter().all(|a| a.done()) {
+            break "done";
+        }
+        let now = origin.elapsed();
+        if now >= limit {
+            break "timeout";
+        }
+        if last_check.elapsed() >= CHECK_EVERY {
+            last_check = Instant::now();
+            progress(&Progress {
+                now_ns: now.as_nanos() as u64,
+                limit_ns: limit.as_nanos() as u64,
+                messages_done: ledger.borrow().resolved,
+                messages_total: total,
+                packets: packets(&cluster),
+            });
+            let st = cluster.fw_status();
+            down = (0..st.len())
+                .filter(|&n| st[n] != regs::FW_RUNNING)
+                .map(|n| format!("node {n}: its NIC stopped running (FW_STATUS {:#x})", st[n]))
+                .collect();
+            if !down.is_empty() {
+                break "nic-down";
+            }
+        }
+        // Nothing happened: spin a little, then yield, then sleep, so the
+        // device threads (and QEMU) get the CPU.
+        if events > 0 {
+            idle_since = None;
+        } else {
+            let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
+            if idle < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            } else if idle < Duration::from_millis(2) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    };
+    let end_ns = since(&clock);
+    let events: u64 = apps.iter().map(|a| a.events()).sum();
+    let notes = cluster.notes();
+    let nics = (0..v.nodes)
+        .map(|n| {
+            let s = cluster.nic_stats(n);
+            nic_report_of(n, |k| s.fw[k as usize])
+        })
+        .collect();
+    let sent = packets(&cluster);
+    let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
+    // Close the ports before the cluster goes away.
+    drop(apps);
+    let stop = cluster.stop();
+
+    let l = ledger.borrow();
+    let mut problems = l.problems.clone();
+    problems.extend(down);
+    problems.extend(notes.into_iter().map(|n| format!("device process: {n}")));
+    problems.extend(missing(&l, stopped, limit));
+    if let Err(e) = stop {
+        problems.push(format!("stopping the cluster: {e}"));
+    }
+    let flows = flow_reports(&l, |_| None);
+    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
+    let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
+    Ok(Report {
+        profile: profile_name,
+        seed: v.seed,
+        sim: SimReport {
+            end_ns,
+            events,
+            packets: sent,
+            wall_ms: (wall_ms * 1000.0).round() / 1000.0,
+            stopped: stopped.to_string(),
+            hops,
+        },
+        flows,
+        nics,
+        topology: topology.name().to_string(),
+        nodes: v.nodes,
+        complete,
+        problems,
+        backend: backend.to_string(),
+    })
+}
+
+/// A fresh cluster directory under the temp directory, unless one is given.
+fn cluster_path(opts: &RtScenarioOptions) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    if let Some(c) = &opts.cluster {
+        return c.clone();
+    }
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir()
+        .join("nic-scenarios")
+        .join(format!("{}-{}-{n}", opts.backend, std::process::id()))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// What each unfinished flow still lacked when the run stopped.
+fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
+    let why = match stopped {
+        "timeout" => format!("the run timed out after {limit:?}"),
+        "done" => "every host program had finished".to_string(),
+        other => format!("the run stopped ({other})"),
+    };
+    l.flows
+        .iter()
+        .filter(|f| !f.finished())
+        .map(|f| {
+            let s = &f.spec;
+            let m = s.messages;
+            let mut parts = vec![format!("{}/{m} delivered", f.delivered)];
+            parts.push(format!(
+                "next message expected: {}",
+                f.streams[Dir::Forward as usize].expected
+            ));
+            if s.kind == FlowKind::Pingpong {
+                parts.push(format!(
+                    "next reply expected: {}",
+                    f.streams[Dir::Reply as usize].expected
+                ));
+                parts.push(format!("replies completed {}/{m}", f.completed[Dir::Reply as usize]));
+            }
+            parts.push(format!("sends completed {}/{m}", f.completed[Dir::Forward as usize]));
+            format!("flow {}: incomplete when {why}: {}", s.name, parts.join(", "))
+        })
+        .collect()
+}
