@@ -250,11 +250,9 @@ impl FrameCaller {
                 self.conn = Some(s);
                 Ok(reply)
             }
-            Err(FrameError::Idle) => Err(format!(
-                "{}: no reply within {:?}",
-                self.path.display(),
-                self.timeout
-            )),
+            Err(FrameError::Idle) => {
+                Err(format!("{}: no reply within {:?}", self.path.display(), self.timeout))
+            }
             Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
     }

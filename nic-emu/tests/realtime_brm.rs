@@ -225,3 +225,46 @@ fn a_qemu_cluster_runs_the_same_brm_and_its_firmware_paces_the_admitted_flow() {
     assert!(brm.request_bandwidth(flow(0, 2), 50.0).is_ok(), "admitted after the release");
     c.stop().unwrap();
 }
+
+/// Loose on purpose (a loaded 2-core machine): the 7-part flow must get
+/// clearly more than the 3-part one, in about the right proportion.
+/// Without pacing by the IDTs both would share node 0 about evenly
+/// (ratio ~1). The exact figures are in `cargo xtask report rate-control
+/// --backend live`.
+#[test]
+fn on_live_two_admitted_flows_get_bandwidth_in_about_their_idt_ratio() {
+    use nic_emu::brm::live::{measure, Probe, Traffic};
+    let (p, cal) = lanai4();
+    let mut cfg = RtConfig::new(&rt::cluster_path("brmratio"), ClusterBackend::Live, 3);
+    cfg.profile = p;
+    cfg.pacing = nic_emu::realtime::Pacing::LinkBandwidth;
+    cfg.brm = Some(BrmSetup::default());
+    let c = rt::start(cfg);
+    let path = c.path().to_string_lossy().into_owned();
+    let mut brm = BrmClient::connect(&path).unwrap();
+    let cap = cal.out_capacity(0.0).min(cal.bmax_mb_s);
+    let (f3, f7) = (FlowId::new(0, 2, 2, 2, Priority::Low), FlowId::new(0, 1, 1, 1, Priority::Low));
+    let i3 = brm.request_bandwidth(f3, cap * 0.3).unwrap().idt;
+    let i7 = brm.request_bandwidth(f7, cap * 0.7).unwrap().idt;
+    let (mut t3, mut t7) = (Traffic::start(&path, f3).unwrap(), Traffic::start(&path, f7).unwrap());
+    let mut probe = Probe::new(&path, 3);
+    let m =
+        measure(&mut probe, &[f3, f7], Duration::from_millis(300), Duration::from_secs(1)).unwrap();
+    t3.check().unwrap();
+    t7.check().unwrap();
+    let (got, want) = (m[1].mb_s / m[0].mb_s.max(1e-9), i3 as f64 / i7 as f64);
+    eprintln!(
+        "live 3:7: {:.2} and {:.2} MB/s (asked {:.2}, {:.2}): ratio {got:.3}, IDT ratio {want:.3}",
+        m[0].mb_s,
+        m[1].mb_s,
+        cap * 0.3,
+        cap * 0.7
+    );
+    assert!(m[0].packets > 0 && m[1].packets > 0, "{m:?}");
+    assert!((1.6..=3.2).contains(&got), "achieved ratio {got:.3}, IDT ratio {want:.3}: {m:?}");
+    // Neither beats its IDT by more than noise.
+    assert!(m[1].mb_s < cal.mb_s_for(i7) * 1.1, "{m:?}");
+    t3.stop().unwrap();
+    t7.stop().unwrap();
+    c.stop().unwrap();
+}

@@ -31,7 +31,12 @@ pub enum LiveCal {
     Measured,
 }
 
-fn start(profile: &Profile, name: &str, cal_file: Option<&Path>, root: &Path) -> crate::Result<RtCluster> {
+fn start(
+    profile: &Profile,
+    name: &str,
+    cal_file: Option<&Path>,
+    root: &Path,
+) -> crate::Result<RtCluster> {
     let mut cfg = RtConfig::new(name, ClusterBackend::Live, 4);
     cfg.profile = profile.clone();
     cfg.pacing = Pacing::LinkBandwidth;
@@ -79,8 +84,9 @@ fn ratio_line(lo: &Achieved, hi: &Achieved) -> (f64, f64, String) {
 
 pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate::Result<String> {
     let profile = Profile::load(profile_name).map_err(|e| e.to_string())?;
-    let stored = Calibration::for_profile(profile_name, &profile)?
-        .ok_or_else(|| format!("profile {profile_name} is not calibrated (cargo xtask calibrate)"))?;
+    let stored = Calibration::for_profile(profile_name, &profile)?.ok_or_else(|| {
+        format!("profile {profile_name} is not calibrated (cargo xtask calibrate)")
+    })?;
     crate::fw::build_host_programs(root)?;
     let name = std::env::temp_dir()
         .join(format!("rate-control-live-{}", std::process::id()))
@@ -150,7 +156,8 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
             ""
         }
     );
-    let _ = writeln!(md, "| experiment | asked MB/s | IDT | achieved MB/s | ticks/packet | check |");
+    let _ =
+        writeln!(md, "| experiment | asked MB/s | IDT | achieved MB/s | ticks/packet | check |");
     let _ = writeln!(md, "|---|---:|---:|---:|---:|---|");
     if let [(ba, a), (bb, b)] = r.equal.as_slice() {
         let (_, _, chk) = ratio_line(a, b);
@@ -176,12 +183,28 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
         );
     }
     let _ = writeln!(md, "Best effort (0 -> 1) while premium flows 0 -> 2, 0 -> 3 come and go:\n");
-    let _ = writeln!(md, "| phase | best effort IDT | best effort MB/s | premium flows (asked: achieved) |");
-    let _ = writeln!(md, "|---|---:|---:|---|");
-    for (phase, be, prem) in &r.best_effort {
+    let _ = writeln!(
+        md,
+        "| phase | best effort IDT | T x Bmax / IDT | best effort MB/s | premium flows (asked: achieved MB/s) |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---|");
+    for ph in &r.best_effort {
         let p: Vec<String> =
-            prem.iter().map(|(asked, a)| format!("{asked:.0}: {:.2}", a.mb_s)).collect();
-        let _ = writeln!(md, "| {phase} | {} | {:.2} | {} |", be.idt, be.mb_s, p.join(", "));
+            ph.premium.iter().map(|(asked, a)| format!("{asked:.0}: {:.2}", a.mb_s)).collect();
+        let be = &ph.best_effort;
+        let expect = if be.idt == 0 {
+            "unregulated".to_string()
+        } else {
+            format!("{:.2}", cal.t_bmax() / be.idt as f64)
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {expect} | {:.2} | {} |",
+            ph.name,
+            be.idt,
+            be.mb_s,
+            p.join(", ")
+        );
     }
     if !notes.is_empty() {
         let _ = writeln!(md, "\nDevice process notes: {}\n", notes.join("; "));

@@ -29,9 +29,9 @@ use clap::{Parser, Subcommand};
 use host_driver::cluster::{self, ClusterBackend, ClusterDir};
 use host_driver::MappedFile;
 use nic_abi::regs::{self, reg};
-use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::brm::server::{self, BrmServer};
 use nic_emu::brm::Calibration;
+use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
 use nic_emu::{Faults, Profile, Topology};
 

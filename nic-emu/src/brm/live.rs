@@ -60,13 +60,7 @@ impl Traffic {
         }
         let (c, st) = (cluster.to_string(), stop_send.clone());
         let sender = std::thread::spawn(move || send(&c, flow, &st));
-        Ok(Traffic {
-            flow,
-            stop_send,
-            stop_recv,
-            sender: Some(sender),
-            receiver: Some(receiver),
-        })
+        Ok(Traffic { flow, stop_send, stop_recv, sender: Some(sender), receiver: Some(receiver) })
     }
 
     /// Stop sending, let the last messages land, stop receiving. Returns
@@ -115,7 +109,8 @@ fn receive(
     stop: &AtomicBool,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<u64, String> {
-    let opened = open_live_port(cluster, f.dst_node as u32, f.dst_port, OPEN, IdlePolicy::default());
+    let opened =
+        open_live_port(cluster, f.dst_node as u32, f.dst_port, OPEN, IdlePolicy::default());
     let (_nic, mut port) = match opened {
         Ok(x) => x,
         Err(e) => {
@@ -278,6 +273,16 @@ pub fn measure(
     Ok(a.iter().zip(&b).map(|(a, b)| Achieved::between(a, b, hz)).collect())
 }
 
+/// One phase of the best-effort experiment.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub name: String,
+    /// The best-effort flow.
+    pub best_effort: Achieved,
+    /// (asked MB/s, achieved) of the premium flows running.
+    pub premium: Vec<(f64, Achieved)>,
+}
+
 /// The results of [`experiments`].
 #[derive(Debug, Clone, Default)]
 pub struct LiveResults {
@@ -292,8 +297,8 @@ pub struct LiveResults {
     /// (criterion); then admitted after a release (IDT).
     pub refused: Option<(f64, Refused)>,
     pub after_release: Option<(f64, u32)>,
-    /// Best effort: (phase, best-effort flow, premium flows).
-    pub best_effort: Vec<(String, Achieved, Vec<(f64, Achieved)>)>,
+    /// Best effort, phase by phase.
+    pub best_effort: Vec<Phase>,
 }
 
 /// How long each measurement runs.
@@ -374,19 +379,23 @@ pub fn experiments(cluster: &str, cal: &Calibration, t: Timing) -> Result<LiveRe
     brm.best_effort(f1).map_err(|e| e.to_string())?;
     let mut be = Traffic::start(cluster, f1)?;
     let alone = measure(&mut probe, &[f1], t.settle, t.window)?[0];
-    r.best_effort.push(("alone".into(), alone, vec![]));
+    r.best_effort.push(Phase { name: "alone".into(), best_effort: alone, premium: vec![] });
     req(&mut brm, f2, p1)?;
     let mut tp1 = Traffic::start(cluster, f2)?;
     let m = measure(&mut probe, &[f1, f2], t.settle, t.window)?;
-    r.best_effort.push((format!("+ {p1:.0} MB/s premium"), m[0], vec![(p1, m[1])]));
+    r.best_effort.push(Phase {
+        name: format!("+ {p1:.0} MB/s premium"),
+        best_effort: m[0],
+        premium: vec![(p1, m[1])],
+    });
     req(&mut brm, f3, p2)?;
     let mut tp2 = Traffic::start(cluster, f3)?;
     let m = measure(&mut probe, &[f1, f2, f3], t.settle, t.window)?;
-    r.best_effort.push((
-        format!("+ {p2:.0} MB/s premium"),
-        m[0],
-        vec![(p1, m[1]), (p2, m[2])],
-    ));
+    r.best_effort.push(Phase {
+        name: format!("+ {p2:.0} MB/s premium"),
+        best_effort: m[0],
+        premium: vec![(p1, m[1]), (p2, m[2])],
+    });
     for tr in [&mut be, &mut tp1, &mut tp2] {
         tr.check()?;
     }
@@ -396,7 +405,11 @@ pub fn experiments(cluster: &str, cal: &Calibration, t: Timing) -> Result<LiveRe
         brm.release_bandwidth(f).map_err(|e| e.to_string())?;
     }
     let again = measure(&mut probe, &[f1], t.settle, t.window)?[0];
-    r.best_effort.push(("premium flows stopped".into(), again, vec![]));
+    r.best_effort.push(Phase {
+        name: "premium flows stopped".into(),
+        best_effort: again,
+        premium: vec![],
+    });
     be.stop()?;
     brm.release_bandwidth(f1).map_err(|e| e.to_string())?;
     Ok(r)

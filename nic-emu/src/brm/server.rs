@@ -26,7 +26,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use host_driver::brm::{decode, encode, AgentReply, Refused, Reply, Request};
-use host_driver::brm_socket::{serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT};
+use host_driver::brm_socket::{
+    serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT,
+};
 use host_driver::{ClusterDir, MappedFile};
 use nic_abi::map;
 
@@ -178,7 +180,9 @@ impl BrmServer {
     pub fn handle_frame(&self, frame: &[u8]) -> Handled {
         match decode::<Request>(frame) {
             Ok(r) => Handled::Reply(encode(&self.handle(r))),
-            Err(e) => Handled::Malformed(encode(&Reply::Refused(Refused::BadRequest(e.to_string())))),
+            Err(e) => {
+                Handled::Malformed(encode(&Reply::Refused(Refused::BadRequest(e.to_string()))))
+            }
         }
     }
 

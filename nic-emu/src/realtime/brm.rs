@@ -226,8 +226,10 @@ impl Agents {
             l.set_nonblocking(true)
                 .map_err(|err| RtError::Io { what: format!("{}", p.display()), err })?;
             listeners.push(l);
-            let sram = MappedFile::open(&dir.sram_path(node))
-                .map_err(|err| RtError::Io { what: dir.sram_path(node).display().to_string(), err })?;
+            let sram = MappedFile::open(&dir.sram_path(node)).map_err(|err| RtError::Io {
+                what: dir.sram_path(node).display().to_string(),
+                err,
+            })?;
             let be = FlowTableBackend::new(Arc::new(sram));
             backends.push(be.clone());
             nodes.push(Arc::new(Mutex::new(NodeAgent { be, agent: None })));
@@ -322,7 +324,11 @@ pub(crate) struct MasterProcess {
 impl MasterProcess {
     /// Start `program brm --cluster DIR ...` and wait up to `timeout` for
     /// its ready line. Its stderr is inherited.
-    pub fn spawn(program: &Path, args: &[String], timeout: Duration) -> Result<MasterProcess, RtError> {
+    pub fn spawn(
+        program: &Path,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<MasterProcess, RtError> {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())

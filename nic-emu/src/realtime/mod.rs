@@ -284,8 +284,8 @@ fn brm_calibration(cfg: &RtConfig, b: &BrmSetup) -> Result<Calibration, RtError>
         Some(f) => {
             let text = std::fs::read_to_string(f)
                 .map_err(io_err(format!("brm: calibration {}", f.display())))?;
-            let c = Calibration::from_toml(&text, &f.display().to_string())
-                .map_err(RtError::Config)?;
+            let c =
+                Calibration::from_toml(&text, &f.display().to_string()).map_err(RtError::Config)?;
             if c.rtc_hz != p.nic.rtc_hz || c.mtu != p.nic.mtu {
                 return Err(RtError::Config(format!(
                     "brm: calibration {} was measured with rtc_hz {} and mtu {}; profile `{}` \
@@ -300,13 +300,15 @@ fn brm_calibration(cfg: &RtConfig, b: &BrmSetup) -> Result<Calibration, RtError>
             }
             c
         }
-        None => Calibration::for_profile(&p.name, p).map_err(RtError::Config)?.ok_or_else(|| {
-            RtError::Config(format!(
+        None => {
+            Calibration::for_profile(&p.name, p).map_err(RtError::Config)?.ok_or_else(|| {
+                RtError::Config(format!(
                 "brm: profile `{}` has no rate-control calibration (run `cargo xtask calibrate \
                  --profile {}`, or give one: BrmSetup::calibration, --brm-calibration)",
                 p.name, p.name
             ))
-        })?,
+            })?
+        }
     };
     Ok(c)
 }
