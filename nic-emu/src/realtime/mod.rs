@@ -29,8 +29,9 @@
 //! faults), `node.rs` (one NIC: RTC, reset, MCP), `worker.rs` (the loop
 //! and its backoff), `supervise.rs`, `qemu.rs`, `process.rs` (running the
 //! `nic-cluster` binary as a child process), `brm.rs` (the bandwidth
-//! manager: per-node agents over the flow tables, the master process). No `unsafe`: mapped memory is
-//! touched only through `host_driver::MappedFile`.
+//! manager: per-node agents over the flow tables, the master process).
+//! No `unsafe`: mapped memory is touched only through
+//! `host_driver::MappedFile`.
 
 mod brm;
 mod engines;
