@@ -154,7 +154,7 @@ fn a_brm_needs_a_calibration_that_fits_the_profile() {
 }
 
 #[test]
-fn a_qemu_cluster_runs_the_same_brm_and_its_firmware_paces_the_admitted_flow() {
+fn a_qemu_cluster_runs_the_same_brm_and_its_guest_firmware_takes_the_admitted_flow() {
     rt::require_qemu();
     let (p, cal) = lanai4();
     let mut cfg = RtConfig::new(&rt::cluster_path("brmq"), ClusterBackend::Qemu, 3);
@@ -172,7 +172,8 @@ fn a_qemu_cluster_runs_the_same_brm_and_its_firmware_paces_the_admitted_flow() {
     assert_eq!(r.criterion(), Some(Criterion::SourceNode { node: 0 }), "{r}");
 
     // The guest firmware takes the entry: the flow's packets are counted
-    // and paced (NDT set).
+    // and its NDT advances. (The guest streams slower than 40 MB/s, so
+    // this cannot show the rate bound itself; the live tests do.)
     let recv = std::thread::spawn({
         let path = path.clone();
         move || {
