@@ -35,6 +35,14 @@ pub const CLUSTER_FORMAT: u32 = 1;
 /// is sparse, so unused memory costs nothing).
 pub const DEFAULT_HOST_SIZE: u64 = 64 << 20;
 
+/// The BRM master's socket, in the cluster directory.
+pub const BRM_SOCKET: &str = "brm.sock";
+/// A node's BRM agent socket, in `node<N>/`.
+pub const BRM_AGENT_SOCKET: &str = "brm-agent.sock";
+/// The calibration the BRM master was started with, in the cluster
+/// directory.
+pub const BRM_CALIBRATION: &str = "brm.calibration.toml";
+
 /// Which real-time backend runs the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -464,6 +472,18 @@ impl ClusterDir {
     /// The firmware image the NIC loads at reset (qemu).
     pub fn flash_path(&self, node: u32) -> PathBuf {
         self.node_dir(node).join("flash")
+    }
+
+    /// The bandwidth resource manager's socket (the BRM master process
+    /// listens there when the cluster runs one; `brm_socket`).
+    pub fn brm_socket_path(&self) -> PathBuf {
+        self.path.join(BRM_SOCKET)
+    }
+
+    /// Node `node`'s BRM agent socket (the device process listens there;
+    /// only the master talks to it).
+    pub fn brm_agent_socket_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join(BRM_AGENT_SOCKET)
     }
 
     /// Port `port`'s slice of host memory: (first bus address, length).

@@ -35,6 +35,7 @@
 pub mod backend;
 pub mod bench;
 pub mod brm;
+pub mod brm_socket;
 pub mod cluster;
 mod error;
 mod event;

@@ -23,6 +23,7 @@ mod fw;
 mod logs;
 mod prereq;
 mod report;
+mod report_live;
 mod rt;
 mod sim;
 mod testing;
@@ -254,6 +255,14 @@ enum Cmd {
         /// Timing profile (default lanai4-gm; it must be calibrated).
         #[arg(long)]
         profile: Option<String>,
+        /// sim (report.md), live (a live cluster with its bandwidth
+        /// manager process: live.md, printed), or all.
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: report::ReportBackend,
+        /// Live: decide with the profile's stored calibration, or with T
+        /// and Bmax measured on the live cluster first.
+        #[arg(long, value_enum, default_value = "stored")]
+        live_calibration: report::LiveCal,
     },
     /// Check the prerequisites of every command and print how to install
     /// what is missing.
@@ -293,7 +302,9 @@ fn main() -> ExitCode {
         }
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
-        Cmd::Report { which, out, profile } => report::run(&which, out, profile),
+        Cmd::Report { which, out, profile, backend, live_calibration } => {
+            report::run(&which, out, profile, backend, live_calibration)
+        }
         Cmd::Doctor => prereq::doctor(),
     };
     match result {

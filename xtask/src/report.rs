@@ -15,7 +15,9 @@
 //! - the cost of rate control with every IDT 0 (`bench --rate`).
 //!
 //! Every experiment is a scenario (written into the directory too), so
-//! `cargo xtask sim` reruns any of them.
+//! `cargo xtask sim` reruns any of them. `--backend live` runs the same
+//! acceptance experiments on a live cluster with its BRM process instead
+//! (`report_live.rs`, written to live.md), `--backend all` both.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,7 @@ use nic_emu::scenario::{FlowReport, Report};
 use plotters::prelude::*;
 
 use crate::bench::{overhead_table, rate_overhead, run_toml};
+pub use crate::report_live::LiveCal;
 
 const PROFILE: &str = "lanai4-gm";
 
@@ -34,7 +37,24 @@ fn e<E: std::fmt::Display>(err: E) -> String {
     format!("plot: {err}")
 }
 
-pub fn run(which: &str, out: Option<PathBuf>, profile: Option<String>) -> crate::Result<ExitCode> {
+/// Which backends a report runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportBackend {
+    /// The deterministic simulator (report.md).
+    Sim,
+    /// A live cluster with its BRM process (live.md; printed too).
+    Live,
+    /// Both (report.md with the live section at the end).
+    All,
+}
+
+pub fn run(
+    which: &str,
+    out: Option<PathBuf>,
+    profile: Option<String>,
+    backend: ReportBackend,
+    live_cal: LiveCal,
+) -> crate::Result<ExitCode> {
     if which != "rate-control" {
         return Err(format!("unknown report `{which}` (known: rate-control)"));
     }
@@ -42,8 +62,21 @@ pub fn run(which: &str, out: Option<PathBuf>, profile: Option<String>) -> crate:
     let profile = profile.unwrap_or_else(|| PROFILE.to_string());
     let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/rate-control"));
     std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    let md = rate_control(&profile, &dir)?;
-    let path = dir.join("report.md");
+    let root = crate::workspace_root();
+    let (md, file) = match backend {
+        ReportBackend::Sim => (rate_control(&profile, &dir)?, "report.md"),
+        ReportBackend::Live => {
+            let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
+            print!("{live}");
+            (format!("# Rate control on the live backend: report\n\n{live}"), "live.md")
+        }
+        ReportBackend::All => {
+            let sim = rate_control(&profile, &dir)?;
+            let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
+            (sim + "\n" + &live, "report.md")
+        }
+    };
+    let path = dir.join(file);
     std::fs::write(&path, md).map_err(|err| format!("{}: {err}", path.display()))?;
     println!("rate-control report written to {}", path.display());
     Ok(ExitCode::SUCCESS)

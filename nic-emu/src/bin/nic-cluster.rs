@@ -5,8 +5,10 @@
 //! nic-cluster run --name demo --nodes 2 --backend qemu --image target-fw/.../mcp-image
 //! nic-cluster run --name dbg --nodes 2 --backend qemu --image ELF --halted-node 0 --gdb-port 1234
 //! nic-cluster run --name demo --nodes 4 --backend live --detach   # returns once up
+//! nic-cluster run --name demo --nodes 4 --profile lanai4-gm --brm   # with a bandwidth manager
 //! nic-cluster stop --name demo
 //! nic-cluster list
+//! nic-cluster brm --cluster DIR --calibration FILE                 # (started by `run --brm`)
 //! ```
 //!
 //! `run` creates the cluster directory (a name lives under
@@ -27,8 +29,10 @@ use clap::{Parser, Subcommand};
 use host_driver::cluster::{self, ClusterBackend, ClusterDir};
 use host_driver::MappedFile;
 use nic_abi::regs::{self, reg};
+use nic_emu::brm::server::{self, BrmServer};
+use nic_emu::brm::Calibration;
 use nic_emu::realtime::process::{self, READY_PREFIX};
-use nic_emu::realtime::{Backoff, Pacing, RtCluster, RtConfig};
+use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
 use nic_emu::{Faults, Profile, Topology};
 
 #[derive(Parser)]
@@ -54,6 +58,26 @@ enum Cmd {
     },
     /// List the clusters under $NIC_CLUSTER_DIR (or <tmp>/nic-clusters).
     List,
+    /// The bandwidth resource manager's master for a running cluster
+    /// (`run --brm` starts it): serves `<dir>/brm.sock` until SIGTERM or
+    /// until the device process is gone.
+    Brm(BrmArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct BrmArgs {
+    /// Cluster name or directory.
+    #[arg(long)]
+    cluster: String,
+    /// The topology the cluster was started with.
+    #[arg(long, default_value = "star")]
+    topology: Topology,
+    /// Ports per switch (the profile's `switch.ports`).
+    #[arg(long, default_value_t = 16)]
+    switch_ports: usize,
+    /// The calibration file (`*.calibration.toml`).
+    #[arg(long)]
+    calibration: PathBuf,
 }
 
 #[derive(clap::Args, Clone)]
@@ -137,6 +161,14 @@ struct RunArgs {
     /// Seconds to wait for every NIC's firmware to run.
     #[arg(long, default_value_t = 30.0)]
     boot_timeout: f64,
+    /// Run a bandwidth resource manager (agents in this process, the
+    /// master as `nic-cluster brm`; programs use `BrmClient::connect`).
+    #[arg(long)]
+    brm: bool,
+    /// The calibration the BRM decides with (default: the profile's
+    /// stored one).
+    #[arg(long, requires = "brm")]
+    brm_calibration: Option<PathBuf>,
 }
 
 fn config(a: &RunArgs) -> Result<RtConfig, String> {
@@ -153,6 +185,11 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     c.send_timeout_us = a.send_timeout_us;
     c.qemu_program = a.qemu.clone();
     c.halted_node = a.halted_node.zip(a.gdb_port);
+    c.brm = a.brm.then(|| BrmSetup {
+        calibration: a.brm_calibration.clone(),
+        // This very program serves `brm`.
+        program: std::env::current_exe().ok(),
+    });
     c.log_to_stderr = true;
     c.backoff = if a.busy {
         Backoff::busy()
@@ -172,7 +209,7 @@ fn secs(s: f64) -> Result<Duration, String> {
     Duration::try_from_secs_f64(s).map_err(|_| format!("{s}: not a duration in seconds"))
 }
 
-fn print_where(c: &RtCluster, a: &RunArgs) {
+fn print_where(c: &mut RtCluster, a: &RunArgs) {
     let m = c.manifest();
     println!(
         "nic-cluster: cluster `{}` is up: {} backend, {} nodes, profile {}, topology {}",
@@ -199,6 +236,13 @@ fn print_where(c: &RtCluster, a: &RunArgs) {
             None => println!("  node {n}:     {}", c.dir().node_dir(n as u32).display()),
         }
     }
+    if a.brm {
+        println!(
+            "  bandwidth manager: {} (master pid {})",
+            c.dir().brm_socket_path().display(),
+            c.brm_pid().map_or("?".to_string(), |p| p.to_string())
+        );
+    }
     if let (Some(node), Some(port)) = (a.halted_node, a.gdb_port) {
         println!(
             "  node {node} is halted: attach gdb-multiarch with `target remote 127.0.0.1:{port}`"
@@ -223,12 +267,12 @@ fn run(a: &RunArgs) -> Result<(), String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let cfg = config(a)?;
-    let c = RtCluster::start(cfg).map_err(|e| e.to_string())?;
+    let mut c = RtCluster::start(cfg).map_err(|e| e.to_string())?;
     if let Err(e) = c.wait_running(secs(a.boot_timeout)?) {
         let _ = c.stop();
         return Err(e.to_string());
     }
-    print_where(&c, a);
+    print_where(&mut c, a);
     println!("{READY_PREFIX} {}", c.path().display());
     c.serve_until(&stop);
     eprintln!("nic-cluster: stopping `{}`", c.manifest().name);
@@ -361,6 +405,34 @@ fn list() {
     }
 }
 
+/// `nic-cluster brm`: the BRM master of a running cluster.
+fn brm(a: &BrmArgs) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let dir = ClusterDir::open(&a.cluster).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&a.calibration)
+        .map_err(|e| format!("{}: {e}", a.calibration.display()))?;
+    let cal = Calibration::from_toml(&text, &a.calibration.display().to_string())?;
+    let t_ticks = cal.t_ticks;
+    let bmax = cal.bmax_mb_s;
+    let server = Arc::new(BrmServer::new(&dir, a.topology, a.switch_ports, cal)?);
+    server::serve(&dir, server, stop, |p| {
+        println!(
+            "nic-cluster brm: cluster `{}`, {} nodes, {} topology, T = {t_ticks:.1} ticks, Bmax = \
+             {bmax:.2} MB/s",
+            dir.manifest().name,
+            dir.nodes(),
+            a.topology
+        );
+        println!("{MASTER_READY} {}", p.display());
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match &cli.cmd {
@@ -370,6 +442,7 @@ fn main() -> ExitCode {
             list();
             Ok(())
         }
+        Cmd::Brm(a) => brm(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,8 +19,8 @@
 //! agents.
 //!
 //! Owns the reservations; talks to NICs only through [`AgentLinks`]
-//! (postcard bytes), so the same master runs in the sim and, later, in a
-//! BRM process.
+//! (postcard bytes), so the same master runs in the sim and in the BRM
+//! process of a live or qemu cluster (`server`).
 
 use std::collections::BTreeMap;
 
@@ -277,33 +277,49 @@ impl Master {
         out
     }
 
-    /// Send every changed IDT to the source nodes' agents.
+    /// Send every changed IDT to the source nodes' agents. A command an
+    /// agent did not carry out is recorded in `failures` and not taken as
+    /// installed, so the next change sends it again.
     fn push(&mut self, links: &mut dyn AgentLinks) {
         let want = self.allocate();
         let gone: Vec<FlowId> =
             self.pushed.keys().filter(|f| !want.contains_key(f)).copied().collect();
         for f in gone {
-            self.pushed.remove(&f);
-            self.command(links, f.src_node, AgentCommand::Clear { flow: f.key() });
-            self.history.push((self.now_ns, f, None));
+            if self.command(links, f.src_node, AgentCommand::Clear { flow: f.key() }) {
+                self.pushed.remove(&f);
+                self.history.push((self.now_ns, f, None));
+            }
         }
         for (f, idt) in want {
             if self.pushed.get(&f) == Some(&idt) {
                 continue;
             }
-            self.pushed.insert(f, idt);
-            self.command(links, f.src_node, AgentCommand::SetIdt { flow: f.key(), idt });
-            self.history.push((self.now_ns, f, Some(idt)));
+            if self.command(links, f.src_node, AgentCommand::SetIdt { flow: f.key(), idt }) {
+                self.pushed.insert(f, idt);
+                self.history.push((self.now_ns, f, Some(idt)));
+            }
         }
     }
 
-    fn command(&mut self, links: &mut dyn AgentLinks, node: u16, cmd: AgentCommand) {
+    /// Did the agent carry `cmd` out?
+    fn command(&mut self, links: &mut dyn AgentLinks, node: u16, cmd: AgentCommand) -> bool {
         let reply = links.send(node, &encode(&cmd));
         match host_driver::brm::decode::<AgentReply>(&reply) {
-            Ok(AgentReply::Done) => {}
-            Ok(AgentReply::Failed(e)) => self.failures.push(format!("node {node}: {cmd:?}: {e}")),
-            Err(e) => self.failures.push(format!("node {node}: {cmd:?}: {e}")),
+            Ok(AgentReply::Done) => true,
+            Ok(AgentReply::Failed(e)) => {
+                self.failures.push(format!("node {node}: {cmd:?}: {e}"));
+                false
+            }
+            Err(e) => {
+                self.failures.push(format!("node {node}: {cmd:?}: {e}"));
+                false
+            }
         }
+    }
+
+    /// The IDT last installed at `flow`'s source NIC, if any.
+    pub fn installed(&self, flow: &FlowId) -> Option<u32> {
+        self.pushed.get(flow).copied()
     }
 
     /// Handle one request.
@@ -443,6 +459,40 @@ mod tests {
 
     fn reserve(m: &mut Master, l: &mut Recorder, f: FlowId, b: f64) -> Reply {
         m.handle(Request::Reserve { flow: f, mb_s: b }, l)
+    }
+
+    /// Agents whose node `dead` answers nothing (undecodable bytes).
+    struct Flaky {
+        dead: Option<u16>,
+        seen: Vec<(u16, AgentCommand)>,
+    }
+
+    impl AgentLinks for Flaky {
+        fn send(&mut self, node: u16, command: &[u8]) -> Vec<u8> {
+            if Some(node) == self.dead {
+                return Vec::new();
+            }
+            self.seen.push((node, decode(command).unwrap()));
+            encode(&AgentReply::Done)
+        }
+    }
+
+    #[test]
+    fn a_command_an_agent_did_not_take_is_a_failure_and_is_sent_again_later() {
+        let mut m = Master::new(cal(), Topology::Star.layout(4, 16).unwrap());
+        let mut a = Flaky { dead: Some(0), seen: vec![] };
+        let f = flow(0, 1);
+        let r = m.handle(Request::Reserve { flow: f, mb_s: 41.0 }, &mut a);
+        assert_eq!(r, Reply::Admitted(Admitted { idt: 200 }));
+        assert_eq!(m.failures.len(), 1, "{:?}", m.failures);
+        assert!(m.failures[0].starts_with("node 0:"), "{:?}", m.failures);
+        assert_eq!(m.installed(&f), None);
+        assert!(m.history().is_empty());
+        // The agent is back: the next change installs it too.
+        a.dead = None;
+        m.handle(Request::Reserve { flow: flow(2, 3), mb_s: 10.0 }, &mut a);
+        assert_eq!(m.installed(&f), Some(200));
+        assert!(a.seen.contains(&(0, AgentCommand::SetIdt { flow: f.key(), idt: 200 })));
     }
 
     #[test]

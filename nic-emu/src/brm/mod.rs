@@ -13,9 +13,16 @@
 //!   a profile was measured to have (`cargo xtask calibrate`).
 //! - [`master`]: the decisions; pure, unit-tested.
 //! - [`sim`]: the wiring into the simulator.
+//! - [`live`]: the rate-control experiments on a running live or qemu
+//!   cluster (traffic from host threads, rates from flow counters).
+//! - [`server`]: the master as a process of a live or qemu cluster
+//!   (`nic-cluster brm`), over Unix sockets; its agents live in the
+//!   device process (`crate::realtime`).
 
 pub mod calibration;
+pub mod live;
 pub mod master;
+pub mod server;
 pub mod sim;
 
 pub use calibration::{Calibration, CurvePoint, SweepPoint};

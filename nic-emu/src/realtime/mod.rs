@@ -28,9 +28,12 @@
 //! three DMA engines), `fabric.rs` (links, switches, inboxes, pacing,
 //! faults), `node.rs` (one NIC: RTC, reset, MCP), `worker.rs` (the loop
 //! and its backoff), `supervise.rs`, `qemu.rs`, `process.rs` (running the
-//! `nic-cluster` binary as a child process). No `unsafe`: mapped memory is
-//! touched only through `host_driver::MappedFile`.
+//! `nic-cluster` binary as a child process), `brm.rs` (the bandwidth
+//! manager: per-node agents over the flow tables, the master process).
+//! No `unsafe`: mapped memory is touched only through
+//! `host_driver::MappedFile`.
 
+mod brm;
 mod engines;
 mod fabric;
 mod hw;
@@ -56,10 +59,12 @@ use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 
+pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};
 pub use fabric::{Pacing, SourceDrops};
 pub use node::NodeCounters;
 pub use worker::Backoff;
 
+use crate::brm::Calibration;
 use crate::faults::Faults;
 use crate::profile::Profile;
 use crate::sim::{plan, EmuError, Plan};
@@ -107,6 +112,10 @@ pub struct RtConfig {
     pub qemu_args: Vec<String>,
     /// Echo the supervisor's notes on stderr.
     pub log_to_stderr: bool,
+    /// Run a bandwidth resource manager: an agent per node in this
+    /// process (`node<N>/brm-agent.sock`) and the master as a child
+    /// process (`nic-cluster brm`, on `brm.sock`). None: no BRM.
+    pub brm: Option<BrmSetup>,
 }
 
 impl RtConfig {
@@ -132,6 +141,7 @@ impl RtConfig {
             qemu_program: qemu::QEMU_PROGRAM.to_string(),
             qemu_args: Vec::new(),
             log_to_stderr: false,
+            brm: None,
         }
     }
 
@@ -261,6 +271,47 @@ pub struct RtCluster {
     stopped: bool,
     /// This cluster's entry in `serving()`.
     key: Option<PathBuf>,
+    /// The BRM agents (RtConfig::brm).
+    agents: Option<brm::Agents>,
+    /// The BRM master process.
+    master: Option<brm::MasterProcess>,
+}
+
+/// The calibration the BRM master of `cfg` decides with: the file named,
+/// or the profile's stored one; it must match the profile's clock and MTU.
+fn brm_calibration(cfg: &RtConfig, b: &BrmSetup) -> Result<Calibration, RtError> {
+    let p = &cfg.profile;
+    let c = match &b.calibration {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(io_err(format!("brm: calibration {}", f.display())))?;
+            let c =
+                Calibration::from_toml(&text, &f.display().to_string()).map_err(RtError::Config)?;
+            if c.rtc_hz != p.nic.rtc_hz || c.mtu != p.nic.mtu {
+                return Err(RtError::Config(format!(
+                    "brm: calibration {} was measured with rtc_hz {} and mtu {}; profile `{}` \
+                     has {} and {}",
+                    f.display(),
+                    c.rtc_hz,
+                    c.mtu,
+                    p.name,
+                    p.nic.rtc_hz,
+                    p.nic.mtu
+                )));
+            }
+            c
+        }
+        None => {
+            Calibration::for_profile(&p.name, p).map_err(RtError::Config)?.ok_or_else(|| {
+                RtError::Config(format!(
+                "brm: profile `{}` has no rate-control calibration (run `cargo xtask calibrate \
+                 --profile {}`, or give one: BrmSetup::calibration, --brm-calibration)",
+                p.name, p.name
+            ))
+            })?
+        }
+    };
+    Ok(c)
 }
 
 /// Cluster directories served by this process (a second start at the same
@@ -335,6 +386,11 @@ impl RtCluster {
             None
         };
 
+        let brm = match &cfg.brm {
+            Some(b) => Some((brm::master_program(b.program.as_ref())?, brm_calibration(&cfg, b)?)),
+            None => None,
+        };
+
         let path = cluster::resolve(&cfg.cluster);
         let name = path
             .file_name()
@@ -363,8 +419,15 @@ impl RtCluster {
         let result = ClusterDir::create_unpublished(&path, &manifest)
             .map_err(RtError::from)
             .and_then(|dir| {
-                let r =
-                    RtCluster::boot(cfg, dir.clone(), layout, send_timeout_ns, routes, qemu_spec);
+                let r = RtCluster::boot(
+                    cfg,
+                    dir.clone(),
+                    layout,
+                    send_timeout_ns,
+                    routes,
+                    qemu_spec,
+                    brm,
+                );
                 if r.is_err() {
                     let _ = dir.remove();
                 }
@@ -389,6 +452,7 @@ impl RtCluster {
         send_timeout_ns: u64,
         routes: Vec<Vec<Vec<u8>>>,
         qemu_spec: Option<qemu::QemuSpec>,
+        brm: Option<(PathBuf, Calibration)>,
     ) -> Result<RtCluster, RtError> {
         let n = cfg.nodes;
         let map_file = |p: PathBuf| MappedFile::open(&p).map_err(io_err(p.display().to_string()));
@@ -441,6 +505,8 @@ impl RtCluster {
             halted_node: cfg.halted_node.map(|h| h.0),
             stopped: false,
             key: None,
+            agents: None,
+            master: None,
         };
         for (i, nodes) in per.into_iter().enumerate() {
             let ctx = ctx.clone();
@@ -471,7 +537,27 @@ impl RtCluster {
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(RtError::Config("the supervisor thread died".into())),
         }
+        if brm.is_some() {
+            c.agents = Some(brm::Agents::start(ctx.clone(), &dir)?);
+        }
         dir.publish()?;
+        if let Some((program, cal)) = brm {
+            let cal_path = dir.path().join(cluster::BRM_CALIBRATION);
+            std::fs::write(&cal_path, cal.to_toml())
+                .map_err(io_err(format!("writing {}", cal_path.display())))?;
+            let args: Vec<String> = vec![
+                "brm".into(),
+                "--cluster".into(),
+                dir.path().display().to_string(),
+                "--topology".into(),
+                cfg.topology.name().into(),
+                "--switch-ports".into(),
+                cfg.profile.switch.ports.to_string(),
+                "--calibration".into(),
+                cal_path.display().to_string(),
+            ];
+            c.master = Some(brm::MasterProcess::spawn(&program, &args, Duration::from_secs(20))?);
+        }
         Ok(c)
     }
 
@@ -593,6 +679,24 @@ impl RtCluster {
         self.ctx.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The BRM master's pid, while it runs (RtConfig::brm).
+    pub fn brm_pid(&mut self) -> Option<u32> {
+        let m = self.master.as_mut()?;
+        if m.exited() {
+            return None;
+        }
+        m.pid()
+    }
+
+    /// What the BRM agents saw: (commands answered, malformed commands,
+    /// connections dropped for a broken frame, refused SRAM accesses).
+    /// None without a BRM.
+    pub fn brm_agent_counters(&self) -> Option<(u64, u64, u64, u64)> {
+        let a = self.agents.as_ref()?;
+        let c = &a.counters;
+        Some((c.frames(), c.malformed(), c.broken(), a.refused_accesses()))
+    }
+
     /// Serve until `stop` becomes true (e.g. set by a signal handler).
     pub fn serve_until(&self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) && !self.ctx.stop.load(Ordering::Relaxed) {
@@ -611,12 +715,19 @@ impl RtCluster {
             return Ok(());
         }
         self.stopped = true;
+        // The master first: it talks to the agents.
+        if let Some(mut m) = self.master.take() {
+            m.stop();
+        }
         self.ctx.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.supervisor.take() {
             let _ = h.join();
         }
         for h in self.workers.drain(..) {
             let _ = h.join();
+        }
+        if let Some(a) = self.agents.as_mut() {
+            a.join();
         }
         let r = self.dir.clone().remove();
         if let Some(k) = self.key.take() {

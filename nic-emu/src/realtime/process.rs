@@ -92,6 +92,13 @@ pub fn run_args(cfg: &RtConfig) -> Vec<String> {
     if let Some(us) = cfg.send_timeout_us {
         a.push(format!("--send-timeout-us={us}"));
     }
+    if let Some(b) = &cfg.brm {
+        a.push("--brm".into());
+        if let Some(f) = &b.calibration {
+            a.push("--brm-calibration".into());
+            a.push(f.display().to_string());
+        }
+    }
     if let Some((node, port)) = cfg.halted_node {
         a.push(format!("--halted-node={node}"));
         a.push(format!("--gdb-port={port}"));
