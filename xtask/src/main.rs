@@ -177,6 +177,12 @@ enum Cmd {
         /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
         #[arg(long, default_value = "nic")]
         name: String,
+        /// Also start the bandwidth resource manager: its master (a
+        /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
+        /// NIC, deciding with the profile's stored calibration. Host
+        /// programs then ask it for bandwidth (`BrmClient::connect`).
+        #[arg(long)]
+        brm: bool,
     },
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
     /// level, timestamp and message, from <cluster>/node<N>/console.log.
@@ -290,7 +296,7 @@ fn main() -> ExitCode {
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => fw::flash(&root, node, image, &cluster),
-        Cmd::Run { nodes, backend, name } => rt::run(&root, nodes, backend, &name),
+        Cmd::Run { nodes, backend, name, brm } => rt::run(&root, nodes, backend, &name, brm),
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }

@@ -345,10 +345,9 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     );
     let _ = writeln!(
         md,
-        "After each start the plot shows a transient: a flow that was backlogged keeps the \
-         NDT of its last wake, so when its IDT changes it first catches up at full speed \
-         (the MCP does not yet restart NDT at the RTC when an IDT changes; see \
-         docs/rate-control.md). The table's windows are the steady state.\n"
+        "When an IDT changes the MCP restarts the flow's NDT at the RTC (no credit for \
+         time it ran at its old rate; see docs/rate-control.md), so each phase's rate holds \
+         from its first packets. The table's windows are the steady state.\n"
     );
     plot_dispatch(&r, &c, phase_ms, &dir.join("best-effort.svg"))?;
 

@@ -75,10 +75,20 @@ fn print_where(c: &RtCluster) {
             None => println!("  node {n}:     {}  (sram, host, port locks)", d.display()),
         }
     }
+    let brm = c.dir().brm_socket_path();
+    if brm.exists() {
+        println!("  BRM master: {}  (agents: node<N>/brm-agent.sock)", brm.display());
+    }
 }
 
 /// `cargo xtask run --nodes N --backend sim|live|qemu [--name NAME]`.
-pub fn run(root: &Path, nodes: usize, backend: Backend, name: &str) -> crate::Result<ExitCode> {
+pub fn run(
+    root: &Path,
+    nodes: usize,
+    backend: Backend,
+    name: &str,
+    brm: bool,
+) -> crate::Result<ExitCode> {
     let backend = match backend {
         Backend::Sim => {
             println!(
@@ -99,6 +109,13 @@ pub fn run(root: &Path, nodes: usize, backend: Backend, name: &str) -> crate::Re
         let elf = fw::build_image(root, false)?;
         fw::report_size(&elf)?;
         cfg.image = Some(elf);
+    }
+    if brm {
+        let bins = fw::build_host_programs(root)?;
+        cfg.brm = Some(nic_emu::realtime::BrmSetup {
+            calibration: None,
+            program: Some(bins.join(nic_emu::realtime::process::BINARY)),
+        });
     }
     let stop = stop_flag()?;
     let c = start(cfg)?;
@@ -534,9 +551,12 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         "(latency: min {:.2} / p99 {:.2} us live; every message content-checked. Host \
          processes wait adaptively (on 2 cores or fewer they yield at once, else spin 20 us \
          first): with 2 host processes and the device thread on {} cores, spinning is far \
-         slower. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG; \
-         streaming by the device model's copies through the mapped files (four per packet) \
-         and the host programs' content checks on the same cores, not by memory bandwidth)",
+         slower. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG. \
+         Streaming is bound by the one device thread: per packet it copies host memory to \
+         SRAM, SRAM to the wire and the wire to SRAM, SRAM to host memory (half its time in \
+         the two host-memory copies, whose lines the host processes on the other core have \
+         just written or will read), while the sender writes and the receiver checks every \
+         byte on the same two cores; more device threads are slower on 2 cores)",
         lat.min_us,
         lat.p99_us,
         num_cpus()
