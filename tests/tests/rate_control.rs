@@ -5,7 +5,7 @@
 //! when every IDT is 0.
 
 use cluster_tests::{assert_all_intact, run_text};
-use nic_emu::brm::Calibration;
+use nic_emu::brm::{experiments, Calibration};
 use nic_emu::scenario::{FlowReport, Report};
 use nic_emu::Profile;
 
@@ -20,16 +20,12 @@ fn flow<'a>(r: &'a Report, name: &str) -> &'a FlowReport {
     r.flows.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no flow {name}"))
 }
 
-/// A stream of 64 KiB messages with extra keys.
 fn stream(name: &str, src: u32, dst: u32, messages: u64, extra: &str) -> String {
-    format!(
-        "[[flows]]\nname = \"{name}\"\nsrc = [{src}, 1]\ndst = [{dst}, 1]\nkind = \"stream\"\n\
-         bytes = 65536\nmessages = {messages}\n{extra}\n"
-    )
+    experiments::stream(name, src, dst, messages, extra)
 }
 
 fn head(nodes: u32, topology: &str) -> String {
-    format!("profile = \"{PROFILE}\"\n[fabric]\nnodes = {nodes}\ntopology = \"{topology}\"\n")
+    experiments::head(PROFILE, nodes, topology)
 }
 
 fn within(got: f64, want: f64, tol: f64) -> bool {
@@ -131,53 +127,14 @@ fn a_request_breaking_any_criterion_is_refused_naming_it_and_release_lets_it_in(
 
 /// Dispatch rate (MB/s of 4 KiB packets) of a traced flow in [from, to) ms.
 fn dispatch_mb_s(f: &FlowReport, from_ms: f64, to_ms: f64) -> f64 {
-    let rtc_hz = 2e6;
-    let n = f
-        .dispatch_ticks
-        .as_ref()
-        .expect("traced")
-        .iter()
-        .filter(|&&t| {
-            let ms = t as f64 / rtc_hz * 1e3;
-            ms >= from_ms && ms < to_ms
-        })
-        .count();
-    n as f64 * 4096.0 / ((to_ms - from_ms) / 1e3) / 1e6
-}
-
-/// The best-effort experiment of the spec (also `cargo xtask report
-/// rate-control`): a best-effort flow alone, then with a 40 MB/s premium
-/// flow from the same node, then a 20 MB/s one too, then alone again.
-pub fn best_effort_scenario(phase_ms: u64) -> String {
-    let us = |k: u64| k * phase_ms * 1000;
-    head(4, "star")
-        + &stream(
-            "be",
-            0,
-            1,
-            100_000,
-            &format!("best_effort = true\nstop_us = {}\ntrace = true", us(4)),
-        )
-        + &stream(
-            "p40",
-            0,
-            2,
-            100_000,
-            &format!("rate_mb_s = 40\nstart_us = {}\nstop_us = {}\ntrace = true", us(1), us(3)),
-        )
-        + &stream(
-            "p20",
-            0,
-            3,
-            100_000,
-            &format!("rate_mb_s = 20\nstart_us = {}\nstop_us = {}\ntrace = true", us(2), us(3)),
-        )
+    assert!(f.dispatch_ticks.is_some(), "{} is traced", f.name);
+    experiments::dispatch_mb_s(f, 2_000_000, 4096, from_ms, to_ms)
 }
 
 #[test]
 fn best_effort_uses_what_premium_flows_leave_and_returns_to_peak() {
     let ph = 60.0;
-    let r = run_text(&best_effort_scenario(ph as u64));
+    let r = run_text(&experiments::best_effort(PROFILE, ph as u64));
     assert_all_intact(&r);
     let c = cal();
     let (be, p40, p20) = (flow(&r, "be"), flow(&r, "p40"), flow(&r, "p20"));
@@ -213,7 +170,7 @@ fn best_effort_uses_what_premium_flows_leave_and_returns_to_peak() {
 /// so a premium flow gets its rate from its first packets.
 #[test]
 fn a_premium_flow_gets_its_rate_from_the_moment_it_starts() {
-    let r = run_text(&best_effort_scenario(60));
+    let r = run_text(&experiments::best_effort(PROFILE, 60));
     let p40 = flow(&r, "p40");
     let got = dispatch_mb_s(p40, 62.0, 80.0);
     assert!(within(got, 40.0, 0.05), "p40 in its first 20 ms: {got} MB/s");

@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use nic_emu::brm::experiments::{self, head, stream};
 use nic_emu::brm::Calibration;
 use nic_emu::calibrate::rate;
 use nic_emu::scenario::{FlowReport, Report};
@@ -84,17 +85,6 @@ pub fn run(
 
 fn flow<'a>(r: &'a Report, name: &str) -> &'a FlowReport {
     r.flows.iter().find(|f| f.name == name).expect("flow of the experiment")
-}
-
-fn stream(name: &str, src: u32, dst: u32, messages: u64, extra: &str) -> String {
-    format!(
-        "[[flows]]\nname = \"{name}\"\nsrc = [{src}, 1]\ndst = [{dst}, 1]\nkind = \"stream\"\n\
-         bytes = 65536\nmessages = {messages}\n{extra}\n"
-    )
-}
-
-fn head(profile: &str, nodes: u32, topology: &str) -> String {
-    format!("profile = \"{profile}\"\n[fabric]\nnodes = {nodes}\ntopology = \"{topology}\"\n")
 }
 
 /// Run an experiment's scenario, keeping its text beside the report.
@@ -263,28 +253,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     // 4. Best effort.
     let phase_ms = 60u64;
     let us = |k: u64| k * phase_ms * 1000;
-    let text = head(profile, 4, "star")
-        + &stream(
-            "be",
-            0,
-            1,
-            100_000,
-            &format!("best_effort = true\nstop_us = {}\ntrace = true", us(4)),
-        )
-        + &stream(
-            "p40",
-            0,
-            2,
-            100_000,
-            &format!("rate_mb_s = 40\nstart_us = {}\nstop_us = {}\ntrace = true", us(1), us(3)),
-        )
-        + &stream(
-            "p20",
-            0,
-            3,
-            100_000,
-            &format!("rate_mb_s = 20\nstart_us = {}\nstop_us = {}\ntrace = true", us(2), us(3)),
-        );
+    let text = experiments::best_effort(profile, phase_ms);
     let r = experiment(dir, "best-effort", &text)?;
     let _ = writeln!(md, "\n## Best effort\n");
     let _ = writeln!(
@@ -298,19 +267,8 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
         us(3) / 1000
     );
     let _ = writeln!(md, "![dispatch frequency over time](best-effort.svg)\n");
-    let rate_in = |f: &FlowReport, a: f64, b: f64| -> f64 {
-        let n = f
-            .dispatch_ticks
-            .as_deref()
-            .unwrap_or(&[])
-            .iter()
-            .filter(|&&t| {
-                let ms = t as f64 * 1e3 / c.rtc_hz as f64;
-                ms >= a && ms < b
-            })
-            .count();
-        n as f64 * c.mtu as f64 / ((b - a) / 1e3) / 1e6
-    };
+    let rate_in =
+        |f: &FlowReport, a: f64, b: f64| experiments::dispatch_mb_s(f, c.rtc_hz, c.mtu, a, b);
     let _ =
         writeln!(md, "| phase (last 25 ms) | best effort MB/s | expected | p40 MB/s | p20 MB/s |");
     let _ = writeln!(md, "|---|---:|---:|---:|---:|");

@@ -11,6 +11,8 @@
 //!
 //! - [`calibration`]: T, Bmax, link capacity and the node-capacity curve
 //!   a profile was measured to have (`cargo xtask calibrate`).
+//! - [`experiments`]: the spec's experiments as scenario text (tests and
+//!   `cargo xtask report rate-control`).
 //! - [`master`]: the decisions; pure, unit-tested.
 //! - [`sim`]: the wiring into the simulator.
 //! - [`live`]: the rate-control experiments on a running live or qemu
@@ -20,6 +22,7 @@
 //!   device process (`crate::realtime`).
 
 pub mod calibration;
+pub mod experiments;
 pub mod live;
 pub mod master;
 pub mod server;
