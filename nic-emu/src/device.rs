@@ -68,6 +68,18 @@ pub struct DeviceCounters {
     pub hdma_errors: u64,
 }
 
+impl DeviceCounters {
+    /// Count what a stored packet's `RxDone` status says (truncated, bad CRC).
+    pub(crate) fn count_rx_status(&mut self, status: u32) {
+        if status & rings::RX_TRUNCATED != 0 {
+            self.rx_truncated += 1;
+        }
+        if status & rings::RX_CRC_BAD != 0 {
+            self.rx_crc_bad += 1;
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SramBus {
     shared: bool,
@@ -555,12 +567,7 @@ impl NicDevice {
             let sram = &mut mem.sram;
             let off = map::rx_buf(f.rx_buf) as usize;
             sram[off..off + n].copy_from_slice(&data[..n]);
-            if status & rings::RX_TRUNCATED != 0 {
-                self.c.rx_truncated += 1;
-            }
-            if status & rings::RX_CRC_BAD != 0 {
-                self.c.rx_crc_bad += 1;
-            }
+            self.c.count_rx_status(status);
             let slot = rings::slot(
                 map::RXDONE_RING,
                 map::RXDONE_RING_LEN,

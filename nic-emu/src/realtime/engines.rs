@@ -369,12 +369,7 @@ impl Engines {
         // over exactly these bytes).
         let (n, status) = rx_store(data.len(), || p.corrupted && !crc_ok(data));
         self.sram.write(map::rx_buf(buf) as u64, &data[..n]);
-        if status & rings::RX_TRUNCATED != 0 {
-            self.c.rx_truncated += 1;
-        }
-        if status & rings::RX_CRC_BAD != 0 {
-            self.c.rx_crc_bad += 1;
-        }
+        self.c.count_rx_status(status);
         let slot = rings::slot(
             map::RXDONE_RING,
             map::RXDONE_RING_LEN,
