@@ -12,7 +12,8 @@
 //! <base>/<name>/node<N>/flash        firmware image (qemu; written by `xtask flash`)
 //! ```
 //!
-//! `<base>` is `$NIC_CLUSTER_DIR` if set, else `<system temp dir>/nic-clusters`.
+//! `<base>` is `$NIC_CLUSTER_DIR` if set, else `/dev/shm/nic-clusters` (the system temp
+//! dir where there is no /dev/shm).
 //! Owns nothing but paths and the manifest; it maps nothing (see `live.rs`).
 
 use std::fmt;
@@ -244,11 +245,28 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ClusterError + '_ {
 }
 
 /// Where named clusters live: `$NIC_CLUSTER_DIR`, else
-/// `<system temp dir>/nic-clusters`.
+/// `<memory temp dir>/nic-clusters` (`memory_temp_dir`).
 pub fn base_dir() -> PathBuf {
     match std::env::var_os(CLUSTER_DIR_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => std::env::temp_dir().join("nic-clusters"),
+        _ => memory_temp_dir().join("nic-clusters"),
+    }
+}
+
+/// A temporary directory in memory: `/dev/shm` where it is a writable
+/// directory (Linux's tmpfs), else the system temp dir. SRAM and host
+/// memory are shared file mappings written at memory speed; on a disk
+/// file system the kernel writes their dirty pages back and write-protects
+/// them again, which stalls the device and host processes at random (a
+/// live 64 KiB stream on an ext4 /tmp ran anywhere from 1.4 to 3.8 GB/s;
+/// on /dev/shm 3.0 to 3.4 unpinned, steadily).
+pub fn memory_temp_dir() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let writable = fs::metadata(shm).is_ok_and(|m| m.is_dir() && !m.permissions().readonly());
+    if writable {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
     }
 }
 

@@ -47,15 +47,74 @@ use crate::DriverError;
 // MappedFile: the only place that touches mapped memory.
 // ---------------------------------------------------------------------
 
+/// Ranges at least this long are copied by `bulk_copy` where the target
+/// has one (x86_64); shorter ones, and every range elsewhere, by the
+/// relaxed word loops.
+const BULK_MIN: usize = if cfg!(target_arch = "x86_64") { 64 } else { usize::MAX };
+
+/// Copy `n` bytes from `src` to `dst` with one `rep movsb`: the fast-string
+/// copy (ERMS/FSRM), about twice the relaxed word loop on cached data.
+///
+/// The memory model: the asm block accesses exactly these bytes, each
+/// once, as x86 byte loads and stores, which are single-copy atomic, so
+/// it is equivalent to a relaxed atomic load and store per byte, the
+/// model's reading of a per-byte atomic memcpy. A racing writer can tear
+/// the range (as with the word loop), never make the access undefined.
+/// Fast-string stores may become visible out of order among themselves
+/// but before any later store, so the Release store that publishes the
+/// range (the ABI's rule) still comes after every byte of it.
+///
+/// # Safety
+/// `src..src + n` must be readable and `dst..dst + n` writable for the
+/// duration of the call (inside live mappings or our own buffers).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) {
+    // SAFETY: the caller guarantees both ranges; rep movsb moves exactly n
+    // bytes forward (DF is clear at every Rust call boundary) and touches
+    // no other memory, register or the stack.
+    unsafe {
+        std::arch::asm!(
+            "rep movsb",
+            inout("rcx") n => _,
+            inout("rdi") dst => _,
+            inout("rsi") src => _,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Whether `bulk_copy` is fast from `src` to `dst`: not when the
+/// destination lies 1 to 63 bytes past the source modulo 4 KiB. There the
+/// string copy's loads alias its own recent stores (4K aliasing) and it
+/// runs some 20 times slower than the word loop (measured on this
+/// project's AMD EPYC machines: 2-3 GB/s against 50 for a hot 4 KiB copy;
+/// glibc's memcpy behaves the same). Packets land at any offset (route
+/// bytes shift them, pool buffers sit anywhere), so this is checked on
+/// every copy.
+#[inline]
+fn bulk_fast(dst: *const u8, src: *const u8) -> bool {
+    let d = (dst as usize).wrapping_sub(src as usize) % 4096;
+    !(1..64).contains(&d)
+}
+
+/// Elsewhere there is no bulk copy (`BULK_MIN` is never reached).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+unsafe fn bulk_copy(_dst: *mut u8, _src: *const u8, _n: usize) {
+    unreachable!("no bulk copy on this target")
+}
+
 /// A whole file mapped shared and writable, accessed only through
 /// bounds-checked atomic operations. Other processes (the device model,
 /// QEMU, other host processes) map the same file and see every store.
 ///
 /// Words (`load_*`/`store_*`) are single atomic accesses when aligned,
 /// Acquire/Release as the ABI's ownership rules want. Byte ranges are
-/// copied with relaxed atomic accesses of the widest aligned unit
-/// (u64, u32, else u8), so a racing writer can tear a range but never
-/// make the access undefined. (Accesses of different widths to the same
+/// copied as relaxed atomic accesses: one fast-string copy on x86_64
+/// (`bulk_copy`), else (and for short ranges) relaxed loads and stores of
+/// the widest aligned unit (u64, u32, else u8), so a racing writer can
+/// tear a range but never make the access undefined. (Accesses of different widths to the same
 /// bytes race only when the ABI's ownership rules are broken, e.g. a
 /// record read while its writer still writes it; the rules order every
 /// legitimate pair through a Release/Acquire counter.) The file must not
@@ -152,6 +211,12 @@ impl MappedFile {
             return false;
         };
         let n = buf.len();
+        if n >= BULK_MIN && bulk_fast(buf.as_ptr(), self.map.as_ptr().wrapping_add(start)) {
+            // SAFETY: [start, start + n) lies in the mapping (span checked
+            // above) and buf is n writable bytes of our own, apart from it.
+            unsafe { bulk_copy(buf.as_mut_ptr(), self.map.as_ptr().add(start), n) };
+            return true;
+        }
         let head = ((8 - start % 8) % 8).min(n);
         let words = (n - head) / 8;
         let base = start + head;
@@ -193,6 +258,12 @@ impl MappedFile {
             return false;
         };
         let n = data.len();
+        if n >= BULK_MIN && bulk_fast(self.map.as_ptr().wrapping_add(start), data.as_ptr()) {
+            // SAFETY: [start, start + n) lies in the mapping (span checked
+            // above); data is n readable bytes of our own, apart from it.
+            unsafe { bulk_copy(self.map.as_mut_ptr().add(start), data.as_ptr(), n) };
+            return true;
+        }
         let head = ((8 - start % 8) % 8).min(n);
         let words = (n - head) / 8;
         let base = start + head;
@@ -217,6 +288,16 @@ impl MappedFile {
         let (Some(d), Some(s)) = (self.span(off, len), src.span(src_off, len)) else {
             return false;
         };
+        if len >= BULK_MIN
+            && bulk_fast(self.map.as_ptr().wrapping_add(d), src.map.as_ptr().wrapping_add(s))
+        {
+            // SAFETY: [d, d + len) lies in this mapping and [s, s + len) in
+            // src's (spans checked above). Two files are two mappings; one
+            // file copied onto itself may overlap, which garbles bytes (as
+            // the word loop below would) but touches nothing else.
+            unsafe { bulk_copy(self.map.as_mut_ptr().add(d), src.map.as_ptr().add(s), len) };
+            return true;
+        }
         if d % 8 != s % 8 {
             // Misaligned against each other: through a small buffer.
             let mut buf = [0u8; 256];
@@ -878,6 +959,38 @@ mod tests {
         let m = MappedFile::open(&path).unwrap();
         let _ = std::fs::remove_file(&path);
         m
+    }
+
+    /// Every relative offset around the bulk copy's 4K-aliasing window
+    /// (where it falls back to the word loop), both copy paths, lengths
+    /// either side of `BULK_MIN`: exact bytes, nothing around them.
+    #[test]
+    fn bulk_and_word_copies_agree_at_every_offset() {
+        let a = temp_file("bulk-a", 16384);
+        let b = temp_file("bulk-b", 16384);
+        let data: Vec<u8> = (0..16384u32).map(|i| (i * 13 + i / 251) as u8).collect();
+        assert!(a.write(0, &data));
+        for delta in 0..80u64 {
+            for n in [63usize, 64, 65, 1000, 4096, 4103] {
+                let (s, d) = (4096 + 3, 4096 + 3 + delta);
+                assert!(b.fill(0, 16384, 0xEE));
+                assert!(b.copy_from(d, &a, s, n), "{delta} {n}");
+                let mut out = vec![0u8; n + 2];
+                assert!(b.read(d - 1, &mut out));
+                assert_eq!(out[0], 0xEE, "byte before, {delta} {n}");
+                assert_eq!(&out[1..=n], &data[s as usize..s as usize + n], "{delta} {n}");
+                assert_eq!(out[n + 1], 0xEE, "byte after, {delta} {n}");
+                // Through a buffer of our own at the same relative offset.
+                let mut mine = vec![0u8; n + 128];
+                let at = (delta as usize) % 64;
+                assert!(a.read(s, &mut mine[at..at + n]));
+                assert_eq!(&mine[at..at + n], &data[s as usize..s as usize + n]);
+                assert!(b.write(d + 8000, &mine[at..at + n]));
+                let mut back = vec![0u8; n];
+                assert!(b.read(d + 8000, &mut back));
+                assert_eq!(back, &data[s as usize..s as usize + n], "{delta} {n}");
+            }
+        }
     }
 
     #[test]

@@ -174,7 +174,7 @@ enum Cmd {
         nodes: usize,
         #[arg(long, value_enum, default_value = "live")]
         backend: rt::Backend,
-        /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
+        /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
         #[arg(long, default_value = "nic")]
         name: String,
         /// Also start the bandwidth resource manager: its master (a

@@ -88,7 +88,7 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
         format!("profile {profile_name} is not calibrated (cargo xtask calibrate)")
     })?;
     crate::fw::build_host_programs(root)?;
-    let name = std::env::temp_dir()
+    let name = host_driver::cluster::memory_temp_dir()
         .join(format!("rate-control-live-{}", std::process::id()))
         .display()
         .to_string();

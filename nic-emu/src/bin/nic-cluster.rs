@@ -12,7 +12,7 @@
 //! ```
 //!
 //! `run` creates the cluster directory (a name lives under
-//! $NIC_CLUSTER_DIR or <tmp>/nic-clusters; a path is used as is), resets
+//! $NIC_CLUSTER_DIR or /dev/shm/nic-clusters; a path is used as is), resets
 //! every NIC, starts the firmware, publishes the manifest, prints where
 //! the files are and `nic-cluster: ready <dir>`, then serves until
 //! SIGINT/SIGTERM, when it stops the guests and removes the directory.
@@ -56,7 +56,7 @@ enum Cmd {
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
     },
-    /// List the clusters under $NIC_CLUSTER_DIR (or <tmp>/nic-clusters).
+    /// List the clusters under $NIC_CLUSTER_DIR (or /dev/shm/nic-clusters).
     List,
     /// The bandwidth resource manager's master for a running cluster
     /// (`run --brm` starts it): serves `<dir>/brm.sock` until SIGTERM or
@@ -82,7 +82,7 @@ struct BrmArgs {
 
 #[derive(clap::Args, Clone)]
 struct RunArgs {
-    /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
+    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
     #[arg(long)]
     name: String,
     #[arg(long, default_value_t = 2)]

@@ -58,7 +58,7 @@ pub struct RtScenarioOptions {
     /// link bandwidth).
     pub pacing: Pacing,
     /// The cluster directory (a path); None: a fresh one under the
-    /// system's temp directory, removed at the end.
+    /// memory temp directory (`/dev/shm`), removed at the end.
     pub cluster: Option<String>,
 }
 
@@ -294,14 +294,15 @@ pub fn run_realtime_with_progress(
     })
 }
 
-/// A fresh cluster directory under the temp directory, unless one is given.
+/// A fresh cluster directory under the memory temp directory
+/// (`cluster::memory_temp_dir`), unless one is given.
 fn cluster_path(opts: &RtScenarioOptions) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     if let Some(c) = &opts.cluster {
         return c.clone();
     }
     let n = N.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir()
+    host_driver::cluster::memory_temp_dir()
         .join("nic-scenarios")
         .join(format!("{}-{}-{n}", opts.backend, std::process::id()))
         .to_string_lossy()
