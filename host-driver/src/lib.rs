@@ -28,10 +28,12 @@
 //! (the cluster directory contract), `live.rs` (`LiveBackend`, the only
 //! module with `unsafe`: shared file mappings). Measuring: `pattern.rs`
 //! (checkable message contents), `bench.rs` (ping-pong and streaming
-//! loops, used by the `pingpong` and `stream` binaries and by tests).
+//! loops, used by the `pingpong` and `stream` binaries and by tests),
+//! `affinity.rs` (CPU lists, pinning a thread to cores).
 
 #![deny(unsafe_code)]
 
+pub mod affinity;
 pub mod backend;
 pub mod bench;
 pub mod brm;

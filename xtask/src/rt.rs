@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use host_driver::affinity;
 use host_driver::cluster::ClusterBackend;
 use nic_emu::realtime::{qemu, RtCluster, RtConfig};
 
@@ -462,6 +463,29 @@ pub fn gdb(
     Ok(if st.success() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// What the real-time figures mean and what bounds them (printed after them).
+const BENCH_NOTES: &str = "\
+(Live figures: the median of 3 runs. Every message is content-checked. memcpy: the stream's bytes, 5000 messages of 64 KiB, each
+ from and to a place of its own; the hot copy is for reference. Host processes wait adaptively:
+ on 2 cores or fewer they yield at once, else spin 20 us first. qemu latency is bound by the
+ guest's naps (WFI, 20 us while busy) and TCG.
+ Streaming is bound by the one device thread ({cores} cores here): per packet it copies host
+ memory to SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory, computes the CRC,
+ and runs both MCPs, while the sender writes and the receiver checks every byte. The copies of
+ host memory are the slowest: the host processes on the other core have just written, or will
+ read, those lines. More device threads are slower on 2 cores.)";
+
+/// Runs of each live measurement; the median run is printed.
+const RUNS: usize = 3;
+
+/// Messages of 64 KiB in the bench's live stream.
+const STREAM_COUNT: u64 = 5000;
+
+/// `[0, 1, 3]` as `0,1,3` (a `--cpus` argument).
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// The `--realtime` figures of `cargo xtask bench`.
 pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
@@ -469,7 +493,8 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
     let bins = fw::build_host_programs(root)?;
     // Baselines: UDP ping-pong over loopback between two processes, memcpy.
     let o = Command::new(bins.join("examples").join("rt_baselines"))
-        .args(["--size", "8", "--count", &count.to_string(), "--stream-size", "65536", "--json"])
+        .args(["--size", "8", "--count", &count.to_string(), "--json"])
+        .args(["--stream-size", "65536", "--stream-count", &STREAM_COUNT.to_string()])
         .output()
         .map_err(|e| format!("rt_baselines: {e}"))?;
     if !o.status.success() {
@@ -477,17 +502,41 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
     }
     let base = json_line(&o)?;
     let udp = base["udp_one_way_us"]["median"].as_f64().unwrap_or(f64::NAN);
-    let memcpy = base["memcpy_mb_s"].as_f64().unwrap_or(f64::NAN);
-    let memcpy_cold = base["memcpy_cold_mb_s"].as_f64().unwrap_or(f64::NAN);
+    let memcpy_hot = base["memcpy_mb_s"].as_f64().unwrap_or(f64::NAN);
+    let memcpy = base["memcpy_stream_mb_s"].as_f64().unwrap_or(f64::NAN);
 
-    let live = start(RtConfig::new(
-        &format!("bench-live-{}", std::process::id()),
-        ClusterBackend::Live,
-        2,
-    ))?;
-    let lat = pingpong(&bins, live.path(), 1, 8, count, &[])?;
-    let bw = stream(&bins, live.path(), 2, 2, 65536, 5000, &[])?;
-    live.stop().map_err(|e| e.to_string())?;
+    // The live backend as the OS schedules it, then with the device
+    // thread on a core of its own and the host programs on the others
+    // (a NIC has its own processor).
+    let cores = affinity::current()?;
+    let layouts: Vec<(String, Vec<usize>, Vec<String>)> = match cores.split_last() {
+        Some((&nic, rest)) if !rest.is_empty() => vec![
+            ("".to_string(), vec![], vec![]),
+            (format!(", NIC on cpu {nic}"), vec![nic], vec!["--cpus".to_string(), cpu_list(rest)]),
+        ],
+        _ => vec![("".to_string(), vec![], vec![])],
+    };
+    let mut live = Vec::new();
+    for (label, nic_cpus, host_args) in &layouts {
+        let mut cfg =
+            RtConfig::new(&format!("bench-live-{}", std::process::id()), ClusterBackend::Live, 2);
+        cfg.cpus = nic_cpus.clone();
+        let c = start(cfg)?;
+        let extra: Vec<&str> = host_args.iter().map(String::as_str).collect();
+        // Three runs each, the median run kept: one run of a few hundred
+        // milliseconds on a 2-core machine is at the scheduler's mercy.
+        let mut lats = Vec::new();
+        let mut bws = Vec::new();
+        for _ in 0..RUNS {
+            lats.push(pingpong(&bins, c.path(), 1, 8, count, &extra)?);
+            bws.push(stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &extra)?);
+        }
+        c.stop().map_err(|e| e.to_string())?;
+        lats.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
+        bws.sort_by(f64::total_cmp);
+        let (lat, bw) = (lats.swap_remove(RUNS / 2), bws[RUNS / 2]);
+        live.push((label.clone(), lat, bw));
+    }
 
     let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
     let mut q = None;
@@ -511,28 +560,33 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
 
     let mark = |ok: bool| if ok { "met" } else { "NOT met" };
     println!("{:<54} {:>12} {:>12} {:>8}  target", "", "measured", "baseline", "ratio");
-    println!(
-        "{:<54} {:>9.2} us {:>9.2} us {:>8.2}  <= 0.5 x UDP: {}",
-        format!("live ping-pong one-way, 8 B x {count} (median) vs UDP"),
-        lat.median_us,
-        udp,
-        lat.median_us / udp,
-        mark(lat.median_us <= 0.5 * udp)
-    );
-    println!(
-        "{:<54} {:>7.0} MB/s {:>7.0} MB/s {:>8.2}  >= 30% of memcpy: {}",
-        "live stream, 64 KiB x 5000 vs memcpy (1 thread, hot)",
-        bw,
-        memcpy,
-        bw / memcpy,
-        mark(bw >= 0.3 * memcpy)
-    );
+    for (label, lat, _) in &live {
+        println!(
+            "{:<54} {:>9.2} us {:>9.2} us {:>8.2}  <= 0.5 x UDP: {}",
+            format!("live ping-pong one-way, 8 B x {count}{label} vs UDP"),
+            lat.median_us,
+            udp,
+            lat.median_us / udp,
+            mark(lat.median_us <= 0.5 * udp)
+        );
+    }
+    for (label, _, bw) in &live {
+        println!(
+            "{:<54} {:>7.0} MB/s {:>7.0} MB/s {:>8.2}  >= 30% of memcpy: {}",
+            format!("live stream, 64 KiB x {STREAM_COUNT}{label} vs memcpy"),
+            bw,
+            memcpy,
+            bw / memcpy,
+            mark(*bw >= 0.3 * memcpy)
+        );
+    }
+    let best = live.iter().map(|l| l.2).fold(0.0, f64::max);
     println!(
         "{:<54} {:>12} {:>7.0} MB/s {:>8.2}",
-        "  (memcpy from memory, 256 MiB region)",
+        "  (memcpy of one 64 KiB buffer again and again, hot)",
         "",
-        memcpy_cold,
-        bw / memcpy_cold
+        memcpy_hot,
+        best / memcpy_hot
     );
     match q {
         Some((ql, idle)) => {
@@ -547,20 +601,13 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         }
         None => println!("qemu: {} not installed; no qemu figures", qemu::QEMU_PROGRAM),
     }
-    println!(
-        "(latency: min {:.2} / p99 {:.2} us live; every message content-checked. Host \
-         processes wait adaptively (on 2 cores or fewer they yield at once, else spin 20 us \
-         first): with 2 host processes and the device thread on {} cores, spinning is far \
-         slower. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG. \
-         Streaming is bound by the one device thread: per packet it copies host memory to \
-         SRAM, SRAM to the wire and the wire to SRAM, SRAM to host memory (half its time in \
-         the two host-memory copies, whose lines the host processes on the other core have \
-         just written or will read), while the sender writes and the receiver checks every \
-         byte on the same two cores; more device threads are slower on 2 cores)",
-        lat.min_us,
-        lat.p99_us,
-        num_cpus()
-    );
+    for (label, lat, _) in &live {
+        println!(
+            "(live latency{label}: min {:.2} / median {:.2} / p99 {:.2} us)",
+            lat.min_us, lat.median_us, lat.p99_us
+        );
+    }
+    println!("{}", BENCH_NOTES.replace("{cores}", &num_cpus().to_string()));
     Ok(())
 }
 

@@ -115,6 +115,11 @@ struct RunArgs {
     /// Device threads to spread the NICs over (1: one thread runs all).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// CPUs the device threads run on (`1`, `2-3`; default: anywhere).
+    /// Give host programs the other cores (their `--cpus`): a NIC with a
+    /// processor of its own.
+    #[arg(long)]
+    cpus: Option<host_driver::affinity::CpuList>,
     /// fast (as fast as possible) or link (paced at the link bandwidth).
     #[arg(long, default_value = "fast")]
     pacing: Pacing,
@@ -177,6 +182,7 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     c.topology = a.topology;
     c.image = a.image.clone();
     c.threads = a.threads;
+    c.cpus = a.cpus.clone().map(|c| c.0).unwrap_or_default();
     c.pacing = a.pacing;
     c.faults = Faults { drop: a.drop, corrupt: a.corrupt, duplicate: a.duplicate };
     c.seed = a.seed;

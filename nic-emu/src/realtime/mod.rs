@@ -102,6 +102,11 @@ pub struct RtConfig {
     pub send_timeout_us: Option<f64>,
     /// Worker threads the NICs are spread over (1: one thread runs all).
     pub threads: usize,
+    /// CPUs the worker threads run on (empty: wherever the OS puts them).
+    /// One core for the device threads and the rest for the host
+    /// programs (their `--cpus`) is the real thing's layout: the NIC has
+    /// a processor of its own. QEMU processes are not pinned.
+    pub cpus: Vec<usize>,
     pub backoff: Backoff,
     /// qemu: start this node's guest halted (`-S`) with a gdbstub on
     /// `gdb_port` (`-gdb tcp:127.0.0.1:PORT`).
@@ -136,6 +141,7 @@ impl RtConfig {
             seed: 0,
             send_timeout_us: None,
             threads: 1,
+            cpus: Vec::new(),
             backoff: Backoff::default(),
             halted_node: None,
             qemu_program: qemu::QEMU_PROGRAM.to_string(),
@@ -336,6 +342,8 @@ impl RtCluster {
         let Plan { layout, send_timeout_ns, routes } =
             plan(&cfg.profile, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
         let qemu = cfg.backend == ClusterBackend::Qemu;
+        host_driver::affinity::check_available(&cfg.cpus)
+            .map_err(|e| RtError::Config(format!("cpus: {e}")))?;
         let sram_size = cfg.effective_sram_size();
         if sram_size < map::SRAM_MIN as u64 || sram_size > u32::MAX as u64 {
             return Err(RtError::Config(format!(
@@ -510,9 +518,15 @@ impl RtCluster {
         };
         for (i, nodes) in per.into_iter().enumerate() {
             let ctx = ctx.clone();
+            let cpus = cfg.cpus.clone();
             let h = std::thread::Builder::new()
                 .name(format!("nic-rt-{i}"))
-                .spawn(move || worker::run(nodes, ctx))
+                .spawn(move || {
+                    if let Err(e) = host_driver::affinity::pin_current_thread(&cpus) {
+                        ctx.note(format!("device thread {i}: {e}"));
+                    }
+                    worker::run(nodes, ctx)
+                })
                 .map_err(io_err("starting a device thread"))?;
             c.workers.push(h);
         }

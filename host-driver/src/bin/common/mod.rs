@@ -33,7 +33,7 @@ pub enum Wait {
 /// The arguments both binaries take.
 #[derive(Args, Debug)]
 pub struct Endpoint {
-    /// Cluster name (under $NIC_CLUSTER_DIR or <tmp>/nic-clusters) or directory.
+    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
     #[arg(long)]
     pub cluster: String,
     /// This process's node.
@@ -57,6 +57,10 @@ pub struct Endpoint {
     pub check: CheckArg,
     #[arg(long, value_enum, default_value_t = Wait::Adaptive)]
     pub wait: Wait,
+    /// Run this process on these CPUs only (`1`, `0-3`, `0,2`): keep it
+    /// off the cores the device threads were given (`nic-cluster run --cpus`).
+    #[arg(long)]
+    pub cpus: Option<host_driver::affinity::CpuList>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -83,7 +87,11 @@ impl Endpoint {
     }
 
     /// Attach to this endpoint's port of the running cluster.
+    /// Pin this process (`--cpus`), then attach its port.
     pub fn open(&self) -> Result<(Nic<LiveBackend>, Port<LiveBackend>), String> {
+        if let Some(cpus) = &self.cpus {
+            host_driver::affinity::pin_current_thread(&cpus.0)?;
+        }
         let idle = match self.wait {
             Wait::Adaptive => IdlePolicy::default(),
             Wait::Spin => IdlePolicy::busy(),
