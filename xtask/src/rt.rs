@@ -465,15 +465,18 @@ pub fn gdb(
 
 /// What the real-time figures mean and what bounds them (printed after them).
 const BENCH_NOTES: &str = "\
-(Live figures: the median of 3 runs. Every message is content-checked. memcpy: the stream's bytes, 5000 messages of 64 KiB, each
- from and to a place of its own; the hot copy is for reference. Host processes wait adaptively:
- on 2 cores or fewer they yield at once, else spin 20 us first. qemu latency is bound by the
- guest's naps (WFI, 20 us while busy) and TCG.
- Streaming is bound by the one device thread ({cores} cores here): per packet it copies host
- memory to SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory, computes the CRC,
- and runs both MCPs, while the sender writes and the receiver checks every byte. The copies of
- host memory are the slowest: the host processes on the other core have just written, or will
- read, those lines. More device threads are slower on 2 cores.)";
+(Live figures: the median of 3 runs. Every message is content-checked. memcpy: the stream's
+ bytes, 5000 messages of 64 KiB, each from and to a place of its own; the hot copy is for
+ reference. Host processes wait adaptively: on 2 cores or fewer they yield at once, else spin
+ 20 us first. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG.
+ Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
+ that core is fully busy, the hosts' about 80%). Per 4 KiB packet it copies host memory to
+ SRAM and SRAM to host memory (about a quarter of its time: lines the host processes on the
+ other core have just written or will read), SRAM to the wire and the wire to SRAM (about
+ 30%), computes the CRC (9%) and runs both MCPs and the engines' rings (40%). The sender
+ spends half its time writing each message into host memory. Runs vary: now and then cross-
+ core traffic on this VM is several times slower and a stream runs at half speed. More device
+ threads are slower on 2 cores.)";
 
 /// Runs of each live measurement; the median run is printed.
 const RUNS: usize = 3;
