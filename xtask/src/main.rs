@@ -183,6 +183,10 @@ enum Cmd {
         /// programs then ask it for bandwidth (`BrmClient::connect`).
         #[arg(long)]
         brm: bool,
+        /// CPUs the device threads run on (`1`, `2-3`); give host programs
+        /// the others with their `--cpus` (a NIC with a processor of its own).
+        #[arg(long)]
+        cpus: Option<host_driver::affinity::CpuList>,
     },
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
     /// level, timestamp and message, from <cluster>/node<N>/console.log.
@@ -296,7 +300,9 @@ fn main() -> ExitCode {
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => fw::flash(&root, node, image, &cluster),
-        Cmd::Run { nodes, backend, name, brm } => rt::run(&root, nodes, backend, &name, brm),
+        Cmd::Run { nodes, backend, name, brm, cpus } => {
+            rt::run(&root, nodes, backend, &name, brm, cpus.map(|c| c.0).unwrap_or_default())
+        }
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }

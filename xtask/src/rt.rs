@@ -89,6 +89,7 @@ pub fn run(
     backend: Backend,
     name: &str,
     brm: bool,
+    cpus: Vec<usize>,
 ) -> crate::Result<ExitCode> {
     let backend = match backend {
         Backend::Sim => {
@@ -103,6 +104,7 @@ pub fn run(
         Backend::Qemu => ClusterBackend::Qemu,
     };
     let mut cfg = RtConfig::new(name, backend, nodes);
+    cfg.cpus = cpus;
     if backend == ClusterBackend::Qemu {
         if !ensure_qemu()? {
             return Err(format!("the qemu backend needs {}", qemu::QEMU_PROGRAM));
