@@ -47,13 +47,20 @@ use crate::DriverError;
 // MappedFile: the only place that touches mapped memory.
 // ---------------------------------------------------------------------
 
-/// Ranges at least this long are copied by `bulk_copy` where the target
-/// has one (x86_64); shorter ones, and every range elsewhere, by the
+/// Ranges at least this long may go by `bulk_copy`; shorter ones by the
 /// relaxed word loops.
-const BULK_MIN: usize = if cfg!(target_arch = "x86_64") { 64 } else { usize::MAX };
+const BULK_MIN: usize = 64;
 
-/// Copy `n` bytes from `src` to `dst` with one `rep movsb`: the fast-string
-/// copy (ERMS/FSRM), about twice the relaxed word loop on cached data.
+/// Copy `n` bytes from `src` to `dst` with one `rep movsb`, the
+/// fast-string copy (ERMS/FSRM), when that is the fast way: on x86_64,
+/// for `BULK_MIN` bytes or more, and not when the destination lies 1 to
+/// 63 bytes past the source modulo 4 KiB. There the string copy's loads
+/// alias its own recent stores (4K aliasing) and it runs some 20 times
+/// slower than the word loop (measured on this project's AMD EPYC
+/// machines: 2-3 GB/s against 50 for a hot 4 KiB copy; glibc's memcpy
+/// behaves the same). Packets land at any offset (route bytes shift them,
+/// pool buffers sit anywhere), so this is checked on every copy. Else
+/// copies nothing and returns false: the caller's word loop does it.
 ///
 /// The memory model: the asm block accesses exactly these bytes, each
 /// once, as x86 byte loads and stores, which are single-copy atomic, so
@@ -67,9 +74,13 @@ const BULK_MIN: usize = if cfg!(target_arch = "x86_64") { 64 } else { usize::MAX
 /// # Safety
 /// `src..src + n` must be readable and `dst..dst + n` writable for the
 /// duration of the call (inside live mappings or our own buffers).
-#[cfg(target_arch = "x86_64")]
 #[inline]
-unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) {
+unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) -> bool {
+    let aliasing = (1..64).contains(&((dst as usize).wrapping_sub(src as usize) % 4096));
+    if !cfg!(target_arch = "x86_64") || n < BULK_MIN || aliasing {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller guarantees both ranges; rep movsb moves exactly n
     // bytes forward (DF is clear at every Rust call boundary) and touches
     // no other memory, register or the stack.
@@ -82,27 +93,7 @@ unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) {
             options(nostack, preserves_flags)
         );
     }
-}
-
-/// Whether `bulk_copy` is fast from `src` to `dst`: not when the
-/// destination lies 1 to 63 bytes past the source modulo 4 KiB. There the
-/// string copy's loads alias its own recent stores (4K aliasing) and it
-/// runs some 20 times slower than the word loop (measured on this
-/// project's AMD EPYC machines: 2-3 GB/s against 50 for a hot 4 KiB copy;
-/// glibc's memcpy behaves the same). Packets land at any offset (route
-/// bytes shift them, pool buffers sit anywhere), so this is checked on
-/// every copy.
-#[inline]
-fn bulk_fast(dst: *const u8, src: *const u8) -> bool {
-    let d = (dst as usize).wrapping_sub(src as usize) % 4096;
-    !(1..64).contains(&d)
-}
-
-/// Elsewhere there is no bulk copy (`BULK_MIN` is never reached).
-#[cfg(not(target_arch = "x86_64"))]
-#[inline]
-unsafe fn bulk_copy(_dst: *mut u8, _src: *const u8, _n: usize) {
-    unreachable!("no bulk copy on this target")
+    true
 }
 
 /// A whole file mapped shared and writable, accessed only through
@@ -112,7 +103,7 @@ unsafe fn bulk_copy(_dst: *mut u8, _src: *const u8, _n: usize) {
 /// Words (`load_*`/`store_*`) are single atomic accesses when aligned,
 /// Acquire/Release as the ABI's ownership rules want. Byte ranges are
 /// copied as relaxed atomic accesses: one fast-string copy on x86_64
-/// (`bulk_copy`), else (and for short ranges) relaxed loads and stores of
+/// where it is fast (`bulk_copy`), else relaxed loads and stores of
 /// the widest aligned unit (u64, u32, else u8), so a racing writer can
 /// tear a range but never make the access undefined. (Accesses of different widths to the same
 /// bytes race only when the ABI's ownership rules are broken, e.g. a
@@ -211,10 +202,9 @@ impl MappedFile {
             return false;
         };
         let n = buf.len();
-        if n >= BULK_MIN && bulk_fast(buf.as_ptr(), self.map.as_ptr().wrapping_add(start)) {
-            // SAFETY: [start, start + n) lies in the mapping (span checked
-            // above) and buf is n writable bytes of our own, apart from it.
-            unsafe { bulk_copy(buf.as_mut_ptr(), self.map.as_ptr().add(start), n) };
+        // SAFETY: [start, start + n) lies in the mapping (span checked
+        // above) and buf is n writable bytes of our own, apart from it.
+        if unsafe { bulk_copy(buf.as_mut_ptr(), self.map.as_ptr().add(start), n) } {
             return true;
         }
         let head = ((8 - start % 8) % 8).min(n);
@@ -258,10 +248,9 @@ impl MappedFile {
             return false;
         };
         let n = data.len();
-        if n >= BULK_MIN && bulk_fast(self.map.as_ptr().wrapping_add(start), data.as_ptr()) {
-            // SAFETY: [start, start + n) lies in the mapping (span checked
-            // above); data is n readable bytes of our own, apart from it.
-            unsafe { bulk_copy(self.map.as_mut_ptr().add(start), data.as_ptr(), n) };
+        // SAFETY: [start, start + n) lies in the mapping (span checked
+        // above); data is n readable bytes of our own, apart from it.
+        if unsafe { bulk_copy(self.map.as_mut_ptr().add(start), data.as_ptr(), n) } {
             return true;
         }
         let head = ((8 - start % 8) % 8).min(n);
@@ -288,14 +277,11 @@ impl MappedFile {
         let (Some(d), Some(s)) = (self.span(off, len), src.span(src_off, len)) else {
             return false;
         };
-        if len >= BULK_MIN
-            && bulk_fast(self.map.as_ptr().wrapping_add(d), src.map.as_ptr().wrapping_add(s))
-        {
-            // SAFETY: [d, d + len) lies in this mapping and [s, s + len) in
-            // src's (spans checked above). Two files are two mappings; one
-            // file copied onto itself may overlap, which garbles bytes (as
-            // the word loop below would) but touches nothing else.
-            unsafe { bulk_copy(self.map.as_mut_ptr().add(d), src.map.as_ptr().add(s), len) };
+        // SAFETY: [d, d + len) lies in this mapping and [s, s + len) in
+        // src's (spans checked above). Two files are two mappings; one file
+        // copied onto itself may overlap, which garbles bytes (as the word
+        // loop below would) but touches nothing else.
+        if unsafe { bulk_copy(self.map.as_mut_ptr().add(d), src.map.as_ptr().add(s), len) } {
             return true;
         }
         if d % 8 != s % 8 {
