@@ -467,21 +467,25 @@ pub fn gdb(
 
 /// What the real-time figures mean and what bounds them (printed after them).
 const BENCH_NOTES: &str = "\
-(Live figures: the median of 3 runs. Every message is content-checked. memcpy: the stream's
+(Live figures: the median of 5 runs. Every message is content-checked. memcpy: the stream's
  bytes, 5000 messages of 64 KiB, each from and to a place of its own; the hot copy is for
  reference. Host processes wait adaptively: on 2 cores or fewer they yield at once, else spin
  20 us first. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG.
  Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
- that core is fully busy, the hosts' about 80%). Per 4 KiB packet it copies host memory to
+ that core is fully busy, the hosts' about half). Per 4 KiB packet it copies host memory to
  SRAM and SRAM to host memory (about a quarter of its time: lines the host processes on the
  other core have just written or will read), SRAM to the wire and the wire to SRAM (about
- 30%), computes the CRC (9%) and runs both MCPs and the engines' rings (40%). The sender
- spends half its time writing each message into host memory. Runs vary: now and then cross-
- core traffic on this VM is several times slower and a stream runs at half speed. More device
- threads are slower on 2 cores.)";
+ 30%), computes the CRC (9%) and runs both MCPs and the engines' rings (40%). The cross-core
+ hand-off before each stream run is how long one cache line takes between the NIC's CPU and
+ a host CPU: on a 2-core VM it is about 30 ns most of the time and 150 ns or more in spells,
+ and a stream run in such a spell goes at about half speed. More device threads are slower
+ on 2 cores.)";
 
 /// Runs of each live measurement; the median run is printed.
-const RUNS: usize = 3;
+const RUNS: usize = 5;
+
+/// How long the cross-core hand-off is probed before each stream run.
+const PROBE: Duration = Duration::from_millis(50);
 
 /// Messages of 64 KiB in the bench's live stream.
 const STREAM_COUNT: u64 = 5000;
@@ -521,6 +525,11 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         ],
         _ => vec![("".to_string(), vec![], vec![])],
     };
+    // The probe's two CPUs: the NIC's and a host program's.
+    let probe = match (cores.first(), cores.last()) {
+        (Some(&h), Some(&n)) if h != n => Some((n, h)),
+        _ => None,
+    };
     let mut live = Vec::new();
     for (label, nic_cpus, host_args) in &layouts {
         let mut cfg =
@@ -531,16 +540,21 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         // Three runs each, the median run kept: one run of a few hundred
         // milliseconds on a 2-core machine is at the scheduler's mercy.
         let mut lats = Vec::new();
-        let mut bws = Vec::new();
+        let mut runs = Vec::new();
         for _ in 0..RUNS {
             lats.push(pingpong(&bins, c.path(), 1, 8, count, &extra)?);
-            bws.push(stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &extra)?);
+            // The cross-core hand-off just before, to tell this VM's slow
+            // spells from the emulator's own variation.
+            let handoff = probe.map(|(a, b)| affinity::handoff_ns(a, b, PROBE)).transpose()?;
+            let bw = stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &extra)?;
+            runs.push((bw, handoff));
         }
         c.stop().map_err(|e| e.to_string())?;
         lats.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
+        let mut bws: Vec<f64> = runs.iter().map(|r| r.0).collect();
         bws.sort_by(f64::total_cmp);
         let (lat, bw) = (lats.swap_remove(RUNS / 2), bws[RUNS / 2]);
-        live.push((label.clone(), lat, bw));
+        live.push((label.clone(), lat, bw, runs));
     }
 
     let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
@@ -565,7 +579,7 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
 
     let mark = |ok: bool| if ok { "met" } else { "NOT met" };
     println!("{:<54} {:>12} {:>12} {:>8}  target", "", "measured", "baseline", "ratio");
-    for (label, lat, _) in &live {
+    for (label, lat, _, _) in &live {
         println!(
             "{:<54} {:>9.2} us {:>9.2} us {:>8.2}  <= 0.5 x UDP: {}",
             format!("live ping-pong one-way, 8 B x {count}{label} vs UDP"),
@@ -575,7 +589,7 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
             mark(lat.median_us <= 0.5 * udp)
         );
     }
-    for (label, _, bw) in &live {
+    for (label, _, bw, _) in &live {
         println!(
             "{:<54} {:>7.0} MB/s {:>7.0} MB/s {:>8.2}  >= 30% of memcpy: {}",
             format!("live stream, 64 KiB x {STREAM_COUNT}{label} vs memcpy"),
@@ -606,10 +620,21 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         }
         None => println!("qemu: {} not installed; no qemu figures", qemu::QEMU_PROGRAM),
     }
-    for (label, lat, _) in &live {
+    for (label, lat, _, runs) in &live {
         println!(
             "(live latency{label}: min {:.2} / median {:.2} / p99 {:.2} us)",
             lat.min_us, lat.median_us, lat.p99_us
+        );
+        let each: Vec<String> = runs
+            .iter()
+            .map(|(bw, h)| match h {
+                Some(ns) => format!("{bw:.0} ({ns:.0} ns)"),
+                None => format!("{bw:.0}"),
+            })
+            .collect();
+        println!(
+            "(live stream{label}, each run in MB/s (cross-core hand-off): {})",
+            each.join(", ")
         );
     }
     println!("{}", BENCH_NOTES.replace("{cores}", &num_cpus().to_string()));
