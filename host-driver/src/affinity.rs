@@ -99,14 +99,14 @@ pub fn handoff_ns(a: usize, b: usize, dur: std::time::Duration) -> Result<f64, S
     use std::time::Instant;
     let line = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    // A thread that cannot be pinned stops the other one too.
+    let pin = |cpu: usize| {
+        pin_current_thread(&[cpu]).inspect_err(|_| stop.store(true, Ordering::Relaxed))
+    };
     // Both ends on threads of their own: the caller's affinity stays as it is.
     std::thread::scope(|s| {
         let echo = s.spawn(|| -> Result<(), String> {
-            let r = pin_current_thread(&[b]);
-            if r.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            r?;
+            pin(b)?;
             let mut want = 1;
             while !stop.load(Ordering::Relaxed) {
                 if line.load(Ordering::Acquire) == want {
@@ -118,11 +118,7 @@ pub fn handoff_ns(a: usize, b: usize, dur: std::time::Duration) -> Result<f64, S
             Ok(())
         });
         let ping = s.spawn(|| -> Result<f64, String> {
-            let r = pin_current_thread(&[a]);
-            if r.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            r?;
+            pin(a)?;
             let t = Instant::now();
             let mut v = 0u64;
             let mut rounds = 0u64;

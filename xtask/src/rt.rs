@@ -526,10 +526,7 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         _ => vec![("".to_string(), vec![], vec![])],
     };
     // The probe's two CPUs: the NIC's and a host program's.
-    let probe = match (cores.first(), cores.last()) {
-        (Some(&h), Some(&n)) if h != n => Some((n, h)),
-        _ => None,
-    };
+    let probe = cores.split_last().and_then(|(&nic, rest)| rest.first().map(|&h| (nic, h)));
     let mut live = Vec::new();
     for (label, nic_cpus, host_args) in &layouts {
         let mut cfg =
@@ -537,7 +534,7 @@ pub fn bench(root: &Path, count: u64) -> crate::Result<()> {
         cfg.cpus = nic_cpus.clone();
         let c = start(cfg)?;
         let extra: Vec<&str> = host_args.iter().map(String::as_str).collect();
-        // Three runs each, the median run kept: one run of a few hundred
+        // RUNS runs each, the median run kept: one run of a few hundred
         // milliseconds on a 2-core machine is at the scheduler's mercy.
         let mut lats = Vec::new();
         let mut runs = Vec::new();
