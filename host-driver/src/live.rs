@@ -196,6 +196,7 @@ impl MappedFile {
 
     /// Copy `buf.len()` bytes at `off` into `buf` (relaxed). Out of range:
     /// `buf` is zeroed and false returned.
+    #[inline]
     pub fn read(&self, off: u64, buf: &mut [u8]) -> bool {
         let Some(start) = self.span(off, buf.len()) else {
             buf.fill(0);
@@ -223,6 +224,7 @@ impl MappedFile {
 
     /// Bytes of `[start, start + buf.len())`, already bounds-checked, with
     /// u32 accesses where aligned (a head or tail of fewer than 8 bytes).
+    #[inline]
     fn read_small(&self, start: usize, buf: &mut [u8]) {
         let mut i = 0;
         while i < buf.len() {
@@ -243,6 +245,7 @@ impl MappedFile {
 
     /// Copy `data` to `off` (relaxed; publish with a Release store after).
     /// Out of range: nothing is written, false returned.
+    #[inline]
     pub fn write(&self, off: u64, data: &[u8]) -> bool {
         let Some(start) = self.span(off, data.len()) else {
             return false;
@@ -273,6 +276,7 @@ impl MappedFile {
     /// publish with a Release store after). The DMA engines' copy between
     /// host memory and SRAM: no bounce buffer. False (nothing copied) if
     /// either range lies outside its file.
+    #[inline]
     pub fn copy_from(&self, off: u64, src: &MappedFile, src_off: u64, len: usize) -> bool {
         let (Some(d), Some(s)) = (self.span(off, len), src.span(src_off, len)) else {
             return false;
@@ -318,6 +322,7 @@ impl MappedFile {
     }
 
     /// As `read_small`, for stores.
+    #[inline]
     fn write_small(&self, start: usize, data: &[u8]) {
         let mut i = 0;
         while i < data.len() {
@@ -355,6 +360,7 @@ impl MappedFile {
 
     /// Little-endian u32 at `off`, Acquire. None if out of range. An
     /// unaligned word is read byte by byte, then an Acquire fence.
+    #[inline]
     pub fn load_u32(&self, off: u64) -> Option<u32> {
         let i = self.span(off, 4)?;
         if i.is_multiple_of(4) {
@@ -369,6 +375,7 @@ impl MappedFile {
     }
 
     /// Store a little-endian u32 at `off`, Release. False if out of range.
+    #[inline]
     pub fn store_u32(&self, off: u64, v: u32) -> bool {
         let Some(i) = self.span(off, 4) else { return false };
         if i.is_multiple_of(4) {
@@ -382,6 +389,7 @@ impl MappedFile {
     }
 
     /// Little-endian u64 at `off`, Acquire. None if out of range.
+    #[inline]
     pub fn load_u64(&self, off: u64) -> Option<u64> {
         let i = self.span(off, 8)?;
         if i.is_multiple_of(8) {
@@ -396,6 +404,7 @@ impl MappedFile {
     }
 
     /// Store a little-endian u64 at `off`, Release. False if out of range.
+    #[inline]
     pub fn store_u64(&self, off: u64, v: u64) -> bool {
         let Some(i) = self.span(off, 8) else { return false };
         if i.is_multiple_of(8) {

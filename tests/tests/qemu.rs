@@ -155,13 +155,15 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
 }
 
 /// `cargo xtask logs --node 0 --cluster DIR --image ELF` (xtask built in
-/// release into this test's target directory, as the alias builds it).
+/// this test's profile and target directory).
 fn xtask_logs(cluster: &std::path::Path, elf: &std::path::Path) -> Output {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string()));
     c.current_dir(&root)
         .env("CARGO_TARGET_DIR", rt::profile_dir().parent().unwrap())
-        .args(["run", "--quiet", "--release", "-p", "xtask", "--", "logs", "--node", "0"])
+        .args(["run", "--quiet"])
+        .args(rt::profile_args())
+        .args(["-p", "xtask", "--", "logs", "--node", "0"])
         .arg("--cluster")
         .arg(cluster)
         .arg("--image")

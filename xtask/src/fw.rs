@@ -18,15 +18,19 @@ use crate::prereq::FW_TARGET;
 pub const IMAGE_BUDGET: u64 = 128 * 1024;
 
 /// The cargo target directory this xtask was built into (the workspace's,
-/// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/release/xtask`.
+/// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/<profile>/xtask`
+/// (`quick` through the alias).
 pub fn target_dir(root: &Path) -> PathBuf {
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(d);
     }
     std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().and_then(Path::parent).map(Path::to_path_buf))
-        .filter(|d| d.join("release").is_dir())
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+        .filter(|p| {
+            p.file_name().is_some_and(|n| ["quick", "release", "debug"].iter().any(|x| n == *x))
+        })
+        .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| root.join("target"))
 }
 

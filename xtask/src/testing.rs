@@ -1,7 +1,8 @@
-//! `cargo xtask test`: everything CI runs. The cargo test suite (release,
-//! nextest when installed), then each scenario under scenarios/ through the
-//! scenario runner with its checks. Ends with one closing line,
-//! `total: N passed, M failed`, and a non-zero exit on any failure.
+//! `cargo xtask test`: everything CI runs. The cargo test suite (profile
+//! `quick`: release code without LTO; nextest when installed), then each
+//! scenario under scenarios/ through the scenario runner with its checks.
+//! Ends with one closing line, `total: N passed, M failed`, and a non-zero
+//! exit on any failure.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,12 +38,17 @@ pub fn parse_counts(line: &str, nextest: bool, c: &mut Counts) {
     }
 }
 
+/// The cargo profile the suite builds in: release code without LTO
+/// (Cargo.toml), as the `cargo xtask` alias builds xtask, so the two share
+/// their dependencies' builds.
+const TEST_PROFILE: &str = "quick";
+
 fn cargo_tests(root: &Path, nextest: bool) -> crate::Result<(bool, Counts)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let args: Vec<&str> = if nextest {
-        vec!["nextest", "run", "--workspace", "--release", "--no-fail-fast"]
+        vec!["nextest", "run", "--workspace", "--cargo-profile", TEST_PROFILE, "--no-fail-fast"]
     } else {
-        vec!["test", "--workspace", "--release", "--no-fail-fast"]
+        vec!["test", "--workspace", "--profile", TEST_PROFILE, "--no-fail-fast"]
     };
     println!("==> cargo {}", args.join(" "));
     let mut child = Command::new(&cargo)

@@ -82,6 +82,7 @@ pub struct Descriptor {
 }
 
 impl Descriptor {
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.kind as u8);
         put_u8(b, 1, self.priority as u8);
@@ -102,6 +103,7 @@ impl Descriptor {
     /// Parse a descriptor. Errors name the cause the host will be told; the
     /// tag is still recoverable with [`Descriptor::raw_tag`] and the kind
     /// with [`Descriptor::raw_kind`].
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<Descriptor, ErrorCause> {
         if b.len() < DESC_SIZE as usize {
             return Err(ErrorCause::BadDescriptor);

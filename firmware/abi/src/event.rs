@@ -177,6 +177,7 @@ impl Event {
         }
     }
 
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.kind as u8);
         put_u8(b, 1, self.status);
@@ -197,6 +198,7 @@ impl Event {
         put_u32(b, 60, self.seq);
     }
 
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<Event, ParseError> {
         if b.len() < EVENT_SIZE as usize {
             return Err(ParseError::Truncated);
@@ -228,6 +230,7 @@ impl Event {
     }
 
     /// The sequence number of an event slot, read without parsing the rest.
+    #[inline]
     pub fn slot_seq(b: &[u8]) -> u32 {
         get_u32(b, 60)
     }

@@ -156,6 +156,7 @@ pub struct Header {
 }
 
 impl Header {
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.ptype as u8);
         put_u8(b, 1, self.flags);
@@ -181,12 +182,14 @@ impl Header {
     /// Parse the header of a packet of `b.len()` bytes (header + payload,
     /// no route bytes). Checks every field's domain and that the length
     /// agrees with `payload_len`. Never panics.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Header, ParseError> {
         Header::parse_prefix(b, b.len())
     }
 
     /// Parse from the first bytes of a packet whose whole length is
     /// `total` (for firmware that reads only the header out of SRAM).
+    #[inline]
     pub fn parse_prefix(b: &[u8], total: usize) -> Result<Header, ParseError> {
         if b.len() < HEADER_LEN || total < HEADER_LEN {
             return Err(ParseError::Truncated);
@@ -250,6 +253,7 @@ impl Header {
         Ok(h)
     }
 
+    #[inline]
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
@@ -257,6 +261,7 @@ impl Header {
 
 /// Length of the route at the start of `wire` (its leading bytes with bit
 /// 7 set).
+#[inline]
 pub fn route_len(wire: &[u8]) -> usize {
     wire.iter().take_while(|b| *b & ROUTE_FLAG != 0).count()
 }

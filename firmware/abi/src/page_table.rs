@@ -35,6 +35,7 @@ pub struct Pte {
 impl Pte {
     pub const EMPTY: Pte = Pte { state: PteState::Empty, vpn: 0, bus_page: 0 };
 
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         let st = match self.state {
             PteState::Empty => 0,
@@ -46,6 +47,7 @@ impl Pte {
     }
 
     /// Decode an entry; an unknown state reads as empty (stops probing).
+    #[inline]
     pub fn decode(b: &[u8]) -> Pte {
         let w0 = get_u64(b, 0);
         let state = match w0 & 3 {
@@ -58,6 +60,7 @@ impl Pte {
 }
 
 /// Where probing for `vpn` starts.
+#[inline]
 pub fn home_slot(vpn: u64) -> u32 {
     let h = vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (h >> 40) as u32 & (PAGE_TABLE_ENTRIES - 1)

@@ -40,6 +40,7 @@ pub struct HostDmaCmd {
 }
 
 impl HostDmaCmd {
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.dir as u8);
         put_u8(b, 1, 0);
@@ -51,6 +52,7 @@ impl HostDmaCmd {
         put_u64(b, 24, self.cookie);
     }
 
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<HostDmaCmd, ParseError> {
         if b.len() < HDMA_CMD_SIZE as usize {
             return Err(ParseError::Truncated);
@@ -83,6 +85,7 @@ pub struct TxDmaCmd {
 }
 
 impl TxDmaCmd {
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u32(b, 0, self.sram);
         put_u32(b, 4, self.len);
@@ -92,6 +95,7 @@ impl TxDmaCmd {
         put_u32(b, 12, self.cookie);
     }
 
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<TxDmaCmd, ParseError> {
         if b.len() < TXDMA_CMD_SIZE as usize {
             return Err(ParseError::Truncated);
@@ -121,6 +125,7 @@ pub struct RxDone {
 }
 
 impl RxDone {
+    #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u32(b, 0, self.buf);
         put_u32(b, 4, self.len);
@@ -128,6 +133,7 @@ impl RxDone {
         put_u32(b, 12, 0);
     }
 
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<RxDone, ParseError> {
         if b.len() < RXDONE_SIZE as usize {
             return Err(ParseError::Truncated);

@@ -40,7 +40,8 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string())
 }
 
-fn profile_args() -> Vec<String> {
+/// The cargo flags that build in this test's profile.
+pub fn profile_args() -> Vec<String> {
     match profile_dir().file_name().and_then(|n| n.to_str()) {
         Some("release") => vec!["--release".into()],
         Some("debug") | None => vec![],
