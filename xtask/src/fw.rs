@@ -19,7 +19,7 @@ pub const IMAGE_BUDGET: u64 = 128 * 1024;
 
 /// The cargo target directory this xtask was built into (the workspace's,
 /// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/<profile>/xtask`
-/// (`quick` through the alias).
+/// (`release` through the alias).
 pub fn target_dir(root: &Path) -> PathBuf {
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(d);

@@ -473,12 +473,13 @@ const BENCH_NOTES: &str = "\
  20 us first. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG.
  Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
  that core is fully busy, the hosts' partly idle). Per 4 KiB packet it copies host memory to
- SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory (about half its time), computes
- the CRC (about 12%) and runs both MCPs, the engines' rings and the fabric (the rest). The
- cross-core hand-off before each stream run is how long one cache line takes between the NIC's
- CPU and a host CPU: on a 2-core VM it is about 30 ns most of the time and 150 ns or more in
- spells, and a stream run in such a spell goes at about half speed. More device threads are
- slower on 2 cores. docs/design/performance.md has more.)";
+ SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory (about 60% of its time, the
+ last alone a third: it takes back lines the receiving process on the other core has read),
+ computes the CRC (about 10%) and runs both MCPs, the engines' rings and the fabric (the rest).
+ The cross-core hand-off before each stream run is how long one cache line takes between
+ the NIC's CPU and a host CPU: on a 2-core VM it is about 30 ns most of the time and 150 ns
+ or more in spells, and a stream run in such a spell goes at about half speed. More device
+ threads are slower on 2 cores. docs/design/performance.md has more.)";
 
 /// Runs of each live measurement; the median run is printed.
 const RUNS: usize = 5;
