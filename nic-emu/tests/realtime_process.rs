@@ -37,11 +37,14 @@ fn a_detached_cluster_is_listed_and_stopped_by_name() {
     };
     let out = run(&["run", "--name", "bg", "--nodes", "2", "--detach"]);
     assert!(out.contains("nic-cluster: ready"), "{out}");
+    let log = base.join("bg.log");
+    assert!(log.exists(), "--detach writes the device process's output to {}", log.display());
     let d = ClusterDir::open_path(&base.join("bg")).unwrap();
     assert!(d.device_alive());
     let list = run(&["list"]);
     assert!(list.contains("bg") && list.contains("running running"), "{list}");
     run(&["stop", "--name", "bg"]);
     assert!(!base.join("bg").join("cluster.toml").exists());
+    assert!(!log.exists(), "a clean stop removes the log of a --detach run");
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -17,7 +17,8 @@
 //! the files are and `nic-cluster: ready <dir>`, then serves until
 //! SIGINT/SIGTERM, when it stops the guests and removes the directory.
 //! With `--detach` it starts itself in the background (own process group,
-//! output in `<dir>.log`) and returns once the cluster is up.
+//! output in `<dir>.log`, which a clean `stop` removes) and returns once
+//! the cluster is up.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -372,6 +373,12 @@ fn stop(name: &str, timeout: f64) -> Result<(), String> {
             ));
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+    // A clean stop leaves nothing behind: the output of a `--detach` run
+    // goes too (a device process that died keeps its log; see above).
+    let log = d.path().with_extension("log");
+    if log.exists() {
+        std::fs::remove_file(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     }
     println!("nic-cluster: cluster `{name}` stopped");
     Ok(())
