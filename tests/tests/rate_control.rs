@@ -81,22 +81,8 @@ fn flows_at_10t_over_3_and_10t_over_7_share_3_to_7() {
 
 #[test]
 fn a_request_breaking_any_criterion_is_refused_naming_it_and_release_lets_it_in() {
-    // Two switches: nodes 0..5 on switch 0, 5..10 on switch 1, joined by
-    // switch 0 port 15 -> switch 1.
-    let text = head(10, "two-switch")
-        // Node 0 sends 60 MB/s to node 1 until 20 ms.
-        + &stream("n0-60", 0, 1, 1000, "rate_mb_s = 60\nstop_us = 20000")
-        // 1: node 0 has only ~22 MB/s left.
-        + &stream("src-full", 0, 2, 5, "rate_mb_s = 30\nstart_us = 1000")
-        // 3: node 1 receives 60 already.
-        + &stream("dst-full", 9, 1, 5, "rate_mb_s = 30\nstart_us = 1000")
-        // 2: three 55 MB/s flows across the trunk (158 MB/s).
-        + &stream("t1", 2, 6, 10, "rate_mb_s = 55")
-        + &stream("t2", 3, 7, 10, "rate_mb_s = 55")
-        + &stream("t3", 4, 8, 5, "rate_mb_s = 55\nstart_us = 1000")
-        // After node 0's reservation is given back (its last message
-        // completes by ~30 ms), the same request is admitted.
-        + &stream("src-later", 0, 3, 5, "rate_mb_s = 30\nstart_us = 40000");
+    // Two switches; which flow breaks which criterion: experiments::admission.
+    let text = experiments::admission(PROFILE);
     let r = run_text(&text);
     assert_all_intact(&r);
     let c = cal();

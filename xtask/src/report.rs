@@ -223,15 +223,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
          trunk (t1 and t2 at 0 ms, t3 at 1 ms); `src-full` and `dst-full` ask at 1 ms; \
          `src-later` asks at 40 ms, after node 0's reservation was released.\n"
     );
-    let text = head(profile, 10, "two-switch")
-        + &stream("n0-60", 0, 1, 1000, "rate_mb_s = 60\nstop_us = 20000")
-        + &stream("src-full", 0, 2, 5, "rate_mb_s = 30\nstart_us = 1000")
-        + &stream("dst-full", 9, 1, 5, "rate_mb_s = 30\nstart_us = 1000")
-        + &stream("t1", 2, 6, 10, "rate_mb_s = 55")
-        + &stream("t2", 3, 7, 10, "rate_mb_s = 55")
-        + &stream("t3", 4, 8, 5, "rate_mb_s = 55\nstart_us = 1000")
-        + &stream("src-later", 0, 3, 5, "rate_mb_s = 30\nstart_us = 40000");
-    let r = experiment(dir, "admission", &text)?;
+    let r = experiment(dir, "admission", &experiments::admission(profile))?;
     let _ = writeln!(md, "| flow | route | admitted | IDT | MB/s | refused because |");
     let _ = writeln!(md, "|---|---|---|---:|---:|---|");
     for f in &r.flows {

@@ -48,6 +48,25 @@ pub fn best_effort(profile: &str, phase_ms: u64) -> String {
         )
 }
 
+/// The admission experiment: two switches (nodes 0..5 on switch 0, 5..10
+/// on switch 1, joined by switch 0 port 15). Node 0 holds 60 MB/s to node
+/// 1 until 20 ms (`n0-60`); at 1 ms `src-full` (node 0 has about 22 MB/s
+/// left: criterion 1) and `dst-full` (node 1 receives 60 already:
+/// criterion 3) ask for 30; three 55 MB/s flows want the 158 MB/s trunk
+/// (`t1`, `t2` at 0 ms, `t3` at 1 ms: criterion 2); `src-later` asks for
+/// 30 at 40 ms, after node 0's reservation is given back (its last message
+/// completes by about 30 ms).
+pub fn admission(profile: &str) -> String {
+    head(profile, 10, "two-switch")
+        + &stream("n0-60", 0, 1, 1000, "rate_mb_s = 60\nstop_us = 20000")
+        + &stream("src-full", 0, 2, 5, "rate_mb_s = 30\nstart_us = 1000")
+        + &stream("dst-full", 9, 1, 5, "rate_mb_s = 30\nstart_us = 1000")
+        + &stream("t1", 2, 6, 10, "rate_mb_s = 55")
+        + &stream("t2", 3, 7, 10, "rate_mb_s = 55")
+        + &stream("t3", 4, 8, 5, "rate_mb_s = 55\nstart_us = 1000")
+        + &stream("src-later", 0, 3, 5, "rate_mb_s = 30\nstart_us = 40000")
+}
+
 /// A traced flow's dispatch rate in `[from_ms, to_ms)`: MB/s of
 /// `packet_bytes` packets, dispatch times in ticks of `rtc_hz`. 0 for an
 /// untraced flow.
