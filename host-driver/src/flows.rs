@@ -110,6 +110,11 @@ pub struct FlowInfo {
 }
 
 impl FlowInfo {
+    /// What entry `entry` (`e`, read at NIC time `rtc`) says of `flow`.
+    fn from_entry(flow: FlowKey, entry: u32, e: &FlowEntry, rtc: u64) -> FlowInfo {
+        FlowInfo { flow, entry, idt: e.idt, ndt: e.ndt, packets: e.packets, bytes: e.bytes, rtc }
+    }
+
     /// Payload rate dispatched between `earlier` and this reading, in MB/s
     /// (10^6 B/s), for a NIC clock of `rtc_hz`. 0 if no time passed.
     pub fn mb_s_since(&self, earlier: &FlowInfo, rtc_hz: u64) -> f64 {
@@ -210,16 +215,7 @@ impl<B: NicBackend> Nic<B> {
     pub fn flow(&self, flow: FlowKey) -> Option<FlowInfo> {
         let i = self.find_entry(flow.abi_key())?;
         let rtc = self.clock();
-        let e = self.read_entry(i);
-        Some(FlowInfo {
-            flow,
-            entry: i,
-            idt: e.idt,
-            ndt: e.ndt,
-            packets: e.packets,
-            bytes: e.bytes,
-            rtc,
-        })
+        Some(FlowInfo::from_entry(flow, i, &self.read_entry(i), rtc))
     }
 
     /// Every valid entry of the flow table.
@@ -228,15 +224,7 @@ impl<B: NicBackend> Nic<B> {
         (0..FLOW_ENTRIES)
             .map(|i| (i, self.read_entry(i)))
             .filter(|(_, e)| e.valid)
-            .map(|(i, e)| FlowInfo {
-                flow: FlowKey::from_abi_key(e.key),
-                entry: i,
-                idt: e.idt,
-                ndt: e.ndt,
-                packets: e.packets,
-                bytes: e.bytes,
-                rtc,
-            })
+            .map(|(i, e)| FlowInfo::from_entry(FlowKey::from_abi_key(e.key), i, &e, rtc))
             .collect()
     }
 
