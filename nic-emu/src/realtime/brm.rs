@@ -16,12 +16,11 @@
 //!
 //! Owns the agent sockets and threads, and the master's child process.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -329,48 +328,11 @@ impl MasterProcess {
         args: &[String],
         timeout: Duration,
     ) -> Result<MasterProcess, RtError> {
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|err| RtError::Io {
-                what: format!("starting the BRM master ({})", program.display()),
-                err,
-            })?;
-        let out = child.stdout.take().ok_or_else(|| RtError::Config("no stdout pipe".into()))?;
-        let (tx, rx) = mpsc::channel::<String>();
-        let drain = std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let t = Instant::now();
-        let mut seen = Vec::new();
-        loop {
-            let left = timeout.saturating_sub(t.elapsed()).max(Duration::from_millis(1));
-            match rx.recv_timeout(left) {
-                Ok(line) if line.starts_with(MASTER_READY) => {
-                    return Ok(MasterProcess { child: Some(child), _drain: Some(drain) })
-                }
-                Ok(line) => seen.push(line),
-                Err(_) => {
-                    let status = child.try_wait().ok().flatten();
-                    if status.is_none() {
-                        let _ = child.kill();
-                    }
-                    let _ = child.wait();
-                    return Err(RtError::Timeout(format!(
-                        "the BRM master ({}) did not report ready within {timeout:?}{}; it \
-                         printed:\n{}",
-                        program.display(),
-                        status.map(|s| format!(" (it exited: {s})")).unwrap_or_default(),
-                        seen.join("\n")
-                    )));
-                }
-            }
-        }
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let what = format!("the BRM master ({})", program.display());
+        let r = super::process::spawn_until_ready(cmd, &what, "ready", MASTER_READY, timeout)?;
+        Ok(MasterProcess { child: Some(r.child), _drain: Some(r.drain) })
     }
 
     pub fn pid(&self) -> Option<u32> {

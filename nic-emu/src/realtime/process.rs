@@ -106,6 +106,67 @@ pub fn run_args(cfg: &RtConfig) -> Vec<String> {
     a
 }
 
+/// A child that said it is ready (`spawn_until_ready`).
+pub(crate) struct Ready {
+    pub child: Child,
+    /// The ready line after its prefix.
+    pub rest: String,
+    /// Drains the child's stdout after the ready line.
+    pub drain: std::thread::JoinHandle<()>,
+}
+
+/// Start `cmd` (stdin null, stdout piped, stderr inherited) and wait up to
+/// `timeout` for a stdout line starting with `ready`. Not in time, or its
+/// stdout closed first (it exited): killed and reaped, and the error says
+/// `what did not report {goal}` with the lines it printed.
+pub(crate) fn spawn_until_ready(
+    mut cmd: Command,
+    what: &str,
+    goal: &str,
+    ready: &str,
+    timeout: Duration,
+) -> Result<Ready, RtError> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|err| RtError::Io { what: format!("starting {what}"), err })?;
+    let out = child.stdout.take().ok_or_else(|| RtError::Config("no stdout pipe".into()))?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let drain = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            // Once nobody listens any more, keep draining.
+            let _ = tx.send(line);
+        }
+    });
+    let t = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let left = timeout.saturating_sub(t.elapsed());
+        match rx.recv_timeout(left.max(Duration::from_millis(1))) {
+            Ok(line) => {
+                if let Some(rest) = line.strip_prefix(ready) {
+                    return Ok(Ready { child, rest: rest.to_string(), drain });
+                }
+                seen.push(line);
+            }
+            Err(_) => {
+                let status = child.try_wait().ok().flatten();
+                if status.is_none() {
+                    let _ = child.kill();
+                }
+                let _ = child.wait();
+                return Err(RtError::Timeout(format!(
+                    "{what} did not report {goal} within {timeout:?}{}; it printed:\n{}",
+                    status.map(|s| format!(" (it exited: {s})")).unwrap_or_default(),
+                    seen.join("\n")
+                )));
+            }
+        }
+    }
+}
+
 /// A device process started from this one.
 pub struct ClusterProcess {
     child: Option<Child>,
@@ -125,52 +186,15 @@ impl ClusterProcess {
                 cfg.profile.name
             )));
         }
-        let mut child = Command::new(exe)
-            .args(run_args(cfg))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|err| RtError::Io { what: format!("starting {}", exe.display()), err })?;
-        let out = child.stdout.take().ok_or_else(|| RtError::Config("no stdout pipe".into()))?;
-        let (tx, rx) = mpsc::channel::<String>();
-        let drain = std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    // Nobody listens any more: keep draining.
-                }
-            }
-        });
-        let t = Instant::now();
-        let mut seen = Vec::new();
-        loop {
-            let left = timeout.saturating_sub(t.elapsed());
-            match rx.recv_timeout(left.max(Duration::from_millis(1))) {
-                Ok(line) => {
-                    if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                        return Ok(ClusterProcess {
-                            child: Some(child),
-                            path: PathBuf::from(rest.trim()),
-                            _drain: Some(drain),
-                        });
-                    }
-                    seen.push(line);
-                }
-                Err(_) => {
-                    let status = child.try_wait().ok().flatten();
-                    if status.is_none() {
-                        let _ = child.kill();
-                    }
-                    let _ = child.wait();
-                    return Err(RtError::Timeout(format!(
-                        "{} did not report the cluster up within {timeout:?}{}; it printed:\n{}",
-                        exe.display(),
-                        status.map(|s| format!(" (it exited: {s})")).unwrap_or_default(),
-                        seen.join("\n")
-                    )));
-                }
-            }
-        }
+        let mut cmd = Command::new(exe);
+        cmd.args(run_args(cfg));
+        let what = exe.display().to_string();
+        let r = spawn_until_ready(cmd, &what, "the cluster up", READY_PREFIX, timeout)?;
+        Ok(ClusterProcess {
+            child: Some(r.child),
+            path: PathBuf::from(r.rest.trim()),
+            _drain: Some(r.drain),
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -266,4 +290,51 @@ fn running(d: &ClusterDir, except: Option<u32>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn a_child_is_ready_at_its_ready_line_and_the_rest_of_that_line_comes_back() {
+        let r = spawn_until_ready(
+            sh("echo starting; echo 'up: /some/dir'; sleep 5"),
+            "sh",
+            "ready",
+            "up:",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(r.rest, " /some/dir");
+        let mut child = r.child;
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_child_that_exits_without_its_ready_line_is_reported_with_what_it_printed() {
+        let t = Instant::now();
+        let e = spawn_until_ready(
+            sh("echo one; echo two; exit 3"),
+            "the test child",
+            "ready",
+            "up:",
+            Duration::from_secs(2),
+        )
+        .err()
+        .expect("no ready line");
+        let m = e.to_string();
+        assert!(matches!(e, RtError::Timeout(_)), "{m}");
+        assert!(m.starts_with("the test child did not report ready within 2s"), "{m}");
+        assert!(m.contains("(it exited: exit status: 3)") && m.ends_with("one\ntwo"), "{m}");
+        // Its stdout closed when it exited: no need to wait out the timeout.
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
 }
