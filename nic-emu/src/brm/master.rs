@@ -425,20 +425,15 @@ mod tests {
     use crate::topology::Topology;
     use host_driver::brm::decode;
 
+    /// The shared test calibration with a straight node curve (in + out =
+    /// Bmax).
     fn cal() -> Calibration {
         Calibration {
-            profile: "x".into(),
-            rtc_hz: 2_000_000,
-            mtu: 4096,
-            t_ticks: 100.0,
-            bmax_mb_s: 82.0,
-            dispatch_interval_ticks: 100.0,
-            link_mb_s: 158.0,
-            sweep: vec![],
             node_curve: vec![
                 CurvePoint { in_mb_s: 0.0, out_mb_s: 82.0 },
                 CurvePoint { in_mb_s: 82.0, out_mb_s: 0.0 },
             ],
+            ..crate::brm::calibration::tests::sample()
         }
     }
 
