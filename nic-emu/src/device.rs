@@ -258,6 +258,30 @@ pub(crate) fn rx_store(len: usize, crc_bad: impl FnOnce() -> bool) -> (usize, u3
     }
 }
 
+/// The receive engine's completion of a packet: the first `n` bytes of
+/// `data` (`n` and `status` from [`rx_store`]) into receive buffer `buf`,
+/// then its `RxDone` into the next RXDONE slot, then `RXDONE_PROD` bumped
+/// (last: where SRAM is shared, a Release store) and the counters.
+pub(crate) fn rx_deliver<S: SramIo + ?Sized>(
+    sram: &mut S,
+    c: &mut DeviceCounters,
+    done_prod: &mut u32,
+    buf: u32,
+    data: &[u8],
+    (n, status): (usize, u32),
+) {
+    sram.put_bytes(map::rx_buf(buf), &data[..n]);
+    c.count_rx_status(status);
+    let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, *done_prod);
+    let mut rec = [0u8; rings::RXDONE_SIZE as usize];
+    RxDone { buf, len: n as u32, status }.encode(&mut rec);
+    sram.put_bytes(slot, &rec);
+    *done_prod = done_prod.wrapping_add(1);
+    sram.put32(reg(regs::RXDONE_PROD), *done_prod);
+    c.rx_packets += 1;
+    c.rx_bytes += n as u64;
+}
+
 /// The receive engine takes the next free buffer from the RXFREE ring, if
 /// one is posted and the RXDONE ring has room for its completion (with
 /// `inflight` completions still to come). Entries naming no buffer are
@@ -563,24 +587,10 @@ impl NicDevice {
         let (n, status) =
             rx_store(data.len(), || (f.corrupted || cfg!(debug_assertions)) && !crc_ok(data));
         {
-            let mut mem = self.mem.borrow_mut();
-            let sram = &mut mem.sram;
-            let off = map::rx_buf(f.rx_buf) as usize;
-            sram[off..off + n].copy_from_slice(&data[..n]);
-            self.c.count_rx_status(status);
-            let slot = rings::slot(
-                map::RXDONE_RING,
-                map::RXDONE_RING_LEN,
-                rings::RXDONE_SIZE,
-                self.rx_done_prod,
-            ) as usize;
-            RxDone { buf: f.rx_buf, len: n as u32, status }
-                .encode(&mut sram[slot..slot + rings::RXDONE_SIZE as usize]);
-            self.rx_done_prod = self.rx_done_prod.wrapping_add(1);
-            put32(sram, reg(regs::RXDONE_PROD), self.rx_done_prod);
+            let sram = &mut self.mem.borrow_mut().sram;
+            let (c, prod) = (&mut self.c, &mut self.rx_done_prod);
+            rx_deliver(&mut sram[..], c, prod, f.rx_buf, data, (n, status));
         }
-        self.c.rx_packets += 1;
-        self.c.rx_bytes += n as u64;
         debug_assert!(f.corrupted || status & rings::RX_CRC_BAD == 0 || data.len() > cap);
         if f.duplicate {
             // The link delivers it a second time, right behind itself.

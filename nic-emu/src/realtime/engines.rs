@@ -27,11 +27,11 @@ use host_driver::MappedFile;
 use nic_abi::map::{self, RX_BUF_COUNT};
 use nic_abi::packet::{field, ROUTE_FLAG};
 use nic_abi::regs::{self, reg};
-use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
+use nic_abi::rings::{self, DmaDir, HostDmaCmd, TxDmaCmd};
 
 use super::fabric::{Launch, RtFabric, RtPacket};
 use super::hw::MappedIo;
-use crate::device::{crc_ok, rx_store, take_free_buffer, tx_span, DeviceCounters};
+use crate::device::{crc_ok, rx_deliver, rx_store, take_free_buffer, tx_span, DeviceCounters};
 
 /// The send-DMA engine's packet whose tail has not left yet.
 #[derive(Debug, Clone, Copy)]
@@ -367,22 +367,9 @@ impl Engines {
         let data = p.wire();
         // Only a corrupted packet can fail its CRC (its sender computed it
         // over exactly these bytes).
-        let (n, status) = rx_store(data.len(), || p.corrupted && !crc_ok(data));
-        self.sram.write(map::rx_buf(buf) as u64, &data[..n]);
-        self.c.count_rx_status(status);
-        let slot = rings::slot(
-            map::RXDONE_RING,
-            map::RXDONE_RING_LEN,
-            rings::RXDONE_SIZE,
-            self.rx_done_prod,
-        );
-        let mut rec = [0u8; rings::RXDONE_SIZE as usize];
-        RxDone { buf, len: n as u32, status }.encode(&mut rec);
-        self.sram.write(slot as u64, &rec);
-        self.rx_done_prod = self.rx_done_prod.wrapping_add(1);
-        st32(&self.sram, reg(regs::RXDONE_PROD), self.rx_done_prod);
-        self.c.rx_packets += 1;
-        self.c.rx_bytes += n as u64;
+        let stored = rx_store(data.len(), || p.corrupted && !crc_ok(data));
+        let mut io = MappedIo(&self.sram);
+        rx_deliver(&mut io, &mut self.c, &mut self.rx_done_prod, buf, data, stored);
         if p.duplicate {
             // The link delivers it a second time, right behind itself.
             p.duplicate = false;
