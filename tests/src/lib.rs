@@ -1,6 +1,7 @@
 //! Integration tests across crates live in tests/tests/; this library holds
-//! what they share: finding the example scenarios, running scenario text,
-//! and the assertion that a run delivered everything intact.
+//! what they share: finding the example scenarios, running scenario text
+//! (or having it refused), and the assertion that a run delivered
+//! everything intact.
 
 use std::path::PathBuf;
 
@@ -26,6 +27,18 @@ pub fn run_example(name: &str) -> Report {
 pub fn run_text(text: &str) -> Report {
     let sc = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     scenario::run(&sc).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The error that refuses scenario text, at validation or at the start
+/// of the run; panics if the scenario is accepted and runs.
+pub fn refused(text: &str) -> String {
+    match Scenario::parse_validated(text) {
+        Ok(v) => match scenario::run(&v) {
+            Ok(r) => panic!("accepted:\n{text}\n{}", r.summary()),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
 }
 
 /// Every flow delivered every message exactly once, intact and in order,

@@ -3,12 +3,12 @@
 //! and bandwidth requests through the BRM's client (`SimBrm`), with
 //! scenario keys refused by name when wrong.
 
+use cluster_tests::refused;
 use cluster_tests::rig::Rig;
 use host_driver::brm::{Criterion, FlowId};
 use host_driver::{DriverError, Event, FlowKey, PortOptions, Priority, SendStatus};
 use nic_abi::map::FLOW_ENTRIES;
 use nic_emu::brm::{Calibration, SimBrm};
-use nic_emu::scenario::{self, Scenario};
 use nic_emu::Profile;
 
 #[test]
@@ -128,16 +128,6 @@ fn bandwidth_requests_through_the_client_are_admitted_refused_and_released() {
     assert!(client.request_bandwidth(f02, 40.0).is_ok(), "released bandwidth lets it in");
     let status = client.status().unwrap();
     assert_eq!(status, vec![(f02, Some(40.0), cal.idt_for(40.0))]);
-}
-
-fn refused(text: &str) -> String {
-    match Scenario::parse_validated(text) {
-        Ok(v) => match scenario::run(&v) {
-            Ok(r) => panic!("accepted:\n{text}\n{}", r.summary()),
-            Err(e) => e.to_string(),
-        },
-        Err(e) => e.to_string(),
-    }
 }
 
 const BASE: &str = "profile = \"lanai4-gm\"\n[fabric]\nnodes = 3\n[[flows]]\nsrc = [0, 1]\n\

@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use nic_emu::scenario::{self, Scenario};
+use cluster_tests::refused;
+use nic_emu::scenario;
 
 const BASE: &str = r#"
 profile = "lanai4-gm"
@@ -19,16 +20,6 @@ kind = "stream"
 bytes = 65536
 messages = 5
 "#;
-
-fn refused(text: &str) -> String {
-    match Scenario::parse_validated(text) {
-        Ok(v) => match scenario::run(&v) {
-            Ok(r) => panic!("accepted:\n{text}\n{}", r.summary()),
-            Err(e) => e.to_string(),
-        },
-        Err(e) => e.to_string(),
-    }
-}
 
 #[test]
 fn unknown_keys_are_named_with_their_path() {
