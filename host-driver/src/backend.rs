@@ -5,6 +5,13 @@
 //! (the sim's host cost model; a no-op in real time).
 //!
 //! Handles are cheap to clone: every `Port` keeps one.
+//!
+//! A backend implements only raw byte access to SRAM (`sram_read`,
+//! `sram_write`); the word accessors default to `nic_abi::sram::Sram`'s,
+//! through [`Pio`]. A backend over a shared mapping overrides them with
+//! its atomics (Acquire/Release).
+
+use nic_abi::sram::Sram;
 
 /// Host CPU work the sim charges time for (the profile prices each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,11 +33,23 @@ pub trait NicBackend: Clone {
     /// PIO write of NIC SRAM.
     fn sram_write(&self, off: u32, data: &[u8]);
     /// Shared SRAM word, Acquire.
-    fn sram_load_u32(&self, off: u32) -> u32;
+    #[inline]
+    fn sram_load_u32(&self, off: u32) -> u32 {
+        Pio(self).load_u32(off)
+    }
     /// Shared SRAM word, Release.
-    fn sram_store_u32(&self, off: u32, v: u32);
-    fn sram_load_u64(&self, off: u32) -> u64;
-    fn sram_store_u64(&self, off: u32, v: u64);
+    #[inline]
+    fn sram_store_u32(&self, off: u32, v: u32) {
+        Pio(self).store_u32(off, v)
+    }
+    #[inline]
+    fn sram_load_u64(&self, off: u32) -> u64 {
+        Pio(self).load_u64(off)
+    }
+    #[inline]
+    fn sram_store_u64(&self, off: u32, v: u64) {
+        Pio(self).store_u64(off, v)
+    }
 
     /// Read this node's host memory at bus address `bus`.
     fn host_read(&self, bus: u64, buf: &mut [u8]);
@@ -66,5 +85,21 @@ pub trait NicBackend: Clone {
     /// (any port).
     fn port_hint(&self) -> Option<u8> {
         None
+    }
+}
+
+/// A backend's SRAM seen as `nic_abi::sram::Sram` (programmed I/O): the
+/// one place the word accessors come from.
+pub struct Pio<'a, B>(pub &'a B);
+
+impl<B: NicBackend> Sram for Pio<'_, B> {
+    #[inline]
+    fn read(&self, off: u32, buf: &mut [u8]) {
+        self.0.sram_read(off, buf)
+    }
+
+    #[inline]
+    fn write(&mut self, off: u32, data: &[u8]) {
+        self.0.sram_write(off, data)
     }
 }

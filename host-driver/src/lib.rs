@@ -25,8 +25,9 @@
 //! `Nic::flow`, `Nic::dispatch_trace_since`), `brm.rs` (bandwidth requests
 //! to the bandwidth resource manager: its postcard messages and the
 //! blocking client, whatever carries them). Real time: `cluster.rs`
-//! (the cluster directory contract), `live.rs` (`LiveBackend`, the only
-//! module with `unsafe`: shared file mappings). Measuring: `pattern.rs`
+//! (the cluster directory contract), `live.rs` (`LiveBackend`),
+//! `mapped.rs` (`MappedFile`, shared file mappings: the only module with
+//! `unsafe`). Measuring: `pattern.rs`
 //! (checkable message contents), `bench.rs` (ping-pong and streaming
 //! loops, used by the `pingpong` and `stream` binaries and by tests),
 //! `affinity.rs` (CPU lists, pinning a thread to cores).
@@ -42,19 +43,21 @@ pub mod cluster;
 mod error;
 mod event;
 pub mod flows;
-#[allow(unsafe_code)]
 pub mod live;
+#[allow(unsafe_code)]
+pub mod mapped;
 mod memory;
 mod nic;
 pub mod pattern;
 mod port;
 
-pub use backend::{HostOp, NicBackend};
+pub use backend::{HostOp, NicBackend, Pio};
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};
 pub use flows::{FlowInfo, FlowKey, TraceRead};
-pub use live::{AttachOptions, IdlePolicy, LiveBackend, MappedFile};
+pub use live::{AttachOptions, IdlePolicy, LiveBackend};
+pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use nic::{Nic, NicInfo, MAX_TOKENS};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};

@@ -16,8 +16,9 @@ use std::rc::Rc;
 use host_driver::backend::{HostOp, NicBackend};
 use nic_abi::regs::{self, reg};
 
+use crate::device::Rtc;
 use crate::memory::NodeMem;
-use crate::profile::{Clock, Profile, Rate};
+use crate::profile::{Profile, Rate};
 
 /// Host CPU prices (ns), from the profile.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +59,7 @@ pub struct SimBackend {
     mem: Rc<RefCell<NodeMem>>,
     bells: Bells,
     prices: HostPrices,
-    rtc: Clock,
+    rtc: Rtc,
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -76,7 +77,7 @@ impl SimBackend {
         mem: Rc<RefCell<NodeMem>>,
         bells: Bells,
         prices: HostPrices,
-        rtc: Clock,
+        rtc: Rtc,
     ) -> Self {
         SimBackend { node, mem, bells, prices, rtc }
     }
@@ -110,9 +111,8 @@ impl SimBackend {
 
     /// The RTC as the host sees it: ticks at the host's clock.
     fn refresh_rtc(&self, m: &mut NodeMem) {
-        let ticks = self.rtc.ticks_at(m.host_clock);
-        let o = RTC_OFF as usize;
-        m.sram[o..o + 8].copy_from_slice(&ticks.to_le_bytes());
+        let now = m.host_clock;
+        self.rtc.write(&mut m.sram[..], now);
     }
 }
 
@@ -133,26 +133,6 @@ impl NicBackend for SimBackend {
         if let Some(r) = Self::sram_range(&m.sram, off, data.len()) {
             m.sram[r].copy_from_slice(data);
         }
-    }
-
-    fn sram_load_u32(&self, off: u32) -> u32 {
-        let mut b = [0u8; 4];
-        self.sram_read(off, &mut b);
-        u32::from_le_bytes(b)
-    }
-
-    fn sram_store_u32(&self, off: u32, v: u32) {
-        self.sram_write(off, &v.to_le_bytes())
-    }
-
-    fn sram_load_u64(&self, off: u32) -> u64 {
-        let mut b = [0u8; 8];
-        self.sram_read(off, &mut b);
-        u64::from_le_bytes(b)
-    }
-
-    fn sram_store_u64(&self, off: u32, v: u64) {
-        self.sram_write(off, &v.to_le_bytes())
     }
 
     fn host_read(&self, bus: u64, buf: &mut [u8]) {

@@ -1,47 +1,64 @@
-//! The NIC hardware model: the register block's reset values and the three
-//! DMA engines, over the node's SRAM and host memory (`memory::NodeMem`).
+//! The NIC hardware model, once for every backend: the register block's
+//! reset values, the RTC, and the three DMA engines (command decoding,
+//! completion, device counters) over a node's memories ([`NicMem`]: its
+//! SRAM and its host's memory). The backends differ only in how time
+//! passes and how memory is backed: the sim (`sim_nic`) schedules each
+//! engine step as an event in virtual time and backs memory with heap
+//! buffers (`memory::NodeMem`); the real-time device process
+//! (`realtime::engines`) runs the steps as wall-clock time allows over
+//! shared file mappings.
 //!
-//! - Host-DMA: takes `HDMA_RING` commands in order, one at a time; each
-//!   costs setup + len / bandwidth (and waits for the SRAM bus when the
-//!   profile says the engines share it). The bytes move when the command
-//!   completes; then `HDMA_DONE` counts it. A command whose SRAM or host
-//!   range is out of bounds (or that does not decode) moves nothing, counts
-//!   `HDMA_ERRORS`, and still completes.
-//! - Send-DMA: takes `TXDMA_RING` commands in order; computes the packet's
-//!   CRC-32 into its header (in SRAM and on the wire), and puts the route +
-//!   packet on the NIC's link after its setup time. `TXDMA_DONE` counts it
-//!   when its tail has left (the buffer may be reused). A malformed command
-//!   counts `TXDMA_ERRORS` and completes without sending.
-//! - Receive-DMA: a packet whose head reaches the NIC takes the next free
-//!   buffer from `RXFREE_RING` (advancing `RXFREE_CONS`); with none free it
-//!   waits in the link (backpressure). When its tail is in, the engine
-//!   writes it into `map::rx_buf(i)` (cut at `BUF_STRIDE`: `RX_TRUNCATED`),
+//! - Host-DMA: takes `HDMA_RING` commands in order, one at a time
+//!   ([`Engines::hdma_start`], which reads the length for the cost model;
+//!   [`Engines::hdma_finish`] moves the bytes). A command whose SRAM or
+//!   host range is out of bounds (or that does not decode) moves nothing,
+//!   counts `HDMA_ERRORS`, and still completes; `HDMA_DONE` counts every
+//!   command, last.
+//! - Send-DMA: takes `TXDMA_RING` commands in order ([`Engines::tx_next`]);
+//!   a malformed one counts `TXDMA_ERRORS` and completes without sending.
+//!   [`Engines::tx_fill`] reads the packet into a wire buffer and computes
+//!   its CRC-32 into its header (in SRAM and on the wire); `TXDMA_DONE`
+//!   counts it when its tail has left ([`Engines::tx_finish`]).
+//! - Receive-DMA: an arriving packet takes the next free buffer from
+//!   `RXFREE_RING` ([`Engines::rx_take`]); with none free it waits
+//!   (backpressure: the backend holds it). [`Engines::rx_deliver`] writes
+//!   it into `map::rx_buf(i)` (cut at `BUF_STRIDE`: `RX_TRUNCATED`),
 //!   checks the CRC (`RX_CRC_BAD`), writes an `RxDone` record and bumps
-//!   `RXDONE_PROD`. A packet that still carries route bytes was misrouted:
-//!   the engine drops it and counts `RX_DROPS`.
+//!   `RXDONE_PROD` last. A packet that still carries route bytes was
+//!   misrouted: [`Engines::rx_misrouted`] drops it and counts `RX_DROPS`.
 //!
-//! Owns the engines' state and the device counters; moves packets through
-//! `fabric` and schedules its completions on the event queue. It never
-//! runs firmware: the core (`sim`) kicks the engines after each poll.
-
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::rc::Rc;
+//! Owns the engines' positions in their rings and the device counters;
+//! touches SRAM and host memory only through [`NicMem`]. It never runs
+//! firmware, never moves packets between NICs (the fabric does) and never
+//! decides when a step happens (the backend does).
 
 use nic_abi::map::{self, BUF_STRIDE, RX_BUF_COUNT};
-use nic_abi::packet::{field, HEADER_LEN, ROUTE_FLAG};
+use nic_abi::packet::{field, HEADER_LEN};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
+use nic_abi::sram::Sram;
 use nic_abi::MAX_MTU;
 
-use crate::event::{Ev, EventQueue};
-use crate::fabric::Fabric;
-use crate::memory::NodeMem;
-use crate::profile::{Clock, Profile, Rate};
+use crate::profile::{Clock, Profile};
 
 /// Longest send-DMA transfer accepted (route room + header + MTU, with
 /// slack so that an over-long packet reaches the receiver and is cut).
 pub(crate) const MAX_WIRE: usize = 4 * BUF_STRIDE as usize;
+
+/// One node's memories as the DMA engines see them: its SRAM (register
+/// block included) and host-DMA copies between SRAM and host memory.
+pub(crate) trait NicMem {
+    type Sram: Sram + ?Sized;
+    fn sram(&self) -> &Self::Sram;
+    fn sram_mut(&mut self) -> &mut Self::Sram;
+    /// Bytes of SRAM.
+    fn sram_len(&self) -> usize;
+    /// Run host-DMA command `c`'s copy. False (nothing moved) if its SRAM
+    /// or host range leaves its memory. A `SramToHost` copy into a shared
+    /// host memory must publish its last word last (Release), so that a
+    /// host polling it (an event's `seq`) sees the rest with it.
+    fn dma(&mut self, c: &HostDmaCmd) -> bool;
+}
 
 /// Counters the device keeps (beside the firmware's STATS block).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,74 +85,6 @@ pub struct DeviceCounters {
     pub hdma_errors: u64,
 }
 
-impl DeviceCounters {
-    /// Count what a stored packet's `RxDone` status says (truncated, bad CRC).
-    pub(crate) fn count_rx_status(&mut self, status: u32) {
-        if status & rings::RX_TRUNCATED != 0 {
-            self.rx_truncated += 1;
-        }
-        if status & rings::RX_CRC_BAD != 0 {
-            self.rx_crc_bad += 1;
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct SramBus {
-    shared: bool,
-    rate: Rate,
-    free_at: u64,
-}
-
-impl SramBus {
-    /// Reserve the bus for `bytes` from `start` on; returns when done.
-    #[inline]
-    fn reserve(&mut self, start: u64, bytes: u64) -> u64 {
-        if !self.shared {
-            return start;
-        }
-        let s = start.max(self.free_at);
-        self.free_at = s + self.rate.ns(bytes);
-        self.free_at
-    }
-}
-
-pub(crate) struct NicDevice {
-    pub node: u32,
-    pub mem: Rc<RefCell<NodeMem>>,
-    hdma_setup: u64,
-    hdma_rate: Rate,
-    tx_setup: u64,
-    rx_setup: u64,
-    bus: SramBus,
-    // Host-DMA engine.
-    hdma_started: u32,
-    hdma_done: u32,
-    hdma_errors: u32,
-    /// A command is in progress.
-    hdma_busy: bool,
-    /// Its ring slot.
-    hdma_slot: u32,
-    // Send-DMA engine.
-    tx_cons: u32,
-    tx_done: u32,
-    tx_errors: u32,
-    tx_busy: bool,
-    // Receive-DMA engine.
-    rx_free_cons: u32,
-    rx_done_prod: u32,
-    rx_drops: u32,
-    /// Packets accepted whose RxDone is pending.
-    rx_inflight: u32,
-    /// When the last accepted packet's tail is in.
-    rx_wire_free: u64,
-    /// Packets waiting at the NIC's input, oldest first.
-    rx_queue: VecDeque<u32>,
-    /// Heads on the link into this NIC, not yet arrived (HeadArrive due).
-    heads_due: u32,
-    pub c: DeviceCounters,
-}
-
 /// Configuration written into the cfg registers at reset.
 pub(crate) struct ResetConfig<'a> {
     pub node: usize,
@@ -146,464 +95,381 @@ pub(crate) struct ResetConfig<'a> {
     pub routes: &'a [Vec<u8>],
 }
 
-/// Word access to a NIC's SRAM, whatever backs it: a byte slice (the
-/// sim) or a shared file mapping (`realtime`). The register reset and the
-/// receive engine's free-ring logic are written once against it.
-pub(crate) trait SramIo {
-    /// Bytes of SRAM.
-    fn sram_len(&self) -> usize;
-    fn get32(&self, off: u32) -> u32;
-    fn put32(&mut self, off: u32, v: u32);
-    fn put64(&mut self, off: u32, v: u64);
-    fn put_bytes(&mut self, off: u32, b: &[u8]);
-}
-
-impl SramIo for [u8] {
-    #[inline]
-    fn sram_len(&self) -> usize {
-        self.len()
-    }
-    #[inline]
-    fn get32(&self, off: u32) -> u32 {
-        get32(self, off)
-    }
-    #[inline]
-    fn put32(&mut self, off: u32, v: u32) {
-        put32(self, off, v)
-    }
-    #[inline]
-    fn put64(&mut self, off: u32, v: u64) {
-        put64(self, off, v)
-    }
-    #[inline]
-    fn put_bytes(&mut self, off: u32, b: &[u8]) {
-        self[off as usize..off as usize + b.len()].copy_from_slice(b);
-    }
-}
-
-fn put32(sram: &mut [u8], off: u32, v: u32) {
-    sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put64(sram: &mut [u8], off: u32, v: u64) {
-    sram[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-#[inline]
-fn get32(sram: &[u8], off: u32) -> u32 {
-    let o = off as usize;
-    u32::from_le_bytes([sram[o], sram[o + 1], sram[o + 2], sram[o + 3]])
-}
-
 /// Write the register block's cfg words and the route table, as the NIC's
 /// EEPROM and GM's mapper would. SRAM must hold the map. `FW_STATUS =
 /// FW_BOOTING` goes first and MAGIC last but one, so that a NIC reset under
 /// running host processes never shows MAGIC with a stale firmware status
 /// (docs/design/cluster-dir.md, "Reset of one NIC").
-pub(crate) fn reset_sram<S: SramIo + ?Sized>(sram: &mut S, cfg: &ResetConfig<'_>) {
+pub(crate) fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     let p = cfg.profile;
     let ticks = |ns: u64| p.ns_to_ticks(ns);
-    sram.put32(reg(regs::FW_STATUS), regs::FW_BOOTING);
-    sram.put32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
-    sram.put32(reg(regs::NODE_ID), cfg.node as u32);
-    sram.put32(reg(regs::NUM_NODES), cfg.nodes as u32);
-    sram.put64(reg(regs::RTC), 0);
-    sram.put64(reg(regs::RTC_HZ), p.nic.rtc_hz);
-    let len = sram.sram_len() as u32;
-    sram.put32(reg(regs::SRAM_SIZE), len);
-    sram.put32(reg(regs::MTU), p.nic.mtu.min(MAX_MTU as u32));
-    sram.put32(reg(regs::LINK_STATE), 1);
-    sram.put64(reg(regs::SEND_TIMEOUT_TICKS), ticks(cfg.send_timeout_ns));
-    sram.put64(reg(regs::RETRANSMIT_TICKS), ticks(p.firmware.retransmit_ns));
-    sram.put64(reg(regs::ACK_DELAY_TICKS), ticks(p.firmware.ack_delay_ns));
-    sram.put64(reg(regs::NOBUF_RETRY_TICKS), ticks(p.firmware.nobuf_retry_ns));
-    sram.put32(reg(regs::SEND_TOKENS), p.firmware.send_tokens);
-    sram.put32(reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
-    sram.put32(reg(regs::WINDOW), p.firmware.window);
+    let len = m.sram_len() as u32;
+    let sram = m.sram_mut();
+    sram.store_u32(reg(regs::FW_STATUS), regs::FW_BOOTING);
+    sram.store_u32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
+    sram.store_u32(reg(regs::NODE_ID), cfg.node as u32);
+    sram.store_u32(reg(regs::NUM_NODES), cfg.nodes as u32);
+    sram.store_u64(reg(regs::RTC), 0);
+    sram.store_u64(reg(regs::RTC_HZ), p.nic.rtc_hz);
+    sram.store_u32(reg(regs::SRAM_SIZE), len);
+    sram.store_u32(reg(regs::MTU), p.nic.mtu.min(MAX_MTU as u32));
+    sram.store_u32(reg(regs::LINK_STATE), 1);
+    sram.store_u64(reg(regs::SEND_TIMEOUT_TICKS), ticks(cfg.send_timeout_ns));
+    sram.store_u64(reg(regs::RETRANSMIT_TICKS), ticks(p.firmware.retransmit_ns));
+    sram.store_u64(reg(regs::ACK_DELAY_TICKS), ticks(p.firmware.ack_delay_ns));
+    sram.store_u64(reg(regs::NOBUF_RETRY_TICKS), ticks(p.firmware.nobuf_retry_ns));
+    sram.store_u32(reg(regs::SEND_TOKENS), p.firmware.send_tokens);
+    sram.store_u32(reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
+    sram.store_u32(reg(regs::WINDOW), p.firmware.window);
     for (dst, route) in cfg.routes.iter().enumerate() {
         let mut e = [0u8; map::ROUTE_ENTRY as usize];
         e[0] = route.len() as u8;
         e[1..1 + route.len()].copy_from_slice(route);
-        sram.put_bytes(map::route_entry(dst), &e[..1 + route.len()]);
+        sram.write(map::route_entry(dst), &e[..1 + route.len()]);
     }
-    sram.put32(reg(regs::MAGIC), regs::MAGIC_VALUE);
+    sram.store_u32(reg(regs::MAGIC), regs::MAGIC_VALUE);
+}
+
+/// The NIC's real-time clock: ticks of the profile's RTC rate since
+/// `origin` (ns on the backend's clock: virtual time in the sim, the
+/// cluster's start in real time), shown in the `RTC` register.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rtc {
+    pub clock: Clock,
+    pub origin: u64,
+}
+
+impl Rtc {
+    pub fn new(hz: u64) -> Rtc {
+        Rtc { clock: Clock::new(hz), origin: 0 }
+    }
+
+    /// Ticks at `now`.
+    #[inline]
+    pub fn ticks(&self, now: u64) -> u64 {
+        self.clock.ticks_at(now.saturating_sub(self.origin))
+    }
+
+    /// When (ns on the backend's clock) tick `t` falls.
+    #[inline]
+    pub fn ns_at_tick(&self, t: u64) -> u64 {
+        self.origin.saturating_add(self.clock.ns_at_tick(t))
+    }
+
+    /// Show the time `now` in the RTC register; returns its ticks.
+    #[inline]
+    pub fn write<S: Sram + ?Sized>(&self, sram: &mut S, now: u64) -> u64 {
+        let t = self.ticks(now);
+        sram.store_u64(reg(regs::RTC), t);
+        t
+    }
+}
+
+/// A well-formed send-DMA command's packet in SRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxSpan {
+    /// First byte (of the route).
+    pub sram: usize,
+    /// Route + header + payload bytes.
+    pub len: usize,
+    pub route_len: usize,
 }
 
 /// A send-DMA command's span, if it is well formed and inside SRAM of
-/// `sram_len` bytes: (first byte, bytes, route bytes).
+/// `sram_len` bytes.
 #[inline]
-pub(crate) fn tx_span(
-    cmd: Result<TxDmaCmd, nic_abi::ParseError>,
-    sram_len: usize,
-) -> Option<(usize, usize, usize)> {
+fn tx_span(cmd: Result<TxDmaCmd, nic_abi::ParseError>, sram_len: usize) -> Option<TxSpan> {
     cmd.ok().and_then(|c| {
         let (s, len, rl) = (c.sram as usize, c.len as usize, c.route_len as usize);
         let ok = len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram_len;
-        ok.then_some((s, len, rl))
+        ok.then_some(TxSpan { sram: s, len, route_len: rl })
     })
 }
 
-/// What the receive engine stores of an arriving packet of `len` bytes
-/// and the status it reports: cut at `BUF_STRIDE` (`RX_TRUNCATED`, which
-/// fails the CRC too), else `RX_CRC_BAD` when `crc_bad()` says so.
-#[inline]
-pub(crate) fn rx_store(len: usize, crc_bad: impl FnOnce() -> bool) -> (usize, u32) {
-    let cap = BUF_STRIDE as usize;
-    if len > cap {
-        (cap, rings::RX_TRUNCATED | rings::RX_CRC_BAD)
-    } else if crc_bad() {
-        (len, rings::RX_CRC_BAD)
-    } else {
-        (len, 0)
-    }
+/// The three DMA engines of one NIC: where each stands in its rings, and
+/// the device counters. Backend-independent: every step takes the node's
+/// memories ([`NicMem`]); the backend calls the steps when its time says.
+#[derive(Debug, Default)]
+pub(crate) struct Engines {
+    // Host-DMA engine.
+    hdma_started: u32,
+    hdma_done: u32,
+    hdma_errors: u32,
+    /// The ring slot of the command in progress.
+    hdma_slot: Option<u32>,
+    // Send-DMA engine.
+    tx_cons: u32,
+    tx_done: u32,
+    tx_errors: u32,
+    /// A packet is on the wire (its tail has not left).
+    tx_busy: bool,
+    // Receive-DMA engine.
+    rx_free_cons: u32,
+    rx_done_prod: u32,
+    rx_drops: u32,
+    pub c: DeviceCounters,
 }
 
-/// The receive engine's completion of a packet: the first `n` bytes of
-/// `data` (`n` and `status` from [`rx_store`]) into receive buffer `buf`,
-/// then its `RxDone` into the next RXDONE slot, then `RXDONE_PROD` bumped
-/// (last: where SRAM is shared, a Release store) and the counters.
-pub(crate) fn rx_deliver<S: SramIo + ?Sized>(
-    sram: &mut S,
-    c: &mut DeviceCounters,
-    done_prod: &mut u32,
-    buf: u32,
-    data: &[u8],
-    (n, status): (usize, u32),
-) {
-    sram.put_bytes(map::rx_buf(buf), &data[..n]);
-    c.count_rx_status(status);
-    let slot = rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, *done_prod);
-    let mut rec = [0u8; rings::RXDONE_SIZE as usize];
-    RxDone { buf, len: n as u32, status }.encode(&mut rec);
-    sram.put_bytes(slot, &rec);
-    *done_prod = done_prod.wrapping_add(1);
-    sram.put32(reg(regs::RXDONE_PROD), *done_prod);
-    c.rx_packets += 1;
-    c.rx_bytes += n as u64;
-}
-
-/// The receive engine takes the next free buffer from the RXFREE ring, if
-/// one is posted and the RXDONE ring has room for its completion (with
-/// `inflight` completions still to come). Entries naming no buffer are
-/// skipped and counted in `bad_free`.
-#[inline]
-pub(crate) fn take_free_buffer<S: SramIo + ?Sized>(
-    sram: &mut S,
-    free_cons: &mut u32,
-    done_prod: u32,
-    inflight: u32,
-    bad_free: &mut u64,
-) -> Option<u32> {
-    loop {
-        if sram.get32(reg(regs::RXFREE_PROD)) == *free_cons {
-            return None;
-        }
-        let pending = done_prod.wrapping_sub(sram.get32(reg(regs::RXDONE_CONS)));
-        if pending.saturating_add(inflight) >= map::RXDONE_RING_LEN {
-            return None;
-        }
-        let slot =
-            rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, *free_cons);
-        let idx = sram.get32(slot);
-        *free_cons = free_cons.wrapping_add(1);
-        sram.put32(reg(regs::RXFREE_CONS), *free_cons);
-        if idx < RX_BUF_COUNT {
-            return Some(idx);
-        }
-        *bad_free += 1;
-    }
-}
-
-impl NicDevice {
-    pub fn new(node: usize, mem: Rc<RefCell<NodeMem>>, p: &Profile) -> NicDevice {
-        NicDevice {
-            node: node as u32,
-            mem,
-            hdma_setup: p.host_dma.setup_ns,
-            hdma_rate: Rate::new(p.host_dma.bandwidth_bytes_per_s),
-            tx_setup: p.send_dma.setup_ns,
-            rx_setup: p.recv_dma.setup_ns,
-            bus: SramBus {
-                shared: p.sram_bus.shared,
-                rate: Rate::new(p.sram_bus.bandwidth_bytes_per_s),
-                free_at: 0,
-            },
-            hdma_started: 0,
-            hdma_done: 0,
-            hdma_errors: 0,
-            hdma_busy: false,
-            hdma_slot: 0,
-            tx_cons: 0,
-            tx_done: 0,
-            tx_errors: 0,
-            tx_busy: false,
-            rx_free_cons: 0,
-            rx_done_prod: 0,
-            rx_drops: 0,
-            rx_inflight: 0,
-            rx_wire_free: 0,
-            rx_queue: VecDeque::new(),
-            heads_due: 0,
-            c: DeviceCounters::default(),
+impl Engines {
+    /// Engines that take up where the registers stand (zero on a fresh
+    /// NIC): a device process restarted over a running cluster's files.
+    pub fn adopt<M: NicMem + ?Sized>(m: &M) -> Engines {
+        let s = m.sram();
+        let tx_done = s.load_u32(reg(regs::TXDMA_DONE));
+        let hdma_done = s.load_u32(reg(regs::HDMA_DONE));
+        Engines {
+            hdma_started: hdma_done,
+            hdma_done,
+            hdma_errors: s.load_u32(reg(regs::HDMA_ERRORS)),
+            tx_cons: tx_done,
+            tx_done,
+            tx_errors: s.load_u32(reg(regs::TXDMA_ERRORS)),
+            rx_free_cons: s.load_u32(reg(regs::RXFREE_CONS)),
+            rx_done_prod: s.load_u32(reg(regs::RXDONE_PROD)),
+            rx_drops: s.load_u32(reg(regs::RX_DROPS)),
+            ..Engines::default()
         }
     }
 
-    /// Is every engine idle with nothing posted?
-    pub fn quiet(&self) -> bool {
-        let mem = self.mem.borrow();
-        !self.hdma_busy
+    /// Hardware reset (the NIC is being reset; its firmware is gone): a
+    /// packet on the wire has finished leaving, and commands the old
+    /// firmware posted but the engines did not start are discarded (the
+    /// producer registers are wound back to the engines' positions; the
+    /// next firmware adopts them at init). A host-DMA command in progress
+    /// completes first (`hdma_finish`).
+    pub fn reset<M: NicMem + ?Sized>(&mut self, m: &mut M) {
+        if self.tx_busy {
+            self.tx_busy = false;
+            self.tx_done = self.tx_done.wrapping_add(1);
+        }
+        self.tx_cons = self.tx_done;
+        self.hdma_started = self.hdma_done;
+        let s = m.sram_mut();
+        s.store_u32(reg(regs::TXDMA_DONE), self.tx_done);
+        s.store_u32(reg(regs::TXDMA_PROD), self.tx_cons);
+        s.store_u32(reg(regs::HDMA_DONE), self.hdma_done);
+        s.store_u32(reg(regs::HDMA_PROD), self.hdma_done);
+    }
+
+    /// Is every engine idle with nothing posted? (Packets waiting for a
+    /// receive buffer are the backend's to count.)
+    pub fn quiet<M: NicMem + ?Sized>(&self, m: &M) -> bool {
+        let s = m.sram();
+        self.hdma_slot.is_none()
             && !self.tx_busy
-            && self.rx_queue.is_empty()
-            && self.rx_inflight == 0
-            && get32(&mem.sram, reg(regs::HDMA_PROD)) == self.hdma_started
-            && get32(&mem.sram, reg(regs::TXDMA_PROD)) == self.tx_cons
+            && s.load_u32(reg(regs::HDMA_PROD)) == self.hdma_started
+            && s.load_u32(reg(regs::TXDMA_PROD)) == self.tx_cons
     }
 
     // ---- host-DMA ----
 
-    /// Start the next host-DMA command at `t` if the engine is idle.
-    pub fn hdma_kick(&mut self, q: &mut EventQueue, t: u64) {
-        if self.hdma_busy {
-            return;
-        }
-        let mem = self.mem.borrow();
-        if get32(&mem.sram, reg(regs::HDMA_PROD)) == self.hdma_started {
-            return;
+    /// Start the next posted host-DMA command if the engine is idle.
+    /// Returns its length (for the cost model). The slot is the engine's
+    /// until `HDMA_DONE` passes it: the rest is read when it completes.
+    #[inline]
+    pub fn hdma_start<M: NicMem + ?Sized>(&mut self, m: &M) -> Option<u64> {
+        let s = m.sram();
+        if self.hdma_slot.is_some() || s.load_u32(reg(regs::HDMA_PROD)) == self.hdma_started {
+            return None;
         }
         let slot = rings::slot(
             map::HDMA_RING,
             map::HDMA_RING_LEN,
             rings::HDMA_CMD_SIZE,
             self.hdma_started,
-        ) as usize;
-        // The slot is the engine's until HDMA_DONE passes it: read the
-        // length now (for the timing), the rest when the command completes.
-        let len = get32(&mem.sram, slot as u32 + 4) as u64;
-        drop(mem);
-        self.hdma_slot = slot as u32;
+        );
+        self.hdma_slot = Some(slot);
         self.hdma_started = self.hdma_started.wrapping_add(1);
-        self.hdma_busy = true;
-        let start = t + self.hdma_setup;
-        let end = (start + self.hdma_rate.ns(len)).max(self.bus.reserve(start, len));
-        q.push(end, Ev::HdmaDone { node: self.node });
+        Some(s.load_u32(slot + 4) as u64)
     }
 
-    /// The current host-DMA command completes. Returns true when it wrote
-    /// host memory (the host's programs may have something to see).
-    pub fn hdma_complete(&mut self) -> bool {
-        if !self.hdma_busy {
-            return false;
-        }
-        self.hdma_busy = false;
-        let mut mem = self.mem.borrow_mut();
-        let NodeMem { sram, host, .. } = &mut *mem;
-        let slot = self.hdma_slot as usize;
-        let cmd = HostDmaCmd::decode(&sram[slot..slot + rings::HDMA_CMD_SIZE as usize]).ok();
-        let mut wrote_host = false;
-        let ok = match cmd {
-            Some(c) => {
-                let len = c.len as usize;
-                let s = (c.sram as usize)
-                    .checked_add(len)
-                    .filter(|&e| e <= sram.len())
-                    .map(|e| c.sram as usize..e);
-                match (s, host.range(c.host, len)) {
-                    (Some(s), Some(h)) => {
-                        match c.dir {
-                            DmaDir::HostToSram => sram[s].copy_from_slice(&host.bytes()[h]),
-                            DmaDir::SramToHost => {
-                                host.bytes_mut()[h].copy_from_slice(&sram[s]);
-                                wrote_host = true;
-                            }
-                        }
-                        self.c.hdma_bytes += len as u64;
-                        true
-                    }
-                    _ => false,
-                }
-            }
-            None => false,
-        };
+    /// The command in progress completes: its bytes move, the counters
+    /// and `HDMA_ERRORS` count it, `HDMA_DONE` last. Returns whether it
+    /// wrote host memory (the host's programs may have something to see);
+    /// None if no command was in progress.
+    #[inline]
+    pub fn hdma_finish<M: NicMem + ?Sized>(&mut self, m: &mut M) -> Option<bool> {
+        let slot = self.hdma_slot.take()?;
+        let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
+        m.sram().read(slot, &mut b);
+        let cmd = HostDmaCmd::decode(&b).ok();
+        let ok = cmd.is_some_and(|c| m.dma(&c));
         self.c.hdma_cmds += 1;
-        self.hdma_done = self.hdma_done.wrapping_add(1);
-        put32(sram, reg(regs::HDMA_DONE), self.hdma_done);
-        if !ok {
+        let s = m.sram_mut();
+        if ok {
+            self.c.hdma_bytes += cmd.map_or(0, |c| c.len as u64);
+        } else {
             self.c.hdma_errors += 1;
             self.hdma_errors = self.hdma_errors.wrapping_add(1);
-            put32(sram, reg(regs::HDMA_ERRORS), self.hdma_errors);
+            s.store_u32(reg(regs::HDMA_ERRORS), self.hdma_errors);
         }
-        wrote_host
+        self.hdma_done = self.hdma_done.wrapping_add(1);
+        s.store_u32(reg(regs::HDMA_DONE), self.hdma_done);
+        Some(ok && cmd.is_some_and(|c| c.dir == DmaDir::SramToHost))
     }
 
     // ---- send-DMA ----
 
-    /// Start the next send-DMA command at `t` if the engine is idle.
-    /// Returns true if it completed commands at once (malformed ones): the
-    /// firmware should be woken.
-    pub fn tx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
-        if self.tx_busy {
-            return false;
-        }
-        let mut mem = self.mem.borrow_mut();
-        let sram = &mut mem.sram;
+    /// Take posted send-DMA commands while the engine is idle: malformed
+    /// ones complete at once (counted); the first good one makes the
+    /// engine busy and is returned. Also returns whether commands
+    /// completed (the firmware should be woken).
+    #[inline]
+    pub fn tx_next<M: NicMem + ?Sized>(&mut self, m: &mut M) -> (Option<TxSpan>, bool) {
         let mut completed = false;
-        while get32(sram, reg(regs::TXDMA_PROD)) != self.tx_cons {
+        if self.tx_busy {
+            return (None, completed);
+        }
+        let len = m.sram_len();
+        for _ in 0..map::TXDMA_RING_LEN {
+            let s = m.sram_mut();
+            if s.load_u32(reg(regs::TXDMA_PROD)) == self.tx_cons {
+                break;
+            }
             let slot = rings::slot(
                 map::TXDMA_RING,
                 map::TXDMA_RING_LEN,
                 rings::TXDMA_CMD_SIZE,
                 self.tx_cons,
-            ) as usize;
-            let cmd = TxDmaCmd::decode(&sram[slot..slot + rings::TXDMA_CMD_SIZE as usize]);
+            );
+            let mut b = [0u8; rings::TXDMA_CMD_SIZE as usize];
+            s.read(slot, &mut b);
             self.tx_cons = self.tx_cons.wrapping_add(1);
-            let Some((s, len, rl)) = tx_span(cmd, sram.len()) else {
-                self.tx_errors = self.tx_errors.wrapping_add(1);
-                self.tx_done = self.tx_done.wrapping_add(1);
-                self.c.txdma_errors += 1;
-                put32(sram, reg(regs::TXDMA_ERRORS), self.tx_errors);
-                put32(sram, reg(regs::TXDMA_DONE), self.tx_done);
-                completed = true;
-                continue;
-            };
-            // Hardware CRC over header + payload with the crc field zero.
-            let crc_at = s + rl + field::CRC;
-            sram[crc_at..crc_at + 4].fill(0);
-            let crc = crc32fast::hash(&sram[s + rl..s + len]);
-            sram[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-            let start = t + self.tx_setup;
-            self.bus.reserve(start, len as u64);
-            let bytes = &sram[s..s + len];
-            fabric.launch(q, self.node as usize, start, rl as u32, |buf| {
-                buf.extend_from_slice(bytes)
-            });
-            self.tx_busy = true;
-            self.c.tx_packets += 1;
-            self.c.tx_bytes += len as u64;
-            break;
+            if let Some(span) = tx_span(TxDmaCmd::decode(&b), len) {
+                self.tx_busy = true;
+                return (Some(span), completed);
+            }
+            self.c.txdma_errors += 1;
+            self.tx_errors = self.tx_errors.wrapping_add(1);
+            self.tx_done = self.tx_done.wrapping_add(1);
+            s.store_u32(reg(regs::TXDMA_ERRORS), self.tx_errors);
+            s.store_u32(reg(regs::TXDMA_DONE), self.tx_done);
+            completed = true;
         }
-        completed
+        (None, completed)
     }
 
-    /// The NIC's link is free: the current packet's tail has left.
-    /// Returns true if a command completed.
-    pub fn tx_complete(&mut self) -> bool {
+    /// Read `p`'s packet into `buf` (its wire bytes: route, header,
+    /// payload) with the hardware CRC-32 over header + payload (crc field
+    /// zero) put into its header, in `buf` and in SRAM; count it.
+    #[inline]
+    pub fn tx_fill<M: NicMem + ?Sized>(&mut self, m: &mut M, p: TxSpan, buf: &mut Vec<u8>) {
+        // A recycled buffer is overwritten below: no need to zero it.
+        if buf.len() >= p.len {
+            buf.truncate(p.len);
+        } else {
+            buf.resize(p.len, 0);
+        }
+        let s = m.sram_mut();
+        s.read(p.sram as u32, buf);
+        let at = p.route_len + field::CRC;
+        buf[at..at + 4].fill(0);
+        let crc = crc32fast::hash(&buf[p.route_len..]);
+        buf[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        s.write((p.sram + at) as u32, &crc.to_le_bytes());
+        self.c.tx_packets += 1;
+        self.c.tx_bytes += p.len as u64;
+    }
+
+    /// The packet on the wire has left (its tail): `TXDMA_DONE` counts
+    /// it. False if none was.
+    #[inline]
+    pub fn tx_finish<M: NicMem + ?Sized>(&mut self, m: &mut M) -> bool {
         if !self.tx_busy {
             return false;
         }
         self.tx_busy = false;
         self.tx_done = self.tx_done.wrapping_add(1);
-        put32(&mut self.mem.borrow_mut().sram, reg(regs::TXDMA_DONE), self.tx_done);
+        m.sram_mut().store_u32(reg(regs::TXDMA_DONE), self.tx_done);
         true
     }
 
     // ---- receive-DMA ----
 
-    /// Take the next free receive buffer, if any (and the done ring has room).
-    fn take_free_buffer(&mut self) -> Option<u32> {
-        let mut mem = self.mem.borrow_mut();
-        take_free_buffer(
-            &mut mem.sram[..],
-            &mut self.rx_free_cons,
-            self.rx_done_prod,
-            self.rx_inflight,
-            &mut self.c.rx_bad_free,
-        )
-    }
-
-    /// A packet's head entered the link into this NIC and reaches it at
-    /// `at`. If nothing is ahead of it and a buffer is free now, the
-    /// engine takes it at once (its data streams in from `at` on): the
-    /// same outcome as deciding at `at`, one event fewer. Otherwise its
-    /// head arrives as an event.
-    pub fn head_due(&mut self, q: &mut EventQueue, fabric: &mut Fabric, id: u32, at: u64) {
-        let clean = fabric.flight(id).wire().first().is_some_and(|b| b & ROUTE_FLAG == 0);
-        if clean && self.heads_due == 0 && self.rx_queue.is_empty() {
-            if let Some(buf) = self.take_free_buffer() {
-                self.accept(q, fabric, id, buf, at);
-                return;
+    /// Take the next free receive buffer from the RXFREE ring, if one is
+    /// posted and the RXDONE ring has room for its completion (with
+    /// `inflight` completions still to come). Entries naming no buffer
+    /// are skipped and counted.
+    #[inline]
+    pub fn rx_take<M: NicMem + ?Sized>(&mut self, m: &mut M, inflight: u32) -> Option<u32> {
+        let s = m.sram_mut();
+        loop {
+            if s.load_u32(reg(regs::RXFREE_PROD)) == self.rx_free_cons {
+                return None;
             }
-        }
-        self.heads_due += 1;
-        q.push(at, Ev::HeadArrive { flight: id });
-    }
-
-    /// A HeadArrive event for this NIC.
-    pub fn head_arrived(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
-        self.heads_due = self.heads_due.saturating_sub(1);
-        self.rx_arrive(q, fabric, now, id);
-    }
-
-    /// A packet's head reached this NIC at `now`.
-    pub fn rx_arrive(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
-        let f = fabric.flight(id);
-        if f.wire().first().is_none_or(|b| b & ROUTE_FLAG != 0) {
-            self.c.rx_misrouted += 1;
-            self.rx_drops = self.rx_drops.wrapping_add(1);
-            put32(&mut self.mem.borrow_mut().sram, reg(regs::RX_DROPS), self.rx_drops);
-            fabric.swallow(q, id, now);
-            return;
-        }
-        if self.rx_queue.is_empty() {
-            if let Some(buf) = self.take_free_buffer() {
-                self.accept(q, fabric, id, buf, now);
-                return;
+            let pending = self.rx_done_prod.wrapping_sub(s.load_u32(reg(regs::RXDONE_CONS)));
+            if pending.saturating_add(inflight) >= map::RXDONE_RING_LEN {
+                return None;
             }
+            let slot = rings::slot(
+                map::RXFREE_RING,
+                map::RXFREE_RING_LEN,
+                rings::RXFREE_SIZE,
+                self.rx_free_cons,
+            );
+            let idx = s.load_u32(slot);
+            self.rx_free_cons = self.rx_free_cons.wrapping_add(1);
+            s.store_u32(reg(regs::RXFREE_CONS), self.rx_free_cons);
+            if idx < RX_BUF_COUNT {
+                return Some(idx);
+            }
+            self.c.rx_bad_free += 1;
         }
-        fabric.block(id, now);
-        self.rx_queue.push_back(id);
-        self.c.rx_backpressure_waits += 1;
     }
 
-    /// Give waiting packets the buffers the firmware has posted, at `t`.
-    pub fn rx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
-        while let Some(&id) = self.rx_queue.front() {
-            let Some(buf) = self.take_free_buffer() else { break };
-            self.rx_queue.pop_front();
-            self.c.rx_backpressure_ns += t.saturating_sub(fabric.flight(id).blocked_since);
-            self.accept(q, fabric, id, buf, t);
-        }
+    /// A packet arrived with route bytes left: dropped, `RX_DROPS`.
+    pub fn rx_misrouted<M: NicMem + ?Sized>(&mut self, m: &mut M) {
+        self.c.rx_misrouted += 1;
+        self.rx_drops = self.rx_drops.wrapping_add(1);
+        m.sram_mut().store_u32(reg(regs::RX_DROPS), self.rx_drops);
     }
 
-    fn accept(&mut self, q: &mut EventQueue, fabric: &mut Fabric, id: u32, buf: u32, t: u64) {
-        let g = t.max(self.rx_wire_free);
-        fabric.flight_mut(id).rx_buf = buf;
-        let tail = fabric.accept(q, id, g);
-        self.rx_wire_free = tail;
-        self.rx_inflight += 1;
-        let len = fabric.flight(id).wire().len() as u64;
-        self.bus.reserve(g, len);
-        q.push(tail + self.rx_setup, Ev::RxDone { flight: id });
-    }
-
-    /// The packet's tail is in: write it into its buffer and report it.
-    pub fn rx_complete(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
-        self.rx_inflight -= 1;
-        let f = fabric.flight(id);
-        let data = f.wire();
+    /// The receive engine's completion of packet `data` (header +
+    /// payload) into receive buffer `buf`: cut at `BUF_STRIDE`
+    /// (`RX_TRUNCATED`, which fails the CRC too), else its CRC checked
+    /// (`RX_CRC_BAD`); its `RxDone` into the next RXDONE slot, then
+    /// `RXDONE_PROD` bumped (last: where SRAM is shared, a Release store)
+    /// and the counters. An untouched packet carries the CRC its sender
+    /// computed over exactly these bytes, so only a `corrupted` one can
+    /// fail; release builds skip the redundant check.
+    #[inline]
+    pub fn rx_deliver<M: NicMem + ?Sized>(
+        &mut self,
+        m: &mut M,
+        buf: u32,
+        data: &[u8],
+        corrupted: bool,
+    ) {
         let cap = BUF_STRIDE as usize;
-        // An untouched packet carries the CRC its sender computed over
-        // exactly these bytes, so only a corrupted one can fail; release
-        // builds skip the redundant check.
-        let (n, status) =
-            rx_store(data.len(), || (f.corrupted || cfg!(debug_assertions)) && !crc_ok(data));
-        {
-            let sram = &mut self.mem.borrow_mut().sram;
-            let (c, prod) = (&mut self.c, &mut self.rx_done_prod);
-            rx_deliver(&mut sram[..], c, prod, f.rx_buf, data, (n, status));
-        }
-        debug_assert!(f.corrupted || status & rings::RX_CRC_BAD == 0 || data.len() > cap);
-        if f.duplicate {
-            // The link delivers it a second time, right behind itself.
-            fabric.flight_mut(id).duplicate = false;
-            self.rx_arrive(q, fabric, now, id);
+        let (n, status) = if data.len() > cap {
+            (cap, rings::RX_TRUNCATED | rings::RX_CRC_BAD)
+        } else if (corrupted || cfg!(debug_assertions)) && !crc_ok(data) {
+            (data.len(), rings::RX_CRC_BAD)
         } else {
-            fabric.finish(id);
+            (data.len(), 0)
+        };
+        debug_assert!(corrupted || status & rings::RX_CRC_BAD == 0 || data.len() > cap);
+        let s = m.sram_mut();
+        s.write(map::rx_buf(buf), &data[..n]);
+        if status & rings::RX_TRUNCATED != 0 {
+            self.c.rx_truncated += 1;
         }
-    }
-
-    /// Write the RTC register for time `now`.
-    pub fn set_rtc(sram: &mut [u8], rtc: Clock, now: u64) {
-        put64(sram, reg(regs::RTC), rtc.ticks_at(now));
+        if status & rings::RX_CRC_BAD != 0 {
+            self.c.rx_crc_bad += 1;
+        }
+        let slot = rings::slot(
+            map::RXDONE_RING,
+            map::RXDONE_RING_LEN,
+            rings::RXDONE_SIZE,
+            self.rx_done_prod,
+        );
+        let mut rec = [0u8; rings::RXDONE_SIZE as usize];
+        RxDone { buf, len: n as u32, status }.encode(&mut rec);
+        s.write(slot, &rec);
+        self.rx_done_prod = self.rx_done_prod.wrapping_add(1);
+        s.store_u32(reg(regs::RXDONE_PROD), self.rx_done_prod);
+        self.c.rx_packets += 1;
+        self.c.rx_bytes += n as u64;
     }
 }
 

@@ -8,7 +8,7 @@
 //! the same hardware interface the MCP is written against; the core writes
 //! the RTC register before every poll.
 
-pub use mcp::hw::{Hw, SliceHw};
+pub use mcp::hw::{Hw, SliceHw, Sram};
 
 /// What one poll pass did; the profile prices each unit in NIC CPU cycles.
 pub use mcp::Work;

@@ -34,6 +34,7 @@ pub mod realtime;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub(crate) mod sim_nic;
 pub mod stats;
 pub mod testfw;
 pub mod topology;

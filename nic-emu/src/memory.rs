@@ -8,10 +8,18 @@
 //! the high-water mark of allocations (at most the profile's
 //! `host.memory_bytes`). Page 0 is never handed out, so bus address 0 is
 //! never a valid buffer.
+//!
+//! `NodeMem` is the sim's backing of the device model's memories
+//! (`device::NicMem`): SRAM as a plain byte buffer, host-DMA as copies
+//! between the two vectors.
 
 use std::collections::BTreeMap;
 
+use nic_abi::rings::{DmaDir, HostDmaCmd};
+use nic_abi::sram::span;
 use nic_abi::PAGE_SIZE;
+
+use crate::device::NicMem;
 
 /// A node's SRAM, host memory and host clock.
 #[derive(Debug)]
@@ -33,6 +41,39 @@ impl NodeMem {
             host_clock: 0,
             host_busy_ns: 0,
         }
+    }
+}
+
+impl NicMem for NodeMem {
+    type Sram = [u8];
+
+    #[inline]
+    fn sram(&self) -> &[u8] {
+        &self.sram
+    }
+
+    #[inline]
+    fn sram_mut(&mut self) -> &mut [u8] {
+        &mut self.sram
+    }
+
+    #[inline]
+    fn sram_len(&self) -> usize {
+        self.sram.len()
+    }
+
+    #[inline]
+    fn dma(&mut self, c: &HostDmaCmd) -> bool {
+        let len = c.len as usize;
+        let (Some(s), Some(h)) = (span(self.sram.len(), c.sram, len), self.host.range(c.host, len))
+        else {
+            return false;
+        };
+        match c.dir {
+            DmaDir::HostToSram => self.sram[s].copy_from_slice(&self.host.bytes[h]),
+            DmaDir::SramToHost => self.host.bytes[h].copy_from_slice(&self.sram[s]),
+        }
+        true
     }
 }
 

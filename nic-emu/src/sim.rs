@@ -33,7 +33,7 @@ use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::MAX_NODES;
 
 use crate::backend::{Bells, HostPrices, SimBackend};
-use crate::device::{reset_sram, NicDevice, ResetConfig};
+use crate::device::{reset_sram, ResetConfig, Rtc};
 use crate::event::{Ev, EventQueue};
 use crate::fabric::{Arrival, Fabric, Freed, LinkStats, NEVER};
 use crate::faults::Faults;
@@ -41,6 +41,7 @@ use crate::firmware::{mcp_firmware, Firmware, SliceHw, Work};
 use crate::host::{HostApp, HostCx};
 use crate::memory::NodeMem;
 use crate::profile::{Clock, Profile, ProfileError};
+use crate::sim_nic::NicDevice;
 use crate::stats::{NicStats, SimStats};
 use crate::topology::{Layout, Topology};
 
@@ -272,7 +273,7 @@ pub struct SimCluster {
     hosts: Vec<HostSide>,
     backends: Vec<SimBackend>,
     bells: Bells,
-    rtc: Clock,
+    rtc: Rtc,
     prices: WorkPrices,
     apps_pending: usize,
     events: u64,
@@ -296,7 +297,7 @@ impl SimCluster {
         let Plan { layout, send_timeout_ns, routes } =
             plan(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
         let n = cfg.nodes;
-        let rtc = Clock::new(p.nic.rtc_hz);
+        let rtc = Rtc::new(p.nic.rtc_hz);
         let bells: Bells = Rc::new(RefCell::new(Vec::new()));
         let host_prices = HostPrices::new(&p);
         let fabric = Fabric::new(&layout, &p, cfg.seed, cfg.faults);
@@ -306,7 +307,7 @@ impl SimCluster {
         for (node, node_routes) in routes.iter().enumerate() {
             let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(
-                &mut mem.sram[..],
+                &mut mem,
                 &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: node_routes },
             );
             let mut fw = make(node);
@@ -563,7 +564,7 @@ impl SimCluster {
             let cpu = &mut self.cpus[node];
             let work = {
                 let mut mem = nic.mem.borrow_mut();
-                NicDevice::set_rtc(&mut mem.sram, self.rtc, t);
+                self.rtc.write(&mut mem.sram[..], t);
                 let mut hw = SliceHw::new(&mut mem.sram);
                 let w = cpu.fw.poll(&mut hw);
                 cpu.hw_faults += hw.faults as u64;
@@ -683,7 +684,7 @@ impl SimCluster {
             node,
             fw,
             fw_status: nic_abi::le::get_u32(&mem.sram, reg(regs::FW_STATUS) as usize),
-            device: nic.c,
+            device: nic.counters(),
             fault_drops: src.fault_drops,
             fault_corrupts: src.fault_corrupts,
             fault_dups: src.fault_dups,
@@ -707,7 +708,7 @@ impl SimCluster {
         SimStats {
             end_ns: self.now,
             events: self.events,
-            packets: self.nics.iter().map(|n| n.c.tx_packets).sum(),
+            packets: self.nics.iter().map(|n| n.counters().tx_packets).sum(),
             hops: self.fabric.hops(),
             wall_ms: self.wall.as_secs_f64() * 1e3,
         }

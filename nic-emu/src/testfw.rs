@@ -17,7 +17,7 @@ use nic_abi::rings::{self, RxDone, TxDmaCmd, RX_CRC_BAD};
 use nic_abi::stats::{stat_offset, Stat};
 use nic_abi::Priority;
 
-use crate::firmware::{Firmware, Hw, SliceHw, Work};
+use crate::firmware::{Firmware, Hw, SliceHw, Sram, Work};
 
 /// Where a pump sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

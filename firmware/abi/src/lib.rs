@@ -5,6 +5,8 @@
 //! struct (`*Repr`), or a checked view over a byte slice that parses without
 //! panicking (after smoltcp's `wire` module). Offsets into SRAM live only
 //! here; firmware, emulator and driver name them, they never spell numbers.
+//! The one interface to SRAM itself, [`sram::Sram`], is here too, so that
+//! every side reaches it through the same trait.
 //!
 //! All multi-byte fields are little-endian.
 #![cfg_attr(not(test), no_std)]
@@ -20,6 +22,7 @@ pub mod page_table;
 pub mod port;
 pub mod regs;
 pub mod rings;
+pub mod sram;
 pub mod stats;
 pub mod trace;
 

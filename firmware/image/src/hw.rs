@@ -1,4 +1,5 @@
-//! `mcp::hw::Hw` over the NIC CPU's own RAM: SRAM is guest RAM at
+//! `mcp::hw::Hw` (SRAM access, `nic_abi::sram::Sram`, and the RTC) over
+//! the NIC CPU's own RAM: SRAM is guest RAM at
 //! `SRAM_BASE`, shared (a file mapping) with the device model in nic-emu.
 //! Words the device or the host also touch are accessed as atomics with
 //! Acquire/Release; bulk bytes with volatile accesses. Every access is
@@ -6,7 +7,7 @@
 
 use crate::clint;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use mcp::hw::Hw;
+use mcp::hw::{Hw, Sram};
 use nic_abi::{map, regs};
 
 const SRAM_BASE: usize = 0x8000_0000;
@@ -44,7 +45,7 @@ impl SramHw {
     }
 }
 
-impl Hw for SramHw {
+impl Sram for SramHw {
     fn read(&self, off: u32, buf: &mut [u8]) {
         if !self.ok(off, buf.len()) {
             buf.fill(0);
@@ -100,7 +101,9 @@ impl Hw for SramHw {
         // SAFETY: as in `load_u64`.
         unsafe { (*((SRAM_BASE + off as usize) as *const AtomicU64)).store(v, Ordering::Release) }
     }
+}
 
+impl Hw for SramHw {
     fn rtc(&self) -> u64 {
         self.rtc_now()
     }

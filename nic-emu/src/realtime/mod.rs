@@ -71,7 +71,7 @@ use crate::sim::{plan, EmuError, Plan};
 use crate::stats::LinkStats;
 use crate::topology::Topology;
 
-use engines::Engines;
+use engines::RtEngines;
 use fabric::RtFabric;
 use node::{NodeRt, NodeShared, ResetParams};
 
@@ -494,7 +494,7 @@ impl RtCluster {
             srams.push(map_file(dir.sram_path(node as u32))?);
             let mcp = (qemu_spec.is_none()).then(Box::<mcp::Mcp>::default);
             let mut nic =
-                NodeRt::new(node, Engines::new(node, sram, host), mcp, cfg.profile.nic.rtc_hz);
+                NodeRt::new(node, RtEngines::new(node, sram, host), mcp, cfg.profile.nic.rtc_hz);
             nic.reset(&ctx.params, ctx.now(), true)
                 .map_err(|message| RtError::Firmware { node, message })?;
             nics.push(nic);

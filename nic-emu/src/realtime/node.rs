@@ -18,12 +18,12 @@ use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
 
-use super::engines::{Engines, Service};
+use super::engines::{RtEngines, Service};
 use super::fabric::RtFabric;
-use super::hw::{MappedHw, MappedIo};
-use crate::device::{reset_sram, DeviceCounters, ResetConfig};
+use super::hw::MappedHw;
+use crate::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
 use crate::firmware::Work;
-use crate::profile::{Clock, Profile};
+use crate::profile::Profile;
 
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;
@@ -70,14 +70,13 @@ pub(crate) struct NodeShared {
 
 pub(crate) struct NodeRt {
     pub node: usize,
-    pub eng: Engines,
+    pub eng: RtEngines,
     /// The native MCP (live backend); None under QEMU.
     pub mcp: Option<Box<mcp::Mcp>>,
     /// Firmware not running (booting, halted): arriving packets are lost.
     down: bool,
-    /// RTC origin (ns on the cluster clock): the cluster's start.
-    reset_at: u64,
-    rtc: Clock,
+    /// The RTC; its origin is the cluster's start (ns on its clock).
+    rtc: Rtc,
     last_doorbell: u32,
     /// The native MCP's last poll found nothing to do and nothing woke it
     /// since: as the sim's NIC CPU, it sleeps until a doorbell, an engine
@@ -91,14 +90,13 @@ pub(crate) struct NodeRt {
 }
 
 impl NodeRt {
-    pub fn new(node: usize, eng: Engines, mcp: Option<Box<mcp::Mcp>>, rtc_hz: u64) -> NodeRt {
+    pub fn new(node: usize, eng: RtEngines, mcp: Option<Box<mcp::Mcp>>, rtc_hz: u64) -> NodeRt {
         NodeRt {
             node,
             eng,
             mcp,
             down: true,
-            reset_at: 0,
-            rtc: Clock::new(rtc_hz),
+            rtc: Rtc::new(rtc_hz),
             last_doorbell: 0,
             asleep: false,
             last_poll: 0,
@@ -115,8 +113,7 @@ impl NodeRt {
     /// restarts the guest. `first`: the cluster's initial reset (the
     /// counters do not count it).
     pub fn reset(&mut self, p: &ResetParams, now: u64, first: bool) -> Result<(), String> {
-        let sram = &self.eng.sram;
-        sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_BOOTING);
+        self.eng.mem.sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_BOOTING);
         self.down = true;
         self.eng.reset();
         let cfg = ResetConfig {
@@ -126,9 +123,9 @@ impl NodeRt {
             send_timeout_ns: p.send_timeout_ns,
             routes: &p.routes[self.node],
         };
-        reset_sram(&mut MappedIo(&self.eng.sram), &cfg);
+        reset_sram(&mut self.eng.mem, &cfg);
         for port in 0..NUM_PORTS {
-            let s = &self.eng.sram;
+            let s = &self.eng.mem.sram;
             s.store_u32(port_reg(port, pcb::STATE) as u64, pcb::STATE_CLOSED);
             s.store_u32(port_reg(port, pcb::FW_STATE) as u64, pcb::STATE_CLOSED);
         }
@@ -136,12 +133,11 @@ impl NodeRt {
         // does not restart it, so that what a new boot derives from it
         // (the MCP's stream sync ids) differs from the last boot's.
         if first {
-            self.reset_at = now;
+            self.rtc.origin = now;
         } else {
             self.c.resets += 1;
         }
-        let rtc = self.rtc_at(now);
-        self.eng.sram.store_u64(reg(regs::RTC) as u64, rtc);
+        let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         self.last_doorbell = self.doorbell();
         self.asleep = false;
         self.deadline_ns = u64::MAX;
@@ -151,7 +147,7 @@ impl NodeRt {
     /// Boot the native MCP, if this NIC runs one.
     fn boot(&mut self, rtc: u64) -> Result<(), String> {
         let Some(m) = self.mcp.as_mut() else { return Ok(()) };
-        let mut hw = MappedHw::new(&self.eng.sram, rtc);
+        let mut hw = MappedHw::new(&self.eng.mem.sram, rtc);
         let r = m.init(&mut hw).map_err(|e| format!("MCP init failed: {e:?}"));
         self.c.hw_faults += hw.faults.get();
         self.down = r.is_err();
@@ -159,18 +155,12 @@ impl NodeRt {
     }
 
     fn doorbell(&self) -> u32 {
-        self.eng.sram.load_u32(reg(regs::HOST_DOORBELL) as u64).unwrap_or(0)
-    }
-
-    /// RTC ticks at `now`.
-    fn rtc_at(&self, now: u64) -> u64 {
-        self.rtc.ticks_at(now.saturating_sub(self.reset_at))
+        self.eng.mem.sram.load_u32(reg(regs::HOST_DOORBELL) as u64).unwrap_or(0)
     }
 
     /// One step at `now` (ns on the cluster clock).
     pub fn step(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
-        let rtc = self.rtc_at(now);
-        self.eng.sram.store_u64(reg(regs::RTC) as u64, rtc);
+        let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         let mut s = Service::default();
         let bell = self.doorbell();
         if bell != self.last_doorbell {
@@ -180,7 +170,7 @@ impl NodeRt {
         if self.down {
             // Under QEMU the guest says when it is up.
             if self.mcp.is_none()
-                && self.eng.sram.load_u32(reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING)
+                && self.eng.mem.sram.load_u32(reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING)
             {
                 self.down = false;
             } else {
@@ -196,7 +186,7 @@ impl NodeRt {
             let mut did = false;
             let mut polled = false;
             if let (true, Some(m)) = (poll, self.mcp.as_mut()) {
-                let mut hw = MappedHw::new(&self.eng.sram, rtc);
+                let mut hw = MappedHw::new(&self.eng.mem.sram, rtc);
                 let w = m.poll(&mut hw);
                 self.c.hw_faults += hw.faults.get();
                 self.c.polls += 1;
@@ -205,7 +195,7 @@ impl NodeRt {
                 polled = true;
                 self.last_poll = now;
                 self.deadline_ns = match m.next_deadline() {
-                    Some(t) => self.reset_at.saturating_add(self.rtc.ns_at_tick(t)),
+                    Some(t) => self.rtc.ns_at_tick(t),
                     None => u64::MAX,
                 };
             }
@@ -224,7 +214,7 @@ impl NodeRt {
         }
         if self.mcp.is_none() && !s.progress {
             // A guest that stopped (halted, or killed for a reflash).
-            if self.eng.sram.load_u32(reg(regs::FW_STATUS) as u64) != Some(regs::FW_RUNNING) {
+            if self.eng.mem.sram.load_u32(reg(regs::FW_STATUS) as u64) != Some(regs::FW_RUNNING) {
                 self.down = true;
             }
         }
@@ -238,6 +228,6 @@ impl NodeRt {
     }
 
     pub fn counters(&self) -> NodeCounters {
-        NodeCounters { device: self.eng.c, ..self.c }
+        NodeCounters { device: self.eng.counters(), ..self.c }
     }
 }

@@ -1,0 +1,227 @@
+//! One NIC of the sim: the device model's engines (`device::Engines`) in
+//! virtual time, over the node's heap memories (`memory::NodeMem`).
+//!
+//! Time is the sim's part: each engine step is an event. A host-DMA
+//! command costs setup + len / bandwidth (and waits for the SRAM bus when
+//! the profile says the engines share it); its bytes move when it
+//! completes (`Ev::HdmaDone`). A send-DMA packet enters the NIC's link
+//! after the engine's setup time; the engine is free when the link says
+//! its tail has left (`Ev::LinkFree`). A packet whose head reaches the NIC
+//! takes a free receive buffer or waits in the link (backpressure); its
+//! tail is in, and the engine delivers it, at the link's pace plus the
+//! engine's setup (`Ev::RxDone`).
+//!
+//! Owns the engines' timing state (busy-until of the SRAM bus and of the
+//! receive side, the packets waiting at the NIC's input); moves packets
+//! through `fabric` and schedules its completions on the event queue. It
+//! never runs firmware: the core (`sim`) kicks the engines after each poll.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use nic_abi::packet::ROUTE_FLAG;
+
+use crate::device::Engines;
+use crate::event::{Ev, EventQueue};
+use crate::fabric::Fabric;
+use crate::memory::NodeMem;
+use crate::profile::{Profile, Rate};
+use crate::stats::DeviceCounters;
+
+#[derive(Debug, Clone, Copy)]
+struct SramBus {
+    shared: bool,
+    rate: Rate,
+    free_at: u64,
+}
+
+impl SramBus {
+    /// Reserve the bus for `bytes` from `start` on; returns when done.
+    #[inline]
+    fn reserve(&mut self, start: u64, bytes: u64) -> u64 {
+        if !self.shared {
+            return start;
+        }
+        let s = start.max(self.free_at);
+        self.free_at = s + self.rate.ns(bytes);
+        self.free_at
+    }
+}
+
+pub(crate) struct NicDevice {
+    pub node: u32,
+    pub mem: Rc<RefCell<NodeMem>>,
+    eng: Engines,
+    hdma_setup: u64,
+    hdma_rate: Rate,
+    tx_setup: u64,
+    rx_setup: u64,
+    bus: SramBus,
+    /// Packets accepted whose RxDone is pending.
+    rx_inflight: u32,
+    /// When the last accepted packet's tail is in.
+    rx_wire_free: u64,
+    /// Packets waiting at the NIC's input, oldest first.
+    rx_queue: VecDeque<u32>,
+    /// Heads on the link into this NIC, not yet arrived (HeadArrive due).
+    heads_due: u32,
+}
+
+impl NicDevice {
+    pub fn new(node: usize, mem: Rc<RefCell<NodeMem>>, p: &Profile) -> NicDevice {
+        NicDevice {
+            node: node as u32,
+            mem,
+            eng: Engines::default(),
+            hdma_setup: p.host_dma.setup_ns,
+            hdma_rate: Rate::new(p.host_dma.bandwidth_bytes_per_s),
+            tx_setup: p.send_dma.setup_ns,
+            rx_setup: p.recv_dma.setup_ns,
+            bus: SramBus {
+                shared: p.sram_bus.shared,
+                rate: Rate::new(p.sram_bus.bandwidth_bytes_per_s),
+                free_at: 0,
+            },
+            rx_inflight: 0,
+            rx_wire_free: 0,
+            rx_queue: VecDeque::new(),
+            heads_due: 0,
+        }
+    }
+
+    /// The device counters.
+    pub fn counters(&self) -> DeviceCounters {
+        self.eng.c
+    }
+
+    /// Is every engine idle with nothing posted?
+    pub fn quiet(&self) -> bool {
+        self.rx_queue.is_empty() && self.rx_inflight == 0 && self.eng.quiet(&*self.mem.borrow())
+    }
+
+    // ---- host-DMA ----
+
+    /// Start the next host-DMA command at `t` if the engine is idle.
+    pub fn hdma_kick(&mut self, q: &mut EventQueue, t: u64) {
+        let Some(len) = self.eng.hdma_start(&*self.mem.borrow()) else { return };
+        let start = t + self.hdma_setup;
+        let end = (start + self.hdma_rate.ns(len)).max(self.bus.reserve(start, len));
+        q.push(end, Ev::HdmaDone { node: self.node });
+    }
+
+    /// The current host-DMA command completes. Returns true when it wrote
+    /// host memory (the host's programs may have something to see).
+    pub fn hdma_complete(&mut self) -> bool {
+        self.eng.hdma_finish(&mut *self.mem.borrow_mut()).unwrap_or(false)
+    }
+
+    // ---- send-DMA ----
+
+    /// Start the next send-DMA command at `t` if the engine is idle.
+    /// Returns true if it completed commands at once (malformed ones): the
+    /// firmware should be woken.
+    pub fn tx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
+        let mut mem = self.mem.borrow_mut();
+        let (next, completed) = self.eng.tx_next(&mut *mem);
+        if let Some(p) = next {
+            let start = t + self.tx_setup;
+            self.bus.reserve(start, p.len as u64);
+            let eng = &mut self.eng;
+            fabric.launch(q, self.node as usize, start, p.route_len as u32, |buf| {
+                eng.tx_fill(&mut *mem, p, buf)
+            });
+        }
+        completed
+    }
+
+    /// The NIC's link is free: the current packet's tail has left.
+    /// Returns true if a command completed.
+    pub fn tx_complete(&mut self) -> bool {
+        self.eng.tx_finish(&mut *self.mem.borrow_mut())
+    }
+
+    // ---- receive-DMA ----
+
+    /// Take the next free receive buffer, if any (and the done ring has room).
+    fn take_free_buffer(&mut self) -> Option<u32> {
+        self.eng.rx_take(&mut *self.mem.borrow_mut(), self.rx_inflight)
+    }
+
+    /// A packet's head entered the link into this NIC and reaches it at
+    /// `at`. If nothing is ahead of it and a buffer is free now, the
+    /// engine takes it at once (its data streams in from `at` on): the
+    /// same outcome as deciding at `at`, one event fewer. Otherwise its
+    /// head arrives as an event.
+    pub fn head_due(&mut self, q: &mut EventQueue, fabric: &mut Fabric, id: u32, at: u64) {
+        let clean = fabric.flight(id).wire().first().is_some_and(|b| b & ROUTE_FLAG == 0);
+        if clean && self.heads_due == 0 && self.rx_queue.is_empty() {
+            if let Some(buf) = self.take_free_buffer() {
+                self.accept(q, fabric, id, buf, at);
+                return;
+            }
+        }
+        self.heads_due += 1;
+        q.push(at, Ev::HeadArrive { flight: id });
+    }
+
+    /// A HeadArrive event for this NIC.
+    pub fn head_arrived(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
+        self.heads_due = self.heads_due.saturating_sub(1);
+        self.rx_arrive(q, fabric, now, id);
+    }
+
+    /// A packet's head reached this NIC at `now`.
+    pub fn rx_arrive(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
+        let f = fabric.flight(id);
+        if f.wire().first().is_none_or(|b| b & ROUTE_FLAG != 0) {
+            self.eng.rx_misrouted(&mut *self.mem.borrow_mut());
+            fabric.swallow(q, id, now);
+            return;
+        }
+        if self.rx_queue.is_empty() {
+            if let Some(buf) = self.take_free_buffer() {
+                self.accept(q, fabric, id, buf, now);
+                return;
+            }
+        }
+        fabric.block(id, now);
+        self.rx_queue.push_back(id);
+        self.eng.c.rx_backpressure_waits += 1;
+    }
+
+    /// Give waiting packets the buffers the firmware has posted, at `t`.
+    pub fn rx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
+        while let Some(&id) = self.rx_queue.front() {
+            let Some(buf) = self.take_free_buffer() else { break };
+            self.rx_queue.pop_front();
+            self.eng.c.rx_backpressure_ns += t.saturating_sub(fabric.flight(id).blocked_since);
+            self.accept(q, fabric, id, buf, t);
+        }
+    }
+
+    fn accept(&mut self, q: &mut EventQueue, fabric: &mut Fabric, id: u32, buf: u32, t: u64) {
+        let g = t.max(self.rx_wire_free);
+        fabric.flight_mut(id).rx_buf = buf;
+        let tail = fabric.accept(q, id, g);
+        self.rx_wire_free = tail;
+        self.rx_inflight += 1;
+        let len = fabric.flight(id).wire().len() as u64;
+        self.bus.reserve(g, len);
+        q.push(tail + self.rx_setup, Ev::RxDone { flight: id });
+    }
+
+    /// The packet's tail is in: write it into its buffer and report it.
+    pub fn rx_complete(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
+        self.rx_inflight -= 1;
+        let f = fabric.flight(id);
+        self.eng.rx_deliver(&mut *self.mem.borrow_mut(), f.rx_buf, f.wire(), f.corrupted);
+        if f.duplicate {
+            // The link delivers it a second time, right behind itself.
+            fabric.flight_mut(id).duplicate = false;
+            self.rx_arrive(q, fabric, now, id);
+        } else {
+            fabric.finish(id);
+        }
+    }
+}
