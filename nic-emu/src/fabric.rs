@@ -20,7 +20,14 @@
 //! Owns links, switches and flights (packets in the fabric, with pooled
 //! byte buffers). It schedules its own events (head arrivals, link frees,
 //! timeouts) and tells the caller when a packet reaches a NIC or when a
-//! NIC's transmit link frees; the receive side is `device`'s.
+//! NIC's transmit link frees; the receive side is `sim_nic`'s.
+//!
+//! Shared with the real-time fabric (`realtime::fabric`), which moves the
+//! same packets over the same links in wall-clock time: the wiring
+//! ([`Wiring`]: links with their timing, switch ports, source routing by
+//! `switch_out`) and what happens to a packet entering a link
+//! (`enter_link`: the link's counters and fault injection, charged to the
+//! sender's [`SourceDrops`]).
 
 use std::collections::VecDeque;
 
@@ -67,9 +74,9 @@ pub struct LinkStats {
     pub fault_dups: u64,
 }
 
-/// Fabric events charged to the node that sent the packet.
+/// Fabric drops and faults charged to the node that sent the packet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct SourceCounters {
+pub struct SourceDrops {
     pub fault_drops: u64,
     pub fault_corrupts: u64,
     pub fault_dups: u64,
@@ -77,11 +84,141 @@ pub(crate) struct SourceCounters {
     pub bad_routes: u64,
 }
 
-pub(crate) struct Link {
+impl LinkStats {
+    /// A link's counters before any packet.
+    pub(crate) fn new(from: LinkEnd, to: LinkEnd) -> LinkStats {
+        LinkStats {
+            from,
+            to,
+            packets: 0,
+            bytes: 0,
+            waits: 0,
+            wait_ns: 0,
+            blocked_drops: 0,
+            bad_routes: 0,
+            fault_drops: 0,
+            fault_corrupts: 0,
+            fault_dups: 0,
+        }
+    }
+}
+
+/// One directed link as wired: its ends and its timing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkSpec {
+    pub from: LinkEnd,
     pub to: LinkEnd,
-    /// From the head entering to the head being ready at the far end.
-    head_delay: u64,
-    rate: Rate,
+    /// From the head entering to the head being ready at the far end
+    /// (cable, plus the switch latency when it ends at a switch).
+    pub head_delay: u64,
+    pub rate: Rate,
+}
+
+impl LinkSpec {
+    /// The NIC whose transmit link this is, if it starts at one.
+    #[inline]
+    pub fn tx_of(&self) -> Option<usize> {
+        match self.from {
+            LinkEnd::Nic(n) => Some(n),
+            LinkEnd::Switch { .. } => None,
+        }
+    }
+
+    /// Does it end at a NIC?
+    #[inline]
+    pub fn ends_at_nic(&self) -> bool {
+        matches!(self.to, LinkEnd::Nic(_))
+    }
+}
+
+/// The wiring both fabrics build from a layout and a profile: every
+/// directed link in `Layout::links` order, each switch's output port ->
+/// link (NO_LINK where nothing is cabled), each NIC's link out.
+pub(crate) struct Wiring {
+    pub links: Vec<LinkSpec>,
+    pub switches: Vec<Vec<u32>>,
+    pub nic_out: Vec<u32>,
+}
+
+impl Wiring {
+    pub fn new(layout: &Layout, profile: &Profile) -> Wiring {
+        let rate = Rate::new(profile.link.bandwidth_bytes_per_s);
+        let cable = profile.cable_delay_ns();
+        let sw_lat = profile.switch.latency_ns;
+        let mut w = Wiring {
+            links: Vec::new(),
+            switches: vec![vec![NO_LINK; layout.ports]; layout.switches],
+            nic_out: Vec::with_capacity(layout.nodes()),
+        };
+        for (id, (from, to)) in layout.links().into_iter().enumerate() {
+            let head_delay = cable + if matches!(to, LinkEnd::Switch { .. }) { sw_lat } else { 0 };
+            match from {
+                LinkEnd::Switch { switch, port } => w.switches[switch][port] = id as u32,
+                LinkEnd::Nic(_) => w.nic_out.push(id as u32),
+            }
+            w.links.push(LinkSpec { from, to, head_delay, rate });
+        }
+        w
+    }
+
+    /// Link `id`'s fault injector (seeded per link), if faults are on.
+    pub fn injector(seed: u64, faults: &Faults, id: usize) -> Option<FaultInjector> {
+        (!faults.is_none()).then(|| FaultInjector::new(seed, id as u64))
+    }
+}
+
+/// What fault injection did to a packet entering one link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Hit {
+    pub drop: bool,
+    /// A bit of it was flipped.
+    pub corrupt: bool,
+    pub duplicate: bool,
+}
+
+impl Hit {
+    pub fn any(&self) -> bool {
+        self.drop || self.corrupt || self.duplicate
+    }
+
+    /// Charge it to the packet's sender.
+    pub fn charge(&self, s: &mut SourceDrops) {
+        s.fault_drops += self.drop as u64;
+        s.fault_corrupts += self.corrupt as u64;
+        s.fault_dups += self.duplicate as u64;
+    }
+}
+
+/// A packet's head enters a link: the link counts it (`len` bytes on
+/// it) and its fault injector, if any, judges it: a drop, a bit flipped
+/// in `buf` (its wire bytes) past its `route_len` route bytes, a
+/// duplicate. The caller charges the hit to the sender.
+#[inline]
+pub(crate) fn enter_link(
+    stats: &mut LinkStats,
+    fault: Option<&mut FaultInjector>,
+    faults: &Faults,
+    into_nic: bool,
+    (buf, route_len): (&mut [u8], usize),
+    len: u64,
+) -> Hit {
+    stats.packets += 1;
+    stats.bytes += len;
+    let Some(inj) = fault else { return Hit::default() };
+    let v = inj.judge(faults, into_nic);
+    let hit = Hit {
+        drop: v.drop,
+        corrupt: v.corrupt.is_some_and(|at| flip_bit(buf, route_len, at)),
+        duplicate: v.duplicate,
+    };
+    stats.fault_drops += hit.drop as u64;
+    stats.fault_corrupts += hit.corrupt as u64;
+    stats.fault_dups += hit.duplicate as u64;
+    hit
+}
+
+pub(crate) struct Link {
+    pub spec: LinkSpec,
     /// The entry is free from this time on (NEVER while a stalled packet
     /// holds it).
     busy_until: u64,
@@ -90,9 +227,6 @@ pub(crate) struct Link {
     /// Heads waiting for this link, oldest first.
     waiters: VecDeque<u32>,
     timeout_pending: bool,
-    /// Starts at a NIC: its send-DMA engine waits for it.
-    tx_of: Option<usize>,
-    into_nic: bool,
     fault: Option<FaultInjector>,
     pub stats: LinkStats,
 }
@@ -182,72 +316,39 @@ pub(crate) struct Fabric {
     nic_out: Vec<u32>,
     faults: Faults,
     block_timeout: u64,
-    pub by_src: Vec<SourceCounters>,
+    pub by_src: Vec<SourceDrops>,
     /// Heads that entered links into NICs, for the NICs to handle.
     nic_entries: Vec<(u32, u64)>,
 }
 
 impl Fabric {
     pub fn new(layout: &Layout, profile: &Profile, seed: u64, faults: Faults) -> Fabric {
-        let rate = Rate::new(profile.link.bandwidth_bytes_per_s);
-        let cable = profile.cable_delay_ns();
-        let sw_lat = profile.switch.latency_ns;
-        let mut f = Fabric {
-            links: Vec::new(),
-            switches: vec![vec![NO_LINK; layout.ports]; layout.switches],
-            flights: Vec::new(),
-            free_flights: Vec::new(),
-            live: 0,
-            nic_out: Vec::new(),
-            faults,
-            block_timeout: profile.switch.blocked_drop_timeout_ns,
-            by_src: vec![SourceCounters::default(); layout.nodes()],
-            nic_entries: Vec::new(),
-        };
-        let add = |f: &mut Fabric, from: LinkEnd, to: LinkEnd| -> u32 {
-            let id = f.links.len() as u32;
-            let head_delay = cable + if matches!(to, LinkEnd::Switch { .. }) { sw_lat } else { 0 };
-            let fault = (!faults.is_none()).then(|| FaultInjector::new(seed, id as u64));
-            f.links.push(Link {
-                to,
-                head_delay,
-                rate,
+        let Wiring { links, switches, nic_out } = Wiring::new(layout, profile);
+        let links = links
+            .into_iter()
+            .enumerate()
+            .map(|(id, spec)| Link {
+                spec,
                 busy_until: 0,
                 free_event_at: NEVER,
                 waiters: VecDeque::new(),
                 timeout_pending: false,
-                tx_of: match from {
-                    LinkEnd::Nic(n) => Some(n),
-                    _ => None,
-                },
-                into_nic: matches!(to, LinkEnd::Nic(_)),
-                fault,
-                stats: LinkStats {
-                    from,
-                    to,
-                    packets: 0,
-                    bytes: 0,
-                    waits: 0,
-                    wait_ns: 0,
-                    blocked_drops: 0,
-                    bad_routes: 0,
-                    fault_drops: 0,
-                    fault_corrupts: 0,
-                    fault_dups: 0,
-                },
-            });
-            if let LinkEnd::Switch { switch, port } = from {
-                f.switches[switch][port] = id;
-            }
-            id
-        };
-        for (from, to) in layout.links() {
-            let id = add(&mut f, from, to);
-            if matches!(from, LinkEnd::Nic(_)) {
-                f.nic_out.push(id);
-            }
+                fault: Wiring::injector(seed, &faults, id),
+                stats: LinkStats::new(spec.from, spec.to),
+            })
+            .collect();
+        Fabric {
+            links,
+            switches,
+            flights: Vec::new(),
+            free_flights: Vec::new(),
+            live: 0,
+            nic_out,
+            faults,
+            block_timeout: profile.switch.blocked_drop_timeout_ns,
+            by_src: vec![SourceDrops::default(); layout.nodes()],
+            nic_entries: Vec::new(),
         }
-        f
     }
 
     pub fn link_stats(&self) -> Vec<LinkStats> {
@@ -304,47 +405,33 @@ impl Fabric {
     fn enter(&mut self, q: &mut EventQueue, id: u32, link: u32, t: u64) {
         let f = &mut self.flights[id as usize];
         let l = &mut self.links[link as usize];
-        if let Some(inj) = &mut l.fault {
-            let v = inj.judge(&self.faults, l.into_nic);
-            let src = &mut self.by_src[f.src as usize];
-            if v.drop {
-                f.doomed = true;
-                l.stats.fault_drops += 1;
-                src.fault_drops += 1;
-            }
-            if let Some(at) = v.corrupt {
-                if flip_bit(&mut f.buf, f.route_len as usize, at) {
-                    f.corrupted = true;
-                    l.stats.fault_corrupts += 1;
-                    src.fault_corrupts += 1;
-                }
-            }
-            if v.duplicate {
-                f.duplicate = true;
-                l.stats.fault_dups += 1;
-                src.fault_dups += 1;
-            }
-        }
         let len = (f.buf.len() - f.pos as usize) as u64;
-        l.stats.packets += 1;
-        l.stats.bytes += len;
-        let tail = t + l.rate.ns(len);
+        let into_nic = l.spec.ends_at_nic();
+        let wire = (&mut f.buf[..], f.route_len as usize);
+        let hit = enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len);
+        if hit.any() {
+            hit.charge(&mut self.by_src[f.src as usize]);
+            f.doomed |= hit.drop;
+            f.corrupted |= hit.corrupt;
+            f.duplicate |= hit.duplicate;
+        }
+        let tail = t + l.spec.rate.ns(len);
         let h = f.hops as usize;
         f.path[h] = link;
         f.tails[h] = tail;
         f.hops += 1;
         l.busy_until = tail;
-        if l.tx_of.is_some() || !l.waiters.is_empty() {
+        if l.spec.tx_of().is_some() || !l.waiters.is_empty() {
             schedule_free(q, l, link);
         }
-        match l.to {
+        match l.spec.to {
             // The receiving NIC decides (`take_nic_entries`): it may take
             // the packet at once, or wait for the head to arrive.
             LinkEnd::Nic(n) if !f.doomed => {
                 f.dst = n as u32;
-                self.nic_entries.push((id, t + l.head_delay));
+                self.nic_entries.push((id, t + l.spec.head_delay));
             }
-            _ => q.push(t + l.head_delay, Ev::HeadArrive { flight: id }),
+            _ => q.push(t + l.spec.head_delay, Ev::HeadArrive { flight: id }),
         }
     }
 
@@ -368,7 +455,7 @@ impl Fabric {
             self.swallow(q, id, now);
             return Arrival::Gone;
         }
-        let ports = match self.links[last as usize].to {
+        let ports = match self.links[last as usize].spec.to {
             LinkEnd::Nic(n) => {
                 self.flights[id as usize].dst = n as u32;
                 return Arrival::AtNic(n);
@@ -430,7 +517,7 @@ impl Fabric {
             let link = f.path[i];
             let l = &mut self.links[link as usize];
             l.busy_until = f.tails[i];
-            if l.tx_of.is_some() || !l.waiters.is_empty() {
+            if l.spec.tx_of().is_some() || !l.waiters.is_empty() {
                 schedule_free(q, l, link);
             }
         }
@@ -442,7 +529,7 @@ impl Fabric {
         self.unblock(q, id, g);
         let f = &self.flights[id as usize];
         let last = f.path[f.hops as usize - 1];
-        g + self.links[last as usize].rate.ns(f.wire().len() as u64)
+        g + self.links[last as usize].spec.rate.ns(f.wire().len() as u64)
     }
 
     /// Drop `id` where its head is, at `now`.
@@ -469,7 +556,7 @@ impl Fabric {
         if l.busy_until > now {
             return Freed::Stale;
         }
-        if let Some(n) = l.tx_of {
+        if let Some(n) = l.spec.tx_of() {
             return Freed::Tx(n);
         }
         let Some(id) = l.waiters.pop_front() else { return Freed::Stale };

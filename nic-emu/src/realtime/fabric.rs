@@ -1,6 +1,7 @@
 //! The real-time fabric: the same links, crossbar switches and source
-//! routes as the sim's (`Layout::links`, `fabric::switch_out`), moving
-//! whole packets between NICs in wall-clock time.
+//! routes as the sim's (`fabric::Wiring`, `fabric::switch_out`), and the
+//! same link entry (`fabric::enter_link`: counters, fault injection),
+//! moving whole packets between NICs in wall-clock time.
 //!
 //! A packet launched by a NIC's send-DMA engine walks its route at once:
 //! every switch consumes one route byte and picks its output link, fault
@@ -26,15 +27,18 @@
 //! left. This is a store-free approximation of the sim's wormhole model.
 //!
 //! Owns the links, switches, inboxes and counters; shared by every worker
-//! thread (`Sync`: inboxes behind mutexes, counters atomic).
+//! thread (`Sync`: each link's state, each inbox and each sender's drop
+//! counters behind a mutex of its own).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::fabric::{switch_out, LinkEnd, LinkStats, NO_LINK};
-use crate::faults::{flip_bit, FaultInjector, Faults};
-use crate::profile::{Profile, Rate};
+use crate::fabric::{
+    enter_link, switch_out, LinkEnd, LinkSpec, LinkStats, SourceDrops, Wiring, NO_LINK,
+};
+use crate::faults::{FaultInjector, Faults};
+use crate::profile::Profile;
 use crate::topology::Layout;
 
 /// Packets an inbox takes before a new arrival holds its sender.
@@ -99,48 +103,17 @@ pub(crate) enum Launch {
     Queued { holds: bool, tail_out: u64 },
 }
 
-#[derive(Default)]
-struct LinkCounters {
-    packets: AtomicU64,
-    bytes: AtomicU64,
-    waits: AtomicU64,
-    wait_ns: AtomicU64,
-    blocked_drops: AtomicU64,
-    bad_routes: AtomicU64,
-    fault_drops: AtomicU64,
-    fault_corrupts: AtomicU64,
-    fault_dups: AtomicU64,
+/// What a real-time link changes as packets cross it.
+struct LinkState {
+    stats: LinkStats,
+    fault: Option<FaultInjector>,
+    /// Paced: the link is busy until then (ns).
+    busy_until: u64,
 }
 
 struct RtLink {
-    from: LinkEnd,
-    to: LinkEnd,
-    head_delay: u64,
-    rate: Rate,
-    into_nic: bool,
-    fault: Option<Mutex<FaultInjector>>,
-    /// Paced: the link is busy until then (ns).
-    busy_until: Mutex<u64>,
-    c: LinkCounters,
-}
-
-/// Fabric drops charged to the sending node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SourceDrops {
-    pub fault_drops: u64,
-    pub fault_corrupts: u64,
-    pub fault_dups: u64,
-    pub blocked_drops: u64,
-    pub bad_routes: u64,
-}
-
-#[derive(Default)]
-struct SourceCounters {
-    fault_drops: AtomicU64,
-    fault_corrupts: AtomicU64,
-    fault_dups: AtomicU64,
-    blocked_drops: AtomicU64,
-    bad_routes: AtomicU64,
+    spec: LinkSpec,
+    st: Mutex<LinkState>,
 }
 
 struct Inbox {
@@ -156,7 +129,7 @@ pub(crate) struct RtFabric {
     inboxes: Vec<Inbox>,
     /// Per sender: packets that held it and were taken or dropped.
     released: Vec<AtomicU64>,
-    by_src: Vec<SourceCounters>,
+    by_src: Vec<Mutex<SourceDrops>>,
     faults: Faults,
     paced: bool,
     block_timeout: u64,
@@ -174,43 +147,33 @@ impl RtFabric {
         faults: Faults,
         pacing: Pacing,
     ) -> RtFabric {
-        let rate = Rate::new(profile.link.bandwidth_bytes_per_s);
-        let cable = profile.cable_delay_ns();
-        let sw_lat = profile.switch.latency_ns;
+        let Wiring { links, switches, nic_out } = Wiring::new(layout, profile);
         let n = layout.nodes();
-        let mut f = RtFabric {
-            links: Vec::new(),
-            switches: vec![vec![NO_LINK; layout.ports]; layout.switches],
-            nic_out: Vec::with_capacity(n),
+        let links = links
+            .into_iter()
+            .enumerate()
+            .map(|(id, spec)| RtLink {
+                spec,
+                st: Mutex::new(LinkState {
+                    stats: LinkStats::new(spec.from, spec.to),
+                    fault: Wiring::injector(seed, &faults, id),
+                    busy_until: 0,
+                }),
+            })
+            .collect();
+        RtFabric {
+            links,
+            switches,
+            nic_out,
             inboxes: (0..n)
                 .map(|_| Inbox { q: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) })
                 .collect(),
             released: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            by_src: (0..n).map(|_| SourceCounters::default()).collect(),
+            by_src: (0..n).map(|_| Mutex::new(SourceDrops::default())).collect(),
             faults,
             paced: pacing == Pacing::LinkBandwidth,
             block_timeout: profile.switch.blocked_drop_timeout_ns,
-        };
-        for (id, (from, to)) in layout.links().into_iter().enumerate() {
-            let head_delay = cable + if matches!(to, LinkEnd::Switch { .. }) { sw_lat } else { 0 };
-            if let LinkEnd::Switch { switch, port } = from {
-                f.switches[switch][port] = id as u32;
-            }
-            if let LinkEnd::Nic(_) = from {
-                f.nic_out.push(id as u32);
-            }
-            f.links.push(RtLink {
-                from,
-                to,
-                head_delay,
-                rate,
-                into_nic: matches!(to, LinkEnd::Nic(_)),
-                fault: (!faults.is_none()).then(|| Mutex::new(FaultInjector::new(seed, id as u64))),
-                busy_until: Mutex::new(0),
-                c: LinkCounters::default(),
-            });
         }
-        f
     }
 
     /// Put NIC `src`'s packet (route + header + payload, `route_len`
@@ -225,46 +188,39 @@ impl RtFabric {
         loop {
             let l = &self.links[link as usize];
             let len = buf.len().saturating_sub(pos) as u64;
-            l.c.packets.fetch_add(1, Ordering::Relaxed);
-            l.c.bytes.fetch_add(len, Ordering::Relaxed);
-            let mut doomed = false;
-            if let Some(inj) = &l.fault {
-                let v = lock(inj).judge(&self.faults, l.into_nic);
-                let s = &self.by_src[src];
-                if v.drop {
-                    doomed = true;
-                    l.c.fault_drops.fetch_add(1, Ordering::Relaxed);
-                    s.fault_drops.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Some(at) = v.corrupt {
-                    if flip_bit(&mut buf, route_len, at) {
-                        corrupted = true;
-                        l.c.fault_corrupts.fetch_add(1, Ordering::Relaxed);
-                        s.fault_corrupts.fetch_add(1, Ordering::Relaxed);
+            let hit = {
+                let st = &mut *lock(&l.st);
+                let wire = (&mut buf[..], route_len);
+                let hit = enter_link(
+                    &mut st.stats,
+                    st.fault.as_mut(),
+                    &self.faults,
+                    l.spec.ends_at_nic(),
+                    wire,
+                    len,
+                );
+                if self.paced {
+                    let enter = head.max(st.busy_until);
+                    st.busy_until = enter + l.spec.rate.ns(len);
+                    if hops == 1 {
+                        tail_out = st.busy_until;
                     }
+                    head = enter + l.spec.head_delay;
                 }
-                if v.duplicate {
-                    duplicate = true;
-                    l.c.fault_dups.fetch_add(1, Ordering::Relaxed);
-                    s.fault_dups.fetch_add(1, Ordering::Relaxed);
-                }
+                hit
+            };
+            if hit.any() {
+                hit.charge(&mut lock(&self.by_src[src]));
+                corrupted |= hit.corrupt;
+                duplicate |= hit.duplicate;
             }
-            if self.paced {
-                let mut busy = lock(&l.busy_until);
-                let enter = head.max(*busy);
-                *busy = enter + l.rate.ns(len);
-                if hops == 1 {
-                    tail_out = *busy;
-                }
-                head = enter + l.head_delay;
-            }
-            if doomed {
+            if hit.drop {
                 return Launch::Gone { buf, tail_out };
             }
-            match l.to {
+            match l.spec.to {
                 LinkEnd::Nic(n) => {
                     let due = if self.paced {
-                        head + l.rate.ns(buf.len().saturating_sub(pos) as u64)
+                        head + l.spec.rate.ns(buf.len().saturating_sub(pos) as u64)
                     } else {
                         0
                     };
@@ -286,8 +242,8 @@ impl RtFabric {
                 LinkEnd::Switch { switch, .. } => {
                     let out = switch_out(&self.switches[switch], buf.get(pos).copied(), hops);
                     if out == NO_LINK {
-                        l.c.bad_routes.fetch_add(1, Ordering::Relaxed);
-                        self.by_src[src].bad_routes.fetch_add(1, Ordering::Relaxed);
+                        lock(&l.st).stats.bad_routes += 1;
+                        lock(&self.by_src[src]).bad_routes += 1;
                         return Launch::Gone { buf, tail_out };
                     }
                     pos += 1;
@@ -339,15 +295,15 @@ impl RtFabric {
 
     /// A packet waited for a receive buffer at its NIC for `ns`.
     pub fn count_wait(&self, p: &RtPacket, ns: u64) {
-        let c = &self.links[p.link_in as usize].c;
-        c.waits.fetch_add(1, Ordering::Relaxed);
-        c.wait_ns.fetch_add(ns, Ordering::Relaxed);
+        let st = &mut *lock(&self.links[p.link_in as usize].st);
+        st.stats.waits += 1;
+        st.stats.wait_ns += ns;
     }
 
     /// The switch dropped `p`, blocked too long behind another packet.
     pub fn count_blocked_drop(&self, p: &RtPacket) {
-        self.links[p.link_in as usize].c.blocked_drops.fetch_add(1, Ordering::Relaxed);
-        self.by_src[p.src].blocked_drops.fetch_add(1, Ordering::Relaxed);
+        lock(&self.links[p.link_in as usize].st).stats.blocked_drops += 1;
+        lock(&self.by_src[p.src]).blocked_drops += 1;
     }
 
     pub fn block_timeout(&self) -> u64 {
@@ -356,35 +312,11 @@ impl RtFabric {
 
     /// Every link's counters, in link order (as `SimCluster::link_stats`).
     pub fn link_stats(&self) -> Vec<LinkStats> {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        self.links
-            .iter()
-            .map(|l| LinkStats {
-                from: l.from,
-                to: l.to,
-                packets: r(&l.c.packets),
-                bytes: r(&l.c.bytes),
-                waits: r(&l.c.waits),
-                wait_ns: r(&l.c.wait_ns),
-                blocked_drops: r(&l.c.blocked_drops),
-                bad_routes: r(&l.c.bad_routes),
-                fault_drops: r(&l.c.fault_drops),
-                fault_corrupts: r(&l.c.fault_corrupts),
-                fault_dups: r(&l.c.fault_dups),
-            })
-            .collect()
+        self.links.iter().map(|l| lock(&l.st).stats.clone()).collect()
     }
 
     /// Drops charged to sender `src`.
     pub fn source_drops(&self, src: usize) -> SourceDrops {
-        let s = &self.by_src[src];
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        SourceDrops {
-            fault_drops: r(&s.fault_drops),
-            fault_corrupts: r(&s.fault_corrupts),
-            fault_dups: r(&s.fault_dups),
-            blocked_drops: r(&s.blocked_drops),
-            bad_routes: r(&s.bad_routes),
-        }
+        *lock(&self.by_src[src])
     }
 }

@@ -59,8 +59,9 @@ use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 
+pub use crate::fabric::SourceDrops;
 pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};
-pub use fabric::{Pacing, SourceDrops};
+pub use fabric::Pacing;
 pub use node::NodeCounters;
 pub use worker::Backoff;
 
