@@ -6,8 +6,8 @@
 //! descriptors and reads events, as the driver would.
 
 use crate::hw::SliceHw;
-use crate::trace::SdmaState;
 use crate::Mcp;
+use crate::SdmaState;
 use nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
 use nic_abi::event::{ErrorCause, Event, EventKind, SendStatus, EVENT_SIZE};
 use nic_abi::packet::{field, route_byte, Header, HEADER_LEN};
@@ -844,7 +844,7 @@ fn state_machines_record_transitions_when_traced() {
         .collect();
     assert!(recs
         .iter()
-        .any(|r| r.machine == nic_abi::trace::Machine::Sdma && r.to == SdmaState::Fill as u8));
+        .any(|r| r.machine == nic_abi::trace::Machine::Sdma && r.to == SdmaState::FILL_WAIT));
     assert!(recs.iter().any(|r| r.machine == nic_abi::trace::Machine::Send));
     assert_eq!(b.nodes[1].r32(reg(regs::TRACE_PROD)), 0, "off unless enabled");
 }
@@ -1038,10 +1038,7 @@ fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
     b.post(1, 2, provide(rv, 17, Priority::Low, 1));
     b.post(0, 1, send(v, len, 1, 2, Priority::Low, 7));
     // Wait until the receiver took a few packets of the message.
-    assert!(b.run_until(1000, |b| {
-        let m = &b.nodes[1].mcp;
-        m.rxs.live_indices().any(|r| m.rxs[r].expected >= 4)
-    }));
+    assert!(b.run_until(1000, |b| { b.nodes[1].mcp.recv.max_expected() >= 4 }));
     b.close(1, 2);
     let mut evs = Vec::new();
     assert!(
@@ -1053,7 +1050,7 @@ fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
     );
     assert_eq!((evs[0].tag, evs[0].status), (7, SendStatus::TargetPortClosed as u8));
     // The buffer the message was filling went with the port: none leaked.
-    assert_eq!(b.nodes[1].mcp.slots.available(), crate::state::MAX_SLOTS);
+    assert_eq!(b.nodes[1].mcp.shared.slots.available(), crate::records::MAX_SLOTS);
     b.open(1, 2);
     let got = b.exchange(0, 1, 9);
     assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 9));
