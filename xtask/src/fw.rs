@@ -1,9 +1,8 @@
-//! `cargo xtask build-fw` and `cargo xtask flash`: the bare-metal MCP image
-//! (firmware/image, riscv64imac-unknown-none-elf) built with cargo into
-//! `<target>/fw` (beside the workspace's own target directory), its size
-//! report (text, data, bss from the ELF's section headers; the `.stack`
-//! reservation is not counted), and writing an image into a node's flash
-//! file of a running cluster.
+//! `cargo xtask build-fw`: the bare-metal MCP image (firmware/image,
+//! riscv64imac-unknown-none-elf) built with cargo into `<target>/fw`
+//! (beside the workspace's own target directory) and its size report
+//! (text, data, bss from the ELF's section headers; the `.stack`
+//! reservation is not counted).
 //!
 //! Also what the other commands share: where the workspace's target
 //! directory is, building workspace binaries (host-driver's `pingpong` and
@@ -323,48 +322,6 @@ pub fn build_fw(root: &Path, selftest: bool) -> crate::Result<ExitCode> {
         println!("run it: qemu-system-riscv64 -M virt -m 8M -bios none -display none -semihosting-config enable=on,target=native -kernel {}  (exit status 0 = pass)", elf.display());
     } else {
         println!("flash it into a running cluster: cargo xtask flash --node N [--cluster NAME]");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `cargo xtask flash --node N [IMAGE] [--cluster NAME]`.
-pub fn flash(
-    root: &Path,
-    node: u32,
-    image: Option<PathBuf>,
-    cluster: &str,
-) -> crate::Result<ExitCode> {
-    use host_driver::cluster::{ClusterBackend, ClusterDir};
-    let dir = ClusterDir::open(cluster).map_err(|e| {
-        format!("{e} (start one with `cargo xtask run --nodes N --backend qemu --name {cluster}`)")
-    })?;
-    let m = dir.manifest();
-    if node >= m.nodes {
-        return Err(format!("node {node}: cluster `{}` has nodes 0..{}", m.name, m.nodes));
-    }
-    let image = match image {
-        Some(i) => i,
-        None => {
-            let elf = build_image(root, false)?;
-            report_size(&elf)?;
-            elf
-        }
-    };
-    nic_emu::realtime::qemu::check_riscv_elf(&image)?;
-    let flash = dir.flash_path(node);
-    nic_emu::realtime::qemu::write_flash(&image, &flash)
-        .map_err(|e| format!("writing {}: {e}", flash.display()))?;
-    println!("flashed {} into {}", image.display(), flash.display());
-    if m.backend == ClusterBackend::Qemu {
-        println!(
-            "cluster `{}` (device process {}) resets node {node}: its QEMU guest restarts with the new image and its ports close",
-            m.name, m.pid
-        );
-    } else {
-        println!(
-            "cluster `{}` runs the live backend (native MCP): node {node} is reset, and keeps running the native MCP",
-            m.name
-        );
     }
     Ok(ExitCode::SUCCESS)
 }
