@@ -28,7 +28,7 @@
 //! (the cluster directory contract), `live.rs` (`LiveBackend`),
 //! `mapped.rs` (`MappedFile`, shared file mappings: the only module with
 //! `unsafe`). Measuring: `pattern.rs`
-//! (checkable message contents), `bench.rs` (ping-pong and streaming
+//! (checkable message contents), `bench/` (ping-pong and streaming
 //! loops, used by the `pingpong` and `stream` binaries and by tests),
 //! `affinity.rs` (CPU lists, pinning a thread to cores).
 

@@ -6,9 +6,11 @@
 //! bounds-checked against the SRAM size the device model configured.
 
 use crate::clint;
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mcp::hw::{Hw, Sram};
 use nic_abi::{map, regs};
+use volatile::VolatilePtr;
 
 const SRAM_BASE: usize = 0x8000_0000;
 
@@ -29,6 +31,14 @@ impl SramHw {
             hw.rtc_hz = hz;
         }
         hw
+    }
+
+    /// A byte of SRAM, for volatile access (others write SRAM concurrently).
+    /// The caller checked `off` against the SRAM size.
+    fn byte(&self, off: usize) -> VolatilePtr<'static, u8> {
+        // SAFETY: SRAM_BASE + off is inside SRAM (checked by the caller),
+        // which is this CPU's RAM: always mapped and never null.
+        unsafe { VolatilePtr::new(NonNull::new_unchecked((SRAM_BASE + off) as *mut u8)) }
     }
 
     fn ok(&self, off: u32, len: usize) -> bool {
@@ -52,10 +62,7 @@ impl Sram for SramHw {
             return;
         }
         for (i, b) in buf.iter_mut().enumerate() {
-            // SAFETY: in bounds of SRAM (checked above), which is this CPU's
-            // RAM: always mapped; others may write it concurrently, hence
-            // volatile.
-            *b = unsafe { core::ptr::read_volatile((SRAM_BASE + off as usize + i) as *const u8) };
+            *b = self.byte(off as usize + i).read();
         }
     }
 
@@ -64,8 +71,7 @@ impl Sram for SramHw {
             return;
         }
         for (i, b) in data.iter().enumerate() {
-            // SAFETY: in bounds of SRAM, as in `read`.
-            unsafe { core::ptr::write_volatile((SRAM_BASE + off as usize + i) as *mut u8, *b) };
+            self.byte(off as usize + i).write(*b);
         }
     }
 
