@@ -14,14 +14,15 @@ use crate::rt;
 
 /// The step functions `gdb` breaks on (generic over the hardware
 /// interface, so gdb names them with the image's `SramHw`).
-pub const STEP_FUNCTIONS: [&str; 7] = [
-    "mcp::Mcp::sdma_intake<mcp_image::hw::SramHw>",
-    "mcp::Mcp::sdma_fill<mcp_image::hw::SramHw>",
-    "mcp::Mcp::timers<mcp_image::hw::SramHw>",
-    "mcp::Mcp::send_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::recv_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::rdma_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::flush_events<mcp_image::hw::SramHw>",
+pub const STEP_FUNCTIONS: [&str; 8] = [
+    "mcp::sdma::Sdma::intake<mcp_image::hw::SramHw>",
+    "mcp::sdma::Sdma::timers<mcp_image::hw::SramHw>",
+    "mcp::sdma::Sdma::fill<mcp_image::hw::SramHw>",
+    "mcp::send::Send::step<mcp_image::hw::SramHw>",
+    "mcp::recv::Recv::step<mcp_image::hw::SramHw>",
+    "mcp::recv::Recv::accept<mcp_image::hw::SramHw>",
+    "mcp::rdma::Rdma::step<mcp_image::hw::SramHw>",
+    "mcp::rdma::Rdma::flush_events<mcp_image::hw::SramHw>",
 ];
 
 /// The gdb-multiarch command line: the image's symbols, the remote
@@ -82,6 +83,10 @@ pub fn run(
         "node {node}'s QEMU is halted with its gdbstub on tcp::{port}; starting gdb-multiarch \
          with {} and breakpoints on the state machines' step functions",
         elf.display()
+    );
+    println!(
+        "in gdb: `print mcp_image::MCP.sdma.state` (and .send, .recv, .rdma) says what each \
+         machine is doing or waiting for; `print mcp_image::MCP` shows everything"
     );
     let breaks: Vec<&str> =
         if only_sdma { vec![STEP_FUNCTIONS[0]] } else { STEP_FUNCTIONS.to_vec() };

@@ -19,7 +19,7 @@ use crate::sdma::Sdma;
 use crate::shared::{write_route, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{field, flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{field, Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{self, TxDmaCmd};
 use nic_abi::stats::Stat;
@@ -158,7 +158,7 @@ impl Send {
             if let Some(ack) = recv.piggyback_ack(sdma.stream_key(buf.stream)) {
                 let mut fl = [0u8; 1];
                 hw.read(hdr + field::FLAGS as u32, &mut fl);
-                hw.write(hdr + field::FLAGS as u32, &[fl[0] | flags::ACK_VALID]);
+                hw.write(hdr + field::FLAGS as u32, &[fl[0] | Flags::ACK_VALID.bits()]);
                 hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
             }
             self.start_txdma(cx, hw, b, w);
@@ -207,7 +207,7 @@ impl Send {
         };
         let h = Header {
             ptype,
-            flags: flags::ACK_VALID,
+            flags: Flags::ACK_VALID,
             priority: r.prio,
             nack_code: code,
             src_node: cx.cfg.node,

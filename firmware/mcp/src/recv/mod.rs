@@ -23,7 +23,7 @@ use crate::records::*;
 use crate::shared::{FromRecv, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RX_CRC_BAD, RX_TRUNCATED};
 use nic_abi::stats::Stat;
@@ -267,7 +267,7 @@ impl Recv {
         cx.bump(Stat::PacketsReceived, 1);
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
-        if h.has(flags::ACK_VALID) {
+        if h.has(Flags::ACK_VALID) {
             self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
             self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
         }

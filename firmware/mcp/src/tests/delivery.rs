@@ -39,7 +39,7 @@ fn multi_packet_message_is_fragmented_at_the_mtu() {
     assert_eq!(data.iter().map(|h| h.offset).collect::<Vec<_>>(), [0, 4096, 8192, 12288]);
     assert_eq!(data.iter().map(|h| h.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
     assert!(
-        data[0].has(nic_abi::packet::flags::FIRST) && data[3].has(nic_abi::packet::flags::LAST)
+        data[0].has(nic_abi::packet::Flags::FIRST) && data[3].has(nic_abi::packet::Flags::LAST)
     );
 }
 
@@ -328,7 +328,7 @@ fn acks_ride_on_reverse_traffic() {
         .log
         .iter()
         .filter(|h| {
-            h.ptype == nic_abi::packet::PacketType::Data && h.has(nic_abi::packet::flags::ACK_VALID)
+            h.ptype == nic_abi::packet::PacketType::Data && h.has(nic_abi::packet::Flags::ACK_VALID)
         })
         .count();
     assert!(piggy > 0);
