@@ -24,34 +24,33 @@
 //! `flows.rs` (the NIC's flow table and dispatch trace: `Nic::set_flow_idt`,
 //! `Nic::flow`, `Nic::dispatch_trace_since`), `brm.rs` (bandwidth requests
 //! to the bandwidth resource manager: its postcard messages and the
-//! blocking client, whatever carries them). Real time: `cluster.rs`
-//! (the cluster directory contract), `live.rs` (`LiveBackend`),
-//! `mapped.rs` (`MappedFile`, shared file mappings: the only module with
-//! `unsafe`). Measuring: `pattern.rs`
+//! blocking client, whatever carries them). Real time: `live.rs`
+//! (`LiveBackend`), over the crate `nic-cluster-dir` (re-exported as
+//! `cluster` and `mapped`: the cluster directory contract and
+//! `MappedFile`, shared with the device process). Measuring: `pattern.rs`
 //! (checkable message contents), `bench/` (ping-pong and streaming
 //! loops, used by the `pingpong` and `stream` binaries and by tests),
 //! `affinity.rs` (CPU lists, pinning a thread to cores).
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod affinity;
 pub mod backend;
 pub mod bench;
 pub mod brm;
 pub mod brm_socket;
-pub mod cluster;
 mod error;
 mod event;
 pub mod flows;
 pub mod live;
-#[allow(unsafe_code)]
-pub mod mapped;
 mod memory;
 mod nic;
 pub mod pattern;
 mod port;
 
 pub use backend::{HostOp, NicBackend, Pio};
+pub use nic_cluster_dir::{cluster, mapped};
+
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};

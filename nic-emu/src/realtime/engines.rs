@@ -20,10 +20,10 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use host_driver::MappedFile;
 use nic_abi::map::{self, RX_BUF_COUNT};
 use nic_abi::packet::ROUTE_FLAG;
 use nic_abi::rings::{DmaDir, HostDmaCmd};
+use nic_cluster_dir::MappedFile;
 
 use super::fabric::{Launch, RtFabric, RtPacket};
 use crate::device::{Engines, NicMem};

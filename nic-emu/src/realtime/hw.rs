@@ -1,4 +1,4 @@
-//! The NIC's SRAM as a shared file mapping (`host_driver::MappedFile`),
+//! The NIC's SRAM as a shared file mapping (`nic_cluster_dir::MappedFile`),
 //! seen by the native MCP of the live backend: `mcp::hw::Hw` (over
 //! `nic_abi::sram::Sram`) that counts the firmware's out-of-range
 //! accesses ([`MappedHw`]). The device model reaches the same mapping
@@ -12,8 +12,8 @@
 
 use std::cell::Cell;
 
-use host_driver::MappedFile;
 use mcp::hw::{Hw, Sram};
+use nic_cluster_dir::MappedFile;
 
 /// `mcp::hw::Hw` over a mapped `sram` file, with the RTC value of the
 /// current pass (the device loop writes the RTC register and hands the

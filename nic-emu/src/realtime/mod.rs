@@ -1,5 +1,5 @@
 //! The real-time device process of the `live` and `qemu` backends: a
-//! cluster directory (`host_driver::cluster`, docs/design/cluster-dir.md)
+//! cluster directory (`nic_cluster_dir::cluster`, docs/design/cluster-dir.md)
 //! whose NICs run in wall-clock time, driven by ordinary host processes
 //! that map the same files (`host_driver::LiveBackend`).
 //!
@@ -24,14 +24,14 @@
 //!   `flash` file with the `sram` file as its RAM (`qemu`); the workers
 //!   run only the engines and the fabric for those NICs.
 //!
-//! Files: `hw.rs` (SRAM interfaces over `MappedFile`), `engines.rs` (the
-//! three DMA engines), `fabric.rs` (links, switches, inboxes, pacing,
+//! Files: `hw.rs` (the native MCP's `Hw` over `MappedFile`), `engines.rs`
+//! (the device model's DMA engines in wall-clock time, `device::Engines`), `fabric.rs` (links, switches, inboxes, pacing,
 //! faults), `node.rs` (one NIC: RTC, reset, MCP), `worker.rs` (the loop
 //! and its backoff), `supervise.rs`, `qemu.rs`, `process.rs` (running the
 //! `nic-cluster` binary as a child process), `brm.rs` (the bandwidth
 //! manager: per-node agents over the flow tables, the master process).
 //! No `unsafe`: mapped memory is touched only through
-//! `host_driver::MappedFile`.
+//! `nic_cluster_dir::MappedFile`.
 
 mod brm;
 mod engines;
@@ -51,13 +51,13 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use host_driver::cluster::{self, ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
-use host_driver::MappedFile;
 use nic_abi::map;
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
+use nic_cluster_dir::cluster::{self, ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
+use nic_cluster_dir::MappedFile;
 
 pub use crate::fabric::SourceDrops;
 pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};

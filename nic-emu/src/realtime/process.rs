@@ -15,9 +15,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use host_driver::cluster::{self, ClusterDir, ClusterError};
-use host_driver::MappedFile;
 use nic_abi::regs::{self, reg};
+use nic_cluster_dir::cluster::{self, ClusterDir, ClusterError};
+use nic_cluster_dir::MappedFile;
 
 use super::{Pacing, RtConfig, RtError};
 use crate::profile::Profile;

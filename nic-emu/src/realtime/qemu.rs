@@ -19,7 +19,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use host_driver::ClusterDir;
+use nic_cluster_dir::ClusterDir;
 
 /// The QEMU board needs this much guest RAM for its device tree to land
 /// above the ABI's SRAM map: QEMU puts the FDT 2 MiB below the top of RAM

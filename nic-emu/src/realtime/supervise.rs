@@ -25,10 +25,10 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use host_driver::{ClusterDir, MappedFile};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
+use nic_cluster_dir::{ClusterDir, MappedFile};
 
 use super::qemu::QemuSpec;
 use super::{Ctx, RtError};

@@ -1,8 +1,8 @@
 //! `MappedFile`: a whole file mapped shared and writable, the only place
-//! in the driver that touches mapped memory (the crate denies `unsafe`
-//! everywhere else; `lib.rs` allows it for this module). The live and qemu
-//! backends' SRAM and host-memory files are reached through it, by host
-//! processes (`live.rs`) and by the device process (nic-emu).
+//! that touches mapped memory (the crate denies `unsafe` everywhere else;
+//! `lib.rs` allows it for this module). The live and qemu backends' SRAM
+//! and host-memory files are reached through it, by host processes
+//! (host-driver's `LiveBackend`) and by the device process (nic-emu).
 //!
 //! Owns the mapping; touches nothing outside it. Every access is
 //! bounds-checked; words are atomics with Acquire/Release, byte ranges

@@ -14,7 +14,8 @@
 //!
 //! `<base>` is `$NIC_CLUSTER_DIR` if set, else `/dev/shm/nic-clusters` (the system temp
 //! dir where there is no /dev/shm).
-//! Owns nothing but paths and the manifest; it maps nothing (see `live.rs`).
+//! Owns nothing but paths and the manifest; it maps nothing (see
+//! `mapped.rs`).
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};

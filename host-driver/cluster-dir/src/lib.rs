@@ -1,0 +1,22 @@
+//! The shared-memory contract of a real-time (live or qemu) cluster, for
+//! both of its sides: the device process (nic-emu) and host processes
+//! (host-driver). It sits below both, so that the device model does not
+//! depend on the host driver.
+//!
+//! - [`cluster`]: the cluster directory's layout and manifest
+//!   (`docs/design/cluster-dir.md`): paths, port slices, locks, liveness.
+//! - [`mapped`]: [`MappedFile`], a node file mapped shared, reached only
+//!   through bounds-checked atomic accesses; it implements
+//!   `nic_abi::sram::Sram`. The only module with `unsafe`.
+//!
+//! Owns paths, the manifest and mappings; touches no file outside a
+//! cluster directory (and `/proc` to see whether a pid lives).
+
+#![deny(unsafe_code)]
+
+pub mod cluster;
+#[allow(unsafe_code)]
+pub mod mapped;
+
+pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest, NodeFile};
+pub use mapped::MappedFile;
