@@ -2,7 +2,7 @@
 //! itself, then QEMU exits with pass or fail through qemu-exit.
 
 use crate::hw::SramHw;
-use mcp::hw::Hw;
+use mcp::hw::Sram;
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::{map, regs, Priority};
