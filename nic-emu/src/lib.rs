@@ -2,9 +2,13 @@
 //!
 //! - [`profile`]: timing profiles as data (`profiles/*.toml`, embedded).
 //! - [`topology`], `fabric`, [`faults`]: links, crossbar switches with
-//!   source routing and wormhole timing, seeded fault injection.
-//! - `device`, [`memory`]: the NIC (SRAM, register block, three DMA
-//!   engines) and host memory.
+//!   source routing and wormhole timing, seeded fault injection; the
+//!   wiring and link entry are shared with the real-time fabric.
+//! - `device`: the device model, one implementation for every backend
+//!   (register reset, RTC, the three DMA engines over a node's memories);
+//!   `sim_nic` runs it in virtual time over [`memory`] (SRAM and host
+//!   memory as heap buffers), `realtime` in wall-clock time over file
+//!   mappings.
 //! - [`sim`], `event`: the deterministic discrete-event core
 //!   ([`SimCluster`]) that runs firmware ([`firmware::Firmware`], the MCP by
 //!   default) and simulated host programs ([`HostApp`]) through
