@@ -486,3 +486,119 @@ pub fn crc_ok(pkt: &[u8]) -> bool {
     h.update(&pkt[c + 4..]);
     h.finalize() == stored
 }
+
+#[cfg(test)]
+mod tests {
+    //! The engines' protocol, backend-independent: driven directly over
+    //! the sim's heap memories (the real-time backend runs the same code
+    //! over file mappings).
+    use super::*;
+    use crate::memory::NodeMem;
+
+    fn node() -> NodeMem {
+        NodeMem::new(map::SRAM_MIN as usize, 1 << 20)
+    }
+
+    fn post_hdma(m: &mut NodeMem, n: u32, c: HostDmaCmd) {
+        let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
+        c.encode(&mut b);
+        m.sram.write(rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, n), &b);
+        m.sram.store_u32(reg(regs::HDMA_PROD), n + 1);
+    }
+
+    fn post_tx(m: &mut NodeMem, n: u32, c: TxDmaCmd) {
+        let mut b = [0u8; rings::TXDMA_CMD_SIZE as usize];
+        c.encode(&mut b);
+        m.sram
+            .write(rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, n), &b);
+        m.sram.store_u32(reg(regs::TXDMA_PROD), n + 1);
+    }
+
+    #[test]
+    fn a_host_dma_command_moves_its_bytes_when_it_finishes_and_counts_done_last() {
+        let mut m = node();
+        let host = m.host.alloc(4096).unwrap();
+        m.host.write(host, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut e = Engines::default();
+        let cmd = HostDmaCmd { dir: DmaDir::HostToSram, len: 8, sram: 0x9_0000, host, cookie: 0 };
+        post_hdma(&mut m, 0, cmd);
+        assert_eq!(e.hdma_start(&m), Some(8), "the length, for the cost model");
+        assert_eq!(e.hdma_start(&m), None, "one command at a time");
+        assert_eq!(&m.sram[0x9_0000..0x9_0008], &[0; 8], "nothing moves before it finishes");
+        assert_eq!(e.hdma_finish(&mut m), Some(false), "it did not write host memory");
+        assert_eq!(&m.sram[0x9_0000..0x9_0008], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(m.sram.load_u32(reg(regs::HDMA_DONE)), 1);
+        assert_eq!((e.c.hdma_cmds, e.c.hdma_bytes, e.c.hdma_errors), (1, 8, 0));
+        assert!(e.quiet(&m));
+    }
+
+    #[test]
+    fn an_out_of_range_host_dma_command_moves_nothing_counts_an_error_and_completes() {
+        let mut m = node();
+        let mut e = Engines::default();
+        let far = m.host.len() + 4096;
+        post_hdma(
+            &mut m,
+            0,
+            HostDmaCmd { dir: DmaDir::SramToHost, len: 64, sram: 0, host: far, cookie: 0 },
+        );
+        e.hdma_start(&m);
+        assert_eq!(e.hdma_finish(&mut m), Some(false));
+        assert_eq!(m.sram.load_u32(reg(regs::HDMA_ERRORS)), 1);
+        assert_eq!(m.sram.load_u32(reg(regs::HDMA_DONE)), 1, "it still completes");
+        assert_eq!((e.c.hdma_errors, e.c.hdma_bytes), (1, 0));
+    }
+
+    #[test]
+    fn a_malformed_send_command_completes_at_once_and_the_next_good_one_is_sent_with_its_crc() {
+        let mut m = node();
+        let mut e = Engines::default();
+        let s = map::TX_BUFS;
+        post_tx(&mut m, 0, TxDmaCmd { sram: s, len: 2, route_len: 1, cookie: 0 });
+        let len = (1 + HEADER_LEN + 16) as u32;
+        m.sram[s as usize..(s + len) as usize].fill(0x5A);
+        post_tx(&mut m, 1, TxDmaCmd { sram: s, len, route_len: 1, cookie: 0 });
+        let (next, completed) = e.tx_next(&mut m);
+        assert!(completed, "the malformed one completed");
+        assert_eq!(m.sram.load_u32(reg(regs::TXDMA_ERRORS)), 1);
+        assert_eq!(m.sram.load_u32(reg(regs::TXDMA_DONE)), 1);
+        let p = next.expect("the good one");
+        assert_eq!(e.tx_next(&mut m), (None, false), "busy until its tail leaves");
+        let mut wire = Vec::new();
+        e.tx_fill(&mut m, p, &mut wire);
+        assert_eq!(wire.len(), len as usize);
+        assert!(crc_ok(&wire[1..]), "the CRC is on the wire");
+        assert_eq!(&wire[..], &m.sram[s as usize..(s + len) as usize], "and in SRAM");
+        assert!(e.tx_finish(&mut m));
+        assert_eq!(m.sram.load_u32(reg(regs::TXDMA_DONE)), 2);
+        assert!(!e.tx_finish(&mut m));
+    }
+
+    #[test]
+    fn a_received_packet_goes_into_a_free_buffer_with_its_rxdone_and_the_producer_last() {
+        let mut m = node();
+        let mut e = Engines::default();
+        assert_eq!(e.rx_take(&mut m, 0), None, "no buffer posted");
+        let free = |i| rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, i);
+        m.sram.store_u32(free(0), RX_BUF_COUNT + 5);
+        m.sram.store_u32(free(1), 3);
+        m.sram.store_u32(reg(regs::RXFREE_PROD), 2);
+        assert_eq!(e.rx_take(&mut m, 0), Some(3), "the entry naming no buffer is skipped");
+        assert_eq!(e.c.rx_bad_free, 1);
+        assert_eq!(m.sram.load_u32(reg(regs::RXFREE_CONS)), 2);
+        let mut pkt = vec![7u8; HEADER_LEN + 10];
+        pkt[field::CRC..field::CRC + 4].fill(0);
+        let crc = crc32fast::hash(&pkt);
+        pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        e.rx_deliver(&mut m, 3, &pkt, false);
+        let at = map::rx_buf(3) as usize;
+        assert_eq!(&m.sram[at..at + pkt.len()], &pkt[..]);
+        let mut rec = [0u8; rings::RXDONE_SIZE as usize];
+        m.sram.read(map::RXDONE_RING, &mut rec);
+        let done = RxDone::decode(&rec).unwrap();
+        assert_eq!((done.buf, done.len, done.status), (3, pkt.len() as u32, 0));
+        assert_eq!(m.sram.load_u32(reg(regs::RXDONE_PROD)), 1);
+        e.rx_misrouted(&mut m);
+        assert_eq!(m.sram.load_u32(reg(regs::RX_DROPS)), 1);
+    }
+}
