@@ -1,110 +1,261 @@
 //! RDMA: accepted payloads from receive buffers to host memory (host-DMA,
 //! one command per page piece, translated through the port's page table),
 //! then events into the ports' event queues in host memory. A message's
-//! Received event is queued only after its last packet's copy was posted,
+//! Received event is owed only after its last packet's copy was posted,
 //! and the host-DMA engine completes in order, so the host never sees an
 //! event before the data.
+//!
+//! Owns: the ports' event queues in host memory (where, how long, how far
+//! written), the event staging slots in SRAM, the copies in flight. Takes
+//! from: `Shared::rdma_jobs` (RECV), `Shared::events` (every machine).
+//! Gives back: receive buffers (to the rx-DMA engine, once copied), the
+//! ports' tokens (`Shared::credits`, once their event is written).
 
 use crate::hw::Hw;
-use crate::state::*;
-use crate::trace::RdmaState;
-use crate::{Mcp, Work};
+use crate::records::*;
+use crate::sdma::Sdma;
+use crate::shared::Shared;
+use crate::translate::pieces;
+use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, SendStatus, EVENT_SIZE};
 use nic_abi::map;
 use nic_abi::packet::HEADER_LEN;
-use nic_abi::page_table::page_pieces;
 use nic_abi::port::{port_reg, EVQ_CONSUMED, EVQ_PRODUCED};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
+use nic_abi::trace::{Cause, Machine};
 use nic_abi::NUM_PORTS;
 
-impl Mcp {
-    /// A step of the machine (kept out of line: a debugger breaks here).
+/// What RDMA is doing or waiting for (persists between polls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmaState {
+    /// No copy in flight, no event owed that can be written.
+    Idle,
+    /// Copies into `port`'s memory are in flight: `bytes_left` bytes not
+    /// yet in host memory.
+    Copying { port: u8, bytes_left: u32 },
+    /// Accepted packets wait for room in the host-DMA ring.
+    RingFull { jobs: u8 },
+    /// Writing an event into `port`'s event queue.
+    Event { port: u8 },
+    /// Events are owed to `port` but its queue in host memory is full
+    /// (the host is behind).
+    HostBehind { port: u8 },
+}
+
+impl RdmaState {
+    pub const IDLE: u8 = 0;
+    pub const COPYING: u8 = 1;
+    pub const RING_FULL: u8 = 2;
+    pub const EVENT: u8 = 3;
+    pub const HOST_BEHIND: u8 = 4;
+
+    pub fn code(&self) -> u8 {
+        match self {
+            RdmaState::Idle => Self::IDLE,
+            RdmaState::Copying { .. } => Self::COPYING,
+            RdmaState::RingFull { .. } => Self::RING_FULL,
+            RdmaState::Event { .. } => Self::EVENT,
+            RdmaState::HostBehind { .. } => Self::HOST_BEHIND,
+        }
+    }
+
+    fn arg(&self) -> u32 {
+        match *self {
+            RdmaState::Idle => 0,
+            RdmaState::Copying { bytes_left, .. } => bytes_left,
+            RdmaState::RingFull { jobs } => jobs as u32,
+            RdmaState::Event { port } | RdmaState::HostBehind { port } => port as u32,
+        }
+    }
+}
+
+/// A port's event queue in host memory.
+#[derive(Debug, Clone, Copy)]
+struct EventQueue {
+    bus: u64,
+    /// Entries (a power of two; 0: the port has none).
+    len: u32,
+    produced: u32,
+}
+
+impl EventQueue {
+    const NONE: EventQueue = EventQueue { bus: 0, len: 0, produced: 0 };
+}
+
+/// The RDMA machine.
+pub struct Rdma {
+    state: RdmaState,
+    evq: [EventQueue; NUM_PORTS],
+    staging_busy: [bool; map::EVT_STAGING_LEN as usize],
+    staging_next: u32,
+    /// Bytes copied out of each receive buffer, until its copy completes.
+    copying: [u32; map::RX_BUF_COUNT as usize],
+    /// Their sum.
+    bytes_left: u32,
+    /// The port the last copy went to.
+    last_port: u8,
+}
+
+impl Rdma {
+    pub(crate) const fn new() -> Rdma {
+        Rdma {
+            state: RdmaState::Idle,
+            evq: [EventQueue::NONE; NUM_PORTS],
+            staging_busy: [false; map::EVT_STAGING_LEN as usize],
+            staging_next: 0,
+            copying: [0; map::RX_BUF_COUNT as usize],
+            bytes_left: 0,
+            last_port: 0,
+        }
+    }
+
+    pub fn state(&self) -> RdmaState {
+        self.state
+    }
+
+    fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RdmaState, cause: Cause) {
+        if self.state == to {
+            return;
+        }
+        let from = core::mem::replace(&mut self.state, to);
+        cx.trace.record(hw, cx.now, Machine::Rdma, (from.code(), to.code()), cause, to.arg());
+    }
+
+    /// What the machine waits for once it did what it could.
+    fn at_rest(&self, cx: &Shared) -> RdmaState {
+        let bytes_left = self.bytes_left;
+        if !cx.rdma_jobs.is_empty() {
+            RdmaState::RingFull { jobs: cx.rdma_jobs.len() as u8 }
+        } else if bytes_left > 0 {
+            RdmaState::Copying { port: self.last_port, bytes_left }
+        } else {
+            RdmaState::Idle
+        }
+    }
+
+    /// Port `p` opened with its event queue at `bus`, `len` entries.
+    pub fn port_opened(&mut self, p: usize, bus: u64, len: u32) {
+        let len = if len.is_power_of_two() { len } else { 0 };
+        self.evq[p] = EventQueue { bus, len, produced: 0 };
+    }
+
+    /// Port `p` closed: the events it was owed go, with what they hold.
+    pub fn port_closed(&mut self, cx: &mut Shared, p: usize) {
+        while let Some(ev) = cx.events[p].pop_front() {
+            match ev {
+                EvRef::Token(t) => cx.tokens.free(t),
+                EvRef::Slot(s) => cx.slots.free(s),
+                _ => {}
+            }
+        }
+        self.evq[p] = EventQueue::NONE;
+    }
+
+    /// The copy out of receive buffer `b` completed: the buffer goes back
+    /// to the rx-DMA engine.
+    pub fn copied(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
+        if let Some(n) = self.copying.get_mut(b as usize) {
+            self.bytes_left = self.bytes_left.saturating_sub(core::mem::take(n));
+        }
+        cx.rxfree.give(hw, b);
+        if let RdmaState::Copying { .. } = self.state {
+            let next = self.at_rest(cx);
+            self.go(cx, hw, next, Cause::DmaDone);
+        }
+    }
+
+    /// Event staging slot `i` was written to host memory.
+    pub fn event_written(&mut self, i: u8) {
+        if let Some(s) = self.staging_busy.get_mut(i as usize) {
+            *s = false;
+        }
+    }
+
+    /// A step of the machine (kept out of line: a debugger breaks here):
+    /// accepted payloads to host memory.
     #[inline(never)]
-    pub(crate) fn rdma_step(&mut self, hw: &mut impl Hw, w: &mut Work) {
-        while let Some(&job) = self.rdma_jobs.front() {
+    pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        while let Some(&job) = cx.rdma_jobs.front() {
             // A packet spans at most two pages.
-            if self.hdma_space() < 3 {
+            if cx.hdma.space() < 3 {
                 break;
             }
-            self.rdma_jobs.pop_front();
-            self.set_rdma(hw, RdmaState::Copy, job.rx_buf as u32);
-            let mut pieces: heapless::Vec<(u64, u32, u32), 4> = heapless::Vec::new();
-            let mut at = 0u32;
-            let mut bad = false;
-            for (v, n) in page_pieces(job.vaddr, job.len as u64) {
-                match self.translate(hw, job.port, v) {
-                    Some(bus) if pieces.push((bus, n as u32, at)).is_ok() => {}
-                    // Deregistered while the message was arriving: the
-                    // bytes cannot be placed; the event still comes.
-                    _ => bad = true,
-                }
-                at += n as u32;
-            }
-            if bad {
-                self.bump(Stat::Errors, 1);
+            cx.rdma_jobs.pop_front();
+            let (pieces, registered) = pieces(hw, job.port, job.vaddr, job.len);
+            if !registered {
+                // Deregistered while the message was arriving: the bytes
+                // cannot be placed; the event still comes.
+                cx.bump(Stat::Errors, 1);
             }
             let n = pieces.len();
             if n == 0 {
-                self.post_rx_buffer(hw, job.rx_buf);
+                cx.rxfree.give(hw, job.rx_buf);
+            } else {
+                let bytes: u32 = pieces.iter().map(|p| p.len).sum();
+                self.copying[job.rx_buf as usize] = bytes;
+                self.bytes_left = self.bytes_left.saturating_add(bytes);
+                self.last_port = job.port;
+                let to = RdmaState::Copying { port: job.port, bytes_left: self.bytes_left };
+                self.go(cx, hw, to, Cause::Accepted);
             }
             let src = map::rx_buf(job.rx_buf as u32) + HEADER_LEN as u32;
-            for (k, (bus, len, at)) in pieces.into_iter().enumerate() {
+            for (k, piece) in pieces.into_iter().enumerate() {
                 let action =
                     if k + 1 == n { HdmaAction::RxDone(job.rx_buf) } else { HdmaAction::Nothing };
                 let cmd = HostDmaCmd {
                     dir: DmaDir::SramToHost,
-                    len,
-                    sram: src + at,
-                    host: bus,
+                    len: piece.len,
+                    sram: src + piece.at,
+                    host: piece.bus,
                     cookie: 0,
                 };
-                self.hdma_post(hw, cmd, action);
+                cx.hdma.post(hw, cmd, action);
                 w.dma_cmds += 1;
             }
             if let Some(ev) = job.then {
                 if let EvRef::Slot(_) = ev {
-                    self.bump(Stat::MessagesReceived, 1);
+                    cx.bump(Stat::MessagesReceived, 1);
                 }
-                self.owe_event(job.port as usize, ev);
+                cx.owe_event(job.port as usize, ev);
             }
         }
-        if self.rdma_state == RdmaState::Copy {
-            self.set_rdma(hw, RdmaState::Idle, 0);
-        }
+        let next = self.at_rest(cx);
+        self.go(cx, hw, next, Cause::NoRoom);
     }
 
     /// Write owed events into the ports' event queues (host memory).
     /// A step of the machine (kept out of line: a debugger breaks here).
     #[inline(never)]
-    pub(crate) fn flush_events(&mut self, hw: &mut impl Hw, w: &mut Work) {
-        for p in 0..NUM_PORTS {
-            while let Some(&ev) = self.port_events[p].front() {
-                let ps = self.ports[p];
-                if !ps.open || ps.evq_len == 0 {
+    pub fn flush_events(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, w: &mut Work) {
+        let mut behind = None;
+        'ports: for p in 0..NUM_PORTS {
+            while let Some(&ev) = cx.events[p].front() {
+                let q = self.evq[p];
+                if !cx.is_open(p) || q.len == 0 {
                     break;
                 }
                 let consumed = hw.load_u32(port_reg(p, EVQ_CONSUMED));
-                if ps.evq_produced.wrapping_sub(consumed) >= ps.evq_len {
+                if q.produced.wrapping_sub(consumed) >= q.len {
+                    behind = Some(p as u8);
                     break; // the host is behind: its queue is full
                 }
-                if self.hdma_space() == 0 {
-                    return;
+                if cx.hdma.space() == 0 {
+                    break 'ports;
                 }
-                let Some(slot) = self.free_staging() else { return };
-                self.port_events[p].pop_front();
-                self.set_rdma(hw, RdmaState::Event, p as u32);
-                let mut e = self.compose_event(p, ev);
-                e.seq = ps.evq_produced.wrapping_add(1);
-                e.rtc = self.now;
+                let Some(slot) = self.free_staging() else { break 'ports };
+                cx.events[p].pop_front();
+                self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
+                let mut e = compose_event(cx, sdma, p, ev);
+                e.seq = q.produced.wrapping_add(1);
+                e.rtc = cx.now;
                 let mut b = [0u8; EVENT_SIZE as usize];
                 e.encode(&mut b);
                 let staging = map::EVT_STAGING + slot as u32 * EVENT_SIZE;
                 hw.write(staging, &b);
                 self.staging_busy[slot as usize] = true;
-                let at =
-                    ps.evq_bus + (ps.evq_produced & (ps.evq_len - 1)) as u64 * EVENT_SIZE as u64;
+                let at = q.bus + (q.produced & (q.len - 1)) as u64 * EVENT_SIZE as u64;
                 let cmd = HostDmaCmd {
                     dir: DmaDir::SramToHost,
                     len: EVENT_SIZE,
@@ -112,17 +263,20 @@ impl Mcp {
                     host: at,
                     cookie: 0,
                 };
-                self.hdma_post(hw, cmd, HdmaAction::EventDone(slot));
+                cx.hdma.post(hw, cmd, HdmaAction::EventDone(slot));
                 w.dma_cmds += 1;
                 w.events += 1;
-                self.ports[p].evq_produced = ps.evq_produced.wrapping_add(1);
-                hw.store_u32(port_reg(p, EVQ_PRODUCED), self.ports[p].evq_produced);
-                self.release_event_source(p, ev);
+                self.evq[p].produced = q.produced.wrapping_add(1);
+                hw.store_u32(port_reg(p, EVQ_PRODUCED), self.evq[p].produced);
+                release_event_source(cx, p, ev);
             }
         }
-        if self.rdma_state == RdmaState::Event {
-            self.set_rdma(hw, RdmaState::Idle, 0);
-        }
+        let next = match behind {
+            Some(port) => RdmaState::HostBehind { port },
+            None => self.at_rest(cx),
+        };
+        let cause = if behind.is_some() { Cause::HostBehind } else { Cause::Drained };
+        self.go(cx, hw, next, cause);
     }
 
     fn free_staging(&mut self) -> Option<u8> {
@@ -136,84 +290,90 @@ impl Mcp {
         }
         None
     }
+}
 
-    fn compose_event(&self, p: usize, ev: EvRef) -> Event {
-        match ev {
-            EvRef::PortOpened => Event::empty(EventKind::PortOpened),
-            EvRef::Alarm => {
-                let mut e = Event::empty(EventKind::Alarm);
-                e.tag = self.ports[p].alarm_tag;
-                e
-            }
-            EvRef::Token(t) => {
-                let tok = self.tokens[t];
-                let status = match tok.state {
-                    TokState::Completing(s) => s,
-                    _ => SendStatus::Ok as u8,
-                };
-                let kind = match tok.kind {
-                    TokKind::Send => EventKind::Sent,
-                    TokKind::Put => EventKind::PutDone,
-                    TokKind::Get => EventKind::GetDone,
-                    _ => EventKind::Error,
-                };
-                let mut e = Event::empty(kind);
-                e.status = status;
-                e.priority = tok.prio;
-                e.port = tok.target_port;
-                e.node = tok.target_node;
-                e.size_class = tok.size_class;
-                e.len = tok.len;
-                e.addr = tok.local;
-                e.tag = tok.tag;
-                e.desc_kind = tok.desc_kind;
-                e
-            }
-            EvRef::Slot(s) => {
-                let sl = self.slots[s];
-                if sl.error != 0 {
-                    let mut e = Event::empty(EventKind::Error);
-                    e.status = sl.error;
-                    e.tag = sl.tag;
-                    e.desc_kind = DescKind::Provide as u8;
-                    return e;
-                }
-                let mut e = Event::empty(EventKind::Received);
-                e.priority = sl.prio;
-                e.port = sl.src_port;
-                e.node = sl.src_node;
-                e.size_class = sl.size_class;
-                e.len = sl.msg_len;
-                e.addr = sl.vaddr;
+fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
+    match ev {
+        EvRef::PortOpened => Event::empty(EventKind::PortOpened),
+        EvRef::Alarm => {
+            let mut e = Event::empty(EventKind::Alarm);
+            e.tag = sdma.alarm_tag(p);
+            e
+        }
+        EvRef::Token(t) => {
+            let tok = cx.tokens[t];
+            let status = match tok.state {
+                TokState::Completing(s) => s,
+                _ => SendStatus::Ok as u8,
+            };
+            let kind = match tok.kind {
+                TokKind::Send => EventKind::Sent,
+                TokKind::Put => EventKind::PutDone,
+                TokKind::Get => EventKind::GetDone,
+                _ => EventKind::Error,
+            };
+            let mut e = Event::empty(kind);
+            e.status = status;
+            e.priority = tok.prio;
+            e.port = tok.target_port;
+            e.node = tok.target_node;
+            e.size_class = tok.size_class;
+            e.len = tok.len;
+            e.addr = tok.local;
+            e.tag = tok.tag;
+            e.desc_kind = tok.desc_kind;
+            e
+        }
+        EvRef::Slot(s) => {
+            let sl = cx.slots[s];
+            if sl.error != 0 {
+                let mut e = Event::empty(EventKind::Error);
+                e.status = sl.error;
                 e.tag = sl.tag;
-                e.inline_len = sl.inline_len;
-                e.inline = sl.inline;
-                e
+                e.desc_kind = DescKind::Provide as u8;
+                return e;
             }
+            let mut e = Event::empty(EventKind::Received);
+            e.priority = sl.prio;
+            e.port = sl.src_port;
+            e.node = sl.src_node;
+            e.size_class = sl.size_class;
+            e.len = sl.msg_len;
+            e.addr = sl.vaddr;
+            e.tag = sl.tag;
+            e.inline_len = sl.inline_len;
+            e.inline = sl.inline;
+            e
         }
     }
+}
 
-    /// The event is written: free the token or slot that held it and give
-    /// the port its token back.
-    fn release_event_source(&mut self, p: usize, ev: EvRef) {
-        match ev {
-            EvRef::Token(t) => {
-                let tok = self.tokens[t];
-                let counted = match DescKind::from_u8(tok.desc_kind) {
-                    Some(k) => k.uses_send_token(),
-                    // A descriptor too broken to name its kind took a send token.
-                    None => tok.kind == TokKind::Error,
-                };
-                if counted {
-                    self.ports[p].send_tokens = self.ports[p].send_tokens.saturating_sub(1);
+/// The event is written: free the token or slot that held it and give
+/// the port its token back.
+fn release_event_source(cx: &mut Shared, p: usize, ev: EvRef) {
+    match ev {
+        EvRef::Token(t) => {
+            let tok = cx.tokens[t];
+            let counted = match DescKind::from_u8(tok.desc_kind) {
+                Some(k) => k.uses_send_token(),
+                // A descriptor too broken to name its kind took a send token.
+                None => tok.kind == TokKind::Error,
+            };
+            if counted {
+                let c = &mut cx.credits[p];
+                if c.send_in_use() > 0 {
+                    c.send_returned = c.send_returned.wrapping_add(1);
                 }
-                self.tokens.free(t);
             }
-            EvRef::Slot(s) => {
-                self.ports[p].recv_tokens = self.ports[p].recv_tokens.saturating_sub(1);
-                self.slots.free(s);
-            }
-            _ => {}
+            cx.tokens.free(t);
         }
+        EvRef::Slot(s) => {
+            let c = &mut cx.credits[p];
+            if c.recv_in_use() > 0 {
+                c.recv_returned = c.recv_returned.wrapping_add(1);
+            }
+            cx.slots.free(s);
+        }
+        _ => {}
     }
 }

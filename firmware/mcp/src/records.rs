@@ -1,8 +1,10 @@
 //! The MCP's records: send tokens, receive slots, streams, connections,
-//! transmit buffers and pending events. Plain data; the state machines in
-//! sdma/send/recv/rdma own the logic.
+//! transmit buffers, owed events and the messages between machines. Plain
+//! data; the machines in sdma/send/recv/rdma own the logic and each record
+//! kind has one owner at a time (module docs of `shared` and the machines).
 
 use crate::pool::NIL;
+use crate::reliability::{GoBackN, RecvWindow, SendWindow};
 use nic_abi::event::INLINE_MAX;
 use nic_abi::Priority;
 
@@ -23,17 +25,6 @@ pub const MAX_CONNS: usize = 128;
 pub const MAX_BACKOFF: u8 = 6;
 /// Largest window (unacked packets per stream).
 pub const WINDOW_MAX: u32 = 64;
-
-/// Sequence-number comparison with wrap-around: a before b.
-#[inline]
-pub fn seq_lt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
-#[inline]
-pub fn seq_le(a: u32, b: u32) -> bool {
-    a == b || seq_lt(a, b)
-}
 
 /// What a send token is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,10 +164,8 @@ pub struct TxStream {
     pub local_port: u8,
     pub remote_port: u8,
     pub prio: Priority,
-    /// Sequence number of the next packet to send.
-    pub next_seq: u32,
-    /// Oldest unacknowledged sequence number.
-    pub una: u32,
+    /// The go-back-N window: una, next, high.
+    pub win: GoBackN,
     /// Sequence number of the head token's first packet: the tokens on the
     /// list cover `base..` contiguously.
     pub base: u32,
@@ -194,8 +183,6 @@ pub struct TxStream {
     /// Last rewind: to which sequence number, when (damps nack storms).
     pub rewound_to: u32,
     pub rewound_at: u64,
-    /// Highest next_seq ever reached (resends below it are retransmits).
-    pub high: u32,
     /// Token list, oldest first.
     pub head: u16,
     pub tail: u16,
@@ -231,8 +218,7 @@ impl TxStream {
         local_port: 0,
         remote_port: 0,
         prio: Priority::Low,
-        next_seq: 0,
-        una: 0,
+        win: GoBackN::new(),
         base: 0,
         sync_next: true,
         sync_gen: 0,
@@ -240,7 +226,6 @@ impl TxStream {
         backoff: 0,
         rewound_to: 0,
         rewound_at: 0,
-        high: 0,
         head: NIL,
         tail: NIL,
         cursor: NIL,
@@ -265,7 +250,7 @@ impl TxStream {
     }
 
     pub fn outstanding(&self) -> u32 {
-        self.next_seq.wrapping_sub(self.una)
+        self.win.outstanding()
     }
 }
 
@@ -295,8 +280,8 @@ pub struct RxStream {
     pub local_port: u8,
     pub remote_port: u8,
     pub prio: Priority,
-    /// Next sequence number expected.
-    pub expected: u32,
+    /// The next sequence number expected.
+    pub win: RecvWindow,
     /// An ack is owed; send it by `ack_due`.
     pub ack_pending: bool,
     pub ack_due: u64,
@@ -322,7 +307,7 @@ impl RxStream {
         local_port: 0,
         remote_port: 0,
         prio: Priority::Low,
-        expected: 0,
+        win: RecvWindow::new(),
         ack_pending: false,
         ack_due: 0,
         unacked: 0,
@@ -419,43 +404,6 @@ pub struct Control {
     pub rx_stream: u16,
     /// None: a plain ack; Some: nack with code for seq.
     pub nack: Option<(u8, u32)>,
-}
-
-/// Per-port state.
-#[derive(Debug, Clone, Copy)]
-pub struct PortState {
-    pub open: bool,
-    pub generation: u32,
-    /// Descriptors taken from the ring.
-    pub cons: u32,
-    pub send_tokens: u32,
-    pub recv_tokens: u32,
-    pub evq_bus: u64,
-    pub evq_len: u32,
-    pub evq_produced: u32,
-    /// Posted receive slots, FIFO (head, tail).
-    pub slots_head: u16,
-    pub slots_tail: u16,
-    /// Pending alarm: when and tag.
-    pub alarm_at: Option<u64>,
-    pub alarm_tag: u64,
-}
-
-impl PortState {
-    pub const EMPTY: PortState = PortState {
-        open: false,
-        generation: 0,
-        cons: 0,
-        send_tokens: 0,
-        recv_tokens: 0,
-        evq_bus: 0,
-        evq_len: 0,
-        evq_produced: 0,
-        slots_head: NIL,
-        slots_tail: NIL,
-        alarm_at: None,
-        alarm_tag: 0,
-    };
 }
 
 /// An accepted data-bearing packet waiting for RDMA.

@@ -1,0 +1,366 @@
+//! RECV's acceptance of data-bearing packets: the SYNC that (re)starts a
+//! stream, the sequence check ([`crate::reliability::RecvWindow`]: in
+//! order, duplicate, gap), the target port, then by packet type: a Data
+//! message's receive buffer (exact size class and priority), a put's or
+//! get's registered memory, a get answer's waiting token. Accepted
+//! payloads go to RDMA as jobs; refusals become nacks for SEND.
+
+use super::{Arrived, Recv};
+use crate::hw::Hw;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::reliability::{seq_le, Arrival};
+use crate::sdma::{packets_for, Sdma};
+use crate::shared::{FromRecv, Shared};
+use crate::translate::registered;
+use nic_abi::event::INLINE_MAX;
+use nic_abi::map;
+use nic_abi::packet::{flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::stats::Stat;
+use nic_abi::{class_max_len, Priority};
+
+impl Recv {
+    /// A packet beyond a gap: nack the expected one (once in a while: the
+    /// packets behind the gap draw the same nack) and drop it.
+    fn gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, expected: u32) {
+        cx.bump(Stat::OutOfOrder, 1);
+        let rx = self.rxs[r];
+        let recently =
+            rx.nacked == Some(expected) && cx.now.saturating_sub(rx.nack_time) < cx.cfg.rto / 2;
+        if recently {
+            cx.bump(Stat::Drops, 1);
+            cx.rxfree.give(hw, buf);
+        } else {
+            self.rxs[r].nacked = Some(expected);
+            self.rxs[r].nack_time = cx.now;
+            self.nack(cx, hw, buf, r, NackCode::OutOfOrder, expected);
+        }
+    }
+
+    fn find_or_make_rx(&mut self, key: u32, h: &Header) -> Option<u16> {
+        if let Some(&r) = self.rx_index.get(&key) {
+            return Some(r);
+        }
+        let mut rx = RxStream::EMPTY;
+        rx.key = key;
+        rx.remote_node = h.src_node;
+        rx.local_port = h.dst_port;
+        rx.remote_port = h.src_port;
+        rx.prio = h.priority;
+        let r = self.rxs.alloc(rx)?;
+        if self.rx_index.insert(key, r).is_err() {
+            self.rxs.free(r);
+            return None;
+        }
+        Some(r)
+    }
+
+    /// Owe an ack on `r`, due after the ack delay (or now when `urgent`).
+    fn owe_ack(&mut self, cx: &Shared, r: u16, urgent: bool) {
+        let now = cx.now;
+        let delay = cx.cfg.ack_delay;
+        let half_window = (cx.cfg.window / 2).max(1);
+        let rx = &mut self.rxs[r];
+        if !rx.ack_pending {
+            rx.ack_pending = true;
+            rx.ack_due = now.saturating_add(delay);
+        }
+        if urgent || rx.unacked >= half_window {
+            rx.ack_due = now;
+        }
+        if !rx.on_ack_list {
+            rx.on_ack_list = true;
+            let _ = self.ack_list.push(r);
+        }
+    }
+
+    fn nack(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        r: u16,
+        code: NackCode,
+        seq: u32,
+    ) {
+        self.queue_control(cx, r, Some((code as u8, seq)));
+        if code == NackCode::NoBuffer {
+            cx.bump(Stat::NoBuffer, 1);
+        }
+        cx.bump(Stat::Drops, 1);
+        cx.rxfree.give(hw, buf);
+    }
+
+    /// Drop a receiving stream's partial message (its sender gave it up).
+    pub(super) fn abort_assembly(&mut self, cx: &mut Shared, r: u16) {
+        if let Assembly::Message { slot } = self.rxs[r].assembly {
+            // The buffer was never reported: back to the front of its port's list.
+            if cx.slots.is_live(slot) {
+                let p = cx.slots[slot].port as usize;
+                self.unclaim_slot(cx, slot, p);
+            }
+        }
+        self.rxs[r].assembly = Assembly::Idle;
+        self.rxs[r].offset = 0;
+    }
+
+    /// Take the first posted buffer of `port` with this class and priority.
+    fn claim_slot(
+        &mut self,
+        cx: &mut Shared,
+        port: usize,
+        class: u8,
+        prio: Priority,
+    ) -> Option<u16> {
+        let mut prev = NIL;
+        let mut s = self.slots_head[port];
+        while s != NIL {
+            let sl = cx.slots[s];
+            if sl.size_class == class && sl.prio == prio {
+                if prev == NIL {
+                    self.slots_head[port] = sl.next;
+                } else {
+                    cx.slots[prev].next = sl.next;
+                }
+                if self.slots_tail[port] == s {
+                    self.slots_tail[port] = prev;
+                }
+                cx.slots[s].next = NIL;
+                return Some(s);
+            }
+            prev = s;
+            s = sl.next;
+        }
+        None
+    }
+
+    /// Place data-bearing packet `a` (its ack is with SDMA already).
+    #[inline(never)]
+    pub fn accept(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, a: Arrived) {
+        let (buf, h, key) = (a.buf, &a.header, a.key);
+        let Some(r) = self.find_or_make_rx(key, h) else {
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            return;
+        };
+        let first = h.has(flags::FIRST);
+        let last = h.has(flags::LAST);
+        if first && h.has(flags::SYNC) {
+            let rx = self.rxs[r];
+            let news = match rx.sync_seen {
+                None => true,
+                Some((boot, _)) if boot != h.sync_boot => true,
+                // A later resync of the same boot may not roll back over
+                // what was taken (a redundant SYNC raced an earlier one).
+                Some((_, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
+            };
+            if news {
+                // The sender (re)starts the stream here.
+                self.abort_assembly(cx, r);
+                let rx = &mut self.rxs[r];
+                rx.win.restart(h.seq);
+                rx.nacked = None;
+                rx.sync_seen = Some((h.sync_boot, h.sync_gen));
+            }
+        }
+        if self.rxs[r].sync_seen.is_none() {
+            // Every stream starts with SYNC: without one this NIC lost the
+            // stream's state (a reset). Ask the sender to start again.
+            self.nack(cx, hw, buf, r, NackCode::Unsynced, h.seq);
+            return;
+        }
+        match self.rxs[r].win.check(h.seq) {
+            Arrival::InOrder => {}
+            Arrival::Duplicate => {
+                self.drop_packet(cx, hw, buf, Stat::Duplicates);
+                self.owe_ack(cx, r, true);
+                return;
+            }
+            Arrival::Gap { expected } => {
+                self.gap(cx, hw, buf, r, expected);
+                return;
+            }
+        }
+        let port = h.dst_port as usize;
+        if !cx.is_open(port) {
+            self.nack(cx, hw, buf, r, NackCode::PortClosed, h.seq);
+            return;
+        }
+        let plen = h.payload_len as u32;
+        let mut job: Option<RdmaJob> = None;
+        match h.ptype {
+            PacketType::Data => {
+                if first {
+                    self.abort_assembly(cx, r);
+                    let Some(s) = self.claim_slot(cx, port, h.size_class, h.priority) else {
+                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h.seq);
+                        return;
+                    };
+                    let sl = cx.slots[s];
+                    if h.msg_len as u64 > class_max_len(h.size_class).min(sl.len as u64) {
+                        // A sender that broke the size-class rule: refuse.
+                        self.unclaim_slot(cx, s, port);
+                        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                        self.advance(cx, r);
+                        return;
+                    }
+                    let sl = &mut cx.slots[s];
+                    sl.filled = true;
+                    sl.msg_len = h.msg_len;
+                    sl.src_node = h.src_node;
+                    sl.src_port = h.src_port;
+                    sl.inline_len = 0;
+                    if h.msg_len as usize <= INLINE_MAX {
+                        let n = plen.min(INLINE_MAX as u32) as usize;
+                        let mut tmp = [0u8; INLINE_MAX];
+                        hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
+                        let sl = &mut cx.slots[s];
+                        sl.inline = tmp;
+                        sl.inline_len = n as u8;
+                    }
+                    self.rxs[r].assembly = Assembly::Message { slot: s };
+                    self.rxs[r].offset = 0;
+                    self.rxs[r].msg_len = h.msg_len;
+                }
+                let Assembly::Message { slot } = self.rxs[r].assembly else {
+                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                    self.advance(cx, r);
+                    return;
+                };
+                if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
+                    self.abort_assembly(cx, r);
+                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                    self.advance(cx, r);
+                    return;
+                }
+                let vaddr = cx.slots[slot].vaddr.wrapping_add(h.offset as u64);
+                job = Some(RdmaJob {
+                    rx_buf: buf,
+                    port: port as u8,
+                    vaddr,
+                    len: plen,
+                    then: if last { Some(EvRef::Slot(slot)) } else { None },
+                });
+            }
+            PacketType::Put => {
+                if first {
+                    if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
+                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq);
+                        return;
+                    }
+                    self.rxs[r].assembly = Assembly::Put { base: h.remote };
+                    self.rxs[r].offset = 0;
+                    self.rxs[r].msg_len = h.msg_len;
+                }
+                let Assembly::Put { base } = self.rxs[r].assembly else {
+                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                    self.advance(cx, r);
+                    return;
+                };
+                job = Some(RdmaJob {
+                    rx_buf: buf,
+                    port: port as u8,
+                    vaddr: base.wrapping_add(h.offset as u64),
+                    len: plen,
+                    then: None,
+                });
+            }
+            PacketType::GetReq => {
+                if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
+                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq);
+                    return;
+                }
+                // The answer needs an internal token and a stream back to
+                // the requester: SDMA queues it (FromRecv::Answer).
+                let can = cx.internal_tokens() < INTERNAL_TOKENS
+                    && cx.tokens.available() > 0
+                    && sdma.has_room_for(key, h.src_node);
+                if !can {
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq);
+                    return;
+                }
+                let mut t = SendToken::EMPTY;
+                t.kind = TokKind::GetResp;
+                t.port = h.dst_port;
+                t.prio = h.priority;
+                t.target_node = h.src_node;
+                t.target_port = h.src_port;
+                t.local = h.remote;
+                t.len = h.msg_len;
+                t.cookie = h.cookie;
+                t.npkts = packets_for(cx, TokKind::GetResp, h.msg_len);
+                if let Some(i) = cx.tokens.alloc(t) {
+                    // Room for one per packet of the pass: it cannot fill.
+                    if cx.from_recv.push_back(FromRecv::Answer { token: i }).is_err() {
+                        cx.tokens.free(i);
+                    }
+                }
+                cx.rxfree.give(hw, buf);
+            }
+            PacketType::GetResp => {
+                if first {
+                    let t = h.cookie as u16;
+                    let ok = cx.tokens.is_live(t) && {
+                        let tok = cx.tokens[t];
+                        tok.kind == TokKind::Get
+                            && tok.state == TokState::AwaitGet
+                            && tok.port as usize == port
+                            && tok.target_node == h.src_node
+                            && tok.len == h.msg_len
+                    };
+                    if !ok {
+                        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                        self.advance(cx, r);
+                        return;
+                    }
+                    self.rxs[r].assembly = Assembly::GetResp { token: t };
+                    self.rxs[r].offset = 0;
+                    self.rxs[r].msg_len = h.msg_len;
+                }
+                let Assembly::GetResp { token } = self.rxs[r].assembly else {
+                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                    self.advance(cx, r);
+                    return;
+                };
+                if last {
+                    cx.tokens[token].state =
+                        TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
+                }
+                job = Some(RdmaJob {
+                    rx_buf: buf,
+                    port: port as u8,
+                    vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
+                    len: plen,
+                    then: if last { Some(EvRef::Token(token)) } else { None },
+                });
+            }
+            PacketType::Ack | PacketType::Nack => {}
+        }
+        if let Some(j) = job {
+            self.rxs[r].offset = self.rxs[r].offset.wrapping_add(plen);
+            if last {
+                self.rxs[r].assembly = Assembly::Idle;
+            }
+            let _ = cx.rdma_jobs.push_back(j);
+        }
+        self.advance(cx, r);
+    }
+
+    /// The in-order packet was taken (placed or consciously discarded).
+    fn advance(&mut self, cx: &Shared, r: u16) {
+        let rx = &mut self.rxs[r];
+        rx.win.advance();
+        rx.unacked += 1;
+        rx.nacked = None;
+        self.owe_ack(cx, r, false);
+    }
+
+    /// Give a claimed receive slot back to the front of its port's list.
+    fn unclaim_slot(&mut self, cx: &mut Shared, s: u16, port: usize) {
+        cx.slots[s].filled = false;
+        cx.slots[s].next = self.slots_head[port];
+        self.slots_head[port] = s;
+        if self.slots_tail[port] == NIL {
+            self.slots_tail[port] = s;
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! RECV: packets from the receive-DMA engine. Checks the engine's CRC
+//! status and the header; passes acks and nacks to SDMA; checks sequence
+//! numbers (duplicates acked and dropped, gaps nacked once); matches Data
+//! to a receive buffer; validates puts and gets against the target port's
+//! page table; hands accepted payloads to RDMA. Owes acks (after the ack
+//! delay, or at once when half a window is unacked) and queues them and
+//! nacks for SEND.
+//!
+//! Owns: the receiving streams ([`RxStream`], each with its receive
+//! window), the ports' posted receive buffers (in posting order), the
+//! receive-done ring's consumer side, the ack timers. Takes from: the
+//! receive-done ring, `Shared::provided` (SDMA). Hands on:
+//! `Shared::from_recv` (SDMA), `Shared::controls` (SEND),
+//! `Shared::rdma_jobs` (RDMA). SEND asks it for the ack to piggyback and
+//! for what an ack or nack carries ([`Recv::piggyback_ack`],
+//! [`Recv::control_out`]).
+
+mod accept;
+
+use crate::hw::Hw;
+use crate::pool::{Pool, NIL};
+use crate::records::*;
+use crate::shared::{FromRecv, Shared};
+use crate::Work;
+use nic_abi::map;
+use nic_abi::packet::{flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::regs;
+use nic_abi::rings::{self, RxDone, RX_CRC_BAD, RX_TRUNCATED};
+use nic_abi::stats::Stat;
+use nic_abi::trace::{Cause, Machine};
+use nic_abi::{Priority, NUM_PORTS};
+
+/// Packets examined per pass.
+pub(crate) const RECV_BUDGET: u32 = 16;
+
+/// What RECV is doing or waiting for (persists between polls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvState {
+    /// No packet waiting.
+    Idle,
+    /// Checking the packet in receive buffer `buf` (CRC status, header).
+    Check { buf: u32 },
+    /// Passing an ack or nack (`seq`) to SDMA.
+    Ack { seq: u32 },
+    /// Sequence check and placement of data-bearing packet `seq`.
+    Accept { seq: u32 },
+    /// Packets wait in the receive ring, but RDMA's queue is full.
+    RdmaFull { waiting: u32 },
+    /// The pass's budget ran out with `waiting` packets in the ring.
+    Backlog { waiting: u32 },
+}
+
+impl RecvState {
+    pub const IDLE: u8 = 0;
+    pub const CHECK: u8 = 1;
+    pub const ACK: u8 = 2;
+    pub const ACCEPT: u8 = 3;
+    pub const RDMA_FULL: u8 = 4;
+    pub const BACKLOG: u8 = 5;
+
+    pub fn code(&self) -> u8 {
+        match self {
+            RecvState::Idle => Self::IDLE,
+            RecvState::Check { .. } => Self::CHECK,
+            RecvState::Ack { .. } => Self::ACK,
+            RecvState::Accept { .. } => Self::ACCEPT,
+            RecvState::RdmaFull { .. } => Self::RDMA_FULL,
+            RecvState::Backlog { .. } => Self::BACKLOG,
+        }
+    }
+
+    fn arg(&self) -> u32 {
+        match *self {
+            RecvState::Idle => 0,
+            RecvState::Check { buf } => buf,
+            RecvState::Ack { seq } | RecvState::Accept { seq } => seq,
+            RecvState::RdmaFull { waiting } | RecvState::Backlog { waiting } => waiting,
+        }
+    }
+}
+
+/// What an ack or nack carries (RECV's answer to SEND).
+#[derive(Debug, Clone, Copy)]
+pub struct ControlOut {
+    pub remote_node: u16,
+    pub local_port: u8,
+    pub remote_port: u8,
+    pub prio: Priority,
+    /// The cumulative ack: the next sequence number expected.
+    pub expected: u32,
+}
+
+/// What [`Recv::step`] did with the next packet.
+pub enum Next {
+    /// No packet to take (or RDMA's queue is full).
+    Empty,
+    /// Taken and done with (an ack, a nack, a drop).
+    Handled,
+    /// A data-bearing packet to place once SDMA took its ack.
+    Accept(Arrived),
+}
+
+/// A data-bearing packet checked and waiting to be placed.
+pub struct Arrived {
+    buf: u8,
+    header: Header,
+    key: u32,
+}
+
+/// The RECV machine.
+pub struct Recv {
+    state: RecvState,
+    /// Why the last pass stopped taking packets, if not for want of them.
+    stopped: Option<RecvState>,
+    rxs: Pool<RxStream, MAX_STREAMS>,
+    rx_index: heapless::FnvIndexMap<u32, u16, 256>,
+    /// Receive-done records taken.
+    cons: u32,
+    /// Receiving streams owing an ack.
+    ack_list: heapless::Vec<u16, MAX_STREAMS>,
+    /// Per port: posted receive buffers, FIFO (head, tail).
+    slots_head: [u16; NUM_PORTS],
+    slots_tail: [u16; NUM_PORTS],
+}
+
+impl Recv {
+    pub(crate) const fn new() -> Recv {
+        Recv {
+            state: RecvState::Idle,
+            stopped: None,
+            rxs: Pool::new(RxStream::EMPTY),
+            rx_index: heapless::FnvIndexMap::new(),
+            cons: 0,
+            ack_list: heapless::Vec::new(),
+            slots_head: [NIL; NUM_PORTS],
+            slots_tail: [NIL; NUM_PORTS],
+        }
+    }
+
+    pub fn state(&self) -> RecvState {
+        self.state
+    }
+
+    fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
+        if self.state == to {
+            return;
+        }
+        let from = core::mem::replace(&mut self.state, to);
+        cx.trace.record(hw, cx.now, Machine::Recv, (from.code(), to.code()), cause, to.arg());
+    }
+
+    /// Take over the engine's counters as they are (a warm restart).
+    pub fn init(&mut self, hw: &mut impl Hw) {
+        self.cons = hw.reg32(regs::RXDONE_PROD);
+        hw.set_reg32(regs::RXDONE_CONS, self.cons);
+    }
+
+    /// The start of RECV's part of a pass: receive buffers SDMA took from
+    /// the host join their ports' lists.
+    pub fn begin_pass(&mut self, cx: &mut Shared) {
+        self.take_provided(cx);
+        self.stopped = None;
+    }
+
+    /// A step of the machine (kept out of line: a debugger breaks here):
+    /// take the next packet from the receive-done ring, check it and pass
+    /// the ack or nack it carries to SDMA. A data-bearing packet comes
+    /// back to be placed ([`Recv::accept`]) once SDMA took that ack (the
+    /// answer to a get is placed only once its request counts as acked).
+    #[inline(never)]
+    pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Next {
+        let prod = hw.reg32(regs::RXDONE_PROD);
+        // Never wait for the send side here (a full control queue, busy
+        // transmit buffers): a receiver that stops taking packets while
+        // it waits to send can deadlock the fabric with its peers.
+        if prod == self.cons {
+            return Next::Empty;
+        }
+        if cx.rdma_jobs.is_full() {
+            self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
+            return Next::Empty;
+        }
+        let slot =
+            rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.cons);
+        let mut rec = [0u8; rings::RXDONE_SIZE as usize];
+        hw.read(slot, &mut rec);
+        self.cons = self.cons.wrapping_add(1);
+        hw.set_reg32(regs::RXDONE_CONS, self.cons);
+        w.rx_packets += 1;
+        match RxDone::decode(&rec) {
+            Ok(d) => {
+                self.go(cx, hw, RecvState::Check { buf: d.buf }, Cause::Packet);
+                self.check_packet(cx, hw, d)
+            }
+            Err(_) => Next::Handled,
+        }
+    }
+
+    /// The end of RECV's part of a pass: acks that fell due go to SEND,
+    /// and the state says what is left waiting.
+    pub fn end_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        self.ack_timers(cx, w);
+        let next = match self.stopped {
+            Some(s) => s,
+            None => {
+                let waiting = hw.reg32(regs::RXDONE_PROD).wrapping_sub(self.cons);
+                if waiting == 0 {
+                    RecvState::Idle
+                } else {
+                    RecvState::Backlog { waiting }
+                }
+            }
+        };
+        let cause = match next {
+            RecvState::RdmaFull { .. } => Cause::RdmaFull,
+            RecvState::Backlog { .. } => Cause::Budget,
+            _ => Cause::Drained,
+        };
+        self.go(cx, hw, next, cause);
+    }
+
+    /// Receive buffers the host posted (through SDMA's intake) join their
+    /// port's list, in posting order.
+    fn take_provided(&mut self, cx: &mut Shared) {
+        while let Some(i) = cx.provided.pop_front() {
+            let p = cx.slots[i].port as usize;
+            if self.slots_tail[p] == NIL {
+                self.slots_head[p] = i;
+            } else {
+                cx.slots[self.slots_tail[p]].next = i;
+            }
+            self.slots_tail[p] = i;
+        }
+    }
+
+    fn drop_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, why: Stat) {
+        cx.bump(why, 1);
+        cx.bump(Stat::Drops, 1);
+        cx.rxfree.give(hw, buf);
+    }
+
+    fn check_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, d: RxDone) -> Next {
+        if d.buf >= map::RX_BUF_COUNT {
+            // Not one of ours: nothing to give back.
+            cx.bump(Stat::BadHeaders, 1);
+            cx.bump(Stat::Drops, 1);
+            return Next::Handled;
+        }
+        let buf = d.buf as u8;
+        if d.status & (RX_CRC_BAD | RX_TRUNCATED) != 0 {
+            self.drop_packet(cx, hw, buf, Stat::CrcErrors);
+            return Next::Handled;
+        }
+        let mut hb = [0u8; HEADER_LEN];
+        hw.read(map::rx_buf(d.buf), &mut hb);
+        let h = match Header::parse_prefix(&hb, d.len as usize) {
+            Ok(h) => h,
+            Err(_) => {
+                self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                return Next::Handled;
+            }
+        };
+        if h.dst_node != cx.cfg.node || h.src_node >= cx.cfg.nodes {
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            return Next::Handled;
+        }
+        cx.bump(Stat::PacketsReceived, 1);
+        // Our sending stream this packet speaks about: us:dst_port -> src.
+        let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
+        if h.has(flags::ACK_VALID) {
+            self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
+            self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
+        }
+        match h.ptype {
+            PacketType::Ack => {
+                cx.rxfree.give(hw, buf);
+                Next::Handled
+            }
+            PacketType::Nack => {
+                if let Some(code) = NackCode::from_u8(h.nack_code) {
+                    self.go(cx, hw, RecvState::Ack { seq: h.seq }, Cause::AckIn);
+                    self.pass_to_sdma(cx, FromRecv::Nack { key, code, seq: h.seq });
+                }
+                cx.rxfree.give(hw, buf);
+                Next::Handled
+            }
+            _ => {
+                self.go(cx, hw, RecvState::Accept { seq: h.seq }, Cause::Accepted);
+                Next::Accept(Arrived { buf, header: h, key })
+            }
+        }
+    }
+
+    /// The queue holds two messages per packet of a pass and SDMA drains
+    /// it every pass: it cannot fill; should it, the loss is counted (a
+    /// lost ack or nack costs the sender a timeout, nothing more).
+    fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
+        if cx.from_recv.push_back(m).is_err() {
+            cx.bump(Stat::ControlDrops, 1);
+        }
+    }
+
+    /// Queue an ack or nack for receiving stream `r`. When the queue is
+    /// full it is dropped (counted): acks are owed again by the ack timer,
+    /// a lost nack costs the sender a retransmission timeout. The receive
+    /// path never waits for it.
+    fn queue_control(&mut self, cx: &mut Shared, r: u16, nack: Option<(u8, u32)>) {
+        // One of each kind per stream is enough: acks carry the latest
+        // expected value when they leave, nacks repeat.
+        if cx.controls.iter().any(|c| c.rx_stream == r && c.nack == nack) {
+            return;
+        }
+        if cx.controls.push_back(Control { rx_stream: r, nack }).is_err() {
+            cx.bump(Stat::ControlDrops, 1);
+        }
+    }
+
+    /// Acks that fell due go to SEND.
+    fn ack_timers(&mut self, cx: &mut Shared, w: &mut Work) {
+        let now = cx.now;
+        let mut i = 0;
+        while i < self.ack_list.len() {
+            let r = self.ack_list[i];
+            if !self.rxs.is_live(r) || !self.rxs[r].ack_pending {
+                if self.rxs.is_live(r) {
+                    self.rxs[r].on_ack_list = false;
+                }
+                self.ack_list.swap_remove(i);
+                continue;
+            }
+            if now >= self.rxs[r].ack_due
+                && cx.controls.push_back(Control { rx_stream: r, nack: None }).is_ok()
+            {
+                self.rxs[r].ack_pending = false;
+                self.rxs[r].on_ack_list = false;
+                self.ack_list.swap_remove(i);
+                w.timers += 1;
+                continue;
+            }
+            i += 1;
+        }
+    }
+
+    /// The earliest RTC tick an owed ack falls due.
+    pub fn deadline(&self, mut at: impl FnMut(u64)) {
+        for &r in self.ack_list.iter() {
+            at(self.rxs[r].ack_due);
+        }
+    }
+
+    /// SEND is about to send a data packet on the sending stream `key`:
+    /// the ack it can carry for the reverse stream, which then owes none.
+    pub fn piggyback_ack(&mut self, key: u32) -> Option<u32> {
+        let &r = self.rx_index.get(&key)?;
+        let rx = &mut self.rxs[r];
+        rx.ack_pending = false;
+        rx.unacked = 0;
+        Some(rx.win.expected())
+    }
+
+    /// SEND is about to send ack or nack `c`: what it carries, or None
+    /// when it went stale (the stream is gone; a nack's packet was taken
+    /// since, or the stream got its SYNC: sending it would contradict an
+    /// ack that went out before it).
+    pub fn control_out(&mut self, c: Control) -> Option<ControlOut> {
+        if !self.rxs.is_live(c.rx_stream) {
+            return None;
+        }
+        let r = self.rxs[c.rx_stream];
+        if let Some((code, seq)) = c.nack {
+            let stale = if code == NackCode::Unsynced as u8 {
+                r.sync_seen.is_some()
+            } else {
+                seq != r.win.expected()
+            };
+            if stale {
+                return None;
+            }
+        }
+        let rx = &mut self.rxs[c.rx_stream];
+        rx.ack_pending = false;
+        rx.unacked = 0;
+        Some(ControlOut {
+            remote_node: r.remote_node,
+            local_port: r.local_port,
+            remote_port: r.remote_port,
+            prio: r.prio,
+            expected: r.win.expected(),
+        })
+    }
+
+    /// Port `p` closed: partial messages into it are dropped and its
+    /// posted receive buffers freed.
+    pub fn port_closed(&mut self, cx: &mut Shared, p: usize) {
+        self.take_provided(cx);
+        let rx: heapless::Vec<u16, MAX_STREAMS> =
+            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
+        for r in rx {
+            self.abort_assembly(cx, r);
+        }
+        let mut s = self.slots_head[p];
+        while s != NIL {
+            let next = cx.slots[s].next;
+            cx.slots.free(s);
+            s = next;
+        }
+        self.slots_head[p] = NIL;
+        self.slots_tail[p] = NIL;
+    }
+
+    /// For tests: the highest sequence number expected on any stream.
+    #[cfg(test)]
+    pub(crate) fn max_expected(&self) -> u32 {
+        self.rxs.live_indices().map(|r| self.rxs[r].win.expected()).max().unwrap_or(0)
+    }
+}

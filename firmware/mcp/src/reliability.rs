@@ -1,0 +1,338 @@
+//! Reliability as pure logic: sequence arithmetic modulo 2^32, the sending
+//! window and the receiving check. No hardware, no records, no time: the
+//! SDMA machine keeps a [`SendWindow`] per sending stream and the RECV
+//! machine a [`RecvWindow`] per receiving stream, and both act on what
+//! these types answer. Today's protocol is go-back-N (the receiver takes
+//! only the next packet in order; the sender rewinds to the first packet
+//! not acknowledged); a selective-repeat window would sit beside
+//! [`GoBackN`] behind the same [`SendWindow`] interface.
+
+/// `a` comes before `b` in sequence space (modulo 2^32: the half of the
+/// space behind `b` is "before").
+#[inline]
+pub fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// `a` is `b` or comes before it.
+#[inline]
+pub fn seq_le(a: u32, b: u32) -> bool {
+    a == b || seq_lt(a, b)
+}
+
+/// Whether a packet just sent was new or a retransmission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    New,
+    Retransmit,
+}
+
+/// The sender's view of one stream's sequence space: what is acknowledged,
+/// what goes next, how far it has ever gone.
+pub trait SendWindow {
+    /// Oldest unacknowledged sequence number.
+    fn una(&self) -> u32;
+    /// Sequence number of the next packet to send.
+    fn next(&self) -> u32;
+    /// One past the highest sequence number ever sent.
+    fn high(&self) -> u32;
+    /// Packets sent and not yet acknowledged.
+    fn outstanding(&self) -> u32 {
+        self.next().wrapping_sub(self.una())
+    }
+    /// May another packet go with at most `window` outstanding?
+    fn has_room(&self, window: u32) -> bool {
+        self.outstanding() < window
+    }
+    /// The packet `next()` was sent.
+    fn sent(&mut self) -> Sent;
+    /// A cumulative ack: everything before `ack` arrived. True when it
+    /// acknowledged something new (it lies in `(una, high]`).
+    fn ack(&mut self, ack: u32) -> bool;
+    /// Does `seq` name a packet sent and not yet acknowledged?
+    fn in_flight(&self, seq: u32) -> bool {
+        seq_le(self.una(), seq) && seq_lt(seq, self.high())
+    }
+    /// Send again from `seq` on.
+    fn rewind(&mut self, seq: u32);
+    /// Start over at `seq`: nothing outstanding, nothing sent beyond it.
+    fn restart(&mut self, seq: u32);
+    /// Forget what is outstanding: everything ever sent counts as done and
+    /// the stream goes on from `high()`.
+    fn abandon(&mut self) {
+        let h = self.high();
+        self.restart(h);
+    }
+}
+
+/// Go-back-N: one cumulative `una`, a send cursor `next` that a rewind
+/// moves back, and `high`, so a packet below it is known to be a resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GoBackN {
+    una: u32,
+    next: u32,
+    high: u32,
+}
+
+impl GoBackN {
+    pub const fn new() -> GoBackN {
+        GoBackN { una: 0, next: 0, high: 0 }
+    }
+
+    /// A window whose sequence space starts at `seq`.
+    pub const fn starting_at(seq: u32) -> GoBackN {
+        GoBackN { una: seq, next: seq, high: seq }
+    }
+}
+
+impl SendWindow for GoBackN {
+    #[inline]
+    fn una(&self) -> u32 {
+        self.una
+    }
+    #[inline]
+    fn next(&self) -> u32 {
+        self.next
+    }
+    #[inline]
+    fn high(&self) -> u32 {
+        self.high
+    }
+
+    fn sent(&mut self) -> Sent {
+        let seq = self.next;
+        self.next = seq.wrapping_add(1);
+        if seq_lt(seq, self.high) {
+            Sent::Retransmit
+        } else {
+            self.high = self.next;
+            Sent::New
+        }
+    }
+
+    fn ack(&mut self, ack: u32) -> bool {
+        if !(seq_lt(self.una, ack) && seq_le(ack, self.high)) {
+            return false;
+        }
+        self.una = ack;
+        true
+    }
+
+    fn rewind(&mut self, seq: u32) {
+        self.next = seq;
+    }
+
+    fn restart(&mut self, seq: u32) {
+        *self = GoBackN::starting_at(seq);
+    }
+}
+
+/// What a receiver makes of an arriving sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The next one expected: take it.
+    InOrder,
+    /// Taken before: drop it and ack again.
+    Duplicate,
+    /// Ahead of the expected one (a packet was lost): go-back-N drops it
+    /// and asks for `expected`.
+    Gap { expected: u32 },
+}
+
+/// The receiver's side: the next sequence number expected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecvWindow {
+    expected: u32,
+}
+
+impl RecvWindow {
+    pub const fn new() -> RecvWindow {
+        RecvWindow { expected: 0 }
+    }
+
+    #[inline]
+    pub fn expected(&self) -> u32 {
+        self.expected
+    }
+
+    pub fn check(&self, seq: u32) -> Arrival {
+        if seq_lt(seq, self.expected) {
+            Arrival::Duplicate
+        } else if seq != self.expected {
+            Arrival::Gap { expected: self.expected }
+        } else {
+            Arrival::InOrder
+        }
+    }
+
+    /// The expected packet was taken.
+    pub fn advance(&mut self) {
+        self.expected = self.expected.wrapping_add(1);
+    }
+
+    /// The sender (re)starts the stream at `seq` (a SYNC).
+    pub fn restart(&mut self, seq: u32) {
+        self.expected = seq;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+    use std::vec::Vec;
+
+    #[test]
+    fn comparison_crosses_the_wrap() {
+        assert!(seq_lt(u32::MAX, 0));
+        assert!(seq_lt(u32::MAX - 5, 3));
+        assert!(!seq_lt(3, u32::MAX - 5));
+        assert!(seq_le(7, 7) && !seq_lt(7, 7));
+        // Half the space ahead counts as ahead, the other half as behind.
+        assert!(seq_lt(0, 0x7fff_ffff));
+        assert!(!seq_lt(0, 0x8000_0001));
+    }
+
+    #[test]
+    fn window_counts_outstanding_across_the_wrap() {
+        let mut w = GoBackN::starting_at(u32::MAX - 1);
+        assert_eq!(w.sent(), Sent::New);
+        assert_eq!(w.sent(), Sent::New);
+        assert_eq!(w.sent(), Sent::New);
+        assert_eq!((w.next(), w.high(), w.outstanding()), (1, 1, 3));
+        assert!(w.has_room(4) && !w.has_room(3));
+        assert!(w.in_flight(u32::MAX) && w.in_flight(0) && !w.in_flight(1));
+        assert!(w.ack(0));
+        assert_eq!((w.una(), w.outstanding()), (0, 1));
+    }
+
+    #[test]
+    fn ack_outside_una_to_high_is_ignored() {
+        let mut w = GoBackN::starting_at(10);
+        for _ in 0..5 {
+            w.sent();
+        }
+        assert!(!w.ack(10), "no progress");
+        assert!(!w.ack(16), "beyond what was sent");
+        assert!(!w.ack(9), "behind una");
+        assert!(w.ack(13));
+        assert!(!w.ack(12), "an older ack after a newer one");
+        assert!(w.ack(15));
+        assert_eq!(w.outstanding(), 0);
+    }
+
+    #[test]
+    fn resends_after_a_rewind_are_retransmits_until_high() {
+        let mut w = GoBackN::starting_at(100);
+        for _ in 0..4 {
+            assert_eq!(w.sent(), Sent::New);
+        }
+        w.rewind(101);
+        assert_eq!(w.next(), 101);
+        assert_eq!(w.sent(), Sent::Retransmit);
+        assert_eq!(w.sent(), Sent::Retransmit);
+        assert_eq!(w.sent(), Sent::Retransmit);
+        assert_eq!(w.sent(), Sent::New);
+        assert_eq!(w.high(), 105);
+    }
+
+    #[test]
+    fn abandon_moves_everything_to_high() {
+        let mut w = GoBackN::starting_at(5);
+        w.sent();
+        w.sent();
+        w.rewind(5);
+        w.abandon();
+        assert_eq!((w.una(), w.next(), w.high()), (7, 7, 7));
+    }
+
+    #[test]
+    fn receiver_takes_in_order_drops_duplicates_and_reports_gaps_across_the_wrap() {
+        let mut r = RecvWindow::new();
+        r.restart(u32::MAX);
+        assert_eq!(r.check(u32::MAX), Arrival::InOrder);
+        r.advance();
+        assert_eq!(r.expected(), 0);
+        assert_eq!(r.check(u32::MAX), Arrival::Duplicate);
+        assert_eq!(r.check(1), Arrival::Gap { expected: 0 });
+        assert_eq!(r.check(0), Arrival::InOrder);
+    }
+
+    /// A go-back-N sender and receiver over a channel that loses,
+    /// duplicates and reorders packets and acks by a fixed script; the
+    /// sender retransmits from `una` when nothing moved for a while.
+    fn run(start: u32, msgs: u32, window: u32, script: &[u8]) -> Vec<u32> {
+        let mut tx = GoBackN::starting_at(start);
+        let mut rx = RecvWindow::new();
+        rx.restart(start);
+        let mut wire: VecDeque<u32> = VecDeque::new();
+        let mut acks: VecDeque<u32> = VecDeque::new();
+        let mut delivered = Vec::new();
+        let end = start.wrapping_add(msgs);
+        let mut k = 0usize;
+        let mut idle = 0;
+        let mut fate = || {
+            // The script, shifted every round so that no pattern loses
+            // every packet forever.
+            let n = script.len();
+            let f = script[k % n].wrapping_add(((k / n) as u8).wrapping_mul(37));
+            k += 1;
+            f
+        };
+        for _ in 0..100_000 {
+            if tx.una() == end {
+                break;
+            }
+            let mut moved = false;
+            while tx.has_room(window) && tx.next() != end {
+                let seq = tx.next();
+                tx.sent();
+                match fate() % 8 {
+                    0 => {}                                       // lost
+                    1 => wire.extend([seq, seq]),                 // duplicated
+                    2 if !wire.is_empty() => wire.insert(0, seq), // overtakes
+                    _ => wire.push_back(seq),
+                }
+            }
+            while let Some(seq) = wire.pop_front() {
+                match rx.check(seq) {
+                    Arrival::InOrder => {
+                        delivered.push(seq);
+                        rx.advance();
+                    }
+                    Arrival::Duplicate | Arrival::Gap { .. } => {}
+                }
+                if fate() % 5 != 0 {
+                    acks.push_back(rx.expected());
+                }
+            }
+            while let Some(a) = acks.pop_front() {
+                if tx.ack(a) {
+                    moved = true;
+                }
+            }
+            idle = if moved { 0 } else { idle + 1 };
+            if idle >= 2 {
+                let una = tx.una();
+                tx.rewind(una);
+                idle = 0;
+            }
+        }
+        delivered
+    }
+
+    proptest! {
+        #[test]
+        fn delivered_sequence_equals_sent_sequence(
+            start in prop_oneof![Just(u32::MAX - 20), Just(0u32), any::<u32>()],
+            msgs in 1u32..200,
+            window in 1u32..16,
+            script in proptest::collection::vec(any::<u8>(), 1..64),
+        ) {
+            let got = run(start, msgs, window, &script);
+            let want: Vec<u32> = (0..msgs).map(|i| start.wrapping_add(i)).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}

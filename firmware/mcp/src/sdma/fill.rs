@@ -1,0 +1,234 @@
+//! SDMA fill: the scheduler's next packet gets a transmit buffer, its route
+//! and header, and host-DMA commands that copy its payload from host
+//! memory (translated through the sending port's page table). When the
+//! last command completes the buffer is Filled and goes to SEND.
+
+use super::{Sdma, SdmaState};
+use crate::hw::Hw;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::reliability::{SendWindow, Sent};
+use crate::shared::{write_route, Shared};
+use crate::translate::pieces;
+use crate::{Work, CONTROL_RESERVE};
+use nic_abi::event::SendStatus;
+use nic_abi::map;
+use nic_abi::packet::{flags, Header, PacketType, HEADER_LEN};
+use nic_abi::rings::{DmaDir, HostDmaCmd};
+use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
+
+/// Why the fill loop stopped.
+enum Stop {
+    /// No transmit buffer or host-DMA ring room.
+    NoRoom,
+    /// The scheduler had nothing to dispatch now.
+    NothingDue,
+}
+
+impl Sdma {
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
+    pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        if self.flow_pending {
+            self.reload_flows(cx, hw, w);
+        }
+        self.rate_wait = None;
+        let stop = loop {
+            if cx.txbufs.data_busy() >= map::TX_BUF_COUNT - CONTROL_RESERVE {
+                break Stop::NoRoom;
+            }
+            if cx.hdma.space() < 2 {
+                break Stop::NoRoom;
+            }
+            // Acks and nacks may hold buffers too: look before choosing.
+            let Some(b) = cx.txbufs.free_one() else { break Stop::NoRoom };
+            let Some(s) = self.pick_stream(cx, w) else { break Stop::NothingDue };
+            self.fill_packet(cx, hw, s, b, w);
+            if self.txs.is_live(s) {
+                let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
+                self.dispatched(cx, hw, s, bytes, w);
+            }
+        };
+        self.settle(cx, hw, stop);
+    }
+
+    /// After the fill loop: what the machine waits for now.
+    fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
+        let next = match (self.state, stop) {
+            // The last fill is still in flight: that is what it waits for.
+            (SdmaState::FillWait { buf, .. }, _)
+                if cx.txbufs.get(buf).state == TxBufState::Filling =>
+            {
+                return;
+            }
+            (_, Stop::NoRoom) if self.conn_queue_len > 0 => SdmaState::BufferWait,
+            (_, Stop::NothingDue) if self.rate_wait.is_some() => {
+                SdmaState::Paced { until: self.rate_wait.unwrap_or(0) }
+            }
+            _ => self.waiting_for_acks(),
+        };
+        let cause = match next {
+            SdmaState::BufferWait => Cause::NoRoom,
+            SdmaState::Paced { .. } => Cause::Paced,
+            SdmaState::AckWait { .. } => Cause::Window,
+            _ => Cause::Drained,
+        };
+        self.go(cx, hw, next, cause);
+    }
+
+    /// AckWait for the next stream of the rotation, or for any stream with
+    /// packets unacknowledged; Idle when there is none.
+    fn waiting_for_acks(&self) -> SdmaState {
+        let queued = if self.conn_cur != NIL { self.conns[self.conn_cur].ring } else { NIL };
+        let s = if queued != NIL {
+            Some(queued)
+        } else {
+            self.active_tx.iter().copied().find(|&s| self.txs[s].outstanding() != 0)
+        };
+        match s {
+            Some(stream) => SdmaState::AckWait { stream, una: self.txs[stream].win.una() },
+            None => SdmaState::Idle,
+        }
+    }
+
+    /// The host-DMA of transmit buffer `b` completed: it goes to SEND.
+    pub fn filled(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
+        if cx.txbufs.filled(b) {
+            let _ = cx.tx_ready.push_back(b);
+        }
+        if matches!(self.state, SdmaState::FillWait { buf, .. } if buf == b) {
+            self.go(cx, hw, SdmaState::Ready, Cause::DmaDone);
+        }
+    }
+
+    fn fill_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, b: u8, w: &mut Work) {
+        let st = self.txs[s];
+        let t = st.cursor;
+        let pkt = cx.tokens[t].next_pkt;
+        let seq = st.win.next();
+        if pkt == 0 {
+            cx.tokens[t].first_seq = seq;
+            if st.sync_next {
+                cx.tokens[t].sync = true;
+                self.txs[s].sync_next = false;
+            }
+        }
+        let tok = cx.tokens[t];
+        let mtu = cx.cfg.mtu;
+        let (off, plen) = if tok.kind == TokKind::Get {
+            (0, 0)
+        } else {
+            let off = pkt * mtu;
+            (off, tok.len.saturating_sub(off).min(mtu))
+        };
+        let route_len = write_route(hw, b, tok.target_node);
+        let ptype = match tok.kind {
+            TokKind::Send => PacketType::Data,
+            TokKind::Put => PacketType::Put,
+            TokKind::Get => PacketType::GetReq,
+            _ => PacketType::GetResp,
+        };
+        let mut fl = 0;
+        if pkt == 0 {
+            fl |= flags::FIRST;
+            if tok.sync {
+                fl |= flags::SYNC;
+            }
+        }
+        if pkt + 1 >= tok.npkts {
+            fl |= flags::LAST;
+        }
+        let h = Header {
+            ptype,
+            flags: fl,
+            priority: tok.prio,
+            nack_code: 0,
+            src_node: cx.cfg.node,
+            dst_node: tok.target_node,
+            src_port: tok.port,
+            dst_port: tok.target_port,
+            size_class: tok.size_class,
+            seq,
+            ack: 0,
+            msg_len: tok.len,
+            offset: off,
+            payload_len: plen as u16,
+            remote: if matches!(tok.kind, TokKind::Put | TokKind::Get) { tok.remote } else { 0 },
+            cookie: tok.cookie,
+            sync_boot: if tok.sync { cx.boot } else { 0 },
+            sync_gen: if tok.sync { st.sync_gen } else { 0 },
+            crc: 0,
+        };
+        let mut hb = [0u8; HEADER_LEN];
+        h.encode(&mut hb);
+        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
+        hw.write(hdr_at, &hb);
+
+        // Payload: one host-DMA command per page piece.
+        let (pieces, registered) = pieces(hw, tok.port, tok.local.wrapping_add(off as u64), plen);
+        if !registered {
+            // The memory was deregistered under a queued send.
+            cx.bump(Stat::Errors, 1);
+            self.abandon_stream(cx, s, Some(SendStatus::Dropped));
+            return;
+        }
+        cx.txbufs.take(
+            b,
+            TxBuf {
+                state: TxBufState::Filling,
+                stream: s,
+                epoch: st.epoch,
+                route_len,
+                len: (HEADER_LEN as u32) + plen,
+                control: false,
+                seq,
+            },
+        );
+        let n = pieces.len();
+        if n == 0 {
+            cx.txbufs.filled(b);
+            let _ = cx.tx_ready.push_back(b);
+            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
+        } else {
+            self.go(
+                cx,
+                hw,
+                SdmaState::FillWait { token: t, packet: pkt, buf: b },
+                Cause::Scheduled,
+            );
+        }
+        for (k, piece) in pieces.into_iter().enumerate() {
+            let action = if k + 1 == n { HdmaAction::TxFilled(b) } else { HdmaAction::Nothing };
+            let cmd = HostDmaCmd {
+                dir: DmaDir::HostToSram,
+                len: piece.len,
+                sram: hdr_at + HEADER_LEN as u32 + piece.at,
+                host: piece.bus,
+                cookie: b as u64,
+            };
+            cx.hdma.post(hw, cmd, action);
+            w.dma_cmds += 1;
+        }
+
+        // Advance the stream.
+        let now = cx.now;
+        let st = &mut self.txs[s];
+        if st.outstanding() == 0 {
+            st.last_progress = now;
+            st.acked_at = now;
+        }
+        let sent = st.win.sent();
+        cx.tokens[t].next_pkt += 1;
+        if cx.tokens[t].next_pkt >= cx.tokens[t].npkts {
+            self.txs[s].cursor = cx.tokens[t].next;
+        }
+        if sent == Sent::Retransmit {
+            cx.bump(Stat::Retransmits, 1);
+        }
+        if !self.txs[s].active {
+            self.txs[s].active = true;
+            let _ = self.active_tx.push(s);
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! SDMA intake: descriptors from the ports' send rings, validated against
+//! the port's page table and the NIC's limits, become send tokens on their
+//! stream, receive buffers for RECV, resumes or alarms; a refused one
+//! becomes an error event. A descriptor is taken only when what it (or its
+//! error event) needs is there: otherwise it waits in the ring.
+
+use super::{Sdma, SdmaState};
+use crate::hw::Hw;
+use crate::records::*;
+use crate::shared::Shared;
+use crate::translate::registered;
+use crate::Work;
+use nic_abi::desc::{DescKind, Descriptor};
+use nic_abi::event::{ErrorCause, SendStatus};
+use nic_abi::port::{port_reg, send_slot, SEND_CONS, SEND_PROD};
+use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
+use nic_abi::{class_max_len, MAX_SIZE_CLASS, NUM_PORTS};
+
+/// Descriptors taken per pass, all ports together.
+pub(crate) const INTAKE_BUDGET: u32 = 8;
+
+impl Sdma {
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
+    pub fn intake(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        let before = self.state;
+        let mut budget = INTAKE_BUDGET;
+        for k in 0..NUM_PORTS {
+            let p = (self.port_rr as usize + k) % NUM_PORTS;
+            while budget > 0 && cx.is_open(p) && self.intake_one(cx, hw, p, w) {
+                budget -= 1;
+            }
+        }
+        self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
+        // Back to what the machine was waiting for before.
+        self.go(cx, hw, before, Cause::Descriptor);
+    }
+
+    /// Take one descriptor from port `p`'s ring. False: nothing to take, or
+    /// not now (no token or stream free: the descriptor stays in the ring).
+    fn intake_one(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize, w: &mut Work) -> bool {
+        let prod = hw.load_u32(port_reg(p, SEND_PROD));
+        let cons = self.cons[p];
+        if prod == cons {
+            return false;
+        }
+        let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
+        hw.read(send_slot(p, cons), &mut b);
+        let parsed = Descriptor::decode(&b);
+        let kind_byte = Descriptor::raw_kind(&b);
+        let is_provide = kind_byte == DescKind::Provide as u8;
+        let takes_send = match &parsed {
+            Ok(d) => d.kind.uses_send_token(),
+            // A broken descriptor of a known kind takes that kind's token; a
+            // kind byte that names no kind takes a send token.
+            Err(_) => DescKind::from_u8(kind_byte).is_none_or(|k| k.uses_send_token()),
+        };
+        let credits = cx.credits[p];
+        if is_provide {
+            if cx.slots.available() == 0 || credits.recv_in_use() >= cx.cfg.recv_tokens {
+                return false;
+            }
+        } else if cx.tokens.available() <= INTERNAL_TOKENS
+            || (takes_send && credits.send_in_use() >= cx.cfg.send_tokens)
+        {
+            return false;
+        }
+        self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
+        w.descriptors += 1;
+        self.cons[p] = cons.wrapping_add(1);
+        hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
+
+        let result = parsed.and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
+        match result {
+            Ok(d) => self.accept_descriptor(cx, p, &d),
+            Err(cause) => {
+                cx.bump(Stat::Errors, 1);
+                let tag = Descriptor::raw_tag(&b);
+                if is_provide {
+                    let mut s = RecvSlot::EMPTY;
+                    s.port = p as u8;
+                    s.tag = tag;
+                    s.error = cause as u8;
+                    if let Some(i) = cx.slots.alloc(s) {
+                        cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
+                        cx.owe_event(p, EvRef::Slot(i));
+                    }
+                } else {
+                    let mut t = SendToken::EMPTY;
+                    t.kind = TokKind::Error;
+                    t.state = TokState::Completing(cause as u8);
+                    t.port = p as u8;
+                    t.tag = tag;
+                    t.desc_kind = kind_byte;
+                    if let Some(i) = cx.tokens.alloc(t) {
+                        if takes_send {
+                            cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
+                        }
+                        cx.owe_event(p, EvRef::Token(i));
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn validate(&self, cx: &Shared, hw: &impl Hw, p: u8, d: &Descriptor) -> Result<(), ErrorCause> {
+        let target = || {
+            if d.target_port as usize >= NUM_PORTS {
+                Err(ErrorCause::BadPort)
+            } else if d.target_node >= cx.cfg.nodes {
+                Err(ErrorCause::BadNode)
+            } else {
+                Ok(())
+            }
+        };
+        let room = || {
+            let key = stream_key(d.target_node, p, d.target_port, d.priority);
+            if self.stream_room(key, d.target_node) {
+                Ok(())
+            } else {
+                Err(ErrorCause::TooManyStreams)
+            }
+        };
+        match d.kind {
+            DescKind::Send => {
+                target()?;
+                room()?;
+                if d.size_class > MAX_SIZE_CLASS {
+                    return Err(ErrorCause::BadSizeClass);
+                }
+                if d.len as u64 > class_max_len(d.size_class) {
+                    return Err(ErrorCause::BadLength);
+                }
+                if !registered(hw, p, d.local, d.len as u64) {
+                    return Err(ErrorCause::NotRegistered);
+                }
+            }
+            DescKind::Put | DescKind::Get => {
+                target()?;
+                room()?;
+                if d.len as u64 > class_max_len(MAX_SIZE_CLASS) {
+                    return Err(ErrorCause::BadLength);
+                }
+                if !registered(hw, p, d.local, d.len as u64) {
+                    return Err(ErrorCause::NotRegistered);
+                }
+            }
+            DescKind::Provide => {
+                if d.size_class > MAX_SIZE_CLASS {
+                    return Err(ErrorCause::BadSizeClass);
+                }
+                let need = class_max_len(d.size_class);
+                if (d.len as u64) < need {
+                    return Err(ErrorCause::BadLength);
+                }
+                if !registered(hw, p, d.local, need) {
+                    return Err(ErrorCause::NotRegistered);
+                }
+            }
+            DescKind::Resume => target()?,
+            DescKind::Alarm => {}
+        }
+        Ok(())
+    }
+
+    fn accept_descriptor(&mut self, cx: &mut Shared, p: usize, d: &Descriptor) {
+        match d.kind {
+            DescKind::Send | DescKind::Put | DescKind::Get => {
+                let kind = match d.kind {
+                    DescKind::Send => TokKind::Send,
+                    DescKind::Put => TokKind::Put,
+                    _ => TokKind::Get,
+                };
+                let mut t = SendToken::EMPTY;
+                t.kind = kind;
+                t.port = p as u8;
+                t.prio = d.priority;
+                t.target_node = d.target_node;
+                t.target_port = d.target_port;
+                t.size_class = d.size_class;
+                t.local = d.local;
+                t.len = d.len;
+                t.remote = d.remote;
+                t.tag = d.tag;
+                t.desc_kind = d.kind as u8;
+                t.npkts = packets_for(cx, kind, d.len);
+                let Some(s) =
+                    self.find_or_make_tx(d.target_node, p as u8, d.target_port, d.priority)
+                else {
+                    return; // checked before the descriptor was taken
+                };
+                let Some(i) = cx.tokens.alloc(t) else { return };
+                cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
+                if kind == TokKind::Get {
+                    cx.tokens[i].cookie = i as u32;
+                }
+                if self.txs[s].suspended {
+                    complete_token(cx, i, SendStatus::Dropped);
+                } else {
+                    self.append_token(cx, s, i);
+                }
+            }
+            DescKind::Provide => {
+                let mut s = RecvSlot::EMPTY;
+                s.port = p as u8;
+                s.prio = d.priority;
+                s.size_class = d.size_class;
+                s.vaddr = d.local;
+                s.len = d.len;
+                s.tag = d.tag;
+                if let Some(i) = cx.slots.alloc(s) {
+                    cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
+                    // RECV posts it on the port's list at its next step
+                    // (the queue holds a pass's intake: it cannot fill).
+                    if cx.provided.push_back(i).is_err() {
+                        cx.slots.free(i);
+                        cx.bump(Stat::Errors, 1);
+                    }
+                }
+            }
+            DescKind::Resume => {
+                let key = stream_key(d.target_node, p as u8, d.target_port, d.priority);
+                if let Some(&s) = self.tx_index.get(&key) {
+                    self.txs[s].suspended = false;
+                    self.txs[s].nobuf_since = 0;
+                }
+            }
+            DescKind::Alarm => {
+                self.alarm_at[p] = Some(cx.now.saturating_add(d.remote));
+                self.alarm_tag[p] = d.tag;
+            }
+        }
+    }
+}
+
+/// Packets a message of `len` bytes takes (a get request is one).
+pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
+    if kind == TokKind::Get || len == 0 {
+        1
+    } else {
+        len.div_ceil(cx.cfg.mtu)
+    }
+}
+
+/// Token `t` is done with `status`: its event is owed to its port (the
+/// NIC's own get answers are simply freed).
+pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
+    if cx.tokens[t].is_internal() {
+        cx.tokens.free(t);
+        return;
+    }
+    cx.tokens[t].state = TokState::Completing(status as u8);
+    cx.tokens[t].next = crate::pool::NIL;
+    let p = cx.tokens[t].port as usize;
+    cx.owe_event(p, EvRef::Token(t));
+}

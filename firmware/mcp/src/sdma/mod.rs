@@ -1,0 +1,256 @@
+//! SDMA: host send descriptors -> send tokens -> streams and connections;
+//! the scheduler that picks the next packet (GM rotation, or the IDT
+//! scheduler when flows have rates); host-DMA of that packet's payload into
+//! a transmit buffer, which then goes to SEND; and the sending half of
+//! reliability (acks and nacks from RECV, go-back-N rewinds, retransmission
+//! and send timeouts), and the ports' alarms.
+//!
+//! Owns: the sending streams ([`TxStream`], each with its go-back-N
+//! window), the connection queue, the ports' send-ring cursors and alarms,
+//! the rate-control view of the flow table. Takes from: the ports' send
+//! rings, `Shared::from_recv`. Hands on: filled transmit buffers
+//! (`Shared::tx_ready`), posted receive buffers (`Shared::provided`), owed
+//! events. Its fields are private to this module tree: no other machine
+//! writes them.
+//!
+//! Files: `intake` (descriptors, validation), `queues` (streams,
+//! connections, the rotation and the flow table), `fill` (host-DMA into
+//! transmit buffers), `sender` (acks, nacks, timers).
+
+mod fill;
+mod intake;
+mod queues;
+mod sender;
+
+use crate::hw::Hw;
+use crate::pool::{Pool, NIL};
+use crate::records::*;
+use crate::shared::Shared;
+use crate::Work;
+use nic_abi::trace::{Cause, Machine};
+use nic_abi::NUM_PORTS;
+
+pub(crate) use intake::{packets_for, INTAKE_BUDGET};
+
+/// What SDMA is doing or waiting for. It persists between polls: a
+/// debugger stopped anywhere reads what the machine waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdmaState {
+    /// No stream has a packet to send, and no fill is in flight.
+    Idle,
+    /// Taking a descriptor from `port`'s send ring.
+    Intake { port: u8 },
+    /// Streams have packets to send: the next fill starts at SDMA's step.
+    Ready,
+    /// The host-DMA of packet `packet` of send token `token` into transmit
+    /// buffer `buf` is in flight.
+    FillWait { token: u16, packet: u32, buf: u8 },
+    /// A packet is ready but no transmit buffer (or host-DMA ring room) is
+    /// free.
+    BufferWait,
+    /// Streams have packets, but none may send now: `stream` (the next in
+    /// the rotation) waits for acks from `una` (window full), or holds
+    /// after its target refused a packet.
+    AckWait { stream: u16, una: u32 },
+    /// Rate control: the next packet is due at RTC `until`.
+    Paced { until: u64 },
+    /// Handling the retransmission timeout of `stream` (from `una`).
+    Timeout { stream: u16, una: u32 },
+}
+
+impl SdmaState {
+    pub const IDLE: u8 = 0;
+    pub const INTAKE: u8 = 1;
+    pub const FILL_WAIT: u8 = 2;
+    pub const BUFFER_WAIT: u8 = 3;
+    pub const ACK_WAIT: u8 = 4;
+    pub const PACED: u8 = 5;
+    pub const TIMEOUT: u8 = 6;
+    pub const READY: u8 = 7;
+
+    /// The state's code in trace records.
+    pub fn code(&self) -> u8 {
+        match self {
+            SdmaState::Idle => Self::IDLE,
+            SdmaState::Intake { .. } => Self::INTAKE,
+            SdmaState::FillWait { .. } => Self::FILL_WAIT,
+            SdmaState::BufferWait => Self::BUFFER_WAIT,
+            SdmaState::AckWait { .. } => Self::ACK_WAIT,
+            SdmaState::Paced { .. } => Self::PACED,
+            SdmaState::Timeout { .. } => Self::TIMEOUT,
+            SdmaState::Ready => Self::READY,
+        }
+    }
+
+    /// The operand a trace record carries.
+    fn arg(&self) -> u32 {
+        match *self {
+            SdmaState::Idle | SdmaState::BufferWait | SdmaState::Ready => 0,
+            SdmaState::Intake { port } => port as u32,
+            SdmaState::FillWait { packet, .. } => packet,
+            SdmaState::AckWait { una, .. } | SdmaState::Timeout { una, .. } => una,
+            SdmaState::Paced { until } => until as u32,
+        }
+    }
+}
+
+/// The SDMA machine.
+pub struct Sdma {
+    state: SdmaState,
+    /// Per port: descriptors taken from the send ring.
+    cons: [u32; NUM_PORTS],
+    /// The port intake starts at next pass (round robin).
+    port_rr: u8,
+    /// Per port: a pending alarm (when, tag).
+    alarm_at: [Option<u64>; NUM_PORTS],
+    alarm_tag: [u64; NUM_PORTS],
+    txs: Pool<TxStream, MAX_STREAMS>,
+    tx_index: heapless::FnvIndexMap<u32, u16, 256>,
+    conns: Pool<Conn, MAX_CONNS>,
+    conn_index: heapless::FnvIndexMap<u16, u16, 128>,
+    /// Current connection of the circular connection queue (NIL: empty).
+    conn_cur: u16,
+    conn_queue_len: u16,
+    /// Streams with unacknowledged packets (retransmit timers).
+    active_tx: heapless::Vec<u16, MAX_STREAMS>,
+    /// Rate control: streams with a non-zero IDT, the flow-table generation
+    /// last read, streams set up so far, the time the scheduler waits for
+    /// (an NDT).
+    regulated: u16,
+    flow_gen: u32,
+    streams_made: u32,
+    rate_wait: Option<u64>,
+    dispatch_trace: bool,
+    dispatch_prod: u32,
+    /// A stream was set up since the flow table was last read.
+    flow_pending: bool,
+    /// Valid flow-table entries at the last read: with none, a new stream
+    /// has no flow and the table is not searched for it.
+    flow_entries: u16,
+}
+
+impl Sdma {
+    pub(crate) const fn new() -> Sdma {
+        Sdma {
+            state: SdmaState::Idle,
+            cons: [0; NUM_PORTS],
+            port_rr: 0,
+            alarm_at: [None; NUM_PORTS],
+            alarm_tag: [0; NUM_PORTS],
+            txs: Pool::new(TxStream::EMPTY),
+            tx_index: heapless::FnvIndexMap::new(),
+            conns: Pool::new(Conn::EMPTY),
+            conn_index: heapless::FnvIndexMap::new(),
+            conn_cur: NIL,
+            conn_queue_len: 0,
+            active_tx: heapless::Vec::new(),
+            regulated: 0,
+            flow_gen: 0,
+            streams_made: 0,
+            rate_wait: None,
+            dispatch_trace: false,
+            dispatch_prod: 0,
+            flow_pending: false,
+            flow_entries: 0,
+        }
+    }
+
+    pub fn state(&self) -> SdmaState {
+        self.state
+    }
+
+    /// Record and make a transition.
+    fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
+        if self.state == to {
+            return;
+        }
+        let from = core::mem::replace(&mut self.state, to);
+        cx.trace.record(hw, cx.now, Machine::Sdma, (from.code(), to.code()), cause, to.arg());
+    }
+
+    /// Start of the MCP (or a warm restart): the flow table and the
+    /// dispatch trace as the host left them.
+    pub fn init(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        self.flow_gen = hw.reg32(nic_abi::regs::FLOW_GEN);
+        self.reload_flows(cx, hw, &mut Work::default());
+        self.dispatch_prod = hw.reg32(nic_abi::regs::DISPATCH_TRACE_PROD);
+    }
+
+    /// The start of a pass: tracing switches and flow-table changes.
+    pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        self.dispatch_trace = hw.reg32(nic_abi::regs::DISPATCH_TRACE_ENABLE) != 0;
+        let gen = hw.reg32(nic_abi::regs::FLOW_GEN);
+        if gen != self.flow_gen {
+            self.flow_gen = gen;
+            self.reload_flows(cx, hw, w);
+        }
+    }
+
+    /// One step: descriptors, then timers, then fills. Each part is a step
+    /// function of its own, kept out of line so a debugger breaks there.
+    pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        self.intake(cx, hw, w);
+        self.timers(cx, hw, w);
+        self.fill(cx, hw, w);
+    }
+
+    /// Port `p` opened: its send ring starts at 0.
+    pub fn port_opened(&mut self, p: usize) {
+        self.cons[p] = 0;
+        self.alarm_at[p] = None;
+        self.alarm_tag[p] = 0;
+    }
+
+    /// Port `p` closed: its streams' tokens are abandoned (streams keep
+    /// their sequence numbers: later sends SYNC); its alarm goes.
+    pub fn port_closed(&mut self, cx: &mut Shared, p: usize) {
+        let streams: heapless::Vec<u16, MAX_STREAMS> =
+            self.txs.live_indices().filter(|&i| self.txs[i].local_port as usize == p).collect();
+        for st in streams {
+            self.abandon_stream(cx, st, None);
+        }
+        self.alarm_at[p] = None;
+        self.alarm_tag[p] = 0;
+        self.cons[p] = 0;
+    }
+
+    /// The tag of port `p`'s alarm (for its event).
+    pub fn alarm_tag(&self, p: usize) -> u64 {
+        self.alarm_tag.get(p).copied().unwrap_or(0)
+    }
+
+    /// Is `stream` alive and still at `epoch` (no rewind since a buffer
+    /// was filled for it)?
+    pub fn is_current(&self, stream: u16, epoch: u16) -> bool {
+        stream != NIL && self.txs.is_live(stream) && self.txs[stream].epoch == epoch
+    }
+
+    /// The key of sending stream `s` (remote node, ports, priority).
+    pub fn stream_key(&self, s: u16) -> u32 {
+        self.txs[s].key
+    }
+
+    /// Could a stream to answer a peer (key, node) be found or made?
+    pub fn has_room_for(&self, key: u32, node: u16) -> bool {
+        self.stream_room(key, node)
+    }
+
+    /// The earliest RTC tick one of SDMA's timers falls due.
+    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
+        for &s in self.active_tx.iter() {
+            let st = &self.txs[s];
+            if st.outstanding() != 0 {
+                at(st.last_progress.saturating_add(st.rto(cx.cfg.rto)));
+            }
+            if st.hold_until > cx.now {
+                at(st.hold_until);
+            }
+        }
+        for t in self.alarm_at.iter().flatten() {
+            at(*t);
+        }
+        if let Some(t) = self.rate_wait {
+            at(t);
+        }
+    }
+}

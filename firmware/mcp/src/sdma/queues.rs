@@ -1,0 +1,317 @@
+//! SDMA's queues: sending streams and the connections they belong to
+//! (GM: a circular queue of connections, each a circular queue of
+//! streams; one packet per turn, then rotate, so long messages do not
+//! starve short ones), the rotation that picks the next stream, or the IDT
+//! scheduler's "smallest next dispatch time first" when flows have rates,
+//! and the flow table's view (IDTs, counters, the dispatch trace).
+
+use super::Sdma;
+use crate::hw::Hw;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::reliability::SendWindow;
+use crate::shared::Shared;
+use crate::Work;
+use nic_abi::map;
+use nic_abi::Priority;
+
+impl Sdma {
+    /// Is there a stream for `key` (to `node`), or room for one?
+    pub(crate) fn stream_room(&self, key: u32, node: u16) -> bool {
+        let exists = self.tx_index.contains_key(&key);
+        let conn_ok = self.conn_index.contains_key(&node)
+            || (self.conns.available() > 0 && self.conn_index.len() < self.conn_index.capacity());
+        let room = self.txs.available() > 0 && self.tx_index.len() < self.tx_index.capacity();
+        exists || (room && conn_ok)
+    }
+
+    pub(crate) fn find_or_make_tx(
+        &mut self,
+        node: u16,
+        lport: u8,
+        rport: u8,
+        prio: Priority,
+    ) -> Option<u16> {
+        let key = stream_key(node, lport, rport, prio);
+        if let Some(&s) = self.tx_index.get(&key) {
+            return Some(s);
+        }
+        let c = match self.conn_index.get(&node) {
+            Some(&c) => c,
+            None => {
+                let mut c = Conn::EMPTY;
+                c.node = node;
+                let i = self.conns.alloc(c)?;
+                if self.conn_index.insert(node, i).is_err() {
+                    self.conns.free(i);
+                    return None;
+                }
+                i
+            }
+        };
+        let mut st = TxStream::EMPTY;
+        st.key = key;
+        st.remote_node = node;
+        st.local_port = lport;
+        st.remote_port = rport;
+        st.prio = prio;
+        st.conn = c;
+        st.order = self.streams_made;
+        let s = self.txs.alloc(st)?;
+        if self.tx_index.insert(key, s).is_err() {
+            self.txs.free(s);
+            return None;
+        }
+        self.streams_made = self.streams_made.wrapping_add(1);
+        // Its flow, if the table has any (rate control unused: no search).
+        self.flow_pending |= self.flow_entries > 0;
+        Some(s)
+    }
+
+    pub(crate) fn append_token(&mut self, cx: &mut Shared, s: u16, t: u16) {
+        cx.tokens[t].stream = s;
+        cx.tokens[t].next = NIL;
+        let st = &mut self.txs[s];
+        if st.tail == NIL {
+            st.head = t;
+            st.base = st.win.next();
+        } else {
+            let tail = st.tail;
+            cx.tokens[tail].next = t;
+        }
+        let st = &mut self.txs[s];
+        st.tail = t;
+        if st.cursor == NIL {
+            // The first sendable token of the flow: NDT = max(NDT, RTC).
+            st.cursor = t;
+            st.pace.wake(cx.now);
+        }
+        self.ring_insert(s);
+    }
+
+    /// Put stream `s` on its connection's ring, and the connection on the
+    /// connection queue.
+    pub(crate) fn ring_insert(&mut self, s: u16) {
+        if self.txs[s].in_ring {
+            return;
+        }
+        let c = self.txs[s].conn;
+        let head = self.conns[c].ring;
+        if head == NIL {
+            self.txs[s].ring_next = s;
+            self.txs[s].ring_prev = s;
+            self.conns[c].ring = s;
+        } else {
+            let tail = self.txs[head].ring_prev;
+            self.txs[s].ring_next = head;
+            self.txs[s].ring_prev = tail;
+            self.txs[tail].ring_next = s;
+            self.txs[head].ring_prev = s;
+        }
+        self.txs[s].in_ring = true;
+        self.conns[c].ring_len += 1;
+        if !self.conns[c].in_queue {
+            if self.conn_cur == NIL {
+                self.conns[c].next = c;
+                self.conns[c].prev = c;
+                self.conn_cur = c;
+            } else {
+                let head = self.conn_cur;
+                let tail = self.conns[head].prev;
+                self.conns[c].next = head;
+                self.conns[c].prev = tail;
+                self.conns[tail].next = c;
+                self.conns[head].prev = c;
+            }
+            self.conns[c].in_queue = true;
+            self.conn_queue_len += 1;
+        }
+    }
+
+    pub(crate) fn ring_remove(&mut self, s: u16) {
+        if !self.txs[s].in_ring {
+            return;
+        }
+        let c = self.txs[s].conn;
+        let (n, p) = (self.txs[s].ring_next, self.txs[s].ring_prev);
+        if n == s {
+            self.conns[c].ring = NIL;
+        } else {
+            self.txs[p].ring_next = n;
+            self.txs[n].ring_prev = p;
+            if self.conns[c].ring == s {
+                self.conns[c].ring = n;
+            }
+        }
+        self.txs[s].in_ring = false;
+        self.conns[c].ring_len -= 1;
+        if self.conns[c].ring == NIL && self.conns[c].in_queue {
+            let (n, p) = (self.conns[c].next, self.conns[c].prev);
+            if n == c {
+                self.conn_cur = NIL;
+            } else {
+                self.conns[p].next = n;
+                self.conns[n].prev = p;
+                if self.conn_cur == c {
+                    self.conn_cur = n;
+                }
+            }
+            self.conns[c].in_queue = false;
+            self.conn_queue_len -= 1;
+        }
+    }
+
+    fn sendable(&self, cx: &Shared, s: u16) -> bool {
+        let st = &self.txs[s];
+        st.cursor != NIL
+            && !st.suspended
+            && st.win.has_room(cx.cfg.window)
+            && st.hold_until <= cx.now
+    }
+
+    /// GM rotation: the first sendable stream, starting at the current
+    /// connection's current stream; afterwards both queues move on one, so
+    /// each connection, and each stream within it, gets one packet a turn.
+    pub(crate) fn pick_stream(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
+        if self.regulated > 0 {
+            return self.pick_by_ndt(cx, w);
+        }
+        let mut c = self.conn_cur;
+        let mut conns_left = self.conn_queue_len;
+        while conns_left > 0 && c != NIL {
+            conns_left -= 1;
+            let next_c = self.conns[c].next;
+            let mut s = self.conns[c].ring;
+            let mut left = self.conns[c].ring_len;
+            while left > 0 && s != NIL {
+                left -= 1;
+                let next_s = self.txs[s].ring_next;
+                if self.txs[s].cursor == NIL || self.txs[s].suspended {
+                    // Nothing to send: off the ring until a token or a rewind.
+                    self.ring_remove(s);
+                } else if self.sendable(cx, s) {
+                    if self.txs[s].in_ring && self.conns[c].ring != NIL {
+                        self.conns[c].ring = self.txs[s].ring_next;
+                    }
+                    if self.conns[c].in_queue {
+                        self.conn_cur = self.conns[c].next;
+                    }
+                    return Some(s);
+                }
+                s = next_s;
+            }
+            c = if self.conns[c].in_queue { self.conns[c].next } else { next_c };
+        }
+        None
+    }
+
+    /// Rate control: the sendable stream with the smallest NDT, if it is
+    /// due; otherwise remember when it will be.
+    fn pick_by_ndt(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
+        let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
+        let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
+        let mut c = self.conn_cur;
+        for _ in 0..self.conn_queue_len {
+            if c == NIL {
+                break;
+            }
+            let mut s = self.conns[c].ring;
+            for _ in 0..self.conns[c].ring_len {
+                let st = &self.txs[s];
+                if st.cursor == NIL || st.suspended {
+                    let _ = dead.push(s);
+                } else if self.sendable(cx, s) {
+                    let _ = cands.push((s, st.pace.ndt, st.order));
+                }
+                w.flow_ops += 1;
+                s = self.txs[s].ring_next;
+            }
+            c = self.conns[c].next;
+        }
+        for s in dead {
+            self.ring_remove(s);
+        }
+        match crate::rate::choose(cx.now, cands.into_iter()) {
+            crate::rate::Choice::Dispatch(s) => Some(s),
+            crate::rate::Choice::WaitUntil(t) => {
+                self.rate_wait = Some(t);
+                None
+            }
+            crate::rate::Choice::Idle => None,
+        }
+    }
+
+    /// Read the IDT of every stream's flow from the flow table (at start,
+    /// for new streams, and when the host bumps FLOW_GEN).
+    pub(crate) fn reload_flows(&mut self, cx: &Shared, hw: &impl Hw, w: &mut Work) {
+        self.flow_pending = false;
+        w.flow_ops += map::FLOW_ENTRIES;
+        let mut keys: [u32; map::FLOW_ENTRIES as usize] = [0; map::FLOW_ENTRIES as usize];
+        for (i, k) in keys.iter_mut().enumerate() {
+            *k = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::KEY);
+        }
+        self.flow_entries =
+            keys.iter().filter(|&&k| k & nic_abi::flows::FLOW_VALID != 0).count() as u16;
+        let mut regulated = 0;
+        let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
+        for s in live {
+            let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
+            let flow = keys.iter().position(|&k| k == want);
+            let idt = match flow {
+                Some(i) => {
+                    w.flow_ops += 1;
+                    hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64
+                }
+                None => 0,
+            };
+            let now = cx.now;
+            let st = &mut self.txs[s];
+            st.flow = flow.map_or(NIL, |i| i as u16);
+            if idt != st.pace.idt {
+                // A new rate starts now: an NDT left behind while the flow
+                // ran at its old rate (or unregulated) gives no credit.
+                st.pace.idt = idt;
+                st.pace.wake(now);
+            }
+            if st.pace.idt > 0 {
+                regulated += 1;
+            }
+        }
+        self.regulated = regulated;
+    }
+
+    /// Account one dispatched packet of stream `s` (NDT, flow counters,
+    /// dispatch trace).
+    pub(crate) fn dispatched(
+        &mut self,
+        cx: &Shared,
+        hw: &mut impl Hw,
+        s: u16,
+        bytes: u32,
+        w: &mut Work,
+    ) {
+        let st = &mut self.txs[s];
+        st.pace.dispatched();
+        if st.flow != NIL {
+            // NDT, and the packet and byte counters (read, add, write).
+            w.flow_ops += 5;
+            let e = map::flow_entry(st.flow as u32);
+            hw.store_u64(e + nic_abi::flows::NDT, st.pace.ndt);
+            let p = hw.load_u64(e + nic_abi::flows::PACKETS);
+            hw.store_u64(e + nic_abi::flows::PACKETS, p.wrapping_add(1));
+            let b = hw.load_u64(e + nic_abi::flows::BYTES);
+            hw.store_u64(e + nic_abi::flows::BYTES, b.wrapping_add(bytes as u64));
+        }
+        if self.dispatch_trace {
+            let rec = nic_abi::flows::DispatchRecord { rtc: cx.now, key: self.txs[s].key, bytes };
+            let mut b = [0u8; nic_abi::flows::DISPATCH_RECORD_SIZE as usize];
+            rec.encode(&mut b);
+            let off = map::DISPATCH_TRACE
+                + (self.dispatch_prod % map::DISPATCH_TRACE_LEN)
+                    * nic_abi::flows::DISPATCH_RECORD_SIZE;
+            hw.write(off, &b);
+            self.dispatch_prod = self.dispatch_prod.wrapping_add(1);
+            hw.set_reg32(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
+        }
+    }
+}

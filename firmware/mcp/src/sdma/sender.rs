@@ -1,0 +1,334 @@
+//! SDMA's half of reliability: acks and nacks that RECV passes on move
+//! each sending stream's go-back-N window ([`crate::reliability`]);
+//! rewinds, resynchronisation after a peer's reset, the no-buffer send
+//! timeout, retransmission timers; and the ports' alarms.
+
+use super::intake::complete_token;
+use super::{Sdma, SdmaState};
+use crate::hw::Hw;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::reliability::{seq_le, seq_lt, SendWindow};
+use crate::shared::{FromRecv, Shared};
+use crate::Work;
+use nic_abi::event::SendStatus;
+use nic_abi::packet::NackCode;
+use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
+use nic_abi::NUM_PORTS;
+
+impl Sdma {
+    /// Take what RECV passed on this pass: acks and nacks for the sending
+    /// streams, answers to peers' gets to queue.
+    pub fn take_from_recv(&mut self, cx: &mut Shared) {
+        while let Some(m) = cx.from_recv.pop_front() {
+            match m {
+                FromRecv::Ack { key, ack } => {
+                    if let Some(&s) = self.tx_index.get(&key) {
+                        self.on_ack(cx, s, ack);
+                    }
+                }
+                FromRecv::Nack { key, code, seq } => {
+                    if let Some(&s) = self.tx_index.get(&key) {
+                        self.on_nack(cx, s, code, seq);
+                    }
+                }
+                FromRecv::Answer { token } => self.queue_answer(cx, token),
+            }
+        }
+    }
+
+    /// A get answer (an internal GetResp token RECV made) joins the stream
+    /// back to the requester.
+    fn queue_answer(&mut self, cx: &mut Shared, token: u16) {
+        let t = cx.tokens[token];
+        match self.find_or_make_tx(t.target_node, t.port, t.target_port, t.prio) {
+            Some(s) if !self.txs[s].suspended => self.append_token(cx, s, token),
+            // No stream after all (RECV checked for room), or suspended:
+            // the requester's get times out.
+            _ => cx.tokens.free(token),
+        }
+    }
+
+    /// Move stream `s`'s send cursor to sequence number `seq` (within the
+    /// tokens on its list), renumbering the tokens from `base`.
+    pub(crate) fn seek(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+        let mut first = self.txs[s].base;
+        let mut t = self.txs[s].head;
+        let mut cursor = NIL;
+        let mut found_seq = first;
+        while t != NIL {
+            let n = cx.tokens[t].npkts;
+            cx.tokens[t].first_seq = first;
+            if cursor == NIL {
+                let end = first.wrapping_add(n);
+                if seq_lt(seq, end) {
+                    cursor = t;
+                    let k = seq.wrapping_sub(first).min(n);
+                    cx.tokens[t].next_pkt = k;
+                    found_seq = first.wrapping_add(k);
+                } else {
+                    cx.tokens[t].next_pkt = n;
+                    found_seq = end;
+                }
+            } else {
+                cx.tokens[t].next_pkt = 0;
+            }
+            first = first.wrapping_add(n);
+            t = cx.tokens[t].next;
+        }
+        let st = &mut self.txs[s];
+        st.cursor = cursor;
+        st.win.rewind(found_seq);
+        st.epoch = st.epoch.wrapping_add(1);
+        if cursor != NIL {
+            self.ring_insert(s);
+        }
+    }
+
+    /// A cumulative ack for stream `s`: everything before `ack` arrived.
+    fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+        if !self.txs[s].win.ack(ack) {
+            return;
+        }
+        {
+            let st = &mut self.txs[s];
+            st.last_progress = cx.now;
+            st.acked_at = cx.now;
+            st.nobuf_since = 0;
+            st.backoff = 0;
+        }
+        if seq_lt(self.txs[s].win.next(), ack) {
+            self.seek(cx, s, ack);
+        }
+        // Complete the tokens wholly acked.
+        loop {
+            let t = self.txs[s].head;
+            if t == NIL {
+                break;
+            }
+            let end = self.txs[s].base.wrapping_add(cx.tokens[t].npkts);
+            if !seq_le(end, self.txs[s].win.una()) {
+                break;
+            }
+            self.pop_head(cx, s);
+            self.txs[s].base = end;
+            match cx.tokens[t].kind {
+                TokKind::Get => cx.tokens[t].state = TokState::AwaitGet,
+                TokKind::GetResp => cx.tokens.free(t),
+                _ => {
+                    cx.bump(Stat::MessagesSent, 1);
+                    complete_token(cx, t, SendStatus::Ok)
+                }
+            }
+        }
+    }
+
+    fn pop_head(&mut self, cx: &mut Shared, s: u16) {
+        let t = self.txs[s].head;
+        if t == NIL {
+            return;
+        }
+        let next = cx.tokens[t].next;
+        let st = &mut self.txs[s];
+        st.head = next;
+        if next == NIL {
+            st.tail = NIL;
+        }
+        if st.cursor == t {
+            st.cursor = next;
+        }
+        cx.tokens[t].next = NIL;
+    }
+
+    /// A nack for stream `s`: `seq` was refused for `code`.
+    fn on_nack(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32) {
+        if code == NackCode::Unsynced {
+            // The receiver has no state for the stream (its NIC was reset):
+            // start again from the first unfinished message, with SYNC.
+            let st = self.txs[s];
+            if st.win.in_flight(seq) {
+                self.resync(cx, s);
+            }
+            return;
+        }
+        // The receiver holds everything before `seq`.
+        self.on_ack(cx, s, seq);
+        let st = self.txs[s];
+        if !st.win.in_flight(seq) {
+            return;
+        }
+        match code {
+            NackCode::OutOfOrder => {
+                // Several packets beyond a gap draw the same nack: rewind once.
+                if st.rewound_to == seq
+                    && cx.now.saturating_sub(st.rewound_at) < cx.cfg.rto / 2
+                    && seq_lt(seq, st.win.next())
+                {
+                    return;
+                }
+                self.rewind(cx, s, seq);
+            }
+            NackCode::NoBuffer | NackCode::Busy => {
+                self.rewind(cx, s, seq);
+                let st = &mut self.txs[s];
+                st.hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
+                if code == NackCode::NoBuffer {
+                    if st.nobuf_since == 0 {
+                        st.nobuf_since = cx.now.max(1);
+                    } else if cx.now.saturating_sub(st.nobuf_since) >= cx.cfg.send_timeout {
+                        self.send_timed_out(cx, s, seq);
+                    }
+                }
+            }
+            NackCode::PortClosed | NackCode::RemoteAccess => {
+                let status = if code == NackCode::PortClosed {
+                    SendStatus::TargetPortClosed
+                } else {
+                    SendStatus::RemoteAccess
+                };
+                // The refused packet belongs to the head message (everything
+                // before it is acked): that message fails, even when the port
+                // closed in its middle; the receiver expects `seq` next, so the
+                // following messages start there.
+                let t = self.txs[s].head;
+                let base = self.txs[s].base;
+                if t != NIL && seq_lt(seq, base.wrapping_add(cx.tokens[t].npkts)) {
+                    self.pop_head(cx, s);
+                    if cx.tokens[t].kind == TokKind::GetResp {
+                        cx.tokens.free(t);
+                    } else {
+                        complete_token(cx, t, status);
+                    }
+                    self.txs[s].base = seq;
+                }
+                self.rewind(cx, s, seq);
+            }
+            NackCode::Unsynced => {}
+        }
+    }
+
+    /// Resend from the first unfinished message, with a new SYNC.
+    fn resync(&mut self, cx: &mut Shared, s: u16) {
+        let st = &mut self.txs[s];
+        st.sync_gen = st.sync_gen.wrapping_add(1);
+        let head = st.head;
+        if head == NIL {
+            st.sync_next = true;
+            return;
+        }
+        cx.tokens[head].sync = true;
+        let base = self.txs[s].base;
+        self.rewind(cx, s, base);
+    }
+
+    fn rewind(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+        self.seek(cx, s, seq);
+        let st = &mut self.txs[s];
+        st.rewound_to = seq;
+        st.rewound_at = cx.now;
+        st.last_progress = cx.now;
+    }
+
+    /// The target refused `seq` (a message start) for want of a buffer for
+    /// the whole send timeout: that send times out, the rest queued on the
+    /// stream are dropped, and the stream stays suspended until Resume.
+    fn send_timed_out(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+        cx.bump(Stat::Timeouts, 1);
+        let mut first = true;
+        while self.txs[s].head != NIL {
+            let t = self.txs[s].head;
+            self.pop_head(cx, s);
+            let status = if first { SendStatus::TimedOut } else { SendStatus::Dropped };
+            first = false;
+            if cx.tokens[t].kind == TokKind::GetResp {
+                cx.tokens.free(t);
+            } else {
+                complete_token(cx, t, status);
+            }
+        }
+        // The receiver expects `seq` still: start again there.
+        let st = &mut self.txs[s];
+        st.base = seq;
+        st.win.restart(seq);
+        st.cursor = NIL;
+        st.suspended = true;
+        st.nobuf_since = 0;
+        st.epoch = st.epoch.wrapping_add(1);
+        self.ring_remove(s);
+    }
+
+    /// Give up every token of stream `s` (with `status` events, or silently
+    /// when the port closed). The receiver's state is unknown, so the next
+    /// message carries SYNC with a fresh sequence number.
+    pub(crate) fn abandon_stream(&mut self, cx: &mut Shared, s: u16, status: Option<SendStatus>) {
+        while self.txs[s].head != NIL {
+            let t = self.txs[s].head;
+            self.pop_head(cx, s);
+            match status {
+                Some(st) if !cx.tokens[t].is_internal() => complete_token(cx, t, st),
+                _ => cx.tokens.free(t),
+            }
+        }
+        let st = &mut self.txs[s];
+        st.win.abandon();
+        st.base = st.win.high();
+        st.cursor = NIL;
+        st.sync_next = true;
+        st.sync_gen = st.sync_gen.wrapping_add(1);
+        st.nobuf_since = 0;
+        st.epoch = st.epoch.wrapping_add(1);
+        self.ring_remove(s);
+    }
+
+    /// A step of the machine (kept out of line: a debugger breaks here).
+    #[inline(never)]
+    pub fn timers(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        let now = cx.now;
+        // Retransmission and send timeouts.
+        let mut i = 0;
+        while i < self.active_tx.len() {
+            let s = self.active_tx[i];
+            let st = self.txs[s];
+            if !self.txs.is_live(s) || (st.outstanding() == 0 && st.hold_until <= now) {
+                if self.txs.is_live(s) {
+                    self.txs[s].active = false;
+                }
+                self.active_tx.swap_remove(i);
+                continue;
+            }
+            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(st.rto(cx.cfg.rto)) {
+                w.timers += 1;
+                self.go(
+                    cx,
+                    hw,
+                    SdmaState::Timeout { stream: s, una: st.win.una() },
+                    Cause::Timeout,
+                );
+                if now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout {
+                    cx.bump(Stat::Timeouts, 1);
+                    self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
+                } else {
+                    self.rewind(cx, s, st.win.una());
+                    let st = &mut self.txs[s];
+                    st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
+                }
+            }
+            i += 1;
+        }
+        // Alarms.
+        for p in 0..NUM_PORTS {
+            if let Some(t) = self.alarm_at[p] {
+                if now >= t && cx.is_open(p) {
+                    self.alarm_at[p] = None;
+                    cx.owe_event(p, EvRef::Alarm);
+                    w.timers += 1;
+                }
+            }
+        }
+        // A rewind leaves packets to send again.
+        if let SdmaState::Timeout { .. } = self.state {
+            self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! What the four machines hand to each other, and the NIC resources more
+//! than one of them uses. No machine's own state lives here: a machine's
+//! records are fields of its struct, written only by its module.
+//!
+//! - Record pools addressed by index, whose records change owner as they
+//!   move on: send tokens (SDMA while queued; the event queue once
+//!   complete), receive slots (RECV while posted; the event queue once
+//!   filled).
+//! - Transmit buffers, each with a visible owner: free, Filling (SDMA),
+//!   Filled and queued for SEND, Sending (SEND, until the send-DMA engine
+//!   is done).
+//! - The bounded queues between machines: [`FromRecv`] (RECV -> SDMA: acks,
+//!   nacks, get answers to send), `provided` (SDMA -> RECV: receive buffers
+//!   posted by the host), `controls` (RECV -> SEND: acks and nacks to send),
+//!   `rdma_jobs` (RECV -> RDMA: accepted payloads), `tx_ready` (SDMA ->
+//!   SEND: filled transmit buffers) and the owed events per port (any
+//!   machine -> RDMA).
+//! - Rings shared with the hardware that more than one machine writes: the
+//!   host-DMA command ring (SDMA fills, RDMA copies and events), the
+//!   receive-buffer free ring (RECV drops, RDMA copies).
+//! - The counters, the trace ring, the ports' open state and the tokens a
+//!   port holds (SDMA takes, RDMA gives back when the event is written).
+
+use crate::hw::Hw;
+use crate::pool::Pool;
+use crate::records::*;
+use crate::Config;
+use nic_abi::map;
+use nic_abi::packet::NackCode;
+use nic_abi::regs;
+use nic_abi::rings::{self, HostDmaCmd};
+use nic_abi::stats::{stat_offset, Stat, ALL_STATS, STAT_COUNT};
+use nic_abi::trace::{Cause, Machine, TraceRecord, TRACE_RECORD_SIZE};
+use nic_abi::NUM_PORTS;
+
+/// RECV -> SDMA: what arriving packets say to the sending side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromRecv {
+    /// A cumulative ack for the sending stream `key`.
+    Ack { key: u32, ack: u32 },
+    /// A nack for the sending stream `key`: `seq` was refused for `code`.
+    Nack { key: u32, code: NackCode, seq: u32 },
+    /// A peer's get was accepted: send the answer that `token` (GetResp)
+    /// describes.
+    Answer { token: u16 },
+}
+
+/// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass
+/// (a piggybacked ack and a nack or answer), drained every pass.
+pub const FROM_RECV_LEN: usize = 2 * crate::recv::RECV_BUDGET as usize;
+/// Receive buffers SDMA may pass to RECV in a pass (RECV takes them all at
+/// its next step).
+pub const PROVIDED_LEN: usize = 2 * crate::sdma::INTAKE_BUDGET as usize;
+
+/// The open state of a port as the handshake with the driver left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortOpen {
+    pub open: bool,
+    pub generation: u32,
+}
+
+/// Tokens a port holds: SDMA counts what it takes, RDMA what it gives back
+/// (the event was written); in use = taken - returned.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credits {
+    pub send_taken: u32,
+    pub send_returned: u32,
+    pub recv_taken: u32,
+    pub recv_returned: u32,
+}
+
+impl Credits {
+    pub fn send_in_use(&self) -> u32 {
+        self.send_taken.wrapping_sub(self.send_returned)
+    }
+    pub fn recv_in_use(&self) -> u32 {
+        self.recv_taken.wrapping_sub(self.recv_returned)
+    }
+}
+
+/// The transmit buffers and who holds each.
+pub struct TxBufs {
+    bufs: [TxBuf; map::TX_BUF_COUNT as usize],
+    /// Data buffers not free (control packets may take the rest).
+    data_busy: u32,
+}
+
+impl TxBufs {
+    const fn new() -> TxBufs {
+        TxBufs { bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize], data_busy: 0 }
+    }
+
+    pub fn free_one(&self) -> Option<u8> {
+        self.bufs.iter().position(|b| b.state == TxBufState::Free).map(|i| i as u8)
+    }
+
+    pub fn data_busy(&self) -> u32 {
+        self.data_busy
+    }
+
+    pub fn get(&self, b: u8) -> TxBuf {
+        self.bufs[b as usize]
+    }
+
+    /// Take free buffer `b` for `buf` (a data packet's fill, or a control
+    /// packet ready at once).
+    pub fn take(&mut self, b: u8, buf: TxBuf) {
+        if !buf.control {
+            self.data_busy += 1;
+        }
+        self.bufs[b as usize] = buf;
+    }
+
+    /// Filling -> Filled. False when `b` was not filling.
+    pub fn filled(&mut self, b: u8) -> bool {
+        match self.bufs.get_mut(b as usize) {
+            Some(buf) if buf.state == TxBufState::Filling => {
+                buf.state = TxBufState::Filled;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn sending(&mut self, b: u8) {
+        self.bufs[b as usize].state = TxBufState::Sending;
+    }
+
+    pub fn release(&mut self, b: u8) {
+        let buf = &mut self.bufs[b as usize];
+        if !buf.control && buf.state != TxBufState::Free {
+            self.data_busy = self.data_busy.saturating_sub(1);
+        }
+        *buf = TxBuf::EMPTY;
+    }
+}
+
+/// The host-DMA command ring: SDMA and RDMA post, the engine completes in
+/// order, and each completion names what to do (`HdmaAction`).
+pub struct HostDmaRing {
+    prod: u32,
+    done: u32,
+    actions: [HdmaAction; map::HDMA_RING_LEN as usize],
+}
+
+impl HostDmaRing {
+    const fn new() -> HostDmaRing {
+        HostDmaRing {
+            prod: 0,
+            done: 0,
+            actions: [HdmaAction::Nothing; map::HDMA_RING_LEN as usize],
+        }
+    }
+
+    /// Take over the engine's counters as they are (a warm restart).
+    pub fn init(&mut self, hw: &mut impl Hw) {
+        self.prod = hw.reg32(regs::HDMA_DONE);
+        hw.set_reg32(regs::HDMA_PROD, self.prod);
+        self.done = self.prod;
+    }
+
+    pub fn space(&self) -> u32 {
+        map::HDMA_RING_LEN - self.prod.wrapping_sub(self.done)
+    }
+
+    pub fn post(&mut self, hw: &mut impl Hw, cmd: HostDmaCmd, action: HdmaAction) {
+        let slot = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, self.prod);
+        let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
+        cmd.encode(&mut b);
+        hw.write(slot, &b);
+        self.actions[(self.prod & (map::HDMA_RING_LEN - 1)) as usize] = action;
+        self.prod = self.prod.wrapping_add(1);
+        hw.set_reg32(regs::HDMA_PROD, self.prod);
+    }
+
+    /// Commands the engine finished since the last call (never more than
+    /// were posted, whatever the engine says).
+    pub fn finished(&self, hw: &impl Hw) -> u32 {
+        let done = hw.reg32(regs::HDMA_DONE);
+        done.wrapping_sub(self.done).min(self.prod.wrapping_sub(self.done))
+    }
+
+    /// The oldest unfinished command is done: its action.
+    pub fn complete_one(&mut self) -> HdmaAction {
+        let i = (self.done & (map::HDMA_RING_LEN - 1)) as usize;
+        self.done = self.done.wrapping_add(1);
+        core::mem::replace(&mut self.actions[i], HdmaAction::Nothing)
+    }
+}
+
+/// The receive-buffer free ring: buffers given back to the rx-DMA engine.
+pub struct RxFreeRing {
+    prod: u32,
+}
+
+impl RxFreeRing {
+    pub fn init(&mut self, hw: &mut impl Hw) {
+        self.prod = hw.reg32(regs::RXFREE_CONS);
+        for i in 0..map::RX_BUF_COUNT {
+            self.give(hw, i as u8);
+        }
+    }
+
+    /// Give receive buffer `i` back to the rx-DMA engine.
+    pub fn give(&mut self, hw: &mut impl Hw, i: u8) {
+        let slot =
+            rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.prod);
+        hw.store_u32(slot, i as u32);
+        self.prod = self.prod.wrapping_add(1);
+        hw.set_reg32(regs::RXFREE_PROD, self.prod);
+    }
+}
+
+/// The transition trace ring in SRAM (when TRACE_ENABLE is set).
+pub struct Trace {
+    pub on: bool,
+    prod: u32,
+}
+
+impl Trace {
+    /// One record: `machine` went from state `from` to `to` because of
+    /// `cause`; `arg` is the new state's main operand.
+    pub fn record(
+        &mut self,
+        hw: &mut impl Hw,
+        now: u64,
+        machine: Machine,
+        (from, to): (u8, u8),
+        cause: Cause,
+        arg: u32,
+    ) {
+        if !self.on {
+            return;
+        }
+        let rec = TraceRecord { rtc: now, machine, from, to, cause, arg };
+        let mut b = [0u8; TRACE_RECORD_SIZE as usize];
+        rec.encode(&mut b);
+        let off = map::TRACE + (self.prod % map::TRACE_LEN) * TRACE_RECORD_SIZE;
+        hw.write(off, &b);
+        self.prod = self.prod.wrapping_add(1);
+        hw.set_reg32(regs::TRACE_PROD, self.prod);
+    }
+}
+
+/// The NIC's counters, mirrored into SRAM at the end of a pass.
+pub struct Stats {
+    counts: [u64; STAT_COUNT],
+    dirty: bool,
+}
+
+impl Stats {
+    pub fn bump(&mut self, s: Stat, n: u64) {
+        self.counts[s as usize] += n;
+        self.dirty = true;
+    }
+
+    /// Counted without marking the SRAM copy stale (the pass counter).
+    pub fn count_quietly(&mut self, s: Stat) {
+        self.counts[s as usize] += 1;
+    }
+
+    pub fn get(&self, s: Stat) -> u64 {
+        self.counts[s as usize]
+    }
+
+    pub fn clear(&mut self, hw: &mut impl Hw) {
+        for s in ALL_STATS {
+            hw.store_u64(stat_offset(s), 0);
+        }
+    }
+
+    pub fn write(&mut self, hw: &mut impl Hw) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        for s in ALL_STATS {
+            hw.store_u64(stat_offset(s), self.counts[s as usize]);
+        }
+    }
+}
+
+const EMPTY_EVENTS: heapless::Deque<EvRef, 128> = heapless::Deque::new();
+
+/// Everything the machines share or hand over (see the module doc).
+pub struct Shared {
+    pub cfg: Config,
+    /// The RTC at the start of this pass: the only time the machines see.
+    pub now: u64,
+    /// Differs between boots of this NIC: SYNC packets carry it.
+    pub boot: u16,
+    pub ports: [PortOpen; NUM_PORTS],
+    pub credits: [Credits; NUM_PORTS],
+    pub tokens: Pool<SendToken, MAX_TOKENS>,
+    pub slots: Pool<RecvSlot, MAX_SLOTS>,
+    pub txbufs: TxBufs,
+    pub hdma: HostDmaRing,
+    pub rxfree: RxFreeRing,
+    pub from_recv: heapless::Deque<FromRecv, FROM_RECV_LEN>,
+    pub provided: heapless::Deque<u16, PROVIDED_LEN>,
+    pub controls: heapless::Deque<Control, 64>,
+    pub rdma_jobs: heapless::Deque<RdmaJob, { map::RX_BUF_COUNT as usize }>,
+    pub tx_ready: heapless::Deque<u8, { map::TX_BUF_COUNT as usize }>,
+    pub events: [heapless::Deque<EvRef, 128>; NUM_PORTS],
+    pub stats: Stats,
+    pub trace: Trace,
+}
+
+impl Shared {
+    pub const fn new() -> Shared {
+        Shared {
+            cfg: Config::EMPTY,
+            now: 0,
+            boot: 0,
+            ports: [PortOpen { open: false, generation: 0 }; NUM_PORTS],
+            credits: [Credits { send_taken: 0, send_returned: 0, recv_taken: 0, recv_returned: 0 };
+                NUM_PORTS],
+            tokens: Pool::new(SendToken::EMPTY),
+            slots: Pool::new(RecvSlot::EMPTY),
+            txbufs: TxBufs::new(),
+            hdma: HostDmaRing::new(),
+            rxfree: RxFreeRing { prod: 0 },
+            from_recv: heapless::Deque::new(),
+            provided: heapless::Deque::new(),
+            controls: heapless::Deque::new(),
+            rdma_jobs: heapless::Deque::new(),
+            tx_ready: heapless::Deque::new(),
+            events: [EMPTY_EVENTS; NUM_PORTS],
+            stats: Stats { counts: [0; STAT_COUNT], dirty: false },
+            trace: Trace { on: false, prod: 0 },
+        }
+    }
+
+    pub fn bump(&mut self, s: Stat, n: u64) {
+        self.stats.bump(s, n);
+    }
+
+    pub fn is_open(&self, p: usize) -> bool {
+        self.ports.get(p).is_some_and(|s| s.open)
+    }
+
+    /// Internal tokens (the NIC's own get answers) alive now.
+    pub fn internal_tokens(&self) -> usize {
+        self.tokens.live_indices().filter(|&t| self.tokens[t].is_internal()).count()
+    }
+
+    /// Owe port `p` the event `ev` (RDMA writes it). Should the queue be
+    /// full (it cannot be while tokens bound the events), the record is
+    /// freed and the loss counted.
+    pub fn owe_event(&mut self, p: usize, ev: EvRef) {
+        let pushed = match self.events.get_mut(p) {
+            Some(q) => q.push_back(ev).is_ok(),
+            None => false,
+        };
+        if !pushed {
+            self.bump(Stat::Errors, 1);
+            match ev {
+                EvRef::Token(t) => self.tokens.free(t),
+                EvRef::Slot(s) => self.slots.free(s),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Write the route to `node` in front of transmit buffer `b`'s header;
+/// its length.
+pub fn write_route(hw: &mut impl Hw, b: u8, node: u16) -> u8 {
+    let mut e = [0u8; map::ROUTE_ENTRY as usize];
+    hw.read(map::route_entry(node as usize), &mut e);
+    let len = (e[0] as usize).min(map::ROUTE_MAX);
+    let at = map::tx_buf(b as u32) + map::ROUTE_ROOM - len as u32;
+    hw.write(at, &e[1..1 + len]);
+    len as u8
+}
