@@ -15,13 +15,13 @@ use crate::rt;
 /// The step functions `gdb` breaks on (generic over the hardware
 /// interface, so gdb names them with the image's `SramHw`).
 pub const STEP_FUNCTIONS: [&str; 7] = [
-    "mcp::Mcp::sdma_intake<mcp_image::hw::SramHw>",
-    "mcp::Mcp::sdma_fill<mcp_image::hw::SramHw>",
-    "mcp::Mcp::timers<mcp_image::hw::SramHw>",
-    "mcp::Mcp::send_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::recv_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::rdma_step<mcp_image::hw::SramHw>",
-    "mcp::Mcp::flush_events<mcp_image::hw::SramHw>",
+    "mcp::sdma::Sdma::intake<mcp_image::hw::SramHw>",
+    "mcp::sdma::Sdma::fill<mcp_image::hw::SramHw>",
+    "mcp::sdma::Sdma::timers<mcp_image::hw::SramHw>",
+    "mcp::send::Send::step<mcp_image::hw::SramHw>",
+    "mcp::recv::Recv::step<mcp_image::hw::SramHw>",
+    "mcp::rdma::Rdma::step<mcp_image::hw::SramHw>",
+    "mcp::rdma::Rdma::flush_events<mcp_image::hw::SramHw>",
 ];
 
 /// The gdb-multiarch command line: the image's symbols, the remote
