@@ -266,7 +266,7 @@ fn the_ring_fills_when_the_nic_takes_nothing() {
     let (be, nic, mut rig) = setup();
     let mut port = nic.open_port(4, PortOptions::default()).unwrap();
     rig.step(); // the firmware serves the port
-    // From here the NIC runs only at `rig.step()`.
+                // From here the NIC runs only at `rig.step()`.
     for _ in 0..SEND_RING_LEN {
         port.resume(1, 1, Priority::Low).unwrap();
     }

@@ -4,12 +4,12 @@
 
 mod sim_rig;
 
-use sim_rig::*;
 use host_driver::nic_abi::map::PAGE_TABLE_ENTRIES;
 use host_driver::nic_abi::page_table::{home_slot, PteState};
 use host_driver::nic_abi::PAGE_SIZE;
 use host_driver::*;
 use nic_emu::SimBackend;
+use sim_rig::*;
 
 fn setup() -> (SimBackend, Nic<SimBackend>, Rig) {
     let rig = Rig::new(Config::default());

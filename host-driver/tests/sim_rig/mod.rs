@@ -69,8 +69,8 @@ impl Rig {
         p.firmware.send_tokens = cfg.send_tokens;
         p.firmware.recv_tokens = cfg.recv_tokens;
         p.host.memory_bytes = HOST_MEM;
-        let mut c = SimCluster::new(ClusterConfig::new(p, cfg.nodes, Topology::Star))
-            .expect("cluster");
+        let mut c =
+            SimCluster::new(ClusterConfig::new(p, cfg.nodes, Topology::Star)).expect("cluster");
         c.spawn(0, Box::new(Forever));
         Rig { c, node: cfg.node }
     }
