@@ -99,6 +99,31 @@ fn a_looped_message_arrives_with_typed_fields_and_inline_bytes() {
 }
 
 #[test]
+fn a_zero_length_message_is_delivered_and_completes() {
+    let (_be, nic, mut rig) = setup(Config::default());
+    let mut rxp = nic.open_port(1, PortOptions::default()).unwrap();
+    let mut txp = nic.open_port(0, PortOptions::default()).unwrap();
+    let rx = rxp.alloc(16).unwrap();
+    let tx = txp.alloc(16).unwrap();
+    rxp.provide_receive_buffer(&rx, 0, Priority::Low, 0xE0).unwrap();
+    txp.send(&tx, 0, 0, 0, Priority::Low, 2, 1, 0xE1).unwrap();
+    rig.step();
+    let mut evs = Vec::new();
+    rxp.poll_batch(&mut evs, 10);
+    match evs.as_slice() {
+        [Event::PortOpened { .. }, Event::Received { node: 2, port: 0, len: 0, tag: 0xE0, inline, .. }] =>
+        {
+            assert!(inline.is_empty())
+        }
+        other => panic!("{other:?}"),
+    }
+    evs.clear();
+    txp.poll_batch(&mut evs, 10);
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    assert_eq!(completion(&evs[1]), Some(("sent", 0xE1, SendStatus::Ok)), "{evs:?}");
+}
+
+#[test]
 fn put_and_get_move_data_between_registered_regions() {
     let (_be, nic, mut rig) = setup(Config::default());
     let mut a = nic.open_port(0, PortOptions::default()).unwrap();

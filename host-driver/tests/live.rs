@@ -494,6 +494,26 @@ fn ping_without_a_pong_gives_up_with_a_clear_error() {
     assert!(e.to_string().contains("did not come up"), "{e}");
 }
 
+/// How long the stream tests' programs wait for anything.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The receiving end of a stream from (0, 3) on (1, 3) of `path`, with
+/// four receive buffers.
+fn stream_receiver(
+    path: &str,
+    size: u32,
+    count: u64,
+    check: Check,
+) -> Result<bench::StreamReport, BenchError> {
+    let t = STREAM_TIMEOUT;
+    let (nic, mut port) = bench::open_live_port(path, 1, 3, t, Default::default()).unwrap();
+    let mut cfg = StreamConfig::new(StreamRole::Recv, 0, 3, size, count);
+    cfg.recv_buffers = 4;
+    cfg.check = check;
+    cfg.timeout = t;
+    bench::stream(&nic, &mut port, &cfg)
+}
+
 fn run_stream(
     c: &RtCluster,
     size: u32,
@@ -502,18 +522,10 @@ fn run_stream(
     check: Check,
 ) -> (Result<bench::StreamReport, BenchError>, Result<bench::StreamReport, BenchError>) {
     let path = path_str(c);
-    let t = Duration::from_secs(20);
+    let t = STREAM_TIMEOUT;
     std::thread::scope(|s| {
-        let p2 = path.clone();
-        let recv = s.spawn(move || {
-            let (nic, mut port) = bench::open_live_port(&p2, 1, 3, t, Default::default()).unwrap();
-            let mut cfg = StreamConfig::new(StreamRole::Recv, 0, 3, size, count);
-            cfg.recv_buffers = 4;
-            cfg.check = check;
-            cfg.timeout = t;
-            bench::stream(&nic, &mut port, &cfg)
-        });
-        let send = s.spawn(move || {
+        let recv = s.spawn(|| stream_receiver(&path, size, count, check));
+        let send = s.spawn(|| {
             let (nic, mut port) =
                 bench::open_live_port(&path, 0, 3, t, Default::default()).unwrap();
             let mut cfg = StreamConfig::new(StreamRole::Send, 1, 3, size, count);
@@ -553,18 +565,10 @@ fn run_stream_with_a_bad_byte(
     bad: u64,
 ) -> (Result<(), String>, Result<bench::StreamReport, BenchError>) {
     let path = path_str(c);
-    let t = Duration::from_secs(20);
+    let t = STREAM_TIMEOUT;
     std::thread::scope(|s| {
-        let p2 = path.clone();
-        let recv = s.spawn(move || {
-            let (nic, mut port) = bench::open_live_port(&p2, 1, 3, t, Default::default()).unwrap();
-            let mut cfg = StreamConfig::new(StreamRole::Recv, 0, 3, size, count);
-            cfg.recv_buffers = 4;
-            cfg.check = check;
-            cfg.timeout = t;
-            bench::stream(&nic, &mut port, &cfg)
-        });
-        let send = s.spawn(move || {
+        let recv = s.spawn(|| stream_receiver(&path, size, count, check));
+        let send = s.spawn(|| {
             let (_nic, mut port) =
                 bench::open_live_port(&path, 0, 3, t, Default::default()).unwrap();
             let stream = bench::stream_id(bench::KIND_STREAM, 0, 3);
