@@ -27,7 +27,7 @@
 //! blocking client, whatever carries them). Real time: `cluster.rs`
 //! (the cluster directory contract), `live.rs` (`LiveBackend`, the only
 //! module with `unsafe`: shared file mappings). Measuring: `pattern.rs`
-//! (checkable message contents), `bench.rs` (ping-pong and streaming
+//! (checkable message contents), `bench/` (ping-pong and streaming
 //! loops, used by the `pingpong` and `stream` binaries and by tests),
 //! `affinity.rs` (CPU lists, pinning a thread to cores).
 

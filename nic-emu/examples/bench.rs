@@ -1,6 +1,7 @@
 //! Simulator speed: a 16-node all-to-all stream on one crossbar.
 //!
 //! `cargo run --release -p nic-emu --example bench -- [pump|mcp] [bytes] [count] [profile]`
+//! (`--help` says more)
 //!
 //! - `pump`: the device model and fabric alone (`testfw::PumpFirmware`:
 //!   every node sends `count` packets of `bytes` round-robin to the others
@@ -13,6 +14,7 @@
 //! wall-clock second and per CPU-second of this process. `LIMIT_MS=n`
 //! stops at n ms of virtual time; `VERBOSE=1` prints every NIC's counters.
 
+use clap::{Parser, ValueEnum};
 use host_driver::{DmaBuf, Event, Nic, Port, PortOptions, Priority};
 use nic_abi::size_class_for;
 use nic_emu::testfw::{Dest, PumpFirmware};
@@ -84,21 +86,53 @@ impl HostApp for AllToAll {
     }
 }
 
+/// What runs on the 16 nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// The device model and fabric alone: every node sends `count`
+    /// packets of `bytes` round-robin to the others and recycles its
+    /// receive buffers.
+    Pump,
+    /// The whole stack: the MCP on every NIC and a host program per node
+    /// sending `count` messages of `bytes` round-robin to the other nodes
+    /// while receiving theirs.
+    Mcp,
+}
+
+/// Simulator speed: a 16-node all-to-all stream on one crossbar.
+///
+/// Prints simulated packets (put on links by NICs, acks included) per
+/// wall-clock second and per CPU-second of this process. Environment:
+/// LIMIT_MS=n stops at n ms of virtual time; VERBOSE=1 prints every NIC's
+/// counters.
+#[derive(Parser)]
+#[command(name = "bench")]
+struct Args {
+    /// What runs on the nodes.
+    #[arg(value_enum, default_value = "pump")]
+    mode: Mode,
+    /// Bytes per packet (pump, at most 4096) or per message (mcp).
+    #[arg(default_value_t = 64)]
+    bytes: u32,
+    /// Packets or messages each node sends.
+    #[arg(default_value_t = 100_000)]
+    count: u64,
+    /// Timing profile.
+    #[arg(default_value = "lanai9-gm")]
+    profile: String,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = args.first().map(String::as_str).unwrap_or("pump");
-    let bytes: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64);
-    let count: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let profile = args.get(3).map(String::as_str).unwrap_or("lanai9-gm");
+    let Args { mode, bytes, count, profile } = Args::parse();
     let nodes = 16;
-    let p = Profile::load(profile).unwrap();
+    let p = Profile::load(&profile).unwrap();
     let cfg = ClusterConfig::new(p, nodes, Topology::Star);
     let mut c = match mode {
-        "pump" => SimCluster::with_firmware(cfg, |_| {
+        Mode::Pump => SimCluster::with_firmware(cfg, |_| {
             Box::new(PumpFirmware::new(count, bytes.min(4096) as u16, Dest::AllOthers))
         })
         .unwrap(),
-        "mcp" => {
+        Mode::Mcp => {
             let mut c = SimCluster::new(cfg).unwrap();
             // Each node sends `count` messages round-robin over its 15
             // peers, so it also receives `count` (count a multiple of 15).
@@ -122,7 +156,10 @@ fn main() {
             }
             c
         }
-        m => panic!("unknown mode {m} (pump | mcp)"),
+    };
+    let mode = match mode {
+        Mode::Pump => "pump",
+        Mode::Mcp => "mcp",
     };
     let limit = std::env::var("LIMIT_MS").ok().and_then(|v| v.parse::<u64>().ok());
     let cpu0 = cpu_seconds();

@@ -1,11 +1,22 @@
 //! Print the calibration measurements of the timing profiles:
 //! `cargo run --release -p nic-emu --example calibrate [profile...]`.
 
+use clap::Parser;
 use nic_emu::calibrate::{pingpong, stream};
 use nic_emu::Profile;
 
+/// Print the calibration measurements of the timing profiles: ping-pong
+/// one-way latency (8 and 64 B) and stream bandwidth (64 KiB and 4 KiB
+/// messages) on the simulator. VERBOSE=1 adds every NIC's counters.
+#[derive(Parser)]
+#[command(name = "calibrate")]
+struct Args {
+    /// Profiles to measure (default: every built-in one).
+    profiles: Vec<String>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = Args::parse().profiles;
     let names: Vec<String> = if args.is_empty() {
         Profile::names().iter().map(|s| s.to_string()).collect()
     } else {

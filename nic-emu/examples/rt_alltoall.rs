@@ -18,23 +18,47 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use host_driver::nic_abi::{class_max_len, size_class_for};
 use host_driver::{bench, pattern, DmaBuf, Event, IdlePolicy, NicBackend, Priority, SendStatus};
 
-fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
-    let a: Vec<String> = std::env::args().collect();
-    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).and_then(|v| v.parse().ok())
+/// One host process of an all-to-all exchange on a running live or qemu
+/// cluster: run one per node, with the same --nodes, --port, --count,
+/// --size and --barrier. Every received message is checked byte for byte
+/// and in order per sender; every send must complete Ok. Exits 0 with one
+/// line when all is well, else 1 with the reason on stderr.
+#[derive(Parser)]
+#[command(name = "rt_alltoall")]
+struct Args {
+    /// The cluster (name or directory).
+    #[arg(long)]
+    cluster: String,
+    /// This process's node.
+    #[arg(long = "node", value_name = "NODE")]
+    me: u16,
+    /// Nodes taking part (0..nodes).
+    #[arg(long)]
+    nodes: u16,
+    /// The port every process opens on its node and sends to.
+    #[arg(long, default_value_t = 2)]
+    port: u8,
+    /// Messages to each other node.
+    #[arg(long, default_value_t = 50)]
+    count: u32,
+    /// Bytes per message.
+    #[arg(long, default_value_t = 2000)]
+    size: u32,
+    /// A directory where each process marks itself ready before sending.
+    #[arg(long)]
+    barrier: PathBuf,
+    /// Give up after this many seconds without progress.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    timeout: u64,
 }
 
-fn run() -> Result<String, String> {
-    let cluster: String = arg("--cluster").ok_or("--cluster")?;
-    let me: u16 = arg("--node").ok_or("--node")?;
-    let nodes: u16 = arg("--nodes").ok_or("--nodes")?;
-    let port: u8 = arg("--port").unwrap_or(2);
-    let count: u32 = arg("--count").unwrap_or(50);
-    let size: u32 = arg("--size").unwrap_or(2000);
-    let barrier: PathBuf = arg("--barrier").ok_or("--barrier")?;
-    let timeout = Duration::from_secs(arg("--timeout").unwrap_or(60));
+fn run(args: Args) -> Result<String, String> {
+    let Args { cluster, me, nodes, port, count, size, barrier, timeout } = args;
+    let timeout = Duration::from_secs(timeout);
     let (nic, mut p) =
         bench::open_live_port(&cluster, me as u32, port, timeout, IdlePolicy::default())?;
     let t0 = Instant::now();
@@ -152,7 +176,7 @@ fn run() -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    match run(Args::parse()) {
         Ok(s) => {
             println!("{s}");
             ExitCode::SUCCESS

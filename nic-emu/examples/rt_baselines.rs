@@ -14,13 +14,34 @@ use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn arg(name: &str, default: u64) -> u64 {
-    let a: Vec<String> = std::env::args().collect();
-    a.iter()
-        .position(|x| x == name)
-        .and_then(|i| a.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+use clap::Parser;
+
+/// Baselines the live backend is measured against: a UDP ping-pong over
+/// loopback between two processes (this one and a copy of itself as the
+/// echo side), and a single-thread memcpy of the bytes a stream moves.
+/// Prints one-way UDP latency (half the round trip: min / median / p99)
+/// and memcpy bandwidth in MB/s (10^6 B/s).
+#[derive(Parser)]
+#[command(name = "rt_baselines")]
+struct Args {
+    /// Bytes per UDP datagram.
+    #[arg(long, default_value_t = 8)]
+    size: u64,
+    /// Round trips measured (after 100 of warm-up).
+    #[arg(long, default_value_t = 10000)]
+    count: u64,
+    /// Bytes per message of the memcpy stream.
+    #[arg(long, default_value_t = 65536)]
+    stream_size: u64,
+    /// Messages of the memcpy stream (at most 1 GiB in all).
+    #[arg(long, default_value_t = 5000)]
+    stream_count: u64,
+    /// One JSON line instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Be the echo side on this UDP port (how the example starts its copy).
+    #[arg(long, value_name = "PORT", hide = true)]
+    echo: Option<u16>,
 }
 
 fn echo(port: u16, size: usize) {
@@ -48,13 +69,14 @@ fn pct(v: &[u64], p: f64) -> f64 {
 }
 
 fn main() {
-    let size = arg("--size", 8) as usize;
-    let count = arg("--count", 10000);
-    let ssize = arg("--stream-size", 65536).max(1) as usize;
-    let scount = arg("--stream-count", 5000).clamp(1, (1u64 << 30) / ssize as u64);
-    let json = std::env::args().any(|a| a == "--json");
-    if let Some(p) = std::env::args().skip_while(|a| a != "--echo").nth(1) {
-        echo(p.parse().unwrap(), size);
+    let args = Args::parse();
+    let size = args.size as usize;
+    let count = args.count;
+    let ssize = args.stream_size.max(1) as usize;
+    let scount = args.stream_count.clamp(1, (1u64 << 30) / ssize as u64);
+    let json = args.json;
+    if let Some(p) = args.echo {
+        echo(p, size);
         return;
     }
     // UDP ping-pong between this process and a child.

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use host_driver::cluster::ClusterBackend;
 use host_driver::nic_abi::{class_max_len, size_class_for};
 use host_driver::{
@@ -18,18 +19,23 @@ use host_driver::{
 };
 use nic_emu::realtime::{Backoff, RtCluster, RtConfig};
 
-fn arg(name: &str, default: u64) -> u64 {
-    let a: Vec<String> = std::env::args().collect();
-    a.iter()
-        .position(|x| x == name)
-        .and_then(|i| a.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// The live backend's own one-way latency, without the scheduler: an
+/// in-process cluster (one device thread) and one host thread that plays
+/// both ends of a ping-pong (node 0 port 1 <-> node 1 port 1), busy
+/// polling.
+#[derive(Parser)]
+#[command(name = "rt_inproc_latency")]
+struct Args {
+    /// Round trips measured (after 1000 of warm-up).
+    #[arg(long, default_value_t = 20000)]
+    count: u64,
+    /// Bytes per message.
+    #[arg(long, default_value_t = 8)]
+    size: u32,
 }
 
 fn main() {
-    let count = arg("--count", 20000);
-    let size = arg("--size", 8) as u32;
+    let Args { count, size } = Args::parse();
     let path = std::env::temp_dir().join(format!("rt-inproc-{}", std::process::id()));
     let mut cfg = RtConfig::new(&path.to_string_lossy(), ClusterBackend::Live, 2);
     cfg.backoff = Backoff::busy();

@@ -9,34 +9,73 @@
 
 use std::time::Duration;
 
+use clap::{Parser, ValueEnum};
 use host_driver::bench::{self, PingPongConfig, PingRole};
 use host_driver::IdlePolicy;
 
-fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
-    let a: Vec<String> = std::env::args().collect();
-    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).and_then(|v| v.parse().ok())
+/// Which end of the ping-pong this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Role {
+    /// Sends first and measures.
+    Ping,
+    /// Answers.
+    Pong,
+}
+
+/// One end of a ping-pong on a running live or qemu cluster, like
+/// host-driver's `pingpong` binary, with the host's idle policy as flags:
+/// how long to spin, then yield, before sleeping 50 us.
+#[derive(Parser)]
+#[command(name = "rt_pingpong")]
+struct Args {
+    /// The cluster (name or directory).
+    #[arg(long)]
+    cluster: String,
+    /// This process's node.
+    #[arg(long)]
+    node: u32,
+    /// This process's port.
+    #[arg(long)]
+    port: u8,
+    /// The other end's node.
+    #[arg(long)]
+    peer: u16,
+    /// The other end's port.
+    #[arg(long)]
+    peer_port: u8,
+    /// Which end this process is.
+    #[arg(long, value_enum)]
+    role: Role,
+    /// Bytes per message.
+    #[arg(long, default_value_t = 8)]
+    size: u32,
+    /// Round trips.
+    #[arg(long, default_value_t = 5000)]
+    count: u64,
+    /// Spin this long (us) waiting for an event before yielding.
+    #[arg(long = "spin-us", default_value_t = 20)]
+    spin: u64,
+    /// Yield until this long (us), then sleep 50 us at a time (default:
+    /// never sleep).
+    #[arg(long = "yield-us")]
+    yield_us: Option<u64>,
 }
 
 fn main() {
-    let cluster: String = arg("--cluster").expect("--cluster");
-    let node: u32 = arg("--node").expect("--node");
-    let port: u8 = arg("--port").expect("--port");
-    let peer: u16 = arg("--peer").expect("--peer");
-    let peer_port: u8 = arg("--peer-port").expect("--peer-port");
-    let role: String = arg("--role").expect("--role");
-    let size: u32 = arg("--size").unwrap_or(8);
-    let count: u64 = arg("--count").unwrap_or(5000);
-    let spin: u64 = arg("--spin-us").unwrap_or(20);
-    let yield_us: u64 = arg("--yield-us").unwrap_or(u64::MAX / 1000);
+    let Args { cluster, node, port, peer, peer_port, role, size, count, spin, yield_us } =
+        Args::parse();
     let idle = IdlePolicy {
         spin: Duration::from_micros(spin),
-        yield_until: Duration::from_micros(yield_us),
+        yield_until: Duration::from_micros(yield_us.unwrap_or(u64::MAX / 1000)),
         sleep: Duration::from_micros(50),
     };
     let timeout = Duration::from_secs(30);
     let (nic, mut p) = bench::open_live_port(&cluster, node, port, timeout, idle)
         .unwrap_or_else(|e| panic!("{e}"));
-    let r = if role == "ping" { PingRole::Ping } else { PingRole::Pong };
+    let r = match role {
+        Role::Ping => PingRole::Ping,
+        Role::Pong => PingRole::Pong,
+    };
     let cfg = PingPongConfig { timeout, ..PingPongConfig::new(r, peer, peer_port, size, count) };
     let rep = bench::pingpong(&nic, &mut p, &cfg).unwrap_or_else(|e| panic!("{e}"));
     if let Some(l) = rep.one_way {

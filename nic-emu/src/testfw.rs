@@ -11,7 +11,7 @@
 //! `PacketsReceived`, `CrcErrors`).
 
 use nic_abi::map::{self, RX_BUF_COUNT, TX_BUF_COUNT};
-use nic_abi::packet::{flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, TxDmaCmd, RX_CRC_BAD};
 use nic_abi::stats::{stat_offset, Stat};
@@ -153,7 +153,7 @@ impl Firmware for PumpFirmware {
             hw.write(start, &entry[1..1 + rl]);
             let h = Header {
                 ptype: PacketType::Data,
-                flags: flags::FIRST | flags::LAST,
+                flags: Flags::FIRST | Flags::LAST,
                 priority: Priority::Low,
                 nack_code: 0,
                 src_node: self.node as u16,

@@ -88,7 +88,7 @@ fn gdb(elf: &std::path::Path, port: u16, script: &std::path::Path) -> Command {
         .arg(format!("file {}", elf.display()))
         .arg("-ex")
         .arg(format!("target remote 127.0.0.1:{port}"))
-        .args(["-ex", "break 'mcp::Mcp::sdma_intake<mcp_image::hw::SramHw>'"])
+        .args(["-ex", "break 'mcp::sdma::Sdma::intake<mcp_image::hw::SramHw>'"])
         .arg("-x")
         .arg(script);
     c
@@ -109,40 +109,74 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
     let c = rt::start(cfg);
     // Node 0 waits for the debugger; node 1 runs.
     assert_eq!(c.fw_status(), vec![regs::FW_BOOTING, regs::FW_RUNNING]);
+    // 64 KiB messages from node 0 to node 1, every byte checked: they
+    // start once gdb lets node 0 run.
+    let (send, recv) = rt::stream_spawn(c.path(), (0, 1), (1, 1), 65536, 20, &[]);
     let script = std::env::temp_dir().join(format!("nic-gdb-{}.gdb", std::process::id()));
     std::fs::write(
         &script,
+        // Stop in the SDMA intake step, step, read the states, go on; then
+        // stop in SEND's step once SDMA waits for a fill's host-DMA in the
+        // middle of a 64 KiB send, and print what each machine waits for.
         "continue\n\
          echo STOPPED-IN-SDMA\\n\n\
          bt 1\n\
          next\n\
          stepi\n\
-         print mcp_image::MCP.sdma_state\n\
-         print mcp_image::MCP.recv_state\n\
+         print mcp_image::MCP.sdma.state\n\
+         print mcp_image::MCP.recv.state\n\
          continue\n\
          echo CONTINUED\\n\n\
          print $pc\n\
          delete\n\
+         break 'mcp::send::Send::step<mcp_image::hw::SramHw>' if \
+         $_regex($_as_string(mcp_image::MCP.sdma.state), \"FillWait\")\n\
+         continue\n\
+         echo MID-SEND\\n\n\
+         print mcp_image::MCP.sdma.state\n\
+         print mcp_image::MCP.send.state\n\
+         print mcp_image::MCP.recv.state\n\
+         print mcp_image::MCP.rdma.state\n\
+         print mcp_image::MCP.shared.hdma.prod - mcp_image::MCP.shared.hdma.done\n\
+         delete\n\
          detach\n",
     )
     .unwrap();
-    let o = run_with_timeout(gdb(&elf, port, &script), Duration::from_secs(90));
+    let o = run_with_timeout(gdb(&elf, port, &script), Duration::from_secs(120));
     let _ = std::fs::remove_file(&script);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     let all = rt::text(&o);
     assert!(o.status.success(), "gdb-multiarch failed:\n{all}");
     // Stopped in the SDMA step function, twice (before and after continue).
-    let hits = out.matches("Breakpoint 1, mcp::Mcp::sdma_intake").count();
-    assert!(hits >= 2, "gdb did not stop in sdma_intake twice:\n{all}");
+    let hits = out.matches("Breakpoint 1, mcp::sdma::Sdma::intake").count();
+    assert!(hits >= 2, "gdb did not stop in Sdma::intake twice:\n{all}");
     assert!(out.contains("STOPPED-IN-SDMA") && out.contains("CONTINUED"), "{all}");
     // A single step stayed in the MCP's source.
-    assert!(out.contains("sdma.rs"), "no source line of sdma.rs:\n{all}");
+    assert!(out.contains("sdma/intake.rs"), "no source line of sdma/intake.rs:\n{all}");
     // The state variables read as their enums.
-    assert!(out.contains("= mcp::trace::SdmaState::"), "no SdmaState printed:\n{all}");
-    assert!(out.contains("= mcp::trace::RecvState::"), "no RecvState printed:\n{all}");
-    assert!(out.contains("<mcp::Mcp::sdma_intake"), "$pc not in sdma_intake:\n{all}");
-    // Detached: the guest runs on (it had started the MCP before the
-    // first stop in a step function).
+    assert!(out.contains("= mcp::sdma::SdmaState::"), "no SdmaState printed:\n{all}");
+    assert!(out.contains("= mcp::recv::RecvState::"), "no RecvState printed:\n{all}");
+    assert!(out.contains("<mcp::sdma::Sdma::intake"), "$pc not in Sdma::intake:\n{all}");
+    // In the middle of the send: SDMA waits for the fill of a packet of a
+    // send token, with its operands, while host-DMA commands are posted
+    // and not yet seen complete; the other machines say what they do.
+    let mid = out.split("MID-SEND").nth(1).unwrap_or_else(|| panic!("never mid-send:\n{all}"));
+    eprintln!("gdb, mid-send:{mid}");
+    let fill = mid.lines().find(|l| l.contains("SdmaState::")).unwrap_or("");
+    assert!(
+        fill.contains("SdmaState::FillWait{token: ") && fill.contains("packet: "),
+        "SDMA is not waiting for a fill with its token:\n{all}"
+    );
+    assert!(mid.contains("= mcp::send::SendState::"), "{all}");
+    assert!(mid.contains("= mcp::rdma::RdmaState::"), "{all}");
+    let outstanding = mid
+        .lines()
+        .filter_map(|l| l.split_once(" = ").map(|(_, v)| v.trim()))
+        .filter_map(|v| v.parse::<u32>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no host-DMA count printed:\n{all}"));
+    assert!(outstanding > 0, "no host-DMA outstanding while SDMA waits for a fill:\n{all}");
+    // Detached: the guest runs on, and the stream completes intact.
     let t = Instant::now();
     while c.fw_status() != vec![regs::FW_RUNNING, regs::FW_RUNNING] {
         assert!(
@@ -152,6 +186,10 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    let send = rt::finish(send, Duration::from_secs(60));
+    let recv = rt::finish(recv, Duration::from_secs(60));
+    assert!(send.status.success(), "sender:\n{}", rt::text(&send));
+    assert!(recv.status.success(), "receiver:\n{}", rt::text(&recv));
 }
 
 /// `cargo xtask logs --node 0 --cluster DIR --image ELF` (xtask built in

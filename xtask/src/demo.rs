@@ -1,15 +1,20 @@
 //! `cargo xtask demo`: a 4-node cluster at work. By default on the qemu
 //! backend (the riscv64 MCP image under QEMU; installed with apt-get when
 //! missing and running as root) or, without QEMU, the live backend, driven
-//! by host processes (`crate::rt::demo`). `--backend sim` runs the
-//! scenario scenarios/demo-4node.toml (built in, so the demo runs from
-//! anywhere) on the deterministic simulator.
+//! by host processes (`pingpong` and `stream`, through `crate::rt`).
+//! `--backend sim` runs the scenario scenarios/demo-4node.toml (built in,
+//! so the demo runs from anywhere) on the deterministic simulator.
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Instant;
 
-use crate::rt::Backend;
+use host_driver::cluster::ClusterBackend;
+use nic_emu::realtime::{qemu, RtConfig};
 use nic_emu::scenario::{self, report::fmt_bytes, report::fmt_ns, Scenario};
+
+use crate::fw;
+use crate::rt::{self, Backend};
 
 const DEMO: &str = include_str!("../../scenarios/demo-4node.toml");
 
@@ -20,7 +25,7 @@ pub fn run(root: &Path, backend: Option<Backend>, json: bool) -> crate::Result<E
     if json || backend == Some(Backend::Sim) {
         return run_sim(json);
     }
-    crate::rt::demo(root, backend)
+    run_realtime(root, backend)
 }
 
 /// The demo scenario on the deterministic simulator.
@@ -81,4 +86,108 @@ pub fn run_sim(json: bool) -> crate::Result<ExitCode> {
         print!("{}", r.summary());
         Ok(ExitCode::from(2))
     }
+}
+
+/// `cargo xtask demo` on a real-time backend (qemu when QEMU is here or
+/// can be installed, else live).
+fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
+    let t0 = Instant::now();
+    println!("==> firmware image");
+    let elf = fw::build_image(root, false)?;
+    fw::report_size(&elf)?;
+    let backend = match want {
+        Some(Backend::Live) => ClusterBackend::Live,
+        Some(Backend::Qemu) => {
+            if !rt::ensure_qemu()? {
+                return Err(format!("--backend qemu: {} is missing", qemu::QEMU_PROGRAM));
+            }
+            ClusterBackend::Qemu
+        }
+        _ => {
+            if rt::ensure_qemu()? {
+                ClusterBackend::Qemu
+            } else {
+                println!("falling back to the live backend (the MCP as native threads)");
+                ClusterBackend::Live
+            }
+        }
+    };
+    println!("==> host programs (pingpong, stream)");
+    let bins = fw::build_host_programs(root)?;
+    let name = format!("demo-{}", std::process::id());
+    let mut cfg = RtConfig::new(&name, backend, 4);
+    if backend == ClusterBackend::Qemu {
+        cfg.image = Some(elf.clone());
+    }
+    let stop = rt::stop_flag()?;
+    println!(
+        "==> starting a 4-node cluster on the {} backend ({})",
+        backend,
+        if backend == ClusterBackend::Qemu {
+            "one qemu-system-riscv64 per NIC running the riscv64 MCP image"
+        } else {
+            "the MCP as native threads; no QEMU"
+        }
+    );
+    let c = rt::start(cfg)?;
+    if backend == ClusterBackend::Qemu {
+        println!(
+            "flashed {} into node0..node3/flash; every NIC booted it (FW_STATUS = RUNNING)",
+            elf.display()
+        );
+    }
+    rt::print_where(&c);
+    let path = c.path().to_path_buf();
+    let qemu = backend == ClusterBackend::Qemu;
+    let (pp_count, st_count) = if qemu { (1000, 200) } else { (5000, 2000) };
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mut failed = None;
+    println!("==> host processes: pingpong (nodes 0 <-> 1), stream (node 2 -> node 3)");
+    for size in [8u32, 1024] {
+        match rt::pingpong(&bins, &path, 1, size, pp_count, &[]) {
+            Ok(l) => rows.push((
+                "ping-pong".into(),
+                "0 <-> 1".into(),
+                format!("{size} B x {pp_count}"),
+                format!(
+                    "one-way {:.1} us median (min {:.1}, p99 {:.1})",
+                    l.median_us, l.min_us, l.p99_us
+                ),
+            )),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    for size in [4096u32, 65536] {
+        match rt::stream(&bins, &path, 4, 2, size, st_count, &[]) {
+            Ok(mb) => rows.push((
+                "stream".into(),
+                "2 -> 3".into(),
+                format!("{} KiB x {st_count}", size / 1024),
+                format!("{mb:.1} MB/s"),
+            )),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    let stopped = stop.load(std::sync::atomic::Ordering::Relaxed);
+    c.stop().map_err(|e| e.to_string())?;
+    println!();
+    println!(
+        "{} backend, 4 nodes, lanai9-gm profile, every message checked byte by byte:",
+        backend
+    );
+    println!("{:<10} {:<8} {:<14} result", "test", "nodes", "messages");
+    for (a, b, cc, d) in &rows {
+        println!("{a:<10} {b:<8} {cc:<14} {d}");
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if stopped {
+        return Err("interrupted".into());
+    }
+    println!(
+        "\ndone in {:.0} s. next: `cargo xtask run --nodes 4 --backend {backend}`, `cargo xtask gdb --node 0`, `cargo xtask bench`, `cargo xtask demo --backend sim`",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }

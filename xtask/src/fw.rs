@@ -1,9 +1,8 @@
-//! `cargo xtask build-fw` and `cargo xtask flash`: the bare-metal MCP image
-//! (firmware/image, riscv64imac-unknown-none-elf) built with cargo into
-//! `<target>/fw` (beside the workspace's own target directory), its size
-//! report (text, data, bss from the ELF's section headers; the `.stack`
-//! reservation is not counted), and writing an image into a node's flash
-//! file of a running cluster.
+//! `cargo xtask build-fw`: the bare-metal MCP image (firmware/image,
+//! riscv64imac-unknown-none-elf) built with cargo into `<target>/fw`
+//! (beside the workspace's own target directory) and its size report
+//! (text, data, bss from the ELF's section headers; the `.stack`
+//! reservation is not counted).
 //!
 //! Also what the other commands share: where the workspace's target
 //! directory is, building workspace binaries (host-driver's `pingpong` and
@@ -11,6 +10,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+
+use object::read::elf::{FileHeader, SectionHeader};
+use object::{elf, Endianness, ReadCache, ReadRef};
 
 use crate::prereq::FW_TARGET;
 
@@ -175,75 +177,42 @@ pub struct Section {
     pub nobits: bool,
 }
 
-/// The section headers of a 64-bit little-endian ELF (enough for the
-/// size report; no dependency). `read_at(offset, len)` reads the file:
-/// the image is sparse and GiBs long (`.defmt` sits beside RAM), so only
-/// the headers and the section-name table are read.
-pub fn sections(
-    read_at: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
-) -> crate::Result<Vec<Section>> {
-    let bad = || "truncated or malformed ELF".to_string();
-    let eh = read_at(0, 64).ok_or_else(bad)?;
-    if eh.get(..4) != Some(b"\x7fELF") || eh.get(4) != Some(&2) || eh.get(5) != Some(&1) {
+/// The section headers of a 64-bit little-endian ELF, read through
+/// `object` from `data`: a byte slice, or a `ReadCache` over a file that
+/// reads only the ranges asked for (the image is sparse and GiBs long,
+/// `.defmt` sits beside RAM, so only the headers and the section-name
+/// table are read).
+pub fn sections<'data, R: ReadRef<'data>>(data: R) -> crate::Result<Vec<Section>> {
+    let header = elf::FileHeader64::<Endianness>::parse(data)
+        .map_err(|e| format!("not a 64-bit little-endian ELF ({e})"))?;
+    let endian = header.endian().map_err(|e| format!("malformed ELF: {e}"))?;
+    if endian != Endianness::Little {
         return Err("not a 64-bit little-endian ELF".into());
     }
-    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |b: &[u8], o: usize| {
-        b.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)
-    };
-    let u64_at = |b: &[u8], o: usize| {
-        b.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
-    };
-    let shoff = u64_at(&eh, 0x28).ok_or_else(bad)?;
-    let shentsize = u16_at(&eh, 0x3A).ok_or_else(bad)? as usize;
-    let shnum = u16_at(&eh, 0x3C).ok_or_else(bad)? as usize;
-    let shstrndx = u16_at(&eh, 0x3E).ok_or_else(bad)? as usize;
-    if shentsize < 0x40 || shnum == 0 || shstrndx >= shnum {
-        return Err(bad());
-    }
-    let sh = read_at(shoff, shnum * shentsize).ok_or_else(bad)?;
-    let hdr = |i: usize| i * shentsize;
-    let str_off = u64_at(&sh, hdr(shstrndx) + 0x18).ok_or_else(bad)?;
-    let str_len = u64_at(&sh, hdr(shstrndx) + 0x20).ok_or_else(bad)?;
-    let strtab = read_at(str_off, usize::try_from(str_len).map_err(|_| bad())?.min(1 << 20))
-        .ok_or_else(bad)?;
-    let mut out = Vec::with_capacity(shnum);
-    for i in 0..shnum {
-        let h = hdr(i);
-        let name_off = u32_at(&sh, h).ok_or_else(bad)? as usize;
-        let kind = u32_at(&sh, h + 4).ok_or_else(bad)?;
-        let flags = u64_at(&sh, h + 8).ok_or_else(bad)?;
-        let addr = u64_at(&sh, h + 0x10).ok_or_else(bad)?;
-        let size = u64_at(&sh, h + 0x20).ok_or_else(bad)?;
-        let name = strtab
-            .get(name_off..)
-            .and_then(|s| s.split(|&b| b == 0).next())
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .unwrap_or_default();
-        out.push(Section {
-            name,
-            size,
-            addr,
-            alloc: flags & 0x2 != 0,
-            write: flags & 0x1 != 0,
-            exec: flags & 0x4 != 0,
-            nobits: kind == 8,
-        });
-    }
-    Ok(out)
+    let table = header.sections(endian, data).map_err(|e| format!("malformed ELF: {e}"))?;
+    let flag =
+        |h: &elf::SectionHeader64<Endianness>, f: u32| h.sh_flags(endian) & u64::from(f) != 0;
+    Ok(table
+        .iter()
+        .map(|h| Section {
+            name: table
+                .section_name(endian, h)
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .unwrap_or_default(),
+            size: h.sh_size(endian),
+            addr: h.sh_addr(endian),
+            alloc: flag(h, elf::SHF_ALLOC),
+            write: flag(h, elf::SHF_WRITE),
+            exec: flag(h, elf::SHF_EXECINSTR),
+            nobits: h.sh_type(endian) == elf::SHT_NOBITS,
+        })
+        .collect())
 }
 
 /// The section headers of the ELF file at `path`.
 pub fn file_sections(path: &Path) -> crate::Result<Vec<Section>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut read_at = |off: u64, len: usize| -> Option<Vec<u8>> {
-        let mut b = vec![0u8; len];
-        f.seek(SeekFrom::Start(off)).ok()?;
-        f.read_exact(&mut b).ok()?;
-        Some(b)
-    };
-    sections(&mut read_at).map_err(|e| format!("{}: {e}", path.display()))
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    sections(&ReadCache::new(f)).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// text (code and read-only data), data, bss of an image, as `size`
@@ -327,48 +296,6 @@ pub fn build_fw(root: &Path, selftest: bool) -> crate::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `cargo xtask flash --node N [IMAGE] [--cluster NAME]`.
-pub fn flash(
-    root: &Path,
-    node: u32,
-    image: Option<PathBuf>,
-    cluster: &str,
-) -> crate::Result<ExitCode> {
-    use host_driver::cluster::{ClusterBackend, ClusterDir};
-    let dir = ClusterDir::open(cluster).map_err(|e| {
-        format!("{e} (start one with `cargo xtask run --nodes N --backend qemu --name {cluster}`)")
-    })?;
-    let m = dir.manifest();
-    if node >= m.nodes {
-        return Err(format!("node {node}: cluster `{}` has nodes 0..{}", m.name, m.nodes));
-    }
-    let image = match image {
-        Some(i) => i,
-        None => {
-            let elf = build_image(root, false)?;
-            report_size(&elf)?;
-            elf
-        }
-    };
-    nic_emu::realtime::qemu::check_riscv_elf(&image)?;
-    let flash = dir.flash_path(node);
-    nic_emu::realtime::qemu::write_flash(&image, &flash)
-        .map_err(|e| format!("writing {}: {e}", flash.display()))?;
-    println!("flashed {} into {}", image.display(), flash.display());
-    if m.backend == ClusterBackend::Qemu {
-        println!(
-            "cluster `{}` (device process {}) resets node {node}: its QEMU guest restarts with the new image and its ports close",
-            m.name, m.pid
-        );
-    } else {
-        println!(
-            "cluster `{}` runs the live backend (native MCP): node {node} is reset, and keeps running the native MCP",
-            m.name
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,8 +323,17 @@ mod tests {
     #[test]
     fn a_file_that_is_not_an_elf_is_refused() {
         let junk = b"hello world, not an elf at all, really, not even close to one".to_vec();
-        let mut read_at =
-            |off: u64, len: usize| junk.get(off as usize..off as usize + len).map(<[u8]>::to_vec);
-        assert!(sections(&mut read_at).is_err());
+        assert!(sections(&junk[..]).is_err());
+    }
+
+    #[test]
+    fn a_real_elf_has_its_text_section_allocated_and_executable() {
+        // This test binary is a 64-bit little-endian ELF on the hosts the
+        // project runs on.
+        let me = std::env::current_exe().unwrap();
+        let secs = file_sections(&me).unwrap();
+        let text = secs.iter().find(|s| s.name == ".text").expect("a .text section");
+        assert!(text.alloc && text.exec && !text.write && !text.nobits && text.size > 0);
+        assert!(secs.iter().any(|s| s.name == ".bss" && s.nobits && s.write));
     }
 }

@@ -17,14 +17,18 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_rt;
 mod calibrate;
 mod demo;
+mod flash;
 mod fw;
+mod gdb;
 mod logs;
 mod prereq;
 mod report;
 mod report_live;
 mod rt;
+mod run;
 mod sim;
 mod testing;
 
@@ -288,26 +292,26 @@ fn main() -> ExitCode {
         }
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { rt_count, realtime: true, .. } => {
-            rt::bench(&root, rt_count).map(|_| ExitCode::SUCCESS)
+            bench_rt::run(&root, rt_count).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, .. } => {
             bench::run(&profiles, quick, !no_speed).and_then(|code| {
                 if !no_realtime {
-                    rt::bench(&root, rt_count)?;
+                    bench_rt::run(&root, rt_count)?;
                 }
                 Ok(code)
             })
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
-        Cmd::Flash { node, image, cluster } => fw::flash(&root, node, image, &cluster),
+        Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
         Cmd::Run { nodes, backend, name, brm, cpus } => {
-            rt::run(&root, nodes, backend, &name, brm, cpus.map(|c| c.0).unwrap_or_default())
+            run::run(&root, nodes, backend, &name, brm, cpus.map(|c| c.0).unwrap_or_default())
         }
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }
         Cmd::Gdb { node, nodes, cluster, batch, sdma_only } => {
-            rt::gdb(&root, node, nodes, &cluster, batch, sdma_only)
+            gdb::run(&root, node, nodes, &cluster, batch, sdma_only)
         }
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)

@@ -102,23 +102,26 @@ impl NackCode {
     }
 }
 
-/// Header flag bits.
-pub mod flags {
-    /// First packet of a message.
-    pub const FIRST: u8 = 1;
-    /// Last packet of a message.
-    pub const LAST: u8 = 2;
-    /// `ack` is valid.
-    pub const ACK_VALID: u8 = 4;
-    /// The sender (re)starts this stream here: it is new (the NIC booted),
-    /// it abandoned earlier sequence numbers (its port closed, or the peer
-    /// was unreachable), or the receiver lost its state. The receiver takes
-    /// `seq` as the next expected one, dropping any partial message, when
-    /// the SYNC is news: the first it sees, one from another boot of the
-    /// sender (`sync_boot`), or a new `sync_gen` that does not go back
-    /// before what it already took. Only on the first packet of a message.
-    pub const SYNC: u8 = 8;
-    pub const ALL: u8 = FIRST | LAST | ACK_VALID | SYNC;
+bitflags::bitflags! {
+    /// Header flag bits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Flags: u8 {
+        /// First packet of a message.
+        const FIRST = 1;
+        /// Last packet of a message.
+        const LAST = 2;
+        /// `ack` is valid.
+        const ACK_VALID = 4;
+        /// The sender (re)starts this stream here: it is new (the NIC
+        /// booted), it abandoned earlier sequence numbers (its port closed,
+        /// or the peer was unreachable), or the receiver lost its state. The
+        /// receiver takes `seq` as the next expected one, dropping any
+        /// partial message, when the SYNC is news: the first it sees, one
+        /// from another boot of the sender (`sync_boot`), or a new
+        /// `sync_gen` that does not go back before what it already took.
+        /// Only on the first packet of a message.
+        const SYNC = 8;
+    }
 }
 
 /// Field offsets (for firmware that patches a header in place).
@@ -133,7 +136,7 @@ pub mod field {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub ptype: PacketType,
-    pub flags: u8,
+    pub flags: Flags,
     pub priority: Priority,
     pub nack_code: u8,
     pub src_node: u16,
@@ -159,7 +162,7 @@ impl Header {
     #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.ptype as u8);
-        put_u8(b, 1, self.flags);
+        put_u8(b, 1, self.flags.bits());
         put_u8(b, 2, self.priority as u8);
         put_u8(b, 3, self.nack_code);
         put_u16(b, 4, self.src_node);
@@ -195,10 +198,7 @@ impl Header {
             return Err(ParseError::Truncated);
         }
         let ptype = PacketType::from_u8(get_u8(b, 0)).ok_or(ParseError::BadField("ptype"))?;
-        let fl = get_u8(b, 1);
-        if fl & !flags::ALL != 0 {
-            return Err(ParseError::BadField("flags"));
-        }
+        let fl = Flags::from_bits(get_u8(b, 1)).ok_or(ParseError::BadField("flags"))?;
         let priority = Priority::from_u8(get_u8(b, 2)).ok_or(ParseError::BadField("priority"))?;
         let h = Header {
             ptype,
@@ -254,8 +254,8 @@ impl Header {
     }
 
     #[inline]
-    pub fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
+    pub fn has(&self, flag: Flags) -> bool {
+        self.flags.contains(flag)
     }
 }
 
@@ -279,7 +279,7 @@ mod tests {
     fn data() -> Header {
         Header {
             ptype: PacketType::Data,
-            flags: flags::FIRST | flags::ACK_VALID,
+            flags: Flags::FIRST.union(Flags::ACK_VALID),
             priority: Priority::High,
             nack_code: 0,
             src_node: 1,

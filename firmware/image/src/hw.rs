@@ -5,7 +5,9 @@
 //! bounds-checked against the SRAM size the device model configured.
 
 use crate::clint;
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use volatile::VolatilePtr;
 use mcp::hw::Hw;
 use nic_abi::{map, regs};
 
@@ -30,6 +32,14 @@ impl SramHw {
         hw
     }
 
+    /// A byte of SRAM, for volatile access (others write SRAM concurrently).
+    /// The caller checked `off` against the SRAM size.
+    fn byte(&self, off: usize) -> VolatilePtr<'static, u8> {
+        // SAFETY: SRAM_BASE + off is inside SRAM (checked by the caller),
+        // which is this CPU's RAM: always mapped and never null.
+        unsafe { VolatilePtr::new(NonNull::new_unchecked((SRAM_BASE + off) as *mut u8)) }
+    }
+
     fn ok(&self, off: u32, len: usize) -> bool {
         (off as usize).checked_add(len).is_some_and(|e| e <= self.size as usize)
     }
@@ -51,10 +61,7 @@ impl Hw for SramHw {
             return;
         }
         for (i, b) in buf.iter_mut().enumerate() {
-            // SAFETY: in bounds of SRAM (checked above), which is this CPU's
-            // RAM: always mapped; others may write it concurrently, hence
-            // volatile.
-            *b = unsafe { core::ptr::read_volatile((SRAM_BASE + off as usize + i) as *const u8) };
+            *b = self.byte(off as usize + i).read();
         }
     }
 
@@ -63,8 +70,7 @@ impl Hw for SramHw {
             return;
         }
         for (i, b) in data.iter().enumerate() {
-            // SAFETY: in bounds of SRAM, as in `read`.
-            unsafe { core::ptr::write_volatile((SRAM_BASE + off as usize + i) as *mut u8, *b) };
+            self.byte(off as usize + i).write(*b);
         }
     }
 

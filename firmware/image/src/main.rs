@@ -16,7 +16,7 @@ use core::panic::PanicInfo;
 use mcp::Mcp;
 
 /// The whole firmware state, in .bss (inside the IMAGE region of SRAM, as
-/// on a LANai). A debugger reads `mcp_image::MCP.sdma_state` and friends.
+/// on a LANai). A debugger reads `mcp_image::MCP.sdma.state` and friends.
 #[no_mangle]
 pub static mut MCP: Mcp = Mcp::new();
 

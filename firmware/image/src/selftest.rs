@@ -4,7 +4,7 @@
 use crate::hw::SramHw;
 use mcp::hw::Hw;
 use nic_abi::desc::{DescKind, Descriptor};
-use nic_abi::packet::{flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::{map, regs, Priority};
 
 fn check(ok: bool, _what: &str) {
@@ -51,7 +51,7 @@ pub fn run() -> ! {
     check(Descriptor::decode(&b[..10]).is_err(), "short descriptor");
     let h = Header {
         ptype: PacketType::Ack,
-        flags: flags::ACK_VALID,
+        flags: Flags::ACK_VALID,
         priority: Priority::Low,
         nack_code: 0,
         src_node: 0,

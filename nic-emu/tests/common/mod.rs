@@ -5,7 +5,7 @@
 
 use host_driver::backend::NicBackend;
 use nic_abi::map;
-use nic_abi::packet::{flags, route_byte, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{route_byte, Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
 use nic_abi::Priority;
@@ -39,7 +39,7 @@ pub fn idle_cluster(
 pub fn header(src: u16, dst: u16, payload_len: u16) -> [u8; HEADER_LEN] {
     let h = Header {
         ptype: PacketType::Data,
-        flags: flags::FIRST | flags::LAST,
+        flags: Flags::FIRST | Flags::LAST,
         priority: Priority::Low,
         nack_code: 0,
         src_node: src,

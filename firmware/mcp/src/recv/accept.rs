@@ -15,7 +15,7 @@ use crate::shared::{FromRecv, Shared};
 use crate::translate::registered;
 use nic_abi::event::INLINE_MAX;
 use nic_abi::map;
-use nic_abi::packet::{flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::stats::Stat;
 use nic_abi::{class_max_len, Priority};
 
@@ -142,9 +142,9 @@ impl Recv {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;
         };
-        let first = h.has(flags::FIRST);
-        let last = h.has(flags::LAST);
-        if first && h.has(flags::SYNC) {
+        let first = h.has(Flags::FIRST);
+        let last = h.has(Flags::LAST);
+        if first && h.has(Flags::SYNC) {
             let rx = self.rxs[r];
             let news = match rx.sync_seen {
                 None => true,

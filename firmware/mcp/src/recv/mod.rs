@@ -20,10 +20,10 @@ mod accept;
 use crate::hw::Hw;
 use crate::pool::{Pool, NIL};
 use crate::records::*;
-use crate::shared::{FromRecv, Shared};
+use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RX_CRC_BAD, RX_TRUNCATED};
 use nic_abi::stats::Stat;
@@ -57,8 +57,12 @@ impl RecvState {
     pub const ACCEPT: u8 = 3;
     pub const RDMA_FULL: u8 = 4;
     pub const BACKLOG: u8 = 5;
+}
 
-    pub fn code(&self) -> u8 {
+impl MachineState for RecvState {
+    const MACHINE: Machine = Machine::Recv;
+
+    fn code(&self) -> u8 {
         match self {
             RecvState::Idle => Self::IDLE,
             RecvState::Check { .. } => Self::CHECK,
@@ -142,11 +146,7 @@ impl Recv {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
-        if self.state == to {
-            return;
-        }
-        let from = core::mem::replace(&mut self.state, to);
-        cx.trace.record(hw, cx.now, Machine::Recv, (from.code(), to.code()), cause, to.arg());
+        cx.transition(hw, &mut self.state, to, cause);
     }
 
     /// Take over the engine's counters as they are (a warm restart).
@@ -267,7 +267,7 @@ impl Recv {
         cx.bump(Stat::PacketsReceived, 1);
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
-        if h.has(flags::ACK_VALID) {
+        if h.has(Flags::ACK_VALID) {
             self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
             self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
         }

@@ -13,7 +13,7 @@ use crate::translate::pieces;
 use crate::{Work, CONTROL_RESERVE};
 use nic_abi::event::SendStatus;
 use nic_abi::map;
-use nic_abi::packet::{flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
@@ -129,15 +129,15 @@ impl Sdma {
             TokKind::Get => PacketType::GetReq,
             _ => PacketType::GetResp,
         };
-        let mut fl = 0;
+        let mut fl = Flags::empty();
         if pkt == 0 {
-            fl |= flags::FIRST;
+            fl |= Flags::FIRST;
             if tok.sync {
-                fl |= flags::SYNC;
+                fl |= Flags::SYNC;
             }
         }
         if pkt + 1 >= tok.npkts {
-            fl |= flags::LAST;
+            fl |= Flags::LAST;
         }
         let h = Header {
             ptype,

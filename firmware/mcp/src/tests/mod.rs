@@ -1,0 +1,470 @@
+//! Unit tests of the state machines on the host, without the emulator: a
+//! tiny bench (`Bench`) stands in for the hardware. Its engines act
+//! instantly between polls, its wire connects every NIC to every other
+//! directly (one route byte), and it can drop, corrupt or duplicate
+//! packets on a fixed pattern. A minimal host side writes page tables and
+//! descriptors and reads events, as the driver would.
+
+use crate::hw::SliceHw;
+use crate::Mcp;
+use crate::SdmaState;
+use nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
+use nic_abi::event::{ErrorCause, Event, EventKind, SendStatus, EVENT_SIZE};
+use nic_abi::packet::{field, route_byte, Header, HEADER_LEN};
+use nic_abi::page_table::{self, Pte, PteState};
+use nic_abi::port::*;
+use nic_abi::regs::{self, reg};
+use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
+use nic_abi::stats::Stat;
+use nic_abi::{map, Priority, PAGE_SIZE};
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+mod delivery;
+mod machines;
+mod recovery;
+
+const SRAM: usize = map::SRAM_MIN as usize;
+const HOST: usize = 8 << 20;
+const EVQ_ENTRIES: u32 = 256;
+/// Virtual addresses are bus addresses plus this.
+const VBASE: u64 = 0x7000_0000_0000;
+
+struct Node {
+    sram: Vec<u8>,
+    host: Vec<u8>,
+    mcp: Box<Mcp>,
+    /// Packets waiting for a free receive buffer.
+    inbox: VecDeque<Vec<u8>>,
+    next_event: [u32; 8],
+    brk: u64,
+}
+
+impl Node {
+    fn hw(&mut self) -> SliceHw<'_> {
+        SliceHw::new(&mut self.sram)
+    }
+    fn r32(&self, off: u32) -> u32 {
+        u32::from_le_bytes(self.sram[off as usize..off as usize + 4].try_into().unwrap())
+    }
+    fn w32(&mut self, off: u32, v: u32) {
+        self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn w64(&mut self, off: u32, v: u64) {
+        self.sram[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Faults {
+    /// Drop every n-th packet on the wire (0: never).
+    drop_every: u32,
+    corrupt_every: u32,
+    dup_every: u32,
+}
+
+struct Bench {
+    nodes: Vec<Node>,
+    rtc: u64,
+    faults: Faults,
+    wire_count: u32,
+    /// Every packet put on the wire: (src, dst, header).
+    log: Vec<Header>,
+}
+
+impl Bench {
+    fn new(n: usize) -> Bench {
+        Bench::with(n, |_| {})
+    }
+
+    fn with(n: usize, cfg: impl Fn(&mut Node)) -> Bench {
+        let mut nodes = Vec::new();
+        for i in 0..n {
+            let mut node = Node {
+                sram: vec![0u8; SRAM],
+                host: vec![0u8; HOST],
+                mcp: Box::new(Mcp::new()),
+                inbox: VecDeque::new(),
+                next_event: [1; 8],
+                brk: 0x10000,
+            };
+            node.w32(reg(regs::MAGIC), regs::MAGIC_VALUE);
+            node.w32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
+            node.w32(reg(regs::NODE_ID), i as u32);
+            node.w32(reg(regs::NUM_NODES), n as u32);
+            node.w32(reg(regs::MTU), 4096);
+            node.w64(reg(regs::SEND_TIMEOUT_TICKS), 50_000);
+            node.w64(reg(regs::RETRANSMIT_TICKS), 400);
+            node.w64(reg(regs::ACK_DELAY_TICKS), 20);
+            node.w64(reg(regs::NOBUF_RETRY_TICKS), 1000);
+            node.w32(reg(regs::SEND_TOKENS), 16);
+            node.w32(reg(regs::RECV_TOKENS), 32);
+            node.w32(reg(regs::WINDOW), 16);
+            for d in 0..n {
+                let e = map::route_entry(d);
+                node.sram[e as usize] = 1;
+                node.sram[e as usize + 1] = route_byte(d as u8);
+            }
+            cfg(&mut node);
+            let mut mcp = Box::new(Mcp::new());
+            mcp.init(&mut node.hw()).expect("init");
+            node.mcp = mcp;
+            nodes.push(node);
+        }
+        Bench { nodes, rtc: 0, faults: Faults::default(), wire_count: 0, log: Vec::new() }
+    }
+
+    /// One round: every NIC polls, then every engine does all it can.
+    fn round(&mut self) -> bool {
+        self.rtc += 1;
+        let mut busy = false;
+        for i in 0..self.nodes.len() {
+            let rtc = self.rtc;
+            let node = &mut self.nodes[i];
+            node.w64(reg(regs::RTC), rtc);
+            let mut hw = SliceHw::new(&mut node.sram);
+            let w = node.mcp.poll(&mut hw);
+            assert_eq!(hw.faults, 0, "firmware touched memory outside SRAM");
+            busy |= !w.is_idle();
+            busy |= self.engines(i);
+        }
+        busy
+    }
+
+    fn run(&mut self, rounds: u32) {
+        for _ in 0..rounds {
+            self.round();
+        }
+    }
+
+    fn run_until(&mut self, max: u32, mut done: impl FnMut(&mut Bench) -> bool) -> bool {
+        for _ in 0..max {
+            self.round();
+            if done(self) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn engines(&mut self, i: usize) -> bool {
+        let mut busy = false;
+        // Host-DMA.
+        let node = &mut self.nodes[i];
+        let prod = node.r32(reg(regs::HDMA_PROD));
+        let mut done = node.r32(reg(regs::HDMA_DONE));
+        while done != prod {
+            let off = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, done)
+                as usize;
+            let c = HostDmaCmd::decode(&node.sram[off..off + 32]).unwrap();
+            let (s, h, n) = (c.sram as usize, c.host as usize, c.len as usize);
+            match c.dir {
+                DmaDir::HostToSram => node.sram[s..s + n].copy_from_slice(&node.host[h..h + n]),
+                DmaDir::SramToHost => node.host[h..h + n].copy_from_slice(&node.sram[s..s + n]),
+            }
+            done = done.wrapping_add(1);
+            busy = true;
+        }
+        node.w32(reg(regs::HDMA_DONE), done);
+        // Send-DMA.
+        let prod = node.r32(reg(regs::TXDMA_PROD));
+        let mut done = node.r32(reg(regs::TXDMA_DONE));
+        let mut out = Vec::new();
+        while done != prod {
+            let off = rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, done)
+                as usize;
+            let c = TxDmaCmd::decode(&node.sram[off..off + 16]).unwrap();
+            let mut bytes = node.sram[c.sram as usize..(c.sram + c.len) as usize].to_vec();
+            let rl = c.route_len as usize;
+            bytes[rl + field::CRC..rl + field::CRC + 4].fill(0);
+            let crc = crc32fast::hash(&bytes[rl..]);
+            bytes[rl + field::CRC..rl + field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+            out.push(bytes);
+            done = done.wrapping_add(1);
+            busy = true;
+        }
+        node.w32(reg(regs::TXDMA_DONE), done);
+        for bytes in out {
+            let dst = (bytes[0] & 0x7f) as usize;
+            let pkt = bytes[1..].to_vec();
+            self.log.push(Header::parse(&pkt).unwrap());
+            self.wire_count += 1;
+            let k = self.wire_count;
+            let f = self.faults;
+            if f.drop_every != 0 && k.is_multiple_of(f.drop_every) {
+                continue;
+            }
+            let mut pkt = pkt;
+            if f.corrupt_every != 0 && k.is_multiple_of(f.corrupt_every) {
+                let at = pkt.len() / 2;
+                pkt[at] ^= 0x10;
+            }
+            if f.dup_every != 0 && k.is_multiple_of(f.dup_every) {
+                self.nodes[dst].inbox.push_back(pkt.clone());
+            }
+            self.nodes[dst].inbox.push_back(pkt);
+        }
+        // Receive-DMA.
+        let node = &mut self.nodes[i];
+        while let Some(pkt) = node.inbox.front() {
+            let fprod = node.r32(reg(regs::RXFREE_PROD));
+            let fcons = node.r32(reg(regs::RXFREE_CONS));
+            if fprod == fcons {
+                break;
+            }
+            let pkt = pkt.clone();
+            node.inbox.pop_front();
+            let foff =
+                rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, fcons)
+                    as usize;
+            let b = node.r32(foff as u32);
+            node.w32(reg(regs::RXFREE_CONS), fcons.wrapping_add(1));
+            let at = map::rx_buf(b) as usize;
+            node.sram[at..at + pkt.len()].copy_from_slice(&pkt);
+            let mut check = pkt.clone();
+            let status = if check.len() < HEADER_LEN {
+                rings::RX_CRC_BAD
+            } else {
+                let want =
+                    u32::from_le_bytes(check[field::CRC..field::CRC + 4].try_into().unwrap());
+                check[field::CRC..field::CRC + 4].fill(0);
+                if crc32fast::hash(&check) == want {
+                    0
+                } else {
+                    rings::RX_CRC_BAD
+                }
+            };
+            let dprod = node.r32(reg(regs::RXDONE_PROD));
+            let doff =
+                rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, dprod)
+                    as usize;
+            RxDone { buf: b, len: pkt.len() as u32, status }
+                .encode(&mut node.sram[doff..doff + 16]);
+            node.w32(reg(regs::RXDONE_PROD), dprod.wrapping_add(1));
+            busy = true;
+        }
+        busy
+    }
+
+    // ---- the host side, as the driver does it
+
+    fn open(&mut self, n: usize, p: usize) {
+        let evq = self.alloc(n, p, (EVQ_ENTRIES * EVENT_SIZE) as u64);
+        let node = &mut self.nodes[n];
+        node.w64(port_reg(p, EVQ_BUS), evq - VBASE);
+        node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
+        node.w32(port_reg(p, EVQ_CONSUMED), 0);
+        node.w32(port_reg(p, SEND_PROD), 0);
+        node.w32(port_reg(p, SEND_CONS), 0);
+        let g = node.r32(port_reg(p, GENERATION));
+        node.w32(port_reg(p, GENERATION), g + 1);
+        node.w32(port_reg(p, STATE), STATE_OPEN);
+        node.next_event[p] = 1;
+        self.run(3);
+        let e = self.events(n, p);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].kind, EventKind::PortOpened);
+    }
+
+    fn close(&mut self, n: usize, p: usize) {
+        self.nodes[n].w32(port_reg(p, STATE), STATE_CLOSED);
+        self.run(3);
+        assert_eq!(self.nodes[n].r32(port_reg(p, FW_STATE)), STATE_CLOSED);
+    }
+
+    /// Allocate and register `len` bytes for port p; returns the vaddr.
+    fn alloc(&mut self, n: usize, p: usize, len: u64) -> u64 {
+        let node = &mut self.nodes[n];
+        let bus = node.brk;
+        node.brk += len.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE;
+        assert!(node.brk as usize <= HOST);
+        let v = VBASE + bus;
+        self.register(n, p, v, len);
+        v
+    }
+
+    fn pt_read(&self, n: usize, p: usize) -> impl Fn(u32) -> Pte + '_ {
+        move |i| {
+            let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
+            Pte::decode(&self.nodes[n].sram[o..o + 16])
+        }
+    }
+
+    fn register(&mut self, n: usize, p: usize, v: u64, len: u64) {
+        for (pv, _) in page_table::page_pieces(v, len.max(1)) {
+            let vpn = pv / PAGE_SIZE;
+            let i = page_table::insert_slot(self.pt_read(n, p), vpn).unwrap();
+            let e = Pte { state: PteState::Valid, vpn, bus_page: vpn - VBASE / PAGE_SIZE };
+            let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
+            e.encode(&mut self.nodes[n].sram[o..o + 16]);
+        }
+    }
+
+    fn deregister(&mut self, n: usize, p: usize, v: u64, len: u64) {
+        for (pv, _) in page_table::page_pieces(v, len.max(1)) {
+            let vpn = pv / PAGE_SIZE;
+            if let Some(i) = page_table::find_slot(self.pt_read(n, p), vpn) {
+                let e = Pte { state: PteState::Deleted, vpn, bus_page: 0 };
+                let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
+                e.encode(&mut self.nodes[n].sram[o..o + 16]);
+            }
+        }
+    }
+
+    fn write_host(&mut self, n: usize, v: u64, data: &[u8]) {
+        let b = (v - VBASE) as usize;
+        self.nodes[n].host[b..b + data.len()].copy_from_slice(data);
+    }
+
+    fn read_host(&self, n: usize, v: u64, len: usize) -> Vec<u8> {
+        let b = (v - VBASE) as usize;
+        self.nodes[n].host[b..b + len].to_vec()
+    }
+
+    fn post(&mut self, n: usize, p: usize, d: Descriptor) {
+        let mut b = [0u8; DESC_SIZE as usize];
+        d.encode(&mut b);
+        self.post_raw(n, p, &b);
+    }
+
+    fn post_raw(&mut self, n: usize, p: usize, b: &[u8; 64]) {
+        let node = &mut self.nodes[n];
+        let prod = node.r32(port_reg(p, SEND_PROD));
+        let o = send_slot(p, prod) as usize;
+        node.sram[o..o + 64].copy_from_slice(b);
+        node.w32(port_reg(p, SEND_PROD), prod + 1);
+    }
+
+    fn events(&mut self, n: usize, p: usize) -> Vec<Event> {
+        let mut out = Vec::new();
+        let node = &mut self.nodes[n];
+        let bus = u64::from_le_bytes(
+            node.sram[port_reg(p, EVQ_BUS) as usize..port_reg(p, EVQ_BUS) as usize + 8]
+                .try_into()
+                .unwrap(),
+        ) as usize;
+        loop {
+            let want = node.next_event[p];
+            let at = bus + ((want - 1) % EVQ_ENTRIES) as usize * EVENT_SIZE as usize;
+            let e = &node.host[at..at + EVENT_SIZE as usize];
+            if Event::slot_seq(e) != want {
+                break;
+            }
+            out.push(Event::decode(e).unwrap());
+            node.next_event[p] = want + 1;
+        }
+        let consumed = node.next_event[p] - 1;
+        node.w32(port_reg(p, EVQ_CONSUMED), consumed);
+        out
+    }
+
+    fn stat(&self, n: usize, s: Stat) -> u64 {
+        self.nodes[n].mcp.stat(s)
+    }
+}
+
+fn send(local: u64, len: u32, node: u16, port: u8, prio: Priority, tag: u64) -> Descriptor {
+    Descriptor {
+        kind: DescKind::Send,
+        priority: prio,
+        size_class: nic_abi::size_class_for(len as u64),
+        target_port: port,
+        target_node: node,
+        local,
+        len,
+        remote: 0,
+        tag,
+    }
+}
+
+fn provide(local: u64, class: u8, prio: Priority, tag: u64) -> Descriptor {
+    Descriptor {
+        kind: DescKind::Provide,
+        priority: prio,
+        size_class: class,
+        target_port: 0,
+        target_node: 0,
+        local,
+        len: 1 << class,
+        remote: 0,
+        tag,
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i as u64).wrapping_mul(31).wrapping_add(seed * 7919) % 251) as u8).collect()
+}
+
+/// Send `sizes` from node 0 port 1 to node 1 port 2 and check every
+/// message arrives intact, once, in order, and every send completes Ok.
+fn transfer(b: &mut Bench, sizes: &[u32], prio: Priority) {
+    b.open(0, 1);
+    b.open(1, 2);
+    let mut received: Vec<Event> = Vec::new();
+    let mut sent: Vec<Event> = Vec::new();
+    let bufs: Vec<u64> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let v = b.alloc(0, 1, len.max(1) as u64);
+            b.write_host(0, v, &pattern(k as u64, len as usize));
+            v
+        })
+        .collect();
+    let mut next = 0;
+    let mut outstanding = 0;
+    let ok = b.run_until(2_000_000, |b| {
+        // Keep receive buffers and sends going, within the token counts.
+        while next < sizes.len() && outstanding < 8 {
+            let len = sizes[next];
+            let class = nic_abi::size_class_for(len as u64);
+            let rv = b.alloc(1, 2, 1u64 << class);
+            b.post(1, 2, provide(rv, class, prio, next as u64));
+            b.post(0, 1, send(bufs[next], len, 1, 2, prio, next as u64));
+            next += 1;
+            outstanding += 1;
+        }
+        for e in b.events(0, 1) {
+            sent.push(e);
+            outstanding -= 1;
+        }
+        received.extend(b.events(1, 2));
+        received.len() == sizes.len() && sent.len() == sizes.len()
+    });
+    assert!(
+        ok,
+        "transfer stalled: {} of {} received, {} sent",
+        received.len(),
+        sizes.len(),
+        sent.len()
+    );
+    for (k, e) in received.iter().enumerate() {
+        assert_eq!(e.kind, EventKind::Received);
+        assert_eq!(e.tag, k as u64, "messages arrive in order");
+        assert_eq!(e.len, sizes[k]);
+        assert_eq!((e.node, e.port, e.priority), (0, 1, prio));
+        let got = b.read_host(1, e.addr, sizes[k] as usize);
+        assert!(got == pattern(k as u64, sizes[k] as usize), "message {k} intact");
+        if sizes[k] <= 16 {
+            assert_eq!(e.inline_len as u32, sizes[k]);
+            assert_eq!(&e.inline[..sizes[k] as usize], &got[..]);
+        }
+    }
+    for (k, e) in sent.iter().enumerate() {
+        assert_eq!((e.kind, e.status, e.tag), (EventKind::Sent, SendStatus::Ok as u8, k as u64));
+    }
+}
+
+/// One more message from node 0 port 1 to node 1 port 2 arrives.
+fn transfer_again(b: &mut Bench) {
+    let v = b.alloc(0, 1, 100);
+    let rv = b.alloc(1, 2, 128);
+    b.post(1, 2, provide(rv, 7, Priority::Low, 42));
+    b.post(0, 1, send(v, 100, 1, 2, Priority::Low, 2));
+    let mut got = Vec::new();
+    assert!(b.run_until(20_000, |b| {
+        got.extend(b.events(1, 2));
+        !got.is_empty()
+    }));
+    assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 42));
+}
