@@ -166,6 +166,15 @@ impl Rdma {
         }
     }
 
+    /// When RDMA wants to look again: while a port's event queue is full,
+    /// the host's report (EVQ_CONSUMED) rings no doorbell, so RDMA looks
+    /// again every NOBUF_RETRY.
+    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
+        if let RdmaState::HostBehind { .. } = self.state {
+            at(cx.now.saturating_add(cx.cfg.nobuf_retry));
+        }
+    }
+
     /// Event staging slot `i` was written to host memory.
     pub fn event_written(&mut self, i: u8) {
         if let Some(s) = self.staging_busy.get_mut(i as usize) {
