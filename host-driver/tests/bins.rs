@@ -1,13 +1,14 @@
 //! The `pingpong` and `stream` binaries as separate processes against a
-//! cluster served by the fake firmware in this process: they attach by
-//! path, map the same files, check every message, print their numbers,
-//! and exit non-zero with a clear message when something is wrong.
+//! live cluster served from this process (the MCP on every NIC): they
+//! attach by path, map the same files, check every message, print their
+//! numbers, and exit non-zero with a clear message when something is
+//! wrong.
 
-mod live_fake;
+mod live_rig;
 
 use std::process::{Command, Output, Stdio};
 
-use live_fake::{cluster, FakeFirmware, Regs};
+use live_rig::{cluster, path_str, Regs};
 
 fn pingpong(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pingpong"));
@@ -33,8 +34,7 @@ fn text(o: &Output) -> String {
 #[test]
 fn pingpong_processes_on_two_nodes_report_latency() {
     let c = cluster("bin-pingpong", 2, Regs::default());
-    let _fw = FakeFirmware::start(&c.dir);
-    let path = c.path_str();
+    let path = path_str(&c);
     let common = ["--cluster", &path, "--size", "64", "--count", "200", "--timeout", "20"];
     let pong = pingpong(&common)
         .args(["--node", "1", "--port", "2", "--peer", "0", "--peer-port", "5", "--role", "pong"])
@@ -60,8 +60,7 @@ fn pingpong_processes_on_two_nodes_report_latency() {
 #[test]
 fn pingpong_text_output_names_the_percentiles() {
     let c = cluster("bin-text", 1, Regs::default());
-    let _fw = FakeFirmware::start(&c.dir);
-    let path = c.path_str();
+    let path = path_str(&c);
     let base = ["--cluster", &path, "--node", "0", "--count", "20", "--priority", "high"];
     let pong = pingpong(&base)
         .args(["--port", "1", "--peer", "0", "--peer-port", "0", "--role", "pong"])
@@ -84,8 +83,7 @@ fn pingpong_text_output_names_the_percentiles() {
 #[test]
 fn stream_processes_check_every_size_in_turn() {
     let c = cluster("bin-stream", 2, Regs::default());
-    let _fw = FakeFirmware::start(&c.dir);
-    let path = c.path_str();
+    let path = path_str(&c);
     let common = ["--cluster", &path, "--size", "100,4096,65536", "--count", "50", "--json"];
     let recv = stream(&common)
         .args(["--node", "1", "--port", "0", "--peer", "0", "--peer-port", "0", "--role", "recv"])
@@ -116,8 +114,7 @@ fn stream_processes_check_every_size_in_turn() {
 #[test]
 fn binaries_fail_clearly() {
     let c = cluster("bin-errors", 2, Regs::default());
-    let _fw = FakeFirmware::start(&c.dir);
-    let path = c.path_str();
+    let path = path_str(&c);
     // No such cluster.
     let o = pingpong(&["--cluster", "/nonexistent/cluster", "--node", "0", "--port", "0"])
         .args(["--peer", "1", "--peer-port", "0", "--role", "ping"])

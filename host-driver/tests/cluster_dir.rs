@@ -1,7 +1,7 @@
 //! The cluster directory contract: create, open, find by name, replace a
 //! stale cluster, refuse a live one, probe port locks, remove.
 
-mod live_fake;
+mod live_rig;
 
 use std::fs;
 
@@ -9,7 +9,7 @@ use host_driver::cluster::{
     self, port_slice, ClusterBackend, ClusterDir, ClusterError, ClusterManifest, MANIFEST_FILE,
 };
 use host_driver::nic_abi::{map, NUM_PORTS, PAGE_SIZE};
-use live_fake::temp_path;
+use live_rig::temp_path;
 
 fn manifest(name: &str) -> ClusterManifest {
     ClusterManifest::new(name, ClusterBackend::Qemu, 3, "lanai9", map::SRAM_MIN as u64, 8 << 20)

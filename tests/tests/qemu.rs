@@ -80,7 +80,7 @@ fn the_firmware_self_test_passes_on_the_nic_cpu_and_exits_qemu_with_status_0() {
 }
 
 /// The gdb-multiarch command line of `cargo xtask gdb --batch` (xtask's
-/// `rt::gdb_command`), breaking on the SDMA intake step only.
+/// `gdb::gdb_command`), breaking on the SDMA intake step only.
 fn gdb(elf: &std::path::Path, port: u16, script: &std::path::Path) -> Command {
     let mut c = Command::new("gdb-multiarch");
     c.args(["-q", "-nx", "-batch", "-ex", "set pagination off", "-ex", "set confirm off"])

@@ -14,7 +14,7 @@
 use crate::hw::Hw;
 use crate::records::*;
 use crate::sdma::Sdma;
-use crate::shared::Shared;
+use crate::shared::{MachineState, Shared};
 use crate::translate::pieces;
 use crate::Work;
 use nic_abi::desc::DescKind;
@@ -50,8 +50,12 @@ impl RdmaState {
     pub const RING_FULL: u8 = 2;
     pub const EVENT: u8 = 3;
     pub const HOST_BEHIND: u8 = 4;
+}
 
-    pub fn code(&self) -> u8 {
+impl MachineState for RdmaState {
+    const MACHINE: Machine = Machine::Rdma;
+
+    fn code(&self) -> u8 {
         match self {
             RdmaState::Idle => Self::IDLE,
             RdmaState::Copying { .. } => Self::COPYING,
@@ -116,11 +120,7 @@ impl Rdma {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RdmaState, cause: Cause) {
-        if self.state == to {
-            return;
-        }
-        let from = core::mem::replace(&mut self.state, to);
-        cx.trace.record(hw, cx.now, Machine::Rdma, (from.code(), to.code()), cause, to.arg());
+        cx.transition(hw, &mut self.state, to, cause);
     }
 
     /// What the machine waits for once it did what it could.
@@ -163,6 +163,15 @@ impl Rdma {
         if let RdmaState::Copying { .. } = self.state {
             let next = self.at_rest(cx);
             self.go(cx, hw, next, Cause::DmaDone);
+        }
+    }
+
+    /// When RDMA wants to look again: while a port's event queue is full,
+    /// the host's report (EVQ_CONSUMED) rings no doorbell, so RDMA looks
+    /// again every NOBUF_RETRY.
+    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
+        if let RdmaState::HostBehind { .. } = self.state {
+            at(cx.now.saturating_add(cx.cfg.nobuf_retry));
         }
     }
 

@@ -270,15 +270,19 @@ mod tests {
         let mut acks: VecDeque<u32> = VecDeque::new();
         let mut delivered = Vec::new();
         let end = start.wrapping_add(msgs);
-        let mut k = 0usize;
         let mut idle = 0;
+        // Each packet's and ack's fate: a xorshift stream seeded by the
+        // script (a fixed pattern could line up with the rounds and lose
+        // the same packet forever).
+        let mut x = script
+            .iter()
+            .fold(0x9E37_79B9_7F4A_7C15u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01B3))
+            | 1;
         let mut fate = || {
-            // The script, shifted every round so that no pattern loses
-            // every packet forever.
-            let n = script.len();
-            let f = script[k % n].wrapping_add(((k / n) as u8).wrapping_mul(37));
-            k += 1;
-            f
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
         };
         for _ in 0..100_000 {
             if tx.una() == end {

@@ -16,7 +16,7 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::Recv;
 use crate::sdma::Sdma;
-use crate::shared::{write_route, Shared};
+use crate::shared::{write_route, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
 use nic_abi::packet::{field, Flags, Header, PacketType, HEADER_LEN};
@@ -47,8 +47,12 @@ impl SendState {
     pub const DATA: u8 = 2;
     pub const WIRE: u8 = 3;
     pub const BUFFER_WAIT: u8 = 4;
+}
 
-    pub fn code(&self) -> u8 {
+impl MachineState for SendState {
+    const MACHINE: Machine = Machine::Send;
+
+    fn code(&self) -> u8 {
         match self {
             SendState::Idle => Self::IDLE,
             SendState::Control { .. } => Self::CONTROL,
@@ -88,11 +92,7 @@ impl Send {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SendState, cause: Cause) {
-        if self.state == to {
-            return;
-        }
-        let from = core::mem::replace(&mut self.state, to);
-        cx.trace.record(hw, cx.now, Machine::Send, (from.code(), to.code()), cause, to.arg());
+        cx.transition(hw, &mut self.state, to, cause);
     }
 
     /// Take over the engine's counters as they are (a warm restart).

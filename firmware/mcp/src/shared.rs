@@ -211,6 +211,15 @@ impl RxFreeRing {
     }
 }
 
+/// A machine's state enum, as the trace ring records it.
+pub trait MachineState: Copy + PartialEq {
+    const MACHINE: Machine;
+    /// The state's code in trace records.
+    fn code(&self) -> u8;
+    /// The operand a trace record carries.
+    fn arg(&self) -> u32;
+}
+
 /// The transition trace ring in SRAM (when TRACE_ENABLE is set).
 pub struct Trace {
     pub on: bool,
@@ -333,6 +342,22 @@ impl Shared {
 
     pub fn bump(&mut self, s: Stat, n: u64) {
         self.stats.bump(s, n);
+    }
+
+    /// A machine's transition: `state` becomes `to` because of `cause`,
+    /// one trace record (nothing when it is already there).
+    pub fn transition<S: MachineState>(
+        &mut self,
+        hw: &mut impl Hw,
+        state: &mut S,
+        to: S,
+        cause: Cause,
+    ) {
+        if *state == to {
+            return;
+        }
+        let from = core::mem::replace(state, to);
+        self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
     }
 
     pub fn is_open(&self, p: usize) -> bool {

@@ -157,7 +157,6 @@ fn ping<B: NicBackend>(
     let mut samples = Vec::with_capacity(cfg.count as usize);
     let mut retries = 0u64;
     let start = run.now();
-    let limit = u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX);
     let mut first_measured = None;
     let mut started = false;
     let mut i = 0u64;
@@ -176,28 +175,21 @@ fn ping<B: NicBackend>(
         let reply = loop {
             let what = || format!("the reply to request {i}");
             match run.pump(&what)? {
-                Got::Rx(rx) => break Some(rx),
+                Got::Rx(rx) => break Ok(rx),
                 Got::Sent { status: SendStatus::Ok, .. } => {}
                 Got::Sent { msg, status } if !started && msg == i && retryable(status) => {
-                    if run.now().saturating_sub(start) >= limit {
-                        return Err(BenchError::PeerNotUp {
-                            node: cfg.peer_node,
-                            port: cfg.peer_port,
-                            timeout: cfg.timeout,
-                            last: status,
-                        });
-                    }
-                    break None;
+                    break Err(status)
                 }
                 Got::Sent { msg, status } => return Err(BenchError::SendFailed { msg, status }),
             }
         };
-        let Some(rx) = reply else {
-            retries += 1;
-            run.pause(Duration::from_millis(1))?;
-            let (node, port) = run.peer;
-            run.port.resume(node, port, run.priority)?;
-            continue;
+        let rx = match reply {
+            Ok(rx) => rx,
+            Err(status) => {
+                run.retry_first(start, status)?;
+                retries += 1;
+                continue;
+            }
         };
         let t1 = rx.t;
         run.check_header(&rx, i)?;

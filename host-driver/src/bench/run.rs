@@ -177,6 +177,20 @@ impl<'a, B: NicBackend> Run<'a, B> {
         Ok(())
     }
 
+    /// The first message failed with `status`, the peer's port not up
+    /// yet: give up (`PeerNotUp`) once the timeout has passed since
+    /// `start`, else pause 1 ms and resume sending to the peer.
+    pub(super) fn retry_first(&mut self, start: u64, status: SendStatus) -> Result<(), BenchError> {
+        let limit = u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX);
+        let (node, port) = self.peer;
+        if self.now().saturating_sub(start) >= limit {
+            return Err(BenchError::PeerNotUp { node, port, timeout: self.timeout, last: status });
+        }
+        self.pause(Duration::from_millis(1))?;
+        self.port.resume(node, port, self.priority)?;
+        Ok(())
+    }
+
     /// Wait for the next event that matters: a received message or a send
     /// completion (its slot is freed here).
     pub(super) fn pump(&mut self, what: &dyn Fn() -> String) -> Result<Got, BenchError> {

@@ -152,7 +152,6 @@ fn stream_send<B: NicBackend>(
     cfg: &StreamConfig,
 ) -> Result<StreamResult, BenchError> {
     let start = run.now();
-    let limit = u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX);
     let mut retries = 0u64;
     // Message 0 alone until the receiver is there.
     let t_start = loop {
@@ -162,18 +161,8 @@ fn stream_send<B: NicBackend>(
         match run.pump(&|| "the first send's completion".to_string())? {
             Got::Sent { status: SendStatus::Ok, .. } => break t,
             Got::Sent { status, .. } if retryable(status) => {
-                if run.now().saturating_sub(start) >= limit {
-                    return Err(BenchError::PeerNotUp {
-                        node: cfg.peer_node,
-                        port: cfg.peer_port,
-                        timeout: cfg.timeout,
-                        last: status,
-                    });
-                }
+                run.retry_first(start, status)?;
                 retries += 1;
-                run.pause(Duration::from_millis(1))?;
-                let (node, port) = run.peer;
-                run.port.resume(node, port, run.priority)?;
             }
             Got::Sent { msg, status } => return Err(BenchError::SendFailed { msg, status }),
             Got::Rx(rx) => {

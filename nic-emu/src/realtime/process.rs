@@ -151,8 +151,17 @@ pub(crate) fn spawn_until_ready(
                 }
                 seen.push(line);
             }
-            Err(_) => {
-                let status = child.try_wait().ok().flatten();
+            Err(e) => {
+                let mut status = child.try_wait().ok().flatten();
+                if e == mpsc::RecvTimeoutError::Disconnected {
+                    // Its stdout closed: it is exiting. Give it a moment to
+                    // be reaped, so the error says how it ended.
+                    let since = Instant::now();
+                    while status.is_none() && since.elapsed() < Duration::from_millis(500) {
+                        std::thread::sleep(Duration::from_millis(5));
+                        status = child.try_wait().ok().flatten();
+                    }
+                }
                 if status.is_none() {
                     let _ = child.kill();
                 }

@@ -1,8 +1,9 @@
 //! The scenario runner: a cluster and its traffic described in a TOML file
 //! (`format`), turned into a plan of ports, buffers and roles per host
 //! (`plan`), run on the deterministic simulator by one host program per
-//! node (`app`, an ordinary host-driver program), and summed up as a
-//! report (`report`: JSON and a human summary). Message contents are a
+//! node (`app`, an ordinary host-driver program, which checks every
+//! message into the `ledger`), and summed up as a report (`report`: JSON
+//! and a human summary). Message contents are a
 //! pattern of (stream, message, byte) (`pattern`) so every byte and every
 //! message's place in its stream is checked at the receiver.
 //!
@@ -18,6 +19,7 @@
 
 pub mod app;
 pub mod format;
+mod ledger;
 pub mod pattern;
 pub mod plan;
 mod realtime;

@@ -20,7 +20,7 @@ mod accept;
 use crate::hw::Hw;
 use crate::pool::{Pool, NIL};
 use crate::records::*;
-use crate::shared::{FromRecv, Shared};
+use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
 use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
@@ -57,8 +57,12 @@ impl RecvState {
     pub const ACCEPT: u8 = 3;
     pub const RDMA_FULL: u8 = 4;
     pub const BACKLOG: u8 = 5;
+}
 
-    pub fn code(&self) -> u8 {
+impl MachineState for RecvState {
+    const MACHINE: Machine = Machine::Recv;
+
+    fn code(&self) -> u8 {
         match self {
             RecvState::Idle => Self::IDLE,
             RecvState::Check { .. } => Self::CHECK,
@@ -142,11 +146,7 @@ impl Recv {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
-        if self.state == to {
-            return;
-        }
-        let from = core::mem::replace(&mut self.state, to);
-        cx.trace.record(hw, cx.now, Machine::Recv, (from.code(), to.code()), cause, to.arg());
+        cx.transition(hw, &mut self.state, to, cause);
     }
 
     /// Take over the engine's counters as they are (a warm restart).

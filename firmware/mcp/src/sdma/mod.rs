@@ -25,7 +25,7 @@ mod sender;
 use crate::hw::Hw;
 use crate::pool::{Pool, NIL};
 use crate::records::*;
-use crate::shared::Shared;
+use crate::shared::{MachineState, Shared};
 use crate::Work;
 use nic_abi::trace::{Cause, Machine};
 use nic_abi::NUM_PORTS;
@@ -67,9 +67,12 @@ impl SdmaState {
     pub const PACED: u8 = 5;
     pub const TIMEOUT: u8 = 6;
     pub const READY: u8 = 7;
+}
 
-    /// The state's code in trace records.
-    pub fn code(&self) -> u8 {
+impl MachineState for SdmaState {
+    const MACHINE: Machine = Machine::Sdma;
+
+    fn code(&self) -> u8 {
         match self {
             SdmaState::Idle => Self::IDLE,
             SdmaState::Intake { .. } => Self::INTAKE,
@@ -82,7 +85,6 @@ impl SdmaState {
         }
     }
 
-    /// The operand a trace record carries.
     fn arg(&self) -> u32 {
         match *self {
             SdmaState::Idle | SdmaState::BufferWait | SdmaState::Ready => 0,
@@ -159,13 +161,8 @@ impl Sdma {
         self.state
     }
 
-    /// Record and make a transition.
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
-        if self.state == to {
-            return;
-        }
-        let from = core::mem::replace(&mut self.state, to);
-        cx.trace.record(hw, cx.now, Machine::Sdma, (from.code(), to.code()), cause, to.arg());
+        cx.transition(hw, &mut self.state, to, cause);
     }
 
     /// Start of the MCP (or a warm restart): the flow table and the

@@ -1,0 +1,187 @@
+//! What a node's program does with its ports' events: a port opened, a
+//! message received (read, checked into the ledger, its buffer posted
+//! again; a ping-pong's next message queued), a send completed (its slot
+//! freed, a failure accounted for), a descriptor refused.
+
+use host_driver::brm::BrmTransport;
+use host_driver::{DriverError, Event, SendStatus};
+
+use super::super::format::StreamKey;
+use super::super::ledger::Verdict;
+use super::super::plan::{Dir, RoleKind};
+use super::tags::{decode_recv_tag, decode_send_tag, recv_tag, RECV_TAG};
+use super::{NodeApp, NodeHost};
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Take every event of every port.
+    pub(super) fn drain_events(&mut self) -> u64 {
+        let mut n = 0;
+        for pi in 0..self.ports.len() {
+            while let Some(ev) = self.ports[pi].port.poll() {
+                n += 1;
+                self.on_event(pi, ev);
+            }
+        }
+        self.events += n;
+        n
+    }
+
+    fn on_event(&mut self, pi: usize, ev: Event) {
+        match ev {
+            Event::PortOpened { .. } => {
+                if !self.ports[pi].opened {
+                    self.ports[pi].opened = true;
+                    self.ledger.borrow_mut().ports_ready += 1;
+                }
+            }
+            Event::Received { node, port, priority, len, tag, .. } => {
+                self.on_received(pi, node, port, priority, len, tag)
+            }
+            Event::Sent { tag, status, .. } => self.on_sent(tag, status == SendStatus::Ok, status),
+            Event::Error { cause, tag, desc_kind, .. } => {
+                self.problem(format!(
+                    "port {}: the NIC refused a {:?} descriptor (tag {tag:#x}): {cause:?}",
+                    self.ports[pi].num, desc_kind
+                ));
+                if tag & RECV_TAG == 0 && desc_kind.is_some_and(|k| k.uses_send_token()) {
+                    self.on_sent(tag, false, SendStatus::Dropped);
+                }
+            }
+            other => {
+                self.problem(format!("port {}: unexpected event {other:?}", self.ports[pi].num))
+            }
+        }
+    }
+
+    fn on_received(
+        &mut self,
+        pi: usize,
+        node: u16,
+        port: u8,
+        priority: host_driver::Priority,
+        len: u32,
+        tag: u64,
+    ) {
+        let (pool, idx) = match decode_recv_tag(tag) {
+            Some((p, i))
+                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
+            {
+                (p, i)
+            }
+            _ => {
+                self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
+                return;
+            }
+        };
+        let buf = self.ports[pi].pools[pool].bufs[idx];
+        let key = StreamKey {
+            src_node: node,
+            src_port: port,
+            dst_node: self.node,
+            dst_port: self.ports[pi].num,
+            priority,
+        };
+        let now = self.host.now_ns();
+        let len = len as usize;
+        let found = self.ledger.borrow().streams.get(&key).copied();
+        match found {
+            Some((flow, dir)) if len as u64 <= buf.len => {
+                if self.scratch.len() < len {
+                    self.scratch.resize(len, 0);
+                }
+                let _ = self.ports[pi].port.read(&buf, 0, &mut self.scratch[..len]);
+                let verdict = {
+                    let mut l = self.ledger.borrow_mut();
+                    l.resolved += 1;
+                    l.flows[flow].receive(dir, &self.scratch[..len], now)
+                };
+                self.after_receive(flow, dir, verdict);
+            }
+            Some((flow, dir)) => {
+                // Longer than its buffer: the NIC should never do this.
+                self.problem(format!("{key}: a {len}-byte message in a {}-byte buffer", buf.len));
+                let v = self.ledger.borrow_mut().flows[flow].receive(dir, &[], now);
+                self.after_receive(flow, dir, v);
+            }
+            None => self.problem(format!("a message from no flow: {key}, {len} bytes")),
+        }
+        self.repost(pi, pool, idx);
+    }
+
+    /// Ping-pong: a request asks for its reply; a reply lets the next
+    /// request go.
+    fn after_receive(&mut self, flow: usize, dir: Dir, v: Verdict) {
+        let next = match v {
+            Verdict::Good(i) | Verdict::Ahead(i) | Verdict::Corrupted(i) => i,
+            Verdict::Duplicate(_) => return,
+        };
+        let want = match dir {
+            Dir::Forward => RoleKind::PingResponder,
+            Dir::Reply => RoleKind::PingInitiator,
+        };
+        if let Some(r) = self.roles.iter_mut().find(|r| r.flow == flow && r.kind == want) {
+            let m = if dir == Dir::Forward { next } else { next + 1 };
+            if m < r.messages {
+                r.queue.push_back(m);
+            }
+        }
+    }
+
+    fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
+        let pc = &mut self.ports[pi];
+        let q = &pc.pools[pool];
+        match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))
+        {
+            Ok(()) => {}
+            Err(DriverError::RingFull | DriverError::NoRecvToken) => {
+                pc.repost.push_back((pool, idx))
+            }
+            Err(e) => {
+                let n = pc.num;
+                self.problem(format!("port {n}: posting a receive buffer again: {e}"));
+            }
+        }
+    }
+
+    pub(super) fn repost_pending(&mut self) {
+        for pi in 0..self.ports.len() {
+            let n = self.ports[pi].repost.len();
+            for _ in 0..n {
+                if let Some((pool, idx)) = self.ports[pi].repost.pop_front() {
+                    self.repost(pi, pool, idx);
+                }
+            }
+        }
+    }
+
+    fn on_sent(&mut self, tag: u64, ok: bool, status: SendStatus) {
+        let (ri, slot, msg) = decode_send_tag(tag);
+        let Some(r) = self.roles.get_mut(ri) else {
+            self.problem(format!("a completion with an unknown tag {tag:#x}"));
+            return;
+        };
+        if slot < r.slots.len() && !r.free.contains(&slot) {
+            r.free.push(slot);
+        }
+        let dir = r.sends();
+        let (flow, kind, port, peer_node, peer_port, prio) =
+            (r.flow, r.kind, r.port, r.peer_node, r.peer_port, r.priority);
+        if !ok {
+            // The request will get no reply: go on with the next one.
+            if kind == RoleKind::PingInitiator && msg + 1 < r.messages {
+                r.queue.push_back(msg + 1);
+            }
+            let name = self.ledger.borrow().flows[flow].spec.name.clone();
+            self.problem(format!("flow {name}: message {msg} ({dir:?}) completed with {status:?}"));
+            if status == SendStatus::TimedOut {
+                // Later sends to that target are dropped until resumed.
+                let _ = self.ports[port].port.resume(peer_node, peer_port, prio);
+            }
+        }
+        let mut l = self.ledger.borrow_mut();
+        l.flows[flow].send_done(dir, msg, ok);
+        if !ok {
+            l.resolved += 1;
+        }
+    }
+}

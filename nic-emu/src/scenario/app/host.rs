@@ -1,0 +1,52 @@
+//! How a node's program reaches its NIC ([`NodeHost`]): a backend for
+//! each port it opens and the host clock. [`SimHost`] is the sim's; the
+//! real-time one is in realtime.rs. [`NoBrm`] stands for the bandwidth
+//! manager on backends that have none.
+
+use host_driver::brm::BrmTransport;
+use host_driver::{DriverError, NicBackend};
+
+use crate::SimBackend;
+
+/// How a node's program reaches its NIC: a backend for each port it
+/// opens, and the host clock.
+pub trait NodeHost {
+    type B: NicBackend;
+    /// A backend not tied to one port, to open the NIC through and every
+    /// port from (the sim's); None when each port needs its own.
+    fn shared(&self) -> Option<Self::B>;
+    /// A backend that serves port `port` (real time: attached to it).
+    fn attach(&mut self, port: u8) -> Result<Self::B, DriverError>;
+    /// Host time in ns on the run's clock.
+    fn now_ns(&self) -> u64;
+    /// Every port of the cluster is open: the traffic starts now (a
+    /// real-time clock may start here; the sim's runs from the start).
+    fn traffic_starts(&mut self) {}
+}
+
+/// The sim: every port of a node goes through the node's one backend,
+/// and time is virtual.
+pub struct SimHost(pub SimBackend);
+
+impl NodeHost for SimHost {
+    type B = SimBackend;
+    fn shared(&self) -> Option<SimBackend> {
+        Some(self.0.clone())
+    }
+    fn attach(&mut self, _port: u8) -> Result<SimBackend, DriverError> {
+        Ok(self.0.clone())
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
+/// A bandwidth-manager transport for runs without a manager: every call
+/// fails (a scenario that needs one is refused before such a run).
+pub struct NoBrm;
+
+impl BrmTransport for NoBrm {
+    fn call(&mut self, _request: &[u8]) -> Result<Vec<u8>, String> {
+        Err("no bandwidth manager on this backend".into())
+    }
+}

@@ -1,0 +1,255 @@
+//! The host program of one node: it opens the ports its plan names, keeps
+//! receive buffers posted, drives its flows' senders, and checks every
+//! received message (content, length, place in its stream's order) into
+//! the shared [`Ledger`] (ledger.rs).
+//!
+//! It is an ordinary host-driver program (`Nic`, `Port`, `DmaBuf`,
+//! events), generic over how it reaches its NIC ([`NodeHost`]): on the
+//! sim ([`SimHost`]) the event core calls `wake` when the NIC wrote into
+//! this host's memory and at the times the app asks for; in real time
+//! (`realtime.rs`) a driver loop calls [`NodeApp::step`] over and over.
+//! The same code and the same ledger check every backend's messages.
+//!
+//! Files: this one (the program's state and its `step`), `host.rs` (how
+//! it reaches its NIC), `setup.rs` (opening ports, posting buffers),
+//! `events.rs` (taking events: receptions, completions), `send.rs`
+//! (sending), `role.rs` (the roles it plays and their rate control),
+//! `tags.rs` (the tags that name buffers and sends).
+
+use std::collections::VecDeque;
+
+use host_driver::brm::{BrmClient, BrmTransport};
+use host_driver::{DmaBuf, Nic, NicBackend, Port};
+
+use super::format::FlowKind;
+use super::plan::{NodePlan, RoleKind};
+use crate::brm::SimTransport;
+use crate::{HostApp, HostCx};
+
+mod events;
+mod host;
+mod role;
+mod send;
+mod setup;
+mod tags;
+
+pub use super::ledger::{FlowLedger, Ledger, SharedLedger, StreamLedger, Verdict};
+pub use host::{NoBrm, NodeHost, SimHost};
+use role::{Gate, Role};
+
+/// Until every port of the cluster is open, senders look again this often.
+const BARRIER_POLL_NS: u64 = 2_000;
+
+/// While a flow is traced, its NIC's dispatch trace is read this often
+/// (the ring holds 4096 records).
+const TRACE_POLL_NS: u64 = 10_000_000;
+
+/// A node receiving a flow that may end early (stopped, or refused by the
+/// bandwidth manager) looks again this often whether it is done.
+const END_POLL_NS: u64 = 1_000_000;
+
+/// Receive buffers of one size class and priority on a port.
+struct Pool {
+    class: u8,
+    priority: host_driver::Priority,
+    bufs: Vec<DmaBuf>,
+}
+
+/// A port this node opened, with its receive pools.
+struct PortCtx<B: NicBackend> {
+    num: u8,
+    port: Port<B>,
+    pools: Vec<Pool>,
+    /// Receive buffers to post again (the ring was full): (pool, index).
+    repost: VecDeque<(usize, usize)>,
+    opened: bool,
+}
+
+/// The host program of one node (see the module doc).
+pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
+    node: u16,
+    host: H,
+    plan: NodePlan,
+    ledger: SharedLedger,
+    /// The NIC opened through the first backend (flow table, trace).
+    nic: Option<Nic<H::B>>,
+    /// Setup is done (NIC and ports open, buffers posted).
+    set_up: bool,
+    /// Every port of the cluster was open when this program last looked.
+    started: bool,
+    ports: Vec<PortCtx<H::B>>,
+    roles: Vec<Role>,
+    scratch: Vec<u8>,
+    failed: bool,
+    /// Stream flows this node receives (their receiving side is ours).
+    incoming: Vec<usize>,
+    /// Incoming flows may end early (stop, refusal): look now and then.
+    incoming_may_end: bool,
+    brm: Option<BrmClient<T>>,
+    /// Dispatch trace cursor, while a role of this node is traced.
+    trace_cursor: Option<u32>,
+    /// Events taken from the ports so far.
+    events: u64,
+}
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    pub fn new(
+        host: H,
+        plan: NodePlan,
+        ledger: SharedLedger,
+        brm: Option<BrmClient<T>>,
+    ) -> NodeApp<H, T> {
+        let (incoming, incoming_may_end) = {
+            let l = ledger.borrow();
+            let v: Vec<usize> = l
+                .streams
+                .iter()
+                .filter(|(k, &(f, _))| {
+                    k.dst_node == plan.node && l.flows[f].spec.kind == FlowKind::Stream
+                })
+                .map(|(_, &(f, _))| f)
+                .collect();
+            let may_end = v.iter().any(|&f| {
+                let s = &l.flows[f].spec;
+                s.stop_ns.is_some() || s.rate.uses_brm()
+            });
+            (v, may_end)
+        };
+        NodeApp {
+            node: plan.node,
+            host,
+            plan,
+            ledger,
+            nic: None,
+            set_up: false,
+            started: false,
+            ports: Vec::new(),
+            roles: Vec::new(),
+            scratch: Vec::new(),
+            failed: false,
+            incoming,
+            incoming_may_end,
+            brm,
+            trace_cursor: None,
+            events: 0,
+        }
+    }
+
+    /// Events this node's program has taken from its ports so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn problem(&self, msg: String) {
+        self.ledger.borrow_mut().problems.push(format!("node {}: {msg}", self.node));
+    }
+
+    /// Done when everything this node itself must see has happened: the
+    /// completions of its sends and the arrival of every message it
+    /// receives. (The core never calls a done program again, and asks only
+    /// after the program's own turn, so this must not wait on other nodes.)
+    fn my_work_done(&self) -> bool {
+        if self.failed {
+            return true;
+        }
+        if !self.set_up {
+            return false;
+        }
+        let l = self.ledger.borrow();
+        let roles_done = self.roles.iter().all(|r| {
+            let f = &l.flows[r.flow];
+            let m = f.spec.messages;
+            if r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm()) {
+                return false;
+            }
+            match r.kind {
+                RoleKind::StreamSender => f.completed[0] >= m,
+                RoleKind::PingInitiator => f.completed[0] >= m && f.streams[1].expected >= m,
+                RoleKind::PingResponder => f.completed[1] >= m && f.streams[0].expected >= m,
+            }
+        });
+        roles_done
+            && self
+                .incoming
+                .iter()
+                .all(|&f| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+    }
+}
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Look at the ports and act: open everything on the first call, take
+    /// every event, post buffers again, send what may be sent. `wake_at`
+    /// is told when the program wants to be called again at the latest
+    /// (the sim schedules it; a real-time loop calls again anyway).
+    /// Returns how many events it took.
+    pub fn step(&mut self, wake_at: &mut dyn FnMut(u64)) -> u64 {
+        if self.failed {
+            return 0;
+        }
+        if !self.set_up {
+            match self.setup() {
+                Ok(true) => {}
+                Ok(false) => {
+                    wake_at(self.host.now_ns() + BARRIER_POLL_NS);
+                    return 0;
+                }
+                Err(e) => {
+                    self.problem(e);
+                    self.failed = true;
+                    return 0;
+                }
+            }
+        }
+        let events = self.drain_events();
+        self.repost_pending();
+        self.release_finished();
+        self.read_trace();
+        let ready = {
+            let l = self.ledger.borrow();
+            l.ports_ready >= l.ports_total
+        };
+        if ready && !self.started {
+            self.started = true;
+            self.host.traffic_starts();
+        }
+        let now = self.host.now_ns();
+        if !ready {
+            if self.roles.iter().any(|r| !r.sent_all) {
+                wake_at(now + BARRIER_POLL_NS);
+            }
+            return events;
+        }
+        if let Some(t) = self.pump(now) {
+            wake_at(t);
+        }
+        // A role that ended at once (refused, stopped with nothing in
+        // flight) has nothing left to complete.
+        self.release_finished();
+        if self.trace_cursor.is_some() && !self.my_work_done() {
+            wake_at(now + TRACE_POLL_NS);
+        }
+        if self.incoming_may_end && !self.my_work_done() {
+            wake_at(now + END_POLL_NS);
+        }
+        // Flush consumption so the NIC never waits on a drained queue.
+        for p in &mut self.ports {
+            p.port.report_consumed();
+        }
+        events
+    }
+
+    /// Everything this node must see has happened (or its setup failed).
+    pub fn done(&self) -> bool {
+        self.my_work_done()
+    }
+}
+
+impl HostApp for NodeApp<SimHost, SimTransport> {
+    fn wake(&mut self, cx: &mut HostCx) {
+        self.step(&mut |t| cx.wake_at(t));
+    }
+
+    fn done(&self) -> bool {
+        self.my_work_done()
+    }
+}

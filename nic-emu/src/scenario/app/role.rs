@@ -1,0 +1,162 @@
+//! The roles a node plays in its flows (`Role`) and their rate control:
+//! where each is with the bandwidth manager (`Gate`: ask when starting,
+//! refused, release when done), ending a role early, and reading the
+//! NIC's dispatch trace into the traced flows' ledgers.
+
+use std::collections::VecDeque;
+
+use host_driver::brm::{BrmTransport, FlowId};
+use host_driver::{DmaBuf, FlowKey};
+
+use super::super::format::RatePlan;
+use super::super::plan::{Dir, RoleKind};
+use super::{NodeApp, NodeHost};
+
+/// One flow end this node sends on (a stream sender, a ping initiator or
+/// responder): its send slots, what it sends next, and its rate control.
+pub(super) struct Role {
+    pub(super) flow: usize,
+    pub(super) kind: RoleKind,
+    pub(super) port: usize,
+    pub(super) peer_node: u16,
+    pub(super) peer_port: u8,
+    pub(super) priority: host_driver::Priority,
+    pub(super) slots: Vec<DmaBuf>,
+    pub(super) free: Vec<usize>,
+    /// Stream: the next message to send. Ping-pong: messages ready to go.
+    pub(super) next: u64,
+    pub(super) queue: VecDeque<u64>,
+    pub(super) start_ns: u64,
+    pub(super) messages: u64,
+    pub(super) sent_all: bool,
+    /// Rate control of what this role sends.
+    pub(super) rate: RatePlan,
+    pub(super) gate: Gate,
+    pub(super) stop_ns: Option<u64>,
+    pub(super) trace: bool,
+}
+
+/// Where a role is with the bandwidth manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gate {
+    /// Not asked yet (it asks when it starts).
+    Pending,
+    /// Sending (admitted, registered, or no manager involved).
+    Running,
+    /// Refused: it sends nothing.
+    Refused,
+    /// Its reservation was given back.
+    Released,
+}
+
+impl Role {
+    /// The direction of the flow this role sends.
+    pub(super) fn sends(&self) -> Dir {
+        match self.kind {
+            RoleKind::PingResponder => Dir::Reply,
+            _ => Dir::Forward,
+        }
+    }
+
+    /// The flow-table key of the stream this role sends on.
+    pub(super) fn key(&self, port_num: u8) -> FlowKey {
+        FlowKey::new(port_num, self.peer_node, self.peer_port, self.priority)
+    }
+}
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Read the dispatch trace into the traced flows' ledgers.
+    pub(super) fn read_trace(&mut self) {
+        let (Some(cursor), Some(nic)) = (self.trace_cursor, self.nic.as_ref()) else { return };
+        let t = nic.dispatch_trace_since(cursor);
+        self.trace_cursor = Some(t.cursor);
+        if t.lost > 0 {
+            self.problem(format!("dispatch trace: {} records overwritten before read", t.lost));
+        }
+        if t.records.is_empty() {
+            return;
+        }
+        let keys: Vec<(u32, usize)> = self
+            .roles
+            .iter()
+            .filter(|r| r.trace)
+            .map(|r| (r.key(self.ports[r.port].num).abi_key(), r.flow))
+            .collect();
+        let mut l = self.ledger.borrow_mut();
+        for rec in &t.records {
+            if let Some(&(_, f)) = keys.iter().find(|(k, _)| *k == rec.key) {
+                l.flows[f].dispatch_ticks.push(rec.rtc);
+            }
+        }
+    }
+
+    /// The flow as the bandwidth manager names it.
+    fn flow_id(&self, ri: usize) -> FlowId {
+        let r = &self.roles[ri];
+        FlowId::new(self.node, self.ports[r.port].num, r.peer_node, r.peer_port, r.priority)
+    }
+
+    /// A role that starts asks the bandwidth manager for its rate (or
+    /// registers as best effort). Refused: it sends nothing.
+    pub(super) fn open_gate(&mut self, ri: usize) {
+        let id = self.flow_id(ri);
+        let r = &self.roles[ri];
+        let flow = r.flow;
+        let Some(brm) = self.brm.as_mut() else {
+            self.roles[ri].gate = Gate::Refused;
+            self.end_role(ri, 0);
+            self.problem("no bandwidth manager for a rate-controlled flow".into());
+            return;
+        };
+        let answer = match r.rate {
+            RatePlan::Reserve(b) => brm.request_bandwidth(id, b).map(|a| a.idt),
+            _ => brm.best_effort(id),
+        };
+        match answer {
+            Ok(idt) => {
+                self.roles[ri].gate = Gate::Running;
+                let mut l = self.ledger.borrow_mut();
+                l.flows[flow].idt = Some(idt);
+                l.flows[flow].admitted = Some(true);
+            }
+            Err(refused) => {
+                self.roles[ri].gate = Gate::Refused;
+                {
+                    let mut l = self.ledger.borrow_mut();
+                    l.flows[flow].admitted = Some(false);
+                    l.flows[flow].refused_reason = Some(refused.to_string());
+                }
+                self.end_role(ri, 0);
+            }
+        }
+    }
+
+    /// The role sends no more than the `sent` messages it has sent.
+    pub(super) fn end_role(&mut self, ri: usize, sent: u64) {
+        let r = &mut self.roles[ri];
+        r.messages = sent;
+        r.sent_all = true;
+        self.ledger.borrow_mut().flows[r.flow].spec.messages = sent;
+    }
+
+    /// Give back the reservations of roles whose last send completed.
+    pub(super) fn release_finished(&mut self) {
+        for ri in 0..self.roles.len() {
+            let r = &self.roles[ri];
+            if r.gate != Gate::Running || !r.rate.uses_brm() || !r.sent_all {
+                continue;
+            }
+            let done = self.ledger.borrow().flows[r.flow].completed[0] >= r.messages;
+            if !done {
+                continue;
+            }
+            let id = self.flow_id(ri);
+            self.roles[ri].gate = Gate::Released;
+            if let Some(brm) = self.brm.as_mut() {
+                if let Err(e) = brm.release_bandwidth(id) {
+                    self.problem(format!("releasing {id}: {e}"));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Sending: each role that may send now (started, let through by the
+//! bandwidth manager, not stopped) sends what it has while a slot, a
+//! token and ring room are free; each message is filled with its stream's
+//! pattern and its send time recorded in the ledger.
+
+use host_driver::brm::BrmTransport;
+use host_driver::DriverError;
+
+use super::super::pattern;
+use super::super::plan::{class_of, Dir, RoleKind};
+use super::role::Gate;
+use super::tags::send_tag;
+use super::{NodeApp, NodeHost};
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Send what can be sent now. Returns the earliest future start time
+    /// of a role that is waiting for it.
+    pub(super) fn pump(&mut self, now: u64) -> Option<u64> {
+        let mut later: Option<u64> = None;
+        for ri in 0..self.roles.len() {
+            let r = &self.roles[ri];
+            if r.sent_all {
+                continue;
+            }
+            if now < r.start_ns {
+                later = Some(later.map_or(r.start_ns, |l: u64| l.min(r.start_ns)));
+                continue;
+            }
+            if r.gate == Gate::Pending {
+                self.open_gate(ri);
+                if self.roles[ri].sent_all {
+                    continue;
+                }
+            }
+            if let Some(stop) = self.roles[ri].stop_ns {
+                if now >= stop {
+                    let sent = self.roles[ri].next;
+                    self.end_role(ri, sent);
+                    continue;
+                }
+                later = Some(later.map_or(stop, |l: u64| l.min(stop)));
+            }
+            loop {
+                let r = &self.roles[ri];
+                let msg = match r.kind {
+                    RoleKind::StreamSender => {
+                        if r.next >= r.messages {
+                            break;
+                        }
+                        r.next
+                    }
+                    _ => match r.queue.front() {
+                        Some(&m) => m,
+                        None => break,
+                    },
+                };
+                let Some(&slot) = r.free.last() else { break };
+                match self.send_one(ri, slot, msg) {
+                    Ok(()) => {}
+                    Err(DriverError::NoSendToken | DriverError::RingFull) => break,
+                    Err(e) => {
+                        let flow = self.roles[ri].flow;
+                        let name = self.ledger.borrow().flows[flow].spec.name.clone();
+                        self.problem(format!(
+                            "flow {name}: send of message {msg} refused by the driver: {e}"
+                        ));
+                        let dir = self.roles[ri].sends();
+                        let mut l = self.ledger.borrow_mut();
+                        l.flows[flow].send_done(dir, msg, false);
+                        l.resolved += 1;
+                    }
+                }
+                let r = &mut self.roles[ri];
+                match r.kind {
+                    RoleKind::StreamSender => r.next += 1,
+                    _ => {
+                        r.queue.pop_front();
+                    }
+                }
+                // A failed send above already gave its slot back.
+            }
+            let r = &mut self.roles[ri];
+            r.sent_all = match r.kind {
+                RoleKind::StreamSender => r.next >= r.messages,
+                _ => false,
+            };
+        }
+        later
+    }
+
+    fn send_one(&mut self, ri: usize, slot: usize, msg: u64) -> Result<(), DriverError> {
+        let r = &self.roles[ri];
+        let (len, stream, class) = {
+            let l = self.ledger.borrow();
+            let spec = &l.flows[r.flow].spec;
+            let len = spec.size_of(msg);
+            let stream = match r.sends() {
+                Dir::Forward => pattern::forward_stream(r.flow),
+                Dir::Reply => pattern::reply_stream(r.flow),
+            };
+            (len, stream, class_of(len))
+        };
+        let buf = r.slots[slot];
+        let n = len as usize;
+        if self.scratch.len() < n {
+            self.scratch.resize(n, 0);
+        }
+        pattern::fill(&mut self.scratch[..n], stream, msg as u32);
+        let pc = &mut self.ports[r.port];
+        if n > 0 {
+            pc.port.write(&buf, 0, &self.scratch[..n])?;
+        }
+        let now = self.host.now_ns();
+        pc.port.send(
+            &buf,
+            0,
+            len as u32,
+            class,
+            r.priority,
+            r.peer_node,
+            r.peer_port,
+            send_tag(ri, slot, msg),
+        )?;
+        let r = &mut self.roles[ri];
+        r.free.pop();
+        let mut l = self.ledger.borrow_mut();
+        let f = &mut l.flows[r.flow];
+        f.first_send_ns = Some(f.first_send_ns.map_or(now, |t| t.min(now)));
+        if r.kind != RoleKind::PingResponder {
+            f.send_ns.insert(msg, now);
+        }
+        Ok(())
+    }
+}

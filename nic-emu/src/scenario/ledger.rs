@@ -1,0 +1,271 @@
+//! The ledger: what the apps of every node record about every flow, and
+//! the checks that feed it. Each received message is judged against its
+//! stream (`FlowLedger::receive`: the expected one intact, a duplicate,
+//! ahead of its turn, or corrupted), each completed send is counted
+//! (`FlowLedger::send_done`), and the report is built from it. One
+//! `Ledger` is shared by the apps of a run (`SharedLedger`: the sim is one
+//! thread); it knows nothing of ports or backends.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use super::format::{FlowKind, FlowSpec, StreamKey};
+use super::pattern;
+use super::plan::Dir;
+
+/// One direction of a flow, as its receiver sees it.
+#[derive(Debug, Default)]
+pub struct StreamLedger {
+    /// The message index expected next.
+    pub expected: u64,
+    /// Messages whose send failed (the receiver will not see them).
+    pub failed: BTreeMap<u64, ()>,
+}
+
+impl StreamLedger {
+    fn skip_failed(&mut self) {
+        while self.failed.remove(&self.expected).is_some() {
+            self.expected += 1;
+        }
+    }
+}
+
+/// What happened to one received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The expected message, intact.
+    Good(u64),
+    /// An intact message whose index was already delivered.
+    Duplicate(u64),
+    /// An intact message ahead of its turn (earlier ones were skipped).
+    Ahead(u64),
+    /// Wrong content or length: taken as the expected one, mangled.
+    Corrupted(u64),
+}
+
+/// Everything about one flow the apps of both ends update.
+#[derive(Debug)]
+pub struct FlowLedger {
+    pub spec: FlowSpec,
+    pub streams: [StreamLedger; 2],
+    /// Send-call times of requests (stream messages) not yet answered.
+    pub send_ns: HashMap<u64, u64>,
+    pub delivered: u64,
+    pub bytes: u64,
+    pub corrupted: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub send_errors: u64,
+    pub first_send_ns: Option<u64>,
+    pub last_recv_ns: u64,
+    pub latencies: Vec<u64>,
+    /// Sends completed (any status), per direction.
+    pub completed: [u64; 2],
+    /// Rate control: the IDT installed (raw, admitted or best effort at
+    /// its start), whether the bandwidth manager admitted it, and why not.
+    pub idt: Option<u32>,
+    pub admitted: Option<bool>,
+    pub refused_reason: Option<String>,
+    /// NIC clock of each packet dispatch (with `trace`).
+    pub dispatch_ticks: Vec<u64>,
+}
+
+impl FlowLedger {
+    pub fn new(spec: FlowSpec) -> FlowLedger {
+        FlowLedger {
+            spec,
+            streams: Default::default(),
+            send_ns: HashMap::new(),
+            delivered: 0,
+            bytes: 0,
+            corrupted: 0,
+            duplicates: 0,
+            out_of_order: 0,
+            send_errors: 0,
+            first_send_ns: None,
+            last_recv_ns: 0,
+            latencies: Vec::new(),
+            completed: [0, 0],
+            idt: None,
+            admitted: None,
+            refused_reason: None,
+            dispatch_ticks: Vec::new(),
+        }
+    }
+
+    fn stream_id(&self, dir: Dir) -> u32 {
+        match dir {
+            Dir::Forward => pattern::forward_stream(self.spec.index),
+            Dir::Reply => pattern::reply_stream(self.spec.index),
+        }
+    }
+
+    fn is_message(&self, data: &[u8], dir: Dir, idx: u64) -> bool {
+        idx < self.spec.messages
+            && data.len() as u64 == self.spec.size_of(idx)
+            && pattern::matches(data, self.stream_id(dir), idx as u32)
+    }
+
+    /// Check a received message of direction `dir` and account for it.
+    pub fn receive(&mut self, dir: Dir, data: &[u8], now: u64) -> Verdict {
+        let st = &mut self.streams[dir as usize];
+        st.skip_failed();
+        let e = st.expected;
+        let verdict = if self.is_message(data, dir, e) {
+            Verdict::Good(e)
+        } else {
+            match pattern::claimed_index(data).map(u64::from) {
+                Some(c) if c != e && self.is_message(data, dir, c) => {
+                    if c < e {
+                        Verdict::Duplicate(c)
+                    } else {
+                        Verdict::Ahead(c)
+                    }
+                }
+                _ => Verdict::Corrupted(e),
+            }
+        };
+        let st = &mut self.streams[dir as usize];
+        match verdict {
+            Verdict::Good(i) => {
+                st.expected = i + 1;
+                self.bytes += data.len() as u64;
+                self.last_recv_ns = self.last_recv_ns.max(now);
+                let stream_done = self.spec.kind == FlowKind::Stream || dir == Dir::Reply;
+                if stream_done {
+                    self.delivered += 1;
+                    if let Some(t) = self.send_ns.remove(&i) {
+                        let lat = now.saturating_sub(t);
+                        self.latencies.push(match self.spec.kind {
+                            FlowKind::Stream => lat,
+                            FlowKind::Pingpong => lat / 2,
+                        });
+                    }
+                }
+            }
+            Verdict::Duplicate(_) => self.duplicates += 1,
+            Verdict::Ahead(i) => {
+                st.expected = i + 1;
+                self.out_of_order += 1;
+            }
+            Verdict::Corrupted(i) => {
+                st.expected = i + 1;
+                self.corrupted += 1;
+            }
+        }
+        verdict
+    }
+
+    /// A send of `msg` in direction `dir` completed (or was refused).
+    pub fn send_done(&mut self, dir: Dir, msg: u64, ok: bool) {
+        self.completed[dir as usize] += 1;
+        if !ok {
+            self.send_errors += 1;
+            self.send_ns.remove(&msg);
+            let st = &mut self.streams[dir as usize];
+            if msg >= st.expected {
+                st.failed.insert(msg, ());
+            }
+            st.skip_failed();
+        }
+    }
+
+    /// Every message of the flow has been resolved at its receiver (and
+    /// every send has completed).
+    pub fn finished(&self) -> bool {
+        let m = self.spec.messages;
+        match self.spec.kind {
+            FlowKind::Stream => self.streams[0].expected >= m && self.completed[0] >= m,
+            FlowKind::Pingpong => {
+                self.streams[1].expected >= m && self.completed[0] >= m && self.completed[1] >= m
+            }
+        }
+    }
+}
+
+/// State every app shares (the sim is one thread).
+#[derive(Debug)]
+pub struct Ledger {
+    pub flows: Vec<FlowLedger>,
+    pub streams: BTreeMap<StreamKey, (usize, Dir)>,
+    /// Ports every app opens, and how many the firmware has opened so far.
+    pub ports_total: usize,
+    pub ports_ready: usize,
+    /// Things that should not happen (refused descriptors, stray messages,
+    /// driver errors), in the order they happened.
+    pub problems: Vec<String>,
+    /// Messages the apps have resolved so far (for progress output).
+    pub resolved: u64,
+}
+
+pub type SharedLedger = Rc<RefCell<Ledger>>;
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::Scenario;
+    use super::*;
+
+    fn ledger(kind: &str) -> FlowLedger {
+        let v = Scenario::parse_validated(&format!(
+            "profile = \"x\"\n[fabric]\nnodes = 2\n[[flows]]\nsrc = [0, 1]\ndst = [1, 1]\n\
+             kind = \"{kind}\"\nsizes = [16, 32]\nmessages = 4\n"
+        ))
+        .unwrap();
+        FlowLedger::new(v.flows[0].clone())
+    }
+
+    fn msg(f: &FlowLedger, dir: Dir, i: u64) -> Vec<u8> {
+        pattern::make(f.spec.size_of(i) as usize, f.stream_id(dir), i as u32)
+    }
+
+    #[test]
+    fn in_order_messages_are_delivered_with_their_latency() {
+        let mut f = ledger("stream");
+        f.send_ns.insert(0, 100);
+        let m0 = msg(&f, Dir::Forward, 0);
+        assert_eq!(f.receive(Dir::Forward, &m0, 350), Verdict::Good(0));
+        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 16, vec![250]));
+    }
+
+    #[test]
+    fn duplicates_reordering_and_corruption_are_told_apart() {
+        let mut f = ledger("stream");
+        let m0 = msg(&f, Dir::Forward, 0);
+        let m2 = msg(&f, Dir::Forward, 2);
+        assert_eq!(f.receive(Dir::Forward, &m0, 1), Verdict::Good(0));
+        assert_eq!(f.receive(Dir::Forward, &m0, 2), Verdict::Duplicate(0));
+        assert_eq!(f.receive(Dir::Forward, &m2, 3), Verdict::Ahead(2));
+        let mut m3 = msg(&f, Dir::Forward, 3);
+        m3[9] ^= 1;
+        assert_eq!(f.receive(Dir::Forward, &m3, 4), Verdict::Corrupted(3));
+        assert_eq!((f.delivered, f.duplicates, f.out_of_order, f.corrupted), (1, 1, 1, 1));
+        // A message of the wrong length is corrupted too.
+        let mut g = ledger("stream");
+        let mut long = msg(&g, Dir::Forward, 0);
+        long.push(0);
+        assert_eq!(g.receive(Dir::Forward, &long, 1), Verdict::Corrupted(0));
+        // An intact message of a later index is ahead of its turn.
+        assert_eq!(g.receive(Dir::Forward, &msg(&g, Dir::Forward, 3), 2), Verdict::Ahead(3));
+    }
+
+    #[test]
+    fn failed_sends_are_skipped_by_the_receiver() {
+        let mut f = ledger("stream");
+        f.send_done(Dir::Forward, 0, false);
+        assert_eq!(f.receive(Dir::Forward, &msg(&f, Dir::Forward, 1), 1), Verdict::Good(1));
+        assert_eq!(f.send_errors, 1);
+    }
+
+    #[test]
+    fn pingpong_counts_round_trips_and_halves_them() {
+        let mut f = ledger("pingpong");
+        f.send_ns.insert(0, 1000);
+        assert_eq!(f.receive(Dir::Forward, &msg(&f, Dir::Forward, 0), 1500), Verdict::Good(0));
+        assert_eq!(f.delivered, 0);
+        assert_eq!(f.receive(Dir::Reply, &msg(&f, Dir::Reply, 0), 2000), Verdict::Good(0));
+        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 32, vec![500]));
+        // A request's pattern is not a reply's.
+        assert_eq!(f.receive(Dir::Reply, &msg(&f, Dir::Forward, 1), 2100), Verdict::Corrupted(1));
+    }
+}
