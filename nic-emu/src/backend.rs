@@ -17,6 +17,7 @@ use host_driver::backend::{HostOp, NicBackend};
 use nic_abi::regs::{self, reg};
 
 use crate::device::Rtc;
+use crate::host::HostCost;
 use crate::memory::NodeMem;
 use crate::profile::{Profile, Rate};
 

@@ -4,9 +4,35 @@
 //! looks at its ports, acts, and returns; it is called again at start,
 //! whenever its NIC wrote into host memory, and at times it asked for.
 //!
-//! Owns only these two types; the core (`sim`) schedules the calls.
+//! Owns these two types and the host CPU cost model ([`HostCost`]: what
+//! a driver operation costs, at the profile's prices); the core (`sim`)
+//! schedules the calls.
+
+use host_driver::backend::HostOp;
 
 use crate::backend::SimBackend;
+use crate::profile::{Profile, Rate};
+
+/// The host CPU cost model: virtual ns a node's host CPU spends on a
+/// driver operation, at a profile's `[host]` prices.
+pub trait HostCost {
+    /// Virtual ns a node's host CPU spends on `op`.
+    fn host_cost_ns(&self, op: HostOp) -> u64;
+}
+
+impl HostCost for Profile {
+    fn host_cost_ns(&self, op: HostOp) -> u64 {
+        let h = &self.host;
+        match op {
+            HostOp::PostDescriptor => {
+                h.post_fixed_ns + Rate::new(h.pio_bandwidth_bytes_per_s).ns(h.descriptor_bytes)
+            }
+            HostOp::EventFound => h.event_found_ns,
+            HostOp::EventEmpty => h.event_empty_ns,
+            HostOp::Touch(n) => Rate::new(h.touch_bandwidth_bytes_per_s).ns(n),
+        }
+    }
+}
 
 /// A program running on one simulated host.
 pub trait HostApp {
@@ -52,5 +78,18 @@ impl<'a> HostCx<'a> {
     /// Be called again `dt_ns` after the host clock's current time.
     pub fn wake_in(&mut self, dt_ns: u64) {
         self.wake_at(self.now_ns().saturating_add(dt_ns));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanai4_posts_a_descriptor_in_about_1_5_us_of_host_time() {
+        let l4 = Profile::load("lanai4-gm").unwrap();
+        // PIO at 44 MB/s: a 64-byte descriptor is about 1.5 us of host time.
+        let post = l4.host_cost_ns(HostOp::PostDescriptor);
+        assert!((1_450..2_500).contains(&post), "{post}");
     }
 }

@@ -26,28 +26,22 @@
 pub mod backend;
 pub mod brm;
 pub mod calibrate;
-pub(crate) mod device;
-pub(crate) mod event;
-pub(crate) mod fabric;
-pub mod faults;
-pub mod firmware;
 pub mod host;
-pub mod memory;
-pub mod profile;
 pub mod realtime;
-pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub(crate) mod sim_nic;
-pub mod stats;
-pub mod testfw;
-pub mod topology;
+
+use nic_device::device;
+pub use nic_device::{faults, firmware, memory, profile, rng, testfw};
+use nic_fabric::{event, fabric};
+pub use nic_fabric::{stats, topology};
 
 pub use backend::SimBackend;
 pub use device::crc_ok;
 pub use faults::Faults;
 pub use firmware::{Firmware, IdleFirmware, Work};
-pub use host::{HostApp, HostCx};
+pub use host::{HostApp, HostCost, HostCx};
 pub use profile::{Profile, ProfileError};
 pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
 pub use stats::{DeviceCounters, LinkEnd, LinkStats, NicStats, SimStats};

@@ -12,7 +12,7 @@ use nic_abi::map;
 use nic_abi::regs;
 use nic_abi::rings::DmaDir;
 use nic_emu::profile::Rate;
-use nic_emu::{Faults, HostApp, HostCx, RunLimit, RunOutcome, Topology};
+use nic_emu::{Faults, HostApp, HostCost, HostCx, RunLimit, RunOutcome, Topology};
 
 /// Posts one SramToHost DMA by hand at its first call (playing both host
 /// and firmware), then records when it is called again.

@@ -13,7 +13,7 @@ use host_driver::nic_abi::page_table::{self, Pte, PteState, PTE_SIZE};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::{HostOp, Nic, NicBackend};
 use nic_emu::{
-    ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology,
+    ClusterConfig, HostApp, HostCost, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology,
 };
 
 /// Most DMA-able host memory per node.

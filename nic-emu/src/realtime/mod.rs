@@ -68,9 +68,9 @@ pub use worker::Backoff;
 use crate::brm::Calibration;
 use crate::faults::Faults;
 use crate::profile::Profile;
-use crate::sim::{plan, EmuError, Plan};
 use crate::stats::LinkStats;
 use crate::topology::Topology;
+use nic_fabric::plan::{plan, EmuError, Plan};
 
 use engines::RtEngines;
 use fabric::RtFabric;

@@ -1,5 +1,5 @@
 //! Timing profiles: every figure the device model, the fabric, the host
-//! cost model and the firmware parameters take from a testbed, as data
+//! cost model (priced in the sim, `nic_emu::host::HostCost`) and the firmware parameters take from a testbed, as data
 //! (TOML). The three built-in profiles (`nic-emu/profiles/*.toml`) are
 //! embedded in the binary, so [`Profile::load`] finds them by name from any
 //! working directory; any other argument is read as a file path.
@@ -12,14 +12,13 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use host_driver::backend::HostOp;
 use nic_abi::{map, MAX_MTU};
 
 /// Built-in profiles, embedded.
 const BUILTIN: [(&str, &str); 3] = [
-    ("lanai4-gm", include_str!("../profiles/lanai4-gm.toml")),
-    ("lanai9-gm", include_str!("../profiles/lanai9-gm.toml")),
-    ("modern", include_str!("../profiles/modern.toml")),
+    ("lanai4-gm", include_str!("../../profiles/lanai4-gm.toml")),
+    ("lanai9-gm", include_str!("../../profiles/lanai9-gm.toml")),
+    ("modern", include_str!("../../profiles/modern.toml")),
 ];
 
 const NAMES: [&str; 3] = [BUILTIN[0].0, BUILTIN[1].0, BUILTIN[2].0];
@@ -279,19 +278,6 @@ impl Profile {
         (self.link.cable_ns_per_m * self.link.cable_m).round() as u64
     }
 
-    /// Virtual ns a node's host CPU spends on `op`.
-    pub fn host_cost_ns(&self, op: HostOp) -> u64 {
-        let h = &self.host;
-        match op {
-            HostOp::PostDescriptor => {
-                h.post_fixed_ns + Rate::new(h.pio_bandwidth_bytes_per_s).ns(h.descriptor_bytes)
-            }
-            HostOp::EventFound => h.event_found_ns,
-            HostOp::EventEmpty => h.event_empty_ns,
-            HostOp::Touch(n) => Rate::new(h.touch_bandwidth_bytes_per_s).ns(n),
-        }
-    }
-
     /// RTC ticks for a duration in ns (rounded up, at least 1 if non-zero).
     pub fn ns_to_ticks(&self, ns: u64) -> u64 {
         let t = (ns as u128 * self.nic.rtc_hz as u128).div_ceil(1_000_000_000);
@@ -396,9 +382,6 @@ mod tests {
         let l9 = Profile::load("lanai9-gm").unwrap();
         assert_eq!(l9.switch.latency_ns, 500);
         assert_eq!(l9.cable_delay_ns(), 21);
-        // PIO at 44 MB/s: a 64-byte descriptor is about 1.5 us of host time.
-        let post = l4.host_cost_ns(HostOp::PostDescriptor);
-        assert!((1_450..2_500).contains(&post), "{post}");
     }
 
     #[test]

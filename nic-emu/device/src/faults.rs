@@ -54,7 +54,7 @@ pub struct Verdict {
 /// `bit` of byte `byte % len` of it. False (nothing flipped) when the
 /// packet proper is empty.
 #[inline]
-pub(crate) fn flip_bit(buf: &mut [u8], start: usize, (byte, bit): (u64, u8)) -> bool {
+pub fn flip_bit(buf: &mut [u8], start: usize, (byte, bit): (u64, u8)) -> bool {
     let plen = buf.len().saturating_sub(start);
     if plen == 0 {
         return false;

@@ -4,8 +4,8 @@
 
 use nic_abi::stats::{Stat, STAT_COUNT};
 
-pub use crate::device::DeviceCounters;
 pub use crate::fabric::{LinkEnd, LinkStats};
+pub use nic_device::device::DeviceCounters;
 
 /// Totals of a simulation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -58,7 +58,7 @@ pub struct NicStats {
     pub nic_busy_ns: u64,
     /// The work those passes reported, summed (what the NIC CPU was
     /// charged for, unit by unit).
-    pub nic_work: crate::firmware::Work,
+    pub nic_work: nic_device::firmware::Work,
     /// Host CPU time charged through the backend (ns).
     pub host_busy_ns: u64,
     /// Out-of-range SRAM accesses by the firmware.

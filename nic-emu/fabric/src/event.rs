@@ -11,7 +11,7 @@
 /// What happens. Payloads are small indices; handlers check staleness
 /// (generation numbers, or the state they find) rather than cancelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ev {
+pub enum Ev {
     /// Run node's NIC CPU (doorbell, engine completion, arrival, timer).
     NicWake { node: u32, gen: u32 },
     /// Call node's host programs.
@@ -92,7 +92,7 @@ impl Ev {
 
 /// The queue: a binary heap of 24-byte entries.
 #[derive(Debug, Default)]
-pub(crate) struct EventQueue {
+pub struct EventQueue {
     heap: std::collections::BinaryHeap<Scheduled>,
     seq: u64,
 }
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn the_queue_matches_a_reference_heap_under_random_monotone_use() {
-        let mut rng = crate::rng::Rng::new(5);
+        let mut rng = nic_device::rng::Rng::new(5);
         let mut q = EventQueue::default();
         let mut reference = std::collections::BinaryHeap::new(); // Reverse((time, id))
         let mut now = 0u64;

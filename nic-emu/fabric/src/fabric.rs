@@ -35,15 +35,15 @@ use nic_abi::map::ROUTE_MAX;
 use nic_abi::packet::ROUTE_FLAG;
 
 use crate::event::{Ev, EventQueue};
-use crate::faults::{flip_bit, FaultInjector, Faults};
-use crate::profile::{Profile, Rate};
 use crate::topology::Layout;
+use nic_device::faults::{flip_bit, FaultInjector, Faults};
+use nic_device::profile::{Profile, Rate};
 
 /// "Not known yet": a link held by a stalled packet, or no event pending.
-pub(crate) const NEVER: u64 = u64::MAX;
-pub(crate) const NO_LINK: u32 = u32::MAX;
+pub const NEVER: u64 = u64::MAX;
+pub const NO_LINK: u32 = u32::MAX;
 /// Most links one packet crosses: one per route byte, plus the first.
-pub(crate) const MAX_HOPS: usize = ROUTE_MAX + 1;
+pub const MAX_HOPS: usize = ROUTE_MAX + 1;
 
 /// One end of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub struct SourceDrops {
 
 impl LinkStats {
     /// A link's counters before any packet.
-    pub(crate) fn new(from: LinkEnd, to: LinkEnd) -> LinkStats {
+    pub fn new(from: LinkEnd, to: LinkEnd) -> LinkStats {
         LinkStats {
             from,
             to,
@@ -105,7 +105,7 @@ impl LinkStats {
 
 /// One directed link as wired: its ends and its timing.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LinkSpec {
+pub struct LinkSpec {
     pub from: LinkEnd,
     pub to: LinkEnd,
     /// From the head entering to the head being ready at the far end
@@ -134,7 +134,7 @@ impl LinkSpec {
 /// The wiring both fabrics build from a layout and a profile: every
 /// directed link in `Layout::links` order, each switch's output port ->
 /// link (NO_LINK where nothing is cabled), each NIC's link out.
-pub(crate) struct Wiring {
+pub struct Wiring {
     pub links: Vec<LinkSpec>,
     pub switches: Vec<Vec<u32>>,
     pub nic_out: Vec<u32>,
@@ -169,7 +169,7 @@ impl Wiring {
 
 /// What fault injection did to a packet entering one link.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Hit {
+pub struct Hit {
     pub drop: bool,
     /// A bit of it was flipped.
     pub corrupt: bool,
@@ -194,7 +194,7 @@ impl Hit {
 /// in `buf` (its wire bytes) past its `route_len` route bytes, a
 /// duplicate. The caller charges the hit to the sender.
 #[inline]
-pub(crate) fn enter_link(
+pub fn enter_link(
     stats: &mut LinkStats,
     fault: Option<&mut FaultInjector>,
     faults: &Faults,
@@ -217,7 +217,7 @@ pub(crate) fn enter_link(
     hit
 }
 
-pub(crate) struct Link {
+pub struct Link {
     pub spec: LinkSpec,
     /// The entry is free from this time on (NEVER while a stalled packet
     /// holds it).
@@ -232,7 +232,7 @@ pub(crate) struct Link {
 }
 
 /// A packet in the fabric.
-pub(crate) struct Flight {
+pub struct Flight {
     /// The wire bytes as sent: route, header, payload.
     pub buf: Vec<u8>,
     /// Route bytes at launch (not corrupted by fault injection).
@@ -288,7 +288,7 @@ impl Flight {
 
 /// What a head found at the far end of its link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arrival {
+pub enum Arrival {
     /// It moved on, or waits in a switch.
     Switched,
     /// It was dropped.
@@ -299,14 +299,14 @@ pub(crate) enum Arrival {
 
 /// What a LinkFree event found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Freed {
+pub enum Freed {
     Stale,
     /// The transmit link of this NIC is free: its current packet's tail left.
     Tx(usize),
     Switched,
 }
 
-pub(crate) struct Fabric {
+pub struct Fabric {
     links: Vec<Link>,
     /// Per switch: output port -> link.
     switches: Vec<Vec<u32>>,
@@ -598,7 +598,7 @@ fn schedule_free(q: &mut EventQueue, l: &mut Link, link: u32) {
 /// links: NO_LINK when the byte is no route byte, names no cabled port,
 /// or the packet crossed too many switches. Shared with `realtime`.
 #[inline]
-pub(crate) fn switch_out(ports: &[u32], next: Option<u8>, hops: usize) -> u32 {
+pub fn switch_out(ports: &[u32], next: Option<u8>, hops: usize) -> u32 {
     match next {
         Some(b) if b & ROUTE_FLAG != 0 && hops < MAX_HOPS => {
             ports.get((b & !ROUTE_FLAG) as usize).copied().unwrap_or(NO_LINK)

@@ -43,11 +43,11 @@ use crate::profile::{Clock, Profile};
 
 /// Longest send-DMA transfer accepted (route room + header + MTU, with
 /// slack so that an over-long packet reaches the receiver and is cut).
-pub(crate) const MAX_WIRE: usize = 4 * BUF_STRIDE as usize;
+pub const MAX_WIRE: usize = 4 * BUF_STRIDE as usize;
 
 /// One node's memories as the DMA engines see them: its SRAM (register
 /// block included) and host-DMA copies between SRAM and host memory.
-pub(crate) trait NicMem {
+pub trait NicMem {
     type Sram: Sram + ?Sized;
     fn sram(&self) -> &Self::Sram;
     fn sram_mut(&mut self) -> &mut Self::Sram;
@@ -86,7 +86,7 @@ pub struct DeviceCounters {
 }
 
 /// Configuration written into the cfg registers at reset.
-pub(crate) struct ResetConfig<'a> {
+pub struct ResetConfig<'a> {
     pub node: usize,
     pub nodes: usize,
     pub profile: &'a Profile,
@@ -100,7 +100,7 @@ pub(crate) struct ResetConfig<'a> {
 /// FW_BOOTING` goes first and MAGIC last but one, so that a NIC reset under
 /// running host processes never shows MAGIC with a stale firmware status
 /// (docs/design/cluster-dir.md, "Reset of one NIC").
-pub(crate) fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
+pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     let p = cfg.profile;
     let ticks = |ns: u64| p.ns_to_ticks(ns);
     let len = m.sram_len() as u32;
@@ -134,7 +134,7 @@ pub(crate) fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
 /// `origin` (ns on the backend's clock: virtual time in the sim, the
 /// cluster's start in real time), shown in the `RTC` register.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rtc {
+pub struct Rtc {
     pub clock: Clock,
     pub origin: u64,
 }
@@ -167,7 +167,7 @@ impl Rtc {
 
 /// A well-formed send-DMA command's packet in SRAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TxSpan {
+pub struct TxSpan {
     /// First byte (of the route).
     pub sram: usize,
     /// Route + header + payload bytes.
@@ -190,7 +190,7 @@ fn tx_span(cmd: Result<TxDmaCmd, nic_abi::ParseError>, sram_len: usize) -> Optio
 /// the device counters. Backend-independent: every step takes the node's
 /// memories ([`NicMem`]); the backend calls the steps when its time says.
 #[derive(Debug, Default)]
-pub(crate) struct Engines {
+pub struct Engines {
     // Host-DMA engine.
     hdma_started: u32,
     hdma_done: u32,
