@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::Profile;
+use nic_device::profile::Profile;
 
 /// Built-in calibrations, embedded (name, text).
 const BUILTIN: [(&str, &str); 3] = [

@@ -29,7 +29,7 @@ use host_driver::brm::{
 };
 
 use super::calibration::{Calibration, EPS, MAX_IDT};
-use crate::topology::Layout;
+use nic_fabric::topology::Layout;
 
 /// What carries the master's commands to the node agents (bytes in,
 /// bytes out, blocking).
@@ -422,8 +422,8 @@ pub fn ports_on_route(l: &Layout, src: usize, dst: usize) -> Result<Vec<(u16, u8
 mod tests {
     use super::*;
     use crate::brm::calibration::CurvePoint;
-    use crate::topology::Topology;
     use host_driver::brm::decode;
+    use nic_fabric::topology::Topology;
 
     /// The shared test calibration with a straight node curve (in + out =
     /// Bmax).

@@ -34,7 +34,7 @@ use nic_abi::map;
 
 use super::calibration::Calibration;
 use super::master::{ports_on_route, AgentLinks, Managed, Master};
-use crate::topology::{Layout, Topology};
+use nic_fabric::topology::{Layout, Topology};
 
 /// The master's connections to the node agents.
 struct SocketAgents {

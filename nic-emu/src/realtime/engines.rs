@@ -26,7 +26,7 @@ use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_cluster_dir::MappedFile;
 
 use super::fabric::{Launch, RtFabric, RtPacket};
-use crate::device::{Engines, NicMem};
+use nic_device::device::{Engines, NicMem};
 
 /// The send-DMA engine's packet whose tail has not left yet.
 #[derive(Debug, Clone, Copy)]
@@ -127,7 +127,7 @@ impl RtEngines {
     }
 
     /// The device counters.
-    pub fn counters(&self) -> crate::stats::DeviceCounters {
+    pub fn counters(&self) -> nic_fabric::stats::DeviceCounters {
         self.dev.c
     }
 

@@ -34,12 +34,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::fabric::{
+use nic_device::faults::{FaultInjector, Faults};
+use nic_device::profile::Profile;
+use nic_fabric::fabric::{
     enter_link, switch_out, LinkEnd, LinkSpec, LinkStats, SourceDrops, Wiring, NO_LINK,
 };
-use crate::faults::{FaultInjector, Faults};
-use crate::profile::Profile;
-use crate::topology::Layout;
+use nic_fabric::topology::Layout;
 
 /// Packets an inbox takes before a new arrival holds its sender.
 pub(crate) const INBOX_SLACK: usize = 8;

@@ -59,18 +59,18 @@ use nic_abi::NUM_PORTS;
 use nic_cluster_dir::cluster::{self, ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 use nic_cluster_dir::MappedFile;
 
-pub use crate::fabric::SourceDrops;
 pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};
 pub use fabric::Pacing;
+pub use nic_fabric::fabric::SourceDrops;
 pub use node::NodeCounters;
 pub use worker::Backoff;
 
 use crate::brm::Calibration;
-use crate::faults::Faults;
-use crate::profile::Profile;
-use crate::stats::LinkStats;
-use crate::topology::Topology;
+use nic_device::faults::Faults;
+use nic_device::profile::Profile;
 use nic_fabric::plan::{plan, EmuError, Plan};
+use nic_fabric::stats::LinkStats;
+use nic_fabric::topology::Topology;
 
 use engines::RtEngines;
 use fabric::RtFabric;
@@ -457,7 +457,7 @@ impl RtCluster {
     fn boot(
         cfg: RtConfig,
         dir: ClusterDir,
-        layout: crate::topology::Layout,
+        layout: nic_fabric::topology::Layout,
         send_timeout_ns: u64,
         routes: Vec<Vec<Vec<u8>>>,
         qemu_spec: Option<qemu::QemuSpec>,

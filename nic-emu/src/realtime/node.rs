@@ -21,9 +21,9 @@ use nic_abi::NUM_PORTS;
 use super::engines::{RtEngines, Service};
 use super::fabric::RtFabric;
 use super::hw::MappedHw;
-use crate::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
-use crate::firmware::Work;
-use crate::profile::Profile;
+use nic_device::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
+use nic_device::firmware::Work;
+use nic_device::profile::Profile;
 
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;

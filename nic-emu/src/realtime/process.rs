@@ -20,7 +20,7 @@ use nic_cluster_dir::cluster::{self, ClusterDir, ClusterError};
 use nic_cluster_dir::MappedFile;
 
 use super::{Pacing, RtConfig, RtError};
-use crate::profile::Profile;
+use nic_device::profile::Profile;
 
 /// The line `nic-cluster run` prints on stdout when the cluster is up:
 /// this, a space, and the cluster directory.

@@ -16,10 +16,10 @@ use std::rc::Rc;
 use host_driver::backend::{HostOp, NicBackend};
 use nic_abi::regs::{self, reg};
 
-use crate::device::Rtc;
 use crate::host::HostCost;
-use crate::memory::NodeMem;
-use crate::profile::{Profile, Rate};
+use nic_device::device::Rtc;
+use nic_device::memory::NodeMem;
+use nic_device::profile::{Profile, Rate};
 
 /// Host CPU prices (ns), from the profile.
 #[derive(Debug, Clone, Copy)]

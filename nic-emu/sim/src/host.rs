@@ -11,7 +11,7 @@
 use host_driver::backend::HostOp;
 
 use crate::backend::SimBackend;
-use crate::profile::{Profile, Rate};
+use nic_device::profile::{Profile, Rate};
 
 /// The host CPU cost model: virtual ns a node's host CPU spends on a
 /// driver operation, at a profile's `[host]` prices.

@@ -32,19 +32,19 @@ use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 
 use crate::backend::{Bells, HostPrices, SimBackend};
-use crate::device::{reset_sram, ResetConfig, Rtc};
-use crate::event::{Ev, EventQueue};
-use crate::fabric::{Arrival, Fabric, Freed, LinkStats, NEVER};
-use crate::faults::Faults;
-use crate::firmware::{mcp_firmware, Firmware, SliceHw, Work};
 use crate::host::{HostApp, HostCx};
-use crate::memory::NodeMem;
-use crate::profile::{Clock, Profile};
 use crate::sim_nic::NicDevice;
-use crate::stats::{NicStats, SimStats};
-use crate::topology::{Layout, Topology};
+use nic_device::device::{reset_sram, ResetConfig, Rtc};
+use nic_device::faults::Faults;
+use nic_device::firmware::{mcp_firmware, Firmware, SliceHw, Work};
+use nic_device::memory::NodeMem;
+use nic_device::profile::{Clock, Profile};
+use nic_fabric::event::{Ev, EventQueue};
+use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, NEVER};
 pub use nic_fabric::plan::EmuError;
 use nic_fabric::plan::{plan, Plan};
+use nic_fabric::stats::{NicStats, SimStats};
+use nic_fabric::topology::{Layout, Topology};
 
 /// How to build a cluster.
 #[derive(Debug, Clone)]

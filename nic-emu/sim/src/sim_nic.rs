@@ -22,12 +22,12 @@ use std::rc::Rc;
 
 use nic_abi::packet::ROUTE_FLAG;
 
-use crate::device::Engines;
-use crate::event::{Ev, EventQueue};
-use crate::fabric::Fabric;
-use crate::memory::NodeMem;
-use crate::profile::{Profile, Rate};
-use crate::stats::DeviceCounters;
+use nic_device::device::Engines;
+use nic_device::memory::NodeMem;
+use nic_device::profile::{Profile, Rate};
+use nic_fabric::event::{Ev, EventQueue};
+use nic_fabric::fabric::Fabric;
+use nic_fabric::stats::DeviceCounters;
 
 #[derive(Debug, Clone, Copy)]
 struct SramBus {

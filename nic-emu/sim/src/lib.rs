@@ -1,0 +1,29 @@
+//! nic-sim: the deterministic discrete-event simulator. Virtual time in
+//! ns, one thread, any number of nodes; the same configuration gives the
+//! same run, bit for bit.
+//!
+//! - [`sim`]: the core ([`SimCluster`]): NIC CPUs running firmware
+//!   (`nic_device::firmware`, the MCP by default) at the profile's cycle
+//!   prices, the device model's engines (`sim_nic`) and the fabric on one
+//!   event queue, and simulated host programs.
+//! - [`backend`]: [`SimBackend`], the sim's `host_driver::NicBackend`
+//!   (PIO on the heap SRAM, host memory, doorbells, the host clock).
+//! - [`host`]: simulated host programs ([`HostApp`], [`HostCx`]) and the
+//!   host CPU cost model ([`HostCost`]).
+//! - [`calibrate`]: the two measurements the timing profiles are
+//!   calibrated against (ping-pong latency, stream bandwidth).
+//!
+//! Owns virtual time and every scheduling decision. May touch the device
+//! model, the fabric and the host driver (as its backend and as the API
+//! simulated programs use); never wall-clock time, files or threads.
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod calibrate;
+pub mod host;
+pub mod sim;
+pub(crate) mod sim_nic;
+
+pub use backend::SimBackend;
+pub use host::{HostApp, HostCost, HostCx};
+pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
