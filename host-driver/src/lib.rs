@@ -22,9 +22,8 @@
 //! events), `memory.rs` (DMA buffers, page table), `event.rs` (typed
 //! events), `error.rs`, `backend.rs` (the seam). Rate control:
 //! `flows.rs` (the NIC's flow table and dispatch trace: `Nic::set_flow_idt`,
-//! `Nic::flow`, `Nic::dispatch_trace_since`), `brm.rs` (bandwidth requests
-//! to the bandwidth resource manager: its postcard messages and the
-//! blocking client, whatever carries them). Real time: `live.rs`
+//! `Nic::flow`, `Nic::dispatch_trace_since`; the bandwidth resource
+//! manager that sets it is the crate `host-brm`, beside this one). Real time: `live.rs`
 //! (`LiveBackend`), over the crate `nic-cluster-dir` (re-exported as
 //! `cluster` and `mapped`: the cluster directory contract and
 //! `MappedFile`, shared with the device process). Measuring: `pattern.rs`
@@ -37,8 +36,6 @@
 pub mod affinity;
 pub mod backend;
 pub mod bench;
-pub mod brm;
-pub mod brm_socket;
 mod error;
 mod event;
 pub mod flows;

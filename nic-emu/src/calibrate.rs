@@ -20,9 +20,9 @@ pub use nic_sim::calibrate::*;
 ///   rates (IDTs), B sends to C unregulated; each point is (what B
 ///   received, what B sent).
 pub mod rate {
-    use crate::brm::{Calibration, CurvePoint, SweepPoint};
     use crate::scenario::{self, Report, Scenario};
     use crate::Profile;
+    use host_brm::{Calibration, CurvePoint, SweepPoint};
 
     /// Bytes of the messages the calibration uses.
     pub const MESSAGE: u64 = 65536;

@@ -12,10 +12,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use host_driver::brm::{
-    decode, encode, AgentReply, BrmClient, Criterion, FlowId, Refused, Reply, Request,
-};
-use host_driver::brm_socket::{read_frame, write_frame};
+use host_brm::socket::{read_frame, write_frame};
+use host_brm::{decode, encode, AgentReply, BrmClient, Criterion, FlowId, Refused, Reply, Request};
 use host_driver::cluster::ClusterBackend;
 use host_driver::{LiveBackend, Nic, Priority};
 use nic_emu::brm::Calibration;

@@ -5,7 +5,7 @@
 
 use cluster_tests::refused;
 use cluster_tests::rig::Rig;
-use host_driver::brm::{Criterion, FlowId};
+use host_brm::{Criterion, FlowId};
 use host_driver::{DriverError, Event, FlowKey, PortOptions, Priority, SendStatus};
 use nic_abi::map::FLOW_ENTRIES;
 use nic_emu::brm::{Calibration, SimBrm};

@@ -98,8 +98,8 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
     let c = start(&profile, &name, None, root)?;
     let cl = c.path().display().to_string();
     let mut probe = live::Probe::new(&cl, 4);
-    let mut brm = host_driver::brm::BrmClient::connect(&cl)?;
-    let f = host_driver::brm::FlowId::new(0, 1, 1, 1, host_driver::Priority::Low);
+    let mut brm = host_brm::BrmClient::connect(&cl)?;
+    let f = host_brm::FlowId::new(0, 1, 1, 1, host_driver::Priority::Low);
     // (live::experiments' first flow too)
     brm.best_effort(f).map_err(|e| e.to_string())?;
     let tr = live::Traffic::start(&cl, f)?;

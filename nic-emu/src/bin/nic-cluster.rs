@@ -27,11 +27,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use host_brm::server::{self, BrmServer};
+use host_brm::Calibration;
 use host_driver::cluster::{self, ClusterBackend, ClusterDir};
 use host_driver::MappedFile;
 use nic_abi::regs::{self, reg};
-use nic_emu::brm::server::{self, BrmServer};
-use nic_emu::brm::Calibration;
 use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
 use nic_emu::{Faults, Profile, Topology};

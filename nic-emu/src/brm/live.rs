@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use host_brm::socket::SocketTransport;
+use host_brm::{BrmClient, FlowId, Refused};
 use host_driver::bench::open_live_port;
-use host_driver::brm::{BrmClient, FlowId, Refused};
-use host_driver::brm_socket::SocketTransport;
 use host_driver::{Event, FlowInfo, IdlePolicy, LiveBackend, Nic, Priority};
 use nic_abi::{class_max_len, size_class_for};
 

@@ -6,11 +6,11 @@
 //!   table, `FLOW_GEN` and `DISPATCH_TRACE_ENABLE`). When the cluster
 //!   runs a BRM, it listens on `node<N>/brm-agent.sock` for every node;
 //!   the master sends `AgentCommand` frames there and each is applied by
-//!   `host_driver::brm::Agent` over [`FlowTableBackend`], a `NicBackend`
+//!   `host_brm::Agent` over [`FlowTableBackend`], a `NicBackend`
 //!   that may write only those words. Malformed frames are answered
 //!   (`AgentReply::Failed`) and counted; broken connections are dropped,
 //!   counted and noted.
-//! - Master. `nic-cluster brm` (`crate::brm::server`) run as a child of
+//! - Master. `nic-cluster brm` (`host_brm::server`) run as a child of
 //!   the device process ([`MasterProcess`]), listening on `brm.sock`; the
 //!   cluster waits for its ready line and stops it first at stop.
 //!
@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use host_driver::brm::{decode, encode, Agent, AgentCommand, AgentReply};
-use host_driver::brm_socket::{serve_connection, Handled, ServeCounters};
+use host_brm::socket::{serve_connection, Handled, ServeCounters};
+use host_brm::{decode, encode, Agent, AgentCommand, AgentReply};
 use host_driver::{ClusterDir, HostOp, MappedFile, Nic, NicBackend};
 use nic_abi::flows::FLOW_ENTRY_SIZE;
 use nic_abi::map::{FLOWS, FLOW_ENTRIES};

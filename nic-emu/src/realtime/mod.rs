@@ -65,7 +65,7 @@ pub use nic_fabric::fabric::SourceDrops;
 pub use node::NodeCounters;
 pub use worker::Backoff;
 
-use crate::brm::Calibration;
+use host_brm::Calibration;
 use nic_device::faults::Faults;
 use nic_device::profile::Profile;
 use nic_fabric::plan::{plan, EmuError, Plan};

@@ -12,8 +12,8 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::plan::{plan, Limits, Plan};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
-use crate::brm::{Calibration, SimBrm};
 use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
+use host_brm::{Calibration, SimBrm};
 
 /// How far a run has got, for progress output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! again; a ping-pong's next message queued), a send completed (its slot
 //! freed, a failure accounted for), a descriptor refused.
 
-use host_driver::brm::BrmTransport;
+use host_brm::BrmTransport;
 use host_driver::{DriverError, Event, SendStatus};
 
 use super::super::format::StreamKey;

@@ -3,7 +3,7 @@
 //! real-time one is in realtime.rs. [`NoBrm`] stands for the bandwidth
 //! manager on backends that have none.
 
-use host_driver::brm::BrmTransport;
+use host_brm::BrmTransport;
 use host_driver::{DriverError, NicBackend};
 
 use crate::SimBackend;

@@ -18,13 +18,13 @@
 
 use std::collections::VecDeque;
 
-use host_driver::brm::{BrmClient, BrmTransport};
+use host_brm::{BrmClient, BrmTransport};
 use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
 use super::format::FlowKind;
 use super::plan::{NodePlan, RoleKind};
-use crate::brm::SimTransport;
 use crate::{HostApp, HostCx};
+use host_brm::SimTransport;
 
 mod events;
 mod host;

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use host_driver::brm::{BrmTransport, FlowId};
+use host_brm::{BrmTransport, FlowId};
 use host_driver::{DmaBuf, FlowKey};
 
 use super::super::format::RatePlan;

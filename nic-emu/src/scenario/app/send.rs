@@ -3,7 +3,7 @@
 //! token and ring room are free; each message is filled with its stream's
 //! pattern and its send time recorded in the ledger.
 
-use host_driver::brm::BrmTransport;
+use host_brm::BrmTransport;
 use host_driver::DriverError;
 
 use super::super::pattern;

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use host_driver::brm::BrmTransport;
+use host_brm::BrmTransport;
 use host_driver::{DmaBuf, DriverError, Nic, NicBackend, PortOptions};
 
 use super::super::format::RatePlan;

@@ -9,12 +9,12 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use host_driver::brm::{decode, encode, Agent, BrmClient, BrmTransport, Refused, Reply, Request};
+use crate::protocol::{decode, encode, Agent, BrmClient, BrmTransport, Refused, Reply, Request};
 use host_driver::Nic;
 
-use super::calibration::Calibration;
-use super::master::{ports_on_route, AgentLinks, Change, Master};
-use crate::{SimBackend, SimCluster};
+use crate::calibration::Calibration;
+use crate::master::{ports_on_route, AgentLinks, Change, Master};
+use nic_sim::{SimBackend, SimCluster};
 
 /// The BRM of one simulated cluster.
 pub struct SimBrm {
@@ -28,7 +28,7 @@ impl AgentLinks for Links<'_> {
     fn send(&mut self, node: u16, command: &[u8]) -> Vec<u8> {
         match self.0.get_mut(node as usize) {
             Some(a) => a.handle(command),
-            None => encode(&host_driver::brm::AgentReply::Failed(format!("no node {node}"))),
+            None => encode(&crate::protocol::AgentReply::Failed(format!("no node {node}"))),
         }
     }
 }

@@ -21,9 +21,9 @@ use nic_device::profile::Profile;
 
 /// Built-in calibrations, embedded (name, text).
 const BUILTIN: [(&str, &str); 3] = [
-    ("lanai4-gm", include_str!("../../profiles/lanai4-gm.calibration.toml")),
-    ("lanai9-gm", include_str!("../../profiles/lanai9-gm.calibration.toml")),
-    ("modern", include_str!("../../profiles/modern.calibration.toml")),
+    ("lanai4-gm", include_str!("../../../nic-emu/profiles/lanai4-gm.calibration.toml")),
+    ("lanai9-gm", include_str!("../../../nic-emu/profiles/lanai9-gm.calibration.toml")),
+    ("modern", include_str!("../../../nic-emu/profiles/modern.calibration.toml")),
 ];
 
 /// One point of the IDT sweep: one flow of 64 KiB messages at `idt`.
@@ -122,8 +122,10 @@ impl Calibration {
     /// The calibration file that goes with a profile name or path.
     pub fn path_for(profile: &str) -> PathBuf {
         if Profile::names().contains(&profile) {
+            // The timing profiles' directory (nic-device embeds the
+            // profiles from there).
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("profiles")
+                .join("../../nic-emu/profiles")
                 .join(format!("{profile}.calibration.toml"))
         } else {
             let p = Path::new(profile);

@@ -24,11 +24,11 @@
 
 use std::collections::BTreeMap;
 
-use host_driver::brm::{
+use crate::protocol::{
     encode, Admitted, AgentCommand, AgentReply, Criterion, FlowId, Refused, Reply, Request,
 };
 
-use super::calibration::{Calibration, EPS, MAX_IDT};
+use crate::calibration::{Calibration, EPS, MAX_IDT};
 use nic_fabric::topology::Layout;
 
 /// What carries the master's commands to the node agents (bytes in,
@@ -304,7 +304,7 @@ impl Master {
     /// Did the agent carry `cmd` out?
     fn command(&mut self, links: &mut dyn AgentLinks, node: u16, cmd: AgentCommand) -> bool {
         let reply = links.send(node, &encode(&cmd));
-        match host_driver::brm::decode::<AgentReply>(&reply) {
+        match crate::protocol::decode::<AgentReply>(&reply) {
             Ok(AgentReply::Done) => true,
             Ok(AgentReply::Failed(e)) => {
                 self.failures.push(format!("node {node}: {cmd:?}: {e}"));
@@ -421,8 +421,8 @@ pub fn ports_on_route(l: &Layout, src: usize, dst: usize) -> Result<Vec<(u16, u8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::brm::calibration::CurvePoint;
-    use host_driver::brm::decode;
+    use crate::calibration::CurvePoint;
+    use crate::protocol::decode;
     use nic_fabric::topology::Topology;
 
     /// The shared test calibration with a straight node curve (in + out =
@@ -433,7 +433,7 @@ mod tests {
                 CurvePoint { in_mb_s: 0.0, out_mb_s: 82.0 },
                 CurvePoint { in_mb_s: 82.0, out_mb_s: 0.0 },
             ],
-            ..crate::brm::calibration::tests::sample()
+            ..crate::calibration::tests::sample()
         }
     }
 

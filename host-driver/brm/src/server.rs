@@ -2,7 +2,7 @@
 //! brm`, started by the device process when `RtConfig::brm` asks for
 //! it): the same [`Master`] as the sim's, fed by programs over
 //! `<dir>/brm.sock` and driving the node agents over
-//! `<dir>/node<N>/brm-agent.sock` (`host_driver::brm_socket` frames).
+//! `<dir>/node<N>/brm-agent.sock` (`crate::socket` frames).
 //!
 //! - Routes: the fabric layout of `--topology` with the profile's switch
 //!   size, checked against the route table each NIC was reset with (read
@@ -25,15 +25,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use host_driver::brm::{decode, encode, AgentReply, Refused, Reply, Request};
-use host_driver::brm_socket::{
-    serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT,
-};
+use crate::protocol::{decode, encode, AgentReply, Refused, Reply, Request};
+use crate::socket::{serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT};
 use host_driver::{ClusterDir, MappedFile};
 use nic_abi::map;
 
-use super::calibration::Calibration;
-use super::master::{ports_on_route, AgentLinks, Managed, Master};
+use crate::calibration::Calibration;
+use crate::master::{ports_on_route, AgentLinks, Managed, Master};
 use nic_fabric::topology::{Layout, Topology};
 
 /// The master's connections to the node agents.

@@ -22,9 +22,9 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::NicBackend;
-use crate::flows::FlowKey;
-use crate::nic::Nic;
+use host_driver::FlowKey;
+use host_driver::Nic;
+use host_driver::NicBackend;
 use nic_abi::Priority;
 
 /// A flow across the cluster: (source node, source port, target node,

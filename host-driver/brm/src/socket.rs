@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::brm::{BrmClient, BrmTransport};
-use crate::cluster::ClusterDir;
+use crate::protocol::{BrmClient, BrmTransport};
+use host_driver::cluster::ClusterDir;
 
 /// Largest frame accepted (bytes of one message).
 pub const MAX_FRAME: u32 = 1 << 20;
