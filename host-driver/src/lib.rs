@@ -26,23 +26,22 @@
 //! manager that sets it is the crate `host-brm`, beside this one). Real time: `live.rs`
 //! (`LiveBackend`), over the crate `nic-cluster-dir` (re-exported as
 //! `cluster` and `mapped`: the cluster directory contract and
-//! `MappedFile`, shared with the device process). Measuring: `pattern.rs`
-//! (checkable message contents), `bench/` (ping-pong and streaming
-//! loops, used by the `pingpong` and `stream` binaries and by tests),
-//! `affinity.rs` (CPU lists, pinning a thread to cores).
+//! `MappedFile`, shared with the device process). `affinity.rs` (CPU
+//! lists, pinning a thread to cores: host programs and the device
+//! process's threads alike). The programs built on the driver (pingpong,
+//! stream, the measuring loops) are the crate `host-programs`, beside
+//! this one.
 
 #![forbid(unsafe_code)]
 
 pub mod affinity;
 pub mod backend;
-pub mod bench;
 mod error;
 mod event;
 pub mod flows;
 pub mod live;
 mod memory;
 mod nic;
-pub mod pattern;
 mod port;
 
 pub use backend::{HostOp, NicBackend, Pio};

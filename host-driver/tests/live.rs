@@ -10,18 +10,18 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_driver::bench::StreamRole;
-use host_driver::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
 use host_driver::cluster::ClusterDir;
 use host_driver::nic_abi::map::{self, page_table, port_window, PORT_WINDOW};
 use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
-use host_driver::pattern;
 use host_driver::{
     AttachOptions, ClusterFault, DriverError, Event, LiveBackend, MappedFile, Nic, NicBackend,
     PortOptions, Priority, SendStatus,
 };
+use host_programs::bench::StreamRole;
+use host_programs::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
+use host_programs::pattern;
 use live_rig::{cluster, path_str, sram, Regs, HOST};
 use nic_emu::realtime::{Backoff, RtCluster};
 

@@ -3,7 +3,7 @@
 //! receive buffers, waits at a file barrier until every process is ready,
 //! then sends `--count` messages of `--size` bytes to the same port of
 //! every other node while receiving as many from each. Every received
-//! message is checked byte for byte (`host_driver::pattern`, stream =
+//! message is checked byte for byte (`host_programs::pattern`, stream =
 //! sender * 1024 + receiver) and in order per sender; every send must
 //! complete Ok. Exits 0 and prints one line when all is well, else exits
 //! 1 with the reason on stderr.
@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use host_driver::nic_abi::{class_max_len, size_class_for};
-use host_driver::{bench, pattern, DmaBuf, Event, IdlePolicy, NicBackend, Priority, SendStatus};
+use host_driver::{DmaBuf, Event, IdlePolicy, NicBackend, Priority, SendStatus};
+use host_programs::{bench, pattern};
 
 /// One host process of an all-to-all exchange on a running live or qemu
 /// cluster: run one per node, with the same --nodes, --port, --count,

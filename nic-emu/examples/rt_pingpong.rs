@@ -1,4 +1,4 @@
-//! Like host-driver's `pingpong` binary, with the host's idle policy as
+//! Like host-programs' `pingpong` binary, with the host's idle policy as
 //! flags, to study how the waiting of three busy actors (two host
 //! processes and the device thread) on a small machine shapes latency.
 //!
@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use host_driver::bench::{self, PingPongConfig, PingRole};
 use host_driver::IdlePolicy;
+use host_programs::bench::{self, PingPongConfig, PingRole};
 
 /// Which end of the ping-pong this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -23,7 +23,7 @@ enum Role {
 }
 
 /// One end of a ping-pong on a running live or qemu cluster, like
-/// host-driver's `pingpong` binary, with the host's idle policy as flags:
+/// host-programs' `pingpong` binary, with the host's idle policy as flags:
 /// how long to spin, then yield, before sleeping 50 us.
 #[derive(Parser)]
 #[command(name = "rt_pingpong")]

@@ -175,7 +175,7 @@ fn a_qemu_cluster_runs_the_same_brm_and_its_guest_firmware_takes_the_admitted_fl
     let recv = std::thread::spawn({
         let path = path.clone();
         move || {
-            let (nic, mut port) = host_driver::bench::open_live_port(
+            let (nic, mut port) = host_programs::bench::open_live_port(
                 &path,
                 1,
                 1,
@@ -183,17 +183,17 @@ fn a_qemu_cluster_runs_the_same_brm_and_its_guest_firmware_takes_the_admitted_fl
                 host_driver::IdlePolicy::default(),
             )
             .unwrap();
-            let cfg = host_driver::bench::StreamConfig::new(
-                host_driver::bench::StreamRole::Recv,
+            let cfg = host_programs::bench::StreamConfig::new(
+                host_programs::bench::StreamRole::Recv,
                 0,
                 1,
                 65536,
                 20,
             );
-            host_driver::bench::stream(&nic, &mut port, &cfg).unwrap()
+            host_programs::bench::stream(&nic, &mut port, &cfg).unwrap()
         }
     });
-    let (nic, mut port) = host_driver::bench::open_live_port(
+    let (nic, mut port) = host_programs::bench::open_live_port(
         &path,
         0,
         1,
@@ -201,15 +201,15 @@ fn a_qemu_cluster_runs_the_same_brm_and_its_guest_firmware_takes_the_admitted_fl
         host_driver::IdlePolicy::default(),
     )
     .unwrap();
-    let scfg = host_driver::bench::StreamConfig::new(
-        host_driver::bench::StreamRole::Send,
+    let scfg = host_programs::bench::StreamConfig::new(
+        host_programs::bench::StreamRole::Send,
         1,
         1,
         65536,
         20,
     );
     let before = nic.flow(flow(0, 1).key()).expect("the entry is there");
-    let sent = host_driver::bench::stream(&nic, &mut port, &scfg).unwrap();
+    let sent = host_programs::bench::stream(&nic, &mut port, &scfg).unwrap();
     recv.join().unwrap();
     let info = nic.flow(flow(0, 1).key()).expect("the entry is there");
     assert_eq!(info.idt, a.idt);

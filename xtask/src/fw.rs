@@ -5,7 +5,7 @@
 //! reservation is not counted).
 //!
 //! Also what the other commands share: where the workspace's target
-//! directory is, building workspace binaries (host-driver's `pingpong` and
+//! directory is, building workspace binaries (host-programs' `pingpong` and
 //! `stream`, nic-emu examples) with cargo, and installing missing programs.
 
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub fn cargo_build(root: &Path, args: &[&str], what: &str) -> crate::Result<()> 
     }
 }
 
-/// The host programs every real-time command runs: host-driver's
+/// The host programs every real-time command runs: host-programs'
 /// `pingpong` and `stream`, the `nic-cluster` device process, the
 /// `rt_alltoall` and `rt_baselines` examples. Returns `<target>/release`.
 pub fn build_host_programs(root: &Path) -> crate::Result<PathBuf> {
@@ -69,7 +69,7 @@ pub fn build_host_programs(root: &Path) -> crate::Result<PathBuf> {
         root,
         &[
             "-p",
-            "host-driver",
+            "host-programs",
             "--bins",
             "-p",
             "nic-emu",

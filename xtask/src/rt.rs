@@ -2,7 +2,7 @@
 //! section, `sim --backend live|qemu`) share: the backend a command asked
 //! for, starting a cluster served by this process
 //! (`nic_emu::realtime::RtCluster`) and saying where its files are,
-//! installing QEMU, and running the host programs (host-driver's
+//! installing QEMU, and running the host programs (host-programs'
 //! `pingpong` and `stream`) as separate processes, as a user's would, with
 //! their figures read from their JSON lines. Each command lives in a file of
 //! its own (run.rs, demo.rs, gdb.rs, bench_rt.rs) and touches clusters only

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use host_brm::socket::SocketTransport;
 use host_brm::{BrmClient, FlowId, Refused};
-use host_driver::bench::open_live_port;
 use host_driver::{Event, FlowInfo, IdlePolicy, LiveBackend, Nic, Priority};
+use host_programs::bench::open_live_port;
 use nic_abi::{class_max_len, size_class_for};
 
 use super::calibration::Calibration;

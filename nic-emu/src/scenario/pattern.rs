@@ -1,10 +1,10 @@
 //! Message contents: the driver's deterministic pattern of (stream,
-//! message index, byte index) (`host_driver::pattern`: a receiver checks
+//! message index, byte index) (`host_programs::pattern`: a receiver checks
 //! every byte and knows where a message belongs in its stream's order
 //! without any side channel), and how a scenario numbers its streams.
 //! The same words on every backend.
 
-pub use host_driver::pattern::{claimed_index, fill, first_mismatch, make, matches};
+pub use host_programs::pattern::{claimed_index, fill, first_mismatch, make, matches};
 
 /// Stream numbers: a flow's requests (or messages) and its replies.
 pub fn forward_stream(flow: usize) -> u32 {

@@ -1,6 +1,6 @@
 //! Helpers of the real-time backend tests (`realtime_*.rs`): unique
 //! cluster directories, the programs the tests run as separate host
-//! processes (host-driver's `pingpong` and `stream`, this crate's
+//! processes (host-programs' `pingpong` and `stream`, this crate's
 //! `rt_alltoall` example, built with cargo on first use into this test's
 //! own target directory), the firmware image (built with cargo for the
 //! riscv target), and QEMU (a missing one fails the test, naming it).
@@ -74,10 +74,11 @@ fn cargo_build(args: &[&str], what: &str) {
     );
 }
 
-/// A host-driver binary (`pingpong`, `stream`).
+/// A host-programs binary (`pingpong`, `stream`).
 pub fn host_bin(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| cargo_build(&["-p", "host-driver", "--bins"], "host-driver's binaries"));
+    BUILT
+        .get_or_init(|| cargo_build(&["-p", "host-programs", "--bins"], "host-programs' binaries"));
     profile_dir().join(name)
 }
 

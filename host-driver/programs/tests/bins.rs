@@ -4,6 +4,7 @@
 //! numbers, and exit non-zero with a clear message when something is
 //! wrong.
 
+#[path = "../../tests/live_rig/mod.rs"]
 mod live_rig;
 
 use std::process::{Command, Output, Stdio};

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{DriverError, SendStatus};
+use host_driver::{DriverError, SendStatus};
 
 /// Why a measurement stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +21,7 @@ pub enum BenchError {
     /// A send completed with a failure status.
     SendFailed { msg: u64, status: SendStatus },
     /// The NIC refused a descriptor.
-    Refused { cause: crate::ErrorCause, tag: u64 },
+    Refused { cause: host_driver::ErrorCause, tag: u64 },
     /// A message from another sender, priority or size class than expected.
     WrongMessage { msg: u64, what: String },
     /// A message of the wrong length.

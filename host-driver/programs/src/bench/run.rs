@@ -9,7 +9,8 @@ use std::time::Duration;
 use nic_abi::{class_max_len, size_class_for, MAX_SIZE_CLASS, PAGE_SIZE};
 
 use super::{BenchError, Check};
-use crate::{pattern, DmaBuf, DriverError, Event, Nic, NicBackend, Port, Priority, SendStatus};
+use crate::pattern;
+use host_driver::{DmaBuf, DriverError, Event, Nic, NicBackend, Port, Priority, SendStatus};
 
 /// A send buffer: free, holding a message not yet sent, or in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 
 mod common;
-use host_driver::bench::{self, PingPongConfig, PingRole};
+use host_programs::bench::{self, PingPongConfig, PingRole};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Role {

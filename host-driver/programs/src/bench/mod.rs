@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cluster::ClusterDir;
-use crate::live::{AttachOptions, IdlePolicy, LiveBackend};
-use crate::{Nic, Port, PortOptions};
+use host_driver::cluster::ClusterDir;
+use host_driver::live::{AttachOptions, IdlePolicy, LiveBackend};
+use host_driver::{Nic, Port, PortOptions};
 
 mod error;
 mod latency;

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 
 mod common;
-use host_driver::bench::{self, StreamConfig, StreamRole};
+use host_programs::bench::{self, StreamConfig, StreamRole};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Role {

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use host_driver::bench::{self, Check};
 use host_driver::{IdlePolicy, LiveBackend, Nic, Port, Priority};
+use host_programs::bench::{self, Check};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Prio {

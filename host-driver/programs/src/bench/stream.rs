@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::run::{check_common, pages, retryable, Got, Run, Slot};
 use super::{stream_id, BenchError, Check, KIND_STREAM, PAGE_BUDGET};
-use crate::{Nic, NicBackend, Port, Priority, SendStatus};
+use host_driver::{Nic, NicBackend, Port, Priority, SendStatus};
 
 /// Which end of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
