@@ -1,7 +1,8 @@
 //! nic-emu: the emulated NIC and network, as one facade over the crates
-//! that hold each idea, and what is still built on all of them.
+//! that hold each idea (re-exported here under the paths users know), and
+//! what is built on several of them.
 //!
-//! Below it (re-exported here under their old paths):
+//! Below it:
 //! - `nic-device` (nic-emu/device): the device model, one implementation
 //!   for every backend: registers, RTC, the three DMA engines, NIC
 //!   memory, timing profiles ([`profile`]), [`faults`], [`rng`], the
@@ -11,22 +12,31 @@
 //! - `nic-sim` (nic-emu/sim): the deterministic discrete-event core
 //!   ([`SimCluster`], [`sim`]), [`SimBackend`] (the sim's
 //!   `host_driver::NicBackend`), simulated host programs ([`host`]).
+//! - `nic-realtime` (nic-emu/realtime, here [`realtime`]): the device
+//!   process of the live and qemu backends (a cluster directory served in
+//!   wall-clock time).
+//! - `nic-scenario` (nic-emu/scenario, here [`scenario`]): scenario files,
+//!   their plan, runner and report.
+//! - `host-brm` (host-driver/brm, here [`brm`]): the bandwidth resource
+//!   manager.
 //!
-//! Here, until they become crates of their own:
-//! - [`scenario`]: scenario files and their runner.
-//! - [`brm`]: the bandwidth resource manager (rate control): admission
-//!   by the spec's three criteria, best-effort shares, IDTs to the NICs.
-//! - [`realtime`]: the device process of the live and qemu backends (a
-//!   cluster directory served in wall-clock time; the `nic-cluster`
-//!   binary).
+//! Here, because each uses several of those:
+//! - [`brm::experiments`], [`brm::live`]: the rate-control experiments (as
+//!   scenario text; on a running live or qemu cluster).
 //! - [`calibrate`]: the sim's calibration programs and the rate-control
 //!   calibration, which runs scenarios for the bandwidth manager.
+//! - the `nic-cluster` binary: the device process (`nic-cluster run`)
+//!   and the BRM master (`nic-cluster brm`) in one program.
+//!
+//! Owns no behaviour of its own beyond those; the device model and the
+//! fabric below it never depend on the host driver.
 #![forbid(unsafe_code)]
 
 pub mod brm;
 pub mod calibrate;
-pub mod realtime;
-pub mod scenario;
+
+pub use nic_realtime as realtime;
+pub use nic_scenario as scenario;
 
 pub use nic_device::{faults, firmware, memory, profile, rng, testfw};
 pub use nic_fabric::{stats, topology};

@@ -1,4 +1,5 @@
-//! The real-time device process of the `live` and `qemu` backends: a
+//! nic-realtime (`nic_emu::realtime`): the real-time device process of
+//! the `live` and `qemu` backends: a
 //! cluster directory (`nic_cluster_dir::cluster`, docs/design/cluster-dir.md)
 //! whose NICs run in wall-clock time, driven by ordinary host processes
 //! that map the same files (`host_driver::LiveBackend`).
@@ -32,6 +33,13 @@
 //! manager: per-node agents over the flow tables, the master process).
 //! No `unsafe`: mapped memory is touched only through
 //! `nic_cluster_dir::MappedFile`.
+//!
+//! Owns the device process's threads, guests and the BRM agents' sockets
+//! (the only privileged writers of the flow tables). May touch the device
+//! model and the fabric (one implementation with the sim's), the cluster
+//! directory, the host driver (its `NicBackend` seam, `LiveBackend` to
+//! wait for a NIC, thread pinning) and the BRM's messages; never the sim
+//! or the scenario runner.
 
 mod brm;
 mod engines;

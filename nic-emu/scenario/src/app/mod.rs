@@ -23,8 +23,8 @@ use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
 use super::format::FlowKind;
 use super::plan::{NodePlan, RoleKind};
-use crate::{HostApp, HostCx};
 use host_brm::SimTransport;
+use nic_sim::{HostApp, HostCx};
 
 mod events;
 mod host;

@@ -38,8 +38,8 @@ use super::report::{Report, SimReport};
 use super::runner::{
     flow_reports, limits, load_profile, messages_total, new_ledger, nic_report_of, Progress,
 };
-use crate::realtime::{Pacing, RtCluster, RtConfig};
-use crate::Faults;
+use nic_device::Faults;
+use nic_realtime::{Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 use host_brm::BrmTransport;
 use host_driver::{DriverError, NicBackend};
 
-use crate::SimBackend;
+use nic_sim::SimBackend;
 
 /// How a node's program reaches its NIC: a backend for each port it
 /// opens, and the host clock.

@@ -12,8 +12,10 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::plan::{plan, Limits, Plan};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
-use crate::{ClusterConfig, Faults, Profile, RunLimit, SimCluster, Topology};
 use host_brm::{Calibration, SimBrm};
+use nic_device::{Faults, Profile};
+use nic_fabric::Topology;
+use nic_sim::{ClusterConfig, RunLimit, SimCluster};
 
 /// How far a run has got, for progress output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,4 +300,4 @@ pub(super) fn flow_reports(
         .collect()
 }
 
-use crate::RunOutcome;
+use nic_sim::RunOutcome;
