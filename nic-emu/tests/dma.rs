@@ -12,7 +12,7 @@ use nic_abi::map::{self, BUF_STRIDE};
 use nic_abi::packet::{field, HEADER_LEN};
 use nic_abi::regs;
 use nic_abi::rings::{DmaDir, RX_CRC_BAD, RX_TRUNCATED};
-use nic_emu::firmware::{Firmware, Hw, SliceHw, Work};
+use nic_emu::firmware::{Firmware, Hw, SliceHw, Sram, Work};
 use nic_emu::profile::Rate;
 use nic_emu::{crc_ok, ClusterConfig, Faults, RunLimit, RunOutcome, SimCluster, Topology};
 
@@ -171,7 +171,7 @@ struct RtcRecorder(Rc<RefCell<Vec<u64>>>);
 
 impl Firmware for RtcRecorder {
     fn init(&mut self, hw: &mut SliceHw<'_>) -> Result<(), String> {
-        hw.set_reg32(regs::FW_STATUS, regs::FW_RUNNING);
+        hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
         Ok(())
     }
     fn poll(&mut self, hw: &mut SliceHw<'_>) -> Work {
