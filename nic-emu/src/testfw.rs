@@ -13,7 +13,7 @@
 use nic_abi::map::{self, RX_BUF_COUNT, TX_BUF_COUNT};
 use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::regs;
-use nic_abi::rings::{self, RxDone, TxDmaCmd, RX_CRC_BAD};
+use nic_abi::rings::{self, RxDone, RxStatus, TxDmaCmd};
 use nic_abi::stats::{stat_offset, Stat};
 use nic_abi::Priority;
 
@@ -127,8 +127,12 @@ impl Firmware for PumpFirmware {
             );
             let mut rec = [0u8; rings::RXDONE_SIZE as usize];
             hw.read(slot, &mut rec);
-            let d = RxDone::decode(&rec).unwrap_or(RxDone { buf: 0, len: 0, status: RX_CRC_BAD });
-            if d.status & RX_CRC_BAD != 0 {
+            let d = RxDone::decode(&rec).unwrap_or(RxDone {
+                buf: 0,
+                len: 0,
+                status: RxStatus::CRC_BAD,
+            });
+            if d.status.contains(RxStatus::CRC_BAD) {
                 self.crc_bad += 1;
             } else {
                 self.received += 1;

@@ -168,7 +168,7 @@ pub const RXDONE_PROD: Reg<u32> = Reg::at(0x128); // dev
 pub const RXDONE_CONS: Reg<u32> = Reg::at(0x12C); // fw
 /// Packets the engine dropped: misrouted (route bytes left on arrival) or
 /// shorter than a header (dev). A packet longer than a buffer is not
-/// dropped: it is stored cut short and flagged `RX_TRUNCATED`.
+/// dropped: it is stored cut short and flagged `RxStatus::TRUNCATED`.
 pub const RX_DROPS: Reg<u32> = Reg::at(0x130); // dev
 
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.

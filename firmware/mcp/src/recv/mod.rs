@@ -25,7 +25,7 @@ use crate::Work;
 use nic_abi::map;
 use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::regs;
-use nic_abi::rings::{self, RxDone, RX_CRC_BAD, RX_TRUNCATED};
+use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
 use nic_abi::trace::{Cause, Machine};
 use nic_abi::{Priority, NUM_PORTS};
@@ -247,7 +247,7 @@ impl Recv {
             return Next::Handled;
         }
         let buf = d.buf as u8;
-        if d.status & (RX_CRC_BAD | RX_TRUNCATED) != 0 {
+        if d.status.intersects(RxStatus::CRC_BAD | RxStatus::TRUNCATED) {
             self.drop_packet(cx, hw, buf, Stat::CrcErrors);
             return Next::Handled;
         }
