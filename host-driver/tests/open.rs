@@ -13,6 +13,7 @@ use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::PAGE_SIZE;
 use host_driver::*;
+use nic_emu::SimBackend;
 use sim_rig::*;
 
 #[test]
@@ -63,20 +64,17 @@ fn open_refuses_a_wrong_magic_abi_or_firmware_state() {
 #[test]
 fn open_refuses_unusable_configuration() {
     // Register values no profile makes, written over a booted NIC's.
-    let cases: [(u32, u64, &str); 4] = [
-        (regs::NODE_ID, 4, "NODE_ID"),
-        (regs::MTU, 5000, "MTU"),
-        (regs::SEND_TOKENS, 0, "SEND_TOKENS"),
-        (regs::RTC_HZ, 0, "RTC_HZ"),
+    type Spoil = fn(&SimBackend);
+    let cases: [(Spoil, &str); 4] = [
+        (|be| be.sram_store_u32(reg(regs::NODE_ID), 4), "NODE_ID"),
+        (|be| be.sram_store_u32(reg(regs::MTU), 5000), "MTU"),
+        (|be| be.sram_store_u32(reg(regs::SEND_TOKENS), 0), "SEND_TOKENS"),
+        (|be| be.sram_store_u64(reg(regs::RTC_HZ), 0), "RTC_HZ"),
     ];
-    for (r, v, name) in cases {
+    for (spoil, name) in cases {
         let rig = Rig::new(Config::default());
         let be = rig.backend();
-        if r == regs::RTC_HZ {
-            be.sram_store_u64(reg(r), v);
-        } else {
-            be.sram_store_u32(reg(r), v as u32);
-        }
+        spoil(&be);
         assert_eq!(Nic::open(be).err(), Some(DriverError::BadConfig(name)));
     }
 }

@@ -11,8 +11,8 @@ use host_driver::backend::NicBackend;
 use nic_abi::map::{self, BUF_STRIDE};
 use nic_abi::packet::{field, HEADER_LEN};
 use nic_abi::regs;
-use nic_abi::rings::{DmaDir, RX_CRC_BAD, RX_TRUNCATED};
-use nic_emu::firmware::{Firmware, Hw, SliceHw, Work};
+use nic_abi::rings::{DmaDir, RxStatus};
+use nic_emu::firmware::{Firmware, Hw, SliceHw, Sram, Work};
 use nic_emu::profile::Rate;
 use nic_emu::{crc_ok, ClusterConfig, Faults, RunLimit, RunOutcome, SimCluster, Topology};
 
@@ -90,7 +90,7 @@ fn send_dma_fills_in_the_crc_and_the_receiver_gets_the_packet_intact() {
     assert_eq!(c.run(RunLimit::Unlimited), RunOutcome::Done);
     assert_eq!(reg32(&a, regs::TXDMA_DONE), 1);
     let d = rx_done(&b, 0);
-    assert_eq!((d.buf, d.len as usize, d.status), (4, wire - 1, 0));
+    assert_eq!((d.buf, d.len as usize, d.status), (4, wire - 1, RxStatus::empty()));
     let mut got = vec![0u8; d.len as usize];
     b.sram_read(map::rx_buf(4), &mut got);
     assert!(crc_ok(&got));
@@ -125,7 +125,7 @@ fn a_corrupted_packet_is_flagged_crc_bad_and_only_a_corrupted_one() {
         let mut clean = got.clone();
         clean[field::CRC..field::CRC + 4].fill(0);
         let intact = clean == orig;
-        assert_eq!(d.status & RX_CRC_BAD == 0, intact, "packet {i}");
+        assert_eq!(!d.status.contains(RxStatus::CRC_BAD), intact, "packet {i}");
     }
     let s = c.nic_stats(0);
     let bad = c.nic_stats(1).device.rx_crc_bad;
@@ -147,7 +147,7 @@ fn a_packet_longer_than_a_buffer_is_cut_and_flagged() {
     let d = rx_done(&b, 0);
     assert_eq!(d.buf, 31);
     assert_eq!(d.len, BUF_STRIDE);
-    assert_eq!(d.status, RX_TRUNCATED | RX_CRC_BAD);
+    assert_eq!(d.status, RxStatus::TRUNCATED | RxStatus::CRC_BAD);
     // Buffer 30 is untouched by the overflow.
     let mut next = [0u8; 16];
     b.sram_read(map::rx_buf(30), &mut next);
@@ -171,7 +171,7 @@ struct RtcRecorder(Rc<RefCell<Vec<u64>>>);
 
 impl Firmware for RtcRecorder {
     fn init(&mut self, hw: &mut SliceHw<'_>) -> Result<(), String> {
-        hw.set_reg32(regs::FW_STATUS, regs::FW_RUNNING);
+        hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
         Ok(())
     }
     fn poll(&mut self, hw: &mut SliceHw<'_>) -> Work {

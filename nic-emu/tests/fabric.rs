@@ -8,6 +8,7 @@ use host_driver::backend::NicBackend;
 use nic_abi::map;
 use nic_abi::packet::route_byte;
 use nic_abi::regs;
+use nic_abi::rings::RxStatus;
 use nic_emu::profile::Rate;
 use nic_emu::{ClusterConfig, EmuError, Faults, RunLimit, RunOutcome, SimCluster, Topology};
 
@@ -50,7 +51,7 @@ fn a_packet_between_two_switches_pays_two_switch_latencies_and_three_cables() {
     let expect = 1 + 300 + 3 * 21 + 2 * 500 + link.ns(wire as u64 - 2) + 300;
     assert_eq!(t, expect);
     assert_eq!(rx_done(&b, 0).buf, 5);
-    assert_eq!(rx_done(&b, 0).status, 0);
+    assert_eq!(rx_done(&b, 0).status, RxStatus::empty());
 }
 
 #[test]
@@ -114,7 +115,7 @@ fn every_node_reaches_every_node_in_a_multi_switch_fabric() {
         let mut srcs: Vec<u16> = (0..n as u32)
             .map(|i| {
                 let r = rx_done(&be, i);
-                assert_eq!(r.status, 0);
+                assert_eq!(r.status, RxStatus::empty());
                 let mut h = [0u8; 48];
                 be.sram_read(map::rx_buf(r.buf), &mut h);
                 let h = nic_abi::packet::Header::parse(&{
@@ -180,7 +181,7 @@ fn a_nic_without_receive_buffers_holds_the_link_and_loses_nothing() {
     assert_eq!(c.run(RunLimit::Unlimited), RunOutcome::Done);
     assert_eq!(reg32(&b, regs::RXDONE_PROD), 1);
     assert_eq!(rx_done(&b, 0).buf, 9);
-    assert_eq!(rx_done(&b, 0).status, 0);
+    assert_eq!(rx_done(&b, 0).status, RxStatus::empty());
     assert_eq!(reg32(&a, regs::TXDMA_DONE), 1);
     let s = c.nic_stats(1);
     assert!(s.device.rx_backpressure_ns >= 4_000_000, "{}", s.device.rx_backpressure_ns);

@@ -6,9 +6,90 @@
 //! only by the firmware, "host" words only by the host driver, "cfg" words by
 //! the device model at reset (the NIC's configuration EEPROM).
 
-/// Absolute SRAM offset of a register.
-pub const fn reg(off: u32) -> u32 {
-    crate::map::REGS + off
+use core::marker::PhantomData;
+
+/// A register of the block: its offset, and in its type its width (`u32`
+/// or `u64`), so reading a 64-bit register as 32 bits does not compile:
+/// `Sram::reg(regs::RTC)` is a u64, `Sram::reg(regs::MTU)` a u32.
+///
+/// ```
+/// use nic_abi::{map, regs, sram::Sram};
+/// let mut m = vec![0u8; map::SRAM_MIN as usize];
+/// let sram: &mut [u8] = &mut m;
+/// sram.set_reg(regs::RTC, 1 << 40);
+/// let rtc: u64 = sram.reg(regs::RTC);
+/// assert_eq!(rtc, 1 << 40);
+/// ```
+///
+/// ```compile_fail
+/// use nic_abi::{map, regs, sram::Sram};
+/// let m = vec![0u8; map::SRAM_MIN as usize];
+/// let sram: &[u8] = &m;
+/// let rtc: u32 = sram.reg(regs::RTC); // a 64-bit register read as 32 bits
+/// ```
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reg<W> {
+    off: u32,
+    width: PhantomData<W>,
+}
+
+impl<W> Clone for Reg<W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Reg<W> {}
+
+impl<W> Reg<W> {
+    /// The register at `off` in the block.
+    pub const fn at(off: u32) -> Reg<W> {
+        Reg { off, width: PhantomData }
+    }
+
+    /// Offset in the register block.
+    pub const fn offset(self) -> u32 {
+        self.off
+    }
+
+    /// Absolute SRAM offset.
+    pub const fn addr(self) -> u32 {
+        crate::map::REGS + self.off
+    }
+}
+
+/// The widths a register can have.
+pub trait Width: Copy {
+    fn load(s: &(impl crate::sram::Sram + ?Sized), off: u32) -> Self;
+    fn store(s: &mut (impl crate::sram::Sram + ?Sized), off: u32, v: Self);
+}
+
+impl Width for u32 {
+    #[inline]
+    fn load(s: &(impl crate::sram::Sram + ?Sized), off: u32) -> u32 {
+        s.load_u32(off)
+    }
+    #[inline]
+    fn store(s: &mut (impl crate::sram::Sram + ?Sized), off: u32, v: u32) {
+        s.store_u32(off, v)
+    }
+}
+
+impl Width for u64 {
+    #[inline]
+    fn load(s: &(impl crate::sram::Sram + ?Sized), off: u32) -> u64 {
+        s.load_u64(off)
+    }
+    #[inline]
+    fn store(s: &mut (impl crate::sram::Sram + ?Sized), off: u32, v: u64) {
+        s.store_u64(off, v)
+    }
+}
+
+/// Absolute SRAM offset of a register (for code that reaches SRAM by
+/// offset; prefer `Sram::reg`/`Sram::set_reg`, which know the width).
+pub const fn reg<W>(r: Reg<W>) -> u32 {
+    r.addr()
 }
 
 /// Value of `MAGIC`: "NICE".
@@ -17,90 +98,90 @@ pub const MAGIC_VALUE: u32 = 0x4543_494E;
 pub const ABI_VERSION_VALUE: u32 = 1;
 
 // Identity and configuration (cfg).
-pub const MAGIC: u32 = 0x000; // u32 cfg
-pub const ABI_VERSION: u32 = 0x004; // u32 cfg
-pub const NODE_ID: u32 = 0x008; // u32 cfg
-pub const NUM_NODES: u32 = 0x00C; // u32 cfg
+pub const MAGIC: Reg<u32> = Reg::at(0x000); // cfg
+pub const ABI_VERSION: Reg<u32> = Reg::at(0x004); // cfg
+pub const NODE_ID: Reg<u32> = Reg::at(0x008); // cfg
+pub const NUM_NODES: Reg<u32> = Reg::at(0x00C); // cfg
 /// Real-time clock, in ticks (dev, read-only for everyone else).
-pub const RTC: u32 = 0x010; // u64 dev
+pub const RTC: Reg<u64> = Reg::at(0x010); // dev
 /// RTC ticks per second (cfg).
-pub const RTC_HZ: u32 = 0x018; // u64 cfg
-pub const SRAM_SIZE: u32 = 0x020; // u32 cfg
+pub const RTC_HZ: Reg<u64> = Reg::at(0x018); // cfg
+pub const SRAM_SIZE: Reg<u32> = Reg::at(0x020); // cfg
 /// Payload bytes per packet, at most `MAX_MTU` (cfg).
-pub const MTU: u32 = 0x024; // u32 cfg
+pub const MTU: Reg<u32> = Reg::at(0x024); // cfg
 /// Firmware status: see `FW_*` (fw).
-pub const FW_STATUS: u32 = 0x028; // u32 fw
+pub const FW_STATUS: Reg<u32> = Reg::at(0x028); // fw
 /// Host doorbell: the driver adds one after posting descriptors. The
 /// firmware polls the rings and never needs it; the device model uses it
 /// to wake an idle NIC CPU (wait-for-interrupt in the qemu backend).
-pub const HOST_DOORBELL: u32 = 0x02C; // u32 host
+pub const HOST_DOORBELL: Reg<u32> = Reg::at(0x02C); // host
 /// Link state, bit 0 = up (dev).
-pub const LINK_STATE: u32 = 0x030; // u32 dev
+pub const LINK_STATE: Reg<u32> = Reg::at(0x030); // dev
 /// How many times this NIC was reset (cfg): the firmware derives its boot
 /// nonce from it, so peers can tell a restarted NIC's streams apart.
-pub const BOOT_COUNT: u32 = 0x038; // u32 cfg
+pub const BOOT_COUNT: Reg<u32> = Reg::at(0x038); // cfg
 
 // Firmware parameters (cfg), from the timing profile and the scenario.
 /// A send that finds no receive buffer is retried this long, then times out.
-pub const SEND_TIMEOUT_TICKS: u32 = 0x040; // u64 cfg
+pub const SEND_TIMEOUT_TICKS: Reg<u64> = Reg::at(0x040); // cfg
 /// Unacknowledged packets are resent (go-back-N) after this long.
-pub const RETRANSMIT_TICKS: u32 = 0x048; // u64 cfg
+pub const RETRANSMIT_TICKS: Reg<u64> = Reg::at(0x048); // cfg
 /// An ack waits at most this long for reverse traffic to ride on.
-pub const ACK_DELAY_TICKS: u32 = 0x050; // u64 cfg
+pub const ACK_DELAY_TICKS: Reg<u64> = Reg::at(0x050); // cfg
 /// Pause before resending a packet nacked for lack of a receive buffer.
-pub const NOBUF_RETRY_TICKS: u32 = 0x058; // u64 cfg
+pub const NOBUF_RETRY_TICKS: Reg<u64> = Reg::at(0x058); // cfg
 /// Send tokens per port (cfg).
-pub const SEND_TOKENS: u32 = 0x060; // u32 cfg
+pub const SEND_TOKENS: Reg<u32> = Reg::at(0x060); // cfg
 /// Receive tokens per port (cfg).
-pub const RECV_TOKENS: u32 = 0x064; // u32 cfg
+pub const RECV_TOKENS: Reg<u32> = Reg::at(0x064); // cfg
 /// Most unacknowledged packets per stream (cfg).
-pub const WINDOW: u32 = 0x068; // u32 cfg
+pub const WINDOW: Reg<u32> = Reg::at(0x068); // cfg
 /// Non-zero: record state-machine transitions in the trace ring (host).
-pub const TRACE_ENABLE: u32 = 0x06C; // u32 host
+pub const TRACE_ENABLE: Reg<u32> = Reg::at(0x06C); // host
 
 // Host-DMA engine (host memory <-> SRAM). Commands in `map::HDMA_RING`.
 /// Commands posted (fw), free-running.
-pub const HDMA_PROD: u32 = 0x100; // u32 fw
+pub const HDMA_PROD: Reg<u32> = Reg::at(0x100); // fw
 /// Commands completed (dev), free-running; completion is in order.
-pub const HDMA_DONE: u32 = 0x104; // u32 dev
+pub const HDMA_DONE: Reg<u32> = Reg::at(0x104); // dev
 /// Commands refused (bad range); they still count as done (dev).
-pub const HDMA_ERRORS: u32 = 0x108; // u32 dev
+pub const HDMA_ERRORS: Reg<u32> = Reg::at(0x108); // dev
 
 // Send-DMA engine (SRAM -> wire). Commands in `map::TXDMA_RING`.
 /// Commands posted (fw), free-running.
-pub const TXDMA_PROD: u32 = 0x110; // u32 fw
+pub const TXDMA_PROD: Reg<u32> = Reg::at(0x110); // fw
 /// Commands finished (dev), in order: the packet's tail has left the NIC
 /// (or the command was refused), so its buffer may be reused.
-pub const TXDMA_DONE: u32 = 0x114; // u32 dev
+pub const TXDMA_DONE: Reg<u32> = Reg::at(0x114); // dev
 /// Commands refused (range outside SRAM, or shorter than route + header);
 /// they still count as done (dev).
-pub const TXDMA_ERRORS: u32 = 0x118; // u32 dev
+pub const TXDMA_ERRORS: Reg<u32> = Reg::at(0x118); // dev
 
 // Receive-DMA engine (wire -> SRAM).
 /// Free receive buffers posted in `map::RXFREE_RING` (fw).
-pub const RXFREE_PROD: u32 = 0x120; // u32 fw
+pub const RXFREE_PROD: Reg<u32> = Reg::at(0x120); // fw
 /// Free receive buffers taken by the engine (dev).
-pub const RXFREE_CONS: u32 = 0x124; // u32 dev
+pub const RXFREE_CONS: Reg<u32> = Reg::at(0x124); // dev
 /// Filled buffers reported in `map::RXDONE_RING` (dev).
-pub const RXDONE_PROD: u32 = 0x128; // u32 dev
+pub const RXDONE_PROD: Reg<u32> = Reg::at(0x128); // dev
 /// Filled buffers consumed (fw).
-pub const RXDONE_CONS: u32 = 0x12C; // u32 fw
+pub const RXDONE_CONS: Reg<u32> = Reg::at(0x12C); // fw
 /// Packets the engine dropped: misrouted (route bytes left on arrival) or
 /// shorter than a header (dev). A packet longer than a buffer is not
-/// dropped: it is stored cut short and flagged `RX_TRUNCATED`.
-pub const RX_DROPS: u32 = 0x130; // u32 dev
+/// dropped: it is stored cut short and flagged `RxStatus::TRUNCATED`.
+pub const RX_DROPS: Reg<u32> = Reg::at(0x130); // dev
 
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.
-pub const TRACE_PROD: u32 = 0x140; // u32 fw
+pub const TRACE_PROD: Reg<u32> = Reg::at(0x140); // fw
 
 // Rate control (see flows).
 /// Bumped by whoever edits the flow table (driver or BRM agent): the
 /// firmware re-reads the IDTs of its flows when it changes (host).
-pub const FLOW_GEN: u32 = 0x150; // u32 host
+pub const FLOW_GEN: Reg<u32> = Reg::at(0x150); // host
 /// Non-zero: record every packet dispatch in DISPATCH_TRACE (host).
-pub const DISPATCH_TRACE_ENABLE: u32 = 0x154; // u32 host
+pub const DISPATCH_TRACE_ENABLE: Reg<u32> = Reg::at(0x154); // host
 /// Dispatch records written (fw), free-running; slot = n % DISPATCH_TRACE_LEN.
-pub const DISPATCH_TRACE_PROD: u32 = 0x158; // u32 fw
+pub const DISPATCH_TRACE_PROD: Reg<u32> = Reg::at(0x158); // fw
 
 /// `FW_STATUS` values.
 pub const FW_BOOTING: u32 = 0;

@@ -109,10 +109,17 @@ impl TxDmaCmd {
     }
 }
 
-/// Receive completion status bits.
-pub const RX_CRC_BAD: u32 = 1;
-/// The packet was longer than a buffer: cut short (and its CRC fails).
-pub const RX_TRUNCATED: u32 = 2;
+bitflags::bitflags! {
+    /// Receive completion status bits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct RxStatus: u32 {
+        /// The packet's CRC does not match.
+        const CRC_BAD = 1;
+        /// The packet was longer than a buffer: cut short (and its CRC
+        /// fails).
+        const TRUNCATED = 2;
+    }
+}
 
 /// Receive completion: `buf u32 | len u32 | status u32 | pad u32`.
 /// `buf` is the index of the receive buffer (`map::rx_buf`), `len` the
@@ -121,7 +128,7 @@ pub const RX_TRUNCATED: u32 = 2;
 pub struct RxDone {
     pub buf: u32,
     pub len: u32,
-    pub status: u32,
+    pub status: RxStatus,
 }
 
 impl RxDone {
@@ -129,7 +136,7 @@ impl RxDone {
     pub fn encode(&self, b: &mut [u8]) {
         put_u32(b, 0, self.buf);
         put_u32(b, 4, self.len);
-        put_u32(b, 8, self.status);
+        put_u32(b, 8, self.status.bits());
         put_u32(b, 12, 0);
     }
 
@@ -138,7 +145,8 @@ impl RxDone {
         if b.len() < RXDONE_SIZE as usize {
             return Err(ParseError::Truncated);
         }
-        Ok(RxDone { buf: get_u32(b, 0), len: get_u32(b, 4), status: get_u32(b, 8) })
+        let status = RxStatus::from_bits(get_u32(b, 8)).ok_or(ParseError::BadField("status"))?;
+        Ok(RxDone { buf: get_u32(b, 0), len: get_u32(b, 4), status })
     }
 }
 
@@ -175,7 +183,7 @@ mod tests {
         let mut b = [0u8; 16];
         t.encode(&mut b);
         assert_eq!(TxDmaCmd::decode(&b), Ok(t));
-        let r = RxDone { buf: 5, len: 60, status: RX_CRC_BAD };
+        let r = RxDone { buf: 5, len: 60, status: RxStatus::CRC_BAD };
         r.encode(&mut b);
         assert_eq!(RxDone::decode(&b), Ok(r));
         assert_eq!(RxDone::decode(&b[..3]), Err(ParseError::Truncated));

@@ -17,7 +17,10 @@
 //! Owns nothing; touches only the memory of the backing it is implemented
 //! for. `[u8]` is the plain backing: the sim's SRAM, a test's buffer.
 
-/// Byte-addressed SRAM with little-endian word accessors.
+use crate::regs::{Reg, Width};
+
+/// Byte-addressed SRAM with little-endian word accessors, and typed
+/// register access.
 pub trait Sram {
     /// Copy `buf.len()` bytes of SRAM at `off` into `buf` (zeros where
     /// the range leaves SRAM).
@@ -51,6 +54,18 @@ pub trait Sram {
     #[inline]
     fn store_u64(&mut self, off: u32, v: u64) {
         self.write(off, &v.to_le_bytes())
+    }
+
+    /// Read register `r`, as wide as it is.
+    #[inline]
+    fn reg<W: Width>(&self, r: Reg<W>) -> W {
+        W::load(self, r.addr())
+    }
+
+    /// Write register `r`.
+    #[inline]
+    fn set_reg<W: Width>(&mut self, r: Reg<W>, v: W) {
+        W::store(self, r.addr(), v)
     }
 }
 

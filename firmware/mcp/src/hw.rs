@@ -6,7 +6,8 @@
 //! SRAM access is `nic_abi::sram::Sram`, the trait every side shares: a
 //! backing implements raw byte access and gets the word accessors
 //! (`load_*`/`store_*`, which a concurrent backing overrides with
-//! Acquire/Release atomics). `Hw` adds the RTC and the register helpers.
+//! Acquire/Release atomics) and typed registers (`reg`, `set_reg`: the
+//! width is in the register's type). `Hw` adds the RTC.
 //!
 //! Out-of-range accesses never panic: reads yield zero, writes are dropped,
 //! and the backing counts them (`faults`) so a test can assert on them.
@@ -18,23 +19,7 @@ pub trait Hw: Sram {
     /// The NIC's real-time clock in ticks.
     #[inline]
     fn rtc(&self) -> u64 {
-        self.load_u64(regs::reg(regs::RTC))
-    }
-
-    /// Read a register (offset relative to the register block).
-    #[inline]
-    fn reg32(&self, r: u32) -> u32 {
-        self.load_u32(regs::reg(r))
-    }
-
-    #[inline]
-    fn set_reg32(&mut self, r: u32, v: u32) {
-        self.store_u32(regs::reg(r), v)
-    }
-
-    #[inline]
-    fn reg64(&self, r: u32) -> u64 {
-        self.load_u64(regs::reg(r))
+        self.reg(regs::RTC)
     }
 }
 

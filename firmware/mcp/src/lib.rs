@@ -135,21 +135,21 @@ impl Config {
     };
 
     fn read(hw: &impl Hw) -> Result<Config, InitError> {
-        if hw.reg32(regs::MAGIC) != regs::MAGIC_VALUE {
+        if hw.reg(regs::MAGIC) != regs::MAGIC_VALUE {
             return Err(InitError::BadMagic);
         }
-        if hw.reg32(regs::ABI_VERSION) != regs::ABI_VERSION_VALUE {
+        if hw.reg(regs::ABI_VERSION) != regs::ABI_VERSION_VALUE {
             return Err(InitError::AbiMismatch);
         }
-        let nodes = hw.reg32(regs::NUM_NODES);
-        let node = hw.reg32(regs::NODE_ID);
+        let nodes = hw.reg(regs::NUM_NODES);
+        let node = hw.reg(regs::NODE_ID);
         if nodes == 0 || nodes as usize > nic_abi::MAX_NODES {
             return Err(InitError::BadConfig("NUM_NODES"));
         }
         if node >= nodes {
             return Err(InitError::BadConfig("NODE_ID"));
         }
-        let mtu = hw.reg32(regs::MTU);
+        let mtu = hw.reg(regs::MTU);
         if !(64..=nic_abi::MAX_MTU as u32).contains(&mtu) {
             return Err(InitError::BadConfig("MTU"));
         }
@@ -157,13 +157,13 @@ impl Config {
             node: node as u16,
             nodes: nodes as u16,
             mtu,
-            send_timeout: hw.reg64(regs::SEND_TIMEOUT_TICKS).max(1),
-            rto: hw.reg64(regs::RETRANSMIT_TICKS).max(1),
-            ack_delay: hw.reg64(regs::ACK_DELAY_TICKS),
-            nobuf_retry: hw.reg64(regs::NOBUF_RETRY_TICKS).max(1),
-            send_tokens: hw.reg32(regs::SEND_TOKENS).clamp(1, PORT_SEND_TOKENS_MAX),
-            recv_tokens: hw.reg32(regs::RECV_TOKENS).clamp(1, PORT_RECV_TOKENS_MAX),
-            window: hw.reg32(regs::WINDOW).clamp(1, WINDOW_MAX),
+            send_timeout: hw.reg(regs::SEND_TIMEOUT_TICKS).max(1),
+            rto: hw.reg(regs::RETRANSMIT_TICKS).max(1),
+            ack_delay: hw.reg(regs::ACK_DELAY_TICKS),
+            nobuf_retry: hw.reg(regs::NOBUF_RETRY_TICKS).max(1),
+            send_tokens: hw.reg(regs::SEND_TOKENS).clamp(1, PORT_SEND_TOKENS_MAX),
+            recv_tokens: hw.reg(regs::RECV_TOKENS).clamp(1, PORT_RECV_TOKENS_MAX),
+            window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
         };
         Ok(c)
     }
@@ -212,14 +212,14 @@ impl Mcp {
         let cfg = match Config::read(hw) {
             Ok(c) => c,
             Err(e) => {
-                hw.set_reg32(regs::FW_STATUS, regs::FW_HALTED);
+                hw.set_reg(regs::FW_STATUS, regs::FW_HALTED);
                 return Err(e);
             }
         };
         let cx = &mut self.shared;
         cx.cfg = cfg;
         cx.now = hw.rtc();
-        let n = ((hw.reg32(regs::BOOT_COUNT) as u64) << 32) ^ cx.now;
+        let n = ((hw.reg(regs::BOOT_COUNT) as u64) << 32) ^ cx.now;
         cx.boot = (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16;
         // Pick up the engines' counters as they are (a warm restart);
         // entries a host left in the flow table count from now.
@@ -233,7 +233,7 @@ impl Mcp {
         }
         cx.stats.clear(hw);
         self.running = true;
-        hw.set_reg32(regs::FW_STATUS, regs::FW_RUNNING);
+        hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
         Ok(())
     }
 
@@ -252,7 +252,7 @@ impl Mcp {
         }
         let cx = &mut self.shared;
         cx.now = hw.rtc();
-        cx.trace.on = hw.reg32(regs::TRACE_ENABLE) != 0;
+        cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
         self.sdma.begin_pass(cx, hw, &mut w);
         cx.stats.count_quietly(Stat::Polls);
         self.check_ports(hw, &mut w);

@@ -97,14 +97,14 @@ impl Send {
 
     /// Take over the engine's counters as they are (a warm restart).
     pub fn init(&mut self, hw: &mut impl Hw) {
-        self.prod = hw.reg32(regs::TXDMA_DONE);
-        hw.set_reg32(regs::TXDMA_PROD, self.prod);
+        self.prod = hw.reg(regs::TXDMA_DONE);
+        hw.set_reg(regs::TXDMA_PROD, self.prod);
         self.done = self.prod;
     }
 
     /// Packets the send-DMA engine finished: their buffers are free.
     pub fn completions(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        let done = hw.reg32(regs::TXDMA_DONE);
+        let done = hw.reg(regs::TXDMA_DONE);
         let n = done.wrapping_sub(self.done).min(self.in_flight.len() as u32);
         for _ in 0..n {
             self.done = self.done.wrapping_add(1);
@@ -182,7 +182,7 @@ impl Send {
         cmd.encode(&mut rec);
         hw.write(slot, &rec);
         self.prod = self.prod.wrapping_add(1);
-        hw.set_reg32(regs::TXDMA_PROD, self.prod);
+        hw.set_reg(regs::TXDMA_PROD, self.prod);
         cx.txbufs.sending(b);
         let _ = self.in_flight.push_back(b);
         cx.bump(Stat::PacketsSent, 1);

@@ -154,8 +154,8 @@ impl HostDmaRing {
 
     /// Take over the engine's counters as they are (a warm restart).
     pub fn init(&mut self, hw: &mut impl Hw) {
-        self.prod = hw.reg32(regs::HDMA_DONE);
-        hw.set_reg32(regs::HDMA_PROD, self.prod);
+        self.prod = hw.reg(regs::HDMA_DONE);
+        hw.set_reg(regs::HDMA_PROD, self.prod);
         self.done = self.prod;
     }
 
@@ -170,13 +170,13 @@ impl HostDmaRing {
         hw.write(slot, &b);
         self.actions[(self.prod & (map::HDMA_RING_LEN - 1)) as usize] = action;
         self.prod = self.prod.wrapping_add(1);
-        hw.set_reg32(regs::HDMA_PROD, self.prod);
+        hw.set_reg(regs::HDMA_PROD, self.prod);
     }
 
     /// Commands the engine finished since the last call (never more than
     /// were posted, whatever the engine says).
     pub fn finished(&self, hw: &impl Hw) -> u32 {
-        let done = hw.reg32(regs::HDMA_DONE);
+        let done = hw.reg(regs::HDMA_DONE);
         done.wrapping_sub(self.done).min(self.prod.wrapping_sub(self.done))
     }
 
@@ -195,7 +195,7 @@ pub struct RxFreeRing {
 
 impl RxFreeRing {
     pub fn init(&mut self, hw: &mut impl Hw) {
-        self.prod = hw.reg32(regs::RXFREE_CONS);
+        self.prod = hw.reg(regs::RXFREE_CONS);
         for i in 0..map::RX_BUF_COUNT {
             self.give(hw, i as u8);
         }
@@ -207,7 +207,7 @@ impl RxFreeRing {
             rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.prod);
         hw.store_u32(slot, i as u32);
         self.prod = self.prod.wrapping_add(1);
-        hw.set_reg32(regs::RXFREE_PROD, self.prod);
+        hw.set_reg(regs::RXFREE_PROD, self.prod);
     }
 }
 
@@ -247,7 +247,7 @@ impl Trace {
         let off = map::TRACE + (self.prod % map::TRACE_LEN) * TRACE_RECORD_SIZE;
         hw.write(off, &b);
         self.prod = self.prod.wrapping_add(1);
-        hw.set_reg32(regs::TRACE_PROD, self.prod);
+        hw.set_reg(regs::TRACE_PROD, self.prod);
     }
 }
 

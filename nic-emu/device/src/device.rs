@@ -22,8 +22,8 @@
 //! - Receive-DMA: an arriving packet takes the next free buffer from
 //!   `RXFREE_RING` ([`Engines::rx_take`]); with none free it waits
 //!   (backpressure: the backend holds it). [`Engines::rx_deliver`] writes
-//!   it into `map::rx_buf(i)` (cut at `BUF_STRIDE`: `RX_TRUNCATED`),
-//!   checks the CRC (`RX_CRC_BAD`), writes an `RxDone` record and bumps
+//!   it into `map::rx_buf(i)` (cut at `BUF_STRIDE`: `RxStatus::TRUNCATED`),
+//!   checks the CRC (`RxStatus::CRC_BAD`), writes an `RxDone` record and bumps
 //!   `RXDONE_PROD` last. A packet that still carries route bytes was
 //!   misrouted: [`Engines::rx_misrouted`] drops it and counts `RX_DROPS`.
 //!
@@ -426,8 +426,8 @@ impl Engines {
 
     /// The receive engine's completion of packet `data` (header +
     /// payload) into receive buffer `buf`: cut at `BUF_STRIDE`
-    /// (`RX_TRUNCATED`, which fails the CRC too), else its CRC checked
-    /// (`RX_CRC_BAD`); its `RxDone` into the next RXDONE slot, then
+    /// (`RxStatus::TRUNCATED`, which fails the CRC too), else its CRC checked
+    /// (`RxStatus::CRC_BAD`); its `RxDone` into the next RXDONE slot, then
     /// `RXDONE_PROD` bumped (last: where SRAM is shared, a Release store)
     /// and the counters. An untouched packet carries the CRC its sender
     /// computed over exactly these bytes, so only a `corrupted` one can
@@ -442,19 +442,19 @@ impl Engines {
     ) {
         let cap = BUF_STRIDE as usize;
         let (n, status) = if data.len() > cap {
-            (cap, rings::RX_TRUNCATED | rings::RX_CRC_BAD)
+            (cap, rings::RxStatus::TRUNCATED | rings::RxStatus::CRC_BAD)
         } else if (corrupted || cfg!(debug_assertions)) && !crc_ok(data) {
-            (data.len(), rings::RX_CRC_BAD)
+            (data.len(), rings::RxStatus::CRC_BAD)
         } else {
-            (data.len(), 0)
+            (data.len(), rings::RxStatus::empty())
         };
-        debug_assert!(corrupted || status & rings::RX_CRC_BAD == 0 || data.len() > cap);
+        debug_assert!(corrupted || !status.contains(rings::RxStatus::CRC_BAD) || data.len() > cap);
         let s = m.sram_mut();
         s.write(map::rx_buf(buf), &data[..n]);
-        if status & rings::RX_TRUNCATED != 0 {
+        if status.contains(rings::RxStatus::TRUNCATED) {
             self.c.rx_truncated += 1;
         }
-        if status & rings::RX_CRC_BAD != 0 {
+        if status.contains(rings::RxStatus::CRC_BAD) {
             self.c.rx_crc_bad += 1;
         }
         let slot = rings::slot(
@@ -596,7 +596,10 @@ mod tests {
         let mut rec = [0u8; rings::RXDONE_SIZE as usize];
         m.sram.read(map::RXDONE_RING, &mut rec);
         let done = RxDone::decode(&rec).unwrap();
-        assert_eq!((done.buf, done.len, done.status), (3, pkt.len() as u32, 0));
+        assert_eq!(
+            (done.buf, done.len, done.status),
+            (3, pkt.len() as u32, rings::RxStatus::empty())
+        );
         assert_eq!(m.sram.load_u32(reg(regs::RXDONE_PROD)), 1);
         e.rx_misrouted(&mut m);
         assert_eq!(m.sram.load_u32(reg(regs::RX_DROPS)), 1);

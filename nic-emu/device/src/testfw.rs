@@ -13,11 +13,11 @@
 use nic_abi::map::{self, RX_BUF_COUNT, TX_BUF_COUNT};
 use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
 use nic_abi::regs;
-use nic_abi::rings::{self, RxDone, TxDmaCmd, RX_CRC_BAD};
+use nic_abi::rings::{self, RxDone, RxStatus, TxDmaCmd};
 use nic_abi::stats::{stat_offset, Stat};
 use nic_abi::Priority;
 
-use crate::firmware::{Firmware, Hw, SliceHw, Sram, Work};
+use crate::firmware::{Firmware, SliceHw, Sram, Work};
 
 /// Where a pump sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,30 +94,30 @@ impl PumpFirmware {
         );
         hw.store_u32(slot, buf);
         self.rx_free_prod = self.rx_free_prod.wrapping_add(1);
-        hw.set_reg32(regs::RXFREE_PROD, self.rx_free_prod);
+        hw.set_reg(regs::RXFREE_PROD, self.rx_free_prod);
     }
 }
 
 impl Firmware for PumpFirmware {
     fn init(&mut self, hw: &mut SliceHw<'_>) -> Result<(), String> {
-        if hw.reg32(regs::MAGIC) != regs::MAGIC_VALUE {
+        if hw.reg(regs::MAGIC) != regs::MAGIC_VALUE {
             return Err("bad MAGIC".into());
         }
-        self.node = hw.reg32(regs::NODE_ID) as usize;
-        self.nodes = hw.reg32(regs::NUM_NODES) as usize;
-        let mtu = hw.reg32(regs::MTU);
+        self.node = hw.reg(regs::NODE_ID) as usize;
+        self.nodes = hw.reg(regs::NUM_NODES) as usize;
+        let mtu = hw.reg(regs::MTU);
         self.payload = self.payload.min(mtu as u16);
         for b in 0..RX_BUF_COUNT {
             self.post_rx(hw, b);
         }
-        hw.set_reg32(regs::FW_STATUS, regs::FW_RUNNING);
+        hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
         Ok(())
     }
 
     fn poll(&mut self, hw: &mut SliceHw<'_>) -> Work {
         let mut w = Work::default();
         // Receive side: count and recycle.
-        let prod = hw.reg32(regs::RXDONE_PROD);
+        let prod = hw.reg(regs::RXDONE_PROD);
         while self.rx_cons != prod && w.rx_packets < self.batch {
             let slot = rings::slot(
                 map::RXDONE_RING,
@@ -127,19 +127,23 @@ impl Firmware for PumpFirmware {
             );
             let mut rec = [0u8; rings::RXDONE_SIZE as usize];
             hw.read(slot, &mut rec);
-            let d = RxDone::decode(&rec).unwrap_or(RxDone { buf: 0, len: 0, status: RX_CRC_BAD });
-            if d.status & RX_CRC_BAD != 0 {
+            let d = RxDone::decode(&rec).unwrap_or(RxDone {
+                buf: 0,
+                len: 0,
+                status: RxStatus::CRC_BAD,
+            });
+            if d.status.contains(RxStatus::CRC_BAD) {
                 self.crc_bad += 1;
             } else {
                 self.received += 1;
             }
             self.rx_cons = self.rx_cons.wrapping_add(1);
-            hw.set_reg32(regs::RXDONE_CONS, self.rx_cons);
+            hw.set_reg(regs::RXDONE_CONS, self.rx_cons);
             self.post_rx(hw, d.buf % RX_BUF_COUNT);
             w.rx_packets += 1;
         }
         // Send side: keep every transmit buffer busy.
-        let done = hw.reg32(regs::TXDMA_DONE);
+        let done = hw.reg(regs::TXDMA_DONE);
         while self.sent < self.packets
             && self.posted.wrapping_sub(done) < TX_BUF_COUNT
             && w.tx_packets < self.batch
@@ -193,7 +197,7 @@ impl Firmware for PumpFirmware {
                 &cb,
             );
             self.posted = self.posted.wrapping_add(1);
-            hw.set_reg32(regs::TXDMA_PROD, self.posted);
+            hw.set_reg(regs::TXDMA_PROD, self.posted);
             self.seq = self.seq.wrapping_add(1);
             self.sent += 1;
             w.tx_packets += 1;

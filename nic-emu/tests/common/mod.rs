@@ -120,7 +120,7 @@ pub fn rx_done(be: &SimBackend, i: u32) -> RxDone {
     RxDone::decode(&b).unwrap()
 }
 
-pub fn reg32(be: &SimBackend, r: u32) -> u32 {
+pub fn reg32(be: &SimBackend, r: regs::Reg<u32>) -> u32 {
     be.sram_load_u32(reg(r))
 }
 

@@ -25,7 +25,7 @@ use crate::Work;
 use nic_abi::map;
 use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::regs;
-use nic_abi::rings::{self, RxDone, RX_CRC_BAD, RX_TRUNCATED};
+use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
 use nic_abi::trace::{Cause, Machine};
 use nic_abi::{Priority, NUM_PORTS};
@@ -151,8 +151,8 @@ impl Recv {
 
     /// Take over the engine's counters as they are (a warm restart).
     pub fn init(&mut self, hw: &mut impl Hw) {
-        self.cons = hw.reg32(regs::RXDONE_PROD);
-        hw.set_reg32(regs::RXDONE_CONS, self.cons);
+        self.cons = hw.reg(regs::RXDONE_PROD);
+        hw.set_reg(regs::RXDONE_CONS, self.cons);
     }
 
     /// The start of RECV's part of a pass: receive buffers SDMA took from
@@ -169,7 +169,7 @@ impl Recv {
     /// answer to a get is placed only once its request counts as acked).
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Next {
-        let prod = hw.reg32(regs::RXDONE_PROD);
+        let prod = hw.reg(regs::RXDONE_PROD);
         // Never wait for the send side here (a full control queue, busy
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
@@ -185,7 +185,7 @@ impl Recv {
         let mut rec = [0u8; rings::RXDONE_SIZE as usize];
         hw.read(slot, &mut rec);
         self.cons = self.cons.wrapping_add(1);
-        hw.set_reg32(regs::RXDONE_CONS, self.cons);
+        hw.set_reg(regs::RXDONE_CONS, self.cons);
         w.rx_packets += 1;
         match RxDone::decode(&rec) {
             Ok(d) => {
@@ -203,7 +203,7 @@ impl Recv {
         let next = match self.stopped {
             Some(s) => s,
             None => {
-                let waiting = hw.reg32(regs::RXDONE_PROD).wrapping_sub(self.cons);
+                let waiting = hw.reg(regs::RXDONE_PROD).wrapping_sub(self.cons);
                 if waiting == 0 {
                     RecvState::Idle
                 } else {
@@ -247,7 +247,7 @@ impl Recv {
             return Next::Handled;
         }
         let buf = d.buf as u8;
-        if d.status & (RX_CRC_BAD | RX_TRUNCATED) != 0 {
+        if d.status.intersects(RxStatus::CRC_BAD | RxStatus::TRUNCATED) {
             self.drop_packet(cx, hw, buf, Stat::CrcErrors);
             return Next::Handled;
         }

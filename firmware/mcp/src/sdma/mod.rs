@@ -168,15 +168,15 @@ impl Sdma {
     /// Start of the MCP (or a warm restart): the flow table and the
     /// dispatch trace as the host left them.
     pub fn init(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        self.flow_gen = hw.reg32(nic_abi::regs::FLOW_GEN);
+        self.flow_gen = hw.reg(nic_abi::regs::FLOW_GEN);
         self.reload_flows(cx, hw, &mut Work::default());
-        self.dispatch_prod = hw.reg32(nic_abi::regs::DISPATCH_TRACE_PROD);
+        self.dispatch_prod = hw.reg(nic_abi::regs::DISPATCH_TRACE_PROD);
     }
 
     /// The start of a pass: tracing switches and flow-table changes.
     pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        self.dispatch_trace = hw.reg32(nic_abi::regs::DISPATCH_TRACE_ENABLE) != 0;
-        let gen = hw.reg32(nic_abi::regs::FLOW_GEN);
+        self.dispatch_trace = hw.reg(nic_abi::regs::DISPATCH_TRACE_ENABLE) != 0;
+        let gen = hw.reg(nic_abi::regs::FLOW_GEN);
         if gen != self.flow_gen {
             self.flow_gen = gen;
             self.reload_flows(cx, hw, w);

@@ -311,7 +311,7 @@ impl Sdma {
                     * nic_abi::flows::DISPATCH_RECORD_SIZE;
             hw.write(off, &b);
             self.dispatch_prod = self.dispatch_prod.wrapping_add(1);
-            hw.set_reg32(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
+            hw.set_reg(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
         }
     }
 }

@@ -223,15 +223,15 @@ impl Bench {
             node.sram[at..at + pkt.len()].copy_from_slice(&pkt);
             let mut check = pkt.clone();
             let status = if check.len() < HEADER_LEN {
-                rings::RX_CRC_BAD
+                rings::RxStatus::CRC_BAD
             } else {
                 let want =
                     u32::from_le_bytes(check[field::CRC..field::CRC + 4].try_into().unwrap());
                 check[field::CRC..field::CRC + 4].fill(0);
                 if crc32fast::hash(&check) == want {
-                    0
+                    rings::RxStatus::empty()
                 } else {
-                    rings::RX_CRC_BAD
+                    rings::RxStatus::CRC_BAD
                 }
             };
             let dprod = node.r32(reg(regs::RXDONE_PROD));
