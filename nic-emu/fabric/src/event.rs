@@ -114,8 +114,13 @@ impl EventQueue {
         self.heap.peek().map(|s| s.time)
     }
 
+    /// Events pending.
     pub fn len(&self) -> usize {
         self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
     }
 }
 
