@@ -13,23 +13,21 @@
 //!   a profile was measured to have (`nic-emu/profiles/*.calibration.toml`).
 //! - [`master`]: the decisions; pure, unit-tested.
 //! - [`server`]: the master as a process (`nic-cluster brm`).
-//! - [`sim`]: the master and agents wired into a `SimCluster`.
 //!
 //! Owns the BRM's decisions and messages. May touch a NIC only through
-//! the host driver (its flow table), and the simulator only through
-//! `SimCluster`'s components; never the device model's internals. The
+//! the host driver (its flow table); never the device model's internals
+//! or the simulator (the sim wires the master and agents into a
+//! `SimCluster` itself: `nic_sim::brm`). The
 //! agents' sockets in a real-time cluster belong to the device process
-//! (`nic_emu::realtime`), which holds the privileged SRAM mapping.
+//! (`nic-realtime`), which holds the privileged SRAM mapping.
 #![forbid(unsafe_code)]
 
 pub mod calibration;
 pub mod master;
 pub mod protocol;
 pub mod server;
-pub mod sim;
 pub mod socket;
 
 pub use calibration::{Calibration, CurvePoint, SweepPoint};
 pub use master::{AgentLinks, Managed, Master};
 pub use protocol::*;
-pub use sim::{SimBrm, SimTransport};

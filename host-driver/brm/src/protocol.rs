@@ -7,7 +7,7 @@
 //!
 //! This module is transport-independent: every message is a serde enum
 //! carried as postcard bytes ([`encode`], [`decode`]). The sim carries
-//! them by direct calls between simulated components (`nic_emu::brm`);
+//! them by direct calls between simulated components (`nic_sim::brm`);
 //! live and qemu clusters will carry the same bytes between processes.
 //!
 //! - [`Request`] / [`Reply`]: a program (through [`BrmClient`]) and the

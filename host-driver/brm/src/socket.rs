@@ -1,5 +1,5 @@
 //! The bandwidth resource manager between processes: how the postcard
-//! messages of `brm.rs` cross Unix sockets in a live or qemu cluster
+//! messages of [`crate::protocol`] cross Unix sockets in a live or qemu cluster
 //! (docs/design/cluster-dir.md, docs/rate-control.md).
 //!
 //! ```text
@@ -19,8 +19,8 @@
 //! the middle of a frame or an I/O error ends that connection, counted.
 //! Nothing a peer sends panics the server.
 //!
-//! Owns no BRM state: the master (`nic_emu::brm`) and the agents
-//! (`nic_emu::realtime`) decide; this only moves bytes.
+//! Owns no BRM state: the master ([`crate::master`]) and the agents
+//! (the device process, `nic-realtime`) decide; this only moves bytes.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;

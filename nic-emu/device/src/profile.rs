@@ -1,6 +1,7 @@
 //! Timing profiles: every figure the device model, the fabric, the host
-//! cost model (priced in the sim, `nic_emu::host::HostCost`) and the firmware parameters take from a testbed, as data
-//! (TOML). The three built-in profiles (`nic-emu/profiles/*.toml`) are
+//! cost model (priced in the sim, `nic_sim::HostCost`) and the firmware
+//! parameters take from a testbed, as data (TOML). The three built-in
+//! profiles (`nic-emu/profiles/*.toml`) are
 //! embedded in the binary, so [`Profile::load`] finds them by name from any
 //! working directory; any other argument is read as a file path.
 //!

@@ -1,4 +1,5 @@
-//! nic-scenario (`nic_emu::scenario`): the scenario runner: a cluster and its traffic described in a TOML file
+//! nic-scenario (`nic_emu::scenario`): the scenario runner: a cluster
+//! and its traffic described in a TOML file
 //! (`format`), turned into a plan of ports, buffers and roles per host
 //! (`plan`), run on the deterministic simulator by one host program per
 //! node (`app`, an ordinary host-driver program, which checks every

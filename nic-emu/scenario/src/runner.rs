@@ -12,9 +12,10 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::plan::{plan, Limits, Plan};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
-use host_brm::{Calibration, SimBrm};
+use host_brm::Calibration;
 use nic_device::{Faults, Profile};
 use nic_fabric::Topology;
+use nic_sim::SimBrm;
 use nic_sim::{ClusterConfig, RunLimit, SimCluster};
 
 /// How far a run has got, for progress output.

@@ -10,20 +10,26 @@
 //!   (PIO on the heap SRAM, host memory, doorbells, the host clock).
 //! - [`host`]: simulated host programs ([`HostApp`], [`HostCx`]) and the
 //!   host CPU cost model ([`HostCost`]).
+//! - [`brm`]: the bandwidth resource manager's master and agents
+//!   (`host-brm`) as components of a cluster ([`SimBrm`]), every message
+//!   crossing as postcard bytes at the requester's virtual time.
 //! - [`calibrate`]: the two measurements the timing profiles are
 //!   calibrated against (ping-pong latency, stream bandwidth).
 //!
 //! Owns virtual time and every scheduling decision. May touch the device
-//! model, the fabric and the host driver (as its backend and as the API
-//! simulated programs use); never wall-clock time, files or threads.
+//! model, the fabric, the host driver (as its backend and as the API
+//! simulated programs use) and the BRM (as a service simulated programs
+//! call); never wall-clock time, files or threads.
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod brm;
 pub mod calibrate;
 pub mod host;
 pub mod sim;
 pub(crate) mod sim_nic;
 
 pub use backend::SimBackend;
+pub use brm::{SimBrm, SimTransport};
 pub use host::{HostApp, HostCost, HostCx};
 pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};

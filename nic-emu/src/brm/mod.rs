@@ -1,7 +1,7 @@
 //! The bandwidth resource manager: the crate `host-brm` (master,
-//! agents, messages, sockets, calibration, the sim's wiring), re-exported
-//! under its old path, and what is built above it and the scenario
-//! runner:
+//! agents, messages, sockets, calibration) and its wiring into the sim
+//! (`nic_sim::brm`), re-exported under their old paths, and what is
+//! built above the BRM and the scenario runner:
 //!
 //! - [`experiments`]: the spec's experiments as scenario text (tests and
 //!   `cargo xtask report rate-control`).
@@ -9,6 +9,8 @@
 //!   cluster (traffic from host threads, rates from flow counters).
 
 pub use host_brm::*;
+pub use nic_sim::brm as sim;
+pub use nic_sim::{SimBrm, SimTransport};
 
 pub mod experiments;
 pub mod live;

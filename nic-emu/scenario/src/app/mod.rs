@@ -23,7 +23,7 @@ use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
 use super::format::FlowKind;
 use super::plan::{NodePlan, RoleKind};
-use host_brm::SimTransport;
+use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
 mod events;

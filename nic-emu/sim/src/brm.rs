@@ -9,12 +9,12 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::protocol::{decode, encode, Agent, BrmClient, BrmTransport, Refused, Reply, Request};
+use host_brm::protocol::{decode, encode, Agent, BrmClient, BrmTransport, Refused, Reply, Request};
 use host_driver::Nic;
 
-use crate::calibration::Calibration;
-use crate::master::{ports_on_route, AgentLinks, Change, Master};
-use nic_sim::{SimBackend, SimCluster};
+use crate::{SimBackend, SimCluster};
+use host_brm::calibration::Calibration;
+use host_brm::master::{ports_on_route, AgentLinks, Change, Master};
 
 /// The BRM of one simulated cluster.
 pub struct SimBrm {
@@ -28,7 +28,7 @@ impl AgentLinks for Links<'_> {
     fn send(&mut self, node: u16, command: &[u8]) -> Vec<u8> {
         match self.0.get_mut(node as usize) {
             Some(a) => a.handle(command),
-            None => encode(&crate::protocol::AgentReply::Failed(format!("no node {node}"))),
+            None => encode(&host_brm::protocol::AgentReply::Failed(format!("no node {node}"))),
         }
     }
 }
