@@ -166,7 +166,7 @@ impl MappedFile {
 
     /// Copy `buf.len()` bytes at `off` into `buf` (relaxed). Out of range:
     /// `buf` is zeroed and false returned.
-    #[inline]
+    #[inline(always)]
     pub fn read(&self, off: u64, buf: &mut [u8]) -> bool {
         let Some(start) = self.span(off, buf.len()) else {
             buf.fill(0);
@@ -194,7 +194,7 @@ impl MappedFile {
 
     /// Bytes of `[start, start + buf.len())`, already bounds-checked, with
     /// u32 accesses where aligned (a head or tail of fewer than 8 bytes).
-    #[inline]
+    #[inline(always)]
     fn read_small(&self, start: usize, buf: &mut [u8]) {
         let mut i = 0;
         while i < buf.len() {
@@ -215,7 +215,7 @@ impl MappedFile {
 
     /// Copy `data` to `off` (relaxed; publish with a Release store after).
     /// Out of range: nothing is written, false returned.
-    #[inline]
+    #[inline(always)]
     pub fn write(&self, off: u64, data: &[u8]) -> bool {
         let Some(start) = self.span(off, data.len()) else {
             return false;
@@ -292,7 +292,7 @@ impl MappedFile {
     }
 
     /// As `read_small`, for stores.
-    #[inline]
+    #[inline(always)]
     fn write_small(&self, start: usize, data: &[u8]) {
         let mut i = 0;
         while i < data.len() {
