@@ -413,12 +413,12 @@ impl MappedFile {
 /// SRAM through the mapping: out of range reads zero, writes are dropped.
 /// Words are single atomic accesses (Acquire loads, Release stores).
 impl Sram for MappedFile {
-    #[inline]
+    #[inline(always)]
     fn read(&self, off: u32, buf: &mut [u8]) {
         MappedFile::read(self, off as u64, buf);
     }
 
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, off: u32, data: &[u8]) {
         MappedFile::write(self, off as u64, data);
     }

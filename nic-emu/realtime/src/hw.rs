@@ -47,12 +47,12 @@ impl<'a> MappedHw<'a> {
 }
 
 impl Sram for MappedHw<'_> {
-    #[inline]
+    #[inline(always)]
     fn read(&self, off: u32, buf: &mut [u8]) {
         self.check(self.sram.read(off as u64, buf));
     }
 
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, off: u32, data: &[u8]) {
         self.check(self.sram.write(off as u64, data));
     }
