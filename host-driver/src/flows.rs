@@ -1,5 +1,5 @@
 //! Rate control from the host: the NIC's flow table and its packet
-//! dispatch trace (`nic_abi::flows`, ../shared/spec/rate-control.md).
+//! dispatch trace (`nic_abi::flows`, docs/rate-control.md).
 //!
 //! A flow is one sending stream of the NIC: (source port, target node,
 //! target port, priority), named here by [`FlowKey`]. The host installs a

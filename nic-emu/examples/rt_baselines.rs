@@ -1,4 +1,4 @@
-//! Baselines the live backend is measured against (issue 3): a UDP
+//! Baselines the live backend is measured against: a UDP
 //! ping-pong over loopback between two processes (this example starts a
 //! copy of itself as the echo side), and a single-thread memcpy of the
 //! bytes a stream moves.

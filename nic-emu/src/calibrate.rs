@@ -6,7 +6,7 @@
 
 pub use nic_sim::calibrate::*;
 
-/// Rate-control calibration (../shared/spec/rate-control.md): T, Bmax and
+/// Rate-control calibration (docs/rate-control.md): T, Bmax and
 /// the node-capacity curve of a profile, measured with scenarios on the
 /// simulator (so each point can be re-run with `cargo xtask sim`).
 ///

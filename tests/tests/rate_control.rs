@@ -1,8 +1,7 @@
 //! Rate control and the bandwidth resource manager on the simulator
-//! (lanai4-gm), after ../shared/spec/rate-control.md and issue 4's
-//! acceptance list: proportional shares by IDT, admission by the three
-//! criteria, best-effort redistribution, and the cost of rate control
-//! when every IDT is 0.
+//! (lanai4-gm), as docs/rate-control.md describes them: proportional
+//! shares by IDT, admission by the three criteria, best-effort
+//! redistribution, and the cost of rate control when every IDT is 0.
 
 use cluster_tests::{assert_all_intact, run_text};
 use nic_emu::brm::{experiments, Calibration};

@@ -1,5 +1,5 @@
-//! `cargo xtask report rate-control`: runs the rate-control experiments of
-//! issue 4 on the simulator and writes a Markdown report with SVG plots
+//! `cargo xtask report rate-control`: runs the rate-control experiments on
+//! the simulator and writes a Markdown report with SVG plots
 //! (plotters, SVG back end) into an output directory (default
 //! out/reports/rate-control/):
 //!

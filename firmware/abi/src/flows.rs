@@ -1,4 +1,4 @@
-//! The flow table (rate control after ../shared/spec/rate-control.md). A
+//! The flow table (rate control, docs/rate-control.md). A
 //! flow is (source port, target node, target port, priority): exactly one
 //! sending stream of the MCP. The host (driver or bandwidth-manager agent)
 //! installs a flow's IDT in an entry; the firmware paces the flow by it and

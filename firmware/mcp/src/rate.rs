@@ -1,4 +1,4 @@
-//! Rate control by inter-packet dispatch time (../shared/spec/rate-control.md).
+//! Rate control by inter-packet dispatch time (docs/rate-control.md).
 //! A flow (one sending stream) has an IDT, the least time between two of
 //! its packets entering the network, and an NDT, the time before which its
 //! next packet may not leave. When flows have rates, SDMA picks among the

@@ -1,5 +1,5 @@
 //! host-brm: the bandwidth resource manager (BRM) of
-//! ../shared/spec/rate-control.md, host-side system software (as GM's
+//! docs/rate-control.md, host-side system software (as GM's
 //! mapper is): a master that admits flows by the spec's three criteria
 //! over the fabric's real routes (IDT = T * Bmax / B, best-effort
 //! shares), and one agent per node that installs IDTs in its NIC's flow

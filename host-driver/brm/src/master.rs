@@ -1,5 +1,5 @@
 //! The BRM master: admission control and best-effort shares, after
-//! ../shared/spec/rate-control.md.
+//! docs/rate-control.md.
 //!
 //! Resources: every node (its sending and receiving share one capacity,
 //! the calibrated node-capacity curve) and every switch output port (one

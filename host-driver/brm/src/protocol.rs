@@ -1,5 +1,5 @@
 //! Bandwidth requests: the host side of the bandwidth resource manager
-//! (BRM, ../shared/spec/rate-control.md). The BRM is a logical service, a
+//! (BRM, docs/rate-control.md). The BRM is a logical service, a
 //! master plus one agent per node: a program asks the master for
 //! bandwidth on a flow (blocking: admitted with an IDT, or refused naming
 //! the criterion that failed), the master tells the agents of the source
