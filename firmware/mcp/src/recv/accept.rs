@@ -273,7 +273,7 @@ impl Recv {
                 // the requester: SDMA queues it (FromRecv::Answer).
                 let can = cx.internal_tokens() < INTERNAL_TOKENS
                     && cx.tokens.available() > 0
-                    && sdma.has_room_for(key, h.src_node);
+                    && sdma.stream_room(key, h.src_node);
                 if !can {
                     self.nack(cx, hw, buf, r, NackCode::Busy, h.seq);
                     return;

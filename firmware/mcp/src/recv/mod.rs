@@ -120,6 +120,8 @@ pub struct Recv {
     rx_index: heapless::FnvIndexMap<u32, u16, 256>,
     /// Receive-done records taken.
     cons: u32,
+    /// RXDONE_PROD as the last step read it.
+    seen_prod: u32,
     /// Receiving streams owing an ack.
     ack_list: heapless::Vec<u16, MAX_STREAMS>,
     /// Per port: posted receive buffers, FIFO (head, tail).
@@ -135,6 +137,7 @@ impl Recv {
             rxs: Pool::new(RxStream::EMPTY),
             rx_index: heapless::FnvIndexMap::new(),
             cons: 0,
+            seen_prod: 0,
             ack_list: heapless::Vec::new(),
             slots_head: [NIL; NUM_PORTS],
             slots_tail: [NIL; NUM_PORTS],
@@ -152,6 +155,7 @@ impl Recv {
     /// Take over the engine's counters as they are (a warm restart).
     pub fn init(&mut self, hw: &mut impl Hw) {
         self.cons = hw.reg(regs::RXDONE_PROD);
+        self.seen_prod = self.cons;
         hw.set_reg(regs::RXDONE_CONS, self.cons);
     }
 
@@ -170,6 +174,7 @@ impl Recv {
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Next {
         let prod = hw.reg(regs::RXDONE_PROD);
+        self.seen_prod = prod;
         // Never wait for the send side here (a full control queue, busy
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
@@ -203,7 +208,8 @@ impl Recv {
         let next = match self.stopped {
             Some(s) => s,
             None => {
-                let waiting = hw.reg(regs::RXDONE_PROD).wrapping_sub(self.cons);
+                // Packets the last step saw in the ring and left there.
+                let waiting = self.seen_prod.wrapping_sub(self.cons);
                 if waiting == 0 {
                     RecvState::Idle
                 } else {

@@ -55,17 +55,15 @@ impl Sdma {
 
     /// After the fill loop: what the machine waits for now.
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
-        let next = match (self.state, stop) {
+        let next = match (self.state, stop, self.rate_wait) {
             // The last fill is still in flight: that is what it waits for.
-            (SdmaState::FillWait { buf, .. }, _)
+            (SdmaState::FillWait { buf, .. }, _, _)
                 if cx.txbufs.get(buf).state == TxBufState::Filling =>
             {
                 return;
             }
-            (_, Stop::NoRoom) if self.conn_queue_len > 0 => SdmaState::BufferWait,
-            (_, Stop::NothingDue) if self.rate_wait.is_some() => {
-                SdmaState::Paced { until: self.rate_wait.unwrap_or(0) }
-            }
+            (_, Stop::NoRoom, _) if self.conn_queue_len > 0 => SdmaState::BufferWait,
+            (_, Stop::NothingDue, Some(until)) => SdmaState::Paced { until },
             _ => self.waiting_for_acks(),
         };
         let cause = match next {

@@ -227,11 +227,6 @@ impl Sdma {
         self.txs[s].key
     }
 
-    /// Could a stream to answer a peer (key, node) be found or made?
-    pub fn has_room_for(&self, key: u32, node: u16) -> bool {
-        self.stream_room(key, node)
-    }
-
     /// The earliest RTC tick one of SDMA's timers falls due.
     pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
         for &s in self.active_tx.iter() {

@@ -17,7 +17,7 @@ use nic_abi::Priority;
 
 impl Sdma {
     /// Is there a stream for `key` (to `node`), or room for one?
-    pub(crate) fn stream_room(&self, key: u32, node: u16) -> bool {
+    pub fn stream_room(&self, key: u32, node: u16) -> bool {
         let exists = self.tx_index.contains_key(&key);
         let conn_ok = self.conn_index.contains_key(&node)
             || (self.conns.available() > 0 && self.conn_index.len() < self.conn_index.capacity());
