@@ -45,7 +45,7 @@ pub use nic_sim::{backend, host, sim};
 pub use backend::SimBackend;
 pub use faults::Faults;
 pub use firmware::{Firmware, IdleFirmware, Work};
-pub use host::{HostApp, HostCost, HostCx};
+pub use host::{HostApp, HostCost, HostCx, KeepAlive};
 pub use nic_device::crc_ok;
 pub use profile::{Profile, ProfileError};
 pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};

@@ -88,20 +88,7 @@ pub fn assert_all_intact(r: &Report) {
 /// and lets virtual time run until the events it waits for arrive.
 pub mod rig {
     use host_driver::{Event, Nic, Port};
-    use nic_emu::{
-        ClusterConfig, HostApp, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology,
-    };
-
-    /// Keeps the cluster running to the time a test asks for (a cluster
-    /// with every program done would stop at once).
-    struct Forever;
-
-    impl HostApp for Forever {
-        fn wake(&mut self, _cx: &mut HostCx<'_>) {}
-        fn done(&self) -> bool {
-            false
-        }
-    }
+    use nic_emu::{ClusterConfig, KeepAlive, Profile, RunLimit, SimBackend, SimCluster, Topology};
 
     pub struct Rig {
         pub c: SimCluster,
@@ -115,7 +102,7 @@ pub mod rig {
             let mut cfg = ClusterConfig::new(p, nodes, Topology::Star);
             cfg.send_timeout_us = send_timeout_us;
             let mut c = SimCluster::new(cfg).expect("cluster");
-            c.spawn(0, Box::new(Forever));
+            c.spawn(0, Box::new(KeepAlive));
             Rig { c }
         }
 

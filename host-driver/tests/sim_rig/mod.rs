@@ -13,7 +13,7 @@ use host_driver::nic_abi::page_table::{self, Pte, PteState, PTE_SIZE};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::{HostOp, Nic, NicBackend};
 use nic_emu::{
-    ClusterConfig, HostApp, HostCost, HostCx, Profile, RunLimit, SimBackend, SimCluster, Topology,
+    ClusterConfig, HostCost, KeepAlive, Profile, RunLimit, SimBackend, SimCluster, Topology,
 };
 
 /// Most DMA-able host memory per node.
@@ -41,17 +41,6 @@ impl Default for Config {
     }
 }
 
-/// Keeps the cluster running to the time a test asks for (a cluster with
-/// every program done would stop at once).
-struct Forever;
-
-impl HostApp for Forever {
-    fn wake(&mut self, _cx: &mut HostCx<'_>) {}
-    fn done(&self) -> bool {
-        false
-    }
-}
-
 pub struct Rig {
     pub c: SimCluster,
     pub node: usize,
@@ -71,7 +60,7 @@ impl Rig {
         p.host.memory_bytes = HOST_MEM;
         let mut c =
             SimCluster::new(ClusterConfig::new(p, cfg.nodes, Topology::Star)).expect("cluster");
-        c.spawn(0, Box::new(Forever));
+        c.spawn(0, Box::new(KeepAlive));
         Rig { c, node: cfg.node }
     }
 

@@ -45,6 +45,18 @@ pub trait HostApp {
     fn done(&self) -> bool;
 }
 
+/// A host program that does nothing and never finishes: it keeps a
+/// cluster running to the time a caller asks for (a cluster whose programs
+/// are all done stops at once).
+pub struct KeepAlive;
+
+impl HostApp for KeepAlive {
+    fn wake(&mut self, _cx: &mut HostCx<'_>) {}
+    fn done(&self) -> bool {
+        false
+    }
+}
+
 /// What a program sees while it runs.
 pub struct HostCx<'a> {
     pub(crate) node: usize,

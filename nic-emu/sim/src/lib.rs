@@ -31,5 +31,5 @@ pub(crate) mod sim_nic;
 
 pub use backend::SimBackend;
 pub use brm::{SimBrm, SimTransport};
-pub use host::{HostApp, HostCost, HostCx};
+pub use host::{HostApp, HostCost, HostCx, KeepAlive};
 pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
