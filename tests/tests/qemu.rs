@@ -118,6 +118,9 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
         // Stop in the SDMA intake step, step, read the states, go on; then
         // stop in SEND's step once SDMA waits for a fill's host-DMA in the
         // middle of a 64 KiB send, and print what each machine waits for.
+        // The condition is Python: a condition in gdb's own language with
+        // a string literal needs malloc in the inferior, which the image
+        // does not have.
         "continue\n\
          echo STOPPED-IN-SDMA\\n\n\
          bt 1\n\
@@ -129,8 +132,13 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
          echo CONTINUED\\n\n\
          print $pc\n\
          delete\n\
-         break 'mcp::send::Send::step<mcp_image::hw::SramHw>' if \
-         $_regex($_as_string(mcp_image::MCP.sdma.state), \"FillWait\")\n\
+         python\n\
+         class MidSend(gdb.Breakpoint):\n\
+         \x20   def stop(self):\n\
+         \x20       s = str(gdb.parse_and_eval('mcp_image::MCP.sdma.state'))\n\
+         \x20       return 'FillWait' in s\n\
+         MidSend(\"'mcp::send::Send::step<mcp_image::hw::SramHw>'\")\n\
+         end\n\
          continue\n\
          echo MID-SEND\\n\n\
          print mcp_image::MCP.sdma.state\n\
