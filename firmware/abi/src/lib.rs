@@ -17,6 +17,7 @@ pub mod event;
 pub mod flows;
 pub mod le;
 pub mod map;
+pub mod multicast;
 pub mod packet;
 pub mod page_table;
 pub mod port;
