@@ -25,6 +25,9 @@ pub enum HostOp {
     /// Host-side handling of a received message of `n` bytes (e.g. a copy
     /// or a check the program does); charged by programs, not the driver.
     Touch(u64),
+    /// Computing `n` children of a multicast tree (building the tree at a
+    /// root or relay, or a group's cached tree).
+    TreeWork(u32),
 }
 
 pub trait NicBackend: Clone {

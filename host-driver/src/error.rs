@@ -58,6 +58,8 @@ pub enum DriverError {
     BadFlow(&'static str),
     /// Every entry of the NIC's flow table is in use.
     FlowTableFull,
+    /// A multicast group or request that cannot be (why).
+    BadGroup(&'static str),
 }
 
 /// Why a cluster directory could not be attached to (the `Copy` summary
@@ -160,6 +162,7 @@ impl fmt::Display for DriverError {
             Cluster(c) => write!(f, "cluster: {c}"),
             BadFlow(what) => write!(f, "bad flow: {what}"),
             FlowTableFull => f.write_str("the NIC's flow table is full"),
+            BadGroup(why) => write!(f, "bad multicast group: {why}"),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! says which token each event gives back.
 
 use nic_abi::desc::DescKind;
-use nic_abi::event::{self as abi, ErrorCause, EventKind, SendStatus, INLINE_MAX};
+use nic_abi::event::{self as abi, ErrorCause, EventKind, McastInfo, SendStatus, INLINE_MAX};
 use nic_abi::Priority;
 
 /// The first bytes of a small received message, copied into its event.
@@ -48,10 +48,14 @@ pub enum Event {
         size_class: u8,
         /// First bytes of the message, if the NIC inlined them.
         inline: Inline,
+        /// The multicast the message belongs to (None: a unicast).
+        mcast: Option<McastInfo>,
         rtc: u64,
     },
-    /// A send completed (see `status`); its send token is back.
-    Sent { tag: u64, status: SendStatus, rtc: u64 },
+    /// A send completed (see `status`); its send token is back. A
+    /// multicast's completion says which multicast, and how many members
+    /// it did not reach (`SendStatus::Incomplete`).
+    Sent { tag: u64, status: SendStatus, mcast: Option<McastInfo>, rtc: u64 },
     /// A put completed at the sender; its send token is back.
     PutDone { tag: u64, status: SendStatus, rtc: u64 },
     /// A get completed (data in the local buffer if `status` is Ok); its
@@ -154,10 +158,13 @@ pub(crate) fn from_abi(e: &abi::Event) -> Option<Event> {
                 tag,
                 size_class: e.size_class,
                 inline: Inline { len: n, bytes },
+                mcast: e.mcast,
                 rtc,
             }
         }
-        EventKind::Sent => Event::Sent { tag, status: SendStatus::from_u8(e.status)?, rtc },
+        EventKind::Sent => {
+            Event::Sent { tag, status: SendStatus::from_u8(e.status)?, mcast: e.mcast, rtc }
+        }
         EventKind::PutDone => Event::PutDone { tag, status: SendStatus::from_u8(e.status)?, rtc },
         EventKind::GetDone => Event::GetDone { tag, status: SendStatus::from_u8(e.status)?, rtc },
         EventKind::Error => Event::Error {

@@ -473,17 +473,33 @@ impl<B: NicBackend> Port<B> {
     }
 
     fn post(&mut self, bytes: &[u8], token: TokenBack) -> Result<(), DriverError> {
+        self.post_n(&[bytes], token)
+    }
+
+    /// Post a descriptor that spans `slots.len()` ring slots (a multicast
+    /// and its child list): one send token, all slots or none.
+    pub(crate) fn post_slots(
+        &mut self,
+        slots: &[[u8; DESC_SIZE as usize]],
+    ) -> Result<(), DriverError> {
+        let refs: Vec<&[u8]> = slots.iter().map(|s| &s[..]).collect();
+        self.post_n(&refs, TokenBack::Send)
+    }
+
+    fn post_n(&mut self, slots: &[&[u8]], token: TokenBack) -> Result<(), DriverError> {
         match token {
             TokenBack::Send if self.send_free == 0 => return Err(DriverError::NoSendToken),
             TokenBack::Recv if self.recv_free == 0 => return Err(DriverError::NoRecvToken),
             _ => {}
         }
-        if !self.ring_has_room() {
+        if !self.ring_has_room(slots.len() as u32) {
             return Err(DriverError::RingFull);
         }
         let p = self.num as usize;
-        self.be.sram_write(send_slot(p, self.prod), bytes);
-        self.prod = self.prod.wrapping_add(1);
+        for bytes in slots {
+            self.be.sram_write(send_slot(p, self.prod), bytes);
+            self.prod = self.prod.wrapping_add(1);
+        }
         self.be.sram_store_u32(port_reg(p, pcb::SEND_PROD), self.prod);
         self.be.doorbell();
         self.be.charge(HostOp::PostDescriptor);
@@ -496,8 +512,8 @@ impl<B: NicBackend> Port<B> {
         Ok(())
     }
 
-    fn ring_has_room(&mut self) -> bool {
-        if self.prod.wrapping_sub(self.cons_seen) < SEND_RING_LEN {
+    fn ring_has_room(&mut self, n: u32) -> bool {
+        if self.prod.wrapping_sub(self.cons_seen) + n <= SEND_RING_LEN {
             return true;
         }
         let p = self.num as usize;
@@ -508,7 +524,7 @@ impl<B: NicBackend> Port<B> {
                 self.cons_seen = cons;
             }
         }
-        self.prod.wrapping_sub(self.cons_seen) < SEND_RING_LEN
+        self.prod.wrapping_sub(self.cons_seen) + n <= SEND_RING_LEN
     }
 
     // ----- events -----

@@ -12,6 +12,20 @@
 //! 32 tag u64        returned untouched in the completion event
 //! 40 reserved[24]
 //! ```
+//!
+//! A multicast descriptor (kind 7) reuses the layout: `target_node` is the
+//! group, `target_port` the port every member receives on, and
+//! ```text
+//! 20 mseq u32      the multicast's number in its group
+//! 40 scheme u8     41 alg u8     42 k u8     43 reserved (zero)
+//! 44 nchildren u16 children listed (host and assisted schemes)
+//! 46 reserved u16
+//! 48 children[4]   (node u16, subtree u16) each, in send order
+//! ```
+//! When more than [`INLINE_CHILDREN`] children are listed, the next
+//! `ceil((nchildren - 4) / 16)` ring slots hold the rest, 16 entries each
+//! ([`child_slots`]): the descriptor and its continuation are taken
+//! together.
 
 use crate::event::ErrorCause;
 use crate::le::*;
@@ -39,6 +53,97 @@ pub enum DescKind {
     /// Raise an alarm event (tag returned) after `remote` ticks. No token;
     /// one alarm per port is pending at a time (a new one replaces it).
     Alarm = 6,
+    /// Multicast `len` bytes at `local` to a group (see the module doc):
+    /// at the root, or (assisted scheme) a relay handing its NIC the child
+    /// list for a message it received. One completion event when the
+    /// subtree it serves has the message (host scheme: when the one listed
+    /// child acked it).
+    Multicast = 7,
+}
+
+/// Children listed inside a multicast descriptor itself.
+pub const INLINE_CHILDREN: usize = 4;
+/// Children listed in each continuation slot.
+pub const SLOT_CHILDREN: usize = 16;
+/// Most children one multicast descriptor lists (so that a descriptor and
+/// its continuation fit a quarter of the send ring).
+pub const MAX_LISTED_CHILDREN: usize = 255;
+
+/// Continuation slots that follow a multicast descriptor listing `n`
+/// children.
+pub const fn child_slots(n: usize) -> usize {
+    n.saturating_sub(INLINE_CHILDREN).div_ceil(SLOT_CHILDREN)
+}
+
+/// A child in a multicast descriptor's list: its node, and the size of
+/// the subtree it heads (itself included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListedChild {
+    pub node: u16,
+    pub subtree: u16,
+}
+
+/// The multicast fields of a kind-7 descriptor (beside [`Descriptor`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McastFields {
+    pub mseq: u32,
+    pub scheme: u8,
+    pub alg: u8,
+    pub k: u8,
+    pub nchildren: u16,
+}
+
+impl McastFields {
+    pub fn encode(&self, b: &mut [u8]) {
+        put_u32(b, 20, self.mseq);
+        put_u8(b, 40, self.scheme);
+        put_u8(b, 41, self.alg);
+        put_u8(b, 42, self.k);
+        put_u8(b, 43, 0);
+        put_u16(b, 44, self.nchildren);
+        put_u16(b, 46, 0);
+    }
+
+    /// The fields of a descriptor whose kind is Multicast (no domain
+    /// checks: the firmware checks them against the group).
+    pub fn decode(b: &[u8]) -> Result<McastFields, ErrorCause> {
+        if b.len() < DESC_SIZE as usize {
+            return Err(ErrorCause::BadDescriptor);
+        }
+        if get_u8(b, 43) != 0 || get_u16(b, 46) != 0 {
+            return Err(ErrorCause::BadDescriptor);
+        }
+        Ok(McastFields {
+            mseq: get_u32(b, 20),
+            scheme: get_u8(b, 40),
+            alg: get_u8(b, 41),
+            k: get_u8(b, 42),
+            nchildren: get_u16(b, 44),
+        })
+    }
+}
+
+/// Child `i` of a multicast list: where it lives (descriptor slot 0 holds
+/// the first [`INLINE_CHILDREN`], each continuation slot the next
+/// [`SLOT_CHILDREN`]): (slot, byte offset in the slot).
+pub const fn child_at(i: usize) -> (usize, usize) {
+    if i < INLINE_CHILDREN {
+        (0, 48 + 4 * i)
+    } else {
+        let j = i - INLINE_CHILDREN;
+        (1 + j / SLOT_CHILDREN, 4 * (j % SLOT_CHILDREN))
+    }
+}
+
+impl ListedChild {
+    pub fn encode(&self, b: &mut [u8], at: usize) {
+        put_u16(b, at, self.node);
+        put_u16(b, at + 2, self.subtree);
+    }
+
+    pub fn decode(b: &[u8], at: usize) -> ListedChild {
+        ListedChild { node: get_u16(b, at), subtree: get_u16(b, at + 2) }
+    }
 }
 
 impl DescKind {
@@ -50,6 +155,7 @@ impl DescKind {
             4 => DescKind::Get,
             5 => DescKind::Resume,
             6 => DescKind::Alarm,
+            7 => DescKind::Multicast,
             _ => return None,
         })
     }
@@ -57,7 +163,7 @@ impl DescKind {
     /// Does this kind consume a send token? Send, Put and Get do; each
     /// returns it with exactly one completion or error event.
     pub const fn uses_send_token(self) -> bool {
-        matches!(self, DescKind::Send | DescKind::Put | DescKind::Get)
+        matches!(self, DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast)
     }
 
     /// Does this kind consume a receive token? Provide does; it returns
@@ -185,10 +291,37 @@ mod tests {
         assert_eq!(Descriptor::raw_tag(&b), 0xdead_beef);
     }
 
+    #[test]
+    fn multicast_fields_and_children_round_trip() {
+        let mut b = [0u8; 64];
+        let mut d = sample();
+        d.kind = DescKind::Multicast;
+        d.encode(&mut b);
+        let f = McastFields { mseq: 9, scheme: 2, alg: 4, k: 3, nchildren: 21 };
+        f.encode(&mut b);
+        assert_eq!(McastFields::decode(&b), Ok(f));
+        assert_eq!(Descriptor::decode(&b).map(|d| d.kind), Ok(DescKind::Multicast));
+        let c = ListedChild { node: 12, subtree: 4 };
+        c.encode(&mut b, child_at(3).1);
+        assert_eq!(ListedChild::decode(&b, 60), c);
+        assert_eq!(child_slots(4), 0);
+        assert_eq!(child_slots(5), 1);
+        assert_eq!(child_slots(20), 1);
+        assert_eq!(child_slots(21), 2);
+        assert_eq!(child_at(4), (1, 0));
+        assert_eq!(child_at(20), (2, 0));
+        assert_eq!(child_at(19), (1, 60));
+        b[43] = 1;
+        assert_eq!(McastFields::decode(&b), Err(ErrorCause::BadDescriptor));
+        // Enough room for the largest list in a send ring.
+        assert!(child_slots(MAX_LISTED_CHILDREN) < crate::map::SEND_RING_LEN as usize / 2);
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = Descriptor::decode(&bytes);
+            let _ = McastFields::decode(&bytes);
             let _ = Descriptor::raw_tag(&bytes);
         }
     }

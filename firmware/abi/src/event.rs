@@ -16,6 +16,14 @@
 //! 40 inline[16] first bytes of a small received message
 //! 56 reserved u32   60 seq u32
 //! ```
+//!
+//! A multicast's events (a Received at a member, the root's Sent) say so
+//! in bit 7 of byte 12 and carry the multicast ([`McastInfo`]):
+//! ```text
+//! 12 0x80 | scheme (bits 0..4) | alg << 4 (bits 4..7)   13 k u8
+//! 14 group u16   56 mseq u32
+//! Sent only: inline[0..2] = members not reached (u16)
+//! ```
 
 use crate::le::*;
 use crate::{ParseError, Priority};
@@ -76,6 +84,10 @@ pub enum SendStatus {
     RemoteAccess = 4,
     /// The target node did not answer (no ack) for the send timeout.
     Unreachable = 5,
+    /// A multicast ended with members not reached (their NIC down, their
+    /// port closed, or no answer for the send timeout); the event's
+    /// [`McastInfo::unreached`] counts them.
+    Incomplete = 6,
 }
 
 impl SendStatus {
@@ -87,6 +99,7 @@ impl SendStatus {
             3 => SendStatus::Dropped,
             4 => SendStatus::RemoteAccess,
             5 => SendStatus::Unreachable,
+            6 => SendStatus::Incomplete,
             _ => return None,
         })
     }
@@ -115,6 +128,13 @@ pub enum ErrorCause {
     /// The NIC already tracks as many streams (remote node, port pair,
     /// priority) as it can.
     TooManyStreams = 10,
+    /// A multicast names a group this NIC has not installed, on another
+    /// port, or one in which this NIC cannot send as asked (a root-only
+    /// scheme from a member that is not the root).
+    BadGroup = 11,
+    /// A multicast names an unknown scheme or algorithm, or its child list
+    /// is empty, too long or names a node outside the cluster.
+    BadMulticast = 12,
 }
 
 impl ErrorCause {
@@ -130,9 +150,25 @@ impl ErrorCause {
             8 => ErrorCause::NotRegistered,
             9 => ErrorCause::NoToken,
             10 => ErrorCause::TooManyStreams,
+            11 => ErrorCause::BadGroup,
+            12 => ErrorCause::BadMulticast,
             _ => return None,
         })
     }
+}
+
+/// The multicast an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct McastInfo {
+    pub group: u16,
+    pub mseq: u32,
+    /// `multicast::Scheme` code.
+    pub scheme: u8,
+    /// `multicast::Algorithm` code, and its k.
+    pub alg: u8,
+    pub k: u8,
+    /// Root's Sent event: members not reached (0 on success).
+    pub unreached: u16,
 }
 
 /// An event as a plain struct.
@@ -154,6 +190,8 @@ pub struct Event {
     pub tag: u64,
     pub rtc: u64,
     pub inline: [u8; INLINE_MAX],
+    /// A multicast's Received or Sent event.
+    pub mcast: Option<McastInfo>,
     pub seq: u32,
 }
 
@@ -173,6 +211,7 @@ impl Event {
             tag: 0,
             rtc: 0,
             inline: [0; INLINE_MAX],
+            mcast: None,
             seq: 0,
         }
     }
@@ -195,6 +234,15 @@ impl Event {
             s.copy_from_slice(&self.inline);
         }
         put_u32(b, 56, 0);
+        if let Some(m) = self.mcast {
+            put_u8(b, 12, 0x80 | (m.scheme & 0xF) | (m.alg & 0x7) << 4);
+            put_u8(b, 13, m.k);
+            put_u16(b, 14, m.group);
+            put_u32(b, 56, m.mseq);
+            if self.kind == EventKind::Sent {
+                put_u16(b, 40, m.unreached);
+            }
+        }
         put_u32(b, 60, self.seq);
     }
 
@@ -211,6 +259,18 @@ impl Event {
         }
         let mut inline = [0u8; INLINE_MAX];
         inline.copy_from_slice(&b[40..40 + INLINE_MAX]);
+        let m = get_u8(b, 12);
+        let mcast =
+            (matches!(kind, EventKind::Received | EventKind::Sent) && m & 0x80 != 0).then(|| {
+                McastInfo {
+                    group: get_u16(b, 14),
+                    mseq: get_u32(b, 56),
+                    scheme: m & 0xF,
+                    alg: (m >> 4) & 0x7,
+                    k: get_u8(b, 13),
+                    unreached: if kind == EventKind::Sent { get_u16(b, 40) } else { 0 },
+                }
+            });
         Ok(Event {
             kind,
             status: get_u8(b, 1),
@@ -220,11 +280,12 @@ impl Event {
             size_class: get_u8(b, 6),
             inline_len,
             len: get_u32(b, 8),
-            desc_kind: get_u8(b, 12),
+            desc_kind: if mcast.is_some() { 0 } else { get_u8(b, 12) },
             addr: get_u64(b, 16),
             tag: get_u64(b, 24),
             rtc: get_u64(b, 32),
             inline,
+            mcast,
             seq: get_u32(b, 60),
         })
     }
@@ -262,6 +323,25 @@ mod tests {
         e.encode(&mut b);
         assert_eq!(Event::decode(&b), Ok(e));
         assert_eq!(Event::slot_seq(&b), 9);
+    }
+
+    #[test]
+    fn multicast_events_round_trip() {
+        let mut e = Event::empty(EventKind::Received);
+        e.len = 2;
+        e.mcast = Some(McastInfo { group: 3, mseq: 77, scheme: 2, alg: 4, k: 3, unreached: 0 });
+        let mut b = [0u8; 64];
+        e.encode(&mut b);
+        assert_eq!(Event::decode(&b), Ok(e));
+        let mut s = Event::empty(EventKind::Sent);
+        s.status = SendStatus::Incomplete as u8;
+        s.mcast = Some(McastInfo { group: 1, mseq: 5, scheme: 1, alg: 2, k: 0, unreached: 4 });
+        s.inline[..2].copy_from_slice(&4u16.to_le_bytes());
+        s.encode(&mut b);
+        assert_eq!(Event::decode(&b), Ok(s));
+        // A unicast event has none.
+        Event::empty(EventKind::Received).encode(&mut b);
+        assert_eq!(Event::decode(&b).unwrap().mcast, None);
     }
 
     #[test]

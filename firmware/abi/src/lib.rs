@@ -15,6 +15,7 @@
 pub mod desc;
 pub mod event;
 pub mod flows;
+pub mod group;
 pub mod le;
 pub mod map;
 pub mod multicast;

@@ -7,7 +7,7 @@
 //! 0x41000 ROUTES        8 KiB  route to each node (written by the mapper)
 //! 0x43000 STATS         1 KiB  NIC counters (firmware writes, host reads)
 //! 0x43400 HDMA_RING     2 KiB  host-DMA command ring
-//! 0x43C00 TXDMA_RING  512 B    send-DMA (SRAM -> wire) command ring
+//! 0x43C00 TXDMA_RING  512 B    send-DMA (SRAM -> wire) command ring (16 x 32 B)
 //! 0x43E00 RXFREE_RING 256 B    free receive buffers, firmware -> rx-DMA
 //! 0x44000 RXDONE_RING   1 KiB  filled receive buffers, rx-DMA -> firmware
 //! 0x44400 EVT_STAGING   4 KiB  events composed before host-DMA to host memory
@@ -18,7 +18,9 @@
 //! 0x80000 TX_BUFS      66 KiB  transmit buffers
 //! 0x91000 RX_BUFS     132 KiB  receive buffers
 //! 0xB2000 DISPATCH_TRACE 64 KiB packet dispatch trace (flow, RTC)
-//! 0xC2000 (end of the map; SRAM is at least 1 MiB)
+//! 0xC2000 GROUPS      128 KiB  multicast group table (driver writes only)
+//! 0xE2000 MCAST_LISTS   8 KiB  child lists of the multicasts in flight (fw)
+//! 0xE4000 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -42,7 +44,8 @@ pub const STATS_SIZE: u32 = 0x400;
 pub const HDMA_RING: u32 = 0x0004_3400;
 pub const HDMA_RING_LEN: u32 = 64;
 pub const TXDMA_RING: u32 = 0x0004_3C00;
-pub const TXDMA_RING_LEN: u32 = 32;
+/// One command per transmit buffer at most (each is on the wire once).
+pub const TXDMA_RING_LEN: u32 = 16;
 pub const RXFREE_RING: u32 = 0x0004_3E00;
 pub const RXFREE_RING_LEN: u32 = 64;
 pub const RXDONE_RING: u32 = 0x0004_4000;
@@ -88,7 +91,19 @@ pub const RX_BUF_COUNT: u32 = 32;
 pub const DISPATCH_TRACE: u32 = 0x000B_2000;
 pub const DISPATCH_TRACE_LEN: u32 = 4096;
 
-pub const MAP_END: u32 = 0x000C_2000;
+/// Multicast group table: `GROUP_ENTRIES` entries of `GROUP_ENTRY_SIZE`
+/// bytes (`group` module); a group's id is its entry's index.
+pub const GROUPS: u32 = 0x000C_2000;
+pub const GROUP_ENTRIES: u32 = 16;
+pub const GROUP_ENTRY_SIZE: u32 = 0x2000;
+
+/// Child lists of the multicasts the firmware serves: `MCAST_LISTS_LEN`
+/// lists of `MCAST_LIST_SIZE` bytes, (node u16, subtree u16) each.
+pub const MCAST_LISTS: u32 = 0x000E_2000;
+pub const MCAST_LISTS_LEN: u32 = 8;
+pub const MCAST_LIST_SIZE: u32 = 0x400;
+
+pub const MAP_END: u32 = 0x000E_4000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -102,6 +117,14 @@ pub const fn page_table(port: usize) -> u32 {
 
 pub const fn flow_entry(i: u32) -> u32 {
     FLOWS + i * crate::flows::FLOW_ENTRY_SIZE
+}
+
+pub const fn group_entry(id: u32) -> u32 {
+    GROUPS + id * GROUP_ENTRY_SIZE
+}
+
+pub const fn mcast_list(i: u32) -> u32 {
+    MCAST_LISTS + i * MCAST_LIST_SIZE
 }
 
 pub const fn route_entry(node: usize) -> u32 {
@@ -139,7 +162,11 @@ const _: () = {
     assert!(BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU);
     assert!(TX_BUFS + TX_BUF_COUNT * BUF_STRIDE <= RX_BUFS);
     assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= DISPATCH_TRACE);
-    assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= MAP_END);
+    assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= GROUPS);
+    assert!(GROUPS + GROUP_ENTRIES * GROUP_ENTRY_SIZE <= MCAST_LISTS);
+    assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= MAP_END);
+    assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
+    assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);
     assert!(HDMA_RING_LEN.is_power_of_two());
     assert!(TXDMA_RING_LEN.is_power_of_two());

@@ -24,6 +24,11 @@
 //! `ack` of the reverse stream D:b->S:a (same priority): a cumulative ack,
 //! piggybacked on data or sent alone in an Ack packet. A Nack from S:a to
 //! D:b refuses `seq` of stream D:b->S:a for `nack_code`.
+//!
+//! Multicast rides on these streams: a multicast is unicasts along the
+//! edges of a tree (or chain), each packet flagged `MCAST` with the
+//! multicast's [`McastTag`] in `remote`/`cookie`; a member tells its
+//! parent that its subtree has the message with a sequenced `Report`.
 
 use crate::le::*;
 use crate::{ParseError, Priority, MAX_MTU};
@@ -46,6 +51,10 @@ pub enum PacketType {
     GetReq = 5,
     /// A fragment of the answer to a get, for the requester's `remote`.
     GetResp = 6,
+    /// A multicast member tells its parent in the tree that its subtree
+    /// has the message `remote` names ([`McastTag`]); `msg_len` counts the
+    /// members of that subtree that could not be reached. No payload.
+    Report = 7,
 }
 
 impl PacketType {
@@ -57,6 +66,7 @@ impl PacketType {
             4 => PacketType::Put,
             5 => PacketType::GetReq,
             6 => PacketType::GetResp,
+            7 => PacketType::Report,
             _ => return None,
         })
     }
@@ -65,7 +75,11 @@ impl PacketType {
     pub const fn is_sequenced(self) -> bool {
         matches!(
             self,
-            PacketType::Data | PacketType::Put | PacketType::GetReq | PacketType::GetResp
+            PacketType::Data
+                | PacketType::Put
+                | PacketType::GetReq
+                | PacketType::GetResp
+                | PacketType::Report
         )
     }
 }
@@ -121,6 +135,57 @@ bitflags::bitflags! {
         /// `sync_gen` that does not go back before what it already took.
         /// Only on the first packet of a message.
         const SYNC = 8;
+        /// A packet of a multicast message: `remote` holds its
+        /// [`McastTag`] (group, message number, scheme, algorithm, and the
+        /// receiver's subtree size).
+        const MCAST = 16;
+    }
+}
+
+/// What a multicast packet (Data with `Flags::MCAST`, or a Report) says
+/// about the multicast it belongs to, packed into the header's `remote`:
+///
+/// ```text
+/// bits  0..16 group     the group's id (its slot in the group table)
+/// bits 16..48 mseq      the multicast's number in its group
+/// bits 48..52 scheme    nic_abi::multicast::Scheme code
+/// bits 52..56 alg       nic_abi::multicast::Algorithm code
+/// bits 56..64 k         the k of a k-binomial tree (else 0)
+/// ```
+/// and into `cookie`: the size of the subtree the receiver heads (itself
+/// included; 1 for a leaf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McastTag {
+    pub group: u16,
+    pub mseq: u32,
+    pub scheme: u8,
+    pub alg: u8,
+    pub k: u8,
+    pub subtree: u16,
+}
+
+impl McastTag {
+    pub const fn remote(&self) -> u64 {
+        self.group as u64
+            | (self.mseq as u64) << 16
+            | ((self.scheme & 0xF) as u64) << 48
+            | ((self.alg & 0xF) as u64) << 52
+            | (self.k as u64) << 56
+    }
+
+    pub const fn cookie(&self) -> u32 {
+        self.subtree as u32
+    }
+
+    pub const fn from_header(remote: u64, cookie: u32) -> McastTag {
+        McastTag {
+            group: remote as u16,
+            mseq: (remote >> 16) as u32,
+            scheme: ((remote >> 48) & 0xF) as u8,
+            alg: ((remote >> 52) & 0xF) as u8,
+            k: (remote >> 56) as u8,
+            subtree: cookie as u16,
+        }
     }
 }
 
@@ -244,7 +309,7 @@ impl Header {
                     return Err(ParseError::BadField("nack_code"));
                 }
             }
-            PacketType::Ack | PacketType::GetReq => {
+            PacketType::Ack | PacketType::GetReq | PacketType::Report => {
                 if h.payload_len != 0 {
                     return Err(ParseError::BadField("payload_len"));
                 }
@@ -348,6 +413,32 @@ mod tests {
         let mut long = [0u8; HEADER_LEN + 8];
         data().encode(&mut long);
         assert_eq!(Header::parse(&long), Err(ParseError::BadField("payload_len")));
+    }
+
+    #[test]
+    fn mcast_tag_round_trips_through_remote_and_cookie() {
+        let t = McastTag { group: 7, mseq: 0xDEAD_BEEF, scheme: 3, alg: 4, k: 5, subtree: 300 };
+        assert_eq!(McastTag::from_header(t.remote(), t.cookie()), t);
+        let mut h = data();
+        h.flags |= Flags::MCAST;
+        h.remote = t.remote();
+        h.cookie = t.cookie();
+        let b = bytes(&h);
+        let p = Header::parse(&b).unwrap();
+        assert!(p.has(Flags::MCAST));
+        assert_eq!(McastTag::from_header(p.remote, p.cookie), t);
+    }
+
+    #[test]
+    fn a_report_carries_no_payload() {
+        let mut h = data();
+        h.ptype = PacketType::Report;
+        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("payload_len")));
+        h.payload_len = 0;
+        let mut b = [0u8; HEADER_LEN];
+        h.encode(&mut b);
+        assert_eq!(Header::parse(&b).map(|h| h.ptype), Ok(PacketType::Report));
+        assert!(PacketType::Report.is_sequenced());
     }
 
     #[test]

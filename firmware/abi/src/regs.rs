@@ -95,7 +95,7 @@ pub const fn reg<W>(r: Reg<W>) -> u32 {
 /// Value of `MAGIC`: "NICE".
 pub const MAGIC_VALUE: u32 = 0x4543_494E;
 /// Version of this ABI; firmware refuses to run on a mismatch.
-pub const ABI_VERSION_VALUE: u32 = 1;
+pub const ABI_VERSION_VALUE: u32 = 2;
 
 // Identity and configuration (cfg).
 pub const MAGIC: Reg<u32> = Reg::at(0x000); // cfg

@@ -9,7 +9,7 @@ use crate::ParseError;
 /// Size of a host-DMA command.
 pub const HDMA_CMD_SIZE: u32 = 32;
 /// Size of a send-DMA command.
-pub const TXDMA_CMD_SIZE: u32 = 16;
+pub const TXDMA_CMD_SIZE: u32 = 32;
 /// Size of a free-receive-buffer entry.
 pub const RXFREE_SIZE: u32 = 4;
 /// Size of a receive completion.
@@ -72,16 +72,24 @@ impl HostDmaCmd {
     }
 }
 
-/// Send-DMA command: `sram u32 | len u32 | route_len u8 | pad[3] | cookie u32`.
+/// Send-DMA command (32 bytes):
+/// `sram u32 | len u32 | route_len u8 | pad[3] | cookie u32 | tail_sram u32 |
+/// tail_len u32 | pad[8]`.
 /// The engine sends `len` bytes from `sram`: `route_len` route bytes, then
-/// the packet (header + payload). Before sending it computes the packet's
-/// CRC-32 and stores it in the header's `crc` field (hardware CRC).
+/// the packet's first part (header, and payload if any), then `tail_len`
+/// bytes from `tail_sram` (a gather: a relay sends a packet's payload
+/// straight out of the receive buffer it arrived in, behind a header of
+/// its own; 0 for none). Before sending it computes the packet's CRC-32
+/// over both parts and stores it in the header's `crc` field (hardware
+/// CRC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxDmaCmd {
     pub sram: u32,
     pub len: u32,
     pub route_len: u8,
     pub cookie: u32,
+    pub tail_sram: u32,
+    pub tail_len: u32,
 }
 
 impl TxDmaCmd {
@@ -93,6 +101,9 @@ impl TxDmaCmd {
         put_u8(b, 9, 0);
         put_u16(b, 10, 0);
         put_u32(b, 12, self.cookie);
+        put_u32(b, 16, self.tail_sram);
+        put_u32(b, 20, self.tail_len);
+        put_u64(b, 24, 0);
     }
 
     #[inline]
@@ -105,6 +116,8 @@ impl TxDmaCmd {
             len: get_u32(b, 4),
             route_len: get_u8(b, 8),
             cookie: get_u32(b, 12),
+            tail_sram: get_u32(b, 16),
+            tail_len: get_u32(b, 20),
         })
     }
 }
@@ -179,10 +192,12 @@ mod tests {
 
     #[test]
     fn tx_and_rx_records_round_trip() {
-        let t = TxDmaCmd { sram: 1, len: 2, route_len: 3, cookie: 4 };
-        let mut b = [0u8; 16];
+        let t = TxDmaCmd { sram: 1, len: 2, route_len: 3, cookie: 4, tail_sram: 5, tail_len: 6 };
+        let mut b = [0u8; 32];
         t.encode(&mut b);
         assert_eq!(TxDmaCmd::decode(&b), Ok(t));
+        assert_eq!(TxDmaCmd::decode(&b[..31]), Err(ParseError::Truncated));
+        let mut b = [0u8; 16];
         let r = RxDone { buf: 5, len: 60, status: RxStatus::CRC_BAD };
         r.encode(&mut b);
         assert_eq!(RxDone::decode(&b), Ok(r));

@@ -35,9 +35,22 @@ pub enum Stat {
     Polls = 15,
     /// Acks or nacks not queued because the control queue was full.
     ControlDrops = 16,
+    /// Multicast packets a relay sent on to a child out of its receive
+    /// buffer (no host-DMA).
+    McastForwarded = 17,
+    /// Children of a multicast tree the NIC computed itself (NIC-based
+    /// scheme: the tree work the NIC CPU does).
+    McastTreeOps = 18,
+    /// Multicast reports sent to a parent (one per member per message).
+    McastReports = 19,
+    /// Multicasts completed at the root (one event each).
+    McastCompleted = 20,
+    /// Multicast packets refused (nack Busy) because the relay held as
+    /// many receive buffers as it may for forwarding.
+    McastBusy = 21,
 }
 
-pub const STAT_COUNT: usize = 17;
+pub const STAT_COUNT: usize = 22;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -61,6 +74,11 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::NoBuffer,
     Stat::Polls,
     Stat::ControlDrops,
+    Stat::McastForwarded,
+    Stat::McastTreeOps,
+    Stat::McastReports,
+    Stat::McastCompleted,
+    Stat::McastBusy,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

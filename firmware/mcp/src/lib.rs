@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod hw;
+pub mod mcast;
 mod pool;
 pub mod rate;
 pub mod rdma;
@@ -79,6 +80,10 @@ pub struct Work {
     /// the NDT scheduler compares. With no flow entries only the rescans
     /// remain, once per new stream.
     pub flow_ops: u32,
+    /// Multicast tree work: children of a tree the NIC computed itself
+    /// (the NIC-based scheme, per message), read from a cached tree (per
+    /// child sent to), or relayed packets it set up.
+    pub tree_ops: u32,
 }
 
 impl Work {
@@ -94,6 +99,7 @@ impl Work {
         self.events += o.events;
         self.timers += o.timers;
         self.flow_ops += o.flow_ops;
+        self.tree_ops += o.tree_ops;
     }
 }
 
@@ -103,6 +109,17 @@ pub enum InitError {
     BadMagic,
     AbiMismatch,
     BadConfig(&'static str),
+}
+
+impl InitError {
+    /// What went wrong, for a log line.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            InitError::BadMagic => "no NICE magic in the register block",
+            InitError::AbiMismatch => "the register block speaks another ABI version",
+            InitError::BadConfig(reg) => reg,
+        }
+    }
 }
 
 /// Configuration read from the register block at init.
@@ -267,12 +284,12 @@ impl Mcp {
                 recv::Next::Empty => break,
                 recv::Next::Handled => {}
                 recv::Next::Accept(a) => {
-                    self.sdma.take_from_recv(cx);
-                    self.recv.accept(cx, &self.sdma, hw, a);
+                    self.sdma.take_from_recv(cx, hw);
+                    self.recv.accept(cx, &self.sdma, hw, a, &mut w);
                 }
             }
         }
-        self.sdma.take_from_recv(cx);
+        self.sdma.take_from_recv(cx, hw);
         self.recv.end_pass(cx, hw, &mut w);
         self.rdma.step(cx, hw, &mut w);
         self.sdma.step(cx, hw, &mut w);

@@ -53,6 +53,10 @@ impl<T: Copy, const N: usize> Pool<T, N> {
         N - self.live as usize
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
     /// Indices of live records, in index order.
     pub fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
         (0..self.high).filter(move |i| self.used[*i as usize])

@@ -12,14 +12,16 @@
 //! ports' tokens (`Shared::credits`, once their event is written).
 
 use crate::hw::Hw;
+use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::{MachineState, Shared};
 use crate::translate::pieces;
 use crate::Work;
 use nic_abi::desc::DescKind;
-use nic_abi::event::{Event, EventKind, SendStatus, EVENT_SIZE};
+use nic_abi::event::{Event, EventKind, McastInfo, SendStatus, EVENT_SIZE};
 use nic_abi::map;
+use nic_abi::packet::McastTag;
 use nic_abi::packet::HEADER_LEN;
 use nic_abi::port::{port_reg, EVQ_CONSUMED, EVQ_PRODUCED};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
@@ -159,7 +161,8 @@ impl Rdma {
         if let Some(n) = self.copying.get_mut(b as usize) {
             self.bytes_left = self.bytes_left.saturating_sub(core::mem::take(n));
         }
-        cx.rxfree.give(hw, b);
+        // A relay may still be sending out of it.
+        cx.rx_release(hw, b);
         if let RdmaState::Copying { .. } = self.state {
             let next = self.at_rest(cx);
             self.go(cx, hw, next, Cause::DmaDone);
@@ -200,7 +203,7 @@ impl Rdma {
             }
             let n = pieces.len();
             if n == 0 {
-                cx.rxfree.give(hw, job.rx_buf);
+                cx.rx_release(hw, job.rx_buf);
             } else {
                 let bytes: u32 = pieces.iter().map(|p| p.len).sum();
                 self.copying[job.rx_buf as usize] = bytes;
@@ -224,8 +227,9 @@ impl Rdma {
                 w.dma_cmds += 1;
             }
             if let Some(ev) = job.then {
-                if let EvRef::Slot(_) = ev {
+                if let EvRef::Slot(s) = ev {
                     cx.bump(Stat::MessagesReceived, 1);
+                    delivered(cx, s);
                 }
                 cx.owe_event(job.port as usize, ev);
             }
@@ -301,6 +305,26 @@ impl Rdma {
     }
 }
 
+/// A multicast's message is with its host (its event is owed after the
+/// copy): its record may report.
+fn delivered(cx: &mut Shared, s: u16) {
+    let sl = cx.slots[s];
+    let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return };
+    let tag = McastTag::from_header(remote, 0);
+    if m != NIL && cx.mcasts.is_live(m) {
+        let rec = &mut cx.mcasts[m];
+        if rec.tag.group == tag.group && rec.tag.mseq == tag.mseq {
+            rec.delivered = true;
+        }
+    }
+}
+
+/// The multicast an event speaks of.
+fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
+    let t = McastTag::from_header(remote, 0);
+    McastInfo { group: t.group, mseq: t.mseq, scheme: t.scheme, alg: t.alg, k: t.k, unreached }
+}
+
 fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
     match ev {
         EvRef::PortOpened => Event::empty(EventKind::PortOpened),
@@ -316,7 +340,7 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
                 _ => SendStatus::Ok as u8,
             };
             let kind = match tok.kind {
-                TokKind::Send => EventKind::Sent,
+                TokKind::Send | TokKind::McastSend | TokKind::McastRoot => EventKind::Sent,
                 TokKind::Put => EventKind::PutDone,
                 TokKind::Get => EventKind::GetDone,
                 _ => EventKind::Error,
@@ -331,6 +355,13 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             e.addr = tok.local;
             e.tag = tok.tag;
             e.desc_kind = tok.desc_kind;
+            match tok.kind {
+                TokKind::McastSend => e.mcast = Some(mcast_info(tok.remote, 0)),
+                TokKind::McastRoot => {
+                    e.mcast = Some(mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16))
+                }
+                _ => {}
+            }
             e
         }
         EvRef::Slot(s) => {
@@ -352,6 +383,7 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             e.tag = sl.tag;
             e.inline_len = sl.inline_len;
             e.inline = sl.inline;
+            e.mcast = sl.mcast_tag().map(|r| mcast_info(r, 0));
             e
         }
     }

@@ -14,7 +14,10 @@ pub const PORT_SEND_TOKENS_MAX: u32 = 32;
 pub const PORT_RECV_TOKENS_MAX: u32 = 64;
 /// Tokens the NIC keeps for its own get responses.
 pub const INTERNAL_TOKENS: usize = 16;
-pub const MAX_TOKENS: usize = nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS;
+/// Tokens the NIC keeps for multicast: sends to children, reports.
+pub const MCAST_TOKENS: usize = 16;
+pub const MAX_TOKENS: usize =
+    nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS + MCAST_TOKENS;
 /// Receive buffers posted, all ports together (each port up to its count).
 pub const MAX_SLOTS: usize = 256;
 /// Streams each way (a stream is remote node, local port, remote port,
@@ -37,6 +40,21 @@ pub enum TokKind {
     GetResp,
     /// A refused descriptor waiting for its error event.
     Error,
+    /// Host scheme: one multicast packet train to one listed child, from
+    /// host memory (the host serves the tree; the NIC only tags it).
+    McastSend,
+    /// A multicast descriptor the NIC serves (root, or an assisted relay's
+    /// child list): on no stream; it completes when its multicast record
+    /// says the subtree has the message. `remote` holds the tag, `cookie`
+    /// the record, then the members not reached.
+    McastRoot,
+    /// The NIC's own send of a multicast to one child (`cookie`: the
+    /// record; `remote`: the tag; `size_class`, `len`, `local` as the
+    /// message's).
+    McastFwd,
+    /// The NIC's report to its parent that its subtree has a multicast
+    /// (`remote`: the tag; `len`: members not reached).
+    Report,
 }
 
 /// Where a token is in its life.
@@ -104,8 +122,14 @@ impl SendToken {
         desc_kind: 0,
     };
 
+    /// The NIC's own token (no descriptor, no event, no port credit).
     pub fn is_internal(&self) -> bool {
-        self.kind == TokKind::GetResp
+        matches!(self.kind, TokKind::GetResp | TokKind::McastFwd | TokKind::Report)
+    }
+
+    /// A multicast token of the NIC's own (from the multicast reserve).
+    pub fn is_mcast_internal(&self) -> bool {
+        matches!(self.kind, TokKind::McastFwd | TokKind::Report)
     }
 }
 
@@ -127,6 +151,12 @@ pub struct RecvSlot {
     pub inline: [u8; INLINE_MAX],
     /// Error event instead of Received (refused Provide): its cause.
     pub error: u8,
+    /// A multicast's message: its tag (`packet::McastTag::remote`), with
+    /// `MCAST_PRESENT` set; 0 for a unicast (kept in one word: there are
+    /// many slots).
+    pub mcast: u64,
+    /// The multicast record this delivery counts for (NIL: none).
+    pub mrec: u16,
     /// Next slot in the port's free list (posting order).
     pub next: u16,
 }
@@ -146,6 +176,8 @@ impl RecvSlot {
         inline_len: 0,
         inline: [0; INLINE_MAX],
         error: 0,
+        mcast: 0,
+        mrec: NIL,
         next: NIL,
     };
 }
@@ -298,6 +330,8 @@ pub struct RxStream {
     pub msg_len: u32,
     /// On the ack list.
     pub on_ack_list: bool,
+    /// The multicast record of the message being assembled (NIL: none).
+    pub mrec: u16,
 }
 
 impl RxStream {
@@ -318,6 +352,7 @@ impl RxStream {
         offset: 0,
         msg_len: 0,
         on_ack_list: false,
+        mrec: NIL,
     };
 }
 
@@ -363,7 +398,24 @@ pub struct TxBuf {
     /// Control packet (ack/nack): no stream.
     pub control: bool,
     pub seq: u32,
+    /// The payload is gathered from this receive buffer (a relayed
+    /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
+    pub gather: u8,
 }
+
+/// Marks `RecvSlot::mcast` as holding a tag (a bit no tag uses: the
+/// scheme field's top bit).
+pub const MCAST_PRESENT: u64 = 1 << 51;
+
+impl RecvSlot {
+    /// The multicast tag of the message, if it is one.
+    pub fn mcast_tag(&self) -> Option<u64> {
+        (self.mcast & MCAST_PRESENT != 0).then_some(self.mcast & !MCAST_PRESENT)
+    }
+}
+
+/// `TxBuf::gather` of a buffer that holds its own payload.
+pub const GATHER_NONE: u8 = u8::MAX;
 
 impl TxBuf {
     pub const EMPTY: TxBuf = TxBuf {
@@ -374,6 +426,7 @@ impl TxBuf {
         len: 0,
         control: false,
         seq: 0,
+        gather: GATHER_NONE,
     };
 }
 
@@ -416,4 +469,98 @@ pub struct RdmaJob {
     pub len: u32,
     /// After the payload: the event to owe (a receive slot or get token).
     pub then: Option<EvRef>,
+}
+
+/// Where a multicast's data comes from at this NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McastSource {
+    /// Host memory of `port` at the token's `local` (root; assisted relay).
+    Host,
+    /// The receive buffers its packets arrived in (NIC relay, pipelined).
+    RxBufs,
+}
+
+/// Where a multicast's child list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildList {
+    /// In `map::mcast_list(record)` (listed by the host, or computed here).
+    Scratch,
+    /// In the group table (cached at group creation).
+    Cached,
+    /// Not known yet (an assisted relay waits for its host's list).
+    Awaiting,
+}
+
+/// Receive buffers of a relayed message a relay keeps at once (packet k
+/// in `bufs[k % RELAY_WINDOW]`).
+pub const RELAY_WINDOW: usize = 16;
+/// Most children a relay forwards to out of its receive buffers.
+pub const RELAY_CHILDREN: usize = 16;
+
+/// A multicast this NIC serves: as root, relay or leaf (module `mcast`).
+#[derive(Debug, Clone, Copy)]
+pub struct McastRec {
+    pub tag: nic_abi::packet::McastTag,
+    pub port: u8,
+    pub prio: Priority,
+    pub size_class: u8,
+    pub len: u32,
+    pub npkts: u32,
+    /// Host memory address of the message (Host source).
+    pub local: u64,
+    pub source: McastSource,
+    pub list: ChildList,
+    /// Size of the subtree this NIC heads (itself included).
+    pub subtree: u16,
+    pub nchildren: u16,
+    /// Children whose send token was made.
+    pub started: u16,
+    /// Children done (reported, or their send failed).
+    pub done: u16,
+    /// Members of the children's subtrees known to have the message.
+    pub reached: u16,
+    /// The parent to report to (None: this NIC is the root).
+    pub parent: Option<u16>,
+    /// The descriptor token to complete (root; assisted relay), NIL: none.
+    pub token: u16,
+    /// This NIC's own host has the message (always, at the root).
+    pub delivered: bool,
+    /// When to stop waiting for children's reports.
+    pub deadline: u64,
+    /// RxBufs source: packets arrived, packets whose buffers went back.
+    pub have: u32,
+    pub released: u32,
+    pub bufs: [u8; RELAY_WINDOW],
+    /// RxBufs source: the children's send tokens, and packets each has
+    /// acked (u32::MAX once done).
+    pub kids: [u16; RELAY_CHILDREN],
+    pub kid_acked: [u16; RELAY_CHILDREN],
+}
+
+impl McastRec {
+    pub const EMPTY: McastRec = McastRec {
+        tag: nic_abi::packet::McastTag { group: 0, mseq: 0, scheme: 0, alg: 0, k: 0, subtree: 0 },
+        port: 0,
+        prio: Priority::Low,
+        size_class: 0,
+        len: 0,
+        npkts: 1,
+        local: 0,
+        source: McastSource::Host,
+        list: ChildList::Awaiting,
+        subtree: 1,
+        nchildren: 0,
+        started: 0,
+        done: 0,
+        reached: 0,
+        parent: None,
+        token: NIL,
+        delivered: false,
+        deadline: 0,
+        have: 0,
+        released: 0,
+        bufs: [0; RELAY_WINDOW],
+        kids: [NIL; RELAY_CHILDREN],
+        kid_acked: [0; RELAY_CHILDREN],
+    };
 }

@@ -170,11 +170,20 @@ impl Send {
     fn start_txdma(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8, w: &mut Work) {
         let buf = cx.txbufs.get(b);
         let start = map::tx_buf(b as u32) + map::ROUTE_ROOM - buf.route_len as u32;
+        // A relayed packet: its payload is gathered from its receive buffer.
+        let (head, tail_sram, tail_len) = if buf.gather == GATHER_NONE {
+            (buf.len, 0, 0)
+        } else {
+            let tail = buf.len.saturating_sub(HEADER_LEN as u32);
+            (HEADER_LEN as u32, map::rx_buf(buf.gather as u32) + HEADER_LEN as u32, tail)
+        };
         let cmd = TxDmaCmd {
             sram: start,
-            len: buf.route_len as u32 + buf.len,
+            len: buf.route_len as u32 + head,
             route_len: buf.route_len,
             cookie: b as u32,
+            tail_sram,
+            tail_len,
         };
         let slot =
             rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.prod);
@@ -239,6 +248,7 @@ impl Send {
                 len: HEADER_LEN as u32,
                 control: true,
                 seq,
+                gather: GATHER_NONE,
             },
         );
         if c.nack.is_some() {

@@ -43,6 +43,12 @@ pub enum FromRecv {
     /// A peer's get was accepted: send the answer that `token` (GetResp)
     /// describes.
     Answer { token: u16 },
+    /// A multicast arrived that this NIC relays out of its receive
+    /// buffers: make its children's send tokens (record `rec`).
+    McastStart { rec: u16 },
+    /// A child's report: its subtree of `subtree` members has multicast
+    /// (`group`, `mseq`) but for `unreached` of them.
+    Report { node: u16, group: u16, mseq: u32, subtree: u16, unreached: u16 },
 }
 
 /// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass
@@ -302,6 +308,13 @@ pub struct Shared {
     pub credits: [Credits; NUM_PORTS],
     pub tokens: Pool<SendToken, MAX_TOKENS>,
     pub slots: Pool<RecvSlot, MAX_SLOTS>,
+    /// Multicasts this NIC serves (module `mcast`); record i's child list
+    /// is `map::mcast_list(i)`.
+    pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
+    /// Extra owners of each receive buffer besides RDMA's copy (a relay's
+    /// forwarding): the buffer goes back to the engine when the last
+    /// owner lets go ([`Shared::rx_release`]).
+    pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
@@ -326,6 +339,8 @@ impl Shared {
                 NUM_PORTS],
             tokens: Pool::new(SendToken::EMPTY),
             slots: Pool::new(RecvSlot::EMPTY),
+            mcasts: Pool::new(McastRec::EMPTY),
+            rx_holds: [0; map::RX_BUF_COUNT as usize],
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
             rxfree: RxFreeRing { prod: 0 },
@@ -364,9 +379,30 @@ impl Shared {
         self.ports.get(p).is_some_and(|s| s.open)
     }
 
-    /// Internal tokens (the NIC's own get answers) alive now.
+    /// The NIC's own get answers alive now.
     pub fn internal_tokens(&self) -> usize {
-        self.tokens.live_indices().filter(|&t| self.tokens[t].is_internal()).count()
+        self.tokens.live_indices().filter(|&t| self.tokens[t].kind == TokKind::GetResp).count()
+    }
+
+    /// May the NIC take `n` more tokens of its multicast reserve?
+    pub fn mcast_tokens_free(&self, n: usize) -> bool {
+        let used =
+            self.tokens.live_indices().filter(|&t| self.tokens[t].is_mcast_internal()).count();
+        used + n <= MCAST_TOKENS && self.tokens.available() >= n
+    }
+
+    /// One owner of receive buffer `b` lets go: the last gives it back to
+    /// the rx-DMA engine.
+    pub fn rx_release(&mut self, hw: &mut impl Hw, b: u8) {
+        match self.rx_holds.get_mut(b as usize) {
+            Some(h) if *h > 0 => *h -= 1,
+            _ => self.rxfree.give(hw, b),
+        }
+    }
+
+    /// Receive buffers held for forwarding now.
+    pub fn rx_held(&self) -> u32 {
+        self.rx_holds.iter().map(|&h| h as u32).sum()
     }
 
     /// Owe port `p` the event `ev` (RDMA writes it). Should the queue be

@@ -16,7 +16,8 @@
 //!   command, last.
 //! - Send-DMA: takes `TXDMA_RING` commands in order ([`Engines::tx_next`]);
 //!   a malformed one counts `TXDMA_ERRORS` and completes without sending.
-//!   [`Engines::tx_fill`] reads the packet into a wire buffer and computes
+//!   [`Engines::tx_fill`] reads the packet into a wire buffer (gathering
+//!   its tail from a second SRAM range when the command names one) and computes
 //!   its CRC-32 into its header (in SRAM and on the wire); `TXDMA_DONE`
 //!   counts it when its tail has left ([`Engines::tx_finish`]).
 //! - Receive-DMA: an arriving packet takes the next free buffer from
@@ -170,9 +171,13 @@ impl Rtc {
 pub struct TxSpan {
     /// First byte (of the route).
     pub sram: usize,
-    /// Route + header + payload bytes.
+    /// Route + header + payload bytes on the wire (the tail included).
     pub len: usize,
     pub route_len: usize,
+    /// The gathered tail: its first byte and length (0: none). The first
+    /// `len - tail_len` bytes come from `sram`.
+    pub tail_sram: usize,
+    pub tail_len: usize,
 }
 
 /// A send-DMA command's span, if it is well formed and inside SRAM of
@@ -181,8 +186,13 @@ pub struct TxSpan {
 fn tx_span(cmd: Result<TxDmaCmd, nic_abi::ParseError>, sram_len: usize) -> Option<TxSpan> {
     cmd.ok().and_then(|c| {
         let (s, len, rl) = (c.sram as usize, c.len as usize, c.route_len as usize);
-        let ok = len >= rl + HEADER_LEN && len <= MAX_WIRE && s.checked_add(len)? <= sram_len;
-        ok.then_some(TxSpan { sram: s, len, route_len: rl })
+        let (ts, tl) = (c.tail_sram as usize, c.tail_len as usize);
+        let total = len.checked_add(tl)?;
+        let ok = len >= rl + HEADER_LEN
+            && total <= MAX_WIRE
+            && s.checked_add(len)? <= sram_len
+            && ts.checked_add(tl)? <= sram_len;
+        ok.then_some(TxSpan { sram: s, len: total, route_len: rl, tail_sram: ts, tail_len: tl })
     })
 }
 
@@ -361,7 +371,11 @@ impl Engines {
             buf.resize(p.len, 0);
         }
         let s = m.sram_mut();
-        s.read(p.sram as u32, buf);
+        let head = p.len - p.tail_len;
+        s.read(p.sram as u32, &mut buf[..head]);
+        if p.tail_len > 0 {
+            s.read(p.tail_sram as u32, &mut buf[head..]);
+        }
         let at = p.route_len + field::CRC;
         buf[at..at + 4].fill(0);
         let crc = crc32fast::hash(&buf[p.route_len..]);
@@ -554,10 +568,18 @@ mod tests {
         let mut m = node();
         let mut e = Engines::default();
         let s = map::TX_BUFS;
-        post_tx(&mut m, 0, TxDmaCmd { sram: s, len: 2, route_len: 1, cookie: 0 });
+        post_tx(
+            &mut m,
+            0,
+            TxDmaCmd { sram: s, len: 2, route_len: 1, cookie: 0, tail_sram: 0, tail_len: 0 },
+        );
         let len = (1 + HEADER_LEN + 16) as u32;
         m.sram[s as usize..(s + len) as usize].fill(0x5A);
-        post_tx(&mut m, 1, TxDmaCmd { sram: s, len, route_len: 1, cookie: 0 });
+        post_tx(
+            &mut m,
+            1,
+            TxDmaCmd { sram: s, len, route_len: 1, cookie: 0, tail_sram: 0, tail_len: 0 },
+        );
         let (next, completed) = e.tx_next(&mut m);
         assert!(completed, "the malformed one completed");
         assert_eq!(m.sram.load_u32(reg(regs::TXDMA_ERRORS)), 1);
@@ -572,6 +594,44 @@ mod tests {
         assert!(e.tx_finish(&mut m));
         assert_eq!(m.sram.load_u32(reg(regs::TXDMA_DONE)), 2);
         assert!(!e.tx_finish(&mut m));
+    }
+
+    #[test]
+    fn a_gathered_send_puts_the_tail_behind_the_head_and_the_crc_over_both() {
+        let mut m = node();
+        let mut e = Engines::default();
+        let s = map::TX_BUFS;
+        let head = (1 + HEADER_LEN) as u32;
+        m.sram[s as usize..(s + head) as usize].fill(0x11);
+        let tail = map::RX_BUFS + HEADER_LEN as u32;
+        m.sram[tail as usize..tail as usize + 100].fill(0x77);
+        post_tx(
+            &mut m,
+            0,
+            TxDmaCmd {
+                sram: s,
+                len: head,
+                route_len: 1,
+                cookie: 0,
+                tail_sram: tail,
+                tail_len: 100,
+            },
+        );
+        let p = e.tx_next(&mut m).0.expect("a good command");
+        let mut wire = Vec::new();
+        e.tx_fill(&mut m, p, &mut wire);
+        assert_eq!(wire.len(), head as usize + 100);
+        assert!(wire[head as usize..].iter().all(|&b| b == 0x77), "the tail follows the head");
+        assert!(crc_ok(&wire[1..]), "one CRC over header and gathered payload");
+        // A tail that leaves SRAM is a malformed command.
+        let far = m.sram.len() as u32 - 10;
+        post_tx(
+            &mut m,
+            1,
+            TxDmaCmd { sram: s, len: head, route_len: 1, cookie: 0, tail_sram: far, tail_len: 100 },
+        );
+        e.tx_finish(&mut m);
+        assert_eq!(e.tx_next(&mut m), (None, true));
     }
 
     #[test]

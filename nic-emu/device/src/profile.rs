@@ -125,6 +125,10 @@ pub struct NicCpuProfile {
     /// Per unit of rate control's own work (`Work::flow_ops`: a flow-table
     /// word read or written, a stream the NDT scheduler compares).
     pub flow_op: u64,
+    /// Per unit of multicast tree work (`Work::tree_ops`: a child of a
+    /// tree computed on the NIC, or a relayed packet set up).
+    #[serde(default)]
+    pub tree_op: u64,
 }
 
 /// The host CPU cost model (what `NicBackend::charge` charges).
@@ -145,6 +149,10 @@ pub struct HostProfile {
     pub event_empty_ns: u64,
     /// `HostOp::Touch(n)`: a program reading/copying n received bytes.
     pub touch_bandwidth_bytes_per_s: u64,
+    /// `HostOp::TreeWork(n)`: computing n children of a multicast tree
+    /// (the host's part of the host-based and NIC-assisted schemes).
+    #[serde(default)]
+    pub tree_child_ns: u64,
 }
 
 /// Firmware parameters, written into the cfg registers at reset.

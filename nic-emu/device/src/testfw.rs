@@ -184,6 +184,8 @@ impl Firmware for PumpFirmware {
                 len: (rl + HEADER_LEN + self.payload as usize) as u32,
                 route_len: rl as u8,
                 cookie: self.posted,
+                tail_sram: 0,
+                tail_len: 0,
             };
             let mut cb = [0u8; rings::TXDMA_CMD_SIZE as usize];
             cmd.encode(&mut cb);

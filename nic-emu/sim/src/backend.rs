@@ -28,6 +28,7 @@ pub(crate) struct HostPrices {
     found: u64,
     empty: u64,
     touch: Rate,
+    tree_child: u64,
 }
 
 impl HostPrices {
@@ -37,6 +38,7 @@ impl HostPrices {
             found: p.host.event_found_ns,
             empty: p.host.event_empty_ns,
             touch: Rate::new(p.host.touch_bandwidth_bytes_per_s),
+            tree_child: p.host.tree_child_ns,
         }
     }
 
@@ -46,6 +48,7 @@ impl HostPrices {
             HostOp::EventFound => self.found,
             HostOp::EventEmpty => self.empty,
             HostOp::Touch(n) => self.touch.ns(n),
+            HostOp::TreeWork(n) => self.tree_child.saturating_mul(n as u64),
         }
     }
 }

@@ -128,6 +128,7 @@ struct WorkPrices {
     event: u64,
     timer: u64,
     flow_op: u64,
+    tree_op: u64,
 }
 
 impl WorkPrices {
@@ -143,6 +144,7 @@ impl WorkPrices {
             event: c.event,
             timer: c.timer,
             flow_op: c.flow_op,
+            tree_op: c.tree_op,
         }
     }
 
@@ -156,7 +158,8 @@ impl WorkPrices {
             + w.dma_cmds as u64 * self.dma_cmd
             + w.events as u64 * self.event
             + w.timers as u64 * self.timer
-            + w.flow_ops as u64 * self.flow_op;
+            + w.flow_ops as u64 * self.flow_op
+            + w.tree_ops as u64 * self.tree_op;
         self.cpu.cycles_ns(cycles).max(1)
     }
 }

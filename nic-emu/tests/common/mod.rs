@@ -76,7 +76,14 @@ pub fn post_tx_raw(be: &SimBackend, idx: u32, route: &[u8], packet: &[u8]) -> us
     be.sram_write(start + route.len() as u32, packet);
     let len = route.len() + packet.len();
     let prod = be.sram_load_u32(reg(regs::TXDMA_PROD));
-    let cmd = TxDmaCmd { sram: start, len: len as u32, route_len: route.len() as u8, cookie: prod };
+    let cmd = TxDmaCmd {
+        sram: start,
+        len: len as u32,
+        route_len: route.len() as u8,
+        cookie: prod,
+        tail_sram: 0,
+        tail_len: 0,
+    };
     let mut b = [0u8; 16];
     cmd.encode(&mut b);
     be.sram_write(

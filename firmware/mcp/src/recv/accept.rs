@@ -7,6 +7,7 @@
 
 use super::{Arrived, Recv};
 use crate::hw::Hw;
+use crate::mcast;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, Arrival};
@@ -15,6 +16,8 @@ use crate::shared::{FromRecv, Shared};
 use crate::translate::registered;
 use nic_abi::event::INLINE_MAX;
 use nic_abi::map;
+use nic_abi::multicast::{Algorithm, Scheme};
+use nic_abi::packet::McastTag;
 use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
 use nic_abi::stats::Stat;
 use nic_abi::{class_max_len, Priority};
@@ -102,6 +105,110 @@ impl Recv {
         }
         self.rxs[r].assembly = Assembly::Idle;
         self.rxs[r].offset = 0;
+        // A relayed message cut short: its record waits out its deadline
+        // and reports its subtree as not reached.
+        self.rxs[r].mrec = NIL;
+    }
+
+    /// The first packet of a multicast message (tagged `h`): the record
+    /// this NIC serves it with (NIL for the host scheme), or why not now.
+    fn mcast_first(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        h: &Header,
+        w: &mut crate::Work,
+    ) -> Result<u16, NackCode> {
+        let tag = McastTag::from_header(h.remote, h.cookie);
+        let scheme = match Scheme::from_code(tag.scheme) {
+            Some(Scheme::Host) | None => return Ok(NIL),
+            Some(s) => s,
+        };
+        if cx.mcasts.available() == 0 {
+            return Err(NackCode::Busy);
+        }
+        let mut rec = McastRec::EMPTY;
+        rec.tag = tag;
+        rec.port = h.dst_port;
+        rec.prio = h.priority;
+        rec.size_class = h.size_class;
+        rec.len = h.msg_len;
+        rec.npkts = packets_for(cx, TokKind::Send, h.msg_len);
+        rec.parent = Some(h.src_node);
+        rec.subtree = tag.subtree.max(1);
+        rec.list = ChildList::Scratch;
+        rec.deadline = cx.now.saturating_add(mcast::wait_for(cx, &tag, rec.subtree));
+        let Some(r) = cx.mcasts.alloc(rec) else { return Err(NackCode::Busy) };
+        if rec.subtree <= 1 {
+            return Ok(r); // a leaf
+        }
+        if scheme == Scheme::Assisted {
+            // Its host hands over the child list once it has the message.
+            cx.mcasts[r].list = ChildList::Awaiting;
+            return Ok(r);
+        }
+        // NIC-based: children from the group table, computed now or
+        // cached at group creation. A NIC without the group (or with
+        // another tree cached) serves as a leaf: its subtree counts as
+        // not reached.
+        let alg = Algorithm::from_code(tag.alg, tag.k);
+        let n = match (mcast::group_head(hw, tag.group), alg) {
+            (Some(g), Some(alg)) if g.port == h.dst_port => {
+                if scheme == Scheme::NicCached {
+                    if g.alg == tag.alg && g.k == tag.k {
+                        cx.mcasts[r].list = ChildList::Cached;
+                        g.nchildren
+                    } else {
+                        0
+                    }
+                } else {
+                    let n = mcast::compute_children(hw, cx, r, tag.group, &g, alg).unwrap_or(0);
+                    w.tree_ops += n as u32;
+                    n
+                }
+            }
+            _ => 0,
+        };
+        // Relaying out of receive buffers needs a token per child now and
+        // room to hold buffers; more children than a relay tracks: leaf.
+        let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
+        let room = cx.mcast_tokens_free(n as usize)
+            && cx.rx_held() < map::RX_BUF_COUNT / 2
+            && (0..n).all(|i| {
+                let (node, _) = mcast::child(hw, cx, r, i);
+                sdma.stream_room(stream_key(node, h.dst_port, h.dst_port, h.priority), node)
+            });
+        if n > 0 && !room {
+            cx.mcasts.free(r);
+            cx.bump(Stat::McastBusy, 1);
+            return Err(NackCode::Busy);
+        }
+        let rec = &mut cx.mcasts[r];
+        rec.nchildren = n;
+        if n > 0 {
+            rec.source = McastSource::RxBufs;
+            let _ = cx.from_recv.push_back(FromRecv::McastStart { rec: r });
+        }
+        Ok(r)
+    }
+
+    /// Packet of a relayed message in receive buffer `buf`: record `m`
+    /// holds the buffer until every child has it. False when the relay
+    /// holds as many as it may.
+    fn relay_hold(&mut self, cx: &mut Shared, m: u16, buf: u8) -> bool {
+        if !cx.mcasts.is_live(m) || cx.mcasts[m].source != McastSource::RxBufs {
+            return true;
+        }
+        let rec = cx.mcasts[m];
+        if rec.have.wrapping_sub(rec.released) >= RELAY_WINDOW as u32 {
+            return false;
+        }
+        cx.rx_holds[buf as usize] += 1;
+        let rec = &mut cx.mcasts[m];
+        rec.bufs[rec.have as usize % RELAY_WINDOW] = buf;
+        rec.have += 1;
+        true
     }
 
     /// Take the first posted buffer of `port` with this class and priority.
@@ -136,7 +243,14 @@ impl Recv {
 
     /// Place data-bearing packet `a` (its ack is with SDMA already).
     #[inline(never)]
-    pub fn accept(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, a: Arrived) {
+    pub fn accept(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        a: Arrived,
+        w: &mut crate::Work,
+    ) {
         let (buf, h, key) = (a.buf, &a.header, a.key);
         let Some(r) = self.find_or_make_rx(key, h) else {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
@@ -203,7 +317,24 @@ impl Recv {
                         self.advance(cx, r);
                         return;
                     }
+                    // A multicast: this NIC's record of it (none for the
+                    // host scheme: the hosts serve that tree).
+                    let mrec = if h.has(Flags::MCAST) {
+                        match self.mcast_first(cx, sdma, hw, h, w) {
+                            Ok(m) => m,
+                            Err(code) => {
+                                self.unclaim_slot(cx, s, port);
+                                self.nack(cx, hw, buf, r, code, h.seq);
+                                return;
+                            }
+                        }
+                    } else {
+                        NIL
+                    };
+                    self.rxs[r].mrec = mrec;
                     let sl = &mut cx.slots[s];
+                    sl.mcast = if h.has(Flags::MCAST) { h.remote | MCAST_PRESENT } else { 0 };
+                    sl.mrec = mrec;
                     sl.filled = true;
                     sl.msg_len = h.msg_len;
                     sl.src_node = h.src_node;
@@ -231,6 +362,16 @@ impl Recv {
                     self.drop_packet(cx, hw, buf, Stat::BadHeaders);
                     self.advance(cx, r);
                     return;
+                }
+                let m = self.rxs[r].mrec;
+                if m != NIL && !self.relay_hold(cx, m, buf) {
+                    // The relay holds all the buffers it may: later.
+                    cx.bump(Stat::McastBusy, 1);
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq);
+                    return;
+                }
+                if last {
+                    self.rxs[r].mrec = NIL;
                 }
                 let vaddr = cx.slots[slot].vaddr.wrapping_add(h.offset as u64);
                 job = Some(RdmaJob {
@@ -332,6 +473,21 @@ impl Recv {
                     len: plen,
                     then: if last { Some(EvRef::Token(token)) } else { None },
                 });
+            }
+            PacketType::Report => {
+                let tag = McastTag::from_header(h.remote, h.cookie);
+                let m = FromRecv::Report {
+                    node: h.src_node,
+                    group: tag.group,
+                    mseq: tag.mseq,
+                    subtree: tag.subtree,
+                    unreached: h.msg_len.min(u16::MAX as u32) as u16,
+                };
+                // Room for two per packet of the pass: it cannot fill.
+                if cx.from_recv.push_back(m).is_err() {
+                    cx.bump(Stat::ControlDrops, 1);
+                }
+                cx.rxfree.give(hw, buf);
             }
             PacketType::Ack | PacketType::Nack => {}
         }

@@ -114,7 +114,7 @@ impl Sdma {
         }
         let tok = cx.tokens[t];
         let mtu = cx.cfg.mtu;
-        let (off, plen) = if tok.kind == TokKind::Get {
+        let (off, plen) = if matches!(tok.kind, TokKind::Get | TokKind::Report) {
             (0, 0)
         } else {
             let off = pkt * mtu;
@@ -122,12 +122,29 @@ impl Sdma {
         };
         let route_len = write_route(hw, b, tok.target_node);
         let ptype = match tok.kind {
-            TokKind::Send => PacketType::Data,
+            TokKind::Send | TokKind::McastSend | TokKind::McastFwd => PacketType::Data,
             TokKind::Put => PacketType::Put,
             TokKind::Get => PacketType::GetReq,
+            TokKind::Report => PacketType::Report,
             _ => PacketType::GetResp,
         };
-        let mut fl = Flags::empty();
+        // A relayed packet's payload stays in the receive buffer it came in.
+        let gather = match tok.kind {
+            TokKind::McastFwd => match crate::mcast::rec_of(cx, t) {
+                Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
+                    Some(cx.mcasts[r].bufs[pkt as usize % RELAY_WINDOW])
+                }
+                Some(_) => None,
+                None => {
+                    // Its record finished without it (out of time).
+                    self.abandon_stream(cx, s, Some(SendStatus::Dropped));
+                    return;
+                }
+            },
+            _ => None,
+        };
+        let mcast = matches!(tok.kind, TokKind::McastSend | TokKind::McastFwd);
+        let mut fl = if mcast { Flags::MCAST } else { Flags::empty() };
         if pkt == 0 {
             fl |= Flags::FIRST;
             if tok.sync {
@@ -149,11 +166,23 @@ impl Sdma {
             size_class: tok.size_class,
             seq,
             ack: 0,
-            msg_len: tok.len,
+            // A report counts the members not reached.
+            msg_len: if tok.kind == TokKind::Report { tok.cookie } else { tok.len },
             offset: off,
             payload_len: plen as u16,
-            remote: if matches!(tok.kind, TokKind::Put | TokKind::Get) { tok.remote } else { 0 },
-            cookie: tok.cookie,
+            remote: match tok.kind {
+                TokKind::Put
+                | TokKind::Get
+                | TokKind::McastSend
+                | TokKind::McastFwd
+                | TokKind::Report => tok.remote,
+                _ => 0,
+            },
+            cookie: match tok.kind {
+                // The receiver's subtree size.
+                TokKind::McastFwd | TokKind::Report => tok.tag as u32,
+                _ => tok.cookie,
+            },
             sync_boot: if tok.sync { cx.boot } else { 0 },
             sync_gen: if tok.sync { st.sync_gen } else { 0 },
             crc: 0,
@@ -163,6 +192,27 @@ impl Sdma {
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         hw.write(hdr_at, &hb);
 
+        if let Some(rx) = gather {
+            cx.txbufs.take(
+                b,
+                TxBuf {
+                    state: TxBufState::Filled,
+                    stream: s,
+                    epoch: st.epoch,
+                    route_len,
+                    len: (HEADER_LEN as u32) + plen,
+                    control: false,
+                    seq,
+                    gather: rx,
+                },
+            );
+            let _ = cx.tx_ready.push_back(b);
+            cx.bump(Stat::McastForwarded, 1);
+            w.tree_ops += 1;
+            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
+            self.advance_stream(cx, s, t);
+            return;
+        }
         // Payload: one host-DMA command per page piece.
         let (pieces, registered) = pieces(hw, tok.port, tok.local.wrapping_add(off as u64), plen);
         if !registered {
@@ -181,6 +231,7 @@ impl Sdma {
                 len: (HEADER_LEN as u32) + plen,
                 control: false,
                 seq,
+                gather: GATHER_NONE,
             },
         );
         let n = pieces.len();
@@ -209,7 +260,11 @@ impl Sdma {
             w.dma_cmds += 1;
         }
 
-        // Advance the stream.
+        self.advance_stream(cx, s, t);
+    }
+
+    /// Token `t`'s packet went into a buffer: stream `s` moves on.
+    fn advance_stream(&mut self, cx: &mut Shared, s: u16, t: u16) {
         let now = cx.now;
         let st = &mut self.txs[s];
         if st.outstanding() == 0 {

@@ -61,10 +61,13 @@ impl Sdma {
             if cx.slots.available() == 0 || credits.recv_in_use() >= cx.cfg.recv_tokens {
                 return false;
             }
-        } else if cx.tokens.available() <= INTERNAL_TOKENS
+        } else if cx.tokens.available() <= INTERNAL_TOKENS + MCAST_TOKENS
             || (takes_send && credits.send_in_use() >= cx.cfg.send_tokens)
         {
             return false;
+        }
+        if kind_byte == DescKind::Multicast as u8 {
+            return self.intake_mcast(cx, hw, p, (prod, cons), &b, w);
         }
         self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1;
@@ -74,38 +77,18 @@ impl Sdma {
         let result = parsed.and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
         match result {
             Ok(d) => self.accept_descriptor(cx, p, &d),
-            Err(cause) => {
-                cx.bump(Stat::Errors, 1);
-                let tag = Descriptor::raw_tag(&b);
-                if is_provide {
-                    let mut s = RecvSlot::EMPTY;
-                    s.port = p as u8;
-                    s.tag = tag;
-                    s.error = cause as u8;
-                    if let Some(i) = cx.slots.alloc(s) {
-                        cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
-                        cx.owe_event(p, EvRef::Slot(i));
-                    }
-                } else {
-                    let mut t = SendToken::EMPTY;
-                    t.kind = TokKind::Error;
-                    t.state = TokState::Completing(cause as u8);
-                    t.port = p as u8;
-                    t.tag = tag;
-                    t.desc_kind = kind_byte;
-                    if let Some(i) = cx.tokens.alloc(t) {
-                        if takes_send {
-                            cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
-                        }
-                        cx.owe_event(p, EvRef::Token(i));
-                    }
-                }
-            }
+            Err(cause) => refuse(cx, p, &b, cause, takes_send),
         }
         true
     }
 
-    fn validate(&self, cx: &Shared, hw: &impl Hw, p: u8, d: &Descriptor) -> Result<(), ErrorCause> {
+    pub(super) fn validate(
+        &self,
+        cx: &Shared,
+        hw: &impl Hw,
+        p: u8,
+        d: &Descriptor,
+    ) -> Result<(), ErrorCause> {
         let target = || {
             if d.target_port as usize >= NUM_PORTS {
                 Err(ErrorCause::BadPort)
@@ -124,6 +107,21 @@ impl Sdma {
             }
         };
         match d.kind {
+            DescKind::Multicast => {
+                // The group's port is the sender's: members use one port.
+                if d.target_port != p {
+                    return Err(ErrorCause::BadPort);
+                }
+                if d.size_class > MAX_SIZE_CLASS {
+                    return Err(ErrorCause::BadSizeClass);
+                }
+                if d.len as u64 > class_max_len(d.size_class) {
+                    return Err(ErrorCause::BadLength);
+                }
+                if !registered(hw, p, d.local, d.len as u64) {
+                    return Err(ErrorCause::NotRegistered);
+                }
+            }
             DescKind::Send => {
                 target()?;
                 room()?;
@@ -231,6 +229,40 @@ impl Sdma {
                 self.alarm_at[p] = Some(cx.now.saturating_add(d.remote));
                 self.alarm_tag[p] = d.tag;
             }
+            // Taken by `intake_mcast`.
+            DescKind::Multicast => {}
+        }
+    }
+}
+
+/// A refused descriptor (`b`): its error event is owed, holding the
+/// token of its kind (`takes_send`: a send token; a Provide: a receive
+/// token).
+pub(crate) fn refuse(cx: &mut Shared, p: usize, b: &[u8], cause: ErrorCause, takes_send: bool) {
+    cx.bump(Stat::Errors, 1);
+    let tag = Descriptor::raw_tag(b);
+    let kind_byte = Descriptor::raw_kind(b);
+    if kind_byte == DescKind::Provide as u8 {
+        let mut s = RecvSlot::EMPTY;
+        s.port = p as u8;
+        s.tag = tag;
+        s.error = cause as u8;
+        if let Some(i) = cx.slots.alloc(s) {
+            cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
+            cx.owe_event(p, EvRef::Slot(i));
+        }
+    } else {
+        let mut t = SendToken::EMPTY;
+        t.kind = TokKind::Error;
+        t.state = TokState::Completing(cause as u8);
+        t.port = p as u8;
+        t.tag = tag;
+        t.desc_kind = kind_byte;
+        if let Some(i) = cx.tokens.alloc(t) {
+            if takes_send {
+                cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
+            }
+            cx.owe_event(p, EvRef::Token(i));
         }
     }
 }
@@ -245,9 +277,10 @@ pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
 }
 
 /// Token `t` is done with `status`: its event is owed to its port (the
-/// NIC's own get answers are simply freed).
+/// NIC's own tokens are freed, a multicast's after its record counted it).
 pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
     if cx.tokens[t].is_internal() {
+        crate::mcast::token_ended(cx, t, status == SendStatus::Ok);
         cx.tokens.free(t);
         return;
     }

@@ -19,6 +19,7 @@
 
 mod fill;
 mod intake;
+mod mcast;
 mod queues;
 mod sender;
 
@@ -188,6 +189,9 @@ impl Sdma {
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         self.intake(cx, hw, w);
         self.timers(cx, hw, w);
+        if !cx.mcasts.is_empty() {
+            self.mcast_step(cx, hw, w);
+        }
         self.fill(cx, hw, w);
     }
 
@@ -243,6 +247,9 @@ impl Sdma {
         }
         if let Some(t) = self.rate_wait {
             at(t);
+        }
+        for r in cx.mcasts.live_indices() {
+            at(cx.mcasts[r].deadline);
         }
     }
 }

@@ -15,6 +15,21 @@ use crate::Work;
 use nic_abi::map;
 use nic_abi::Priority;
 
+/// A relay's send to a child can send packet k once it arrived.
+fn relayed_packet_here(cx: &Shared, t: u16) -> bool {
+    let tok = &cx.tokens[t];
+    if tok.kind != TokKind::McastFwd {
+        return true;
+    }
+    match crate::mcast::rec_of(cx, t) {
+        Some(r) => {
+            let rec = &cx.mcasts[r];
+            rec.source != McastSource::RxBufs || tok.next_pkt < rec.have
+        }
+        None => true,
+    }
+}
+
 impl Sdma {
     /// Is there a stream for `key` (to `node`), or room for one?
     pub fn stream_room(&self, key: u32, node: u16) -> bool {
@@ -167,6 +182,7 @@ impl Sdma {
             && !st.suspended
             && st.win.has_room(cx.cfg.window)
             && st.hold_until <= cx.now
+            && relayed_packet_here(cx, st.cursor)
     }
 
     /// GM rotation: the first sendable stream, starting at the current

@@ -20,7 +20,7 @@ use nic_abi::NUM_PORTS;
 impl Sdma {
     /// Take what RECV passed on this pass: acks and nacks for the sending
     /// streams, answers to peers' gets to queue.
-    pub fn take_from_recv(&mut self, cx: &mut Shared) {
+    pub fn take_from_recv(&mut self, cx: &mut Shared, hw: &impl crate::hw::Hw) {
         while let Some(m) = cx.from_recv.pop_front() {
             match m {
                 FromRecv::Ack { key, ack } => {
@@ -34,6 +34,10 @@ impl Sdma {
                     }
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
+                FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
+                FromRecv::Report { node, group, mseq, subtree, unreached } => {
+                    self.mcast_report(cx, (node, group, mseq), subtree, unreached)
+                }
             }
         }
     }
@@ -101,6 +105,14 @@ impl Sdma {
         if seq_lt(self.txs[s].win.next(), ack) {
             self.seek(cx, s, ack);
         }
+        // A relay's child acknowledged part of a relayed message: the
+        // receive buffers every child has acknowledged can go back.
+        let head = self.txs[s].head;
+        if head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+            let tok = cx.tokens[head];
+            let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
+            crate::mcast::kid_progress(cx, head, acked);
+        }
         // Complete the tokens wholly acked.
         loop {
             let t = self.txs[s].head;
@@ -116,6 +128,7 @@ impl Sdma {
             match cx.tokens[t].kind {
                 TokKind::Get => cx.tokens[t].state = TokState::AwaitGet,
                 TokKind::GetResp => cx.tokens.free(t),
+                _ if cx.tokens[t].is_internal() => complete_token(cx, t, SendStatus::Ok),
                 _ => {
                     cx.bump(Stat::MessagesSent, 1);
                     complete_token(cx, t, SendStatus::Ok)
@@ -195,11 +208,7 @@ impl Sdma {
                 let base = self.txs[s].base;
                 if t != NIL && seq_lt(seq, base.wrapping_add(cx.tokens[t].npkts)) {
                     self.pop_head(cx, s);
-                    if cx.tokens[t].kind == TokKind::GetResp {
-                        cx.tokens.free(t);
-                    } else {
-                        complete_token(cx, t, status);
-                    }
+                    complete_token(cx, t, status);
                     self.txs[s].base = seq;
                 }
                 self.rewind(cx, s, seq);
@@ -241,11 +250,7 @@ impl Sdma {
             self.pop_head(cx, s);
             let status = if first { SendStatus::TimedOut } else { SendStatus::Dropped };
             first = false;
-            if cx.tokens[t].kind == TokKind::GetResp {
-                cx.tokens.free(t);
-            } else {
-                complete_token(cx, t, status);
-            }
+            complete_token(cx, t, status);
         }
         // The receiver expects `seq` still: start again there.
         let st = &mut self.txs[s];
@@ -266,8 +271,11 @@ impl Sdma {
             let t = self.txs[s].head;
             self.pop_head(cx, s);
             match status {
-                Some(st) if !cx.tokens[t].is_internal() => complete_token(cx, t, st),
-                _ => cx.tokens.free(t),
+                Some(st) => complete_token(cx, t, st),
+                // The port closed: no event; the NIC's own tokens still
+                // count as failed where a multicast waits for them.
+                None if cx.tokens[t].is_internal() => complete_token(cx, t, SendStatus::Dropped),
+                None => cx.tokens.free(t),
             }
         }
         let st = &mut self.txs[s];

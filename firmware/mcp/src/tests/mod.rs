@@ -173,8 +173,11 @@ impl Bench {
         while done != prod {
             let off = rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, done)
                 as usize;
-            let c = TxDmaCmd::decode(&node.sram[off..off + 16]).unwrap();
+            let size = rings::TXDMA_CMD_SIZE as usize;
+            let c = TxDmaCmd::decode(&node.sram[off..off + size]).unwrap();
             let mut bytes = node.sram[c.sram as usize..(c.sram + c.len) as usize].to_vec();
+            let (ts, tl) = (c.tail_sram as usize, c.tail_len as usize);
+            bytes.extend_from_slice(&node.sram[ts..ts + tl]);
             let rl = c.route_len as usize;
             bytes[rl + field::CRC..rl + field::CRC + 4].fill(0);
             let crc = crc32fast::hash(&bytes[rl..]);

@@ -1,0 +1,201 @@
+//! Multicast: the records of the multicasts this NIC serves and what the
+//! machines do with them. A multicast is unicasts along the edges of a
+//! tree (or chain) over the ordinary reliable streams, each packet tagged
+//! with its [`McastTag`]; the tree's shape comes from
+//! `nic_abi::multicast`. Who computes it depends on the scheme:
+//!
+//! - host: the hosts do everything; the NIC only carries the tag (one
+//!   descriptor per child) and puts it in the Received event. No record.
+//! - nic: the root's NIC, and every relay's, computes its children from
+//!   the group table (work counted per child) and relays each packet to
+//!   them out of the receive buffer it arrived in (no host-DMA), while it
+//!   also delivers to its own host.
+//! - nic-cached: the same, with each NIC's children cached in its group
+//!   table when the group was created: no computing per message.
+//! - assisted: the root's host lists the children; a relay's NIC delivers
+//!   to its host, which hands back the child list with one descriptor;
+//!   the NIC sends to them from that host buffer without computing.
+//!
+//! Completion: every member reports to its parent (a sequenced `Report`
+//! packet) once its own host has the message and every child reported
+//! (or failed, or the deadline passed); the root's descriptor completes
+//! when its children have reported: one event, saying how many members
+//! were not reached. On the wire that costs one header-only packet per
+//! tree edge.
+//!
+//! A record lives in `Shared::mcasts`: RECV makes a member's at the first
+//! packet, SDMA a root's at the descriptor; RDMA marks delivery; SDMA
+//! starts children, takes reports and finishes it. The functions here
+//! are the shared part: child lists, the tree computation, release of
+//! relayed receive buffers and the bookkeeping when a token ends.
+
+use crate::hw::Hw;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::shared::Shared;
+use nic_abi::group::{self, GroupHead};
+use nic_abi::map;
+use nic_abi::multicast::{self as tree, Algorithm};
+use nic_abi::packet::McastTag;
+use nic_abi::stats::Stat;
+
+fn ld16(hw: &impl Hw, at: u32) -> u16 {
+    let mut b = [0u8; 2];
+    hw.read(at, &mut b);
+    u16::from_le_bytes(b)
+}
+
+fn st16(hw: &mut impl Hw, at: u32, v: u16) {
+    hw.write(at, &v.to_le_bytes());
+}
+
+/// Write child `i` of record `r`'s own list.
+pub fn set_child(hw: &mut impl Hw, r: u16, i: u16, node: u16, subtree: u16) {
+    let at = map::mcast_list(r as u32) + 4 * i as u32;
+    st16(hw, at, node);
+    st16(hw, at + 2, subtree);
+}
+
+/// The group table entry `id`'s head, if it is installed and valid.
+pub fn group_head(hw: &impl Hw, id: u16) -> Option<GroupHead> {
+    if id as u32 >= map::GROUP_ENTRIES {
+        return None;
+    }
+    let mut b = [0u8; GroupHead::LEN];
+    hw.read(map::group_entry(id as u32), &mut b);
+    GroupHead::decode(&b)
+}
+
+/// Child `i` of record `r`: (node, subtree size).
+pub fn child(hw: &impl Hw, cx: &Shared, r: u16, i: u16) -> (u16, u16) {
+    let rec = &cx.mcasts[r];
+    match rec.list {
+        ChildList::Cached => {
+            let id = rec.tag.group as u32;
+            let rank = ld16(hw, group::child(id, i));
+            let subtree = ld16(hw, group::child(id, i) + 2);
+            (ld16(hw, group::member(id, rank)), subtree)
+        }
+        _ => {
+            let at = map::mcast_list(r as u32) + 4 * i as u32;
+            (ld16(hw, at), ld16(hw, at + 2))
+        }
+    }
+}
+
+/// Compute this NIC's children in group `id` (head `g`) for algorithm
+/// `alg` into record `r`'s list: the NIC-based scheme's tree work. The
+/// number of children, or None if they do not fit a list.
+pub fn compute_children(
+    hw: &mut impl Hw,
+    cx: &mut Shared,
+    r: u16,
+    id: u16,
+    g: &GroupHead,
+    alg: Algorithm,
+) -> Option<u16> {
+    let mut n = 0u16;
+    for c in tree::children(alg, g.size, g.rank) {
+        if n as usize >= nic_abi::desc::MAX_LISTED_CHILDREN {
+            return None;
+        }
+        let node = ld16(hw, group::member(id as u32, c.rank));
+        set_child(hw, r, n, node, c.subtree);
+        n += 1;
+    }
+    cx.bump(Stat::McastTreeOps, n as u64);
+    Some(n)
+}
+
+/// How long a member waits for its children's reports: a send timeout
+/// for each level of its subtree below it, and one more.
+pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {
+    // Levels below this member, bounded from above without walking the
+    // tree: a chain (and a k-binomial tree, which may be one) is as deep
+    // as it is long; halving and heap trees are at most log2 deep.
+    let levels = match Algorithm::from_code(tag.alg, tag.k) {
+        Some(Algorithm::Separate) => 1,
+        Some(Algorithm::Binomial | Algorithm::Binary) => 16 - subtree.leading_zeros() as u64,
+        _ => subtree as u64,
+    };
+    cx.cfg.send_timeout.saturating_mul(levels + 1)
+}
+
+/// The record serving multicast (`group`, `mseq`), if any.
+pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<u16> {
+    cx.mcasts.live_indices().find(|&r| {
+        let t = cx.mcasts[r].tag;
+        t.group == group && t.mseq == mseq
+    })
+}
+
+/// Give back the receive buffers of relayed packets every child has
+/// acknowledged (and RDMA copied: `Shared::rx_release` counts both).
+pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    let rec = cx.mcasts[r];
+    if rec.source != McastSource::RxBufs {
+        return;
+    }
+    let kids = rec.nchildren.min(RELAY_CHILDREN as u16) as usize;
+    let all = rec.kid_acked[..kids].iter().copied().min().unwrap_or(KID_DONE);
+    let upto = if all == KID_DONE { rec.have } else { (all as u32).min(rec.have) };
+    let mut k = rec.released;
+    while k < upto {
+        let b = rec.bufs[k as usize % RELAY_WINDOW];
+        cx.rx_release(hw, b);
+        k += 1;
+    }
+    cx.mcasts[r].released = k;
+}
+
+/// Which of record `r`'s relay children is token `t`.
+fn kid_of(cx: &Shared, r: u16, t: u16) -> Option<usize> {
+    let rec = &cx.mcasts[r];
+    rec.kids[..rec.started.min(RELAY_CHILDREN as u16) as usize].iter().position(|&k| k == t)
+}
+
+/// The record token `t` (a NIC multicast token) belongs to, if it is
+/// still live and the same multicast.
+pub fn rec_of(cx: &Shared, t: u16) -> Option<u16> {
+    let tok = cx.tokens[t];
+    let r = tok.cookie as u16;
+    let tag = McastTag::from_header(tok.remote, 0);
+    let live = r != NIL && cx.mcasts.is_live(r) && {
+        let rt = cx.mcasts[r].tag;
+        rt.group == tag.group && rt.mseq == tag.mseq
+    };
+    live.then_some(r)
+}
+
+/// `McastRec::kid_acked` of a child whose send is over.
+pub const KID_DONE: u16 = u16::MAX;
+
+/// A child send token of record `r` acknowledged `acked` packets so far
+/// (its buffers go back at SDMA's next multicast step).
+pub fn kid_progress(cx: &mut Shared, t: u16, acked: u32) {
+    let Some(r) = rec_of(cx, t) else { return };
+    if let Some(i) = kid_of(cx, r, t) {
+        let a = &mut cx.mcasts[r].kid_acked[i];
+        *a = (*a).max(acked.min(KID_DONE as u32 - 1) as u16);
+    }
+}
+
+/// `TokKind::McastFwd` in `SendToken::desc_kind`: the child reported, so
+/// a later failure of its send (its NIC died after) changes nothing.
+pub const KID_REPORTED: u8 = 1;
+
+/// A NIC multicast token ends (`ok`: fully acknowledged). A child's send
+/// that failed counts its whole subtree as not reached.
+pub fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
+    let tok = cx.tokens[t];
+    if tok.kind != TokKind::McastFwd {
+        return;
+    }
+    let Some(r) = rec_of(cx, t) else { return };
+    if let Some(i) = kid_of(cx, r, t) {
+        cx.mcasts[r].kid_acked[i] = KID_DONE;
+    }
+    if !ok && tok.desc_kind != KID_REPORTED {
+        cx.mcasts[r].done += 1;
+    }
+}

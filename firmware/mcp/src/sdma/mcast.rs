@@ -1,0 +1,388 @@
+//! SDMA's part of multicast (module `crate::mcast` says how a multicast
+//! goes): the multicast descriptor at a root (or an assisted relay's
+//! child list), the send tokens to children, the reports children send
+//! back, and finishing a record: its report to the parent, or at the root
+//! the one completion event.
+
+use super::intake::{complete_token, packets_for, refuse};
+use super::Sdma;
+use crate::hw::Hw;
+use crate::mcast::{self, child, KID_REPORTED};
+use crate::pool::NIL;
+use crate::records::*;
+use crate::shared::Shared;
+use crate::Work;
+use nic_abi::desc::{self, DescKind, Descriptor, ListedChild, McastFields};
+use nic_abi::event::{ErrorCause, SendStatus};
+use nic_abi::multicast::{Algorithm, Scheme};
+use nic_abi::packet::McastTag;
+use nic_abi::port::{port_reg, send_slot, SEND_CONS};
+use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
+
+impl Sdma {
+    /// Take the multicast descriptor at `cons` of port `p`'s ring with its
+    /// continuation slots. False: not all of it is posted yet, or no
+    /// multicast record is free (it waits in the ring).
+    pub(super) fn intake_mcast(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        (prod, cons): (u32, u32),
+        b: &[u8],
+        w: &mut Work,
+    ) -> bool {
+        let fields = McastFields::decode(b);
+        let n = fields.map_or(0, |f| f.nchildren as usize);
+        let extra = if n <= desc::MAX_LISTED_CHILDREN { desc::child_slots(n) } else { 0 };
+        if prod.wrapping_sub(cons) < 1 + extra as u32 || cx.mcasts.available() == 0 {
+            return false;
+        }
+        self.go(cx, hw, super::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
+        w.descriptors += 1 + extra as u32;
+        let parsed = Descriptor::decode(b).and_then(|d| {
+            self.validate(cx, hw, p as u8, &d)?;
+            Ok((d, fields?))
+        });
+        let result = parsed.and_then(|(d, f)| self.accept_mcast(cx, hw, p, cons, &d, &f, w));
+        self.cons[p] = cons.wrapping_add(1 + extra as u32);
+        hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
+        if let Err(cause) = result {
+            refuse(cx, p, b, cause, true);
+        }
+        true
+    }
+
+    /// Child `i` of the list that follows the descriptor at `cons`.
+    fn listed_child(hw: &impl Hw, p: usize, cons: u32, i: usize) -> ListedChild {
+        let (slot, at) = desc::child_at(i);
+        let mut e = [0u8; 4];
+        hw.read(send_slot(p, cons.wrapping_add(slot as u32)) + at as u32, &mut e);
+        ListedChild::decode(&e, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept_mcast(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        cons: u32,
+        d: &Descriptor,
+        f: &McastFields,
+        w: &mut Work,
+    ) -> Result<(), ErrorCause> {
+        let scheme = Scheme::from_code(f.scheme).ok_or(ErrorCause::BadMulticast)?;
+        let alg = Algorithm::from_code(f.alg, f.k).ok_or(ErrorCause::BadMulticast)?;
+        let mut tag = McastTag {
+            group: d.target_node,
+            mseq: f.mseq,
+            scheme: f.scheme,
+            alg: f.alg,
+            k: f.k,
+            subtree: 0,
+        };
+        let n = f.nchildren as usize;
+        let listed = |hw: &_, i| Self::listed_child(hw, p, cons, i);
+        let check_list = |hw: &_| -> Result<u16, ErrorCause> {
+            if n == 0 || n > desc::MAX_LISTED_CHILDREN {
+                return Err(ErrorCause::BadMulticast);
+            }
+            let mut members = 1u16;
+            for i in 0..n {
+                let c: ListedChild = listed(hw, i);
+                if c.node >= cx.cfg.nodes || c.node == cx.cfg.node || c.subtree == 0 {
+                    return Err(ErrorCause::BadMulticast);
+                }
+                members = members.saturating_add(c.subtree);
+            }
+            Ok(members)
+        };
+        if scheme == Scheme::Host {
+            // The host serves the tree: one child, one tagged send.
+            if n != 1 {
+                return Err(ErrorCause::BadMulticast);
+            }
+            check_list(hw)?;
+            let c = listed(hw, 0);
+            let key = stream_key(c.node, p as u8, p as u8, d.priority);
+            if !self.stream_room(key, c.node) {
+                return Err(ErrorCause::TooManyStreams);
+            }
+            tag.subtree = c.subtree;
+            let mut t = SendToken::EMPTY;
+            t.kind = TokKind::McastSend;
+            t.port = p as u8;
+            t.prio = d.priority;
+            t.target_node = c.node;
+            t.target_port = p as u8;
+            t.size_class = d.size_class;
+            t.local = d.local;
+            t.len = d.len;
+            t.remote = tag.remote();
+            t.cookie = tag.cookie();
+            t.tag = d.tag;
+            t.desc_kind = DescKind::Multicast as u8;
+            t.npkts = packets_for(cx, TokKind::Send, d.len);
+            let s = self.find_or_make_tx(c.node, p as u8, p as u8, d.priority);
+            let (Some(s), Some(i)) = (s, cx.tokens.alloc(t)) else {
+                return Err(ErrorCause::TooManyStreams);
+            };
+            cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
+            if self.txs[s].suspended {
+                complete_token(cx, i, SendStatus::Dropped);
+            } else {
+                self.append_token(cx, s, i);
+            }
+            return Ok(());
+        }
+
+        // An assisted relay handing over the child list of a multicast
+        // its NIC holds a record for.
+        let waiting = mcast::find(cx, tag.group, tag.mseq)
+            .filter(|&r| cx.mcasts[r].list == ChildList::Awaiting && cx.mcasts[r].port == p as u8);
+        let r = match waiting {
+            Some(r) => {
+                if scheme != Scheme::Assisted {
+                    return Err(ErrorCause::BadMulticast);
+                }
+                if d.len != cx.mcasts[r].len {
+                    return Err(ErrorCause::BadLength);
+                }
+                r
+            }
+            None => {
+                let mut rec = McastRec::EMPTY;
+                rec.tag = tag;
+                rec.port = p as u8;
+                rec.prio = d.priority;
+                rec.size_class = d.size_class;
+                rec.len = d.len;
+                rec.npkts = packets_for(cx, TokKind::Send, d.len);
+                rec.delivered = true;
+                cx.mcasts.alloc(rec).ok_or(ErrorCause::NoToken)?
+            }
+        };
+        let built = match scheme {
+            Scheme::Assisted => check_list(hw).map(|members| {
+                for i in 0..n {
+                    let c = listed(hw, i);
+                    mcast::set_child(hw, r, i as u16, c.node, c.subtree);
+                }
+                (ChildList::Scratch, n as u16, members)
+            }),
+            _ => match mcast::group_head(hw, tag.group) {
+                Some(g) if g.port as usize == p && g.rank == 0 => {
+                    if scheme == Scheme::NicCached {
+                        if g.alg != f.alg || g.k != f.k {
+                            Err(ErrorCause::BadMulticast)
+                        } else {
+                            Ok((ChildList::Cached, g.nchildren, g.size))
+                        }
+                    } else {
+                        match mcast::compute_children(hw, cx, r, tag.group, &g, alg) {
+                            Some(k) => {
+                                w.tree_ops += k as u32;
+                                Ok((ChildList::Scratch, k, g.size))
+                            }
+                            None => Err(ErrorCause::BadMulticast),
+                        }
+                    }
+                }
+                _ => Err(ErrorCause::BadGroup),
+            },
+        };
+        let (list, nchildren, members) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                if waiting.is_none() {
+                    cx.mcasts.free(r);
+                }
+                return Err(e);
+            }
+        };
+        let mut t = SendToken::EMPTY;
+        t.kind = TokKind::McastRoot;
+        t.port = p as u8;
+        t.prio = d.priority;
+        t.target_node = tag.group;
+        t.target_port = p as u8;
+        t.size_class = d.size_class;
+        t.local = d.local;
+        t.len = d.len;
+        t.remote = tag.remote();
+        t.cookie = r as u32;
+        t.tag = d.tag;
+        t.desc_kind = DescKind::Multicast as u8;
+        let Some(i) = cx.tokens.alloc(t) else {
+            if waiting.is_none() {
+                cx.mcasts.free(r);
+            }
+            return Err(ErrorCause::NoToken);
+        };
+        cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
+        let rec = &mut cx.mcasts[r];
+        rec.local = d.local;
+        rec.source = McastSource::Host;
+        rec.list = list;
+        rec.nchildren = nchildren;
+        if waiting.is_none() {
+            rec.subtree = members;
+        }
+        rec.token = i;
+        let wait = mcast::wait_for(cx, &cx.mcasts[r].tag, cx.mcasts[r].subtree);
+        cx.mcasts[r].deadline = cx.now.saturating_add(wait);
+        Ok(())
+    }
+
+    /// A send token to child `i` of record `r`, on its stream; false if
+    /// no token or stream is free now.
+    fn start_child(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16, i: u16) -> bool {
+        let rec = cx.mcasts[r];
+        let (node, subtree) = child(hw, cx, r, i);
+        let key = stream_key(node, rec.port, rec.port, rec.prio);
+        if !cx.mcast_tokens_free(1) || !self.stream_room(key, node) {
+            return false;
+        }
+        let mut t = SendToken::EMPTY;
+        t.kind = TokKind::McastFwd;
+        t.port = rec.port;
+        t.prio = rec.prio;
+        t.target_node = node;
+        t.target_port = rec.port;
+        t.size_class = rec.size_class;
+        t.local = rec.local;
+        t.len = rec.len;
+        t.npkts = rec.npkts;
+        t.remote = rec.tag.remote();
+        t.cookie = r as u32;
+        t.tag = subtree as u64;
+        let s = self.find_or_make_tx(node, rec.port, rec.port, rec.prio);
+        let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
+        if (i as usize) < RELAY_CHILDREN {
+            cx.mcasts[r].kids[i as usize] = k;
+        }
+        cx.mcasts[r].started += 1;
+        if self.txs[s].suspended {
+            complete_token(cx, k, SendStatus::Dropped);
+        } else {
+            self.append_token(cx, s, k);
+        }
+        true
+    }
+
+    /// RECV took the first packet of a message this NIC relays out of its
+    /// receive buffers: every child's send token now (RECV made sure
+    /// there are enough).
+    pub(super) fn mcast_start(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16) {
+        if !cx.mcasts.is_live(r) {
+            return;
+        }
+        for i in 0..cx.mcasts[r].nchildren {
+            if !self.start_child(cx, hw, r, i) {
+                // Counted as not reached: the record finishes without it.
+                cx.mcasts[r].done += 1;
+                cx.mcasts[r].started += 1;
+                if (i as usize) < RELAY_CHILDREN {
+                    cx.mcasts[r].kid_acked[i as usize] = mcast::KID_DONE;
+                }
+            }
+        }
+    }
+
+    /// A child's report for the multicast (`group`, `mseq`).
+    pub(super) fn mcast_report(
+        &mut self,
+        cx: &mut Shared,
+        (node, group, mseq): (u16, u16, u32),
+        subtree: u16,
+        unreached: u16,
+    ) {
+        let Some(r) = mcast::find(cx, group, mseq) else { return };
+        let kid = cx.tokens.live_indices().find(|&t| {
+            let tok = cx.tokens[t];
+            tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node
+        });
+        if let Some(t) = kid {
+            if cx.tokens[t].desc_kind == KID_REPORTED {
+                return;
+            }
+            cx.tokens[t].desc_kind = KID_REPORTED;
+        }
+        let rec = &mut cx.mcasts[r];
+        rec.done += 1;
+        rec.reached = rec.reached.saturating_add(subtree.saturating_sub(unreached));
+    }
+
+    /// The multicast records' step: children to start, buffers to give
+    /// back, records to finish.
+    pub(super) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        let live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
+            cx.mcasts.live_indices().collect();
+        for r in live {
+            let rec = cx.mcasts[r];
+            if rec.source == McastSource::Host && rec.list != ChildList::Awaiting {
+                let mut i = rec.started;
+                while i < rec.nchildren && self.start_child(cx, hw, r, i) {
+                    i += 1;
+                }
+            }
+            mcast::release_acked(cx, hw, r);
+            let rec = cx.mcasts[r];
+            let complete =
+                rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered;
+            if complete || cx.now >= rec.deadline {
+                w.timers += (!complete) as u32;
+                self.mcast_finish(cx, hw, r);
+            }
+        }
+    }
+
+    /// Record `r` is done (or out of time): report to the parent, or at
+    /// the root complete the descriptor; the record goes.
+    fn mcast_finish(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+        let rec = cx.mcasts[r];
+        let below = rec.subtree.saturating_sub(1);
+        let unreached = below - rec.reached.min(below);
+        if let Some(parent) = rec.parent {
+            let key = stream_key(parent, rec.port, rec.port, rec.prio);
+            if !cx.mcast_tokens_free(1) || !self.stream_room(key, parent) {
+                return; // try again next pass
+            }
+            let mut t = SendToken::EMPTY;
+            t.kind = TokKind::Report;
+            t.port = rec.port;
+            t.prio = rec.prio;
+            t.target_node = parent;
+            t.target_port = rec.port;
+            t.remote = rec.tag.remote();
+            t.cookie = unreached as u32;
+            t.tag = rec.subtree as u64;
+            t.npkts = 1;
+            let s = self.find_or_make_tx(parent, rec.port, rec.port, rec.prio);
+            let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return };
+            cx.bump(Stat::McastReports, 1);
+            if self.txs[s].suspended {
+                cx.tokens.free(k);
+            } else {
+                self.append_token(cx, s, k);
+            }
+        }
+        if rec.token != NIL && cx.tokens.is_live(rec.token) {
+            cx.tokens[rec.token].cookie = unreached as u32;
+            let status = if unreached == 0 { SendStatus::Ok } else { SendStatus::Incomplete };
+            if rec.parent.is_none() {
+                cx.bump(Stat::McastCompleted, 1);
+            }
+            complete_token(cx, rec.token, status);
+        }
+        // Buffers still held go back (children that did not answer).
+        let mut k = rec.released;
+        while rec.source == McastSource::RxBufs && k < rec.have {
+            cx.rx_release(hw, rec.bufs[k as usize % RELAY_WINDOW]);
+            k += 1;
+        }
+        cx.mcasts.free(r);
+    }
+}

@@ -1,0 +1,317 @@
+//! Multicast: groups, the root's call and the relay step host programs
+//! run in their poll loops.
+//!
+//! A [`Group`] is a root and its destinations in rank order (the root at
+//! rank 0), all on one port. Every member knows it: each member's program
+//! builds the same `Group` and calls [`Nic::create_group`], which installs
+//! it in its own NIC's group table (the group's id is the table slot) with
+//! this NIC's rank and its children in the tree cached for
+//! `nic-cached`. A multicast then names only the group and a number.
+//!
+//! Who serves the tree is the [`Scheme`]:
+//! - `Host`: the root's host computes its children and posts one send per
+//!   child; each relay's host does the same when the message arrives
+//!   ([`Port::relay`]).
+//! - `Nic`: the root posts one descriptor; every NIC computes its children
+//!   and relays the packets itself.
+//! - `NicCached`: the same, the children read from the group table.
+//! - `Assisted`: the root's host computes its children and posts one
+//!   descriptor listing them; a relay's host hands its NIC its child list
+//!   with one descriptor when the message arrives ([`Port::relay`]).
+//!
+//! The root's completion: one `Sent` event (with `mcast`) when the whole
+//! group has the message (`Nic`, `NicCached`, `Assisted`; its
+//! `unreached` counts members that could not be reached), or one `Sent`
+//! per child when that child has it (`Host`).
+
+use nic_abi::desc::{self, DescKind, Descriptor, ListedChild, McastFields, DESC_SIZE};
+use nic_abi::event::McastInfo;
+use nic_abi::group::{self, GroupHead, GROUP_VALID};
+use nic_abi::map;
+use nic_abi::multicast::{children, Child};
+pub use nic_abi::multicast::{Algorithm, Scheme, MAX_GROUP};
+use nic_abi::Priority;
+
+use crate::backend::{HostOp, NicBackend};
+use crate::memory::DmaBuf;
+use crate::nic::Nic;
+use crate::port::Port;
+use crate::{DriverError, Event};
+
+/// A multicast group: its id (a slot of the NIC's group table), the port
+/// every member uses, and its members in rank order (the root first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    id: u16,
+    port: u8,
+    members: Vec<u16>,
+}
+
+impl Group {
+    /// A group of `members` (root first, no node twice, at most
+    /// `MAX_GROUP`), with id `id` (below `map::GROUP_ENTRIES`).
+    pub fn new(id: u16, port: u8, members: Vec<u16>) -> Result<Group, DriverError> {
+        if id as u32 >= map::GROUP_ENTRIES {
+            return Err(DriverError::BadGroup("id beyond the group table"));
+        }
+        if port as usize >= nic_abi::NUM_PORTS {
+            return Err(DriverError::BadPort(port));
+        }
+        if members.is_empty() || members.len() > MAX_GROUP {
+            return Err(DriverError::BadGroup("a group has 1 to 1024 members"));
+        }
+        let mut seen = members.clone();
+        seen.sort_unstable();
+        if seen.windows(2).any(|w| w[0] == w[1]) {
+            return Err(DriverError::BadGroup("a node appears twice"));
+        }
+        Ok(Group { id, port, members })
+    }
+
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    pub fn port(&self) -> u8 {
+        self.port
+    }
+
+    /// G: members, the root included.
+    pub fn size(&self) -> u16 {
+        self.members.len() as u16
+    }
+
+    pub fn root(&self) -> u16 {
+        self.members[0]
+    }
+
+    pub fn members(&self) -> &[u16] {
+        &self.members
+    }
+
+    pub fn rank_of(&self, node: u16) -> Option<u16> {
+        self.members.iter().position(|&m| m == node).map(|r| r as u16)
+    }
+
+    /// The children of `rank` under `alg`, in send order: (node, subtree).
+    pub fn children(&self, alg: Algorithm, rank: u16) -> Vec<ListedChild> {
+        children(alg, self.size(), rank)
+            .map(|Child { rank, subtree }| ListedChild {
+                node: self.members[rank as usize],
+                subtree,
+            })
+            .collect()
+    }
+}
+
+/// One multicast to post at the root (or, from [`Port::relay`], at a
+/// relay): the data, the group, how.
+#[derive(Debug, Clone, Copy)]
+pub struct Multicast<'a> {
+    pub buf: &'a DmaBuf,
+    pub offset: u64,
+    pub len: u32,
+    /// Receive buffers of this class and priority take it at every member.
+    pub size_class: u8,
+    pub priority: Priority,
+    pub group: &'a Group,
+    pub scheme: Scheme,
+    pub algorithm: Algorithm,
+    /// The multicast's number in its group (members see it in their
+    /// events; one number per multicast of the group).
+    pub mseq: u32,
+    /// Returned in the completion event(s).
+    pub tag: u64,
+}
+
+impl<B: NicBackend> Nic<B> {
+    /// Install `group` in this NIC's group table: this NIC's rank, the
+    /// members, and its children in the `cached` tree (for `NicCached`).
+    /// Every member calls it on its own NIC before the first multicast.
+    pub fn create_group(&self, group: &Group, cached: Algorithm) -> Result<(), DriverError> {
+        let me = self.node_id();
+        let rank = group.rank_of(me).ok_or(DriverError::BadGroup("this node is not a member"))?;
+        if group.members.iter().any(|&m| m as u32 >= self.num_nodes()) {
+            return Err(DriverError::BadGroup("a member is beyond the cluster"));
+        }
+        let kids: Vec<Child> = children(cached, group.size(), rank).collect();
+        self.charge_tree(kids.len());
+        let be = self.backend();
+        let id = group.id as u32;
+        let entry = map::group_entry(id);
+        be.sram_store_u32(entry + group::VALID, 0);
+        let head = GroupHead {
+            size: group.size(),
+            rank,
+            port: group.port,
+            alg: cached.code(),
+            k: cached.k(),
+            nchildren: kids.len() as u16,
+        };
+        let mut b = [0u8; GroupHead::LEN];
+        head.encode(&mut b);
+        be.sram_write(entry, &b);
+        let members: Vec<u8> = group.members.iter().flat_map(|m| m.to_le_bytes()).collect();
+        be.sram_write(entry + group::MEMBERS, &members);
+        let list: Vec<u8> = kids
+            .iter()
+            .flat_map(|c| c.rank.to_le_bytes().into_iter().chain(c.subtree.to_le_bytes()))
+            .collect();
+        be.sram_write(entry + group::CHILDREN, &list);
+        be.sram_store_u32(entry + group::VALID, GROUP_VALID);
+        Ok(())
+    }
+
+    /// Charge the host CPU for computing `n` children of a tree.
+    fn charge_tree(&self, n: usize) {
+        self.backend().charge(HostOp::TreeWork(n as u32));
+    }
+}
+
+/// What [`Port::relay`] did with a received event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// Not a multicast, or one this host has nothing to do for (a leaf, or
+    /// the NIC serves the tree): nothing posted.
+    Nothing,
+    /// Posted `descriptors` descriptors to this node's children (each
+    /// takes a send token and completes with a `Sent` event; the receive
+    /// buffer must stay as it is until they have).
+    Posted { descriptors: u32 },
+}
+
+impl<B: NicBackend> Port<B> {
+    /// Post a multicast (see the module doc for what each scheme posts).
+    /// Returns the number of descriptors posted (each one send token and
+    /// one `Sent` event).
+    pub fn multicast(&mut self, m: &Multicast<'_>) -> Result<u32, DriverError> {
+        let g = m.group;
+        if g.port != self.number() {
+            return Err(DriverError::BadGroup("the group is on another port"));
+        }
+        let me = self.backend_node();
+        if g.root() != me {
+            return Err(DriverError::BadGroup("only the group's root starts a multicast"));
+        }
+        self.post_mcast(m, 0)
+    }
+
+    /// A relay's part (host and assisted schemes) for a received event:
+    /// post this node's sends to its children from the receive buffer
+    /// `buf` the message landed in. Nothing for other events.
+    pub fn relay(
+        &mut self,
+        ev: &Event,
+        group: &Group,
+        buf: &DmaBuf,
+        size_class: u8,
+    ) -> Result<Relayed, DriverError> {
+        let Event::Received { len, priority, mcast: Some(info), .. } = *ev else {
+            return Ok(Relayed::Nothing);
+        };
+        let scheme = Scheme::from_code(info.scheme).ok_or(DriverError::BadGroup("scheme"))?;
+        if !matches!(scheme, Scheme::Host | Scheme::Assisted) || info.group != group.id {
+            return Ok(Relayed::Nothing);
+        }
+        let alg =
+            Algorithm::from_code(info.alg, info.k).ok_or(DriverError::BadGroup("algorithm"))?;
+        let rank =
+            group.rank_of(self.backend_node()).ok_or(DriverError::BadGroup("not a member"))?;
+        if nic_abi::multicast::children_computed(alg, group.size(), rank) == 0 {
+            return Ok(Relayed::Nothing);
+        }
+        let m = Multicast {
+            buf,
+            offset: 0,
+            len,
+            size_class,
+            priority,
+            group,
+            scheme,
+            algorithm: alg,
+            mseq: info.mseq,
+            tag: info.mseq as u64,
+        };
+        Ok(Relayed::Posted { descriptors: self.post_mcast(&m, rank)? })
+    }
+
+    fn backend_node(&self) -> u16 {
+        self.be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::NODE_ID)) as u16
+    }
+
+    /// Post multicast `m` as rank `rank` of its group.
+    fn post_mcast(&mut self, m: &Multicast<'_>, rank: u16) -> Result<u32, DriverError> {
+        let local = m.buf.vaddr_at(m.offset, m.len as u64)?;
+        let d = Descriptor {
+            kind: DescKind::Multicast,
+            priority: m.priority,
+            size_class: m.size_class,
+            target_port: m.group.port,
+            target_node: m.group.id,
+            local,
+            len: m.len,
+            remote: 0,
+            tag: m.tag,
+        };
+        let fields = |n: usize| McastFields {
+            mseq: m.mseq,
+            scheme: m.scheme.code(),
+            alg: m.algorithm.code(),
+            k: m.algorithm.k(),
+            nchildren: n as u16,
+        };
+        match m.scheme {
+            Scheme::Nic | Scheme::NicCached => {
+                self.post_listed(&d, &fields(0), &[])?;
+                Ok(1)
+            }
+            Scheme::Assisted => {
+                let kids = m.group.children(m.algorithm, rank);
+                self.be.charge(HostOp::TreeWork(kids.len() as u32));
+                if kids.len() > desc::MAX_LISTED_CHILDREN {
+                    return Err(DriverError::BadGroup("more children than a descriptor lists"));
+                }
+                self.post_listed(&d, &fields(kids.len()), &kids)?;
+                Ok(1)
+            }
+            Scheme::Host => {
+                let kids = m.group.children(m.algorithm, rank);
+                self.be.charge(HostOp::TreeWork(kids.len() as u32));
+                if kids.len() as u32 > self.send_tokens_free() {
+                    return Err(DriverError::NoSendToken);
+                }
+                for c in &kids {
+                    self.post_listed(&d, &fields(1), std::slice::from_ref(c))?;
+                }
+                Ok(kids.len() as u32)
+            }
+        }
+    }
+
+    /// Post a multicast descriptor and its continuation slots (all or
+    /// nothing: ring room for all is checked first).
+    fn post_listed(
+        &mut self,
+        d: &Descriptor,
+        f: &McastFields,
+        kids: &[ListedChild],
+    ) -> Result<(), DriverError> {
+        let slots = 1 + desc::child_slots(kids.len());
+        let mut bytes = vec![[0u8; DESC_SIZE as usize]; slots];
+        d.encode(&mut bytes[0]);
+        f.encode(&mut bytes[0]);
+        for (i, c) in kids.iter().enumerate() {
+            let (slot, at) = desc::child_at(i);
+            c.encode(&mut bytes[slot], at);
+        }
+        self.post_slots(&bytes)
+    }
+}
+
+/// The multicast an event belongs to, if any.
+pub fn mcast_of(ev: &Event) -> Option<McastInfo> {
+    match *ev {
+        Event::Received { mcast, .. } | Event::Sent { mcast, .. } => mcast,
+        _ => None,
+    }
+}
