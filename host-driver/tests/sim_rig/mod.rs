@@ -51,7 +51,12 @@ impl Rig {
     /// clock, MTU, tokens, the smallest SRAM and `HOST_MEM` of host
     /// memory), every MCP booted.
     pub fn new(cfg: Config) -> Rig {
-        let mut p = Profile::load("lanai9-gm").expect("built-in profile");
+        Rig::with_profile(cfg, "lanai9-gm")
+    }
+
+    /// The same with another built-in profile's timing.
+    pub fn with_profile(cfg: Config, profile: &str) -> Rig {
+        let mut p = Profile::load(profile).expect("built-in profile");
         p.nic.rtc_hz = cfg.rtc_hz;
         p.nic.sram_bytes = map::SRAM_MIN;
         p.nic.mtu = cfg.mtu;
