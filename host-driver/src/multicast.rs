@@ -198,13 +198,15 @@ impl<B: NicBackend> Port<B> {
 
     /// A relay's part (host and assisted schemes) for a received event:
     /// post this node's sends to its children from the receive buffer
-    /// `buf` the message landed in. Nothing for other events.
+    /// `buf` the message landed in (`size_class` as the root sent it);
+    /// their completions carry `tag`. Nothing for other events.
     pub fn relay(
         &mut self,
         ev: &Event,
         group: &Group,
         buf: &DmaBuf,
         size_class: u8,
+        tag: u64,
     ) -> Result<Relayed, DriverError> {
         let Event::Received { len, priority, mcast: Some(info), .. } = *ev else {
             return Ok(Relayed::Nothing);
@@ -230,7 +232,7 @@ impl<B: NicBackend> Port<B> {
             scheme,
             algorithm: alg,
             mseq: info.mseq,
-            tag: info.mseq as u64,
+            tag,
         };
         Ok(Relayed::Posted { descriptors: self.post_mcast(&m, rank)? })
     }

@@ -88,7 +88,7 @@ impl Case {
                             m.bad.push(format!("node {} mseq {mseq}: content", m.node));
                         }
                         m.got.push(mseq);
-                        match m.port.relay(&ev, &self.group, &b, self.class).unwrap() {
+                        match m.port.relay(&ev, &self.group, &b, self.class, mseq as u64).unwrap() {
                             Relayed::Posted { descriptors } => {
                                 m.lent.insert(mseq, (b.vaddr, descriptors));
                             }

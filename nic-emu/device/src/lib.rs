@@ -22,6 +22,7 @@
 pub mod device;
 pub mod faults;
 pub mod firmware;
+pub mod mcast;
 pub mod memory;
 pub mod profile;
 pub mod rng;

@@ -41,6 +41,70 @@ pub struct Profile {
     pub nic_cpu: NicCpuProfile,
     pub host: HostProfile,
     pub firmware: FirmwareProfile,
+    /// The multicast latency model's parameters as measured on this
+    /// hardware (`mcast::model_params` derives them when absent).
+    #[serde(default)]
+    pub multicast: Option<McastProfile>,
+}
+
+/// Per-relay processing times of each multicast algorithm (us).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcProfile {
+    pub separate: f64,
+    pub serial: f64,
+    pub binomial: f64,
+    pub binary: f64,
+}
+
+/// The multicast latency model's parameters (us; per-byte terms per byte).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McastProfile {
+    pub host_send_us: f64,
+    pub host_send_per_byte_us: f64,
+    pub host_recv_us: f64,
+    pub host_recv_per_byte_us: f64,
+    pub nic_send_us: f64,
+    pub nic_send_per_byte_us: f64,
+    pub nic_recv_us: f64,
+    pub nic_recv_per_byte_us: f64,
+    pub sdma_us: f64,
+    pub rdma_us: f64,
+    pub switch_us: f64,
+    pub cable_per_hop_us: f64,
+    pub host_proc_us: ProcProfile,
+    pub nic_proc_us: ProcProfile,
+    pub cached_proc_us: f64,
+}
+
+impl McastProfile {
+    pub fn params(&self) -> nic_abi::multicast::model::ModelParams {
+        use nic_abi::multicast::model::{ModelParams, ProcTimes};
+        let t = |p: &ProcProfile| ProcTimes {
+            separate: p.separate,
+            serial: p.serial,
+            binomial: p.binomial,
+            binary: p.binary,
+        };
+        ModelParams {
+            host_send: self.host_send_us,
+            host_send_per_byte: self.host_send_per_byte_us,
+            host_recv: self.host_recv_us,
+            host_recv_per_byte: self.host_recv_per_byte_us,
+            nic_send: self.nic_send_us,
+            nic_send_per_byte: self.nic_send_per_byte_us,
+            nic_recv: self.nic_recv_us,
+            nic_recv_per_byte: self.nic_recv_per_byte_us,
+            sdma: self.sdma_us,
+            rdma: self.rdma_us,
+            switch: self.switch_us,
+            cable_per_hop: self.cable_per_hop_us,
+            host_proc: t(&self.host_proc_us),
+            nic_proc: t(&self.nic_proc_us),
+            cached_proc: self.cached_proc_us,
+        }
+    }
 }
 
 /// The NIC itself.
