@@ -28,6 +28,9 @@ pub enum HostOp {
     /// Computing `n` children of a multicast tree (building the tree at a
     /// root or relay, or a group's cached tree).
     TreeWork(u32),
+    /// One multicast step of algorithm code `alg` at this host (a relay
+    /// handing a message on; separate addressing: per destination).
+    RelayStep(u8),
 }
 
 pub trait NicBackend: Clone {

@@ -55,7 +55,7 @@ pub use flows::{FlowInfo, FlowKey, TraceRead};
 pub use live::{AttachOptions, IdlePolicy, LiveBackend};
 pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
-pub use multicast::{Algorithm, Group, Multicast, Relayed, Scheme};
+pub use multicast::{Algorithm, Group, Multicast, RelayPlan, Relayed, Scheme};
 pub use nic::{Nic, NicInfo, MAX_TOKENS};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};
 

@@ -168,6 +168,17 @@ impl<B: NicBackend> Nic<B> {
     }
 }
 
+/// A relay's children for one received multicast ([`Port::relay_prepare`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayPlan {
+    pub scheme: Scheme,
+    pub algorithm: Algorithm,
+    pub mseq: u32,
+    pub len: u32,
+    pub priority: Priority,
+    pub children: Vec<ListedChild>,
+}
+
 /// What [`Port::relay`] did with a received event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relayed {
@@ -193,13 +204,26 @@ impl<B: NicBackend> Port<B> {
         if g.root() != me {
             return Err(DriverError::BadGroup("only the group's root starts a multicast"));
         }
-        self.post_mcast(m, 0)
+        let kids = g.children(m.algorithm, 0);
+        if matches!(m.scheme, Scheme::Host | Scheme::Assisted) {
+            self.be.charge(HostOp::TreeWork(kids.len() as u32));
+            if m.algorithm == Algorithm::Separate {
+                // Separate addressing: the host scheme's root steps once
+                // per destination, the assisted root once for its list.
+                let steps = if m.scheme == Scheme::Host { kids.len() } else { 1 };
+                for _ in 0..steps {
+                    self.be.charge(HostOp::RelayStep(m.algorithm.code()));
+                }
+            }
+        }
+        self.post_mcast(m, &kids)
     }
 
     /// A relay's part (host and assisted schemes) for a received event:
     /// post this node's sends to its children from the receive buffer
     /// `buf` the message landed in (`size_class` as the root sent it);
-    /// their completions carry `tag`. Nothing for other events.
+    /// their completions carry `tag`. Nothing for other events. The same
+    /// as [`Port::relay_prepare`] then [`Port::relay_post`].
     pub fn relay(
         &mut self,
         ev: &Event,
@@ -208,41 +232,78 @@ impl<B: NicBackend> Port<B> {
         size_class: u8,
         tag: u64,
     ) -> Result<Relayed, DriverError> {
+        match self.relay_prepare(ev, group)? {
+            None => Ok(Relayed::Nothing),
+            Some(plan) => {
+                let descriptors = self.relay_post(&plan, group, buf, size_class, tag)?;
+                Ok(Relayed::Posted { descriptors })
+            }
+        }
+    }
+
+    /// The first half of a relay: work out this node's children for a
+    /// received multicast (the host's processing, charged to its CPU).
+    /// None when there is nothing to relay. A program that models its
+    /// host's time (the simulator's) posts the plan once that time has
+    /// passed, with [`Port::relay_post`].
+    pub fn relay_prepare(
+        &mut self,
+        ev: &Event,
+        group: &Group,
+    ) -> Result<Option<RelayPlan>, DriverError> {
         let Event::Received { len, priority, mcast: Some(info), .. } = *ev else {
-            return Ok(Relayed::Nothing);
+            return Ok(None);
         };
         let scheme = Scheme::from_code(info.scheme).ok_or(DriverError::BadGroup("scheme"))?;
         if !matches!(scheme, Scheme::Host | Scheme::Assisted) || info.group != group.id {
-            return Ok(Relayed::Nothing);
+            return Ok(None);
         }
-        let alg =
+        let algorithm =
             Algorithm::from_code(info.alg, info.k).ok_or(DriverError::BadGroup("algorithm"))?;
         let rank =
             group.rank_of(self.backend_node()).ok_or(DriverError::BadGroup("not a member"))?;
-        if nic_abi::multicast::children_computed(alg, group.size(), rank) == 0 {
-            return Ok(Relayed::Nothing);
+        let children = group.children(algorithm, rank);
+        if children.is_empty() {
+            return Ok(None);
         }
+        self.be.charge(HostOp::RelayStep(algorithm.code()));
+        self.be.charge(HostOp::TreeWork(children.len() as u32));
+        Ok(Some(RelayPlan { scheme, algorithm, mseq: info.mseq, len, priority, children }))
+    }
+
+    /// The second half of a relay: post the plan's sends from `buf`.
+    /// Returns the descriptors posted (each completes with a `Sent`
+    /// carrying `tag`; `buf` must stay as it is until they have).
+    pub fn relay_post(
+        &mut self,
+        plan: &RelayPlan,
+        group: &Group,
+        buf: &DmaBuf,
+        size_class: u8,
+        tag: u64,
+    ) -> Result<u32, DriverError> {
         let m = Multicast {
             buf,
             offset: 0,
-            len,
+            len: plan.len,
             size_class,
-            priority,
+            priority: plan.priority,
             group,
-            scheme,
-            algorithm: alg,
-            mseq: info.mseq,
+            scheme: plan.scheme,
+            algorithm: plan.algorithm,
+            mseq: plan.mseq,
             tag,
         };
-        Ok(Relayed::Posted { descriptors: self.post_mcast(&m, rank)? })
+        self.post_mcast(&m, &plan.children)
     }
 
     fn backend_node(&self) -> u16 {
         self.be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::NODE_ID)) as u16
     }
 
-    /// Post multicast `m` as rank `rank` of its group.
-    fn post_mcast(&mut self, m: &Multicast<'_>, rank: u16) -> Result<u32, DriverError> {
+    /// Post multicast `m` to `kids` (used by the host and assisted
+    /// schemes; the NIC finds its own children in the others).
+    fn post_mcast(&mut self, m: &Multicast<'_>, kids: &[ListedChild]) -> Result<u32, DriverError> {
         let local = m.buf.vaddr_at(m.offset, m.len as u64)?;
         let d = Descriptor {
             kind: DescKind::Multicast,
@@ -268,21 +329,17 @@ impl<B: NicBackend> Port<B> {
                 Ok(1)
             }
             Scheme::Assisted => {
-                let kids = m.group.children(m.algorithm, rank);
-                self.be.charge(HostOp::TreeWork(kids.len() as u32));
                 if kids.len() > desc::MAX_LISTED_CHILDREN {
                     return Err(DriverError::BadGroup("more children than a descriptor lists"));
                 }
-                self.post_listed(&d, &fields(kids.len()), &kids)?;
+                self.post_listed(&d, &fields(kids.len()), kids)?;
                 Ok(1)
             }
             Scheme::Host => {
-                let kids = m.group.children(m.algorithm, rank);
-                self.be.charge(HostOp::TreeWork(kids.len() as u32));
                 if kids.len() as u32 > self.send_tokens_free() {
                     return Err(DriverError::NoSendToken);
                 }
-                for c in &kids {
+                for c in kids {
                     self.post_listed(&d, &fields(1), std::slice::from_ref(c))?;
                 }
                 Ok(kids.len() as u32)

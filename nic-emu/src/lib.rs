@@ -23,6 +23,8 @@
 //! Here, because each uses several of those:
 //! - [`brm::experiments`], [`brm::live`]: the rate-control experiments (as
 //!   scenario text; on a running live or qemu cluster).
+//! - [`mcast`]: multicast measurements (completion latency, root CPU,
+//!   tree time) for the model and the report.
 //! - [`calibrate`]: the sim's calibration programs and the rate-control
 //!   calibration, which runs scenarios for the bandwidth manager.
 //! - the `nic-cluster` binary: the device process (`nic-cluster run`)
@@ -34,6 +36,7 @@
 
 pub mod brm;
 pub mod calibrate;
+pub mod mcast;
 
 pub use nic_realtime as realtime;
 pub use nic_scenario as scenario;

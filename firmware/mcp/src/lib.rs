@@ -81,9 +81,20 @@ pub struct Work {
     /// remain, once per new stream.
     pub flow_ops: u32,
     /// Multicast tree work: children of a tree the NIC computed itself
-    /// (the NIC-based scheme, per message), read from a cached tree (per
-    /// child sent to), or relayed packets it set up.
+    /// (the NIC-based scheme, per message), or relayed packets it set up.
     pub tree_ops: u32,
+    /// Multicast steps the NIC served itself, by algorithm code (a relay
+    /// or root with children computing its share of the tree; separate
+    /// addressing: one per destination). The study's NIC-based scheme
+    /// spent most of its time here; the profile prices each algorithm.
+    pub relay_steps: [u16; 4],
+    /// Packets of a NIC-served multicast (not the host scheme's) sent or
+    /// received: the multicast header handled besides the data.
+    pub mcast_packets: u32,
+    /// Multicast descriptors taken (root, assisted relay), and multicast
+    /// messages delivered to the host, of the NIC-served schemes.
+    pub mcast_descs: u32,
+    pub mcast_deliveries: u32,
 }
 
 impl Work {
@@ -100,6 +111,12 @@ impl Work {
         self.timers += o.timers;
         self.flow_ops += o.flow_ops;
         self.tree_ops += o.tree_ops;
+        for (a, b) in self.relay_steps.iter_mut().zip(o.relay_steps) {
+            *a += b;
+        }
+        self.mcast_packets += o.mcast_packets;
+        self.mcast_descs += o.mcast_descs;
+        self.mcast_deliveries += o.mcast_deliveries;
     }
 }
 

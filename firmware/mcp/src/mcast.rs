@@ -107,6 +107,20 @@ pub fn compute_children(
     Some(n)
 }
 
+/// Count the NIC-based scheme's share of the tree work: one step for a
+/// node with `n` children, or one per destination for separate addressing.
+pub fn count_steps(w: &mut crate::Work, alg: Algorithm, n: u16) {
+    let i = match alg {
+        Algorithm::Separate => 0,
+        Algorithm::Serial => 1,
+        Algorithm::Binomial | Algorithm::KBinomial { .. } => 2,
+        Algorithm::Binary => 3,
+    };
+    let steps = if alg == Algorithm::Separate { n } else { (n > 0) as u16 };
+    w.relay_steps[i] += steps;
+    w.tree_ops += n as u32;
+}
+
 /// How long a member waits for its children's reports: a send timeout
 /// for each level of its subtree below it, and one more.
 pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {

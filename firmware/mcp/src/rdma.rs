@@ -189,7 +189,13 @@ impl Rdma {
     /// accepted payloads to host memory.
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        while let Some(&job) = cx.rdma_jobs.front() {
+        while let Some(job) = cx.rdma_jobs.front_mut() {
+            if job.relayed {
+                // Forwarded first (SDMA's fill this pass), copied next pass.
+                job.relayed = false;
+                break;
+            }
+            let job = *job;
             // A packet spans at most two pages.
             if cx.hdma.space() < 3 {
                 break;
@@ -229,7 +235,7 @@ impl Rdma {
             if let Some(ev) = job.then {
                 if let EvRef::Slot(s) = ev {
                     cx.bump(Stat::MessagesReceived, 1);
-                    delivered(cx, s);
+                    w.mcast_deliveries += delivered(cx, s) as u32;
                 }
                 cx.owe_event(job.port as usize, ev);
             }
@@ -306,17 +312,19 @@ impl Rdma {
 }
 
 /// A multicast's message is with its host (its event is owed after the
-/// copy): its record may report.
-fn delivered(cx: &mut Shared, s: u16) {
+/// copy): its record may report. True for a NIC-served multicast's.
+fn delivered(cx: &mut Shared, s: u16) -> bool {
     let sl = cx.slots[s];
-    let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return };
+    let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     let tag = McastTag::from_header(remote, 0);
     if m != NIL && cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
         if rec.tag.group == tag.group && rec.tag.mseq == tag.mseq {
             rec.delivered = true;
+            return true;
         }
     }
+    false
 }
 
 /// The multicast an event speaks of.

@@ -401,6 +401,8 @@ pub struct TxBuf {
     /// The payload is gathered from this receive buffer (a relayed
     /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
     pub gather: u8,
+    /// A packet of a NIC-served multicast (its send is priced as such).
+    pub mcast: bool,
 }
 
 /// Marks `RecvSlot::mcast` as holding a tag (a bit no tag uses: the
@@ -427,6 +429,7 @@ impl TxBuf {
         control: false,
         seq: 0,
         gather: GATHER_NONE,
+        mcast: false,
     };
 }
 
@@ -469,6 +472,9 @@ pub struct RdmaJob {
     pub len: u32,
     /// After the payload: the event to owe (a receive slot or get token).
     pub then: Option<EvRef>,
+    /// A relayed multicast packet: its copy to this host waits a pass, so
+    /// the forward to the children goes first (the two overlap).
+    pub relayed: bool,
 }
 
 /// Where a multicast's data comes from at this NIC.

@@ -196,6 +196,7 @@ impl Send {
         let _ = self.in_flight.push_back(b);
         cx.bump(Stat::PacketsSent, 1);
         w.tx_packets += 1;
+        w.mcast_packets += buf.mcast as u32;
     }
 
     fn send_control(
@@ -249,6 +250,7 @@ impl Send {
                 control: true,
                 seq,
                 gather: GATHER_NONE,
+                mcast: false,
             },
         );
         if c.nack.is_some() {

@@ -190,9 +190,57 @@ pub struct NicCpuProfile {
     /// word read or written, a stream the NDT scheduler compares).
     pub flow_op: u64,
     /// Per unit of multicast tree work (`Work::tree_ops`: a child of a
-    /// tree computed on the NIC, or a relayed packet set up).
+    /// tree computed on the NIC).
     #[serde(default)]
     pub tree_op: u64,
+    /// Per multicast step the NIC serves itself (`Work::relay_steps`), by
+    /// algorithm (a k-binomial tree is priced as the binomial).
+    #[serde(default)]
+    pub relay_step: StepPrices,
+    /// Per packet of a NIC-served multicast sent or received
+    /// (`Work::mcast_packets`).
+    #[serde(default)]
+    pub mcast_packet: u64,
+    /// Per multicast descriptor taken (`Work::mcast_descs`) and per
+    /// multicast message delivered to the host (`Work::mcast_deliveries`).
+    #[serde(default)]
+    pub mcast_desc: u64,
+    #[serde(default)]
+    pub mcast_delivery: u64,
+}
+
+/// A price for each multicast algorithm (cycles or ns, as the key says).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepPrices {
+    pub separate: u64,
+    pub serial: u64,
+    pub binomial: u64,
+    pub binary: u64,
+}
+
+impl StepPrices {
+    /// The price of algorithm code `code` (`nic_abi::multicast`), in the
+    /// order of `Work::relay_steps`: separate, serial, binomial (and
+    /// k-binomial), binary.
+    pub fn by_index(&self, i: usize) -> u64 {
+        match i {
+            0 => self.separate,
+            1 => self.serial,
+            2 => self.binomial,
+            _ => self.binary,
+        }
+    }
+
+    /// The price of algorithm code `code`.
+    pub fn by_code(&self, code: u8) -> u64 {
+        match code {
+            0 => self.separate,
+            1 => self.serial,
+            3 => self.binary,
+            _ => self.binomial,
+        }
+    }
 }
 
 /// The host CPU cost model (what `NicBackend::charge` charges).
@@ -217,6 +265,11 @@ pub struct HostProfile {
     /// (the host's part of the host-based and NIC-assisted schemes).
     #[serde(default)]
     pub tree_child_ns: u64,
+    /// `HostOp::RelayStep(alg)`: a host's processing of one multicast
+    /// step (a relay taking a message and handing it on; separate
+    /// addressing at the root: per destination), by algorithm.
+    #[serde(default)]
+    pub relay_step_ns: StepPrices,
 }
 
 /// Firmware parameters, written into the cfg registers at reset.

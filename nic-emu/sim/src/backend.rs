@@ -29,6 +29,7 @@ pub(crate) struct HostPrices {
     empty: u64,
     touch: Rate,
     tree_child: u64,
+    relay_step: nic_device::profile::StepPrices,
 }
 
 impl HostPrices {
@@ -39,6 +40,7 @@ impl HostPrices {
             empty: p.host.event_empty_ns,
             touch: Rate::new(p.host.touch_bandwidth_bytes_per_s),
             tree_child: p.host.tree_child_ns,
+            relay_step: p.host.relay_step_ns,
         }
     }
 
@@ -49,6 +51,7 @@ impl HostPrices {
             HostOp::EventEmpty => self.empty,
             HostOp::Touch(n) => self.touch.ns(n),
             HostOp::TreeWork(n) => self.tree_child.saturating_mul(n as u64),
+            HostOp::RelayStep(alg) => self.relay_step.by_code(alg),
         }
     }
 }

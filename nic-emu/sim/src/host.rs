@@ -31,6 +31,7 @@ impl HostCost for Profile {
             HostOp::EventEmpty => h.event_empty_ns,
             HostOp::Touch(n) => Rate::new(h.touch_bandwidth_bytes_per_s).ns(n),
             HostOp::TreeWork(n) => h.tree_child_ns.saturating_mul(n as u64),
+            HostOp::RelayStep(alg) => h.relay_step_ns.by_code(alg),
         }
     }
 }

@@ -129,6 +129,10 @@ struct WorkPrices {
     timer: u64,
     flow_op: u64,
     tree_op: u64,
+    relay_step: nic_device::profile::StepPrices,
+    mcast_packet: u64,
+    mcast_desc: u64,
+    mcast_delivery: u64,
 }
 
 impl WorkPrices {
@@ -145,7 +149,29 @@ impl WorkPrices {
             timer: c.timer,
             flow_op: c.flow_op,
             tree_op: c.tree_op,
+            relay_step: c.relay_step,
+            mcast_packet: c.mcast_packet,
+            mcast_desc: c.mcast_desc,
+            mcast_delivery: c.mcast_delivery,
         }
+    }
+
+    /// Cycles of a pass's multicast work (none for unicast).
+    #[inline]
+    fn multicast(&self, w: &Work) -> u64 {
+        if w.mcast_packets == 0
+            && w.mcast_descs == 0
+            && w.mcast_deliveries == 0
+            && w.relay_steps == [0; 4]
+        {
+            return 0;
+        }
+        let steps: u64 =
+            (0..4).map(|i| w.relay_steps[i] as u64 * self.relay_step.by_index(i)).sum();
+        steps
+            + w.mcast_packets as u64 * self.mcast_packet
+            + w.mcast_descs as u64 * self.mcast_desc
+            + w.mcast_deliveries as u64 * self.mcast_delivery
     }
 
     /// NIC CPU time of one poll pass (at least 1 ns, so time advances).
@@ -159,7 +185,8 @@ impl WorkPrices {
             + w.events as u64 * self.event
             + w.timers as u64 * self.timer
             + w.flow_ops as u64 * self.flow_op
-            + w.tree_ops as u64 * self.tree_op;
+            + w.tree_ops as u64 * self.tree_op
+            + self.multicast(w);
         self.cpu.cycles_ns(cycles).max(1)
     }
 }

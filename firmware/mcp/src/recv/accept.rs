@@ -164,7 +164,7 @@ impl Recv {
                     }
                 } else {
                     let n = mcast::compute_children(hw, cx, r, tag.group, &g, alg).unwrap_or(0);
-                    w.tree_ops += n as u32;
+                    mcast::count_steps(w, alg, n);
                     n
                 }
             }
@@ -364,6 +364,9 @@ impl Recv {
                     return;
                 }
                 let m = self.rxs[r].mrec;
+                if m != NIL {
+                    w.mcast_packets += 1;
+                }
                 if m != NIL && !self.relay_hold(cx, m, buf) {
                     // The relay holds all the buffers it may: later.
                     cx.bump(Stat::McastBusy, 1);
@@ -380,6 +383,9 @@ impl Recv {
                     vaddr,
                     len: plen,
                     then: if last { Some(EvRef::Slot(slot)) } else { None },
+                    relayed: m != NIL
+                        && cx.mcasts.is_live(m)
+                        && cx.mcasts[m].source == McastSource::RxBufs,
                 });
             }
             PacketType::Put => {
@@ -403,6 +409,7 @@ impl Recv {
                     vaddr: base.wrapping_add(h.offset as u64),
                     len: plen,
                     then: None,
+                    relayed: false,
                 });
             }
             PacketType::GetReq => {
@@ -472,6 +479,7 @@ impl Recv {
                     vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
                     len: plen,
                     then: if last { Some(EvRef::Token(token)) } else { None },
+                    relayed: false,
                 });
             }
             PacketType::Report => {

@@ -24,6 +24,9 @@ enum Stop {
     NoRoom,
     /// The scheduler had nothing to dispatch now.
     NothingDue,
+    /// A multicast packet to a child was set up: it goes out before the
+    /// next child's (each child's packet is its own pass of work).
+    Yield,
 }
 
 impl Sdma {
@@ -44,10 +47,14 @@ impl Sdma {
             // Acks and nacks may hold buffers too: look before choosing.
             let Some(b) = cx.txbufs.free_one() else { break Stop::NoRoom };
             let Some(s) = self.pick_stream(cx, w) else { break Stop::NothingDue };
+            let relay = cx.tokens[self.txs[s].cursor].kind == TokKind::McastFwd;
             self.fill_packet(cx, hw, s, b, w);
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
                 self.dispatched(cx, hw, s, bytes, w);
+            }
+            if relay {
+                break Stop::Yield;
             }
         };
         self.settle(cx, hw, stop);
@@ -62,6 +69,7 @@ impl Sdma {
             {
                 return;
             }
+            (_, Stop::Yield, _) => SdmaState::Ready,
             (_, Stop::NoRoom, _) if self.conn_queue_len > 0 => SdmaState::BufferWait,
             (_, Stop::NothingDue, Some(until)) => SdmaState::Paced { until },
             _ => self.waiting_for_acks(),
@@ -204,11 +212,11 @@ impl Sdma {
                     control: false,
                     seq,
                     gather: rx,
+                    mcast: true,
                 },
             );
             let _ = cx.tx_ready.push_back(b);
             cx.bump(Stat::McastForwarded, 1);
-            w.tree_ops += 1;
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
             self.advance_stream(cx, s, t);
             return;
@@ -232,6 +240,7 @@ impl Sdma {
                 control: false,
                 seq,
                 gather: GATHER_NONE,
+                mcast: tok.kind == TokKind::McastFwd,
             },
         );
         let n = pieces.len();

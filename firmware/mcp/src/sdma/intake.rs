@@ -17,6 +17,13 @@ use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
 use nic_abi::{class_max_len, MAX_SIZE_CLASS, NUM_PORTS};
 
+/// What `intake_one` did.
+enum Taken {
+    Nothing,
+    One,
+    Multicast,
+}
+
 /// Descriptors taken per pass, all ports together.
 pub(crate) const INTAKE_BUDGET: u32 = 8;
 
@@ -28,8 +35,14 @@ impl Sdma {
         let mut budget = INTAKE_BUDGET;
         for k in 0..NUM_PORTS {
             let p = (self.port_rr as usize + k) % NUM_PORTS;
-            while budget > 0 && cx.is_open(p) && self.intake_one(cx, hw, p, w) {
-                budget -= 1;
+            while budget > 0 && cx.is_open(p) {
+                match self.intake_one(cx, hw, p, w) {
+                    Taken::Nothing => break,
+                    Taken::One => budget -= 1,
+                    // A multicast's first packet leaves before the next
+                    // descriptor is taken: a relay's deepest child first.
+                    Taken::Multicast => budget = 0,
+                }
             }
         }
         self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
@@ -37,13 +50,13 @@ impl Sdma {
         self.go(cx, hw, before, Cause::Descriptor);
     }
 
-    /// Take one descriptor from port `p`'s ring. False: nothing to take, or
-    /// not now (no token or stream free: the descriptor stays in the ring).
-    fn intake_one(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize, w: &mut Work) -> bool {
+    /// Take one descriptor from port `p`'s ring. Nothing: nothing to take,
+    /// or not now (no token or stream free: the descriptor stays in the ring).
+    fn intake_one(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize, w: &mut Work) -> Taken {
         let prod = hw.load_u32(port_reg(p, SEND_PROD));
         let cons = self.cons[p];
         if prod == cons {
-            return false;
+            return Taken::Nothing;
         }
         let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
         hw.read(send_slot(p, cons), &mut b);
@@ -59,15 +72,18 @@ impl Sdma {
         let credits = cx.credits[p];
         if is_provide {
             if cx.slots.available() == 0 || credits.recv_in_use() >= cx.cfg.recv_tokens {
-                return false;
+                return Taken::Nothing;
             }
         } else if cx.tokens.available() <= INTERNAL_TOKENS + MCAST_TOKENS
             || (takes_send && credits.send_in_use() >= cx.cfg.send_tokens)
         {
-            return false;
+            return Taken::Nothing;
         }
         if kind_byte == DescKind::Multicast as u8 {
-            return self.intake_mcast(cx, hw, p, (prod, cons), &b, w);
+            return match self.intake_mcast(cx, hw, p, (prod, cons), &b, w) {
+                true => Taken::Multicast,
+                false => Taken::Nothing,
+            };
         }
         self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1;
@@ -79,7 +95,7 @@ impl Sdma {
             Ok(d) => self.accept_descriptor(cx, p, &d),
             Err(cause) => refuse(cx, p, &b, cause, takes_send),
         }
-        true
+        Taken::One
     }
 
     pub(super) fn validate(

@@ -183,7 +183,7 @@ impl Sdma {
                     } else {
                         match mcast::compute_children(hw, cx, r, tag.group, &g, alg) {
                             Some(k) => {
-                                w.tree_ops += k as u32;
+                                mcast::count_steps(w, alg, k);
                                 Ok((ChildList::Scratch, k, g.size))
                             }
                             None => Err(ErrorCause::BadMulticast),
@@ -202,6 +202,7 @@ impl Sdma {
                 return Err(e);
             }
         };
+        w.mcast_descs += 1;
         let mut t = SendToken::EMPTY;
         t.kind = TokKind::McastRoot;
         t.port = p as u8;
