@@ -194,7 +194,10 @@ pub enum Relayed {
 impl<B: NicBackend> Port<B> {
     /// Post a multicast (see the module doc for what each scheme posts).
     /// Returns the number of descriptors posted (each one send token and
-    /// one `Sent` event).
+    /// one `Sent` event). The host scheme posts one per child of the root
+    /// as far as send tokens go: when that is fewer than the root's
+    /// children ([`Group::children`] of rank 0), post the rest with
+    /// [`Port::multicast_more`] as `Sent` events bring tokens back.
     pub fn multicast(&mut self, m: &Multicast<'_>) -> Result<u32, DriverError> {
         let g = m.group;
         if g.port != self.number() {
@@ -207,16 +210,34 @@ impl<B: NicBackend> Port<B> {
         let kids = g.children(m.algorithm, 0);
         if matches!(m.scheme, Scheme::Host | Scheme::Assisted) {
             self.be.charge(HostOp::TreeWork(kids.len() as u32));
-            if m.algorithm == Algorithm::Separate {
-                // Separate addressing: the host scheme's root steps once
-                // per destination, the assisted root once for its list.
-                let steps = if m.scheme == Scheme::Host { kids.len() } else { 1 };
-                for _ in 0..steps {
-                    self.be.charge(HostOp::RelayStep(m.algorithm.code()));
-                }
-            }
+        }
+        if m.scheme == Scheme::Host {
+            return self.multicast_more(m, 0);
+        }
+        if m.scheme == Scheme::Assisted && m.algorithm == Algorithm::Separate {
+            // The assisted root computes its destination list once.
+            self.be.charge(HostOp::RelayStep(m.algorithm.code()));
         }
         self.post_mcast(m, &kids)
+    }
+
+    /// Host scheme at the root: post the sends to its children from the
+    /// `from`-th on, as far as send tokens go (separate addressing: the
+    /// host's step per destination first). Returns how many were posted.
+    pub fn multicast_more(&mut self, m: &Multicast<'_>, from: usize) -> Result<u32, DriverError> {
+        if m.scheme != Scheme::Host {
+            return Err(DriverError::BadGroup("only the host scheme posts per child"));
+        }
+        let kids = m.group.children(m.algorithm, 0);
+        let room = self.send_tokens_free() as usize;
+        let end = kids.len().min(from.saturating_add(room));
+        let batch = kids.get(from..end).unwrap_or(&[]);
+        if m.algorithm == Algorithm::Separate {
+            for _ in batch {
+                self.be.charge(HostOp::RelayStep(m.algorithm.code()));
+            }
+        }
+        self.post_mcast(m, batch)
     }
 
     /// A relay's part (host and assisted schemes) for a received event:

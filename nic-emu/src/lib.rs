@@ -41,6 +41,7 @@ pub mod mcast;
 pub use nic_realtime as realtime;
 pub use nic_scenario as scenario;
 
+pub use nic_device::mcast as mcast_model;
 pub use nic_device::{faults, firmware, memory, profile, rng, testfw};
 pub use nic_fabric::{stats, topology};
 pub use nic_sim::{backend, host, sim};

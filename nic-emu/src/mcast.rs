@@ -107,6 +107,8 @@ struct Member {
     next: u32,
     waiting: u32,
     received: u32,
+    /// Host scheme at the root: children posted of the current multicast.
+    host_posted: usize,
 }
 
 impl Member {
@@ -151,7 +153,12 @@ impl Member {
         };
         match port.multicast(&m) {
             Ok(n) => {
-                self.waiting = if self.run.scheme == Scheme::Host { n } else { 1 };
+                self.host_posted = n as usize;
+                self.waiting = if self.run.scheme == Scheme::Host {
+                    self.group.children(self.run.algorithm, 0).len() as u32
+                } else {
+                    1
+                };
                 self.book.borrow_mut().posted.push(start);
                 self.next += 1;
             }
@@ -175,6 +182,28 @@ impl Member {
                 Ok(n) => self.lent.push((plan.mseq, i, n)),
                 Err(e) => self.book.borrow_mut().problems.push(format!("relay: {e}")),
             }
+        }
+    }
+
+    /// Host scheme: the root's children its send tokens did not cover yet.
+    fn more_children(&mut self, be: &SimBackend) {
+        let _ = be;
+        let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
+        let m = Multicast {
+            buf: src,
+            offset: 0,
+            len: self.run.bytes,
+            size_class: self.class,
+            priority: Priority::Low,
+            group: &self.group,
+            scheme: self.run.scheme,
+            algorithm: self.run.algorithm,
+            mseq: self.next - 1,
+            tag: ROOT_TAG + (self.next - 1) as u64,
+        };
+        match port.multicast_more(&m, self.host_posted) {
+            Ok(n) => self.host_posted += n as usize,
+            Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
         }
     }
 
@@ -221,6 +250,8 @@ impl Member {
                 self.waiting = self.waiting.saturating_sub(1);
                 if self.waiting == 0 {
                     self.book.borrow_mut().done.push((be.now_ns(), be.host_busy_ns()));
+                } else if self.run.scheme == Scheme::Host {
+                    self.more_children(be);
                 }
             }
             Event::Sent { tag, .. } => {
@@ -284,9 +315,17 @@ impl HostApp for Member {
 pub fn measure(run: &McastRun) -> McastResult {
     let g = run.group_size.max(2);
     let mut profile = run.profile.clone();
-    // One switch with a port per member (the study's large-switch runs).
-    profile.switch.ports = profile.switch.ports.max(g as u32);
-    let cfg = ClusterConfig::new(profile.clone(), g as usize, Topology::Star);
+    // One switch with a port per member (the study's large-switch runs);
+    // a route byte names at most 128 ports, so beyond that a two-level
+    // Clos of 32-port switches, non-blocking, stands in for it.
+    let topology = if g <= 128 {
+        profile.switch.ports = profile.switch.ports.max(g as u32);
+        Topology::Star
+    } else {
+        profile.switch.ports = 32;
+        Topology::Clos
+    };
+    let cfg = ClusterConfig::new(profile.clone(), g as usize, topology);
     let mut c = match SimCluster::new(cfg) {
         Ok(c) => c,
         Err(e) => return McastResult { problems: vec![e.to_string()], ..McastResult::default() },
@@ -313,6 +352,7 @@ pub fn measure(run: &McastRun) -> McastResult {
                 next: 0,
                 waiting: 0,
                 received: 0,
+                host_posted: 0,
             }),
         );
     }

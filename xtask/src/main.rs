@@ -24,6 +24,7 @@ mod flash;
 mod fw;
 mod gdb;
 mod logs;
+mod mcast;
 mod prereq;
 mod report;
 mod report_live;
@@ -254,13 +255,19 @@ enum Cmd {
     /// Run a set of experiments and write a Markdown report with SVG
     /// plots.
     ///
+    /// `multicast`: the published study's experiments (2 B and 64 KiB
+    /// for G = 4, 6, ..., 16; G = 64 and 256 on one large switch) for
+    /// every scheme x algorithm, model vs simulation, root CPU
+    /// utilisation, tree creation time, and cached pipelined trees on the
+    /// modern profile (default profile lanai9-gm).
+    ///
     /// `rate-control`: calibration (bandwidth vs IDT, node capacity),
     /// proportional shares, admission by the three criteria, best effort
     /// (dispatch frequency over time), and the cost of rate control with
     /// every IDT 0. Writes report.md, the plots and each experiment's
     /// scenario into the output directory.
     Report {
-        /// Which report: rate-control.
+        /// Which report: rate-control or multicast.
         which: String,
         /// Output directory (default: out/reports/<which>/ under the
         /// workspace).
@@ -277,6 +284,27 @@ enum Cmd {
         /// and Bmax measured on the live cluster first.
         #[arg(long, value_enum, default_value = "stored")]
         live_calibration: report::LiveCal,
+    },
+    /// A published model next to the simulator.
+    ///
+    /// `multicast`: the small-message multicast latency model (the
+    /// profile's parameters; lanai9-gm carries the published ones) next
+    /// to simulated completion latency for every scheme (host, nic,
+    /// assisted, nic-cached) x algorithm (separate, serial, binomial,
+    /// binary, k-binomial), with the difference in percent. Exit status 2
+    /// when a multicast was not delivered intact to every member.
+    Model {
+        /// Which model: multicast.
+        which: String,
+        /// Timing profile.
+        #[arg(long, default_value = "lanai9-gm")]
+        profile: String,
+        /// Message size (bytes).
+        #[arg(long, default_value_t = 2)]
+        bytes: u32,
+        /// Group sizes: a..b (step 2), a..b/step, or a list a,b,c.
+        #[arg(long, default_value = "4..16")]
+        groups: String,
     },
     /// Check the prerequisites of every command and print how to install
     /// what is missing.
@@ -318,8 +346,14 @@ fn main() -> ExitCode {
         }
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
+        Cmd::Report { which, out, profile, .. } if which == "multicast" => {
+            mcast::report(out, profile)
+        }
         Cmd::Report { which, out, profile, backend, live_calibration } => {
             report::run(&which, out, profile, backend, live_calibration)
+        }
+        Cmd::Model { which, profile, bytes, groups } => {
+            mcast::model(&which, &profile, bytes, &groups)
         }
         Cmd::Doctor => prereq::doctor(),
     };

@@ -57,7 +57,7 @@ pub fn run(
     live_cal: LiveCal,
 ) -> crate::Result<ExitCode> {
     if which != "rate-control" {
-        return Err(format!("unknown report `{which}` (known: rate-control)"));
+        return Err(format!("unknown report `{which}` (known: rate-control, multicast)"));
     }
     crate::prereq::require_now()?;
     let profile = profile.unwrap_or_else(|| PROFILE.to_string());

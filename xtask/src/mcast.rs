@@ -1,0 +1,443 @@
+//! `cargo xtask model multicast` and `cargo xtask report multicast`: the
+//! published small-message multicast model next to the simulator, for
+//! every scheme x algorithm, and the study's experiments (with the
+//! pipelined, k-binomial and auto variants beside them) as a Markdown
+//! report with SVG plots.
+//!
+//! Measurements come from `nic_emu::mcast::measure`: timed multicasts on
+//! the deterministic simulator, every delivery checked; the model from
+//! `nic_abi::multicast::model` with the profile's parameters
+//! (`nic_emu::mcast_model::model_params`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use host_driver::{Algorithm, Scheme};
+use indicatif::{ProgressBar, ProgressStyle};
+use nic_emu::mcast::{measure, median, McastResult, McastRun};
+use nic_emu::Profile;
+use plotters::prelude::*;
+
+/// Multicasts per measured point (the first is a warm-up).
+const COUNT: u32 = 4;
+
+/// The five algorithms a report compares: the study's four and the
+/// k-binomial tree with the k chosen for the message.
+fn algorithms(p: &Profile, g: u16, bytes: u32) -> Vec<Algorithm> {
+    let mut v = Algorithm::FIXED.to_vec();
+    v.push(Algorithm::KBinomial { k: nic_emu::mcast_model::k_for(p, g, bytes as u64) });
+    v
+}
+
+fn model_us(p: &Profile, s: Scheme, a: Algorithm, g: u16, bytes: u32) -> f64 {
+    let m = nic_emu::mcast_model::model_params(p);
+    host_driver::nic_abi::multicast::model::model_latency_us(&m, s, a, g, bytes)
+}
+
+/// One measured point.
+fn point(p: &Profile, scheme: Scheme, algorithm: Algorithm, g: u16, bytes: u32) -> McastResult {
+    measure(&McastRun {
+        profile: p.clone(),
+        scheme,
+        algorithm,
+        group_size: g,
+        bytes,
+        count: COUNT,
+        trace: false,
+    })
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Group sizes from `4..16` (step 2), `4..16/4` (step 4) or `4,8,64`.
+pub fn parse_groups(s: &str) -> crate::Result<Vec<u16>> {
+    let bad = || format!("--groups {s}: give a..b, a..b/step or a list a,b,c (2 <= G <= 1024)");
+    let v: Vec<u16> = if let Some((a, rest)) = s.split_once("..") {
+        let (b, step) = rest.split_once('/').unwrap_or((rest, "2"));
+        let (a, b, step): (u16, u16, u16) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+            step.trim().parse().map_err(|_| bad())?,
+        );
+        if step == 0 || a > b {
+            return Err(bad());
+        }
+        (a..=b).step_by(step as usize).collect()
+    } else {
+        s.split(',').map(|x| x.trim().parse().map_err(|_| bad())).collect::<Result<_, _>>()?
+    };
+    if v.is_empty() || v.iter().any(|&g| !(2..=1024).contains(&g)) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta} left)")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// `cargo xtask model multicast`: model and simulation side by side.
+pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Result<ExitCode> {
+    if which != "multicast" {
+        return Err(format!("unknown model `{which}` (known: multicast)"));
+    }
+    let p = Profile::load(profile).map_err(|e| e.to_string())?;
+    let groups = parse_groups(groups)?;
+    let total = (Scheme::ALL.len() * 5 * groups.len()) as u64;
+    let pb = bar(total, "simulating");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Multicast completion latency, {bytes} B on {profile}: the published model (us) next to the \
+         simulator (us), and the difference.\nModel parameters: {}.\n",
+        if p.multicast.is_some() {
+            "the profile's [multicast] table (the study's)"
+        } else {
+            "derived from the profile's prices"
+        }
+    );
+    let mut worst: f64 = 0.0;
+    let mut failed = Vec::new();
+    for scheme in Scheme::ALL {
+        let _ = writeln!(out, "{scheme}:");
+        let _ = write!(out, "  {:14}", "G");
+        for g in &groups {
+            let _ = write!(out, " | {g:>23}");
+        }
+        let _ = writeln!(out);
+        for alg in algorithms(&p, 16, bytes) {
+            let _ = write!(out, "  {:14}", alg.to_string());
+            for &g in &groups {
+                let alg = match alg {
+                    Algorithm::KBinomial { .. } => algorithms(&p, g, bytes)[4],
+                    a => a,
+                };
+                let r = point(&p, scheme, alg, g, bytes);
+                pb.inc(1);
+                if !r.ok {
+                    failed.push(format!("{scheme} {alg} G={g}: {}", r.problems.join("; ")));
+                }
+                let sim = us(median(&r.latency_ns));
+                let model = model_us(&p, scheme, alg, g, bytes);
+                let diff = (sim / model - 1.0) * 100.0;
+                worst = worst.max(diff.abs());
+                let _ = write!(out, " | {model:7.1} {sim:7.1} {diff:+6.1}%");
+            }
+            let _ = writeln!(out);
+        }
+    }
+    pb.finish_and_clear();
+    let _ = writeln!(out, "\nlargest difference: {worst:.1}%");
+    crate::emit(&out);
+    if !failed.is_empty() {
+        eprintln!("deliveries failed:\n  {}", failed.join("\n  "));
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One curve of a plot: a label and (G, value) points.
+type Curve = (String, Vec<(f64, f64)>);
+
+fn plot(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    curves: &[Curve],
+    dashed: &[Curve],
+) -> crate::Result<()> {
+    let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
+    let root = SVGBackend::new(path, (820, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let all = curves.iter().chain(dashed).flat_map(|c| c.1.iter());
+    let (mut xmax, mut ymax) = (1.0f64, 1.0f64);
+    for &(x, y) in all {
+        xmax = xmax.max(x);
+        ymax = ymax.max(y);
+    }
+    let mut ch = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..xmax * 1.05, 0f64..ymax * 1.1)
+        .map_err(|x| e(&x))?;
+    ch.configure_mesh().x_desc("G (members)").y_desc(ylabel).draw().map_err(|x| e(&x))?;
+    for (i, (label, pts)) in curves.iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba();
+        ch.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|x| e(&x))?;
+    }
+    for (i, (label, pts)) in dashed.iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba().mix(0.5);
+        ch.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, c.stroke_width(1)))
+            .map_err(|x| e(&x))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
+
+/// One scheme x algorithm over the group sizes, at one message size.
+struct Series {
+    scheme: Scheme,
+    alg: String,
+    points: Vec<(u16, McastResult, f64)>,
+}
+
+fn sweep(p: &Profile, bytes: u32, groups: &[u16], pb: &ProgressBar) -> (Vec<Series>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut failed = Vec::new();
+    for scheme in Scheme::ALL {
+        for (k, _) in algorithms(p, 16, bytes).iter().enumerate() {
+            let mut s = Series { scheme, alg: String::new(), points: Vec::new() };
+            for &g in groups {
+                let alg = algorithms(p, g, bytes)[k];
+                s.alg = if k == 4 { "k-binomial".into() } else { alg.to_string() };
+                let r = point(p, scheme, alg, g, bytes);
+                pb.inc(1);
+                if !r.ok {
+                    failed
+                        .push(format!("{scheme} {alg} G={g} {bytes} B: {}", r.problems.join("; ")));
+                }
+                s.points.push((g, r, model_us(p, scheme, alg, g, bytes)));
+            }
+            out.push(s);
+        }
+    }
+    (out, failed)
+}
+
+fn latency_table(md: &mut String, series: &[Series], groups: &[u16], with_model: bool) {
+    let _ = write!(md, "| scheme | algorithm |");
+    for g in groups {
+        let _ = write!(md, " G={g} |");
+    }
+    let _ = writeln!(md);
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(groups.len()));
+    for s in series {
+        let _ = write!(md, "| {} | {} |", s.scheme, s.alg);
+        for (_, r, model) in &s.points {
+            let sim = us(median(&r.latency_ns));
+            if with_model {
+                let _ =
+                    write!(md, " {sim:.1} / {model:.1} ({:+.1}%) |", (sim / model - 1.0) * 100.0);
+            } else {
+                let _ = write!(md, " {sim:.1} |");
+            }
+        }
+        let _ = writeln!(md);
+    }
+}
+
+fn curves(series: &[Series], scheme: Scheme, f: impl Fn(&McastResult, f64) -> f64) -> Vec<Curve> {
+    series
+        .iter()
+        .filter(|s| s.scheme == scheme)
+        .map(|s| (s.alg.clone(), s.points.iter().map(|(g, r, m)| (*g as f64, f(r, *m))).collect()))
+        .collect()
+}
+
+/// `cargo xtask report multicast`.
+pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<ExitCode> {
+    let name = profile.unwrap_or_else(|| "lanai9-gm".to_string());
+    let p = Profile::load(&name).map_err(|e| e.to_string())?;
+    let modern = Profile::load("modern").map_err(|e| e.to_string())?;
+    let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/multicast"));
+    std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+    let groups: Vec<u16> = (4..=16).step_by(2).collect();
+    let large = [64u16, 256];
+    let per = (Scheme::ALL.len() * 5) as u64;
+    let pb = bar(per * (2 * groups.len() + large.len()) as u64 + 8 * 4, "multicast report");
+    let (small, mut failed) = sweep(&p, 2, &groups, &pb);
+    let (big, f2) = sweep(&p, 65536, &groups, &pb);
+    let (wide, f3) = sweep(&p, 2, &large, &pb);
+    failed.extend(f2);
+    failed.extend(f3);
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# Multicast: host-based, NIC-based and NIC-assisted: report\n");
+    let _ = writeln!(
+        md,
+        "Profile `{name}`, deterministic simulator, {COUNT} multicasts per point (the first a \
+         warm-up; medians of the rest). Completion latency runs from the root's call to the last \
+         member's Received event. Generated by `cargo xtask report multicast`; \
+         `cargo xtask model multicast --profile {name}` prints the model comparison alone. \
+         Design and the meaning of each profile figure: docs/multicast.md.\n"
+    );
+    if !failed.is_empty() {
+        let _ = writeln!(md, "**Deliveries that failed:**\n");
+        for f in &failed {
+            let _ = writeln!(md, "- {f}");
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(md, "## 2 B messages, G = 4..16 on one 16-port switch\n");
+    let _ = writeln!(md, "Simulated / model latency in us (difference):\n");
+    latency_table(&mut md, &small, &groups, true);
+    let worst = small
+        .iter()
+        .flat_map(|s| s.points.iter().map(|(_, r, m)| (us(median(&r.latency_ns)) / m - 1.0).abs()))
+        .fold(0.0f64, f64::max);
+    let _ = writeln!(md, "\nLargest difference from the model: {:.1}%.\n", worst * 100.0);
+    for scheme in Scheme::ALL {
+        let file = format!("latency-2B-{scheme}.svg");
+        plot(
+            &dir.join(&file),
+            &format!("{scheme}: completion latency, 2 B (dashed: model)"),
+            "us",
+            &curves(&small, scheme, |r, _| us(median(&r.latency_ns))),
+            &curves(&small, scheme, |_, m| m),
+        )?;
+        let _ = writeln!(md, "![{scheme}, 2 B]({file})\n");
+    }
+    let _ = writeln!(md, "## Root CPU utilisation (2 B)\n");
+    let _ = writeln!(md, "Root host CPU busy time / completion time, median:\n");
+    let util = |r: &McastResult| {
+        let l = median(&r.latency_ns).max(1) as f64;
+        median(&r.root_cpu_ns) as f64 / l
+    };
+    let _ = writeln!(
+        md,
+        "| scheme | algorithm |{}",
+        groups.iter().map(|g| format!(" G={g} |")).collect::<String>()
+    );
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(groups.len()));
+    for s in &small {
+        let _ = write!(md, "| {} | {} |", s.scheme, s.alg);
+        for (_, r, _) in &s.points {
+            let _ = write!(md, " {:.2} |", util(r));
+        }
+        let _ = writeln!(md);
+    }
+    let mut util_curves = Vec::new();
+    for scheme in Scheme::ALL {
+        if let Some(s) = small.iter().find(|s| s.scheme == scheme && s.alg == "binomial") {
+            util_curves.push((
+                format!("{scheme} binomial"),
+                s.points.iter().map(|(g, r, _)| (*g as f64, util(r))).collect(),
+            ));
+        }
+    }
+    plot(
+        &dir.join("root-cpu.svg"),
+        "root CPU utilisation, 2 B, binomial",
+        "busy / completion",
+        &util_curves,
+        &[],
+    )?;
+    let _ = writeln!(md, "\n![root CPU](root-cpu.svg)\n");
+    let _ = writeln!(md, "## Tree creation time at the root (2 B)\n");
+    let mut tree_curves = Vec::new();
+    for scheme in Scheme::ALL {
+        if let Some(s) = small.iter().find(|s| s.scheme == scheme && s.alg == "binomial") {
+            tree_curves.push((
+                format!("{scheme} binomial"),
+                s.points.iter().map(|(g, r, _)| (*g as f64, us(r.tree_ns))).collect(),
+            ));
+        }
+    }
+    plot(
+        &dir.join("tree-time.svg"),
+        "tree creation time at the root, binomial",
+        "us",
+        &tree_curves,
+        &[],
+    )?;
+    let _ = writeln!(
+        md,
+        "Host and assisted schemes compute the tree on the host (priced per child), the NIC-based \
+         scheme on the NIC (priced per step and per child), the cached scheme reads it (no cost \
+         per message).\n\n![tree time](tree-time.svg)\n"
+    );
+    let _ = writeln!(md, "## 64 KiB messages, G = 4..16\n");
+    latency_table(&mut md, &big, &groups, false);
+    for scheme in Scheme::ALL {
+        let file = format!("latency-64KiB-{scheme}.svg");
+        plot(
+            &dir.join(&file),
+            &format!("{scheme}: completion latency, 64 KiB"),
+            "us",
+            &curves(&big, scheme, |r, _| us(median(&r.latency_ns))),
+            &[],
+        )?;
+        let _ = writeln!(md, "\n![{scheme}, 64 KiB]({file})");
+    }
+    let assisted_vs_host = |alg: &str| -> Option<f64> {
+        let a = big.iter().find(|s| s.scheme == Scheme::Assisted && s.alg == alg)?;
+        let h = big.iter().find(|s| s.scheme == Scheme::Host && s.alg == alg)?;
+        let (ra, rh) = (&a.points.last()?.1, &h.points.last()?.1);
+        Some(median(&ra.latency_ns) as f64 / median(&rh.latency_ns) as f64)
+    };
+    let _ = writeln!(md, "\nNIC-assisted over host-based at G = 16, 64 KiB:");
+    for alg in ["binomial", "binary", "serial"] {
+        if let Some(x) = assisted_vs_host(alg) {
+            let _ = writeln!(md, "- {alg}: {x:.2}x");
+        }
+    }
+    let _ = writeln!(md, "\n## Large groups: G = 64 and 256 on one large switch (2 B)\n");
+    latency_table(&mut md, &wide, &large, true);
+    let _ =
+        writeln!(md, "\n## Cached trees with pipelined forwarding (profile `modern`, G = 16)\n");
+    let _ = writeln!(md, "| bytes | best host-based | nic-cached binomial | nic-cached k-binomial | nic-cached serial | speed-up | auto picks |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for bytes in [2u32, 512, 16384, 65536] {
+        let mut lat = |s, a| {
+            let r = point(&modern, s, a, 16, bytes);
+            pb.inc(1);
+            if !r.ok {
+                failed.push(format!("modern {s} {a} {bytes} B: {}", r.problems.join("; ")));
+            }
+            us(median(&r.latency_ns))
+        };
+        let mut host = (f64::INFINITY, Algorithm::Binomial);
+        for a in Algorithm::FIXED {
+            let t = lat(Scheme::Host, a);
+            if t < host.0 {
+                host = (t, a);
+            }
+        }
+        let kb = Algorithm::KBinomial { k: nic_emu::mcast_model::k_for(&modern, 16, bytes as u64) };
+        let (b, k, s) = (
+            lat(Scheme::NicCached, Algorithm::Binomial),
+            lat(Scheme::NicCached, kb),
+            lat(Scheme::NicCached, Algorithm::Serial),
+        );
+        let auto = nic_emu::mcast_model::pick(&modern, Scheme::NicCached, 16, bytes as u64);
+        let _ = writeln!(
+            md,
+            "| {bytes} | {:.1} ({}) | {b:.1} | {k:.1} ({kb}) | {s:.1} | {:.2}x | {auto} |",
+            host.0,
+            host.1,
+            host.0 / b.min(k).min(s)
+        );
+    }
+    pb.finish_and_clear();
+    let path = dir.join("report.md");
+    std::fs::write(&path, md).map_err(|err| format!("{}: {err}", path.display()))?;
+    println!("multicast report written to {}", path.display());
+    if !failed.is_empty() {
+        eprintln!("deliveries failed in {} points (listed in the report)", failed.len());
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
