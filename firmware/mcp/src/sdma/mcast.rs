@@ -261,8 +261,10 @@ impl Sdma {
         t.tag = subtree as u64;
         let s = self.find_or_make_tx(node, rec.port, rec.port, rec.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
-        if (i as usize) < RELAY_CHILDREN {
-            cx.mcasts[r].kids[i as usize] = k;
+        // Relays track each child; a send from host memory only its last.
+        let slot = if rec.source == McastSource::RxBufs { i as usize } else { 0 };
+        if slot < RELAY_CHILDREN {
+            cx.mcasts[r].kids[slot] = k;
         }
         cx.mcasts[r].started += 1;
         if self.txs[s].suspended {
@@ -271,6 +273,20 @@ impl Sdma {
             self.append_token(cx, s, k);
         }
         true
+    }
+
+    /// Has record `r`'s last started child (from host memory) sent all
+    /// its packets (or ended)?
+    fn last_child_sent(&self, cx: &Shared, r: u16) -> bool {
+        let rec = &cx.mcasts[r];
+        if rec.started == 0 {
+            return true;
+        }
+        let t = rec.kids[0];
+        !cx.tokens.is_live(t)
+            || cx.tokens[t].kind != TokKind::McastFwd
+            || cx.tokens[t].cookie != r as u32
+            || cx.tokens[t].next_pkt >= cx.tokens[t].npkts
     }
 
     /// RECV took the first packet of a message this NIC relays out of its
@@ -323,11 +339,15 @@ impl Sdma {
             cx.mcasts.live_indices().collect();
         for r in live {
             let rec = cx.mcasts[r];
-            if rec.source == McastSource::Host && rec.list != ChildList::Awaiting {
-                let mut i = rec.started;
-                while i < rec.nchildren && self.start_child(cx, hw, r, i) {
-                    i += 1;
-                }
+            // From host memory, children go one after another, deepest
+            // subtree first: the next starts once the last has sent every
+            // packet (relays' packets, from receive buffers, interleave).
+            if rec.source == McastSource::Host
+                && rec.list != ChildList::Awaiting
+                && rec.started < rec.nchildren
+                && self.last_child_sent(cx, r)
+            {
+                self.start_child(cx, hw, r, rec.started);
             }
             mcast::release_acked(cx, hw, r);
             let rec = cx.mcasts[r];
