@@ -15,15 +15,7 @@ fn main() {
         for alg in Algorithm::FIXED {
             let mut line = format!("{:10} {:9}", scheme.name(), alg.name());
             for g in (4..=16).step_by(2) {
-                let r = measure(&McastRun {
-                    profile: profile.clone(),
-                    scheme,
-                    algorithm: alg,
-                    group_size: g,
-                    bytes,
-                    count: 4,
-                    trace: false,
-                });
+                let r = measure(&McastRun::new(&profile, scheme, alg, g, bytes, 4));
                 let sim = median(&r.latency_ns) as f64 / 1000.0;
                 let model = nic_abi::multicast::model::model_latency_us(&m, scheme, alg, g, bytes);
                 let flag = if r.ok { "" } else { "!" };

@@ -11,15 +11,7 @@ fn main() {
     let g = 16;
     for bytes in [2u32, 512, 16384, 65536] {
         let run = |scheme, algorithm| {
-            let r = measure(&McastRun {
-                profile: profile.clone(),
-                scheme,
-                algorithm,
-                group_size: g,
-                bytes,
-                count: 4,
-                trace: false,
-            });
+            let r = measure(&McastRun::new(&profile, scheme, algorithm, g, bytes, 4));
             assert!(r.ok, "{scheme} {algorithm} {bytes}: {:?}", r.problems);
             median(&r.latency_ns) as f64 / 1000.0
         };

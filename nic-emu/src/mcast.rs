@@ -22,6 +22,7 @@ use nic_abi::map;
 use nic_abi::regs::{self, reg};
 use nic_abi::stats::Stat;
 use nic_abi::trace::{TraceRecord, TRACE_RECORD_SIZE};
+use nic_device::faults::Faults;
 use nic_device::profile::{Clock, Profile};
 use nic_fabric::topology::Topology;
 use nic_sim::sim::{ClusterConfig, RunLimit, SimCluster};
@@ -47,6 +48,34 @@ pub struct McastRun {
     pub count: u32,
     /// Record the four machines' transitions (`McastResult::traces`).
     pub trace: bool,
+    /// Fault injection on every link, and its seed.
+    pub faults: Faults,
+    pub seed: u64,
+}
+
+impl McastRun {
+    /// `count` multicasts of `bytes` to G members with `scheme` and
+    /// `algorithm` on `profile`, no faults, no trace.
+    pub fn new(
+        profile: &Profile,
+        scheme: Scheme,
+        algorithm: Algorithm,
+        group_size: u16,
+        bytes: u32,
+        count: u32,
+    ) -> McastRun {
+        McastRun {
+            profile: profile.clone(),
+            scheme,
+            algorithm,
+            group_size,
+            bytes,
+            count,
+            trace: false,
+            faults: Faults::NONE,
+            seed: 0,
+        }
+    }
 }
 
 /// What one measurement found (times in ns; one entry per multicast
@@ -73,6 +102,9 @@ pub struct McastResult {
     /// multicast (rank order), and the RTC tick it was posted at.
     pub traces: Vec<Vec<TraceRecord>>,
     pub last_post_tick: u64,
+    /// Host relay steps each member's program took (rank order): the
+    /// host's share of the work (host and assisted schemes).
+    pub host_steps: Vec<u32>,
 }
 
 /// What the members share: the root's post times, each member's arrival
@@ -80,9 +112,14 @@ pub struct McastResult {
 #[derive(Default)]
 struct Book {
     posted: Vec<(u64, u64)>,
+    /// When the root's program woke to post the last multicast (the trace
+    /// window opens there: a NIC may take a descriptor before the host
+    /// clock's time of the post, which runs ahead within a wake).
+    last_wake: u64,
     done: Vec<(u64, u64)>,
     arrived: Vec<Vec<u64>>,
     problems: Vec<String>,
+    host_steps: Vec<u32>,
 }
 
 fn payload(mseq: u32, len: u32) -> Vec<u8> {
@@ -134,7 +171,8 @@ impl Member {
         Ok(())
     }
 
-    fn post_next(&mut self, be: &SimBackend) {
+    fn post_next(&mut self, be: &SimBackend, began: u64) {
+        self.book.borrow_mut().last_wake = began;
         let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
         let mseq = self.next;
         let _ = port.write(src, 0, &payload(mseq, self.run.bytes));
@@ -227,7 +265,10 @@ impl Member {
                 // The host works out its children (its CPU time passes),
                 // then posts them (`relays`, at the next wake).
                 match port.relay_prepare(&ev, &self.group) {
-                    Ok(Some(plan)) => self.relays.push((be.now_ns(), plan, i)),
+                    Ok(Some(plan)) => {
+                        self.book.borrow_mut().host_steps[self.rank] += 1;
+                        self.relays.push((be.now_ns(), plan, i));
+                    }
                     Ok(None) => {
                         let _ = port.provide_receive_buffer(
                             &self.bufs[i],
@@ -295,7 +336,7 @@ impl HostApp for Member {
         }
         self.post_relays(cx, began);
         if self.rank == 0 && self.waiting == 0 && self.next < self.run.count {
-            self.post_next(&be);
+            self.post_next(&be, began);
         }
         if let Some(p) = self.port.as_mut() {
             p.report_consumed();
@@ -325,7 +366,9 @@ pub fn measure(run: &McastRun) -> McastResult {
         profile.switch.ports = 32;
         Topology::Clos
     };
-    let cfg = ClusterConfig::new(profile.clone(), g as usize, topology);
+    let mut cfg = ClusterConfig::new(profile.clone(), g as usize, topology);
+    cfg.faults = run.faults;
+    cfg.seed = run.seed;
     let mut c = match SimCluster::new(cfg) {
         Ok(c) => c,
         Err(e) => return McastResult { problems: vec![e.to_string()], ..McastResult::default() },
@@ -333,8 +376,11 @@ pub fn measure(run: &McastRun) -> McastResult {
     let shared = Rc::new(run.clone());
     let group = Group::new(GROUP_ID, PORT, (0..g).collect()).expect("a valid group");
     let class = nic_abi::size_class_for(run.bytes as u64);
-    let book =
-        Rc::new(RefCell::new(Book { arrived: vec![Vec::new(); g as usize], ..Book::default() }));
+    let book = Rc::new(RefCell::new(Book {
+        arrived: vec![Vec::new(); g as usize],
+        host_steps: vec![0; g as usize],
+        ..Book::default()
+    }));
     for rank in 0..g as usize {
         c.spawn(
             rank,
@@ -358,7 +404,11 @@ pub fn measure(run: &McastRun) -> McastResult {
     }
     c.run(RunLimit::Unlimited);
     let b = book.borrow();
-    let mut r = McastResult { problems: b.problems.clone(), ..McastResult::default() };
+    let mut r = McastResult {
+        problems: b.problems.clone(),
+        host_steps: b.host_steps.clone(),
+        ..McastResult::default()
+    };
     for m in 1..b.posted.len().min(b.done.len()) {
         let (t0, busy0) = b.posted[m];
         let last = (1..g as usize).filter_map(|k| b.arrived[k].get(m).copied()).max();
@@ -385,7 +435,7 @@ pub fn measure(run: &McastRun) -> McastResult {
     r.ok = r.problems.is_empty();
     if run.trace {
         let rtc = Clock::new(profile.nic.rtc_hz);
-        let from = b.posted.last().map_or(0, |&(t, _)| rtc.ticks_at(t));
+        let from = rtc.ticks_at(b.last_wake).saturating_sub(1);
         r.last_post_tick = from;
         r.traces = (0..g as usize).map(|n| read_trace(&c.backend(n), from)).collect();
     }

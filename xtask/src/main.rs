@@ -123,6 +123,15 @@ enum Cmd {
         /// vs without flows, side by side (default profile lanai4-gm).
         #[arg(long)]
         rate: bool,
+        /// Only what multicast costs unicast: ping-pong latency and
+        /// stream bandwidth with the MCP's multicast paths compiled in (as
+        /// shipped, unused) and compiled out, side by side, on the sim and
+        /// on a live cluster (builds the programs a second time).
+        #[arg(long, conflicts_with_all = ["rate", "realtime"])]
+        multicast_cost: bool,
+        /// --multicast-cost: live runs of each build (interleaved).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Run the whole test suite: `cargo test --workspace --release` (or
     /// nextest when installed), then every scenario under scenarios/ with
@@ -319,6 +328,9 @@ fn main() -> ExitCode {
             sim::run(&root, &file, &sim::SimArgs { json, seed, quiet, backend, timeout, pacing })
         }
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
+        Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
+            mcast::bench_cost(&root, rt_count, runs.max(1))
+        }
         Cmd::Bench { rt_count, realtime: true, .. } => {
             bench_rt::run(&root, rt_count).map(|_| ExitCode::SUCCESS)
         }

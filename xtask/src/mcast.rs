@@ -37,15 +37,7 @@ fn model_us(p: &Profile, s: Scheme, a: Algorithm, g: u16, bytes: u32) -> f64 {
 
 /// One measured point.
 fn point(p: &Profile, scheme: Scheme, algorithm: Algorithm, g: u16, bytes: u32) -> McastResult {
-    measure(&McastRun {
-        profile: p.clone(),
-        scheme,
-        algorithm,
-        group_size: g,
-        bytes,
-        count: COUNT,
-        trace: false,
-    })
+    measure(&McastRun::new(p, scheme, algorithm, g, bytes, COUNT))
 }
 
 fn us(ns: u64) -> f64 {
@@ -439,5 +431,122 @@ pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<Ex
         eprintln!("deliveries failed in {} points (listed in the report)", failed.len());
         return Ok(ExitCode::from(2));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The programs `bench --multicast-cost` runs, built in `dir` (a cargo
+/// target directory), with `rustflags` added: `<dir>/release`.
+fn build_cost_programs(root: &Path, dir: &Path, rustflags: &str) -> crate::Result<PathBuf> {
+    let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+    if !rustflags.is_empty() {
+        flags = format!("{flags} {rustflags}").trim().to_string();
+    }
+    let st = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", dir)
+        .env("RUSTFLAGS", flags)
+        .args(["build", "--quiet", "--release", "-p", "nic-emu", "--example", "mcast_cost"])
+        .args(["--bin", "nic-cluster", "-p", "host-programs", "--bins"])
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !st.success() {
+        return Err(format!("building the unicast bench in {} failed", dir.display()));
+    }
+    Ok(dir.join("release"))
+}
+
+/// The figures of one build: its sim JSON, and live ping-pong (8 B,
+/// one-way us) and stream (64 KiB, MB/s) medians.
+struct Cost {
+    sim: serde_json::Value,
+    live_us: Vec<f64>,
+    live_mb_s: Vec<f64>,
+}
+
+/// `cargo xtask bench --multicast-cost`: unicast with the MCP's multicast
+/// paths compiled in (as shipped: present but unused) and compiled out
+/// (`--cfg mcast_off`), side by side, on the sim and on a live cluster.
+pub fn bench_cost(root: &Path, count: u64, runs: usize) -> crate::Result<ExitCode> {
+    let target = crate::fw::target_dir(root);
+    println!("building the unicast bench twice: with multicast (as shipped) and without it");
+    let with = build_cost_programs(root, &target, "")?;
+    let without = build_cost_programs(root, &target.join("mcast-off"), "--cfg mcast_off")?;
+    let mut costs = Vec::new();
+    for bins in [&with, &without] {
+        let o = std::process::Command::new(bins.join("examples").join("mcast_cost"))
+            .output()
+            .map_err(|e| format!("mcast_cost: {e}"))?;
+        let sim = crate::rt::json_line(&o)?;
+        costs.push(Cost { sim, live_us: Vec::new(), live_mb_s: Vec::new() });
+    }
+    // Live: the two builds' device processes and programs, interleaved run
+    // by run so that this machine's slow spells hit both alike.
+    let pb = bar((2 * runs) as u64, "live runs");
+    for _ in 0..runs {
+        for (k, bins) in [&with, &without].into_iter().enumerate() {
+            std::env::set_var(nic_emu::realtime::process::BINARY_ENV, bins.join("nic-cluster"));
+            let name = format!("mcost-{}-{k}", std::process::id());
+            let c = crate::rt::start(nic_emu::realtime::RtConfig::new(
+                &name,
+                host_driver::ClusterBackend::Live,
+                2,
+            ))?;
+            let lat = crate::rt::pingpong(bins, c.path(), 1, 8, count, &[]);
+            let bw = crate::rt::stream(bins, c.path(), 2, 2, 65536, count / 2, &[]);
+            c.stop().map_err(|e| e.to_string())?;
+            costs[k].live_us.push(lat?.median_us);
+            costs[k].live_mb_s.push(bw?);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    std::env::remove_var(nic_emu::realtime::process::BINARY_ENV);
+    let med = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let (a, b) = (&costs[0], &costs[1]);
+    let flag = |c: &Cost| c.sim["multicast"].as_bool().unwrap_or(false);
+    if !flag(a) || flag(b) {
+        return Err("the two builds do not differ in their multicast paths".into());
+    }
+    println!("\nunicast with the multicast paths compiled in (shipped) vs compiled out:");
+    println!("{:<44} {:>14} {:>14} {:>8}", "", "with", "without", "diff");
+    let row = |what: &str, x: f64, y: f64| {
+        println!("{what:<44} {x:>14.3} {y:>14.3} {:>+7.2}%", (x / y - 1.0) * 100.0);
+    };
+    for p in ["lanai9-gm", "modern"] {
+        for (key, what) in [
+            ("oneway_ns_8", "one-way 8 B (ns)"),
+            ("oneway_ns_4096", "one-way 4 KiB (ns)"),
+            ("stream_mb_s_65536", "stream 64 KiB (MB/s)"),
+        ] {
+            let f = |c: &Cost| c.sim[p][key].as_f64().unwrap_or(f64::NAN);
+            row(&format!("sim {p} {what}"), f(a), f(b));
+        }
+    }
+    row(
+        &format!("live ping-pong one-way 8 B (us, median of {runs})"),
+        med(&a.live_us),
+        med(&b.live_us),
+    );
+    row(
+        &format!("live stream 64 KiB (MB/s, median of {runs})"),
+        med(&a.live_mb_s),
+        med(&b.live_mb_s),
+    );
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0f64, f64::max);
+        (hi / lo - 1.0) * 100.0
+    };
+    println!(
+        "live run-to-run spread (max/min - 1): latency {:.1}% / {:.1}%, bandwidth {:.1}% / {:.1}%",
+        spread(&a.live_us),
+        spread(&b.live_us),
+        spread(&a.live_mb_s),
+        spread(&b.live_mb_s)
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -58,6 +58,12 @@ pub use recv::{Recv, RecvState};
 pub use sdma::{Sdma, SdmaState};
 pub use send::{Send, SendState};
 
+/// Are the multicast paths compiled in? (`--cfg mcast_off` leaves them
+/// out: multicast descriptors are refused as an unknown kind, multicast
+/// packets handled as plain data, and no multicast check is made on the
+/// unicast paths; for measuring what multicast costs unicast.)
+pub const MULTICAST: bool = !cfg!(mcast_off);
+
 /// What one `poll` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Work {

@@ -28,11 +28,18 @@ pub const READY_PREFIX: &str = "nic-cluster: ready";
 
 /// The name of the device-process binary.
 pub const BINARY: &str = "nic-cluster";
+/// Names the device-process binary to run instead of the one found beside
+/// the running executable (`bench --multicast-cost` runs two builds).
+pub const BINARY_ENV: &str = "NIC_CLUSTER_BIN";
 
-/// The `nic-cluster` binary next to the running executable (a cargo
-/// target directory: `target/<profile>/nic-cluster`, also from
-/// `target/<profile>/deps/` or `examples/`), or on PATH.
+/// The `nic-cluster` binary: the one `$NIC_CLUSTER_BIN` names, else the
+/// one next to the running executable (a cargo target directory:
+/// `target/<profile>/nic-cluster`, also from `target/<profile>/deps/` or
+/// `examples/`), or on PATH.
 pub fn find_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(BINARY_ENV).map(PathBuf::from) {
+        return p.is_file().then_some(p);
+    }
     let exe = std::env::current_exe().ok()?;
     let mut dir = exe.parent();
     for _ in 0..2 {

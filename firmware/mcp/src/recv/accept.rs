@@ -319,7 +319,7 @@ impl Recv {
                     }
                     // A multicast: this NIC's record of it (none for the
                     // host scheme: the hosts serve that tree).
-                    let mrec = if h.has(Flags::MCAST) {
+                    let mrec = if crate::MULTICAST && h.has(Flags::MCAST) {
                         match self.mcast_first(cx, sdma, hw, h, w) {
                             Ok(m) => m,
                             Err(code) => {
@@ -333,7 +333,11 @@ impl Recv {
                     };
                     self.rxs[r].mrec = mrec;
                     let sl = &mut cx.slots[s];
-                    sl.mcast = if h.has(Flags::MCAST) { h.remote | MCAST_PRESENT } else { 0 };
+                    sl.mcast = if crate::MULTICAST && h.has(Flags::MCAST) {
+                        h.remote | MCAST_PRESENT
+                    } else {
+                        0
+                    };
                     sl.mrec = mrec;
                     sl.filled = true;
                     sl.msg_len = h.msg_len;
@@ -482,6 +486,7 @@ impl Recv {
                     relayed: false,
                 });
             }
+            PacketType::Report if !crate::MULTICAST => cx.rxfree.give(hw, buf),
             PacketType::Report => {
                 let tag = McastTag::from_header(h.remote, h.cookie);
                 let m = FromRecv::Report {

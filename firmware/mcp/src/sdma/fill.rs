@@ -47,7 +47,7 @@ impl Sdma {
             // Acks and nacks may hold buffers too: look before choosing.
             let Some(b) = cx.txbufs.free_one() else { break Stop::NoRoom };
             let Some(s) = self.pick_stream(cx, w) else { break Stop::NothingDue };
-            let relay = cx.tokens[self.txs[s].cursor].kind == TokKind::McastFwd;
+            let relay = crate::MULTICAST && cx.tokens[self.txs[s].cursor].kind == TokKind::McastFwd;
             self.fill_packet(cx, hw, s, b, w);
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
@@ -138,7 +138,7 @@ impl Sdma {
         };
         // A relayed packet's payload stays in the receive buffer it came in.
         let gather = match tok.kind {
-            TokKind::McastFwd => match crate::mcast::rec_of(cx, t) {
+            TokKind::McastFwd if crate::MULTICAST => match crate::mcast::rec_of(cx, t) {
                 Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
                     Some(cx.mcasts[r].bufs[pkt as usize % RELAY_WINDOW])
                 }

@@ -79,7 +79,7 @@ impl Sdma {
         {
             return Taken::Nothing;
         }
-        if kind_byte == DescKind::Multicast as u8 {
+        if crate::MULTICAST && kind_byte == DescKind::Multicast as u8 {
             return match self.intake_mcast(cx, hw, p, (prod, cons), &b, w) {
                 true => Taken::Multicast,
                 false => Taken::Nothing,
@@ -90,7 +90,12 @@ impl Sdma {
         self.cons[p] = cons.wrapping_add(1);
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
 
-        let result = parsed.and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
+        let result = parsed
+            .and_then(|d| match d.kind {
+                DescKind::Multicast => Err(ErrorCause::BadKind),
+                _ => Ok(d),
+            })
+            .and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
         match result {
             Ok(d) => self.accept_descriptor(cx, p, &d),
             Err(cause) => refuse(cx, p, &b, cause, takes_send),
@@ -296,7 +301,9 @@ pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
 /// NIC's own tokens are freed, a multicast's after its record counted it).
 pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
     if cx.tokens[t].is_internal() {
-        crate::mcast::token_ended(cx, t, status == SendStatus::Ok);
+        if crate::MULTICAST {
+            crate::mcast::token_ended(cx, t, status == SendStatus::Ok);
+        }
         cx.tokens.free(t);
         return;
     }

@@ -189,7 +189,7 @@ impl Sdma {
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         self.intake(cx, hw, w);
         self.timers(cx, hw, w);
-        if !cx.mcasts.is_empty() {
+        if crate::MULTICAST && !cx.mcasts.is_empty() {
             self.mcast_step(cx, hw, w);
         }
         self.fill(cx, hw, w);
@@ -248,8 +248,10 @@ impl Sdma {
         if let Some(t) = self.rate_wait {
             at(t);
         }
-        for r in cx.mcasts.live_indices() {
-            at(cx.mcasts[r].deadline);
+        if crate::MULTICAST {
+            for r in cx.mcasts.live_indices() {
+                at(cx.mcasts[r].deadline);
+            }
         }
     }
 }

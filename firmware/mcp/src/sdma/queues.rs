@@ -182,7 +182,7 @@ impl Sdma {
             && !st.suspended
             && st.win.has_room(cx.cfg.window)
             && st.hold_until <= cx.now
-            && relayed_packet_here(cx, st.cursor)
+            && (!crate::MULTICAST || relayed_packet_here(cx, st.cursor))
     }
 
     /// GM rotation: the first sendable stream, starting at the current

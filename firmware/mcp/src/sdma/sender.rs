@@ -108,7 +108,7 @@ impl Sdma {
         // A relay's child acknowledged part of a relayed message: the
         // receive buffers every child has acknowledged can go back.
         let head = self.txs[s].head;
-        if head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+        if crate::MULTICAST && head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
             let tok = cx.tokens[head];
             let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
             crate::mcast::kid_progress(cx, head, acked);
