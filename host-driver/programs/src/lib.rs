@@ -1,8 +1,9 @@
 //! host-programs: what is built on the host driver to measure it, as any
-//! user's program would be: the `pingpong` and `stream` binaries
+//! user's program would be: the `pingpong`, `stream` and `multicast` binaries
 //! (`src/bin/`), the measuring loops they are thin shells around
 //! ([`bench`]: ping-pong latency, streaming bandwidth; also called by
-//! tests and `cargo xtask bench`), and checkable message contents
+//! tests and `cargo xtask bench`; [`mcast`]: one member of a multicast),
+//! and checkable message contents
 //! ([`pattern`], shared with the scenario runner's simulated programs).
 //!
 //! Owns nothing but its programs' state. May touch the NIC only through
@@ -11,4 +12,5 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod mcast;
 pub mod pattern;

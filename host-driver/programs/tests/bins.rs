@@ -148,3 +148,71 @@ fn binaries_fail_clearly() {
     let o = stream(&["--role", "sideways"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+fn multicast(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_multicast"));
+    c.args(args);
+    c
+}
+
+#[test]
+fn multicast_processes_deliver_every_message_and_the_root_reports_completion() {
+    // Four members, one process each, on a live cluster: every scheme
+    // (host and assisted relay from their hosts, nic and nic-cached on
+    // their NICs), a binomial tree (rank 2 relays to 3) and a chain.
+    let c = cluster("bin-mcast", 4, Regs::default());
+    let path = path_str(&c);
+    for (id, (scheme, alg)) in [
+        ("host", "binomial"),
+        ("assisted", "binomial"),
+        ("nic", "serial"),
+        ("nic-cached", "binomial"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = id.to_string();
+        let common = [
+            "--cluster",
+            &path,
+            "--port",
+            "3",
+            "--group",
+            "0,2,1,3",
+            "--group-id",
+            &id,
+            "--scheme",
+            scheme,
+            "--algorithm",
+            alg,
+            "--size",
+            "5000",
+            "--count",
+            "20",
+            "--timeout",
+            "20",
+        ];
+        let members: Vec<_> = ["1", "2", "3"]
+            .iter()
+            .map(|n| {
+                multicast(&common)
+                    .args(["--node", n])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let root = multicast(&common).args(["--node", "0", "--json"]).output().unwrap();
+        for m in members {
+            let o = m.wait_with_output().unwrap();
+            assert!(o.status.success(), "{scheme} member: {}\nroot: {}", text(&o), text(&root));
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("20 messages, all intact, in order")
+            );
+        }
+        assert!(root.status.success(), "{scheme} root: {}", text(&root));
+        let v: serde_json::Value = serde_json::from_slice(&root.stdout).expect("one JSON object");
+        assert_eq!(v["completion_us"].as_array().map(Vec::len), Some(20), "{scheme}");
+    }
+}
