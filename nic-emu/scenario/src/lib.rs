@@ -21,6 +21,7 @@
 pub mod app;
 pub mod format;
 mod ledger;
+pub mod mcast;
 pub mod pattern;
 pub mod plan;
 mod realtime;
@@ -29,9 +30,12 @@ mod runner;
 
 use std::path::Path;
 
-pub use format::{FlowKind, FlowSpec, RatePlan, Scenario, ScenarioError, StreamKey, Validated};
+pub use format::{
+    AlgorithmChoice, FlowKind, FlowSpec, McastSpec, RatePlan, Scenario, ScenarioError, StreamKey,
+    Validated,
+};
 pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
-pub use report::{FlowReport, Latency, NicReport, Report, SimReport};
+pub use report::{FlowReport, Latency, McastReport, NicReport, Report, SimReport};
 pub use runner::{run, run_with_progress, Progress};
 
 /// Read, parse and validate a scenario file. Errors start with the path.

@@ -9,7 +9,7 @@ use host_driver::{DriverError, Event, SendStatus};
 use super::super::format::StreamKey;
 use super::super::ledger::Verdict;
 use super::super::plan::{Dir, RoleKind};
-use super::tags::{decode_recv_tag, decode_send_tag, recv_tag, RECV_TAG};
+use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
 use super::{NodeApp, NodeHost};
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -34,17 +34,18 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     self.ledger.borrow_mut().ports_ready += 1;
                 }
             }
+            Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, &ev, info),
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
-            Event::Sent { tag, status, .. } => self.on_sent(tag, status == SendStatus::Ok, status),
+            Event::Sent { tag, status, .. } => self.on_send_done(pi, tag, status),
             Event::Error { cause, tag, desc_kind, .. } => {
                 self.problem(format!(
                     "port {}: the NIC refused a {:?} descriptor (tag {tag:#x}): {cause:?}",
                     self.ports[pi].num, desc_kind
                 ));
                 if tag & RECV_TAG == 0 && desc_kind.is_some_and(|k| k.uses_send_token()) {
-                    self.on_sent(tag, false, SendStatus::Dropped);
+                    self.on_send_done(pi, tag, SendStatus::Dropped);
                 }
             }
             other => {
@@ -127,7 +128,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
-    fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
+    pub(super) fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
         let pc = &mut self.ports[pi];
         let q = &pc.pools[pool];
         match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))
@@ -152,6 +153,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
             }
         }
+    }
+
+    /// A send of port `pi` completed (or its descriptor was refused): a
+    /// relay's, a multicast root's, or a unicast role's.
+    fn on_send_done(&mut self, pi: usize, tag: u64, status: SendStatus) {
+        if let Some((pool, idx)) = decode_relay_tag(tag) {
+            return self.on_relay_sent(pi, pool, idx, status);
+        }
+        let (ri, slot, msg) = decode_send_tag(tag);
+        if self.roles.get(ri).is_some_and(|r| r.kind == RoleKind::McastRoot) {
+            return self.on_mcast_root_sent(ri, slot, msg, status);
+        }
+        self.on_sent(tag, status == SendStatus::Ok, status)
     }
 
     fn on_sent(&mut self, tag: u64, ok: bool, status: SendStatus) {
