@@ -1169,6 +1169,131 @@ duplicate = 0.001
         assert_eq!(e.message, "alltoall[0].nodes[1]: node 5 out of range (fabric.nodes = 3)");
     }
 
+    const MC: &str = r#"
+profile = "lanai9-gm"
+[fabric]
+nodes = 8
+[[flows]]
+name = "m"
+src = [0, 2]
+kind = "multicast"
+group = [1, 2, 3]
+scheme = "host"
+algorithm = "binomial"
+bytes = 2
+messages = 20
+"#;
+
+    fn mc_err(from: &str, to: &str) -> String {
+        assert!(MC.contains(from), "{from}");
+        Scenario::parse_validated(&MC.replace(from, to)).unwrap_err().message
+    }
+
+    #[test]
+    fn a_multicast_flow_parses_with_its_group_in_rank_order() {
+        let v = Scenario::parse_validated(MC).unwrap();
+        let f = &v.flows[0];
+        let m = f.mcast.as_ref().unwrap();
+        assert_eq!(m.members, vec![0, 1, 2, 3]);
+        assert_eq!((m.group_id, m.scheme), (0, Scheme::Host));
+        assert_eq!(m.choice, AlgorithmChoice::Given(Algorithm::Binomial));
+        assert_eq!((f.window, f.kind), (1, FlowKind::Multicast));
+        assert!(f.keys().is_empty(), "a multicast is told apart by its group");
+        // group_size: the root and the next nodes by number, wrapping.
+        let v = Scenario::parse_validated(
+            &MC.replace("src = [0, 2]", "src = [6, 2]")
+                .replace("group = [1, 2, 3]", "group_size = 4"),
+        )
+        .unwrap();
+        assert_eq!(v.flows[0].mcast.as_ref().unwrap().members, vec![6, 7, 0, 1]);
+    }
+
+    #[test]
+    fn algorithm_choices_k_binomial_with_and_without_k_and_auto() {
+        let choice = |alg: &str| {
+            let v =
+                Scenario::parse_validated(&MC.replace("algorithm = \"binomial\"", alg)).unwrap();
+            v.flows[0].mcast.as_ref().unwrap().choice
+        };
+        assert_eq!(choice("algorithm = \"k-binomial\""), AlgorithmChoice::KBinomialBestK);
+        assert_eq!(
+            choice("algorithm = \"k-binomial\"\nk = 3"),
+            AlgorithmChoice::Given(Algorithm::KBinomial { k: 3 })
+        );
+        assert_eq!(choice("algorithm = \"auto\""), AlgorithmChoice::Auto);
+        assert_eq!(choice(""), AlgorithmChoice::Auto);
+        assert_eq!(choice("algorithm = \"separate\""), AlgorithmChoice::Given(Algorithm::Separate));
+    }
+
+    #[test]
+    fn multicast_errors_name_the_key_and_the_value() {
+        let cases = [
+            ("src = [0, 2]", "src = [0, 2]\ndst = [1, 2]", "flows[0].dst: [1, 2] does not apply to a multicast flow"),
+            ("group = [1, 2, 3]", "group = [1, 2, 3]\ngroup_size = 4", "flows[0]: give `group` or `group_size`, not both"),
+            ("group = [1, 2, 3]", "", "flows[0]: a multicast flow needs `group`"),
+            ("group = [1, 2, 3]", "group = [1, 0, 3]", "flows[0].group[1]: node 0 is the root (src)"),
+            ("group = [1, 2, 3]", "group = [1, 2, 1]", "flows[0].group[2]: node 1 is listed twice"),
+            ("group = [1, 2, 3]", "group = [1, 9]", "flows[0].group[1]: node 9 out of range (fabric.nodes = 8)"),
+            ("group = [1, 2, 3]", "group = []", "flows[0].group: must list at least one node"),
+            ("group = [1, 2, 3]", "group_size = 1", "flows[0].group_size: 1 out of range (2..=8"),
+            ("group = [1, 2, 3]", "group_size = 9", "flows[0].group_size: 9 out of range (2..=8"),
+            ("scheme = \"host\"", "scheme = \"switch\"", "flows[0].scheme: \"switch\" is not a multicast scheme (host, nic, assisted, nic-cached)"),
+            ("scheme = \"host\"", "", "flows[0]: a multicast flow needs `scheme`"),
+            ("algorithm = \"binomial\"", "algorithm = \"ring\"", "flows[0].algorithm: \"ring\" is not a multicast algorithm"),
+            ("algorithm = \"binomial\"", "algorithm = \"binomial\"\nk = 3", "flows[0].k: applies to algorithm = \"k-binomial\" only (algorithm is \"binomial\")"),
+            ("algorithm = \"binomial\"", "k = 3", "flows[0].k: applies to algorithm = \"k-binomial\" only (algorithm is \"auto\")"),
+            ("algorithm = \"binomial\"", "algorithm = \"k-binomial\"\nk = 1", "flows[0].k: 1 must be at least 2"),
+            ("algorithm = \"binomial\"", "algorithm = \"k-binomial\"\nk = 300", "flows[0].k: 300 out of range (2..=255)"),
+            ("bytes = 2", "bytes = 2\nidt = 5", "flows[0].idt: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nrate_mb_s = 5", "flows[0].rate_mb_s: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nbest_effort = true", "flows[0].best_effort: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nstop_us = 50", "flows[0].stop_us: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\ntrace = true", "flows[0].trace: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nwindow = 0", "flows[0].window: 0 must be at least 1"),
+        ];
+        for (from, to, want) in cases {
+            let e = mc_err(from, to);
+            assert!(e.starts_with(want), "{to}: got `{e}`, want `{want}...`");
+        }
+    }
+
+    #[test]
+    fn multicast_keys_on_a_stream_and_a_stream_without_dst_are_refused() {
+        let e =
+            Scenario::parse_validated(&GOOD.replace("window = 8", "scheme = \"nic\"")).unwrap_err();
+        assert_eq!(e.message, "flows[0].scheme: applies to multicast flows only");
+        let e =
+            Scenario::parse_validated(&GOOD.replace("window = 8", "group_size = 3")).unwrap_err();
+        assert_eq!(e.message, "flows[0].group_size: applies to multicast flows only");
+        let e = Scenario::parse_validated(&GOOD.replace("dst = [1, 2]", "")).unwrap_err();
+        assert_eq!(e.message, "flows[0]: `dst` is missing (the receiver's [node, port])");
+        let e = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+             kind = \"multicast\"\nbytes = 8\nmessages = 5\n",
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("alltoall[0].kind: \"multicast\" does not apply"), "{e}");
+    }
+
+    #[test]
+    fn each_multicast_flow_takes_a_group_table_slot_and_there_are_16() {
+        let flow = |i: usize| {
+            format!(
+                "[[flows]]\nname = \"m{i}\"\nsrc = [{}, 2]\nkind = \"multicast\"\n\
+                 group_size = 3\nscheme = \"nic\"\nalgorithm = \"serial\"\nbytes = 8\n\
+                 messages = 1\n",
+                i % 8
+            )
+        };
+        let head = "profile = \"x\"\n[fabric]\nnodes = 8\n";
+        let sixteen: String = (0..16).map(flow).collect();
+        let v = Scenario::parse_validated(&format!("{head}{sixteen}")).unwrap();
+        let ids: Vec<u16> = v.flows.iter().map(|f| f.mcast.as_ref().unwrap().group_id).collect();
+        assert_eq!(ids, (0..16).collect::<Vec<u16>>());
+        let e = Scenario::parse_validated(&format!("{head}{sixteen}{}", flow(16))).unwrap_err();
+        assert!(e.message.starts_with("flows[16]: more than 16 multicast flows"), "{e}");
+    }
+
     #[test]
     fn sizes_cycle() {
         let v = Scenario::parse_validated(&GOOD.replace("bytes = 65536", "sizes = [4, 5000, 64]"))

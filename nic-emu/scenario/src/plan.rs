@@ -406,6 +406,46 @@ mod tests {
         assert!(pools.iter().all(|q| q.count == 8));
     }
 
+    const MC: &str = "profile = \"x\"\n[fabric]\nnodes = 8\n[[flows]]\nsrc = [0, 2]\n\
+        kind = \"multicast\"\ngroup_size = 8\nscheme = \"host\"\nalgorithm = \"binomial\"\n\
+        sizes = [8, 5000]\nmessages = 3\nwindow = 2\n";
+
+    #[test]
+    fn a_multicast_root_gets_its_role_and_members_their_buffers() {
+        let p = plan_of(MC).unwrap();
+        assert_eq!(p.nodes[0].roles[0].kind, RoleKind::McastRoot);
+        assert_eq!((p.nodes[0].roles[0].slots, p.nodes[0].roles[0].slot_len), (2, 5000));
+        assert_eq!(p.groups.get(&0), Some(&0));
+        assert!(p.streams.is_empty());
+        // Binomial over 8: rank 4 relays (its host sends out of its
+        // receive buffers: twice the window), rank 7 is a leaf.
+        let count =
+            |n: usize| p.nodes[n].ports[0].pools.iter().map(|q| q.count).collect::<Vec<_>>();
+        assert_eq!(count(4), vec![4, 4]);
+        assert_eq!(count(7), vec![2, 2]);
+        assert!(p.nodes[0].ports[0].pools.is_empty(), "the root receives nothing");
+        // The NIC schemes keep relayed packets in NIC memory.
+        let p = plan_of(&MC.replace("\"host\"", "\"nic\"")).unwrap();
+        assert_eq!(p.nodes[4].ports[0].pools[0].count, 2);
+    }
+
+    #[test]
+    fn a_host_scheme_root_with_more_children_than_send_tokens_is_refused() {
+        let text = MC
+            .replace("nodes = 8", "nodes = 40")
+            .replace("group_size = 8", "group_size = 40")
+            .replace("\"binomial\"", "\"separate\"");
+        let e = plan_of(&text).unwrap_err();
+        assert!(
+            e.message.starts_with(
+                "flows[0]: a host multicast over a separate tree of 40 members posts 39 sends at \
+                 once from one host, more than a port's 32 send tokens"
+            ),
+            "{e}"
+        );
+        assert!(plan_of(&text.replace("\"host\"", "\"nic\"")).is_ok());
+    }
+
     #[test]
     fn a_port_too_small_for_its_buffers_is_refused_by_name() {
         let e = plan_of(

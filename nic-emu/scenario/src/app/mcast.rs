@@ -13,8 +13,10 @@
 
 use host_brm::BrmTransport;
 use host_driver::nic_abi::stats::Stat;
+use host_driver::NicBackend;
 use host_driver::{DriverError, Event, Group, Multicast, Nic, Relayed, SendStatus};
 use nic_abi::event::McastInfo;
+use nic_abi::map;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 
 use super::super::ledger::Verdict;
@@ -56,6 +58,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             let alg = m.alg();
             nic.create_group(&group, alg)
                 .map_err(|e| format!("flow {}: creating group {}: {e}", f.spec.name, m.group_id))?;
+            // A backend that may not write the table drops the writes.
+            let valid = map::group_entry(m.group_id as u32) + nic_abi::group::VALID;
+            if nic.backend().sram_load_u32(valid) != nic_abi::group::GROUP_VALID {
+                return Err(format!(
+                    "flow {}: group {} is not in the NIC's group table after creating it",
+                    f.spec.name, m.group_id
+                ));
+            }
             self.mcasts.push(McastCtx { flow: f.spec.index, group, rank, scheme: m.scheme, alg });
         }
         Ok(())
