@@ -131,7 +131,6 @@ pub fn report(f: &FlowLedger, layout: Option<&Layout>, sim: bool) -> Option<Mcas
         tree_ns: if sim { median(&mut tree).map(|p50| P50 { p50 }) } else { None },
         tree_children: median(&mut kids).map(|p50| P50 { p50 }),
         link_concentration: layout.map(|lay| link_concentration(lay, spec)),
-        link_concurrency: None,
     })
 }
 

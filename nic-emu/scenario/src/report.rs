@@ -141,8 +141,6 @@ pub struct McastReport {
     /// Link visits of one multicast over the distinct links it uses (from
     /// the tree and the fabric's source routes).
     pub link_concentration: Option<f64>,
-    /// Most packets of one multicast in flight at once (sim).
-    pub link_concurrency: Option<P50Max>,
 }
 
 /// A median.

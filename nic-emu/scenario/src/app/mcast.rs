@@ -71,8 +71,15 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         Ok(())
     }
 
-    /// How much this NIC's `McastTreeOps` counter grew since last read.
-    fn tree_ops_delta(&mut self) -> u64 {
+    /// The NIC tree work to credit to an event of a multicast of
+    /// `scheme`: how much this NIC's `McastTreeOps` counter grew since the
+    /// last credit. Only the NIC-based scheme makes NICs compute trees, so
+    /// growth waits for the node's next event of such a multicast (a node
+    /// in two NIC-scheme groups at once cannot tell their work apart).
+    fn tree_ops_credit(&mut self, scheme: Scheme) -> u64 {
+        if scheme != Scheme::Nic {
+            return 0;
+        }
         let Some(nic) = self.nic.as_ref() else { return 0 };
         let now = nic.stat(Stat::McastTreeOps);
         let d = now.wrapping_sub(self.tree_ops_seen);
@@ -106,8 +113,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if n > 0 {
             pc.port.write(&buf, 0, &self.scratch[..n])?;
         }
-        // Tree work counted before this post belongs to earlier events.
-        let _ = self.tree_ops_delta();
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
         let pc = &mut self.ports[self.roles[ri].port];
@@ -181,7 +186,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if slot < r.slots.len() && !r.free.contains(&slot) {
             r.free.push(slot);
         }
-        let nic_ops = self.tree_ops_delta();
+        let scheme = self.mcasts.iter().find(|c| c.flow == flow).map_or(Scheme::Host, |c| c.scheme);
+        let nic_ops = self.tree_ops_credit(scheme);
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
         let mut l = self.ledger.borrow_mut();
@@ -233,10 +239,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             ));
         }
         let c = &self.mcasts[ci];
-        let (rank, relays) = (c.rank, matches!(c.scheme, Scheme::Host | Scheme::Assisted));
-        let host_children =
-            if relays { children_computed(c.alg, c.group.size(), rank) as u64 } else { 0 };
-        let nic_ops = self.tree_ops_delta();
+        let (rank, scheme) = (c.rank, c.scheme);
+        let host_children = match scheme {
+            Scheme::Host | Scheme::Assisted => {
+                children_computed(c.alg, c.group.size(), rank) as u64
+            }
+            _ => 0,
+        };
+        let nic_ops = self.tree_ops_credit(scheme);
         let now = self.host.now_ns();
         let verdict = {
             let mut l = self.ledger.borrow_mut();

@@ -100,7 +100,8 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     lent: BTreeMap<(usize, usize, usize), (u32, usize)>,
     /// Relays the driver could not post yet (no send token, ring full).
     pending_relays: VecDeque<PendingRelay>,
-    /// This NIC's `McastTreeOps` counter when last read.
+    /// This NIC's `McastTreeOps` counter when last credited to a
+    /// multicast.
     tree_ops_seen: u64,
 }
 
