@@ -409,6 +409,54 @@ mod tests {
         assert_eq!(f.send_errors, 1);
     }
 
+    fn mcast_ledger() -> FlowLedger {
+        let v = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 4\n[[flows]]\nsrc = [0, 1]\n\
+             kind = \"multicast\"\ngroup = [1, 2]\nscheme = \"nic\"\nalgorithm = \"serial\"\n\
+             bytes = 16\nmessages = 3\n",
+        )
+        .unwrap();
+        FlowLedger::new(v.flows[0].clone())
+    }
+
+    #[test]
+    fn a_multicast_is_delivered_when_every_member_has_it_and_each_member_is_checked() {
+        let mut f = mcast_ledger();
+        let m = |i: u64| msg(&f, Dir::Forward, i);
+        let (m0, m1, m2) = (m(0), m(1), m(2));
+        f.mcast_posted(0, 100, Some(10), 0);
+        assert_eq!(f.mcast_receive(1, &m0, 300), Verdict::Good(0));
+        assert_eq!(f.delivered, 0, "one member of two");
+        assert_eq!(f.mcast_receive(2, &m0, 450), Verdict::Good(0));
+        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 16, vec![350]));
+        f.mcast_done(0, true, 500, Some(60));
+        let l = f.mcast.as_ref().unwrap();
+        assert_eq!((l.deliveries, l.completed, l.root_cpu_ns.clone()), (2, 1, vec![50]));
+        assert!(l.inflight.is_empty());
+        // Each member has its own order: a duplicate and a skip are told
+        // apart per member, and a wrong flow's message is corrupted.
+        f.mcast_posted(1, 600, None, 0);
+        f.mcast_posted(2, 700, None, 0);
+        assert_eq!(f.mcast_receive(1, &m0, 800), Verdict::Duplicate(0));
+        assert_eq!(f.mcast_receive(1, &m2, 810), Verdict::Ahead(2));
+        assert_eq!(f.mcast_receive(2, &m1, 820), Verdict::Good(1));
+        let other = pattern::make(16, pattern::forward_stream(5), 2);
+        assert_eq!(f.mcast_receive(2, &other, 830), Verdict::Corrupted(2));
+        assert_eq!((f.duplicates, f.out_of_order, f.corrupted), (1, 1, 1));
+        assert!(!f.finished());
+    }
+
+    #[test]
+    fn a_multicast_the_root_could_not_complete_is_skipped_by_its_members() {
+        let mut f = mcast_ledger();
+        let m1 = msg(&f, Dir::Forward, 1);
+        f.mcast_posted(0, 0, None, 0);
+        f.mcast_done(0, false, 10, None);
+        assert_eq!(f.send_errors, 1);
+        f.mcast_posted(1, 20, None, 0);
+        assert_eq!(f.mcast_receive(1, &m1, 30), Verdict::Good(1));
+    }
+
     #[test]
     fn pingpong_counts_round_trips_and_halves_them() {
         let mut f = ledger("pingpong");
