@@ -4,7 +4,8 @@
 //! (`plan`), run on the deterministic simulator by one host program per
 //! node (`app`, an ordinary host-driver program, which checks every
 //! message into the `ledger`), and summed up as a report (`report`: JSON
-//! and a human summary). Message contents are a
+//! and a human summary; `mcast`: multicast flows' trees, link figures and
+//! report). Message contents are a
 //! pattern of (stream, message, byte) (`pattern`) so every byte and every
 //! message's place in its stream is checked at the receiver.
 //!
