@@ -50,6 +50,7 @@ fn assert_every_member_got_everything(v: &Validated, r: &Report, backend: &str) 
         // Priced at the profile's costs, or the sim's busy clock: sim only.
         assert_eq!(m.root_cpu_ns.is_some(), backend == "sim", "{}", f.name);
         assert_eq!(m.tree_ns.is_some(), backend == "sim", "{}", f.name);
+        assert_eq!(m.link_concurrency.is_some(), backend == "sim", "{}", f.name);
         schemes.push(m.scheme.clone());
     }
     schemes.sort();

@@ -111,6 +111,9 @@ pub struct McastLedger {
     /// computed by hosts and NICs.
     pub tree_ns: Vec<u64>,
     pub tree_children: Vec<u64>,
+    /// Sim, per multicast: the most of its data packets in the fabric at
+    /// once (filled in after the run).
+    pub in_flight_most: Vec<u64>,
 }
 
 impl FlowLedger {

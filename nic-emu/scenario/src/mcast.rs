@@ -6,16 +6,17 @@
 //! `multicast` object in the report. Shared by the sim and the real-time
 //! runners; pure apart from reading the profile.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nic_abi::multicast::{children, relays_on_deepest_path, Algorithm};
 use nic_device::mcast::{k_for, pick};
 use nic_device::Profile;
+use nic_fabric::fabric::McastSpan;
 use nic_fabric::topology::{Layout, Topology};
 use nic_fabric::LinkEnd;
 
 use super::format::{AlgorithmChoice, FlowSpec, McastSpec, ScenarioError, TreePrices, Validated};
-use super::ledger::FlowLedger;
+use super::ledger::{FlowLedger, Ledger};
 use super::report::{McastReport, P50Max, P50};
 
 /// The scenario with every multicast flow's tree chosen for `profile`
@@ -90,6 +91,30 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// The most packets of each multicast that were in the fabric at once,
+/// from the sim's spans (a packet leaving as another enters at the same
+/// instant does not overlap it), into each multicast flow's ledger.
+pub fn count_in_flight(l: &mut Ledger, spans: &[McastSpan]) {
+    let mut edges: BTreeMap<(u16, u32), Vec<(u64, i32)>> = BTreeMap::new();
+    for s in spans {
+        let e = edges.entry((s.group, s.mseq)).or_default();
+        e.push((s.start_ns, 1));
+        e.push((s.end_ns, -1));
+    }
+    for ((group, _), mut e) in edges {
+        e.sort_unstable();
+        let (mut now, mut most) = (0i32, 0i32);
+        for (_, d) in e {
+            now += d;
+            most = most.max(now);
+        }
+        let Some(&flow) = l.groups.get(&group) else { continue };
+        if let Some(m) = l.flows[flow].mcast.as_mut() {
+            m.in_flight_most.push(most.max(0) as u64);
+        }
+    }
+}
+
 /// Nearest-rank median of `v` (sorted in place); None when empty.
 fn median<T: Copy + PartialOrd>(v: &mut [T]) -> Option<T> {
     if v.is_empty() {
@@ -114,6 +139,7 @@ pub fn report(f: &FlowLedger, layout: Option<&Layout>, sim: bool) -> Option<Mcas
     let mut util = l.root_cpu_util.clone();
     let mut tree = l.tree_ns.clone();
     let mut kids = l.tree_children.clone();
+    let mut flight = l.in_flight_most.clone();
     Some(McastReport {
         scheme: spec.scheme.name().to_string(),
         algorithm: alg.name().to_string(),
@@ -131,6 +157,7 @@ pub fn report(f: &FlowLedger, layout: Option<&Layout>, sim: bool) -> Option<Mcas
         tree_ns: if sim { median(&mut tree).map(|p50| P50 { p50 }) } else { None },
         tree_children: median(&mut kids).map(|p50| P50 { p50 }),
         link_concentration: layout.map(|lay| link_concentration(lay, spec)),
+        link_concurrency: if sim { P50Max::of(&mut flight) } else { None },
     })
 }
 

@@ -141,6 +141,8 @@ pub struct McastReport {
     /// Link visits of one multicast over the distinct links it uses (from
     /// the tree and the fabric's source routes).
     pub link_concentration: Option<f64>,
+    /// Sim: the most data packets of one multicast in the fabric at once.
+    pub link_concurrency: Option<P50Max>,
 }
 
 /// A median.

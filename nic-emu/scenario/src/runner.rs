@@ -114,11 +114,20 @@ pub fn run_with_progress(
         cluster.spawn(node, Box::new(app));
     }
 
+    // Multicast flows: when each of their packets is in the fabric.
+    let multicast = v.flows.iter().any(|f| f.mcast.is_some());
+    if multicast {
+        cluster.log_mcast_packets();
+    }
+    let mut spans = Vec::new();
     let wall = Instant::now();
     let mut until = 0u64;
     let stopped = loop {
         until = (until + SLICE_NS).min(v.limit_ns);
         let outcome = cluster.run(RunLimit::Until(until));
+        if multicast {
+            spans.extend(cluster.take_mcast_spans());
+        }
         let st = cluster.sim_stats();
         progress(&Progress {
             now_ns: cluster.now_ns(),
@@ -137,6 +146,7 @@ pub fn run_with_progress(
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
 
     let st = cluster.sim_stats();
+    mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
     let l = ledger.borrow();
     let brm_ref = brm.as_ref().map(|b| b.borrow());
     let mut problems = l.problems.clone();

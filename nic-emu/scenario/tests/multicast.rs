@@ -113,6 +113,13 @@ fn the_report_prices_the_root_and_the_tree() {
     let m = r.flows[0].multicast.as_ref().unwrap();
     assert_eq!(m.link_concentration, Some(1.875));
     assert_eq!(m.relays_deepest, 0);
+    // One packet of a chain is in the fabric at a time; a binomial tree
+    // has several branches going at once.
+    let chain = run_text(&flow("nic", "serial", "[2]", 3, ""));
+    let c = chain.flows[0].multicast.as_ref().unwrap().link_concurrency.unwrap();
+    assert_eq!((c.p50, c.max), (1, 1));
+    let tree = run_text(&flow("nic", "binomial", "[2]", 3, ""));
+    assert!(tree.flows[0].multicast.as_ref().unwrap().link_concurrency.unwrap().p50 > 1);
     // The NIC-based scheme's tree work is the NICs' (their McastTreeOps
     // counters): 15 children each time; the cached scheme computes none.
     let r = run_text(&flow("nic", "binary", "[2]", 4, ""));
@@ -144,6 +151,7 @@ fn the_json_has_the_multicast_object_and_no_dst() {
         "tree_ns",
         "tree_children",
         "link_concentration",
+        "link_concurrency",
     ] {
         assert!(m.get(key).is_some(), "multicast.{key} missing: {m}");
     }
