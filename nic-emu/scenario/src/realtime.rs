@@ -326,6 +326,18 @@ fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
             let s = &f.spec;
             let m = s.messages;
             let mut parts = vec![format!("{}/{m} delivered", f.delivered)];
+            if let (Some(spec), Some(mc)) = (&s.mcast, &f.mcast) {
+                let short: Vec<String> = mc
+                    .members
+                    .iter()
+                    .zip(&spec.members[1..])
+                    .filter(|(st, _)| st.expected < m)
+                    .map(|(st, node)| format!("node {node} expects {}", st.expected))
+                    .collect();
+                parts.push(format!("members short: {}", short.join(", ")));
+                parts.push(format!("root completions {}/{m}", mc.completed));
+                return format!("flow {}: incomplete when {why}: {}", s.name, parts.join(", "));
+            }
             parts.push(format!(
                 "next message expected: {}",
                 f.streams[Dir::Forward as usize].expected

@@ -338,6 +338,23 @@ impl Report {
                 fmt_ns(f.latency_ns.p99),
             );
         }
+        for f in &self.flows {
+            let Some(m) = &f.multicast else { continue };
+            let alg = match m.k {
+                Some(k) => format!("{}(k={k})", m.algorithm),
+                None => m.algorithm.clone(),
+            };
+            let cpu = m.root_cpu_ns.map_or("-".to_string(), |c| fmt_ns(c.p50));
+            let _ = writeln!(
+                s,
+                "multicast {}: {} {alg}{} over {} members, {} receptions, root CPU p50 {cpu}",
+                truncate(&f.name, 14),
+                m.scheme,
+                if m.requested == "auto" { " (auto)" } else { "" },
+                m.group_size,
+                m.deliveries,
+            );
+        }
         let _ = writeln!(
             s,
             "{:<6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>6} {:>6} {:>8}",
