@@ -121,7 +121,7 @@ fn median<T: Copy + PartialOrd>(v: &mut [T]) -> Option<T> {
         return None;
     }
     v.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    Some(v[(v.len() + 1) / 2 - 1])
+    Some(v[v.len().div_ceil(2) - 1])
 }
 
 /// The layout of the scenario's fabric (for link figures).
