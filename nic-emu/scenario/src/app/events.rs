@@ -63,17 +63,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         len: u32,
         tag: u64,
     ) {
-        let (pool, idx) = match decode_recv_tag(tag) {
-            Some((p, i))
-                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
-            {
-                (p, i)
-            }
-            _ => {
-                self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
-                return;
-            }
-        };
+        let Some((pool, idx)) = self.buffer_of(pi, tag) else { return };
         let buf = self.ports[pi].pools[pool].bufs[idx];
         let key = StreamKey {
             src_node: node,
@@ -107,6 +97,22 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             None => self.problem(format!("a message from no flow: {key}, {len} bytes")),
         }
         self.repost(pi, pool, idx);
+    }
+
+    /// The (pool, index) of port `pi`'s receive buffer a Received event's
+    /// tag names; None (a problem noted) if it names none.
+    pub(super) fn buffer_of(&self, pi: usize, tag: u64) -> Option<(usize, usize)> {
+        match decode_recv_tag(tag) {
+            Some((p, i))
+                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
+            {
+                Some((p, i))
+            }
+            _ => {
+                self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
+                None
+            }
+        }
     }
 
     /// Ping-pong: a request asks for its reply; a reply lets the next

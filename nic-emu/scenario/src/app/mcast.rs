@@ -22,7 +22,7 @@ use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use super::super::ledger::Verdict;
 use super::super::pattern;
 use super::super::plan::class_of;
-use super::tags::{decode_recv_tag, relay_tag, send_tag};
+use super::tags::{relay_tag, send_tag};
 use super::{NodeApp, NodeHost};
 
 /// A multicast group this node is a member of.
@@ -204,17 +204,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// schemes) or give the buffer back.
     pub(super) fn on_mcast_received(&mut self, pi: usize, ev: &Event, info: McastInfo) {
         let Event::Received { len, tag, .. } = *ev else { return };
-        let (pool, idx) = match decode_recv_tag(tag) {
-            Some((p, i))
-                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
-            {
-                (p, i)
-            }
-            _ => {
-                self.problem(format!("a multicast received into an unknown buffer (tag {tag:#x})"));
-                return;
-            }
-        };
+        let Some((pool, idx)) = self.buffer_of(pi, tag) else { return };
         let flow = self.ledger.borrow().groups.get(&info.group).copied();
         let ci = flow.and_then(|f| self.mcasts.iter().position(|c| c.flow == f && c.rank > 0));
         let (Some(flow), Some(ci)) = (flow, ci) else {
