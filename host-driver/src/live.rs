@@ -10,8 +10,9 @@
 //! port P's slice of host memory.
 //!
 //! What it may touch: reads anywhere in SRAM; writes only to its port's
-//! window, its port's page table and the host-owned registers
-//! (HOST_DOORBELL, TRACE_ENABLE); host memory only inside its port's
+//! window, its port's page table, the multicast group table (the driver
+//! installs groups there, `Nic::create_group`) and the host-owned
+//! registers (HOST_DOORBELL, TRACE_ENABLE); host memory only inside its port's
 //! slice. Anything else reads as zero or is dropped, and is counted
 //! (`refused_accesses`): never UB, never a panic.
 //!
@@ -32,7 +33,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use nic_abi::map::{page_table, port_window, PAGE_TABLE_SIZE, PORT_WINDOW};
+use nic_abi::map::{
+    page_table, port_window, GROUPS, GROUP_ENTRIES, GROUP_ENTRY_SIZE, PAGE_TABLE_SIZE, PORT_WINDOW,
+};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
@@ -382,7 +385,8 @@ impl LiveBackend {
     }
 
     /// May this process write `[off, off + len)` of SRAM? Its port window,
-    /// its page table, and the host-owned registers.
+    /// its page table, the multicast group table, and the host-owned
+    /// registers.
     fn sram_writable(&self, off: u32, len: usize) -> bool {
         let p = self.inner.port as usize;
         let (off, end) = (off as u64, off as u64 + len as u64);
@@ -390,6 +394,7 @@ impl LiveBackend {
             |start: u32, size: u32| off >= start as u64 && end <= start as u64 + size as u64;
         inside(port_window(p), PORT_WINDOW)
             || inside(page_table(p), PAGE_TABLE_SIZE)
+            || inside(GROUPS, GROUP_ENTRIES * GROUP_ENTRY_SIZE)
             || inside(reg(regs::HOST_DOORBELL), 4)
             || inside(reg(regs::TRACE_ENABLE), 4)
     }

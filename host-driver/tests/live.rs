@@ -245,12 +245,20 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     assert_eq!(sram.load_u32(port_reg(2, pcb::EVQ_LEN) as u64), Some(64));
     assert_eq!(sram.load_u64(page_table(2) as u64 + 16), Some(0x1234_5678_9ABC_DEF0));
     assert_eq!(be.refused_accesses(), 8);
+    // The multicast group table (the driver installs groups), but not the
+    // firmware's child lists after it.
+    be.sram_store_u32(map::group_entry(3) + 4, 0x55);
+    assert_eq!(sram.load_u32(map::group_entry(3) as u64 + 4), Some(0x55));
+    assert_eq!(be.refused_accesses(), 8);
+    be.sram_write(map::MCAST_LISTS - 2, &[1; 4]);
+    assert_eq!(be.refused_accesses(), 9);
+    assert_eq!(sram.load_u32(map::MCAST_LISTS as u64), Some(0));
     // Host memory outside the slice, and huge addresses.
     let (start, len) = be.slice();
     be.host_write(start + len - 2, &[1, 2, 3, 4]);
     be.host_read(u64::MAX - 1, &mut b);
     assert_eq!(be.host_load_u32(start - 4), 0);
-    assert_eq!(be.refused_accesses(), 11);
+    assert_eq!(be.refused_accesses(), 12);
 }
 
 #[test]

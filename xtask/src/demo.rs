@@ -56,7 +56,10 @@ pub fn run_sim(json: bool) -> crate::Result<ExitCode> {
             "{:<12} {:<9} {:<13} {:<5} {:>8} {:>5}/{:<5} {:>9.2} {:>11} {:>11}",
             f.name,
             f.kind,
-            format!("{}:{} -> {}:{}", f.src[0], f.src[1], f.dst[0], f.dst[1]),
+            match f.dst {
+                Some(d) => format!("{}:{} -> {}:{}", f.src[0], f.src[1], d[0], d[1]),
+                None => format!("{}:{} -> group", f.src[0], f.src[1]),
+            },
             f.priority,
             size,
             f.delivered,

@@ -226,14 +226,15 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     let _ = writeln!(md, "| flow | route | admitted | IDT | MB/s | refused because |");
     let _ = writeln!(md, "|---|---|---|---:|---:|---|");
     for f in &r.flows {
+        let dst = f.dst.unwrap_or_default();
         let _ = writeln!(
             md,
             "| {} | {}:{} -> {}:{} | {} | {} | {:.2} | {} |",
             f.name,
             f.src[0],
             f.src[1],
-            f.dst[0],
-            f.dst[1],
+            dst[0],
+            dst[1],
             f.admitted.map_or("-".to_string(), |a| a.to_string()),
             f.idt.map_or("-".to_string(), |i| i.to_string()),
             f.bandwidth_mb_s,

@@ -31,8 +31,9 @@
 
 use std::collections::VecDeque;
 
+use nic_abi::le::get_u64;
 use nic_abi::map::ROUTE_MAX;
-use nic_abi::packet::ROUTE_FLAG;
+use nic_abi::packet::{Flags, McastTag, PacketType, HEADER_LEN, ROUTE_FLAG};
 
 use crate::event::{Ev, EventQueue};
 use crate::topology::Layout;
@@ -306,6 +307,23 @@ pub enum Freed {
     Switched,
 }
 
+/// One multicast data packet's time in the fabric, from its head entering
+/// the first link to its tail at the receiving NIC (or its drop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McastSpan {
+    pub group: u16,
+    pub mseq: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Multicast data packets in flight (by flight id) and those done.
+#[derive(Debug, Default)]
+struct McastLog {
+    open: Vec<Option<(u16, u32, u64)>>,
+    done: Vec<McastSpan>,
+}
+
 pub struct Fabric {
     links: Vec<Link>,
     /// Per switch: output port -> link.
@@ -319,6 +337,8 @@ pub struct Fabric {
     pub by_src: Vec<SourceDrops>,
     /// Heads that entered links into NICs, for the NICs to handle.
     nic_entries: Vec<(u32, u64)>,
+    /// With `log_mcast_packets`: multicast data packets' spans.
+    mcast_log: Option<McastLog>,
 }
 
 impl Fabric {
@@ -348,7 +368,21 @@ impl Fabric {
             block_timeout: profile.switch.blocked_drop_timeout_ns,
             by_src: vec![SourceDrops::default(); layout.nodes()],
             nic_entries: Vec::new(),
+            mcast_log: None,
         }
+    }
+
+    /// Record, from now on, when each multicast data packet (a Data packet
+    /// with `Flags::MCAST`) enters the fabric and leaves it. Changes
+    /// nothing of what the fabric does.
+    pub fn log_mcast_packets(&mut self) {
+        self.mcast_log.get_or_insert_with(McastLog::default);
+    }
+
+    /// The spans of the multicast packets that left the fabric since the
+    /// last call (none unless `log_mcast_packets` was called).
+    pub fn take_mcast_spans(&mut self) -> Vec<McastSpan> {
+        self.mcast_log.as_mut().map(|l| std::mem::take(&mut l.done)).unwrap_or_default()
     }
 
     pub fn link_stats(&self) -> Vec<LinkStats> {
@@ -396,6 +430,19 @@ impl Fabric {
         buf.clear();
         fill(&mut buf);
         *f = Flight { buf, route_len, src: src as u32, live: true, ..Flight::empty() };
+        if let Some(log) = self.mcast_log.as_mut() {
+            let h = &f.buf[(route_len as usize).min(f.buf.len())..];
+            let mcast = h.len() >= HEADER_LEN
+                && h[0] == PacketType::Data as u8
+                && h[1] & Flags::MCAST.bits() != 0;
+            if log.open.len() <= id as usize {
+                log.open.resize(id as usize + 1, None);
+            }
+            log.open[id as usize] = mcast.then(|| {
+                let tag = McastTag::from_header(get_u64(h, 32), 0);
+                (tag.group, tag.mseq, t)
+            });
+        }
         let link = self.nic_out[src];
         self.enter(q, id, link, t);
         id
@@ -535,16 +582,23 @@ impl Fabric {
     /// Drop `id` where its head is, at `now`.
     pub fn swallow(&mut self, q: &mut EventQueue, id: u32, now: u64) {
         self.unblock(q, id, now);
-        self.finish(id);
+        self.finish(id, now);
     }
 
-    /// `id` is out of the fabric (received or dropped): recycle it.
-    pub fn finish(&mut self, id: u32) {
+    /// `id` is out of the fabric (received or dropped) at `now`: recycle it.
+    pub fn finish(&mut self, id: u32, now: u64) {
         let f = &mut self.flights[id as usize];
         debug_assert!(f.live && !f.blocked);
         f.live = false;
         self.live -= 1;
         self.free_flights.push(id);
+        if let Some(log) = self.mcast_log.as_mut() {
+            if let Some((group, mseq, start_ns)) =
+                log.open.get_mut(id as usize).and_then(|o| o.take())
+            {
+                log.done.push(McastSpan { group, mseq, start_ns, end_ns: now });
+            }
+        }
     }
 
     /// A LinkFree event for `link` at `now`.

@@ -14,10 +14,14 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use nic_abi::map::GROUP_ENTRIES;
+use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
 
 /// Send window used when a stream flow does not give one.
 pub const DEFAULT_WINDOW: u32 = 8;
+/// Multicasts outstanding when a multicast flow does not give `window`.
+pub const DEFAULT_MCAST_WINDOW: u32 = 1;
 /// Virtual-time limit of a run when the scenario does not give one (ms).
 pub const DEFAULT_LIMIT_MS: f64 = 60_000.0;
 
@@ -69,6 +73,9 @@ pub enum FlowKind {
     /// A request, then an equal-size reply from the target; `messages`
     /// round trips, one at a time.
     Pingpong,
+    /// One root sends each message to a group of nodes through a
+    /// multicast tree; up to `window` multicasts outstanding.
+    Multicast,
 }
 
 impl FlowKind {
@@ -76,6 +83,7 @@ impl FlowKind {
         match self {
             FlowKind::Stream => "stream",
             FlowKind::Pingpong => "pingpong",
+            FlowKind::Multicast => "multicast",
         }
     }
 }
@@ -111,8 +119,9 @@ pub struct Flow {
     pub name: Option<String>,
     /// `[node, port]` of the sender.
     pub src: Vec<u64>,
-    /// `[node, port]` of the receiver.
-    pub dst: Vec<u64>,
+    /// `[node, port]` of the receiver (stream and pingpong flows).
+    #[serde(default)]
+    pub dst: Option<Vec<u64>>,
     pub kind: FlowKind,
     /// Message size in bytes (give this or `sizes`).
     #[serde(default)]
@@ -149,6 +158,22 @@ pub struct Flow {
     /// Record the NIC clock of every packet dispatch of the flow.
     #[serde(default)]
     pub trace: bool,
+    /// Multicast: the destination nodes in rank order after the root.
+    #[serde(default)]
+    pub group: Option<Vec<u64>>,
+    /// Multicast: the root and the next G-1 nodes by number, wrapping.
+    #[serde(default)]
+    pub group_size: Option<u64>,
+    /// Multicast: who serves the tree (host, nic, assisted, nic-cached).
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Multicast: the tree (separate, serial, binomial, binary,
+    /// k-binomial, auto; default auto).
+    #[serde(default)]
+    pub algorithm: Option<String>,
+    /// Multicast, k-binomial only: the k (default: the profile's best).
+    #[serde(default)]
+    pub k: Option<u64>,
 }
 
 fn default_priority() -> FlowPriority {
@@ -296,6 +321,81 @@ impl RatePlan {
     }
 }
 
+/// The tree a multicast flow asked for: one given outright, a k-binomial
+/// tree whose k the profile's costs choose, or whichever the profile's
+/// latency model prices lowest (`auto`). The runner resolves the last two
+/// once the profile is loaded ([`McastSpec::algorithm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlgorithmChoice {
+    Given(Algorithm),
+    KBinomialBestK,
+    Auto,
+}
+
+impl AlgorithmChoice {
+    /// As the file spelled it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlgorithmChoice::Given(a) => a.name(),
+            AlgorithmChoice::KBinomialBestK => "k-binomial",
+            AlgorithmChoice::Auto => "auto",
+        }
+    }
+}
+
+/// Host CPU and NIC CPU prices of tree work, from the profile (for the
+/// report's `tree_ns`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TreePrices {
+    /// Host: one child of a tree computed (`HostOp::TreeWork`).
+    pub host_child_ns: u64,
+    /// NIC: one child computed by the firmware (`nic_cpu.tree_op` cycles).
+    pub nic_child_ns: f64,
+}
+
+/// What a multicast flow adds to its [`FlowSpec`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct McastSpec {
+    /// The group's id: its slot in every member NIC's group table (one
+    /// per multicast flow, in file order).
+    pub group_id: u16,
+    /// Rank order, the root first (all on the flow's `src` port).
+    pub members: Vec<u16>,
+    pub scheme: Scheme,
+    pub choice: AlgorithmChoice,
+    /// The tree used: the given one, or what the runner chose for the
+    /// profile (None until then).
+    pub algorithm: Option<Algorithm>,
+    pub prices: TreePrices,
+}
+
+impl McastSpec {
+    /// G: members, the root included.
+    pub fn size(&self) -> u16 {
+        self.members.len() as u16
+    }
+
+    pub fn rank_of(&self, node: u16) -> Option<u16> {
+        self.members.iter().position(|&m| m == node).map(|r| r as u16)
+    }
+
+    /// The tree in use (the given one until the runner resolved it).
+    pub fn alg(&self) -> Algorithm {
+        match (self.algorithm, self.choice) {
+            (Some(a), _) | (None, AlgorithmChoice::Given(a)) => a,
+            _ => Algorithm::Binomial,
+        }
+    }
+
+    /// Does the host of `rank` post sends for this multicast (the root
+    /// always; a relay under the host and assisted schemes)?
+    pub fn host_posts(&self, rank: u16) -> bool {
+        rank == 0
+            || (matches!(self.scheme, Scheme::Host | Scheme::Assisted)
+                && children_computed(self.alg(), self.size(), rank) > 0)
+    }
+}
+
 /// A flow after validation: every default filled in, numbers narrowed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSpec {
@@ -320,6 +420,9 @@ pub struct FlowSpec {
     pub stop_ns: Option<u64>,
     /// Record every packet dispatch (`dispatch_ticks` in the report).
     pub trace: bool,
+    /// Multicast flows: the group and the tree (`dst` is then the root's
+    /// own `src`, unused).
+    pub mcast: Option<McastSpec>,
 }
 
 impl FlowSpec {
@@ -362,18 +465,20 @@ impl FlowSpec {
         }
     }
 
-    /// Every stream the flow uses.
+    /// Every stream the flow uses. A multicast flow's messages are told
+    /// apart by their group, not by a stream: none.
     pub fn keys(&self) -> Vec<StreamKey> {
         match self.kind {
             FlowKind::Stream => vec![self.forward_key()],
             FlowKind::Pingpong => vec![self.forward_key(), self.reply_key()],
+            FlowKind::Multicast => Vec::new(),
         }
     }
 
     /// Sends it keeps outstanding from its source port.
     pub fn send_window(&self) -> u32 {
         match self.kind {
-            FlowKind::Stream => self.window,
+            FlowKind::Stream | FlowKind::Multicast => self.window,
             FlowKind::Pingpong => 1,
         }
     }
@@ -458,8 +563,19 @@ impl Scenario {
         let mut flows = Vec::with_capacity(all.len());
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         let mut streams: BTreeMap<StreamKey, usize> = BTreeMap::new();
+        let mut groups = 0u16;
         for (i, (label, f)) in all.iter().enumerate() {
-            let spec = validate_flow(i, label, f, nodes)?;
+            let mut spec = validate_flow(i, label, f, nodes)?;
+            if let Some(m) = spec.mcast.as_mut() {
+                if groups as u32 >= GROUP_ENTRIES {
+                    return err(format!(
+                        "{label}: more than {GROUP_ENTRIES} multicast flows (each takes a slot \
+                         of a NIC's group table, which has {GROUP_ENTRIES})"
+                    ));
+                }
+                m.group_id = groups;
+                groups += 1;
+            }
             if let Some(j) = names.insert(spec.name.clone(), i) {
                 return err(format!(
                     "{label}.name: \"{}\" is already the name of {}",
@@ -500,6 +616,12 @@ fn expand_alltoall(
     if a.name.trim().is_empty() {
         return Err(ScenarioError::new(format!("{label}.name: must not be empty")));
     }
+    if a.kind == FlowKind::Multicast {
+        return Err(ScenarioError::new(format!(
+            "{label}.kind: \"multicast\" does not apply to [[alltoall]] (give a [[flows]] table \
+             with `group` or `group_size`)"
+        )));
+    }
     let members: Vec<u64> = match &a.nodes {
         Some(v) => v.clone(),
         None => (0..nodes).collect(),
@@ -531,7 +653,7 @@ fn expand_alltoall(
                 Flow {
                     name: Some(name),
                     src: vec![s, a.port],
-                    dst: vec![d, a.port],
+                    dst: Some(vec![d, a.port]),
                     kind: a.kind,
                     bytes: a.bytes,
                     sizes: a.sizes.clone(),
@@ -545,6 +667,11 @@ fn expand_alltoall(
                     best_effort: false,
                     stop_us: None,
                     trace: false,
+                    group: None,
+                    group_size: None,
+                    scheme: None,
+                    algorithm: None,
+                    k: None,
                 },
             ));
         }
@@ -559,7 +686,35 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         Some(n) => n.clone(),
         None => format!("flow{i}"),
     };
-    for (key, v) in [("src", &f.src), ("dst", &f.dst)] {
+    let multicast = f.kind == FlowKind::Multicast;
+    if !multicast {
+        for (key, given) in [
+            ("group", f.group.is_some()),
+            ("group_size", f.group_size.is_some()),
+            ("scheme", f.scheme.is_some()),
+            ("algorithm", f.algorithm.is_some()),
+            ("k", f.k.is_some()),
+        ] {
+            if given {
+                return err(format!("{label}.{key}: applies to multicast flows only"));
+            }
+        }
+    }
+    let dst = match (&f.dst, multicast) {
+        (Some(d), false) => d.clone(),
+        (None, false) => {
+            return err(format!("{label}: `dst` is missing (the receiver's [node, port])"));
+        }
+        (Some(d), true) => {
+            return err(format!(
+                "{label}.dst: {d:?} does not apply to a multicast flow (give `group` or \
+                 `group_size`)"
+            ));
+        }
+        // A multicast's receivers are its group; `dst` stands for the root.
+        (None, true) => f.src.clone(),
+    };
+    for (key, v) in [("src", &f.src), ("dst", &dst)] {
         let &[node, port] = v.as_slice() else {
             return err(format!("{label}.{key}: {v:?} must be [node, port]"));
         };
@@ -575,7 +730,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
             ));
         }
     }
-    if f.src[0] == f.dst[0] {
+    if !multicast && f.src[0] == dst[0] {
         return err(format!(
             "{label}: src and dst are both on node {} (a flow crosses the fabric)",
             f.src[0]
@@ -616,10 +771,12 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         (_, Some(w)) if w > 1024 => {
             return err(format!("{label}.window: {w} out of range (1..=1024)"));
         }
-        (FlowKind::Stream, Some(w)) => w,
+        (FlowKind::Stream | FlowKind::Multicast, Some(w)) => w,
         (FlowKind::Stream, None) => DEFAULT_WINDOW,
+        (FlowKind::Multicast, None) => DEFAULT_MCAST_WINDOW,
         (FlowKind::Pingpong, _) => 1,
     };
+    let mcast = if multicast { Some(validate_multicast(label, f, nodes)?) } else { None };
     let rate = validate_rate(label, f)?;
     let stop_ns = match f.stop_us {
         None => None,
@@ -640,8 +797,8 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         label: label.to_string(),
         src_node: f.src[0] as u16,
         src_port: f.src[1] as u8,
-        dst_node: f.dst[0] as u16,
-        dst_port: f.dst[1] as u8,
+        dst_node: dst[0] as u16,
+        dst_port: dst[1] as u8,
         kind: f.kind,
         sizes,
         messages: f.messages,
@@ -651,6 +808,131 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         rate,
         stop_ns,
         trace: f.trace,
+        mcast,
+    })
+}
+
+/// The multicast keys of a flow: its group, scheme and tree. Keys that
+/// only make sense for a stream are refused by name.
+fn validate_multicast(label: &str, f: &Flow, nodes: u64) -> Result<McastSpec, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    for (key, given) in [
+        ("idt", f.idt.is_some()),
+        ("idt_t", f.idt_t.is_some()),
+        ("rate_mb_s", f.rate_mb_s.is_some()),
+        ("best_effort", f.best_effort),
+        ("stop_us", f.stop_us.is_some()),
+        ("trace", f.trace),
+    ] {
+        if given {
+            return err(format!("{label}.{key}: does not apply to a multicast flow"));
+        }
+    }
+    let root = f.src[0];
+    let members: Vec<u64> = match (&f.group, f.group_size) {
+        (Some(_), Some(_)) => {
+            return err(format!("{label}: give `group` or `group_size`, not both"));
+        }
+        (None, None) => {
+            return err(format!(
+                "{label}: a multicast flow needs `group` (its destination nodes) or `group_size`"
+            ));
+        }
+        (Some(g), None) => {
+            if g.is_empty() {
+                return err(format!("{label}.group: must list at least one node"));
+            }
+            for (i, &n) in g.iter().enumerate() {
+                if n >= nodes {
+                    return err(format!(
+                        "{label}.group[{i}]: node {n} out of range (fabric.nodes = {nodes})"
+                    ));
+                }
+                if n == root {
+                    return err(format!(
+                        "{label}.group[{i}]: node {n} is the root (src); list only the \
+                         destinations"
+                    ));
+                }
+                if g[..i].contains(&n) {
+                    return err(format!("{label}.group[{i}]: node {n} is listed twice"));
+                }
+            }
+            std::iter::once(root).chain(g.iter().copied()).collect()
+        }
+        (None, Some(size)) => {
+            if size < 2 || size > nodes {
+                return err(format!(
+                    "{label}.group_size: {size} out of range (2..={nodes}: the root and at \
+                     least one other node, at most fabric.nodes)"
+                ));
+            }
+            (0..size).map(|i| (root + i) % nodes).collect()
+        }
+    };
+    let Some(name) = f.scheme.as_deref() else {
+        return err(format!(
+            "{label}: a multicast flow needs `scheme` (host, nic, assisted, nic-cached)"
+        ));
+    };
+    let Some(scheme) = Scheme::parse(name) else {
+        return err(format!(
+            "{label}.scheme: \"{name}\" is not a multicast scheme (host, nic, assisted, \
+             nic-cached)"
+        ));
+    };
+    let alg_name = f.algorithm.as_deref().unwrap_or("auto");
+    let choice = match (alg_name, f.k) {
+        ("k-binomial", None) => AlgorithmChoice::KBinomialBestK,
+        ("k-binomial", Some(k)) if k < 2 => {
+            return err(format!("{label}.k: {k} must be at least 2"));
+        }
+        ("k-binomial", Some(k)) if k > u8::MAX as u64 => {
+            return err(format!("{label}.k: {k} out of range (2..={})", u8::MAX));
+        }
+        ("k-binomial", Some(k)) => AlgorithmChoice::Given(Algorithm::KBinomial { k: k as u8 }),
+        (a, Some(_)) if a == "auto" || Algorithm::parse(a, 2).is_some() => {
+            return err(format!(
+                "{label}.k: applies to algorithm = \"k-binomial\" only (algorithm is \"{a}\")"
+            ));
+        }
+        ("auto", None) => AlgorithmChoice::Auto,
+        (a, None) => match Algorithm::parse(a, 0) {
+            Some(alg) => AlgorithmChoice::Given(alg),
+            None => {
+                return err(format!(
+                    "{label}.algorithm: \"{a}\" is not a multicast algorithm (separate, \
+                     serial, binomial, binary, k-binomial, auto)"
+                ));
+            }
+        },
+        (a, Some(_)) => {
+            return err(format!(
+                "{label}.algorithm: \"{a}\" is not a multicast algorithm (separate, serial, \
+                 binomial, binary, k-binomial, auto)"
+            ));
+        }
+    };
+    // The assisted root lists its children in its one descriptor.
+    if let (Scheme::Assisted, AlgorithmChoice::Given(a)) = (scheme, choice) {
+        let n = children_computed(a, members.len() as u16, 0) as usize;
+        if n > nic_abi::desc::MAX_LISTED_CHILDREN {
+            return err(format!(
+                "{label}: the assisted root of a {} tree over {} members lists {n} children, \
+                 more than a descriptor holds ({})",
+                a.name(),
+                members.len(),
+                nic_abi::desc::MAX_LISTED_CHILDREN
+            ));
+        }
+    }
+    Ok(McastSpec {
+        group_id: 0,
+        members: members.into_iter().map(|n| n as u16).collect(),
+        scheme,
+        choice,
+        algorithm: None,
+        prices: TreePrices::default(),
     })
 }
 
@@ -885,6 +1167,131 @@ duplicate = 0.001
         )
         .unwrap_err();
         assert_eq!(e.message, "alltoall[0].nodes[1]: node 5 out of range (fabric.nodes = 3)");
+    }
+
+    const MC: &str = r#"
+profile = "lanai9-gm"
+[fabric]
+nodes = 8
+[[flows]]
+name = "m"
+src = [0, 2]
+kind = "multicast"
+group = [1, 2, 3]
+scheme = "host"
+algorithm = "binomial"
+bytes = 2
+messages = 20
+"#;
+
+    fn mc_err(from: &str, to: &str) -> String {
+        assert!(MC.contains(from), "{from}");
+        Scenario::parse_validated(&MC.replace(from, to)).unwrap_err().message
+    }
+
+    #[test]
+    fn a_multicast_flow_parses_with_its_group_in_rank_order() {
+        let v = Scenario::parse_validated(MC).unwrap();
+        let f = &v.flows[0];
+        let m = f.mcast.as_ref().unwrap();
+        assert_eq!(m.members, vec![0, 1, 2, 3]);
+        assert_eq!((m.group_id, m.scheme), (0, Scheme::Host));
+        assert_eq!(m.choice, AlgorithmChoice::Given(Algorithm::Binomial));
+        assert_eq!((f.window, f.kind), (1, FlowKind::Multicast));
+        assert!(f.keys().is_empty(), "a multicast is told apart by its group");
+        // group_size: the root and the next nodes by number, wrapping.
+        let v = Scenario::parse_validated(
+            &MC.replace("src = [0, 2]", "src = [6, 2]")
+                .replace("group = [1, 2, 3]", "group_size = 4"),
+        )
+        .unwrap();
+        assert_eq!(v.flows[0].mcast.as_ref().unwrap().members, vec![6, 7, 0, 1]);
+    }
+
+    #[test]
+    fn algorithm_choices_k_binomial_with_and_without_k_and_auto() {
+        let choice = |alg: &str| {
+            let v =
+                Scenario::parse_validated(&MC.replace("algorithm = \"binomial\"", alg)).unwrap();
+            v.flows[0].mcast.as_ref().unwrap().choice
+        };
+        assert_eq!(choice("algorithm = \"k-binomial\""), AlgorithmChoice::KBinomialBestK);
+        assert_eq!(
+            choice("algorithm = \"k-binomial\"\nk = 3"),
+            AlgorithmChoice::Given(Algorithm::KBinomial { k: 3 })
+        );
+        assert_eq!(choice("algorithm = \"auto\""), AlgorithmChoice::Auto);
+        assert_eq!(choice(""), AlgorithmChoice::Auto);
+        assert_eq!(choice("algorithm = \"separate\""), AlgorithmChoice::Given(Algorithm::Separate));
+    }
+
+    #[test]
+    fn multicast_errors_name_the_key_and_the_value() {
+        let cases = [
+            ("src = [0, 2]", "src = [0, 2]\ndst = [1, 2]", "flows[0].dst: [1, 2] does not apply to a multicast flow"),
+            ("group = [1, 2, 3]", "group = [1, 2, 3]\ngroup_size = 4", "flows[0]: give `group` or `group_size`, not both"),
+            ("group = [1, 2, 3]", "", "flows[0]: a multicast flow needs `group`"),
+            ("group = [1, 2, 3]", "group = [1, 0, 3]", "flows[0].group[1]: node 0 is the root (src)"),
+            ("group = [1, 2, 3]", "group = [1, 2, 1]", "flows[0].group[2]: node 1 is listed twice"),
+            ("group = [1, 2, 3]", "group = [1, 9]", "flows[0].group[1]: node 9 out of range (fabric.nodes = 8)"),
+            ("group = [1, 2, 3]", "group = []", "flows[0].group: must list at least one node"),
+            ("group = [1, 2, 3]", "group_size = 1", "flows[0].group_size: 1 out of range (2..=8"),
+            ("group = [1, 2, 3]", "group_size = 9", "flows[0].group_size: 9 out of range (2..=8"),
+            ("scheme = \"host\"", "scheme = \"switch\"", "flows[0].scheme: \"switch\" is not a multicast scheme (host, nic, assisted, nic-cached)"),
+            ("scheme = \"host\"", "", "flows[0]: a multicast flow needs `scheme`"),
+            ("algorithm = \"binomial\"", "algorithm = \"ring\"", "flows[0].algorithm: \"ring\" is not a multicast algorithm"),
+            ("algorithm = \"binomial\"", "algorithm = \"binomial\"\nk = 3", "flows[0].k: applies to algorithm = \"k-binomial\" only (algorithm is \"binomial\")"),
+            ("algorithm = \"binomial\"", "k = 3", "flows[0].k: applies to algorithm = \"k-binomial\" only (algorithm is \"auto\")"),
+            ("algorithm = \"binomial\"", "algorithm = \"k-binomial\"\nk = 1", "flows[0].k: 1 must be at least 2"),
+            ("algorithm = \"binomial\"", "algorithm = \"k-binomial\"\nk = 300", "flows[0].k: 300 out of range (2..=255)"),
+            ("bytes = 2", "bytes = 2\nidt = 5", "flows[0].idt: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nrate_mb_s = 5", "flows[0].rate_mb_s: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nbest_effort = true", "flows[0].best_effort: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nstop_us = 50", "flows[0].stop_us: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\ntrace = true", "flows[0].trace: does not apply to a multicast flow"),
+            ("bytes = 2", "bytes = 2\nwindow = 0", "flows[0].window: 0 must be at least 1"),
+        ];
+        for (from, to, want) in cases {
+            let e = mc_err(from, to);
+            assert!(e.starts_with(want), "{to}: got `{e}`, want `{want}...`");
+        }
+    }
+
+    #[test]
+    fn multicast_keys_on_a_stream_and_a_stream_without_dst_are_refused() {
+        let e =
+            Scenario::parse_validated(&GOOD.replace("window = 8", "scheme = \"nic\"")).unwrap_err();
+        assert_eq!(e.message, "flows[0].scheme: applies to multicast flows only");
+        let e =
+            Scenario::parse_validated(&GOOD.replace("window = 8", "group_size = 3")).unwrap_err();
+        assert_eq!(e.message, "flows[0].group_size: applies to multicast flows only");
+        let e = Scenario::parse_validated(&GOOD.replace("dst = [1, 2]", "")).unwrap_err();
+        assert_eq!(e.message, "flows[0]: `dst` is missing (the receiver's [node, port])");
+        let e = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+             kind = \"multicast\"\nbytes = 8\nmessages = 5\n",
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("alltoall[0].kind: \"multicast\" does not apply"), "{e}");
+    }
+
+    #[test]
+    fn each_multicast_flow_takes_a_group_table_slot_and_there_are_16() {
+        let flow = |i: usize| {
+            format!(
+                "[[flows]]\nname = \"m{i}\"\nsrc = [{}, 2]\nkind = \"multicast\"\n\
+                 group_size = 3\nscheme = \"nic\"\nalgorithm = \"serial\"\nbytes = 8\n\
+                 messages = 1\n",
+                i % 8
+            )
+        };
+        let head = "profile = \"x\"\n[fabric]\nnodes = 8\n";
+        let sixteen: String = (0..16).map(flow).collect();
+        let v = Scenario::parse_validated(&format!("{head}{sixteen}")).unwrap();
+        let ids: Vec<u16> = v.flows.iter().map(|f| f.mcast.as_ref().unwrap().group_id).collect();
+        assert_eq!(ids, (0..16).collect::<Vec<u16>>());
+        let e = Scenario::parse_validated(&format!("{head}{sixteen}{}", flow(16))).unwrap_err();
+        assert!(e.message.starts_with("flows[16]: more than 16 multicast flows"), "{e}");
     }
 
     #[test]

@@ -69,12 +69,56 @@ pub struct FlowLedger {
     pub refused_reason: Option<String>,
     /// NIC clock of each packet dispatch (with `trace`).
     pub dispatch_ticks: Vec<u64>,
+    /// Multicast flows: what each member and the root saw.
+    pub mcast: Option<McastLedger>,
+}
+
+/// One multicast on its way: posted at the root, not yet at every member
+/// or not yet completed at the root.
+#[derive(Debug, Default, Clone)]
+pub struct InFlight {
+    pub post_ns: u64,
+    /// The root host's busy clock when it posted (None: not measured).
+    pub busy_at_post: Option<u64>,
+    /// Members that have it.
+    pub got: u32,
+    pub root_done: bool,
+    /// Tree work for it so far: host children computed, NIC children
+    /// computed (the NICs' `McastTreeOps`).
+    pub host_children: u64,
+    pub nic_children: u64,
+}
+
+/// A multicast flow's ledger: one stream per member (the root's messages
+/// in mseq order), the multicasts in flight, and the samples the report
+/// sums up.
+#[derive(Debug, Default)]
+pub struct McastLedger {
+    /// Per member, rank 1.. (index rank - 1).
+    pub members: Vec<StreamLedger>,
+    pub inflight: BTreeMap<u64, InFlight>,
+    /// Member receptions judged good, in all.
+    pub deliveries: u64,
+    /// Completions the root saw (one per multicast).
+    pub completed: u64,
+    /// Relay sends that failed.
+    pub relay_errors: u64,
+    /// Per multicast: root host CPU busy between post and completion, and
+    /// that over the time between them.
+    pub root_cpu_ns: Vec<u64>,
+    pub root_cpu_util: Vec<f64>,
+    /// Per multicast: tree work (ns at the profile's prices), and children
+    /// computed by hosts and NICs.
+    pub tree_ns: Vec<u64>,
+    pub tree_children: Vec<u64>,
+    /// Sim, per multicast: the most of its data packets in the fabric at
+    /// once (filled in after the run).
+    pub in_flight_most: Vec<u64>,
 }
 
 impl FlowLedger {
     pub fn new(spec: FlowSpec) -> FlowLedger {
         FlowLedger {
-            spec,
             streams: Default::default(),
             send_ns: HashMap::new(),
             delivered: 0,
@@ -91,6 +135,11 @@ impl FlowLedger {
             admitted: None,
             refused_reason: None,
             dispatch_ticks: Vec::new(),
+            mcast: spec.mcast.as_ref().map(|m| McastLedger {
+                members: (1..m.members.len()).map(|_| StreamLedger::default()).collect(),
+                ..McastLedger::default()
+            }),
+            spec,
         }
     }
 
@@ -138,7 +187,7 @@ impl FlowLedger {
                     if let Some(t) = self.send_ns.remove(&i) {
                         let lat = now.saturating_sub(t);
                         self.latencies.push(match self.spec.kind {
-                            FlowKind::Stream => lat,
+                            FlowKind::Stream | FlowKind::Multicast => lat,
                             FlowKind::Pingpong => lat / 2,
                         });
                     }
@@ -171,15 +220,119 @@ impl FlowLedger {
         }
     }
 
+    /// The root posted multicast `mseq` at `now` (its host busy clock
+    /// then: `busy`), having computed `host_children` children itself.
+    pub fn mcast_posted(&mut self, mseq: u64, now: u64, busy: Option<u64>, host_children: u64) {
+        self.first_send_ns = Some(self.first_send_ns.map_or(now, |t| t.min(now)));
+        if let Some(m) = self.mcast.as_mut() {
+            let e = m.inflight.entry(mseq).or_default();
+            e.post_ns = now;
+            e.busy_at_post = busy;
+            e.host_children += host_children;
+        }
+    }
+
+    /// Tree work done for multicast `mseq` away from the root's post: a
+    /// relay host's children, or what a NIC's `McastTreeOps` counted.
+    pub fn mcast_tree_work(&mut self, mseq: u64, host_children: u64, nic_children: u64) {
+        if let Some(m) = self.mcast.as_mut() {
+            if let Some(e) = m.inflight.get_mut(&mseq) {
+                e.host_children += host_children;
+                e.nic_children += nic_children;
+            }
+        }
+    }
+
+    /// A member (`rank` >= 1) received `data`: judge it against that
+    /// member's stream as a stream's receiver would.
+    pub fn mcast_receive(&mut self, rank: u16, data: &[u8], now: u64) -> Verdict {
+        let Some(mut m) = self.mcast.take() else { return Verdict::Corrupted(0) };
+        let old = std::mem::take(&mut self.streams[0]);
+        self.streams[0] = std::mem::take(&mut m.members[rank as usize - 1]);
+        // Judged as the flow's forward stream; delivery is counted here.
+        let delivered = self.delivered;
+        let bytes = self.bytes;
+        let v = self.receive(Dir::Forward, data, now);
+        (self.delivered, self.bytes) = (delivered, bytes);
+        m.members[rank as usize - 1] = std::mem::replace(&mut self.streams[0], old);
+        if let Verdict::Good(i) = v {
+            m.deliveries += 1;
+            let group = m.members.len() as u32;
+            if let Some(e) = m.inflight.get_mut(&i) {
+                e.got += 1;
+                if e.got == group {
+                    self.delivered += 1;
+                    self.bytes += data.len() as u64;
+                    self.latencies.push(now.saturating_sub(e.post_ns));
+                }
+            }
+            self.retire(&mut m, i);
+        }
+        self.mcast = Some(m);
+        v
+    }
+
+    /// The root's completion of multicast `mseq` (`ok`: every member has
+    /// it), at `now` with its host busy clock at `busy`.
+    pub fn mcast_done(&mut self, mseq: u64, ok: bool, now: u64, busy: Option<u64>) {
+        self.completed[0] += 1;
+        let Some(mut m) = self.mcast.take() else { return };
+        m.completed += 1;
+        if !ok {
+            self.send_errors += 1;
+            for st in &mut m.members {
+                if mseq >= st.expected {
+                    st.failed.insert(mseq, ());
+                }
+                st.skip_failed();
+            }
+        }
+        if let Some(e) = m.inflight.get_mut(&mseq) {
+            e.root_done = true;
+            if let (Some(b0), Some(b1)) = (e.busy_at_post, busy) {
+                let cpu = b1.saturating_sub(b0);
+                m.root_cpu_ns.push(cpu);
+                let span = now.saturating_sub(e.post_ns).max(1);
+                m.root_cpu_util.push(cpu as f64 / span as f64);
+            }
+            if !ok {
+                e.got = m.members.len() as u32;
+            }
+        }
+        self.retire(&mut m, mseq);
+        self.mcast = Some(m);
+    }
+
+    /// A multicast every member has and the root completed leaves the
+    /// in-flight table; its tree work becomes a sample.
+    fn retire(&self, m: &mut McastLedger, mseq: u64) {
+        let group = m.members.len() as u32;
+        let done = m.inflight.get(&mseq).is_some_and(|e| e.root_done && e.got >= group);
+        if !done {
+            return;
+        }
+        if let (Some(e), Some(spec)) = (m.inflight.remove(&mseq), self.spec.mcast.as_ref()) {
+            let p = spec.prices;
+            let ns = e.host_children * p.host_child_ns
+                + (e.nic_children as f64 * p.nic_child_ns).round() as u64;
+            m.tree_ns.push(ns);
+            m.tree_children.push(e.host_children + e.nic_children);
+        }
+    }
+
     /// Every message of the flow has been resolved at its receiver (and
     /// every send has completed).
     pub fn finished(&self) -> bool {
         let m = self.spec.messages;
+        if let Some(mc) = &self.mcast {
+            return mc.completed >= m && mc.members.iter().all(|s| s.expected >= m);
+        }
         match self.spec.kind {
             FlowKind::Stream => self.streams[0].expected >= m && self.completed[0] >= m,
             FlowKind::Pingpong => {
                 self.streams[1].expected >= m && self.completed[0] >= m && self.completed[1] >= m
             }
+            FlowKind::Multicast => false,
         }
     }
 }
@@ -189,6 +342,8 @@ impl FlowLedger {
 pub struct Ledger {
     pub flows: Vec<FlowLedger>,
     pub streams: BTreeMap<StreamKey, (usize, Dir)>,
+    /// Multicast group id -> flow.
+    pub groups: BTreeMap<u16, usize>,
     /// Ports every app opens, and how many the firmware has opened so far.
     pub ports_total: usize,
     pub ports_ready: usize,
@@ -255,6 +410,54 @@ mod tests {
         f.send_done(Dir::Forward, 0, false);
         assert_eq!(f.receive(Dir::Forward, &msg(&f, Dir::Forward, 1), 1), Verdict::Good(1));
         assert_eq!(f.send_errors, 1);
+    }
+
+    fn mcast_ledger() -> FlowLedger {
+        let v = Scenario::parse_validated(
+            "profile = \"x\"\n[fabric]\nnodes = 4\n[[flows]]\nsrc = [0, 1]\n\
+             kind = \"multicast\"\ngroup = [1, 2]\nscheme = \"nic\"\nalgorithm = \"serial\"\n\
+             bytes = 16\nmessages = 3\n",
+        )
+        .unwrap();
+        FlowLedger::new(v.flows[0].clone())
+    }
+
+    #[test]
+    fn a_multicast_is_delivered_when_every_member_has_it_and_each_member_is_checked() {
+        let mut f = mcast_ledger();
+        let m = |i: u64| msg(&f, Dir::Forward, i);
+        let (m0, m1, m2) = (m(0), m(1), m(2));
+        f.mcast_posted(0, 100, Some(10), 0);
+        assert_eq!(f.mcast_receive(1, &m0, 300), Verdict::Good(0));
+        assert_eq!(f.delivered, 0, "one member of two");
+        assert_eq!(f.mcast_receive(2, &m0, 450), Verdict::Good(0));
+        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 16, vec![350]));
+        f.mcast_done(0, true, 500, Some(60));
+        let l = f.mcast.as_ref().unwrap();
+        assert_eq!((l.deliveries, l.completed, l.root_cpu_ns.clone()), (2, 1, vec![50]));
+        assert!(l.inflight.is_empty());
+        // Each member has its own order: a duplicate and a skip are told
+        // apart per member, and a wrong flow's message is corrupted.
+        f.mcast_posted(1, 600, None, 0);
+        f.mcast_posted(2, 700, None, 0);
+        assert_eq!(f.mcast_receive(1, &m0, 800), Verdict::Duplicate(0));
+        assert_eq!(f.mcast_receive(1, &m2, 810), Verdict::Ahead(2));
+        assert_eq!(f.mcast_receive(2, &m1, 820), Verdict::Good(1));
+        let other = pattern::make(16, pattern::forward_stream(5), 2);
+        assert_eq!(f.mcast_receive(2, &other, 830), Verdict::Corrupted(2));
+        assert_eq!((f.duplicates, f.out_of_order, f.corrupted), (1, 1, 1));
+        assert!(!f.finished());
+    }
+
+    #[test]
+    fn a_multicast_the_root_could_not_complete_is_skipped_by_its_members() {
+        let mut f = mcast_ledger();
+        let m1 = msg(&f, Dir::Forward, 1);
+        f.mcast_posted(0, 0, None, 0);
+        f.mcast_done(0, false, 10, None);
+        assert_eq!(f.send_errors, 1);
+        f.mcast_posted(1, 20, None, 0);
+        assert_eq!(f.mcast_receive(1, &m1, 30), Verdict::Good(1));
     }
 
     #[test]

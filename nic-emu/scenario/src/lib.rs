@@ -4,7 +4,8 @@
 //! (`plan`), run on the deterministic simulator by one host program per
 //! node (`app`, an ordinary host-driver program, which checks every
 //! message into the `ledger`), and summed up as a report (`report`: JSON
-//! and a human summary). Message contents are a
+//! and a human summary; `mcast`: multicast flows' trees, link figures and
+//! report). Message contents are a
 //! pattern of (stream, message, byte) (`pattern`) so every byte and every
 //! message's place in its stream is checked at the receiver.
 //!
@@ -21,6 +22,7 @@
 pub mod app;
 pub mod format;
 mod ledger;
+pub mod mcast;
 pub mod pattern;
 pub mod plan;
 mod realtime;
@@ -29,9 +31,12 @@ mod runner;
 
 use std::path::Path;
 
-pub use format::{FlowKind, FlowSpec, RatePlan, Scenario, ScenarioError, StreamKey, Validated};
+pub use format::{
+    AlgorithmChoice, FlowKind, FlowSpec, McastSpec, RatePlan, Scenario, ScenarioError, StreamKey,
+    Validated,
+};
 pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
-pub use report::{FlowReport, Latency, NicReport, Report, SimReport};
+pub use report::{FlowReport, Latency, McastReport, NicReport, Report, SimReport};
 pub use runner::{run, run_with_progress, Progress};
 
 /// Read, parse and validate a scenario file. Errors start with the path.

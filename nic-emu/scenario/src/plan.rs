@@ -11,7 +11,9 @@
 
 use std::collections::BTreeMap;
 
+use nic_abi::desc::MAX_LISTED_CHILDREN;
 use nic_abi::map::PAGE_TABLE_ENTRIES;
+use nic_abi::multicast::{children_computed, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, PAGE_SIZE};
 
 use super::format::{FlowKind, FlowSpec, ScenarioError, StreamKey, Validated};
@@ -33,6 +35,9 @@ pub enum RoleKind {
     PingInitiator,
     /// Answer each request with a reply of the same size.
     PingResponder,
+    /// The root of a multicast flow: keep up to `slots` multicasts
+    /// outstanding until all are posted.
+    McastRoot,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,11 +96,13 @@ pub struct Limits {
     pub host_memory: u64,
 }
 
-/// The whole plan, plus the table that tells a received message's flow.
+/// The whole plan, plus the tables that tell a received message's flow:
+/// by its stream (unicast), or by its group (multicast).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub nodes: Vec<NodePlan>,
     pub streams: BTreeMap<StreamKey, (usize, Dir)>,
+    pub groups: BTreeMap<u16, usize>,
 }
 
 /// Sub-buffers inside one allocation are this aligned.
@@ -121,8 +128,19 @@ fn pingpong_slots(max: u64) -> u32 {
 /// Receive buffers a flow wants per size class on its receiving port.
 fn recv_want(f: &FlowSpec) -> u32 {
     match f.kind {
-        FlowKind::Stream => f.window,
+        FlowKind::Stream | FlowKind::Multicast => f.window,
         FlowKind::Pingpong => 1,
+    }
+}
+
+/// Receive buffers a multicast member wants per size class: the window,
+/// twice over for a relay whose host sends out of its receive buffers
+/// (host and assisted schemes), which keeps each one until its children
+/// have the message.
+fn mcast_recv_want(f: &FlowSpec, rank: u16) -> u32 {
+    match &f.mcast {
+        Some(m) if rank > 0 && m.host_posts(rank) => 2 * f.window,
+        _ => f.window,
     }
 }
 
@@ -131,17 +149,37 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
         .map(|n| NodePlan { node: n as u16, ports: Vec::new(), roles: Vec::new() })
         .collect();
     let mut streams = BTreeMap::new();
+    let mut groups = BTreeMap::new();
     // (node, port) -> (class, priority) -> buffers wanted
     let mut want: BTreeMap<(u16, u8), BTreeMap<(u8, Priority), u32>> = BTreeMap::new();
-    let mut add_recv = |node: u16, port: u8, f: &FlowSpec| {
+    let mut add_recv = |node: u16, port: u8, f: &FlowSpec, n: u32| {
         let m = want.entry((node, port)).or_default();
         for c in f.size_classes() {
-            *m.entry((c, f.priority)).or_default() += recv_want(f);
+            *m.entry((c, f.priority)).or_default() += n;
         }
     };
     for f in &v.flows {
+        if let Some(m) = &f.mcast {
+            groups.insert(m.group_id, f.index);
+            check_mcast_sends(f, lim)?;
+            for (rank, &node) in m.members.iter().enumerate().skip(1) {
+                add_recv(node, f.src_port, f, mcast_recv_want(f, rank as u16));
+            }
+            nodes[f.src_node as usize].roles.push(RolePlan {
+                flow: f.index,
+                kind: RoleKind::McastRoot,
+                port: f.src_port,
+                peer_node: f.src_node,
+                peer_port: f.src_port,
+                priority: f.priority,
+                slots: f.window,
+                slot_len: f.max_size(),
+                start_ns: f.start_ns,
+            });
+            continue;
+        }
         streams.insert(f.forward_key(), (f.index, Dir::Forward));
-        add_recv(f.dst_node, f.dst_port, f);
+        add_recv(f.dst_node, f.dst_port, f, recv_want(f));
         match f.kind {
             FlowKind::Stream => {
                 nodes[f.src_node as usize].roles.push(RolePlan {
@@ -157,9 +195,10 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
                 });
                 // The receiving port must be open even if it sends nothing.
             }
+            FlowKind::Multicast => {}
             FlowKind::Pingpong => {
                 streams.insert(f.reply_key(), (f.index, Dir::Reply));
-                add_recv(f.src_node, f.src_port, f);
+                add_recv(f.src_node, f.src_port, f, recv_want(f));
                 let slots = pingpong_slots(f.max_size());
                 nodes[f.src_node as usize].roles.push(RolePlan {
                     flow: f.index,
@@ -254,7 +293,33 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
             )));
         }
     }
-    Ok(Plan { nodes, streams })
+    Ok(Plan { nodes, streams, groups })
+}
+
+/// A host that posts a multicast's sends itself posts them all at once:
+/// the host scheme one per child (each a send token), the assisted
+/// scheme one descriptor listing every child.
+fn check_mcast_sends(f: &FlowSpec, lim: Limits) -> Result<(), ScenarioError> {
+    let Some(m) = &f.mcast else { return Ok(()) };
+    let (alg, g) = (m.alg(), m.size());
+    let most = (0..g).map(|r| children_computed(alg, g, r)).max().unwrap_or(0);
+    let fail = |what: String| {
+        Err(ScenarioError::new(format!(
+            "{}: a {} multicast over a {} tree of {g} members {what}",
+            f.label, m.scheme, alg
+        )))
+    };
+    match m.scheme {
+        Scheme::Host if most > lim.send_tokens => fail(format!(
+            "posts {most} sends at once from one host, more than a port's {} send tokens",
+            lim.send_tokens
+        )),
+        Scheme::Assisted if most as usize > MAX_LISTED_CHILDREN => fail(format!(
+            "lists {most} children in one descriptor, more than it holds \
+             ({MAX_LISTED_CHILDREN})"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Share a port's receive tokens among the (class, priority) kinds its
@@ -339,6 +404,46 @@ mod tests {
         assert_eq!(pools.len(), 4);
         assert_eq!(pools.iter().map(|q| q.count).sum::<u32>(), 32);
         assert!(pools.iter().all(|q| q.count == 8));
+    }
+
+    const MC: &str = "profile = \"x\"\n[fabric]\nnodes = 8\n[[flows]]\nsrc = [0, 2]\n\
+        kind = \"multicast\"\ngroup_size = 8\nscheme = \"host\"\nalgorithm = \"binomial\"\n\
+        sizes = [8, 5000]\nmessages = 3\nwindow = 2\n";
+
+    #[test]
+    fn a_multicast_root_gets_its_role_and_members_their_buffers() {
+        let p = plan_of(MC).unwrap();
+        assert_eq!(p.nodes[0].roles[0].kind, RoleKind::McastRoot);
+        assert_eq!((p.nodes[0].roles[0].slots, p.nodes[0].roles[0].slot_len), (2, 5000));
+        assert_eq!(p.groups.get(&0), Some(&0));
+        assert!(p.streams.is_empty());
+        // Binomial over 8: rank 4 relays (its host sends out of its
+        // receive buffers: twice the window), rank 7 is a leaf.
+        let count =
+            |n: usize| p.nodes[n].ports[0].pools.iter().map(|q| q.count).collect::<Vec<_>>();
+        assert_eq!(count(4), vec![4, 4]);
+        assert_eq!(count(7), vec![2, 2]);
+        assert!(p.nodes[0].ports[0].pools.is_empty(), "the root receives nothing");
+        // The NIC schemes keep relayed packets in NIC memory.
+        let p = plan_of(&MC.replace("\"host\"", "\"nic\"")).unwrap();
+        assert_eq!(p.nodes[4].ports[0].pools[0].count, 2);
+    }
+
+    #[test]
+    fn a_host_scheme_root_with_more_children_than_send_tokens_is_refused() {
+        let text = MC
+            .replace("nodes = 8", "nodes = 40")
+            .replace("group_size = 8", "group_size = 40")
+            .replace("\"binomial\"", "\"separate\"");
+        let e = plan_of(&text).unwrap_err();
+        assert!(
+            e.message.starts_with(
+                "flows[0]: a host multicast over a separate tree of 40 members posts 39 sends at \
+                 once from one host, more than a port's 32 send tokens"
+            ),
+            "{e}"
+        );
+        assert!(plan_of(&text.replace("\"host\"", "\"nic\"")).is_ok());
     }
 
     #[test]

@@ -33,6 +33,7 @@ use nic_abi::stats::Stat;
 
 use super::app::{Ledger, NoBrm, NodeApp, NodeHost};
 use super::format::{FlowKind, RatePlan, ScenarioError, Validated};
+use super::mcast;
 use super::plan::{plan, Dir};
 use super::report::{Report, SimReport};
 use super::runner::{
@@ -162,6 +163,8 @@ pub fn run_realtime_with_progress(
     }
     let wall = Instant::now();
     let (profile, topology) = load_profile(v)?;
+    let v = &mcast::resolve(v, &profile)?;
+    let layout = mcast::layout(v, topology, &profile);
     let mut cfg = RtConfig::new(&cluster_path(opts), backend, v.nodes);
     // A port's slice of host memory bounds it as much as the profile's host.
     let host_memory = profile.host.memory_bytes.min(cfg.host_size);
@@ -270,7 +273,7 @@ pub fn run_realtime_with_progress(
     if let Err(e) = stop {
         problems.push(format!("stopping the cluster: {e}"));
     }
-    let flows = flow_reports(&l, |_| None);
+    let flows = flow_reports(&l, layout.as_ref(), false, |_| None);
     let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     Ok(Report {
@@ -323,6 +326,18 @@ fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
             let s = &f.spec;
             let m = s.messages;
             let mut parts = vec![format!("{}/{m} delivered", f.delivered)];
+            if let (Some(spec), Some(mc)) = (&s.mcast, &f.mcast) {
+                let short: Vec<String> = mc
+                    .members
+                    .iter()
+                    .zip(&spec.members[1..])
+                    .filter(|(st, _)| st.expected < m)
+                    .map(|(st, node)| format!("node {node} expects {}", st.expected))
+                    .collect();
+                parts.push(format!("members short: {}", short.join(", ")));
+                parts.push(format!("root completions {}/{m}", mc.completed));
+                return format!("flow {}: incomplete when {why}: {}", s.name, parts.join(", "));
+            }
             parts.push(format!(
                 "next message expected: {}",
                 f.streams[Dir::Forward as usize].expected

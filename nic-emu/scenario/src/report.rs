@@ -71,7 +71,9 @@ pub struct FlowReport {
     pub latency_ns: Latency,
     pub kind: String,
     pub src: [u64; 2],
-    pub dst: [u64; 2],
+    /// Stream and pingpong flows (a multicast's receivers are its group).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst: Option<[u64; 2]>,
     pub priority: String,
     /// Message sizes used in turn.
     pub sizes: Vec<u64>,
@@ -100,6 +102,72 @@ pub struct FlowReport {
     /// dispatch of the flow, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_ticks: Option<Vec<u64>>,
+    /// Multicast flows: the group, the tree and what it cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multicast: Option<McastReport>,
+}
+
+/// What a multicast flow adds to its report (docs/scenarios.md). Figures
+/// that are null on live and qemu are priced at the profile's costs or
+/// need the sim's view (its host busy clock).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McastReport {
+    pub scheme: String,
+    /// The tree used (under `auto`, the one chosen).
+    pub algorithm: String,
+    /// The k of a k-binomial tree (null for the others).
+    pub k: Option<u8>,
+    /// What the file asked for: a tree's name, `k-binomial` without a k,
+    /// or `auto`.
+    pub requested: String,
+    /// G: members, the root included.
+    pub group_size: u16,
+    /// The members in rank order, the root first.
+    pub group: Vec<u16>,
+    /// Member receptions delivered intact and in order, in all.
+    pub deliveries: u64,
+    /// Nodes that receive and forward on the tree's deepest path.
+    pub relays_deepest: u16,
+    /// Sim: the root host's CPU busy time between its post and its
+    /// completion, per multicast.
+    pub root_cpu_ns: Option<P50Max>,
+    /// Sim: that busy time over the post-to-completion time (median).
+    pub root_cpu_util: Option<f64>,
+    /// Sim: tree work per multicast at the profile's prices (hosts'
+    /// children at `host.tree_child_ns`, NICs' at `nic_cpu.tree_op`).
+    pub tree_ns: Option<P50>,
+    /// Children of the tree computed per multicast, by hosts and NICs.
+    pub tree_children: Option<P50>,
+    /// Link visits of one multicast over the distinct links it uses (from
+    /// the tree and the fabric's source routes).
+    pub link_concentration: Option<f64>,
+    /// Sim: the most data packets of one multicast in the fabric at once.
+    pub link_concurrency: Option<P50Max>,
+}
+
+/// A median.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct P50 {
+    pub p50: u64,
+}
+
+/// A median and a maximum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct P50Max {
+    pub p50: u64,
+    pub max: u64,
+}
+
+impl P50Max {
+    /// Nearest-rank median and maximum of `samples` (sorted in place);
+    /// None when there are none.
+    pub fn of(samples: &mut [u64]) -> Option<P50Max> {
+        if samples.is_empty() {
+            return None;
+        }
+        let l = Latency::of(samples);
+        Some(P50Max { p50: l.p50, max: l.max })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -268,6 +336,23 @@ impl Report {
                 fmt_ns(f.latency_ns.min),
                 fmt_ns(f.latency_ns.p50),
                 fmt_ns(f.latency_ns.p99),
+            );
+        }
+        for f in &self.flows {
+            let Some(m) = &f.multicast else { continue };
+            let alg = match m.k {
+                Some(k) => format!("{}(k={k})", m.algorithm),
+                None => m.algorithm.clone(),
+            };
+            let cpu = m.root_cpu_ns.map_or("-".to_string(), |c| fmt_ns(c.p50));
+            let _ = writeln!(
+                s,
+                "multicast {}: {} {alg}{} over {} members, {} receptions, root CPU p50 {cpu}",
+                truncate(&f.name, 14),
+                m.scheme,
+                if m.requested == "auto" { " (auto)" } else { "" },
+                m.group_size,
+                m.deliveries,
             );
         }
         let _ = writeln!(

@@ -10,10 +10,12 @@ use std::time::Instant;
 
 use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
+use super::mcast;
 use super::plan::{plan, Limits, Plan};
 use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
 use host_brm::Calibration;
 use nic_device::{Faults, Profile};
+use nic_fabric::topology::Layout;
 use nic_fabric::Topology;
 use nic_sim::SimBrm;
 use nic_sim::{ClusterConfig, RunLimit, SimCluster};
@@ -44,6 +46,8 @@ pub fn run_with_progress(
 ) -> Result<Report, ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let (profile, topology) = load_profile(v)?;
+    let v = &mcast::resolve(v, &profile)?;
+    let layout = mcast::layout(v, topology, &profile);
     let the_plan = plan(v, limits(&profile, profile.host.memory_bytes))?;
     let profile_name = profile.name.clone();
     // Rate control: `idt_t` needs the profile's calibrated T, the
@@ -110,11 +114,20 @@ pub fn run_with_progress(
         cluster.spawn(node, Box::new(app));
     }
 
+    // Multicast flows: when each of their packets is in the fabric.
+    let multicast = v.flows.iter().any(|f| f.mcast.is_some());
+    if multicast {
+        cluster.log_mcast_packets();
+    }
+    let mut spans = Vec::new();
     let wall = Instant::now();
     let mut until = 0u64;
     let stopped = loop {
         until = (until + SLICE_NS).min(v.limit_ns);
         let outcome = cluster.run(RunLimit::Until(until));
+        if multicast {
+            spans.extend(cluster.take_mcast_spans());
+        }
         let st = cluster.sim_stats();
         progress(&Progress {
             now_ns: cluster.now_ns(),
@@ -133,13 +146,14 @@ pub fn run_with_progress(
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
 
     let st = cluster.sim_stats();
+    mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
     let l = ledger.borrow();
     let brm_ref = brm.as_ref().map(|b| b.borrow());
     let mut problems = l.problems.clone();
     if let Some(b) = &brm_ref {
         problems.extend(b.master().failures.iter().map(|e| format!("bandwidth manager: {e}")));
     }
-    let flows = flow_reports(&l, |s| match (&brm_ref, s.rate.uses_brm()) {
+    let flows = flow_reports(&l, layout.as_ref(), true, |s| match (&brm_ref, s.rate.uses_brm()) {
         (Some(b), true) => Some(
             b.history()
                 .iter()
@@ -239,6 +253,7 @@ pub(super) fn new_ledger(flows: &[FlowSpec], the_plan: &Plan) -> SharedLedger {
     Rc::new(RefCell::new(Ledger {
         flows: flows.iter().cloned().map(FlowLedger::new).collect(),
         streams: the_plan.streams.clone(),
+        groups: the_plan.groups.clone(),
         ports_total: the_plan.nodes.iter().map(|n| n.ports.len()).sum(),
         ports_ready: 0,
         problems: Vec::new(),
@@ -246,21 +261,26 @@ pub(super) fn new_ledger(flows: &[FlowSpec], the_plan: &Plan) -> SharedLedger {
     }))
 }
 
-/// Messages a scenario sends (a ping-pong round trip is two).
+/// Messages a scenario sends (a ping-pong round trip is two, a multicast
+/// one per member).
 pub(super) fn messages_total(v: &Validated) -> u64 {
     v.flows
         .iter()
         .map(|f| match f.kind {
             super::FlowKind::Stream => f.messages,
             super::FlowKind::Pingpong => 2 * f.messages,
+            super::FlowKind::Multicast => mcast::receptions(f),
         })
         .sum()
 }
 
 /// Every flow's report from the ledger; `idt_history` gives a flow's
-/// bandwidth-manager history, if it has one.
+/// bandwidth-manager history, if it has one. `layout` is the fabric's (for
+/// multicast link figures); `sim`: the run was in virtual time.
 pub(super) fn flow_reports(
     l: &Ledger,
+    layout: Option<&Layout>,
+    sim: bool,
     idt_history: impl Fn(&FlowSpec) -> Option<Vec<(u64, Option<u32>)>>,
 ) -> Vec<FlowReport> {
     l.flows
@@ -282,7 +302,7 @@ pub(super) fn flow_reports(
                 latency_ns: Latency::of(&mut lat),
                 kind: s.kind.as_str().to_string(),
                 src: [s.src_node as u64, s.src_port as u64],
-                dst: [s.dst_node as u64, s.dst_port as u64],
+                dst: s.mcast.is_none().then_some([s.dst_node as u64, s.dst_port as u64]),
                 priority: match s.priority {
                     nic_abi::Priority::Low => "low".into(),
                     nic_abi::Priority::High => "high".into(),
@@ -296,6 +316,7 @@ pub(super) fn flow_reports(
                 refused_reason: f.refused_reason.clone(),
                 idt_history: idt_history(s),
                 dispatch_ticks: s.trace.then(|| f.dispatch_ticks.clone()),
+                multicast: mcast::report(f, layout, sim),
             }
         })
         .collect()

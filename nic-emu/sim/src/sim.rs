@@ -40,7 +40,7 @@ use nic_device::firmware::{mcp_firmware, Firmware, SliceHw, Work};
 use nic_device::memory::NodeMem;
 use nic_device::profile::{Clock, Profile};
 use nic_fabric::event::{Ev, EventQueue};
-use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, NEVER};
+use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, McastSpan, NEVER};
 pub use nic_fabric::plan::EmuError;
 use nic_fabric::plan::{plan, Plan};
 use nic_fabric::stats::{NicStats, SimStats};
@@ -654,6 +654,17 @@ impl SimCluster {
             host_busy_ns: mem.host_busy_ns,
             hw_faults: cpu.hw_faults,
         }
+    }
+
+    /// Record from now on when each multicast data packet enters and
+    /// leaves the fabric (`take_mcast_spans`); the run is the same.
+    pub fn log_mcast_packets(&mut self) {
+        self.fabric.log_mcast_packets();
+    }
+
+    /// Multicast data packets that left the fabric since the last call.
+    pub fn take_mcast_spans(&mut self) -> Vec<McastSpan> {
+        self.fabric.take_mcast_spans()
     }
 
     /// Every link's counters, in link order (per node: out, in; then trunks).

@@ -221,7 +221,7 @@ impl NicDevice {
             fabric.flight_mut(id).duplicate = false;
             self.rx_arrive(q, fabric, now, id);
         } else {
-            fabric.finish(id);
+            fabric.finish(id, now);
         }
     }
 }

@@ -333,10 +333,25 @@ impl Sdma {
     }
 
     /// The multicast records' step: children to start, buffers to give
-    /// back, records to finish.
+    /// back, records to finish. Records are taken group by group in mseq
+    /// order, not in slot order: a slot freed late is taken early, so two
+    /// multicasts of a group taken from the ring in one pass may sit in
+    /// their slots in reverse order, and the children of each must get
+    /// them on their streams in the order they were posted.
     pub(super) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        let live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
+        let mut live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
             cx.mcasts.live_indices().collect();
+        let before = |a: u16, b: u16| {
+            let (x, y) = (cx.mcasts[a].tag, cx.mcasts[b].tag);
+            x.group < y.group || (x.group == y.group && (y.mseq.wrapping_sub(x.mseq) as i32) > 0)
+        };
+        for i in 1..live.len() {
+            let mut j = i;
+            while j > 0 && before(live[j], live[j - 1]) {
+                live.swap(j, j - 1);
+                j -= 1;
+            }
+        }
         for r in live {
             let rec = cx.mcasts[r];
             // From host memory, children go one after another, deepest

@@ -9,7 +9,7 @@ use host_driver::{DriverError, Event, SendStatus};
 use super::super::format::StreamKey;
 use super::super::ledger::Verdict;
 use super::super::plan::{Dir, RoleKind};
-use super::tags::{decode_recv_tag, decode_send_tag, recv_tag, RECV_TAG};
+use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
 use super::{NodeApp, NodeHost};
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -34,17 +34,18 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     self.ledger.borrow_mut().ports_ready += 1;
                 }
             }
+            Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, &ev, info),
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
-            Event::Sent { tag, status, .. } => self.on_sent(tag, status == SendStatus::Ok, status),
+            Event::Sent { tag, status, .. } => self.on_send_done(pi, tag, status),
             Event::Error { cause, tag, desc_kind, .. } => {
                 self.problem(format!(
                     "port {}: the NIC refused a {:?} descriptor (tag {tag:#x}): {cause:?}",
                     self.ports[pi].num, desc_kind
                 ));
                 if tag & RECV_TAG == 0 && desc_kind.is_some_and(|k| k.uses_send_token()) {
-                    self.on_sent(tag, false, SendStatus::Dropped);
+                    self.on_send_done(pi, tag, SendStatus::Dropped);
                 }
             }
             other => {
@@ -62,17 +63,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         len: u32,
         tag: u64,
     ) {
-        let (pool, idx) = match decode_recv_tag(tag) {
-            Some((p, i))
-                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
-            {
-                (p, i)
-            }
-            _ => {
-                self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
-                return;
-            }
-        };
+        let Some((pool, idx)) = self.buffer_of(pi, tag) else { return };
         let buf = self.ports[pi].pools[pool].bufs[idx];
         let key = StreamKey {
             src_node: node,
@@ -108,6 +99,22 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         self.repost(pi, pool, idx);
     }
 
+    /// The (pool, index) of port `pi`'s receive buffer a Received event's
+    /// tag names; None (a problem noted) if it names none.
+    pub(super) fn buffer_of(&self, pi: usize, tag: u64) -> Option<(usize, usize)> {
+        match decode_recv_tag(tag) {
+            Some((p, i))
+                if p < self.ports[pi].pools.len() && i < self.ports[pi].pools[p].bufs.len() =>
+            {
+                Some((p, i))
+            }
+            _ => {
+                self.problem(format!("received into an unknown buffer (tag {tag:#x})"));
+                None
+            }
+        }
+    }
+
     /// Ping-pong: a request asks for its reply; a reply lets the next
     /// request go.
     fn after_receive(&mut self, flow: usize, dir: Dir, v: Verdict) {
@@ -127,7 +134,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
-    fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
+    pub(super) fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
         let pc = &mut self.ports[pi];
         let q = &pc.pools[pool];
         match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))
@@ -152,6 +159,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
             }
         }
+    }
+
+    /// A send of port `pi` completed (or its descriptor was refused): a
+    /// relay's, a multicast root's, or a unicast role's.
+    fn on_send_done(&mut self, pi: usize, tag: u64, status: SendStatus) {
+        if let Some((pool, idx)) = decode_relay_tag(tag) {
+            return self.on_relay_sent(pi, pool, idx, status);
+        }
+        let (ri, slot, msg) = decode_send_tag(tag);
+        if self.roles.get(ri).is_some_and(|r| r.kind == RoleKind::McastRoot) {
+            return self.on_mcast_root_sent(ri, slot, msg, status);
+        }
+        self.on_sent(tag, status == SendStatus::Ok, status)
     }
 
     fn on_sent(&mut self, tag: u64, ok: bool, status: SendStatus) {

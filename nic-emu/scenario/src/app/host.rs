@@ -22,6 +22,11 @@ pub trait NodeHost {
     /// Every port of the cluster is open: the traffic starts now (a
     /// real-time clock may start here; the sim's runs from the start).
     fn traffic_starts(&mut self) {}
+    /// Host CPU time this node has been busy so far (ns), where the
+    /// backend keeps such a clock (the sim's charged work); None elsewhere.
+    fn busy_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The sim: every port of a node goes through the node's one backend,
@@ -38,6 +43,9 @@ impl NodeHost for SimHost {
     }
     fn now_ns(&self) -> u64 {
         self.0.now_ns()
+    }
+    fn busy_ns(&self) -> Option<u64> {
+        Some(self.0.host_busy_ns())
     }
 }
 

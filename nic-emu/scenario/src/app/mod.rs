@@ -14,9 +14,10 @@
 //! it reaches its NIC), `setup.rs` (opening ports, posting buffers),
 //! `events.rs` (taking events: receptions, completions), `send.rs`
 //! (sending), `role.rs` (the roles it plays and their rate control),
-//! `tags.rs` (the tags that name buffers and sends).
+//! `mcast.rs` (multicast: groups, the root's posts, members' checks and
+//! relays), `tags.rs` (the tags that name buffers and sends).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use host_brm::{BrmClient, BrmTransport};
 use host_driver::{DmaBuf, Nic, NicBackend, Port};
@@ -28,6 +29,7 @@ use nic_sim::{HostApp, HostCx};
 
 mod events;
 mod host;
+mod mcast;
 mod role;
 mod send;
 mod setup;
@@ -35,6 +37,7 @@ mod tags;
 
 pub use super::ledger::{FlowLedger, Ledger, SharedLedger, StreamLedger, Verdict};
 pub use host::{NoBrm, NodeHost, SimHost};
+use mcast::{McastCtx, PendingRelay};
 use role::{Gate, Role};
 
 /// Until every port of the cluster is open, senders look again this often.
@@ -90,6 +93,16 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     trace_cursor: Option<u32>,
     /// Events taken from the ports so far.
     events: u64,
+    /// The multicast groups this node is a member of (root included).
+    mcasts: Vec<McastCtx>,
+    /// Receive buffers a relay's sends go out of: (port, pool, index) ->
+    /// (sends not completed yet, flow). Posted again when none is left.
+    lent: BTreeMap<(usize, usize, usize), (u32, usize)>,
+    /// Relays the driver could not post yet (no send token, ring full).
+    pending_relays: VecDeque<PendingRelay>,
+    /// This NIC's `McastTreeOps` counter when last credited to a
+    /// multicast.
+    tree_ops_seen: u64,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -132,6 +145,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             brm,
             trace_cursor: None,
             events: 0,
+            mcasts: Vec::new(),
+            lent: BTreeMap::new(),
+            pending_relays: VecDeque::new(),
+            tree_ops_seen: 0,
         }
     }
 
@@ -166,6 +183,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 RoleKind::StreamSender => f.completed[0] >= m,
                 RoleKind::PingInitiator => f.completed[0] >= m && f.streams[1].expected >= m,
                 RoleKind::PingResponder => f.completed[1] >= m && f.streams[0].expected >= m,
+                RoleKind::McastRoot => f.completed[0] >= m,
             }
         });
         roles_done
@@ -173,6 +191,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 .incoming
                 .iter()
                 .all(|&f| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+            && self.mcasts.iter().filter(|c| c.rank > 0).all(|c| {
+                let f = &l.flows[c.flow];
+                f.mcast
+                    .as_ref()
+                    .is_some_and(|m| m.members[c.rank as usize - 1].expected >= f.spec.messages)
+            })
+            && self.lent.is_empty()
+            && self.pending_relays.is_empty()
     }
 }
 
@@ -202,6 +228,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         let events = self.drain_events();
         self.repost_pending();
+        self.retry_relays();
         self.release_finished();
         self.read_trace();
         let ready = {
@@ -230,6 +257,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         if self.incoming_may_end && !self.my_work_done() {
             wake_at(now + END_POLL_NS);
+        }
+        // A relay waiting for a send token or ring room looks again soon.
+        if !self.pending_relays.is_empty() {
+            wake_at(now + BARRIER_POLL_NS);
         }
         // Flush consumption so the NIC never waits on a drained queue.
         for p in &mut self.ports {

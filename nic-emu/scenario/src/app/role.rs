@@ -3,7 +3,7 @@
 //! refused, release when done), ending a role early, and reading the
 //! NIC's dispatch trace into the traced flows' ledgers.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use host_brm::{BrmTransport, FlowId};
 use host_driver::{DmaBuf, FlowKey};
@@ -34,6 +34,9 @@ pub(super) struct Role {
     pub(super) gate: Gate,
     pub(super) stop_ns: Option<u64>,
     pub(super) trace: bool,
+    /// A multicast root: per multicast posted and not complete, the
+    /// completions still to come and whether all so far were Ok.
+    pub(super) mcast_pending: BTreeMap<u64, (u32, bool)>,
 }
 
 /// Where a role is with the bandwidth manager.

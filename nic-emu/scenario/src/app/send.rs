@@ -43,7 +43,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             loop {
                 let r = &self.roles[ri];
                 let msg = match r.kind {
-                    RoleKind::StreamSender => {
+                    RoleKind::StreamSender | RoleKind::McastRoot => {
                         if r.next >= r.messages {
                             break;
                         }
@@ -55,7 +55,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     },
                 };
                 let Some(&slot) = r.free.last() else { break };
-                match self.send_one(ri, slot, msg) {
+                let sent = if r.kind == RoleKind::McastRoot {
+                    self.send_mcast(ri, slot, msg)
+                } else {
+                    self.send_one(ri, slot, msg)
+                };
+                match sent {
                     Ok(()) => {}
                     Err(DriverError::NoSendToken | DriverError::RingFull) => break,
                     Err(e) => {
@@ -65,14 +70,20 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                             "flow {name}: send of message {msg} refused by the driver: {e}"
                         ));
                         let dir = self.roles[ri].sends();
+                        let mcast = self.roles[ri].kind == RoleKind::McastRoot;
+                        let now = self.host.now_ns();
                         let mut l = self.ledger.borrow_mut();
-                        l.flows[flow].send_done(dir, msg, false);
+                        if mcast {
+                            l.flows[flow].mcast_done(msg, false, now, None);
+                        } else {
+                            l.flows[flow].send_done(dir, msg, false);
+                        }
                         l.resolved += 1;
                     }
                 }
                 let r = &mut self.roles[ri];
                 match r.kind {
-                    RoleKind::StreamSender => r.next += 1,
+                    RoleKind::StreamSender | RoleKind::McastRoot => r.next += 1,
                     _ => {
                         r.queue.pop_front();
                     }
@@ -81,7 +92,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             let r = &mut self.roles[ri];
             r.sent_all = match r.kind {
-                RoleKind::StreamSender => r.next >= r.messages,
+                RoleKind::StreamSender | RoleKind::McastRoot => r.next >= r.messages,
                 _ => false,
             };
         }

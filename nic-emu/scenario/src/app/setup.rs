@@ -113,6 +113,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 gate: if rate.uses_brm() { Gate::Pending } else { Gate::Running },
                 stop_ns,
                 trace,
+                mcast_pending: Default::default(),
             });
         }
         // Raw IDTs go into the flow table before anything is sent (both
@@ -129,6 +130,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if self.roles.iter().any(|r| r.trace) {
             self.trace_cursor = Some(nic.set_dispatch_trace(true));
         }
+        self.create_groups(&nic)?;
         self.nic = Some(nic);
         self.set_up = true;
         Ok(true)

@@ -1,0 +1,330 @@
+//! Multicast in a node's program: the groups it belongs to (installed in
+//! its NIC's group table at setup), the root's posts (one multicast per
+//! message, at most `window` whose completion it has not seen), each
+//! member's checks (every reception judged against that member's copy of
+//! the flow's stream: content, length, mseq order, exactly once), and a
+//! relay's part under the host and assisted schemes (`Port::relay` out of
+//! the receive buffer the message landed in, which stays lent until those
+//! sends complete).
+//!
+//! Tree work is counted per multicast for the report: children the hosts
+//! computed (the root's, and each relay's that posts) and what the NICs'
+//! `McastTreeOps` counters grew by between this node's multicast events.
+
+use host_brm::BrmTransport;
+use host_driver::nic_abi::stats::Stat;
+use host_driver::NicBackend;
+use host_driver::{DriverError, Event, Group, Multicast, Nic, Relayed, SendStatus};
+use nic_abi::event::McastInfo;
+use nic_abi::map;
+use nic_abi::multicast::{children_computed, Algorithm, Scheme};
+
+use super::super::ledger::Verdict;
+use super::super::pattern;
+use super::super::plan::class_of;
+use super::tags::{relay_tag, send_tag};
+use super::{NodeApp, NodeHost};
+
+/// A multicast group this node is a member of.
+pub(super) struct McastCtx {
+    pub(super) flow: usize,
+    pub(super) group: Group,
+    pub(super) rank: u16,
+    pub(super) scheme: Scheme,
+    pub(super) alg: Algorithm,
+}
+
+/// A reception whose relay the driver could not post yet.
+pub(super) struct PendingRelay {
+    port: usize,
+    ev: Event,
+    pool: usize,
+    idx: usize,
+    ctx: usize,
+}
+
+impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
+    /// Install every group this node belongs to in its NIC's group table.
+    pub(super) fn create_groups(&mut self, nic: &Nic<H::B>) -> Result<(), String> {
+        let l = self.ledger.borrow();
+        for f in &l.flows {
+            let Some(m) = &f.spec.mcast else { continue };
+            let Some(rank) = m.rank_of(self.node) else { continue };
+            if !self.ports.iter().any(|p| p.num == f.spec.src_port) {
+                return Err(format!("flow {}: the group's port is not open", f.spec.name));
+            }
+            let group = Group::new(m.group_id, f.spec.src_port, m.members.clone())
+                .map_err(|e| format!("flow {}: group: {e}", f.spec.name))?;
+            let alg = m.alg();
+            nic.create_group(&group, alg)
+                .map_err(|e| format!("flow {}: creating group {}: {e}", f.spec.name, m.group_id))?;
+            // A backend that may not write the table drops the writes.
+            let valid = map::group_entry(m.group_id as u32) + nic_abi::group::VALID;
+            if nic.backend().sram_load_u32(valid) != nic_abi::group::GROUP_VALID {
+                return Err(format!(
+                    "flow {}: group {} is not in the NIC's group table after creating it",
+                    f.spec.name, m.group_id
+                ));
+            }
+            self.mcasts.push(McastCtx { flow: f.spec.index, group, rank, scheme: m.scheme, alg });
+        }
+        Ok(())
+    }
+
+    /// The NIC tree work to credit to an event of a multicast of
+    /// `scheme`: how much this NIC's `McastTreeOps` counter grew since the
+    /// last credit. Only the NIC-based scheme makes NICs compute trees, so
+    /// growth waits for the node's next event of such a multicast (a node
+    /// in two NIC-scheme groups at once cannot tell their work apart).
+    fn tree_ops_credit(&mut self, scheme: Scheme) -> u64 {
+        if scheme != Scheme::Nic {
+            return 0;
+        }
+        let Some(nic) = self.nic.as_ref() else { return 0 };
+        let now = nic.stat(Stat::McastTreeOps);
+        let d = now.wrapping_sub(self.tree_ops_seen);
+        self.tree_ops_seen = now;
+        d
+    }
+
+    /// The root posts multicast `mseq` of role `ri` from send slot `slot`.
+    pub(super) fn send_mcast(
+        &mut self,
+        ri: usize,
+        slot: usize,
+        mseq: u64,
+    ) -> Result<(), DriverError> {
+        let r = &self.roles[ri];
+        let flow = r.flow;
+        let Some(ci) = self.mcasts.iter().position(|c| c.flow == flow && c.rank == 0) else {
+            return Err(DriverError::BadGroup("the root is not in its group"));
+        };
+        let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
+        let n = len as usize;
+        if self.scratch.len() < n {
+            self.scratch.resize(n, 0);
+        }
+        pattern::fill(&mut self.scratch[..n], pattern::forward_stream(flow), mseq as u32);
+        let buf = r.slots[slot];
+        let priority = r.priority;
+        let c = &self.mcasts[ci];
+        let (scheme, alg) = (c.scheme, c.alg);
+        let pc = &mut self.ports[r.port];
+        if n > 0 {
+            pc.port.write(&buf, 0, &self.scratch[..n])?;
+        }
+        let now = self.host.now_ns();
+        let busy = self.host.busy_ns();
+        let pc = &mut self.ports[self.roles[ri].port];
+        let before = pc.port.stats().posted;
+        let result = pc.port.multicast(&Multicast {
+            buf: &buf,
+            offset: 0,
+            len: len as u32,
+            size_class: class_of(len),
+            priority,
+            group: &self.mcasts[ci].group,
+            scheme,
+            algorithm: alg,
+            mseq: mseq as u32,
+            tag: send_tag(ri, slot, mseq),
+        });
+        let posted = match result {
+            Ok(n) => n,
+            Err(e) => {
+                let partial = pc.port.stats().posted - before;
+                if partial == 0 {
+                    return Err(e);
+                }
+                let name = self.ledger.borrow().flows[flow].spec.name.clone();
+                self.problem(format!(
+                    "flow {name}: multicast {mseq}: the driver posted {partial} descriptors, \
+                     then failed: {e}"
+                ));
+                partial as u32
+            }
+        };
+        let host_children = match scheme {
+            Scheme::Host | Scheme::Assisted => {
+                children_computed(alg, self.mcasts[ci].group.size(), 0) as u64
+            }
+            _ => 0,
+        };
+        let r = &mut self.roles[ri];
+        r.free.pop();
+        r.mcast_pending.insert(mseq, (posted, true));
+        self.ledger.borrow_mut().flows[flow].mcast_posted(mseq, now, busy, host_children);
+        Ok(())
+    }
+
+    /// One of the root's completions: the multicast's one `Sent`, or (host
+    /// scheme) one per child. The last one completes it.
+    pub(super) fn on_mcast_root_sent(
+        &mut self,
+        ri: usize,
+        slot: usize,
+        mseq: u64,
+        status: SendStatus,
+    ) {
+        let flow = self.roles[ri].flow;
+        let name = self.ledger.borrow().flows[flow].spec.name.clone();
+        if status != SendStatus::Ok {
+            self.problem(format!("flow {name}: multicast {mseq} completed with {status:?}"));
+        }
+        let r = &mut self.roles[ri];
+        let Some(p) = r.mcast_pending.get_mut(&mseq) else {
+            self.problem(format!("flow {name}: a completion of multicast {mseq}, not in flight"));
+            return;
+        };
+        p.0 = p.0.saturating_sub(1);
+        p.1 &= status == SendStatus::Ok;
+        let (left, ok) = *p;
+        if left > 0 {
+            return;
+        }
+        r.mcast_pending.remove(&mseq);
+        if slot < r.slots.len() && !r.free.contains(&slot) {
+            r.free.push(slot);
+        }
+        let scheme = self.mcasts.iter().find(|c| c.flow == flow).map_or(Scheme::Host, |c| c.scheme);
+        let nic_ops = self.tree_ops_credit(scheme);
+        let now = self.host.now_ns();
+        let busy = self.host.busy_ns();
+        let mut l = self.ledger.borrow_mut();
+        let f = &mut l.flows[flow];
+        f.mcast_tree_work(mseq, 0, nic_ops);
+        f.mcast_done(mseq, ok, now, busy);
+        if !ok {
+            l.resolved += 1;
+        }
+    }
+
+    /// A multicast landed in one of port `pi`'s receive buffers: check it
+    /// into its member's stream, then relay it (host and assisted
+    /// schemes) or give the buffer back.
+    pub(super) fn on_mcast_received(&mut self, pi: usize, ev: &Event, info: McastInfo) {
+        let Event::Received { len, tag, .. } = *ev else { return };
+        let Some((pool, idx)) = self.buffer_of(pi, tag) else { return };
+        let flow = self.ledger.borrow().groups.get(&info.group).copied();
+        let ci = flow.and_then(|f| self.mcasts.iter().position(|c| c.flow == f && c.rank > 0));
+        let (Some(flow), Some(ci)) = (flow, ci) else {
+            self.problem(format!(
+                "port {}: multicast {} of group {}, which this node receives in no flow",
+                self.ports[pi].num, info.mseq, info.group
+            ));
+            return self.repost(pi, pool, idx);
+        };
+        let buf = self.ports[pi].pools[pool].bufs[idx];
+        let n = len as usize;
+        let data_ok = len as u64 <= buf.len;
+        if data_ok {
+            if self.scratch.len() < n {
+                self.scratch.resize(n, 0);
+            }
+            let _ = self.ports[pi].port.read(&buf, 0, &mut self.scratch[..n]);
+        } else {
+            self.problem(format!(
+                "multicast {}: {len} bytes in a {}-byte buffer",
+                info.mseq, buf.len
+            ));
+        }
+        let c = &self.mcasts[ci];
+        let (rank, scheme) = (c.rank, c.scheme);
+        let host_children = match scheme {
+            Scheme::Host | Scheme::Assisted => {
+                children_computed(c.alg, c.group.size(), rank) as u64
+            }
+            _ => 0,
+        };
+        let nic_ops = self.tree_ops_credit(scheme);
+        let now = self.host.now_ns();
+        let verdict = {
+            let mut l = self.ledger.borrow_mut();
+            l.resolved += 1;
+            let f = &mut l.flows[flow];
+            f.mcast_tree_work(info.mseq as u64, host_children, nic_ops);
+            f.mcast_receive(rank, if data_ok { &self.scratch[..n] } else { &[] }, now)
+        };
+        if let Verdict::Good(i) = verdict {
+            if i != info.mseq as u64 {
+                self.problem(format!(
+                    "multicast of group {}: the event says mseq {}, the content is message {i}",
+                    info.group, info.mseq
+                ));
+            }
+        }
+        if host_children > 0 {
+            self.relay(PendingRelay { port: pi, ev: *ev, pool, idx, ctx: ci });
+        } else {
+            self.repost(pi, pool, idx);
+        }
+    }
+
+    /// Post a relay's sends out of its receive buffer; the buffer stays
+    /// lent until they complete. Not possible yet: queued.
+    fn relay(&mut self, p: PendingRelay) {
+        let PendingRelay { port: pi, ev, pool, idx, ctx: ci } = p;
+        let Event::Received { size_class, .. } = ev else { return };
+        let buf = self.ports[pi].pools[pool].bufs[idx];
+        let pc = &mut self.ports[pi];
+        let before = pc.port.stats().posted;
+        let r = pc.port.relay(&ev, &self.mcasts[ci].group, &buf, size_class, relay_tag(pool, idx));
+        let partial = (pc.port.stats().posted - before) as u32;
+        match r {
+            Ok(Relayed::Posted { descriptors }) => {
+                self.lent.insert((pi, pool, idx), (descriptors, self.mcasts[ci].flow));
+            }
+            Ok(Relayed::Nothing) => self.repost(pi, pool, idx),
+            Err(DriverError::NoSendToken | DriverError::RingFull) if partial == 0 => {
+                self.pending_relays.push_back(PendingRelay { port: pi, ev, pool, idx, ctx: ci });
+            }
+            Err(e) => {
+                let name = self.ledger.borrow().flows[self.mcasts[ci].flow].spec.name.clone();
+                self.problem(format!(
+                    "flow {name}: relaying a multicast: the driver posted {partial} \
+                     descriptors, then failed: {e}"
+                ));
+                if partial > 0 {
+                    self.lent.insert((pi, pool, idx), (partial, self.mcasts[ci].flow));
+                } else {
+                    self.repost(pi, pool, idx);
+                }
+            }
+        }
+    }
+
+    /// Try again the relays that found no send token or ring room.
+    pub(super) fn retry_relays(&mut self) {
+        for _ in 0..self.pending_relays.len() {
+            if let Some(p) = self.pending_relays.pop_front() {
+                self.relay(p);
+            }
+        }
+    }
+
+    /// A relay's send out of receive buffer (`pool`, `idx`) of port `pi`
+    /// completed: the buffer goes back once all of them have.
+    pub(super) fn on_relay_sent(&mut self, pi: usize, pool: usize, idx: usize, status: SendStatus) {
+        let key = (pi, pool, idx);
+        let Some((left, flow)) = self.lent.get_mut(&key) else {
+            self.problem(format!("a relay completion for a buffer not lent ({pool}, {idx})"));
+            return;
+        };
+        *left -= 1;
+        let (done, flow) = (*left == 0, *flow);
+        if status != SendStatus::Ok {
+            let name = self.ledger.borrow().flows[flow].spec.name.clone();
+            self.problem(format!("flow {name}: a relay's send completed with {status:?}"));
+            let mut l = self.ledger.borrow_mut();
+            let f = &mut l.flows[flow];
+            f.send_errors += 1;
+            if let Some(m) = f.mcast.as_mut() {
+                m.relay_errors += 1;
+            }
+        }
+        if done {
+            self.lent.remove(&key);
+            self.repost(pi, pool, idx);
+        }
+    }
+}

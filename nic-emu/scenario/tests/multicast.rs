@@ -1,0 +1,159 @@
+//! Multicast flows through the scenario runner on the simulator: every
+//! scheme x algorithm delivers each multicast exactly once, intact and in
+//! order to every member of a 16-node group under packet loss, corruption
+//! and duplication; `auto` (and a k-binomial tree without a k) report the
+//! tree the profile's model chose; the report carries the multicast
+//! figures.
+
+use nic_abi::multicast::Scheme;
+use nic_device::mcast::{k_for, pick};
+use nic_device::Profile;
+use nic_scenario::{run, Report, Scenario};
+
+const PROFILE: &str = "lanai9-gm";
+
+fn flow(scheme: &str, alg: &str, sizes: &str, messages: u64, extra: &str) -> String {
+    format!(
+        "profile = \"{PROFILE}\"\nseed = 11\n[fabric]\nnodes = 16\n[[flows]]\nname = \"m\"\n\
+         src = [5, 2]\nkind = \"multicast\"\ngroup_size = 16\nscheme = \"{scheme}\"\n\
+         algorithm = \"{alg}\"\nsizes = {sizes}\nmessages = {messages}\n{extra}\n"
+    )
+}
+
+const FAULTS: &str = "[faults]\ndrop = 0.02\ncorrupt = 0.002\nduplicate = 0.002\n";
+
+fn run_text(text: &str) -> Report {
+    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    run(&v).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Every member got every multicast exactly once, intact, in order, and
+/// the root saw every completion.
+fn assert_exactly_once_in_order(r: &Report, what: &str) {
+    let f = &r.flows[0];
+    let m = f.multicast.as_ref().expect("a multicast report");
+    let members = m.group_size as u64 - 1;
+    assert!(
+        r.complete && f.complete && r.problems.is_empty(),
+        "{what}: {:?}\n{}",
+        r.problems,
+        r.summary()
+    );
+    assert_eq!(
+        (f.delivered, f.corrupted, f.duplicates, f.out_of_order, f.send_errors),
+        (f.messages, 0, 0, 0, 0),
+        "{what}"
+    );
+    assert_eq!(m.deliveries, f.messages * members, "{what}: one reception per member each");
+    let bytes: u64 = (0..f.messages).map(|i| f.sizes[(i % f.sizes.len() as u64) as usize]).sum();
+    assert_eq!(f.bytes, bytes, "{what}");
+    assert_eq!(r.nics.iter().map(|n| n.errors).sum::<u64>(), 0, "{what}: no descriptor refused");
+}
+
+#[test]
+fn every_scheme_and_algorithm_delivers_exactly_once_in_order_to_16_nodes_under_faults() {
+    let mut retransmits = 0;
+    for scheme in ["host", "nic", "assisted", "nic-cached"] {
+        for (alg, k) in [
+            ("separate", ""),
+            ("serial", ""),
+            ("binomial", ""),
+            ("binary", ""),
+            ("k-binomial", "k = 3"),
+            ("k-binomial", ""),
+        ] {
+            let what = format!("{scheme} {alg} {k}");
+            let r = run_text(&format!("{}{FAULTS}", flow(scheme, alg, "[64, 5000]", 12, k)));
+            assert_exactly_once_in_order(&r, &what);
+            retransmits += r.nics.iter().map(|n| n.retransmits).sum::<u64>();
+            let m = r.flows[0].multicast.as_ref().unwrap();
+            assert_eq!((m.scheme.as_str(), m.algorithm.as_str()), (scheme, alg), "{what}");
+            assert_eq!(m.group, (0..16).map(|i| (5 + i) % 16).collect::<Vec<u16>>());
+            assert!(r.flows[0].dst.is_none());
+        }
+    }
+    assert!(retransmits > 0, "the faults cost retransmissions");
+}
+
+#[test]
+fn auto_and_k_binomial_without_k_report_what_the_profile_chose() {
+    let p = Profile::load(PROFILE).unwrap();
+    for scheme in Scheme::ALL {
+        for bytes in [2u64, 20_000] {
+            let r = run_text(&flow(scheme.name(), "auto", &format!("[{bytes}]"), 3, ""));
+            assert_exactly_once_in_order(&r, &format!("{scheme} auto {bytes}"));
+            let m = r.flows[0].multicast.as_ref().unwrap();
+            let want = pick(&p, scheme, 16, bytes);
+            assert_eq!(m.requested, "auto");
+            assert_eq!(m.algorithm, want.name(), "{scheme} {bytes} B");
+            assert_eq!(m.k, (want.k() > 0).then_some(want.k()));
+        }
+    }
+    let r = run_text(&flow("nic", "k-binomial", "[8192]", 3, ""));
+    let m = r.flows[0].multicast.as_ref().unwrap();
+    assert_eq!((m.requested.as_str(), m.algorithm.as_str()), ("k-binomial", "k-binomial"));
+    assert_eq!(m.k, Some(k_for(&p, 16, 8192)));
+}
+
+#[test]
+fn the_report_prices_the_root_and_the_tree() {
+    // Host scheme, binomial over 16: the root computes 4 children, the
+    // hosts 15 in all; the root's host is busy while it posts 4 sends.
+    let r = run_text(&flow("host", "binomial", "[2]", 5, ""));
+    assert_exactly_once_in_order(&r, "host binomial");
+    let m = r.flows[0].multicast.as_ref().unwrap();
+    assert_eq!(m.relays_deepest, 3);
+    assert_eq!(m.tree_children.map(|t| t.p50), Some(15));
+    let cpu = m.root_cpu_ns.expect("the sim's busy clock");
+    assert!(cpu.p50 > 0 && cpu.p50 <= cpu.max);
+    let util = m.root_cpu_util.unwrap();
+    assert!(util > 0.0 && util <= 1.0, "{util}");
+    // A separate tree on one switch sends all 15 down the root's link.
+    let r = run_text(&flow("nic", "separate", "[2]", 2, ""));
+    let m = r.flows[0].multicast.as_ref().unwrap();
+    assert_eq!(m.link_concentration, Some(1.875));
+    assert_eq!(m.relays_deepest, 0);
+    // One packet of a chain is in the fabric at a time; a binomial tree
+    // has several branches going at once.
+    let chain = run_text(&flow("nic", "serial", "[2]", 3, ""));
+    let c = chain.flows[0].multicast.as_ref().unwrap().link_concurrency.unwrap();
+    assert_eq!((c.p50, c.max), (1, 1));
+    let tree = run_text(&flow("nic", "binomial", "[2]", 3, ""));
+    assert!(tree.flows[0].multicast.as_ref().unwrap().link_concurrency.unwrap().p50 > 1);
+    // The NIC-based scheme's tree work is the NICs' (their McastTreeOps
+    // counters): 15 children each time; the cached scheme computes none.
+    let r = run_text(&flow("nic", "binary", "[2]", 4, ""));
+    assert_eq!(r.flows[0].multicast.as_ref().unwrap().tree_children.map(|t| t.p50), Some(15));
+    let r = run_text(&flow("nic-cached", "binary", "[2]", 4, ""));
+    assert_eq!(r.flows[0].multicast.as_ref().unwrap().tree_children.map(|t| t.p50), Some(0));
+}
+
+#[test]
+fn the_json_has_the_multicast_object_and_no_dst() {
+    let r = run_text(&flow("assisted", "binary", "[100]", 3, "window = 2"));
+    assert_exactly_once_in_order(&r, "assisted binary window 2");
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let f = &json["flows"][0];
+    assert!(f.get("dst").is_none());
+    assert_eq!(f["kind"], "multicast");
+    let m = &f["multicast"];
+    for key in [
+        "scheme",
+        "algorithm",
+        "k",
+        "requested",
+        "group_size",
+        "group",
+        "deliveries",
+        "relays_deepest",
+        "root_cpu_ns",
+        "root_cpu_util",
+        "tree_ns",
+        "tree_children",
+        "link_concentration",
+        "link_concurrency",
+    ] {
+        assert!(m.get(key).is_some(), "multicast.{key} missing: {m}");
+    }
+    assert_eq!(m["deliveries"], 45);
+}
