@@ -81,7 +81,7 @@ pub fn run<B: NicBackend>(
         port.write(&tx, 0, &[1u8; 8]).map_err(err("write"))?;
         port.send(&tx, 0, 8, 3, Priority::High, g.root(), g.port(), READY_TAG)
             .map_err(err("ready"))?;
-        member(port, cfg, &bufs, class, &mut rep)?;
+        member(port, cfg, &bufs, &tx, class, &mut rep)?;
     } else {
         root(port, cfg, &bufs, &tx, class, &mut rep)?;
     }
@@ -160,6 +160,7 @@ fn member<B: NicBackend>(
     port: &mut Port<B>,
     cfg: &McastConfig,
     bufs: &[DmaBuf],
+    tx: &DmaBuf,
     class: u8,
     rep: &mut McastReport,
 ) -> Result<(), String> {
@@ -189,6 +190,13 @@ fn member<B: NicBackend>(
                         .map_err(err("provide"))?,
                     Err(e) => return Err(format!("relay: {e}")),
                 }
+            }
+            Event::Sent { tag: READY_TAG, status, .. } if status != SendStatus::Ok => {
+                // The root's port is not open yet: say so again shortly.
+                std::thread::sleep(Duration::from_millis(20));
+                let g = &cfg.group;
+                port.send(tx, 0, 8, 3, Priority::High, g.root(), g.port(), READY_TAG)
+                    .map_err(err("ready"))?;
             }
             Event::Sent { tag, status, .. } if tag != READY_TAG => {
                 if status != SendStatus::Ok {
