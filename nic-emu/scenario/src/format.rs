@@ -351,6 +351,10 @@ pub struct TreePrices {
     pub host_child_ns: u64,
     /// NIC: one child computed by the firmware (`nic_cpu.tree_op` cycles).
     pub nic_child_ns: f64,
+    /// NIC: the steps of the whole tree, for one multicast of the flow's
+    /// algorithm and group (`nic_cpu.relay_step`: once per node with
+    /// children, per destination for separate addressing).
+    pub nic_steps_ns: f64,
 }
 
 /// What a multicast flow adds to its [`FlowSpec`].

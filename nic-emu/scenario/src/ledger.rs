@@ -313,8 +313,9 @@ impl FlowLedger {
         }
         if let (Some(e), Some(spec)) = (m.inflight.remove(&mseq), self.spec.mcast.as_ref()) {
             let p = spec.prices;
+            let nic = if e.nic_children > 0 { p.nic_steps_ns } else { 0.0 };
             let ns = e.host_children * p.host_child_ns
-                + (e.nic_children as f64 * p.nic_child_ns).round() as u64;
+                + (e.nic_children as f64 * p.nic_child_ns + nic).round() as u64;
             m.tree_ns.push(ns);
             m.tree_children.push(e.host_children + e.nic_children);
         }

@@ -23,20 +23,29 @@ use super::report::{McastReport, P50Max, P50};
 /// and its tree-work prices filled in. Unicast flows are untouched.
 pub fn resolve(v: &Validated, profile: &Profile) -> Result<Validated, ScenarioError> {
     let mut out = v.clone();
-    let prices = TreePrices {
-        host_child_ns: profile.host.tree_child_ns,
-        nic_child_ns: profile.nic_cpu.tree_op as f64 * 1e9 / profile.nic.cpu_hz.max(1) as f64,
-    };
+    let ns = |cycles: u64| cycles as f64 * 1e9 / profile.nic.cpu_hz.max(1) as f64;
     for f in &mut out.flows {
         let bytes = f.max_size();
         let Some(m) = f.mcast.as_mut() else { continue };
         let g = m.size();
-        m.algorithm = Some(match m.choice {
+        let alg = match m.choice {
             AlgorithmChoice::Given(a) => a,
             AlgorithmChoice::KBinomialBestK => Algorithm::KBinomial { k: k_for(profile, g, bytes) },
             AlgorithmChoice::Auto => pick(profile, m.scheme, g, bytes),
-        });
-        m.prices = prices;
+        };
+        m.algorithm = Some(alg);
+        // NIC steps: one per node with children, one per destination
+        // for separate addressing.
+        let steps = if alg == Algorithm::Separate {
+            g.saturating_sub(1) as u64
+        } else {
+            (0..g).filter(|&r| nic_abi::multicast::children_computed(alg, g, r) > 0).count() as u64
+        };
+        m.prices = TreePrices {
+            host_child_ns: profile.host.tree_child_ns,
+            nic_child_ns: ns(profile.nic_cpu.tree_op),
+            nic_steps_ns: steps as f64 * ns(profile.nic_cpu.relay_step.by_code(alg.code())),
+        };
     }
     Ok(out)
 }

@@ -14,7 +14,7 @@
 use host_brm::BrmTransport;
 use host_driver::nic_abi::stats::Stat;
 use host_driver::NicBackend;
-use host_driver::{DriverError, Event, Group, Multicast, Nic, Relayed, SendStatus};
+use host_driver::{DriverError, Event, Group, Multicast, Nic, RelayPlan, SendStatus};
 use nic_abi::event::McastInfo;
 use nic_abi::map;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
@@ -34,13 +34,17 @@ pub(super) struct McastCtx {
     pub(super) alg: Algorithm,
 }
 
-/// A reception whose relay the driver could not post yet.
+/// A reception whose relay is worked out (its host's processing charged)
+/// and not posted yet: it posts once that time has passed (`due`), or
+/// later when the driver had no send token or ring room.
 pub(super) struct PendingRelay {
     port: usize,
     ev: Event,
     pool: usize,
     idx: usize,
     ctx: usize,
+    plan: RelayPlan,
+    due: u64,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -253,30 +257,49 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 ));
             }
         }
-        if host_children > 0 {
-            self.relay(PendingRelay { port: pi, ev: *ev, pool, idx, ctx: ci });
-        } else {
-            self.repost(pi, pool, idx);
+        if host_children == 0 {
+            return self.repost(pi, pool, idx);
+        }
+        // The host works out its children now (its CPU time passes) and
+        // posts them when that time has passed (`retry_relays`).
+        match self.ports[pi].port.relay_prepare(ev, &self.mcasts[ci].group) {
+            Ok(Some(plan)) => {
+                let due = self.host.now_ns();
+                self.pending_relays.push_back(PendingRelay {
+                    port: pi,
+                    ev: *ev,
+                    pool,
+                    idx,
+                    ctx: ci,
+                    plan,
+                    due,
+                });
+            }
+            Ok(None) => self.repost(pi, pool, idx),
+            Err(e) => {
+                self.problem(format!("relaying multicast {}: {e}", info.mseq));
+                self.repost(pi, pool, idx);
+            }
         }
     }
 
     /// Post a relay's sends out of its receive buffer; the buffer stays
     /// lent until they complete. Not possible yet: queued.
     fn relay(&mut self, p: PendingRelay) {
-        let PendingRelay { port: pi, ev, pool, idx, ctx: ci } = p;
-        let Event::Received { size_class, .. } = ev else { return };
+        let (pi, pool, idx, ci) = (p.port, p.pool, p.idx, p.ctx);
+        let Event::Received { size_class, .. } = p.ev else { return };
         let buf = self.ports[pi].pools[pool].bufs[idx];
         let pc = &mut self.ports[pi];
         let before = pc.port.stats().posted;
-        let r = pc.port.relay(&ev, &self.mcasts[ci].group, &buf, size_class, relay_tag(pool, idx));
+        let tag = relay_tag(pool, idx);
+        let r = pc.port.relay_post(&p.plan, &self.mcasts[ci].group, &buf, size_class, tag);
         let partial = (pc.port.stats().posted - before) as u32;
         match r {
-            Ok(Relayed::Posted { descriptors }) => {
+            Ok(descriptors) => {
                 self.lent.insert((pi, pool, idx), (descriptors, self.mcasts[ci].flow));
             }
-            Ok(Relayed::Nothing) => self.repost(pi, pool, idx),
             Err(DriverError::NoSendToken | DriverError::RingFull) if partial == 0 => {
-                self.pending_relays.push_back(PendingRelay { port: pi, ev, pool, idx, ctx: ci });
+                self.pending_relays.push_back(p);
             }
             Err(e) => {
                 let name = self.ledger.borrow().flows[self.mcasts[ci].flow].spec.name.clone();
@@ -293,10 +316,16 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
-    /// Try again the relays that found no send token or ring room.
-    pub(super) fn retry_relays(&mut self) {
+    /// Post the relays whose host time had passed when this step began
+    /// (`began`), and again those that found no send token or ring room;
+    /// be woken for the others.
+    pub(super) fn retry_relays(&mut self, began: u64, wake_at: &mut dyn FnMut(u64)) {
         for _ in 0..self.pending_relays.len() {
-            if let Some(p) = self.pending_relays.pop_front() {
+            let Some(p) = self.pending_relays.pop_front() else { break };
+            if p.due > began {
+                wake_at(p.due);
+                self.pending_relays.push_back(p);
+            } else {
                 self.relay(p);
             }
         }

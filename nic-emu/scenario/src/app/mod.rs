@@ -226,9 +226,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
             }
         }
+        let began = self.host.now_ns();
         let events = self.drain_events();
         self.repost_pending();
-        self.retry_relays();
+        self.retry_relays(began, wake_at);
         self.release_finished();
         self.read_trace();
         let ready = {
