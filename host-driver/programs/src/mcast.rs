@@ -23,6 +23,10 @@ const BUFS: usize = 4;
 const ROOT_TAG: u64 = 1 << 40;
 /// Tag of the "ready" unicasts members send the root.
 const READY_TAG: u64 = 1 << 41;
+/// Tag of the "done" unicasts the root sends every member at the end: a
+/// member keeps its port open until then, since its NIC may still be
+/// relaying (a NIC gives up a closed port's sends, relays' included).
+const DONE_TAG: u64 = 1 << 42;
 
 /// One member's part.
 #[derive(Debug, Clone)]
@@ -78,6 +82,8 @@ pub fn run<B: NicBackend>(
     let tx = port.alloc(cfg.size.max(8) as u64).map_err(err("alloc"))?;
     if rank != 0 {
         // Ready: the root starts once every member has its group and buffers.
+        let done = port.alloc(8).map_err(err("alloc"))?;
+        port.provide_receive_buffer(&done, 3, Priority::High, DONE_TAG).map_err(err("provide"))?;
         port.write(&tx, 0, &[1u8; 8]).map_err(err("write"))?;
         port.send(&tx, 0, 8, 3, Priority::High, g.root(), g.port(), READY_TAG)
             .map_err(err("ready"))?;
@@ -114,7 +120,6 @@ fn root<B: NicBackend>(
     }
     let kids = g.children(cfg.algorithm, 0).len();
     let src = port.alloc(cfg.size.max(1) as u64).map_err(err("alloc"))?;
-    let _ = tx;
     for mseq in 0..cfg.count {
         port.write(&src, 0, &payload(mseq, cfg.size)).map_err(err("write"))?;
         let m = Multicast {
@@ -153,6 +158,18 @@ fn root<B: NicBackend>(
         }
         rep.completion_us.push(t0.elapsed().as_secs_f64() * 1e6);
     }
+    // Done: every member may close its port now.
+    for &m in &g.members()[1..] {
+        port.send(tx, 0, 8, 3, Priority::High, m, g.port(), DONE_TAG).map_err(err("done"))?;
+    }
+    let mut acked = 1;
+    while acked < g.size() {
+        match next(port, &mut deadline, cfg.timeout)? {
+            Event::Sent { tag: DONE_TAG, .. } => acked += 1,
+            Event::Sent { .. } | Event::Received { .. } => {}
+            other => return Err(format!("root, saying done: {other:?}")),
+        }
+    }
     Ok(())
 }
 
@@ -167,8 +184,10 @@ fn member<B: NicBackend>(
     let mut deadline = Instant::now() + cfg.timeout;
     // Relay sends out of a buffer still out: (mseq, buffer index, count).
     let mut lent: Vec<(u32, usize, u32)> = Vec::new();
-    while rep.received < cfg.count || !lent.is_empty() {
+    let mut done = false;
+    while rep.received < cfg.count || !lent.is_empty() || !done {
         match next(port, &mut deadline, cfg.timeout)? {
+            Event::Received { tag: DONE_TAG, .. } => done = true,
             ev @ Event::Received { buffer, len, mcast: Some(info), .. } => {
                 let i = bufs.iter().position(|b| b.vaddr == buffer).ok_or("not our buffer")?;
                 let mut data = vec![0u8; len as usize];
