@@ -533,9 +533,12 @@ pub struct McastRec {
     pub delivered: bool,
     /// When to stop waiting for children's reports.
     pub deadline: u64,
-    /// RxBufs source: packets arrived, packets whose buffers went back.
+    /// RxBufs source: packets arrived, packets whose buffers went back,
+    /// packets whose multicast handling was priced (once per packet, at
+    /// its first copy out: further copies are only sends).
     pub have: u32,
     pub released: u32,
+    pub priced: u32,
     pub bufs: [u8; RELAY_WINDOW],
     /// RxBufs source: the children's send tokens, and packets each has
     /// acked (u32::MAX once done).
@@ -565,6 +568,7 @@ impl McastRec {
         deadline: 0,
         have: 0,
         released: 0,
+        priced: 0,
         bufs: [0; RELAY_WINDOW],
         kids: [NIL; RELAY_CHILDREN],
         kid_acked: [0; RELAY_CHILDREN],

@@ -140,7 +140,10 @@ impl Sdma {
         let gather = match tok.kind {
             TokKind::McastFwd if crate::MULTICAST => match crate::mcast::rec_of(cx, t) {
                 Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
-                    Some(cx.mcasts[r].bufs[pkt as usize % RELAY_WINDOW])
+                    let rec = &mut cx.mcasts[r];
+                    let first = pkt >= rec.priced;
+                    rec.priced = rec.priced.max(pkt + 1);
+                    Some((rec.bufs[pkt as usize % RELAY_WINDOW], first))
                 }
                 Some(_) => None,
                 None => {
@@ -200,7 +203,7 @@ impl Sdma {
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         hw.write(hdr_at, &hb);
 
-        if let Some(rx) = gather {
+        if let Some((rx, first)) = gather {
             cx.txbufs.take(
                 b,
                 TxBuf {
@@ -212,7 +215,7 @@ impl Sdma {
                     control: false,
                     seq,
                     gather: rx,
-                    mcast: true,
+                    mcast: first,
                 },
             );
             let _ = cx.tx_ready.push_back(b);
