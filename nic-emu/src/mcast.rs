@@ -126,6 +126,28 @@ fn payload(mseq: u32, len: u32) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(13).wrapping_add(mseq as u8)).collect()
 }
 
+/// The root's request for multicast `mseq` of `run` from `src`.
+fn request<'a>(
+    run: &McastRun,
+    group: &'a Group,
+    src: &'a DmaBuf,
+    class: u8,
+    mseq: u32,
+) -> Multicast<'a> {
+    Multicast {
+        buf: src,
+        offset: 0,
+        len: run.bytes,
+        size_class: class,
+        priority: Priority::Low,
+        group,
+        scheme: run.scheme,
+        algorithm: run.algorithm,
+        mseq,
+        tag: ROOT_TAG + mseq as u64,
+    }
+}
+
 /// A member's program.
 struct Member {
     rank: usize,
@@ -177,18 +199,7 @@ impl Member {
         let mseq = self.next;
         let _ = port.write(src, 0, &payload(mseq, self.run.bytes));
         let start = (be.now_ns(), be.host_busy_ns());
-        let m = Multicast {
-            buf: src,
-            offset: 0,
-            len: self.run.bytes,
-            size_class: self.class,
-            priority: Priority::Low,
-            group: &self.group,
-            scheme: self.run.scheme,
-            algorithm: self.run.algorithm,
-            mseq,
-            tag: ROOT_TAG + mseq as u64,
-        };
+        let m = request(&self.run, &self.group, src, self.class, mseq);
         match port.multicast(&m) {
             Ok(n) => {
                 self.host_posted = n as usize;
@@ -224,21 +235,9 @@ impl Member {
     }
 
     /// Host scheme: the root's children its send tokens did not cover yet.
-    fn more_children(&mut self, be: &SimBackend) {
-        let _ = be;
+    fn more_children(&mut self) {
         let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
-        let m = Multicast {
-            buf: src,
-            offset: 0,
-            len: self.run.bytes,
-            size_class: self.class,
-            priority: Priority::Low,
-            group: &self.group,
-            scheme: self.run.scheme,
-            algorithm: self.run.algorithm,
-            mseq: self.next - 1,
-            tag: ROOT_TAG + (self.next - 1) as u64,
-        };
+        let m = request(&self.run, &self.group, src, self.class, self.next - 1);
         match port.multicast_more(&m, self.host_posted) {
             Ok(n) => self.host_posted += n as usize,
             Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
@@ -292,7 +291,7 @@ impl Member {
                 if self.waiting == 0 {
                     self.book.borrow_mut().done.push((be.now_ns(), be.host_busy_ns()));
                 } else if self.run.scheme == Scheme::Host {
-                    self.more_children(be);
+                    self.more_children();
                 }
             }
             Event::Sent { tag, .. } => {

@@ -89,7 +89,7 @@ pub fn run<B: NicBackend>(
             .map_err(err("ready"))?;
         member(port, cfg, &bufs, &tx, class, &mut rep)?;
     } else {
-        root(port, cfg, &bufs, &tx, class, &mut rep)?;
+        root(port, cfg, &tx, class, &mut rep)?;
     }
     Ok(rep)
 }
@@ -97,7 +97,6 @@ pub fn run<B: NicBackend>(
 fn root<B: NicBackend>(
     port: &mut Port<B>,
     cfg: &McastConfig,
-    bufs: &[DmaBuf],
     tx: &DmaBuf,
     class: u8,
     rep: &mut McastReport,
@@ -108,7 +107,6 @@ fn root<B: NicBackend>(
     for b in &ready_buf {
         port.provide_receive_buffer(b, 3, Priority::High, 0).map_err(err("provide"))?;
     }
-    let _ = bufs;
     let mut ready = 1;
     let mut deadline = Instant::now() + cfg.timeout;
     while ready < g.size() {

@@ -203,21 +203,20 @@ impl Sdma {
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         hw.write(hdr_at, &hb);
 
+        let buf = TxBuf {
+            state: TxBufState::Filling,
+            stream: s,
+            epoch: st.epoch,
+            route_len,
+            len: (HEADER_LEN as u32) + plen,
+            control: false,
+            seq,
+            gather: GATHER_NONE,
+            mcast: tok.kind == TokKind::McastFwd,
+        };
         if let Some((rx, first)) = gather {
-            cx.txbufs.take(
-                b,
-                TxBuf {
-                    state: TxBufState::Filled,
-                    stream: s,
-                    epoch: st.epoch,
-                    route_len,
-                    len: (HEADER_LEN as u32) + plen,
-                    control: false,
-                    seq,
-                    gather: rx,
-                    mcast: first,
-                },
-            );
+            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: first, ..buf };
+            cx.txbufs.take(b, filled);
             let _ = cx.tx_ready.push_back(b);
             cx.bump(Stat::McastForwarded, 1);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
@@ -232,20 +231,7 @@ impl Sdma {
             self.abandon_stream(cx, s, Some(SendStatus::Dropped));
             return;
         }
-        cx.txbufs.take(
-            b,
-            TxBuf {
-                state: TxBufState::Filling,
-                stream: s,
-                epoch: st.epoch,
-                route_len,
-                len: (HEADER_LEN as u32) + plen,
-                control: false,
-                seq,
-                gather: GATHER_NONE,
-                mcast: tok.kind == TokKind::McastFwd,
-            },
-        );
+        cx.txbufs.take(b, buf);
         let n = pieces.len();
         if n == 0 {
             cx.txbufs.filled(b);

@@ -20,6 +20,23 @@ use nic_abi::port::{port_reg, send_slot, SEND_CONS};
 use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
 
+/// The send token of multicast descriptor `d` on port `p` (its event
+/// names the multicast `tag`).
+fn descriptor_token(kind: TokKind, p: usize, d: &Descriptor, tag: &McastTag) -> SendToken {
+    let mut t = SendToken::EMPTY;
+    t.kind = kind;
+    t.port = p as u8;
+    t.prio = d.priority;
+    t.target_port = p as u8;
+    t.size_class = d.size_class;
+    t.local = d.local;
+    t.len = d.len;
+    t.remote = tag.remote();
+    t.tag = d.tag;
+    t.desc_kind = DescKind::Multicast as u8;
+    t
+}
+
 impl Sdma {
     /// Take the multicast descriptor at `cons` of port `p`'s ring with its
     /// continuation slots. False: not all of it is posted yet, or no
@@ -111,19 +128,9 @@ impl Sdma {
                 return Err(ErrorCause::TooManyStreams);
             }
             tag.subtree = c.subtree;
-            let mut t = SendToken::EMPTY;
-            t.kind = TokKind::McastSend;
-            t.port = p as u8;
-            t.prio = d.priority;
+            let mut t = descriptor_token(TokKind::McastSend, p, d, &tag);
             t.target_node = c.node;
-            t.target_port = p as u8;
-            t.size_class = d.size_class;
-            t.local = d.local;
-            t.len = d.len;
-            t.remote = tag.remote();
             t.cookie = tag.cookie();
-            t.tag = d.tag;
-            t.desc_kind = DescKind::Multicast as u8;
             t.npkts = packets_for(cx, TokKind::Send, d.len);
             let s = self.find_or_make_tx(c.node, p as u8, p as u8, d.priority);
             let (Some(s), Some(i)) = (s, cx.tokens.alloc(t)) else {
@@ -203,19 +210,9 @@ impl Sdma {
             }
         };
         w.mcast_descs += 1;
-        let mut t = SendToken::EMPTY;
-        t.kind = TokKind::McastRoot;
-        t.port = p as u8;
-        t.prio = d.priority;
+        let mut t = descriptor_token(TokKind::McastRoot, p, d, &tag);
         t.target_node = tag.group;
-        t.target_port = p as u8;
-        t.size_class = d.size_class;
-        t.local = d.local;
-        t.len = d.len;
-        t.remote = tag.remote();
         t.cookie = r as u32;
-        t.tag = d.tag;
-        t.desc_kind = DescKind::Multicast as u8;
         let Some(i) = cx.tokens.alloc(t) else {
             if waiting.is_none() {
                 cx.mcasts.free(r);
