@@ -7,7 +7,7 @@ mod sim_rig;
 
 use std::collections::HashMap;
 
-use host_driver::nic_abi::event::McastInfo;
+use host_driver::nic_abi::event::{LostSubtree, McastInfo};
 use host_driver::*;
 use nic_emu::SimBackend;
 use sim_rig::*;
@@ -26,6 +26,8 @@ struct Member {
     got: Vec<u32>,
     /// The root's completions: (mseq tag, status, unreached).
     done: Vec<(u64, SendStatus, u16)>,
+    /// The subtrees the root's completions named lost.
+    lost: Vec<LostSubtree>,
     bad: Vec<String>,
 }
 
@@ -66,6 +68,7 @@ impl Case {
                 lent: HashMap::new(),
                 got: Vec::new(),
                 done: Vec::new(),
+                lost: Vec::new(),
                 bad: Vec::new(),
             });
         }
@@ -102,6 +105,7 @@ impl Case {
                         if m.node == self.group.root() && tag >= 1 << 32 =>
                     {
                         m.done.push((tag - (1 << 32), status, info.unreached));
+                        m.lost.extend(info.lost.iter().filter(|l| l.members > 0));
                     }
                     Event::Sent { tag, status, .. } => {
                         // A relay's send from a receive buffer (tagged with
@@ -254,6 +258,11 @@ fn a_member_whose_port_is_closed_is_reported_not_reached_and_the_rest_get_it() {
             vec![(0, SendStatus::Incomplete, 4), (1, SendStatus::Incomplete, 4)],
             "{scheme}: the root counts rank 4's subtree as not reached"
         );
+        assert_eq!(
+            root.lost,
+            vec![LostSubtree { node: 4, members: 4 }; 2],
+            "{scheme}: and names it, each time: node 4 heads 4 members"
+        );
         for m in &c.members[1..] {
             let reached = ![5, 6, 7].contains(&m.node);
             assert_eq!(
@@ -263,5 +272,21 @@ fn a_member_whose_port_is_closed_is_reported_not_reached_and_the_rest_get_it() {
                 m.node
             );
         }
+    }
+}
+
+#[test]
+fn a_lost_leaf_below_a_relay_is_named_in_the_root_completion() {
+    // Binomial over 8: rank 5 is a leaf below relay 4. Its port closed,
+    // relay 4 reports it lost and the root names it.
+    let g: Vec<u16> = (0..8).collect();
+    for scheme in [Scheme::Nic, Scheme::NicCached, Scheme::Assisted] {
+        let mut c = Case::new(8, &g, Algorithm::Binomial, 64, "lanai9-gm");
+        let gone = c.members.remove(5);
+        gone.port.close();
+        c.run(scheme, Algorithm::Binomial, 1);
+        let root = &c.members[0];
+        assert_eq!(root.done, vec![(0, SendStatus::Incomplete, 1)], "{scheme}");
+        assert_eq!(root.lost, vec![LostSubtree { node: 5, members: 1 }], "{scheme}");
     }
 }

@@ -22,7 +22,8 @@
 //! ```text
 //! 12 0x80 | scheme (bits 0..4) | alg << 4 (bits 4..7)   13 k u8
 //! 14 group u16   56 mseq u32
-//! Sent only: inline[0..2] = members not reached (u16)
+//! Sent only: inline[0..2] = members not reached (u16), inline[2..10] =
+//! two subtrees not reached, (node u16, members u16) each
 //! ```
 
 use crate::le::*;
@@ -169,6 +170,35 @@ pub struct McastInfo {
     pub k: u8,
     /// Root's Sent event: members not reached (0 on success).
     pub unreached: u16,
+    /// Root's Sent event: up to two subtrees not reached, named by the
+    /// node that heads them and their member count (`LOST_NONE` when
+    /// fewer, or when only a count is known: a member that did not
+    /// answer before its deadline).
+    pub lost: [LostSubtree; LOST_NAMED],
+}
+
+/// Subtrees a multicast's completion (and a Report) names.
+pub const LOST_NAMED: usize = 2;
+
+/// A subtree a multicast did not reach: its head and how many members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LostSubtree {
+    pub node: u16,
+    /// 0: no subtree named here.
+    pub members: u16,
+}
+
+impl LostSubtree {
+    pub const NONE: LostSubtree = LostSubtree { node: 0, members: 0 };
+
+    /// Packed as `node | members << 16` (Reports, the firmware's tokens).
+    pub const fn pack(self) -> u32 {
+        self.node as u32 | (self.members as u32) << 16
+    }
+
+    pub const fn unpack(v: u32) -> LostSubtree {
+        LostSubtree { node: v as u16, members: (v >> 16) as u16 }
+    }
 }
 
 /// An event as a plain struct.
@@ -241,6 +271,9 @@ impl Event {
             put_u32(b, 56, m.mseq);
             if self.kind == EventKind::Sent {
                 put_u16(b, 40, m.unreached);
+                for (i, l) in m.lost.iter().enumerate() {
+                    put_u32(b, 42 + 4 * i, l.pack());
+                }
             }
         }
         put_u32(b, 60, self.seq);
@@ -269,6 +302,11 @@ impl Event {
                     alg: (m >> 4) & 0x7,
                     k: get_u8(b, 13),
                     unreached: if kind == EventKind::Sent { get_u16(b, 40) } else { 0 },
+                    lost: if kind == EventKind::Sent {
+                        [LostSubtree::unpack(get_u32(b, 42)), LostSubtree::unpack(get_u32(b, 46))]
+                    } else {
+                        [LostSubtree::NONE; LOST_NAMED]
+                    },
                 }
             });
         Ok(Event {
@@ -329,14 +367,26 @@ mod tests {
     fn multicast_events_round_trip() {
         let mut e = Event::empty(EventKind::Received);
         e.len = 2;
-        e.mcast = Some(McastInfo { group: 3, mseq: 77, scheme: 2, alg: 4, k: 3, unreached: 0 });
+        e.mcast = Some(McastInfo {
+            group: 3,
+            mseq: 77,
+            scheme: 2,
+            alg: 4,
+            k: 3,
+            unreached: 0,
+            lost: [LostSubtree::NONE; LOST_NAMED],
+        });
         let mut b = [0u8; 64];
         e.encode(&mut b);
         assert_eq!(Event::decode(&b), Ok(e));
         let mut s = Event::empty(EventKind::Sent);
         s.status = SendStatus::Incomplete as u8;
-        s.mcast = Some(McastInfo { group: 1, mseq: 5, scheme: 1, alg: 2, k: 0, unreached: 4 });
+        let lost = [LostSubtree { node: 9, members: 3 }, LostSubtree { node: 2, members: 1 }];
+        s.mcast =
+            Some(McastInfo { group: 1, mseq: 5, scheme: 1, alg: 2, k: 0, unreached: 4, lost });
         s.inline[..2].copy_from_slice(&4u16.to_le_bytes());
+        s.inline[2..6].copy_from_slice(&lost[0].pack().to_le_bytes());
+        s.inline[6..10].copy_from_slice(&lost[1].pack().to_le_bytes());
         s.encode(&mut b);
         assert_eq!(Event::decode(&b), Ok(s));
         // A unicast event has none.

@@ -53,7 +53,8 @@ pub enum PacketType {
     GetResp = 6,
     /// A multicast member tells its parent in the tree that its subtree
     /// has the message `remote` names ([`McastTag`]); `msg_len` counts the
-    /// members of that subtree that could not be reached. No payload.
+    /// members of that subtree that could not be reached; the payload (0
+    /// to 2 u32s, `event::LostSubtree::pack`) names subtrees lost.
     Report = 7,
 }
 
@@ -309,8 +310,16 @@ impl Header {
                     return Err(ParseError::BadField("nack_code"));
                 }
             }
-            PacketType::Ack | PacketType::GetReq | PacketType::Report => {
+            PacketType::Ack | PacketType::GetReq => {
                 if h.payload_len != 0 {
+                    return Err(ParseError::BadField("payload_len"));
+                }
+            }
+            // A Report may name the subtrees it lost: (node, members) u32s.
+            PacketType::Report => {
+                if h.payload_len as usize > 4 * crate::event::LOST_NAMED
+                    || !h.payload_len.is_multiple_of(4)
+                {
                     return Err(ParseError::BadField("payload_len"));
                 }
             }
@@ -430,10 +439,21 @@ mod tests {
     }
 
     #[test]
-    fn a_report_carries_no_payload() {
+    fn a_report_carries_at_most_two_lost_subtrees() {
         let mut h = data();
         h.ptype = PacketType::Report;
-        assert_eq!(Header::parse(&bytes(&h)), Err(ParseError::BadField("payload_len")));
+        h.payload_len = 3;
+        let mut b3 = [0u8; HEADER_LEN + 3];
+        h.encode(&mut b3);
+        assert_eq!(Header::parse(&b3), Err(ParseError::BadField("payload_len")));
+        h.payload_len = 12;
+        let mut b12 = [0u8; HEADER_LEN + 12];
+        h.encode(&mut b12);
+        assert_eq!(Header::parse(&b12), Err(ParseError::BadField("payload_len")));
+        h.payload_len = 8;
+        let mut b8 = [0u8; HEADER_LEN + 8];
+        h.encode(&mut b8);
+        assert!(Header::parse(&b8).is_ok());
         h.payload_len = 0;
         let mut b = [0u8; HEADER_LEN];
         h.encode(&mut b);

@@ -135,11 +135,12 @@ pub enum InitError {
 }
 
 impl InitError {
-    /// What went wrong, for a log line.
+    /// The register that stopped it, for a log line (few bytes: the
+    /// image is small).
     pub fn reason(&self) -> &'static str {
         match self {
-            InitError::BadMagic => "no NICE magic in the register block",
-            InitError::AbiMismatch => "the register block speaks another ABI version",
+            InitError::BadMagic => "MAGIC",
+            InitError::AbiMismatch => "ABI_VERSION",
             InitError::BadConfig(reg) => reg,
         }
     }

@@ -181,6 +181,42 @@ pub fn rec_of(cx: &Shared, t: u16) -> Option<u16> {
     live.then_some(r)
 }
 
+/// Record a lost subtree (`LostSubtree::pack`) in `rec`, if it has room.
+pub fn name_lost(rec: &mut McastRec, lost: u32) {
+    if let Some(l) = rec.lost.iter_mut().find(|l| **l == 0) {
+        *l = lost;
+    }
+}
+
+/// A child's report (RECV hands it over as it takes the packet): node
+/// `node`'s subtree of `subtree` members has multicast (`group`, `mseq`)
+/// but for `unreached` of them, naming up to two subtrees lost.
+pub fn report_in(
+    cx: &mut Shared,
+    (node, group, mseq): (u16, u16, u32),
+    subtree: u16,
+    unreached: u16,
+    lost: [u32; 2],
+) {
+    let Some(r) = find(cx, group, mseq) else { return };
+    let kid = cx.tokens.live_indices().find(|&t| {
+        let tok = cx.tokens[t];
+        tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node
+    });
+    if let Some(t) = kid {
+        if cx.tokens[t].desc_kind == KID_REPORTED {
+            return;
+        }
+        cx.tokens[t].desc_kind = KID_REPORTED;
+    }
+    let rec = &mut cx.mcasts[r];
+    rec.done += 1;
+    rec.reached = rec.reached.saturating_add(subtree.saturating_sub(unreached));
+    for l in lost.into_iter().filter(|&l| l != 0) {
+        name_lost(rec, l);
+    }
+}
+
 /// `McastRec::kid_acked` of a child whose send is over.
 pub const KID_DONE: u16 = u16::MAX;
 
@@ -211,5 +247,7 @@ pub fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
     }
     if !ok && tok.desc_kind != KID_REPORTED {
         cx.mcasts[r].done += 1;
+        let lost = nic_abi::event::LostSubtree { node: tok.target_node, members: tok.tag as u16 };
+        name_lost(&mut cx.mcasts[r], lost.pack());
     }
 }

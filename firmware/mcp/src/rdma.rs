@@ -19,7 +19,7 @@ use crate::shared::{MachineState, Shared};
 use crate::translate::pieces;
 use crate::Work;
 use nic_abi::desc::DescKind;
-use nic_abi::event::{Event, EventKind, McastInfo, SendStatus, EVENT_SIZE};
+use nic_abi::event::{Event, EventKind, LostSubtree, McastInfo, SendStatus, EVENT_SIZE};
 use nic_abi::map;
 use nic_abi::packet::McastTag;
 use nic_abi::packet::HEADER_LEN;
@@ -330,7 +330,16 @@ fn delivered(cx: &mut Shared, s: u16) -> bool {
 /// The multicast an event speaks of.
 fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
     let t = McastTag::from_header(remote, 0);
-    McastInfo { group: t.group, mseq: t.mseq, scheme: t.scheme, alg: t.alg, k: t.k, unreached }
+    let lost = [LostSubtree::NONE; nic_abi::event::LOST_NAMED];
+    McastInfo {
+        group: t.group,
+        mseq: t.mseq,
+        scheme: t.scheme,
+        alg: t.alg,
+        k: t.k,
+        unreached,
+        lost,
+    }
 }
 
 fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
@@ -366,7 +375,10 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             match tok.kind {
                 TokKind::McastSend => e.mcast = Some(mcast_info(tok.remote, 0)),
                 TokKind::McastRoot => {
-                    e.mcast = Some(mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16))
+                    let mut m = mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16);
+                    m.lost =
+                        [LostSubtree::unpack(tok.first_seq), LostSubtree::unpack(tok.next_pkt)];
+                    e.mcast = Some(m);
                 }
                 _ => {}
             }

@@ -46,14 +46,16 @@ pub enum TokKind {
     /// A multicast descriptor the NIC serves (root, or an assisted relay's
     /// child list): on no stream; it completes when its multicast record
     /// says the subtree has the message. `remote` holds the tag, `cookie`
-    /// the record, then the members not reached.
+    /// the record, then the members not reached; `first_seq` and
+    /// `next_pkt` the subtrees lost (unused on no stream).
     McastRoot,
     /// The NIC's own send of a multicast to one child (`cookie`: the
     /// record; `remote`: the tag; `size_class`, `len`, `local` as the
     /// message's).
     McastFwd,
     /// The NIC's report to its parent that its subtree has a multicast
-    /// (`remote`: the tag; `len`: members not reached).
+    /// (`remote`: the tag; `cookie`: members not reached; `tag`: its
+    /// subtree; `local`: two subtrees lost, packed).
     Report,
 }
 
@@ -501,7 +503,7 @@ pub enum ChildList {
 /// in `bufs[k % RELAY_WINDOW]`).
 pub const RELAY_WINDOW: usize = 16;
 /// Most children a relay forwards to out of its receive buffers.
-pub const RELAY_CHILDREN: usize = 16;
+pub const RELAY_CHILDREN: usize = 12;
 
 /// A multicast this NIC serves: as root, relay or leaf (module `mcast`).
 #[derive(Debug, Clone, Copy)]
@@ -544,6 +546,9 @@ pub struct McastRec {
     /// acked (u32::MAX once done).
     pub kids: [u16; RELAY_CHILDREN],
     pub kid_acked: [u16; RELAY_CHILDREN],
+    /// Up to two subtrees of this member's not reached, named
+    /// (`event::LostSubtree::pack`; 0: none).
+    pub lost: [u32; 2],
 }
 
 impl McastRec {
@@ -572,5 +577,6 @@ impl McastRec {
         bufs: [0; RELAY_WINDOW],
         kids: [NIL; RELAY_CHILDREN],
         kid_acked: [0; RELAY_CHILDREN],
+        lost: [0; 2],
     };
 }

@@ -46,9 +46,6 @@ pub enum FromRecv {
     /// A multicast arrived that this NIC relays out of its receive
     /// buffers: make its children's send tokens (record `rec`).
     McastStart { rec: u16 },
-    /// A child's report: its subtree of `subtree` members has multicast
-    /// (`group`, `mseq`) but for `unreached` of them.
-    Report { node: u16, group: u16, mseq: u32, subtree: u16, unreached: u16 },
 }
 
 /// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass

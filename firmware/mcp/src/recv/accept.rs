@@ -489,17 +489,14 @@ impl Recv {
             PacketType::Report if !crate::MULTICAST => cx.rxfree.give(hw, buf),
             PacketType::Report => {
                 let tag = McastTag::from_header(h.remote, h.cookie);
-                let m = FromRecv::Report {
-                    node: h.src_node,
-                    group: tag.group,
-                    mseq: tag.mseq,
-                    subtree: tag.subtree,
-                    unreached: h.msg_len.min(u16::MAX as u32) as u16,
-                };
-                // Room for two per packet of the pass: it cannot fill.
-                if cx.from_recv.push_back(m).is_err() {
-                    cx.bump(Stat::ControlDrops, 1);
-                }
+                // The subtrees it names lost (bytes past the payload read 0).
+                let mut raw = [0u8; 8];
+                let n = (h.payload_len as usize).min(8);
+                hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut raw[..n]);
+                let lost = [nic_abi::le::get_u32(&raw, 0), nic_abi::le::get_u32(&raw, 4)];
+                let unreached = h.msg_len.min(u16::MAX as u32) as u16;
+                let who = (h.src_node, tag.group, tag.mseq);
+                mcast::report_in(cx, who, tag.subtree, unreached, lost);
                 cx.rxfree.give(hw, buf);
             }
             PacketType::Ack | PacketType::Nack => {}

@@ -122,7 +122,10 @@ impl Sdma {
         }
         let tok = cx.tokens[t];
         let mtu = cx.cfg.mtu;
-        let (off, plen) = if matches!(tok.kind, TokKind::Get | TokKind::Report) {
+        let (off, plen) = if tok.kind == TokKind::Report {
+            // The subtrees it lost: up to two u32s, written below.
+            (0, 4 * ((tok.local as u32 != 0) as u32 + ((tok.local >> 32) as u32 != 0) as u32))
+        } else if tok.kind == TokKind::Get {
             (0, 0)
         } else {
             let off = pkt * mtu;
@@ -202,6 +205,10 @@ impl Sdma {
         h.encode(&mut hb);
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         hw.write(hdr_at, &hb);
+        if tok.kind == TokKind::Report {
+            let lost = tok.local.to_le_bytes();
+            hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
+        }
 
         let buf = TxBuf {
             state: TxBufState::Filling,
@@ -224,7 +231,10 @@ impl Sdma {
             return;
         }
         // Payload: one host-DMA command per page piece.
-        let (pieces, registered) = pieces(hw, tok.port, tok.local.wrapping_add(off as u64), plen);
+        // (A report's payload is in the buffer already: no host memory.)
+        let host_len = if tok.kind == TokKind::Report { 0 } else { plen };
+        let (pieces, registered) =
+            pieces(hw, tok.port, tok.local.wrapping_add(off as u64), host_len);
         if !registered {
             // The memory was deregistered under a queued send.
             cx.bump(Stat::Errors, 1);

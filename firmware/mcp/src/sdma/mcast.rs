@@ -7,7 +7,7 @@
 use super::intake::{complete_token, packets_for, refuse};
 use super::Sdma;
 use crate::hw::Hw;
-use crate::mcast::{self, child, KID_REPORTED};
+use crate::mcast::{self, child};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::shared::Shared;
@@ -305,30 +305,6 @@ impl Sdma {
         }
     }
 
-    /// A child's report for the multicast (`group`, `mseq`).
-    pub(super) fn mcast_report(
-        &mut self,
-        cx: &mut Shared,
-        (node, group, mseq): (u16, u16, u32),
-        subtree: u16,
-        unreached: u16,
-    ) {
-        let Some(r) = mcast::find(cx, group, mseq) else { return };
-        let kid = cx.tokens.live_indices().find(|&t| {
-            let tok = cx.tokens[t];
-            tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node
-        });
-        if let Some(t) = kid {
-            if cx.tokens[t].desc_kind == KID_REPORTED {
-                return;
-            }
-            cx.tokens[t].desc_kind = KID_REPORTED;
-        }
-        let rec = &mut cx.mcasts[r];
-        rec.done += 1;
-        rec.reached = rec.reached.saturating_add(subtree.saturating_sub(unreached));
-    }
-
     /// The multicast records' step: children to start, buffers to give
     /// back, records to finish. Records are taken group by group in mseq
     /// order, not in slot order: a slot freed late is taken early, so two
@@ -392,6 +368,7 @@ impl Sdma {
             t.remote = rec.tag.remote();
             t.cookie = unreached as u32;
             t.tag = rec.subtree as u64;
+            t.local = rec.lost[0] as u64 | (rec.lost[1] as u64) << 32;
             t.npkts = 1;
             let s = self.find_or_make_tx(parent, rec.port, rec.port, rec.prio);
             let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return };
@@ -404,6 +381,8 @@ impl Sdma {
         }
         if rec.token != NIL && cx.tokens.is_live(rec.token) {
             cx.tokens[rec.token].cookie = unreached as u32;
+            cx.tokens[rec.token].first_seq = rec.lost[0];
+            cx.tokens[rec.token].next_pkt = rec.lost[1];
             let status = if unreached == 0 { SendStatus::Ok } else { SendStatus::Incomplete };
             if rec.parent.is_none() {
                 cx.bump(Stat::McastCompleted, 1);

@@ -35,9 +35,6 @@ impl Sdma {
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
                 FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
-                FromRecv::Report { node, group, mseq, subtree, unreached } => {
-                    self.mcast_report(cx, (node, group, mseq), subtree, unreached)
-                }
             }
         }
     }
