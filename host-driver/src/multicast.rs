@@ -25,7 +25,6 @@
 //! per child when that child has it (`Host`).
 
 use nic_abi::desc::{self, DescKind, Descriptor, ListedChild, McastFields, DESC_SIZE};
-use nic_abi::event::McastInfo;
 use nic_abi::group::{self, GroupHead, GROUP_VALID};
 use nic_abi::map;
 use nic_abi::multicast::{children, Child};
@@ -135,7 +134,7 @@ impl<B: NicBackend> Nic<B> {
             return Err(DriverError::BadGroup("a member is beyond the cluster"));
         }
         let kids: Vec<Child> = children(cached, group.size(), rank).collect();
-        self.charge_tree(kids.len());
+        self.backend().charge(HostOp::TreeWork(kids.len() as u32));
         let be = self.backend();
         let id = group.id as u32;
         let entry = map::group_entry(id);
@@ -160,11 +159,6 @@ impl<B: NicBackend> Nic<B> {
         be.sram_write(entry + group::CHILDREN, &list);
         be.sram_store_u32(entry + group::VALID, GROUP_VALID);
         Ok(())
-    }
-
-    /// Charge the host CPU for computing `n` children of a tree.
-    fn charge_tree(&self, n: usize) {
-        self.backend().charge(HostOp::TreeWork(n as u32));
     }
 }
 
@@ -385,13 +379,5 @@ impl<B: NicBackend> Port<B> {
             c.encode(&mut bytes[slot], at);
         }
         self.post_slots(&bytes)
-    }
-}
-
-/// The multicast an event belongs to, if any.
-pub fn mcast_of(ev: &Event) -> Option<McastInfo> {
-    match *ev {
-        Event::Received { mcast, .. } | Event::Sent { mcast, .. } => mcast,
-        _ => None,
     }
 }

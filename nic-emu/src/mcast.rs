@@ -95,9 +95,6 @@ pub struct McastResult {
     /// NIC counters summed over the group.
     pub forwarded: u64,
     pub reports: u64,
-    /// Each member's arrival time after the post, of the last multicast
-    /// (rank order; the root's is 0).
-    pub arrivals_ns: Vec<u64>,
     /// With `trace`: each member NIC's transitions during the last
     /// multicast (rank order), and the RTC tick it was posted at.
     pub traces: Vec<Vec<TraceRecord>>,
@@ -425,11 +422,6 @@ pub fn measure(run: &McastRun) -> McastResult {
             run.count,
             b.arrived.iter().map(|a| a.len()).collect::<Vec<_>>()
         ));
-    }
-    if let Some(&(t0, _)) = b.posted.last() {
-        r.arrivals_ns = (0..g as usize)
-            .map(|k| b.arrived[k].last().map_or(0, |t| t.saturating_sub(t0)))
-            .collect();
     }
     r.ok = r.problems.is_empty();
     if run.trace {

@@ -15,7 +15,7 @@
 //! carries the whole message, which the model's per-byte terms price.
 
 use nic_abi::multicast::model::{model_latency_us, ModelParams, ProcTimes};
-use nic_abi::multicast::{best_k, children, relays_on_deepest_path, Algorithm, Scheme};
+use nic_abi::multicast::{best_k, children, Algorithm, Scheme};
 use nic_abi::packet::HEADER_LEN;
 
 use crate::profile::{Clock, Profile, Rate};
@@ -131,11 +131,6 @@ pub fn pick(p: &Profile, scheme: Scheme, g: u16, bytes: u64) -> Algorithm {
         }
     }
     best.1
-}
-
-/// Relays on the deepest path of `alg` over g (for reports).
-pub fn relays_deepest(alg: Algorithm, g: u16) -> u16 {
-    relays_on_deepest_path(alg, g)
 }
 
 #[cfg(test)]
