@@ -194,6 +194,7 @@ impl McastTag {
 pub mod field {
     pub const SEQ: usize = 12;
     pub const ACK: usize = 16;
+    pub const OFFSET: usize = 24;
     pub const FLAGS: usize = 1;
     pub const CRC: usize = 44;
 }

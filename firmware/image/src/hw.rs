@@ -47,12 +47,20 @@ impl SramHw {
 
     /// The RTC in ticks of RTC_HZ, from the CLINT's mtime.
     pub fn rtc_now(&self) -> u64 {
-        ((clint::mtime() as u128 * self.rtc_hz as u128) / clint::MTIME_HZ as u128) as u64
+        scale(clint::mtime(), self.rtc_hz, clint::MTIME_HZ)
     }
 
     pub fn rtc_to_clint(&self, ticks: u64) -> u64 {
-        ((ticks as u128 * clint::MTIME_HZ as u128) / self.rtc_hz as u128) as u64
+        scale(ticks, clint::MTIME_HZ, self.rtc_hz)
     }
+}
+
+/// `x * num / den` rounded down, in 64-bit arithmetic (no 128-bit
+/// division routine in the image): exact while `(den - 1) * num` fits
+/// 64 bits, which holds for any clock rate below 1.8 THz.
+fn scale(x: u64, num: u64, den: u64) -> u64 {
+    let (q, r) = (x / den, x % den);
+    q.wrapping_mul(num).wrapping_add(r.saturating_mul(num) / den)
 }
 
 impl Sram for SramHw {

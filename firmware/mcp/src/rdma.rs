@@ -102,6 +102,8 @@ pub struct Rdma {
     bytes_left: u32,
     /// The port the last copy went to.
     last_port: u8,
+    /// A leaf's delivery waits for room among the leaf reports.
+    leaf_wait: bool,
 }
 
 impl Rdma {
@@ -114,6 +116,7 @@ impl Rdma {
             copying: [0; map::RX_BUF_COUNT as usize],
             bytes_left: 0,
             last_port: 0,
+            leaf_wait: false,
         }
     }
 
@@ -176,6 +179,10 @@ impl Rdma {
         if let RdmaState::HostBehind { .. } = self.state {
             at(cx.now.saturating_add(cx.cfg.nobuf_retry));
         }
+        if self.leaf_wait {
+            // SDMA sends leaf reports after RDMA's step: look again.
+            at(if cx.leaf_reports.is_full() { cx.now + cx.cfg.nobuf_retry } else { cx.now });
+        }
     }
 
     /// Event staging slot `i` was written to host memory.
@@ -198,6 +205,12 @@ impl Rdma {
             let job = *job;
             // A packet spans at most two pages.
             if cx.hdma.space() < 3 {
+                break;
+            }
+            // A leaf's delivery queues its report: wait for room.
+            self.leaf_wait = matches!(job.then, Some(EvRef::Slot(s))
+                if cx.slots[s].mrec == MREC_LEAF && cx.leaf_reports.is_full());
+            if self.leaf_wait {
                 break;
             }
             cx.rdma_jobs.pop_front();
@@ -317,6 +330,10 @@ fn delivered(cx: &mut Shared, s: u16) -> bool {
     let sl = cx.slots[s];
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     let tag = McastTag::from_header(remote, 0);
+    if m == MREC_LEAF {
+        let r = LeafReport { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
+        return cx.leaf_reports.push_back(r).is_ok();
+    }
     if m != NIL && cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
         if rec.tag.group == tag.group && rec.tag.mseq == tag.mseq {

@@ -460,8 +460,22 @@ pub enum HdmaAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Control {
     pub rx_stream: u16,
-    /// None: a plain ack; Some: nack with code for seq.
-    pub nack: Option<(u8, u32)>,
+    /// 0: a plain ack; else a nack with this code for `seq` (8 bytes a
+    /// record, not the 16 of an `Option` of a pair).
+    code: u8,
+    seq: u32,
+}
+
+impl Control {
+    /// An ack (`nack` None) or a nack (code, seq) for stream `rx_stream`.
+    pub fn new(rx_stream: u16, nack: Option<(u8, u32)>) -> Control {
+        let (code, seq) = nack.unwrap_or((0, 0));
+        Control { rx_stream, code, seq }
+    }
+
+    pub fn nack(&self) -> Option<(u8, u32)> {
+        (self.code != 0).then_some((self.code, self.seq))
+    }
 }
 
 /// An accepted data-bearing packet waiting for RDMA.
@@ -498,6 +512,31 @@ pub enum ChildList {
     /// Not known yet (an assisted relay waits for its host's list).
     Awaiting,
 }
+
+/// `RecvSlot::mrec` (and `RxStream::mrec`) of a leaf's multicast: no
+/// record, its report goes out when the message is delivered.
+pub const MREC_LEAF: u16 = NIL - 1;
+
+/// A leaf's report owed to its parent (RDMA queues it at delivery, SDMA
+/// sends it).
+#[derive(Debug, Clone, Copy)]
+pub struct LeafReport {
+    /// The multicast's tag (`McastTag::remote`).
+    pub remote: u64,
+    pub parent: u16,
+    pub port: u8,
+    pub prio: Priority,
+}
+
+/// Leaf reports waiting for SDMA; RDMA holds a delivery back while full.
+pub const LEAF_REPORTS: usize = 16;
+
+/// Set in a stream key: the stream carries reports, apart from the data
+/// streams between the same two ports. A report is never refused, so it
+/// must not queue behind a data packet its receiver refused for want of
+/// a multicast record: that record may be waiting for this very report.
+/// On the wire: `PacketType::Report`, and acks/nacks with `Flags::MCAST`.
+pub const REPORT_STREAM: u32 = 1 << 23;
 
 /// Receive buffers of a relayed message a relay keeps at once (packet k
 /// in `bufs[k % RELAY_WINDOW]`).

@@ -155,11 +155,20 @@ impl Send {
             }
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
-            if let Some(ack) = recv.piggyback_ack(sdma.stream_key(buf.stream)) {
-                let mut fl = [0u8; 1];
-                hw.read(hdr + field::FLAGS as u32, &mut fl);
-                hw.write(hdr + field::FLAGS as u32, &[fl[0] | Flags::ACK_VALID.bits()]);
+            let key = sdma.stream_key(buf.stream);
+            if let Some(ack) = recv.piggyback_ack(key) {
+                set_flag(hw, hdr, Flags::ACK_VALID);
                 hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
+            }
+            // A report also acks the data stream its message came on (in
+            // `offset`, flagged MCAST): the parent may let go of its
+            // record once it has every report, and must know by then that
+            // the packets it sent arrived.
+            if key & REPORT_STREAM != 0 {
+                if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
+                    set_flag(hw, hdr, Flags::MCAST);
+                    hw.write(hdr + field::OFFSET as u32, &ack.to_le_bytes());
+                }
             }
             self.start_txdma(cx, hw, b, w);
         }
@@ -211,13 +220,13 @@ impl Send {
         // RECV says what the packet carries, or that it went stale.
         let Some(r) = recv.control_out(c) else { return };
         let route_len = write_route(hw, b, r.remote_node);
-        let (ptype, code, seq) = match c.nack {
+        let (ptype, code, seq) = match c.nack() {
             Some((code, seq)) => (PacketType::Nack, code, seq),
             None => (PacketType::Ack, 0, 0),
         };
         let h = Header {
             ptype,
-            flags: Flags::ACK_VALID,
+            flags: if r.report { Flags::ACK_VALID | Flags::MCAST } else { Flags::ACK_VALID },
             priority: r.prio,
             nack_code: code,
             src_node: cx.cfg.node,
@@ -253,11 +262,18 @@ impl Send {
                 mcast: false,
             },
         );
-        if c.nack.is_some() {
+        if c.nack().is_some() {
             cx.bump(Stat::NacksSent, 1);
         } else {
             cx.bump(Stat::AcksSent, 1);
         }
         self.start_txdma(cx, hw, b, w);
     }
+}
+
+/// Set flag `f` in the header at SRAM `hdr`.
+fn set_flag(hw: &mut impl Hw, hdr: u32, f: Flags) {
+    let mut fl = [0u8; 1];
+    hw.read(hdr + field::FLAGS as u32, &mut fl);
+    hw.write(hdr + field::FLAGS as u32, &[fl[0] | f.bits()]);
 }

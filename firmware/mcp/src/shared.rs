@@ -312,6 +312,7 @@ pub struct Shared {
     /// forwarding): the buffer goes back to the engine when the last
     /// owner lets go ([`Shared::rx_release`]).
     pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
+    pub leaf_reports: heapless::Deque<LeafReport, LEAF_REPORTS>,
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
@@ -338,6 +339,7 @@ impl Shared {
             slots: Pool::new(RecvSlot::EMPTY),
             mcasts: Pool::new(McastRec::EMPTY),
             rx_holds: [0; map::RX_BUF_COUNT as usize],
+            leaf_reports: heapless::Deque::new(),
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
             rxfree: RxFreeRing { prod: 0 },
@@ -382,10 +384,13 @@ impl Shared {
     }
 
     /// May the NIC take `n` more tokens of its multicast reserve?
-    pub fn mcast_tokens_free(&self, n: usize) -> bool {
+    pub fn mcast_tokens_free(&self, n: usize, kind: TokKind) -> bool {
         let used =
             self.tokens.live_indices().filter(|&t| self.tokens[t].is_mcast_internal()).count();
-        used + n <= MCAST_TOKENS && self.tokens.available() >= n
+        // Sends to children leave some for reports: a report frees records
+        // up the tree, sends to children wait for records down it.
+        let room = if kind == TokKind::Report { MCAST_TOKENS } else { MCAST_TOKENS - 4 };
+        used + n <= room && self.tokens.available() >= n
     }
 
     /// One owner of receive buffer `b` lets go: the last gives it back to

@@ -125,7 +125,13 @@ impl Recv {
             Some(Scheme::Host) | None => return Ok(NIL),
             Some(s) => s,
         };
+        if tag.subtree <= 1 {
+            // A leaf keeps no record: it reports when its host has the
+            // message (RDMA queues the report).
+            return Ok(MREC_LEAF);
+        }
         if cx.mcasts.available() == 0 {
+            cx.bump(Stat::McastBusy, 1);
             return Err(NackCode::Busy);
         }
         let mut rec = McastRec::EMPTY;
@@ -136,13 +142,10 @@ impl Recv {
         rec.len = h.msg_len;
         rec.npkts = packets_for(cx, TokKind::Send, h.msg_len);
         rec.parent = Some(h.src_node);
-        rec.subtree = tag.subtree.max(1);
+        rec.subtree = tag.subtree;
         rec.list = ChildList::Scratch;
         rec.deadline = cx.now.saturating_add(mcast::wait_for(cx, &tag, rec.subtree));
         let Some(r) = cx.mcasts.alloc(rec) else { return Err(NackCode::Busy) };
-        if rec.subtree <= 1 {
-            return Ok(r); // a leaf
-        }
         if scheme == Scheme::Assisted {
             // Its host hands over the child list once it has the message.
             cx.mcasts[r].list = ChildList::Awaiting;
@@ -173,7 +176,7 @@ impl Recv {
         // Relaying out of receive buffers needs a token per child now and
         // room to hold buffers; more children than a relay tracks: leaf.
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
-        let room = cx.mcast_tokens_free(n as usize)
+        let room = cx.mcast_tokens_free(n as usize, TokKind::McastFwd)
             && cx.rx_held() < map::RX_BUF_COUNT / 2
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);

@@ -92,6 +92,8 @@ pub struct ControlOut {
     pub prio: Priority,
     /// The cumulative ack: the next sequence number expected.
     pub expected: u32,
+    /// Of a report stream (`REPORT_STREAM`): sent with `Flags::MCAST`.
+    pub report: bool,
 }
 
 /// What [`Recv::step`] did with the next packet.
@@ -273,6 +275,18 @@ impl Recv {
         cx.bump(Stat::PacketsReceived, 1);
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
+        // Reports, and the acks and nacks of report streams, belong to
+        // the report stream between the two ports.
+        let report = match h.ptype {
+            PacketType::Report => true,
+            PacketType::Ack | PacketType::Nack => h.has(Flags::MCAST),
+            _ => false,
+        };
+        if report && h.ptype == PacketType::Report && h.has(Flags::MCAST) {
+            // The data stream's ack a report carries.
+            self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.offset });
+        }
+        let key = if report { key | REPORT_STREAM } else { key };
         if h.has(Flags::ACK_VALID) {
             self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
             self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
@@ -313,10 +327,10 @@ impl Recv {
     fn queue_control(&mut self, cx: &mut Shared, r: u16, nack: Option<(u8, u32)>) {
         // One of each kind per stream is enough: acks carry the latest
         // expected value when they leave, nacks repeat.
-        if cx.controls.iter().any(|c| c.rx_stream == r && c.nack == nack) {
+        if cx.controls.iter().any(|c| c.rx_stream == r && c.nack() == nack) {
             return;
         }
-        if cx.controls.push_back(Control { rx_stream: r, nack }).is_err() {
+        if cx.controls.push_back(Control::new(r, nack)).is_err() {
             cx.bump(Stat::ControlDrops, 1);
         }
     }
@@ -334,9 +348,7 @@ impl Recv {
                 self.ack_list.swap_remove(i);
                 continue;
             }
-            if now >= self.rxs[r].ack_due
-                && cx.controls.push_back(Control { rx_stream: r, nack: None }).is_ok()
-            {
+            if now >= self.rxs[r].ack_due && cx.controls.push_back(Control::new(r, None)).is_ok() {
                 self.rxs[r].ack_pending = false;
                 self.rxs[r].on_ack_list = false;
                 self.ack_list.swap_remove(i);
@@ -373,7 +385,7 @@ impl Recv {
             return None;
         }
         let r = self.rxs[c.rx_stream];
-        if let Some((code, seq)) = c.nack {
+        if let Some((code, seq)) = c.nack() {
             let stale = if code == NackCode::Unsynced as u8 {
                 r.sync_seen.is_some()
             } else {
@@ -392,6 +404,7 @@ impl Recv {
             remote_port: r.remote_port,
             prio: r.prio,
             expected: r.win.expected(),
+            report: r.key & REPORT_STREAM != 0,
         })
     }
 

@@ -53,7 +53,18 @@ impl Sdma {
         let fields = McastFields::decode(b);
         let n = fields.map_or(0, |f| f.nchildren as usize);
         let extra = if n <= desc::MAX_LISTED_CHILDREN { desc::child_slots(n) } else { 0 };
-        if prod.wrapping_sub(cons) < 1 + extra as u32 || cx.mcasts.available() == 0 {
+        if prod.wrapping_sub(cons) < 1 + extra as u32 {
+            return false;
+        }
+        // A root's descriptor waits in the ring for a free record. A
+        // host-scheme send takes none, and an assisted relay's child list
+        // fills the record waiting for it: neither may wait behind roots.
+        let needs_record = fields.is_ok_and(|f| {
+            f.scheme != Scheme::Host as u8
+                && Descriptor::decode(b)
+                    .is_ok_and(|d| mcast::find(cx, d.target_node, f.mseq).is_none())
+        });
+        if needs_record && cx.mcasts.available() == 0 {
             return false;
         }
         self.go(cx, hw, super::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
@@ -240,7 +251,7 @@ impl Sdma {
         let rec = cx.mcasts[r];
         let (node, subtree) = child(hw, cx, r, i);
         let key = stream_key(node, rec.port, rec.port, rec.prio);
-        if !cx.mcast_tokens_free(1) || !self.stream_room(key, node) {
+        if !cx.mcast_tokens_free(1, TokKind::McastFwd) || !self.stream_room(key, node) {
             return false;
         }
         let mut t = SendToken::EMPTY;
@@ -325,6 +336,13 @@ impl Sdma {
                 j -= 1;
             }
         }
+        // Leaves' reports, in delivery order.
+        while let Some(to) = cx.leaf_reports.front().copied() {
+            if !self.report(cx, &to, (1, 0), 0) {
+                break;
+            }
+            cx.leaf_reports.pop_front();
+        }
         for r in live {
             let rec = cx.mcasts[r];
             // From host memory, children go one after another, deepest
@@ -348,6 +366,43 @@ impl Sdma {
         }
     }
 
+    /// Send a report to `to.parent` on the report stream: a subtree of
+    /// `subtree` members has the multicast but for `unreached`, and
+    /// `lost` names up to two lost subtrees (packed). False when no token
+    /// or stream is free now.
+    fn report(
+        &mut self,
+        cx: &mut Shared,
+        to: &LeafReport,
+        (subtree, unreached): (u16, u16),
+        lost: u64,
+    ) -> bool {
+        let key = stream_key(to.parent, to.port, to.port, to.prio) | REPORT_STREAM;
+        if !cx.mcast_tokens_free(1, TokKind::Report) || !self.stream_room(key, to.parent) {
+            return false;
+        }
+        let mut t = SendToken::EMPTY;
+        t.kind = TokKind::Report;
+        t.port = to.port;
+        t.prio = to.prio;
+        t.target_node = to.parent;
+        t.target_port = to.port;
+        t.remote = to.remote;
+        t.cookie = unreached as u32;
+        t.tag = subtree as u64;
+        t.local = lost;
+        t.npkts = 1;
+        let s = self.find_or_make_stream(key, to.parent, to.port, to.port, to.prio);
+        let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
+        cx.bump(Stat::McastReports, 1);
+        if self.txs[s].suspended {
+            cx.tokens.free(k);
+        } else {
+            self.append_token(cx, s, k);
+        }
+        true
+    }
+
     /// Record `r` is done (or out of time): report to the parent, or at
     /// the root complete the descriptor; the record goes.
     fn mcast_finish(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
@@ -355,28 +410,11 @@ impl Sdma {
         let below = rec.subtree.saturating_sub(1);
         let unreached = below - rec.reached.min(below);
         if let Some(parent) = rec.parent {
-            let key = stream_key(parent, rec.port, rec.port, rec.prio);
-            if !cx.mcast_tokens_free(1) || !self.stream_room(key, parent) {
+            let to =
+                LeafReport { remote: rec.tag.remote(), parent, port: rec.port, prio: rec.prio };
+            let lost = rec.lost[0] as u64 | (rec.lost[1] as u64) << 32;
+            if !self.report(cx, &to, (rec.subtree, unreached), lost) {
                 return; // try again next pass
-            }
-            let mut t = SendToken::EMPTY;
-            t.kind = TokKind::Report;
-            t.port = rec.port;
-            t.prio = rec.prio;
-            t.target_node = parent;
-            t.target_port = rec.port;
-            t.remote = rec.tag.remote();
-            t.cookie = unreached as u32;
-            t.tag = rec.subtree as u64;
-            t.local = rec.lost[0] as u64 | (rec.lost[1] as u64) << 32;
-            t.npkts = 1;
-            let s = self.find_or_make_tx(parent, rec.port, rec.port, rec.prio);
-            let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return };
-            cx.bump(Stat::McastReports, 1);
-            if self.txs[s].suspended {
-                cx.tokens.free(k);
-            } else {
-                self.append_token(cx, s, k);
             }
         }
         if rec.token != NIL && cx.tokens.is_live(rec.token) {

@@ -189,7 +189,7 @@ impl Sdma {
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         self.intake(cx, hw, w);
         self.timers(cx, hw, w);
-        if crate::MULTICAST && !cx.mcasts.is_empty() {
+        if crate::MULTICAST && !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
             self.mcast_step(cx, hw, w);
         }
         self.fill(cx, hw, w);

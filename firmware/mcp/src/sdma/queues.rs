@@ -47,7 +47,19 @@ impl Sdma {
         rport: u8,
         prio: Priority,
     ) -> Option<u16> {
-        let key = stream_key(node, lport, rport, prio);
+        self.find_or_make_stream(stream_key(node, lport, rport, prio), node, lport, rport, prio)
+    }
+
+    /// The sending stream with `key` (a data stream's, or with
+    /// `REPORT_STREAM`), made if new.
+    pub(crate) fn find_or_make_stream(
+        &mut self,
+        key: u32,
+        node: u16,
+        lport: u8,
+        rport: u8,
+        prio: Priority,
+    ) -> Option<u16> {
         if let Some(&s) = self.tx_index.get(&key) {
             return Some(s);
         }
