@@ -3,7 +3,9 @@
 //! image under qemu-system-riscv64), with the same host programs and
 //! checks. Every member must get every multicast exactly once, intact and
 //! in order, every root every completion, and the stream beside them every
-//! message.
+//! message. Then every bundled multicast scenario (the 16-node ones under
+//! faults and with overlapping groups too) on live and on qemu; `cargo
+//! xtask test` runs them all on the sim.
 //!
 //! The qemu test FAILS, naming what is missing, when qemu-system-riscv64
 //! or the riscv64imac-unknown-none-elf target is not installed: it is
@@ -86,4 +88,44 @@ fn the_multicast_scenario_is_exactly_once_in_order_and_intact_on_qemu() {
     o.image = Some(rt::firmware_image());
     let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{e}"));
     assert_every_member_got_everything(&v, &r, "qemu");
+}
+
+/// Every bundled multicast scenario (scenarios/multicast-*.toml), by name.
+fn bundled() -> Vec<String> {
+    let dir = example("");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("multicast-") && n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "the bundled multicast scenarios: {names:?}");
+    names
+}
+
+/// Run every bundled multicast scenario on `backend`: each must finish
+/// with every message delivered exactly once, intact, in order.
+fn every_bundled_scenario_on(backend: ClusterBackend, image: Option<std::path::PathBuf>) {
+    for name in bundled() {
+        let v = scenario::load_file(&example(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut o = rt_options(backend);
+        o.image = image.clone();
+        let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.sim.stopped, "done", "{name}");
+        assert_all_intact(&r);
+        for (f, spec) in r.flows.iter().zip(&v.flows) {
+            assert_eq!(f.delivered, spec.messages, "{name}: {}", f.name);
+        }
+    }
+}
+
+#[test]
+fn every_bundled_multicast_scenario_passes_on_live() {
+    every_bundled_scenario_on(ClusterBackend::Live, None);
+}
+
+#[test]
+fn every_bundled_multicast_scenario_passes_on_qemu() {
+    rt::require_qemu();
+    every_bundled_scenario_on(ClusterBackend::Qemu, Some(rt::firmware_image()));
 }
