@@ -157,3 +157,15 @@ fn the_json_has_the_multicast_object_and_no_dst() {
     }
     assert_eq!(m["deliveries"], 45);
 }
+
+#[test]
+fn a_host_scheme_root_with_more_children_than_send_tokens_reaches_every_member() {
+    // 47 children of the root, 32 send tokens on its port: it posts the
+    // rest as completions bring tokens back; window 2 shares them.
+    let text = "profile = \"lanai9-gm\"\nseed = 5\n[fabric]\nnodes = 48\ntopology = \"clos\"\n\
+        [[flows]]\nsrc = [3, 1]\nkind = \"multicast\"\ngroup_size = 48\nscheme = \"host\"\n\
+        algorithm = \"separate\"\nsizes = [2, 5000]\nmessages = 6\nwindow = 2\n";
+    assert_exactly_once_in_order(&run_text(text), "host separate over 48");
+    let faults = text.replace("[fabric]", &format!("{FAULTS}[fabric]"));
+    assert_exactly_once_in_order(&run_text(&faults), "host separate over 48, faults");
+}

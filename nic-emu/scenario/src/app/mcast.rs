@@ -22,6 +22,7 @@ use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use super::super::ledger::Verdict;
 use super::super::pattern;
 use super::super::plan::class_of;
+use super::role::McastPending;
 use super::tags::{relay_tag, send_tag};
 use super::{NodeApp, NodeHost};
 
@@ -110,7 +111,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         pattern::fill(&mut self.scratch[..n], pattern::forward_stream(flow), mseq as u32);
         let buf = r.slots[slot];
-        let priority = r.priority;
         let c = &self.mcasts[ci];
         let (scheme, alg) = (c.scheme, c.alg);
         let pc = &mut self.ports[r.port];
@@ -119,22 +119,58 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
-        let pc = &mut self.ports[self.roles[ri].port];
-        let before = pc.port.stats().posted;
-        let result = pc.port.multicast(&Multicast {
+        let posted = self.post_root(ri, slot, mseq, 0)?;
+        let host_children = match scheme {
+            Scheme::Host | Scheme::Assisted => {
+                children_computed(alg, self.mcasts[ci].group.size(), 0) as u64
+            }
+            _ => 0,
+        };
+        let r = &mut self.roles[ri];
+        r.free.pop();
+        r.mcast_pending.insert(mseq, McastPending { left: posted, ok: true, posted });
+        self.ledger.borrow_mut().flows[flow].mcast_posted(mseq, now, busy, host_children);
+        Ok(())
+    }
+
+    /// Post multicast `mseq` of root role `ri` (its message in send slot
+    /// `slot`): the whole of it, or under the host scheme its root's
+    /// children from the `from`-th on, as far as send tokens go. How many
+    /// descriptors went out; a failure after some is a problem, not an
+    /// error (their completions still come).
+    fn post_root(
+        &mut self,
+        ri: usize,
+        slot: usize,
+        mseq: u64,
+        from: usize,
+    ) -> Result<u32, DriverError> {
+        let r = &self.roles[ri];
+        let flow = r.flow;
+        let Some(ci) = self.mcasts.iter().position(|c| c.flow == flow && c.rank == 0) else {
+            return Err(DriverError::BadGroup("the root is not in its group"));
+        };
+        let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
+        let buf = r.slots[slot];
+        let c = &self.mcasts[ci];
+        let m = Multicast {
             buf: &buf,
             offset: 0,
             len: len as u32,
             size_class: class_of(len),
-            priority,
-            group: &self.mcasts[ci].group,
-            scheme,
-            algorithm: alg,
+            priority: r.priority,
+            group: &c.group,
+            scheme: c.scheme,
+            algorithm: c.alg,
             mseq: mseq as u32,
             tag: send_tag(ri, slot, mseq),
-        });
-        let posted = match result {
-            Ok(n) => n,
+        };
+        let pc = &mut self.ports[r.port];
+        let before = pc.port.stats().posted;
+        let result =
+            if from == 0 { pc.port.multicast(&m) } else { pc.port.multicast_more(&m, from) };
+        match result {
+            Ok(n) => Ok(n),
             Err(e) => {
                 let partial = pc.port.stats().posted - before;
                 if partial == 0 {
@@ -145,20 +181,25 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     "flow {name}: multicast {mseq}: the driver posted {partial} descriptors, \
                      then failed: {e}"
                 ));
-                partial as u32
+                Ok(partial as u32)
             }
+        }
+    }
+
+    /// Must root role `ri` wait before its next multicast? Under the host
+    /// scheme, while an earlier one has children still to post (members
+    /// get a group's multicasts in order) or its port has no send token.
+    pub(super) fn mcast_root_waits(&self, ri: usize) -> bool {
+        let r = &self.roles[ri];
+        let Some(c) = self.mcasts.iter().find(|c| c.flow == r.flow && c.rank == 0) else {
+            return false;
         };
-        let host_children = match scheme {
-            Scheme::Host | Scheme::Assisted => {
-                children_computed(alg, self.mcasts[ci].group.size(), 0) as u64
-            }
-            _ => 0,
-        };
-        let r = &mut self.roles[ri];
-        r.free.pop();
-        r.mcast_pending.insert(mseq, (posted, true));
-        self.ledger.borrow_mut().flows[flow].mcast_posted(mseq, now, busy, host_children);
-        Ok(())
+        if c.scheme != Scheme::Host {
+            return false;
+        }
+        let total = children_computed(c.alg, c.group.size(), 0);
+        r.mcast_pending.values().any(|p| p.posted < total)
+            || self.ports[r.port].port.send_tokens_free() == 0
     }
 
     /// One of the root's completions: the multicast's one `Sent`, or (host
@@ -180,9 +221,27 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             self.problem(format!("flow {name}: a completion of multicast {mseq}, not in flight"));
             return;
         };
-        p.0 = p.0.saturating_sub(1);
-        p.1 &= status == SendStatus::Ok;
-        let (left, ok) = *p;
+        p.left = p.left.saturating_sub(1);
+        p.ok &= status == SendStatus::Ok;
+        let from = p.posted;
+        // The host scheme posts the root's children as send tokens come
+        // back (a separate tree of more members than a port has tokens).
+        let c = self.mcasts.iter().find(|c| c.flow == flow && c.rank == 0);
+        let total = c
+            .filter(|c| c.scheme == Scheme::Host)
+            .map_or(0, |c| children_computed(c.alg, c.group.size(), 0));
+        if from < total {
+            match self.post_root(ri, slot, mseq, from as usize) {
+                Ok(n) => {
+                    let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
+                    p.left += n;
+                    p.posted += n;
+                }
+                Err(e) => self.problem(format!("flow {name}: multicast {mseq}: {e}")),
+            }
+        }
+        let r = &mut self.roles[ri];
+        let Some(&McastPending { left, ok, .. }) = r.mcast_pending.get(&mseq) else { return };
         if left > 0 {
             return;
         }

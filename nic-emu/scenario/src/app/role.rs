@@ -34,9 +34,21 @@ pub(super) struct Role {
     pub(super) gate: Gate,
     pub(super) stop_ns: Option<u64>,
     pub(super) trace: bool,
-    /// A multicast root: per multicast posted and not complete, the
-    /// completions still to come and whether all so far were Ok.
-    pub(super) mcast_pending: BTreeMap<u64, (u32, bool)>,
+    /// A multicast root: per multicast posted and not complete, where it
+    /// is.
+    pub(super) mcast_pending: BTreeMap<u64, McastPending>,
+}
+
+/// A multicast a root posted and has not seen complete.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct McastPending {
+    /// Completions still to come (one per descriptor posted so far).
+    pub(super) left: u32,
+    /// All completions so far were Ok.
+    pub(super) ok: bool,
+    /// Host scheme: children posted so far (the rest are posted as
+    /// completions bring send tokens back).
+    pub(super) posted: u32,
 }
 
 /// Where a role is with the bandwidth manager.

@@ -55,6 +55,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     },
                 };
                 let Some(&slot) = r.free.last() else { break };
+                if r.kind == RoleKind::McastRoot && self.mcast_root_waits(ri) {
+                    break;
+                }
                 let sent = if r.kind == RoleKind::McastRoot {
                     self.send_mcast(ri, slot, msg)
                 } else {
