@@ -46,20 +46,99 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())
 }
 
-/// Is `path` an ELF for RISC-V (e_machine 0xF3)? Err says what it is not.
+/// Guest physical address of SRAM offset 0 (QEMU virt's RAM base).
+pub const GUEST_RAM_BASE: u64 = 0x8000_0000;
+
+/// Is `path` a firmware image the NIC CPU can boot? A 64-bit
+/// little-endian RISC-V executable ELF whose program headers lie inside
+/// the file, whose every loadable segment's bytes lie inside the file and
+/// whose memory lies inside the image region of SRAM (`nic_abi::map`), and
+/// whose entry point is in an executable loaded segment. Only the headers
+/// are read (an image is sparse and may be GiBs long). Err says what is
+/// wrong, naming the file.
 pub fn check_riscv_elf(path: &Path) -> Result<(), String> {
-    let mut h = [0u8; 20];
     let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    f.read_exact(&mut h).map_err(|_| format!("{}: too short for an ELF", path.display()))?;
+    let len = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+    let mut read = |off: u64, buf: &mut [u8]| -> io::Result<()> {
+        f.seek(SeekFrom::Start(off))?;
+        f.read_exact(buf)
+    };
+    let base = GUEST_RAM_BASE + nic_abi::map::IMAGE as u64;
+    check_elf(&mut read, len, base..base + nic_abi::map::IMAGE_SIZE as u64)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The checks of [`check_riscv_elf`] on a file of `len` bytes read
+/// through `read` (offset, buffer), for the guest address range `region`.
+pub fn check_elf(
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+    len: u64,
+    region: std::ops::Range<u64>,
+) -> Result<(), String> {
+    let mut h = [0u8; 64];
+    read(0, &mut h).map_err(|_| format!("too short for an ELF header ({len} bytes)"))?;
     if &h[..4] != b"\x7fELF" {
-        return Err(format!("{}: not an ELF file", path.display()));
+        return Err("not an ELF file".into());
     }
-    let machine = u16::from_le_bytes([h[18], h[19]]);
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    if h[4] != 2 || h[5] != 1 {
+        return Err("not a 64-bit little-endian ELF".into());
+    }
+    let machine = u16_at(&h, 18);
     if machine != 0xF3 {
-        return Err(format!(
-            "{}: an ELF for machine {machine:#x}, not RISC-V (0xf3)",
-            path.display()
-        ));
+        return Err(format!("an ELF for machine {machine:#x}, not RISC-V (0xf3)"));
+    }
+    if u16_at(&h, 16) != 2 {
+        return Err("not an executable ELF (e_type is not EXEC)".into());
+    }
+    let entry = u64_at(&h, 24);
+    let (phoff, phentsize, phnum) = (u64_at(&h, 32), u16_at(&h, 54) as u64, u16_at(&h, 56) as u64);
+    if phnum == 0 || phentsize < 56 {
+        return Err("no program headers".into());
+    }
+    let table_end = phnum.checked_mul(phentsize).and_then(|n| n.checked_add(phoff));
+    if table_end.is_none_or(|e| e > len) {
+        return Err(format!("its program headers lie past the end of the file ({len} bytes)"));
+    }
+    let (mut loads, mut entry_ok) = (0, false);
+    for i in 0..phnum {
+        let mut p = [0u8; 56];
+        read(phoff + i * phentsize, &mut p).map_err(|e| format!("program header {i}: {e}"))?;
+        if u32_at(&p, 0) != 1 {
+            continue; // not PT_LOAD
+        }
+        let (flags, off, paddr) = (u32_at(&p, 4), u64_at(&p, 8), u64_at(&p, 24));
+        let (filesz, memsz) = (u64_at(&p, 32), u64_at(&p, 40));
+        if memsz == 0 {
+            continue;
+        }
+        loads += 1;
+        if off.checked_add(filesz).is_none_or(|e| e > len) {
+            return Err(format!(
+                "loadable segment {i} ({filesz} bytes at file offset {off:#x}) lies past the \
+                 end of the file ({len} bytes): a truncated image?"
+            ));
+        }
+        if filesz > memsz {
+            return Err(format!("loadable segment {i}: {filesz} file bytes in {memsz} of memory"));
+        }
+        let end = paddr.checked_add(memsz);
+        if paddr < region.start || end.is_none_or(|e| e > region.end) {
+            return Err(format!(
+                "loadable segment {i} ({memsz} bytes at {paddr:#x}) lies outside the image \
+                 region {:#x}..{:#x}",
+                region.start, region.end
+            ));
+        }
+        entry_ok |= flags & 1 != 0 && (paddr..paddr + memsz).contains(&entry);
+    }
+    if loads == 0 {
+        return Err("no loadable segment".into());
+    }
+    if !entry_ok {
+        return Err(format!("its entry point {entry:#x} is in no executable loaded segment"));
     }
     Ok(())
 }
@@ -164,4 +243,108 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     // utime and stime are fields 14 and 15 of stat, 12 and 13 after ')'.
     let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
+}
+
+#[cfg(test)]
+mod image_checks {
+    use super::*;
+
+    const BASE: u64 = GUEST_RAM_BASE;
+
+    /// A minimal RISC-V ELF: one executable PT_LOAD of `code` bytes at
+    /// BASE (file offset 0x1000), entry at BASE.
+    fn elf(code: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 0x1000 + code];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2; // 64-bit
+        b[5] = 1; // little-endian
+        b[6] = 1;
+        b[16..18].copy_from_slice(&2u16.to_le_bytes()); // EXEC
+        b[18..20].copy_from_slice(&0xF3u16.to_le_bytes());
+        b[24..32].copy_from_slice(&BASE.to_le_bytes()); // entry
+        b[32..40].copy_from_slice(&64u64.to_le_bytes()); // phoff
+        b[52..54].copy_from_slice(&64u16.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes()); // phentsize
+        b[56..58].copy_from_slice(&1u16.to_le_bytes()); // phnum
+        let p = &mut b[64..120];
+        p[0..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        p[4..8].copy_from_slice(&5u32.to_le_bytes()); // R X
+        p[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+        p[16..24].copy_from_slice(&BASE.to_le_bytes());
+        p[24..32].copy_from_slice(&BASE.to_le_bytes());
+        p[32..40].copy_from_slice(&(code as u64).to_le_bytes());
+        p[40..48].copy_from_slice(&(code as u64).to_le_bytes());
+        b
+    }
+
+    fn check(b: &[u8]) -> Result<(), String> {
+        let mut read = |off: u64, buf: &mut [u8]| -> io::Result<()> {
+            let s = b
+                .get(off as usize..off as usize + buf.len())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+            buf.copy_from_slice(s);
+            Ok(())
+        };
+        check_elf(&mut read, b.len() as u64, BASE..BASE + 0x4_0000)
+    }
+
+    fn set_u64(b: &mut [u8], at: usize, v: u64) {
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    #[test]
+    fn a_well_formed_image_passes() {
+        assert_eq!(check(&elf(256)), Ok(()));
+    }
+
+    #[test]
+    fn a_truncated_image_is_refused() {
+        let b = elf(256);
+        let e = check(&b[..b.len() - 10]).unwrap_err();
+        assert!(e.contains("lies past the end of the file"), "{e}");
+        let e = check(&b[..100]).unwrap_err();
+        assert!(e.contains("program headers lie past the end"), "{e}");
+        assert!(check(&b[..20]).unwrap_err().contains("too short for an ELF header"));
+    }
+
+    #[test]
+    fn garbage_and_foreign_files_are_refused() {
+        assert_eq!(check(&[0x5a; 4096]).unwrap_err(), "not an ELF file");
+        let mut b = elf(64);
+        b[18] = 0x3e; // x86-64
+        assert!(check(&b).unwrap_err().contains("not RISC-V"));
+        let mut b = elf(64);
+        b[4] = 1;
+        assert!(check(&b).unwrap_err().contains("64-bit little-endian"));
+    }
+
+    #[test]
+    fn segments_outside_the_image_region_and_a_stray_entry_are_refused() {
+        let mut b = elf(64);
+        set_u64(&mut b, 64 + 24, BASE + 0x4_0000 - 32); // paddr: runs past the end
+        assert!(check(&b).unwrap_err().contains("outside the image region"));
+        let mut b = elf(64);
+        set_u64(&mut b, 64 + 40, u64::MAX); // memsz: wraps
+        assert!(check(&b).unwrap_err().contains("outside the image region"));
+        let mut b = elf(64);
+        set_u64(&mut b, 24, BASE + 0x1000); // entry outside the segment
+        assert!(check(&b).unwrap_err().contains("entry point"));
+        let mut b = elf(64);
+        set_u64(&mut b, 64 + 40, 32); // more file bytes than memory
+        assert!(check(&b).unwrap_err().contains("file bytes in"));
+    }
+
+    #[test]
+    fn check_riscv_elf_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("elfcheck-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.elf");
+        fs::write(&good, elf(128)).unwrap();
+        assert_eq!(check_riscv_elf(&good), Ok(()));
+        let cut = dir.join("cut.elf");
+        fs::write(&cut, &elf(128)[..0x1000 + 64]).unwrap();
+        let e = check_riscv_elf(&cut).unwrap_err();
+        assert!(e.starts_with(&format!("{}: loadable segment 0", cut.display())), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
