@@ -394,7 +394,9 @@ impl Mcp {
         let cx = &mut self.shared;
         cx.ports[p] = shared::PortOpen { open: true, generation: gen };
         cx.credits[p] = shared::Credits::default();
-        self.rdma.port_opened(p, evq_bus, evq_len);
+        if !self.rdma.port_opened(p, evq_bus, evq_len) {
+            cx.bump(Stat::Errors, 1);
+        }
         // The driver zeroes SEND_PROD and SEND_CONS before opening.
         self.sdma.port_opened(p);
         hw.store_u32(port_reg(p, SEND_CONS), 0);

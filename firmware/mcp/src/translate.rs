@@ -17,7 +17,11 @@ pub fn translate(hw: &impl Hw, port: u8, vaddr: u64) -> Option<u64> {
         Pte::decode(&b)
     };
     let page = page_table::lookup(read, vaddr / PAGE_SIZE)?;
-    Some(page.checked_mul(PAGE_SIZE)? + vaddr % PAGE_SIZE)
+    // A page whose end does not fit the bus's addresses is no page: every
+    // piece of it then stays below 2^64 (no wrap in any engine).
+    let start = page.checked_mul(PAGE_SIZE)?;
+    start.checked_add(PAGE_SIZE)?;
+    Some(start + vaddr % PAGE_SIZE)
 }
 
 /// Is every byte of `[vaddr, vaddr+len)` registered by `port`?

@@ -251,3 +251,50 @@ fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
     let got = b.exchange(0, 1, 9);
     assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 9));
 }
+
+#[test]
+fn an_event_queue_at_the_end_of_the_bus_is_refused_without_harm() {
+    // A port whose event queue would run past 2^64: its events would land
+    // at wrapped addresses (an overflow panic in a debug build before).
+    let mut b = Bench::new(2);
+    let node = &mut b.nodes[0];
+    node.w64(port_reg(5, EVQ_BUS), u64::MAX - 10);
+    node.w32(port_reg(5, EVQ_LEN), 64);
+    node.w32(port_reg(5, GENERATION), 1);
+    node.w32(port_reg(5, STATE), STATE_OPEN);
+    b.run(10);
+    assert_eq!(b.stat(0, Stat::Errors), 1, "counted");
+    // An event queue of a length that is not a power of two: refused too.
+    let node = &mut b.nodes[0];
+    node.w64(port_reg(6, EVQ_BUS), 0);
+    node.w32(port_reg(6, EVQ_LEN), 48);
+    node.w32(port_reg(6, GENERATION), 1);
+    node.w32(port_reg(6, STATE), STATE_OPEN);
+    b.run(10);
+    assert_eq!(b.stat(0, Stat::Errors), 2);
+    // Other ports are unharmed.
+    transfer(&mut b, &[1, 3000, 9000], Priority::Low);
+}
+
+#[test]
+fn a_page_table_entry_at_the_end_of_the_bus_is_not_used() {
+    use nic_abi::map::PAGE_TABLE_ENTRIES;
+    use nic_abi::page_table::PTE_SIZE;
+    // A table entry whose page ends past 2^64 (the privileged side's
+    // table, corrupted): the MCP never uses it.
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    let v = b.alloc(0, 1, 4096);
+    let vpn = v / PAGE_SIZE;
+    let pt = map::page_table(1) as usize;
+    let at = (0..PAGE_TABLE_ENTRIES as usize)
+        .map(|i| pt + i * PTE_SIZE as usize)
+        .find(|&at| Pte::decode(&b.nodes[0].sram[at..at + PTE_SIZE as usize]).vpn == vpn)
+        .expect("the page is registered");
+    assert!(crate::translate::translate(&b.nodes[0].hw(), 1, v).is_some());
+    let mut pte = Pte::decode(&b.nodes[0].sram[at..at + PTE_SIZE as usize]);
+    pte.bus_page = u64::MAX / PAGE_SIZE;
+    pte.encode(&mut b.nodes[0].sram[at..at + PTE_SIZE as usize]);
+    assert_eq!(crate::translate::translate(&b.nodes[0].hw(), 1, v), None);
+    assert_eq!(crate::translate::translate(&b.nodes[0].hw(), 1, v + 4095), None);
+}
