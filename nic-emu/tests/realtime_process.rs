@@ -48,3 +48,30 @@ fn a_detached_cluster_is_listed_and_stopped_by_name() {
     assert!(!log.exists(), "a clean stop removes the log of a --detach run");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn a_cluster_whose_device_process_died_is_listed_dead_and_stop_removes_it() {
+    let base = std::path::PathBuf::from(rt::cluster_path("dead"));
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN).env("NIC_CLUSTER_DIR", &base).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}:\n{}", rt::text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    run(&["run", "--name", "gone", "--nodes", "2", "--detach"]);
+    let d = ClusterDir::open_path(&base.join("gone")).unwrap();
+    let pid = d.manifest().pid;
+    let k = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert!(k.success());
+    let t = std::time::Instant::now();
+    while d.device_alive() {
+        assert!(t.elapsed() < Duration::from_secs(5), "pid {pid} survived SIGKILL");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let list = run(&["list"]);
+    assert!(list.lines().any(|l| l.starts_with("gone") && l.contains("dead")), "{list}");
+    let out = run(&["stop", "--name", "gone"]);
+    assert!(out.contains("was not running") && out.contains("removed its directory"), "{out}");
+    assert!(!base.join("gone").exists(), "stop removes a dead cluster's directory");
+    assert!(!run(&["list"]).contains("gone"));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -359,10 +359,15 @@ fn stop(name: &str, timeout: f64) -> Result<(), String> {
     let d = ClusterDir::open(name).map_err(|e| e.to_string())?;
     let pid = d.manifest().pid;
     if !d.device_alive() {
-        return Err(format!(
-            "cluster `{name}`: its device process {pid} is not running (stale directory {})",
-            d.path().display()
-        ));
+        // It died (killed, or crashed): nothing to stop, only its files.
+        let path = d.path().to_path_buf();
+        d.remove().map_err(|e| format!("cluster `{name}`: removing {}: {e}", path.display()))?;
+        println!(
+            "nic-cluster: cluster `{name}`: its device process {pid} was not running (it died); \
+             removed its directory {}",
+            path.display()
+        );
+        return Ok(());
     }
     process::request_stop(pid).map_err(|e| format!("signalling {pid}: {e}"))?;
     let t = Instant::now();
