@@ -92,6 +92,19 @@ pub trait NicBackend: Clone {
     fn port_hint(&self) -> Option<u8> {
         None
     }
+
+    /// Does the device advance each port's `HEARTBEAT` (real-time
+    /// clusters)? Then a wait that sees it stop reports `NicDown`.
+    /// Default: no (the sim).
+    fn has_heartbeat(&self) -> bool {
+        false
+    }
+
+    /// Is the process serving the NIC still there? Asked only when the
+    /// heartbeat stopped (a starved device process is not a dead one).
+    fn device_alive(&self) -> bool {
+        true
+    }
 }
 
 /// A backend's SRAM seen as `nic_abi::sram::Sram` (programmed I/O): the

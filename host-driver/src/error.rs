@@ -48,6 +48,9 @@ pub enum DriverError {
     WouldBlock,
     /// No event arrived within the timeout of a blocking wait.
     Timeout,
+    /// The NIC is gone (why): its device process or QEMU died, or its
+    /// firmware halted. A wait reports it within about 100 ms.
+    NicDown(&'static str),
     /// The backend serves one port (`NicBackend::port_hint`, e.g. a live
     /// backend attached to port `attached`) and `port` was asked for.
     PortNotAttached { port: u8, attached: u8 },
@@ -155,6 +158,7 @@ impl fmt::Display for DriverError {
             PageTableFull => f.write_str("the port's page table is full"),
             WouldBlock => f.write_str("no event yet and this backend cannot block"),
             Timeout => f.write_str("no event before the timeout"),
+            NicDown(why) => write!(f, "the NIC is down: {why}"),
             PortNotAttached { port, attached } => write!(
                 f,
                 "port {port} asked for, but this backend is attached to port {attached} only"

@@ -208,6 +208,8 @@ struct Inner {
     sram: MappedFile,
     host: MappedFile,
     cluster: PathBuf,
+    /// The device process serving the cluster.
+    device_pid: u32,
     node: u32,
     port: u8,
     /// Port's slice of host memory: [slice_start, slice_end).
@@ -299,6 +301,7 @@ impl LiveBackend {
                 sram,
                 host,
                 cluster: dir.path().to_path_buf(),
+                device_pid: m.pid,
                 node,
                 port,
                 slice_start: start,
@@ -548,6 +551,16 @@ impl NicBackend for LiveBackend {
 
     fn port_hint(&self) -> Option<u8> {
         Some(self.inner.port)
+    }
+
+    fn has_heartbeat(&self) -> bool {
+        // A cluster without a device process (files set up by hand) beats
+        // nothing.
+        self.inner.device_pid != 0
+    }
+
+    fn device_alive(&self) -> bool {
+        crate::cluster::pid_alive(self.inner.device_pid)
     }
 }
 

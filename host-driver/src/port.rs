@@ -155,6 +155,8 @@ pub struct Port<B: NicBackend> {
     reported: u32,
     pub(crate) mem: Memory,
     stats: PortStats,
+    /// The device's HEARTBEAT as last read, and when it was seen to move.
+    heartbeat: (u32, u64),
 }
 
 impl<B: NicBackend> Port<B> {
@@ -225,6 +227,7 @@ impl<B: NicBackend> Port<B> {
             reported: 0,
             mem,
             stats: PortStats::default(),
+            heartbeat: (0, 0),
         })
     }
 
@@ -584,11 +587,14 @@ impl<B: NicBackend> Port<B> {
     pub fn wait(&mut self, timeout: Duration) -> Result<Event, DriverError> {
         let start = self.be.now_ns();
         let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.heartbeat =
+            (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
         loop {
             if let Some(e) = self.poll() {
                 return Ok(e);
             }
             self.report_consumed();
+            self.check_alive()?;
             if self.be.now_ns().saturating_sub(start) >= limit {
                 return Err(DriverError::Timeout);
             }
@@ -596,6 +602,33 @@ impl<B: NicBackend> Port<B> {
                 return Err(DriverError::WouldBlock);
             }
         }
+    }
+
+    /// Is the NIC alive? On a backend whose device beats (`HEARTBEAT`,
+    /// real-time clusters), a heartbeat still for `HEARTBEAT_DEAD_MS`, or
+    /// firmware that halted, is `NicDown`. Waits call it; a program that
+    /// polls on its own may too. Cheap: one or two SRAM loads.
+    pub fn check_alive(&mut self) -> Result<(), DriverError> {
+        if !self.be.has_heartbeat() {
+            return Ok(());
+        }
+        let now = self.be.now_ns();
+        let hb = self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT));
+        if hb != self.heartbeat.0 || self.heartbeat.1 == 0 {
+            self.heartbeat = (hb, now);
+        } else if now.saturating_sub(self.heartbeat.1) >= pcb::HEARTBEAT_DEAD_MS * 1_000_000 {
+            if !self.be.device_alive() {
+                return Err(DriverError::NicDown("its device process died (cluster stopped)"));
+            }
+            // Alive but late (a busy machine): look again a while later.
+            self.heartbeat.1 = now;
+        }
+        if self.be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::FW_STATUS))
+            == nic_abi::regs::FW_HALTED
+        {
+            return Err(DriverError::NicDown("its firmware halted"));
+        }
+        Ok(())
     }
 
     /// Write EVQ_CONSUMED now if it is behind (poll does it in batches).

@@ -188,3 +188,34 @@ fn killing_the_device_process_outright_takes_its_guests_down() {
     });
     c.stop().unwrap();
 }
+
+#[test]
+fn a_wait_on_a_node_whose_qemu_is_killed_fails_with_nic_down_at_once() {
+    use host_driver::{DriverError, LiveBackend, Nic, PortOptions};
+    rt::require_qemu();
+    let c = rt::qemu_cluster("qkill", 2);
+    let be = LiveBackend::attach(&c.path().to_string_lossy(), 1, 3).unwrap();
+    let nic = Nic::open(be).unwrap();
+    let mut port = nic.open_port(3, PortOptions::default()).unwrap();
+    port.wait(Duration::from_secs(10)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let r = port.wait(Duration::from_secs(30));
+        let _ = tx.send(std::time::Instant::now());
+        r
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = c.qemu_pid(1).expect("node 1's QEMU");
+    let t = std::time::Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let done = rx.recv_timeout(Duration::from_secs(10)).expect("the wait returned");
+    let r = waiter.join().unwrap();
+    assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
+    let took = done - t;
+    println!("NicDown after {took:?}: {}", r.unwrap_err());
+    assert!(took < Duration::from_millis(100), "NicDown {took:?} after the kill");
+}

@@ -35,6 +35,16 @@ pub const FW_STATE: u32 = 0x20; // u32 fw
 pub const FW_GENERATION: u32 = 0x24; // u32 fw
 /// Firmware: events written, free-running.
 pub const EVQ_PRODUCED: u32 = 0x28; // u32 fw
+/// Device: advanced every `HEARTBEAT_PERIOD_MS` while the NIC's device
+/// model (on the real-time backends: the device process and, under qemu,
+/// the node's guest) is alive; 0 and still where nothing beats (the sim).
+pub const HEARTBEAT: u32 = 0x2C; // u32 device
+
+/// How often the device advances `HEARTBEAT`.
+pub const HEARTBEAT_PERIOD_MS: u64 = 10;
+/// A heartbeat that has not moved for this long: the driver checks that
+/// the device process is still there (a busy machine may only delay it).
+pub const HEARTBEAT_DEAD_MS: u64 = 40;
 
 pub const STATE_CLOSED: u32 = 0;
 pub const STATE_OPEN: u32 = 1;

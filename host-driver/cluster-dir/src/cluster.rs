@@ -293,7 +293,14 @@ pub fn pid_alive(pid: u32) -> bool {
         return false;
     }
     if cfg!(target_os = "linux") {
-        Path::new(&format!("/proc/{pid}")).exists()
+        // A zombie (dead, not yet reaped by its parent) is not alive: the
+        // state is the field after the parenthesised command name.
+        match fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(s) => {
+                s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            }
+            Err(_) => false,
+        }
     } else {
         true
     }

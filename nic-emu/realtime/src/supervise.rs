@@ -33,7 +33,7 @@ use nic_cluster_dir::{ClusterDir, MappedFile};
 use super::qemu::QemuSpec;
 use super::{Ctx, RtError};
 
-const TICK: Duration = Duration::from_millis(10);
+const TICK: Duration = Duration::from_millis(pcb::HEARTBEAT_PERIOD_MS);
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 const FLASH_EVERY: Duration = Duration::from_millis(100);
 /// Longest wait for a worker to carry out a reset.
@@ -105,6 +105,7 @@ impl Supervisor {
         let (mut last_probe, mut last_flash) = (Instant::now(), Instant::now());
         while !self.ctx.stop.load(Ordering::Relaxed) {
             std::thread::sleep(TICK);
+            self.beat(&children);
             for node in 0..n {
                 if self.ctx.nodes[node].reset_wanted.swap(false, Ordering::AcqRel) {
                     self.reset(node, &mut children, "reset asked for");
@@ -139,6 +140,20 @@ impl Supervisor {
             self.reap(&mut children);
         }
         kill_all(&mut children);
+    }
+
+    /// Advance every port's HEARTBEAT of every live NIC (under qemu: whose
+    /// guest runs), once a TICK: drivers waiting on a NIC whose heart
+    /// stopped report it down.
+    fn beat(&self, children: &[Option<Child>]) {
+        for (node, sram) in self.srams.iter().enumerate() {
+            if self.qemu.is_some() && children[node].is_none() {
+                continue;
+            }
+            for port in 0..NUM_PORTS {
+                sram.fetch_add_u32(port_reg(port, pcb::HEARTBEAT) as u64, 1);
+            }
+        }
     }
 
     fn probe_ports(&self) {
