@@ -18,8 +18,9 @@
 //! `mapped.rs`).
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, OpenOptions, TryLockError};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -306,6 +307,18 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// Cluster files are the cluster user's alone (rw-------): another user's
+/// process cannot map a NIC's memory or a host's.
+pub const PRIVATE: u32 = 0o600;
+
+/// Create `path` (and its parents) if missing, and make it the owner's
+/// alone (rwx------).
+fn private_dir(path: &Path) -> Result<(), ClusterError> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::create_dir_all(path).map_err(io_err(path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io_err(path))
+}
+
 /// An opened (or freshly created) cluster directory: its path and manifest.
 #[derive(Debug, Clone)]
 pub struct ClusterDir {
@@ -358,11 +371,11 @@ impl ClusterDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&mpath)(e)),
         }
-        fs::create_dir_all(path).map_err(io_err(path))?;
+        private_dir(path)?;
         let dir = ClusterDir { path: path.to_path_buf(), manifest: manifest.clone() };
         for node in 0..manifest.nodes {
             let nd = dir.node_dir(node);
-            fs::create_dir_all(&nd).map_err(io_err(&nd))?;
+            private_dir(&nd)?;
             let files = [
                 (dir.sram_path(node), manifest.sram_size),
                 (dir.host_path(node), manifest.host_size),
@@ -380,6 +393,7 @@ impl ClusterDir {
                     .read(true)
                     .write(true)
                     .create_new(true)
+                    .mode(PRIVATE)
                     .open(&file)
                     .map_err(io_err(&file))?;
                 f.set_len(len).map_err(io_err(&file))?;
@@ -394,7 +408,13 @@ impl ClusterDir {
         let tmp = self.path.join(format!(".{MANIFEST_FILE}.{}.tmp", std::process::id()));
         let text = toml::to_string(&self.manifest)
             .map_err(|e| ClusterError::BadManifest { path: mpath.clone(), why: e.to_string() })?;
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(PRIVATE)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
         f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
         f.sync_all().map_err(io_err(&tmp))?;
         fs::rename(&tmp, &mpath).map_err(io_err(&mpath))
@@ -556,6 +576,24 @@ impl ClusterDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_files_and_directories_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("nic-perm-{}", std::process::id()));
+        let m = ClusterManifest::new("perm", ClusterBackend::Live, 2, "p", 1 << 20, 1 << 20);
+        let d = ClusterDir::create(&path, &m).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(d.path()), 0o700);
+        assert_eq!(mode(&d.manifest_path()), 0o600);
+        for node in 0..2 {
+            assert_eq!(mode(&d.node_dir(node)), 0o700);
+            assert_eq!(mode(&d.sram_path(node)), 0o600);
+            assert_eq!(mode(&d.host_path(node)), 0o600);
+            assert_eq!(mode(&d.port_lock_path(node, 3)), 0o600);
+        }
+        d.remove().unwrap();
+    }
 
     #[test]
     fn port_slices_are_equal_page_aligned_and_disjoint() {

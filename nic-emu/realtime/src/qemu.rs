@@ -16,6 +16,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -150,7 +151,12 @@ pub fn write_flash(image: &Path, flash: &Path) -> io::Result<()> {
     let mut src = File::open(image)?;
     let len = src.metadata()?.len();
     let tmp = flash.with_extension(format!("tmp{}", std::process::id()));
-    let mut dst = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    let mut dst = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(nic_cluster_dir::cluster::PRIVATE)
+        .open(&tmp)?;
     let mut off = 0u64;
     let mut buf = vec![0u8; 1 << 16];
     while off < len {
