@@ -219,3 +219,53 @@ fn a_wait_on_a_node_whose_qemu_is_killed_fails_with_nic_down_at_once() {
     println!("NicDown after {took:?}: {}", r.unwrap_err());
     assert!(took < Duration::from_millis(100), "NicDown {took:?} after the kill");
 }
+
+/// A well-formed RISC-V ELF that never boots: `j .` at the image base.
+fn spinning_image(path: &std::path::Path) {
+    let base: u64 = qemu::GUEST_RAM_BASE;
+    let mut b = vec![0u8; 0x1000 + 4];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[6] = 1;
+    b[16..18].copy_from_slice(&2u16.to_le_bytes());
+    b[18..20].copy_from_slice(&0xF3u16.to_le_bytes());
+    b[24..32].copy_from_slice(&base.to_le_bytes());
+    b[32..40].copy_from_slice(&64u64.to_le_bytes());
+    b[52..54].copy_from_slice(&64u16.to_le_bytes());
+    b[54..56].copy_from_slice(&56u16.to_le_bytes());
+    b[56..58].copy_from_slice(&1u16.to_le_bytes());
+    let p = &mut b[64..120];
+    p[0..4].copy_from_slice(&1u32.to_le_bytes());
+    p[4..8].copy_from_slice(&5u32.to_le_bytes());
+    p[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+    p[16..24].copy_from_slice(&base.to_le_bytes());
+    p[24..32].copy_from_slice(&base.to_le_bytes());
+    p[32..40].copy_from_slice(&4u64.to_le_bytes());
+    p[40..48].copy_from_slice(&4u64.to_le_bytes());
+    b[0x1000..].copy_from_slice(&0x0000_006fu32.to_le_bytes()); // jal x0, 0
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn an_image_that_never_boots_is_stopped_after_the_boot_timeout() {
+    rt::require_qemu();
+    let mut cfg = RtConfig::new(&rt::cluster_path("noboot"), ClusterBackend::Qemu, 2);
+    cfg.image = Some(rt::firmware_image());
+    cfg.boot_timeout = Duration::from_secs(2);
+    let c = rt::start(cfg);
+    let img = c.path().join("spin.elf");
+    spinning_image(&img);
+    qemu::check_riscv_elf(&img).expect("a well-formed image");
+    qemu::write_flash(&img, &c.dir().flash_path(1)).unwrap();
+    let t = Instant::now();
+    let said = |c: &RtCluster| c.notes().iter().any(|n| n.contains("did not start within"));
+    while !said(&c) {
+        assert!(t.elapsed() < Duration::from_secs(20), "no boot timeout: {:?}", c.notes());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("stopped after {:?}: {:?}", t.elapsed(), c.notes().last());
+    assert_eq!(c.qemu_pid(1), None, "its QEMU is stopped");
+    assert_eq!(c.fw_status(), vec![regs::FW_RUNNING, regs::FW_HALTED]);
+    assert!(c.qemu_pid(0).is_some(), "the other node runs on");
+}

@@ -120,6 +120,11 @@ pub struct RtConfig {
     /// qemu: start this node's guest halted (`-S`) with a gdbstub on
     /// `gdb_port` (`-gdb tcp:127.0.0.1:PORT`).
     pub halted_node: Option<(usize, u16)>,
+    /// qemu: a guest whose firmware has not reported RUNNING this long
+    /// after it started (at cluster start, or after a reset or reflash) is
+    /// stopped and its NIC marked halted, said in the log (30 s; not for
+    /// the node halted under gdb).
+    pub boot_timeout: Duration,
     /// The QEMU program (name on PATH or path).
     pub qemu_program: String,
     /// More QEMU arguments.
@@ -153,6 +158,7 @@ impl RtConfig {
             cpus: Vec::new(),
             backoff: Backoff::default(),
             halted_node: None,
+            boot_timeout: Duration::from_secs(30),
             qemu_program: qemu::QEMU_PROGRAM.to_string(),
             qemu_args: Vec::new(),
             log_to_stderr: false,
@@ -547,6 +553,7 @@ impl RtCluster {
                 .collect::<Result<_, _>>()?,
             qemu: qemu_spec,
             halted: cfg.halted_node,
+            boot_timeout: cfg.boot_timeout,
         };
         let (tx, rx) = mpsc::channel();
         c.supervisor = Some(

@@ -66,6 +66,8 @@ pub(crate) struct Supervisor {
     pub qemu: Option<QemuSpec>,
     /// (node, gdb port): start that guest halted, with a gdbstub.
     pub halted: Option<(usize, u16)>,
+    /// How long a guest may take to report RUNNING.
+    pub boot_timeout: Duration,
 }
 
 impl Supervisor {
@@ -103,9 +105,16 @@ impl Supervisor {
             })
             .collect();
         let (mut last_probe, mut last_flash) = (Instant::now(), Instant::now());
+        // Guests started and not yet RUNNING: since when.
+        let mut booting: Vec<Option<Instant>> = children
+            .iter()
+            .enumerate()
+            .map(|(node, c)| c.as_ref().filter(|_| !self.is_gdb_node(node)).map(|_| Instant::now()))
+            .collect();
         while !self.ctx.stop.load(Ordering::Relaxed) {
             std::thread::sleep(TICK);
             self.beat(&children);
+            self.boot_deadlines(&mut children, &mut booting);
             for node in 0..n {
                 if self.ctx.nodes[node].reset_wanted.swap(false, Ordering::AcqRel) {
                     self.reset(node, &mut children, "reset asked for");
@@ -188,6 +197,46 @@ impl Supervisor {
 
     /// Reset NIC `node`: stop its guest, have its worker reset it, start
     /// a new guest.
+    fn is_gdb_node(&self, node: usize) -> bool {
+        self.halted.is_some_and(|h| h.0 == node)
+    }
+
+    /// Guests that booted (RUNNING) leave `booting`; one that ran out the
+    /// boot timeout is stopped, its NIC marked halted, and the log says so.
+    fn boot_deadlines(&self, children: &mut [Option<Child>], booting: &mut [Option<Instant>]) {
+        for (node, since) in booting.iter_mut().enumerate() {
+            if children[node].is_none() {
+                // Reset (or reflashed) since: a new guest, a new deadline.
+                *since = None;
+                continue;
+            }
+            let status = self.srams[node].load_u32(reg(regs::FW_STATUS) as u64);
+            let Some(t) = *since else {
+                if status != Some(regs::FW_RUNNING) && !self.is_gdb_node(node) {
+                    *since = Some(Instant::now());
+                }
+                continue;
+            };
+            if status == Some(regs::FW_RUNNING) {
+                *since = None;
+            } else if t.elapsed() >= self.boot_timeout {
+                *since = None;
+                if let Some(mut c) = children[node].take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                self.ctx.qemu_pids[node].store(0, Ordering::Relaxed);
+                self.srams[node].store_u32(reg(regs::FW_STATUS) as u64, regs::FW_HALTED);
+                self.ctx.note(format!(
+                    "node {node}: its firmware did not start within {:?}; QEMU stopped, NIC halted \
+                     (see {}; reflash it with a working image)",
+                    self.boot_timeout,
+                    self.dir.node_dir(node as u32).join("console.log").display()
+                ));
+            }
+        }
+    }
+
     fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
         self.ctx.note(format!("node {node}: {why}: resetting the NIC"));
         // (Its pid stays published until the new guest's replaces it, so
