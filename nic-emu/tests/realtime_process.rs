@@ -60,8 +60,7 @@ fn a_cluster_whose_device_process_died_is_listed_dead_and_stop_removes_it() {
     run(&["run", "--name", "gone", "--nodes", "2", "--detach"]);
     let d = ClusterDir::open_path(&base.join("gone")).unwrap();
     let pid = d.manifest().pid;
-    let k = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
-    assert!(k.success());
+    rt::kill_pid(pid);
     let t = std::time::Instant::now();
     while d.device_alive() {
         assert!(t.elapsed() < Duration::from_secs(5), "pid {pid} survived SIGKILL");
@@ -76,31 +75,6 @@ fn a_cluster_whose_device_process_died_is_listed_dead_and_stop_removes_it() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Wait on a port of `cluster` node `node` in another thread; `kill`
-/// the NIC; the wait must fail with NicDown soon after. Returns how long
-/// after the kill it failed.
-fn wait_then_kill(cluster: &std::path::Path, node: u32, kill: impl FnOnce()) -> Duration {
-    use host_driver::{DriverError, LiveBackend, Nic, PortOptions};
-    let be = LiveBackend::attach(&cluster.to_string_lossy(), node, 3).unwrap();
-    let nic = Nic::open(be).unwrap();
-    let mut port = nic.open_port(3, PortOptions::default()).unwrap();
-    let _opened = port.wait(Duration::from_secs(5)).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let r = port.wait(Duration::from_secs(30));
-        let _ = tx.send(std::time::Instant::now());
-        r
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    let t = std::time::Instant::now();
-    kill();
-    let done = rx.recv_timeout(Duration::from_secs(10)).expect("the wait returned");
-    let r = waiter.join().unwrap();
-    assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
-    println!("NicDown after {:?}: {}", done - t, r.unwrap_err());
-    done - t
-}
-
 #[test]
 fn a_wait_on_a_cluster_whose_device_process_is_killed_fails_with_nic_down_at_once() {
     let base = std::path::PathBuf::from(rt::cluster_path("kill"));
@@ -112,9 +86,7 @@ fn a_wait_on_a_cluster_whose_device_process_is_killed_fails_with_nic_down_at_onc
     assert!(o.status.success(), "{}", rt::text(&o));
     let d = ClusterDir::open_path(&base.join("k")).unwrap();
     let pid = d.manifest().pid;
-    let took = wait_then_kill(d.path(), 1, || {
-        assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
-    });
+    let took = rt::wait_then_kill(d.path(), 1, || rt::kill_pid(pid));
     assert!(took < Duration::from_millis(100), "NicDown {took:?} after the kill");
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -191,60 +191,10 @@ fn killing_the_device_process_outright_takes_its_guests_down() {
 
 #[test]
 fn a_wait_on_a_node_whose_qemu_is_killed_fails_with_nic_down_at_once() {
-    use host_driver::{DriverError, LiveBackend, Nic, PortOptions};
-    rt::require_qemu();
     let c = rt::qemu_cluster("qkill", 2);
-    let be = LiveBackend::attach(&c.path().to_string_lossy(), 1, 3).unwrap();
-    let nic = Nic::open(be).unwrap();
-    let mut port = nic.open_port(3, PortOptions::default()).unwrap();
-    port.wait(Duration::from_secs(10)).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let r = port.wait(Duration::from_secs(30));
-        let _ = tx.send(std::time::Instant::now());
-        r
-    });
-    std::thread::sleep(Duration::from_millis(200));
     let pid = c.qemu_pid(1).expect("node 1's QEMU");
-    let t = std::time::Instant::now();
-    assert!(std::process::Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let done = rx.recv_timeout(Duration::from_secs(10)).expect("the wait returned");
-    let r = waiter.join().unwrap();
-    assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
-    let took = done - t;
-    println!("NicDown after {took:?}: {}", r.unwrap_err());
+    let took = rt::wait_then_kill(c.path(), 1, || rt::kill_pid(pid));
     assert!(took < Duration::from_millis(100), "NicDown {took:?} after the kill");
-}
-
-/// A well-formed RISC-V ELF that never boots: `j .` at the image base.
-fn spinning_image(path: &std::path::Path) {
-    let base: u64 = qemu::GUEST_RAM_BASE;
-    let mut b = vec![0u8; 0x1000 + 4];
-    b[..4].copy_from_slice(b"\x7fELF");
-    b[4] = 2;
-    b[5] = 1;
-    b[6] = 1;
-    b[16..18].copy_from_slice(&2u16.to_le_bytes());
-    b[18..20].copy_from_slice(&0xF3u16.to_le_bytes());
-    b[24..32].copy_from_slice(&base.to_le_bytes());
-    b[32..40].copy_from_slice(&64u64.to_le_bytes());
-    b[52..54].copy_from_slice(&64u16.to_le_bytes());
-    b[54..56].copy_from_slice(&56u16.to_le_bytes());
-    b[56..58].copy_from_slice(&1u16.to_le_bytes());
-    let p = &mut b[64..120];
-    p[0..4].copy_from_slice(&1u32.to_le_bytes());
-    p[4..8].copy_from_slice(&5u32.to_le_bytes());
-    p[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
-    p[16..24].copy_from_slice(&base.to_le_bytes());
-    p[24..32].copy_from_slice(&base.to_le_bytes());
-    p[32..40].copy_from_slice(&4u64.to_le_bytes());
-    p[40..48].copy_from_slice(&4u64.to_le_bytes());
-    b[0x1000..].copy_from_slice(&0x0000_006fu32.to_le_bytes()); // jal x0, 0
-    std::fs::write(path, b).unwrap();
 }
 
 #[test]
@@ -254,8 +204,9 @@ fn an_image_that_never_boots_is_stopped_after_the_boot_timeout() {
     cfg.image = Some(rt::firmware_image());
     cfg.boot_timeout = Duration::from_secs(2);
     let c = rt::start(cfg);
+    // A well-formed image that never boots: `j .` (jal x0, 0).
     let img = c.path().join("spin.elf");
-    spinning_image(&img);
+    std::fs::write(&img, qemu::minimal_image(&0x0000_006fu32.to_le_bytes())).unwrap();
     qemu::check_riscv_elf(&img).expect("a well-formed image");
     qemu::write_flash(&img, &c.dir().flash_path(1)).unwrap();
     let t = Instant::now();

@@ -186,7 +186,8 @@ impl Rdma {
         }
         if self.leaf_wait {
             // SDMA sends leaf reports after RDMA's step: look again.
-            at(if cx.leaf_reports.is_full() { cx.now + cx.cfg.nobuf_retry } else { cx.now });
+            let retry = if cx.leaf_reports.is_full() { cx.cfg.nobuf_retry } else { 0 };
+            at(cx.now.saturating_add(retry));
         }
     }
 
@@ -334,11 +335,11 @@ impl Rdma {
 fn delivered(cx: &mut Shared, s: u16) -> bool {
     let sl = cx.slots[s];
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
-    let tag = McastTag::from_header(remote, 0);
     if m == MREC_LEAF {
-        let r = LeafReport { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
+        let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
         return cx.leaf_reports.push_back(r).is_ok();
     }
+    let tag = McastTag::from_header(remote, 0);
     if m != NIL && cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
         if rec.tag.group == tag.group && rec.tag.mseq == tag.mseq {

@@ -517,10 +517,11 @@ pub enum ChildList {
 /// record, its report goes out when the message is delivered.
 pub const MREC_LEAF: u16 = NIL - 1;
 
-/// A leaf's report owed to its parent (RDMA queues it at delivery, SDMA
-/// sends it).
+/// Where a report goes and which multicast it speaks of: a relay's when
+/// its record finishes, a leaf's queued by RDMA at delivery
+/// (`Shared::leaf_reports`) for SDMA to send.
 #[derive(Debug, Clone, Copy)]
-pub struct LeafReport {
+pub struct ReportTo {
     /// The multicast's tag (`McastTag::remote`).
     pub remote: u64,
     pub parent: u16,

@@ -312,7 +312,7 @@ pub struct Shared {
     /// forwarding): the buffer goes back to the engine when the last
     /// owner lets go ([`Shared::rx_release`]).
     pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
-    pub leaf_reports: heapless::Deque<LeafReport, LEAF_REPORTS>,
+    pub leaf_reports: heapless::Deque<ReportTo, LEAF_REPORTS>,
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,

@@ -69,6 +69,35 @@ pub fn check_riscv_elf(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The smallest image [`check_riscv_elf`] takes: one executable loadable
+/// segment holding `code` at the image base (file offset 0x1000), the
+/// entry point at its first byte. For tests of flashing and booting.
+pub fn minimal_image(code: &[u8]) -> Vec<u8> {
+    let base = GUEST_RAM_BASE + nic_abi::map::IMAGE as u64;
+    let mut b = vec![0u8; 0x1000 + code.len()];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2; // 64-bit
+    b[5] = 1; // little-endian
+    b[6] = 1; // version
+    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // EXEC
+    b[18..20].copy_from_slice(&0xF3u16.to_le_bytes()); // RISC-V
+    b[24..32].copy_from_slice(&base.to_le_bytes()); // entry
+    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // program headers
+    b[52..54].copy_from_slice(&64u16.to_le_bytes());
+    b[54..56].copy_from_slice(&56u16.to_le_bytes());
+    b[56..58].copy_from_slice(&1u16.to_le_bytes());
+    let p = &mut b[64..120];
+    p[0..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    p[4..8].copy_from_slice(&5u32.to_le_bytes()); // R X
+    p[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+    p[16..24].copy_from_slice(&base.to_le_bytes());
+    p[24..32].copy_from_slice(&base.to_le_bytes());
+    p[32..40].copy_from_slice(&(code.len() as u64).to_le_bytes());
+    p[40..48].copy_from_slice(&(code.len() as u64).to_le_bytes());
+    b[0x1000..].copy_from_slice(code);
+    b
+}
+
 /// The checks of [`check_riscv_elf`] on a file of `len` bytes read
 /// through `read` (offset, buffer), for the guest address range `region`.
 pub fn check_elf(
@@ -81,9 +110,7 @@ pub fn check_elf(
     if &h[..4] != b"\x7fELF" {
         return Err("not an ELF file".into());
     }
-    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
-    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    use nic_abi::le::{get_u16 as u16_at, get_u32 as u32_at, get_u64 as u64_at};
     if h[4] != 2 || h[5] != 1 {
         return Err("not a 64-bit little-endian ELF".into());
     }
@@ -257,30 +284,8 @@ mod image_checks {
 
     const BASE: u64 = GUEST_RAM_BASE;
 
-    /// A minimal RISC-V ELF: one executable PT_LOAD of `code` bytes at
-    /// BASE (file offset 0x1000), entry at BASE.
     fn elf(code: usize) -> Vec<u8> {
-        let mut b = vec![0u8; 0x1000 + code];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2; // 64-bit
-        b[5] = 1; // little-endian
-        b[6] = 1;
-        b[16..18].copy_from_slice(&2u16.to_le_bytes()); // EXEC
-        b[18..20].copy_from_slice(&0xF3u16.to_le_bytes());
-        b[24..32].copy_from_slice(&BASE.to_le_bytes()); // entry
-        b[32..40].copy_from_slice(&64u64.to_le_bytes()); // phoff
-        b[52..54].copy_from_slice(&64u16.to_le_bytes());
-        b[54..56].copy_from_slice(&56u16.to_le_bytes()); // phentsize
-        b[56..58].copy_from_slice(&1u16.to_le_bytes()); // phnum
-        let p = &mut b[64..120];
-        p[0..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
-        p[4..8].copy_from_slice(&5u32.to_le_bytes()); // R X
-        p[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
-        p[16..24].copy_from_slice(&BASE.to_le_bytes());
-        p[24..32].copy_from_slice(&BASE.to_le_bytes());
-        p[32..40].copy_from_slice(&(code as u64).to_le_bytes());
-        p[40..48].copy_from_slice(&(code as u64).to_le_bytes());
-        b
+        minimal_image(&vec![0x13; code]) // addi x0, x0, 0 (bytes of nops)
     }
 
     fn check(b: &[u8]) -> Result<(), String> {

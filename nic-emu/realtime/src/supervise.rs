@@ -195,8 +195,7 @@ impl Supervisor {
         }
     }
 
-    /// Reset NIC `node`: stop its guest, have its worker reset it, start
-    /// a new guest.
+    /// The node started halted for a debugger (no boot timeout).
     fn is_gdb_node(&self, node: usize) -> bool {
         self.halted.is_some_and(|h| h.0 == node)
     }
@@ -237,6 +236,8 @@ impl Supervisor {
         }
     }
 
+    /// Reset NIC `node`: stop its guest, have its worker reset it, start
+    /// a new guest.
     fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
         self.ctx.note(format!("node {node}: {why}: resetting the NIC"));
         // (Its pid stays published until the new guest's replaces it, so

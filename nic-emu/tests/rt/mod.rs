@@ -292,3 +292,34 @@ pub fn alltoall(cluster: &Path, nodes: u16, port: u8, size: u32, count: u32) -> 
     }
     lines
 }
+
+/// SIGKILL process `pid`.
+pub fn kill_pid(pid: u32) {
+    let st = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill -KILL {pid}");
+}
+
+/// Wait on port 3 of `cluster` node `node` in another thread; `kill` the
+/// NIC; the wait must fail with NicDown. Returns how long after the kill
+/// it failed.
+pub fn wait_then_kill(cluster: &Path, node: u32, kill: impl FnOnce()) -> Duration {
+    use host_driver::{DriverError, LiveBackend, Nic, PortOptions};
+    let be = LiveBackend::attach(&cluster.to_string_lossy(), node, 3).unwrap();
+    let nic = Nic::open(be).unwrap();
+    let mut port = nic.open_port(3, PortOptions::default()).unwrap();
+    port.wait(Duration::from_secs(10)).unwrap(); // PortOpened
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let r = port.wait(Duration::from_secs(30));
+        let _ = tx.send(Instant::now());
+        r
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    kill();
+    let done = rx.recv_timeout(Duration::from_secs(10)).expect("the wait returned");
+    let r = waiter.join().unwrap();
+    assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
+    println!("NicDown after {:?}: {}", done - t, r.unwrap_err());
+    done - t
+}

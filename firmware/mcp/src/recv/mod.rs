@@ -282,7 +282,7 @@ impl Recv {
             PacketType::Ack | PacketType::Nack => h.has(Flags::MCAST),
             _ => false,
         };
-        if report && h.ptype == PacketType::Report && h.has(Flags::MCAST) {
+        if h.ptype == PacketType::Report && h.has(Flags::MCAST) {
             // The data stream's ack a report carries.
             self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.offset });
         }

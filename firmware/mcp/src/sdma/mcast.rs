@@ -59,17 +59,17 @@ impl Sdma {
         // A root's descriptor waits in the ring for a free record. A
         // host-scheme send takes none, and an assisted relay's child list
         // fills the record waiting for it: neither may wait behind roots.
+        let desc = Descriptor::decode(b);
         let needs_record = fields.is_ok_and(|f| {
             f.scheme != Scheme::Host as u8
-                && Descriptor::decode(b)
-                    .is_ok_and(|d| mcast::find(cx, d.target_node, f.mseq).is_none())
+                && desc.is_ok_and(|d| mcast::find(cx, d.target_node, f.mseq).is_none())
         });
         if needs_record && cx.mcasts.available() == 0 {
             return false;
         }
         self.go(cx, hw, super::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1 + extra as u32;
-        let parsed = Descriptor::decode(b).and_then(|d| {
+        let parsed = desc.and_then(|d| {
             self.validate(cx, hw, p as u8, &d)?;
             Ok((d, fields?))
         });
@@ -373,7 +373,7 @@ impl Sdma {
     fn report(
         &mut self,
         cx: &mut Shared,
-        to: &LeafReport,
+        to: &ReportTo,
         (subtree, unreached): (u16, u16),
         lost: u64,
     ) -> bool {
@@ -410,8 +410,7 @@ impl Sdma {
         let below = rec.subtree.saturating_sub(1);
         let unreached = below - rec.reached.min(below);
         if let Some(parent) = rec.parent {
-            let to =
-                LeafReport { remote: rec.tag.remote(), parent, port: rec.port, prio: rec.prio };
+            let to = ReportTo { remote: rec.tag.remote(), parent, port: rec.port, prio: rec.prio };
             let lost = rec.lost[0] as u64 | (rec.lost[1] as u64) << 32;
             if !self.report(cx, &to, (rec.subtree, unreached), lost) {
                 return; // try again next pass

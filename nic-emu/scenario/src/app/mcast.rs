@@ -26,6 +26,12 @@ use super::role::McastPending;
 use super::tags::{relay_tag, send_tag};
 use super::{NodeApp, NodeHost};
 
+/// The group of multicast flow `flow` among `mcasts`, if this node is its
+/// root.
+fn root_of(mcasts: &[McastCtx], flow: usize) -> Option<&McastCtx> {
+    mcasts.iter().find(|c| c.flow == flow && c.rank == 0)
+}
+
 /// A multicast group this node is a member of.
 pub(super) struct McastCtx {
     pub(super) flow: usize,
@@ -101,8 +107,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) -> Result<(), DriverError> {
         let r = &self.roles[ri];
         let flow = r.flow;
-        let Some(ci) = self.mcasts.iter().position(|c| c.flow == flow && c.rank == 0) else {
+        let Some(c) = root_of(&self.mcasts, flow) else {
             return Err(DriverError::BadGroup("the root is not in its group"));
+        };
+        let host_children = match c.scheme {
+            Scheme::Host | Scheme::Assisted => children_computed(c.alg, c.group.size(), 0) as u64,
+            _ => 0,
         };
         let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
         let n = len as usize;
@@ -111,8 +121,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         pattern::fill(&mut self.scratch[..n], pattern::forward_stream(flow), mseq as u32);
         let buf = r.slots[slot];
-        let c = &self.mcasts[ci];
-        let (scheme, alg) = (c.scheme, c.alg);
         let pc = &mut self.ports[r.port];
         if n > 0 {
             pc.port.write(&buf, 0, &self.scratch[..n])?;
@@ -120,12 +128,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
         let posted = self.post_root(ri, slot, mseq, 0)?;
-        let host_children = match scheme {
-            Scheme::Host | Scheme::Assisted => {
-                children_computed(alg, self.mcasts[ci].group.size(), 0) as u64
-            }
-            _ => 0,
-        };
         let r = &mut self.roles[ri];
         r.free.pop();
         r.mcast_pending.insert(mseq, McastPending { left: posted, ok: true, posted });
@@ -147,12 +149,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) -> Result<u32, DriverError> {
         let r = &self.roles[ri];
         let flow = r.flow;
-        let Some(ci) = self.mcasts.iter().position(|c| c.flow == flow && c.rank == 0) else {
+        let Some(c) = root_of(&self.mcasts, flow) else {
             return Err(DriverError::BadGroup("the root is not in its group"));
         };
         let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
         let buf = r.slots[slot];
-        let c = &self.mcasts[ci];
         let m = Multicast {
             buf: &buf,
             offset: 0,
@@ -186,20 +187,23 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
+    /// The sends the root of `flow` posts itself, one per child: its
+    /// children under the host scheme, else 0.
+    fn host_root_children(&self, flow: usize) -> u32 {
+        root_of(&self.mcasts, flow)
+            .filter(|c| c.scheme == Scheme::Host)
+            .map_or(0, |c| children_computed(c.alg, c.group.size(), 0))
+    }
+
     /// Must root role `ri` wait before its next multicast? Under the host
     /// scheme, while an earlier one has children still to post (members
     /// get a group's multicasts in order) or its port has no send token.
     pub(super) fn mcast_root_waits(&self, ri: usize) -> bool {
         let r = &self.roles[ri];
-        let Some(c) = self.mcasts.iter().find(|c| c.flow == r.flow && c.rank == 0) else {
-            return false;
-        };
-        if c.scheme != Scheme::Host {
-            return false;
-        }
-        let total = children_computed(c.alg, c.group.size(), 0);
-        r.mcast_pending.values().any(|p| p.posted < total)
-            || self.ports[r.port].port.send_tokens_free() == 0
+        let total = self.host_root_children(r.flow);
+        total > 0
+            && (r.mcast_pending.values().any(|p| p.posted < total)
+                || self.ports[r.port].port.send_tokens_free() == 0)
     }
 
     /// One of the root's completions: the multicast's one `Sent`, or (host
@@ -226,11 +230,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let from = p.posted;
         // The host scheme posts the root's children as send tokens come
         // back (a separate tree of more members than a port has tokens).
-        let c = self.mcasts.iter().find(|c| c.flow == flow && c.rank == 0);
-        let total = c
-            .filter(|c| c.scheme == Scheme::Host)
-            .map_or(0, |c| children_computed(c.alg, c.group.size(), 0));
-        if from < total {
+        if from < self.host_root_children(flow) {
             match self.post_root(ri, slot, mseq, from as usize) {
                 Ok(n) => {
                     let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
