@@ -221,8 +221,7 @@ pub fn pingpong(
     let ping = spawn(ping);
     let ping = finish(ping, Duration::from_secs(60));
     let pong = finish(pong, Duration::from_secs(60));
-    assert!(ping.status.success(), "ping:\n{}", text(&ping));
-    assert!(pong.status.success(), "pong:\n{}", text(&pong));
+    both_succeed(cluster, [("ping", &ping), ("pong", &pong)]);
     let v: serde_json::Value =
         serde_json::from_slice(&ping.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&ping)));
     assert_eq!(v["one_way"]["samples"], count, "{v}");
@@ -235,8 +234,7 @@ pub fn stream(cluster: &Path, a: (u16, u8), b: (u16, u8), size: u32, count: u64)
     let (send, recv) = stream_spawn(cluster, a, b, size, count, &[]);
     let send = finish(send, Duration::from_secs(60));
     let recv = finish(recv, Duration::from_secs(60));
-    assert!(send.status.success(), "sender:\n{}", text(&send));
-    assert!(recv.status.success(), "receiver:\n{}", text(&recv));
+    both_succeed(cluster, [("sender", &send), ("receiver", &recv)]);
     recv
 }
 
@@ -286,11 +284,58 @@ pub fn alltoall(cluster: &Path, nodes: u16, port: u8, size: u32, count: u32) -> 
     let outs: Vec<Output> = kids.into_iter().map(|k| finish(k, Duration::from_secs(90))).collect();
     let _ = std::fs::remove_dir_all(&barrier);
     let mut lines = Vec::new();
-    for (n, o) in outs.iter().enumerate() {
-        assert!(o.status.success(), "node {n}:\n{}", text(o));
+    if outs.iter().any(|o| !o.status.success()) {
+        let each: Vec<String> =
+            outs.iter().enumerate().map(|(n, o)| format!("node {n}: {}", text(o))).collect();
+        panic!("{}\n{}", each.join("\n"), cluster_state(cluster));
+    }
+    for o in &outs {
         lines.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
     }
     lines
+}
+
+/// Both processes succeeded; else fail with what each printed and the
+/// cluster's state (when one end fails, the other's error and the NICs'
+/// counters usually say why).
+fn both_succeed(cluster: &Path, outs: [(&str, &Output); 2]) {
+    if outs.iter().all(|(_, o)| o.status.success()) {
+        return;
+    }
+    let each: Vec<String> = outs.iter().map(|(who, o)| format!("{who}: {}", text(o))).collect();
+    panic!("{}\n{}", each.join("\n"), cluster_state(cluster));
+}
+
+/// Each NIC's firmware status and non-zero firmware counters, and the
+/// end of each guest's qemu.log (under qemu).
+pub fn cluster_state(cluster: &Path) -> String {
+    use host_driver::cluster::ClusterDir;
+    use host_driver::MappedFile;
+    use nic_abi::regs::{self, reg};
+    use nic_abi::stats::{stat_offset, ALL_STATS};
+    let Ok(d) = ClusterDir::open_path(cluster) else {
+        return format!("cluster {} is gone", cluster.display());
+    };
+    let mut out = String::from("cluster state:");
+    for node in 0..d.manifest().nodes {
+        let Ok(s) = MappedFile::open(&d.sram_path(node)) else { continue };
+        let status = s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
+        out += &format!("\n  node {node}: FW_STATUS {status:#x}:");
+        for st in ALL_STATS {
+            let v = s.load_u64(stat_offset(st) as u64).unwrap_or(0);
+            if v != 0 {
+                out += &format!(" {st:?}={v}");
+            }
+        }
+        let qlog = d.node_dir(node).join("qemu.log");
+        if let Ok(t) = std::fs::read_to_string(&qlog) {
+            let lines: Vec<&str> = t.lines().collect();
+            for l in &lines[lines.len().saturating_sub(5)..] {
+                out += &format!("\n    qemu.log: {l}");
+            }
+        }
+    }
+    out
 }
 
 /// SIGKILL process `pid`.

@@ -63,6 +63,25 @@ struct Faults {
     dup_every: u32,
 }
 
+/// Packets held on the wire a pseudo-random number of rounds (so they
+/// also overtake each other): `state` is the generator's, `max` the most
+/// rounds a packet waits.
+#[derive(Clone, Copy)]
+struct Jitter {
+    state: u64,
+    max: u64,
+}
+
+impl Jitter {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
 struct Bench {
     nodes: Vec<Node>,
     rtc: u64,
@@ -70,6 +89,9 @@ struct Bench {
     wire_count: u32,
     /// Every packet put on the wire: (src, dst, header).
     log: Vec<Header>,
+    jitter: Option<Jitter>,
+    /// Packets held by `jitter`: (due round, destination, bytes).
+    held: Vec<(u64, usize, Vec<u8>)>,
 }
 
 impl Bench {
@@ -111,15 +133,33 @@ impl Bench {
             node.mcp = mcp;
             nodes.push(node);
         }
-        Bench { nodes, rtc: 0, faults: Faults::default(), wire_count: 0, log: Vec::new() }
+        Bench {
+            nodes,
+            rtc: 0,
+            faults: Faults::default(),
+            wire_count: 0,
+            log: Vec::new(),
+            jitter: None,
+            held: Vec::new(),
+        }
     }
 
     /// One round: every NIC polls, then every engine does all it can.
     fn round(&mut self) -> bool {
         self.rtc += 1;
         let mut busy = false;
+        let rtc = self.rtc;
+        let mut k = 0;
+        while k < self.held.len() {
+            if self.held[k].0 <= rtc {
+                let (_, dst, pkt) = self.held.remove(k);
+                self.nodes[dst].inbox.push_back(pkt);
+            } else {
+                k += 1;
+            }
+        }
+        busy |= !self.held.is_empty();
         for i in 0..self.nodes.len() {
-            let rtc = self.rtc;
             let node = &mut self.nodes[i];
             node.w64(reg(regs::RTC), rtc);
             let mut hw = SliceHw::new(&mut node.sram);
@@ -204,6 +244,11 @@ impl Bench {
             }
             if f.dup_every != 0 && k.is_multiple_of(f.dup_every) {
                 self.nodes[dst].inbox.push_back(pkt.clone());
+            }
+            if let Some(j) = &mut self.jitter {
+                let due = self.rtc + 1 + j.next() % j.max;
+                self.held.push((due, dst, pkt));
+                continue;
             }
             self.nodes[dst].inbox.push_back(pkt);
         }

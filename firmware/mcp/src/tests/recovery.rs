@@ -298,3 +298,88 @@ fn a_page_table_entry_at_the_end_of_the_bus_is_not_used() {
     assert_eq!(crate::translate::translate(&b.nodes[0].hw(), 1, v), None);
     assert_eq!(crate::translate::translate(&b.nodes[0].hw(), 1, v + 4095), None);
 }
+
+/// The sender's program of a stream's start-up: post the message; on a
+/// retryable failure (the receiver's port not open yet, or no buffer)
+/// wait a while, resume and post it again. Returns (Ok events, retries)
+/// once the message is delivered, or None if nothing happens for
+/// `quiet` rounds (a wedge).
+fn first_message_when_the_receiver_comes_late(seed: u64) -> Result<u32, String> {
+    let mut b = Bench::new(2);
+    b.jitter = Some(Jitter { state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1, max: 300 });
+    let mut rng = Jitter { state: seed ^ 0xdead_beef_cafe, max: 1 };
+    let open_at = rng.next() % 600;
+    let provide_at = open_at + rng.next() % 5000;
+    b.open(0, 1);
+    let len = 16 * 4096;
+    let v = b.alloc(0, 1, len as u64);
+    b.write_host(0, v, &pattern(seed, len as usize));
+    b.post(0, 1, send(v, len, 1, 2, Priority::Low, 1));
+    let (mut retries, mut repost_at, mut last_event) = (0u32, None, 0u64);
+    let mut received = Vec::new();
+    let mut sent_ok = false;
+    let mut rv = 0;
+    for round in 0..400_000u64 {
+        if round == open_at {
+            b.open(1, 2);
+            rv = b.alloc(1, 2, 1 << 16);
+        }
+        if round == provide_at.max(open_at) && round >= open_at {
+            b.post(1, 2, provide(rv, 16, Priority::Low, 5));
+        }
+        if repost_at == Some(round) {
+            repost_at = None;
+            let mut r = send(0, 0, 1, 2, Priority::Low, 0);
+            r.kind = DescKind::Resume;
+            b.post(0, 1, r);
+            b.post(0, 1, send(v, len, 1, 2, Priority::Low, 1));
+        }
+        b.round();
+        for e in b.events(0, 1) {
+            last_event = round;
+            match SendStatus::from_u8(e.status) {
+                Some(SendStatus::Ok) => sent_ok = true,
+                Some(SendStatus::TargetPortClosed | SendStatus::TimedOut | SendStatus::Dropped) => {
+                    retries += 1;
+                    repost_at = Some(round + 20);
+                }
+                s => return Err(format!("seed {seed}: send completed {s:?}")),
+            }
+        }
+        if round >= open_at {
+            received.extend(b.events(1, 2));
+        }
+        if sent_ok && !received.is_empty() {
+            break;
+        }
+        if round - last_event > 100_000 {
+            return Err(format!(
+                "seed {seed}: wedged (port open at {open_at}, buffer at {provide_at}, \
+                 {retries} retries, {} received, sent ok {sent_ok})",
+                received.len()
+            ));
+        }
+    }
+    if !(sent_ok && received.len() == 1) {
+        return Err(format!("seed {seed}: {} received, sent ok {sent_ok}", received.len()));
+    }
+    let e = received[0];
+    if e.len != len || b.read_host(1, e.addr, len as usize) != pattern(seed, len as usize) {
+        return Err(format!("seed {seed}: the message arrived damaged"));
+    }
+    Ok(retries)
+}
+
+#[test]
+fn a_stream_whose_receiver_comes_late_starts_whatever_the_wire_delays() {
+    let mut errs = Vec::new();
+    let mut retried = 0;
+    for seed in 0..300 {
+        match first_message_when_the_receiver_comes_late(seed) {
+            Ok(r) => retried += (r > 0) as u32,
+            Err(e) => errs.push(e),
+        }
+    }
+    assert!(errs.is_empty(), "{} of 300 failed:\n{}", errs.len(), errs.join("\n"));
+    assert!(retried > 100, "the port opened late in only {retried} runs");
+}
