@@ -144,6 +144,19 @@ enum Cmd {
         #[arg(long)]
         no_nextest: bool,
     },
+    /// Hostile input for the MCP in a debug build (overflow checks on):
+    /// random writes to an attacker's port windows, send rings and page
+    /// tables, and random packets with good CRCs on the wire; no panic,
+    /// no access outside SRAM, and afterwards a send between two other
+    /// ports completes intact. `cargo xtask test` runs a short one.
+    Fuzz {
+        /// Random actions (a round of every NIC after each).
+        #[arg(long, default_value_t = 1_000_000)]
+        steps: u64,
+        /// Seed of the random actions.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// A 4-node cluster at work: builds and flashes the firmware, starts 4
     /// NICs on qemu (installing QEMU with apt-get as root when missing;
     /// else live), runs the host programs `pingpong` and `stream` and
@@ -356,6 +369,7 @@ fn main() -> ExitCode {
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)
         }
+        Cmd::Fuzz { steps, seed } => testing::fuzz_command(&root, steps, seed),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
         Cmd::Report { which, out, profile, .. } if which == "multicast" => {

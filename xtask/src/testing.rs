@@ -83,6 +83,50 @@ fn cargo_tests(root: &Path, nextest: bool) -> crate::Result<(bool, Counts)> {
     Ok((status.success(), counts))
 }
 
+/// The MCP's hostile-input test (random port-window, descriptor,
+/// page-table and wire input; then a good transfer) in a debug build, so
+/// that an arithmetic overflow panics. `steps`/`seed` default to the
+/// test's own (a short run); `cargo xtask fuzz` asks for a million.
+pub fn fuzz_mcp(
+    root: &Path,
+    steps: Option<u64>,
+    seed: Option<u64>,
+) -> crate::Result<(bool, Counts)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let args = ["test", "-p", "mcp", "--lib", "tests::fuzz", "--", "--nocapture"];
+    println!("==> cargo {} (debug build: overflow checks on)", args.join(" "));
+    let mut cmd = Command::new(&cargo);
+    cmd.args(args).current_dir(root);
+    if let Some(n) = steps {
+        cmd.env("MCP_FUZZ_STEPS", n.to_string());
+    }
+    if let Some(s) = seed {
+        cmd.env("MCP_FUZZ_SEED", s.to_string());
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run cargo: {e}"))?;
+    let mut c = Counts::default();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("{line}");
+        parse_counts(line, false, &mut c);
+    }
+    if !out.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok((out.status.success(), c))
+}
+
+/// `cargo xtask fuzz`: the hostile-input test at the given count.
+pub fn fuzz_command(root: &Path, steps: u64, seed: u64) -> crate::Result<ExitCode> {
+    let t = Instant::now();
+    let (ok, _) = fuzz_mcp(root, Some(steps), Some(seed))?;
+    println!(
+        "cargo xtask fuzz: {} ({steps} steps, seed {seed}, {:.0} s)",
+        if ok { "OK" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
 /// The checks every example scenario must pass. Returns the problems.
 pub fn check_scenario(report: &Report, has_faults: bool) -> Vec<String> {
     let mut problems = Vec::new();
@@ -177,6 +221,14 @@ pub fn run(root: &Path, scenarios_only: bool, nextest: bool) -> crate::Result<Ex
         let (ok, c) = cargo_tests(root, use_nextest)?;
         cargo_ok = ok;
         cargo_counts = c;
+        total.passed += c.passed;
+        total.failed += c.failed;
+    }
+    if !scenarios_only {
+        let (ok, c) = fuzz_mcp(root, None, None)?;
+        cargo_ok &= ok;
+        cargo_counts.passed += c.passed;
+        cargo_counts.failed += c.failed;
         total.passed += c.passed;
         total.failed += c.failed;
     }

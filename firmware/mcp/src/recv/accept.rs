@@ -40,9 +40,12 @@ impl Recv {
         }
     }
 
-    fn find_or_make_rx(&mut self, key: u32, h: &Header) -> Option<u16> {
+    fn find_or_make_rx(&mut self, cx: &Shared, key: u32, h: &Header) -> Option<u16> {
         if let Some(&r) = self.rx_index.get(&key) {
             return Some(r);
+        }
+        if self.rxs.available() == 0 {
+            self.evict_rx(cx);
         }
         let mut rx = RxStream::EMPTY;
         rx.key = key;
@@ -56,6 +59,33 @@ impl Recv {
             return None;
         }
         Some(r)
+    }
+
+    /// The stream table is full: free one stream that holds nothing (no
+    /// message being placed, no ack owed or queued) and that either never
+    /// got its SYNC (a stray or forged packet's) or has been quiet for a
+    /// send timeout (its sender finished or went away). Should that sender
+    /// come back it is told Unsynced and starts again with SYNC. Without
+    /// this, stray keys would fill the table for good and every new
+    /// sender's packets be dropped.
+    fn evict_rx(&mut self, cx: &Shared) {
+        let quiet = |rx: &RxStream| {
+            rx.sync_seen.is_none()
+                || cx.now.saturating_sub(rx.ack_due.max(rx.nack_time)) >= cx.cfg.send_timeout
+        };
+        let victim = self.rxs.live_indices().find(|&r| {
+            let rx = &self.rxs[r];
+            matches!(rx.assembly, Assembly::Idle)
+                && !rx.ack_pending
+                && !rx.on_ack_list
+                && rx.mrec == NIL
+                && quiet(rx)
+                && !cx.controls.iter().any(|c| c.rx_stream == r)
+        });
+        if let Some(r) = victim {
+            self.rx_index.remove(&self.rxs[r].key);
+            self.rxs.free(r);
+        }
     }
 
     /// Owe an ack on `r`, due after the ack delay (or now when `urgent`).
@@ -255,7 +285,7 @@ impl Recv {
         w: &mut crate::Work,
     ) {
         let (buf, h, key) = (a.buf, &a.header, a.key);
-        let Some(r) = self.find_or_make_rx(key, h) else {
+        let Some(r) = self.find_or_make_rx(cx, key, h) else {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;
         };

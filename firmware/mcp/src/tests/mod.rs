@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::vec::Vec;
 
 mod delivery;
+mod fuzz;
 mod machines;
 mod recovery;
 
@@ -198,9 +199,16 @@ impl Bench {
                 as usize;
             let c = HostDmaCmd::decode(&node.sram[off..off + 32]).unwrap();
             let (s, h, n) = (c.sram as usize, c.host as usize, c.len as usize);
-            match c.dir {
-                DmaDir::HostToSram => node.sram[s..s + n].copy_from_slice(&node.host[h..h + n]),
-                DmaDir::SramToHost => node.host[h..h + n].copy_from_slice(&node.sram[s..s + n]),
+            // The engine refuses (and counts) a transfer outside either memory.
+            let fits = |at: usize, len: usize| at.checked_add(n).is_some_and(|e| e <= len);
+            if fits(s, SRAM) && fits(h, HOST) {
+                match c.dir {
+                    DmaDir::HostToSram => node.sram[s..s + n].copy_from_slice(&node.host[h..h + n]),
+                    DmaDir::SramToHost => node.host[h..h + n].copy_from_slice(&node.sram[s..s + n]),
+                }
+            } else {
+                let e = node.r32(reg(regs::HDMA_ERRORS));
+                node.w32(reg(regs::HDMA_ERRORS), e + 1);
             }
             done = done.wrapping_add(1);
             busy = true;
@@ -267,6 +275,12 @@ impl Bench {
                     as usize;
             let b = node.r32(foff as u32);
             node.w32(reg(regs::RXFREE_CONS), fcons.wrapping_add(1));
+            if b >= map::RX_BUF_COUNT || pkt.len() > map::BUF_STRIDE as usize {
+                // Not a buffer, or a packet no buffer holds: dropped, counted.
+                let d = node.r32(reg(regs::RX_DROPS));
+                node.w32(reg(regs::RX_DROPS), d + 1);
+                continue;
+            }
             let at = map::rx_buf(b) as usize;
             node.sram[at..at + pkt.len()].copy_from_slice(&pkt);
             let mut check = pkt.clone();
@@ -380,7 +394,7 @@ impl Bench {
         let prod = node.r32(port_reg(p, SEND_PROD));
         let o = send_slot(p, prod) as usize;
         node.sram[o..o + 64].copy_from_slice(b);
-        node.w32(port_reg(p, SEND_PROD), prod + 1);
+        node.w32(port_reg(p, SEND_PROD), prod.wrapping_add(1));
     }
 
     fn events(&mut self, n: usize, p: usize) -> Vec<Event> {

@@ -383,3 +383,114 @@ fn a_stream_whose_receiver_comes_late_starts_whatever_the_wire_delays() {
     assert!(errs.is_empty(), "{} of 300 failed:\n{}", errs.len(), errs.join("\n"));
     assert!(retried > 100, "the port opened late in only {retried} runs");
 }
+
+impl Bench {
+    /// A one-packet Data message onto node `dst`'s wire from (src node,
+    /// port) to `dst_port`, with a good CRC; `sync` marks it a stream start.
+    fn stray(&mut self, dst: usize, src: (u16, u8), dst_port: u8, sync: bool, priority: Priority) {
+        let mut flags = nic_abi::packet::Flags::FIRST | nic_abi::packet::Flags::LAST;
+        if sync {
+            flags |= nic_abi::packet::Flags::SYNC;
+        }
+        let h = Header {
+            ptype: nic_abi::packet::PacketType::Data,
+            flags,
+            priority,
+            nack_code: 0,
+            src_node: src.0,
+            dst_node: dst as u16,
+            src_port: src.1,
+            dst_port,
+            size_class: 4,
+            seq: 0,
+            ack: 0,
+            msg_len: 8,
+            offset: 0,
+            payload_len: 8,
+            remote: 0,
+            cookie: 0,
+            sync_boot: 7,
+            sync_gen: 0,
+            crc: 0,
+        };
+        let mut pkt = vec![0u8; HEADER_LEN + 8];
+        h.encode(&mut pkt);
+        let crc = crc32fast::hash(&pkt);
+        pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        self.nodes[dst].inbox.push_back(pkt);
+    }
+}
+
+#[test]
+fn stray_streams_never_fill_the_receivers_table_for_good() {
+    use crate::records::MAX_STREAMS;
+    let mut b = Bench::new(6);
+    b.open(0, 1);
+    b.open(1, 2);
+    b.exchange(0, 1, 1);
+    // Unsynchronised strays from node 2 under every (port, port, key)
+    // the table holds, and more: each takes a stream of no worth.
+    let mut k = 0;
+    'fill: for sp in 0..8u8 {
+        for dp in [0u8, 3, 4, 5, 6, 7] {
+            for src in [2u16, 3, 4, 5] {
+                b.stray(1, (src, sp), dp, false, Priority::Low);
+                k += 1;
+                if k % 16 == 0 {
+                    b.run(20);
+                }
+                if k > MAX_STREAMS + 20 {
+                    break 'fill;
+                }
+            }
+        }
+    }
+    b.run(50);
+    // A sender new to node 1 still gets through; so does the old one.
+    b.open(2, 1);
+    let got = b.exchange(2, 1, 2);
+    assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 2));
+    let got = b.exchange(0, 1, 3);
+    assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 3));
+
+    // Synchronised strays fill it again: a stream of them is kept (its
+    // sender may come back) until it has been quiet a send timeout.
+    for i in 0..MAX_STREAMS as u16 + 32 {
+        b.stray(
+            1,
+            (2 + i % 4, (i / 4 % 8) as u8),
+            [0, 3, 4, 5, 6, 7][i as usize / 32],
+            true,
+            Priority::Low,
+        );
+        if i % 16 == 0 {
+            b.run(20);
+        }
+    }
+    b.run(50);
+    let timeout = b.nodes[1].mcp.shared.cfg.send_timeout;
+    b.run(timeout as u32 + 100);
+    // As many new strays as the table holds: every quiet stream goes,
+    // node 0's among them.
+    for i in 0..MAX_STREAMS as u16 + 32 {
+        b.stray(
+            1,
+            (2 + i % 4, (i / 4 % 8) as u8),
+            [0, 3, 4, 5, 6, 7][i as usize / 32],
+            true,
+            Priority::High,
+        );
+        if i % 16 == 0 {
+            b.run(20);
+        }
+    }
+    b.run(50);
+    // Node 0's next messages are taken once, in order, after a
+    // resynchronisation (its stream was forgotten: it is told Unsynced).
+    let before = b.stat(1, Stat::MessagesReceived);
+    for tag in 10..13 {
+        let got = b.exchange(0, 1, tag);
+        assert_eq!((got.len(), got[0].kind, got[0].tag), (1, EventKind::Received, tag));
+    }
+    assert_eq!(b.stat(1, Stat::MessagesReceived), before + 3, "each delivered once");
+}
