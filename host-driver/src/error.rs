@@ -51,6 +51,11 @@ pub enum DriverError {
     /// The NIC is gone (why): its device process or QEMU died, or its
     /// firmware halted. A wait reports it within about 100 ms.
     NicDown(&'static str),
+    /// The firmware refused to serve the port: its event queue (EVQ_BUS,
+    /// EVQ_LEN in the port window) is not in the port's own slice of host
+    /// memory. Only a port window written by someone other than this
+    /// driver does that.
+    PortRefused(u8),
     /// The backend serves one port (`NicBackend::port_hint`, e.g. a live
     /// backend attached to port `attached`) and `port` was asked for.
     PortNotAttached { port: u8, attached: u8 },
@@ -159,6 +164,11 @@ impl fmt::Display for DriverError {
             WouldBlock => f.write_str("no event yet and this backend cannot block"),
             Timeout => f.write_str("no event before the timeout"),
             NicDown(why) => write!(f, "the NIC is down: {why}"),
+            PortRefused(p) => write!(
+                f,
+                "the NIC refused port {p}: its event queue is not in the port's own host memory \
+                 (someone else wrote the port window)"
+            ),
             PortNotAttached { port, attached } => write!(
                 f,
                 "port {port} asked for, but this backend is attached to port {attached} only"

@@ -606,8 +606,10 @@ impl<B: NicBackend> Port<B> {
 
     /// Is the NIC alive? On a backend whose device beats (`HEARTBEAT`,
     /// real-time clusters), a heartbeat still for `HEARTBEAT_DEAD_MS`, or
-    /// firmware that halted, is `NicDown`. Waits call it; a program that
-    /// polls on its own may too. Cheap: one or two SRAM loads.
+    /// firmware that halted, is `NicDown`; a port the firmware refused
+    /// (its window rewritten behind the driver's back) is `PortRefused`.
+    /// Waits call it; a program that polls on its own may too. Cheap: a
+    /// few SRAM loads.
     pub fn check_alive(&mut self) -> Result<(), DriverError> {
         if !self.be.has_heartbeat() {
             return Ok(());
@@ -627,6 +629,9 @@ impl<B: NicBackend> Port<B> {
             == nic_abi::regs::FW_HALTED
         {
             return Err(DriverError::NicDown("its firmware halted"));
+        }
+        if self.be.sram_load_u32(port_reg(self.num as usize, pcb::FW_STATE)) == pcb::STATE_REFUSED {
+            return Err(DriverError::PortRefused(self.num));
         }
         Ok(())
     }

@@ -48,6 +48,11 @@ pub const HEARTBEAT_DEAD_MS: u64 = 40;
 
 pub const STATE_CLOSED: u32 = 0;
 pub const STATE_OPEN: u32 = 1;
+/// FW_STATE only: the firmware refused to serve the port (its event
+/// queue, EVQ_BUS/EVQ_LEN, is not a power of two of entries inside the
+/// port's slice of host memory). Nothing is written for it until the
+/// driver opens it again.
+pub const STATE_REFUSED: u32 = 2;
 
 pub const fn port_reg(port: usize, off: u32) -> u32 {
     crate::map::port_window(port) + off

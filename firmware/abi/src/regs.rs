@@ -183,6 +183,34 @@ pub const DISPATCH_TRACE_ENABLE: Reg<u32> = Reg::at(0x154); // host
 /// Dispatch records written (fw), free-running; slot = n % DISPATCH_TRACE_LEN.
 pub const DISPATCH_TRACE_PROD: Reg<u32> = Reg::at(0x158); // fw
 
+/// Protection: the host-memory slice of each port, `[base, base + len)`
+/// in bus addresses, written by the privileged side (the device model, at
+/// reset) and never by a host process. The MCP uses a page-table entry or
+/// an event queue only inside its port's slice; a port whose slice is
+/// empty reaches no host memory. `port_slice_base(p)` and
+/// `port_slice_len(p)` name port p's words.
+pub const PORT_SLICES: u32 = 0x200; // cfg
+/// Bytes per port in `PORT_SLICES`: base (u64), then len (u64).
+pub const PORT_SLICE_SIZE: u32 = 16;
+
+/// Port `p`'s slice base (bus address).
+pub const fn port_slice_base(p: usize) -> Reg<u64> {
+    Reg::at(PORT_SLICES + p as u32 * PORT_SLICE_SIZE)
+}
+
+/// Port `p`'s slice length in bytes.
+pub const fn port_slice_len(p: usize) -> Reg<u64> {
+    Reg::at(PORT_SLICES + p as u32 * PORT_SLICE_SIZE + 8)
+}
+
+/// Port `p`'s slice of a node's host memory of `host_size` bytes, as the
+/// real-time backends lay it out: `(base, len)`, NUM_PORTS equal page-
+/// aligned slices in port order.
+pub const fn port_slice(host_size: u64, p: u8) -> (u64, u64) {
+    let len = host_size / crate::NUM_PORTS as u64 / crate::PAGE_SIZE * crate::PAGE_SIZE;
+    (p as u64 * len, len)
+}
+
 /// `FW_STATUS` values.
 pub const FW_BOOTING: u32 = 0;
 pub const FW_RUNNING: u32 = 1;

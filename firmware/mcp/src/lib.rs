@@ -392,10 +392,22 @@ impl Mcp {
         let evq_len = hw.load_u32(port_reg(p, EVQ_LEN));
         let evq_bus = hw.load_u64(port_reg(p, EVQ_BUS));
         let cx = &mut self.shared;
-        cx.ports[p] = shared::PortOpen { open: true, generation: gen };
+        let evq_ok = self.rdma.port_opened(p, evq_bus, evq_len)
+            && crate::translate::in_slice(
+                hw,
+                p as u8,
+                evq_bus,
+                evq_len as u64 * nic_abi::event::EVENT_SIZE as u64,
+            );
+        cx.ports[p] = shared::PortOpen { open: true, generation: gen, refused: !evq_ok };
         cx.credits[p] = shared::Credits::default();
-        if !self.rdma.port_opened(p, evq_bus, evq_len) {
+        hw.store_u32(port_reg(p, FW_GENERATION), gen);
+        if !evq_ok {
+            // No event queue of its own: the port is not served, and says
+            // so (the driver reports it); nothing is written anywhere.
             cx.bump(Stat::Errors, 1);
+            hw.store_u32(port_reg(p, FW_STATE), STATE_REFUSED);
+            return;
         }
         // The driver zeroes SEND_PROD and SEND_CONS before opening.
         self.sdma.port_opened(p);
@@ -403,7 +415,6 @@ impl Mcp {
         cx.events[p].clear();
         let _ = cx.events[p].push_back(EvRef::PortOpened);
         hw.store_u32(port_reg(p, EVQ_PRODUCED), 0);
-        hw.store_u32(port_reg(p, FW_GENERATION), gen);
         hw.store_u32(port_reg(p, FW_STATE), STATE_OPEN);
     }
 
@@ -428,7 +439,7 @@ impl Mcp {
         for t in waiting {
             cx.tokens.free(t);
         }
-        cx.ports[p] = shared::PortOpen { open: false, generation: 0 };
+        cx.ports[p] = shared::PortOpen { open: false, generation: 0, refused: false };
         cx.credits[p] = shared::Credits::default();
         hw.store_u32(port_reg(p, FW_STATE), STATE_CLOSED);
     }

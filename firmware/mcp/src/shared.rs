@@ -60,6 +60,9 @@ pub const PROVIDED_LEN: usize = 2 * crate::sdma::INTAKE_BUDGET as usize;
 pub struct PortOpen {
     pub open: bool,
     pub generation: u32,
+    /// Opened, and refused (its event queue is not in its slice of host
+    /// memory): not served until the driver opens it again.
+    pub refused: bool,
 }
 
 /// Tokens a port holds: SDMA counts what it takes, RDMA what it gives back
@@ -332,7 +335,7 @@ impl Shared {
             cfg: Config::EMPTY,
             now: 0,
             boot: 0,
-            ports: [PortOpen { open: false, generation: 0 }; NUM_PORTS],
+            ports: [PortOpen { open: false, generation: 0, refused: false }; NUM_PORTS],
             credits: [Credits { send_taken: 0, send_returned: 0, recv_taken: 0, recv_returned: 0 };
                 NUM_PORTS],
             tokens: Pool::new(SendToken::EMPTY),
@@ -375,7 +378,7 @@ impl Shared {
     }
 
     pub fn is_open(&self, p: usize) -> bool {
-        self.ports.get(p).is_some_and(|s| s.open)
+        self.ports.get(p).is_some_and(|s| s.open && !s.refused)
     }
 
     /// The NIC's own get answers alive now.

@@ -6,6 +6,7 @@
 use crate::hw::Hw;
 use nic_abi::map;
 use nic_abi::page_table::{self, page_pieces, Pte};
+use nic_abi::regs;
 use nic_abi::PAGE_SIZE;
 
 /// Bus address of `vaddr` in `port`'s page table.
@@ -18,10 +19,20 @@ pub fn translate(hw: &impl Hw, port: u8, vaddr: u64) -> Option<u64> {
     };
     let page = page_table::lookup(read, vaddr / PAGE_SIZE)?;
     // A page whose end does not fit the bus's addresses is no page: every
-    // piece of it then stays below 2^64 (no wrap in any engine).
+    // piece of it then stays below 2^64 (no wrap in any engine). Nor is a
+    // page outside the port's own slice of host memory (a table written
+    // wrongly, or by someone it does not belong to).
     let start = page.checked_mul(PAGE_SIZE)?;
-    start.checked_add(PAGE_SIZE)?;
-    Some(start + vaddr % PAGE_SIZE)
+    in_slice(hw, port, start, PAGE_SIZE).then_some(start + vaddr % PAGE_SIZE)
+}
+
+/// Is `[bus, bus + len)` inside `port`'s slice of host memory, as the
+/// privileged side recorded it (`regs::PORT_SLICES`)? Never wraps.
+pub fn in_slice(hw: &impl Hw, port: u8, bus: u64, len: u64) -> bool {
+    let base = hw.load_u64(regs::reg(regs::port_slice_base(port as usize)));
+    let size = hw.load_u64(regs::reg(regs::port_slice_len(port as usize)));
+    bus >= base
+        && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
 }
 
 /// Is every byte of `[vaddr, vaddr+len)` registered by `port`?

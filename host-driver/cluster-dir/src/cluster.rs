@@ -165,8 +165,7 @@ impl ClusterManifest {
 /// `(first bus address, length)`. NUM_PORTS equal slices, page aligned;
 /// port P's DMA allocations live only in slice P.
 pub const fn port_slice(host_size: u64, port: u8) -> (u64, u64) {
-    let len = host_size / NUM_PORTS as u64 / PAGE_SIZE * PAGE_SIZE;
-    (port as u64 * len, len)
+    nic_abi::regs::port_slice(host_size, port)
 }
 
 /// A node file of the contract.

@@ -38,7 +38,7 @@ use nic_abi::packet::{field, HEADER_LEN};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
 use nic_abi::sram::Sram;
-use nic_abi::MAX_MTU;
+use nic_abi::{MAX_MTU, NUM_PORTS};
 
 use crate::profile::{Clock, Profile};
 
@@ -94,6 +94,10 @@ pub struct ResetConfig<'a> {
     pub send_timeout_ns: u64,
     /// Route to every node: `routes[dst]`.
     pub routes: &'a [Vec<u8>],
+    /// Each port's slice of host memory, `(base, len)`: the privileged
+    /// side's record (`regs::PORT_SLICES`) that the MCP checks every
+    /// page-table entry and event queue against.
+    pub port_slices: [(u64, u64); NUM_PORTS],
 }
 
 /// Write the register block's cfg words and the route table, as the NIC's
@@ -122,6 +126,10 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     sram.store_u32(reg(regs::SEND_TOKENS), p.firmware.send_tokens);
     sram.store_u32(reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
     sram.store_u32(reg(regs::WINDOW), p.firmware.window);
+    for (p, &(base, len)) in cfg.port_slices.iter().enumerate() {
+        sram.store_u64(reg(regs::port_slice_base(p)), base);
+        sram.store_u64(reg(regs::port_slice_len(p)), len);
+    }
     for (dst, route) in cfg.routes.iter().enumerate() {
         let mut e = [0u8; map::ROUTE_ENTRY as usize];
         e[0] = route.len() as u8;

@@ -485,8 +485,13 @@ impl RtCluster {
                     .map_err(io_err(format!("writing {}", dir.flash_path(node).display())))?;
             }
         }
-        let params =
-            ResetParams { profile: cfg.profile.clone(), nodes: n, send_timeout_ns, routes };
+        let params = ResetParams {
+            profile: cfg.profile.clone(),
+            nodes: n,
+            send_timeout_ns,
+            routes,
+            host_size: cfg.host_size,
+        };
         let fabric = RtFabric::new(&layout, &cfg.profile, cfg.seed, cfg.faults, cfg.pacing);
         let ctx = Arc::new(Ctx {
             fabric,

@@ -38,6 +38,8 @@ pub(crate) struct ResetParams {
     pub send_timeout_ns: u64,
     /// `routes[src][dst]`.
     pub routes: Vec<Vec<Vec<u8>>>,
+    /// Bytes of each node's host memory (split into the ports' slices).
+    pub host_size: u64,
 }
 
 /// A copy of one node's counters, refreshed by its worker now and then.
@@ -122,6 +124,7 @@ impl NodeRt {
             profile: &p.profile,
             send_timeout_ns: p.send_timeout_ns,
             routes: &p.routes[self.node],
+            port_slices: core::array::from_fn(|port| regs::port_slice(p.host_size, port as u8)),
         };
         reset_sram(&mut self.eng.mem, &cfg);
         for port in 0..NUM_PORTS {

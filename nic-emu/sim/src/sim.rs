@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use nic_abi::le::get_u64;
 use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
+use nic_abi::NUM_PORTS;
 
 use crate::backend::{Bells, HostPrices, SimBackend};
 use crate::host::{HostApp, HostCx};
@@ -266,7 +267,16 @@ impl SimCluster {
             let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(
                 &mut mem,
-                &ResetConfig { node, nodes: n, profile: &p, send_timeout_ns, routes: node_routes },
+                &ResetConfig {
+                    node,
+                    nodes: n,
+                    profile: &p,
+                    send_timeout_ns,
+                    routes: node_routes,
+                    // One program per node, one memory: every port's
+                    // slice is the whole of it.
+                    port_slices: [(0, p.host.memory_bytes); NUM_PORTS],
+                },
             );
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);

@@ -23,6 +23,7 @@ use std::vec::Vec;
 mod delivery;
 mod fuzz;
 mod machines;
+mod protection;
 mod recovery;
 
 const SRAM: usize = map::SRAM_MIN as usize;
@@ -123,6 +124,12 @@ impl Bench {
             node.w32(reg(regs::SEND_TOKENS), 16);
             node.w32(reg(regs::RECV_TOKENS), 32);
             node.w32(reg(regs::WINDOW), 16);
+            // Every port's slice is the whole host memory (a test of the
+            // slices sets its own).
+            for p in 0..8 {
+                node.w64(reg(regs::port_slice_base(p)), 0);
+                node.w64(reg(regs::port_slice_len(p)), HOST as u64);
+            }
             for d in 0..n {
                 let e = map::route_entry(d);
                 node.sram[e as usize] = 1;

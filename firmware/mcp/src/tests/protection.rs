@@ -1,0 +1,152 @@
+//! The privileged side's record of each port's slice of host memory
+//! (`regs::PORT_SLICES`): the MCP never uses a page-table entry, nor an
+//! event queue, outside the port's own slice, whatever the page table and
+//! the port window say.
+
+use super::*;
+
+/// Host bytes per port when the slices are split (the bench's host is
+/// 8 MiB: 1 MiB a port).
+const SLICE: u64 = HOST as u64 / 8;
+
+impl Bench {
+    /// Give each port of node `n` its own 1 MiB slice (port p at p MiB).
+    fn split_slices(&mut self, n: usize) {
+        for p in 0..8 {
+            self.nodes[n].w64(reg(regs::port_slice_base(p)), p as u64 * SLICE);
+            self.nodes[n].w64(reg(regs::port_slice_len(p)), SLICE);
+        }
+    }
+
+    /// Map `len` bytes at bus address `bus` into port p's table at a fresh
+    /// virtual address (as a hostile table writer would); returns it.
+    fn map_at(&mut self, n: usize, p: usize, bus: u64, len: u64) -> u64 {
+        let v = VBASE + 0x4000_0000 + bus;
+        for (pv, _) in page_table::page_pieces(v, len) {
+            let vpn = pv / PAGE_SIZE;
+            let i = page_table::insert_slot(self.pt_read(n, p), vpn).unwrap();
+            let bus_page = (bus + (pv - v)) / PAGE_SIZE;
+            let e = Pte { state: PteState::Valid, vpn, bus_page };
+            let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
+            e.encode(&mut self.nodes[n].sram[o..o + 16]);
+        }
+        v
+    }
+
+    /// Open port p of node n with its event queue at bus address `evq`.
+    fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
+        let node = &mut self.nodes[n];
+        node.w64(port_reg(p, EVQ_BUS), evq);
+        node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
+        node.w32(port_reg(p, EVQ_CONSUMED), 0);
+        node.w32(port_reg(p, SEND_PROD), 0);
+        node.w32(port_reg(p, SEND_CONS), 0);
+        let g = node.r32(port_reg(p, GENERATION));
+        node.w32(port_reg(p, GENERATION), g + 1);
+        node.w32(port_reg(p, STATE), STATE_OPEN);
+        node.next_event[p] = 1;
+        self.run(3);
+    }
+}
+
+#[test]
+fn a_page_outside_the_ports_slice_is_never_used() {
+    let mut b = Bench::new(2);
+    b.split_slices(0);
+    b.split_slices(1);
+    // Node 0 port 1 (slice 1..2 MiB) sends from a page it mapped in port
+    // 2's slice: refused, and nothing of port 2's memory leaves.
+    b.open_with_evq(0, 1, SLICE);
+    assert_eq!(b.events(0, 1)[0].kind, EventKind::PortOpened);
+    let secret = 2 * SLICE + 0x1000;
+    b.nodes[0].host[secret as usize..secret as usize + 64].fill(0x5e);
+    let v = b.map_at(0, 1, secret, 4096);
+    b.post(0, 1, send(v, 64, 1, 2, Priority::Low, 7));
+    // A receive buffer mapped onto port 2's memory: refused as well.
+    let victim = 2 * SLICE + 0x8000;
+    let rv = b.map_at(0, 1, victim, 4096);
+    b.post(0, 1, provide(rv, 12, Priority::Low, 8));
+    b.run(20);
+    let evs = b.events(0, 1);
+    let got: Vec<(EventKind, u8, u64)> = evs.iter().map(|e| (e.kind, e.status, e.tag)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (EventKind::Error, ErrorCause::NotRegistered as u8, 7),
+            (EventKind::Error, ErrorCause::NotRegistered as u8, 8)
+        ]
+    );
+    assert_eq!(b.stat(0, Stat::PacketsSent), 0, "nothing left the NIC");
+    assert_eq!(b.stat(0, Stat::Errors), 2, "each refusal counted");
+
+    // A put from node 1 into an address node 0 port 1 mapped onto port
+    // 2's memory: refused at the target (RemoteAccess), nothing written.
+    b.open_with_evq(1, 3, 3 * SLICE);
+    b.events(1, 3);
+    let src = b.map_at(1, 3, 3 * SLICE + 0x2000, 4096);
+    b.nodes[1].host[(3 * SLICE + 0x2000) as usize..(3 * SLICE + 0x2000) as usize + 100].fill(0xee);
+    b.post(
+        1,
+        3,
+        Descriptor { kind: DescKind::Put, remote: rv, ..send(src, 100, 0, 1, Priority::Low, 9) },
+    );
+    let mut evs = Vec::new();
+    assert!(b.run_until(10_000, |b| {
+        evs.extend(b.events(1, 3));
+        !evs.is_empty()
+    }));
+    assert_eq!((evs[0].kind, evs[0].status), (EventKind::PutDone, SendStatus::RemoteAccess as u8));
+    let v0 = victim as usize;
+    assert!(
+        b.nodes[0].host[v0..v0 + 4096].iter().all(|&x| x == 0),
+        "the victim's page is untouched"
+    );
+
+    // Inside its slice the same port works.
+    let own = b.map_at(0, 1, SLICE + 0x10000, 4096);
+    let at = (SLICE + 0x10000) as usize;
+    b.nodes[0].host[at..at + 100].copy_from_slice(&pattern(1, 100));
+    b.open_with_evq(1, 2, 2 * SLICE);
+    b.events(1, 2);
+    let mine = b.map_at(1, 2, 2 * SLICE + 0x10000, 4096);
+    b.post(1, 2, provide(mine, 7, Priority::Low, 3));
+    b.post(0, 1, send(own, 100, 1, 2, Priority::Low, 10));
+    let mut got = Vec::new();
+    assert!(b.run_until(10_000, |b| {
+        got.extend(b.events(1, 2));
+        !got.is_empty()
+    }));
+    assert_eq!((got[0].kind, got[0].tag, got[0].len), (EventKind::Received, 3, 100));
+    let at = (2 * SLICE + 0x10000) as usize;
+    assert_eq!(b.nodes[1].host[at..at + 100], pattern(1, 100)[..]);
+}
+
+#[test]
+fn an_event_queue_outside_the_ports_slice_refuses_the_port() {
+    let mut b = Bench::new(2);
+    b.split_slices(0);
+    // Port 5 points its event queue at port 2's (2 MiB): it is refused,
+    // says so, and not one event is written there.
+    let before = b.nodes[0].host.clone();
+    b.open_with_evq(0, 5, 2 * SLICE);
+    assert_eq!(b.nodes[0].r32(port_reg(5, FW_STATE)), STATE_REFUSED);
+    assert_eq!(b.stat(0, Stat::Errors), 1);
+    // Its descriptors are not served: no send, no event.
+    let v = b.map_at(0, 5, 5 * SLICE, 4096);
+    b.post(0, 5, send(v, 10, 1, 2, Priority::Low, 1));
+    b.run(50);
+    assert_eq!(b.nodes[0].r32(port_reg(5, SEND_CONS)), 0);
+    assert_eq!(b.stat(0, Stat::PacketsSent), 0);
+    // A queue straddling the slice's end is refused too.
+    b.nodes[0].w32(port_reg(5, STATE), STATE_CLOSED);
+    b.run(3);
+    b.open_with_evq(0, 5, 6 * SLICE - 4096);
+    assert_eq!(b.nodes[0].r32(port_reg(5, FW_STATE)), STATE_REFUSED);
+    assert!(b.nodes[0].host == before, "no host byte was written");
+    // Opened again with its own queue, it is served.
+    b.nodes[0].w32(port_reg(5, STATE), STATE_CLOSED);
+    b.run(3);
+    b.open_with_evq(0, 5, 5 * SLICE + 0x8000);
+    assert_eq!(b.nodes[0].r32(port_reg(5, FW_STATE)), STATE_OPEN);
+    assert_eq!(b.events(0, 5)[0].kind, EventKind::PortOpened);
+}
