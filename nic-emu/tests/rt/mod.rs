@@ -84,11 +84,19 @@ pub fn host_bin(name: &str) -> PathBuf {
 
 /// This crate's `rt_alltoall` example.
 pub fn alltoall_bin() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        cargo_build(&["-p", "nic-emu", "--example", "rt_alltoall"], "the rt_alltoall example")
-    });
-    profile_dir().join("examples").join("rt_alltoall")
+    example_bin("nic-emu", "rt_alltoall")
+}
+
+/// Example `name` of workspace package `package`, built once.
+pub fn example_bin(package: &str, name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let key = format!("{package}/{name}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(&key) {
+        cargo_build(&["-p", package, "--example", name], &format!("the {name} example"));
+        built.push(key);
+    }
+    profile_dir().join("examples").join(name)
 }
 
 /// QEMU, or a failed test that says it is missing.
@@ -298,7 +306,7 @@ pub fn alltoall(cluster: &Path, nodes: u16, port: u8, size: u32, count: u32) -> 
 /// Both processes succeeded; else fail with what each printed and the
 /// cluster's state (when one end fails, the other's error and the NICs'
 /// counters usually say why).
-fn both_succeed(cluster: &Path, outs: [(&str, &Output); 2]) {
+pub fn both_succeed(cluster: &Path, outs: [(&str, &Output); 2]) {
     if outs.iter().all(|(_, o)| o.status.success()) {
         return;
     }
