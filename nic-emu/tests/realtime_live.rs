@@ -135,6 +135,12 @@ fn reflashing_a_live_nic_resets_it_closes_its_ports_and_peers_recover() {
 }
 
 #[test]
+fn a_node_file_cut_under_a_live_cluster_is_set_back_and_its_nic_reset() {
+    let c = rt::live("cut", 3);
+    rt::cut_node_files(&c, 200_000);
+}
+
+#[test]
 fn injected_faults_are_recovered_by_the_firmware() {
     let mut cfg = RtConfig::new(&rt::cluster_path("faults"), ClusterBackend::Live, 2);
     cfg.faults = Faults { drop: 0.02, corrupt: 0.02, duplicate: 0.02 };

@@ -84,6 +84,12 @@ fn reflashing_a_qemu_nic_restarts_its_guest_and_peers_recover() {
 }
 
 #[test]
+fn a_node_file_cut_under_a_qemu_cluster_is_set_back_and_its_nic_reset() {
+    let c = rt::qemu_cluster("cut", 3);
+    rt::cut_node_files(&c, 3000);
+}
+
+#[test]
 fn a_node_started_halted_waits_for_a_debugger() {
     rt::require_qemu();
     let port = {

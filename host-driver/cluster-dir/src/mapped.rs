@@ -78,13 +78,156 @@ unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) -> bool {
 /// tear a range but never make the access undefined. (Accesses of different widths to the same
 /// bytes race only when the ABI's ownership rules are broken, e.g. a
 /// record read while its writer still writes it; the rules order every
-/// legitimate pair through a Release/Acquire counter.) The file must not
-/// shrink while mapped (the cluster contract: node files keep their size
-/// for the cluster's life); the OS would raise SIGBUS.
+/// legitimate pair through a Release/Acquire counter.)
+///
+/// Node files keep their size for the cluster's life, but a process of
+/// the cluster's user can truncate one. Touching a mapped page past the
+/// new end raises SIGBUS, which would kill the process. Every mapping is
+/// therefore guarded (`guard`): a SIGBUS inside it sets the file back to
+/// its mapped length (the cut bytes read as zeros from then on) and the
+/// access is retried; `truncations_repaired()` counts them, and
+/// `check_size` finds and repairs a changed size before anyone faults.
 pub struct MappedFile {
     map: MmapRaw,
     len: usize,
     path: PathBuf,
+    /// Held open for the guard, which restores the size through it.
+    file: std::fs::File,
+    /// The guard's slot (None: all slots taken; unguarded).
+    slot: Option<usize>,
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        if let Some(s) = self.slot {
+            guard::unregister(s);
+        }
+    }
+}
+
+/// SIGBUS raised by a truncated mapped file, repaired so far in this
+/// process (the file set back to its mapped length).
+pub fn truncations_repaired() -> u64 {
+    guard::REPAIRED.load(Ordering::Relaxed)
+}
+
+/// The SIGBUS guard: a table of live mappings that the signal handler
+/// reads (atomics only: it may run at any instruction), and the handler.
+mod guard {
+    use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    const SLOTS: usize = 1024;
+
+    struct Slot {
+        /// -1: free; -2: being filled; else the file's descriptor.
+        fd: AtomicI32,
+        start: AtomicUsize,
+        len: AtomicUsize,
+        /// The file (inode) and the faults repaired through this mapping.
+        ino: AtomicU64,
+        repairs: AtomicU64,
+    }
+
+    static TABLE: [Slot; SLOTS] = [const {
+        Slot {
+            fd: AtomicI32::new(-1),
+            start: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            ino: AtomicU64::new(0),
+            repairs: AtomicU64::new(0),
+        }
+    }; SLOTS];
+    pub(super) static REPAIRED: AtomicU64 = AtomicU64::new(0);
+    /// The disposition before ours, to pass on faults that are not ours.
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+
+    /// Guard `[start, start + len)`, backed by `fd`. None when the table
+    /// is full.
+    pub(super) fn register(start: usize, len: usize, fd: i32, ino: u64) -> Option<usize> {
+        install();
+        let i = (0..SLOTS).find(|&i| {
+            TABLE[i].fd.compare_exchange(-1, -2, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        })?;
+        TABLE[i].start.store(start, Ordering::Relaxed);
+        TABLE[i].len.store(len, Ordering::Relaxed);
+        TABLE[i].ino.store(ino, Ordering::Relaxed);
+        TABLE[i].repairs.store(0, Ordering::Relaxed);
+        TABLE[i].fd.store(fd, Ordering::Release);
+        Some(i)
+    }
+
+    /// Faults repaired through any live mapping of file `ino` in this
+    /// process.
+    pub(super) fn repairs_of(ino: u64) -> u64 {
+        TABLE
+            .iter()
+            .filter(|s| s.fd.load(Ordering::Acquire) >= 0 && s.ino.load(Ordering::Relaxed) == ino)
+            .map(|s| s.repairs.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub(super) fn unregister(i: usize) {
+        TABLE[i].fd.store(-1, Ordering::Release);
+    }
+
+    fn install() {
+        PREVIOUS.get_or_init(|| {
+            // SAFETY: sigaction with a zeroed struct (a valid empty mask,
+            // no flags) filled with our handler; the old disposition is
+            // written into `old`, which we keep.
+            unsafe {
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_sigbus as *const () as usize;
+                new.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
+                libc::sigemptyset(&mut new.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(libc::SIGBUS, &new, &mut old);
+                old
+            }
+        });
+    }
+
+    /// Async-signal-safe: atomic loads, ftruncate, sigaction.
+    extern "C" fn on_sigbus(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO
+        // handler; si_addr is the faulting address for SIGBUS.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for s in TABLE.iter() {
+            let fd = s.fd.load(Ordering::Acquire);
+            if fd < 0 {
+                continue;
+            }
+            let (start, len) = (s.start.load(Ordering::Relaxed), s.len.load(Ordering::Relaxed));
+            if addr >= start && addr - start < len {
+                // SAFETY: ftruncate on a descriptor we hold open; growing
+                // the file back makes the faulting page exist again.
+                if unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0 {
+                    REPAIRED.fetch_add(1, Ordering::Relaxed);
+                    s.repairs.fetch_add(1, Ordering::Relaxed);
+                    return; // the access is retried and now succeeds
+                }
+            }
+        }
+        // Not one of ours: what was there before.
+        let Some(prev) = PREVIOUS.get() else { return };
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            // SAFETY: restore the old disposition; returning re-executes
+            // the faulting access, which then takes the default action.
+            unsafe { libc::sigaction(libc::SIGBUS, prev, std::ptr::null_mut()) };
+        } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: the previous handler was installed as a three-
+            // argument handler; called as the kernel would.
+            let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(h) };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: a one-argument handler, called as the kernel would.
+            let f: extern "C" fn(i32) = unsafe { std::mem::transmute(h) };
+            f(sig);
+        }
+    }
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -106,7 +249,31 @@ impl MappedFile {
         if map.len() != len || !(map.as_ptr() as usize).is_multiple_of(8) {
             return Err(io::Error::other("mapping has an unexpected length or alignment"));
         }
-        Ok(MappedFile { map, len, path: path.to_path_buf() })
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let ino = f.metadata()?.ino();
+        let slot = guard::register(map.as_ptr() as usize, len, f.as_raw_fd(), ino);
+        Ok(MappedFile { map, len, path: path.to_path_buf(), file: f, slot })
+    }
+
+    /// SIGBUS faults on this file (through any of this process's mappings
+    /// of it) repaired so far: each one means the file was cut while
+    /// mapped, and the bytes past the cut are zeros now.
+    pub fn repairs(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().map(|m| guard::repairs_of(m.ino())).unwrap_or(0)
+    }
+
+    /// Has the file's size changed since it was mapped (truncated, or
+    /// grown)? Then set it back and return the size found. (A shrunken
+    /// file's cut bytes read as zeros afterwards.)
+    pub fn check_size(&self) -> io::Result<Option<u64>> {
+        let now = self.file.metadata()?.len();
+        if now == self.len as u64 {
+            return Ok(None);
+        }
+        self.file.set_len(self.len as u64)?;
+        Ok(Some(now))
     }
 
     pub fn len(&self) -> u64 {
@@ -448,6 +615,33 @@ impl Sram for MappedFile {
 mod tests {
     use super::*;
     use std::fs::File;
+
+    #[test]
+    fn a_file_truncated_under_its_mapping_is_set_back_not_a_sigbus() {
+        let path = std::env::temp_dir().join(format!("hd-trunc-{}", std::process::id()));
+        let f = File::create(&path).unwrap();
+        f.set_len(64 * 1024).unwrap();
+        let m = MappedFile::open(&path).unwrap();
+        assert!(m.store_u32(40 * 1024, 7));
+        // Someone cuts the file to one page: the next touch past it would
+        // raise SIGBUS and kill this process.
+        let before = truncations_repaired();
+        File::options().write(true).open(&path).unwrap().set_len(4096).unwrap();
+        assert_eq!(m.load_u32(40 * 1024), Some(0), "the cut bytes read as zeros");
+        assert!(m.store_u32(60 * 1024, 9));
+        assert_eq!(m.load_u32(60 * 1024), Some(9));
+        assert!(truncations_repaired() > before);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * 1024, "set back");
+        // A size change found before anyone faults, and set back.
+        File::options().write(true).open(&path).unwrap().set_len(8192).unwrap();
+        assert_eq!(m.check_size().unwrap(), Some(8192));
+        assert_eq!(m.check_size().unwrap(), None);
+        File::options().write(true).open(&path).unwrap().set_len(1 << 20).unwrap();
+        assert_eq!(m.check_size().unwrap(), Some(1 << 20));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * 1024);
+        drop(m);
+        let _ = std::fs::remove_file(&path);
+    }
 
     fn temp_file(name: &str, len: u64) -> MappedFile {
         let path = std::env::temp_dir().join(format!("hd-live-{}-{name}", std::process::id()));

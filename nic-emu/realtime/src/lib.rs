@@ -556,6 +556,9 @@ impl RtCluster {
             srams: (0..n)
                 .map(|node| map_file(dir.sram_path(node as u32)))
                 .collect::<Result<_, _>>()?,
+            hosts: (0..n)
+                .map(|node| map_file(dir.host_path(node as u32)))
+                .collect::<Result<_, _>>()?,
             qemu: qemu_spec,
             halted: cfg.halted_node,
             boot_timeout: cfg.boot_timeout,

@@ -12,6 +12,11 @@
 //!   resets the NIC and boots its native MCP again.
 //! - QEMU guests that exit on their own (a panicking image exits QEMU)
 //!   are reported, and the NIC is marked FW_HALTED.
+//! - Node files that change size under the cluster (someone truncated or
+//!   grew `sram` or `host`): every `PROBE_EVERY` the sizes are checked and
+//!   set back, as they are at once by any mapping that faults on a cut
+//!   (`MappedFile`'s SIGBUS guard); either way the log says so and the NIC
+//!   is reset, since the cut bytes read as zeros (its registers, rings).
 //!
 //! Owns the QEMU child processes (started from this thread, so that
 //! `setpriv --pdeathsig` ties their lives to it) and a mapping of every
@@ -63,6 +68,8 @@ pub(crate) struct Supervisor {
     pub ctx: Arc<Ctx>,
     pub dir: ClusterDir,
     pub srams: Vec<MappedFile>,
+    /// Every node's host memory (only to watch its size).
+    pub hosts: Vec<MappedFile>,
     pub qemu: Option<QemuSpec>,
     /// (node, gdb port): start that guest halted, with a gdbstub.
     pub halted: Option<(usize, u16)>,
@@ -105,6 +112,7 @@ impl Supervisor {
             })
             .collect();
         let (mut last_probe, mut last_flash) = (Instant::now(), Instant::now());
+        let mut repairs: Vec<[u64; 2]> = vec![[0; 2]; n];
         // Guests started and not yet RUNNING: since when.
         let mut booting: Vec<Option<Instant>> = children
             .iter()
@@ -123,6 +131,7 @@ impl Supervisor {
             if last_probe.elapsed() >= PROBE_EVERY {
                 last_probe = Instant::now();
                 self.probe_ports();
+                self.check_files(&mut children, &mut repairs);
             }
             if last_flash.elapsed() >= FLASH_EVERY {
                 last_flash = Instant::now();
@@ -191,6 +200,46 @@ impl Supervisor {
                         "node {node} port {port}: its holder is gone; port closed on its behalf"
                     ));
                 }
+            }
+        }
+    }
+
+    /// Node files whose size changed, or that some mapping in this process
+    /// faulted on after a cut (the guard set the size back): logged, size
+    /// set back, NIC reset.
+    fn check_files(&self, children: &mut [Option<Child>], seen: &mut [[u64; 2]]) {
+        for (node, seen) in seen.iter_mut().enumerate() {
+            let mut cut = false;
+            let files = [("sram", &self.srams[node]), ("host", &self.hosts[node])];
+            for (k, (what, m)) in files.into_iter().enumerate() {
+                match m.check_size() {
+                    Ok(None) => {}
+                    Ok(Some(was)) => {
+                        cut = true;
+                        self.ctx.note(format!(
+                            "node {node}: its {what} file ({}) was resized to {was} bytes while \
+                             the cluster ran; set back to {} bytes (anything cut reads as zeros)",
+                            m.path().display(),
+                            m.len()
+                        ));
+                    }
+                    Err(e) => self.ctx.note(format!(
+                        "node {node}: cannot check the size of {}: {e}",
+                        m.path().display()
+                    )),
+                }
+                let r = m.repairs();
+                if r > seen[k] {
+                    cut = true;
+                    self.ctx.note(format!(
+                        "node {node}: its {what} file was cut while mapped; an access that \
+                         would have raised SIGBUS set its size back ({r} so far)"
+                    ));
+                    seen[k] = r;
+                }
+            }
+            if cut {
+                self.reset(node, children, "a node file was cut or resized");
             }
         }
     }

@@ -329,6 +329,18 @@ pub fn cluster_state(cluster: &Path) -> String {
         let Ok(s) = MappedFile::open(&d.sram_path(node)) else { continue };
         let status = s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
         out += &format!("\n  node {node}: FW_STATUS {status:#x}:");
+        // The rings between the firmware and the engines: which side is
+        // behind says whether the guest or the device model stalled.
+        for (name, r) in [
+            ("HDMA", [regs::HDMA_PROD, regs::HDMA_DONE]),
+            ("TXDMA", [regs::TXDMA_PROD, regs::TXDMA_DONE]),
+            ("RXFREE", [regs::RXFREE_PROD, regs::RXFREE_CONS]),
+            ("RXDONE", [regs::RXDONE_PROD, regs::RXDONE_CONS]),
+        ] {
+            let v = r.map(|x| s.load_u32(reg(x) as u64).unwrap_or(0));
+            out += &format!(" {name} {}/{}", v[0], v[1]);
+        }
+        out += &format!(" RTC {}", s.load_u64(reg(regs::RTC) as u64).unwrap_or(0));
         for st in ALL_STATS {
             let v = s.load_u64(stat_offset(st) as u64).unwrap_or(0);
             if v != 0 {
@@ -375,4 +387,44 @@ pub fn wait_then_kill(cluster: &Path, node: u32, kill: impl FnOnce()) -> Duratio
     assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
     println!("NicDown after {:?}: {}", done - t, r.unwrap_err());
     done - t
+}
+
+/// Cut node 1's `sram` and `host` files to one page while a
+/// stream of `count` 16 KiB messages between nodes 0 and 2 runs (every
+/// byte checked; it must still run when the files are cut): the device
+/// process lives on (the mappings' SIGBUS guard and the supervisor set the
+/// sizes back), the log says so, node 1 is reset and works
+/// again afterwards, and no other node is reset.
+pub fn cut_node_files(c: &RtCluster, count: u64) {
+    let (mut send, recv) = stream_spawn(c.path(), (0, 3), (2, 3), 16384, count, &[]);
+    let files = [c.dir().sram_path(1), c.dir().host_path(1)];
+    let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(send.try_wait().unwrap().is_none(), "the stream ended too soon: give it more messages");
+    for path in &files {
+        std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(4096).unwrap();
+    }
+    let t = Instant::now();
+    while c.nic_stats(1).counters.resets == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "no reset after node 1's files were cut");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // (Under qemu the guest died of the cut and is being started again.)
+    let t = Instant::now();
+    while c.fw_status().iter().any(|&s| s != nic_abi::regs::FW_RUNNING) {
+        assert!(t.elapsed() < Duration::from_secs(30), "node 1 did not come back: {:?}", c.notes());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let send = finish(send, Duration::from_secs(60));
+    let recv = finish(recv, Duration::from_secs(60));
+    both_succeed(c.path(), [("sender", &send), ("receiver", &recv)]);
+    for (path, size) in files.iter().zip(sizes) {
+        assert_eq!(std::fs::metadata(path).unwrap().len(), size, "{} set back", path.display());
+    }
+    let notes = c.notes().join("\n");
+    for what in ["sram", "host"] {
+        assert!(notes.contains(&format!("node 1: its {what} file")), "nothing logged:\n{notes}");
+    }
+    pingpong(c.path(), (0, 1), (1, 1), 8, 50);
+    assert_eq!((c.nic_stats(0).counters.resets, c.nic_stats(2).counters.resets), (0, 0));
 }
