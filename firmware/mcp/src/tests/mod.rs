@@ -319,8 +319,17 @@ impl Bench {
 
     fn open(&mut self, n: usize, p: usize) {
         let evq = self.alloc(n, p, (EVQ_ENTRIES * EVENT_SIZE) as u64);
+        self.open_with_evq(n, p, evq - VBASE);
+        let e = self.events(n, p);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].kind, EventKind::PortOpened);
+    }
+
+    /// Open port p of node n with its event queue at bus address `evq`, as
+    /// the driver does (no check of the outcome).
+    fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
         let node = &mut self.nodes[n];
-        node.w64(port_reg(p, EVQ_BUS), evq - VBASE);
+        node.w64(port_reg(p, EVQ_BUS), evq);
         node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
         node.w32(port_reg(p, EVQ_CONSUMED), 0);
         node.w32(port_reg(p, SEND_PROD), 0);
@@ -330,9 +339,6 @@ impl Bench {
         node.w32(port_reg(p, STATE), STATE_OPEN);
         node.next_event[p] = 1;
         self.run(3);
-        let e = self.events(n, p);
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].kind, EventKind::PortOpened);
     }
 
     fn close(&mut self, n: usize, p: usize) {

@@ -32,21 +32,6 @@ impl Bench {
         }
         v
     }
-
-    /// Open port p of node n with its event queue at bus address `evq`.
-    fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
-        let node = &mut self.nodes[n];
-        node.w64(port_reg(p, EVQ_BUS), evq);
-        node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
-        node.w32(port_reg(p, EVQ_CONSUMED), 0);
-        node.w32(port_reg(p, SEND_PROD), 0);
-        node.w32(port_reg(p, SEND_CONS), 0);
-        let g = node.r32(port_reg(p, GENERATION));
-        node.w32(port_reg(p, GENERATION), g + 1);
-        node.w32(port_reg(p, STATE), STATE_OPEN);
-        node.next_event[p] = 1;
-        self.run(3);
-    }
 }
 
 #[test]

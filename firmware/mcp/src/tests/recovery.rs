@@ -421,6 +421,21 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// More synchronised strays to node 1 than its stream table holds, of
+    /// priority `prio`, each a key of its own.
+    fn synced_strays(&mut self, prio: Priority) {
+        for i in 0..crate::records::MAX_STREAMS as u16 + 32 {
+            let src = (2 + i % 4, (i / 4 % 8) as u8);
+            self.stray(1, src, [0, 3, 4, 5, 6, 7][i as usize / 32], true, prio);
+            if i % 16 == 0 {
+                self.run(20);
+            }
+        }
+        self.run(50);
+    }
+}
+
 #[test]
 fn stray_streams_never_fill_the_receivers_table_for_good() {
     use crate::records::MAX_STREAMS;
@@ -455,36 +470,12 @@ fn stray_streams_never_fill_the_receivers_table_for_good() {
 
     // Synchronised strays fill it again: a stream of them is kept (its
     // sender may come back) until it has been quiet a send timeout.
-    for i in 0..MAX_STREAMS as u16 + 32 {
-        b.stray(
-            1,
-            (2 + i % 4, (i / 4 % 8) as u8),
-            [0, 3, 4, 5, 6, 7][i as usize / 32],
-            true,
-            Priority::Low,
-        );
-        if i % 16 == 0 {
-            b.run(20);
-        }
-    }
-    b.run(50);
+    b.synced_strays(Priority::Low);
     let timeout = b.nodes[1].mcp.shared.cfg.send_timeout;
     b.run(timeout as u32 + 100);
     // As many new strays as the table holds: every quiet stream goes,
     // node 0's among them.
-    for i in 0..MAX_STREAMS as u16 + 32 {
-        b.stray(
-            1,
-            (2 + i % 4, (i / 4 % 8) as u8),
-            [0, 3, 4, 5, 6, 7][i as usize / 32],
-            true,
-            Priority::High,
-        );
-        if i % 16 == 0 {
-            b.run(20);
-        }
-    }
-    b.run(50);
+    b.synced_strays(Priority::High);
     // Node 0's next messages are taken once, in order, after a
     // resynchronisation (its stream was forgotten: it is told Unsynced).
     let before = b.stat(1, Stat::MessagesReceived);
