@@ -61,12 +61,19 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// One random write into port `p`'s control block on node `n`.
-fn poke_window(b: &mut Bench, r: &mut Rng, n: usize, p: usize) {
+/// One random write into port `p`'s control block on node `n`; `evq` is
+/// the port's own event queue (bus address), which a reopen restores half
+/// the time (a refused port takes no descriptors: the storm would reach
+/// less of the MCP).
+fn poke_window(b: &mut Bench, r: &mut Rng, n: usize, p: usize, evq: u64) {
     let node = &mut b.nodes[n];
     match r.below(6) {
         // Open or close it (a new generation half the time).
         0 => {
+            if r.below(2) == 0 {
+                node.w64(port_reg(p, EVQ_BUS), evq);
+                node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
+            }
             if r.below(2) == 0 {
                 let g = node.r32(port_reg(p, GENERATION));
                 node.w32(port_reg(p, GENERATION), g.wrapping_add(1));
@@ -205,15 +212,18 @@ fn storm(seed: u64, steps: u64) -> Tally {
     let mut b = Bench::new(3);
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut t = Tally::default();
+    let mut evqs = Vec::new();
     for &(n, p) in &ATTACKERS {
         b.open(n, p);
+        evqs.push(b.nodes[n].r64(port_reg(p, EVQ_BUS)));
         b.alloc(n, p, 64 * 1024);
     }
     for step in 0..steps {
-        let (n, p) = ATTACKERS[r.below(ATTACKERS.len() as u64) as usize];
+        let a = r.below(ATTACKERS.len() as u64) as usize;
+        let (n, p) = ATTACKERS[a];
         match r.below(10) {
             0..=2 => {
-                poke_window(&mut b, &mut r, n, p);
+                poke_window(&mut b, &mut r, n, p, evqs[a]);
                 t.window_writes += 1;
             }
             3..=5 => {

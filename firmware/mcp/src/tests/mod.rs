@@ -49,6 +49,9 @@ impl Node {
     fn r32(&self, off: u32) -> u32 {
         u32::from_le_bytes(self.sram[off as usize..off as usize + 4].try_into().unwrap())
     }
+    fn r64(&self, off: u32) -> u64 {
+        u64::from_le_bytes(self.sram[off as usize..off as usize + 8].try_into().unwrap())
+    }
     fn w32(&mut self, off: u32, v: u32) {
         self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
     }
