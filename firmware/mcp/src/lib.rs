@@ -362,7 +362,7 @@ impl Mcp {
             });
         };
         self.sdma.deadline(&self.shared, &mut at);
-        self.recv.deadline(&mut at);
+        self.recv.deadline(&self.shared, &mut at);
         self.rdma.deadline(&self.shared, &mut at);
         self.deadline = d;
     }

@@ -196,12 +196,72 @@ impl HostDmaRing {
 
 /// The receive-buffer free ring: buffers given back to the rx-DMA engine.
 pub struct RxFreeRing {
-    prod: u32,
+    pub(crate) prod: u32,
+    /// Buffers with the engine (given, no completion back yet): bit i is
+    /// receive buffer i.
+    out: u32,
+    /// What this firmware wrote in each slot of the ring.
+    wrote: [u8; map::RXFREE_RING_LEN as usize],
 }
 
+const _: () = assert!(map::RX_BUF_COUNT <= u32::BITS, "one bit per receive buffer");
+
 impl RxFreeRing {
+    pub const fn new() -> RxFreeRing {
+        RxFreeRing { prod: 0, out: 0, wrote: [0; map::RXFREE_RING_LEN as usize] }
+    }
+
+    /// A completion names buffer `i`: was it with the engine? If not, the
+    /// record is not one of ours (the engine followed a ring entry that
+    /// something other than this firmware wrote, or reported a buffer
+    /// twice): it must be ignored, nothing given back.
+    pub fn back(&mut self, i: u32) -> bool {
+        let bit = 1u32.checked_shl(i).unwrap_or(0);
+        let ours = bit != 0 && self.out & bit != 0;
+        self.out &= !bit;
+        ours
+    }
+
+    /// Buffers with the engine.
+    pub fn out(&self) -> u32 {
+        self.out
+    }
+
+    /// Buffers with the engine that are in no entry it has still to take
+    /// (as this firmware wrote them): being filled, or lost.
+    pub fn lost(&self, hw: &impl Hw) -> u32 {
+        let cons = hw.reg(regs::RXFREE_CONS);
+        let pending = self.prod.wrapping_sub(cons).min(map::RXFREE_RING_LEN);
+        let mut waiting = 0u32;
+        for k in 0..pending {
+            let b = self.wrote[(cons.wrapping_add(k) % map::RXFREE_RING_LEN) as usize];
+            waiting |= 1u32.checked_shl(b as u32).unwrap_or(0);
+        }
+        self.out & !waiting
+    }
+
+    /// Put back what this firmware wrote in the entries the engine has
+    /// not taken yet, where something else overwrote them. Returns how
+    /// many were.
+    pub fn repair(&mut self, hw: &mut impl Hw) -> u32 {
+        let cons = hw.reg(regs::RXFREE_CONS);
+        let pending = self.prod.wrapping_sub(cons).min(map::RXFREE_RING_LEN);
+        let mut fixed = 0;
+        for k in 0..pending {
+            let n = cons.wrapping_add(k);
+            let slot = rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, n);
+            let want = self.wrote[(n % map::RXFREE_RING_LEN) as usize] as u32;
+            if hw.load_u32(slot) != want {
+                hw.store_u32(slot, want);
+                fixed += 1;
+            }
+        }
+        fixed
+    }
+
     pub fn init(&mut self, hw: &mut impl Hw) {
         self.prod = hw.reg(regs::RXFREE_CONS);
+        self.out = 0;
         for i in 0..map::RX_BUF_COUNT {
             self.give(hw, i as u8);
         }
@@ -212,6 +272,8 @@ impl RxFreeRing {
         let slot =
             rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.prod);
         hw.store_u32(slot, i as u32);
+        self.wrote[(self.prod % map::RXFREE_RING_LEN) as usize] = i;
+        self.out |= 1u32.checked_shl(i as u32).unwrap_or(0);
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::RXFREE_PROD, self.prod);
     }
@@ -345,7 +407,7 @@ impl Shared {
             leaf_reports: heapless::Deque::new(),
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
-            rxfree: RxFreeRing { prod: 0 },
+            rxfree: RxFreeRing::new(),
             from_recv: heapless::Deque::new(),
             provided: heapless::Deque::new(),
             controls: heapless::Deque::new(),

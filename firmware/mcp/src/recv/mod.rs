@@ -129,6 +129,13 @@ pub struct Recv {
     /// Per port: posted receive buffers, FIFO (head, tail).
     slots_head: [u16; NUM_PORTS],
     slots_tail: [u16; NUM_PORTS],
+    /// Since when the engine has reported everything and holds buffers
+    /// that are in no entry it has still to take (`rxfree.lost()`), and
+    /// which: buffers lost to a ring entry the firmware did not write.
+    /// Posted again after a while.
+    lost_since: Option<(u64, u32)>,
+    /// When to look over the free ring's pending entries next.
+    next_repair: u64,
 }
 
 impl Recv {
@@ -143,6 +150,8 @@ impl Recv {
             ack_list: heapless::Vec::new(),
             slots_head: [NIL; NUM_PORTS],
             slots_tail: [NIL; NUM_PORTS],
+            lost_since: None,
+            next_repair: 0,
         }
     }
 
@@ -158,6 +167,7 @@ impl Recv {
     pub fn init(&mut self, hw: &mut impl Hw) {
         self.cons = hw.reg(regs::RXDONE_PROD);
         self.seen_prod = self.cons;
+        self.lost_since = None;
         hw.set_reg(regs::RXDONE_CONS, self.cons);
     }
 
@@ -181,8 +191,10 @@ impl Recv {
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
         if prod == self.cons {
+            self.reclaim(cx, hw);
             return Next::Empty;
         }
+        self.lost_since = None;
         if cx.rdma_jobs.is_full() {
             self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
             return Next::Empty;
@@ -247,9 +259,50 @@ impl Recv {
         cx.rxfree.give(hw, buf);
     }
 
+    /// RECV is idle. Free-ring entries that something other than this
+    /// firmware overwrote are put right. And when the engine has reported
+    /// every buffer it filled, yet holds buffers that are in no entry it
+    /// has still to take, it skipped or misused overwritten entries: once
+    /// the same buffers have been lost so for a send timeout, they are
+    /// posted again, and counted as errors. (A buffer the engine is filling
+    /// looks lost too until it is reported, and an engine on a loaded
+    /// machine may be late by milliseconds: only a wait as long as a send
+    /// timeout makes a second use of a buffer it still holds unlikely.)
+    fn reclaim(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        // Once a retransmission timeout at most: it costs a load per entry.
+        if cx.now < self.next_repair {
+            return;
+        }
+        self.next_repair = cx.now.saturating_add(cx.cfg.rto);
+        let fixed = cx.rxfree.repair(hw);
+        if fixed > 0 {
+            cx.bump(Stat::Errors, fixed as u64);
+        }
+        let lost = cx.rxfree.lost(hw);
+        let since = match self.lost_since {
+            _ if lost == 0 => None,
+            Some((t, set)) if set == lost => Some(t),
+            _ => Some(cx.now),
+        };
+        self.lost_since = since.map(|t| (t, lost));
+        let Some(t) = since else { return };
+        if cx.now.saturating_sub(t) < cx.cfg.send_timeout {
+            return;
+        }
+        self.lost_since = None;
+        for b in 0..map::RX_BUF_COUNT {
+            if lost & (1 << b) != 0 {
+                cx.rxfree.back(b);
+                cx.rxfree.give(hw, b as u8);
+                cx.bump(Stat::Errors, 1);
+            }
+        }
+    }
+
     fn check_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, d: RxDone) -> Next {
-        if d.buf >= map::RX_BUF_COUNT {
-            // Not one of ours: nothing to give back.
+        if !cx.rxfree.back(d.buf) {
+            // Not one of ours (out of range, or not with the engine):
+            // nothing to give back.
             cx.bump(Stat::BadHeaders, 1);
             cx.bump(Stat::Drops, 1);
             return Next::Handled;
@@ -360,9 +413,12 @@ impl Recv {
     }
 
     /// The earliest RTC tick an owed ack falls due.
-    pub fn deadline(&self, mut at: impl FnMut(u64)) {
+    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
         for &r in self.ack_list.iter() {
             at(self.rxs[r].ack_due);
+        }
+        if let Some((t, _)) = self.lost_since {
+            at(t.saturating_add(cx.cfg.send_timeout));
         }
     }
 
