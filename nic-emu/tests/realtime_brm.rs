@@ -261,8 +261,13 @@ fn on_live_two_admitted_flows_get_bandwidth_in_about_their_idt_ratio() {
     );
     assert!(m[0].packets > 0 && m[1].packets > 0, "{m:?}");
     assert!((1.6..=3.2).contains(&got), "achieved ratio {got:.3}, IDT ratio {want:.3}: {m:?}");
-    // Neither beats its IDT by more than noise.
-    assert!(m[1].mb_s < cal.mb_s_for(i7) * 1.1, "{m:?}");
+    // Neither beats its IDT by much. Not by nothing: each packet moves a
+    // flow's NDT on by one IDT, so a flow the busy machine held back
+    // (the device thread descheduled) sends its backlog in a burst, and a
+    // window that catches the burst sees more than the IDT's rate (alone:
+    // 56.9 MB/s for 57.2 asked; with the rest of the suite beside it, up
+    // to 1.27 times that).
+    assert!(m[1].mb_s < cal.mb_s_for(i7) * 1.35, "{m:?}");
     t3.stop().unwrap();
     t7.stop().unwrap();
     c.stop().unwrap();
