@@ -105,6 +105,27 @@ impl Drop for MappedFile {
     }
 }
 
+/// Raise this process's soft limit of open files to its hard limit and
+/// return the new soft limit. Each `MappedFile` holds its file open (the
+/// SIGBUS guard needs it), and a device process maps two files per node,
+/// twice: a large cluster needs more than the common default of 1024.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    // SAFETY: getrlimit and setrlimit with a valid, owned struct.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(l.rlim_cur as u64)
+    }
+}
+
 /// SIGBUS raised by a truncated mapped file, repaired so far in this
 /// process (the file set back to its mapped length).
 pub fn truncations_repaired() -> u64 {
@@ -117,7 +138,9 @@ mod guard {
     use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
     use std::sync::OnceLock;
 
-    const SLOTS: usize = 1024;
+    /// Mappings guarded at once: a device process of the largest cluster
+    /// (1024 nodes) maps four files per node.
+    const SLOTS: usize = 4096;
 
     struct Slot {
         /// -1: free; -2: being filled; else the file's descriptor.
@@ -615,6 +638,18 @@ impl Sram for MappedFile {
 mod tests {
     use super::*;
     use std::fs::File;
+
+    #[test]
+    fn the_open_file_limit_is_raised_to_the_hard_limit() {
+        let soft = raise_open_file_limit().unwrap();
+        // SAFETY: getrlimit with a valid, owned struct.
+        let hard = unsafe {
+            let mut l: libc::rlimit = std::mem::zeroed();
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+            l.rlim_max as u64
+        };
+        assert_eq!(soft, hard);
+    }
 
     #[test]
     fn a_file_truncated_under_its_mapping_is_set_back_not_a_sigbus() {

@@ -478,6 +478,10 @@ impl RtCluster {
         brm: Option<(PathBuf, Calibration)>,
     ) -> Result<RtCluster, RtError> {
         let n = cfg.nodes;
+        // Every mapping holds its file open: room for four per node.
+        if let Err(e) = nic_cluster_dir::mapped::raise_open_file_limit() {
+            eprintln!("nic-cluster: cannot raise the open-file limit: {e}");
+        }
         let map_file = |p: PathBuf| MappedFile::open(&p).map_err(io_err(p.display().to_string()));
         if let (Some(image), Some(_)) = (&cfg.image, &qemu_spec) {
             for node in 0..n as u32 {
