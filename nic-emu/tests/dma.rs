@@ -237,4 +237,5 @@ fn cfg_registers_hold_the_profile_and_the_send_timeout_override() {
     assert_eq!(reg32(&be, regs::WINDOW), p.firmware.window);
     assert_eq!(reg32(&be, regs::SEND_TOKENS), p.firmware.send_tokens);
     assert_eq!(reg32(&be, regs::LINK_STATE), 1);
+    assert_eq!(reg32(&be, regs::BOOT_COUNT), 1, "one boot so far");
 }

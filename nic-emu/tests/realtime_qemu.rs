@@ -79,6 +79,15 @@ fn reflashing_a_qemu_nic_restarts_its_guest_and_peers_recover() {
     }
     c.wait_running(Duration::from_secs(20)).unwrap();
     assert_eq!(c.nic_stats(1).counters.resets, 1);
+    // A new boot, whose stream nonce differs from the last one's even
+    // though its guest's clock started again from zero.
+    let boots = |n: u32| {
+        MappedFile::open(&c.dir().sram_path(n))
+            .unwrap()
+            .load_u32(reg(regs::BOOT_COUNT) as u64)
+            .unwrap()
+    };
+    assert_eq!((boots(0), boots(1)), (1, 2));
     assert_eq!(c.qemu_pid(0).map(|_| c.nic_stats(0).counters.resets), Some(0));
     rt::pingpong(c.path(), (0, 1), (1, 1), 8, 20);
 }

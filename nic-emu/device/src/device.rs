@@ -111,6 +111,12 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     let len = m.sram_len() as u32;
     let sram = m.sram_mut();
     sram.store_u32(reg(regs::FW_STATUS), regs::FW_BOOTING);
+    // Every boot is a new one: the MCP derives its stream sync nonce from
+    // this count and its clock, and under QEMU the clock of a restarted
+    // guest starts again from zero (a repeated nonce made peers take the
+    // new NIC's streams for the old one's).
+    let boots = sram.load_u32(reg(regs::BOOT_COUNT));
+    sram.store_u32(reg(regs::BOOT_COUNT), boots.wrapping_add(1));
     sram.store_u32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
     sram.store_u32(reg(regs::NODE_ID), cfg.node as u32);
     sram.store_u32(reg(regs::NUM_NODES), cfg.nodes as u32);
