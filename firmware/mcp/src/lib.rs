@@ -392,13 +392,11 @@ impl Mcp {
         let evq_len = hw.load_u32(port_reg(p, EVQ_LEN));
         let evq_bus = hw.load_u64(port_reg(p, EVQ_BUS));
         let cx = &mut self.shared;
-        let evq_ok = self.rdma.port_opened(p, evq_bus, evq_len)
-            && crate::translate::in_slice(
-                hw,
-                p as u8,
-                evq_bus,
-                evq_len as u64 * nic_abi::event::EVENT_SIZE as u64,
-            );
+        // The event queue: a power of two of entries, all of it in the
+        // port's slice of host memory (which also keeps its end below 2^64).
+        let evq_bytes = evq_len as u64 * nic_abi::event::EVENT_SIZE as u64;
+        let evq_ok = evq_len.is_power_of_two()
+            && crate::translate::in_slice(hw, p as u8, evq_bus, evq_bytes);
         cx.ports[p] = shared::PortOpen { open: true, generation: gen, refused: !evq_ok };
         cx.credits[p] = shared::Credits::default();
         hw.store_u32(port_reg(p, FW_GENERATION), gen);
@@ -409,6 +407,7 @@ impl Mcp {
             hw.store_u32(port_reg(p, FW_STATE), STATE_REFUSED);
             return;
         }
+        self.rdma.port_opened(p, evq_bus, evq_len);
         // The driver zeroes SEND_PROD and SEND_CONS before opening.
         self.sdma.port_opened(p);
         hw.store_u32(port_reg(p, SEND_CONS), 0);

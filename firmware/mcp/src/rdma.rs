@@ -140,15 +140,11 @@ impl Rdma {
         }
     }
 
-    /// Port `p` opened with its event queue at `bus`, `len` entries. A
-    /// queue that is not a power of two long, or whose end does not fit
-    /// the bus's addresses, is refused (false): the port gets no events,
-    /// and nothing is ever written at a wrapped address.
-    pub fn port_opened(&mut self, p: usize, bus: u64, len: u32) -> bool {
-        let fits = bus.checked_add(len as u64 * EVENT_SIZE as u64).is_some();
-        let len = if len.is_power_of_two() && fits { len } else { 0 };
+    /// Port `p` opened with its event queue at `bus`, `len` entries (the
+    /// MCP checked it: a power of two, inside the port's slice of host
+    /// memory, so no event address wraps).
+    pub fn port_opened(&mut self, p: usize, bus: u64, len: u32) {
         self.evq[p] = EventQueue { bus, len, produced: 0 };
-        len != 0
     }
 
     /// Port `p` closed: the events it was owed go, with what they hold.

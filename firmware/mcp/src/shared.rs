@@ -196,7 +196,7 @@ impl HostDmaRing {
 
 /// The receive-buffer free ring: buffers given back to the rx-DMA engine.
 pub struct RxFreeRing {
-    pub(crate) prod: u32,
+    prod: u32,
     /// Buffers with the engine (given, no completion back yet): bit i is
     /// receive buffer i.
     out: u32,
@@ -205,6 +205,11 @@ pub struct RxFreeRing {
 }
 
 const _: () = assert!(map::RX_BUF_COUNT <= u32::BITS, "one bit per receive buffer");
+
+/// Receive buffer `i`'s bit in a set of buffers (none when out of range).
+fn buf_bit(i: u32) -> u32 {
+    1u32.checked_shl(i).unwrap_or(0)
+}
 
 impl RxFreeRing {
     pub const fn new() -> RxFreeRing {
@@ -216,7 +221,7 @@ impl RxFreeRing {
     /// something other than this firmware wrote, or reported a buffer
     /// twice): it must be ignored, nothing given back.
     pub fn back(&mut self, i: u32) -> bool {
-        let bit = 1u32.checked_shl(i).unwrap_or(0);
+        let bit = buf_bit(i);
         let ours = bit != 0 && self.out & bit != 0;
         self.out &= !bit;
         ours
@@ -227,26 +232,14 @@ impl RxFreeRing {
         self.out
     }
 
-    /// Buffers with the engine that are in no entry it has still to take
-    /// (as this firmware wrote them): being filled, or lost.
-    pub fn lost(&self, hw: &impl Hw) -> u32 {
+    /// Look over the entries the engine has not taken yet: put back what
+    /// this firmware wrote where something else overwrote it. Returns how
+    /// many were, and the buffers with the engine that are in none of
+    /// those entries (being filled, or lost).
+    pub fn audit(&mut self, hw: &mut impl Hw) -> (u32, u32) {
         let cons = hw.reg(regs::RXFREE_CONS);
         let pending = self.prod.wrapping_sub(cons).min(map::RXFREE_RING_LEN);
-        let mut waiting = 0u32;
-        for k in 0..pending {
-            let b = self.wrote[(cons.wrapping_add(k) % map::RXFREE_RING_LEN) as usize];
-            waiting |= 1u32.checked_shl(b as u32).unwrap_or(0);
-        }
-        self.out & !waiting
-    }
-
-    /// Put back what this firmware wrote in the entries the engine has
-    /// not taken yet, where something else overwrote them. Returns how
-    /// many were.
-    pub fn repair(&mut self, hw: &mut impl Hw) -> u32 {
-        let cons = hw.reg(regs::RXFREE_CONS);
-        let pending = self.prod.wrapping_sub(cons).min(map::RXFREE_RING_LEN);
-        let mut fixed = 0;
+        let (mut fixed, mut waiting) = (0, 0u32);
         for k in 0..pending {
             let n = cons.wrapping_add(k);
             let slot = rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, n);
@@ -255,8 +248,9 @@ impl RxFreeRing {
                 hw.store_u32(slot, want);
                 fixed += 1;
             }
+            waiting |= buf_bit(want);
         }
-        fixed
+        (fixed, self.out & !waiting)
     }
 
     pub fn init(&mut self, hw: &mut impl Hw) {
@@ -273,7 +267,7 @@ impl RxFreeRing {
             rings::slot(map::RXFREE_RING, map::RXFREE_RING_LEN, rings::RXFREE_SIZE, self.prod);
         hw.store_u32(slot, i as u32);
         self.wrote[(self.prod % map::RXFREE_RING_LEN) as usize] = i;
-        self.out |= 1u32.checked_shl(i as u32).unwrap_or(0);
+        self.out |= buf_bit(i as u32);
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::RXFREE_PROD, self.prod);
     }

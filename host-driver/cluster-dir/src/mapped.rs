@@ -95,6 +95,8 @@ pub struct MappedFile {
     file: std::fs::File,
     /// The guard's slot (None: all slots taken; unguarded).
     slot: Option<usize>,
+    /// The file's inode: the guard counts repairs per file.
+    ino: u64,
 }
 
 impl Drop for MappedFile {
@@ -276,15 +278,18 @@ impl MappedFile {
         use std::os::unix::fs::MetadataExt;
         let ino = f.metadata()?.ino();
         let slot = guard::register(map.as_ptr() as usize, len, f.as_raw_fd(), ino);
-        Ok(MappedFile { map, len, path: path.to_path_buf(), file: f, slot })
+        Ok(MappedFile { map, len, path: path.to_path_buf(), file: f, slot, ino })
     }
 
     /// SIGBUS faults on this file (through any of this process's mappings
     /// of it) repaired so far: each one means the file was cut while
     /// mapped, and the bytes past the cut are zeros now.
     pub fn repairs(&self) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        self.file.metadata().map(|m| guard::repairs_of(m.ino())).unwrap_or(0)
+        // None in this process at all (the usual case): no table walk.
+        if truncations_repaired() == 0 {
+            return 0;
+        }
+        guard::repairs_of(self.ino)
     }
 
     /// Has the file's size changed since it was mapped (truncated, or

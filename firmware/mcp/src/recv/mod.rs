@@ -130,7 +130,7 @@ pub struct Recv {
     slots_head: [u16; NUM_PORTS],
     slots_tail: [u16; NUM_PORTS],
     /// Since when the engine has reported everything and holds buffers
-    /// that are in no entry it has still to take (`rxfree.lost()`), and
+    /// that are in no entry it has still to take (`RxFreeRing::audit`), and
     /// which: buffers lost to a ring entry the firmware did not write.
     /// Posted again after a while.
     lost_since: Option<(u64, u32)>,
@@ -274,11 +274,10 @@ impl Recv {
             return;
         }
         self.next_repair = cx.now.saturating_add(cx.cfg.rto);
-        let fixed = cx.rxfree.repair(hw);
+        let (fixed, lost) = cx.rxfree.audit(hw);
         if fixed > 0 {
             cx.bump(Stat::Errors, fixed as u64);
         }
-        let lost = cx.rxfree.lost(hw);
         let since = match self.lost_since {
             _ if lost == 0 => None,
             Some((t, set)) if set == lost => Some(t),

@@ -436,6 +436,17 @@ impl Bench {
         out
     }
 
+    /// Run until port p of node n has events, at most `rounds` rounds:
+    /// those events, or None when none came.
+    fn await_events(&mut self, n: usize, p: usize, rounds: u32) -> Option<Vec<Event>> {
+        let mut got = Vec::new();
+        self.run_until(rounds, |b| {
+            got.extend(b.events(n, p));
+            !got.is_empty()
+        })
+        .then_some(got)
+    }
+
     fn stat(&self, n: usize, s: Stat) -> u64 {
         self.nodes[n].mcp.stat(s)
     }
@@ -539,10 +550,6 @@ fn transfer_again(b: &mut Bench) {
     let rv = b.alloc(1, 2, 128);
     b.post(1, 2, provide(rv, 7, Priority::Low, 42));
     b.post(0, 1, send(v, 100, 1, 2, Priority::Low, 2));
-    let mut got = Vec::new();
-    assert!(b.run_until(20_000, |b| {
-        got.extend(b.events(1, 2));
-        !got.is_empty()
-    }));
+    let got = b.await_events(1, 2, 20_000).expect("delivered");
     assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 42));
 }

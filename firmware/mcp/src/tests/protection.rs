@@ -75,11 +75,7 @@ fn a_page_outside_the_ports_slice_is_never_used() {
         3,
         Descriptor { kind: DescKind::Put, remote: rv, ..send(src, 100, 0, 1, Priority::Low, 9) },
     );
-    let mut evs = Vec::new();
-    assert!(b.run_until(10_000, |b| {
-        evs.extend(b.events(1, 3));
-        !evs.is_empty()
-    }));
+    let evs = b.await_events(1, 3, 10_000).expect("the put completes");
     assert_eq!((evs[0].kind, evs[0].status), (EventKind::PutDone, SendStatus::RemoteAccess as u8));
     let v0 = victim as usize;
     assert!(
@@ -96,11 +92,7 @@ fn a_page_outside_the_ports_slice_is_never_used() {
     let mine = b.map_at(1, 2, 2 * SLICE + 0x10000, 4096);
     b.post(1, 2, provide(mine, 7, Priority::Low, 3));
     b.post(0, 1, send(own, 100, 1, 2, Priority::Low, 10));
-    let mut got = Vec::new();
-    assert!(b.run_until(10_000, |b| {
-        got.extend(b.events(1, 2));
-        !got.is_empty()
-    }));
+    let got = b.await_events(1, 2, 10_000).expect("delivered");
     assert_eq!((got[0].kind, got[0].tag, got[0].len), (EventKind::Received, 3, 100));
     let at = (2 * SLICE + 0x10000) as usize;
     assert_eq!(b.nodes[1].host[at..at + 100], pattern(1, 100)[..]);

@@ -106,15 +106,8 @@ impl Bench {
         let rv = self.alloc(to, 2, 128);
         self.post(to, 2, provide(rv, 7, Priority::Low, tag));
         self.post(from, 1, send(v, 100, to as u16, 2, Priority::Low, tag));
-        let mut got = Vec::new();
-        assert!(
-            self.run_until(3_000, |b| {
-                got.extend(b.events(to, 2));
-                !got.is_empty()
-            }),
-            "message {tag} from {from} to {to} not delivered"
-        );
-        got
+        self.await_events(to, 2, 3_000)
+            .unwrap_or_else(|| panic!("message {tag} from {from} to {to} not delivered"))
     }
 }
 
@@ -573,21 +566,18 @@ impl Bench {
         let rv = b.alloc(1, 2, 4096);
         b.post(1, 2, provide(rv, 12, Priority::Low, tag));
         b.post(0, 1, send(v, 3000, 1, 2, Priority::Low, tag));
-        let mut got = Vec::new();
-        assert!(
-            b.run_until(50_000, |b| {
-                got.extend(b.events(1, 2));
-                !got.is_empty()
-            }),
-            "message {tag} never arrived: out {:#x} free {}/{} done {}/{} inbox {} errors {}",
-            b.nodes[1].mcp.shared.rxfree.out(),
-            b.nodes[1].r32(reg(regs::RXFREE_PROD)),
-            b.nodes[1].r32(reg(regs::RXFREE_CONS)),
-            b.nodes[1].r32(reg(regs::RXDONE_PROD)),
-            b.nodes[1].r32(reg(regs::RXDONE_CONS)),
-            b.nodes[1].inbox.len(),
-            b.stat(1, Stat::Errors),
-        );
+        let got = b.await_events(1, 2, 50_000).unwrap_or_else(|| {
+            panic!(
+                "message {tag} never arrived: out {:#x} free {}/{} done {}/{} inbox {} errors {}",
+                b.nodes[1].mcp.shared.rxfree.out(),
+                b.nodes[1].r32(reg(regs::RXFREE_PROD)),
+                b.nodes[1].r32(reg(regs::RXFREE_CONS)),
+                b.nodes[1].r32(reg(regs::RXDONE_PROD)),
+                b.nodes[1].r32(reg(regs::RXDONE_CONS)),
+                b.nodes[1].inbox.len(),
+                b.stat(1, Stat::Errors),
+            )
+        });
         assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, tag));
         assert_eq!(b.read_host(1, got[0].addr, 3000), pattern(tag, 3000), "message {tag} intact");
     }
