@@ -24,7 +24,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nic_abi::map::SRAM_MIN;
+use nic_abi::map::{PORT_WINDOW, REGS_SIZE, SRAM_MIN};
 use nic_abi::{MAX_NODES, NUM_PORTS, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 
@@ -378,11 +378,14 @@ impl ClusterDir {
             let files = [
                 (dir.sram_path(node), manifest.sram_size),
                 (dir.host_path(node), manifest.host_size),
+                (dir.regs_path(node), REGS_SIZE as u64),
             ];
             let locks = (0..NUM_PORTS as u8).map(|p| (dir.port_lock_path(node, p), 0));
+            let windows =
+                (0..NUM_PORTS as u8).map(|p| (dir.window_path(node, p), PORT_WINDOW as u64));
             // Fresh inodes: whoever still maps or locks a stale cluster's
             // files keeps the old ones and cannot disturb the new cluster.
-            for (file, len) in files.into_iter().chain(locks) {
+            for (file, len) in files.into_iter().chain(locks).chain(windows) {
                 match fs::remove_file(&file) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -502,6 +505,22 @@ impl ClusterDir {
     /// The NIC's SRAM (QEMU's guest RAM in the qemu backend).
     pub fn sram_path(&self, node: u32) -> PathBuf {
         self.node_dir(node).join("sram")
+    }
+
+    /// The NIC's register block (`map::REGS`, one page): a file of its
+    /// own, so a host process can be given it read-only without the
+    /// rest of SRAM. The device process maps it over its place in
+    /// `sram` (`MappedFile::open_sram`); under qemu the guest sees it as
+    /// a shared-memory PCI device.
+    pub fn regs_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join("regs")
+    }
+
+    /// Port `port`'s window (`map::port_window`: control block + send
+    /// ring): a file of its own, the only part of SRAM the port's host
+    /// process maps. Placed over `sram` like `regs_path`.
+    pub fn window_path(&self, node: u32, port: u8) -> PathBuf {
+        self.node_dir(node).join(format!("port{port}.win"))
     }
 
     /// The node's host memory (bus address = file offset).
