@@ -9,6 +9,7 @@ mod clint;
 mod hw;
 #[cfg(feature = "defmt")]
 mod log;
+mod pci;
 #[cfg(feature = "selftest")]
 mod selftest;
 

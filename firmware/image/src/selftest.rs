@@ -25,6 +25,18 @@ pub fn run() -> ! {
     check(back == [1, 2, 3, 4, 5], "sram bytes");
     hw.store_u32(probe, 0xdead_beef);
     check(hw.load_u32(probe) == 0xdead_beef, "sram word");
+    // Bytes across the end of the port windows: the last ones in the
+    // window file (its BAR, when QEMU has the files), the next in RAM.
+    let edge = map::PORTS + nic_abi::NUM_PORTS as u32 * map::PORT_WINDOW;
+    hw.write(edge - 4, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let at = |a: usize| {
+        // SAFETY: a 4-aligned word of RAM or of a BAR `pci::map_files`
+        // mapped: always mapped; only read.
+        unsafe { core::ptr::read_volatile(a as *const u32) }
+    };
+    let (win, ram) = (at(hw.files_base() + edge as usize - 4), at(0x8000_0000 + edge as usize));
+    check(win == 0x0403_0201 && ram == 0x0807_0605, "bytes across a file's edge");
+    hw.write(edge - 4, &[0; 8]);
     // Out of bounds never faults: zero and ignored.
     check(hw.load_u32(u32::MAX - 3) == 0, "bounds");
     // The clock runs.

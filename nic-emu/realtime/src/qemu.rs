@@ -1,6 +1,11 @@
 //! QEMU as the NIC CPU: one `qemu-system-riscv64 -M virt` per NIC, its
 //! RAM the node's `sram` file (so guest address 0x8000_0000 + off is SRAM
-//! offset off), the node's `flash` file as the kernel, semihosting output
+//! offset off), except the register page and the port windows: the
+//! node's `regs` and `port<P>.win` files, shown to the guest as
+//! `ivshmem-plain` PCI devices (the register page at slot
+//! [`REGS_PCI_SLOT`], port P's window at `REGS_PCI_SLOT + 1 + P`), whose
+//! BARs the image maps at 0x4000_0000 + off (firmware/image/src/pci.rs).
+//! Then the node's `flash` file as the kernel, semihosting output
 //! (raw defmt frames) captured to `<node>/console.log` and QEMU's own
 //! messages to `<node>/qemu.log`.
 //!
@@ -20,6 +25,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use nic_abi::map::{PORT_WINDOW, REGS_SIZE};
+use nic_abi::NUM_PORTS;
 use nic_cluster_dir::ClusterDir;
 
 /// The QEMU board needs this much guest RAM for its device tree to land
@@ -49,6 +56,11 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 
 /// Guest physical address of SRAM offset 0 (QEMU virt's RAM base).
 pub const GUEST_RAM_BASE: u64 = 0x8000_0000;
+
+/// PCI slot (bus 0) of the `ivshmem-plain` device showing the node's
+/// `regs` file; port P's window file is at the slot `REGS_PCI_SLOT + 1 +
+/// P`. The image looks for them there (firmware/image/src/pci.rs).
+pub const REGS_PCI_SLOT: u32 = 1;
 
 /// Is `path` a firmware image the NIC CPU can boot? A 64-bit
 /// little-endian RISC-V executable ELF whose program headers lie inside
@@ -249,6 +261,22 @@ impl QemuSpec {
             .arg(dir.flash_path(node))
             .args(["-display", "none", "-serial", "none", "-monitor", "none", "-nodefaults"])
             .args(["-semihosting-config", "enable=on,target=native"]);
+        // The register page and the port windows: files of their own (a
+        // host process is given only its part), as shared-memory PCI
+        // devices at fixed slots.
+        let files = std::iter::once(("regs".to_string(), dir.regs_path(node), REGS_SIZE)).chain(
+            (0..NUM_PORTS as u8)
+                .map(|p| (format!("win{p}"), dir.window_path(node, p), PORT_WINDOW)),
+        );
+        for (slot, (id, path, size)) in (REGS_PCI_SLOT..).zip(files) {
+            c.arg("-object")
+                .arg(format!(
+                    "memory-backend-file,id={id},size={size},mem-path={},share=on",
+                    path.display()
+                ))
+                .arg("-device")
+                .arg(format!("ivshmem-plain,memdev={id},addr={slot}"));
+        }
         if let Some(port) = gdb_port {
             c.arg("-S").arg("-gdb").arg(format!("tcp:127.0.0.1:{port}"));
         }
