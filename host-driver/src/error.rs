@@ -87,6 +87,10 @@ pub enum ClusterFault {
     DeviceGone { pid: u32 },
     /// Another I/O failure.
     Io(std::io::ErrorKind),
+    /// The device process refused the request on the node's control
+    /// socket (e.g. this user may not use the cluster); the reason is in
+    /// the refusal (`LiveBackend::last_refusal`, the cluster's log).
+    Refused,
 }
 
 impl From<&ClusterError> for ClusterFault {
@@ -124,6 +128,9 @@ impl fmt::Display for ClusterFault {
                 write!(f, "the cluster's device process (pid {pid}) is not running")
             }
             ClusterFault::Io(kind) => write!(f, "I/O error: {kind}"),
+            ClusterFault::Refused => f.write_str(
+                "the node's control socket refused the request (LiveBackend::last_refusal says why)",
+            ),
         }
     }
 }

@@ -46,13 +46,13 @@ mod nic;
 mod port;
 
 pub use backend::{HostOp, NicBackend, Pio};
-pub use nic_cluster_dir::{cluster, mapped};
+pub use nic_cluster_dir::{cluster, control, mapped};
 
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};
 pub use flows::{FlowInfo, FlowKey, TraceRead};
-pub use live::{AttachOptions, IdlePolicy, LiveBackend};
+pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend};
 pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use multicast::{Algorithm, Group, Multicast, RelayPlan, Relayed, Scheme};

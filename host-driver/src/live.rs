@@ -33,15 +33,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use nic_abi::map::{
-    page_table, port_window, GROUPS, GROUP_ENTRIES, GROUP_ENTRY_SIZE, PAGE_TABLE_SIZE, PORT_WINDOW,
-};
+use std::os::unix::net::UnixStream;
+
+use nic_abi::map::{port_window, PORT_WINDOW, REGS, REGS_SIZE};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
 
 use crate::backend::{HostOp, NicBackend};
 use crate::cluster::{ClusterDir, NodeFile};
+use crate::control::{self, Reply, Request, SramWrite};
 use crate::error::ClusterFault;
 use crate::mapped::MappedFile;
 use crate::DriverError;
@@ -205,8 +206,14 @@ impl Default for AttachOptions {
 }
 
 struct Inner {
-    sram: MappedFile,
-    host: MappedFile,
+    /// The port's window (read-write), the register page (read-only) and
+    /// the port's slice of host memory (read-write): all this process
+    /// maps of the node, handed over by the device process.
+    window: MappedFile,
+    regs: MappedFile,
+    slice: MappedFile,
+    /// The node's control socket, and writes waiting to go through it.
+    ctl: Mutex<Ctl>,
     cluster: PathBuf,
     /// The device process serving the cluster.
     device_pid: u32,
@@ -218,14 +225,49 @@ struct Inner {
     alloc: Mutex<FirstFit>,
     idle: IdlePolicy,
     refused: AtomicU64,
+    last_refusal: Mutex<Option<String>>,
     bad_frees: AtomicU64,
-    /// The flock on port<P>.lock; released when this closes.
-    _lock: File,
+    /// The flock on port<P>.lock, if this user may open it; released when
+    /// this closes.
+    _lock: Option<File>,
+}
+
+/// The control connection: it holds the port while it lasts.
+struct Ctl {
+    s: UnixStream,
+    /// Writes to SRAM outside the window (page table, group table),
+    /// sent in one request before the next access that could depend on
+    /// them (a store into the window, a doorbell, a read through the
+    /// socket).
+    pending: Vec<SramWrite>,
+    pending_bytes: usize,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// How long a request on the control socket may take.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Pending privileged writes beyond this many bytes go at once.
+const PENDING_MAX: usize = 256 * 1024;
+
+/// Where an SRAM access lands for this process.
+enum Place {
+    /// In the port's window, at this offset of it.
+    Window(u64),
+    /// In the register page, at this offset of it (read-only).
+    Regs(u64),
+    /// Elsewhere: through the control socket.
+    Remote,
 }
 
 /// A host process's view of one port of one NIC of a running cluster.
-/// Cheap to clone (an `Arc`); the port lock is held until the last clone
-/// is dropped. `Send + Sync`.
+/// Cheap to clone (an `Arc`); the port is held until the last clone is
+/// dropped. `Send + Sync`.
 #[derive(Clone)]
 pub struct LiveBackend {
     inner: Arc<Inner>,
@@ -252,6 +294,15 @@ fn fault(file: NodeFile, e: &io::Error) -> DriverError {
     DriverError::Cluster(ClusterFault::BadFile { file, io: Some(e.kind()) })
 }
 
+/// Why the last attach in this process was refused by a control socket.
+static ATTACH_REFUSAL: Mutex<Option<String>> = Mutex::new(None);
+
+/// The reason the device process gave for the last refused attach in
+/// this process (`ClusterFault::Refused`, `PortBusy`), if any.
+pub fn last_attach_refusal() -> Option<String> {
+    ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 impl LiveBackend {
     /// Attach to port `port` of node `node` of the cluster named (or at the
     /// path) `cluster`, with default options. Fails with `PortBusy` if
@@ -261,7 +312,9 @@ impl LiveBackend {
         LiveBackend::attach_with(&dir, node, port, &AttachOptions::default())
     }
 
-    /// Attach to an opened cluster directory.
+    /// Attach to an opened cluster directory: take the port's lock (where
+    /// this user may), ask the node's control socket for the port, and
+    /// map the three descriptors it hands over.
     pub fn attach_with(
         dir: &ClusterDir,
         node: u32,
@@ -277,38 +330,75 @@ impl LiveBackend {
             return Err(DriverError::Cluster(ClusterFault::DeviceGone { pid: m.pid }));
         }
 
-        let lock = take_lock(&dir.port_lock_path(node, port), port, opts.lock_retry)?;
+        let lock = match take_lock(&dir.port_lock_path(node, port), port, opts.lock_retry) {
+            Ok(l) => Some(l),
+            // Another user's process: the control socket alone holds the
+            // port for it.
+            Err(DriverError::Cluster(ClusterFault::BadFile {
+                io: Some(io::ErrorKind::PermissionDenied),
+                ..
+            })) => None,
+            Err(e) => return Err(e),
+        };
 
-        let sram = MappedFile::open(&dir.sram_path(node)).map_err(|e| fault(NodeFile::Sram, &e))?;
-        if sram.len() != m.sram_size {
-            return Err(DriverError::Cluster(ClusterFault::BadFile {
-                file: NodeFile::Sram,
-                io: None,
-            }));
+        let ctl_err = |e: &io::Error| fault(NodeFile::Control, e);
+        let s = UnixStream::connect(dir.control_socket_path(node)).map_err(|e| ctl_err(&e))?;
+        s.set_read_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
+        s.set_write_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
+        let (reply, fds) = control::call(&s, &Request::Attach { port }).map_err(|e| ctl_err(&e))?;
+        let (slice_start, slice_len) = match reply {
+            Reply::Attached { slice_start, slice_len } => (slice_start, slice_len),
+            Reply::Refused { why } => {
+                let busy = why.contains("held by another process");
+                *ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                return Err(if busy {
+                    DriverError::PortBusy(port)
+                } else {
+                    DriverError::Cluster(ClusterFault::Refused)
+                });
+            }
+            _ => return Err(DriverError::Cluster(ClusterFault::Refused)),
+        };
+        let [window, regs, slice]: [std::os::fd::OwnedFd; 3] = fds.try_into().map_err(|_| {
+            DriverError::Cluster(ClusterFault::BadFile { file: NodeFile::Control, io: None })
+        })?;
+        let map = |fd: std::os::fd::OwnedFd, file: NodeFile, path: PathBuf, w: bool| {
+            MappedFile::from_file(File::from(fd), &path, w).map_err(|e| fault(file, &e))
+        };
+        let window = map(window, NodeFile::Window, dir.window_path(node, port), true)?;
+        let regs = map(regs, NodeFile::Regs, dir.regs_path(node), false)?;
+        let slice = map(slice, NodeFile::Slice, dir.slice_path(node, port), true)?;
+        let sizes_ok = window.len() == PORT_WINDOW as u64
+            && regs.len() == REGS_SIZE as u64
+            && slice.len() == slice_len;
+        if !sizes_ok {
+            let file = if window.len() != PORT_WINDOW as u64 {
+                NodeFile::Window
+            } else if regs.len() != REGS_SIZE as u64 {
+                NodeFile::Regs
+            } else {
+                NodeFile::Slice
+            };
+            return Err(DriverError::Cluster(ClusterFault::BadFile { file, io: None }));
         }
-        let host = MappedFile::open(&dir.host_path(node)).map_err(|e| fault(NodeFile::Host, &e))?;
-        if host.len() != m.host_size {
-            return Err(DriverError::Cluster(ClusterFault::BadFile {
-                file: NodeFile::Host,
-                io: None,
-            }));
-        }
-        let (start, len) = dir.port_slice(port);
         // Bus address 0 is never handed out (it reads as "no buffer").
-        let alloc = FirstFit::new(start.max(PAGE_SIZE), start + len);
+        let alloc = FirstFit::new(slice_start.max(PAGE_SIZE), slice_start + slice_len);
         let be = LiveBackend {
             inner: Arc::new(Inner {
-                sram,
-                host,
+                window,
+                regs,
+                slice,
+                ctl: Mutex::new(Ctl { s, pending: Vec::new(), pending_bytes: 0 }),
                 cluster: dir.path().to_path_buf(),
                 device_pid: m.pid,
                 node,
                 port,
-                slice_start: start,
-                slice_end: start + len,
+                slice_start,
+                slice_end: slice_start + slice_len,
                 alloc: Mutex::new(alloc),
                 idle: opts.idle,
                 refused: AtomicU64::new(0),
+                last_refusal: Mutex::new(None),
                 bad_frees: AtomicU64::new(0),
                 _lock: lock,
             }),
@@ -317,10 +407,10 @@ impl LiveBackend {
         Ok(be)
     }
 
-    /// We hold the lock, so no live process holds the port. If its STATE
-    /// still says open, its holder died: close it. Then wait until the
-    /// firmware stops serving any earlier generation, since it may still
-    /// write into memory of the slice we are about to hand out again.
+    /// We hold the port, so no live process does. If its STATE still says
+    /// open, its holder died: close it. Then wait until the firmware stops
+    /// serving any earlier generation, since it may still write into
+    /// memory of the slice we are about to hand out again.
     fn take_over(&self, timeout: Duration) -> Result<(), DriverError> {
         let p = self.inner.port as usize;
         if self.sram_load_u32(port_reg(p, pcb::STATE)) == pcb::STATE_OPEN {
@@ -368,10 +458,16 @@ impl LiveBackend {
         self.lock_alloc().free_bytes()
     }
 
-    /// Accesses refused so far: out of the file, or outside what this port
-    /// may touch (they read zero, writes were dropped).
+    /// Accesses refused so far: outside what this process maps and
+    /// refused by the control socket, or outside the file (they read
+    /// zero, writes were dropped).
     pub fn refused_accesses(&self) -> u64 {
         self.inner.refused.load(Ordering::Relaxed)
+    }
+
+    /// Why the last refused access was refused.
+    pub fn last_refusal(&self) -> Option<String> {
+        self.inner.last_refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// `free_dma` calls that matched no allocation (ignored).
@@ -379,33 +475,134 @@ impl LiveBackend {
         self.inner.bad_frees.load(Ordering::Relaxed)
     }
 
+    /// Send the privileged writes made so far (page-table entries, group
+    /// entries) to the device process and wait until they are applied.
+    /// Done by itself before any access that could depend on them.
+    pub fn flush(&self) -> Result<(), DriverError> {
+        self.inner.flush()
+    }
+
     fn lock_alloc(&self) -> std::sync::MutexGuard<'_, FirstFit> {
         self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn refuse(&self) {
-        self.inner.refused.fetch_add(1, Ordering::Relaxed);
+    fn refuse(&self, why: impl FnOnce() -> String) {
+        self.inner.refuse(why)
     }
 
-    /// May this process write `[off, off + len)` of SRAM? Its port window,
-    /// its page table, the multicast group table, and the host-owned
-    /// registers.
-    fn sram_writable(&self, off: u32, len: usize) -> bool {
-        let p = self.inner.port as usize;
+    /// Where `[off, off + len)` of SRAM is for this process.
+    fn place(&self, off: u32, len: usize) -> Place {
         let (off, end) = (off as u64, off as u64 + len as u64);
-        let inside =
-            |start: u32, size: u32| off >= start as u64 && end <= start as u64 + size as u64;
-        inside(port_window(p), PORT_WINDOW)
-            || inside(page_table(p), PAGE_TABLE_SIZE)
-            || inside(GROUPS, GROUP_ENTRIES * GROUP_ENTRY_SIZE)
-            || inside(reg(regs::HOST_DOORBELL), 4)
-            || inside(reg(regs::TRACE_ENABLE), 4)
+        let win = port_window(self.inner.port as usize) as u64;
+        if off >= win && end <= win + PORT_WINDOW as u64 {
+            Place::Window(off - win)
+        } else if off >= REGS as u64 && end <= REGS as u64 + REGS_SIZE as u64 {
+            Place::Regs(off - REGS as u64)
+        } else {
+            Place::Remote
+        }
     }
 
-    /// Is `[bus, bus + len)` inside this port's slice?
-    fn host_ok(&self, bus: u64, len: usize) -> bool {
-        bus >= self.inner.slice_start
-            && bus.checked_add(len as u64).is_some_and(|end| end <= self.inner.slice_end)
+    /// Is `[bus, bus + len)` inside this port's slice? Its offset there.
+    fn host_off(&self, bus: u64, len: usize) -> Option<u64> {
+        let end = bus.checked_add(len as u64)?;
+        (bus >= self.inner.slice_start && end <= self.inner.slice_end)
+            .then(|| bus - self.inner.slice_start)
+    }
+
+    /// Read SRAM outside the window and register page, through the
+    /// control socket. Refused: zeros.
+    fn remote_read(&self, off: u32, buf: &mut [u8]) {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let n = (buf.len() - done).min(control::MAX_READ as usize);
+            let at = off.wrapping_add(done as u32);
+            match self.inner.request(&Request::Read { off: at, len: n as u32 }) {
+                Ok(Reply::Data { bytes }) if bytes.len() == n => {
+                    buf[done..done + n].copy_from_slice(&bytes)
+                }
+                Ok(Reply::Refused { why }) => {
+                    buf[done..].fill(0);
+                    self.refuse(|| why);
+                    return;
+                }
+                Ok(other) => {
+                    buf[done..].fill(0);
+                    self.refuse(|| format!("control socket: unexpected reply {other:?}"));
+                    return;
+                }
+                Err(e) => {
+                    buf[done..].fill(0);
+                    self.refuse(|| format!("control socket: {e}"));
+                    return;
+                }
+            }
+            done += n;
+        }
+    }
+
+    /// Queue a write outside the window and register page for the
+    /// control socket (sent at the next flush).
+    fn remote_write(&self, off: u32, data: &[u8]) {
+        let full = {
+            let mut c = self.inner.lock_ctl();
+            c.pending.push(SramWrite { off, data: data.to_vec() });
+            c.pending_bytes += data.len() + 16;
+            c.pending_bytes >= PENDING_MAX
+        };
+        if full {
+            let _ = self.flush();
+        }
+    }
+}
+
+impl Inner {
+    fn lock_ctl(&self) -> std::sync::MutexGuard<'_, Ctl> {
+        self.ctl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refuse(&self, why: impl FnOnce() -> String) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        *self.last_refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(why());
+    }
+
+    /// Send the pending writes; count each the device refused.
+    fn flush(&self) -> Result<(), DriverError> {
+        let mut c = self.lock_ctl();
+        if c.pending.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(&mut c.pending);
+        c.pending_bytes = 0;
+        let r = control::call(&c.s, &Request::Write { writes });
+        drop(c);
+        match r {
+            Ok((Reply::Written { refused }, _)) => {
+                for (_, why) in refused {
+                    self.refuse(|| why);
+                }
+                Ok(())
+            }
+            Ok((Reply::Refused { why }, _)) => {
+                self.refuse(|| why);
+                Err(DriverError::Cluster(ClusterFault::Refused))
+            }
+            Ok((other, _)) => {
+                self.refuse(|| format!("control socket: unexpected reply {other:?}"));
+                Err(DriverError::Cluster(ClusterFault::Refused))
+            }
+            Err(e) => {
+                self.refuse(|| format!("control socket: {e}"));
+                Err(fault(NodeFile::Control, &e))
+            }
+        }
+    }
+
+    /// One request after the pending writes.
+    fn request(&self, req: &Request) -> io::Result<Reply> {
+        let _ = self.flush();
+        let c = self.lock_ctl();
+        control::call(&c.s, req).map(|(r, _)| r)
     }
 }
 
@@ -434,65 +631,114 @@ fn take_lock(path: &Path, port: u8, retry: Duration) -> Result<File, DriverError
 
 impl NicBackend for LiveBackend {
     fn sram_read(&self, off: u32, buf: &mut [u8]) {
-        if !self.inner.sram.read(off as u64, buf) {
-            self.refuse();
+        let ok = match self.place(off, buf.len()) {
+            Place::Window(o) => self.inner.window.read(o, buf),
+            Place::Regs(o) => self.inner.regs.read(o, buf),
+            Place::Remote => {
+                self.remote_read(off, buf);
+                true
+            }
+        };
+        if !ok {
+            self.refuse(|| format!("SRAM {off:#x}+{} is outside the NIC's memory", buf.len()));
         }
     }
 
     fn sram_write(&self, off: u32, data: &[u8]) {
-        if !self.sram_writable(off, data.len()) || !self.inner.sram.write(off as u64, data) {
-            self.refuse();
+        match self.place(off, data.len()) {
+            Place::Window(o) => {
+                let _ = self.inner.flush();
+                if !self.inner.window.write(o, data) {
+                    self.refuse(|| format!("SRAM {off:#x}+{}: outside the window", data.len()));
+                }
+            }
+            // The register page is mapped read-only; the device process
+            // decides on a write there (TRACE_ENABLE is the host's).
+            Place::Regs(_) | Place::Remote => self.remote_write(off, data),
         }
     }
 
     fn sram_load_u32(&self, off: u32) -> u32 {
-        self.inner.sram.load_u32(off as u64).unwrap_or_else(|| {
-            self.refuse();
+        let v = match self.place(off, 4) {
+            Place::Window(o) => self.inner.window.load_u32(o),
+            Place::Regs(o) => self.inner.regs.load_u32(o),
+            Place::Remote => {
+                let mut b = [0u8; 4];
+                self.remote_read(off, &mut b);
+                Some(u32::from_le_bytes(b))
+            }
+        };
+        v.unwrap_or_else(|| {
+            self.refuse(|| format!("SRAM {off:#x}: outside the NIC's memory"));
             0
         })
     }
 
     fn sram_store_u32(&self, off: u32, v: u32) {
-        if !self.sram_writable(off, 4) || !self.inner.sram.store_u32(off as u64, v) {
-            self.refuse();
+        match self.place(off, 4) {
+            Place::Window(o) => {
+                let _ = self.inner.flush();
+                if !self.inner.window.store_u32(o, v) {
+                    self.refuse(|| format!("SRAM {off:#x}: outside the window"));
+                }
+            }
+            _ => self.sram_write(off, &v.to_le_bytes()),
         }
     }
 
     fn sram_load_u64(&self, off: u32) -> u64 {
-        self.inner.sram.load_u64(off as u64).unwrap_or_else(|| {
-            self.refuse();
+        let v = match self.place(off, 8) {
+            Place::Window(o) => self.inner.window.load_u64(o),
+            Place::Regs(o) => self.inner.regs.load_u64(o),
+            Place::Remote => {
+                let mut b = [0u8; 8];
+                self.remote_read(off, &mut b);
+                Some(u64::from_le_bytes(b))
+            }
+        };
+        v.unwrap_or_else(|| {
+            self.refuse(|| format!("SRAM {off:#x}: outside the NIC's memory"));
             0
         })
     }
 
     fn sram_store_u64(&self, off: u32, v: u64) {
-        if !self.sram_writable(off, 8) || !self.inner.sram.store_u64(off as u64, v) {
-            self.refuse();
+        match self.place(off, 8) {
+            Place::Window(o) => {
+                let _ = self.inner.flush();
+                if !self.inner.window.store_u64(o, v) {
+                    self.refuse(|| format!("SRAM {off:#x}: outside the window"));
+                }
+            }
+            _ => self.sram_write(off, &v.to_le_bytes()),
         }
     }
 
     fn host_read(&self, bus: u64, buf: &mut [u8]) {
-        if !self.host_ok(bus, buf.len()) || !self.inner.host.read(bus, buf) {
+        let ok = self.host_off(bus, buf.len()).is_some_and(|o| self.inner.slice.read(o, buf));
+        if !ok {
             buf.fill(0);
-            self.refuse();
+            self.refuse(|| format!("host memory {bus:#x}+{}: outside the port's slice", buf.len()));
         }
     }
 
     fn host_write(&self, bus: u64, data: &[u8]) {
-        if !self.host_ok(bus, data.len()) || !self.inner.host.write(bus, data) {
-            self.refuse();
+        let ok = self.host_off(bus, data.len()).is_some_and(|o| self.inner.slice.write(o, data));
+        if !ok {
+            self.refuse(|| {
+                format!("host memory {bus:#x}+{}: outside the port's slice", data.len())
+            });
         }
     }
 
     fn host_load_u32(&self, bus: u64) -> u32 {
-        if !self.host_ok(bus, 4) {
-            self.refuse();
-            return 0;
+        match self.host_off(bus, 4).and_then(|o| self.inner.slice.load_u32(o)) {
+            Some(v) => v,
+            None => {
+                self.refuse(|| format!("host memory {bus:#x}+4: outside the port's slice"));
+                0
+            }
         }
-        self.inner.host.load_u32(bus).unwrap_or_else(|| {
-            self.refuse();
-            0
-        })
     }
 
     fn alloc_dma(&self, len: u64) -> Option<u64> {
@@ -519,10 +765,13 @@ impl NicBackend for LiveBackend {
         }
     }
 
-    /// `HOST_DOORBELL += 1`, one atomic add in the mapping.
+    /// The window's `DOORBELL += 1`, one atomic add in the mapping
+    /// (after the pending privileged writes).
     fn doorbell(&self) {
-        if self.inner.sram.fetch_add_u32(reg(regs::HOST_DOORBELL) as u64, 1).is_none() {
-            self.refuse();
+        let _ = self.inner.flush();
+        let off = port_reg(0, pcb::DOORBELL) - port_window(0);
+        if self.inner.window.fetch_add_u32(off as u64, 1).is_none() {
+            self.refuse(|| "the window's doorbell is out of reach".into());
         }
     }
 

@@ -16,8 +16,8 @@ use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
 use host_driver::{
-    AttachOptions, ClusterFault, DriverError, Event, LiveBackend, MappedFile, Nic, NicBackend,
-    PortOptions, Priority, SendStatus,
+    AttachOptions, ClusterFault, DriverError, Event, LiveBackend, Nic, NicBackend, PortOptions,
+    Priority, SendStatus,
 };
 use host_programs::bench::StreamRole;
 use host_programs::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
@@ -235,22 +235,30 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     be.sram_write(page_table(1), &[1; 16]);
     be.sram_write(map::SRAM_MIN - 2, &[1; 4]);
     be.sram_write(port_window(2) + PORT_WINDOW - 4, &[1; 8]); // straddles out of the window
+                                                              // Writes outside the window go to the device process, which refuses
+                                                              // these (each named) when they are sent.
+    assert_eq!(be.refused_accesses(), 3);
+    be.flush().unwrap();
     assert_eq!(be.refused_accesses(), 8);
+    assert!(be.last_refusal().unwrap().contains("port 2 may not write"), "{:?}", be.last_refusal());
     assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(0));
     assert_eq!(sram.load_u32(reg(regs::FW_STATUS) as u64), Some(regs::FW_RUNNING));
     // What the port owns is writable.
     be.sram_store_u32(port_reg(2, pcb::EVQ_LEN), 64);
     be.sram_store_u64(page_table(2) + 16, 0x1234_5678_9ABC_DEF0);
     be.sram_store_u32(reg(regs::TRACE_ENABLE), 1);
+    be.flush().unwrap();
     assert_eq!(sram.load_u32(port_reg(2, pcb::EVQ_LEN) as u64), Some(64));
     assert_eq!(sram.load_u64(page_table(2) as u64 + 16), Some(0x1234_5678_9ABC_DEF0));
     assert_eq!(be.refused_accesses(), 8);
     // The multicast group table (the driver installs groups), but not the
     // firmware's child lists after it.
     be.sram_store_u32(map::group_entry(3) + 4, 0x55);
+    be.flush().unwrap();
     assert_eq!(sram.load_u32(map::group_entry(3) as u64 + 4), Some(0x55));
     assert_eq!(be.refused_accesses(), 8);
     be.sram_write(map::MCAST_LISTS - 2, &[1; 4]);
+    be.flush().unwrap();
     assert_eq!(be.refused_accesses(), 9);
     assert_eq!(sram.load_u32(map::MCAST_LISTS as u64), Some(0));
     // Host memory outside the slice, and huge addresses.
@@ -289,7 +297,12 @@ fn doorbells_from_many_threads_and_ports_all_count() {
     let c = cluster("doorbell", 1, Regs::default());
     let a = attach(&c, 0, 0).unwrap();
     let b = attach(&c, 0, 1).unwrap();
-    let before = a.sram_load_u32(reg(regs::HOST_DOORBELL));
+    // Each port rings its own window's doorbell (the only SRAM page it
+    // may write).
+    let bells = || {
+        a.sram_load_u32(port_reg(0, pcb::DOORBELL)) + b.sram_load_u32(port_reg(1, pcb::DOORBELL))
+    };
+    let before = bells();
     std::thread::scope(|s| {
         for be in [&a, &b, &a, &b] {
             s.spawn(move || {
@@ -299,7 +312,7 @@ fn doorbells_from_many_threads_and_ports_all_count() {
             });
         }
     });
-    assert_eq!(a.sram_load_u32(reg(regs::HOST_DOORBELL)), before + 40_000);
+    assert_eq!(bells(), before + 40_000);
 }
 
 #[test]
@@ -405,7 +418,10 @@ fn send_and_receive_through_the_mapped_files() {
     let mut back = [0u8; 40];
     pb.read(&rx, 0, &mut back).unwrap();
     assert_eq!(back, [0x42; 40]);
-    assert!(sram(&c, 0).load_u32(reg(regs::HOST_DOORBELL) as u64).unwrap() > 0);
+    let bells: u32 = (0..nic_abi::NUM_PORTS)
+        .map(|p| sram(&c, 0).load_u32(port_reg(p, pcb::DOORBELL) as u64).unwrap())
+        .sum();
+    assert!(bells > 0);
     assert_eq!(a.refused_accesses(), 0);
 }
 
@@ -637,7 +653,7 @@ fn stream_index_check_catches_order_only() {
 #[test]
 fn mapped_file_copies_any_offset_and_length() {
     let c = cluster("copies", 1, Regs::default());
-    let m = MappedFile::open(&c.dir().host_path(0)).unwrap();
+    let m = c.dir().map_host(0).unwrap();
     assert_eq!(m.len(), HOST);
     for off in 0..17u64 {
         for len in [0usize, 1, 3, 4, 5, 8, 9, 15, 16, 17, 100] {

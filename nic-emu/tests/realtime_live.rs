@@ -6,7 +6,7 @@ mod rt;
 use std::time::{Duration, Instant};
 
 use host_driver::cluster::{ClusterBackend, ClusterDir};
-use host_driver::MappedFile;
+
 use nic_abi::map;
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
@@ -24,7 +24,7 @@ fn a_live_cluster_is_published_reset_as_the_sim_resets_and_removed_at_stop() {
     let p = Profile::load("lanai9-gm").unwrap();
     let layout = Topology::Star.layout(3, p.switch.ports as usize).unwrap();
     for node in 0..3u32 {
-        let s = MappedFile::open(&d.sram_path(node)).unwrap();
+        let s = d.map_sram(node).unwrap();
         let r32 = |r| s.load_u32(reg(r) as u64).unwrap();
         assert_eq!(r32(regs::MAGIC), regs::MAGIC_VALUE);
         assert_eq!(r32(regs::NODE_ID), node);

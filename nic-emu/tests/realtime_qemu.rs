@@ -9,7 +9,6 @@ mod rt;
 use std::time::{Duration, Instant};
 
 use host_driver::cluster::{ClusterBackend, ClusterDir};
-use host_driver::MappedFile;
 use nic_abi::map;
 use nic_abi::regs::{self, reg};
 use nic_emu::realtime::{qemu, RtCluster, RtConfig, RtError};
@@ -22,7 +21,7 @@ fn a_qemu_cluster_boots_the_image_from_flash_with_the_device_tree_above_the_map(
     assert!(d.manifest().sram_size >= qemu::QEMU_SRAM_MIN);
     for node in 0..2u32 {
         assert!(c.qemu_pid(node as usize).is_some());
-        let s = MappedFile::open(&d.sram_path(node)).unwrap();
+        let s = d.map_sram(node).unwrap();
         assert_eq!(s.load_u32(reg(regs::FW_STATUS) as u64), Some(regs::FW_RUNNING));
         // QEMU's device tree (magic d00dfeed, big-endian) sits above the map.
         let fdt = qemu::fdt_offset(d.manifest().sram_size);
@@ -81,12 +80,8 @@ fn reflashing_a_qemu_nic_restarts_its_guest_and_peers_recover() {
     assert_eq!(c.nic_stats(1).counters.resets, 1);
     // A new boot, whose stream nonce differs from the last one's even
     // though its guest's clock started again from zero.
-    let boots = |n: u32| {
-        MappedFile::open(&c.dir().sram_path(n))
-            .unwrap()
-            .load_u32(reg(regs::BOOT_COUNT) as u64)
-            .unwrap()
-    };
+    let boots =
+        |n: u32| c.dir().map_sram(n).unwrap().load_u32(reg(regs::BOOT_COUNT) as u64).unwrap();
     assert_eq!((boots(0), boots(1)), (1, 2));
     assert_eq!(c.qemu_pid(0).map(|_| c.nic_stats(0).counters.resets), Some(0));
     rt::pingpong(c.path(), (0, 1), (1, 1), 8, 20);

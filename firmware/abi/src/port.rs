@@ -39,6 +39,11 @@ pub const EVQ_PRODUCED: u32 = 0x28; // u32 fw
 /// model (on the real-time backends: the device process and, under qemu,
 /// the node's guest) is alive; 0 and still where nothing beats (the sim).
 pub const HEARTBEAT: u32 = 0x2C; // u32 device
+/// Host: the port's doorbell, added to after posting or changing STATE
+/// (`regs::HOST_DOORBELL`'s contract, in the one page of SRAM a host
+/// process may write). The firmware polls and never needs it; it only
+/// wakes an idle device.
+pub const DOORBELL: u32 = 0x30; // u32 host
 
 /// How often the device advances `HEARTBEAT`.
 pub const HEARTBEAT_PERIOD_MS: u64 = 10;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::protocol::{decode, encode, AgentReply, Refused, Reply, Request};
 use crate::socket::{serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT};
-use host_driver::{ClusterDir, MappedFile};
+use host_driver::ClusterDir;
 use nic_abi::map;
 
 use crate::calibration::Calibration;
@@ -87,8 +87,7 @@ pub struct BrmServer {
 fn check_routes(dir: &ClusterDir, layout: &Layout) -> Result<(), String> {
     let n = dir.nodes();
     for s in 0..n {
-        let sram = MappedFile::open(&dir.sram_path(s))
-            .map_err(|e| format!("{}: {e}", dir.sram_path(s).display()))?;
+        let sram = dir.map_sram(s).map_err(|e| format!("{}: {e}", dir.sram_path(s).display()))?;
         for d in (0..n).filter(|&d| d != s) {
             let want = layout.route(s as usize, d as usize);
             let mut e = vec![0u8; 1 + want.len()];

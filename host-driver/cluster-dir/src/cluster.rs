@@ -24,7 +24,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nic_abi::map::{PORT_WINDOW, REGS_SIZE, SRAM_MIN};
+use nic_abi::map::{port_window, PORT_WINDOW, REGS, REGS_SIZE, SRAM_MIN};
+
+use crate::mapped::MappedFile;
 use nic_abi::{MAX_NODES, NUM_PORTS, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +105,13 @@ pub struct ClusterManifest {
     pub pid: u32,
     /// When the cluster was created, seconds since the Unix epoch.
     pub created: u64,
+    /// Users (uids) besides the cluster's owner and root whose host
+    /// programs may use the cluster, through its control sockets only.
+    /// Non-empty: the directories are reachable but not listable by
+    /// others (rwx--x--x) and cluster.toml readable (rw-r--r--); every
+    /// node file stays the owner's alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<u32>,
 }
 
 impl ClusterManifest {
@@ -125,6 +134,7 @@ impl ClusterManifest {
             host_size,
             pid: std::process::id(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            users: Vec::new(),
         }
     }
 
@@ -175,6 +185,13 @@ pub enum NodeFile {
     Host,
     PortLock,
     Flash,
+    /// The control socket (`control.sock`).
+    Control,
+    /// A port's window, the register page or a port's slice of host
+    /// memory, as the control socket hands them out.
+    Window,
+    Regs,
+    Slice,
 }
 
 impl NodeFile {
@@ -184,6 +201,10 @@ impl NodeFile {
             NodeFile::Host => "host",
             NodeFile::PortLock => "port lock",
             NodeFile::Flash => "flash",
+            NodeFile::Control => "control socket",
+            NodeFile::Window => "port window",
+            NodeFile::Regs => "register page",
+            NodeFile::Slice => "host-memory slice",
         }
     }
 }
@@ -311,11 +332,13 @@ pub fn pid_alive(pid: u32) -> bool {
 pub const PRIVATE: u32 = 0o600;
 
 /// Create `path` (and its parents) if missing, and make it the owner's
-/// alone (rwx------).
-fn private_dir(path: &Path) -> Result<(), ClusterError> {
+/// alone (rwx------), or, when `reachable`, let others pass through it
+/// to a name they know (rwx--x--x: no listing).
+fn private_dir(path: &Path, reachable: bool) -> Result<(), ClusterError> {
     use std::os::unix::fs::PermissionsExt;
     fs::create_dir_all(path).map_err(io_err(path))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io_err(path))
+    let mode = if reachable { 0o711 } else { 0o700 };
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err(path))
 }
 
 /// An opened (or freshly created) cluster directory: its path and manifest.
@@ -370,11 +393,12 @@ impl ClusterDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&mpath)(e)),
         }
-        private_dir(path)?;
+        let reachable = !manifest.users.is_empty();
+        private_dir(path, reachable)?;
         let dir = ClusterDir { path: path.to_path_buf(), manifest: manifest.clone() };
         for node in 0..manifest.nodes {
             let nd = dir.node_dir(node);
-            private_dir(&nd)?;
+            private_dir(&nd, reachable)?;
             let files = [
                 (dir.sram_path(node), manifest.sram_size),
                 (dir.host_path(node), manifest.host_size),
@@ -383,9 +407,11 @@ impl ClusterDir {
             let locks = (0..NUM_PORTS as u8).map(|p| (dir.port_lock_path(node, p), 0));
             let windows =
                 (0..NUM_PORTS as u8).map(|p| (dir.window_path(node, p), PORT_WINDOW as u64));
+            let slices =
+                (0..NUM_PORTS as u8).map(|p| (dir.slice_path(node, p), manifest.port_slice_len()));
             // Fresh inodes: whoever still maps or locks a stale cluster's
             // files keeps the old ones and cannot disturb the new cluster.
-            for (file, len) in files.into_iter().chain(locks).chain(windows) {
+            for (file, len) in files.into_iter().chain(locks).chain(windows).chain(slices) {
                 match fs::remove_file(&file) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -410,11 +436,12 @@ impl ClusterDir {
         let tmp = self.path.join(format!(".{MANIFEST_FILE}.{}.tmp", std::process::id()));
         let text = toml::to_string(&self.manifest)
             .map_err(|e| ClusterError::BadManifest { path: mpath.clone(), why: e.to_string() })?;
+        let mode = if self.manifest.users.is_empty() { PRIVATE } else { 0o644 };
         let mut f = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(PRIVATE)
+            .mode(mode)
             .open(&tmp)
             .map_err(io_err(&tmp))?;
         f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
@@ -521,6 +548,42 @@ impl ClusterDir {
     /// process maps. Placed over `sram` like `regs_path`.
     pub fn window_path(&self, node: u32, port: u8) -> PathBuf {
         self.node_dir(node).join(format!("port{port}.win"))
+    }
+
+    /// The node's control socket (`control`): the device process listens
+    /// there; host processes attach to a port through it.
+    pub fn control_socket_path(&self, node: u32) -> PathBuf {
+        self.node_dir(node).join(crate::control::CONTROL_SOCKET)
+    }
+
+    /// Port `port`'s slice of the node's host memory (`port_slice`): a
+    /// file of its own, the only host memory the port's host process
+    /// maps. Placed over `host` like `window_path` over `sram`.
+    pub fn slice_path(&self, node: u32, port: u8) -> PathBuf {
+        self.node_dir(node).join(format!("port{port}.mem"))
+    }
+
+    /// Map node `node`'s whole SRAM as the device process sees it: the
+    /// `sram` file with the register page (`regs_path`) and every port
+    /// window (`window_path`) over their places. For the device process
+    /// and the cluster's owner's tools; never for a host program.
+    pub fn map_sram(&self, node: u32) -> io::Result<MappedFile> {
+        let mut parts = vec![(REGS as u64, self.regs_path(node))];
+        parts.extend(
+            (0..NUM_PORTS as u8)
+                .map(|p| (port_window(p as usize) as u64, self.window_path(node, p))),
+        );
+        MappedFile::open_overlaid(&self.sram_path(node), &parts)
+    }
+
+    /// Map node `node`'s whole host memory (bus address = offset): the
+    /// `host` file with every port's slice file over its place. For the
+    /// device process (its DMA engines) and the owner's tools.
+    pub fn map_host(&self, node: u32) -> io::Result<MappedFile> {
+        let parts: Vec<_> = (0..NUM_PORTS as u8)
+            .map(|p| (self.port_slice(p).0, self.slice_path(node, p)))
+            .collect();
+        MappedFile::open_overlaid(&self.host_path(node), &parts)
     }
 
     /// The node's host memory (bus address = file offset).

@@ -5,6 +5,9 @@
 //!
 //! - [`cluster`]: the cluster directory's layout and manifest
 //!   (`docs/design/cluster-dir.md`): paths, port slices, locks, liveness.
+//! - [`control`]: the per-node control socket's messages and frames
+//!   (descriptors passed along): how a host process asks the device
+//!   process for its port.
 //! - [`mapped`]: [`MappedFile`], a node file mapped shared, reached only
 //!   through bounds-checked atomic accesses; it implements
 //!   `nic_abi::sram::Sram`. The only module with `unsafe`.
@@ -15,6 +18,7 @@
 #![deny(unsafe_code)]
 
 pub mod cluster;
+pub mod control;
 #[allow(unsafe_code)]
 pub mod mapped;
 

@@ -91,8 +91,19 @@ pub struct MappedFile {
     map: MmapRaw,
     len: usize,
     path: PathBuf,
-    /// Held open for the guard, which restores the size through it.
+    /// False: mapped read-only; every store is refused (returns false).
+    writable: bool,
+    /// The file, and every file laid over a part of it (`open_overlaid`).
+    parts: Vec<Part>,
+}
+
+/// One file of a mapping: held open for the guard, which restores the
+/// size through it.
+struct Part {
     file: std::fs::File,
+    path: PathBuf,
+    /// Its length (it lies whole in the mapping).
+    len: usize,
     /// The guard's slot (None: all slots taken; unguarded).
     slot: Option<usize>,
     /// The file's inode: the guard counts repairs per file.
@@ -101,8 +112,10 @@ pub struct MappedFile {
 
 impl Drop for MappedFile {
     fn drop(&mut self) {
-        if let Some(s) = self.slot {
-            guard::unregister(s);
+        for p in &self.parts {
+            if let Some(s) = p.slot {
+                guard::unregister(s);
+            }
         }
     }
 }
@@ -140,9 +153,10 @@ mod guard {
     use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
     use std::sync::OnceLock;
 
-    /// Mappings guarded at once: a device process of the largest cluster
-    /// (1024 nodes) maps four files per node.
-    const SLOTS: usize = 4096;
+    /// Files guarded at once: a device process maps a node's SRAM as
+    /// ten files (`sram`, `regs`, eight port windows) and its host memory
+    /// as nine, twice each.
+    const SLOTS: usize = 16384;
 
     struct Slot {
         /// -1: free; -2: being filled; else the file's descriptor.
@@ -218,20 +232,26 @@ mod guard {
         // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO
         // handler; si_addr is the faulting address for SIGBUS.
         let addr = unsafe { (*info).si_addr() } as usize;
+        // The narrowest guarded range holding the address: a file laid
+        // over part of another mapping is the one that faulted there.
+        let mut best: Option<(&Slot, i32, usize)> = None;
         for s in TABLE.iter() {
             let fd = s.fd.load(Ordering::Acquire);
             if fd < 0 {
                 continue;
             }
             let (start, len) = (s.start.load(Ordering::Relaxed), s.len.load(Ordering::Relaxed));
-            if addr >= start && addr - start < len {
-                // SAFETY: ftruncate on a descriptor we hold open; growing
-                // the file back makes the faulting page exist again.
-                if unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0 {
-                    REPAIRED.fetch_add(1, Ordering::Relaxed);
-                    s.repairs.fetch_add(1, Ordering::Relaxed);
-                    return; // the access is retried and now succeeds
-                }
+            if addr >= start && addr - start < len && best.is_none_or(|(_, _, l)| len < l) {
+                best = Some((s, fd, len));
+            }
+        }
+        if let Some((s, fd, len)) = best {
+            // SAFETY: ftruncate on a descriptor we hold open; growing
+            // the file back makes the faulting page exist again.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0 {
+                REPAIRED.fetch_add(1, Ordering::Relaxed);
+                s.repairs.fetch_add(1, Ordering::Relaxed);
+                return; // the access is retried and now succeeds
             }
         }
         // Not one of ours: what was there before.
@@ -255,6 +275,28 @@ mod guard {
     }
 }
 
+/// The page size overlays are aligned to.
+const PAGE: u64 = nic_abi::PAGE_SIZE;
+
+fn file_len(f: &std::fs::File) -> io::Result<usize> {
+    usize::try_from(f.metadata()?.len())
+        .ok()
+        .filter(|&l| l > 0)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "empty or huge file"))
+}
+
+impl Part {
+    /// A file mapped at `start`, `len` bytes,
+    /// entered in the SIGBUS guard.
+    fn guarded(file: std::fs::File, path: &Path, start: usize, len: usize) -> io::Result<Part> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let ino = file.metadata()?.ino();
+        let slot = guard::register(start, len, file.as_raw_fd(), ino);
+        Ok(Part { file, path: path.to_path_buf(), len, slot, ino })
+    }
+}
+
 impl std::fmt::Debug for MappedFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MappedFile").field("path", &self.path).field("len", &self.len).finish()
@@ -265,43 +307,109 @@ impl MappedFile {
     /// Map all of `path` (which must exist and be non-empty), read-write, shared.
     pub fn open(path: &Path) -> io::Result<MappedFile> {
         let f = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = f.metadata()?.len();
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&l| l > 0)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "empty or huge file"))?;
-        let map = MmapOptions::new().len(len).map_raw(&f)?;
+        MappedFile::from_file(f, path, true)
+    }
+
+    /// Map all of the open file `f` (non-empty), shared; read-only unless
+    /// `writable` (then `f` must be open for writing). `name` is only
+    /// for messages. A file handed over by another process (a port's
+    /// window, its memory) is mapped this way.
+    pub fn from_file(f: std::fs::File, name: &Path, writable: bool) -> io::Result<MappedFile> {
+        let len = file_len(&f)?;
+        let map = if writable {
+            MmapOptions::new().len(len).map_raw(&f)?
+        } else {
+            MmapOptions::new().len(len).map_raw_read_only(&f)?
+        };
         if map.len() != len || !(map.as_ptr() as usize).is_multiple_of(8) {
             return Err(io::Error::other("mapping has an unexpected length or alignment"));
         }
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::MetadataExt;
-        let ino = f.metadata()?.ino();
-        let slot = guard::register(map.as_ptr() as usize, len, f.as_raw_fd(), ino);
-        Ok(MappedFile { map, len, path: path.to_path_buf(), file: f, slot, ino })
+        let part = Part::guarded(f, name, map.as_ptr() as usize, len)?;
+        Ok(MappedFile { map, len, path: name.to_path_buf(), writable, parts: vec![part] })
     }
 
-    /// SIGBUS faults on this file (through any of this process's mappings
-    /// of it) repaired so far: each one means the file was cut while
-    /// mapped, and the bytes past the cut are zeros now.
+    /// Map all of `base` read-write, shared, with each `(offset, file)` of
+    /// `overlays` mapped over its place: the bytes of the mapping at
+    /// `[offset, offset + file length)` are that file's, not `base`'s.
+    /// Offsets and lengths must be page-aligned and inside `base`. How a
+    /// node's SRAM is seen whole while its register page and each port's
+    /// window are files of their own, which another process can map
+    /// alone.
+    pub fn open_overlaid(base: &Path, overlays: &[(u64, PathBuf)]) -> io::Result<MappedFile> {
+        let mut m = MappedFile::open(base)?;
+        for (off, path) in overlays {
+            let f = OpenOptions::new().read(true).write(true).open(path)?;
+            let len = file_len(&f)?;
+            let page = PAGE as usize;
+            let off = usize::try_from(*off)
+                .ok()
+                .filter(|&o| o % page == 0 && len % page == 0)
+                .filter(|&o| o.checked_add(len).is_some_and(|e| e <= m.len))
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{} does not fit at {off:#x} of {}",
+                            path.display(),
+                            base.display()
+                        ),
+                    )
+                })?;
+            use std::os::fd::AsRawFd;
+            // SAFETY: [off, off + len) lies inside our own mapping (checked
+            // above, page aligned); MAP_FIXED replaces those pages of it
+            // with the file's, shared and read-write like the rest. No
+            // reference into the mapping exists (all access goes through
+            // atomics made per access), and `m.map` unmaps the whole range,
+            // overlays too, when dropped.
+            let at = unsafe {
+                libc::mmap(
+                    m.map.as_mut_ptr().add(off).cast(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    f.as_raw_fd(),
+                    0,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let start = m.map.as_ptr() as usize + off;
+            m.parts.push(Part::guarded(f, path, start, len)?);
+        }
+        Ok(m)
+    }
+
+    /// SIGBUS faults on this mapping's files (through any of this
+    /// process's mappings of them) repaired so far: each one means a file
+    /// was cut while mapped, and the bytes past the cut are zeros now.
     pub fn repairs(&self) -> u64 {
         // None in this process at all (the usual case): no table walk.
         if truncations_repaired() == 0 {
             return 0;
         }
-        guard::repairs_of(self.ino)
+        self.parts.iter().map(|p| guard::repairs_of(p.ino)).sum()
     }
 
-    /// Has the file's size changed since it was mapped (truncated, or
-    /// grown)? Then set it back and return the size found. (A shrunken
-    /// file's cut bytes read as zeros afterwards.)
-    pub fn check_size(&self) -> io::Result<Option<u64>> {
-        let now = self.file.metadata()?.len();
-        if now == self.len as u64 {
-            return Ok(None);
+    /// Has the size of one of its files changed since it was mapped
+    /// (truncated, or grown)? Then set it back and return that file and
+    /// the size found. (A shrunken file's cut bytes read as zeros
+    /// afterwards.)
+    pub fn check_size(&self) -> io::Result<Option<(PathBuf, u64)>> {
+        for p in &self.parts {
+            let now = p.file.metadata()?.len();
+            if now != p.len as u64 {
+                p.file.set_len(p.len as u64)?;
+                return Ok(Some((p.path.clone(), now)));
+            }
         }
-        self.file.set_len(self.len as u64)?;
-        Ok(Some(now))
+        Ok(None)
+    }
+
+    /// Is this mapping writable?
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     pub fn len(&self) -> u64 {
@@ -322,6 +430,16 @@ impl MappedFile {
         let start = usize::try_from(off).ok()?;
         let end = start.checked_add(n)?;
         (end <= self.len).then_some(start)
+    }
+
+    /// As `span`, for a store: None also when mapped read-only.
+    #[inline]
+    fn wspan(&self, off: u64, n: usize) -> Option<usize> {
+        if self.writable {
+            self.span(off, n)
+        } else {
+            None
+        }
     }
 
     /// # Safety
@@ -412,7 +530,7 @@ impl MappedFile {
     /// Out of range: nothing is written, false returned.
     #[inline(always)]
     pub fn write(&self, off: u64, data: &[u8]) -> bool {
-        let Some(start) = self.span(off, data.len()) else {
+        let Some(start) = self.wspan(off, data.len()) else {
             return false;
         };
         let n = data.len();
@@ -443,7 +561,7 @@ impl MappedFile {
     /// either range lies outside its file.
     #[inline]
     pub fn copy_from(&self, off: u64, src: &MappedFile, src_off: u64, len: usize) -> bool {
-        let (Some(d), Some(s)) = (self.span(off, len), src.span(src_off, len)) else {
+        let (Some(d), Some(s)) = (self.wspan(off, len), src.span(src_off, len)) else {
             return false;
         };
         // SAFETY: [d, d + len) lies in this mapping and [s, s + len) in
@@ -510,7 +628,7 @@ impl MappedFile {
     /// Fill `[off, off + len)` with `byte`. False (nothing written) if out of range.
     pub fn fill(&self, off: u64, len: u64, byte: u8) -> bool {
         let Ok(n) = usize::try_from(len) else { return false };
-        if self.span(off, n).is_none() {
+        if self.wspan(off, n).is_none() {
             return false;
         }
         let chunk = [byte; 4096];
@@ -542,7 +660,7 @@ impl MappedFile {
     /// Store a little-endian u32 at `off`, Release. False if out of range.
     #[inline]
     pub fn store_u32(&self, off: u64, v: u32) -> bool {
-        let Some(i) = self.span(off, 4) else { return false };
+        let Some(i) = self.wspan(off, 4) else { return false };
         if i.is_multiple_of(4) {
             // SAFETY: i + 4 <= len (span), i % 4 == 0.
             unsafe { self.a32(i) }.store(v.to_le(), Ordering::Release);
@@ -571,7 +689,7 @@ impl MappedFile {
     /// Store a little-endian u64 at `off`, Release. False if out of range.
     #[inline]
     pub fn store_u64(&self, off: u64, v: u64) -> bool {
-        let Some(i) = self.span(off, 8) else { return false };
+        let Some(i) = self.wspan(off, 8) else { return false };
         if i.is_multiple_of(8) {
             // SAFETY: i + 8 <= len (span), i % 8 == 0.
             unsafe { self.a64(i) }.store(v.to_le(), Ordering::Release);
@@ -586,7 +704,7 @@ impl MappedFile {
     /// returns the old value. None if out of range or unaligned (no
     /// atomic read-modify-write exists for an unaligned word).
     pub fn fetch_add_u32(&self, off: u64, v: u32) -> Option<u32> {
-        let i = self.span(off, 4)?;
+        let i = self.wspan(off, 4)?;
         if i % 4 != 0 {
             return None;
         }
@@ -674,13 +792,53 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * 1024, "set back");
         // A size change found before anyone faults, and set back.
         File::options().write(true).open(&path).unwrap().set_len(8192).unwrap();
-        assert_eq!(m.check_size().unwrap(), Some(8192));
+        assert_eq!(m.check_size().unwrap(), Some((path.clone(), 8192)));
         assert_eq!(m.check_size().unwrap(), None);
         File::options().write(true).open(&path).unwrap().set_len(1 << 20).unwrap();
-        assert_eq!(m.check_size().unwrap(), Some(1 << 20));
+        assert_eq!(m.check_size().unwrap(), Some((path.clone(), 1 << 20)));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * 1024);
         drop(m);
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn overlays_take_the_place_of_the_base_file_and_read_only_maps_refuse_stores() {
+        let dir = std::env::temp_dir().join(format!("mapped-overlay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (base, a, b) = (dir.join("base"), dir.join("a"), dir.join("b"));
+        File::create(&base).unwrap().set_len(16 * 4096).unwrap();
+        File::create(&a).unwrap().set_len(4096).unwrap();
+        File::create(&b).unwrap().set_len(2 * 4096).unwrap();
+        let m =
+            MappedFile::open_overlaid(&base, &[(4096, a.clone()), (8 * 4096, b.clone())]).unwrap();
+        // One store per part, a byte range across the seam of a and base.
+        assert!(m.store_u32(0, 1) && m.store_u32(4096 + 8, 2) && m.store_u64(9 * 4096, 3));
+        assert!(m.write(2 * 4096 - 2, &[5, 6, 7, 8]));
+        let word = |p: &Path, off: usize| {
+            let v = std::fs::read(p).unwrap();
+            u32::from_le_bytes(v[off..off + 4].try_into().unwrap())
+        };
+        assert_eq!((word(&base, 0), word(&a, 8), word(&b, 4096)), (1, 2, 3));
+        assert_eq!(std::fs::read(&a).unwrap()[4094..], [5, 6]);
+        assert_eq!(std::fs::read(&base).unwrap()[2 * 4096..2 * 4096 + 2], [7, 8]);
+        assert_eq!(word(&base, 4096 + 8), 0, "the base file's bytes under a are not used");
+        // A part that does not fit, or is not page-aligned, is refused.
+        assert!(MappedFile::open_overlaid(&base, &[(15 * 4096, b.clone())]).is_err());
+        assert!(MappedFile::open_overlaid(&base, &[(100, a.clone())]).is_err());
+        // A part's size change is found and named.
+        File::options().write(true).open(&b).unwrap().set_len(4096).unwrap();
+        assert_eq!(m.check_size().unwrap(), Some((b.clone(), 4096)));
+        assert_eq!(m.load_u64(9 * 4096), Some(0), "the cut page is back, as zeros");
+        // Read-only: loads work, every store is refused.
+        let ro = MappedFile::from_file(File::open(&a).unwrap(), &a, false).unwrap();
+        assert_eq!(ro.load_u32(8), Some(2));
+        assert!(!ro.writable());
+        assert!(!ro.store_u32(8, 9) && !ro.write(0, &[1]) && !ro.fill(0, 4, 1));
+        assert!(!ro.store_u64(0, 1) && ro.fetch_add_u32(0, 1).is_none());
+        assert!(!ro.copy_from(0, &m, 0, 4));
+        assert_eq!(ro.load_u32(8), Some(2));
+        drop((m, ro));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn temp_file(name: &str, len: u64) -> MappedFile {

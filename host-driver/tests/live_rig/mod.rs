@@ -78,5 +78,5 @@ pub fn path_str(c: &RtCluster) -> String {
 
 /// Node `node`'s SRAM file, mapped (as the device process maps it).
 pub fn sram(c: &RtCluster, node: u32) -> MappedFile {
-    MappedFile::open(&c.dir().sram_path(node)).expect("map the SRAM file")
+    c.dir().map_sram(node).expect("map the SRAM file")
 }

@@ -225,7 +225,7 @@ impl Agents {
             l.set_nonblocking(true)
                 .map_err(|err| RtError::Io { what: format!("{}", p.display()), err })?;
             listeners.push(l);
-            let sram = MappedFile::open(&dir.sram_path(node)).map_err(|err| RtError::Io {
+            let sram = dir.map_sram(node).map_err(|err| RtError::Io {
                 what: dir.sram_path(node).display().to_string(),
                 err,
             })?;

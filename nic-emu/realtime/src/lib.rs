@@ -42,6 +42,7 @@
 //! or the scenario runner.
 
 mod brm;
+mod control;
 mod engines;
 mod fabric;
 mod hw;
@@ -54,7 +55,7 @@ mod worker;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -135,6 +136,9 @@ pub struct RtConfig {
     /// process (`node<N>/brm-agent.sock`) and the master as a child
     /// process (`nic-cluster brm`, on `brm.sock`). None: no BRM.
     pub brm: Option<BrmSetup>,
+    /// Users (uids) besides this process's and root's whose programs may
+    /// attach to the cluster's ports through the control sockets.
+    pub allow_uids: Vec<u32>,
 }
 
 impl RtConfig {
@@ -163,6 +167,7 @@ impl RtConfig {
             qemu_args: Vec::new(),
             log_to_stderr: false,
             brm: None,
+            allow_uids: Vec::new(),
         }
     }
 
@@ -285,7 +290,7 @@ pub struct RtNicStats {
 pub struct RtCluster {
     ctx: Arc<Ctx>,
     dir: ClusterDir,
-    srams: Vec<MappedFile>,
+    srams: Vec<Arc<MappedFile>>,
     workers: Vec<JoinHandle<()>>,
     supervisor: Option<JoinHandle<()>>,
     halted_node: Option<usize>,
@@ -296,6 +301,8 @@ pub struct RtCluster {
     agents: Option<brm::Agents>,
     /// The BRM master process.
     master: Option<brm::MasterProcess>,
+    /// The control sockets (the privileged side of every port).
+    control: Option<control::Control>,
 }
 
 /// The calibration the BRM master of `cfg` decides with: the file named,
@@ -422,7 +429,7 @@ impl RtCluster {
             .ok_or_else(|| {
                 RtError::Config(format!("cluster: `{}` names no directory", cfg.cluster))
             })?;
-        let manifest = ClusterManifest::new(
+        let mut manifest = ClusterManifest::new(
             &name,
             cfg.backend,
             cfg.nodes as u32,
@@ -430,6 +437,7 @@ impl RtCluster {
             sram_size,
             cfg.host_size,
         );
+        manifest.users = cfg.allow_uids.clone();
         let key = std::fs::canonicalize(path.parent().unwrap_or(Path::new(".")))
             .map(|p| p.join(&name))
             .unwrap_or_else(|_| path.clone());
@@ -482,7 +490,12 @@ impl RtCluster {
         if let Err(e) = nic_cluster_dir::mapped::raise_open_file_limit() {
             eprintln!("nic-cluster: cannot raise the open-file limit: {e}");
         }
-        let map_file = |p: PathBuf| MappedFile::open(&p).map_err(io_err(p.display().to_string()));
+        let map_sram = |node: u32| {
+            dir.map_sram(node).map_err(io_err(format!("mapping {}", dir.sram_path(node).display())))
+        };
+        let map_host = |node: u32| {
+            dir.map_host(node).map_err(io_err(format!("mapping {}", dir.host_path(node).display())))
+        };
         if let (Some(image), Some(_)) = (&cfg.image, &qemu_spec) {
             for node in 0..n as u32 {
                 qemu::write_flash(image, &dir.flash_path(node))
@@ -512,10 +525,12 @@ impl RtCluster {
         // find the cluster.
         let mut nics = Vec::with_capacity(n);
         let mut srams = Vec::with_capacity(n);
+        let mut hosts = Vec::with_capacity(n);
         for node in 0..n {
-            let sram = map_file(dir.sram_path(node as u32))?;
-            let host = map_file(dir.host_path(node as u32))?;
-            srams.push(map_file(dir.sram_path(node as u32))?);
+            let sram = map_sram(node as u32)?;
+            let host = map_host(node as u32)?;
+            srams.push(Arc::new(map_sram(node as u32)?));
+            hosts.push(Arc::new(map_host(node as u32)?));
             let mcp = (qemu_spec.is_none()).then(Box::<mcp::Mcp>::default);
             let mut nic =
                 NodeRt::new(node, RtEngines::new(node, sram, host), mcp, cfg.profile.nic.rtc_hz);
@@ -539,6 +554,7 @@ impl RtCluster {
             key: None,
             agents: None,
             master: None,
+            control: None,
         };
         for (i, nodes) in per.into_iter().enumerate() {
             let ctx = ctx.clone();
@@ -557,12 +573,8 @@ impl RtCluster {
         let sup = supervise::Supervisor {
             ctx: ctx.clone(),
             dir: dir.clone(),
-            srams: (0..n)
-                .map(|node| map_file(dir.sram_path(node as u32)))
-                .collect::<Result<_, _>>()?,
-            hosts: (0..n)
-                .map(|node| map_file(dir.host_path(node as u32)))
-                .collect::<Result<_, _>>()?,
+            srams: c.srams.clone(),
+            hosts,
             qemu: qemu_spec,
             halted: cfg.halted_node,
             boot_timeout: cfg.boot_timeout,
@@ -582,6 +594,8 @@ impl RtCluster {
         if brm.is_some() {
             c.agents = Some(brm::Agents::start(ctx.clone(), &dir)?);
         }
+        c.control =
+            Some(control::Control::start(ctx.clone(), &dir, &c.srams, cfg.allow_uids.clone())?);
         dir.publish()?;
         if let Some((program, cal)) = brm {
             let cal_path = dir.path().join(cluster::BRM_CALIBRATION);
@@ -739,6 +753,16 @@ impl RtCluster {
         Some((c.frames(), c.malformed(), c.broken(), a.refused_accesses()))
     }
 
+    /// What the control sockets saw: (ports handed out, requests or
+    /// writes refused, peers refused for their uid, connections dropped
+    /// for a broken frame, ports closed for a holder gone).
+    pub fn control_counters(&self) -> (u64, u64, u64, u64, u64) {
+        let Some(c) = self.control.as_ref() else { return (0, 0, 0, 0, 0) };
+        let c = &c.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (l(&c.attaches), l(&c.refused), l(&c.peers_refused), l(&c.broken), l(&c.closed_for_holder))
+    }
+
     /// Serve until `stop` becomes true (e.g. set by a signal handler).
     pub fn serve_until(&self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) && !self.ctx.stop.load(Ordering::Relaxed) {
@@ -770,6 +794,9 @@ impl RtCluster {
         }
         if let Some(a) = self.agents.as_mut() {
             a.join();
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.join();
         }
         let r = self.dir.clone().remove();
         if let Some(k) = self.key.take() {

@@ -157,8 +157,14 @@ impl NodeRt {
         r
     }
 
+    /// The register's doorbell plus every port window's (a host process
+    /// can write only its own window).
     fn doorbell(&self) -> u32 {
-        self.eng.mem.sram.load_u32(reg(regs::HOST_DOORBELL) as u64).unwrap_or(0)
+        let sram = &self.eng.mem.sram;
+        let bell = |off: u32| sram.load_u32(off as u64).unwrap_or(0);
+        (0..NUM_PORTS).fold(bell(reg(regs::HOST_DOORBELL)), |sum, p| {
+            sum.wrapping_add(bell(port_reg(p, pcb::DOORBELL)))
+        })
     }
 
     /// One step at `now` (ns on the cluster clock).

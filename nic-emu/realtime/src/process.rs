@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use nic_abi::regs::{self, reg};
 use nic_cluster_dir::cluster::{self, ClusterDir, ClusterError};
-use nic_cluster_dir::MappedFile;
 
 use super::{Pacing, RtConfig, RtError};
 use nic_device::profile::Profile;
@@ -299,7 +298,7 @@ fn running(d: &ClusterDir, except: Option<u32>) -> Result<(), String> {
         if Some(node) == except {
             continue;
         }
-        let s = MappedFile::open(&d.sram_path(node)).map_err(|e| e.to_string())?;
+        let s = d.map_sram(node).map_err(|e| e.to_string())?;
         let st = s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
         if st != regs::FW_RUNNING {
             return Err(format!("node {node}: FW_STATUS {st}"));

@@ -67,9 +67,9 @@ struct FlashWatch {
 pub(crate) struct Supervisor {
     pub ctx: Arc<Ctx>,
     pub dir: ClusterDir,
-    pub srams: Vec<MappedFile>,
+    pub srams: Vec<Arc<MappedFile>>,
     /// Every node's host memory (only to watch its size).
-    pub hosts: Vec<MappedFile>,
+    pub hosts: Vec<Arc<MappedFile>>,
     pub qemu: Option<QemuSpec>,
     /// (node, gdb port): start that guest halted, with a gdbstub.
     pub halted: Option<(usize, u16)>,
@@ -214,13 +214,12 @@ impl Supervisor {
             for (k, (what, m)) in files.into_iter().enumerate() {
                 match m.check_size() {
                     Ok(None) => {}
-                    Ok(Some(was)) => {
+                    Ok(Some((file, was))) => {
                         cut = true;
                         self.ctx.note(format!(
-                            "node {node}: its {what} file ({}) was resized to {was} bytes while \
-                             the cluster ran; set back to {} bytes (anything cut reads as zeros)",
-                            m.path().display(),
-                            m.len()
+                            "node {node}: its {what} file {} was resized to {was} bytes while \
+                             the cluster ran; set back (anything cut reads as zeros)",
+                            file.display(),
                         ));
                     }
                     Err(e) => self.ctx.note(format!(

@@ -30,7 +30,6 @@ use clap::{Parser, Subcommand};
 use host_brm::server::{self, BrmServer};
 use host_brm::Calibration;
 use host_driver::cluster::{self, ClusterBackend, ClusterDir};
-use host_driver::MappedFile;
 use nic_abi::regs::{self, reg};
 use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
@@ -398,7 +397,7 @@ fn list() {
         let m = d.manifest();
         let states: Vec<String> = (0..m.nodes)
             .map(|n| {
-                MappedFile::open(&d.sram_path(n))
+                d.map_sram(n)
                     .ok()
                     .and_then(|s| s.load_u32(reg(regs::FW_STATUS) as u64))
                     .map(|s| match s {

@@ -318,7 +318,6 @@ pub fn both_succeed(cluster: &Path, outs: [(&str, &Output); 2]) {
 /// end of each guest's qemu.log (under qemu).
 pub fn cluster_state(cluster: &Path) -> String {
     use host_driver::cluster::ClusterDir;
-    use host_driver::MappedFile;
     use nic_abi::regs::{self, reg};
     use nic_abi::stats::{stat_offset, ALL_STATS};
     let Ok(d) = ClusterDir::open_path(cluster) else {
@@ -326,7 +325,7 @@ pub fn cluster_state(cluster: &Path) -> String {
     };
     let mut out = String::from("cluster state:");
     for node in 0..d.manifest().nodes {
-        let Ok(s) = MappedFile::open(&d.sram_path(node)) else { continue };
+        let Ok(s) = d.map_sram(node) else { continue };
         let status = s.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
         out += &format!("\n  node {node}: FW_STATUS {status:#x}:");
         // The rings between the firmware and the engines: which side is

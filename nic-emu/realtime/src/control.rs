@@ -1,0 +1,478 @@
+//! The privileged side of every port: each node's control socket
+//! (`node<N>/control.sock`, messages in `nic_cluster_dir::control`).
+//!
+//! A host process connects, the peer's uid is checked (the cluster's
+//! owner, root, or a uid the cluster was started to allow), and it asks
+//! for a port. The connection then holds the port until it closes; the
+//! process is handed descriptors of the port's window (read-write), the
+//! register page (read-only) and its slice of host memory (read-write),
+//! and nothing else of the node. The rest of what a driver does to SRAM
+//! comes here:
+//!
+//! - reads of the public parts (registers, routes, counters, traces, the
+//!   flow and group tables, its own page table);
+//! - writes to its own page table, where every valid entry must name a
+//!   page of the port's own slice; to the multicast group table; to
+//!   `TRACE_ENABLE`.
+//!
+//! Anything else is refused, named in the reply, counted, and noted in
+//! the cluster's log (the first few of each connection). When a
+//! connection ends with its port still open (its process died or never
+//! closed it), the port is closed on its behalf.
+//!
+//! Owns the listening sockets, the acceptor thread and one thread per
+//! connection; touches SRAM only through the node's shared mapping.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nic_abi::map::{self, page_table, port_window, PAGE_TABLE_SIZE, PORT_WINDOW};
+use nic_abi::page_table::{Pte, PteState, PTE_SIZE};
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::regs::{self, reg};
+use nic_abi::{NUM_PORTS, PAGE_SIZE};
+use nic_cluster_dir::control::{self, FrameError, Reply, Request, SramWrite, MAX_READ};
+use nic_cluster_dir::{ClusterDir, MappedFile};
+
+use super::{Ctx, RtError};
+
+/// How long a connection's thread waits for a frame before it looks at
+/// the stop flag; and the acceptor's poll.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Refusals noted in the log per connection (all are counted).
+const NOTED_PER_CONNECTION: u32 = 8;
+
+/// What the control sockets saw, over every node.
+#[derive(Debug, Default)]
+pub struct ControlCounters {
+    /// Ports handed out.
+    pub attaches: AtomicU64,
+    /// Requests (or single writes of a request) refused.
+    pub refused: AtomicU64,
+    /// Connections refused for their peer's uid.
+    pub peers_refused: AtomicU64,
+    /// Connections dropped for a broken or garbled frame.
+    pub broken: AtomicU64,
+    /// Ports closed on behalf of a holder that went away.
+    pub closed_for_holder: AtomicU64,
+}
+
+/// One node as the control socket serves it.
+struct NodeControl {
+    node: u32,
+    sram: Arc<MappedFile>,
+    dir: ClusterDir,
+    /// Ports held by a connection.
+    held: Mutex<[bool; NUM_PORTS]>,
+}
+
+/// The control sockets of a cluster.
+pub(crate) struct Control {
+    pub counters: Arc<ControlCounters>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Control {
+    /// Listen on every node's control socket (a stale file there is
+    /// replaced) and serve until `ctx.stop`. `allowed` are the uids
+    /// besides the device process's own and root's that may attach.
+    pub fn start(
+        ctx: Arc<Ctx>,
+        dir: &ClusterDir,
+        srams: &[Arc<MappedFile>],
+        allowed: Vec<u32>,
+    ) -> Result<Control, RtError> {
+        let mut listeners = Vec::with_capacity(srams.len());
+        let mut nodes = Vec::with_capacity(srams.len());
+        for (node, sram) in srams.iter().enumerate() {
+            let node = node as u32;
+            let p = dir.control_socket_path(node);
+            let _ = std::fs::remove_file(&p);
+            let io = |err| RtError::Io { what: format!("control socket {}", p.display()), err };
+            let l = UnixListener::bind(&p).map_err(io)?;
+            l.set_nonblocking(true).map_err(io)?;
+            // Who may connect is decided by the peer's uid, below; the
+            // file itself lets any user try (the directories above decide
+            // whether another user can reach it at all).
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).map_err(io)?;
+            listeners.push(l);
+            nodes.push(Arc::new(NodeControl {
+                node,
+                sram: sram.clone(),
+                dir: dir.clone(),
+                held: Mutex::new([false; NUM_PORTS]),
+            }));
+        }
+        let counters = Arc::new(ControlCounters::default());
+        let c = counters.clone();
+        let mut uids = vec![rustix::process::geteuid().as_raw(), 0];
+        uids.extend(allowed);
+        let acceptor = std::thread::Builder::new()
+            .name("nic-rt-control".into())
+            .spawn(move || accept_loop(ctx, listeners, nodes, c, uids))
+            .map_err(|err| RtError::Io { what: "starting the control thread".into(), err })?;
+        Ok(Control { counters, acceptor: Some(acceptor) })
+    }
+
+    /// Wait for the threads (after `ctx.stop` was set).
+    pub fn join(&mut self) {
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn accept_loop(
+    ctx: Arc<Ctx>,
+    listeners: Vec<UnixListener>,
+    nodes: Vec<Arc<NodeControl>>,
+    counters: Arc<ControlCounters>,
+    uids: Vec<u32>,
+) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    let timeout = Timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as i64 };
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let mut fds: Vec<PollFd> =
+            listeners.iter().map(|l| PollFd::new(l, PollFlags::IN)).collect();
+        if poll(&mut fds, Some(&timeout)).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let ready: Vec<usize> = (0..fds.len()).filter(|&i| !fds[i].revents().is_empty()).collect();
+        drop(fds);
+        for i in ready {
+            let s = match listeners[i].accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => {
+                    ctx.note(format!("node {i}: control socket: {e}"));
+                    continue;
+                }
+            };
+            let uid = match rustix::net::sockopt::socket_peercred(&s) {
+                Ok(c) => c.uid.as_raw(),
+                Err(e) => {
+                    ctx.note(format!("node {i}: control socket: cannot tell the peer: {e}"));
+                    continue;
+                }
+            };
+            if !uids.contains(&uid) {
+                counters.peers_refused.fetch_add(1, Ordering::Relaxed);
+                ctx.note(format!(
+                    "node {i}: control socket: refused a process of uid {uid} (not allowed to \
+                     use this cluster)"
+                ));
+                let why = format!("uid {uid} may not use this cluster");
+                let _ = s.set_nonblocking(false);
+                let _ = control::send(&s, &Reply::Refused { why }, &[]);
+                continue;
+            }
+            let (cx, nc, c) = (ctx.clone(), nodes[i].clone(), counters.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("nic-rt-control-{i}"))
+                .spawn(move || serve(cx, nc, c, s, uid));
+            match spawned {
+                Ok(h) => conns.push(h),
+                Err(e) => ctx.note(format!("node {i}: control thread: {e}")),
+            }
+        }
+        conns.retain(|h| !h.is_finished());
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+/// One connection: its requests, then the port's release.
+fn serve(
+    ctx: Arc<Ctx>,
+    nc: Arc<NodeControl>,
+    counters: Arc<ControlCounters>,
+    s: UnixStream,
+    uid: u32,
+) {
+    let node = nc.node;
+    if s.set_nonblocking(false).is_err()
+        || s.set_read_timeout(Some(POLL)).is_err()
+        || s.set_write_timeout(Some(Duration::from_secs(2))).is_err()
+    {
+        return;
+    }
+    let mut conn = Conn { nc: &nc, port: None, noted: 0 };
+    let refuse = |conn: &mut Conn, why: &str| {
+        counters.refused.fetch_add(1, Ordering::Relaxed);
+        conn.noted += 1;
+        if conn.noted <= NOTED_PER_CONNECTION {
+            let who = conn.port.map_or(String::from("(no port)"), |p| format!("port {p}"));
+            ctx.note(format!("node {node} {who} (uid {uid}): refused: {why}"));
+        }
+    };
+    loop {
+        let req = match control::recv::<Request>(&s) {
+            Ok((r, _)) => r,
+            Err(FrameError::Idle) if !ctx.stop.load(Ordering::Relaxed) => continue,
+            Err(FrameError::Idle) | Err(FrameError::Closed) => break,
+            Err(e) => {
+                counters.broken.fetch_add(1, Ordering::Relaxed);
+                refuse(&mut conn, &format!("connection dropped: {e}"));
+                let _ = control::send(&s, &Reply::Refused { why: e.to_string() }, &[]);
+                break;
+            }
+        };
+        let (reply, fds) = match conn.handle(req) {
+            Ok(r) => r,
+            Err(why) => {
+                refuse(&mut conn, &why);
+                (Reply::Refused { why }, Vec::new())
+            }
+        };
+        if let Reply::Written { refused } = &reply {
+            for (_, why) in refused {
+                refuse(&mut conn, why);
+            }
+        }
+        if matches!(reply, Reply::Attached { .. }) {
+            counters.attaches.fetch_add(1, Ordering::Relaxed);
+        }
+        let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+        if control::send(&s, &reply, &borrowed).is_err() {
+            break;
+        }
+    }
+    if conn.noted > NOTED_PER_CONNECTION {
+        ctx.note(format!(
+            "node {node}: control connection (uid {uid}): {} refusals in all",
+            conn.noted
+        ));
+    }
+    if let Some(p) = conn.port.take() {
+        if nc.release(p) {
+            counters.closed_for_holder.fetch_add(1, Ordering::Relaxed);
+            ctx.note(format!(
+                "node {node} port {p}: its holder is gone (its control connection closed) with \
+                 the port open; port closed on its behalf"
+            ));
+        }
+    }
+}
+
+struct Conn<'a> {
+    nc: &'a NodeControl,
+    port: Option<u8>,
+    noted: u32,
+}
+
+impl Conn<'_> {
+    fn handle(&mut self, req: Request) -> Result<(Reply, Vec<OwnedFd>), String> {
+        match req {
+            Request::Attach { port } => self.attach(port),
+            Request::Read { off, len } => {
+                let p = self.port.ok_or("attach to a port first")?;
+                if len > MAX_READ {
+                    return Err(format!("a read of {len} bytes (at most {MAX_READ})"));
+                }
+                if !readable(p, off, len) {
+                    return Err(format!(
+                        "port {p} may not read SRAM {off:#x}+{len} ({})",
+                        region_name(off)
+                    ));
+                }
+                let mut bytes = vec![0u8; len as usize];
+                self.nc.sram.read(off as u64, &mut bytes);
+                Ok((Reply::Data { bytes }, Vec::new()))
+            }
+            Request::Write { writes } => {
+                let p = self.port.ok_or("attach to a port first")?;
+                let mut refused = Vec::new();
+                for (i, w) in writes.iter().enumerate() {
+                    if let Err(why) = self.write(p, w) {
+                        refused.push((i as u32, why));
+                    }
+                }
+                Ok((Reply::Written { refused }, Vec::new()))
+            }
+        }
+    }
+
+    fn attach(&mut self, port: u8) -> Result<(Reply, Vec<OwnedFd>), String> {
+        if let Some(p) = self.port {
+            return Err(format!("this connection holds port {p} already"));
+        }
+        if port as usize >= NUM_PORTS {
+            return Err(format!("no port {port} (ports 0..{NUM_PORTS})"));
+        }
+        {
+            let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
+            if held[port as usize] {
+                return Err(format!("port {port} is held by another process"));
+            }
+            held[port as usize] = true;
+        }
+        let (node, dir) = (self.nc.node, &self.nc.dir);
+        let open = |path: std::path::PathBuf, write: bool| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(write)
+                .open(&path)
+                .map(OwnedFd::from)
+                .map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let fds = (|| {
+            Ok::<_, String>(vec![
+                open(dir.window_path(node, port), true)?,
+                open(dir.regs_path(node), false)?,
+                open(dir.slice_path(node, port), true)?,
+            ])
+        })();
+        let fds = match fds {
+            Ok(f) => f,
+            Err(e) => {
+                self.nc.held.lock().unwrap_or_else(|e| e.into_inner())[port as usize] = false;
+                return Err(e);
+            }
+        };
+        self.port = Some(port);
+        let (slice_start, slice_len) = dir.port_slice(port);
+        Ok((Reply::Attached { slice_start, slice_len }, fds))
+    }
+
+    fn write(&self, p: u8, w: &SramWrite) -> Result<(), String> {
+        let sram = &self.nc.sram;
+        let len = u32::try_from(w.data.len()).map_err(|_| "a write too long".to_string())?;
+        let (off, end) = (w.off as u64, w.off as u64 + len as u64);
+        let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
+        if inside(page_table(p as usize), PAGE_TABLE_SIZE as u64) {
+            self.check_ptes(p, w)?;
+        } else if !(inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64)
+            || inside(reg(regs::TRACE_ENABLE), 4))
+        {
+            return Err(format!(
+                "port {p} may not write SRAM {:#x}+{len} ({})",
+                w.off,
+                region_name(w.off)
+            ));
+        }
+        // A whole aligned word is stored as one (Release), as the driver
+        // publishes a page-table entry or a group's VALID word.
+        let ok =
+            match w.data.len() {
+                8 if w.off % 8 == 0 => sram
+                    .store_u64(off, u64::from_le_bytes(w.data[..8].try_into().unwrap_or([0; 8]))),
+                4 if w.off % 4 == 0 => sram
+                    .store_u32(off, u32::from_le_bytes(w.data[..4].try_into().unwrap_or([0; 4]))),
+                _ => sram.write(off, &w.data),
+            };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("SRAM {:#x}+{len} is outside the NIC's memory", w.off))
+        }
+    }
+
+    /// Every entry the write touches, as it would be after it: a valid
+    /// one must name a page inside port `p`'s slice.
+    fn check_ptes(&self, p: u8, w: &SramWrite) -> Result<(), String> {
+        let base = page_table(p as usize);
+        let (start, slice_len) = self.nc.dir.port_slice(p);
+        let first = (w.off - base) / PTE_SIZE;
+        let last = (w.off - base + w.data.len().max(1) as u32 - 1) / PTE_SIZE;
+        for i in first..=last {
+            let at = base + i * PTE_SIZE;
+            let mut b = [0u8; PTE_SIZE as usize];
+            self.nc.sram.read(at as u64, &mut b);
+            for (k, byte) in b.iter_mut().enumerate() {
+                let a = at + k as u32;
+                if a >= w.off && a < w.off + w.data.len() as u32 {
+                    *byte = w.data[(a - w.off) as usize];
+                }
+            }
+            let e = Pte::decode(&b);
+            let bus = e.bus_page.checked_mul(PAGE_SIZE);
+            let ok = bus.is_some_and(|b| {
+                b >= start && b.checked_add(PAGE_SIZE).is_some_and(|e| e <= start + slice_len)
+            });
+            if e.state == PteState::Valid && !ok {
+                return Err(format!(
+                    "page-table entry {i} of port {p} would map page {:#x} to bus page {:#x}, \
+                     outside the port's slice of host memory",
+                    e.vpn, e.bus_page
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodeControl {
+    /// Let go of `port`; close it if its STATE still says open (true).
+    fn release(&self, port: u8) -> bool {
+        let p = port as usize;
+        let closed = self.sram.load_u32(port_reg(p, pcb::STATE) as u64) == Some(pcb::STATE_OPEN);
+        if closed {
+            self.sram.store_u32(port_reg(p, pcb::STATE) as u64, pcb::STATE_CLOSED);
+            self.sram.fetch_add_u32(port_reg(p, pcb::DOORBELL) as u64, 1);
+        }
+        self.held.lock().unwrap_or_else(|e| e.into_inner())[p] = false;
+        closed
+    }
+}
+
+/// May port `p` read SRAM `[off, off + len)`? The public parts: the
+/// registers, routes, counters, traces, flow and group tables; its own
+/// window and page table. Not other ports' windows or page tables, the
+/// engines' rings, the packet buffers or the firmware image.
+fn readable(p: u8, off: u32, len: u32) -> bool {
+    let (off, end) = (off as u64, off as u64 + len as u64);
+    let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
+    let trace = map::TRACE_LEN as u64 * nic_abi::trace::TRACE_RECORD_SIZE as u64;
+    let dispatch = map::DISPATCH_TRACE_LEN as u64 * nic_abi::flows::DISPATCH_RECORD_SIZE as u64;
+    inside(map::REGS, map::REGS_SIZE as u64)
+        || inside(map::ROUTES, nic_abi::MAX_NODES as u64 * map::ROUTE_ENTRY as u64)
+        || inside(map::STATS, map::STATS_SIZE as u64)
+        || inside(map::TRACE, trace)
+        || inside(map::FLOWS, map::FLOW_ENTRIES as u64 * nic_abi::flows::FLOW_ENTRY_SIZE as u64)
+        || inside(map::DISPATCH_TRACE, dispatch)
+        || inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64)
+        || inside(port_window(p as usize), PORT_WINDOW as u64)
+        || inside(page_table(p as usize), PAGE_TABLE_SIZE as u64)
+}
+
+/// The region of the SRAM map `off` lies in, for messages.
+pub fn region_name(off: u32) -> String {
+    let regions: [(u32, &str); 19] = [
+        (map::IMAGE, "the firmware image"),
+        (map::REGS, "the registers"),
+        (map::ROUTES, "the route table"),
+        (map::STATS, "the counters"),
+        (map::HDMA_RING, "the host-DMA ring"),
+        (map::TXDMA_RING, "the send-DMA ring"),
+        (map::RXFREE_RING, "the receive-free ring"),
+        (map::RXDONE_RING, "the receive-done ring"),
+        (map::EVT_STAGING, "the event staging area"),
+        (map::TRACE, "the transition trace"),
+        (map::FLOWS, "the flow table"),
+        (map::PORTS, "the port windows"),
+        (map::PAGE_TABLES, "the page tables"),
+        (map::TX_BUFS, "the transmit buffers"),
+        (map::RX_BUFS, "the receive buffers"),
+        (map::DISPATCH_TRACE, "the dispatch trace"),
+        (map::GROUPS, "the group table"),
+        (map::MCAST_LISTS, "the multicast child lists"),
+        (map::MAP_END, "past the memory map"),
+    ];
+    let (start, name) = regions.iter().rev().find(|(s, _)| off >= *s).copied().unwrap_or((0, ""));
+    if start == map::PORTS {
+        format!("port {}'s window", (off - map::PORTS) / PORT_WINDOW)
+    } else if start == map::PAGE_TABLES {
+        format!("port {}'s page table", (off - map::PAGE_TABLES) / PAGE_TABLE_SIZE)
+    } else {
+        name.to_string()
+    }
+}
