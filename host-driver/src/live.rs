@@ -345,7 +345,23 @@ impl LiveBackend {
         let s = UnixStream::connect(dir.control_socket_path(node)).map_err(|e| ctl_err(&e))?;
         s.set_read_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
         s.set_write_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
-        let (reply, fds) = control::call(&s, &Request::Attach { port }).map_err(|e| ctl_err(&e))?;
+        // Holding the lock means no live process holds the port; a
+        // connection the device process still sees as its holder is one
+        // whose process let go an instant ago: ask again for a while.
+        let patience = if lock.is_some() { opts.takeover_timeout } else { opts.lock_retry };
+        let asked = Instant::now();
+        let (reply, fds) = loop {
+            let (reply, fds) =
+                control::call(&s, &Request::Attach { port }).map_err(|e| ctl_err(&e))?;
+            match &reply {
+                Reply::Refused { why }
+                    if why.contains("held by another process") && asked.elapsed() < patience =>
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                _ => break (reply, fds),
+            }
+        };
         let (slice_start, slice_len) = match reply {
             Reply::Attached { slice_start, slice_len } => (slice_start, slice_len),
             Reply::Refused { why } => {

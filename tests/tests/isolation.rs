@@ -1,57 +1,199 @@
 //! Isolation between ports, tried as a hostile host process would: a
-//! separate OS process (the `attacker` example) holds node 1 port 5
-//! through the public API, then writes the node's raw `sram` file to map
-//! 1 MiB of port 2's memory into its own page table, posts a receive
-//! buffer and a send there, and points its event queue at port 2's (and
-//! at the end of the bus). Every attempt must be refused by the NIC and
-//! counted, while a stream into port 2 completes with every byte checked.
-//! On live and on qemu; these tests FAIL when QEMU or the riscv target is
-//! missing.
+//! separate OS process (the `attacker` example), run as another user
+//! whom the cluster allows (`nobody`), holds node 1 port 5 through the
+//! public API. It tries to reach port 2's memory, page table, window and
+//! event queue, the NIC's buffers and rings, every file of the cluster
+//! and the device process's memory; then it floods everything it can
+//! write with random bytes. Every attempt must be refused, named and
+//! counted, while streams into ports 2 and 3 complete with every byte
+//! checked.
+//!
+//! On live and on qemu. These tests FAIL when QEMU or the riscv target is
+//! missing, and when not run as root: the attacker must be another user
+//! (the cluster's own user is trusted, as root is: it may open the
+//! cluster's files and trace the device process).
 
 #[path = "../../nic-emu/tests/rt/mod.rs"]
 mod rt;
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nic_abi::stats::Stat;
-use nic_emu::realtime::RtCluster;
+use nic_emu::realtime::{RtCluster, RtConfig};
 
-fn attack_during_a_stream(c: &RtCluster) {
+/// The user the attacker runs as.
+const NOBODY: u32 = 65534;
+
+fn cluster(tag: &str, backend: host_driver::cluster::ClusterBackend) -> RtCluster {
+    assert!(
+        euid_is_root(),
+        "the isolation tests run the attacker as another user (uid {NOBODY}), which needs root: \
+         run `cargo xtask test` as root (CI does)"
+    );
+    let mut cfg = RtConfig::new(&rt::cluster_path(tag), backend, 2);
+    if backend == host_driver::cluster::ClusterBackend::Qemu {
+        rt::require_qemu();
+        cfg.image = Some(rt::firmware_image());
+    }
+    cfg.allow_uids = vec![NOBODY];
+    rt::start(cfg)
+}
+
+fn euid_is_root() -> bool {
+    // Our effective uid, the third field of /proc/self/status's Uid line.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn attack_during_streams(c: &RtCluster) {
     let errors = |c: &RtCluster| c.nic_stats(1).fw[Stat::Errors as usize];
     let before = errors(c);
-    let (send, recv) = rt::stream_spawn(c.path(), (0, 2), (1, 2), 16384, 300, &[]);
-    let out = Command::new(rt::example_bin("cluster-tests", "attacker"))
+    // The victim: port 2 of node 1, open, with a secret in its memory.
+    let victim = host_driver::LiveBackend::attach(&c.path().to_string_lossy(), 1, 2).unwrap();
+    let vnic = host_driver::Nic::open(victim.clone()).unwrap();
+    let mut vport = vnic.open_port(2, host_driver::PortOptions::default()).unwrap();
+    let secret = vport.alloc(4096).unwrap();
+    vport.write(&secret, 0, &[0x5E; 4096]).unwrap();
+    let mut attacker = Command::new(rt::example_bin("cluster-tests", "attacker"))
         .arg(c.path())
-        .args(["1", "5", "2"])
-        .output()
+        .args(["1", "5", "2", "--flood", "120"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run the attacker");
-    let send = rt::finish(send, Duration::from_secs(60));
-    let recv = rt::finish(recv, Duration::from_secs(60));
-    rt::both_succeed(c.path(), [("sender", &send), ("receiver", &recv)]);
-    assert!(String::from_utf8_lossy(&recv.stdout).contains("content and order checked"));
-    let said = rt::text(&out);
-    assert!(out.status.success(), "an attack got through:\n{said}");
+    // Its attempts, up to the flood.
+    let mut out = BufReader::new(attacker.stdout.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            let mut err = String::new();
+            let _ = attacker.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("the attacker stopped before its flood:\n{said}\nstderr:\n{err}");
+        }
+        said.push_str(&line);
+        if line.trim() == "flooding" {
+            break;
+        }
+    }
+    // The victim lets go of port 2; two streams into ports 2 and 3 of the
+    // attacker's node, during the flood.
+    drop((vport, vnic, victim));
+    // Again until the flood has gone on for two seconds.
+    let flood = std::time::Instant::now();
+    let mut rounds = 0;
+    while rounds == 0 || flood.elapsed() < Duration::from_secs(2) {
+        let (s2, r2) = rt::stream_spawn(c.path(), (0, 2), (1, 2), 16384, 2000, &[]);
+        let (s3, r3) = rt::stream_spawn(c.path(), (0, 3), (1, 3), 4096, 4000, &[]);
+        let outs: Vec<_> =
+            [s2, r2, s3, r3].into_iter().map(|p| rt::finish(p, Duration::from_secs(90))).collect();
+        rt::both_succeed(c.path(), [("sender 2", &outs[0]), ("receiver 2", &outs[1])]);
+        rt::both_succeed(c.path(), [("sender 3", &outs[2]), ("receiver 3", &outs[3])]);
+        for r in [&outs[1], &outs[3]] {
+            assert!(String::from_utf8_lossy(&r.stdout).contains("content and order checked"));
+        }
+        rounds += 1;
+    }
+    drop(attacker.stdin.take()); // ends the flood
+    let mut rest = String::new();
+    let _ = out.read_to_string(&mut rest);
+    said.push_str(&rest);
+    let status = attacker.wait().unwrap();
+    let mut err = String::new();
+    let _ = attacker.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(status.success(), "an attack got through:\n{said}\nstderr:\n{err}");
     for line in [
-        "receive buffer in the victim's memory: refused",
-        "send out of the victim's memory: refused",
-        "event queue on the victim's: refused",
-        "event queue at the end of the bus: refused",
+        "a page-table entry onto the victim's memory: refused (page-table entry",
+        "a write into the victim's page table: refused (port 5 may not write",
+        "closing the victim's port: refused",
+        "a descriptor into the victim's send ring: refused",
+        "reading the victim's window: refused (port 5 may not read",
+        "reading the receive buffers: refused",
+        "reading the victim's host memory: refused",
+        "a receive buffer in unregistered memory: refused (NotRegistered)",
+        "a send out of unregistered memory: refused (NotRegistered)",
+        "an event queue in the victim's slice: refused",
+        "an event queue at the end of the bus: refused",
+        "taking the victim's port: refused (port 2 is held by another process)",
+        "taking port 200: refused",
+        "reading SRAM without a port: refused",
+        "garbage on the control socket: refused",
+        "listing the cluster directory: refused",
+        "files and the device's memory: refused",
+        "flood: ",
     ] {
         assert!(said.contains(line), "missing {line:?}:\n{said}");
     }
-    // Each refusal counted by the NIC: two descriptors, two opens.
+    // Counted: the NIC's own refusals (two descriptors, two opens) and the
+    // control sockets'.
     assert!(errors(c) >= before + 4, "errors {} -> {}", before, errors(c));
+    let (attaches, refused, _, broken, _) = c.control_counters();
+    assert!(attaches >= 5 && refused >= 10 && broken >= 1, "{:?}", c.control_counters());
+    assert!(c.notes().iter().any(|n| n.contains("port 5 (uid 65534): refused")), "{:?}", c.notes());
+    eprintln!("{said}{rounds} rounds of streams; control sockets: {:?}", c.control_counters());
+    // The victim's port is still open and served after all that.
+    rt::pingpong(c.path(), (0, 2), (1, 2), 64, 20);
 }
 
 #[test]
-fn a_port_aimed_at_another_ports_memory_or_queue_is_refused_on_live() {
-    let c = rt::live("iso", 2);
-    attack_during_a_stream(&c);
+fn another_users_process_reaches_nothing_but_its_own_port_on_live() {
+    let c = cluster("iso", host_driver::cluster::ClusterBackend::Live);
+    attack_during_streams(&c);
 }
 
 #[test]
-fn a_port_aimed_at_another_ports_memory_or_queue_is_refused_on_qemu() {
-    let c = rt::qemu_cluster("iso", 2);
-    attack_during_a_stream(&c);
+fn another_users_process_reaches_nothing_but_its_own_port_on_qemu() {
+    let c = cluster("iso", host_driver::cluster::ClusterBackend::Qemu);
+    attack_during_streams(&c);
+}
+
+#[test]
+fn a_user_the_cluster_does_not_allow_is_refused_at_the_door() {
+    // Allowed: some other user, not the attacker's.
+    assert!(euid_is_root(), "this test runs a program as another user (uid {NOBODY}): run as root");
+    let mut cfg =
+        RtConfig::new(&rt::cluster_path("door"), host_driver::cluster::ClusterBackend::Live, 1);
+    cfg.allow_uids = vec![NOBODY - 1];
+    let c = rt::start(cfg);
+    let t = std::time::Instant::now();
+    let out = Command::new(rt::example_bin("cluster-tests", "attacker"))
+        .arg(c.path())
+        .args(["0", "1", "2"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run the attacker");
+    let said = rt::text(&out);
+    eprintln!("refused at the door after {:?}", t.elapsed());
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("uid 65534 may not use this cluster"), "{said}");
+    assert_eq!(c.control_counters().2, 1, "one peer refused");
+    assert!(
+        c.notes().iter().any(|n| n.contains("refused a process of uid 65534")),
+        "{:?}",
+        c.notes()
+    );
+    // Not allowed at all: the cluster's files and directories are closed to it.
+    let c = rt::live("closed", 1);
+    let out = Command::new(rt::example_bin("cluster-tests", "attacker"))
+        .arg(c.path())
+        .args(["0", "1", "2"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run the attacker");
+    let said = rt::text(&out);
+    assert!(!out.status.success() && said.contains("open the cluster"), "{said}");
 }

@@ -6,14 +6,16 @@
 //! for a port. The connection then holds the port until it closes; the
 //! process is handed descriptors of the port's window (read-write), the
 //! register page (read-only) and its slice of host memory (read-write),
-//! and nothing else of the node. The rest of what a driver does to SRAM
+//! zeroed first (nothing of a last holder's is left), and nothing else of
+//! the node. The rest of what a driver does to SRAM
 //! comes here:
 //!
 //! - reads of the public parts (registers, routes, counters, traces, the
 //!   flow and group tables, its own page table);
 //! - writes to its own page table, where every valid entry must name a
-//!   page of the port's own slice; to the multicast group table; to
-//!   `TRACE_ENABLE`.
+//!   page of the port's own slice; to the multicast group table, where a
+//!   valid group must deliver to a port the writing process holds and
+//!   another process's valid group is out of reach; to `TRACE_ENABLE`.
 //!
 //! Anything else is refused, named in the reply, counted, and noted in
 //! the cluster's log (the first few of each connection). When a
@@ -31,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nic_abi::group;
 use nic_abi::map::{self, page_table, port_window, PAGE_TABLE_SIZE, PORT_WINDOW};
 use nic_abi::page_table::{Pte, PteState, PTE_SIZE};
 use nic_abi::port::{self as pcb, port_reg};
@@ -44,6 +47,10 @@ use super::{Ctx, RtError};
 /// How long a connection's thread waits for a frame before it looks at
 /// the stop flag; and the acceptor's poll.
 const POLL: Duration = Duration::from_millis(100);
+
+/// How long a new holder waits for the firmware to stop serving the
+/// port's last holder.
+const TAKEOVER: Duration = Duration::from_secs(2);
 
 /// Refusals noted in the log per connection (all are counted).
 const NOTED_PER_CONNECTION: u32 = 8;
@@ -67,9 +74,10 @@ pub struct ControlCounters {
 struct NodeControl {
     node: u32,
     sram: Arc<MappedFile>,
+    host: Arc<MappedFile>,
     dir: ClusterDir,
-    /// Ports held by a connection.
-    held: Mutex<[bool; NUM_PORTS]>,
+    /// Ports held by a connection: the pid of its process.
+    held: Mutex<[Option<u32>; NUM_PORTS]>,
 }
 
 /// The control sockets of a cluster.
@@ -86,6 +94,7 @@ impl Control {
         ctx: Arc<Ctx>,
         dir: &ClusterDir,
         srams: &[Arc<MappedFile>],
+        hosts: &[Arc<MappedFile>],
         allowed: Vec<u32>,
     ) -> Result<Control, RtError> {
         let mut listeners = Vec::with_capacity(srams.len());
@@ -105,8 +114,9 @@ impl Control {
             nodes.push(Arc::new(NodeControl {
                 node,
                 sram: sram.clone(),
+                host: hosts[node as usize].clone(),
                 dir: dir.clone(),
-                held: Mutex::new([false; NUM_PORTS]),
+                held: Mutex::new([None; NUM_PORTS]),
             }));
         }
         let counters = Arc::new(ControlCounters::default());
@@ -156,8 +166,8 @@ fn accept_loop(
                     continue;
                 }
             };
-            let uid = match rustix::net::sockopt::socket_peercred(&s) {
-                Ok(c) => c.uid.as_raw(),
+            let (uid, pid) = match rustix::net::sockopt::socket_peercred(&s) {
+                Ok(c) => (c.uid.as_raw(), c.pid.as_raw_nonzero().get() as u32),
                 Err(e) => {
                     ctx.note(format!("node {i}: control socket: cannot tell the peer: {e}"));
                     continue;
@@ -177,7 +187,7 @@ fn accept_loop(
             let (cx, nc, c) = (ctx.clone(), nodes[i].clone(), counters.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("nic-rt-control-{i}"))
-                .spawn(move || serve(cx, nc, c, s, uid));
+                .spawn(move || serve(cx, nc, c, s, uid, pid));
             match spawned {
                 Ok(h) => conns.push(h),
                 Err(e) => ctx.note(format!("node {i}: control thread: {e}")),
@@ -197,6 +207,7 @@ fn serve(
     counters: Arc<ControlCounters>,
     s: UnixStream,
     uid: u32,
+    pid: u32,
 ) {
     let node = nc.node;
     if s.set_nonblocking(false).is_err()
@@ -205,7 +216,7 @@ fn serve(
     {
         return;
     }
-    let mut conn = Conn { nc: &nc, port: None, noted: 0 };
+    let mut conn = Conn { nc: &nc, port: None, pid, noted: 0 };
     let refuse = |conn: &mut Conn, why: &str| {
         counters.refused.fetch_add(1, Ordering::Relaxed);
         conn.noted += 1;
@@ -266,6 +277,8 @@ fn serve(
 struct Conn<'a> {
     nc: &'a NodeControl,
     port: Option<u8>,
+    /// The peer's process.
+    pid: u32,
     noted: u32,
 }
 
@@ -310,12 +323,13 @@ impl Conn<'_> {
         }
         {
             let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
-            if held[port as usize] {
+            if held[port as usize].is_some() {
                 return Err(format!("port {port} is held by another process"));
             }
-            held[port as usize] = true;
+            held[port as usize] = Some(self.pid);
         }
         let (node, dir) = (self.nc.node, &self.nc.dir);
+        self.nc.wipe(port);
         let open = |path: std::path::PathBuf, write: bool| {
             std::fs::OpenOptions::new()
                 .read(true)
@@ -334,7 +348,7 @@ impl Conn<'_> {
         let fds = match fds {
             Ok(f) => f,
             Err(e) => {
-                self.nc.held.lock().unwrap_or_else(|e| e.into_inner())[port as usize] = false;
+                self.nc.held.lock().unwrap_or_else(|e| e.into_inner())[port as usize] = None;
                 return Err(e);
             }
         };
@@ -350,9 +364,9 @@ impl Conn<'_> {
         let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
         if inside(page_table(p as usize), PAGE_TABLE_SIZE as u64) {
             self.check_ptes(p, w)?;
-        } else if !(inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64)
-            || inside(reg(regs::TRACE_ENABLE), 4))
-        {
+        } else if inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64) {
+            self.check_group(w)?;
+        } else if !inside(reg(regs::TRACE_ENABLE), 4) {
             return Err(format!(
                 "port {p} may not write SRAM {:#x}+{len} ({})",
                 w.off,
@@ -363,9 +377,9 @@ impl Conn<'_> {
         // publishes a page-table entry or a group's VALID word.
         let ok =
             match w.data.len() {
-                8 if w.off % 8 == 0 => sram
+                8 if w.off.is_multiple_of(8) => sram
                     .store_u64(off, u64::from_le_bytes(w.data[..8].try_into().unwrap_or([0; 8]))),
-                4 if w.off % 4 == 0 => sram
+                4 if w.off.is_multiple_of(4) => sram
                     .store_u32(off, u32::from_le_bytes(w.data[..4].try_into().unwrap_or([0; 4]))),
                 _ => sram.write(off, &w.data),
             };
@@ -410,7 +424,90 @@ impl Conn<'_> {
     }
 }
 
+impl Conn<'_> {
+    /// A write into the group table: inside one entry, and the entry
+    /// this process's: a valid group delivers to its `PORT`, which must be
+    /// a port this process holds, before the write (it may not touch
+    /// another process's valid group) and after it.
+    fn check_group(&self, w: &SramWrite) -> Result<(), String> {
+        let id = (w.off - map::GROUPS) / map::GROUP_ENTRY_SIZE;
+        let entry = map::group_entry(id);
+        let len = w.data.len() as u32;
+        if w.off + len > entry + map::GROUP_ENTRY_SIZE {
+            return Err(format!("a write across the end of group entry {id}"));
+        }
+        let sram = &self.nc.sram;
+        let valid_at = entry + group::VALID;
+        let port_at = entry + group::PORT;
+        let now_valid = sram.load_u32(valid_at as u64).unwrap_or(0);
+        let mut now_port = [0u8; 1];
+        sram.read(port_at as u64, &mut now_port);
+        let ours = |q: u8| {
+            let held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.get(q as usize).copied().flatten() == Some(self.pid)
+        };
+        if now_valid != 0 && !ours(now_port[0]) {
+            return Err(format!(
+                "group {id} delivers to port {}, not held by this process",
+                now_port[0]
+            ));
+        }
+        // The two fields as the write leaves them.
+        let mut valid = now_valid.to_le_bytes();
+        let mut port = now_port;
+        for (k, &byte) in w.data.iter().enumerate() {
+            let a = w.off + k as u32;
+            if (valid_at..valid_at + 4).contains(&a) {
+                valid[(a - valid_at) as usize] = byte;
+            } else if a == port_at {
+                port[0] = byte;
+            }
+        }
+        if u32::from_le_bytes(valid) != 0 && !ours(port[0]) {
+            return Err(format!(
+                "group {id} would deliver to port {}, not held by this process",
+                port[0]
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl NodeControl {
+    /// Make port `port` fit for a new holder: closed, no longer served by
+    /// the firmware (it may still write into the last holder's memory
+    /// until then; waited for at most `TAKEOVER`), and its slice of host
+    /// memory zeroed, so nothing of the last holder's is left to read.
+    fn wipe(&self, port: u8) {
+        let p = port as usize;
+        let word = |off: u32| self.sram.load_u32(off as u64).unwrap_or(0);
+        if word(port_reg(p, pcb::STATE)) == pcb::STATE_OPEN {
+            self.sram.store_u32(port_reg(p, pcb::STATE) as u64, pcb::STATE_CLOSED);
+            self.sram.fetch_add_u32(port_reg(p, pcb::DOORBELL) as u64, 1);
+        }
+        let t = std::time::Instant::now();
+        while word(reg(regs::FW_STATUS)) == regs::FW_RUNNING
+            && word(port_reg(p, pcb::FW_STATE)) == pcb::STATE_OPEN
+            && t.elapsed() < TAKEOVER
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // A hole punched through the whole slice file reads as zeros and
+        // gives its memory back; where that fails, zeros written.
+        let (start, len) = self.dir.port_slice(port);
+        let punched = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.slice_path(self.node, port))
+            .and_then(|f| {
+                use rustix::fs::{fallocate, FallocateFlags};
+                let how = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+                fallocate(&f, how, 0, len).map_err(std::io::Error::from)
+            });
+        if punched.is_err() {
+            self.host.fill(start, len, 0);
+        }
+    }
+
     /// Let go of `port`; close it if its STATE still says open (true).
     fn release(&self, port: u8) -> bool {
         let p = port as usize;
@@ -419,7 +516,7 @@ impl NodeControl {
             self.sram.store_u32(port_reg(p, pcb::STATE) as u64, pcb::STATE_CLOSED);
             self.sram.fetch_add_u32(port_reg(p, pcb::DOORBELL) as u64, 1);
         }
-        self.held.lock().unwrap_or_else(|e| e.into_inner())[p] = false;
+        self.held.lock().unwrap_or_else(|e| e.into_inner())[p] = None;
         closed
     }
 }

@@ -574,7 +574,7 @@ impl RtCluster {
             ctx: ctx.clone(),
             dir: dir.clone(),
             srams: c.srams.clone(),
-            hosts,
+            hosts: hosts.clone(),
             qemu: qemu_spec,
             halted: cfg.halted_node,
             boot_timeout: cfg.boot_timeout,
@@ -594,8 +594,13 @@ impl RtCluster {
         if brm.is_some() {
             c.agents = Some(brm::Agents::start(ctx.clone(), &dir)?);
         }
-        c.control =
-            Some(control::Control::start(ctx.clone(), &dir, &c.srams, cfg.allow_uids.clone())?);
+        c.control = Some(control::Control::start(
+            ctx.clone(),
+            &dir,
+            &c.srams,
+            &hosts,
+            cfg.allow_uids.clone(),
+        )?);
         dir.publish()?;
         if let Some((program, cal)) = brm {
             let cal_path = dir.path().join(cluster::BRM_CALIBRATION);
