@@ -51,10 +51,10 @@ pub enum DriverError {
     /// The NIC is gone (why): its device process or QEMU died, or its
     /// firmware halted. A wait reports it within about 100 ms.
     NicDown(&'static str),
-    /// The firmware refused to serve the port: its event queue (EVQ_BUS,
-    /// EVQ_LEN in the port window) is not in the port's own slice of host
-    /// memory. Only a port window written by someone other than this
-    /// driver does that.
+    /// The firmware refused to serve the port: its registered event queue
+    /// (`regs::port_evq_bus`/`port_evq_len`) is not a power of two of
+    /// entries in the port's own slice of host memory. Only a
+    /// registration made by someone other than this driver does that.
     PortRefused(u8),
     /// The backend serves one port (`NicBackend::port_hint`, e.g. a live
     /// backend attached to port `attached`) and `port` was asked for.

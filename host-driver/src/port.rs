@@ -3,7 +3,9 @@
 //! (`memory.rs`), its event queue in host memory, and its token counts.
 //!
 //! Open (after `nic_abi::port`): the driver allocates and zeroes the event
-//! queue, clears the page table, writes EVQ_BUS, EVQ_LEN, EVQ_CONSUMED = 0,
+//! queue, clears the page table, registers the event queue
+//! (`regs::port_evq_bus`/`port_evq_len`, privileged: a live backend sends
+//! it to the device process), writes EVQ_CONSUMED = 0,
 //! SEND_PROD = 0 and SEND_CONS = 0, bumps GENERATION, then sets
 //! STATE = OPEN (Release) and rings the doorbell. The firmware answers with a PortOpened event.
 //! Descriptors may be posted at once: they wait in the ring.
@@ -42,6 +44,7 @@ use nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
 use nic_abi::event::{self as abi, EventKind, EVENT_SEQ_OFFSET, EVENT_SIZE};
 use nic_abi::map::SEND_RING_LEN;
 use nic_abi::port::{self as pcb, port_reg, send_slot};
+use nic_abi::regs;
 use nic_abi::{Priority, NUM_PORTS};
 
 use crate::backend::{HostOp, NicBackend};
@@ -197,8 +200,12 @@ impl<B: NicBackend> Port<B> {
         let mut mem = Memory::new(num);
         mem.table.clear(&be);
 
-        be.sram_store_u64(port_reg(p, pcb::EVQ_BUS), evq_bus);
-        be.sram_store_u32(port_reg(p, pcb::EVQ_LEN), evq_len);
+        // The event queue's registration, both words in one write (a live
+        // backend's device process checks them together).
+        let mut evq = [0u8; 12];
+        evq[..8].copy_from_slice(&evq_bus.to_le_bytes());
+        evq[8..].copy_from_slice(&evq_len.to_le_bytes());
+        be.sram_write(regs::reg(regs::port_evq_bus(p)), &evq);
         be.sram_store_u32(port_reg(p, pcb::EVQ_CONSUMED), 0);
         be.sram_store_u32(port_reg(p, pcb::SEND_PROD), 0);
         // SEND_CONS is the firmware's, but a closed port is not served, so

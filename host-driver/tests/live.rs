@@ -245,11 +245,15 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(0));
     assert_eq!(sram.load_u32(reg(regs::FW_STATUS) as u64), Some(regs::FW_RUNNING));
     // What the port owns is writable.
-    be.sram_store_u32(port_reg(2, pcb::EVQ_LEN), 64);
+    let evq = be.slice().0 + PAGE_SIZE;
+    let mut reg_evq = evq.to_le_bytes().to_vec();
+    reg_evq.extend_from_slice(&64u32.to_le_bytes());
+    be.sram_write(reg(regs::port_evq_bus(2)), &reg_evq);
     be.sram_store_u64(page_table(2) + 16, 0x1234_5678_9ABC_DEF0);
     be.sram_store_u32(reg(regs::TRACE_ENABLE), 1);
     be.flush().unwrap();
-    assert_eq!(sram.load_u32(port_reg(2, pcb::EVQ_LEN) as u64), Some(64));
+    assert_eq!(sram.load_u32(reg(regs::port_evq_len(2)) as u64), Some(64));
+    assert_eq!(sram.load_u64(reg(regs::port_evq_bus(2)) as u64), Some(evq));
     assert_eq!(sram.load_u64(page_table(2) as u64 + 16), Some(0x1234_5678_9ABC_DEF0));
     assert_eq!(be.refused_accesses(), 8);
     // The multicast group table (the driver installs groups), but not the

@@ -129,9 +129,12 @@ fn open_port_writes_the_control_block_then_state_open() {
     assert_eq!(w(pcb::SEND_PROD), 0);
     assert_eq!(w(pcb::SEND_CONS), 0);
     // 6 + 5 + 8 = 19 -> 32, doubled.
-    assert_eq!(w(pcb::EVQ_LEN), 64);
+    assert_eq!(be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::port_evq_len(3))), 64);
     assert_eq!(port.event_queue_len(), 64);
-    assert_eq!(be.sram_load_u64(port_reg(3, pcb::EVQ_BUS)), port.event_queue_bus());
+    assert_eq!(
+        be.sram_load_u64(nic_abi::regs::reg(nic_abi::regs::port_evq_bus(3))),
+        port.event_queue_bus()
+    );
     assert_eq!(doorbells(&be), bells + 1);
     assert!(!port.nic_serving());
 

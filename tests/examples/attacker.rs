@@ -8,8 +8,8 @@
 //!   table and the NIC's packet buffers (through the node's control
 //!   socket, the only way to SRAM outside its window);
 //! - to post a receive buffer and a send in memory it never registered;
-//! - to point its event queue at the victim's slice and at the end of the
-//!   bus;
+//! - to register its event queue in the victim's slice and at the end of
+//!   the bus, and to register the victim's;
 //! - to take the victim's port, a port that does not exist, and to send
 //!   the control socket garbage;
 //! - to open every file of the cluster and the device process's memory;
@@ -32,6 +32,7 @@ use host_driver::control::{self, Reply, Request};
 use host_driver::nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
 use host_driver::nic_abi::page_table::{Pte, PteState, PTE_SIZE};
 use host_driver::nic_abi::port::{self as pcb, port_reg};
+use host_driver::nic_abi::regs::{port_evq_bus, port_evq_len, reg};
 use host_driver::nic_abi::{map, size_class_for, Priority, NUM_PORTS, PAGE_SIZE};
 use host_driver::{
     ClusterDir, DriverError, ErrorCause, Event, LiveBackend, Nic, NicBackend, Port, PortOptions,
@@ -159,37 +160,17 @@ fn attack(
         }
     }
 
-    // 3. Its event queue, set in its own window, aimed elsewhere: the NIC
-    // must refuse to serve the port rather than write events there.
-    let w = |off| port_reg(port as usize, off);
-    for (what, bus, n) in [
-        ("an event queue in the victim's slice", vbase + PAGE_SIZE, 64),
-        ("an event queue at the end of the bus", u64::MAX - 10, 64),
+    // 3. Its event queue registered elsewhere: the privileged side refuses
+    // (the NIC would refuse to serve the port too).
+    for (what, bus) in [
+        ("an event queue in the victim's slice", vbase + PAGE_SIZE),
+        ("an event queue at the end of the bus", u64::MAX - 10),
     ] {
-        be.sram_store_u64(w(pcb::EVQ_BUS), bus);
-        be.sram_store_u32(w(pcb::EVQ_LEN), n);
-        let gen = be.sram_load_u32(w(pcb::GENERATION)).wrapping_add(1);
-        be.sram_store_u32(w(pcb::GENERATION), gen);
-        be.sram_store_u32(w(pcb::STATE), pcb::STATE_OPEN);
-        be.doorbell();
-        let t = Instant::now();
-        while be.sram_load_u32(w(pcb::FW_GENERATION)) != gen {
-            if t.elapsed() > Duration::from_secs(10) {
-                return Err(format!("{what}: the NIC never took generation {gen}"));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        match be.sram_load_u32(w(pcb::FW_STATE)) {
-            pcb::STATE_REFUSED => {}
-            s => return Err(format!("{what}: port not refused (FW_STATE {s})")),
-        }
-        match p.wait(Duration::from_secs(1)) {
-            Err(DriverError::PortRefused(n)) if n == port => {
-                println!("{what}: refused (port {port} not served)")
-            }
-            r => return Err(format!("{what}: the driver said {r:?}")),
-        }
+        refused(&be, what, || be.sram_store_u64(reg(port_evq_bus(port as usize)), bus))?;
     }
+    refused(&be, "registering the victim's event queue", || {
+        be.sram_store_u32(reg(port_evq_len(victim as usize)), 64)
+    })?;
 
     // 4. The control socket itself.
     let sock = dir.control_socket_path(node);

@@ -2,7 +2,9 @@
 //! The send ring follows at `map::PORT_SEND_RING`. Offsets are relative to
 //! the window; use [`port_reg`] for an absolute SRAM offset.
 //!
-//! Open/close handshake: the driver fills EVQ_*, zeroes SEND_PROD,
+//! Open/close handshake: the driver has the port's event queue registered
+//! (`regs::port_evq_bus`, `port_evq_len`: written by the privileged side,
+//! not by a host process), zeroes SEND_PROD,
 //! SEND_CONS and EVQ_CONSUMED (the port is not served while closed, so it
 //! may write the firmware's SEND_CONS then), bumps GENERATION, then sets
 //! STATE = OPEN. The firmware notices,
@@ -19,10 +21,8 @@
 pub const STATE: u32 = 0x00; // u32 host
 /// Driver: incremented at each open.
 pub const GENERATION: u32 = 0x04; // u32 host
-/// Driver: bus address of the event queue in host memory.
-pub const EVQ_BUS: u32 = 0x08; // u64 host
-/// Driver: entries in the event queue (a power of two).
-pub const EVQ_LEN: u32 = 0x10; // u32 host
+                                  // 0x08..0x14: unused (the event queue is registered in the privileged
+                                  // registers, `regs::port_evq_bus`/`port_evq_len`).
 /// Host: events consumed, free-running.
 pub const EVQ_CONSUMED: u32 = 0x14; // u32 host
 /// Host: descriptors posted in the send ring, free-running.
@@ -53,8 +53,8 @@ pub const HEARTBEAT_DEAD_MS: u64 = 40;
 
 pub const STATE_CLOSED: u32 = 0;
 pub const STATE_OPEN: u32 = 1;
-/// FW_STATE only: the firmware refused to serve the port (its event
-/// queue, EVQ_BUS/EVQ_LEN, is not a power of two of entries inside the
+/// FW_STATE only: the firmware refused to serve the port (its registered
+/// event queue, `regs::port_evq_bus`/`port_evq_len`, is not a power of two of entries inside the
 /// port's slice of host memory). Nothing is written for it until the
 /// driver opens it again.
 pub const STATE_REFUSED: u32 = 2;

@@ -95,7 +95,7 @@ pub const fn reg<W>(r: Reg<W>) -> u32 {
 /// Value of `MAGIC`: "NICE".
 pub const MAGIC_VALUE: u32 = 0x4543_494E;
 /// Version of this ABI; firmware refuses to run on a mismatch.
-pub const ABI_VERSION_VALUE: u32 = 2;
+pub const ABI_VERSION_VALUE: u32 = 3;
 
 // Identity and configuration (cfg).
 pub const MAGIC: Reg<u32> = Reg::at(0x000); // cfg
@@ -201,6 +201,27 @@ pub const fn port_slice_base(p: usize) -> Reg<u64> {
 /// Port `p`'s slice length in bytes.
 pub const fn port_slice_len(p: usize) -> Reg<u64> {
     Reg::at(PORT_SLICES + p as u32 * PORT_SLICE_SIZE + 8)
+}
+
+/// Protection: each port's event queue, registered by the privileged side
+/// when the port opens (the sim's driver layer; on the real-time backends
+/// the device process, on the port's request through the node's control
+/// socket) and never written by a host process: `port_evq_bus(p)` (bus
+/// address, u64) and `port_evq_len(p)` (entries, u32). The MCP still
+/// checks it (a power of two of entries, inside the port's slice) when
+/// the port opens.
+pub const PORT_EVQS: u32 = 0x280; // cfg
+/// Bytes per port in `PORT_EVQS`: bus (u64), entries (u32), 4 unused.
+pub const PORT_EVQ_SIZE: u32 = 16;
+
+/// Port `p`'s event queue: its bus address.
+pub const fn port_evq_bus(p: usize) -> Reg<u64> {
+    Reg::at(PORT_EVQS + p as u32 * PORT_EVQ_SIZE)
+}
+
+/// Port `p`'s event queue: its length in entries.
+pub const fn port_evq_len(p: usize) -> Reg<u32> {
+    Reg::at(PORT_EVQS + p as u32 * PORT_EVQ_SIZE + 8)
 }
 
 /// Port `p`'s slice of a node's host memory of `host_size` bytes, as the

@@ -389,8 +389,8 @@ impl Mcp {
 
     fn open_port(&mut self, hw: &mut impl Hw, p: usize, gen: u32) {
         use nic_abi::port::*;
-        let evq_len = hw.load_u32(port_reg(p, EVQ_LEN));
-        let evq_bus = hw.load_u64(port_reg(p, EVQ_BUS));
+        let evq_len = hw.reg(nic_abi::regs::port_evq_len(p));
+        let evq_bus = hw.reg(nic_abi::regs::port_evq_bus(p));
         let cx = &mut self.shared;
         // The event queue: a power of two of entries, all of it in the
         // port's slice of host memory (which also keeps its end below 2^64).

@@ -12,6 +12,8 @@
 //!
 //! - reads of the public parts (registers, routes, counters, traces, the
 //!   flow and group tables, its own page table);
+//! - writes to its own event-queue registration (a power of two of
+//!   entries inside its slice);
 //! - writes to its own page table, where every valid entry must name a
 //!   page of the port's own slice; to the multicast group table, where a
 //!   valid group must deliver to a port the writing process holds and
@@ -37,7 +39,7 @@ use nic_abi::group;
 use nic_abi::map::{self, page_table, port_window, PAGE_TABLE_SIZE, PORT_WINDOW};
 use nic_abi::page_table::{Pte, PteState, PTE_SIZE};
 use nic_abi::port::{self as pcb, port_reg};
-use nic_abi::regs::{self, reg};
+use nic_abi::regs::{self, reg, PORT_EVQ_SIZE};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
 use nic_cluster_dir::control::{self, FrameError, Reply, Request, SramWrite, MAX_READ};
 use nic_cluster_dir::{ClusterDir, MappedFile};
@@ -366,6 +368,8 @@ impl Conn<'_> {
             self.check_ptes(p, w)?;
         } else if inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64) {
             self.check_group(w)?;
+        } else if inside(reg(regs::port_evq_bus(p as usize)), PORT_EVQ_SIZE as u64) {
+            self.check_evq(p, w)?;
         } else if !inside(reg(regs::TRACE_ENABLE), 4) {
             return Err(format!(
                 "port {p} may not write SRAM {:#x}+{len} ({})",
@@ -387,6 +391,30 @@ impl Conn<'_> {
             Ok(())
         } else {
             Err(format!("SRAM {:#x}+{len} is outside the NIC's memory", w.off))
+        }
+    }
+
+    /// A write to port `p`'s event-queue registration, as it would leave
+    /// it: none (0 entries), or a power of two of entries inside the
+    /// port's slice.
+    fn check_evq(&self, p: u8, w: &SramWrite) -> Result<(), String> {
+        let at = reg(regs::port_evq_bus(p as usize));
+        let mut b = [0u8; PORT_EVQ_SIZE as usize];
+        self.nc.sram.read(at as u64, &mut b);
+        let k = (w.off - at) as usize;
+        b[k..k + w.data.len()].copy_from_slice(&w.data);
+        let bus = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let len = u32::from_le_bytes(b[8..12].try_into().unwrap_or_default());
+        let (start, slice_len) = self.nc.dir.port_slice(p);
+        let bytes = len as u64 * nic_abi::event::EVENT_SIZE as u64;
+        let inside = bus >= start && bus.checked_add(bytes).is_some_and(|e| e <= start + slice_len);
+        if len == 0 || (len.is_power_of_two() && inside) {
+            Ok(())
+        } else {
+            Err(format!(
+                "event queue {bus:#x} x {len} entries for port {p}: not a power of two of \
+                 entries inside the port's slice of host memory"
+            ))
         }
     }
 

@@ -71,8 +71,8 @@ fn poke_window(b: &mut Bench, r: &mut Rng, n: usize, p: usize, evq: u64) {
         // Open or close it (a new generation half the time).
         0 => {
             if r.below(2) == 0 {
-                node.w64(port_reg(p, EVQ_BUS), evq);
-                node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
+                node.w64(evq_bus(p), evq);
+                node.w32(evq_len(p), EVQ_ENTRIES);
             }
             if r.below(2) == 0 {
                 let g = node.r32(port_reg(p, GENERATION));
@@ -80,10 +80,12 @@ fn poke_window(b: &mut Bench, r: &mut Rng, n: usize, p: usize, evq: u64) {
             }
             node.w32(port_reg(p, STATE), r.below(3) as u32);
         }
-        // An event queue anywhere, of any length.
+        // An event queue anywhere, of any length. The registration is the
+        // privileged side's, which checks it; written here as if that
+        // check were fooled, so the MCP's own check is exercised.
         1 => {
-            node.w64(port_reg(p, EVQ_BUS), r.value());
-            node.w32(port_reg(p, EVQ_LEN), r.value() as u32);
+            node.w64(evq_bus(p), r.value());
+            node.w32(evq_len(p), r.value() as u32);
         }
         2 => node.w32(port_reg(p, EVQ_CONSUMED), r.value() as u32),
         3 => node.w32(port_reg(p, SEND_PROD), r.value() as u32),
@@ -215,7 +217,7 @@ fn storm(seed: u64, steps: u64) -> Tally {
     let mut evqs = Vec::new();
     for &(n, p) in &ATTACKERS {
         b.open(n, p);
-        evqs.push(b.nodes[n].r64(port_reg(p, EVQ_BUS)));
+        evqs.push(b.nodes[n].r64(evq_bus(p)));
         b.alloc(n, p, 64 * 1024);
     }
     for step in 0..steps {

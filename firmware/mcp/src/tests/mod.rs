@@ -332,8 +332,8 @@ impl Bench {
     /// the driver does (no check of the outcome).
     fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
         let node = &mut self.nodes[n];
-        node.w64(port_reg(p, EVQ_BUS), evq);
-        node.w32(port_reg(p, EVQ_LEN), EVQ_ENTRIES);
+        node.w64(evq_bus(p), evq);
+        node.w32(evq_len(p), EVQ_ENTRIES);
         node.w32(port_reg(p, EVQ_CONSUMED), 0);
         node.w32(port_reg(p, SEND_PROD), 0);
         node.w32(port_reg(p, SEND_CONS), 0);
@@ -417,9 +417,7 @@ impl Bench {
         let mut out = Vec::new();
         let node = &mut self.nodes[n];
         let bus = u64::from_le_bytes(
-            node.sram[port_reg(p, EVQ_BUS) as usize..port_reg(p, EVQ_BUS) as usize + 8]
-                .try_into()
-                .unwrap(),
+            node.sram[evq_bus(p) as usize..evq_bus(p) as usize + 8].try_into().unwrap(),
         ) as usize;
         loop {
             let want = node.next_event[p];
@@ -552,4 +550,13 @@ fn transfer_again(b: &mut Bench) {
     b.post(0, 1, send(v, 100, 1, 2, Priority::Low, 2));
     let got = b.await_events(1, 2, 20_000).expect("delivered");
     assert_eq!((got[0].kind, got[0].tag), (EventKind::Received, 42));
+}
+
+/// SRAM offsets of port `p`'s event-queue registration (privileged words).
+pub(crate) fn evq_bus(p: usize) -> u32 {
+    nic_abi::regs::reg(nic_abi::regs::port_evq_bus(p))
+}
+
+pub(crate) fn evq_len(p: usize) -> u32 {
+    nic_abi::regs::reg(nic_abi::regs::port_evq_len(p))
 }

@@ -251,16 +251,16 @@ fn an_event_queue_at_the_end_of_the_bus_is_refused_without_harm() {
     // at wrapped addresses (an overflow panic in a debug build before).
     let mut b = Bench::new(2);
     let node = &mut b.nodes[0];
-    node.w64(port_reg(5, EVQ_BUS), u64::MAX - 10);
-    node.w32(port_reg(5, EVQ_LEN), 64);
+    node.w64(evq_bus(5), u64::MAX - 10);
+    node.w32(evq_len(5), 64);
     node.w32(port_reg(5, GENERATION), 1);
     node.w32(port_reg(5, STATE), STATE_OPEN);
     b.run(10);
     assert_eq!(b.stat(0, Stat::Errors), 1, "counted");
     // An event queue of a length that is not a power of two: refused too.
     let node = &mut b.nodes[0];
-    node.w64(port_reg(6, EVQ_BUS), 0);
-    node.w32(port_reg(6, EVQ_LEN), 48);
+    node.w64(evq_bus(6), 0);
+    node.w32(evq_len(6), 48);
     node.w32(port_reg(6, GENERATION), 1);
     node.w32(port_reg(6, STATE), STATE_OPEN);
     b.run(10);
