@@ -80,6 +80,8 @@ struct NodeControl {
     dir: ClusterDir,
     /// Ports held by a connection: the pid of its process.
     held: Mutex<[Option<u32>; NUM_PORTS]>,
+    /// Each port's last holder: (pid, uid).
+    last: Mutex<[Option<(u32, u32)>; NUM_PORTS]>,
 }
 
 /// The control sockets of a cluster.
@@ -119,6 +121,7 @@ impl Control {
                 host: hosts[node as usize].clone(),
                 dir: dir.clone(),
                 held: Mutex::new([None; NUM_PORTS]),
+                last: Mutex::new([None; NUM_PORTS]),
             }));
         }
         let counters = Arc::new(ControlCounters::default());
@@ -218,7 +221,7 @@ fn serve(
     {
         return;
     }
-    let mut conn = Conn { nc: &nc, port: None, pid, noted: 0 };
+    let mut conn = Conn { nc: &nc, port: None, pid, uid, noted: 0 };
     let refuse = |conn: &mut Conn, why: &str| {
         counters.refused.fetch_add(1, Ordering::Relaxed);
         conn.noted += 1;
@@ -279,8 +282,9 @@ fn serve(
 struct Conn<'a> {
     nc: &'a NodeControl,
     port: Option<u8>,
-    /// The peer's process.
+    /// The peer's process and user.
     pid: u32,
+    uid: u32,
     noted: u32,
 }
 
@@ -328,7 +332,21 @@ impl Conn<'_> {
             if held[port as usize].is_some() {
                 return Err(format!("port {port} is held by another process"));
             }
+            // A process keeps what it mapped after it lets go of a port: the
+            // port passes to another user only once that process is gone.
+            let last = self.nc.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize];
+            if let Some((pid, uid)) = last {
+                if uid != self.uid && pid != self.pid && nic_cluster_dir::cluster::pid_alive(pid) {
+                    return Err(format!(
+                        "port {port}'s last holder (pid {pid}, another user's) still runs and \
+                         may still map the port's memory; it changes hands once that process \
+                         exits"
+                    ));
+                }
+            }
             held[port as usize] = Some(self.pid);
+            self.nc.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize] =
+                Some((self.pid, self.uid));
         }
         let (node, dir) = (self.nc.node, &self.nc.dir);
         self.nc.wipe(port);

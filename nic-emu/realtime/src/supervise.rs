@@ -1,10 +1,8 @@
 //! The supervisor thread: everything slow the device process watches
 //! while the workers run the NICs.
 //!
-//! - Dead port holders: every `PROBE_EVERY`, each port whose STATE reads
-//!   OPEN has its lock probed (`ClusterDir::port_held`); open but not
-//!   held means its holder died, and STATE = CLOSED is written on its
-//!   behalf (the firmware then closes the port as for any close).
+//! (A port whose holder died is closed by the control socket, when its
+//! connection ends: `control.rs`.)
 //! - Reflash: each node's `flash` file is watched (size, mtime, inode);
 //!   once a change has been stable for one look, the NIC is reset: under
 //!   QEMU the guest is killed, the worker resets the NIC (registers,
@@ -130,7 +128,6 @@ impl Supervisor {
             }
             if last_probe.elapsed() >= PROBE_EVERY {
                 last_probe = Instant::now();
-                self.probe_ports();
                 self.check_files(&mut children, &mut repairs);
             }
             if last_flash.elapsed() >= FLASH_EVERY {
@@ -170,36 +167,6 @@ impl Supervisor {
             }
             for port in 0..NUM_PORTS {
                 sram.fetch_add_u32(port_reg(port, pcb::HEARTBEAT) as u64, 1);
-            }
-        }
-    }
-
-    fn probe_ports(&self) {
-        for (node, sram) in self.srams.iter().enumerate() {
-            for port in 0..NUM_PORTS {
-                let state = port_reg(port, pcb::STATE) as u64;
-                let gen = port_reg(port, pcb::GENERATION) as u64;
-                if sram.load_u32(state) != Some(pcb::STATE_OPEN) {
-                    continue;
-                }
-                let g = sram.load_u32(gen);
-                match self.dir.port_held(node as u32, port as u8) {
-                    Ok(false) => {}
-                    Ok(true) => continue,
-                    Err(e) => {
-                        self.ctx
-                            .note(format!("node {node} port {port}: cannot probe its lock: {e}"));
-                        continue;
-                    }
-                }
-                // Unchanged since the probe: nobody re-opened it meanwhile.
-                if sram.load_u32(state) == Some(pcb::STATE_OPEN) && sram.load_u32(gen) == g {
-                    sram.store_u32(state, pcb::STATE_CLOSED);
-                    sram.fetch_add_u32(reg(regs::HOST_DOORBELL) as u64, 1);
-                    self.ctx.note(format!(
-                        "node {node} port {port}: its holder is gone; port closed on its behalf"
-                    ));
-                }
             }
         }
     }

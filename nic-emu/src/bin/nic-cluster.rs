@@ -6,6 +6,7 @@
 //! nic-cluster run --name dbg --nodes 2 --backend qemu --image ELF --halted-node 0 --gdb-port 1234
 //! nic-cluster run --name demo --nodes 4 --backend live --detach   # returns once up
 //! nic-cluster run --name demo --nodes 4 --profile lanai4-gm --brm   # with a bandwidth manager
+//! nic-cluster run --name shared --nodes 2 --allow-uid 1001          # user 1001's programs too
 //! nic-cluster stop --name demo
 //! nic-cluster list
 //! nic-cluster brm --cluster DIR --calibration FILE                 # (started by `run --brm`)
@@ -174,10 +175,17 @@ struct RunArgs {
     /// stored one).
     #[arg(long, requires = "brm")]
     brm_calibration: Option<PathBuf>,
+    /// Let programs of this user (a uid) use the cluster too, through
+    /// each node's control socket only: they are handed their port's
+    /// window and memory, never the cluster's files. Repeatable. (The
+    /// cluster's own user and root always may.)
+    #[arg(long = "allow-uid", value_name = "UID")]
+    allow_uid: Vec<u32>,
 }
 
 fn config(a: &RunArgs) -> Result<RtConfig, String> {
     let mut c = RtConfig::new(&a.name, a.backend, a.nodes);
+    c.allow_uids = a.allow_uid.clone();
     c.profile = Profile::load(&a.profile).map_err(|e| e.to_string())?;
     c.topology = a.topology;
     c.image = a.image.clone();
