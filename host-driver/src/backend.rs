@@ -93,6 +93,15 @@ pub trait NicBackend: Clone {
         None
     }
 
+    /// Make the privileged writes made so far take effect now, and say
+    /// whether all were accepted. A live backend sends them through the
+    /// node's control socket (it batches them); `Err` when the device
+    /// process refused one (`LiveBackend::last_refusal` says why).
+    /// Default: writes take effect at once (the sim).
+    fn commit(&self) -> Result<(), crate::DriverError> {
+        Ok(())
+    }
+
     /// Does the device advance each port's `HEARTBEAT` (real-time
     /// clusters)? Then a wait that sees it stop reports `NicDown`.
     /// Default: no (the sim).

@@ -1,25 +1,32 @@
-//! The real-time backend for host processes: a `NicBackend` over shared
-//! file mappings of one node's `sram` and `host` files in a cluster
-//! directory (`cluster.rs`, `docs/design/cluster-dir.md`). Used the same
-//! way for the live and the qemu backends: the device process (and QEMU)
-//! map the same files.
+//! The real-time backend for host processes: a `NicBackend` over one
+//! port of one node of a live or qemu cluster (`cluster.rs`,
+//! `docs/design/cluster-dir.md`). Used the same way for both backends.
 //!
-//! What it owns: the two mappings, the flock on `port<P>.lock` that says
-//! this process holds port P (taken at attach, released when the last
-//! clone is dropped or the process dies), and a first-fit allocator over
-//! port P's slice of host memory.
+//! At attach it asks the node's control socket (`control.rs`: the device
+//! process, the privileged side) for the port, and maps the three files
+//! it is handed: the port's window (read-write), the register page
+//! (read-only) and the port's slice of host memory (read-write). It maps
+//! nothing else of the node.
 //!
-//! What it may touch: reads anywhere in SRAM; writes only to its port's
-//! window, its port's page table, the multicast group table (the driver
-//! installs groups there, `Nic::create_group`) and the host-owned
-//! registers (HOST_DOORBELL, TRACE_ENABLE); host memory only inside its port's
-//! slice. Anything else reads as zero or is dropped, and is counted
-//! (`refused_accesses`): never UB, never a panic.
+//! What it owns: those mappings, the control connection (which holds the
+//! port until the last clone is dropped or the process dies), the flock
+//! on `port<P>.lock` where this user may open it, writes waiting to go
+//! through the socket, and a first-fit allocator over the slice.
+//!
+//! What it touches: SRAM in its window and the register page directly;
+//! any other SRAM through the socket (reads of the public parts, writes
+//! to its page table, its event-queue registration, the group table and
+//! TRACE_ENABLE, each checked by the device process; the writes batched
+//! and sent before the next window store, doorbell or read); host memory
+//! only inside its slice. A refused access reads as zero or is dropped,
+//! counted (`refused_accesses`) and explained (`last_refusal`): never UB,
+//! never a panic.
 //!
 //! The data path makes no system call: posting is atomic stores into the
-//! mapping plus a doorbell increment; polling is loads from the mapping;
+//! window plus a doorbell increment; polling is loads from the slice;
 //! `charge` touches a thread-local. Only `idle_wait` (yield or sleep after
-//! a spin), `now_ns` (vDSO clock) and attach/alloc go further.
+//! a spin), `now_ns` (vDSO clock), attach, port open and registration (a
+//! socket round trip each) go further.
 //!
 //! The mappings are `MappedFile`s (`mapped.rs`, the only module with
 //! `unsafe`); this module has none.
@@ -493,7 +500,8 @@ impl LiveBackend {
 
     /// Send the privileged writes made so far (page-table entries, group
     /// entries) to the device process and wait until they are applied.
-    /// Done by itself before any access that could depend on them.
+    /// Done by itself before any access that could depend on them. `Err`
+    /// if the device process refused any (`last_refusal` says why).
     pub fn flush(&self) -> Result<(), DriverError> {
         self.inner.flush()
     }
@@ -594,10 +602,15 @@ impl Inner {
         drop(c);
         match r {
             Ok((Reply::Written { refused }, _)) => {
+                let any = !refused.is_empty();
                 for (_, why) in refused {
                     self.refuse(|| why);
                 }
-                Ok(())
+                if any {
+                    Err(DriverError::Cluster(ClusterFault::Refused))
+                } else {
+                    Ok(())
+                }
             }
             Ok((Reply::Refused { why }, _)) => {
                 self.refuse(|| why);
@@ -816,6 +829,10 @@ impl NicBackend for LiveBackend {
 
     fn port_hint(&self) -> Option<u8> {
         Some(self.inner.port)
+    }
+
+    fn commit(&self) -> Result<(), DriverError> {
+        self.inner.flush()
     }
 
     fn has_heartbeat(&self) -> bool {

@@ -158,7 +158,9 @@ impl<B: NicBackend> Nic<B> {
             .collect();
         be.sram_write(entry + group::CHILDREN, &list);
         be.sram_store_u32(entry + group::VALID, GROUP_VALID);
-        Ok(())
+        // A live backend's device process may refuse the entry (the group
+        // id is another process's).
+        be.commit().map_err(|_| DriverError::BadGroup("the NIC's privileged side refused it"))
     }
 }
 

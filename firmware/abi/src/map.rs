@@ -14,11 +14,11 @@
 //! 0x46000 TRACE        32 KiB  transition trace ring
 //! 0x4E000 FLOWS         8 KiB  flow table (rate control: IDT, NDT, counters)
 //! 0x50000 PORTS        64 KiB  one 8 KiB window per port (control + send ring)
-//! 0x60000 PAGE_TABLES 128 KiB  one page table per port (driver writes only)
+//! 0x60000 PAGE_TABLES 128 KiB  one page table per port (privileged side writes only)
 //! 0x80000 TX_BUFS      66 KiB  transmit buffers
 //! 0x91000 RX_BUFS     132 KiB  receive buffers
 //! 0xB2000 DISPATCH_TRACE 64 KiB packet dispatch trace (flow, RTC)
-//! 0xC2000 GROUPS      128 KiB  multicast group table (driver writes only)
+//! 0xC2000 GROUPS      128 KiB  multicast group table (privileged side writes only)
 //! 0xE2000 MCAST_LISTS   8 KiB  child lists of the multicasts in flight (fw)
 //! 0xE4000 (end of the map; SRAM is at least 1 MiB)
 //! ```
@@ -63,7 +63,8 @@ pub const FLOWS: u32 = 0x0004_E000;
 pub const FLOW_ENTRIES: u32 = 256;
 
 /// Port windows: port p's window starts at `PORTS + p * PORT_WINDOW`. A host
-/// process maps exactly its port's window (control block + send ring).
+/// process maps exactly its port's window (control block + send ring):
+/// on the real-time backends each window is a file of its own.
 pub const PORTS: u32 = 0x0005_0000;
 pub const PORT_WINDOW: u32 = 0x2000;
 /// Offset of the send ring inside a port window.
