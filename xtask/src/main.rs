@@ -214,6 +214,10 @@ enum Cmd {
         /// the others with their `--cpus` (a NIC with a processor of its own).
         #[arg(long)]
         cpus: Option<host_driver::affinity::CpuList>,
+        /// Let programs of this user (a uid) use the cluster too, through
+        /// each node's control socket only (repeatable; docs/design/protection.md).
+        #[arg(long = "allow-uid", value_name = "UID")]
+        allow_uid: Vec<u32>,
     },
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
     /// level, timestamp and message, from <cluster>/node<N>/console.log.
@@ -357,8 +361,9 @@ fn main() -> ExitCode {
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
-        Cmd::Run { nodes, backend, name, brm, cpus } => {
-            run::run(&root, nodes, backend, &name, brm, cpus.map(|c| c.0).unwrap_or_default())
+        Cmd::Run { nodes, backend, name, brm, cpus, allow_uid } => {
+            let cpus = cpus.map(|c| c.0).unwrap_or_default();
+            run::run(&root, nodes, backend, &name, brm, cpus, allow_uid)
         }
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)

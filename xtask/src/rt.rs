@@ -74,11 +74,19 @@ pub fn print_where(c: &RtCluster) {
         let d = c.dir().node_dir(n as u32);
         match c.qemu_pid(n) {
             Some(pid) => println!(
-                "  node {n}:     {}  (sram, host, flash, console.log, qemu.log; QEMU pid {pid})",
+                "  node {n}:     {}  (control.sock, memory files, flash, console.log, qemu.log; \
+                 QEMU pid {pid})",
                 d.display()
             ),
-            None => println!("  node {n}:     {}  (sram, host, port locks)", d.display()),
+            None => println!(
+                "  node {n}:     {}  (control.sock, memory files, port locks)",
+                d.display()
+            ),
         }
+    }
+    let users = &m.users;
+    if !users.is_empty() {
+        println!("  also for:   uid {users:?} (through the control sockets only)");
     }
     let brm = c.dir().brm_socket_path();
     if brm.exists() {

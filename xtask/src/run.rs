@@ -20,6 +20,7 @@ pub fn run(
     name: &str,
     brm: bool,
     cpus: Vec<usize>,
+    allow_uids: Vec<u32>,
 ) -> crate::Result<ExitCode> {
     let backend = match backend {
         Backend::Sim => {
@@ -35,6 +36,7 @@ pub fn run(
     };
     let mut cfg = RtConfig::new(name, backend, nodes);
     cfg.cpus = cpus;
+    cfg.allow_uids = allow_uids;
     if backend == ClusterBackend::Qemu {
         if !rt::ensure_qemu()? {
             return Err(format!("the qemu backend needs {}", qemu::QEMU_PROGRAM));

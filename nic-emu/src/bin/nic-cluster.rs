@@ -232,11 +232,12 @@ fn print_where(c: &mut RtCluster, a: &RunArgs) {
     println!("  directory:  {}", c.path().display());
     println!("  manifest:   {}", c.dir().manifest_path().display());
     println!(
-        "  per node:   node<N>/sram ({} B), node<N>/host ({} B), node<N>/port<P>.lock{}",
+        "  per node:   node<N>/control.sock (host programs get their port there), sram ({} B) \
+         with regs and port<P>.win, host ({} B) with port<P>.mem, port<P>.lock{}",
         m.sram_size,
         m.host_size,
         if m.backend == ClusterBackend::Qemu {
-            ", node<N>/flash, node<N>/console.log (defmt frames), node<N>/qemu.log"
+            ", flash, console.log (defmt frames), qemu.log"
         } else {
             ""
         }
