@@ -32,7 +32,7 @@ use crate::protocol::{BrmClient, BrmTransport};
 use host_driver::cluster::ClusterDir;
 
 /// Largest frame accepted (bytes of one message).
-pub const MAX_FRAME: u32 = 1 << 20;
+pub const MAX_FRAME: u32 = host_driver::control::MAX_FRAME;
 
 /// How long a client waits for the master's reply by default. A request
 /// may make the master talk to several agents ([`AGENT_TIMEOUT`] each).
@@ -45,31 +45,9 @@ pub const AGENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// came (a peer that stops mid-frame is dropped after this).
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Why a frame could not be read.
-#[derive(Debug)]
-pub enum FrameError {
-    /// The peer closed the connection between frames.
-    Closed,
-    /// Nothing arrived in time (between frames: the caller may go on).
-    Idle,
-    /// The length prefix is over [`MAX_FRAME`].
-    TooLong(u32),
-    /// Timeout or EOF inside a frame, or another I/O error.
-    Io(io::Error),
-}
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameError::Closed => f.write_str("connection closed"),
-            FrameError::Idle => f.write_str("no frame in time"),
-            FrameError::TooLong(n) => write!(f, "frame of {n} bytes (at most {MAX_FRAME})"),
-            FrameError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for FrameError {}
+/// Why a frame could not be read: the same as on a node's control socket
+/// (whose frames these are too).
+pub use host_driver::control::FrameError;
 
 fn timed_out(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
