@@ -3,18 +3,18 @@
 //! `docs/design/cluster-dir.md`). Used the same way for both backends.
 //!
 //! At attach it asks the node's control socket (`control.rs`: the device
-//! process, the privileged side) for the port, and maps the three files
-//! it is handed: the port's window (read-write), the register page
-//! (read-only) and the port's slice of host memory (read-write). It maps
-//! nothing else of the node.
+//! process, the privileged side) for the port, and maps the two files it
+//! is handed: the port's window (read-write) and the port's slice of host
+//! memory (read-write). It maps nothing else of the node.
 //!
 //! What it owns: those mappings, the control connection (which holds the
 //! port until the last clone is dropped or the process dies), the flock
 //! on `port<P>.lock` where this user may open it, writes waiting to go
 //! through the socket, and a first-fit allocator over the slice.
 //!
-//! What it touches: SRAM in its window and the register page directly;
-//! any other SRAM through the socket (reads of the public parts, writes
+//! What it touches: SRAM in its window directly; any other SRAM (the
+//! registers too, read once at open) through the socket (reads of the
+//! public parts, writes
 //! to its page table, its event-queue registration, the group table and
 //! TRACE_ENABLE, each checked by the device process; the writes batched
 //! and sent before the next window store, doorbell or read); host memory
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::net::UnixStream;
 
-use nic_abi::map::{port_window, PORT_WINDOW, REGS, REGS_SIZE};
+use nic_abi::map::{port_window, PORT_WINDOW};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
@@ -213,11 +213,10 @@ impl Default for AttachOptions {
 }
 
 struct Inner {
-    /// The port's window (read-write), the register page (read-only) and
-    /// the port's slice of host memory (read-write): all this process
-    /// maps of the node, handed over by the device process.
+    /// The port's window (read-write) and the port's slice of host memory
+    /// (read-write): all this process maps of the node, handed over by
+    /// the device process.
     window: MappedFile,
-    regs: MappedFile,
     slice: MappedFile,
     /// The node's control socket, and writes waiting to go through it.
     ctl: Mutex<Ctl>,
@@ -266,8 +265,6 @@ const PENDING_MAX: usize = 256 * 1024;
 enum Place {
     /// In the port's window, at this offset of it.
     Window(u64),
-    /// In the register page, at this offset of it (read-only).
-    Regs(u64),
     /// Elsewhere: through the control socket.
     Remote,
 }
@@ -382,34 +379,26 @@ impl LiveBackend {
             }
             _ => return Err(DriverError::Cluster(ClusterFault::Refused)),
         };
-        let [window, regs, slice]: [std::os::fd::OwnedFd; 3] = fds.try_into().map_err(|_| {
+        let [window, slice]: [std::os::fd::OwnedFd; 2] = fds.try_into().map_err(|_| {
             DriverError::Cluster(ClusterFault::BadFile { file: NodeFile::Control, io: None })
         })?;
         let map = |fd: std::os::fd::OwnedFd, file: NodeFile, path: PathBuf, w: bool| {
             MappedFile::from_file(File::from(fd), &path, w).map_err(|e| fault(file, &e))
         };
         let window = map(window, NodeFile::Window, dir.window_path(node, port), true)?;
-        let regs = map(regs, NodeFile::Regs, dir.regs_path(node), false)?;
         let slice = map(slice, NodeFile::Slice, dir.slice_path(node, port), true)?;
-        let sizes_ok = window.len() == PORT_WINDOW as u64
-            && regs.len() == REGS_SIZE as u64
-            && slice.len() == slice_len;
-        if !sizes_ok {
-            let file = if window.len() != PORT_WINDOW as u64 {
-                NodeFile::Window
-            } else if regs.len() != REGS_SIZE as u64 {
-                NodeFile::Regs
-            } else {
-                NodeFile::Slice
-            };
-            return Err(DriverError::Cluster(ClusterFault::BadFile { file, io: None }));
+        for (m, len, file) in
+            [(&window, PORT_WINDOW as u64, NodeFile::Window), (&slice, slice_len, NodeFile::Slice)]
+        {
+            if m.len() != len {
+                return Err(DriverError::Cluster(ClusterFault::BadFile { file, io: None }));
+            }
         }
         // Bus address 0 is never handed out (it reads as "no buffer").
         let alloc = FirstFit::new(slice_start.max(PAGE_SIZE), slice_start + slice_len);
         let be = LiveBackend {
             inner: Arc::new(Inner {
                 window,
-                regs,
                 slice,
                 ctl: Mutex::new(Ctl { s, pending: Vec::new(), pending_bytes: 0 }),
                 cluster: dir.path().to_path_buf(),
@@ -520,8 +509,6 @@ impl LiveBackend {
         let win = port_window(self.inner.port as usize) as u64;
         if off >= win && end <= win + PORT_WINDOW as u64 {
             Place::Window(off - win)
-        } else if off >= REGS as u64 && end <= REGS as u64 + REGS_SIZE as u64 {
-            Place::Regs(off - REGS as u64)
         } else {
             Place::Remote
         }
@@ -662,7 +649,6 @@ impl NicBackend for LiveBackend {
     fn sram_read(&self, off: u32, buf: &mut [u8]) {
         let ok = match self.place(off, buf.len()) {
             Place::Window(o) => self.inner.window.read(o, buf),
-            Place::Regs(o) => self.inner.regs.read(o, buf),
             Place::Remote => {
                 self.remote_read(off, buf);
                 true
@@ -681,16 +667,13 @@ impl NicBackend for LiveBackend {
                     self.refuse(|| format!("SRAM {off:#x}+{}: outside the window", data.len()));
                 }
             }
-            // The register page is mapped read-only; the device process
-            // decides on a write there (TRACE_ENABLE is the host's).
-            Place::Regs(_) | Place::Remote => self.remote_write(off, data),
+            Place::Remote => self.remote_write(off, data),
         }
     }
 
     fn sram_load_u32(&self, off: u32) -> u32 {
         let v = match self.place(off, 4) {
             Place::Window(o) => self.inner.window.load_u32(o),
-            Place::Regs(o) => self.inner.regs.load_u32(o),
             Place::Remote => {
                 let mut b = [0u8; 4];
                 self.remote_read(off, &mut b);
@@ -718,7 +701,6 @@ impl NicBackend for LiveBackend {
     fn sram_load_u64(&self, off: u32) -> u64 {
         let v = match self.place(off, 8) {
             Place::Window(o) => self.inner.window.load_u64(o),
-            Place::Regs(o) => self.inner.regs.load_u64(o),
             Place::Remote => {
                 let mut b = [0u8; 8];
                 self.remote_read(off, &mut b);

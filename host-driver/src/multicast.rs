@@ -315,7 +315,7 @@ impl<B: NicBackend> Port<B> {
     }
 
     fn backend_node(&self) -> u16 {
-        self.be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::NODE_ID)) as u16
+        self.node
     }
 
     /// Post multicast `m` to `kids` (used by the host and assisted

@@ -160,6 +160,8 @@ pub struct Port<B: NicBackend> {
     stats: PortStats,
     /// The device's HEARTBEAT as last read, and when it was seen to move.
     heartbeat: (u32, u64),
+    /// This NIC's node id (read once, at open).
+    pub(crate) node: u16,
 }
 
 impl<B: NicBackend> Port<B> {
@@ -235,6 +237,7 @@ impl<B: NicBackend> Port<B> {
             mem,
             stats: PortStats::default(),
             heartbeat: (0, 0),
+            node: info.node_id,
         })
     }
 
@@ -632,7 +635,9 @@ impl<B: NicBackend> Port<B> {
             // Alive but late (a busy machine): look again a while later.
             self.heartbeat.1 = now;
         }
-        if self.be.sram_load_u32(nic_abi::regs::reg(nic_abi::regs::FW_STATUS))
+        // The device's copy of FW_STATUS in the window (a host process
+        // maps no register).
+        if self.be.sram_load_u32(port_reg(self.num as usize, pcb::NIC_STATUS))
             == nic_abi::regs::FW_HALTED
         {
             return Err(DriverError::NicDown("its firmware halted"));

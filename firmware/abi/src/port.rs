@@ -44,6 +44,10 @@ pub const HEARTBEAT: u32 = 0x2C; // u32 device
 /// process may write). The firmware polls and never needs it; it only
 /// wakes an idle device.
 pub const DOORBELL: u32 = 0x30; // u32 host
+/// Device: a copy of the register `FW_STATUS`, written with each
+/// `HEARTBEAT` (and when a NIC halts), so that a host process, which maps
+/// no register, sees a halted NIC; 0 where nothing beats (the sim).
+pub const NIC_STATUS: u32 = 0x34; // u32 device
 
 /// How often the device advances `HEARTBEAT`.
 pub const HEARTBEAT_PERIOD_MS: u64 = 10;

@@ -5,15 +5,14 @@
 //!
 //! ```text
 //! host process ── Attach{port} ──▶ device process: checks the peer's uid,
-//!              ◀── Attached + 3 descriptors (window rw, regs ro, slice rw)
+//!              ◀── Attached + 2 descriptors (window rw, slice rw)
 //!              ── Read{off,len} ──▶ a public part of SRAM (counters, traces...)
 //!              ── Write{writes} ──▶ the port's page table, the group table,
 //!                                  TRACE_ENABLE; each entry checked
 //! ```
 //!
-//! A host process is given only descriptors of its port's window, the
-//! register page (read-only) and its slice of host memory: it maps
-//! nothing else of the node. Whatever else of SRAM it needs goes through
+//! A host process is given only descriptors of its port's window and its
+//! slice of host memory: it maps nothing else of the node. Whatever else of SRAM it needs goes through
 //! this socket, where the device process decides.
 //!
 //! A frame is a little-endian u32 length, then that many bytes of one
@@ -46,7 +45,7 @@ pub const MAX_FRAME: u32 = 1 << 20;
 pub const MAX_READ: u32 = 64 * 1024;
 
 /// Descriptors a reply carries at most.
-pub const MAX_FDS: usize = 3;
+pub const MAX_FDS: usize = 2;
 
 /// What a host process asks of the privileged side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,10 +69,10 @@ pub struct SramWrite {
 /// The privileged side's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
-    /// The port is this connection's. Three descriptors come with it: the
-    /// port's window (read-write), the register page (read-only) and the
-    /// port's slice of host memory (read-write), which starts at bus
-    /// address `slice_start` and is `slice_len` bytes long.
+    /// The port is this connection's. Two descriptors come with it: the
+    /// port's window (read-write) and the port's slice of host memory
+    /// (read-write), which starts at bus address `slice_start` and is
+    /// `slice_len` bytes long.
     Attached { slice_start: u64, slice_len: u64 },
     /// The bytes of a `Read`.
     Data { bytes: Vec<u8> },

@@ -4,13 +4,12 @@
 //! A host process connects, the peer's uid is checked (the cluster's
 //! owner, root, or a uid the cluster was started to allow), and it asks
 //! for a port. The connection then holds the port until it closes; the
-//! process is handed descriptors of the port's window (read-write), the
-//! register page (read-only) and its slice of host memory (read-write),
-//! zeroed first (nothing of a last holder's is left), and nothing else of
-//! the node. The rest of what a driver does to SRAM
+//! process is handed descriptors of the port's window (read-write) and
+//! its slice of host memory (read-write), zeroed first (nothing of a last
+//! holder's is left), and nothing else of the node. The rest of what a driver does to SRAM
 //! comes here:
 //!
-//! - reads of the public parts (registers, routes, counters, traces, the
+//! - reads of the public parts (the registers, routes, counters, traces, the
 //!   flow and group tables, its own page table);
 //! - writes to its own event-queue registration (a power of two of
 //!   entries inside its slice);
@@ -361,7 +360,6 @@ impl Conn<'_> {
         let fds = (|| {
             Ok::<_, String>(vec![
                 open(dir.window_path(node, port), true)?,
-                open(dir.regs_path(node), false)?,
                 open(dir.slice_path(node, port), true)?,
             ])
         })();

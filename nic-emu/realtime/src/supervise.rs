@@ -160,13 +160,18 @@ impl Supervisor {
     /// Advance every port's HEARTBEAT of every live NIC (under qemu: whose
     /// guest runs), once a TICK: drivers waiting on a NIC whose heart
     /// stopped report it down.
+    ///
+    /// Each window also gets a copy of the NIC's `FW_STATUS` (a host
+    /// process maps no register), for every NIC, beating or not.
     fn beat(&self, children: &[Option<Child>]) {
         for (node, sram) in self.srams.iter().enumerate() {
-            if self.qemu.is_some() && children[node].is_none() {
-                continue;
-            }
+            let status = sram.load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
+            let beats = self.qemu.is_none() || children[node].is_some();
             for port in 0..NUM_PORTS {
-                sram.fetch_add_u32(port_reg(port, pcb::HEARTBEAT) as u64, 1);
+                sram.store_u32(port_reg(port, pcb::NIC_STATUS) as u64, status);
+                if beats {
+                    sram.fetch_add_u32(port_reg(port, pcb::HEARTBEAT) as u64, 1);
+                }
             }
         }
     }
