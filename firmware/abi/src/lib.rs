@@ -61,16 +61,23 @@ pub const NUM_PRIORITIES: usize = 2;
 
 /// Largest message length of a size class: 2^class bytes.
 pub const fn class_max_len(class: u8) -> u64 {
-    1u64 << class
+    // Total: a class past 63 holds as much as a u64 can say.
+    if class >= 64 {
+        u64::MAX
+    } else {
+        1u64 << class
+    }
 }
 
-/// Smallest size class that holds `len` bytes (GM chose it from the length).
+/// Smallest size class that holds `len` bytes (GM chose it from the
+/// length). Total: a length above 2^63 is class 64, which no descriptor
+/// takes (its size-class check refuses it).
 pub const fn size_class_for(len: u64) -> u8 {
-    let mut c = 0u8;
-    while (1u64 << c) < len {
-        c += 1;
+    if len <= 1 {
+        0
+    } else {
+        (64 - (len - 1).leading_zeros()) as u8
     }
-    c
 }
 
 /// Message priority. A (port, priority) pair is a sub-port.
@@ -103,5 +110,29 @@ mod tests {
         assert_eq!(size_class_for(4096), 12);
         assert_eq!(size_class_for(4097), 13);
         assert_eq!(size_class_for(1 << 20), 20);
+        // The top of the range: no loop, no overflow.
+        assert_eq!(size_class_for(1 << 63), 63);
+        assert_eq!(size_class_for((1 << 63) + 1), 64);
+        assert_eq!(size_class_for(u64::MAX), 64);
+        assert_eq!(class_max_len(63), 1 << 63);
+        assert_eq!((class_max_len(64), class_max_len(255)), (u64::MAX, u64::MAX));
+    }
+
+    proptest::proptest! {
+        /// Every length has a class, the smallest that holds it.
+        #[test]
+        fn size_class_for_is_total_and_smallest(len in proptest::num::u64::ANY) {
+            let c = size_class_for(len);
+            proptest::prop_assert!(c <= 64);
+            proptest::prop_assert!(class_max_len(c) >= len);
+            proptest::prop_assert!(c == 0 || class_max_len(c - 1) < len);
+        }
+
+        /// Every class has a length, growing with the class.
+        #[test]
+        fn class_max_len_is_total_and_monotonic(c in proptest::num::u8::ANY) {
+            proptest::prop_assert!(class_max_len(c) >= class_max_len(c.saturating_sub(1)));
+            proptest::prop_assert!(c > 63 || size_class_for(class_max_len(c)) == c);
+        }
     }
 }

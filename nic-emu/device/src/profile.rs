@@ -10,6 +10,7 @@
 //! It touches nothing else.
 
 use std::fmt;
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -321,7 +322,7 @@ impl Profile {
         if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             return Profile::from_toml(text, name);
         }
-        match std::fs::read_to_string(name_or_path) {
+        match read_text(Path::new(name_or_path), PROFILE_MAX_BYTES) {
             Ok(text) => Profile::from_toml(&text, name_or_path),
             Err(e) => {
                 Err(ProfileError::NotFound { name: name_or_path.to_string(), io: e.to_string() })
@@ -336,10 +337,14 @@ impl Profile {
 
     /// Parse and validate profile text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Profile, ProfileError> {
-        let p: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
+        let parse_err = |e: toml::de::Error| ProfileError::Parse {
             origin: origin.to_string(),
             message: e.to_string(),
-        })?;
+        };
+        let table: toml::Table = toml::from_str(text).map_err(parse_err)?;
+        check_ranges("", &table)
+            .map_err(|message| ProfileError::Invalid { origin: origin.to_string(), message })?;
+        let p: Profile = toml::from_str(text).map_err(parse_err)?;
         p.validate()
             .map_err(|message| ProfileError::Invalid { origin: origin.to_string(), message })?;
         Ok(p)
@@ -380,6 +385,15 @@ impl Profile {
                 return Err(format!("{key}: {v} must be a non-negative number"));
             }
         }
+        if self.cable_delay_ns() > MAX_CABLE_NS {
+            return Err(format!(
+                "link.cable_m x link.cable_ns_per_m: a cable of {} m at {} ns/m takes longer \
+                 than {} s",
+                self.link.cable_m,
+                self.link.cable_ns_per_m,
+                MAX_CABLE_NS / 1_000_000_000
+            ));
+        }
         if !(2..=128).contains(&self.switch.ports) {
             return Err(format!("switch.ports: {} out of range (2..=128)", self.switch.ports));
         }
@@ -399,7 +413,8 @@ impl Profile {
         Ok(())
     }
 
-    /// Propagation delay of one cable, ns (rounded to the nearest ns).
+    /// Propagation delay of one cable, ns (rounded to the nearest ns;
+    /// saturating, `validate` bounds it).
     pub fn cable_delay_ns(&self) -> u64 {
         (self.link.cable_ns_per_m * self.link.cable_m).round() as u64
     }
@@ -409,6 +424,76 @@ impl Profile {
         let t = (ns as u128 * self.nic.rtc_hz as u128).div_ceil(1_000_000_000);
         t.min(u64::MAX as u128) as u64
     }
+}
+
+/// Largest profile file read (bytes): a profile is a few KiB.
+pub const PROFILE_MAX_BYTES: u64 = 1 << 20;
+
+/// Longest cable delay a profile may give (1 s).
+pub const MAX_CABLE_NS: u64 = 1_000_000_000;
+
+/// Read a text file of at most `limit` bytes: a longer (or endless) file
+/// is refused after reading `limit + 1` bytes, not read whole.
+pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// The bound of every number of a profile, by its key: times can be added
+/// to a u64 clock in ns for a long run without overflow, rates and sizes
+/// stay where their products fit. Every number is finite and not negative.
+fn bound_of(key: &str) -> f64 {
+    if key.ends_with("_ns") {
+        3.6e12 // an hour
+    } else if key.ends_with("_us") {
+        3.6e9
+    } else if key.ends_with("_hz") {
+        1e12
+    } else if key.contains("bandwidth") {
+        1e13 // 10 TB/s
+    } else if key.ends_with("cable_m") {
+        1e6 // 1000 km
+    } else if key.ends_with("_bytes") {
+        (1u64 << 40) as f64
+    } else {
+        1e12 // cycle prices, counts, factors
+    }
+}
+
+/// Every number in `t` (nested tables and arrays too) within `bound_of`
+/// its key; the error names the key.
+fn check_ranges(prefix: &str, t: &toml::Table) -> Result<(), String> {
+    fn check(key: &str, v: &toml::Value) -> Result<(), String> {
+        let x = match v {
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) => *f,
+            toml::Value::Table(t) => return check_ranges(key, t),
+            toml::Value::Array(a) => {
+                return a.iter().enumerate().try_for_each(|(i, v)| check(&format!("{key}[{i}]"), v))
+            }
+            _ => return Ok(()),
+        };
+        let max = bound_of(key);
+        if x.is_finite() && (0.0..=max).contains(&x) {
+            Ok(())
+        } else {
+            Err(format!("{key}: {x} out of range (0..={max:e})"))
+        }
+    }
+    for (k, v) in t {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        check(&key, v)?;
+    }
+    Ok(())
 }
 
 /// A byte rate held as femtoseconds per byte, so that a transfer's
@@ -532,6 +617,36 @@ mod tests {
         let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
         let e = Profile::from_toml(&text, "t").unwrap_err();
         assert!(e.to_string().contains("nic.mtu"), "{e}");
+    }
+
+    #[test]
+    fn numbers_that_would_overflow_the_clock_are_refused_naming_the_key() {
+        let base = BUILTIN[0].1;
+        let cable = base.lines().find(|l| l.trim_start().starts_with("cable_m")).unwrap();
+        // A cable of 3e18 m (its delay would wrap the ns clock).
+        let e = Profile::from_toml(&base.replace(cable, "cable_m = 3e18"), "t").unwrap_err();
+        assert!(e.to_string().contains("link.cable_m"), "{e}");
+        // Each in range on its own, too long together (10 s).
+        let speed = base.lines().find(|l| l.trim_start().starts_with("cable_ns_per_m")).unwrap();
+        let slow = base.replace(cable, "cable_m = 1000.0").replace(speed, "cable_ns_per_m = 1e7");
+        let e = Profile::from_toml(&slow, "t").unwrap_err();
+        assert!(e.to_string().contains("cable_m x link.cable_ns_per_m"), "{e}");
+        let t = base.lines().find(|l| l.trim_start().starts_with("send_timeout_ns")).unwrap();
+        let e = Profile::from_toml(&base.replace(t, "send_timeout_ns = 18446744073709551615"), "t");
+        // (u64::MAX does not fit TOML's i64: a parse error naming the key.)
+        assert!(e.unwrap_err().to_string().contains("send_timeout_ns"));
+        let e = Profile::from_toml(&base.replace(t, "send_timeout_ns = 9000000000000000"), "t");
+        assert!(e.unwrap_err().to_string().contains("firmware.send_timeout_ns"));
+        let e = Profile::from_toml(&base.replace(cable, "cable_m = nan"), "t").unwrap_err();
+        assert!(e.to_string().contains("link.cable_m"), "{e}");
+    }
+
+    #[test]
+    fn an_endless_or_huge_profile_file_is_refused_without_reading_it_all() {
+        let t = std::time::Instant::now();
+        let e = Profile::load("/dev/zero").unwrap_err();
+        assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

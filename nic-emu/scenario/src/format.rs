@@ -541,8 +541,11 @@ impl Scenario {
             }
         }
         if let Some(t) = self.firmware.send_timeout_us {
-            if !(t.is_finite() && t > 0.0) {
-                return err(format!("firmware.send_timeout_us: {t} must be a positive number"));
+            if !(t.is_finite() && t > 0.0 && t <= 3.6e9) {
+                return err(format!(
+                    "firmware.send_timeout_us: {t} out of range (0 < t <= 3600000000, an hour \
+                     in us)"
+                ));
             }
         }
         let limit = self.run.limit_ms;
@@ -763,7 +766,10 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         return err(format!("{label}.messages: {} out of range (1..={})", f.messages, u32::MAX));
     }
     if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
-        return err(format!("{label}.start_us: {} must be a time >= 0", f.start_us));
+        return err(format!(
+            "{label}.start_us: {} out of range (0..=3600000000, an hour in us)",
+            f.start_us
+        ));
     }
     let window = match (f.kind, f.window) {
         (_, Some(0)) => return err(format!("{label}.window: 0 must be at least 1")),
@@ -789,7 +795,8 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         }
         Some(t) if !(t.is_finite() && t > f.start_us && t <= 3.6e9) => {
             return err(format!(
-                "{label}.stop_us: {t} must be a time after start_us ({})",
+                "{label}.stop_us: {t} must be a time after start_us ({}) and at most \
+                 3600000000 (an hour in us)",
                 f.start_us
             ));
         }
@@ -1296,6 +1303,24 @@ messages = 20
         assert_eq!(ids, (0..16).collect::<Vec<u16>>());
         let e = Scenario::parse_validated(&format!("{head}{sixteen}{}", flow(16))).unwrap_err();
         assert!(e.message.starts_with("flows[16]: more than 16 multicast flows"), "{e}");
+    }
+
+    #[test]
+    fn times_past_an_hour_are_refused_naming_the_key_and_the_range() {
+        let at = |start: &str| {
+            Scenario::parse_validated(&format!(
+                "profile = \"x\"\n[fabric]\nnodes = 2\n[[flows]]\nsrc = [0, 1]\ndst = [1, 1]\n\
+                 kind = \"stream\"\nbytes = 4\nmessages = 4294967295\nstart_us = {start}\n"
+            ))
+        };
+        let e = at("18446744073709551615.0").unwrap_err();
+        assert!(
+            e.message.contains("flows[0].start_us") && e.message.contains("out of range"),
+            "{}",
+            e.message
+        );
+        // A flow of 2^32 - 1 messages is taken (its statistics are bounded).
+        assert_eq!(at("0").unwrap().flows[0].messages, u32::MAX as u64);
     }
 
     #[test]

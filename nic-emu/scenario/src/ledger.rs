@@ -13,6 +13,7 @@ use std::rc::Rc;
 use super::format::{FlowKind, FlowSpec, StreamKey};
 use super::pattern;
 use super::plan::Dir;
+use super::report::Samples;
 
 /// One direction of a flow, as its receiver sees it.
 #[derive(Debug, Default)]
@@ -59,7 +60,7 @@ pub struct FlowLedger {
     pub send_errors: u64,
     pub first_send_ns: Option<u64>,
     pub last_recv_ns: u64,
-    pub latencies: Vec<u64>,
+    pub latencies: Samples,
     /// Sends completed (any status), per direction.
     pub completed: [u64; 2],
     /// Rate control: the IDT installed (raw, admitted or best effort at
@@ -129,7 +130,7 @@ impl FlowLedger {
             send_errors: 0,
             first_send_ns: None,
             last_recv_ns: 0,
-            latencies: Vec::new(),
+            latencies: Samples::default(),
             completed: [0, 0],
             idt: None,
             admitted: None,
@@ -381,7 +382,10 @@ mod tests {
         f.send_ns.insert(0, 100);
         let m0 = msg(&f, Dir::Forward, 0);
         assert_eq!(f.receive(Dir::Forward, &m0, 350), Verdict::Good(0));
-        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 16, vec![250]));
+        assert_eq!(
+            (f.delivered, f.bytes, f.latencies.exact().unwrap().to_vec()),
+            (1, 16, vec![250])
+        );
     }
 
     #[test]
@@ -432,7 +436,10 @@ mod tests {
         assert_eq!(f.mcast_receive(1, &m0, 300), Verdict::Good(0));
         assert_eq!(f.delivered, 0, "one member of two");
         assert_eq!(f.mcast_receive(2, &m0, 450), Verdict::Good(0));
-        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 16, vec![350]));
+        assert_eq!(
+            (f.delivered, f.bytes, f.latencies.exact().unwrap().to_vec()),
+            (1, 16, vec![350])
+        );
         f.mcast_done(0, true, 500, Some(60));
         let l = f.mcast.as_ref().unwrap();
         assert_eq!((l.deliveries, l.completed, l.root_cpu_ns.clone()), (2, 1, vec![50]));
@@ -468,7 +475,10 @@ mod tests {
         assert_eq!(f.receive(Dir::Forward, &msg(&f, Dir::Forward, 0), 1500), Verdict::Good(0));
         assert_eq!(f.delivered, 0);
         assert_eq!(f.receive(Dir::Reply, &msg(&f, Dir::Reply, 0), 2000), Verdict::Good(0));
-        assert_eq!((f.delivered, f.bytes, f.latencies.clone()), (1, 32, vec![500]));
+        assert_eq!(
+            (f.delivered, f.bytes, f.latencies.exact().unwrap().to_vec()),
+            (1, 32, vec![500])
+        );
         // A request's pattern is not a reply's.
         assert_eq!(f.receive(Dir::Reply, &msg(&f, Dir::Forward, 1), 2100), Verdict::Corrupted(1));
     }

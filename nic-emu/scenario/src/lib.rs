@@ -36,12 +36,16 @@ pub use format::{
     Validated,
 };
 pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
-pub use report::{FlowReport, Latency, McastReport, NicReport, Report, SimReport};
+pub use report::{FlowReport, Latency, McastReport, NicReport, Report, Samples, SimReport};
 pub use runner::{run, run_with_progress, Progress};
 
-/// Read, parse and validate a scenario file. Errors start with the path.
+/// Largest scenario file read (bytes).
+pub const SCENARIO_MAX_BYTES: u64 = 4 << 20;
+
+/// Read, parse and validate a scenario file (at most
+/// `SCENARIO_MAX_BYTES`). Errors start with the path.
 pub fn load_file(path: &Path) -> Result<Validated, ScenarioError> {
-    let text = std::fs::read_to_string(path)
+    let text = nic_device::profile::read_text(path, SCENARIO_MAX_BYTES)
         .map_err(|e| ScenarioError::new(format!("{}: {e}", path.display())))?;
     Scenario::parse_validated(&text)
         .map_err(|e| ScenarioError::new(format!("{}: {}", path.display(), e.message)))

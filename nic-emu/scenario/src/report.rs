@@ -170,6 +170,103 @@ impl P50Max {
     }
 }
 
+/// A flow's latency samples in bounded memory: kept one by one up to
+/// `Samples::EXACT` (percentiles exactly as `Latency::of`), then folded
+/// into a log-linear histogram of `BUCKETS` counts (about 60 KiB):
+/// percentiles then within 1/128 of the true value (rounded down to their
+/// bucket), minimum and maximum still exact. A flow of 10^9 messages
+/// costs no more memory than one of 10^6.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Samples {
+    exact: Vec<u64>,
+    /// Empty until the samples outgrow `EXACT`.
+    hist: Vec<u64>,
+    n: u64,
+    min: u64,
+    max: u64,
+}
+
+/// Values below this are their own bucket; above, 128 buckets per power
+/// of two.
+const SUB: u64 = 128;
+const SUB_BITS: u32 = 7;
+const BUCKETS: usize = ((64 - SUB_BITS as usize) + 1) * SUB as usize;
+
+impl Samples {
+    /// Samples kept one by one (8 MiB per flow at most).
+    pub const EXACT: usize = 1 << 20;
+
+    pub fn push(&mut self, v: u64) {
+        self.min = if self.n == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.n += 1;
+        if self.hist.is_empty() {
+            if self.exact.len() < Samples::EXACT {
+                self.exact.push(v);
+                return;
+            }
+            self.hist = vec![0; BUCKETS];
+            for e in std::mem::take(&mut self.exact) {
+                self.hist[bucket(e)] += 1;
+            }
+        }
+        self.hist[bucket(v)] += 1;
+    }
+
+    /// Samples pushed.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The samples one by one, while they are kept so (None once folded).
+    pub fn exact(&self) -> Option<&[u64]> {
+        self.hist.is_empty().then_some(&self.exact[..])
+    }
+
+    /// Nearest-rank percentiles (all zero when empty).
+    pub fn latency(&self) -> Latency {
+        if self.hist.is_empty() {
+            return Latency::of(&mut self.exact.clone());
+        }
+        let rank = |p: f64| {
+            let r = ((p * self.n as f64).ceil() as u64).clamp(1, self.n);
+            let mut seen = 0;
+            for (i, &c) in self.hist.iter().enumerate() {
+                seen += c;
+                if seen >= r {
+                    return bucket_low(i).clamp(self.min, self.max);
+                }
+            }
+            self.max
+        };
+        Latency { min: self.min, p50: rank(0.50), p99: rank(0.99), max: self.max }
+    }
+}
+
+/// The histogram bucket of `v`.
+fn bucket(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // >= SUB_BITS
+    let sub = (v >> (e - SUB_BITS)) & (SUB - 1);
+    ((e - SUB_BITS + 1) as u64 * SUB + sub) as usize
+}
+
+/// The smallest value of bucket `i`.
+fn bucket_low(i: usize) -> u64 {
+    let (hi, sub) = ((i as u64) / SUB, (i as u64) % SUB);
+    if hi == 0 {
+        return sub;
+    }
+    let e = hi as u32 + SUB_BITS - 1;
+    (1u64 << e) | (sub << (e - SUB_BITS))
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Latency {
     pub min: u64,
@@ -460,6 +557,42 @@ mod tests {
         assert_eq!(l, Latency { min: 1, p50: 50, p99: 99, max: 100 });
         assert_eq!(Latency::of(&mut []), Latency::default());
         assert_eq!(Latency::of(&mut [7]), Latency { min: 7, p50: 7, p99: 7, max: 7 });
+    }
+
+    #[test]
+    fn samples_stay_exact_then_fold_into_bounded_memory() {
+        let mut s = Samples::default();
+        assert_eq!(s.latency(), Latency::default());
+        for v in (1..=100u64).rev() {
+            s.push(v);
+        }
+        assert_eq!(s.latency(), Latency { min: 1, p50: 50, p99: 99, max: 100 });
+        // Past EXACT: folded, the samples freed, percentiles within 1/128.
+        let mut s = Samples::default();
+        let n = Samples::EXACT as u64 * 3;
+        let mut all = Vec::new();
+        for k in 0..n {
+            let v = 1000 + (k * 7919) % 1_000_000;
+            s.push(v);
+            all.push(v);
+        }
+        assert_eq!(s.len(), n);
+        assert!(s.exact().is_none() && s.exact.capacity() == 0, "the samples were let go");
+        let (got, want) = (s.latency(), Latency::of(&mut all));
+        assert_eq!((got.min, got.max), (want.min, want.max));
+        for (g, w) in [(got.p50, want.p50), (got.p99, want.p99)] {
+            assert!(g <= w && (w - g) as f64 <= w as f64 / 128.0, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn every_value_has_a_bucket_whose_low_end_is_at_most_it() {
+        for v in (0..5000u64).chain([u64::MAX, u64::MAX / 3, 1 << 40, (1 << 40) - 1]) {
+            let b = bucket(v);
+            assert!(b < BUCKETS);
+            let low = bucket_low(b);
+            assert!(low <= v && (v - low) as f64 <= v as f64 / 128.0, "{v}: {low}");
+        }
     }
 
     #[test]

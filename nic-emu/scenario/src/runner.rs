@@ -12,7 +12,7 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::mcast;
 use super::plan::{plan, Limits, Plan};
-use super::report::{bandwidth_mb_s, FlowReport, Latency, NicReport, Report, SimReport};
+use super::report::{bandwidth_mb_s, FlowReport, NicReport, Report, SimReport};
 use host_brm::Calibration;
 use nic_device::{Faults, Profile};
 use nic_fabric::topology::Layout;
@@ -287,7 +287,6 @@ pub(super) fn flow_reports(
         .iter()
         .map(|f| {
             let s = &f.spec;
-            let mut lat = f.latencies.clone();
             let first = f.first_send_ns.unwrap_or(0);
             FlowReport {
                 name: s.name.clone(),
@@ -299,7 +298,7 @@ pub(super) fn flow_reports(
                 first_send_ns: first,
                 last_recv_ns: f.last_recv_ns,
                 bandwidth_mb_s: bandwidth_mb_s(f.bytes, first, f.last_recv_ns),
-                latency_ns: Latency::of(&mut lat),
+                latency_ns: f.latencies.latency(),
                 kind: s.kind.as_str().to_string(),
                 src: [s.src_node as u64, s.src_port as u64],
                 dst: s.mcast.is_none().then_some([s.dst_node as u64, s.dst_port as u64]),
