@@ -6,8 +6,8 @@
 //! for a port. The connection then holds the port until it closes; the
 //! process is handed descriptors of the port's window (read-write) and
 //! its slice of host memory (read-write), zeroed first (nothing of a last
-//! holder's is left), and nothing else of the node. The rest of what a driver does to SRAM
-//! comes here:
+//! holder's is left), and nothing else of the node. The rest of what a
+//! driver does to SRAM comes here:
 //!
 //! - reads of the public parts (the registers, routes, counters, traces, the
 //!   flow and group tables, its own page table);
@@ -48,6 +48,10 @@ use super::{Ctx, RtError};
 /// How long a connection's thread waits for a frame before it looks at
 /// the stop flag; and the acceptor's poll.
 const POLL: Duration = Duration::from_millis(100);
+
+/// The end of the answer to an attach of a port someone holds (the
+/// driver's `PortBusy`).
+const BUSY: &str = " is held by another process";
 
 /// How long a new holder waits for the firmware to stop serving the
 /// port's last holder.
@@ -243,6 +247,9 @@ fn serve(
         };
         let (reply, fds) = match conn.handle(req) {
             Ok(r) => r,
+            // A busy port is an answer, not a refusal: a new holder asks
+            // again while the last one's connection is being torn down.
+            Err(why) if why.ends_with(BUSY) => (Reply::Refused { why }, Vec::new()),
             Err(why) => {
                 refuse(&mut conn, &why);
                 (Reply::Refused { why }, Vec::new())
@@ -329,7 +336,7 @@ impl Conn<'_> {
         {
             let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
             if held[port as usize].is_some() {
-                return Err(format!("port {port} is held by another process"));
+                return Err(format!("port {port}{BUSY}"));
             }
             // A process keeps what it mapped after it lets go of a port: the
             // port passes to another user only once that process is gone.
