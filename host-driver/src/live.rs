@@ -302,7 +302,7 @@ fn fault(file: NodeFile, e: &io::Error) -> DriverError {
 static ATTACH_REFUSAL: Mutex<Option<String>> = Mutex::new(None);
 
 /// The reason the device process gave for the last refused attach in
-/// this process (`ClusterFault::Refused`, `PortBusy`), if any.
+/// this process (`ClusterFault::Refused`), if any.
 pub fn last_attach_refusal() -> Option<String> {
     ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
@@ -357,10 +357,8 @@ impl LiveBackend {
         let (reply, fds) = loop {
             let (reply, fds) =
                 control::call(&s, &Request::Attach { port }).map_err(|e| ctl_err(&e))?;
-            match &reply {
-                Reply::Refused { why }
-                    if why.contains("held by another process") && asked.elapsed() < patience =>
-                {
+            match reply {
+                Reply::Busy { .. } if asked.elapsed() < patience => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 _ => break (reply, fds),
@@ -368,14 +366,10 @@ impl LiveBackend {
         };
         let (slice_start, slice_len) = match reply {
             Reply::Attached { slice_start, slice_len } => (slice_start, slice_len),
+            Reply::Busy { .. } => return Err(DriverError::PortBusy(port)),
             Reply::Refused { why } => {
-                let busy = why.contains("held by another process");
                 *ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                return Err(if busy {
-                    DriverError::PortBusy(port)
-                } else {
-                    DriverError::Cluster(ClusterFault::Refused)
-                });
+                return Err(DriverError::Cluster(ClusterFault::Refused));
             }
             _ => return Err(DriverError::Cluster(ClusterFault::Refused)),
         };

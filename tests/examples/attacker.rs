@@ -186,6 +186,9 @@ fn attack(
     ] {
         match ask(&req)? {
             Reply::Refused { why } => println!("{what}: refused ({why})"),
+            Reply::Busy { port } => {
+                println!("{what}: refused (port {port} is held by another process)")
+            }
             r => return Err(format!("{what}: answered {r:?}")),
         }
     }

@@ -74,6 +74,9 @@ pub enum Reply {
     /// (read-write), which starts at bus address `slice_start` and is
     /// `slice_len` bytes long.
     Attached { slice_start: u64, slice_len: u64 },
+    /// The port of an `Attach` is held by another connection (the
+    /// driver's `PortBusy`): an answer, not a refusal.
+    Busy { port: u8 },
     /// The bytes of a `Read`.
     Data { bytes: Vec<u8> },
     /// The writes of a `Write` were applied, but for those named here

@@ -49,10 +49,6 @@ use super::{Ctx, RtError};
 /// the stop flag; and the acceptor's poll.
 const POLL: Duration = Duration::from_millis(100);
 
-/// The end of the answer to an attach of a port someone holds (the
-/// driver's `PortBusy`).
-const BUSY: &str = " is held by another process";
-
 /// How long a new holder waits for the firmware to stop serving the
 /// port's last holder.
 const TAKEOVER: Duration = Duration::from_secs(2);
@@ -247,9 +243,6 @@ fn serve(
         };
         let (reply, fds) = match conn.handle(req) {
             Ok(r) => r,
-            // A busy port is an answer, not a refusal: a new holder asks
-            // again while the last one's connection is being torn down.
-            Err(why) if why.ends_with(BUSY) => (Reply::Refused { why }, Vec::new()),
             Err(why) => {
                 refuse(&mut conn, &why);
                 (Reply::Refused { why }, Vec::new())
@@ -336,7 +329,9 @@ impl Conn<'_> {
         {
             let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
             if held[port as usize].is_some() {
-                return Err(format!("port {port}{BUSY}"));
+                // Not counted: a new holder asks again while the last
+                // one's connection is being torn down.
+                return Ok((Reply::Busy { port }, Vec::new()));
             }
             // A process keeps what it mapped after it lets go of a port: the
             // port passes to another user only once that process is gone.
