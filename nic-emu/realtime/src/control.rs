@@ -416,17 +416,11 @@ impl Conn<'_> {
     /// it: none (0 entries), or a power of two of entries inside the
     /// port's slice.
     fn check_evq(&self, p: u8, w: &SramWrite) -> Result<(), String> {
-        let at = reg(regs::port_evq_bus(p as usize));
-        let mut b = [0u8; PORT_EVQ_SIZE as usize];
-        self.nc.sram.read(at as u64, &mut b);
-        let k = (w.off - at) as usize;
-        b[k..k + w.data.len()].copy_from_slice(&w.data);
+        let b = self.after(w, reg(regs::port_evq_bus(p as usize)), PORT_EVQ_SIZE as usize);
         let bus = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
         let len = u32::from_le_bytes(b[8..12].try_into().unwrap_or_default());
-        let (start, slice_len) = self.nc.dir.port_slice(p);
         let bytes = len as u64 * nic_abi::event::EVENT_SIZE as u64;
-        let inside = bus >= start && bus.checked_add(bytes).is_some_and(|e| e <= start + slice_len);
-        if len == 0 || (len.is_power_of_two() && inside) {
+        if len == 0 || (len.is_power_of_two() && self.nc.in_slice(p, bus, bytes)) {
             Ok(())
         } else {
             Err(format!(
@@ -440,24 +434,12 @@ impl Conn<'_> {
     /// one must name a page inside port `p`'s slice.
     fn check_ptes(&self, p: u8, w: &SramWrite) -> Result<(), String> {
         let base = page_table(p as usize);
-        let (start, slice_len) = self.nc.dir.port_slice(p);
         let first = (w.off - base) / PTE_SIZE;
         let last = (w.off - base + w.data.len().max(1) as u32 - 1) / PTE_SIZE;
         for i in first..=last {
-            let at = base + i * PTE_SIZE;
-            let mut b = [0u8; PTE_SIZE as usize];
-            self.nc.sram.read(at as u64, &mut b);
-            for (k, byte) in b.iter_mut().enumerate() {
-                let a = at + k as u32;
-                if a >= w.off && a < w.off + w.data.len() as u32 {
-                    *byte = w.data[(a - w.off) as usize];
-                }
-            }
-            let e = Pte::decode(&b);
+            let e = Pte::decode(&self.after(w, base + i * PTE_SIZE, PTE_SIZE as usize));
             let bus = e.bus_page.checked_mul(PAGE_SIZE);
-            let ok = bus.is_some_and(|b| {
-                b >= start && b.checked_add(PAGE_SIZE).is_some_and(|e| e <= start + slice_len)
-            });
+            let ok = bus.is_some_and(|b| self.nc.in_slice(p, b, PAGE_SIZE));
             if e.state == PteState::Valid && !ok {
                 return Err(format!(
                     "page-table entry {i} of port {p} would map page {:#x} to bus page {:#x}, \
@@ -468,9 +450,20 @@ impl Conn<'_> {
         }
         Ok(())
     }
-}
 
-impl Conn<'_> {
+    /// SRAM `[at, at + len)` as write `w` would leave it.
+    fn after(&self, w: &SramWrite, at: u32, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        self.nc.sram.read(at as u64, &mut b);
+        for (k, byte) in b.iter_mut().enumerate() {
+            let a = at as u64 + k as u64;
+            if let Some(i) = a.checked_sub(w.off as u64).filter(|&i| i < w.data.len() as u64) {
+                *byte = w.data[i as usize];
+            }
+        }
+        b
+    }
+
     /// A write into the group table: inside one entry, and the entry
     /// this process's: a valid group delivers to its `PORT`, which must be
     /// a port this process holds, before the write (it may not touch
@@ -499,17 +492,9 @@ impl Conn<'_> {
             ));
         }
         // The two fields as the write leaves them.
-        let mut valid = now_valid.to_le_bytes();
-        let mut port = now_port;
-        for (k, &byte) in w.data.iter().enumerate() {
-            let a = w.off + k as u32;
-            if (valid_at..valid_at + 4).contains(&a) {
-                valid[(a - valid_at) as usize] = byte;
-            } else if a == port_at {
-                port[0] = byte;
-            }
-        }
-        if u32::from_le_bytes(valid) != 0 && !ours(port[0]) {
+        let valid = self.after(w, valid_at, 4);
+        let port = self.after(w, port_at, 1);
+        if u32::from_le_bytes(valid[..4].try_into().unwrap_or_default()) != 0 && !ours(port[0]) {
             return Err(format!(
                 "group {id} would deliver to port {}, not held by this process",
                 port[0]
@@ -520,6 +505,12 @@ impl Conn<'_> {
 }
 
 impl NodeControl {
+    /// Is `[bus, bus + len)` inside port `p`'s slice of host memory?
+    fn in_slice(&self, p: u8, bus: u64, len: u64) -> bool {
+        let (start, slice_len) = self.dir.port_slice(p);
+        bus >= start && bus.checked_add(len).is_some_and(|e| e <= start + slice_len)
+    }
+
     /// Make port `port` fit for a new holder: closed, no longer served by
     /// the firmware (it may still write into the last holder's memory
     /// until then; waited for at most `TAKEOVER`), and its slice of host
