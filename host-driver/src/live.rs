@@ -13,12 +13,11 @@
 //! through the socket, and a first-fit allocator over the slice.
 //!
 //! What it touches: SRAM in its window directly; any other SRAM (the
-//! registers too, read once at open) through the socket (reads of the
-//! public parts, writes
-//! to its page table, its event-queue registration, the group table and
-//! TRACE_ENABLE, each checked by the device process; the writes batched
-//! and sent before the next window store, doorbell or read); host memory
-//! only inside its slice. A refused access reads as zero or is dropped,
+//! registers too, read once at open) through the socket: reads of the
+//! public parts, writes to its page table, its event-queue registration,
+//! the group table and TRACE_ENABLE, each checked by the device process
+//! (the writes batched and sent before the next window store, doorbell
+//! or read). Host memory only inside its slice. A refused access reads as zero or is dropped,
 //! counted (`refused_accesses`) and explained (`last_refusal`): never UB,
 //! never a panic.
 //!
@@ -36,7 +35,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -220,6 +219,9 @@ struct Inner {
     slice: MappedFile,
     /// The node's control socket, and writes waiting to go through it.
     ctl: Mutex<Ctl>,
+    /// Some writes wait in `ctl` (so a window store or doorbell, on the
+    /// data path, need not take the lock to find none).
+    pending: AtomicBool,
     cluster: PathBuf,
     /// The device process serving the cluster.
     device_pid: u32,
@@ -318,7 +320,7 @@ impl LiveBackend {
 
     /// Attach to an opened cluster directory: take the port's lock (where
     /// this user may), ask the node's control socket for the port, and
-    /// map the three descriptors it hands over.
+    /// map the two descriptors it hands over.
     pub fn attach_with(
         dir: &ClusterDir,
         node: u32,
@@ -395,6 +397,7 @@ impl LiveBackend {
                 window,
                 slice,
                 ctl: Mutex::new(Ctl { s, pending: Vec::new(), pending_bytes: 0 }),
+                pending: AtomicBool::new(false),
                 cluster: dir.path().to_path_buf(),
                 device_pid: m.pid,
                 node,
@@ -515,44 +518,37 @@ impl LiveBackend {
             .then(|| bus - self.inner.slice_start)
     }
 
-    /// Read SRAM outside the window and register page, through the
-    /// control socket. Refused: zeros.
+    /// Read SRAM outside the window, through the control socket.
+    /// Refused: zeros.
     fn remote_read(&self, off: u32, buf: &mut [u8]) {
         let mut done = 0usize;
         while done < buf.len() {
             let n = (buf.len() - done).min(control::MAX_READ as usize);
             let at = off.wrapping_add(done as u32);
-            match self.inner.request(&Request::Read { off: at, len: n as u32 }) {
+            let why = match self.inner.request(&Request::Read { off: at, len: n as u32 }) {
                 Ok(Reply::Data { bytes }) if bytes.len() == n => {
-                    buf[done..done + n].copy_from_slice(&bytes)
+                    buf[done..done + n].copy_from_slice(&bytes);
+                    done += n;
+                    continue;
                 }
-                Ok(Reply::Refused { why }) => {
-                    buf[done..].fill(0);
-                    self.refuse(|| why);
-                    return;
-                }
-                Ok(other) => {
-                    buf[done..].fill(0);
-                    self.refuse(|| format!("control socket: unexpected reply {other:?}"));
-                    return;
-                }
-                Err(e) => {
-                    buf[done..].fill(0);
-                    self.refuse(|| format!("control socket: {e}"));
-                    return;
-                }
-            }
-            done += n;
+                Ok(Reply::Refused { why }) => why,
+                Ok(other) => format!("control socket: unexpected reply {other:?}"),
+                Err(e) => format!("control socket: {e}"),
+            };
+            buf[done..].fill(0);
+            self.refuse(|| why);
+            return;
         }
     }
 
-    /// Queue a write outside the window and register page for the
-    /// control socket (sent at the next flush).
+    /// Queue a write outside the window for the control socket (sent at
+    /// the next flush).
     fn remote_write(&self, off: u32, data: &[u8]) {
         let full = {
             let mut c = self.inner.lock_ctl();
             c.pending.push(SramWrite { off, data: data.to_vec() });
             c.pending_bytes += data.len() + 16;
+            self.inner.pending.store(true, Ordering::Release);
             c.pending_bytes >= PENDING_MAX
         };
         if full {
@@ -573,12 +569,16 @@ impl Inner {
 
     /// Send the pending writes; count each the device refused.
     fn flush(&self) -> Result<(), DriverError> {
+        if !self.pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let mut c = self.lock_ctl();
         if c.pending.is_empty() {
             return Ok(());
         }
         let writes = std::mem::take(&mut c.pending);
         c.pending_bytes = 0;
+        self.pending.store(false, Ordering::Release);
         let r = control::call(&c.s, &Request::Write { writes });
         drop(c);
         match r {
