@@ -55,14 +55,7 @@ fn timed_out(e: &io::Error) -> bool {
 
 /// Write one frame.
 pub fn write_frame(w: &mut impl Write, msg: &[u8]) -> io::Result<()> {
-    let n = u32::try_from(msg.len())
-        .ok()
-        .filter(|&n| n <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "message too long"))?;
-    let mut b = Vec::with_capacity(4 + msg.len());
-    b.extend_from_slice(&n.to_le_bytes());
-    b.extend_from_slice(msg);
-    w.write_all(&b)?;
+    w.write_all(&host_driver::control::frame(msg)?)?;
     w.flush()
 }
 

@@ -130,16 +130,23 @@ fn timed_out(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
-/// Send `msg` as one frame, with `fds` attached to its first byte.
-pub fn send<T: Serialize>(s: &UnixStream, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-    let body = postcard::to_allocvec(msg).map_err(|e| io::Error::other(e.to_string()))?;
+/// `body` as a frame: its length (little-endian u32), then itself.
+/// Refused past [`MAX_FRAME`].
+pub fn frame(body: &[u8]) -> io::Result<Vec<u8>> {
     let n = u32::try_from(body.len())
         .ok()
         .filter(|&n| n <= MAX_FRAME)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "message too long"))?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&n.to_le_bytes());
-    frame.extend_from_slice(&body);
+    frame.extend_from_slice(body);
+    Ok(frame)
+}
+
+/// Send `msg` as one frame, with `fds` attached to its first byte.
+pub fn send<T: Serialize>(s: &UnixStream, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let body = postcard::to_allocvec(msg).map_err(|e| io::Error::other(e.to_string()))?;
+    let frame = frame(&body)?;
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !anc.push(SendAncillaryMessage::ScmRights(fds)) {
