@@ -187,10 +187,9 @@ pub enum NodeFile {
     Flash,
     /// The control socket (`control.sock`).
     Control,
-    /// A port's window, the register page or a port's slice of host
-    /// memory, as the control socket hands them out.
+    /// A port's window or a port's slice of host memory, as the control
+    /// socket hands them out.
     Window,
-    Regs,
     Slice,
 }
 
@@ -203,7 +202,6 @@ impl NodeFile {
             NodeFile::Flash => "flash",
             NodeFile::Control => "control socket",
             NodeFile::Window => "port window",
-            NodeFile::Regs => "register page",
             NodeFile::Slice => "host-memory slice",
         }
     }
@@ -535,10 +533,9 @@ impl ClusterDir {
     }
 
     /// The NIC's register block (`map::REGS`, one page): a file of its
-    /// own, so a host process can be given it read-only without the
-    /// rest of SRAM. The device process maps it over its place in
-    /// `sram` (`MappedFile::open_sram`); under qemu the guest sees it as
-    /// a shared-memory PCI device.
+    /// own, laid over its place in `sram` (`map_sram`); under qemu the
+    /// guest sees it as a shared-memory PCI device. No host process is
+    /// given it (registers are read through the control socket).
     pub fn regs_path(&self, node: u32) -> PathBuf {
         self.node_dir(node).join("regs")
     }

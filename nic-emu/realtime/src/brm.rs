@@ -209,8 +209,13 @@ pub(crate) struct Agents {
 
 impl Agents {
     /// Listen on every node's `brm-agent.sock` (a stale file there is
-    /// replaced) and serve until `ctx.stop`.
-    pub fn start(ctx: Arc<Ctx>, dir: &ClusterDir) -> Result<Agents, RtError> {
+    /// replaced) and serve until `ctx.stop`, over the cluster's mapping
+    /// of each node's SRAM (`srams`).
+    pub fn start(
+        ctx: Arc<Ctx>,
+        dir: &ClusterDir,
+        srams: &[Arc<MappedFile>],
+    ) -> Result<Agents, RtError> {
         let n = dir.nodes();
         let mut listeners = Vec::with_capacity(n as usize);
         let mut nodes = Vec::with_capacity(n as usize);
@@ -225,11 +230,7 @@ impl Agents {
             l.set_nonblocking(true)
                 .map_err(|err| RtError::Io { what: format!("{}", p.display()), err })?;
             listeners.push(l);
-            let sram = dir.map_sram(node).map_err(|err| RtError::Io {
-                what: dir.sram_path(node).display().to_string(),
-                err,
-            })?;
-            let be = FlowTableBackend::new(Arc::new(sram));
+            let be = FlowTableBackend::new(srams[node as usize].clone());
             backends.push(be.clone());
             nodes.push(Arc::new(Mutex::new(NodeAgent { be, agent: None })));
         }

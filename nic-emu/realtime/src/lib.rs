@@ -486,7 +486,8 @@ impl RtCluster {
         brm: Option<(PathBuf, Calibration)>,
     ) -> Result<RtCluster, RtError> {
         let n = cfg.nodes;
-        // Every mapping holds its file open: room for four per node.
+        // Every mapping holds its files open: a node's SRAM is ten files,
+        // its host memory nine, and each is mapped twice.
         if let Err(e) = nic_cluster_dir::mapped::raise_open_file_limit() {
             eprintln!("nic-cluster: cannot raise the open-file limit: {e}");
         }
@@ -592,7 +593,7 @@ impl RtCluster {
             Err(_) => return Err(RtError::Config("the supervisor thread died".into())),
         }
         if brm.is_some() {
-            c.agents = Some(brm::Agents::start(ctx.clone(), &dir)?);
+            c.agents = Some(brm::Agents::start(ctx.clone(), &dir, &c.srams)?);
         }
         c.control = Some(control::Control::start(
             ctx.clone(),
