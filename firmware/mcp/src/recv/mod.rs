@@ -119,7 +119,7 @@ pub struct Recv {
     /// Why the last pass stopped taking packets, if not for want of them.
     stopped: Option<RecvState>,
     rxs: Pool<RxStream, MAX_STREAMS>,
-    rx_index: heapless::FnvIndexMap<u32, u16, 256>,
+    rx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     /// Receive-done records taken.
     cons: u32,
     /// RXDONE_PROD as the last step read it.

@@ -108,9 +108,9 @@ pub struct Sdma {
     alarm_at: [Option<u64>; NUM_PORTS],
     alarm_tag: [u64; NUM_PORTS],
     txs: Pool<TxStream, MAX_STREAMS>,
-    tx_index: heapless::FnvIndexMap<u32, u16, 256>,
+    tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     conns: Pool<Conn, MAX_CONNS>,
-    conn_index: heapless::FnvIndexMap<u16, u16, 128>,
+    conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
     /// Current connection of the circular connection queue (NIL: empty).
     conn_cur: u16,
     conn_queue_len: u16,
