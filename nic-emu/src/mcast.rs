@@ -102,6 +102,9 @@ pub struct McastResult {
     /// Host relay steps each member's program took (rank order): the
     /// host's share of the work (host and assisted schemes).
     pub host_steps: Vec<u32>,
+    /// Each member's Received event after the root's call, for the last
+    /// multicast (rank order; the root's is 0).
+    pub last_arrivals_ns: Vec<u64>,
 }
 
 /// What the members share: the root's post times, each member's arrival
@@ -422,6 +425,19 @@ pub fn measure(run: &McastRun) -> McastResult {
             run.count,
             b.arrived.iter().map(|a| a.len()).collect::<Vec<_>>()
         ));
+    }
+    if let Some(&(t0, _)) = b.posted.last() {
+        let m = b.posted.len() - 1;
+        r.last_arrivals_ns =
+            (0..g as usize)
+                .map(|k| {
+                    if k == 0 {
+                        0
+                    } else {
+                        b.arrived[k].get(m).map_or(0, |t| t.saturating_sub(t0))
+                    }
+                })
+                .collect();
     }
     r.ok = r.problems.is_empty();
     if run.trace {

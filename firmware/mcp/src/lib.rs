@@ -94,9 +94,12 @@ pub struct Work {
     /// addressing: one per destination). The study's NIC-based scheme
     /// spent most of its time here; the profile prices each algorithm.
     pub relay_steps: [u16; 4],
-    /// Packets of a NIC-served multicast (not the host scheme's) sent or
-    /// received: the multicast header handled besides the data.
+    /// Packets of a NIC-served multicast (not the host scheme's) sent:
+    /// the multicast header built besides the data.
     pub mcast_packets: u32,
+    /// Packets of a multicast received into a multicast record: the
+    /// header and the record read besides the data.
+    pub mcast_rx_packets: u32,
     /// Multicast descriptors taken (root, assisted relay), and multicast
     /// messages delivered to the host, of the NIC-served schemes.
     pub mcast_descs: u32,
@@ -121,6 +124,7 @@ impl Work {
             *a += b;
         }
         self.mcast_packets += o.mcast_packets;
+        self.mcast_rx_packets += o.mcast_rx_packets;
         self.mcast_descs += o.mcast_descs;
         self.mcast_deliveries += o.mcast_deliveries;
     }

@@ -171,6 +171,12 @@ impl Send {
                 }
             }
             self.start_txdma(cx, hw, b, w);
+            if buf.mcast {
+                // The NIC CPU's work for a multicast packet is paid before
+                // the next leaves: a sender's children get the message one
+                // send time apart, not in a batch at the end of a pass.
+                break;
+            }
         }
         let next = self.at_rest(cx);
         self.go(cx, hw, next, Cause::Drained);

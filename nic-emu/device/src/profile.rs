@@ -198,10 +198,13 @@ pub struct NicCpuProfile {
     /// algorithm (a k-binomial tree is priced as the binomial).
     #[serde(default)]
     pub relay_step: StepPrices,
-    /// Per packet of a NIC-served multicast sent or received
-    /// (`Work::mcast_packets`).
+    /// Per packet of a NIC-served multicast sent (`Work::mcast_packets`).
     #[serde(default)]
     pub mcast_packet: u64,
+    /// Per multicast packet received into a multicast record
+    /// (`Work::mcast_rx_packets`); `mcast_packet` when not given.
+    #[serde(default)]
+    pub mcast_rx_packet: Option<u64>,
     /// Per multicast descriptor taken (`Work::mcast_descs`) and per
     /// multicast message delivered to the host (`Work::mcast_deliveries`).
     #[serde(default)]

@@ -132,6 +132,7 @@ struct WorkPrices {
     tree_op: u64,
     relay_step: nic_device::profile::StepPrices,
     mcast_packet: u64,
+    mcast_rx_packet: u64,
     mcast_desc: u64,
     mcast_delivery: u64,
 }
@@ -152,6 +153,7 @@ impl WorkPrices {
             tree_op: c.tree_op,
             relay_step: c.relay_step,
             mcast_packet: c.mcast_packet,
+            mcast_rx_packet: c.mcast_rx_packet.unwrap_or(c.mcast_packet),
             mcast_desc: c.mcast_desc,
             mcast_delivery: c.mcast_delivery,
         }
@@ -161,6 +163,7 @@ impl WorkPrices {
     #[inline]
     fn multicast(&self, w: &Work) -> u64 {
         if w.mcast_packets == 0
+            && w.mcast_rx_packets == 0
             && w.mcast_descs == 0
             && w.mcast_deliveries == 0
             && w.relay_steps == [0; 4]
@@ -171,6 +174,7 @@ impl WorkPrices {
             (0..4).map(|i| w.relay_steps[i] as u64 * self.relay_step.by_index(i)).sum();
         steps
             + w.mcast_packets as u64 * self.mcast_packet
+            + w.mcast_rx_packets as u64 * self.mcast_rx_packet
             + w.mcast_descs as u64 * self.mcast_desc
             + w.mcast_deliveries as u64 * self.mcast_delivery
     }

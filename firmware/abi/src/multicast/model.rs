@@ -17,12 +17,24 @@
 //!   separate: SDMA + (G-1)(t_np + t_ns) + t_nr + RDMA;
 //! - NIC-assisted (the host computes, the NIC sends):
 //!   SDMA + t_ns + h (t_nr + SDMA + t_hp + RDMA + t_ns) + t_nr + RDMA;
-//!   separate: SDMA + t_hp + (G-1) t_ns + t_nr + RDMA. The published
-//!   separate formula was printed inconsistently; here the root host posts
-//!   one descriptor carrying the destination list it computed once, and
-//!   the NIC only sends, G-1 times;
-//! - NIC with cached child lists: the NIC formulas with t_cached, the cost
-//!   of reading a cached list, in place of every t_np.
+//!   separate: SDMA + (G-1) t_ns + t_nr + RDMA. The published separate
+//!   formula was printed inconsistently; here the root host posts one
+//!   descriptor carrying the destination list, and the NIC only sends,
+//!   G-1 times. As in the tree formula, the root host's own work before
+//!   its post is not charged (t_hp is what a relay's host spends);
+//! - NIC with cached child lists (ours, not the study's): the tree walked
+//!   send by send ([`cached_walk_us`]). The root, once it has the message
+//!   (SDMA), sends each child its own copy from host memory, reading the
+//!   cached entry and sending: t_cached + t_ns a child. A relay forwards
+//!   the packet it received (t_nr) from its receive buffer: the first
+//!   child costs t_cached + t_ns, each further child only the cached entry
+//!   read (t_cached), the packet being built already. The multicast is
+//!   complete when the last member has delivered it (+ RDMA). Where the
+//!   deepest path is all first children (the chain, trees of 2^k members)
+//!   this is the NIC formula with t_cached in place of t_np; where the
+//!   root's second child leads the longest path (a binary tree of 6, 12
+//!   or 14) it counts the root's second send, which the published formula
+//!   leaves out and which a cheap root no longer hides.
 //!
 //! The formulas charge no switch or cable time; the parameters keep them
 //! for callers that add them. Everything is in microseconds.
@@ -196,17 +208,46 @@ pub fn model_latency_us(p: &ModelParams, scheme: Scheme, alg: Algorithm, g: u16,
     match scheme {
         Scheme::Host if separate => fan * (hp + hs) + hr,
         Scheme::Host => hs + h * (hr + hp + hs) + hr,
-        Scheme::Nic | Scheme::NicCached => {
-            let np = if scheme == Scheme::Nic { p.nic_proc.of(alg) } else { p.cached_proc };
+        Scheme::NicCached => cached_walk_us(p, alg, g, m),
+        Scheme::Nic => {
+            let np = p.nic_proc.of(alg);
             if separate {
                 p.sdma + fan * (np + ns) + nr + p.rdma
             } else {
                 p.sdma + np + ns + h * (nr + np + ns) + nr + p.rdma
             }
         }
-        Scheme::Assisted if separate => p.sdma + hp + fan * ns + nr + p.rdma,
+        Scheme::Assisted if separate => p.sdma + fan * ns + nr + p.rdma,
         Scheme::Assisted => p.sdma + ns + h * (nr + p.sdma + hp + p.rdma + ns) + nr + p.rdma,
     }
+}
+
+/// The NIC-cached scheme's latency: the tree walked send by send (module
+/// comment), microseconds; 0 for g <= 1.
+pub fn cached_walk_us(p: &ModelParams, alg: Algorithm, g: u16, m: u32) -> f64 {
+    if g <= 1 {
+        return 0.0;
+    }
+    let send = p.cached_proc + p.nic_send_us(m);
+    let recv = p.nic_recv_us(m);
+    // `rank` has the message at `at`: the latest delivery in its subtree.
+    fn walk(
+        p: &ModelParams,
+        alg: Algorithm,
+        g: u16,
+        rank: u16,
+        at: f64,
+        send: f64,
+        recv: f64,
+    ) -> f64 {
+        let own = if rank == 0 { 0.0 } else { at + p.rdma };
+        let further = if rank == 0 { send } else { p.cached_proc };
+        super::children(alg, g, rank).enumerate().fold(own, |worst, (i, c)| {
+            let got = at + send + i as f64 * further + recv;
+            worst.max(walk(p, alg, g, c.rank, got, send, recv))
+        })
+    }
+    walk(p, alg, g, 0, p.sdma, send, recv)
 }
 
 #[cfg(test)]
@@ -236,7 +277,8 @@ mod tests {
         let got = model_latency_us(&p, Scheme::Nic, Algorithm::Binomial, 16, 2);
         assert!(close(got, want), "{got}");
         assert!((got - 773.696).abs() < 1e-6);
-        // Cached child lists: 1 us instead of 145.2 at the root and each relay.
+        // Cached child lists: 1 us instead of 145.2 at the root and each
+        // relay (16 members: the deepest path is all first children).
         let cached = model_latency_us(&p, Scheme::NicCached, Algorithm::Binomial, 16, 2);
         assert!(close(cached, want - 4.0 * 144.2), "{cached}");
     }
@@ -263,13 +305,37 @@ mod tests {
         let ns = p.nic_send_us(8);
         let nr = p.nic_recv_us(8);
         let sep = model_latency_us(&p, Scheme::Assisted, Algorithm::Separate, 6, 8);
-        assert!(close(sep, 26.0 + 22.2 + 5.0 * ns + nr + 28.0));
+        assert!(close(sep, 26.0 + 5.0 * ns + nr + 28.0));
         let sep = model_latency_us(&p, Scheme::Nic, Algorithm::Separate, 6, 8);
         assert!(close(sep, 26.0 + 5.0 * (233.1 + ns) + nr + 28.0));
         // k-binomial, G = 8, k = 3: depth 3, two relays, binomial processing.
         let kb = model_latency_us(&p, Scheme::Host, Algorithm::KBinomial { k: 3 }, 8, 8);
         assert!(close(kb, hs + 2.0 * (hr + 19.2 + hs) + hr));
         assert_eq!(model_latency_us(&p, Scheme::Nic, Algorithm::Binary, 1, 8), 0.0);
+    }
+
+    #[test]
+    fn the_cached_walk_is_the_nic_formula_where_first_children_are_deepest() {
+        let p = ModelParams::LANAI9_GM;
+        let (ns, nr, c) = (p.nic_send_us(2), p.nic_recv_us(2), p.cached_proc);
+        let nic_formula = |h: f64| 26.0 + c + ns + h * (nr + c + ns) + nr + 28.0;
+        for (alg, g) in [(Algorithm::Serial, 9), (Algorithm::Binomial, 8), (Algorithm::Binary, 8)] {
+            let h = relays_on_deepest_path(alg, g) as f64;
+            let got = cached_walk_us(&p, alg, g, 2);
+            assert!(close(got, nic_formula(h)), "{alg:?} {g}: {got}");
+        }
+        let sep = cached_walk_us(&p, Algorithm::Separate, 6, 2);
+        assert!(close(sep, 26.0 + 5.0 * (c + ns) + nr + 28.0), "{sep}");
+        // Binary, 6 members: 0 -> 1, 2; 1 -> 3, 4; 2 -> 5. The root's second
+        // child 2 leads the longest path: one send more than the formula
+        // counts. Member 4 (relay 1's second child) costs only a read more.
+        let b6 = cached_walk_us(&p, Algorithm::Binary, 6, 2);
+        assert!(close(b6, nic_formula(1.0) + c + ns), "{b6}");
+        // Binomial, 6: 0 -> 3, 2, 1; 3 -> 5, 4. Member 1 (the root's third
+        // send) and member 4 (relay 3's second) tie: the formula plus a read.
+        let m6 = cached_walk_us(&p, Algorithm::Binomial, 6, 2);
+        assert!(close(m6, nic_formula(1.0) + c), "{m6}");
+        assert_eq!(cached_walk_us(&p, Algorithm::Binary, 1, 2), 0.0);
     }
 
     #[test]

@@ -402,7 +402,7 @@ impl Recv {
                 }
                 let m = self.rxs[r].mrec;
                 if m != NIL {
-                    w.mcast_packets += 1;
+                    w.mcast_rx_packets += 1;
                 }
                 if m != NIL && !self.relay_hold(cx, m, buf) {
                     // The relay holds all the buffers it may: later.

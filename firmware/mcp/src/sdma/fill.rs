@@ -103,6 +103,9 @@ impl Sdma {
         if cx.txbufs.filled(b) {
             let _ = cx.tx_ready.push_back(b);
         }
+        if matches!(self.mcast_lead, Some((_, Some(lb))) if lb == b) {
+            self.mcast_lead = None;
+        }
         if matches!(self.state, SdmaState::FillWait { buf, .. } if buf == b) {
             self.go(cx, hw, SdmaState::Ready, Cause::DmaDone);
         }
@@ -243,6 +246,9 @@ impl Sdma {
         }
         cx.txbufs.take(b, buf);
         let n = pieces.len();
+        if pkt == 0 && matches!(self.mcast_lead, Some((lt, _)) if lt == t) {
+            self.mcast_lead = if n == 0 { None } else { Some((t, Some(b))) };
+        }
         if n == 0 {
             cx.txbufs.filled(b);
             let _ = cx.tx_ready.push_back(b);

@@ -80,6 +80,9 @@ impl Sdma {
             return Taken::Nothing;
         }
         if crate::MULTICAST && kind_byte == DescKind::Multicast as u8 {
+            if self.mcast_lead_pending(cx) {
+                return Taken::Nothing;
+            }
             return match self.intake_mcast(cx, hw, p, (prod, cons), &b, w) {
                 true => Taken::Multicast,
                 false => Taken::Nothing,

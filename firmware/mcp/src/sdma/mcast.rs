@@ -38,6 +38,20 @@ fn descriptor_token(kind: TokKind, p: usize, d: &Descriptor, tag: &McastTag) -> 
 }
 
 impl Sdma {
+    /// Whether the host scheme's last multicast send still has its first
+    /// packet to get ready (`mcast_lead`); forgets a lead that went.
+    pub(super) fn mcast_lead_pending(&mut self, cx: &Shared) -> bool {
+        let Some((t, buf)) = self.mcast_lead else { return false };
+        let tok = &cx.tokens[t];
+        let pending = cx.tokens.is_live(t)
+            && tok.kind == TokKind::McastSend
+            && tok.state == TokState::Active
+            && (buf.is_some() || tok.next_pkt == 0);
+        if !pending {
+            self.mcast_lead = None;
+        }
+        pending
+    }
     /// Take the multicast descriptor at `cons` of port `p`'s ring with its
     /// continuation slots. False: not all of it is posted yet, or no
     /// multicast record is free (it waits in the ring).
@@ -152,6 +166,7 @@ impl Sdma {
                 complete_token(cx, i, SendStatus::Dropped);
             } else {
                 self.append_token(cx, s, i);
+                self.mcast_lead = Some((i, None));
             }
             return Ok(());
         }

@@ -130,6 +130,12 @@ pub struct Sdma {
     /// Valid flow-table entries at the last read: with none, a new stream
     /// has no flow and the table is not searched for it.
     flow_entries: u16,
+    /// The host scheme's last multicast send taken (a token) and, once its
+    /// first packet is being fetched, that packet's buffer: no further
+    /// multicast descriptor is taken until the packet is ready to go, so a
+    /// sender's deepest child is not kept waiting behind the intake of its
+    /// siblings' descriptors.
+    mcast_lead: Option<(u16, Option<u8>)>,
 }
 
 impl Sdma {
@@ -155,6 +161,7 @@ impl Sdma {
             dispatch_prod: 0,
             flow_pending: false,
             flow_entries: 0,
+            mcast_lead: None,
         }
     }
 
