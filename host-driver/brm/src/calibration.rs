@@ -68,6 +68,18 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// Largest calibration file read (a few hundred bytes is usual).
+    pub const MAX_FILE: u64 = 1 << 20;
+
+    /// Read and parse the calibration file `path` (at most [`Self::MAX_FILE`]
+    /// bytes: a device or a huge file is refused, not read to the end).
+    pub fn read_file(path: &Path) -> Result<Calibration, String> {
+        let origin = path.display().to_string();
+        let text = nic_device::profile::read_text(path, Self::MAX_FILE)
+            .map_err(|e| format!("{origin}: {e}"))?;
+        Calibration::from_toml(&text, &origin)
+    }
+
     /// Parse calibration text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Calibration, String> {
         let c: Calibration =
@@ -140,7 +152,13 @@ impl Calibration {
     pub fn for_profile(profile: &str, p: &Profile) -> Result<Option<Calibration>, String> {
         let text = match BUILTIN.iter().find(|(n, _)| *n == profile) {
             Some((_, t)) => Some(t.to_string()),
-            None => std::fs::read_to_string(Self::path_for(profile)).ok(),
+            None => {
+                match nic_device::profile::read_text(&Self::path_for(profile), Self::MAX_FILE) {
+                    Ok(t) => Some(t),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(format!("{}: {e}", Self::path_for(profile).display())),
+                }
+            }
         };
         let Some(text) = text else { return Ok(None) };
         if text.trim().is_empty() {
@@ -218,6 +236,14 @@ pub const EPS: f64 = 1e-6;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_calibration_file_that_is_a_device_is_refused_unread() {
+        let e = Calibration::read_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("/dev/zero") && e.contains("larger than 1048576 bytes"), "{e}");
+        let e = Calibration::read_file(Path::new("/nonexistent/cal.toml")).unwrap_err();
+        assert!(e.contains("/nonexistent/cal.toml"), "{e}");
+    }
 
     /// A calibration for tests: T = 100 ticks, Bmax 82 MB/s, a node curve
     /// of three points.

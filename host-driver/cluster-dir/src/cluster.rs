@@ -466,7 +466,7 @@ impl ClusterDir {
     /// Open the cluster at `path`: read and check `cluster.toml`.
     pub fn open_path(path: &Path) -> Result<ClusterDir, ClusterError> {
         let mpath = path.join(MANIFEST_FILE);
-        let text = match fs::read_to_string(&mpath) {
+        let text = match read_manifest(&mpath) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(ClusterError::NotFound { path: path.to_path_buf() })
@@ -651,9 +651,43 @@ impl ClusterDir {
     }
 }
 
+/// Largest manifest read: a cluster of the most nodes writes a few KiB.
+const MANIFEST_MAX: u64 = 1 << 20;
+
+/// The manifest's text, read to at most [`MANIFEST_MAX`] bytes (a file
+/// swapped for a device or a huge file is refused, not read to the end).
+fn read_manifest(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    fs::File::open(path)?.take(MANIFEST_MAX + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MANIFEST_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {MANIFEST_MAX} bytes"),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manifest_that_is_a_device_or_too_large_is_refused_unread() {
+        let path = std::env::temp_dir().join(format!("nic-manifest-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", path.join(MANIFEST_FILE)).unwrap();
+        let e = ClusterDir::open_path(&path).unwrap_err().to_string();
+        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        fs::remove_file(path.join(MANIFEST_FILE)).unwrap();
+        fs::write(path.join(MANIFEST_FILE), vec![b'#'; (MANIFEST_MAX + 1) as usize]).unwrap();
+        let e = ClusterDir::open_path(&path).unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+        fs::remove_dir_all(&path).unwrap();
+    }
 
     #[test]
     fn cluster_files_and_directories_are_the_owners_alone() {

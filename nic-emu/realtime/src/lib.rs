@@ -311,10 +311,8 @@ fn brm_calibration(cfg: &RtConfig, b: &BrmSetup) -> Result<Calibration, RtError>
     let p = &cfg.profile;
     let c = match &b.calibration {
         Some(f) => {
-            let text = std::fs::read_to_string(f)
-                .map_err(io_err(format!("brm: calibration {}", f.display())))?;
-            let c =
-                Calibration::from_toml(&text, &f.display().to_string()).map_err(RtError::Config)?;
+            let c = Calibration::read_file(f)
+                .map_err(|e| RtError::Config(format!("brm: calibration {e}")))?;
             if c.rtc_hz != p.nic.rtc_hz || c.mtu != p.nic.mtu {
                 return Err(RtError::Config(format!(
                     "brm: calibration {} was measured with rtc_hz {} and mtu {}; profile `{}` \

@@ -441,9 +441,7 @@ fn brm(a: &BrmArgs) -> Result<(), String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let dir = ClusterDir::open(&a.cluster).map_err(|e| e.to_string())?;
-    let text = std::fs::read_to_string(&a.calibration)
-        .map_err(|e| format!("{}: {e}", a.calibration.display()))?;
-    let cal = Calibration::from_toml(&text, &a.calibration.display().to_string())?;
+    let cal = Calibration::read_file(&a.calibration)?;
     let t_ticks = cal.t_ticks;
     let bmax = cal.bmax_mb_s;
     let server = Arc::new(BrmServer::new(&dir, a.topology, a.switch_ports, cal)?);
