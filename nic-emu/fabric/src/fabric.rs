@@ -339,6 +339,22 @@ pub struct Fabric {
     nic_entries: Vec<(u32, u64)>,
     /// With `log_mcast_packets`: multicast data packets' spans.
     mcast_log: Option<McastLog>,
+    /// Per link: the times it is down, [from, until) in ns, with the index
+    /// of the outage (`set_outages`) each came from.
+    down: Vec<Vec<(u64, u64, usize)>>,
+    /// Per outage: packets the link lost while down.
+    pub outage_drops: Vec<u64>,
+}
+
+/// A time a link is down: everything entering it is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// Directed link ids (`Layout::links` order): a cable is two.
+    pub link: usize,
+    pub from_ns: u64,
+    pub until_ns: u64,
+    /// Which outage of the caller's list this is (for `outage_drops`).
+    pub index: usize,
 }
 
 impl Fabric {
@@ -369,7 +385,24 @@ impl Fabric {
             by_src: vec![SourceDrops::default(); layout.nodes()],
             nic_entries: Vec::new(),
             mcast_log: None,
+            down: vec![Vec::new(); layout.links().len()],
+            outage_drops: Vec::new(),
         }
+    }
+
+    /// Take links down: a packet whose head enters a link while it is
+    /// down is lost (counted in `outage_drops[index]` and as the link's
+    /// and its sender's fault drop). Links out of range are refused.
+    pub fn set_outages(&mut self, outages: &[Outage]) -> Result<(), String> {
+        for o in outages {
+            let Some(d) = self.down.get_mut(o.link) else {
+                return Err(format!("link {} does not exist", o.link));
+            };
+            d.push((o.from_ns, o.until_ns, o.index));
+            let n = self.outage_drops.len().max(o.index + 1);
+            self.outage_drops.resize(n, 0);
+        }
+        Ok(())
     }
 
     /// Record, from now on, when each multicast data packet (a Data packet
@@ -455,7 +488,14 @@ impl Fabric {
         let len = (f.buf.len() - f.pos as usize) as u64;
         let into_nic = l.spec.ends_at_nic();
         let wire = (&mut f.buf[..], f.route_len as usize);
-        let hit = enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len);
+        let mut hit = enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len);
+        if let Some(&(_, _, k)) =
+            self.down[link as usize].iter().find(|&&(from, until, _)| from <= t && t < until)
+        {
+            self.outage_drops[k] += 1;
+            l.stats.fault_drops += !hit.drop as u64;
+            hit.drop = true;
+        }
         if hit.any() {
             hit.charge(&mut self.by_src[f.src as usize]);
             f.doomed |= hit.drop;

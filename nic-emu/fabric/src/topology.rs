@@ -156,6 +156,42 @@ impl Layout {
         v
     }
 
+    /// The directed links of the cable `name` (`Layout::links` ids, both
+    /// ways): `node<N>`, node N's cable to its switch, or `sw<S>.p<P>`, the
+    /// cable at port P of switch S (a node's or a trunk).
+    pub fn cable(&self, name: &str) -> Result<Vec<usize>, String> {
+        let bad = || {
+            format!(
+                "no cable `{name}`: name one `node<N>` (N < {}) or `sw<S>.p<P>` (S < {}, P < {}, \
+                 a port with a cable)",
+                self.nodes(),
+                self.switches,
+                self.ports
+            )
+        };
+        let end = if let Some(n) = name.strip_prefix("node") {
+            let n: usize = n.parse().map_err(|_| bad())?;
+            LinkEnd::Nic(n)
+        } else if let Some((s, p)) = name.strip_prefix("sw").and_then(|r| r.split_once(".p")) {
+            let switch: usize = s.parse().map_err(|_| bad())?;
+            let port: usize = p.parse().map_err(|_| bad())?;
+            LinkEnd::Switch { switch, port }
+        } else {
+            return Err(bad());
+        };
+        let ids: Vec<usize> = self
+            .links()
+            .iter()
+            .enumerate()
+            .filter(|(_, (a, b))| *a == end || *b == end)
+            .map(|(i, _)| i)
+            .collect();
+        if ids.is_empty() {
+            return Err(bad());
+        }
+        Ok(ids)
+    }
+
     /// The source route from `src` to `dst`: one byte `0x80 | port` per
     /// switch crossed, in order.
     pub fn route(&self, src: usize, dst: usize) -> Vec<u8> {
@@ -183,6 +219,19 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cables_are_named_by_node_or_switch_port() {
+        let l = Topology::TwoSwitch.layout(6, 4).unwrap();
+        assert_eq!(l.cable("node0").unwrap(), vec![0, 1]);
+        let (s, p) = l.attach[5];
+        assert_eq!(l.cable(&format!("sw{s}.p{p}")).unwrap(), l.cable("node5").unwrap());
+        let trunk = l.trunks[0].0;
+        assert_eq!(l.cable(&format!("sw{}.p{}", trunk.0, trunk.1)).unwrap().len(), 2);
+        for bad in ["node6", "nodeX", "sw9.p0", "sw0.p99", "link3", ""] {
+            assert!(l.cable(bad).unwrap_err().contains("no cable"), "{bad}");
+        }
+    }
 
     #[test]
     fn names_parse_and_print_back() {

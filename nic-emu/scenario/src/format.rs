@@ -209,7 +209,7 @@ fn default_kind() -> FlowKind {
     FlowKind::Stream
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultRates {
     /// Probability a packet is lost on a link.
@@ -221,6 +221,29 @@ pub struct FaultRates {
     /// Probability a packet is delivered twice by a link.
     #[serde(default)]
     pub duplicate: f64,
+    /// Cables that go down for a while (`[[faults.link_down]]`; sim only).
+    #[serde(default)]
+    pub link_down: Vec<LinkDown>,
+}
+
+/// A cable that loses everything entering it, both ways, from `at_us`
+/// for `for_us`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDown {
+    /// `node<N>` (node N's cable to its switch) or `sw<S>.p<P>` (the cable
+    /// at port P of switch S).
+    pub link: String,
+    pub at_us: f64,
+    pub for_us: f64,
+}
+
+impl LinkDown {
+    /// [from, until) in ns.
+    pub fn span_ns(&self) -> (u64, u64) {
+        let from = (self.at_us * 1000.0).round() as u64;
+        (from, from + (self.for_us * 1000.0).round() as u64)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
@@ -540,6 +563,24 @@ impl Scenario {
                 return err(format!("{key}: {p} is not a probability in [0, 1)"));
             }
         }
+        for (i, d) in self.faults.link_down.iter().enumerate() {
+            let key = format!("faults.link_down[{i}]");
+            if d.link.trim().is_empty() {
+                return err(format!("{key}.link: must name a cable (node<N> or sw<S>.p<P>)"));
+            }
+            if !(d.at_us.is_finite() && (0.0..=3.6e9).contains(&d.at_us)) {
+                return err(format!(
+                    "{key}.at_us: {:?} out of range (0..=3600000000, an hour in us)",
+                    d.at_us
+                ));
+            }
+            if !(d.for_us.is_finite() && d.for_us > 0.0 && d.for_us <= 3.6e9) {
+                return err(format!(
+                    "{key}.for_us: {:?} must be a time > 0 and at most 3600000000 (an hour in us)",
+                    d.for_us
+                ));
+            }
+        }
         if let Some(t) = self.firmware.send_timeout_us {
             if !(t.is_finite() && t > 0.0 && t <= 3.6e9) {
                 return err(format!(
@@ -606,7 +647,7 @@ impl Scenario {
             nodes: nodes as usize,
             topology: self.fabric.topology.trim().to_string(),
             flows,
-            faults: self.faults,
+            faults: self.faults.clone(),
             send_timeout_us: self.firmware.send_timeout_us,
             limit_ns: (limit * 1e6) as u64,
         })

@@ -115,6 +115,12 @@ impl NodeHost for RtHost {
 /// backend: rate control (flow-table IDTs and the bandwidth manager) and
 /// the dispatch trace run only on the sim so far.
 pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
+    if !v.faults.link_down.is_empty() {
+        return Err(ScenarioError::new(format!(
+            "faults.link_down: cable outages run on the sim backend only (the {backend} fabric \
+             has no down links yet); run this scenario with `cargo xtask sim`"
+        )));
+    }
     for f in &v.flows {
         let key = match f.rate {
             RatePlan::Unmanaged => None,
@@ -294,6 +300,7 @@ pub fn run_realtime_with_progress(
         complete,
         problems,
         backend: backend.to_string(),
+        link_down: Vec::new(),
     })
 }
 

@@ -28,6 +28,21 @@ pub struct Report {
     /// What ran it: "sim" (virtual time), "live" or "qemu" (wall-clock
     /// time; see docs/scenarios.md for how the numbers differ).
     pub backend: String,
+    /// `[[faults.link_down]]`: each outage and what it cost (absent when
+    /// the scenario has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_down: Vec<LinkDownReport>,
+}
+
+/// One cable outage of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkDownReport {
+    /// The cable as the scenario named it.
+    pub link: String,
+    pub at_us: f64,
+    pub for_us: f64,
+    /// Packets that entered the cable (either way) while it was down.
+    pub dropped: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -398,6 +413,13 @@ impl Report {
                 self.sim.events,
                 self.sim.packets,
                 self.sim.wall_ms,
+            );
+        }
+        for d in &self.link_down {
+            let _ = writeln!(
+                s,
+                "cable {} down at {} us for {} us: {} packets lost",
+                d.link, d.at_us, d.for_us, d.dropped
             );
         }
         let _ = writeln!(

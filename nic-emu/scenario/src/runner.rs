@@ -12,9 +12,10 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::mcast;
 use super::plan::{plan, Limits, Plan};
-use super::report::{bandwidth_mb_s, FlowReport, NicReport, Report, SimReport};
+use super::report::{bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, Report, SimReport};
 use host_brm::Calibration;
 use nic_device::{Faults, Profile};
+use nic_fabric::fabric::Outage;
 use nic_fabric::topology::Layout;
 use nic_fabric::Topology;
 use nic_sim::SimBrm;
@@ -100,6 +101,16 @@ pub fn run_with_progress(
     };
     let mut cluster =
         SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
+    let mut outages = Vec::new();
+    for (i, d) in v.faults.link_down.iter().enumerate() {
+        let links = cluster
+            .layout()
+            .cable(d.link.trim())
+            .map_err(|e| err(format!("faults.link_down[{i}].link: {e}")))?;
+        let (from_ns, until_ns) = d.span_ns();
+        outages.extend(links.into_iter().map(|link| Outage { link, from_ns, until_ns, index: i }));
+    }
+    cluster.set_link_outages(&outages).map_err(err)?;
     let brm = match (uses_brm, cal) {
         (true, Some(c)) => Some(SimBrm::new(&cluster, c).map_err(err)?.shared()),
         _ => None,
@@ -189,6 +200,18 @@ pub fn run_with_progress(
         complete,
         problems,
         backend: "sim".into(),
+        link_down: v
+            .faults
+            .link_down
+            .iter()
+            .enumerate()
+            .map(|(i, d)| LinkDownReport {
+                link: d.link.trim().to_string(),
+                at_us: d.at_us,
+                for_us: d.for_us,
+                dropped: cluster.outage_drops().get(i).copied().unwrap_or(0),
+            })
+            .collect(),
     })
 }
 

@@ -670,6 +670,25 @@ impl SimCluster {
         }
     }
 
+    /// Take cables down for a while (`nic_fabric::fabric::Outage`:
+    /// everything entering them then is lost).
+    pub fn set_link_outages(
+        &mut self,
+        outages: &[nic_fabric::fabric::Outage],
+    ) -> Result<(), String> {
+        self.fabric.set_outages(outages)
+    }
+
+    /// Packets lost to each outage of `set_link_outages`, by its index.
+    pub fn outage_drops(&self) -> &[u64] {
+        &self.fabric.outage_drops
+    }
+
+    /// The wiring plan (cable names: `Layout::cable`).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Record from now on when each multicast data packet enters and
     /// leaves the fabric (`take_mcast_spans`); the run is the same.
     pub fn log_mcast_packets(&mut self) {
