@@ -37,7 +37,7 @@ use std::sync::{Mutex, MutexGuard};
 use nic_device::faults::{FaultInjector, Faults};
 use nic_device::profile::Profile;
 use nic_fabric::fabric::{
-    enter_link, switch_out, LinkEnd, LinkSpec, LinkStats, SourceDrops, Wiring, NO_LINK,
+    enter_link, switch_out, LinkEnd, LinkSpec, LinkStats, Outage, SourceDrops, Wiring, NO_LINK,
 };
 use nic_fabric::topology::Layout;
 
@@ -109,6 +109,9 @@ struct LinkState {
     fault: Option<FaultInjector>,
     /// Paced: the link is busy until then (ns).
     busy_until: u64,
+    /// When the link is down, [from, until) on the cluster clock, and the
+    /// outage's index (`RtFabric::set_outages`).
+    down: Vec<(u64, u64, usize)>,
 }
 
 struct RtLink {
@@ -133,6 +136,8 @@ pub(crate) struct RtFabric {
     faults: Faults,
     paced: bool,
     block_timeout: u64,
+    /// Per outage: packets lost to it.
+    outage_drops: Mutex<Vec<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -158,6 +163,7 @@ impl RtFabric {
                     stats: LinkStats::new(spec.from, spec.to),
                     fault: Wiring::injector(seed, &faults, id),
                     busy_until: 0,
+                    down: Vec::new(),
                 }),
             })
             .collect();
@@ -173,7 +179,28 @@ impl RtFabric {
             faults,
             paced: pacing == Pacing::LinkBandwidth,
             block_timeout: profile.switch.blocked_drop_timeout_ns,
+            outage_drops: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Take links down (times on the cluster clock): a packet entering a
+    /// link while it is down is lost, as in the sim (`Fabric::set_outages`).
+    pub fn set_outages(&self, outages: &[Outage]) -> Result<(), String> {
+        let mut drops = lock(&self.outage_drops);
+        for o in outages {
+            let Some(l) = self.links.get(o.link) else {
+                return Err(format!("link {} does not exist", o.link));
+            };
+            lock(&l.st).down.push((o.from_ns, o.until_ns, o.index));
+            let n = drops.len().max(o.index + 1);
+            drops.resize(n, 0);
+        }
+        Ok(())
+    }
+
+    /// Packets lost to each outage, by its index.
+    pub fn outage_drops(&self) -> Vec<u64> {
+        lock(&self.outage_drops).clone()
     }
 
     /// Put NIC `src`'s packet (route + header + payload, `route_len`
@@ -188,10 +215,11 @@ impl RtFabric {
         loop {
             let l = &self.links[link as usize];
             let len = buf.len().saturating_sub(pos) as u64;
+            let mut outage = None;
             let hit = {
                 let st = &mut *lock(&l.st);
                 let wire = (&mut buf[..], route_len);
-                let hit = enter_link(
+                let mut hit = enter_link(
                     &mut st.stats,
                     st.fault.as_mut(),
                     &self.faults,
@@ -199,6 +227,13 @@ impl RtFabric {
                     wire,
                     len,
                 );
+                if let Some(&(_, _, k)) =
+                    st.down.iter().find(|&&(from, until, _)| from <= head && head < until)
+                {
+                    outage = Some(k);
+                    st.stats.fault_drops += !hit.drop as u64;
+                    hit.drop = true;
+                }
                 if self.paced {
                     let enter = head.max(st.busy_until);
                     st.busy_until = enter + l.spec.rate.ns(len);
@@ -209,6 +244,9 @@ impl RtFabric {
                 }
                 hit
             };
+            if let Some(k) = outage {
+                lock(&self.outage_drops)[k] += 1;
+            }
             if hit.any() {
                 hit.charge(&mut lock(&self.by_src[src]));
                 corrupted |= hit.corrupt;

@@ -726,6 +726,22 @@ impl RtCluster {
         self.ctx.fabric.link_stats()
     }
 
+    /// The cluster clock: ns since the cluster started.
+    pub fn now_ns(&self) -> u64 {
+        self.ctx.now()
+    }
+
+    /// Take cables down for a while, on the cluster clock
+    /// (`nic_fabric::fabric::Outage`; everything entering them then is lost).
+    pub fn set_link_outages(&self, outages: &[nic_fabric::fabric::Outage]) -> Result<(), String> {
+        self.ctx.fabric.set_outages(outages)
+    }
+
+    /// Packets lost to each outage of `set_link_outages`, by its index.
+    pub fn outage_drops(&self) -> Vec<u64> {
+        self.ctx.fabric.outage_drops()
+    }
+
     /// Is port `port` of `node` open as the host sees it (STATE)?
     pub fn port_open(&self, node: usize, port: u8) -> bool {
         (port as usize) < NUM_PORTS

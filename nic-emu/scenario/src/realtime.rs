@@ -37,9 +37,11 @@ use super::mcast;
 use super::plan::{plan, Dir};
 use super::report::{Report, SimReport};
 use super::runner::{
-    flow_reports, limits, load_profile, messages_total, new_ledger, nic_report_of, Progress,
+    flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
+    nic_report_of, Progress,
 };
 use nic_device::Faults;
+use nic_fabric::fabric::Outage;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
@@ -115,12 +117,6 @@ impl NodeHost for RtHost {
 /// backend: rate control (flow-table IDTs and the bandwidth manager) and
 /// the dispatch trace run only on the sim so far.
 pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
-    if !v.faults.link_down.is_empty() {
-        return Err(ScenarioError::new(format!(
-            "faults.link_down: cable outages run on the sim backend only (the {backend} fabric \
-             has no down links yet); run this scenario with `cargo xtask sim`"
-        )));
-    }
     for f in &v.flows {
         let key = match f.rate {
             RatePlan::Unmanaged => None,
@@ -190,6 +186,17 @@ pub fn run_realtime_with_progress(
         .wait_running(opts.boot_timeout)
         .map_err(|e| err(format!("booting the {backend} cluster: {e}")))?;
 
+    // Cable outages: their links now, their times once the traffic
+    // clock starts (`start_us` counts from there too).
+    let mut outages = Vec::new();
+    for (i, d) in v.faults.link_down.iter().enumerate() {
+        let key = format!("faults.link_down[{i}].link");
+        let l = layout.as_ref().ok_or_else(|| err(format!("{key}: the fabric has no layout")))?;
+        let links = l.cable(d.link.trim()).map_err(|e| err(format!("{key}: {e}")))?;
+        let (from_ns, until_ns) = d.span_ns();
+        outages.extend(links.into_iter().map(|link| Outage { link, from_ns, until_ns, index: i }));
+    }
+
     let ledger = new_ledger(&v.flows, &the_plan);
     let total = messages_total(v);
     let origin = Instant::now();
@@ -215,6 +222,15 @@ pub fn run_realtime_with_progress(
         let mut events = 0;
         for app in apps.iter_mut().filter(|a| !a.done()) {
             events += app.step(&mut |_| {});
+        }
+        if !outages.is_empty() && clock.get().is_some() {
+            let base = cluster.now_ns().saturating_sub(since(&clock));
+            for o in &mut outages {
+                o.from_ns += base;
+                o.until_ns += base;
+            }
+            cluster.set_link_outages(&outages).map_err(err)?;
+            outages.clear();
         }
         if apps.iter().all(|a| a.done()) {
             break "done";
@@ -267,6 +283,7 @@ pub fn run_realtime_with_progress(
         .collect();
     let sent = packets(&cluster);
     let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
+    let outage_drops = cluster.outage_drops();
     // Close the ports before the cluster goes away.
     drop(apps);
     let stop = cluster.stop();
@@ -300,7 +317,7 @@ pub fn run_realtime_with_progress(
         complete,
         problems,
         backend: backend.to_string(),
-        link_down: Vec::new(),
+        link_down: link_down_reports(v, &outage_drops),
     })
 }
 

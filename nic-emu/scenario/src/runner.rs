@@ -200,19 +200,23 @@ pub fn run_with_progress(
         complete,
         problems,
         backend: "sim".into(),
-        link_down: v
-            .faults
-            .link_down
-            .iter()
-            .enumerate()
-            .map(|(i, d)| LinkDownReport {
-                link: d.link.trim().to_string(),
-                at_us: d.at_us,
-                for_us: d.for_us,
-                dropped: cluster.outage_drops().get(i).copied().unwrap_or(0),
-            })
-            .collect(),
+        link_down: link_down_reports(v, cluster.outage_drops()),
     })
+}
+
+/// The report of each cable outage: what it lost (`drops` by its index).
+pub(super) fn link_down_reports(v: &Validated, drops: &[u64]) -> Vec<LinkDownReport> {
+    v.faults
+        .link_down
+        .iter()
+        .enumerate()
+        .map(|(i, d)| LinkDownReport {
+            link: d.link.trim().to_string(),
+            at_us: d.at_us,
+            for_us: d.for_us,
+            dropped: drops.get(i).copied().unwrap_or(0),
+        })
+        .collect()
 }
 
 fn nic_report(cluster: &SimCluster, node: usize) -> NicReport {
