@@ -149,7 +149,9 @@ enum Cmd {
     /// random writes to an attacker's port windows, send rings and page
     /// tables, and random packets with good CRCs on the wire; no panic,
     /// no access outside SRAM, and afterwards a send between two other
-    /// ports completes intact. `cargo xtask test` runs a short one.
+    /// ports completes intact. Then every nic-abi decoder and the
+    /// scenario parser fed random input (proptest, --cases each): no panic.
+    /// `cargo xtask test` runs a short one of each.
     Fuzz {
         /// Random actions (a round of every NIC after each).
         #[arg(long, default_value_t = 1_000_000)]
@@ -157,6 +159,9 @@ enum Cmd {
         /// Seed of the random actions.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Random inputs for each decoder and for the scenario parser.
+        #[arg(long, default_value_t = 1_000_000)]
+        cases: u64,
     },
     /// A long run on the simulator: 16 nodes on one switch, every node
     /// streaming to every other under drop 2%, corrupt 0.2% and duplicate
@@ -388,7 +393,7 @@ fn main() -> ExitCode {
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)
         }
-        Cmd::Fuzz { steps, seed } => testing::fuzz_command(&root, steps, seed),
+        Cmd::Fuzz { steps, seed, cases } => testing::fuzz_command(&root, steps, seed, cases),
         Cmd::Soak { messages, seed } => soak::run(messages, seed),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),

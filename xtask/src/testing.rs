@@ -115,13 +115,41 @@ pub fn fuzz_mcp(
     Ok((out.status.success(), c))
 }
 
-/// `cargo xtask fuzz`: the hostile-input test at the given count.
-pub fn fuzz_command(root: &Path, steps: u64, seed: u64) -> crate::Result<ExitCode> {
+/// The decoders' and the scenario parser's property tests (`fuzz_*`) with
+/// `cases` cases each (release build).
+fn fuzz_decoders(root: &Path, cases: u64) -> crate::Result<bool> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut ok = true;
+    for args in [
+        &["test", "--release", "-p", "nic-abi", "--lib", "fuzz_"][..],
+        &["test", "--release", "-p", "nic-scenario", "--test", "fuzz_parser"][..],
+    ] {
+        println!("==> PROPTEST_CASES={cases} cargo {}", args.join(" "));
+        let status = Command::new(&cargo)
+            .args(args)
+            .env("PROPTEST_CASES", cases.to_string())
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        ok &= status.success();
+    }
+    Ok(ok)
+}
+
+/// `cargo xtask fuzz`: the hostile-input test of the MCP at the given
+/// count, then every nic-abi decoder and the scenario parser with `cases`
+/// random inputs each.
+pub fn fuzz_command(root: &Path, steps: u64, seed: u64, cases: u64) -> crate::Result<ExitCode> {
     let t = Instant::now();
-    let (ok, _) = fuzz_mcp(root, Some(steps), Some(seed))?;
+    let (mcp_ok, _) = fuzz_mcp(root, Some(steps), Some(seed))?;
+    let decoders_ok = fuzz_decoders(root, cases)?;
+    let ok = mcp_ok && decoders_ok;
     println!(
-        "cargo xtask fuzz: {} ({steps} steps, seed {seed}, {:.0} s)",
+        "cargo xtask fuzz: {} (MCP {steps} steps, seed {seed}: {}; decoders and scenario parser, \
+         {cases} cases each: {}; {:.0} s)",
         if ok { "OK" } else { "FAILED" },
+        if mcp_ok { "ok" } else { "FAILED" },
+        if decoders_ok { "ok" } else { "FAILED" },
         t.elapsed().as_secs_f64()
     );
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -28,6 +28,9 @@ pub mod sram;
 pub mod stats;
 pub mod trace;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 /// Errors from parsing shared structures. Parsing never panics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParseError {
