@@ -427,17 +427,10 @@ pub fn measure(run: &McastRun) -> McastResult {
         ));
     }
     if let Some(&(t0, _)) = b.posted.last() {
+        // The root receives nothing: its entry stays 0.
         let m = b.posted.len() - 1;
         r.last_arrivals_ns =
-            (0..g as usize)
-                .map(|k| {
-                    if k == 0 {
-                        0
-                    } else {
-                        b.arrived[k].get(m).map_or(0, |t| t.saturating_sub(t0))
-                    }
-                })
-                .collect();
+            b.arrived.iter().map(|a| a.get(m).map_or(0, |t| t.saturating_sub(t0))).collect();
     }
     r.ok = r.problems.is_empty();
     if run.trace {

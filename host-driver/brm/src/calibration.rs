@@ -153,10 +153,11 @@ impl Calibration {
         let text = match BUILTIN.iter().find(|(n, _)| *n == profile) {
             Some((_, t)) => Some(t.to_string()),
             None => {
-                match nic_device::profile::read_text(&Self::path_for(profile), Self::MAX_FILE) {
+                let path = Self::path_for(profile);
+                match nic_device::profile::read_text(&path, Self::MAX_FILE) {
                     Ok(t) => Some(t),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(format!("{}: {e}", Self::path_for(profile).display())),
+                    Err(e) => return Err(format!("{}: {e}", path.display())),
                 }
             }
         };

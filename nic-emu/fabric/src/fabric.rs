@@ -175,7 +175,13 @@ pub struct Hit {
     /// A bit of it was flipped.
     pub corrupt: bool,
     pub duplicate: bool,
+    /// The link was down (`Outage::index` of the outage): dropped.
+    pub outage: Option<usize>,
 }
+
+/// A link's down times: [from, until) in ns, and the `Outage::index` each
+/// came from.
+pub type DownTimes = Vec<(u64, u64, usize)>;
 
 impl Hit {
     pub fn any(&self) -> bool {
@@ -190,10 +196,11 @@ impl Hit {
     }
 }
 
-/// A packet's head enters a link: the link counts it (`len` bytes on
-/// it) and its fault injector, if any, judges it: a drop, a bit flipped
-/// in `buf` (its wire bytes) past its `route_len` route bytes, a
-/// duplicate. The caller charges the hit to the sender.
+/// A packet's head enters a link at time `t`: the link counts it (`len`
+/// bytes on it) and its fault injector, if any, judges it: a drop, a bit
+/// flipped in `buf` (its wire bytes) past its `route_len` route bytes, a
+/// duplicate. A link that is down at `t` (`down`) drops it besides. The
+/// caller charges the hit to the sender.
 #[inline]
 pub fn enter_link(
     stats: &mut LinkStats,
@@ -202,16 +209,24 @@ pub fn enter_link(
     into_nic: bool,
     (buf, route_len): (&mut [u8], usize),
     len: u64,
+    (down, t): (&[(u64, u64, usize)], u64),
 ) -> Hit {
     stats.packets += 1;
     stats.bytes += len;
-    let Some(inj) = fault else { return Hit::default() };
-    let v = inj.judge(faults, into_nic);
-    let hit = Hit {
-        drop: v.drop,
-        corrupt: v.corrupt.is_some_and(|at| flip_bit(buf, route_len, at)),
-        duplicate: v.duplicate,
+    let mut hit = match fault {
+        Some(inj) => {
+            let v = inj.judge(faults, into_nic);
+            Hit {
+                drop: v.drop,
+                corrupt: v.corrupt.is_some_and(|at| flip_bit(buf, route_len, at)),
+                duplicate: v.duplicate,
+                outage: None,
+            }
+        }
+        None => Hit::default(),
     };
+    hit.outage = down.iter().find(|&&(from, until, _)| from <= t && t < until).map(|d| d.2);
+    hit.drop |= hit.outage.is_some();
     stats.fault_drops += hit.drop as u64;
     stats.fault_corrupts += hit.corrupt as u64;
     stats.fault_dups += hit.duplicate as u64;
@@ -341,7 +356,7 @@ pub struct Fabric {
     mcast_log: Option<McastLog>,
     /// Per link: the times it is down, [from, until) in ns, with the index
     /// of the outage (`set_outages`) each came from.
-    down: Vec<Vec<(u64, u64, usize)>>,
+    down: Vec<DownTimes>,
     /// Per outage: packets the link lost while down.
     pub outage_drops: Vec<u64>,
 }
@@ -488,13 +503,11 @@ impl Fabric {
         let len = (f.buf.len() - f.pos as usize) as u64;
         let into_nic = l.spec.ends_at_nic();
         let wire = (&mut f.buf[..], f.route_len as usize);
-        let mut hit = enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len);
-        if let Some(&(_, _, k)) =
-            self.down[link as usize].iter().find(|&&(from, until, _)| from <= t && t < until)
-        {
+        let down = (&self.down[link as usize][..], t);
+        let hit =
+            enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len, down);
+        if let Some(k) = hit.outage {
             self.outage_drops[k] += 1;
-            l.stats.fault_drops += !hit.drop as u64;
-            hit.drop = true;
         }
         if hit.any() {
             hit.charge(&mut self.by_src[f.src as usize]);

@@ -37,7 +37,8 @@ use std::sync::{Mutex, MutexGuard};
 use nic_device::faults::{FaultInjector, Faults};
 use nic_device::profile::Profile;
 use nic_fabric::fabric::{
-    enter_link, switch_out, LinkEnd, LinkSpec, LinkStats, Outage, SourceDrops, Wiring, NO_LINK,
+    enter_link, switch_out, DownTimes, LinkEnd, LinkSpec, LinkStats, Outage, SourceDrops, Wiring,
+    NO_LINK,
 };
 use nic_fabric::topology::Layout;
 
@@ -111,7 +112,7 @@ struct LinkState {
     busy_until: u64,
     /// When the link is down, [from, until) on the cluster clock, and the
     /// outage's index (`RtFabric::set_outages`).
-    down: Vec<(u64, u64, usize)>,
+    down: DownTimes,
 }
 
 struct RtLink {
@@ -215,25 +216,18 @@ impl RtFabric {
         loop {
             let l = &self.links[link as usize];
             let len = buf.len().saturating_sub(pos) as u64;
-            let mut outage = None;
             let hit = {
                 let st = &mut *lock(&l.st);
                 let wire = (&mut buf[..], route_len);
-                let mut hit = enter_link(
+                let hit = enter_link(
                     &mut st.stats,
                     st.fault.as_mut(),
                     &self.faults,
                     l.spec.ends_at_nic(),
                     wire,
                     len,
+                    (&st.down, head),
                 );
-                if let Some(&(_, _, k)) =
-                    st.down.iter().find(|&&(from, until, _)| from <= head && head < until)
-                {
-                    outage = Some(k);
-                    st.stats.fault_drops += !hit.drop as u64;
-                    hit.drop = true;
-                }
                 if self.paced {
                     let enter = head.max(st.busy_until);
                     st.busy_until = enter + l.spec.rate.ns(len);
@@ -244,7 +238,7 @@ impl RtFabric {
                 }
                 hit
             };
-            if let Some(k) = outage {
+            if let Some(k) = hit.outage {
                 lock(&self.outage_drops)[k] += 1;
             }
             if hit.any() {

@@ -38,10 +38,9 @@ use super::plan::{plan, Dir};
 use super::report::{Report, SimReport};
 use super::runner::{
     flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
-    nic_report_of, Progress,
+    nic_report_of, outages, Progress,
 };
 use nic_device::Faults;
-use nic_fabric::fabric::Outage;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
@@ -188,14 +187,11 @@ pub fn run_realtime_with_progress(
 
     // Cable outages: their links now, their times once the traffic
     // clock starts (`start_us` counts from there too).
-    let mut outages = Vec::new();
-    for (i, d) in v.faults.link_down.iter().enumerate() {
-        let key = format!("faults.link_down[{i}].link");
-        let l = layout.as_ref().ok_or_else(|| err(format!("{key}: the fabric has no layout")))?;
-        let links = l.cable(d.link.trim()).map_err(|e| err(format!("{key}: {e}")))?;
-        let (from_ns, until_ns) = d.span_ns();
-        outages.extend(links.into_iter().map(|link| Outage { link, from_ns, until_ns, index: i }));
-    }
+    let mut outages = match &layout {
+        Some(l) => outages(v, l)?,
+        None if v.faults.link_down.is_empty() => Vec::new(),
+        None => return Err(err("faults.link_down: the fabric has no layout".into())),
+    };
 
     let ledger = new_ledger(&v.flows, &the_plan);
     let total = messages_total(v);

@@ -101,15 +101,7 @@ pub fn run_with_progress(
     };
     let mut cluster =
         SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
-    let mut outages = Vec::new();
-    for (i, d) in v.faults.link_down.iter().enumerate() {
-        let links = cluster
-            .layout()
-            .cable(d.link.trim())
-            .map_err(|e| err(format!("faults.link_down[{i}].link: {e}")))?;
-        let (from_ns, until_ns) = d.span_ns();
-        outages.extend(links.into_iter().map(|link| Outage { link, from_ns, until_ns, index: i }));
-    }
+    let outages = outages(v, cluster.layout())?;
     cluster.set_link_outages(&outages).map_err(err)?;
     let brm = match (uses_brm, cal) {
         (true, Some(c)) => Some(SimBrm::new(&cluster, c).map_err(err)?.shared()),
@@ -202,6 +194,21 @@ pub fn run_with_progress(
         backend: "sim".into(),
         link_down: link_down_reports(v, cluster.outage_drops()),
     })
+}
+
+/// The scenario's cable outages as the fabric's directed links, times from
+/// the start of the traffic; a name that is no cable of `layout` is refused
+/// with its key.
+pub(super) fn outages(v: &Validated, layout: &Layout) -> Result<Vec<Outage>, ScenarioError> {
+    let mut outages = Vec::new();
+    for (i, d) in v.faults.link_down.iter().enumerate() {
+        let links = layout
+            .cable(d.link.trim())
+            .map_err(|e| ScenarioError::new(format!("faults.link_down[{i}].link: {e}")))?;
+        let (from_ns, until_ns) = d.span_ns();
+        outages.extend(links.into_iter().map(|link| Outage { link, from_ns, until_ns, index: i }));
+    }
+    Ok(outages)
 }
 
 /// The report of each cable outage: what it lost (`drops` by its index).
