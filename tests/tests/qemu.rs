@@ -24,7 +24,7 @@ fn require_gdb() {
     assert!(
         qemu::find_program("gdb-multiarch").is_some(),
         "gdb-multiarch is not installed (not found on PATH): the gdb session test needs it \
-         (Debian/Ubuntu: apt-get install gdb-multiarch; .ci/run installs it as root)"
+         (Debian/Ubuntu: apt-get install gdb-multiarch; `cargo xtask test` installs it as root)"
     );
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use host_driver::cluster::ClusterBackend;
-use nic_emu::realtime::{qemu, RtConfig};
+use nic_emu::realtime::RtConfig;
 
 use crate::fw;
 use crate::rt;
@@ -61,15 +61,8 @@ pub fn run(
     script: Option<PathBuf>,
     only_sdma: bool,
 ) -> crate::Result<ExitCode> {
-    if qemu::find_program("gdb-multiarch").is_none() {
-        println!("gdb-multiarch is not installed");
-        if !fw::apt_install(&["gdb-multiarch"])? || qemu::find_program("gdb-multiarch").is_none() {
-            return Err("`cargo xtask gdb` needs gdb-multiarch".into());
-        }
-    }
-    if !rt::ensure_qemu()? {
-        return Err(format!("`cargo xtask gdb` needs {}", qemu::QEMU_PROGRAM));
-    }
+    use crate::prereq::Need;
+    crate::prereq::ensure("cargo xtask gdb", &[Need::FwTarget, Need::Qemu, Need::Gdb])?;
     let elf = fw::build_image(root, false)?;
     let port = free_port()?;
     let mut cfg = RtConfig::new(name, ClusterBackend::Qemu, nodes.max(node + 1));

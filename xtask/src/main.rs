@@ -136,7 +136,10 @@ enum Cmd {
     },
     /// Run the whole test suite: `cargo test --workspace --release` (or
     /// nextest when installed), then every scenario under scenarios/ with
-    /// its checks. Exits non-zero on any failure.
+    /// its checks. Exits non-zero on any failure. Installs what the suite
+    /// needs first, as demo does: the firmware's Rust target (rustup) and,
+    /// as root, QEMU and gdb-multiarch (apt-get); as another user it stops
+    /// naming the command that installs them.
     Test {
         /// Only the scenarios, not the cargo test suite.
         #[arg(long)]

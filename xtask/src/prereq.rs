@@ -1,10 +1,12 @@
 //! Prerequisites of the xtask commands: what each needs, how to tell it is
 //! there, and the exact command that installs it. The simulator and the
 //! live backend need only a Rust toolchain; the firmware image needs the
-//! riscv64 target (build-fw, demo and test install it with rustup), the
-//! qemu backend QEMU and `gdb` gdb-multiarch (demo installs QEMU with
-//! apt-get when root; `.ci/run` installs both). `cargo xtask doctor` says
-//! so ahead of time.
+//! riscv64 target, the qemu backend QEMU, and the gdb session
+//! gdb-multiarch. The commands that need them install them the same way
+//! ([`ensure`]): the Rust target with rustup, QEMU and gdb-multiarch with
+//! apt-get when running as root; otherwise they stop before doing
+//! anything, naming the command to run. `cargo xtask doctor` says so
+//! ahead of time.
 
 use std::process::{Command, ExitCode, Stdio};
 
@@ -54,23 +56,23 @@ pub fn all() -> Vec<Prereq> {
         },
         Prereq {
             name: "rust target riscv64imac-unknown-none-elf",
-            needed_by: "build-fw, flash, demo, gdb, test (installed by them)",
+            needed_by: "build-fw, flash, demo, gdb, test (they install it with rustup)",
             required_now: false,
             present: has_fw_target,
             install: "rustup target add riscv64imac-unknown-none-elf",
         },
         Prereq {
             name: "qemu-system-riscv64",
-            needed_by: "qemu backend: demo (else live), run, gdb, test",
+            needed_by: "qemu backend: demo (else live), run, gdb, test (they install it as root)",
             required_now: false,
-            present: || runs("qemu-system-riscv64", &["--version"]),
+            present: || Need::Qemu.present(),
             install: "apt-get install -y qemu-system-misc   (as root, or with sudo)",
         },
         Prereq {
             name: "gdb-multiarch",
-            needed_by: "gdb, test (the scripted gdb session)",
+            needed_by: "gdb, test (the scripted gdb session; they install it as root)",
             required_now: false,
-            present: || runs("gdb-multiarch", &["--version"]),
+            present: || Need::Gdb.present(),
             install: "apt-get install -y gdb-multiarch   (as root, or with sudo)",
         },
         Prereq {
@@ -81,6 +83,117 @@ pub fn all() -> Vec<Prereq> {
             install: "cargo install cargo-nextest --locked",
         },
     ]
+}
+
+/// Something a command needs beyond cargo, that it can install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// The firmware's Rust target (rustup).
+    FwTarget,
+    /// qemu-system-riscv64 (Debian package qemu-system-misc).
+    Qemu,
+    /// gdb-multiarch (the Debian package of the same name).
+    Gdb,
+}
+
+impl Need {
+    pub fn program(self) -> &'static str {
+        match self {
+            Need::FwTarget => FW_TARGET,
+            Need::Qemu => "qemu-system-riscv64",
+            Need::Gdb => "gdb-multiarch",
+        }
+    }
+
+    /// The Debian package that brings it (None: rustup's).
+    pub fn package(self) -> Option<&'static str> {
+        match self {
+            Need::FwTarget => None,
+            Need::Qemu => Some("qemu-system-misc"),
+            Need::Gdb => Some("gdb-multiarch"),
+        }
+    }
+
+    /// What it is for.
+    pub fn why(self) -> &'static str {
+        match self {
+            Need::FwTarget => "the firmware image",
+            Need::Qemu => "the qemu backend",
+            Need::Gdb => "the debugger session",
+        }
+    }
+
+    pub fn present(self) -> bool {
+        match self {
+            Need::FwTarget => has_fw_target(),
+            Need::Qemu => runs("qemu-system-riscv64", &["--version"]),
+            Need::Gdb => runs("gdb-multiarch", &["--version"]),
+        }
+    }
+}
+
+/// What the installer does about the missing needs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// `rustup target add` the firmware target.
+    pub rustup_target: bool,
+    /// Packages to install with apt-get (running as root).
+    pub apt: Vec<&'static str>,
+    /// Packages the user must install (not root): the command is printed.
+    pub manual: Vec<&'static str>,
+}
+
+impl Plan {
+    /// The decision for `missing`: rustup needs no privilege; apt-get runs
+    /// only as root, otherwise the packages are left to the user.
+    pub fn new(missing: &[Need], root: bool) -> Plan {
+        let mut p = Plan::default();
+        for &n in missing {
+            match n.package() {
+                None => p.rustup_target = true,
+                Some(pkg) if root => p.apt.push(pkg),
+                Some(pkg) => p.manual.push(pkg),
+            }
+        }
+        p
+    }
+
+    /// The command a user without root runs, if any.
+    pub fn manual_command(&self) -> Option<String> {
+        (!self.manual.is_empty())
+            .then(|| format!("sudo apt-get install -y {}", self.manual.join(" ")))
+    }
+}
+
+/// Install what `cmd` needs and lacks (see [`Plan::new`]); fail naming the
+/// command to run when something cannot be installed from here.
+pub fn ensure(cmd: &str, needs: &[Need]) -> crate::Result<()> {
+    let missing: Vec<Need> = needs.iter().copied().filter(|n| !n.present()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> =
+        missing.iter().map(|n| format!("{} (for {})", n.program(), n.why())).collect();
+    println!("{cmd} needs {}: not installed", names.join(", "));
+    let plan = Plan::new(&missing, crate::fw::is_root());
+    if let Some(c) = plan.manual_command() {
+        return Err(format!(
+            "{cmd} cannot install {} without root; run this first:\n  {c}",
+            plan.manual.join(", ")
+        ));
+    }
+    if plan.rustup_target {
+        crate::fw::ensure_fw_target()?;
+    }
+    if !plan.apt.is_empty() {
+        crate::fw::apt_install(&plan.apt)?;
+    }
+    let still: Vec<&str> = missing.iter().filter(|n| !n.present()).map(|n| n.program()).collect();
+    if still.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{cmd}: {} still missing after installing", still.join(", ")))
+    }
 }
 
 /// Fail with the install commands if something needed now is missing.
@@ -97,15 +210,20 @@ pub fn require_now() -> crate::Result<()> {
     Err(msg)
 }
 
+/// How `doctor` shows a prerequisite.
+pub fn verdict(present: bool, required_now: bool) -> &'static str {
+    match (present, required_now) {
+        (true, _) => "ok",
+        (false, true) => "MISSING",
+        (false, false) => "not installed",
+    }
+}
+
 pub fn doctor() -> crate::Result<ExitCode> {
     let mut bad = 0;
     for p in all() {
         let ok = (p.present)();
-        let state = match (ok, p.required_now) {
-            (true, _) => "ok",
-            (false, true) => "MISSING",
-            (false, false) => "not installed",
-        };
+        let state = verdict(ok, p.required_now);
         println!("{:<44} {:<32} needed by: {}", p.name, state, p.needed_by);
         if !ok {
             println!("{:<44} install: {}", "", p.install);
@@ -119,5 +237,56 @@ pub fn doctor() -> crate::Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_installer_uses_rustup_always_apt_get_as_root_and_names_the_command_otherwise() {
+        let all = [Need::FwTarget, Need::Qemu, Need::Gdb];
+        let root = Plan::new(&all, true);
+        assert_eq!(
+            root,
+            Plan {
+                rustup_target: true,
+                apt: vec!["qemu-system-misc", "gdb-multiarch"],
+                manual: vec![]
+            }
+        );
+        assert_eq!(root.manual_command(), None);
+        let user = Plan::new(&all, false);
+        assert!(user.rustup_target && user.apt.is_empty());
+        assert_eq!(
+            user.manual_command().as_deref(),
+            Some("sudo apt-get install -y qemu-system-misc gdb-multiarch")
+        );
+        // Only gdb missing, as on a machine where demo already ran.
+        let gdb = Plan::new(&[Need::Gdb], false);
+        assert!(!gdb.rustup_target);
+        assert_eq!(gdb.manual_command().as_deref(), Some("sudo apt-get install -y gdb-multiarch"));
+        assert_eq!(Plan::new(&[], false), Plan::default());
+        assert_eq!(Plan::new(&[Need::FwTarget], false).manual_command(), None);
+    }
+
+    #[test]
+    fn doctor_fails_only_on_what_is_needed_now() {
+        assert_eq!(verdict(true, true), "ok");
+        assert_eq!(verdict(true, false), "ok");
+        assert_eq!(verdict(false, true), "MISSING");
+        assert_eq!(verdict(false, false), "not installed");
+        // Only cargo is needed by every command; the rest are installed
+        // by the commands that need them.
+        let now: Vec<&str> = all().iter().filter(|p| p.required_now).map(|p| p.name).collect();
+        assert_eq!(now, ["cargo"]);
+        for p in all().iter().filter(|p| p.name != "cargo") {
+            assert!(
+                p.install.contains("install") || p.install.contains("target add"),
+                "{}",
+                p.name
+            );
+        }
     }
 }

@@ -240,6 +240,11 @@ fn run_scenarios(root: &Path) -> crate::Result<Counts> {
 
 pub fn run(root: &Path, scenarios_only: bool, nextest: bool) -> crate::Result<ExitCode> {
     crate::prereq::require_now()?;
+    if !scenarios_only {
+        // The qemu tests run the firmware image; one test drives gdb.
+        use crate::prereq::Need;
+        crate::prereq::ensure("cargo xtask test", &[Need::FwTarget, Need::Qemu, Need::Gdb])?;
+    }
     let start = Instant::now();
     let mut total = Counts::default();
     let mut cargo_ok = true;

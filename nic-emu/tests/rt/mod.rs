@@ -104,7 +104,7 @@ pub fn require_qemu() {
     assert!(
         qemu::find_program(qemu::QEMU_PROGRAM).is_some(),
         "{} is not installed (not found on PATH): the qemu backend tests need it \
-         (Debian/Ubuntu: apt-get install qemu-system-misc; `cargo xtask demo` installs it as root)",
+         (Debian/Ubuntu: apt-get install qemu-system-misc; `cargo xtask test` and `cargo xtask demo` install it as root)",
         qemu::QEMU_PROGRAM
     );
 }
