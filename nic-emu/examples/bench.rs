@@ -128,7 +128,7 @@ fn main() {
     let p = Profile::load(&profile).unwrap();
     let cfg = ClusterConfig::new(p, nodes, Topology::Star);
     let mut c = match mode {
-        Mode::Pump => SimCluster::with_firmware(cfg, |_| {
+        Mode::Pump => SimCluster::with_firmware(cfg, move |_| {
             Box::new(PumpFirmware::new(count, bytes.min(4096) as u16, Dest::AllOthers))
         })
         .unwrap(),

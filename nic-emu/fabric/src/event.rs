@@ -16,8 +16,10 @@ pub enum Ev {
     NicWake { node: u32, gen: u32 },
     /// Call node's host programs.
     AppWake { node: u32, gen: u32 },
-    /// Node's host-DMA engine finished its current command.
-    HdmaDone { node: u32 },
+    /// Node's host-DMA engine finished its current command (`gen`: the
+    /// engine's generation when it started, so that a command a NIC reset
+    /// completed early is not completed twice).
+    HdmaDone { node: u32, gen: u32 },
     /// A link's entry side may have become free.
     LinkFree { link: u32 },
     /// The oldest packet waiting for a link may have waited too long.
@@ -64,7 +66,7 @@ impl Ev {
         let (k, a, b) = match self {
             Ev::NicWake { node, gen } => (0u64, node, gen),
             Ev::AppWake { node, gen } => (1, node, gen),
-            Ev::HdmaDone { node } => (2, node, 0),
+            Ev::HdmaDone { node, gen } => (2, node, gen),
             Ev::LinkFree { link } => (3, link, 0),
             Ev::LinkTimeout { link } => (4, link, 0),
             Ev::HeadArrive { flight } => (5, flight, 0),
@@ -81,7 +83,7 @@ impl Ev {
         match v >> 61 {
             0 => Ev::NicWake { node: a, gen: b },
             1 => Ev::AppWake { node: a, gen: b },
-            2 => Ev::HdmaDone { node: a },
+            2 => Ev::HdmaDone { node: a, gen: b },
             3 => Ev::LinkFree { link: a },
             4 => Ev::LinkTimeout { link: a },
             5 => Ev::HeadArrive { flight: a },
@@ -133,7 +135,7 @@ mod tests {
         let all = [
             Ev::NicWake { node: 5, gen: u32::MAX },
             Ev::AppWake { node: (1 << 29) - 1, gen: 7 },
-            Ev::HdmaDone { node: 3 },
+            Ev::HdmaDone { node: 3, gen: 9 },
             Ev::LinkFree { link: 9 },
             Ev::LinkTimeout { link: 0 },
             Ev::HeadArrive { flight: 123_456 },

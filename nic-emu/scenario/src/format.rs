@@ -221,9 +221,26 @@ pub struct FaultRates {
     /// Probability a packet is delivered twice by a link.
     #[serde(default)]
     pub duplicate: f64,
-    /// Cables that go down for a while (`[[faults.link_down]]`; sim only).
+    /// Cables that go down for a while (`[[faults.link_down]]`).
     #[serde(default)]
     pub link_down: Vec<LinkDown>,
+    /// NICs reset during the run (`[[faults.nic_reset]]`; sim only).
+    #[serde(default)]
+    pub nic_reset: Vec<NicReset>,
+}
+
+/// NIC `node` resets at `at_us` (from the start of the traffic).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicReset {
+    pub node: u64,
+    pub at_us: f64,
+}
+
+impl NicReset {
+    pub fn at_ns(&self) -> u64 {
+        (self.at_us * 1000.0).round() as u64
+    }
 }
 
 /// A cable that loses everything entering it, both ways, from `at_us`
@@ -578,6 +595,18 @@ impl Scenario {
                 return err(format!(
                     "{key}.for_us: {:?} must be a time > 0 and at most 3600000000 (an hour in us)",
                     d.for_us
+                ));
+            }
+        }
+        for (i, r) in self.faults.nic_reset.iter().enumerate() {
+            let key = format!("faults.nic_reset[{i}]");
+            if r.node >= nodes {
+                return err(format!("{key}.node: {} is no node (0..{nodes})", r.node));
+            }
+            if !(r.at_us.is_finite() && (0.0..=3.6e9).contains(&r.at_us)) {
+                return err(format!(
+                    "{key}.at_us: {:?} out of range (0..=3600000000, an hour in us)",
+                    r.at_us
                 ));
             }
         }

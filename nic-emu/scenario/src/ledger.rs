@@ -58,6 +58,8 @@ pub struct FlowLedger {
     pub duplicates: u64,
     pub out_of_order: u64,
     pub send_errors: u64,
+    /// Failed sends by status (its name, e.g. `TargetPortClosed`).
+    pub send_error_statuses: BTreeMap<String, u64>,
     pub first_send_ns: Option<u64>,
     pub last_recv_ns: u64,
     pub latencies: Samples,
@@ -128,6 +130,7 @@ impl FlowLedger {
             duplicates: 0,
             out_of_order: 0,
             send_errors: 0,
+            send_error_statuses: BTreeMap::new(),
             first_send_ns: None,
             last_recv_ns: 0,
             latencies: Samples::default(),
@@ -354,6 +357,24 @@ pub struct Ledger {
     pub problems: Vec<String>,
     /// Messages the apps have resolved so far (for progress output).
     pub resolved: u64,
+    /// `[[faults.nic_reset]]`: (node, virtual time in ns) of each reset
+    /// that happened so far.
+    pub resets: Vec<(u16, u64)>,
+}
+
+impl Ledger {
+    /// When flow `f` was cut by a NIC reset (the earliest reset by `now`
+    /// of a node it runs between: source, destination or a multicast
+    /// member), if one was.
+    pub fn cut_at(&self, f: usize, now: u64) -> Option<u64> {
+        let s = &self.flows[f].spec;
+        let touches = |n: u16| {
+            s.src_node == n
+                || (s.mcast.is_none() && s.dst_node == n)
+                || s.mcast.as_ref().is_some_and(|m| m.members.contains(&n))
+        };
+        self.resets.iter().filter(|&&(n, t)| t <= now && touches(n)).map(|&(_, t)| t).min()
+    }
 }
 
 pub type SharedLedger = Rc<RefCell<Ledger>>;

@@ -113,9 +113,15 @@ impl NodeHost for RtHost {
 }
 
 /// Refuse what a real-time run cannot do yet, naming the key and the
-/// backend: rate control (flow-table IDTs and the bandwidth manager) and
-/// the dispatch trace run only on the sim so far.
+/// backend: rate control (flow-table IDTs and the bandwidth manager), the
+/// dispatch trace and NIC resets run only on the sim so far.
 pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
+    if !v.faults.nic_reset.is_empty() {
+        return Err(ScenarioError::new(format!(
+            "faults.nic_reset: NIC resets in a scenario are not supported on the {backend} \
+             backend yet (only on the sim: --backend sim)"
+        )));
+    }
     for f in &v.flows {
         let key = match f.rate {
             RatePlan::Unmanaged => None,
@@ -314,6 +320,7 @@ pub fn run_realtime_with_progress(
         problems,
         backend: backend.to_string(),
         link_down: link_down_reports(v, &outage_drops),
+        nic_reset: Vec::new(),
     })
 }
 

@@ -12,7 +12,9 @@ use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
 use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 use super::mcast;
 use super::plan::{plan, Limits, Plan};
-use super::report::{bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, Report, SimReport};
+use super::report::{
+    bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, NicResetReport, Report, SimReport,
+};
 use host_brm::Calibration;
 use nic_device::{Faults, Profile};
 use nic_fabric::fabric::Outage;
@@ -109,6 +111,10 @@ pub fn run_with_progress(
     };
 
     let ledger = new_ledger(&flows_spec, &the_plan);
+    let mut resets: Vec<(u64, u16)> =
+        v.faults.nic_reset.iter().map(|r| (r.at_ns(), r.node as u16)).collect();
+    resets.sort_unstable();
+    let mut resets = resets.into_iter().peekable();
     let messages_total = messages_total(v);
     for np in the_plan.nodes {
         let node = np.node as usize;
@@ -127,7 +133,22 @@ pub fn run_with_progress(
     let mut until = 0u64;
     let stopped = loop {
         until = (until + SLICE_NS).min(v.limit_ns);
-        let outcome = cluster.run(RunLimit::Until(until));
+        if let Some(&(t, _)) = resets.peek() {
+            until = until.min(t);
+        }
+        let mut outcome = cluster.run(RunLimit::Until(until));
+        // NIC resets due now (the run stops at each one's time).
+        while let Some(&(t, node)) = resets.peek() {
+            if outcome != RunOutcome::TimeLimit || cluster.now_ns() < t {
+                break;
+            }
+            resets.next();
+            cluster.reset_nic(node as usize).map_err(|e| err(format!("NIC reset: {e}")))?;
+            ledger.borrow_mut().resets.push((node, t));
+            // Every program looks again: flows the reset cut may be done.
+            cluster.wake_all_apps();
+            outcome = RunOutcome::TimeLimit;
+        }
         if multicast {
             spans.extend(cluster.take_mcast_spans());
         }
@@ -173,7 +194,8 @@ pub fn run_with_progress(
         _ => None,
     });
     let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
-    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
+    let complete = stopped == "done"
+        && l.flows.iter().enumerate().all(|(i, f)| f.finished() || l.cut_at(i, u64::MAX).is_some());
     Ok(Report {
         profile: profile_name,
         seed: v.seed,
@@ -193,6 +215,17 @@ pub fn run_with_progress(
         problems,
         backend: "sim".into(),
         link_down: link_down_reports(v, cluster.outage_drops()),
+        nic_reset: v
+            .faults
+            .nic_reset
+            .iter()
+            .map(|r| NicResetReport {
+                node: r.node,
+                at_us: r.at_us,
+                done: cluster.nic_resets(r.node as usize).0 > 0,
+                lost_packets: cluster.nic_resets(r.node as usize).1,
+            })
+            .collect(),
     })
 }
 
@@ -292,6 +325,7 @@ pub(super) fn new_ledger(flows: &[FlowSpec], the_plan: &Plan) -> SharedLedger {
         ports_ready: 0,
         problems: Vec::new(),
         resolved: 0,
+        resets: Vec::new(),
     }))
 }
 
@@ -319,7 +353,8 @@ pub(super) fn flow_reports(
 ) -> Vec<FlowReport> {
     l.flows
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let s = &f.spec;
             let first = f.first_send_ns.unwrap_or(0);
             FlowReport {
@@ -343,7 +378,9 @@ pub(super) fn flow_reports(
                 sizes: s.sizes.clone(),
                 out_of_order: f.out_of_order,
                 send_errors: f.send_errors,
+                send_error_statuses: f.send_error_statuses.clone(),
                 complete: f.finished(),
+                cut_by_reset_us: l.cut_at(i, u64::MAX).map(|t| t as f64 / 1e3),
                 idt: f.idt,
                 admitted: f.admitted,
                 refused_reason: f.refused_reason.clone(),

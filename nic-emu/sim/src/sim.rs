@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 use nic_abi::le::get_u64;
 use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::sram::Sram;
 use nic_abi::NUM_PORTS;
 
 use crate::backend::{Bells, HostPrices, SimBackend};
@@ -114,6 +116,25 @@ impl RunOutcome {
 impl fmt::Display for RunOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What a NIC's reset writes: its node, the cluster's profile, send timeout
+/// and the node's routes. One program per node, one memory: every port's
+/// slice is the whole of it.
+fn reset_config<'a>(
+    node: usize,
+    p: &'a Profile,
+    send_timeout_ns: u64,
+    routes: &'a [Vec<u8>],
+) -> ResetConfig<'a> {
+    ResetConfig {
+        node,
+        nodes: routes.len(),
+        profile: p,
+        send_timeout_ns,
+        routes,
+        port_slices: [(0, p.host.memory_bytes); NUM_PORTS],
     }
 }
 
@@ -227,6 +248,9 @@ pub struct SimCluster {
     profile: Profile,
     layout: Layout,
     routes: Vec<Vec<Vec<u8>>>,
+    send_timeout_ns: u64,
+    /// Makes a NIC's firmware (at start and at each reset).
+    make_fw: Box<dyn FnMut(usize) -> Box<dyn Firmware>>,
     q: EventQueue,
     now: u64,
     limit_ns: u64,
@@ -254,7 +278,7 @@ impl SimCluster {
     /// A cluster running `make(node)` on each NIC.
     pub fn with_firmware(
         cfg: ClusterConfig,
-        mut make: impl FnMut(usize) -> Box<dyn Firmware>,
+        mut make: impl FnMut(usize) -> Box<dyn Firmware> + 'static,
     ) -> Result<SimCluster, EmuError> {
         let p = cfg.profile;
         let Plan { layout, send_timeout_ns, routes } =
@@ -269,19 +293,7 @@ impl SimCluster {
         let mut backends = Vec::with_capacity(n);
         for (node, node_routes) in routes.iter().enumerate() {
             let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
-            reset_sram(
-                &mut mem,
-                &ResetConfig {
-                    node,
-                    nodes: n,
-                    profile: &p,
-                    send_timeout_ns,
-                    routes: node_routes,
-                    // One program per node, one memory: every port's
-                    // slice is the whole of it.
-                    port_slices: [(0, p.host.memory_bytes); NUM_PORTS],
-                },
-            );
+            reset_sram(&mut mem, &reset_config(node, &p, send_timeout_ns, node_routes));
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);
             fw.init(&mut hw).map_err(|message| EmuError::FirmwareHalted { node, message })?;
@@ -307,6 +319,8 @@ impl SimCluster {
             profile: p,
             layout,
             routes,
+            send_timeout_ns,
+            make_fw: Box::new(make),
             q: EventQueue::default(),
             now: 0,
             limit_ns: NEVER,
@@ -366,6 +380,61 @@ impl SimCluster {
     /// Current virtual time (ns).
     pub fn now_ns(&self) -> u64 {
         self.now
+    }
+
+    /// Reset NIC `node` now, as pulling its reset line would: its engines
+    /// stop (`NicDevice::reset`: posted commands and packets at its input
+    /// are lost), the cfg registers and routes are written again, every
+    /// port is closed on its holder's behalf, and a new firmware boots
+    /// (the RTC runs on, so the new boot's stream sync ids differ). Peers
+    /// find its ports closed; programs on the node see their ports no
+    /// longer served (`Port::nic_serving`). Err: the new firmware halted
+    /// at init (the NIC stays down).
+    pub fn reset_nic(&mut self, node: usize) -> Result<(), EmuError> {
+        let now = self.now;
+        self.nics[node].reset(&mut self.q, &mut self.fabric, now);
+        let mut fw = (self.make_fw)(node);
+        let init = {
+            let mut mem = self.nics[node].mem.borrow_mut();
+            let cfg = reset_config(node, &self.profile, self.send_timeout_ns, &self.routes[node]);
+            reset_sram(&mut *mem, &cfg);
+            for port in 0..NUM_PORTS {
+                mem.sram.store_u32(port_reg(port, pcb::STATE), pcb::STATE_CLOSED);
+                mem.sram.store_u32(port_reg(port, pcb::FW_STATE), pcb::STATE_CLOSED);
+            }
+            self.rtc.write(&mut mem.sram[..], now);
+            let mut hw = SliceHw::new(&mut mem.sram);
+            let r = fw.init(&mut hw);
+            self.cpus[node].hw_faults += hw.faults as u64;
+            r
+        };
+        let cpu = &mut self.cpus[node];
+        cpu.fw = fw;
+        // A pass in progress is cut short; a pending wake is forgotten.
+        cpu.busy_until = now;
+        cpu.wake_gen = cpu.wake_gen.wrapping_add(1);
+        cpu.wake_at = None;
+        if let Err(message) = init {
+            cpu.halted = true;
+            cpu.idle = true;
+            return Err(EmuError::FirmwareHalted { node, message });
+        }
+        cpu.halted = false;
+        self.wake_nic(node, now, true);
+        self.wake_apps(node, now);
+        Ok(())
+    }
+
+    /// Call every node's programs now (they look at their ports again).
+    pub fn wake_all_apps(&mut self) {
+        for node in 0..self.hosts.len() {
+            self.wake_apps(node, self.now);
+        }
+    }
+
+    /// Resets of NIC `node` so far, and the packets they lost at its input.
+    pub fn nic_resets(&self, node: usize) -> (u64, u64) {
+        (self.nics[node].resets, self.nics[node].reset_drops)
     }
 
     /// Wake `node`'s NIC CPU now (as a doorbell would).
@@ -437,9 +506,9 @@ impl SimCluster {
                     self.app_run(node);
                 }
             }
-            Ev::HdmaDone { node } => {
+            Ev::HdmaDone { node, gen } => {
                 let node = node as usize;
-                let wrote_host = self.nics[node].hdma_complete();
+                let wrote_host = self.nics[node].hdma_complete(gen);
                 self.nics[node].hdma_kick(&mut self.q, now);
                 if wrote_host {
                     self.wake_apps_now(node);

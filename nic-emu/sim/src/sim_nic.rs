@@ -66,6 +66,16 @@ pub(crate) struct NicDevice {
     rx_queue: VecDeque<u32>,
     /// Heads on the link into this NIC, not yet arrived (HeadArrive due).
     heads_due: u32,
+    /// Bumped by a reset: an `HdmaDone` of an older generation is stale.
+    hdma_gen: u32,
+    /// Packets accepted before a reset whose `RxDone` is still due: the
+    /// next this many completions (they come in acceptance order) are
+    /// discarded.
+    rx_stale: u32,
+    /// Packets a reset lost at this NIC's input.
+    pub reset_drops: u64,
+    /// Resets.
+    pub resets: u64,
 }
 
 impl NicDevice {
@@ -87,7 +97,31 @@ impl NicDevice {
             rx_wire_free: 0,
             rx_queue: VecDeque::new(),
             heads_due: 0,
+            hdma_gen: 0,
+            rx_stale: 0,
+            reset_drops: 0,
+            resets: 0,
         }
+    }
+
+    /// Hardware reset at `now` (the firmware is gone; the caller writes
+    /// the cfg registers and boots a new one): a host-DMA command in
+    /// progress completes now; a packet on the wire finishes leaving;
+    /// posted commands are discarded (`Engines::reset`); packets waiting
+    /// at the input and those whose tail is still coming are lost.
+    pub fn reset(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64) {
+        let mut mem = self.mem.borrow_mut();
+        if self.eng.hdma_finish(&mut *mem).is_some() {
+            self.hdma_gen = self.hdma_gen.wrapping_add(1);
+        }
+        self.eng.reset(&mut *mem);
+        drop(mem);
+        for id in std::mem::take(&mut self.rx_queue) {
+            self.reset_drops += 1;
+            fabric.swallow(q, id, now);
+        }
+        self.rx_stale = self.rx_inflight;
+        self.resets += 1;
     }
 
     /// The device counters.
@@ -107,13 +141,14 @@ impl NicDevice {
         let Some(len) = self.eng.hdma_start(&*self.mem.borrow()) else { return };
         let start = t + self.hdma_setup;
         let end = (start + self.hdma_rate.ns(len)).max(self.bus.reserve(start, len));
-        q.push(end, Ev::HdmaDone { node: self.node });
+        q.push(end, Ev::HdmaDone { node: self.node, gen: self.hdma_gen });
     }
 
-    /// The current host-DMA command completes. Returns true when it wrote
-    /// host memory (the host's programs may have something to see).
-    pub fn hdma_complete(&mut self) -> bool {
-        self.eng.hdma_finish(&mut *self.mem.borrow_mut()).unwrap_or(false)
+    /// The host-DMA command started in generation `gen` completes (none
+    /// if a reset completed it already). Returns true when it wrote host
+    /// memory (the host's programs may have something to see).
+    pub fn hdma_complete(&mut self, gen: u32) -> bool {
+        gen == self.hdma_gen && self.eng.hdma_finish(&mut *self.mem.borrow_mut()).unwrap_or(false)
     }
 
     // ---- send-DMA ----
@@ -214,6 +249,13 @@ impl NicDevice {
     /// The packet's tail is in: write it into its buffer and report it.
     pub fn rx_complete(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64, id: u32) {
         self.rx_inflight -= 1;
+        if self.rx_stale > 0 {
+            // Accepted before a reset: its buffer belongs to the old boot.
+            self.rx_stale -= 1;
+            self.reset_drops += 1;
+            fabric.finish(id, now);
+            return;
+        }
         let f = fabric.flight(id);
         self.eng.rx_deliver(&mut *self.mem.borrow_mut(), f.rx_buf, f.wire(), f.corrupted);
         if f.duplicate {

@@ -191,8 +191,17 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             if kind == RoleKind::PingInitiator && msg + 1 < r.messages {
                 r.queue.push_back(msg + 1);
             }
-            let name = self.ledger.borrow().flows[flow].spec.name.clone();
-            self.problem(format!("flow {name}: message {msg} ({dir:?}) completed with {status:?}"));
+            let (name, cut) = {
+                let l = self.ledger.borrow();
+                (l.flows[flow].spec.name.clone(), l.cut_at(flow, self.host.now_ns()).is_some())
+            };
+            // After a NIC reset its peers' sends to it fail: counted, not
+            // a problem.
+            if !cut {
+                self.problem(format!(
+                    "flow {name}: message {msg} ({dir:?}) completed with {status:?}"
+                ));
+            }
             if status == SendStatus::TimedOut {
                 // Later sends to that target are dropped until resumed.
                 let _ = self.ports[port].port.resume(peer_node, peer_port, prio);
@@ -202,6 +211,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         l.flows[flow].send_done(dir, msg, ok);
         if !ok {
             l.resolved += 1;
+            *l.flows[flow].send_error_statuses.entry(format!("{status:?}")).or_default() += 1;
         }
     }
 }

@@ -84,6 +84,9 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     roles: Vec<Role>,
     scratch: Vec<u8>,
     failed: bool,
+    /// This node's NIC was reset under it (its ports are no longer
+    /// served): the program stops.
+    nic_lost: bool,
     /// Stream flows this node receives (their receiving side is ours).
     incoming: Vec<usize>,
     /// Incoming flows may end early (stop, refusal): look now and then.
@@ -140,6 +143,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             roles: Vec::new(),
             scratch: Vec::new(),
             failed: false,
+            nic_lost: false,
             incoming,
             incoming_may_end,
             brm,
@@ -166,23 +170,35 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// receives. (The core never calls a done program again, and asks only
     /// after the program's own turn, so this must not wait on other nodes.)
     fn my_work_done(&self) -> bool {
-        if self.failed {
+        if self.failed || self.nic_lost {
             return true;
         }
         if !self.set_up {
             return false;
         }
         let l = self.ledger.borrow();
+        let now = self.host.now_ns();
+        let cut = |f: usize| l.cut_at(f, now).is_some();
+        // A flow a NIC reset cut: its senders still see every send
+        // complete (failing with TargetPortClosed); nothing more will
+        // arrive.
         let roles_done = self.roles.iter().all(|r| {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
-            if r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm()) {
+            let cut = cut(r.flow);
+            if !cut
+                && (r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm()))
+            {
                 return false;
             }
             match r.kind {
                 RoleKind::StreamSender => f.completed[0] >= m,
-                RoleKind::PingInitiator => f.completed[0] >= m && f.streams[1].expected >= m,
-                RoleKind::PingResponder => f.completed[1] >= m && f.streams[0].expected >= m,
+                RoleKind::PingInitiator => {
+                    f.completed[0] >= m && (cut || f.streams[1].expected >= m)
+                }
+                RoleKind::PingResponder => {
+                    cut || (f.completed[1] >= m && f.streams[0].expected >= m)
+                }
                 RoleKind::McastRoot => f.completed[0] >= m,
             }
         });
@@ -190,8 +206,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             && self
                 .incoming
                 .iter()
-                .all(|&f| l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+                .all(|&f| cut(f) || l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
             && self.mcasts.iter().filter(|c| c.rank > 0).all(|c| {
+                if cut(c.flow) {
+                    return true;
+                }
                 let f = &l.flows[c.flow];
                 f.mcast
                     .as_ref()
@@ -225,6 +244,15 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     return 0;
                 }
             }
+        }
+        if self.nic_lost {
+            return 0;
+        }
+        if self.ports.iter().any(|p| p.opened && !p.port.nic_serving()) {
+            // The NIC was reset: its ports closed with everything in
+            // them. Peers see TargetPortClosed; this program stops.
+            self.nic_lost = true;
+            return 0;
         }
         let began = self.host.now_ns();
         let events = self.drain_events();
