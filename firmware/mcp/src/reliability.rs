@@ -57,6 +57,10 @@ pub trait SendWindow {
     fn rewind(&mut self, seq: u32);
     /// Start over at `seq`: nothing outstanding, nothing sent beyond it.
     fn restart(&mut self, seq: u32);
+    /// The receiver lost its state (its NIC was reset): everything from
+    /// `seq` on goes again, acknowledged by the old receiver or not.
+    /// Packets below `high()` still count as resends.
+    fn resend_from(&mut self, seq: u32);
     /// Forget what is outstanding: everything ever sent counts as done and
     /// the stream goes on from `high()`.
     fn abandon(&mut self) {
@@ -125,6 +129,11 @@ impl SendWindow for GoBackN {
     fn restart(&mut self, seq: u32) {
         *self = GoBackN::starting_at(seq);
     }
+
+    fn resend_from(&mut self, seq: u32) {
+        self.una = seq;
+        self.next = seq;
+    }
 }
 
 /// What a receiver makes of an arriving sequence number.
@@ -192,6 +201,21 @@ mod tests {
         // Half the space ahead counts as ahead, the other half as behind.
         assert!(seq_lt(0, 0x7fff_ffff));
         assert!(!seq_lt(0, 0x8000_0001));
+    }
+
+    #[test]
+    fn resending_from_below_the_acknowledged_mark_leaves_room_and_counts_resends() {
+        let mut w = GoBackN::starting_at(78);
+        for _ in 0..5 {
+            w.sent();
+        }
+        assert!(w.ack(79));
+        // The receiver lost its state: 78 goes again though it was acked.
+        w.resend_from(78);
+        assert_eq!((w.una(), w.next(), w.high(), w.outstanding()), (78, 78, 83, 0));
+        assert!(w.has_room(1));
+        assert_eq!(w.sent(), Sent::Retransmit);
+        assert!(w.in_flight(78));
     }
 
     #[test]

@@ -28,10 +28,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use nic_abi::le::get_u64;
-use nic_abi::regs::{self, reg};
-use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::regs::{self, reg};
 use nic_abi::sram::Sram;
+use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 
 use crate::backend::{Bells, HostPrices, SimBackend};

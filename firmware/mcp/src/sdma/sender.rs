@@ -225,6 +225,11 @@ impl Sdma {
         }
         cx.tokens[head].sync = true;
         let base = self.txs[s].base;
+        // The old receiver may have acknowledged packets of the head
+        // message: the new one has none of them, so the window goes back
+        // to its start (a rewind below `una` would leave no room to send
+        // and the stream would retransmit from `una` without SYNC forever).
+        self.txs[s].win.resend_from(base);
         self.rewind(cx, s, base);
     }
 

@@ -186,9 +186,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
             let cut = cut(r.flow);
-            if !cut
-                && (r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm()))
-            {
+            if !cut && (r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm())) {
                 return false;
             }
             match r.kind {
