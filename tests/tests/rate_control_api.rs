@@ -178,3 +178,46 @@ fn idt_t_needs_a_calibrated_profile() {
     assert!(e.contains("flows[0].rate_mb_s"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn after_a_nic_reset_the_bandwidth_manager_installs_its_flow_entries_again() {
+    let mut rig = Rig::new("lanai4-gm", 4, None);
+    let p = Profile::load("lanai4-gm").unwrap();
+    let cal = Calibration::for_profile("lanai4-gm", &p).unwrap().unwrap();
+    let brm = SimBrm::new(&rig.c, cal.clone()).unwrap().shared();
+    let mut client = SimBrm::client(&brm, rig.backend(1));
+    let reserved = FlowId::new(1, 1, 2, 1, Priority::Low);
+    let best = FlowId::new(1, 2, 3, 1, Priority::High);
+    let other = FlowId::new(0, 1, 2, 2, Priority::Low);
+    client.request_bandwidth(reserved, 30.0).unwrap();
+    client.best_effort(best).unwrap();
+    client.request_bandwidth(other, 20.0).unwrap();
+    // What the NICs hold, as (key, IDT), against what the manager installed.
+    let table = |rig: &Rig, n: usize| {
+        let mut t: Vec<_> = rig.nic(n).flows().iter().map(|f| (f.flow, f.idt)).collect();
+        t.sort();
+        t
+    };
+    let want = |n: u16| {
+        let b = brm.borrow();
+        let mut t: Vec<_> = b
+            .master()
+            .managed()
+            .keys()
+            .filter(|f| f.src_node == n)
+            .map(|f| (f.key(), b.master().installed(f).expect("installed")))
+            .collect();
+        t.sort();
+        t
+    };
+    assert_eq!(table(&rig, 1), want(1));
+    assert_eq!(table(&rig, 1).len(), 2);
+    let before0 = table(&rig, 0);
+    rig.c.reset_nic(1).unwrap();
+    assert!(table(&rig, 1).is_empty(), "a reset empties the flow table");
+    let now = rig.c.now_ns();
+    assert_eq!(brm.borrow_mut().nic_reset(now, 1), 2);
+    assert_eq!(table(&rig, 1), want(1), "the reservations match the flow table again");
+    assert_eq!(table(&rig, 0), before0, "other NICs untouched");
+    assert!(brm.borrow().master().failures.is_empty());
+}

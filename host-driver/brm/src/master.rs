@@ -317,6 +317,19 @@ impl Master {
         }
     }
 
+    /// NIC `node` was reset (its flow table is empty): install again the
+    /// IDT of every managed flow it sources. Returns how many it installed
+    /// (a NIC that refuses one is counted in `failures`).
+    pub fn nic_reset(&mut self, node: u16, links: &mut dyn AgentLinks) -> usize {
+        let mine: Vec<(FlowId, u32)> =
+            self.pushed.iter().filter(|(f, _)| f.src_node == node).map(|(f, i)| (*f, *i)).collect();
+        mine.into_iter()
+            .filter(|&(f, idt)| {
+                self.command(links, node, AgentCommand::SetIdt { flow: f.key(), idt })
+            })
+            .count()
+    }
+
     /// The IDT last installed at `flow`'s source NIC, if any.
     pub fn installed(&self, flow: &FlowId) -> Option<u32> {
         self.pushed.get(flow).copied()

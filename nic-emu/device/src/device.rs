@@ -142,6 +142,12 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
         e[1..1 + route.len()].copy_from_slice(route);
         sram.write(map::route_entry(dst), &e[..1 + route.len()]);
     }
+    // The flow table does not survive a reset: the privileged side (the
+    // bandwidth manager's agent) installs its entries again.
+    let flows = map::FLOW_ENTRIES * nic_abi::flows::FLOW_ENTRY_SIZE;
+    for off in (0..flows).step_by(8) {
+        sram.store_u64(map::FLOWS + off, 0);
+    }
     sram.store_u32(reg(regs::MAGIC), regs::MAGIC_VALUE);
 }
 

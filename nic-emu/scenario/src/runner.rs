@@ -145,6 +145,10 @@ pub fn run_with_progress(
             resets.next();
             cluster.reset_nic(node as usize).map_err(|e| err(format!("NIC reset: {e}")))?;
             ledger.borrow_mut().resets.push((node, t));
+            // The bandwidth manager installs that NIC's flow entries again.
+            if let Some(b) = &brm {
+                b.borrow_mut().nic_reset(cluster.now_ns(), node);
+            }
             // Every program looks again: flows the reset cut may be done.
             cluster.wake_all_apps();
             outcome = RunOutcome::TimeLimit;

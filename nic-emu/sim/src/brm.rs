@@ -81,6 +81,13 @@ impl SimBrm {
         self.master.handle(req, &mut Links(&mut self.agents))
     }
 
+    /// NIC `node` was reset at `now_ns`: the master installs its flows'
+    /// entries again (see `Master::nic_reset`).
+    pub fn nic_reset(&mut self, now_ns: u64, node: u16) -> usize {
+        self.master.set_now(now_ns);
+        self.master.nic_reset(node, &mut Links(&mut self.agents))
+    }
+
     /// Handle one request given as postcard bytes.
     pub fn handle_bytes(&mut self, now_ns: u64, req: &[u8]) -> Vec<u8> {
         let reply = match decode::<Request>(req) {
