@@ -138,6 +138,37 @@ fn a_live_brm_admits_refuses_by_each_criterion_installs_idts_and_releases() {
 }
 
 #[test]
+fn after_a_nic_reset_the_live_brm_installs_its_flow_entries_again() {
+    let (p, cal) = lanai4();
+    let mut cfg = RtConfig::new(&rt::cluster_path("brm-reset"), ClusterBackend::Live, 3);
+    cfg.profile = p;
+    cfg.brm = Some(BrmSetup::default());
+    let c = rt::start(cfg);
+    let path = c.path().to_path_buf();
+    let mut brm = BrmClient::connect(&path.to_string_lossy()).unwrap();
+    let a = brm.request_bandwidth(flow(1, 0), 30.0).expect("admitted");
+    assert_eq!(a.idt, cal.idt_for(30.0));
+    let other = brm.request_bandwidth(flow(2, 0), 20.0).expect("admitted");
+    assert_eq!(installed(&path, flow(1, 0), 7), Some(a.idt));
+    c.reset_node(1);
+    let t = Instant::now();
+    while c.nic_stats(1).counters.resets == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no reset");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    c.wait_running(Duration::from_secs(5)).unwrap();
+    // The reset emptied node 1's flow table; the master notices the new
+    // boot and installs the entry again.
+    let t = Instant::now();
+    while installed(&path, flow(1, 0), 7) != Some(a.idt) {
+        assert!(t.elapsed() < Duration::from_secs(5), "not installed again after the reset");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(installed(&path, flow(2, 0), 7), Some(other.idt), "node 2 untouched");
+    assert_eq!(brm.status().unwrap().len(), 2);
+}
+
+#[test]
 fn a_brm_needs_a_calibration_that_fits_the_profile() {
     let (_, mut cal) = lanai4();
     cal.rtc_hz = 1_000_000;

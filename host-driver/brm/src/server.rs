@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::{decode, encode, AgentReply, Refused, Reply, Request};
 use crate::socket::{serve_connection, FrameCaller, Handled, ServeCounters, AGENT_TIMEOUT};
 use host_driver::ClusterDir;
-use nic_abi::map;
+use nic_abi::{map, regs};
 
 use crate::calibration::Calibration;
 use crate::master::{ports_on_route, AgentLinks, Managed, Master};
@@ -81,6 +81,15 @@ pub struct BrmServer {
     state: Mutex<(Master, SocketAgents)>,
     origin: Instant,
     pub counters: ServerCounters,
+    /// Each NIC's SRAM (read-only use: its boot count and status), and the
+    /// boot count last seen, to notice resets.
+    srams: Vec<host_driver::MappedFile>,
+    boots: Mutex<Vec<u32>>,
+}
+
+/// A NIC's boot count (0 if its SRAM cannot be read).
+fn boot_count(sram: &host_driver::MappedFile) -> u32 {
+    sram.load_u32(regs::reg(regs::BOOT_COUNT) as u64).unwrap_or(0)
 }
 
 /// Check that every NIC of `dir` was reset with `layout`'s routes.
@@ -119,11 +128,47 @@ impl BrmServer {
         let callers = (0..n as u32)
             .map(|node| FrameCaller::new(&dir.brm_agent_socket_path(node), AGENT_TIMEOUT))
             .collect();
+        let srams = (0..n as u32)
+            .map(|s| dir.map_sram(s).map_err(|e| format!("{}: {e}", dir.sram_path(s).display())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let boots = srams.iter().map(boot_count).collect();
         Ok(BrmServer {
             state: Mutex::new((Master::new(cal, layout), SocketAgents { callers, failed: vec![] })),
             origin: Instant::now(),
             counters: ServerCounters::default(),
+            srams,
+            boots: Mutex::new(boots),
         })
+    }
+
+    /// Install again the flow entries of every NIC that was reset since the
+    /// last look and whose firmware runs again (a reset empties the flow
+    /// table). Returns the nodes it did.
+    pub fn reinstall_after_resets(&self) -> Vec<u16> {
+        let mut done = Vec::new();
+        let mut boots = self.boots.lock().unwrap_or_else(|e| e.into_inner());
+        for (node, sram) in self.srams.iter().enumerate() {
+            let now = boot_count(sram);
+            let running =
+                sram.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
+            if now == boots[node] || !running {
+                continue;
+            }
+            boots[node] = now;
+            let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (m, links) = &mut *g;
+            m.set_now(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            let n = m.nic_reset(node as u16, links);
+            for (node, why) in std::mem::take(&mut links.failed) {
+                self.counters.agent_failures.fetch_add(1, Ordering::Relaxed);
+                eprintln!("nic-cluster brm: node {node}'s agent: {why}");
+            }
+            eprintln!(
+                "nic-cluster brm: node {node}'s NIC was reset: {n} flow entries installed again"
+            );
+            done.push(node as u16);
+        }
+        done
     }
 
     /// Handle one request.
@@ -207,12 +252,13 @@ pub fn serve(
     let mut last_check = Instant::now();
     let mut next_id = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        if last_check.elapsed() > Duration::from_millis(500) {
+        if last_check.elapsed() > Duration::from_millis(50) {
             last_check = Instant::now();
             if device != 0 && !host_driver::cluster::pid_alive(device) {
                 eprintln!("nic-cluster brm: the device process {device} is gone; stopping");
                 break;
             }
+            server.reinstall_after_resets();
         }
         match l.accept() {
             Ok((s, _)) => {
