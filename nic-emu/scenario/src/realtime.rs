@@ -38,7 +38,7 @@ use super::plan::{plan, Dir};
 use super::report::{Report, SimReport};
 use super::runner::{
     flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
-    nic_report_of, outages, Progress,
+    nic_report_of, nic_reset_reports, outages, Progress,
 };
 use nic_device::Faults;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
@@ -113,15 +113,9 @@ impl NodeHost for RtHost {
 }
 
 /// Refuse what a real-time run cannot do yet, naming the key and the
-/// backend: rate control (flow-table IDTs and the bandwidth manager), the
-/// dispatch trace and NIC resets run only on the sim so far.
+/// backend: rate control (flow-table IDTs and the bandwidth manager) and
+/// the dispatch trace run only on the sim so far.
 pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
-    if !v.faults.nic_reset.is_empty() {
-        return Err(ScenarioError::new(format!(
-            "faults.nic_reset: NIC resets in a scenario are not supported on the {backend} \
-             backend yet (only on the sim: --backend sim)"
-        )));
-    }
     for f in &v.flows {
         let key = match f.rate {
             RatePlan::Unmanaged => None,
@@ -217,6 +211,15 @@ pub fn run_realtime_with_progress(
         (0..v.nodes).map(|n| c.nic_stats(n).fw[Stat::PacketsSent as usize]).sum()
     };
 
+    // NIC resets: asked for at their times on the traffic clock (the
+    // supervisor carries each out within a few ms); a NIC being reset is
+    // not "down" until it has had time to boot again.
+    let mut resets: Vec<(u64, u16)> =
+        v.faults.nic_reset.iter().map(|r| (r.at_ns(), r.node as u16)).collect();
+    resets.sort_unstable();
+    let mut resets = resets.into_iter().peekable();
+    let mut resetting: Vec<(usize, Instant)> = Vec::new();
+
     let mut last_check = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let mut down: Vec<String> = Vec::new();
@@ -224,6 +227,12 @@ pub fn run_realtime_with_progress(
         let mut events = 0;
         for app in apps.iter_mut().filter(|a| !a.done()) {
             events += app.step(&mut |_| {});
+        }
+        while clock.get().is_some() && resets.peek().is_some_and(|&(t, _)| since(&clock) >= t) {
+            let Some((_, node)) = resets.next() else { break };
+            cluster.reset_node(node as usize);
+            ledger.borrow_mut().resets.push((node, since(&clock)));
+            resetting.push((node as usize, Instant::now()));
         }
         if !outages.is_empty() && clock.get().is_some() {
             let base = cluster.now_ns().saturating_sub(since(&clock));
@@ -251,8 +260,10 @@ pub fn run_realtime_with_progress(
                 packets: packets(&cluster),
             });
             let st = cluster.fw_status();
+            resetting.retain(|&(n, at)| st[n] != regs::FW_RUNNING || at.elapsed() < RESET_GRACE);
             down = (0..st.len())
                 .filter(|&n| st[n] != regs::FW_RUNNING)
+                .filter(|&n| !resetting.iter().any(|&(r, at)| r == n && at.elapsed() < RESET_GRACE))
                 .map(|n| format!("node {n}: its NIC stopped running (FW_STATUS {:#x})", st[n]))
                 .collect();
             if !down.is_empty() {
@@ -286,6 +297,12 @@ pub fn run_realtime_with_progress(
     let sent = packets(&cluster);
     let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
     let outage_drops = cluster.outage_drops();
+    let reset_counts: Vec<(u64, u64)> = (0..v.nodes)
+        .map(|n| {
+            let c = cluster.nic_stats(n).counters;
+            (c.resets, c.down_drops)
+        })
+        .collect();
     // Close the ports before the cluster goes away.
     drop(apps);
     let stop = cluster.stop();
@@ -293,13 +310,22 @@ pub fn run_realtime_with_progress(
     let l = ledger.borrow();
     let mut problems = l.problems.clone();
     problems.extend(down);
-    problems.extend(notes.into_iter().map(|n| format!("device process: {n}")));
+    // The resets the scenario asked for are not problems.
+    let asked = |n: &str| {
+        v.faults
+            .nic_reset
+            .iter()
+            .any(|r| n == format!("node {}: reset asked for: resetting the NIC", r.node))
+    };
+    problems
+        .extend(notes.into_iter().filter(|n| !asked(n)).map(|n| format!("device process: {n}")));
     problems.extend(missing(&l, stopped, limit));
     if let Err(e) = stop {
         problems.push(format!("stopping the cluster: {e}"));
     }
     let flows = flow_reports(&l, layout.as_ref(), false, |_| None);
-    let complete = stopped == "done" && l.flows.iter().all(|f| f.finished());
+    let complete = stopped == "done"
+        && l.flows.iter().enumerate().all(|(i, f)| f.finished() || l.cut_at(i, u64::MAX).is_some());
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     Ok(Report {
         profile: profile_name,
@@ -320,7 +346,7 @@ pub fn run_realtime_with_progress(
         problems,
         backend: backend.to_string(),
         link_down: link_down_reports(v, &outage_drops),
-        nic_reset: Vec::new(),
+        nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
     })
 }
 
@@ -340,6 +366,10 @@ fn cluster_path(opts: &RtScenarioOptions) -> String {
 }
 
 /// What each unfinished flow still lacked when the run stopped.
+/// How long a NIC whose reset the scenario asked for may take to boot
+/// again before it counts as down (a QEMU guest restarts in seconds).
+const RESET_GRACE: Duration = Duration::from_secs(30);
+
 fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
     let why = match stopped {
         "timeout" => format!("the run timed out after {limit:?}"),
@@ -348,8 +378,9 @@ fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
     };
     l.flows
         .iter()
-        .filter(|f| !f.finished())
-        .map(|f| {
+        .enumerate()
+        .filter(|&(i, f)| !f.finished() && l.cut_at(i, u64::MAX).is_none())
+        .map(|(_, f)| {
             let s = &f.spec;
             let m = s.messages;
             let mut parts = vec![format!("{}/{m} delivered", f.delivered)];

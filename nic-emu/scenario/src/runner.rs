@@ -219,18 +219,30 @@ pub fn run_with_progress(
         problems,
         backend: "sim".into(),
         link_down: link_down_reports(v, cluster.outage_drops()),
-        nic_reset: v
-            .faults
-            .nic_reset
-            .iter()
-            .map(|r| NicResetReport {
-                node: r.node,
-                at_us: r.at_us,
-                done: cluster.nic_resets(r.node as usize).0 > 0,
-                lost_packets: cluster.nic_resets(r.node as usize).1,
-            })
-            .collect(),
+        nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
     })
+}
+
+/// The report of each NIC reset: `counts(node)` gives the node's resets so
+/// far and the packets they lost at its input.
+pub(super) fn nic_reset_reports(
+    v: &Validated,
+    counts: impl Fn(usize) -> (u64, u64),
+) -> Vec<NicResetReport> {
+    let all = &v.faults.nic_reset;
+    all.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (resets, lost) = counts(r.node as usize);
+            // This node's resets up to this one, by time.
+            let nth = all
+                .iter()
+                .enumerate()
+                .filter(|&(j, o)| o.node == r.node && (o.at_us, j) <= (r.at_us, i))
+                .count() as u64;
+            NicResetReport { node: r.node, at_us: r.at_us, done: resets >= nth, lost_packets: lost }
+        })
+        .collect()
 }
 
 /// The scenario's cable outages as the fabric's directed links, times from

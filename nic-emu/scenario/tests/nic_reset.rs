@@ -112,17 +112,6 @@ fn bad_resets_are_refused_with_their_key() {
     }
 }
 
-#[test]
-fn real_time_backends_refuse_resets_by_name() {
-    let v = Scenario::parse_validated(&scenario("modern", 100)).unwrap();
-    for b in
-        [host_driver::cluster::ClusterBackend::Live, host_driver::cluster::ClusterBackend::Qemu]
-    {
-        let e = nic_scenario::check_realtime(&v, b).unwrap_err().to_string();
-        assert!(e.contains("faults.nic_reset") && e.contains("--backend sim"), "{e}");
-    }
-}
-
 /// The reset catches node 2's stream into node 1 with the first packet of
 /// a three-packet message acknowledged by the old NIC: the new boot has
 /// none of it, so the stream starts again with that message's first
