@@ -89,6 +89,12 @@ enum Cmd {
         /// (links at the profile's bandwidth, hops at its latency).
         #[arg(long, default_value = "fast")]
         pacing: nic_emu::realtime::Pacing,
+        /// Write every packet the fabric carries (at each link it enters,
+        /// with virtual timestamps) to this pcap file; open it in
+        /// Wireshark with tools/wireshark/nic_emu.lua (docs/capture.md).
+        /// Sim backend.
+        #[arg(long, value_name = "FILE")]
+        pcap: Option<PathBuf>,
     },
     /// Latency and bandwidth curves against the calibration targets, and
     /// the simulator's speed.
@@ -363,9 +369,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
     let result = match cli.cmd {
-        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing } => {
-            sim::run(&root, &file, &sim::SimArgs { json, seed, quiet, backend, timeout, pacing })
-        }
+        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing, pcap } => sim::run(
+            &root,
+            &file,
+            &sim::SimArgs { json, seed, quiet, backend, timeout, pacing, pcap },
+        ),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))

@@ -1,8 +1,8 @@
 //! Prerequisites of the xtask commands: what each needs, how to tell it is
 //! there, and the exact command that installs it. The simulator and the
 //! live backend need only a Rust toolchain; the firmware image needs the
-//! riscv64 target, the qemu backend QEMU, and the gdb session
-//! gdb-multiarch. The commands that need them install them the same way
+//! riscv64 target, the qemu backend QEMU, the gdb session
+//! gdb-multiarch, and the packet-capture test tshark. The commands that need them install them the same way
 //! ([`ensure`]): the Rust target with rustup, QEMU and gdb-multiarch with
 //! apt-get when running as root; otherwise they stop before doing
 //! anything, naming the command to run. `cargo xtask doctor` says so
@@ -76,6 +76,13 @@ pub fn all() -> Vec<Prereq> {
             install: "apt-get install -y gdb-multiarch   (as root, or with sudo)",
         },
         Prereq {
+            name: "tshark",
+            needed_by: "test (decoding a packet capture; it installs it as root)",
+            required_now: false,
+            present: || Need::Tshark.present(),
+            install: "apt-get install -y tshark   (as root, or with sudo)",
+        },
+        Prereq {
             name: "cargo-nextest (optional)",
             needed_by: "test (faster; plain cargo test otherwise)",
             required_now: false,
@@ -94,6 +101,8 @@ pub enum Need {
     Qemu,
     /// gdb-multiarch (the Debian package of the same name).
     Gdb,
+    /// tshark (the packet-capture test decodes with it).
+    Tshark,
 }
 
 impl Need {
@@ -102,6 +111,7 @@ impl Need {
             Need::FwTarget => FW_TARGET,
             Need::Qemu => "qemu-system-riscv64",
             Need::Gdb => "gdb-multiarch",
+            Need::Tshark => "tshark",
         }
     }
 
@@ -111,6 +121,7 @@ impl Need {
             Need::FwTarget => None,
             Need::Qemu => Some("qemu-system-misc"),
             Need::Gdb => Some("gdb-multiarch"),
+            Need::Tshark => Some("tshark"),
         }
     }
 
@@ -120,6 +131,7 @@ impl Need {
             Need::FwTarget => "the firmware image",
             Need::Qemu => "the qemu backend",
             Need::Gdb => "the debugger session",
+            Need::Tshark => "the packet-capture test",
         }
     }
 
@@ -128,6 +140,7 @@ impl Need {
             Need::FwTarget => has_fw_target(),
             Need::Qemu => runs("qemu-system-riscv64", &["--version"]),
             Need::Gdb => runs("gdb-multiarch", &["--version"]),
+            Need::Tshark => runs("tshark", &["--version"]),
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct SimArgs {
     /// Real time: the wall-clock limit (s) instead of `run.limit_ms`.
     pub timeout: Option<f64>,
     pub pacing: Pacing,
+    /// Capture every packet into this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
@@ -67,9 +69,13 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         Backend::Live => Some(ClusterBackend::Live),
         Backend::Qemu => Some(ClusterBackend::Qemu),
     };
+    let sim_opts = scenario::SimOptions { pcap: a.pcap.clone() };
     let report = match rt_backend {
-        None if a.quiet => scenario::run(&sc),
-        None => scenario::run_with_progress(&sc, &mut progress_printer(label, false)),
+        None if a.quiet => scenario::run_with_options(&sc, &sim_opts, &mut |_| {}),
+        None => scenario::run_with_options(&sc, &sim_opts, &mut progress_printer(label, false)),
+        Some(_) if a.pcap.is_some() => {
+            return refused(&"--pcap: packet capture runs on the sim backend (--backend sim)");
+        }
         Some(backend) => {
             // Refuse what real time cannot do before building anything.
             if let Err(e) = scenario::check_realtime(&sc, backend) {
@@ -113,6 +119,14 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => return refused(&e),
     };
+    if let (Some(p), Some(n)) = (&a.pcap, report.captured) {
+        if !a.quiet {
+            eprintln!(
+                "captured {n} packet records to {} (tools/wireshark/nic_emu.lua decodes them)",
+                p.display()
+            );
+        }
+    }
     if a.json {
         crate::emit(&format!("{}\n", report.to_json()));
     } else {

@@ -241,9 +241,11 @@ fn run_scenarios(root: &Path) -> crate::Result<Counts> {
 pub fn run(root: &Path, scenarios_only: bool, nextest: bool) -> crate::Result<ExitCode> {
     crate::prereq::require_now()?;
     if !scenarios_only {
-        // The qemu tests run the firmware image; one test drives gdb.
+        // The qemu tests run the firmware image; one test drives gdb,
+        // one decodes a packet capture with tshark.
         use crate::prereq::Need;
-        crate::prereq::ensure("cargo xtask test", &[Need::FwTarget, Need::Qemu, Need::Gdb])?;
+        let needs = [Need::FwTarget, Need::Qemu, Need::Gdb, Need::Tshark];
+        crate::prereq::ensure("cargo xtask test", &needs)?;
     }
     let start = Instant::now();
     let mut total = Counts::default();

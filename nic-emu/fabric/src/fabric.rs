@@ -359,6 +359,8 @@ pub struct Fabric {
     down: Vec<DownTimes>,
     /// Per outage: packets the link lost while down.
     pub outage_drops: Vec<u64>,
+    /// With `capture_to`: every packet at every link it enters.
+    capture: Option<crate::capture::Capture>,
 }
 
 /// A time a link is down: everything entering it is lost.
@@ -402,7 +404,20 @@ impl Fabric {
             mcast_log: None,
             down: vec![Vec::new(); layout.links().len()],
             outage_drops: Vec::new(),
+            capture: None,
         }
+    }
+
+    /// Write every packet the fabric carries from now on to a pcap file at
+    /// `path` (`capture` module), each time it enters a link.
+    pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        self.capture = Some(crate::capture::Capture::create(path)?);
+        Ok(())
+    }
+
+    /// Stop capturing: the records written, or the first write error.
+    pub fn finish_capture(&mut self) -> std::io::Result<u64> {
+        self.capture.take().map_or(Ok(0), |c| c.finish())
     }
 
     /// Take links down: a packet whose head enters a link while it is
@@ -506,6 +521,9 @@ impl Fabric {
         let down = (&self.down[link as usize][..], t);
         let hit =
             enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len, down);
+        if let Some(c) = self.capture.as_mut() {
+            c.record(t, link, &l.spec, &hit, &f.buf[f.pos as usize..]);
+        }
         if let Some(k) = hit.outage {
             self.outage_drops[k] += 1;
         }

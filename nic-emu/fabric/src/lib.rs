@@ -16,6 +16,7 @@
 //! never a NIC's memory: the receiving side is the caller's.
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod event;
 pub mod fabric;
 pub mod plan;

@@ -347,6 +347,7 @@ pub fn run_realtime_with_progress(
         backend: backend.to_string(),
         link_down: link_down_reports(v, &outage_drops),
         nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
+        captured: None,
     })
 }
 

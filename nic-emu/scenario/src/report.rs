@@ -36,6 +36,9 @@ pub struct Report {
     /// none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nic_reset: Vec<NicResetReport>,
+    /// With a packet capture (`--pcap`): the records written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captured: Option<u64>,
 }
 
 /// One NIC reset of a run.

@@ -47,6 +47,23 @@ pub fn run_with_progress(
     v: &Validated,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ScenarioError> {
+    run_with_options(v, &SimOptions::default(), progress)
+}
+
+/// How to run a scenario on the simulator, beyond the scenario itself.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Write every packet the fabric carries to this pcap file
+    /// (`nic_fabric::capture`; Wireshark reads it with
+    /// tools/wireshark/nic_emu.lua).
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+pub fn run_with_options(
+    v: &Validated,
+    opts: &SimOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let (profile, topology) = load_profile(v)?;
     let v = &mcast::resolve(v, &profile)?;
@@ -105,6 +122,9 @@ pub fn run_with_progress(
         SimCluster::new(cfg).map_err(|e| err(format!("building the cluster: {e}")))?;
     let outages = outages(v, cluster.layout())?;
     cluster.set_link_outages(&outages).map_err(err)?;
+    if let Some(p) = &opts.pcap {
+        cluster.capture_to(p).map_err(|e| err(format!("--pcap {}: {e}", p.display())))?;
+    }
     let brm = match (uses_brm, cal) {
         (true, Some(c)) => Some(SimBrm::new(&cluster, c).map_err(err)?.shared()),
         _ => None,
@@ -172,6 +192,12 @@ pub fn run_with_progress(
         }
     };
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
+    let captured = match &opts.pcap {
+        Some(p) => Some(
+            cluster.finish_capture().map_err(|e| err(format!("--pcap {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
 
     let st = cluster.sim_stats();
     mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
@@ -220,6 +246,7 @@ pub fn run_with_progress(
         backend: "sim".into(),
         link_down: link_down_reports(v, cluster.outage_drops()),
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
+        captured,
     })
 }
 

@@ -425,6 +425,18 @@ impl SimCluster {
         Ok(())
     }
 
+    /// Capture every packet the fabric carries from now on into a pcap
+    /// file (`nic_fabric::capture`: virtual timestamps, one record each
+    /// time a packet enters a link).
+    pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        self.fabric.capture_to(path)
+    }
+
+    /// Stop capturing and flush the file: the packets it holds.
+    pub fn finish_capture(&mut self) -> std::io::Result<u64> {
+        self.fabric.finish_capture()
+    }
+
     /// Call every node's programs now (they look at their ports again).
     pub fn wake_all_apps(&mut self) {
         for node in 0..self.hosts.len() {
