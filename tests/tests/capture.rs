@@ -24,11 +24,15 @@ fn require_tshark() {
     );
 }
 
-/// Run `text` on the sim capturing into a fresh file; (report, path).
-fn captured(text: &str, name: &str) -> (scenario::Report, PathBuf) {
+fn capture_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nic-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    dir.join(name)
+}
+
+/// Run `text` on the sim capturing into a fresh file; (report, path).
+fn captured(text: &str, name: &str) -> (scenario::Report, PathBuf) {
+    let path = capture_path(name);
     let v = Scenario::parse_validated(text).unwrap();
     let opts = SimOptions { pcap: Some(path.clone()) };
     let r = scenario::run_with_options(&v, &opts, &mut |_| {}).unwrap();
@@ -137,5 +141,28 @@ fn tshark_shows_the_multicast_block_of_a_multicast_packet() {
     assert!(m.iter().any(|f| f[6] != "1"), "a relay's subtree is more than itself");
     // Reports go back up the tree.
     assert!(rows.iter().any(|f| f[0] == "7"), "a Report");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_live_cluster_captures_its_packets_too() {
+    require_tshark();
+    let text = "profile = \"lanai9-gm\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"s\"\n\
+                kind = \"stream\"\nsrc = [0, 2]\ndst = [1, 3]\nbytes = 5000\nmessages = 3\n";
+    let path = capture_path("live.pcap");
+    let v = Scenario::parse_validated(text).unwrap();
+    let mut o = scenario::RtScenarioOptions::new(host_driver::cluster::ClusterBackend::Live);
+    o.pcap = Some(path.clone());
+    let r = scenario::run_realtime(&v, &o).unwrap();
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+    let rows =
+        fields(&path, &["nicemu_capture.to_kind", "nicemu.type", "nicemu.src_node", "nicemu.seq"]);
+    assert_eq!(rows.len() as u64, r.captured.unwrap());
+    let seqs: Vec<&str> = rows
+        .iter()
+        .filter(|f| f[0] == "0" && f[1] == "1" && f[2] == "0")
+        .map(|f| f[3].as_str())
+        .collect();
+    assert_eq!(seqs, ["0", "1", "2", "3", "4", "5"], "node 0's packets as node 1 got them");
     std::fs::remove_file(&path).unwrap();
 }

@@ -89,10 +89,10 @@ enum Cmd {
         /// (links at the profile's bandwidth, hops at its latency).
         #[arg(long, default_value = "fast")]
         pacing: nic_emu::realtime::Pacing,
-        /// Write every packet the fabric carries (at each link it enters,
-        /// with virtual timestamps) to this pcap file; open it in
-        /// Wireshark with tools/wireshark/nic_emu.lua (docs/capture.md).
-        /// Sim backend.
+        /// Write every packet the fabric carries (at each link it enters;
+        /// virtual time on the sim, the cluster's wall clock on live and
+        /// qemu) to this pcap file; open it in Wireshark with
+        /// tools/wireshark/nic_emu.lua (docs/capture.md).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,
     },

@@ -73,9 +73,6 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     let report = match rt_backend {
         None if a.quiet => scenario::run_with_options(&sc, &sim_opts, &mut |_| {}),
         None => scenario::run_with_options(&sc, &sim_opts, &mut progress_printer(label, false)),
-        Some(_) if a.pcap.is_some() => {
-            return refused(&"--pcap: packet capture runs on the sim backend (--backend sim)");
-        }
         Some(backend) => {
             // Refuse what real time cannot do before building anything.
             if let Err(e) = scenario::check_realtime(&sc, backend) {
@@ -83,6 +80,7 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
             }
             let mut opts = RtScenarioOptions::new(backend);
             opts.pacing = a.pacing;
+            opts.pcap = a.pcap.clone();
             if let Some(t) = a.timeout {
                 if !(t.is_finite() && t > 0.0) {
                     return refused(&format!(

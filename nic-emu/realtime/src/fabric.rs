@@ -139,6 +139,9 @@ pub(crate) struct RtFabric {
     block_timeout: u64,
     /// Per outage: packets lost to it.
     outage_drops: Mutex<Vec<u64>>,
+    /// With `capture_to`: every packet at every link it enters.
+    capture: Mutex<Option<nic_fabric::capture::Capture>>,
+    capturing: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -181,7 +184,23 @@ impl RtFabric {
             paced: pacing == Pacing::LinkBandwidth,
             block_timeout: profile.switch.blocked_drop_timeout_ns,
             outage_drops: Mutex::new(Vec::new()),
+            capture: Mutex::new(None),
+            capturing: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Write every packet from now on to a pcap file at `path`
+    /// (`nic_fabric::capture`; times on the cluster clock).
+    pub fn capture_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+        *lock(&self.capture) = Some(nic_fabric::capture::Capture::create(path)?);
+        self.capturing.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stop capturing: the records written, or the first write error.
+    pub fn finish_capture(&self) -> std::io::Result<u64> {
+        self.capturing.store(false, Ordering::Release);
+        lock(&self.capture).take().map_or(Ok(0), |c| c.finish())
     }
 
     /// Take links down (times on the cluster clock): a packet entering a
@@ -216,7 +235,7 @@ impl RtFabric {
         loop {
             let l = &self.links[link as usize];
             let len = buf.len().saturating_sub(pos) as u64;
-            let hit = {
+            let (hit, entered) = {
                 let st = &mut *lock(&l.st);
                 let wire = (&mut buf[..], route_len);
                 let hit = enter_link(
@@ -228,16 +247,23 @@ impl RtFabric {
                     len,
                     (&st.down, head),
                 );
+                let mut entered = head;
                 if self.paced {
                     let enter = head.max(st.busy_until);
+                    entered = enter;
                     st.busy_until = enter + l.spec.rate.ns(len);
                     if hops == 1 {
                         tail_out = st.busy_until;
                     }
                     head = enter + l.spec.head_delay;
                 }
-                hit
+                (hit, entered)
             };
+            if self.capturing.load(Ordering::Relaxed) {
+                if let Some(c) = lock(&self.capture).as_mut() {
+                    c.record(entered, link, &l.spec, &hit, buf.get(pos..).unwrap_or(&[]));
+                }
+            }
             if let Some(k) = hit.outage {
                 lock(&self.outage_drops)[k] += 1;
             }

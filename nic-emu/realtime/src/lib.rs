@@ -737,6 +737,17 @@ impl RtCluster {
         self.ctx.fabric.set_outages(outages)
     }
 
+    /// Capture every packet the fabric carries from now on into a pcap
+    /// file (`nic_fabric::capture`; timestamps on the cluster clock).
+    pub fn capture_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.ctx.fabric.capture_to(path)
+    }
+
+    /// Stop capturing and flush the file: the records it holds.
+    pub fn finish_capture(&self) -> std::io::Result<u64> {
+        self.ctx.fabric.finish_capture()
+    }
+
     /// Packets lost to each outage of `set_link_outages`, by its index.
     pub fn outage_drops(&self) -> Vec<u64> {
         self.ctx.fabric.outage_drops()

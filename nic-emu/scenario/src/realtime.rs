@@ -62,6 +62,9 @@ pub struct RtScenarioOptions {
     /// The cluster directory (a path); None: a fresh one under the
     /// memory temp directory (`/dev/shm`), removed at the end.
     pub cluster: Option<String>,
+    /// Write every packet the fabric carries to this pcap file (times on
+    /// the cluster's wall clock; docs/capture.md).
+    pub pcap: Option<PathBuf>,
 }
 
 impl RtScenarioOptions {
@@ -73,6 +76,7 @@ impl RtScenarioOptions {
             boot_timeout: Duration::from_secs(60),
             pacing: Pacing::AsFastAsPossible,
             cluster: None,
+            pcap: None,
         }
     }
 }
@@ -184,6 +188,10 @@ pub fn run_realtime_with_progress(
     cluster
         .wait_running(opts.boot_timeout)
         .map_err(|e| err(format!("booting the {backend} cluster: {e}")))?;
+
+    if let Some(p) = &opts.pcap {
+        cluster.capture_to(p).map_err(|e| err(format!("--pcap {}: {e}", p.display())))?;
+    }
 
     // Cable outages: their links now, their times once the traffic
     // clock starts (`start_us` counts from there too).
@@ -297,6 +305,12 @@ pub fn run_realtime_with_progress(
     let sent = packets(&cluster);
     let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
     let outage_drops = cluster.outage_drops();
+    let captured = match &opts.pcap {
+        Some(p) => Some(
+            cluster.finish_capture().map_err(|e| err(format!("--pcap {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
     let reset_counts: Vec<(u64, u64)> = (0..v.nodes)
         .map(|n| {
             let c = cluster.nic_stats(n).counters;
@@ -347,7 +361,7 @@ pub fn run_realtime_with_progress(
         backend: backend.to_string(),
         link_down: link_down_reports(v, &outage_drops),
         nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
-        captured: None,
+        captured,
     })
 }
 

@@ -181,6 +181,11 @@ struct RunArgs {
     /// cluster's own user and root always may.)
     #[arg(long = "allow-uid", value_name = "UID")]
     allow_uid: Vec<u32>,
+    /// Write every packet the fabric carries, from when the NICs run until
+    /// the cluster stops, to this pcap file (times on the cluster's
+    /// clock); Wireshark reads it with tools/wireshark/nic_emu.lua.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
 }
 
 fn config(a: &RunArgs) -> Result<RtConfig, String> {
@@ -287,10 +292,22 @@ fn run(a: &RunArgs) -> Result<(), String> {
         let _ = c.stop();
         return Err(e.to_string());
     }
+    if let Some(p) = &a.pcap {
+        if let Err(e) = c.capture_to(p) {
+            let _ = c.stop();
+            return Err(format!("--pcap {}: {e}", p.display()));
+        }
+    }
     print_where(&mut c, a);
     println!("{READY_PREFIX} {}", c.path().display());
     c.serve_until(&stop);
     eprintln!("nic-cluster: stopping `{}`", c.manifest().name);
+    if let Some(p) = &a.pcap {
+        match c.finish_capture() {
+            Ok(n) => eprintln!("nic-cluster: captured {n} packet records to {}", p.display()),
+            Err(e) => eprintln!("nic-cluster: --pcap {}: {e}", p.display()),
+        }
+    }
     if a.stats {
         for n in 0..c.nodes() {
             let s = c.nic_stats(n);
