@@ -4,8 +4,10 @@
 //! everything intact.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use nic_emu::scenario::{self, Report, Scenario};
+use host_driver::cluster::ClusterBackend;
+use nic_emu::scenario::{self, Report, RtScenarioOptions, Scenario};
 
 /// The workspace root (this crate lives in `tests/`).
 pub fn root() -> PathBuf {
@@ -27,6 +29,27 @@ pub fn run_example(name: &str) -> Report {
 pub fn run_text(text: &str) -> Report {
     let sc = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     scenario::run(&sc).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Options of a real-time scenario run in a test: the wall-clock limit
+/// `timeout`, 30 s for the NICs to boot, and the firmware image (qemu).
+pub fn rt_options(
+    backend: ClusterBackend,
+    timeout: Duration,
+    image: Option<PathBuf>,
+) -> RtScenarioOptions {
+    let mut o = RtScenarioOptions::new(backend);
+    o.timeout = Some(timeout);
+    o.boot_timeout = Duration::from_secs(30);
+    o.image = image;
+    o
+}
+
+/// Run scenario text on a real-time backend (`rt_options`, 60 s).
+pub fn run_rt_text(text: &str, backend: ClusterBackend, image: Option<PathBuf>) -> Report {
+    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let o = rt_options(backend, Duration::from_secs(60), image);
+    scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{backend}: {e}"))
 }
 
 /// The error that refuses scenario text, at validation or at the start

@@ -25,10 +25,7 @@ fn load() -> Validated {
 }
 
 fn rt_options(backend: ClusterBackend) -> RtScenarioOptions {
-    let mut o = RtScenarioOptions::new(backend);
-    o.timeout = Some(Duration::from_secs(20));
-    o.boot_timeout = Duration::from_secs(30);
-    o
+    cluster_tests::rt_options(backend, Duration::from_secs(20), None)
 }
 
 /// Every flow of the file delivered exactly once, in order, intact, and

@@ -12,11 +12,9 @@
 #[path = "../../nic-emu/tests/rt/mod.rs"]
 mod rt;
 
-use std::time::Duration;
-
-use cluster_tests::assert_all_intact;
+use cluster_tests::{assert_all_intact, run_rt_text};
 use host_driver::cluster::ClusterBackend;
-use nic_emu::scenario::{self, RtScenarioOptions, Scenario};
+use nic_emu::scenario::Scenario;
 
 const TEXT: &str = r#"
 profile = "lanai9-gm"
@@ -51,12 +49,9 @@ for_us = FOR_US
 "#;
 
 fn outage_on(backend: ClusterBackend, image: Option<std::path::PathBuf>, for_us: u64) {
-    let v = Scenario::parse_validated(&TEXT.replace("FOR_US", &for_us.to_string())).unwrap();
-    let mut o = RtScenarioOptions::new(backend);
-    o.timeout = Some(Duration::from_secs(60));
-    o.boot_timeout = Duration::from_secs(30);
-    o.image = image;
-    let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    let text = TEXT.replace("FOR_US", &for_us.to_string());
+    let v = Scenario::parse_validated(&text).unwrap();
+    let r = run_rt_text(&text, backend, image);
     assert_eq!(r.sim.stopped, "done", "{backend}:\n{}", r.summary());
     assert_all_intact(&r);
     for (f, spec) in r.flows.iter().zip(&v.flows) {

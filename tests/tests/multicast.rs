@@ -27,10 +27,7 @@ fn load() -> Validated {
 }
 
 fn rt_options(backend: ClusterBackend) -> RtScenarioOptions {
-    let mut o = RtScenarioOptions::new(backend);
-    o.timeout = Some(Duration::from_secs(60));
-    o.boot_timeout = Duration::from_secs(30);
-    o
+    cluster_tests::rt_options(backend, Duration::from_secs(60), None)
 }
 
 /// The file's counts, every multicast at every member, each scheme.

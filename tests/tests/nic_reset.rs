@@ -12,10 +12,8 @@
 #[path = "../../nic-emu/tests/rt/mod.rs"]
 mod rt;
 
-use std::time::Duration;
-
+use cluster_tests::run_rt_text;
 use host_driver::cluster::ClusterBackend;
-use nic_emu::scenario::{self, RtScenarioOptions, Scenario};
 
 const TEXT: &str = r#"
 profile = "lanai9-gm"
@@ -49,12 +47,7 @@ at_us = 20000
 "#;
 
 fn reset_on(backend: ClusterBackend, image: Option<std::path::PathBuf>) {
-    let v = Scenario::parse_validated(TEXT).unwrap();
-    let mut o = RtScenarioOptions::new(backend);
-    o.timeout = Some(Duration::from_secs(60));
-    o.boot_timeout = Duration::from_secs(30);
-    o.image = image;
-    let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    let r = run_rt_text(TEXT, backend, image);
     assert_eq!(r.sim.stopped, "done", "{backend}:\n{}", r.summary());
     assert!(r.complete && r.problems.is_empty() && r.all_delivered_intact(), "{}", r.summary());
     assert!(r.nic_reset[0].done, "{backend}: {:?}", r.nic_reset);
