@@ -116,7 +116,11 @@ impl fmt::Display for ClusterFault {
             }
             ClusterFault::BadManifest => f.write_str("cluster.toml is unreadable or invalid"),
             ClusterFault::NoSuchNode { node, nodes } => {
-                write!(f, "node {node} does not exist (the cluster has nodes 0..{nodes})")
+                write!(
+                    f,
+                    "node {node} does not exist (the cluster has nodes 0 to {})",
+                    nodes.saturating_sub(1)
+                )
             }
             ClusterFault::BadFile { file, io: Some(kind) } => {
                 write!(f, "the node's {} file cannot be used: {kind}", file.as_str())
@@ -155,7 +159,7 @@ impl fmt::Display for DriverError {
             }
             BadConfig(what) => write!(f, "NIC configuration register `{what}` is unusable"),
             BadPort(p) => {
-                write!(f, "port {p} does not exist (ports are 0..{})", nic_abi::NUM_PORTS)
+                write!(f, "port {p} does not exist (ports are 0 to {})", nic_abi::NUM_PORTS - 1)
             }
             PortBusy(p) => {
                 write!(f, "port {p} is already open (held by another process or handle)")

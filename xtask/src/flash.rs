@@ -21,7 +21,11 @@ pub fn run(
     })?;
     let m = dir.manifest();
     if node >= m.nodes {
-        return Err(format!("node {node}: cluster `{}` has nodes 0..{}", m.name, m.nodes));
+        return Err(format!(
+            "node {node}: cluster `{}` has nodes 0 to {}",
+            m.name,
+            m.nodes.saturating_sub(1)
+        ));
     }
     let image = match image {
         Some(i) => i,

@@ -217,7 +217,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     let _ = writeln!(md, "## Admission by the three criteria\n");
     let _ = writeln!(
         md,
-        "Two switches (nodes 0..5 on switch 0, 5..10 on switch 1, joined by switch 0 port \
+        "Two switches (nodes 0 to 4 on switch 0, 5 to 9 on switch 1, joined by switch 0 port \
          15). Node 0 holds 60 MB/s to node 1 until 20 ms; three 55 MB/s flows want the \
          trunk (t1 and t2 at 0 ms, t3 at 1 ms); `src-full` and `dst-full` ask at 1 ms; \
          `src-later` asks at 40 ms, after node 0's reservation was released.\n"

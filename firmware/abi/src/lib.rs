@@ -98,6 +98,14 @@ impl Priority {
             _ => None,
         }
     }
+
+    /// "low" or "high", as scenario files and the programs' options name it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::High => "high",
+        }
+    }
 }
 
 #[cfg(test)]

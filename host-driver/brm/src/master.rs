@@ -121,7 +121,10 @@ impl Master {
     fn check_flow(&self, f: &FlowId) -> Result<(), Refused> {
         let n = self.layout.nodes();
         if f.src_node as usize >= n || f.dst_node as usize >= n {
-            return Err(Refused::BadRequest(format!("flow {f}: node out of range (0..{n})")));
+            return Err(Refused::BadRequest(format!(
+                "flow {f}: node out of range (nodes 0 to {})",
+                n.saturating_sub(1)
+            )));
         }
         if f.src_node == f.dst_node {
             return Err(Refused::BadRequest(format!("flow {f}: source and target are one node")));

@@ -241,7 +241,11 @@ impl fmt::Display for ClusterError {
                 write!(f, "{}: {why}", path.display())
             }
             ClusterError::NoSuchNode { node, nodes } => {
-                write!(f, "node {node} does not exist (the cluster has nodes 0..{nodes})")
+                write!(
+                    f,
+                    "node {node} does not exist (the cluster has nodes 0 to {})",
+                    nodes.saturating_sub(1)
+                )
             }
             ClusterError::BadFile { file, path, why } => {
                 write!(f, "{} file {}: {why}", file.as_str(), path.display())

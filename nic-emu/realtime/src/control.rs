@@ -324,7 +324,7 @@ impl Conn<'_> {
             return Err(format!("this connection holds port {p} already"));
         }
         if port as usize >= NUM_PORTS {
-            return Err(format!("no port {port} (ports 0..{NUM_PORTS})"));
+            return Err(format!("no port {port} (ports 0 to {})", NUM_PORTS - 1));
         }
         {
             let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());

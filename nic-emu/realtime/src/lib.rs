@@ -389,8 +389,8 @@ impl RtCluster {
             }
             if node >= cfg.nodes {
                 return Err(RtError::Config(format!(
-                    "halted_node: node {node} does not exist (nodes 0..{})",
-                    cfg.nodes
+                    "halted_node: node {node} does not exist (nodes 0 to {})",
+                    cfg.nodes.saturating_sub(1)
                 )));
             }
         }

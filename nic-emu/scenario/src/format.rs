@@ -331,10 +331,7 @@ impl fmt::Display for StreamKey {
             self.src_port,
             self.dst_node,
             self.dst_port,
-            match self.priority {
-                Priority::Low => "low",
-                Priority::High => "high",
-            }
+            self.priority.name()
         )
     }
 }
@@ -601,7 +598,11 @@ impl Scenario {
         for (i, r) in self.faults.nic_reset.iter().enumerate() {
             let key = format!("faults.nic_reset[{i}]");
             if r.node >= nodes {
-                return err(format!("{key}.node: {} is no node (0..{nodes})", r.node));
+                return err(format!(
+                    "{key}.node: {} is no node (nodes 0 to {})",
+                    r.node,
+                    nodes - 1
+                ));
             }
             if !(r.at_us.is_finite() && (0.0..=3.6e9).contains(&r.at_us)) {
                 return err(format!(
@@ -802,7 +803,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         }
         if port >= NUM_PORTS as u64 {
             return err(format!(
-                "{label}.{key}: port {port} out of range (ports 0..{})",
+                "{label}.{key}: port {port} out of range (ports 0 to {})",
                 NUM_PORTS - 1
             ));
         }
@@ -1212,7 +1213,7 @@ duplicate = 0.001
         assert_eq!(e.message, "flows[0].src: [0, 2, 5] must be [node, port]");
         let e =
             Scenario::parse_validated(&GOOD.replace("src = [0, 2]", "src = [0, 8]")).unwrap_err();
-        assert_eq!(e.message, "flows[0].src: port 8 out of range (ports 0..7)");
+        assert_eq!(e.message, "flows[0].src: port 8 out of range (ports 0 to 7)");
     }
 
     #[test]
@@ -1241,7 +1242,7 @@ duplicate = 0.001
              bytes = 8\nmessages = 5\n",
         )
         .unwrap_err();
-        assert_eq!(e.message, "alltoall[0] (flow a.0-1).src: port 9 out of range (ports 0..7)");
+        assert_eq!(e.message, "alltoall[0] (flow a.0-1).src: port 9 out of range (ports 0 to 7)");
         let e = Scenario::parse_validated(
             "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\"\nport = 1\n\
              nodes = [0, 5]\nbytes = 8\nmessages = 5\n",

@@ -414,10 +414,7 @@ pub(super) fn flow_reports(
                 kind: s.kind.as_str().to_string(),
                 src: [s.src_node as u64, s.src_port as u64],
                 dst: s.mcast.is_none().then_some([s.dst_node as u64, s.dst_port as u64]),
-                priority: match s.priority {
-                    nic_abi::Priority::Low => "low".into(),
-                    nic_abi::Priority::High => "high".into(),
-                },
+                priority: s.priority.name().into(),
                 sizes: s.sizes.clone(),
                 out_of_order: f.out_of_order,
                 send_errors: f.send_errors,

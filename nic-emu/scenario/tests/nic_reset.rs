@@ -99,7 +99,7 @@ fn bad_resets_are_refused_with_their_key() {
     let base = scenario("modern", 100);
     let base = &base[..base.find("[[faults.nic_reset]]").unwrap()];
     for (tail, want) in [
-        ("node = 4\nat_us = 10", "faults.nic_reset[0].node: 4 is no node (0..4)"),
+        ("node = 4\nat_us = 10", "faults.nic_reset[0].node: 4 is no node (nodes 0 to 3)"),
         ("node = 1\nat_us = -1", "faults.nic_reset[0].at_us"),
         ("node = 1\nat_us = nan", "faults.nic_reset[0].at_us"),
         ("node = 1\nat_us = 4e9", "faults.nic_reset[0].at_us"),

@@ -449,9 +449,9 @@ pub(super) fn check_common<B: NicBackend>(
     }
     if peer.0 as u32 >= nic.num_nodes() {
         return Err(BenchError::Config(format!(
-            "peer node {} does not exist (the cluster has nodes 0..{})",
+            "peer node {} does not exist (the cluster has nodes 0 to {})",
             peer.0,
-            nic.num_nodes()
+            nic.num_nodes().saturating_sub(1)
         )));
     }
     if peer.1 as usize >= nic_abi::NUM_PORTS {

@@ -75,8 +75,19 @@ fn run(a: &Args) -> Result<(), String> {
         println!("{v}");
     } else {
         println!(
-            "pingpong {:?}: node {} port {} <-> node {} port {}, {} B x {} (+{} warm-up), {:?} priority, all content checked",
-            a.role, r.node, r.port, r.peer_node, r.peer_port, r.size, r.count, r.warmup, cfg.priority
+            "pingpong {}: node {} port {} <-> node {} port {}, {} B x {} (+{} warm-up), {} priority, all content checked",
+            match a.role {
+                Role::Ping => "ping",
+                Role::Pong => "pong",
+            },
+            r.node,
+            r.port,
+            r.peer_node,
+            r.peer_port,
+            r.size,
+            r.count,
+            r.warmup,
+            cfg.priority.name()
         );
         if let Some(l) = r.one_way {
             println!(
