@@ -82,9 +82,10 @@ pub struct BrmServer {
     origin: Instant,
     pub counters: ServerCounters,
     /// Each NIC's SRAM (read-only use: its boot count and status), and the
-    /// boot count last seen, to notice resets.
+    /// boot count it had when last seen running (None: not seen yet), to
+    /// notice resets.
     srams: Vec<host_driver::MappedFile>,
-    boots: Mutex<Vec<u32>>,
+    boots: Mutex<Vec<Option<u32>>>,
 }
 
 /// A NIC's boot count (0 if its SRAM cannot be read).
@@ -131,7 +132,16 @@ impl BrmServer {
         let srams = (0..n as u32)
             .map(|s| dir.map_sram(s).map_err(|e| format!("{}: {e}", dir.sram_path(s).display())))
             .collect::<Result<Vec<_>, _>>()?;
-        let boots = srams.iter().map(boot_count).collect();
+        // The boot each NIC runs now (a NIC still booting: its first boot,
+        // seen when it runs).
+        let boots = srams
+            .iter()
+            .map(|s| {
+                let running =
+                    s.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
+                running.then(|| boot_count(s))
+            })
+            .collect();
         Ok(BrmServer {
             state: Mutex::new((Master::new(cal, layout), SocketAgents { callers, failed: vec![] })),
             origin: Instant::now(),
@@ -151,10 +161,15 @@ impl BrmServer {
             let now = boot_count(sram);
             let running =
                 sram.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
-            if now == boots[node] || !running {
+            if !running || boots[node] == Some(now) {
                 continue;
             }
-            boots[node] = now;
+            let first_look = boots[node].is_none();
+            boots[node] = Some(now);
+            if first_look {
+                // The boot it had when the cluster started.
+                continue;
+            }
             let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let (m, links) = &mut *g;
             m.set_now(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX));
