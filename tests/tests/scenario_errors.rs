@@ -41,7 +41,7 @@ fn unknown_keys_are_named_with_their_path() {
 fn bad_values_are_named_with_key_and_value() {
     let cases = [
         ("dst = [1, 2]", "dst = [9, 2]", "flows[0].dst: node 9 out of range (fabric.nodes = 4)"),
-        ("src = [0, 2]", "src = [0, 11]", "flows[0].src: port 11 out of range (ports 0..7)"),
+        ("src = [0, 2]", "src = [0, 11]", "flows[0].src: port 11 out of range (ports 0 to 7)"),
         ("messages = 5", "messages = 0", "flows[0].messages: 0 out of range"),
         ("nodes = 4", "nodes = 0", "fabric.nodes: 0 out of range"),
         (
