@@ -88,9 +88,10 @@ pub struct BrmServer {
     boots: Mutex<Vec<Option<u32>>>,
 }
 
-/// A NIC's boot count (0 if its SRAM cannot be read).
-fn boot_count(sram: &host_driver::MappedFile) -> u32 {
-    sram.load_u32(regs::reg(regs::BOOT_COUNT) as u64).unwrap_or(0)
+/// The boot a NIC's firmware runs (its boot count), if it runs.
+fn running_boot(sram: &host_driver::MappedFile) -> Option<u32> {
+    let running = sram.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
+    running.then(|| sram.load_u32(regs::reg(regs::BOOT_COUNT) as u64).unwrap_or(0))
 }
 
 /// Check that every NIC of `dir` was reset with `layout`'s routes.
@@ -134,14 +135,7 @@ impl BrmServer {
             .collect::<Result<Vec<_>, _>>()?;
         // The boot each NIC runs now (a NIC still booting: its first boot,
         // seen when it runs).
-        let boots = srams
-            .iter()
-            .map(|s| {
-                let running =
-                    s.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
-                running.then(|| boot_count(s))
-            })
-            .collect();
+        let boots = srams.iter().map(running_boot).collect();
         Ok(BrmServer {
             state: Mutex::new((Master::new(cal, layout), SocketAgents { callers, failed: vec![] })),
             origin: Instant::now(),
@@ -158,10 +152,8 @@ impl BrmServer {
         let mut done = Vec::new();
         let mut boots = self.boots.lock().unwrap_or_else(|e| e.into_inner());
         for (node, sram) in self.srams.iter().enumerate() {
-            let now = boot_count(sram);
-            let running =
-                sram.load_u32(regs::reg(regs::FW_STATUS) as u64) == Some(regs::FW_RUNNING);
-            if !running || boots[node] == Some(now) {
+            let Some(now) = running_boot(sram) else { continue };
+            if boots[node] == Some(now) {
                 continue;
             }
             let first_look = boots[node].is_none();

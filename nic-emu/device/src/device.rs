@@ -35,6 +35,7 @@
 
 use nic_abi::map::{self, BUF_STRIDE, RX_BUF_COUNT};
 use nic_abi::packet::{field, HEADER_LEN};
+use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
 use nic_abi::sram::Sram;
@@ -101,7 +102,8 @@ pub struct ResetConfig<'a> {
 }
 
 /// Write the register block's cfg words and the route table, as the NIC's
-/// EEPROM and GM's mapper would. SRAM must hold the map. `FW_STATUS =
+/// EEPROM and GM's mapper would; close every port and empty the flow
+/// table. SRAM must hold the map. `FW_STATUS =
 /// FW_BOOTING` goes first and MAGIC last but one, so that a NIC reset under
 /// running host processes never shows MAGIC with a stale firmware status
 /// (docs/design/cluster-dir.md, "Reset of one NIC").
@@ -141,6 +143,11 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
         e[0] = route.len() as u8;
         e[1..1 + route.len()].copy_from_slice(route);
         sram.write(map::route_entry(dst), &e[..1 + route.len()]);
+    }
+    // Every port is closed on its holder's behalf.
+    for port in 0..NUM_PORTS {
+        sram.store_u32(port_reg(port, pcb::STATE), pcb::STATE_CLOSED);
+        sram.store_u32(port_reg(port, pcb::FW_STATE), pcb::STATE_CLOSED);
     }
     // The flow table does not survive a reset: the privileged side (the
     // bandwidth manager's agent) installs its entries again.

@@ -50,6 +50,7 @@ mod node;
 pub mod process;
 pub mod qemu;
 mod supervise;
+pub use supervise::{reset_note, RESET_ASKED};
 mod worker;
 
 use std::fmt;

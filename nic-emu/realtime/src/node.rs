@@ -127,11 +127,6 @@ impl NodeRt {
             port_slices: core::array::from_fn(|port| regs::port_slice(p.host_size, port as u8)),
         };
         reset_sram(&mut self.eng.mem, &cfg);
-        for port in 0..NUM_PORTS {
-            let s = &self.eng.mem.sram;
-            s.store_u32(port_reg(port, pcb::STATE) as u64, pcb::STATE_CLOSED);
-            s.store_u32(port_reg(port, pcb::FW_STATE) as u64, pcb::STATE_CLOSED);
-        }
         // The RTC runs from power-on (the cluster's start); a NIC reset
         // does not restart it, so that what a new boot derives from it
         // (the MCP's stream sync ids) differs from the last boot's.

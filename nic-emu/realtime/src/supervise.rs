@@ -39,6 +39,14 @@ use super::{Ctx, RtError};
 const TICK: Duration = Duration::from_millis(pcb::HEARTBEAT_PERIOD_MS);
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 const FLASH_EVERY: Duration = Duration::from_millis(100);
+/// Why the supervisor resets a NIC that `RtCluster::reset_node` asked for.
+pub const RESET_ASKED: &str = "reset asked for";
+
+/// The cluster note a NIC reset leaves (`RtCluster::notes`).
+pub fn reset_note(node: usize, why: &str) -> String {
+    format!("node {node}: {why}: resetting the NIC")
+}
+
 /// Longest wait for a worker to carry out a reset.
 const RESET_WAIT: Duration = Duration::from_secs(5);
 
@@ -123,7 +131,7 @@ impl Supervisor {
             self.boot_deadlines(&mut children, &mut booting);
             for node in 0..n {
                 if self.ctx.nodes[node].reset_wanted.swap(false, Ordering::AcqRel) {
-                    self.reset(node, &mut children, "reset asked for");
+                    self.reset(node, &mut children, RESET_ASKED);
                 }
             }
             if last_probe.elapsed() >= PROBE_EVERY {
@@ -259,7 +267,7 @@ impl Supervisor {
     /// Reset NIC `node`: stop its guest, have its worker reset it, start
     /// a new guest.
     fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
-        self.ctx.note(format!("node {node}: {why}: resetting the NIC"));
+        self.ctx.note(reset_note(node, why));
         // (Its pid stays published until the new guest's replaces it, so
         // nobody takes a reflash for a guest that died.)
         if let Some(mut c) = children[node].take() {

@@ -375,6 +375,17 @@ impl Ledger {
         };
         self.resets.iter().filter(|&&(n, t)| t <= now && touches(n)).map(|&(_, t)| t).min()
     }
+
+    /// When a NIC reset cut flow `f`, if one did during the run.
+    pub fn cut(&self, f: usize) -> Option<u64> {
+        self.cut_at(f, u64::MAX)
+    }
+
+    /// Every flow finished (each message accounted for) or was cut by a
+    /// NIC reset.
+    pub fn all_accounted_for(&self) -> bool {
+        self.flows.iter().enumerate().all(|(i, f)| f.finished() || self.cut(i).is_some())
+    }
 }
 
 pub type SharedLedger = Rc<RefCell<Ledger>>;

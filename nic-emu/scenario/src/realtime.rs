@@ -37,8 +37,8 @@ use super::mcast;
 use super::plan::{plan, Dir};
 use super::report::{Report, SimReport};
 use super::runner::{
-    flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
-    nic_report_of, nic_reset_reports, outages, Progress,
+    finish_pcap, flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
+    nic_report_of, nic_reset_reports, outages, pcap_error, reset_schedule, Progress,
 };
 use nic_device::Faults;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
@@ -190,7 +190,7 @@ pub fn run_realtime_with_progress(
         .map_err(|e| err(format!("booting the {backend} cluster: {e}")))?;
 
     if let Some(p) = &opts.pcap {
-        cluster.capture_to(p).map_err(|e| err(format!("--pcap {}: {e}", p.display())))?;
+        cluster.capture_to(p).map_err(|e| pcap_error(p, e))?;
     }
 
     // Cable outages: their links now, their times once the traffic
@@ -222,10 +222,7 @@ pub fn run_realtime_with_progress(
     // NIC resets: asked for at their times on the traffic clock (the
     // supervisor carries each out within a few ms); a NIC being reset is
     // not "down" until it has had time to boot again.
-    let mut resets: Vec<(u64, u16)> =
-        v.faults.nic_reset.iter().map(|r| (r.at_ns(), r.node as u16)).collect();
-    resets.sort_unstable();
-    let mut resets = resets.into_iter().peekable();
+    let mut resets = reset_schedule(v);
     let mut resetting: Vec<(usize, Instant)> = Vec::new();
 
     let mut last_check = Instant::now();
@@ -268,10 +265,9 @@ pub fn run_realtime_with_progress(
                 packets: packets(&cluster),
             });
             let st = cluster.fw_status();
-            resetting.retain(|&(n, at)| st[n] != regs::FW_RUNNING || at.elapsed() < RESET_GRACE);
+            resetting.retain(|&(_, at)| at.elapsed() < RESET_GRACE);
             down = (0..st.len())
-                .filter(|&n| st[n] != regs::FW_RUNNING)
-                .filter(|&n| !resetting.iter().any(|&(r, at)| r == n && at.elapsed() < RESET_GRACE))
+                .filter(|&n| st[n] != regs::FW_RUNNING && !resetting.iter().any(|&(r, _)| r == n))
                 .map(|n| format!("node {n}: its NIC stopped running (FW_STATUS {:#x})", st[n]))
                 .collect();
             if !down.is_empty() {
@@ -305,12 +301,7 @@ pub fn run_realtime_with_progress(
     let sent = packets(&cluster);
     let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
     let outage_drops = cluster.outage_drops();
-    let captured = match &opts.pcap {
-        Some(p) => Some(
-            cluster.finish_capture().map_err(|e| err(format!("--pcap {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
+    let captured = finish_pcap(opts.pcap.as_deref(), || cluster.finish_capture())?;
     let reset_counts: Vec<(u64, u64)> = (0..v.nodes)
         .map(|n| {
             let c = cluster.nic_stats(n).counters;
@@ -329,7 +320,7 @@ pub fn run_realtime_with_progress(
         v.faults
             .nic_reset
             .iter()
-            .any(|r| n == format!("node {}: reset asked for: resetting the NIC", r.node))
+            .any(|r| n == nic_realtime::reset_note(r.node as usize, nic_realtime::RESET_ASKED))
     };
     problems
         .extend(notes.into_iter().filter(|n| !asked(n)).map(|n| format!("device process: {n}")));
@@ -338,8 +329,7 @@ pub fn run_realtime_with_progress(
         problems.push(format!("stopping the cluster: {e}"));
     }
     let flows = flow_reports(&l, layout.as_ref(), false, |_| None);
-    let complete = stopped == "done"
-        && l.flows.iter().enumerate().all(|(i, f)| f.finished() || l.cut_at(i, u64::MAX).is_some());
+    let complete = stopped == "done" && l.all_accounted_for();
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     Ok(Report {
         profile: profile_name,
@@ -380,11 +370,11 @@ fn cluster_path(opts: &RtScenarioOptions) -> String {
         .into_owned()
 }
 
-/// What each unfinished flow still lacked when the run stopped.
 /// How long a NIC whose reset the scenario asked for may take to boot
 /// again before it counts as down (a QEMU guest restarts in seconds).
 const RESET_GRACE: Duration = Duration::from_secs(30);
 
+/// What each unfinished flow still lacked when the run stopped.
 fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
     let why = match stopped {
         "timeout" => format!("the run timed out after {limit:?}"),
@@ -394,7 +384,7 @@ fn missing(l: &Ledger, stopped: &str, limit: Duration) -> Vec<String> {
     l.flows
         .iter()
         .enumerate()
-        .filter(|&(i, f)| !f.finished() && l.cut_at(i, u64::MAX).is_none())
+        .filter(|&(i, f)| !f.finished() && l.cut(i).is_none())
         .map(|(_, f)| {
             let s = &f.spec;
             let m = s.messages;

@@ -123,7 +123,7 @@ pub fn run_with_options(
     let outages = outages(v, cluster.layout())?;
     cluster.set_link_outages(&outages).map_err(err)?;
     if let Some(p) = &opts.pcap {
-        cluster.capture_to(p).map_err(|e| err(format!("--pcap {}: {e}", p.display())))?;
+        cluster.capture_to(p).map_err(|e| pcap_error(p, e))?;
     }
     let brm = match (uses_brm, cal) {
         (true, Some(c)) => Some(SimBrm::new(&cluster, c).map_err(err)?.shared()),
@@ -131,10 +131,7 @@ pub fn run_with_options(
     };
 
     let ledger = new_ledger(&flows_spec, &the_plan);
-    let mut resets: Vec<(u64, u16)> =
-        v.faults.nic_reset.iter().map(|r| (r.at_ns(), r.node as u16)).collect();
-    resets.sort_unstable();
-    let mut resets = resets.into_iter().peekable();
+    let mut resets = reset_schedule(v);
     let messages_total = messages_total(v);
     for np in the_plan.nodes {
         let node = np.node as usize;
@@ -192,12 +189,7 @@ pub fn run_with_options(
         }
     };
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
-    let captured = match &opts.pcap {
-        Some(p) => Some(
-            cluster.finish_capture().map_err(|e| err(format!("--pcap {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
+    let captured = finish_pcap(opts.pcap.as_deref(), || cluster.finish_capture())?;
 
     let st = cluster.sim_stats();
     mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
@@ -224,8 +216,7 @@ pub fn run_with_options(
         _ => None,
     });
     let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
-    let complete = stopped == "done"
-        && l.flows.iter().enumerate().all(|(i, f)| f.finished() || l.cut_at(i, u64::MAX).is_some());
+    let complete = stopped == "done" && l.all_accounted_for();
     Ok(Report {
         profile: profile_name,
         seed: v.seed,
@@ -248,6 +239,31 @@ pub fn run_with_options(
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
         captured,
     })
+}
+
+/// The scenario's NIC resets as (time, node), earliest first.
+pub(super) fn reset_schedule(v: &Validated) -> std::iter::Peekable<std::vec::IntoIter<(u64, u16)>> {
+    let mut resets: Vec<(u64, u16)> =
+        v.faults.nic_reset.iter().map(|r| (r.at_ns(), r.node as u16)).collect();
+    resets.sort_unstable();
+    resets.into_iter().peekable()
+}
+
+/// A packet capture file that could not be written.
+pub(super) fn pcap_error(p: &std::path::Path, e: std::io::Error) -> ScenarioError {
+    ScenarioError::new(format!("--pcap {}: {e}", p.display()))
+}
+
+/// With a capture (`pcap`): flush it (`finish`) and say how many records it
+/// holds.
+pub(super) fn finish_pcap(
+    pcap: Option<&std::path::Path>,
+    finish: impl FnOnce() -> std::io::Result<u64>,
+) -> Result<Option<u64>, ScenarioError> {
+    match pcap {
+        Some(p) => finish().map(Some).map_err(|e| pcap_error(p, e)),
+        None => Ok(None),
+    }
 }
 
 /// The report of each NIC reset: `counts(node)` gives the node's resets so
@@ -420,7 +436,7 @@ pub(super) fn flow_reports(
                 send_errors: f.send_errors,
                 send_error_statuses: f.send_error_statuses.clone(),
                 complete: f.finished(),
-                cut_by_reset_us: l.cut_at(i, u64::MAX).map(|t| t as f64 / 1e3),
+                cut_by_reset_us: l.cut(i).map(|t| t as f64 / 1e3),
                 idt: f.idt,
                 admitted: f.admitted,
                 refused_reason: f.refused_reason.clone(),

@@ -28,9 +28,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use nic_abi::le::get_u64;
-use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
-use nic_abi::sram::Sram;
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 
@@ -398,10 +396,6 @@ impl SimCluster {
             let mut mem = self.nics[node].mem.borrow_mut();
             let cfg = reset_config(node, &self.profile, self.send_timeout_ns, &self.routes[node]);
             reset_sram(&mut *mem, &cfg);
-            for port in 0..NUM_PORTS {
-                mem.sram.store_u32(port_reg(port, pcb::STATE), pcb::STATE_CLOSED);
-                mem.sram.store_u32(port_reg(port, pcb::FW_STATE), pcb::STATE_CLOSED);
-            }
             self.rtc.write(&mut mem.sram[..], now);
             let mut hw = SliceHw::new(&mut mem.sram);
             let r = fw.init(&mut hw);
