@@ -33,6 +33,7 @@ mod run;
 mod sim;
 mod soak;
 mod testing;
+mod trace;
 
 #[derive(Parser)]
 #[command(
@@ -95,7 +96,24 @@ enum Cmd {
         /// tools/wireshark/nic_emu.lua (docs/capture.md).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,
+        /// Record every NIC's state-machine transitions, the host programs'
+        /// calls and each data packet's path (sim only) into this Chrome
+        /// trace-event JSON file, for ui.perfetto.dev or chrome://tracing
+        /// (docs/trace.md). The run's results are the same as without it.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
     },
+    /// Record the state-machine transitions of a running live or qemu
+    /// cluster's NICs for a while, as a Chrome trace-event JSON timeline.
+    ///
+    /// Turns each NIC's transition and dispatch traces on, reads both rings
+    /// every millisecond (counting what the firmware overwrote before it
+    /// was read), puts the trace registers back as they were, and writes
+    /// one process per NIC with a track per state machine (SDMA, SEND,
+    /// RECV, RDMA). Open the file in ui.perfetto.dev ("Open trace file")
+    /// or chrome://tracing; docs/trace.md explains what you see. For a
+    /// scenario on the simulator use `cargo xtask sim FILE --trace OUT`.
+    Trace(trace::TraceArgs),
     /// Latency and bandwidth curves against the calibration targets, and
     /// the simulator's speed.
     ///
@@ -369,11 +387,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
     let result = match cli.cmd {
-        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing, pcap } => sim::run(
+        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing, pcap, trace } => sim::run(
             &root,
             &file,
-            &sim::SimArgs { json, seed, quiet, backend, timeout, pacing, pcap },
+            &sim::SimArgs { json, seed, quiet, backend, timeout, pacing, pcap, trace },
         ),
+        Cmd::Trace(a) => trace::run(&a),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))

@@ -48,6 +48,8 @@ pub struct SimArgs {
     pub pacing: Pacing,
     /// Capture every packet into this pcap file.
     pub pcap: Option<std::path::PathBuf>,
+    /// Write the decoded transition trace into this file (sim only).
+    pub trace: Option<std::path::PathBuf>,
 }
 
 pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
@@ -70,7 +72,44 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         Backend::Qemu => Some(ClusterBackend::Qemu),
     };
     let sim_opts = scenario::SimOptions { pcap: a.pcap.clone() };
+    if let (Some(_), Some(b)) = (&a.trace, rt_backend) {
+        return refused(&format!(
+            "--trace: scenarios are traced on the sim only; for a {b} cluster start it with \
+             `cargo xtask run --backend {b}` and record it with `cargo xtask trace`"
+        ));
+    }
+    // The trace file is opened before the run: a path that cannot be
+    // written is refused at once.
+    let trace_out = match &a.trace {
+        Some(p) => match crate::trace::create_out("--trace", p) {
+            Ok(f) => Some((p, f)),
+            Err(e) => return refused(&e),
+        },
+        None => None,
+    };
     let report = match rt_backend {
+        None if trace_out.is_some() => {
+            let traced = if a.quiet {
+                scenario::run_traced(&sc, &sim_opts, &mut |_| {})
+            } else {
+                scenario::run_traced(&sc, &sim_opts, &mut progress_printer(label, false))
+            };
+            match (traced, trace_out) {
+                (Ok((r, t)), Some((p, f))) => match crate::trace::write(p, f, &t, a.quiet) {
+                    Ok(()) => Ok(r),
+                    Err(e) => Err(scenario::ScenarioError::new(e)),
+                },
+                (Ok((r, _)), None) => Ok(r),
+                (Err(e), out) => {
+                    // Nothing was traced: no empty file is left behind.
+                    if let Some((p, f)) = out {
+                        drop(f);
+                        let _ = std::fs::remove_file(p);
+                    }
+                    Err(e)
+                }
+            }
+        }
         None if a.quiet => scenario::run_with_options(&sc, &sim_opts, &mut |_| {}),
         None => scenario::run_with_options(&sc, &sim_opts, &mut progress_printer(label, false)),
         Some(backend) => {

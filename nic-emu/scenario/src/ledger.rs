@@ -14,6 +14,7 @@ use super::format::{FlowKind, FlowSpec, StreamKey};
 use super::pattern;
 use super::plan::Dir;
 use super::report::Samples;
+use super::trace::HostCall;
 
 /// One direction of a flow, as its receiver sees it.
 #[derive(Debug, Default)]
@@ -360,6 +361,9 @@ pub struct Ledger {
     /// `[[faults.nic_reset]]`: (node, virtual time in ns) of each reset
     /// that happened so far.
     pub resets: Vec<(u16, u64)>,
+    /// With a trace: every node's program calls (sends, buffers provided,
+    /// events taken), in the order they were made.
+    pub host_calls: Option<Vec<HostCall>>,
 }
 
 impl Ledger {

@@ -28,6 +28,7 @@ pub mod plan;
 mod realtime;
 pub mod report;
 mod runner;
+pub mod trace;
 
 use std::path::Path;
 
@@ -37,7 +38,7 @@ pub use format::{
 };
 pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
 pub use report::{FlowReport, Latency, McastReport, NicReport, Report, Samples, SimReport};
-pub use runner::{run, run_with_options, run_with_progress, Progress, SimOptions};
+pub use runner::{run, run_traced, run_with_options, run_with_progress, Progress, SimOptions};
 
 /// Largest scenario file read (bytes).
 pub const SCENARIO_MAX_BYTES: u64 = 4 << 20;

@@ -15,6 +15,7 @@ use super::plan::{plan, Limits, Plan};
 use super::report::{
     bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, NicResetReport, Report, SimReport,
 };
+use super::trace::ClusterTrace;
 use host_brm::Calibration;
 use nic_device::{Faults, Profile};
 use nic_fabric::fabric::Outage;
@@ -64,6 +65,28 @@ pub fn run_with_options(
     opts: &SimOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ScenarioError> {
+    run_sim(v, opts, false, progress).map(|(r, _)| r)
+}
+
+/// As [`run_with_options`], with every NIC's transition and dispatch trace
+/// on (read after every firmware pass, so no record is lost) and every
+/// host program call logged: the report (the same as without the trace)
+/// and what was traced, for [`crate::trace::chrome_json`].
+pub fn run_traced(
+    v: &Validated,
+    opts: &SimOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, ClusterTrace), ScenarioError> {
+    let (r, t) = run_sim(v, opts, true, progress)?;
+    Ok((r, t.unwrap_or_default()))
+}
+
+fn run_sim(
+    v: &Validated,
+    opts: &SimOptions,
+    trace: bool,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, Option<ClusterTrace>), ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let (profile, topology) = load_profile(v)?;
     let v = &mcast::resolve(v, &profile)?;
@@ -131,6 +154,10 @@ pub fn run_with_options(
     };
 
     let ledger = new_ledger(&flows_spec, &the_plan);
+    if trace {
+        cluster.trace_transitions();
+        ledger.borrow_mut().host_calls = Some(Vec::new());
+    }
     let mut resets = reset_schedule(v);
     let messages_total = messages_total(v);
     for np in the_plan.nodes {
@@ -192,6 +219,16 @@ pub fn run_with_options(
     let captured = finish_pcap(opts.pcap.as_deref(), || cluster.finish_capture())?;
 
     let st = cluster.sim_stats();
+    let traced = trace.then(|| {
+        let calls = ledger.borrow_mut().host_calls.take().unwrap_or_default();
+        ClusterTrace::collect(
+            "sim",
+            cluster.profile().nic.rtc_hz,
+            cluster.now_ns(),
+            (0..v.nodes).map(|n| (cluster.take_trace(n), 0)).collect(),
+            calls,
+        )
+    });
     mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
     let l = ledger.borrow();
     let brm_ref = brm.as_ref().map(|b| b.borrow());
@@ -217,7 +254,7 @@ pub fn run_with_options(
     });
     let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
     let complete = stopped == "done" && l.all_accounted_for();
-    Ok(Report {
+    let report = Report {
         profile: profile_name,
         seed: v.seed,
         sim: SimReport {
@@ -238,7 +275,8 @@ pub fn run_with_options(
         link_down: link_down_reports(v, cluster.outage_drops()),
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
         captured,
-    })
+    };
+    Ok((report, traced))
 }
 
 /// The scenario's NIC resets as (time, node), earliest first.
@@ -385,6 +423,7 @@ pub(super) fn new_ledger(flows: &[FlowSpec], the_plan: &Plan) -> SharedLedger {
         problems: Vec::new(),
         resolved: 0,
         resets: Vec::new(),
+        host_calls: None,
     }))
 }
 

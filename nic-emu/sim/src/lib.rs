@@ -28,6 +28,7 @@ pub mod calibrate;
 pub mod host;
 pub mod sim;
 pub(crate) mod sim_nic;
+pub mod trace;
 
 pub use backend::SimBackend;
 pub use brm::{SimBrm, SimTransport};

@@ -29,12 +29,14 @@ use std::time::{Duration, Instant};
 
 use nic_abi::le::get_u64;
 use nic_abi::regs::{self, reg};
+use nic_abi::sram::Sram;
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 
 use crate::backend::{Bells, HostPrices, SimBackend};
 use crate::host::{HostApp, HostCx};
 use crate::sim_nic::NicDevice;
+use crate::trace::{Cursors, NicTrace};
 use nic_device::device::{reset_sram, ResetConfig, Rtc};
 use nic_device::faults::Faults;
 use nic_device::firmware::{mcp_firmware, Firmware, SliceHw, Work};
@@ -265,6 +267,9 @@ pub struct SimCluster {
     wall: Duration,
     /// Scratch for `nic_entries`.
     entries: Vec<(u32, u64)>,
+    /// With `trace_transitions`: per node, what its trace rings held and
+    /// where the reader is.
+    traces: Option<Vec<(NicTrace, Cursors)>>,
 }
 
 impl SimCluster {
@@ -335,6 +340,7 @@ impl SimCluster {
             events: 0,
             wall: Duration::ZERO,
             entries: Vec::new(),
+            traces: None,
         };
         for node in 0..n {
             c.wake_nic(node, 0, true);
@@ -390,6 +396,8 @@ impl SimCluster {
     /// at init (the NIC stays down).
     pub fn reset_nic(&mut self, node: usize) -> Result<(), EmuError> {
         let now = self.now;
+        // What the old boot traced is read before the reset clears it.
+        self.drain_trace(node);
         self.nics[node].reset(&mut self.q, &mut self.fabric, now);
         let mut fw = (self.make_fw)(node);
         let init = {
@@ -402,6 +410,9 @@ impl SimCluster {
             self.cpus[node].hw_faults += hw.faults as u64;
             r
         };
+        if self.traces.is_some() {
+            self.start_trace(node);
+        }
         let cpu = &mut self.cpus[node];
         cpu.fw = fw;
         // A pass in progress is cut short; a pending wake is forgotten.
@@ -617,6 +628,13 @@ impl SimCluster {
                 cpu.hw_faults += hw.faults as u64;
                 w
             };
+            // One pass writes far fewer records than a ring holds: read
+            // after each, none is lost.
+            if self.traces.is_some() {
+                self.drain_trace(node);
+            }
+            let nic = &mut self.nics[node];
+            let cpu = &mut self.cpus[node];
             cpu.polls += 1;
             cpu.work.add(&work);
             let cost = self.prices.ns(&work);
@@ -715,6 +733,59 @@ impl SimCluster {
         for (node, at) in bells {
             self.wake_nic(node, at, true);
         }
+    }
+
+    /// Turn on every NIC's transition trace and dispatch trace
+    /// (`TRACE_ENABLE`, `DISPATCH_TRACE_ENABLE`, again after each NIC
+    /// reset) and read both rings after every firmware pass from now on,
+    /// so that nothing is overwritten unread. Tracing costs the firmware
+    /// no priced work: the run's results do not change.
+    pub fn trace_transitions(&mut self) {
+        if self.traces.is_none() {
+            self.traces = Some(vec![Default::default(); self.nics.len()]);
+            for node in 0..self.nics.len() {
+                self.nics[node].wire_log = Some(Default::default());
+                self.start_trace(node);
+            }
+        }
+    }
+
+    /// The trace collected from node `node` since the last call (empty
+    /// unless `trace_transitions` was called).
+    pub fn take_trace(&mut self, node: usize) -> NicTrace {
+        self.drain_trace(node);
+        match self.traces.as_mut().and_then(|t| t.get_mut(node)) {
+            Some((t, _)) => std::mem::take(t),
+            None => NicTrace::default(),
+        }
+    }
+
+    /// Switch node `node`'s traces on and start reading from where its
+    /// rings are now.
+    fn start_trace(&mut self, node: usize) {
+        let mut mem = self.nics[node].mem.borrow_mut();
+        mem.sram.store_u32(reg(regs::TRACE_ENABLE), 1);
+        mem.sram.store_u32(reg(regs::DISPATCH_TRACE_ENABLE), 1);
+        let c = Cursors {
+            transitions: mem.sram.load_u32(crate::trace::TRANSITIONS.prod_reg),
+            dispatches: mem.sram.load_u32(crate::trace::DISPATCHES.prod_reg),
+        };
+        if let Some(t) = self.traces.as_mut() {
+            t[node].1 = c;
+        }
+    }
+
+    /// Read what is new in node `node`'s trace rings.
+    fn drain_trace(&mut self, node: usize) {
+        let Some(traces) = self.traces.as_mut() else { return };
+        let (t, c) = &mut traces[node];
+        if let Some(log) = self.nics[node].wire_log.as_mut() {
+            t.sent.append(&mut log.sent);
+            t.delivered.append(&mut log.delivered);
+        }
+        let mem = self.nics[node].mem.borrow();
+        let sram = &mem.sram[..];
+        t.drain(c, &|off| sram.load_u32(off), &mut |off, b| sram.read(off, b));
     }
 
     /// Node `node`'s counters.

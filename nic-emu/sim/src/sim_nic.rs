@@ -22,6 +22,8 @@ use std::rc::Rc;
 
 use nic_abi::packet::ROUTE_FLAG;
 
+use crate::trace::WirePacket;
+
 use nic_device::device::Engines;
 use nic_device::memory::NodeMem;
 use nic_device::profile::{Profile, Rate};
@@ -76,6 +78,17 @@ pub(crate) struct NicDevice {
     pub reset_drops: u64,
     /// Resets.
     pub resets: u64,
+    /// With a trace: the packets this NIC's send-DMA engine put on the
+    /// wire, and those its receive-DMA engine delivered into buffers, in
+    /// that order (`crate::trace::WirePacket`).
+    pub wire_log: Option<WireLog>,
+}
+
+/// Packets sent and delivered by one NIC (see `NicDevice::wire_log`).
+#[derive(Debug, Default)]
+pub(crate) struct WireLog {
+    pub sent: Vec<WirePacket>,
+    pub delivered: Vec<WirePacket>,
 }
 
 impl NicDevice {
@@ -101,6 +114,7 @@ impl NicDevice {
             rx_stale: 0,
             reset_drops: 0,
             resets: 0,
+            wire_log: None,
         }
     }
 
@@ -163,9 +177,14 @@ impl NicDevice {
             let start = t + self.tx_setup;
             self.bus.reserve(start, p.len as u64);
             let eng = &mut self.eng;
-            fabric.launch(q, self.node as usize, start, p.route_len as u32, |buf| {
+            let id = fabric.launch(q, self.node as usize, start, p.route_len as u32, |buf| {
                 eng.tx_fill(&mut *mem, p, buf)
             });
+            if let Some(log) = self.wire_log.as_mut() {
+                let w = fabric.flight(id).wire();
+                let h = &w[p.route_len.min(w.len())..];
+                log.sent.extend(WirePacket::of(start, h, 0));
+            }
         }
         completed
     }
@@ -258,6 +277,13 @@ impl NicDevice {
         }
         let f = fabric.flight(id);
         self.eng.rx_deliver(&mut *self.mem.borrow_mut(), f.rx_buf, f.wire(), f.corrupted);
+        if let Some(log) = self.wire_log.as_mut() {
+            log.delivered.push(WirePacket::of(now, f.wire(), f.rx_buf).unwrap_or(WirePacket {
+                ns: now,
+                buf: f.rx_buf,
+                ..WirePacket::default()
+            }));
+        }
         if f.duplicate {
             // The link delivers it a second time, right behind itself.
             fabric.flight_mut(id).duplicate = false;

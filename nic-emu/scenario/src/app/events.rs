@@ -19,6 +19,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         for pi in 0..self.ports.len() {
             while let Some(ev) = self.ports[pi].port.poll() {
                 n += 1;
+                let now = self.host.now_ns();
+                self.log_call("event", self.ports[pi].num, now, || event_words(&ev));
                 self.on_event(pi, ev);
             }
         }
@@ -135,11 +137,17 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     pub(super) fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
+        let began = self.host.now_ns();
         let pc = &mut self.ports[pi];
         let q = &pc.pools[pool];
         match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))
         {
-            Ok(()) => {}
+            Ok(()) => {
+                let (num, class, len) = (pc.num, q.class, q.bufs[idx].len);
+                self.log_call("provide", num, began, || {
+                    format!("a {len} B buffer, size class {class}")
+                });
+            }
             Err(DriverError::RingFull | DriverError::NoRecvToken) => {
                 pc.repost.push_back((pool, idx))
             }
@@ -213,5 +221,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             l.resolved += 1;
             *l.flows[flow].send_error_statuses.entry(format!("{status:?}")).or_default() += 1;
         }
+    }
+}
+
+/// An event in a few words, for the host track of a trace.
+fn event_words(ev: &Event) -> String {
+    match ev {
+        Event::PortOpened { .. } => "port opened".into(),
+        Event::Received { node, port, len, mcast, .. } => format!(
+            "received {len} B from {node}:{port}{}",
+            if mcast.is_some() { " (multicast)" } else { "" }
+        ),
+        Event::Sent { status, .. } => format!("send completed: {status:?}"),
+        Event::Error { cause, .. } => format!("descriptor refused: {cause:?}"),
+        other => format!("{other:?}"),
     }
 }

@@ -161,6 +161,28 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         self.events
     }
 
+    /// With a trace: log a call this program made on port `port`, begun
+    /// at `start_ns` and done now (`detail` is only built when logged).
+    fn log_call(
+        &self,
+        what: &'static str,
+        port: u8,
+        start_ns: u64,
+        detail: impl FnOnce() -> String,
+    ) {
+        let mut l = self.ledger.borrow_mut();
+        if let Some(calls) = l.host_calls.as_mut() {
+            calls.push(super::trace::HostCall {
+                node: self.node,
+                start_ns,
+                end_ns: self.host.now_ns(),
+                what,
+                port,
+                detail: detail(),
+            });
+        }
+    }
+
     fn problem(&self, msg: String) {
         self.ledger.borrow_mut().problems.push(format!("node {}: {msg}", self.node));
     }

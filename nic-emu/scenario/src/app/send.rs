@@ -135,6 +135,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             r.peer_port,
             send_tag(ri, slot, msg),
         )?;
+        let (port, peer) = (self.ports[r.port].num, (r.peer_node, r.peer_port));
+        self.log_call("send", port, now, || {
+            format!("message {msg}, {len} B to {}:{}", peer.0, peer.1)
+        });
         let r = &mut self.roles[ri];
         r.free.pop();
         let mut l = self.ledger.borrow_mut();

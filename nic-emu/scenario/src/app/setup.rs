@@ -49,6 +49,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             };
             let mut port = opened.map_err(|e| format!("opening port {}: {e}", pp.port))?;
             let mut pools = Vec::new();
+            let began = self.host.now_ns();
             for (pi, q) in pp.pools.iter().enumerate() {
                 let stride = align(q.buf_len);
                 let region = port
@@ -63,6 +64,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
                 pools.push(Pool { class: q.class, priority: q.priority, bufs });
             }
+            let n: usize = pools.iter().map(|p| p.bufs.len()).sum();
+            self.log_call("provide", pp.port, began, || format!("{n} receive buffers"));
             self.ports.push(PortCtx {
                 num: pp.port,
                 port,
