@@ -397,7 +397,7 @@ impl SimCluster {
     pub fn reset_nic(&mut self, node: usize) -> Result<(), EmuError> {
         let now = self.now;
         // What the old boot traced is read before the reset clears it.
-        self.drain_trace(node);
+        self.drain_trace(node, None);
         self.nics[node].reset(&mut self.q, &mut self.fabric, now);
         let mut fw = (self.make_fw)(node);
         let init = {
@@ -631,7 +631,7 @@ impl SimCluster {
             // One pass writes far fewer records than a ring holds: read
             // after each, none is lost.
             if self.traces.is_some() {
-                self.drain_trace(node);
+                self.drain_trace(node, Some(t));
             }
             let nic = &mut self.nics[node];
             let cpu = &mut self.cpus[node];
@@ -753,7 +753,7 @@ impl SimCluster {
     /// The trace collected from node `node` since the last call (empty
     /// unless `trace_transitions` was called).
     pub fn take_trace(&mut self, node: usize) -> NicTrace {
-        self.drain_trace(node);
+        self.drain_trace(node, None);
         match self.traces.as_mut().and_then(|t| t.get_mut(node)) {
             Some((t, _)) => std::mem::take(t),
             None => NicTrace::default(),
@@ -775,8 +775,9 @@ impl SimCluster {
         }
     }
 
-    /// Read what is new in node `node`'s trace rings.
-    fn drain_trace(&mut self, node: usize) {
+    /// Read what is new in node `node`'s trace rings; `pass_ns`: when the
+    /// firmware pass that wrote it began (else each record's RTC tick).
+    fn drain_trace(&mut self, node: usize, pass_ns: Option<u64>) {
         let Some(traces) = self.traces.as_mut() else { return };
         let (t, c) = &mut traces[node];
         if let Some(log) = self.nics[node].wire_log.as_mut() {
@@ -786,6 +787,12 @@ impl SimCluster {
         let mem = self.nics[node].mem.borrow();
         let sram = &mem.sram[..];
         t.drain(c, &|off| sram.load_u32(off), &mut |off, b| sram.read(off, b));
+        let rtc = self.rtc;
+        let new = t.transitions.len() - t.transition_ns.len();
+        let first = t.transitions.len() - new;
+        let at = |r: &nic_abi::trace::TraceRecord| pass_ns.unwrap_or_else(|| rtc.ns_at_tick(r.rtc));
+        let times: Vec<u64> = t.transitions[first..].iter().map(at).collect();
+        t.transition_ns.extend(times);
     }
 
     /// Node `node`'s counters.

@@ -138,6 +138,10 @@ pub struct NicTrace {
     pub lost_dispatches: u64,
     /// Records whose machine or cause code nic-abi does not know (skipped).
     pub undecodable: u64,
+    /// The sim only: for each transition record, when (virtual ns) the
+    /// firmware pass that wrote it began: finer than the RTC tick the
+    /// record carries. Empty elsewhere.
+    pub transition_ns: Vec<u64>,
     /// The sim only: packets the NIC put on the wire, and packets it
     /// delivered into receive buffers, each in its engine's order.
     pub sent: Vec<WirePacket>,

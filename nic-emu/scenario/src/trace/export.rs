@@ -218,7 +218,7 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             let mut e = json!({
                 "ph": ph, "id": id, "name": name, "cat": "packet",
                 "pid": n.node, "tid": machine_tid(sl.machine),
-                "ts": us(t.tick_ns(n, sl.start)),
+                "ts": us(t.record_ns(n, i)),
             });
             if ph == "f" {
                 e["bp"] = json!("e");
@@ -251,8 +251,8 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             if s.state == IDLE {
                 continue;
             }
-            let start = t.tick_ns(n, s.start);
-            let end = s.end.map_or(t.end_ns.max(start), |e| t.tick_ns(n, e));
+            let start = t.record_ns(n, i);
+            let end = s.next.map_or(t.end_ns, |j| t.record_ns(n, j)).max(start);
             let mut args = Map::new();
             args.insert("from".into(), json!(s.from));
             args.insert("cause".into(), json!(names::cause(s.cause)));
@@ -276,7 +276,7 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             }
         }
         if lost > 0 {
-            let at = slices[ni].iter().find(|s| s.after_gap).map_or(0, |s| t.tick_ns(n, s.start));
+            let at = slices[ni].iter().position(|s| s.after_gap).map_or(0, |i| t.record_ns(n, i));
             ev.push(json!({"ph": "i", "s": "p", "name": format!("{lost} records lost"),
                 "pid": pid, "tid": 0, "ts": us(at),
                 "args": {"lost": lost, "why": "the trace ring wrapped before it was read"}}));

@@ -97,6 +97,16 @@ impl ClusterTrace {
         ns.clamp(0, u64::MAX as i128) as u64
     }
 
+    /// When node `n`'s transition record `i` was written (ns on the run's
+    /// clock): the sim's pass time where it kept one, else the record's
+    /// RTC tick.
+    pub fn record_ns(&self, n: &NodeTrace, i: usize) -> u64 {
+        match n.nic.transition_ns.get(i) {
+            Some(&ns) if n.nic.transition_ns.len() == n.nic.transitions.len() => ns,
+            _ => self.tick_ns(n, n.nic.transitions.get(i).map_or(0, |r| r.rtc)),
+        }
+    }
+
     /// Transition records lost (overwritten unread) on any node.
     pub fn lost_transitions(&self) -> u64 {
         self.nodes.iter().map(|n| n.nic.lost_transitions).sum()
@@ -122,6 +132,8 @@ pub struct Slice {
     /// when the trace ended).
     pub start: u64,
     pub end: Option<u64>,
+    /// The index of the record that ended it (slice `i` is record `i`).
+    pub next: Option<usize>,
     /// The record's `from` is not the state the previous record of this
     /// machine went to: records between them were lost.
     pub after_gap: bool,
@@ -139,6 +151,7 @@ pub fn decode(records: &[nic_abi::trace::TraceRecord]) -> Vec<Slice> {
         let mut after_gap = false;
         if let Some(i) = open[m] {
             out[i].end = Some(r.rtc.max(out[i].start));
+            out[i].next = Some(out.len());
             after_gap = out[i].state != r.from;
         }
         open[m] = Some(out.len());
@@ -152,8 +165,12 @@ pub fn decode(records: &[nic_abi::trace::TraceRecord]) -> Vec<Slice> {
             arg_name: names::operand(r.machine, r.to),
             start: r.rtc,
             end: None,
+            next: None,
             after_gap,
         });
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+//! Decoded state-machine traces (`cargo xtask sim FILE --trace out.json`,
+//! docs/trace.md): scenarios/pingpong-2node.toml on the sim with the trace
+//! on gives a valid Chrome trace-event document in which one message is
+//! followed from the sender's SDMA and SEND to the receiver's RECV and
+//! RDMA by one flow arrow; and tracing does not change the run.
+
+use std::path::Path;
+
+use nic_emu::scenario::{self, trace, SimOptions};
+use serde_json::Value;
+
+fn pingpong() -> scenario::Validated {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/pingpong-2node.toml");
+    scenario::load_file(&path).unwrap()
+}
+
+/// The report's JSON without its wall-clock time.
+fn results(r: &scenario::Report) -> Value {
+    let mut v: Value = serde_json::from_str(&r.to_json()).unwrap();
+    v["sim"].as_object_mut().unwrap().remove("wall_ms").expect("the report has sim.wall_ms");
+    v
+}
+
+fn f(e: &Value, k: &str) -> f64 {
+    e[k].as_f64().unwrap_or_else(|| panic!("{k} is not a number in {e}"))
+}
+
+#[test]
+fn pingpong_trace_follows_a_message_across_both_nics() {
+    let v = pingpong();
+    let (report, t) = scenario::run_traced(&v, &SimOptions::default(), &mut |_| {}).unwrap();
+    assert!(report.all_delivered_intact(), "{}", report.summary());
+    assert_eq!(t.lost_transitions(), 0, "the sim reads the rings after every pass");
+    let doc: Value = serde_json::from_str(&trace::chrome_json(&t)).unwrap();
+
+    // A valid trace-event document.
+    let ev = doc["traceEvents"].as_array().expect("a traceEvents array");
+    assert!(ev.len() > 1000, "{} events", ev.len());
+    for e in ev {
+        for k in ["ph", "ts", "pid", "tid"] {
+            assert!(e.get(k).is_some(), "an event without {k}: {e}");
+        }
+        assert!(e["ts"].is_number() && e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+        let ph = e["ph"].as_str().unwrap();
+        assert!(["X", "i", "M", "s", "t", "f"].contains(&ph), "{e}");
+        if ph == "X" {
+            assert!(f(e, "dur") >= 0.0, "{e}");
+        }
+    }
+    let named = |pid: u64, what: &str| -> Vec<&str> {
+        ev.iter()
+            .filter(|e| e["ph"] == "M" && e["pid"] == pid && e["name"] == what)
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(named(0, "process_name"), ["NIC 0"]);
+    assert_eq!(named(1, "process_name"), ["NIC 1"]);
+    assert_eq!(named(0, "thread_name")[..5], ["SDMA", "SEND", "RECV", "RDMA", "host program"]);
+
+    // Every data packet of the run (200 + 10 x 64 each way) is one arrow.
+    let flow_ids: std::collections::BTreeSet<u64> =
+        ev.iter().filter(|e| e["ph"] == "s").map(|e| e["id"].as_u64().unwrap()).collect();
+    assert_eq!(flow_ids.len(), 2 * (200 + 10 * 64));
+    assert_eq!(doc["otherData"]["packets_followed"], 1680);
+
+    // One message: node 0's first 4-byte ping (port 2 -> 1:2). Its arrow
+    // is the one whose receiver copies 4 bytes with seq 0.
+    let steps = |id: u64| -> Vec<(usize, &Value)> {
+        ev.iter().enumerate().filter(|(_, e)| e["cat"] == "packet" && e["id"] == id).collect()
+    };
+    // The slice a flow event is bound to: the one written right before it
+    // (the exporter's rule), which must also contain its time.
+    let slice_of = |i: usize, e: &Value| -> Value {
+        let mut j = i;
+        while ev[j - 1]["cat"] == "packet" {
+            j -= 1;
+        }
+        let s = &ev[j - 1];
+        assert_eq!(s["ph"], "X", "flow event {e} follows no slice");
+        assert_eq!((&s["pid"], &s["tid"]), (&e["pid"], &e["tid"]), "{e} is not on {s}'s track");
+        let (ts, at) = (f(s, "ts"), f(e, "ts"));
+        assert!(ts <= at && at <= ts + f(s, "dur"), "{e} outside {s}");
+        s.clone()
+    };
+    let chosen = flow_ids
+        .iter()
+        .copied()
+        .find(|&id| {
+            let st = steps(id);
+            st[0].1["name"] == "seq 0 0->1" && {
+                let (i, last) = st[st.len() - 1];
+                slice_of(i, last)["args"]["bytes_left"] == 4
+            }
+        })
+        .expect("an arrow for node 0's first 4-byte ping");
+    let st = steps(chosen);
+    let got: Vec<(&str, u64, u64)> = st
+        .iter()
+        .map(|(_, e)| {
+            (e["ph"].as_str().unwrap(), e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap())
+        })
+        .collect();
+    // s on node 0's SDMA (tid 1), t on its SEND (2), t on node 1's RECV
+    // (3), f on its RDMA (4), bound to the enclosing slice.
+    assert_eq!(got, [("s", 0, 1), ("t", 0, 2), ("t", 1, 3), ("f", 1, 4)]);
+    assert_eq!(st[3].1["bp"], "e");
+    let slices: Vec<Value> = st.iter().map(|&(i, e)| slice_of(i, e)).collect();
+    let names: Vec<&str> = slices.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["FillWait", "Data", "Accept", "Copying"]);
+    assert_eq!(slices[1]["args"]["seq"], 0);
+    assert_eq!(slices[2]["args"]["seq"], 0);
+    assert_eq!(slices[1]["args"]["cause"], "DataOut");
+    assert_eq!(slices[2]["args"]["cause"], "Accepted");
+    // In time order: the fill, the send, then (a wire later) the accept
+    // and the copy.
+    let ts: Vec<f64> = slices.iter().map(|s| f(s, "ts")).collect();
+    assert!(ts[0] <= ts[1] && ts[1] < ts[2] && ts[2] <= ts[3], "{ts:?}");
+    assert!(ts[2] - ts[1] >= 1.0, "the wire and the switch take over a microsecond: {ts:?}");
+
+    // The host programs: node 0 sent message 0 before its fill, node 1
+    // took the reception after the copy started.
+    let host = |pid: u64, name: &str, detail: &str| -> Vec<f64> {
+        ev.iter()
+            .filter(|e| e["pid"] == pid && e["tid"] == 5 && e["name"] == name)
+            .filter(|e| e["args"]["detail"] == detail)
+            .map(|e| f(e, "ts"))
+            .collect()
+    };
+    let sends = host(0, "send", "message 0, 4 B to 1:2");
+    assert_eq!(sends.len(), 1);
+    assert!(sends[0] <= ts[0], "send call at {} us, fill at {} us", sends[0], ts[0]);
+    let recvs = host(1, "event", "received 4 B from 0:2");
+    assert_eq!(recvs.len(), 200);
+    assert!(recvs[0] >= ts[3], "reception at {} us, copy at {} us", recvs[0], ts[3]);
+}
+
+#[test]
+fn tracing_does_not_change_the_run() {
+    let v = pingpong();
+    let plain = scenario::run(&v).unwrap();
+    let (traced, t) = scenario::run_traced(&v, &SimOptions::default(), &mut |_| {}).unwrap();
+    assert!(t.nodes.iter().all(|n| !n.nic.transitions.is_empty()));
+    assert_eq!(results(&plain), results(&traced));
+}
