@@ -156,7 +156,7 @@ fn the_document_has_a_process_per_nic_a_track_per_machine_and_the_arrows() {
     assert_eq!(data["args"]["cause"], "DataOut");
     let fill = x.iter().find(|e| e["name"] == "FillWait").unwrap();
     assert_eq!((fill["ts"].as_f64(), fill["dur"].as_f64()), (Some(10.0), Some(4.0)));
-    let wire = x.iter().filter(|e| e["name"] == "Wire").last().unwrap();
+    let wire = x.iter().rfind(|e| e["name"] == "Wire").unwrap();
     assert_eq!(wire["dur"], 3.0);
     // The flow: s on node 0's SDMA, t on its SEND, t on node 1's RECV, f
     // on its RDMA (bound to the enclosing slice), each right after its
