@@ -124,7 +124,7 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
         .map(|s| (load(s, reg(regs::TRACE_ENABLE)), load(s, reg(regs::DISPATCH_TRACE_ENABLE))))
         .collect();
     let start = Instant::now();
-    let mut traces: Vec<(NicTrace, Cursors, i64)> = srams
+    let mut traces: Vec<(NicTrace, Cursors)> = srams
         .iter()
         .map(|s| {
             let c = Cursors {
@@ -133,13 +133,24 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
             };
             s.store_u32(reg(regs::TRACE_ENABLE) as u64, 1);
             s.store_u32(reg(regs::DISPATCH_TRACE_ENABLE) as u64, 1);
-            // Where this NIC's tick 0 is on our clock (ns since `start`).
-            let ticks = s.load_u64(reg(regs::RTC) as u64).unwrap_or(0);
-            let now = start.elapsed().as_nanos() as i64;
-            let origin = now - (ticks as u128 * 1_000_000_000 / rtc_hz as u128) as i64;
-            (NicTrace::default(), c, origin)
+            (NicTrace::default(), c)
         })
         .collect();
+    // Each NIC's RTC runs from its first boot, on the device process's
+    // clock; where its tick 0 falls on ours is estimated from readings of
+    // its RTC register, taken at every poll. A register is only as fresh
+    // as the NIC's last firmware pass (an idle NIC's lags), so the
+    // earliest origin any reading gives is the best: while the NIC works,
+    // within microseconds.
+    let mut origin = vec![i64::MAX; srams.len()];
+    let sample = |origin: &mut [i64]| {
+        for (s, o) in srams.iter().zip(origin.iter_mut()) {
+            let ticks = s.load_u64(reg(regs::RTC) as u64).unwrap_or(0);
+            let now = start.elapsed().as_nanos() as i64;
+            *o = (*o).min(now - (ticks as u128 * 1_000_000_000 / rtc_hz as u128) as i64);
+        }
+    };
+    sample(&mut origin);
     eprintln!(
         "tracing {} NIC(s) of cluster `{}` ({}) for {} ms ...",
         nodes.len(),
@@ -150,7 +161,8 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
     let until = Duration::from_millis(a.for_ms);
     let mut last_note = start;
     while start.elapsed() < until {
-        for (s, (t, c, _)) in srams.iter().zip(traces.iter_mut()) {
+        sample(&mut origin);
+        for (s, (t, c)) in srams.iter().zip(traces.iter_mut()) {
             t.drain(c, &|off| load(s, off), &mut |off, b| {
                 if !s.read(off as u64, b) {
                     b.fill(0);
@@ -165,7 +177,8 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
         std::thread::sleep(POLL);
     }
     let end_ns = start.elapsed().as_nanos() as u64;
-    for (s, (t, c, _)) in srams.iter().zip(traces.iter_mut()) {
+    sample(&mut origin);
+    for (s, (t, c)) in srams.iter().zip(traces.iter_mut()) {
         t.drain(c, &|off| load(s, off), &mut |off, b| {
             if !s.read(off as u64, b) {
                 b.fill(0);
@@ -176,8 +189,9 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
         s.store_u32(reg(regs::TRACE_ENABLE) as u64, *tr);
         s.store_u32(reg(regs::DISPATCH_TRACE_ENABLE) as u64, *di);
     }
-    // Times on the trace's clock start at the first record seen.
-    let nics: Vec<(NicTrace, i64)> = traces.into_iter().map(|(t, _, o)| (t, o)).collect();
+    // Times on the trace's clock: ns since this command started.
+    let nics: Vec<(NicTrace, i64)> =
+        traces.into_iter().zip(origin).map(|((t, _), o)| (t, o)).collect();
     let mut t = ClusterTrace::collect(&m.backend.to_string(), rtc_hz, end_ns, nics, Vec::new());
     for (i, n) in t.nodes.iter_mut().enumerate() {
         n.node = nodes[i] as u16;
