@@ -96,10 +96,11 @@ enum Cmd {
         /// tools/wireshark/nic_emu.lua (docs/capture.md).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,
-        /// Record every NIC's state-machine transitions, the host programs'
-        /// calls and each data packet's path (sim only) into this Chrome
-        /// trace-event JSON file, for ui.perfetto.dev or chrome://tracing
-        /// (docs/trace.md). The run's results are the same as without it.
+        /// Record every NIC's state-machine transitions and the host
+        /// programs' calls into this Chrome trace-event JSON file, for
+        /// ui.perfetto.dev or chrome://tracing (docs/trace.md); on the sim
+        /// also each data packet's path as arrows between the NICs. On the
+        /// sim the run's results are the same as without it.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },

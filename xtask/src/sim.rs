@@ -72,12 +72,6 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         Backend::Qemu => Some(ClusterBackend::Qemu),
     };
     let sim_opts = scenario::SimOptions { pcap: a.pcap.clone() };
-    if let (Some(_), Some(b)) = (&a.trace, rt_backend) {
-        return refused(&format!(
-            "--trace: scenarios are traced on the sim only; for a {b} cluster start it with \
-             `cargo xtask run --backend {b}` and record it with `cargo xtask trace`"
-        ));
-    }
     // The trace file is opened before the run: a path that cannot be
     // written is refused at once.
     let trace_out = match &a.trace {
@@ -87,31 +81,18 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         },
         None => None,
     };
-    let report = match rt_backend {
-        None if trace_out.is_some() => {
-            let traced = if a.quiet {
-                scenario::run_traced(&sc, &sim_opts, &mut |_| {})
+    let traced = trace_out.is_some();
+    let run = match rt_backend {
+        None => {
+            let mut quiet = |_: &Progress| {};
+            let mut loud = progress_printer(label, false);
+            let progress: &mut dyn FnMut(&Progress) = if a.quiet { &mut quiet } else { &mut loud };
+            if traced {
+                scenario::run_traced(&sc, &sim_opts, progress).map(|(r, t)| (r, Some(t)))
             } else {
-                scenario::run_traced(&sc, &sim_opts, &mut progress_printer(label, false))
-            };
-            match (traced, trace_out) {
-                (Ok((r, t)), Some((p, f))) => match crate::trace::write(p, f, &t, a.quiet) {
-                    Ok(()) => Ok(r),
-                    Err(e) => Err(scenario::ScenarioError::new(e)),
-                },
-                (Ok((r, _)), None) => Ok(r),
-                (Err(e), out) => {
-                    // Nothing was traced: no empty file is left behind.
-                    if let Some((p, f)) = out {
-                        drop(f);
-                        let _ = std::fs::remove_file(p);
-                    }
-                    Err(e)
-                }
+                scenario::run_with_options(&sc, &sim_opts, progress).map(|r| (r, None))
             }
         }
-        None if a.quiet => scenario::run_with_options(&sc, &sim_opts, &mut |_| {}),
-        None => scenario::run_with_options(&sc, &sim_opts, &mut progress_printer(label, false)),
         Some(backend) => {
             // Refuse what real time cannot do before building anything.
             if let Err(e) = scenario::check_realtime(&sc, backend) {
@@ -145,16 +126,30 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
                     }
                 );
             }
-            if a.quiet {
-                scenario::run_realtime(&sc, &opts)
+            let mut quiet = |_: &Progress| {};
+            let mut loud = progress_printer(label, true);
+            let progress: &mut dyn FnMut(&Progress) = if a.quiet { &mut quiet } else { &mut loud };
+            if traced {
+                scenario::run_realtime_traced(&sc, &opts, progress).map(|(r, t)| (r, Some(t)))
             } else {
-                scenario::run_realtime_with_progress(&sc, &opts, &mut progress_printer(label, true))
+                scenario::run_realtime_with_progress(&sc, &opts, progress).map(|r| (r, None))
             }
         }
     };
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => return refused(&e),
+    let report = match (run, trace_out) {
+        (Ok((r, Some(t))), Some((p, f))) => {
+            crate::trace::write(p, f, &t, a.quiet)?;
+            r
+        }
+        (Ok((r, _)), _) => r,
+        (Err(e), out) => {
+            // Nothing was traced: no empty file is left behind.
+            if let Some((p, f)) = out {
+                drop(f);
+                let _ = std::fs::remove_file(p);
+            }
+            return refused(&e);
+        }
     };
     if let (Some(p), Some(n)) = (&a.pcap, report.captured) {
         if !a.quiet {

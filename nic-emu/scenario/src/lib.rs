@@ -36,7 +36,10 @@ pub use format::{
     AlgorithmChoice, FlowKind, FlowSpec, McastSpec, RatePlan, Scenario, ScenarioError, StreamKey,
     Validated,
 };
-pub use realtime::{check_realtime, run_realtime, run_realtime_with_progress, RtScenarioOptions};
+pub use realtime::{
+    check_realtime, run_realtime, run_realtime_traced, run_realtime_with_progress,
+    RtScenarioOptions,
+};
 pub use report::{FlowReport, Latency, McastReport, NicReport, Report, Samples, SimReport};
 pub use runner::{run, run_traced, run_with_options, run_with_progress, Progress, SimOptions};
 

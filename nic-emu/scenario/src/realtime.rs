@@ -40,6 +40,7 @@ use super::runner::{
     finish_pcap, flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
     nic_report_of, nic_reset_reports, outages, pcap_error, reset_schedule, Progress,
 };
+use super::trace::{ClusterTrace, LiveTracer};
 use nic_device::Faults;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
 
@@ -89,6 +90,9 @@ struct RtHost {
     dir: ClusterDir,
     node: u32,
     clock: TrafficClock,
+    /// With a trace: the tracer's clock starts here (host calls are put
+    /// on it, before the traffic starts too).
+    trace_origin: Option<Instant>,
 }
 
 /// Wall-clock ns since the traffic started.
@@ -108,6 +112,12 @@ impl NodeHost for RtHost {
     }
     fn now_ns(&self) -> u64 {
         since(&self.clock)
+    }
+    fn trace_ns(&self) -> u64 {
+        match self.trace_origin {
+            Some(t) => u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            None => self.now_ns(),
+        }
     }
     fn traffic_starts(&mut self) {
         if self.clock.get().is_none() {
@@ -160,6 +170,32 @@ pub fn run_realtime_with_progress(
     opts: &RtScenarioOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ScenarioError> {
+    run_rt(v, opts, false, progress).map(|(r, _)| r)
+}
+
+/// As [`run_realtime_with_progress`], with every NIC's transition and
+/// dispatch trace on, read every `TRACE_POLL` (`trace::LiveTracer`: what
+/// a ring overwrote before it was read is counted), and the host
+/// programs' calls logged. A real-time trace has no packet log, so no
+/// arrows between NICs (docs/trace.md).
+pub fn run_realtime_traced(
+    v: &Validated,
+    opts: &RtScenarioOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, ClusterTrace), ScenarioError> {
+    let (r, t) = run_rt(v, opts, true, progress)?;
+    Ok((r, t.unwrap_or_default()))
+}
+
+/// How often a traced real-time run reads the NICs' trace rings.
+const TRACE_POLL: Duration = Duration::from_millis(1);
+
+fn run_rt(
+    v: &Validated,
+    opts: &RtScenarioOptions,
+    trace: bool,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, Option<ClusterTrace>), ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let backend = opts.backend;
     check_realtime(v, backend)?;
@@ -202,6 +238,13 @@ pub fn run_realtime_with_progress(
     };
 
     let ledger = new_ledger(&v.flows, &the_plan);
+    let mut tracer = None;
+    if trace {
+        let nodes: Vec<u32> = (0..v.nodes as u32).collect();
+        tracer = Some(LiveTracer::start(cluster.dir(), &nodes).map_err(err)?);
+        ledger.borrow_mut().host_calls = Some(Vec::new());
+    }
+    let mut last_trace_poll = Instant::now();
     let total = messages_total(v);
     let origin = Instant::now();
     let clock = TrafficClock::default();
@@ -209,8 +252,12 @@ pub fn run_realtime_with_progress(
         .nodes
         .into_iter()
         .map(|np| {
-            let host =
-                RtHost { dir: cluster.dir().clone(), node: np.node as u32, clock: clock.clone() };
+            let host = RtHost {
+                dir: cluster.dir().clone(),
+                node: np.node as u32,
+                clock: clock.clone(),
+                trace_origin: tracer.as_ref().map(LiveTracer::started),
+            };
             NodeApp::new(host, np, ledger.clone(), None)
         })
         .collect();
@@ -247,6 +294,10 @@ pub fn run_realtime_with_progress(
             }
             cluster.set_link_outages(&outages).map_err(err)?;
             outages.clear();
+        }
+        if let Some(t) = tracer.as_mut().filter(|_| last_trace_poll.elapsed() >= TRACE_POLL) {
+            t.poll();
+            last_trace_poll = Instant::now();
         }
         if apps.iter().all(|a| a.done()) {
             break "done";
@@ -308,6 +359,10 @@ pub fn run_realtime_with_progress(
             (c.resets, c.down_drops)
         })
         .collect();
+    let traced = tracer.map(|t| {
+        let calls = ledger.borrow_mut().host_calls.take().unwrap_or_default();
+        t.finish(&backend.to_string(), calls)
+    });
     // Close the ports before the cluster goes away.
     drop(apps);
     let stop = cluster.stop();
@@ -331,7 +386,7 @@ pub fn run_realtime_with_progress(
     let flows = flow_reports(&l, layout.as_ref(), false, |_| None);
     let complete = stopped == "done" && l.all_accounted_for();
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
-    Ok(Report {
+    let report = Report {
         profile: profile_name,
         seed: v.seed,
         sim: SimReport {
@@ -352,7 +407,8 @@ pub fn run_realtime_with_progress(
         link_down: link_down_reports(v, &outage_drops),
         nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
         captured,
-    })
+    };
+    Ok((report, traced))
 }
 
 /// A fresh cluster directory under the memory temp directory

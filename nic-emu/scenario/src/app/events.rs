@@ -19,7 +19,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         for pi in 0..self.ports.len() {
             while let Some(ev) = self.ports[pi].port.poll() {
                 n += 1;
-                let now = self.host.now_ns();
+                let now = self.host.trace_ns();
                 self.log_call("event", self.ports[pi].num, now, || event_words(&ev));
                 self.on_event(pi, ev);
             }
@@ -137,7 +137,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     pub(super) fn repost(&mut self, pi: usize, pool: usize, idx: usize) {
-        let began = self.host.now_ns();
+        let began = self.host.trace_ns();
         let pc = &mut self.ports[pi];
         let q = &pc.pools[pool];
         match pc.port.provide_receive_buffer(&q.bufs[idx], q.class, q.priority, recv_tag(pool, idx))

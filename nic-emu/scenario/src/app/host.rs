@@ -22,6 +22,11 @@ pub trait NodeHost {
     /// Every port of the cluster is open: the traffic starts now (a
     /// real-time clock may start here; the sim's runs from the start).
     fn traffic_starts(&mut self) {}
+    /// The clock a trace puts this program's calls on (ns): the run's
+    /// clock unless the host keeps another for traces.
+    fn trace_ns(&self) -> u64 {
+        self.now_ns()
+    }
     /// Host CPU time this node has been busy so far (ns), where the
     /// backend keeps such a clock (the sim's charged work); None elsewhere.
     fn busy_ns(&self) -> Option<u64> {

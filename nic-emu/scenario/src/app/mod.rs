@@ -162,7 +162,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     /// With a trace: log a call this program made on port `port`, begun
-    /// at `start_ns` and done now (`detail` is only built when logged).
+    /// at `start_ns` (on `NodeHost::trace_ns`) and done now; an `event`
+    /// is an instant. `detail` is only built when logged.
     fn log_call(
         &self,
         what: &'static str,
@@ -172,10 +173,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) {
         let mut l = self.ledger.borrow_mut();
         if let Some(calls) = l.host_calls.as_mut() {
+            let end_ns = if what == "event" { start_ns } else { self.host.trace_ns() };
             calls.push(super::trace::HostCall {
                 node: self.node,
                 start_ns,
-                end_ns: self.host.now_ns(),
+                end_ns,
                 what,
                 port,
                 detail: detail(),

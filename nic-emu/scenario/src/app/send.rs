@@ -125,6 +125,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             pc.port.write(&buf, 0, &self.scratch[..n])?;
         }
         let now = self.host.now_ns();
+        let traced_at = self.host.trace_ns();
         pc.port.send(
             &buf,
             0,
@@ -136,7 +137,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             send_tag(ri, slot, msg),
         )?;
         let (port, peer) = (self.ports[r.port].num, (r.peer_node, r.peer_port));
-        self.log_call("send", port, now, || {
+        self.log_call("send", port, traced_at, || {
             format!("message {msg}, {len} B to {}:{}", peer.0, peer.1)
         });
         let r = &mut self.roles[ri];

@@ -49,7 +49,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             };
             let mut port = opened.map_err(|e| format!("opening port {}: {e}", pp.port))?;
             let mut pools = Vec::new();
-            let began = self.host.now_ns();
+            let began = self.host.trace_ns();
             for (pi, q) in pp.pools.iter().enumerate() {
                 let stride = align(q.buf_len);
                 let region = port

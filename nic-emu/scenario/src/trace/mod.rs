@@ -12,9 +12,11 @@
 //! RDMA (`export`).
 
 mod export;
+mod live;
 pub mod names;
 
 pub use export::{chrome_json, flows, Flow};
+pub use live::LiveTracer;
 pub use nic_sim::trace::{Cursors, NicTrace};
 
 use nic_abi::trace::{Cause, Machine};
