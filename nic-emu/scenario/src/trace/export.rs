@@ -183,8 +183,9 @@ fn flows_of(t: &ClusterTrace, slices: &[Vec<Slice>]) -> Vec<Flow> {
     out
 }
 
+/// Nanoseconds as the format's microseconds.
 fn us(ns: u64) -> f64 {
-    (ns as f64 / 1e3 * 1e3).round() / 1e3
+    ns as f64 / 1e3
 }
 
 /// The whole cluster's trace as a Chrome trace-event JSON document.
@@ -295,6 +296,7 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             ev.push(e);
         }
         for d in &n.nic.dispatches {
+            // The key's fields as `nic_abi::flows::flow_key` packs them.
             let (node, sport, dport, prio) =
                 (d.key >> 7, (d.key >> 4) & 7, (d.key >> 1) & 7, d.key & 1);
             ev.push(json!({"ph": "i", "s": "t", "name": "dispatch", "cat": "rate",

@@ -216,3 +216,17 @@ fn a_real_time_nics_clock_is_placed_by_its_origin() {
     assert!(ev.iter().all(|e| e["pid"] == 1));
     assert!(ev.iter().all(|e| e["cat"] != "packet"), "no sender, no arrow");
 }
+
+#[test]
+fn a_dispatch_names_its_flow() {
+    let mut t = two_nodes();
+    let key = nic_abi::flows::flow_key(2, 1, 3, nic_abi::Priority::High);
+    t.nodes[0].nic.dispatches.push(nic_abi::flows::DispatchRecord { rtc: 12, key, bytes: 4096 });
+    let ev = events(&t);
+    let d: Vec<&Value> = ev.iter().filter(|e| e["name"] == "dispatch").collect();
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0]["pid"].as_u64(), d[0]["tid"].as_u64()), (Some(0), Some(6)));
+    assert_eq!(d[0]["ts"], 12.0);
+    assert_eq!(d[0]["args"]["flow"], "port 2 -> 1:3 high");
+    assert_eq!(d[0]["args"]["bytes"], 4096);
+}
