@@ -191,3 +191,54 @@ at_us = 2000
     let ev = doc["traceEvents"].as_array().unwrap();
     assert!(ev.iter().filter(|e| e["ph"] == "X").all(|e| f(e, "dur") >= 0.0));
 }
+
+/// The same scenario on a live cluster, traced while it runs: both NICs'
+/// records are read (none lost: the rings are read every millisecond),
+/// and the host programs' calls are on the NICs' clock: by the time the
+/// host program takes its k-th reception, its NIC has accepted at least k
+/// data packets.
+#[test]
+fn a_live_run_is_traced_with_its_host_calls_on_the_nics_clock() {
+    let v = pingpong();
+    let opts = cluster_tests::rt_options(
+        host_driver::cluster::ClusterBackend::Live,
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    let (report, t) = scenario::run_realtime_traced(&v, &opts, &mut |_| {}).unwrap();
+    assert!(report.all_delivered_intact(), "{}", report.summary());
+    assert_eq!(t.backend, "live");
+    assert_eq!(t.nodes.len(), 2);
+    assert_eq!(t.lost_transitions(), 0);
+    let doc: Value = serde_json::from_str(&trace::chrome_json(&t)).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    assert_eq!(doc["otherData"]["packets_followed"], 0, "no packet log in real time");
+    for node in 0..2u64 {
+        let on = |e: &&Value| e["pid"] == node;
+        let mut accepts: Vec<f64> = ev
+            .iter()
+            .filter(on)
+            .filter(|e| e["ph"] == "X" && e["tid"] == 3 && e["name"] == "Accept")
+            .map(|e| f(e, "ts"))
+            .collect();
+        accepts.sort_by(f64::total_cmp);
+        let mut receptions: Vec<f64> = ev
+            .iter()
+            .filter(on)
+            .filter(|e| e["tid"] == 5 && e["name"] == "event")
+            .filter(|e| e["args"]["detail"].as_str().unwrap().starts_with("received"))
+            .map(|e| f(e, "ts"))
+            .collect();
+        receptions.sort_by(f64::total_cmp);
+        assert_eq!(receptions.len(), 210, "node {node}: 200 small and 10 large messages");
+        let sends = ev.iter().filter(on).filter(|e| e["tid"] == 5 && e["name"] == "send").count();
+        assert_eq!(sends, 210, "node {node}");
+        for (k, r) in receptions.iter().enumerate() {
+            let before = accepts.partition_point(|a| a <= r);
+            assert!(
+                before > k,
+                "node {node}: reception {k} at {r} us, only {before} packets accepted by then"
+            );
+        }
+    }
+}
