@@ -112,8 +112,8 @@ enum Cmd {
     /// was read), puts the trace registers back as they were, and writes
     /// one process per NIC with a track per state machine (SDMA, SEND,
     /// RECV, RDMA). Open the file in ui.perfetto.dev ("Open trace file")
-    /// or chrome://tracing; docs/trace.md explains what you see. For a
-    /// scenario on the simulator use `cargo xtask sim FILE --trace OUT`.
+    /// or chrome://tracing; docs/trace.md explains what you see. To trace
+    /// a scenario (sim, live or qemu) use `cargo xtask sim FILE --trace OUT`.
     Trace(trace::TraceArgs),
     /// Latency and bandwidth curves against the calibration targets, and
     /// the simulator's speed.

@@ -1,6 +1,9 @@
 //! A cluster's trace as one Chrome trace-event JSON document (the JSON
-//! object format: `{"traceEvents": [...], "displayTimeUnit": "ns",
-//! "otherData": {...}}`), which ui.perfetto.dev and chrome://tracing open.
+//! object format: `{"traceEvents": [...], "otherData": {...}}`), which
+//! ui.perfetto.dev and chrome://tracing open. `ts` and `dur` are
+//! microseconds, the format's unit; `displayTimeUnit` is left out (it
+//! only changes how times are shown, and a reader that took it for the
+//! unit of `ts` would misplace everything).
 //!
 //! - Process `pid` = node number, named `NIC n`; threads (`tid`) 1 to 4
 //!   are its machines SDMA, SEND, RECV, RDMA, thread 5 the node's host
@@ -318,7 +321,6 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
         .collect();
     let doc = json!({
         "traceEvents": ev,
-        "displayTimeUnit": "ns",
         "otherData": {
             "backend": t.backend,
             "rtc_hz": t.rtc_hz,
