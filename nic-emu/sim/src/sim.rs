@@ -788,11 +788,10 @@ impl SimCluster {
         let sram = &mem.sram[..];
         t.drain(c, &|off| sram.load_u32(off), &mut |off, b| sram.read(off, b));
         let rtc = self.rtc;
-        let new = t.transitions.len() - t.transition_ns.len();
-        let first = t.transitions.len() - new;
         let at = |r: &nic_abi::trace::TraceRecord| pass_ns.unwrap_or_else(|| rtc.ns_at_tick(r.rtc));
-        let times: Vec<u64> = t.transitions[first..].iter().map(at).collect();
-        t.transition_ns.extend(times);
+        let NicTrace { transitions, transition_ns, .. } = t;
+        let first = transition_ns.len();
+        transition_ns.extend(transitions[first..].iter().map(at));
     }
 
     /// Node `node`'s counters.
