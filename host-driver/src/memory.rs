@@ -255,6 +255,28 @@ impl<B: NicBackend> Port<B> {
         Ok(buf)
     }
 
+    /// Allocate `data.len()` bytes of registered DMA memory holding a copy
+    /// of `data`: a message ready to send.
+    ///
+    /// ```no_run
+    /// # use host_driver::{Dest, Port, SendOpts};
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let mut port = Port::attach("nic", 0, 1)?;
+    /// let msg = port.alloc_from(b"ping")?;
+    /// assert_eq!(msg.len, 4);
+    /// port.send_to(&msg, Dest { node: 1, port: 1 }, SendOpts::default())?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn alloc_from(&mut self, data: &[u8]) -> Result<DmaBuf, DriverError> {
+        let buf = self.alloc(data.len() as u64)?;
+        if let Err(e) = self.write(&buf, 0, data) {
+            let _ = self.free(buf);
+            return Err(e);
+        }
+        Ok(buf)
+    }
+
     /// Allocate without registering (register later, or show the NIC
     /// refusing memory it cannot translate).
     pub fn alloc_unregistered(&mut self, len: u64) -> Result<DmaBuf, DriverError> {
