@@ -439,6 +439,24 @@ impl<B: NicBackend> Port<B> {
 
     /// Write all of `buf` into the remote port's registered memory at
     /// `to` (see [`PutOpts`]). Takes a send token.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{Dest, GetOpts, Port, PutOpts};
+    ///
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let mut port = Port::attach("nic", 0, 2)?;
+    /// // Node 1's port 2 registered a buffer and told us its address.
+    /// let there = Dest { node: 1, port: 2 }.at(0x1000_0200_0000_1000);
+    /// let data = port.alloc_from(&[42u8; 512])?;
+    /// port.put_to(&data, there, PutOpts::default())?;
+    /// let back = port.alloc(512)?;
+    /// port.get_from(&back, there, GetOpts { tag: 9, ..GetOpts::default() })?;
+    /// let done = port.recv_timeout(Duration::from_secs(5))?; // Event::GetDone, tag 9
+    /// # drop(done);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put_to(
         &mut self,
         buf: &DmaBuf,
