@@ -84,6 +84,11 @@ pub enum DriverError {
     /// `Port::read_message` was given an event that is not a received
     /// message (the event).
     NotAMessage(Event),
+    /// `Port::attach` could not open port `port` of node `node` of the
+    /// cluster at `path`: `cause` says why (`root_cause` reaches it).
+    /// Errors about the cluster directory itself come as `Cluster`, which
+    /// names it already.
+    Attach { path: PathBuf, node: u16, port: u8, cause: Box<DriverError> },
     /// A flow (rate control) names something out of range (what).
     BadFlow(&'static str),
     /// Every entry of the NIC's flow table is in use.
@@ -226,6 +231,11 @@ impl fmt::Display for DriverError {
                 class_max_len(MAX_SIZE_CLASS)
             ),
             NotAMessage(e) => write!(f, "expected a received message, got {e:?}"),
+            Attach { path, node, port, cause } => write!(
+                f,
+                "cannot open port {port} of node {node} of the cluster at {}: {cause}",
+                path.display()
+            ),
             MessageTooLong { len } => write!(
                 f,
                 "a message of {len} bytes is longer than the largest size class holds ({} bytes)",
@@ -256,6 +266,14 @@ fn cluster_message(f: &mut fmt::Formatter<'_>, path: &Path, fault: &ClusterFault
 }
 
 impl DriverError {
+    /// The error under any `Attach` context: what to match on.
+    pub fn root_cause(&self) -> &DriverError {
+        match self {
+            DriverError::Attach { cause, .. } => cause.root_cause(),
+            e => e,
+        }
+    }
+
     /// The `Cluster` error for `fault` at the cluster directory `path`.
     pub fn cluster(path: &Path, fault: ClusterFault) -> DriverError {
         DriverError::Cluster { path: path.to_path_buf(), fault }

@@ -310,9 +310,10 @@ impl Port<LiveBackend> {
     /// the path) `cluster`, in one call: attach to it (`LiveBackend`),
     /// open the NIC (waiting up to `ATTACH_WAIT` for its firmware to
     /// boot), open the port and wait until the NIC serves it. Fails with
-    /// `PortBusy` if another process (or another `Port` here) holds it,
-    /// and with `Cluster { path, .. }` naming the directory when there is
-    /// no cluster there.
+    /// `Cluster { path, .. }` naming the directory when there is no
+    /// cluster there (or no such node), and otherwise with `Attach`
+    /// naming the cluster, node and port, around the cause (`PortBusy` if
+    /// another process, or another `Port` here, holds the port).
     ///
     /// ```no_run
     /// use host_driver::Port;
@@ -336,11 +337,22 @@ impl Port<LiveBackend> {
         opts: PortOptions,
     ) -> Result<Port<LiveBackend>, DriverError> {
         let dir = open_dir(cluster)?;
-        let be = LiveBackend::attach_with(&dir, node, port, attach)?;
-        let nic = Nic::open_timeout(be, ATTACH_WAIT)?;
-        let mut p = nic.open_port(port, opts)?;
-        p.wait_served(ATTACH_WAIT)?;
-        Ok(p)
+        let open = || {
+            let be = LiveBackend::attach_with(&dir, node, port, attach)?;
+            let nic = Nic::open_timeout(be, ATTACH_WAIT)?;
+            let mut p = nic.open_port(port, opts)?;
+            p.wait_served(ATTACH_WAIT)?;
+            Ok(p)
+        };
+        open().map_err(|e| match e {
+            e @ DriverError::Cluster { .. } => e,
+            cause => DriverError::Attach {
+                path: dir.path().to_path_buf(),
+                node,
+                port,
+                cause: Box::new(cause),
+            },
+        })
     }
 }
 

@@ -16,8 +16,8 @@ use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
 use host_driver::{
-    AttachOptions, ClusterFault, DriverError, Event, LiveBackend, Nic, NicBackend, PortOptions,
-    Priority, SendStatus,
+    AttachOptions, ClusterFault, Dest, DriverError, Event, LiveBackend, Nic, NicBackend, Port,
+    PortOptions, Priority, SendStatus,
 };
 use host_programs::bench::StreamRole;
 use host_programs::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
@@ -86,6 +86,43 @@ fn attach_says_what_is_wrong_with_the_request() {
     assert!(e.to_string().contains("not running"), "{e}");
     let opts = AttachOptions { require_device: false, ..AttachOptions::default() };
     LiveBackend::attach_with(&dir, 0, 0, &opts).unwrap();
+}
+
+#[test]
+fn port_attach_opens_a_served_port_once_and_its_errors_name_cluster_node_and_port() {
+    let c = cluster("port-attach", 2, Regs::default());
+    let path = path_str(&c);
+    let p = Port::attach(&path, 1, 4).unwrap();
+    assert!(p.nic_serving());
+    assert_eq!(p.address(), Dest::new(1, 4));
+    let e = Port::attach(&path, 1, 4).err().unwrap();
+    assert_eq!(e.root_cause(), &DriverError::PortBusy(4));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot open port 4 of node 1 of the cluster at {path}: port 4 is already open \
+             (held by another process or handle)"
+        )
+    );
+    assert_eq!(
+        Port::attach(&path, 1, 9).err().unwrap(),
+        DriverError::Attach {
+            path: c.path().to_path_buf(),
+            node: 1,
+            port: 9,
+            cause: Box::new(DriverError::BadPort(9))
+        }
+    );
+    // The cluster's own errors name its directory, not wrapped again.
+    assert_eq!(
+        Port::attach(&path, 5, 0).err().unwrap(),
+        DriverError::Cluster {
+            path: c.path().to_path_buf(),
+            fault: ClusterFault::NoSuchNode { node: 5, nodes: 2 }
+        }
+    );
+    drop(p);
+    Port::attach(&path, 1, 4).unwrap();
 }
 
 /// The child half of the cross-process tests: attach, open the port, say
