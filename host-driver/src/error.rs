@@ -81,6 +81,9 @@ pub enum DriverError {
     /// A message longer than the largest size class holds
     /// (2^`MAX_SIZE_CLASS` bytes).
     MessageTooLong { len: u64 },
+    /// The NIC did not start serving the port within the time
+    /// `Port::wait_served` was given.
+    PortNotServed(u8),
     /// `Port::read_message` was given an event that is not a received
     /// message (the event).
     NotAMessage(Event),
@@ -231,6 +234,11 @@ impl fmt::Display for DriverError {
                 class_max_len(MAX_SIZE_CLASS)
             ),
             NotAMessage(e) => write!(f, "expected a received message, got {e:?}"),
+            PortNotServed(p) => write!(
+                f,
+                "the NIC did not start serving port {p} in time (its firmware is stuck or \
+                 far behind)"
+            ),
             Attach { path, node, port, cause } => write!(
                 f,
                 "cannot open port {port} of node {node} of the cluster at {}: {cause}",

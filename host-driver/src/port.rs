@@ -535,14 +535,16 @@ impl<B: NicBackend> Port<B> {
         let base = crate::memory::vaddr_of(self.num, 0);
         let bus = buffer.checked_sub(base).ok_or(DriverError::NotRegistered)?;
         let at = DmaBuf { vaddr: buffer, bus, len: len as u64 };
+        // The range is this port's memory before anything is allocated.
+        self.read(&at, 0, &mut [])?;
         let mut out = vec![0u8; len as usize];
         self.read(&at, 0, &mut out)?;
         Ok(out)
     }
 
     /// Wait until the NIC serves this port (its firmware has seen the open
-    /// and answered with PortOpened, which stays in the queue): `Timeout`
-    /// if it did not within `timeout`. A message sent to a port the NIC
+    /// and answered with PortOpened, which stays in the queue):
+    /// `PortNotServed` if it did not within `timeout`. A message sent to a port the NIC
     /// does not serve yet fails (`SendStatus::TargetPortClosed`), so a
     /// receiver waits for this before telling its senders to go.
     /// `Port::attach` does it.
@@ -557,7 +559,7 @@ impl<B: NicBackend> Port<B> {
             }
             self.check_alive()?;
             if self.be.now_ns().saturating_sub(start) >= limit {
-                return Err(DriverError::Timeout);
+                return Err(DriverError::PortNotServed(self.num));
             }
             if !self.be.idle_wait() {
                 return Err(DriverError::WouldBlock);

@@ -198,3 +198,18 @@ fn a_port_knows_its_address() {
     assert_eq!(rx.address(), Dest { node: 2, port: 1 });
     assert_eq!(tx.address(), Dest::new(2, 0));
 }
+
+#[test]
+fn wait_served_says_when_the_nic_serves_the_port() {
+    let mut rig = Rig::new(Config::default());
+    let nic = rig.nic();
+    let mut p = nic.open_port(3, PortOptions::default()).unwrap();
+    // The NIC has not run since the open: not served yet.
+    assert_eq!(p.wait_served(std::time::Duration::ZERO), Err(DriverError::PortNotServed(3)));
+    assert_eq!(p.wait_served(std::time::Duration::from_secs(1)), Err(DriverError::WouldBlock));
+    rig.step();
+    assert_eq!(p.wait_served(std::time::Duration::ZERO), Ok(()));
+    // PortOpened stays in the queue: poll returns it, recv would skip it.
+    assert!(matches!(p.poll(), Some(Event::PortOpened { .. })));
+    assert_eq!(p.poll(), None);
+}
