@@ -7,10 +7,17 @@
 //! alone knows: tokens, ring space, its own buffers, its own options.
 
 use core::fmt;
+use std::path::{Path, PathBuf};
+
+use nic_abi::{class_max_len, size_class_for, MAX_SIZE_CLASS};
 
 use crate::cluster::{ClusterError, NodeFile};
+use crate::Event;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Everything a driver call can refuse. `Display` says what went wrong and,
+/// where there is one, what to do about it; the cluster errors carry the
+/// cluster directory they concern.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DriverError {
     /// `MAGIC` does not hold "NICE": not one of our NICs, or not mapped.
     BadMagic { found: u32 },
@@ -59,9 +66,32 @@ pub enum DriverError {
     /// The backend serves one port (`NicBackend::port_hint`, e.g. a live
     /// backend attached to port `attached`) and `port` was asked for.
     PortNotAttached { port: u8, attached: u8 },
-    /// A real-time backend could not use the cluster directory (attach).
-    /// `cluster::ClusterDir::open` gives the same failures with paths.
-    Cluster(ClusterFault),
+    /// A real-time backend could not use the cluster directory at `path`
+    /// (attach, or a request on its control socket later).
+    Cluster { path: PathBuf, fault: ClusterFault },
+    /// A send's size class (given in `SendOpts::size_class`) is too small
+    /// for its `len` bytes: a class holds messages of up to 2^class bytes.
+    ClassTooSmall { class: u8, len: u64 },
+    /// A receive buffer of `len` bytes is too small for size class
+    /// `class` (given in `RecvOpts::size_class`): it must hold 2^class
+    /// bytes.
+    BufferTooSmall { class: u8, len: u64 },
+    /// A size class above `nic_abi::MAX_SIZE_CLASS`.
+    ClassTooLarge { class: u8 },
+    /// A message longer than the largest size class holds
+    /// (2^`MAX_SIZE_CLASS` bytes).
+    MessageTooLong { len: u64 },
+    /// The NIC did not start serving the port within the time
+    /// `Port::wait_served` was given.
+    PortNotServed(u8),
+    /// `Port::read_message` was given an event that is not a received
+    /// message (the event).
+    NotAMessage(Event),
+    /// `Port::attach` could not open port `port` of node `node` of the
+    /// cluster at `path`: `cause` says why (`root_cause` reaches it).
+    /// Errors about the cluster directory itself come as `Cluster`, which
+    /// names it already.
+    Attach { path: PathBuf, node: u16, port: u8, cause: Box<DriverError> },
     /// A flow (rate control) names something out of range (what).
     BadFlow(&'static str),
     /// Every entry of the NIC's flow table is in use.
@@ -79,7 +109,7 @@ pub enum ClusterFault {
     /// `cluster.toml` does not parse or holds a value out of its domain.
     BadManifest,
     /// The cluster has no node `node` (it has `0..nodes`).
-    NoSuchNode { node: u32, nodes: u32 },
+    NoSuchNode { node: u16, nodes: u32 },
     /// A node file is missing, cannot be opened or mapped (`io`), or is
     /// not the size `cluster.toml` says (`io` None).
     BadFile { file: NodeFile, io: Option<std::io::ErrorKind> },
@@ -99,9 +129,10 @@ impl From<&ClusterError> for ClusterFault {
             ClusterError::NotFound { .. } => ClusterFault::NotFound,
             ClusterError::Exists { .. } => ClusterFault::Io(std::io::ErrorKind::AlreadyExists),
             ClusterError::BadManifest { .. } => ClusterFault::BadManifest,
-            ClusterError::NoSuchNode { node, nodes } => {
-                ClusterFault::NoSuchNode { node: *node, nodes: *nodes }
-            }
+            ClusterError::NoSuchNode { node, nodes } => ClusterFault::NoSuchNode {
+                node: u16::try_from(*node).unwrap_or(u16::MAX),
+                nodes: *nodes,
+            },
             ClusterError::BadFile { file, .. } => ClusterFault::BadFile { file: *file, io: None },
             ClusterError::Io { err, .. } => ClusterFault::Io(err.kind()),
         }
@@ -111,9 +142,7 @@ impl From<&ClusterError> for ClusterFault {
 impl fmt::Display for ClusterFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClusterFault::NotFound => {
-                f.write_str("no cluster there (no cluster.toml; is it running?)")
-            }
+            ClusterFault::NotFound => f.write_str("not found: no cluster.toml there"),
             ClusterFault::BadManifest => f.write_str("cluster.toml is unreadable or invalid"),
             ClusterFault::NoSuchNode { node, nodes } => {
                 write!(
@@ -184,7 +213,42 @@ impl fmt::Display for DriverError {
                 f,
                 "port {port} asked for, but this backend is attached to port {attached} only"
             ),
-            Cluster(c) => write!(f, "cluster: {c}"),
+            Cluster { path, fault } => cluster_message(f, path, fault),
+            ClassTooSmall { class, len } => write!(
+                f,
+                "size class {class} holds messages of at most {} bytes, this one has {len} \
+                 (its class is {}: leave SendOpts::size_class None to derive it)",
+                class_max_len(*class),
+                size_class_for(*len)
+            ),
+            BufferTooSmall { class, len } => write!(
+                f,
+                "a receive buffer of size class {class} must hold {} bytes, this one has {len} \
+                 (leave RecvOpts::size_class None to take the largest class it holds)",
+                class_max_len(*class)
+            ),
+            ClassTooLarge { class } => write!(
+                f,
+                "size class {class} does not exist (classes are 0 to {MAX_SIZE_CLASS}, \
+                 messages of up to {} bytes)",
+                class_max_len(MAX_SIZE_CLASS)
+            ),
+            NotAMessage(e) => write!(f, "expected a received message, got {e:?}"),
+            PortNotServed(p) => write!(
+                f,
+                "the NIC did not start serving port {p} in time (its firmware is stuck or \
+                 far behind)"
+            ),
+            Attach { path, node, port, cause } => write!(
+                f,
+                "cannot open port {port} of node {node} of the cluster at {}: {cause}",
+                path.display()
+            ),
+            MessageTooLong { len } => write!(
+                f,
+                "a message of {len} bytes is longer than the largest size class holds ({} bytes)",
+                class_max_len(MAX_SIZE_CLASS)
+            ),
             BadFlow(what) => write!(f, "bad flow: {what}"),
             FlowTableFull => f.write_str("the NIC's flow table is full"),
             BadGroup(why) => write!(f, "bad multicast group: {why}"),
@@ -192,4 +256,88 @@ impl fmt::Display for DriverError {
     }
 }
 
+/// "cluster directory PATH: what is wrong", and for a cluster that is not
+/// there, how to start one of that name.
+fn cluster_message(f: &mut fmt::Formatter<'_>, path: &Path, fault: &ClusterFault) -> fmt::Result {
+    write!(f, "cluster directory {}: {fault}", path.display())?;
+    match fault {
+        ClusterFault::NotFound | ClusterFault::DeviceGone { .. } => {
+            let name = path.file_name().map_or("NAME".into(), |n| n.to_string_lossy());
+            write!(
+                f,
+                " (is the cluster running? Start one with `cargo xtask run --name {name}` or \
+                 `nic-cluster run --name {name} --nodes 2`)"
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+impl DriverError {
+    /// The error under any `Attach` context: what to match on.
+    pub fn root_cause(&self) -> &DriverError {
+        match self {
+            DriverError::Attach { cause, .. } => cause.root_cause(),
+            e => e,
+        }
+    }
+
+    /// The `Cluster` error for `fault` at the cluster directory `path`.
+    pub fn cluster(path: &Path, fault: ClusterFault) -> DriverError {
+        DriverError::Cluster { path: path.to_path_buf(), fault }
+    }
+
+    /// A `cluster::ClusterError` met at the cluster directory `path`,
+    /// keeping the path (the directory the error names if it names one).
+    pub fn from_cluster_error(path: &Path, e: &ClusterError) -> DriverError {
+        let path = match e {
+            ClusterError::NotFound { path } | ClusterError::Exists { path, .. } => path,
+            _ => path,
+        };
+        DriverError::cluster(path, e.into())
+    }
+}
+
 impl std::error::Error for DriverError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_error_names_its_directory_and_how_to_start_one() {
+        let e = DriverError::cluster(Path::new("/tmp/x/c7"), ClusterFault::NotFound);
+        assert_eq!(
+            e.to_string(),
+            "cluster directory /tmp/x/c7: not found: no cluster.toml there (is the cluster \
+             running? Start one with `cargo xtask run --name c7` or `nic-cluster run --name c7 \
+             --nodes 2`)"
+        );
+        let e = DriverError::cluster(
+            Path::new("/tmp/x/c7"),
+            ClusterFault::NoSuchNode { node: 4, nodes: 2 },
+        );
+        assert_eq!(
+            e.to_string(),
+            "cluster directory /tmp/x/c7: node 4 does not exist (the cluster has nodes 0 to 1)"
+        );
+    }
+
+    #[test]
+    fn a_cluster_error_from_the_directory_keeps_the_path_it_names() {
+        let asked = Path::new("/asked");
+        let missing = ClusterError::NotFound { path: "/dev/shm/nic-clusters/c9".into() };
+        assert_eq!(
+            DriverError::from_cluster_error(asked, &missing),
+            DriverError::Cluster {
+                path: "/dev/shm/nic-clusters/c9".into(),
+                fault: ClusterFault::NotFound
+            }
+        );
+        let bad = ClusterError::BadManifest { path: "/asked/cluster.toml".into(), why: "x".into() };
+        assert_eq!(
+            DriverError::from_cluster_error(asked, &bad),
+            DriverError::Cluster { path: asked.into(), fault: ClusterFault::BadManifest }
+        );
+    }
+}

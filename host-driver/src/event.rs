@@ -29,7 +29,30 @@ impl Inline {
 }
 
 /// What the NIC told a port. Every variant carries `rtc`, the NIC clock
-/// when the firmware composed the event.
+/// when the firmware composed the event. `Port::recv` returns the ones a
+/// program acts on; `Port::poll` every one.
+///
+/// ```no_run
+/// use host_driver::{Event, Port, RecvOpts, SendStatus};
+///
+/// # fn main() -> Result<(), host_driver::DriverError> {
+/// let mut port = Port::attach("nic", 1, 0)?;
+/// let inbox = port.alloc(4096)?;
+/// port.provide(&inbox, RecvOpts::default())?;
+/// match port.recv()? {
+///     e @ Event::Received { node, port: from, .. } => {
+///         let bytes = port.read_message(&e)?;
+///         println!("{} bytes from node {node} port {from}", bytes.len());
+///     }
+///     Event::Sent { tag, status, .. } if status != SendStatus::Ok => {
+///         eprintln!("send {tag} failed: {status:?}");
+///     }
+///     Event::Error { cause, tag, .. } => eprintln!("the NIC refused {tag}: {cause:?}"),
+///     other => println!("{other:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// A message landed in a receive buffer provided with

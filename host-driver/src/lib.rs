@@ -2,12 +2,37 @@
 //! emulated NIC, one API whatever the backend (sim, live, qemu). Generic
 //! over [`NicBackend`], the seam to the backing.
 //!
+//! A program on a running live or qemu cluster (`cargo xtask run` serves
+//! one named `nic`) opens a [`Port`] with [`Port::attach`] and uses the
+//! everyday calls; `examples/hello.rs` is a whole program:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use host_driver::{Dest, Port, RecvOpts, SendOpts};
+//!
+//! # fn main() -> Result<(), host_driver::DriverError> {
+//! let mut rx = Port::attach("nic", 1, 0)?; // node 1, port 0
+//! let mut tx = Port::attach("nic", 0, 0)?;
+//! let inbox = rx.alloc(64)?;
+//! rx.provide(&inbox, RecvOpts::default())?; // messages of 33 to 64 bytes (size class 6)
+//! let msg = tx.alloc_from(b"forty bytes of greeting, give or take...")?;
+//! tx.send_to(&msg, Dest { node: 1, port: 0 }, SendOpts::default())?;
+//! let got = rx.recv_timeout(Duration::from_secs(5))?;
+//! assert_eq!(rx.read_message(&got)?, b"forty bytes of greeting, give or take...");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Underneath, the layers (any backend):
+//!
 //! ```text
 //! Nic::open(backend)            identity, firmware status, configuration
 //!   nic.open_port(p, opts)      -> Port: event queue, page table, handshake
 //!     port.alloc(len)           -> DmaBuf: DMA memory, registered
+//!     port.send_to / provide / put_to / get_from   (Dest, *Opts)
+//!     port.recv / recv_timeout / try_recv   -> the program's Events
 //!     port.send / provide_receive_buffer / put / get / resume / set_alarm
-//!     port.poll / poll_batch / wait   -> Event
+//!     port.poll / poll_batch / wait   -> every Event
 //!     port.close()              (or drop)
 //! ```
 //!
@@ -19,7 +44,8 @@
 //! with an error event.
 //!
 //! Files: `nic.rs` (opening a NIC), `port.rs` (handshake, descriptors,
-//! events), `memory.rs` (DMA buffers, page table), `event.rs` (typed
+//! events), `opts.rs` (destinations, options, size classes),
+//! `memory.rs` (DMA buffers, page table), `event.rs` (typed
 //! events), `error.rs`, `backend.rs` (the seam). Rate control:
 //! `flows.rs` (the NIC's flow table and dispatch trace: `Nic::set_flow_idt`,
 //! `Nic::flow`, `Nic::dispatch_trace_since`; the bandwidth resource
@@ -43,6 +69,7 @@ pub mod live;
 mod memory;
 pub mod multicast;
 mod nic;
+mod opts;
 mod port;
 
 pub use backend::{HostOp, NicBackend, Pio};
@@ -52,11 +79,12 @@ pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
 pub use error::{ClusterFault, DriverError};
 pub use event::{Event, Inline};
 pub use flows::{FlowInfo, FlowKey, TraceRead};
-pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend};
+pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend, ATTACH_WAIT};
 pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use multicast::{Algorithm, Group, Multicast, RelayPlan, Relayed, Scheme};
 pub use nic::{Nic, NicInfo, MAX_TOKENS};
+pub use opts::{Dest, GetOpts, PutOpts, RecvOpts, RemoteAddr, SendOpts};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};
 
 /// The ABI crate, for layouts a program or test wants to look at.

@@ -51,7 +51,7 @@ use crate::cluster::{ClusterDir, NodeFile};
 use crate::control::{self, Reply, Request, SramWrite};
 use crate::error::ClusterFault;
 use crate::mapped::MappedFile;
-use crate::DriverError;
+use crate::{DriverError, Nic, Port, PortOptions};
 
 // ---------------------------------------------------------------------
 // First-fit allocator over one port's slice of host memory.
@@ -225,7 +225,7 @@ struct Inner {
     cluster: PathBuf,
     /// The device process serving the cluster.
     device_pid: u32,
-    node: u32,
+    node: u16,
     port: u8,
     /// Port's slice of host memory: [slice_start, slice_end).
     slice_start: u64,
@@ -296,8 +296,71 @@ impl std::fmt::Debug for LiveBackend {
     }
 }
 
-fn fault(file: NodeFile, e: &io::Error) -> DriverError {
-    DriverError::Cluster(ClusterFault::BadFile { file, io: Some(e.kind()) })
+/// A node file of the cluster at `path` that could not be used.
+fn fault(path: &Path, file: NodeFile, e: &io::Error) -> DriverError {
+    DriverError::cluster(path, ClusterFault::BadFile { file, io: Some(e.kind()) })
+}
+
+/// How long `Port::attach` waits for a NIC whose firmware is still booting,
+/// and then for the NIC to serve the port.
+pub const ATTACH_WAIT: Duration = Duration::from_secs(10);
+
+impl Port<LiveBackend> {
+    /// Open port `port` of node `node` of the running cluster named (or at
+    /// the path) `cluster`, in one call: attach to it (`LiveBackend`),
+    /// open the NIC (waiting up to `ATTACH_WAIT` for its firmware to
+    /// boot), open the port and wait until the NIC serves it. Fails with
+    /// `Cluster { path, .. }` naming the directory when there is no
+    /// cluster there (or no such node), and otherwise with `Attach`
+    /// naming the cluster, node and port, around the cause (`PortBusy` if
+    /// another process, or another `Port` here, holds the port).
+    ///
+    /// ```no_run
+    /// use host_driver::Port;
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// // `cargo xtask run` serves a cluster named "nic" of two nodes.
+    /// let port = Port::attach("nic", 1, 0)?;
+    /// assert_eq!((port.address().node, port.address().port), (1, 0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn attach(cluster: &str, node: u16, port: u8) -> Result<Port<LiveBackend>, DriverError> {
+        Port::attach_with(cluster, node, port, &AttachOptions::default(), PortOptions::default())
+    }
+
+    /// `attach` with chosen attach and port options.
+    pub fn attach_with(
+        cluster: &str,
+        node: u16,
+        port: u8,
+        attach: &AttachOptions,
+        opts: PortOptions,
+    ) -> Result<Port<LiveBackend>, DriverError> {
+        let dir = open_dir(cluster)?;
+        let open = || {
+            let be = LiveBackend::attach_with(&dir, node, port, attach)?;
+            let nic = Nic::open_timeout(be, ATTACH_WAIT)?;
+            let mut p = nic.open_port(port, opts)?;
+            p.wait_served(ATTACH_WAIT)?;
+            Ok(p)
+        };
+        open().map_err(|e| match e {
+            e @ DriverError::Cluster { .. } => e,
+            cause => DriverError::Attach {
+                path: dir.path().to_path_buf(),
+                node,
+                port,
+                cause: Box::new(cause),
+            },
+        })
+    }
+}
+
+/// Open the cluster directory named (or at the path) `cluster`; an error
+/// names the directory it looked in.
+pub(crate) fn open_dir(cluster: &str) -> Result<ClusterDir, DriverError> {
+    ClusterDir::open(cluster)
+        .map_err(|e| DriverError::from_cluster_error(&crate::cluster::resolve(cluster), &e))
 }
 
 /// Why the last attach in this process was refused by a control socket.
@@ -313,8 +376,9 @@ impl LiveBackend {
     /// Attach to port `port` of node `node` of the cluster named (or at the
     /// path) `cluster`, with default options. Fails with `PortBusy` if
     /// another process (or another attach in this one) holds the port.
-    pub fn attach(cluster: &str, node: u32, port: u8) -> Result<LiveBackend, DriverError> {
-        let dir = ClusterDir::open(cluster).map_err(|e| DriverError::Cluster((&e).into()))?;
+    /// (`Port::attach` does this, opens the NIC and the port in one call.)
+    pub fn attach(cluster: &str, node: u16, port: u8) -> Result<LiveBackend, DriverError> {
+        let dir = open_dir(cluster)?;
         LiveBackend::attach_with(&dir, node, port, &AttachOptions::default())
     }
 
@@ -323,32 +387,34 @@ impl LiveBackend {
     /// map the two descriptors it hands over.
     pub fn attach_with(
         dir: &ClusterDir,
-        node: u32,
+        node: u16,
         port: u8,
         opts: &AttachOptions,
     ) -> Result<LiveBackend, DriverError> {
         if port as usize >= NUM_PORTS {
             return Err(DriverError::BadPort(port));
         }
-        dir.check_node(node).map_err(|e| DriverError::Cluster((&e).into()))?;
+        let here = dir.path();
+        let node32 = u32::from(node);
+        dir.check_node(node32).map_err(|e| DriverError::from_cluster_error(here, &e))?;
         let m = dir.manifest();
         if opts.require_device && m.pid != 0 && !crate::cluster::pid_alive(m.pid) {
-            return Err(DriverError::Cluster(ClusterFault::DeviceGone { pid: m.pid }));
+            return Err(DriverError::cluster(here, ClusterFault::DeviceGone { pid: m.pid }));
         }
 
-        let lock = match take_lock(&dir.port_lock_path(node, port), port, opts.lock_retry) {
+        let lock = match take_lock(here, &dir.port_lock_path(node32, port), port, opts.lock_retry) {
             Ok(l) => Some(l),
             // Another user's process: the control socket alone holds the
             // port for it.
-            Err(DriverError::Cluster(ClusterFault::BadFile {
-                io: Some(io::ErrorKind::PermissionDenied),
+            Err(DriverError::Cluster {
+                fault: ClusterFault::BadFile { io: Some(io::ErrorKind::PermissionDenied), .. },
                 ..
-            })) => None,
+            }) => None,
             Err(e) => return Err(e),
         };
 
-        let ctl_err = |e: &io::Error| fault(NodeFile::Control, e);
-        let s = UnixStream::connect(dir.control_socket_path(node)).map_err(|e| ctl_err(&e))?;
+        let ctl_err = |e: &io::Error| fault(here, NodeFile::Control, e);
+        let s = UnixStream::connect(dir.control_socket_path(node32)).map_err(|e| ctl_err(&e))?;
         s.set_read_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
         s.set_write_timeout(Some(CONTROL_TIMEOUT)).map_err(|e| ctl_err(&e))?;
         // Holding the lock means no live process holds the port; a
@@ -371,23 +437,23 @@ impl LiveBackend {
             Reply::Busy { .. } => return Err(DriverError::PortBusy(port)),
             Reply::Refused { why } => {
                 *ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                return Err(DriverError::Cluster(ClusterFault::Refused));
+                return Err(DriverError::cluster(here, ClusterFault::Refused));
             }
-            _ => return Err(DriverError::Cluster(ClusterFault::Refused)),
+            _ => return Err(DriverError::cluster(here, ClusterFault::Refused)),
         };
         let [window, slice]: [std::os::fd::OwnedFd; 2] = fds.try_into().map_err(|_| {
-            DriverError::Cluster(ClusterFault::BadFile { file: NodeFile::Control, io: None })
+            DriverError::cluster(here, ClusterFault::BadFile { file: NodeFile::Control, io: None })
         })?;
         let map = |fd: std::os::fd::OwnedFd, file: NodeFile, path: PathBuf, w: bool| {
-            MappedFile::from_file(File::from(fd), &path, w).map_err(|e| fault(file, &e))
+            MappedFile::from_file(File::from(fd), &path, w).map_err(|e| fault(here, file, &e))
         };
-        let window = map(window, NodeFile::Window, dir.window_path(node, port), true)?;
-        let slice = map(slice, NodeFile::Slice, dir.slice_path(node, port), true)?;
+        let window = map(window, NodeFile::Window, dir.window_path(node32, port), true)?;
+        let slice = map(slice, NodeFile::Slice, dir.slice_path(node32, port), true)?;
         for (m, len, file) in
             [(&window, PORT_WINDOW as u64, NodeFile::Window), (&slice, slice_len, NodeFile::Slice)]
         {
             if m.len() != len {
-                return Err(DriverError::Cluster(ClusterFault::BadFile { file, io: None }));
+                return Err(DriverError::cluster(here, ClusterFault::BadFile { file, io: None }));
             }
         }
         // Bus address 0 is never handed out (it reads as "no buffer").
@@ -439,7 +505,7 @@ impl LiveBackend {
         Ok(())
     }
 
-    pub fn node(&self) -> u32 {
+    pub fn node(&self) -> u16 {
         self.inner.node
     }
 
@@ -588,22 +654,22 @@ impl Inner {
                     self.refuse(|| why);
                 }
                 if any {
-                    Err(DriverError::Cluster(ClusterFault::Refused))
+                    Err(DriverError::cluster(&self.cluster, ClusterFault::Refused))
                 } else {
                     Ok(())
                 }
             }
             Ok((Reply::Refused { why }, _)) => {
                 self.refuse(|| why);
-                Err(DriverError::Cluster(ClusterFault::Refused))
+                Err(DriverError::cluster(&self.cluster, ClusterFault::Refused))
             }
             Ok((other, _)) => {
                 self.refuse(|| format!("control socket: unexpected reply {other:?}"));
-                Err(DriverError::Cluster(ClusterFault::Refused))
+                Err(DriverError::cluster(&self.cluster, ClusterFault::Refused))
             }
             Err(e) => {
                 self.refuse(|| format!("control socket: {e}"));
-                Err(fault(NodeFile::Control, &e))
+                Err(fault(&self.cluster, NodeFile::Control, &e))
             }
         }
     }
@@ -618,14 +684,15 @@ impl Inner {
 
 /// Open `port<P>.lock` and take it exclusively without blocking, retrying
 /// for `retry` (a prober holds it shared for an instant).
-fn take_lock(path: &Path, port: u8, retry: Duration) -> Result<File, DriverError> {
+/// (`cluster`: the cluster directory, for errors.)
+fn take_lock(cluster: &Path, path: &Path, port: u8, retry: Duration) -> Result<File, DriverError> {
     let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| fault(NodeFile::PortLock, &e))?;
+        .map_err(|e| fault(cluster, NodeFile::PortLock, &e))?;
     let start = Instant::now();
     loop {
         match f.try_lock() {
@@ -634,7 +701,7 @@ fn take_lock(path: &Path, port: u8, retry: Duration) -> Result<File, DriverError
                 std::thread::sleep(Duration::from_millis(1));
             }
             Err(TryLockError::WouldBlock) => return Err(DriverError::PortBusy(port)),
-            Err(TryLockError::Error(e)) => return Err(fault(NodeFile::PortLock, &e)),
+            Err(TryLockError::Error(e)) => return Err(fault(cluster, NodeFile::PortLock, &e)),
         }
     }
 }

@@ -41,6 +41,30 @@ pub const fn vaddr_of(port: u8, bus: u64) -> u64 {
 /// A DMA-able buffer in host memory. `vaddr` is what descriptors carry and
 /// the NIC translates; `bus` is where the bytes are. Plain data: a test may
 /// build one with any address to show the NIC refusing it.
+///
+/// A port hands them out (`Port::alloc`, `Port::alloc_from`) and copies
+/// bytes in and out (`Port::write`, `Port::read`); `sub` names a part of
+/// one, to send or receive into only that:
+///
+/// ```
+/// use host_driver::DmaBuf;
+/// let buf = DmaBuf { vaddr: 0x1000_0000_2000, bus: 0x2000, len: 4096 };
+/// let tail = buf.sub(4032, 64).unwrap();
+/// assert_eq!((tail.vaddr, tail.bus, tail.len), (0x1000_0000_2fc0, 0x2fc0, 64));
+/// assert_eq!(buf.sub(4032, 65), None); // past the end
+/// ```
+///
+/// ```no_run
+/// # use host_driver::{Dest, Port, SendOpts};
+/// # fn main() -> Result<(), host_driver::DriverError> {
+/// let mut port = Port::attach("nic", 0, 1)?;
+/// let buf = port.alloc(4096)?;
+/// port.write(&buf, 0, b"first 16 bytes..")?;
+/// let head = buf.sub(0, 16).expect("inside the buffer");
+/// port.send_to(&head, Dest { node: 1, port: 1 }, SendOpts::default())?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DmaBuf {
     pub vaddr: u64,
@@ -250,6 +274,28 @@ impl<B: NicBackend> Port<B> {
         if let Err(e) = self.mem.register(&self.be, &buf) {
             self.mem.allocs.remove(&buf.bus);
             self.be.free_dma(buf.bus, buf.len);
+            return Err(e);
+        }
+        Ok(buf)
+    }
+
+    /// Allocate `data.len()` bytes of registered DMA memory holding a copy
+    /// of `data`: a message ready to send.
+    ///
+    /// ```no_run
+    /// # use host_driver::{Dest, Port, SendOpts};
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let mut port = Port::attach("nic", 0, 1)?;
+    /// let msg = port.alloc_from(b"ping")?;
+    /// assert_eq!(msg.len, 4);
+    /// port.send_to(&msg, Dest { node: 1, port: 1 }, SendOpts::default())?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn alloc_from(&mut self, data: &[u8]) -> Result<DmaBuf, DriverError> {
+        let buf = self.alloc(data.len() as u64)?;
+        if let Err(e) = self.write(&buf, 0, data) {
+            let _ = self.free(buf);
             return Err(e);
         }
         Ok(buf)

@@ -37,7 +37,24 @@ pub struct NicInfo {
 }
 
 /// An opened NIC. Cheap to keep around; ports are opened from it and live
-/// on their own (each holds a clone of the backend).
+/// on their own (each holds a clone of the backend). A program that only
+/// wants a port of a live or qemu cluster can skip it: `Port::attach`
+/// opens the NIC itself.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use host_driver::{LiveBackend, Nic, PortOptions};
+///
+/// # fn main() -> Result<(), host_driver::DriverError> {
+/// // A live backend serves one port (here 3) of one node (here 0).
+/// let be = LiveBackend::attach("nic", 0, 3)?;
+/// let nic = Nic::open_timeout(be, Duration::from_secs(10))?;
+/// println!("node {} of {}, MTU {} bytes", nic.node_id(), nic.num_nodes(), nic.mtu());
+/// let port = nic.open_port(3, PortOptions::default())?;
+/// # drop(port);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Nic<B: NicBackend> {
     be: B,
     info: NicInfo,

@@ -37,6 +37,7 @@
 //! because of the batching, and a host that has drained the queue never
 //! leaves the NIC waiting.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ use crate::backend::{HostOp, NicBackend};
 use crate::event::{from_abi, token_back, token_of, token_of_byte, Event, TokenBack};
 use crate::memory::{DmaBuf, Memory};
 use crate::nic::NicInfo;
+use crate::opts::{Dest, GetOpts, PutOpts, RecvOpts, RemoteAddr, SendOpts};
 use crate::DriverError;
 
 /// Largest event queue a port may ask for (entries).
@@ -135,7 +137,90 @@ pub(crate) fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> 
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// An open port. Dropping it closes it.
+/// Operations whose successful completion the caller did not ask for
+/// (`SendOpts::notify`, `PutOpts::notify` false), by (kind, tag): `recv`
+/// skips that many successful completions of each. Completions are matched
+/// by tag, as the NIC reports them.
+#[derive(Debug, Default)]
+struct Quiet {
+    /// (kind byte, tag) -> count. (`DescKind` is not `Hash`.)
+    pending: HashMap<(u8, u64), u32>,
+}
+
+impl Quiet {
+    fn add(&mut self, kind: DescKind, tag: u64) {
+        *self.pending.entry((kind as u8, tag)).or_insert(0) += 1;
+    }
+
+    /// Settle one quiet operation of (kind, tag), if there is one.
+    fn take(&mut self, kind: DescKind, tag: u64) -> bool {
+        let key = (kind as u8, tag);
+        match self.pending.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                true
+            }
+            Some(_) => {
+                self.pending.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Account for `e`; true if `recv` should skip it: a PortOpened, or
+    /// the successful completion of a quiet operation. Failures (a
+    /// completion with another status, an Error event) settle the quiet
+    /// operation and are never skipped.
+    fn skip(&mut self, e: &Event) -> bool {
+        match *e {
+            Event::PortOpened { .. } => true,
+            Event::Sent { tag, status, mcast: None, .. } => {
+                self.take(DescKind::Send, tag) && status == nic_abi::event::SendStatus::Ok
+            }
+            Event::PutDone { tag, status, .. } => {
+                self.take(DescKind::Put, tag) && status == nic_abi::event::SendStatus::Ok
+            }
+            Event::Error {
+                tag, desc_kind: Some(kind @ (DescKind::Send | DescKind::Put)), ..
+            } => {
+                self.take(kind, tag);
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
+/// An open port: one endpoint on a NIC, with its own DMA memory, receive
+/// buffers and event queue. Dropping it closes it.
+///
+/// A program on a live or qemu cluster opens one with [`Port::attach`]
+/// and uses the everyday calls: [`alloc`](Port::alloc) /
+/// [`alloc_from`](Port::alloc_from) (registered DMA memory),
+/// [`provide`](Port::provide), [`send_to`](Port::send_to),
+/// [`put_to`](Port::put_to), [`get_from`](Port::get_from), and
+/// [`recv`](Port::recv) / [`recv_timeout`](Port::recv_timeout) /
+/// [`try_recv`](Port::try_recv) for what came back. The raw calls
+/// (`send`, `provide_receive_buffer`, `put`, `get`, `post_raw`, `poll`,
+/// `wait`) stay for programs that want every event and every field.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use host_driver::{Dest, Port, RecvOpts, SendOpts};
+///
+/// # fn main() -> Result<(), host_driver::DriverError> {
+/// // Port 2 of node 0 of the running cluster named "nic".
+/// let mut port = Port::attach("nic", 0, 2)?;
+/// let inbox = port.alloc(4096)?;
+/// port.provide(&inbox, RecvOpts::default())?; // messages of 2049 to 4096 bytes
+/// let msg = port.alloc_from(&[7u8; 3000])?;
+/// port.send_to(&msg, Dest { node: 1, port: 2 }, SendOpts::default())?;
+/// let reply = port.recv_timeout(Duration::from_secs(5))?;
+/// println!("{} bytes back", port.read_message(&reply)?.len());
+/// # Ok(())
+/// # }
+/// ```
 pub struct Port<B: NicBackend> {
     pub(crate) be: B,
     pub(crate) shared: Arc<Mutex<Shared>>,
@@ -162,6 +247,7 @@ pub struct Port<B: NicBackend> {
     heartbeat: (u32, u64),
     /// This NIC's node id (read once, at open).
     pub(crate) node: u16,
+    quiet: Quiet,
 }
 
 impl<B: NicBackend> Port<B> {
@@ -238,6 +324,7 @@ impl<B: NicBackend> Port<B> {
             stats: PortStats::default(),
             heartbeat: (0, 0),
             node: info.node_id,
+            quiet: Quiet::default(),
         })
     }
 
@@ -267,6 +354,11 @@ impl<B: NicBackend> Port<B> {
 
     pub fn number(&self) -> u8 {
         self.num
+    }
+
+    /// This port's node and number: where a peer sends to reach it.
+    pub fn address(&self) -> Dest {
+        Dest { node: self.node, port: self.num }
     }
 
     /// The GENERATION this open wrote.
@@ -317,6 +409,162 @@ impl<B: NicBackend> Port<B> {
 
     pub fn backend(&self) -> &B {
         &self.be
+    }
+
+    // ----- the everyday calls -----
+
+    /// Send all of `buf` to the port `to`, into one of its receive buffers
+    /// of the message's size class and `opts.priority` (see [`SendOpts`]).
+    /// Takes a send token. The buffer must stay unchanged until the send
+    /// completes (ask for `notify` to learn when).
+    pub fn send_to(&mut self, buf: &DmaBuf, to: Dest, opts: SendOpts) -> Result<(), DriverError> {
+        let class = opts.size_class(buf.len)?;
+        let len =
+            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        self.send(buf, 0, len, class, opts.priority, to.node, to.port, opts.tag)?;
+        if !opts.notify {
+            self.quiet.add(DescKind::Send, opts.tag);
+        }
+        Ok(())
+    }
+
+    /// Give the NIC all of `buf` as a receive buffer (see [`RecvOpts`]:
+    /// by default for the largest size class it holds). Takes a receive
+    /// token, back with the `Event::Received` of the message that fills
+    /// it; read the message with [`read_message`](Port::read_message).
+    pub fn provide(&mut self, buf: &DmaBuf, opts: RecvOpts) -> Result<(), DriverError> {
+        let class = opts.size_class(buf.len)?;
+        self.provide_receive_buffer(buf, class, opts.priority, opts.tag)
+    }
+
+    /// Write all of `buf` into the remote port's registered memory at
+    /// `to` (see [`PutOpts`]). Takes a send token.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{Dest, GetOpts, Port, PutOpts};
+    ///
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let mut port = Port::attach("nic", 0, 2)?;
+    /// // Node 1's port 2 registered a buffer and told us its address.
+    /// let there = Dest { node: 1, port: 2 }.at(0x1000_0200_0000_1000);
+    /// let data = port.alloc_from(&[42u8; 512])?;
+    /// port.put_to(&data, there, PutOpts::default())?;
+    /// let back = port.alloc(512)?;
+    /// port.get_from(&back, there, GetOpts { tag: 9, ..GetOpts::default() })?;
+    /// let done = port.recv_timeout(Duration::from_secs(5))?; // Event::GetDone, tag 9
+    /// # drop(done);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_to(
+        &mut self,
+        buf: &DmaBuf,
+        to: RemoteAddr,
+        opts: PutOpts,
+    ) -> Result<(), DriverError> {
+        let len =
+            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        self.put(buf, 0, len, to.node, to.port, to.vaddr, opts.priority, opts.tag)?;
+        if !opts.notify {
+            self.quiet.add(DescKind::Put, opts.tag);
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len` bytes of the remote port's registered memory at
+    /// `from` into all of `buf` (see [`GetOpts`]). Takes a send token; the
+    /// data is there when `recv` returns its `Event::GetDone`.
+    pub fn get_from(
+        &mut self,
+        buf: &DmaBuf,
+        from: RemoteAddr,
+        opts: GetOpts,
+    ) -> Result<(), DriverError> {
+        let len =
+            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        self.get(buf, 0, len, from.node, from.port, from.vaddr, opts.priority, opts.tag)
+    }
+
+    /// The next event for the program, if the NIC has written one; never
+    /// blocks. Returns what `recv` returns.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        loop {
+            let (e, skip) = self.next_event()?;
+            if !skip {
+                return Some(e);
+            }
+        }
+    }
+
+    /// Wait for the next event for the program, as long as it takes (or
+    /// until the NIC goes down: `NicDown`). Returns:
+    /// - `Event::Received`: a message landed in a buffer given to
+    ///   [`provide`](Port::provide) (read it with
+    ///   [`read_message`](Port::read_message));
+    /// - `Event::Sent` / `Event::PutDone`: a send or put completed, when
+    ///   it failed (a status other than Ok) or its options asked to be
+    ///   told (`notify`);
+    /// - `Event::GetDone`: a get completed (the data is in its buffer if
+    ///   the status is Ok);
+    /// - `Event::Error`: the NIC refused a descriptor;
+    /// - `Event::Alarm`: an alarm set with `set_alarm` went off.
+    ///
+    /// It never returns `Event::PortOpened` (the NIC's note that it serves
+    /// the port) nor the successful completion of a send or put that did
+    /// not ask for it: it consumes them and waits on. On a backend that
+    /// cannot block (the sim) an empty queue is `WouldBlock` at once.
+    pub fn recv(&mut self) -> Result<Event, DriverError> {
+        self.recv_timeout(Duration::MAX)
+    }
+
+    /// As [`recv`](Port::recv), but `Timeout` if nothing for the program
+    /// came within `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event, DriverError> {
+        self.wait_for(timeout, Port::try_recv)
+    }
+
+    /// The bytes of a received message: `e` must be an `Event::Received`
+    /// of this port (else `NotAMessage`); its `len` bytes are read from
+    /// the buffer it names. The buffer is the caller's again (provide it
+    /// anew to receive more).
+    pub fn read_message(&self, e: &Event) -> Result<Vec<u8>, DriverError> {
+        let Event::Received { buffer, len, .. } = *e else {
+            return Err(DriverError::NotAMessage(*e));
+        };
+        let base = crate::memory::vaddr_of(self.num, 0);
+        let bus = buffer.checked_sub(base).ok_or(DriverError::NotRegistered)?;
+        let at = DmaBuf { vaddr: buffer, bus, len: len as u64 };
+        // The range is this port's memory before anything is allocated.
+        self.read(&at, 0, &mut [])?;
+        let mut out = vec![0u8; len as usize];
+        self.read(&at, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Wait until the NIC serves this port (its firmware has seen the open
+    /// and answered with PortOpened, which stays in the queue):
+    /// `PortNotServed` if it did not within `timeout`. A message sent to a port the NIC
+    /// does not serve yet fails (`SendStatus::TargetPortClosed`), so a
+    /// receiver waits for this before telling its senders to go.
+    /// `Port::attach` does it.
+    pub fn wait_served(&mut self, timeout: Duration) -> Result<(), DriverError> {
+        let start = self.be.now_ns();
+        let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.heartbeat =
+            (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
+        loop {
+            if self.nic_serving() {
+                return Ok(());
+            }
+            self.check_alive()?;
+            if self.be.now_ns().saturating_sub(start) >= limit {
+                return Err(DriverError::PortNotServed(self.num));
+            }
+            if !self.be.idle_wait() {
+                return Err(DriverError::WouldBlock);
+            }
+        }
     }
 
     // ----- descriptors -----
@@ -542,8 +790,16 @@ impl<B: NicBackend> Port<B> {
 
     // ----- events -----
 
-    /// The next event, if the NIC has written one. Never blocks.
+    /// The next event, if the NIC has written one. Never blocks. Returns
+    /// every event, PortOpened and unasked-for completions included (see
+    /// `try_recv` for the program's events only).
     pub fn poll(&mut self) -> Option<Event> {
+        self.next_event().map(|(e, _)| e)
+    }
+
+    /// The next event, and whether `recv` skips it (its quiet operation
+    /// settled either way).
+    fn next_event(&mut self) -> Option<(Event, bool)> {
         loop {
             let slot = self.consumed & (self.evq_len - 1);
             let at = self.evq_bus + slot as u64 * EVENT_SIZE as u64;
@@ -570,7 +826,7 @@ impl<B: NicBackend> Port<B> {
                 }
             }
             match abi::Event::decode(&rec).ok().as_ref().and_then(from_abi) {
-                Some(e) => return Some(e),
+                Some(e) => return Some((e, self.quiet.skip(&e))),
                 None => self.stats.bad_events += 1,
             }
         }
@@ -595,12 +851,21 @@ impl<B: NicBackend> Port<B> {
     /// On a backend that cannot block (the sim) an empty queue gives
     /// `WouldBlock` at once.
     pub fn wait(&mut self, timeout: Duration) -> Result<Event, DriverError> {
+        self.wait_for(timeout, Port::poll)
+    }
+
+    /// Block until `next` gives an event or `timeout` passes.
+    fn wait_for(
+        &mut self,
+        timeout: Duration,
+        next: fn(&mut Port<B>) -> Option<Event>,
+    ) -> Result<Event, DriverError> {
         let start = self.be.now_ns();
         let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         self.heartbeat =
             (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
         loop {
-            if let Some(e) = self.poll() {
+            if let Some(e) = next(self) {
                 return Ok(e);
             }
             self.report_consumed();

@@ -16,8 +16,8 @@ use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
 use host_driver::{
-    AttachOptions, ClusterFault, DriverError, Event, LiveBackend, Nic, NicBackend, PortOptions,
-    Priority, SendStatus,
+    AttachOptions, ClusterFault, Dest, DriverError, Event, LiveBackend, Nic, NicBackend, Port,
+    PortOptions, Priority, SendStatus,
 };
 use host_programs::bench::StreamRole;
 use host_programs::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
@@ -27,7 +27,7 @@ use nic_emu::realtime::{Backoff, RtCluster};
 
 const CHILD_ENV: &str = "HOST_DRIVER_TEST_CHILD";
 
-fn attach(c: &RtCluster, node: u32, port: u8) -> Result<LiveBackend, DriverError> {
+fn attach(c: &RtCluster, node: u16, port: u8) -> Result<LiveBackend, DriverError> {
     LiveBackend::attach(&path_str(c), node, port)
 }
 
@@ -54,21 +54,75 @@ fn attach_says_what_is_wrong_with_the_request() {
     assert_eq!(attach(&c, 0, 8).err(), Some(DriverError::BadPort(8)));
     assert_eq!(
         attach(&c, 2, 0).err(),
-        Some(DriverError::Cluster(ClusterFault::NoSuchNode { node: 2, nodes: 2 }))
+        Some(DriverError::Cluster {
+            path: c.path().to_path_buf(),
+            fault: ClusterFault::NoSuchNode { node: 2, nodes: 2 }
+        })
     );
     let missing = live_rig::temp_path("nothing-here");
+    let e = LiveBackend::attach(missing.to_str().unwrap(), 0, 0).unwrap_err();
+    assert_eq!(e, DriverError::Cluster { path: missing.clone(), fault: ClusterFault::NotFound });
+    let name = missing.file_name().unwrap().to_str().unwrap();
     assert_eq!(
-        LiveBackend::attach(missing.to_str().unwrap(), 0, 0).err(),
-        Some(DriverError::Cluster(ClusterFault::NotFound))
+        e.to_string(),
+        format!(
+            "cluster directory {}: not found: no cluster.toml there (is the cluster running? \
+             Start one with `cargo xtask run --name {name}` or `nic-cluster run --name {name} \
+             --nodes 2`)",
+            missing.display()
+        )
     );
     // A dead device process.
     let mut dir = ClusterDir::open_path(c.path()).unwrap();
     dir.update(|m| m.pid = u32::MAX - 1).unwrap();
     let e = attach(&c, 0, 0).unwrap_err();
-    assert_eq!(e, DriverError::Cluster(ClusterFault::DeviceGone { pid: u32::MAX - 1 }));
+    assert_eq!(
+        e,
+        DriverError::Cluster {
+            path: c.path().to_path_buf(),
+            fault: ClusterFault::DeviceGone { pid: u32::MAX - 1 }
+        }
+    );
     assert!(e.to_string().contains("not running"), "{e}");
     let opts = AttachOptions { require_device: false, ..AttachOptions::default() };
     LiveBackend::attach_with(&dir, 0, 0, &opts).unwrap();
+}
+
+#[test]
+fn port_attach_opens_a_served_port_once_and_its_errors_name_cluster_node_and_port() {
+    let c = cluster("port-attach", 2, Regs::default());
+    let path = path_str(&c);
+    let p = Port::attach(&path, 1, 4).unwrap();
+    assert!(p.nic_serving());
+    assert_eq!(p.address(), Dest::new(1, 4));
+    let e = Port::attach(&path, 1, 4).err().unwrap();
+    assert_eq!(e.root_cause(), &DriverError::PortBusy(4));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot open port 4 of node 1 of the cluster at {path}: port 4 is already open \
+             (held by another process or handle)"
+        )
+    );
+    assert_eq!(
+        Port::attach(&path, 1, 9).err().unwrap(),
+        DriverError::Attach {
+            path: c.path().to_path_buf(),
+            node: 1,
+            port: 9,
+            cause: Box::new(DriverError::BadPort(9))
+        }
+    );
+    // The cluster's own errors name its directory, not wrapped again.
+    assert_eq!(
+        Port::attach(&path, 5, 0).err().unwrap(),
+        DriverError::Cluster {
+            path: c.path().to_path_buf(),
+            fault: ClusterFault::NoSuchNode { node: 5, nodes: 2 }
+        }
+    );
+    drop(p);
+    Port::attach(&path, 1, 4).unwrap();
 }
 
 /// The child half of the cross-process tests: attach, open the port, say
@@ -239,7 +293,10 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
                                                               // Writes outside the window go to the device process, which refuses
                                                               // these (each named) when they are sent.
     assert_eq!(be.refused_accesses(), 3);
-    assert_eq!(be.flush(), Err(DriverError::Cluster(ClusterFault::Refused)));
+    assert_eq!(
+        be.flush(),
+        Err(DriverError::Cluster { path: c.path().to_path_buf(), fault: ClusterFault::Refused })
+    );
     assert_eq!(be.refused_accesses(), 8);
     assert!(be.last_refusal().unwrap().contains("port 2 may not write"), "{:?}", be.last_refusal());
     assert_eq!(sram.load_u32(port_reg(3, pcb::STATE) as u64), Some(0));

@@ -33,7 +33,7 @@ fn flow(s: u16, d: u16) -> FlowId {
 /// The IDT node `node`'s NIC has for `f` now, read by an ordinary host
 /// process attached to `port` (reads of the flow table are allowed).
 fn installed(path: &std::path::Path, f: FlowId, port: u8) -> Option<u32> {
-    let be = LiveBackend::attach(&path.to_string_lossy(), f.src_node as u32, port).unwrap();
+    let be = LiveBackend::attach(&path.to_string_lossy(), f.src_node, port).unwrap();
     let nic = Nic::open_timeout(be, Duration::from_secs(10)).unwrap();
     nic.flow(f.key()).map(|i| i.idt)
 }

@@ -95,7 +95,8 @@ fn attack(
     flood: Option<f64>,
 ) -> Result<(), String> {
     let dir = ClusterDir::open(cluster).map_err(|e| format!("open the cluster: {e}"))?;
-    let be = LiveBackend::attach_with(&dir, node, port, &Default::default())
+    let node16 = u16::try_from(node).map_err(|_| format!("no node {node}"))?;
+    let be = LiveBackend::attach_with(&dir, node16, port, &Default::default())
         .map_err(|e| format!("attach: {e} ({:?})", host_driver::last_attach_refusal()))?;
     let nic = Nic::open(be.clone()).map_err(|e| e.to_string())?;
     let mut p = nic.open_port(port, PortOptions::default()).map_err(|e| e.to_string())?;

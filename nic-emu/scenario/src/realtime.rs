@@ -108,7 +108,9 @@ impl NodeHost for RtHost {
         None
     }
     fn attach(&mut self, port: u8) -> Result<LiveBackend, DriverError> {
-        LiveBackend::attach_with(&self.dir, self.node, port, &AttachOptions::default())
+        // (A node past u16 is refused as NoSuchNode.)
+        let node = u16::try_from(self.node).unwrap_or(u16::MAX);
+        LiveBackend::attach_with(&self.dir, node, port, &AttachOptions::default())
     }
     fn now_ns(&self) -> u64 {
         since(&self.clock)

@@ -213,7 +213,7 @@ impl Probe {
     fn nic(&mut self, node: u16) -> Result<&Nic<LiveBackend>, String> {
         let slot = self.nics.get_mut(node as usize).ok_or(format!("no node {node}"))?;
         if slot.is_none() {
-            let be = LiveBackend::attach(&self.cluster, node as u32, PROBE_PORT)
+            let be = LiveBackend::attach(&self.cluster, node, PROBE_PORT)
                 .map_err(|e| format!("probe on node {node}: {e}"))?;
             *slot = Some(Nic::open_timeout(be, OPEN).map_err(|e| e.to_string())?);
         }

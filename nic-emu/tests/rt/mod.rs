@@ -366,7 +366,7 @@ pub fn kill_pid(pid: u32) {
 /// Wait on port 3 of `cluster` node `node` in another thread; `kill` the
 /// NIC; the wait must fail with NicDown. Returns how long after the kill
 /// it failed.
-pub fn wait_then_kill(cluster: &Path, node: u32, kill: impl FnOnce()) -> Duration {
+pub fn wait_then_kill(cluster: &Path, node: u16, kill: impl FnOnce()) -> Duration {
     use host_driver::{DriverError, LiveBackend, Nic, PortOptions};
     let be = LiveBackend::attach(&cluster.to_string_lossy(), node, 3).unwrap();
     let nic = Nic::open(be).unwrap();

@@ -92,7 +92,8 @@ pub fn open_live_port(
     let dir = ClusterDir::open(cluster).map_err(|e| format!("cluster `{cluster}`: {e}"))?;
     let where_ = format!("node {node} port {port} of cluster {}", dir.path().display());
     let opts = AttachOptions { idle, ..AttachOptions::default() };
-    let be = LiveBackend::attach_with(&dir, node, port, &opts)
+    let node16 = u16::try_from(node).map_err(|_| format!("{where_}: no such node"))?;
+    let be = LiveBackend::attach_with(&dir, node16, port, &opts)
         .map_err(|e| format!("cannot attach to {where_}: {e}"))?;
     let nic = Nic::open_timeout(be, timeout).map_err(|e| {
         format!("cannot open the NIC of node {node} ({}): {e}", dir.path().display())
