@@ -11,7 +11,7 @@ pub fn size(bytes: u64) -> String {
         b if b >= KIB => (KIB, "KiB"),
         _ => return format!("{bytes} B"),
     };
-    if bytes % unit == 0 {
+    if bytes.is_multiple_of(unit) {
         format!("{} {name}", bytes / unit)
     } else {
         format!("{:.1} {name}", bytes as f64 / unit as f64)
