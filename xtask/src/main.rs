@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_rt;
 mod calibrate;
+mod cluster;
 mod demo;
 mod flash;
 mod fw;
@@ -224,29 +225,13 @@ enum Cmd {
     ///
     /// sim is not a long-running service (it runs a scenario in virtual
     /// time): `run --backend sim` runs the demo scenario and says so.
-    Run {
-        #[arg(long, default_value_t = 2)]
-        nodes: usize,
-        #[arg(long, value_enum, default_value = "live")]
-        backend: rt::Backend,
-        /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
-        #[arg(long, default_value = "nic")]
-        name: String,
-        /// Also start the bandwidth resource manager: its master (a
-        /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
-        /// NIC, deciding with the profile's stored calibration. Host
-        /// programs then ask it for bandwidth (`BrmClient::connect`).
-        #[arg(long)]
-        brm: bool,
-        /// CPUs the device threads run on (`1`, `2-3`); give host programs
-        /// the others with their `--cpus` (a NIC with a processor of its own).
-        #[arg(long)]
-        cpus: Option<host_driver::affinity::CpuList>,
-        /// Let programs of this user (a uid) use the cluster too, through
-        /// each node's control socket only (repeatable; docs/design/protection.md).
-        #[arg(long = "allow-uid", value_name = "UID")]
-        allow_uid: Vec<u32>,
-    },
+    /// Live and qemu clusters run as a `nic-cluster run` device process
+    /// in the foreground, given the cluster options below as they are.
+    Run(run::RunArgs),
+    /// The clusters on this machine: `list` them, `stop NAME` one
+    /// (`nic-cluster list` and `nic-cluster stop`).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
     /// level, timestamp and message, from <cluster>/node<N>/console.log.
     ///
@@ -391,10 +376,8 @@ fn main() -> ExitCode {
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
-        Cmd::Run { nodes, backend, name, brm, cpus, allow_uid } => {
-            let cpus = cpus.map(|c| c.0).unwrap_or_default();
-            run::run(&root, nodes, backend, &name, brm, cpus, allow_uid)
-        }
+        Cmd::Run(a) => run::run(&root, &a),
+        Cmd::Cluster(c) => cluster::run(&root, &c),
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }
