@@ -26,7 +26,9 @@ mod fw;
 mod gdb;
 mod logs;
 mod mcast;
+mod plot;
 mod prereq;
+mod progress;
 mod report;
 mod report_live;
 mod rt;
@@ -140,6 +142,9 @@ enum Cmd {
         /// --multicast-cost: live runs of each build (interleaved).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// No progress bars on stderr (they show only on a terminal).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Run the whole test suite: `cargo test --workspace --release` (or
     /// nextest when installed), then every scenario under scenarios/ with
@@ -366,13 +371,8 @@ fn main() -> ExitCode {
         Cmd::Bench { rt_count, realtime: true, .. } => {
             bench_rt::run(&root, rt_count).map(|_| ExitCode::SUCCESS)
         }
-        Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, .. } => {
-            bench::run(&profiles, quick, !no_speed).and_then(|code| {
-                if !no_realtime {
-                    bench_rt::run(&root, rt_count)?;
-                }
-                Ok(code)
-            })
+        Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
+            bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
