@@ -190,6 +190,9 @@ enum Cmd {
         /// Seed of the fault injection.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// No progress on stderr (a bar on a terminal, else a line every 2 s).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// A 4-node cluster at work: builds and flashes the firmware, starts 4
     /// NICs on qemu (installing QEMU with apt-get as root when missing;
@@ -328,6 +331,9 @@ enum Cmd {
         /// and Bmax measured on the live cluster first.
         #[arg(long, value_enum, default_value = "stored")]
         live_calibration: report::LiveCal,
+        /// No progress bar on stderr (it shows only on a terminal).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// A published model next to the simulator.
     ///
@@ -388,14 +394,14 @@ fn main() -> ExitCode {
             testing::run(&root, scenarios_only, !no_nextest)
         }
         Cmd::Fuzz { steps, seed, cases } => testing::fuzz_command(&root, steps, seed, cases),
-        Cmd::Soak { messages, seed } => soak::run(messages, seed),
+        Cmd::Soak { messages, seed, quiet } => soak::run(messages, seed, quiet),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
-        Cmd::Report { which, out, profile, .. } if which == "multicast" => {
-            mcast::report(out, profile)
+        Cmd::Report { which, out, profile, quiet, .. } if which == "multicast" => {
+            mcast::report(out, profile, quiet)
         }
-        Cmd::Report { which, out, profile, backend, live_calibration } => {
-            report::run(&which, out, profile, backend, live_calibration)
+        Cmd::Report { which, out, profile, backend, live_calibration, quiet } => {
+            report::run(&which, out, profile, backend, live_calibration, quiet)
         }
         Cmd::Model { which, profile, bytes, groups } => {
             mcast::model(&which, &profile, bytes, &groups)

@@ -267,7 +267,11 @@ fn cached_vs_host(
 }
 
 /// `cargo xtask report multicast`.
-pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<ExitCode> {
+pub fn report(
+    out: Option<PathBuf>,
+    profile: Option<String>,
+    quiet: bool,
+) -> crate::Result<ExitCode> {
     let name = profile.unwrap_or_else(|| "lanai9-gm".to_string());
     let p = Profile::load(&name).map_err(|e| e.to_string())?;
     let modern = Profile::load("modern").map_err(|e| e.to_string())?;
@@ -277,7 +281,7 @@ pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<Ex
     let large = [64u16, 256];
     let per = (Scheme::ALL.len() * 5) as u64;
     let pb =
-        bar(per * (2 * groups.len() + large.len()) as u64 + 2 * 7 * 4, "multicast report", false);
+        bar(per * (2 * groups.len() + large.len()) as u64 + 2 * 7 * 4, "multicast report", quiet);
     let (small, mut failed) = sweep(&p, 2, &groups, &pb);
     let (big, f2) = sweep(&p, 65536, &groups, &pb);
     let (wide, f3) = sweep(&p, 2, &large, &pb);

@@ -5,6 +5,7 @@
 //! stays as it was.
 
 use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -34,6 +35,51 @@ pub fn println(pb: &ProgressBar, line: &str) {
     pb.suspend(|| crate::emit(&format!("{line}\n")));
 }
 
+/// A bar for a long run's progress callbacks (a scenario, the soak): it
+/// appears once the run has taken 2 s of wall time, on a terminal only,
+/// and is cleared when dropped (before the run's summary is printed).
+pub struct RunBar {
+    label: String,
+    start: Instant,
+    quiet: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl RunBar {
+    pub fn new(label: &str, quiet: bool) -> RunBar {
+        RunBar { label: label.to_string(), start: Instant::now(), quiet, bar: None }
+    }
+
+    /// Is a bar (to be) drawn? When not, callers may print lines instead.
+    pub fn shown(&self) -> bool {
+        shown(self.quiet)
+    }
+
+    /// `done` of `total` messages; `what` describes the rest (called only
+    /// when a bar is drawn).
+    pub fn update(&mut self, done: u64, total: u64, what: impl FnOnce() -> String) {
+        if !self.shown() {
+            return;
+        }
+        if self.bar.is_none() && self.start.elapsed() >= Duration::from_secs(2) {
+            self.bar = Some(bar(total, &self.label, self.quiet));
+        }
+        if let Some(b) = &self.bar {
+            b.set_length(total);
+            b.set_position(done);
+            b.set_message(format!("{} {}", self.label, what()));
+        }
+    }
+}
+
+impl Drop for RunBar {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +97,13 @@ mod tests {
         // from a terminal with --nocapture; the bar follows it either way.
         let pb = bar(10, "x", false);
         assert_eq!(pb.is_hidden(), !std::io::stderr().is_terminal());
+    }
+
+    #[test]
+    fn a_quiet_run_bar_never_draws() {
+        let mut r = RunBar::new("x", true);
+        r.start -= Duration::from_secs(5);
+        r.update(1, 2, || unreachable!("described only when drawn"));
+        assert!(r.bar.is_none() && !r.shown());
     }
 }
