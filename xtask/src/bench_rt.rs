@@ -193,69 +193,57 @@ fn num_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// Each profile's live curve for the plots: a 2-node live cluster of that
-/// profile with link pacing (links at its bandwidth, hops at its latency),
-/// ping-pong one-way latency (median) and stream bandwidth (the
-/// receiver's) for every size of `bench::sizes`, printed as a table.
-pub fn live_curves(
+/// The live curve for the plots: a 2-node live cluster as fast as its
+/// device thread goes (the real-time section's setting; the profile's
+/// timing does not apply), ping-pong one-way latency (median) and stream
+/// bandwidth (the receiver's) for every size of `bench::sizes`, printed
+/// as a table.
+pub fn live_curve(
     root: &Path,
-    profiles: &[String],
     quick: bool,
     quiet: bool,
-) -> crate::Result<Vec<Vec<crate::bench::Point>>> {
+) -> crate::Result<Vec<crate::bench::Point>> {
     use nic_emu::scenario::report::fmt_bytes;
     let bins = fw::build_host_programs(root)?;
     let sizes = crate::bench::sizes();
-    let pb =
-        crate::progress::bar((profiles.len() * sizes.len()) as u64, "bench (live curves)", quiet);
+    let pb = crate::progress::bar(sizes.len() as u64, "bench (live curve)", quiet);
     let scale = if quick { 4 } else { 1 };
-    let mut all = Vec::new();
-    for profile in profiles {
-        let mut cfg =
-            RtConfig::new(&format!("bench-curve-{}", std::process::id()), ClusterBackend::Live, 2);
-        cfg.profile = nic_emu::Profile::load(profile).map_err(|e| e.to_string())?;
-        cfg.pacing = nic_emu::realtime::Pacing::LinkBandwidth;
-        let c = rt::start(cfg)?;
+    let cfg =
+        RtConfig::new(&format!("bench-curve-{}", std::process::id()), ClusterBackend::Live, 2);
+    let c = rt::start(cfg)?;
+    crate::progress::println(
+        &pb,
+        &format!(
+            "\nlive, as fast as it goes: 2 nodes, one switch (for the plots)\n{:>9}  {:>16}  {:>16}",
+            "size", "one-way latency", "stream MB/s"
+        ),
+    );
+    let mut pts = Vec::new();
+    for &size in &sizes {
+        let rounds = ((64 << 20) / size).clamp(200, 2000) / scale;
+        let messages = ((64 << 20) / size).clamp(64, 4000) / scale;
+        let lat = rt::pingpong(&bins, c.path(), 1, size as u32, rounds, &[]);
+        let bw = rt::stream(&bins, c.path(), 2, 2, size as u32, messages, &[]);
+        let (lat, bw) = match (lat, bw) {
+            (Ok(l), Ok(b)) => (l, b),
+            (Err(e), _) | (_, Err(e)) => {
+                let _ = c.stop();
+                return Err(format!("live curve, {}: {e}", fmt_bytes(size)));
+            }
+        };
+        let p = crate::bench::Point {
+            size,
+            latency_ns: (lat.median_us * 1e3).round() as u64,
+            bandwidth_mb_s: bw,
+        };
         crate::progress::println(
             &pb,
-            &format!(
-                "\nlive {profile} (link pacing): 2 nodes, one switch; for the plots\n{:>9}  {:>16}  {:>16}",
-                "size", "one-way latency", "stream MB/s"
-            ),
+            &format!("{:>9}  {:>13.2} us  {:>16.2}", fmt_bytes(size), lat.median_us, bw),
         );
-        let mut pts = Vec::new();
-        for &size in &sizes {
-            let rounds = ((4 << 20) / size).clamp(20, 500) / scale;
-            let messages = ((32 << 20) / size).clamp(16, 2000) / scale;
-            let lat = rt::pingpong(&bins, c.path(), 1, size as u32, rounds.max(10), &[]);
-            let bw = rt::stream(&bins, c.path(), 2, 2, size as u32, messages.max(8), &[]);
-            let (lat, bw) = match (lat, bw) {
-                (Ok(l), Ok(b)) => (l, b),
-                (Err(e), _) | (_, Err(e)) => {
-                    let _ = c.stop();
-                    return Err(format!("live {profile}, {}: {e}", fmt_bytes(size)));
-                }
-            };
-            let p = crate::bench::Point {
-                size,
-                latency_ns: (lat.median_us * 1e3).round() as u64,
-                bandwidth_mb_s: bw,
-            };
-            crate::progress::println(
-                &pb,
-                &format!(
-                    "{:>9}  {:>13.2} us  {:>16.2}",
-                    fmt_bytes(size),
-                    lat.median_us,
-                    p.bandwidth_mb_s
-                ),
-            );
-            pb.inc(1);
-            pts.push(p);
-        }
-        c.stop().map_err(|e| e.to_string())?;
-        all.push(pts);
+        pb.inc(1);
+        pts.push(p);
     }
+    c.stop().map_err(|e| e.to_string())?;
     pb.finish_and_clear();
-    Ok(all)
+    Ok(pts)
 }
