@@ -413,6 +413,16 @@ fn us_label(v: f64) -> String {
     }
 }
 
+fn mb_label(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// File names of one profile's plots: (latency, bandwidth).
 pub fn plot_names(profile: &str) -> (String, String) {
     (format!("{profile}-latency.svg"), format!("{profile}-bandwidth.svg"))
@@ -461,7 +471,7 @@ pub fn write_outputs(dir: &Path, all: &[ProfileCurves]) -> crate::Result<PathBuf
             &dir.join(&bw_svg),
             &format!("{}: stream bandwidth vs message size (2 nodes)", c.profile),
             Axis::log("message size", size_label),
-            Axis::linear("MB/s (10^6 B/s)"),
+            Axis::log("MB/s (10^6 B/s)", mb_label),
             &series(c, |p| p.bandwidth_mb_s),
             &[],
             SeriesLabelPosition::UpperLeft,

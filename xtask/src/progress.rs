@@ -62,7 +62,7 @@ impl RunBar {
             return;
         }
         if self.bar.is_none() && self.start.elapsed() >= Duration::from_secs(2) {
-            self.bar = Some(bar(total, &self.label, self.quiet));
+            self.bar = Some(bar(total, &self.label, self.quiet).with_elapsed(self.start.elapsed()));
         }
         if let Some(b) = &self.bar {
             b.set_length(total);
