@@ -93,7 +93,8 @@ fn a_wait_on_a_cluster_whose_device_process_is_killed_fails_with_nic_down_at_onc
 
 /// The device process's messages reach its stderr while it runs (one line
 /// each, not held back until it stops): a reflash of node 0 is logged,
-/// and the line is read while the process still serves the cluster.
+/// and the line is read while the process still serves the cluster. With
+/// --stats it prints each NIC's counters in words when it stops.
 #[test]
 fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
     use std::io::{BufRead, BufReader};
@@ -102,7 +103,7 @@ fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
 
     let path = rt::cluster_path("log");
     let mut child = Command::new(BIN)
-        .args(["run", "--name", &path, "--nodes", "1", "--foreground"])
+        .args(["run", "--name", &path, "--nodes", "1", "--foreground", "--stats"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -145,6 +146,11 @@ fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
     wait_for("stderr", "node 0: flash changed: resetting the NIC", &mut seen);
     assert!(child.try_wait().unwrap().is_none(), "the line came while the process runs");
     process::request_stop(child.id()).unwrap();
+    // --stats: each NIC's counters in words as it stops (the reset counted).
+    wait_for("stderr", "node 0: firmware running, ", &mut seen);
+    let stats = seen.last().unwrap().clone();
+    assert!(stats.contains(" polls, 1 resets; MCP: "), "{stats}");
+    assert!(!stats.contains('{') && !stats.contains("Work"), "Rust Debug text: {stats}");
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}; seen:\n{}", seen.join("\n"));
     for r in readers {

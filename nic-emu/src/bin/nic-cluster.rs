@@ -296,20 +296,49 @@ fn run(a: &RunArgs) -> Result<(), String> {
     }
     if a.opts.stats {
         for n in 0..c.nodes() {
-            let s = c.nic_stats(n);
-            eprintln!(
-                "node {n}: fw_status {} polls {} work {:?} device {:?} drops {:?} resets {} down_drops {}",
-                s.fw_status,
-                s.counters.polls,
-                s.counters.work,
-                s.counters.device,
-                s.drops,
-                s.counters.resets,
-                s.counters.down_drops
-            );
+            eprintln!("{}", stats_line(&c.nic_stats(n)));
         }
     }
     c.stop().map_err(|e| e.to_string())
+}
+
+/// One NIC's counters in words (`--stats`, when the cluster stops).
+fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
+    let (w, d, x) = (&s.counters.work, &s.counters.device, &s.drops);
+    let state = match s.fw_status {
+        regs::FW_RUNNING => "running",
+        regs::FW_HALTED => "halted",
+        _ => "booting",
+    };
+    format!(
+        "node {}: firmware {state}, {} polls, {} resets; MCP: {} descriptors, {} packets sent, {} \
+         received, {} DMA commands, {} events, {} timers; device: {} packets sent ({} B), {} \
+         received ({} B), {} with a bad CRC, {} truncated, {} misrouted, {} lost while the NIC was \
+         down; fabric: {} dropped, {} corrupted, {} duplicated by fault injection, {} dropped \
+         waiting for a busy link, {} for a bad route",
+        s.node,
+        s.counters.polls,
+        s.counters.resets,
+        w.descriptors,
+        w.tx_packets,
+        w.rx_packets,
+        w.dma_cmds,
+        w.events,
+        w.timers,
+        d.tx_packets,
+        d.tx_bytes,
+        d.rx_packets,
+        d.rx_bytes,
+        d.rx_crc_bad,
+        d.rx_truncated,
+        d.rx_misrouted,
+        s.counters.down_drops,
+        x.fault_drops,
+        x.fault_corrupts,
+        x.fault_dups,
+        x.blocked_drops,
+        x.bad_routes,
+    )
 }
 
 /// Start `nic-cluster run ... --foreground` in the background and wait
