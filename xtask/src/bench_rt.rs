@@ -47,7 +47,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// The `--realtime` figures of `cargo xtask bench`.
-pub fn run(root: &Path, count: u64) -> crate::Result<()> {
+pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
@@ -78,6 +78,10 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
     };
     // The probe's two CPUs: the NIC's and a host program's.
     let probe = cores.split_last().and_then(|(&nic, rest)| rest.first().map(|&h| (nic, h)));
+    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
+    // A step per live run, one for qemu.
+    let steps = (layouts.len() * RUNS) as u64 + u64::from(have_qemu);
+    let pb = crate::progress::bar(steps, "bench (real time)", quiet);
     let mut live = Vec::new();
     for (label, nic_cpus, host_args) in &layouts {
         let mut cfg =
@@ -96,6 +100,7 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
             let handoff = probe.map(|(a, b)| affinity::handoff_ns(a, b, PROBE)).transpose()?;
             let bw = rt::stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &extra)?;
             runs.push((bw, handoff));
+            pb.inc(1);
         }
         c.stop().map_err(|e| e.to_string())?;
         lats.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
@@ -105,7 +110,6 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
         live.push((label.clone(), lat, bw, runs));
     }
 
-    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
     let mut q = None;
     if have_qemu {
         let mut cfg =
@@ -123,7 +127,9 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
         let idle = (c1 - c0) / t0.elapsed().as_secs_f64();
         c.stop().map_err(|e| e.to_string())?;
         q = Some((ql, idle));
+        pb.inc(1);
     }
+    pb.finish_and_clear();
 
     let mark = |ok: bool| if ok { "met" } else { "NOT met" };
     println!("{:<54} {:>12} {:>12} {:>8}  target", "", "measured", "baseline", "ratio");

@@ -374,8 +374,8 @@ fn main() -> ExitCode {
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))
         }
-        Cmd::Bench { rt_count, realtime: true, .. } => {
-            bench_rt::run(&root, rt_count).map(|_| ExitCode::SUCCESS)
+        Cmd::Bench { rt_count, realtime: true, quiet, .. } => {
+            bench_rt::run(&root, rt_count, quiet).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
             bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)
