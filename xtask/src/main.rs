@@ -2,10 +2,11 @@
 //!
 //! Subcommands: `build-fw` builds the bare-metal MCP image and prints its
 //! size, `flash` writes an image into a running cluster's NIC, `run`
-//! serves a live or qemu cluster until Ctrl-C, `logs` decodes a qemu NIC's defmt log,
+//! serves a live or qemu cluster until Ctrl-C (`cluster list|stop`: the
+//! running ones), `logs` decodes a qemu NIC's defmt log,
 //! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file (sim, live or qemu), `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
-//! speed (`--rate`: the cost of rate control), `calibrate` measures a
+//! speed, and plots them (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
 //! rate-control experiments as Markdown with SVG plots, `test` runs the whole test suite and the example scenarios,
 //! `demo` runs a 4-node cluster (qemu, else live) with host programs, `doctor` checks prerequisites. The alias in
