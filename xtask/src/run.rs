@@ -125,6 +125,7 @@ pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
         fw::report_size(&elf)?;
         image = Some(elf);
     }
+    eprintln!("building the device process (nic-cluster) and the host programs, release");
     let exe = fw::build_host_programs(root)?.join(process::BINARY);
     let args = nic_cluster_args(a, backend, image.as_deref());
     // Ctrl-C reaches the device process too (same process group); this
