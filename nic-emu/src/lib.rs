@@ -36,6 +36,7 @@
 
 pub mod brm;
 pub mod calibrate;
+pub mod cli;
 pub mod mcast;
 
 pub use nic_realtime as realtime;

@@ -90,3 +90,70 @@ fn a_wait_on_a_cluster_whose_device_process_is_killed_fails_with_nic_down_at_onc
     assert!(took < Duration::from_millis(100), "NicDown {took:?} after the kill");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The device process's messages reach its stderr while it runs (one line
+/// each, not held back until it stops): a reflash of node 0 is logged,
+/// and the line is read while the process still serves the cluster. With
+/// --stats it prints each NIC's counters in words when it stops.
+#[test]
+fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+
+    let path = rt::cluster_path("log");
+    let mut child = Command::new(BIN)
+        .args(["run", "--name", &path, "--nodes", "1", "--foreground", "--stats"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<(&str, String)>();
+    let pipes: [(&str, Box<dyn std::io::Read + Send>); 2] = [
+        ("stdout", Box::new(child.stdout.take().unwrap())),
+        ("stderr", Box::new(child.stderr.take().unwrap())),
+    ];
+    let readers: Vec<_> = pipes
+        .into_iter()
+        .map(|(which, r)| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(r).lines().map_while(Result::ok) {
+                    let _ = tx.send((which, line));
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let wait_for = |which: &str, want: &str, seen: &mut Vec<String>| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if let Ok((w, line)) = rx.recv_timeout(Duration::from_millis(100)) {
+                seen.push(format!("{w}: {line}"));
+                if w == which && line.contains(want) {
+                    return;
+                }
+            }
+        }
+        panic!("no {which} line with `{want}` within 20 s; seen:\n{}", seen.join("\n"));
+    };
+    let mut seen = Vec::new();
+    wait_for("stdout", process::READY_PREFIX, &mut seen);
+    // A new flash file: the device process resets the NIC and says so.
+    let flash = ClusterDir::open_path(path.as_ref()).unwrap().flash_path(0);
+    std::fs::write(&flash, b"not an image: the live backend runs the native MCP").unwrap();
+    wait_for("stderr", "node 0: flash changed: resetting the NIC", &mut seen);
+    assert!(child.try_wait().unwrap().is_none(), "the line came while the process runs");
+    process::request_stop(child.id()).unwrap();
+    // --stats: each NIC's counters in words as it stops (the reset counted).
+    wait_for("stderr", "node 0: firmware running, ", &mut seen);
+    let stats = seen.last().unwrap().clone();
+    assert!(stats.contains(" polls, 1 resets; MCP: "), "{stats}");
+    assert!(!stats.contains('{') && !stats.contains("Work"), "Rust Debug text: {stats}");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}; seen:\n{}", seen.join("\n"));
+    for r in readers {
+        r.join().unwrap();
+    }
+}

@@ -34,6 +34,20 @@ fn a_qemu_cluster_boots_the_image_from_flash_with_the_device_tree_above_the_map(
         s.read(map::IMAGE as u64, &mut w);
         assert_ne!(w, [0; 4]);
     }
+    // The flash file is as long as the image needs: the ELF's loaded
+    // bytes, symbols and debug information, without the 2 GiB of zeros
+    // its `.defmt` section spans (packed by write_flash), and no holes.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let f = std::fs::metadata(d.flash_path(0)).unwrap();
+        assert!(f.len() < 4 << 20, "flash is {} bytes", f.len());
+        assert!(
+            f.blocks() * 512 >= f.len(),
+            "flash has holes: {} bytes, {} blocks",
+            f.len(),
+            f.blocks()
+        );
+    }
     // The guest logs (defmt frames over semihosting) land in console.log.
     let t = Instant::now();
     let console = d.node_dir(0).join("console.log");

@@ -4,10 +4,15 @@
 //! Every point is an ordinary scenario (written here as TOML and run by
 //! the scenario runner), so `cargo xtask sim` reproduces any of them.
 
-use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use indicatif::ProgressBar;
 use nic_emu::scenario::{self, report::fmt_bytes, Report, Scenario};
+use plotters::prelude::SeriesLabelPosition;
+
+use crate::plot::{self, Axis, Curve};
+use crate::progress;
 
 pub const DEFAULT_PROFILES: [&str; 2] = ["lanai4-gm", "lanai9-gm"];
 
@@ -83,6 +88,7 @@ pub fn run_toml(text: &str) -> crate::Result<(Report, Option<String>)> {
 }
 
 /// One point of the curves.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     pub size: u64,
     pub latency_ns: u64,
@@ -96,12 +102,16 @@ pub fn curves(
     quick: bool,
     print: bool,
     unclean: &mut Vec<String>,
+    pb: &ProgressBar,
 ) -> crate::Result<Vec<Point>> {
     let scale = if quick { 4 } else { 1 };
     let mut out = Vec::new();
     if print {
-        println!("\nprofile {profile}: 2 nodes, one switch");
-        println!("{:>9}  {:>16}  {:>16}", "size", "one-way latency", "stream MB/s");
+        progress::println(pb, &format!("\nprofile {profile}: 2 nodes, one switch"));
+        progress::println(
+            pb,
+            &format!("{:>9}  {:>16}  {:>16}", "size", "one-way latency", "stream MB/s"),
+        );
     }
     for size in sizes() {
         let rounds = ((4 << 20) / size).clamp(4, 100) / scale;
@@ -120,14 +130,17 @@ pub fn curves(
             bandwidth_mb_s: st.flows[0].bandwidth_mb_s,
         };
         if print {
-            println!(
-                "{:>9}  {:>13.2} us  {:>16.2}",
-                fmt_bytes(size),
-                p.latency_ns as f64 / 1e3,
-                p.bandwidth_mb_s
+            progress::println(
+                pb,
+                &format!(
+                    "{:>9}  {:>13.2} us  {:>16.2}",
+                    fmt_bytes(size),
+                    p.latency_ns as f64 / 1e3,
+                    p.bandwidth_mb_s
+                ),
             );
-            let _ = std::io::stdout().flush();
         }
+        pb.inc(1);
         out.push(p);
     }
     Ok(out)
@@ -143,23 +156,40 @@ pub fn shape_ok(points: &[Point]) -> (bool, bool) {
     (lat, bw)
 }
 
-pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitCode> {
-    crate::prereq::require_now()?;
-    let profiles: Vec<String> = if profiles.is_empty() {
+/// The profiles a plain `bench` measures.
+pub fn profiles_or_default(profiles: &[String]) -> Vec<String> {
+    if profiles.is_empty() {
         DEFAULT_PROFILES.iter().map(|s| s.to_string()).collect()
     } else {
         profiles.to_vec()
-    };
+    }
+}
+
+/// The sim's curves and the simulator's speed, printed; each profile's
+/// points are pushed onto `measured` (for the plots).
+pub fn run(
+    profiles: &[String],
+    quick: bool,
+    speed: bool,
+    quiet: bool,
+    measured: &mut Vec<(String, Vec<Point>)>,
+) -> crate::Result<ExitCode> {
+    crate::prereq::require_now()?;
+    let profiles = profiles_or_default(profiles);
     let mut all_ok = true;
     let mut unclean = Vec::new();
+    let steps = (profiles.len() * sizes().len()) as u64 + if speed { 2 } else { 0 };
+    let pb = progress::bar(steps, "bench (sim)", quiet);
     for profile in &profiles {
-        let points = curves(profile, quick, true, &mut unclean)?;
+        let points = curves(profile, quick, true, &mut unclean, &pb)?;
         let (lat_ok, bw_ok) = shape_ok(&points);
-        println!(
-            "  latency non-decreasing with size: {}; bandwidth non-decreasing up to 64 KiB: {}",
-            yes_no(lat_ok),
-            yes_no(bw_ok)
-        );
+        pb.suspend(|| {
+            println!(
+                "  latency non-decreasing with size: {}; bandwidth non-decreasing up to 64 KiB: {}",
+                yes_no(lat_ok),
+                yes_no(bw_ok)
+            )
+        });
         all_ok &= lat_ok && bw_ok;
         for t in TARGETS.iter().filter(|t| t.profile == profile) {
             let Some(p) = points.iter().find(|p| p.size == t.size) else { continue };
@@ -167,17 +197,20 @@ pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitC
             let dev = (got - t.value) / t.value * 100.0;
             let within = dev.abs() <= 10.0;
             all_ok &= within;
-            println!(
-                "  calibration: {} = {:.2} {} (target ~{} {}, {:+.1}%: {})",
-                t.what,
-                got,
-                t.unit,
-                t.value,
-                t.unit,
-                dev,
-                if within { "within 10%" } else { "OFF by more than 10%" }
-            );
+            pb.suspend(|| {
+                println!(
+                    "  calibration: {} = {:.2} {} (target ~{} {}, {:+.1}%: {})",
+                    t.what,
+                    got,
+                    t.unit,
+                    t.value,
+                    t.unit,
+                    dev,
+                    if within { "within 10%" } else { "OFF by more than 10%" }
+                )
+            });
         }
+        measured.push((profile.clone(), points));
     }
     if speed {
         // Small messages measure the per-packet cost of the simulator; 4 KiB
@@ -186,16 +219,17 @@ pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitC
         for (bytes, messages) in
             [(64u64, if quick { 40 } else { 400 }), (4096, if quick { 10 } else { 60 })]
         {
-            println!(
+            pb.suspend(|| println!(
                 "\nsimulator speed: 16-node all-to-all stream, {} messages, {messages} per pair (lanai4-gm)",
                 if bytes >= 1024 { format!("{} KiB", bytes / 1024) } else { format!("{bytes} B") }
-            );
+            ));
             let (r, bad) = run_toml(&alltoall_toml("lanai4-gm", 16, bytes, messages))?;
             if let Some(b) = bad {
                 unclean.push(format!("16-node all-to-all ({bytes} B): {b}"));
             }
+            pb.inc(1);
             let pps = r.sim.packets as f64 / (r.sim.wall_ms / 1e3).max(1e-9);
-            println!(
+            pb.suspend(|| println!(
                 "  {} packets (put on links by NICs, acks included), {} events, {} simulated, {:.0} ms wall: {:.2} M packets/s, {:.2} M events/s{}",
                 r.sim.packets,
                 r.sim.events,
@@ -204,9 +238,10 @@ pub fn run(profiles: &[String], quick: bool, speed: bool) -> crate::Result<ExitC
                 pps / 1e6,
                 r.sim.events as f64 / (r.sim.wall_ms / 1e3).max(1e-9) / 1e6,
                 if cfg!(debug_assertions) { " (DEBUG build: use `cargo xtask`, which builds in release)" } else { "" }
-            );
+            ));
         }
     }
+    pb.finish_and_clear();
     println!();
     for u in &unclean {
         println!("NOT CLEAN: {u}");
@@ -348,4 +383,245 @@ pub fn run_rate(profiles: &[String], quick: bool) -> crate::Result<ExitCode> {
         if ok { "rate control with IDT 0 costs under 1% on average" } else { "OVER 1% on average" }
     );
     Ok(if ok && unclean.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+/// Where a plain `cargo xtask bench` writes its plots and their index.
+pub fn out_dir() -> PathBuf {
+    crate::workspace_root().join("out/reports/bench")
+}
+
+/// One profile's curves for the plots: the simulator's, and the live
+/// backend's (a live cluster as fast as it goes, the same for every
+/// profile) when the real-time section ran.
+pub struct ProfileCurves {
+    pub profile: String,
+    pub sim: Vec<Point>,
+    pub live: Option<Vec<Point>>,
+}
+
+fn size_label(v: f64) -> String {
+    fmt_bytes(v.round() as u64)
+}
+
+fn us_label(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.1} ms", v / 1000.0)
+    } else if v >= 10.0 {
+        format!("{v:.0} us")
+    } else {
+        format!("{v:.1} us")
+    }
+}
+
+fn mb_label(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// File names of one profile's plots: (latency, bandwidth).
+pub fn plot_names(profile: &str) -> (String, String) {
+    (format!("{profile}-latency.svg"), format!("{profile}-bandwidth.svg"))
+}
+
+/// Write each profile's latency and bandwidth plots (against message
+/// size, sim and live), `curves.csv` and `index.md` listing them with
+/// the tables into `dir`. Returns the index's path.
+pub fn write_outputs(dir: &Path, all: &[ProfileCurves]) -> crate::Result<PathBuf> {
+    use std::fmt::Write as _;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let series = |c: &ProfileCurves, f: fn(&Point) -> f64| -> Vec<Curve> {
+        let pts = |v: &[Point]| v.iter().map(|p| (p.size as f64, f(p))).collect();
+        let mut v = vec![(format!("sim {}", c.profile), pts(&c.sim))];
+        if let Some(live) = &c.live {
+            v.push(("live, as fast as it goes".to_string(), pts(live)));
+        }
+        v
+    };
+    let mut md = String::new();
+    let mut csv = String::from("profile,backend,size_bytes,one_way_latency_us,stream_mb_s\n");
+    let _ = writeln!(md, "# cargo xtask bench: latency and bandwidth against message size\n");
+    let _ = writeln!(
+        md,
+        "Two nodes on one switch, messages of 4 B to 1 MiB in powers of 4: ping-pong one-way \
+         latency (median) and stream bandwidth (MB/s = 10^6 B/s, at the receiver). **sim**: the \
+         deterministic simulator with the profile's timing. **live**: a 2-node live cluster \
+         as fast as its device thread goes (the real-time section's setting: no profile's \
+         timing applies, so every profile's plot shows the same live curve), `pingpong` and \
+         `stream` as separate processes, every message checked; measured when the real-time \
+         section runs (not with `--no-realtime`). The data of every table is in \
+         [curves.csv](curves.csv).\n"
+    );
+    for c in all {
+        let (lat_svg, bw_svg) = plot_names(&c.profile);
+        plot::curves(
+            &dir.join(&lat_svg),
+            &format!("{}: one-way latency vs message size (2 nodes)", c.profile),
+            Axis::log("message size", size_label),
+            Axis::log("one-way latency (median)", us_label),
+            &series(c, |p| p.latency_ns as f64 / 1e3),
+            &[],
+            SeriesLabelPosition::UpperLeft,
+        )?;
+        plot::curves(
+            &dir.join(&bw_svg),
+            &format!("{}: stream bandwidth vs message size (2 nodes)", c.profile),
+            Axis::log("message size", size_label),
+            Axis::log("MB/s (10^6 B/s)", mb_label),
+            &series(c, |p| p.bandwidth_mb_s),
+            &[],
+            SeriesLabelPosition::UpperLeft,
+        )?;
+        let _ = writeln!(md, "## {}\n", c.profile);
+        let _ = writeln!(md, "![{} latency]({lat_svg})\n", c.profile);
+        let _ = writeln!(md, "![{} bandwidth]({bw_svg})\n", c.profile);
+        let _ =
+            writeln!(md, "| size | sim latency (us) | sim MB/s | live latency (us) | live MB/s |");
+        let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
+        for p in &c.sim {
+            let live = c.live.as_ref().and_then(|l| l.iter().find(|q| q.size == p.size));
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | {:.2} | {} | {} |",
+                fmt_bytes(p.size),
+                p.latency_ns as f64 / 1e3,
+                p.bandwidth_mb_s,
+                live.map_or("-".to_string(), |q| format!("{:.2}", q.latency_ns as f64 / 1e3)),
+                live.map_or("-".to_string(), |q| format!("{:.2}", q.bandwidth_mb_s)),
+            );
+        }
+        let _ = writeln!(md);
+        for (backend, pts) in [("sim", Some(&c.sim)), ("live", c.live.as_ref())] {
+            for p in pts.into_iter().flatten() {
+                let _ = writeln!(
+                    csv,
+                    "{},{backend},{},{:.3},{:.3}",
+                    c.profile,
+                    p.size,
+                    p.latency_ns as f64 / 1e3,
+                    p.bandwidth_mb_s
+                );
+            }
+        }
+    }
+    let _ = writeln!(md, "## Files\n");
+    for c in all {
+        let (l, b) = plot_names(&c.profile);
+        let _ = writeln!(md, "- [{l}]({l}), [{b}]({b})");
+    }
+    let _ = writeln!(md, "- [curves.csv](curves.csv): every table above");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display())).map(|_| p)
+    };
+    write("curves.csv", &csv)?;
+    write("index.md", &md)
+}
+
+/// A plain `cargo xtask bench`: the sim's curves and speed, then (unless
+/// `realtime` is false) the real-time section and each profile's live
+/// curve; then the plots and index in [`out_dir`].
+pub fn run_all(
+    root: &Path,
+    profiles: &[String],
+    quick: bool,
+    speed: bool,
+    realtime: bool,
+    rt_count: u64,
+    quiet: bool,
+) -> crate::Result<ExitCode> {
+    let mut sims = Vec::new();
+    let code = run(profiles, quick, speed, quiet, &mut sims)?;
+    let live = if realtime {
+        crate::bench_rt::run(root, rt_count, quiet)?;
+        Some(crate::bench_rt::live_curve(root, quick, quiet)?)
+    } else {
+        None
+    };
+    let all: Vec<ProfileCurves> = sims
+        .into_iter()
+        .map(|(profile, sim)| ProfileCurves { profile, sim, live: live.clone() })
+        .collect();
+    let index = write_outputs(&out_dir(), &all)?;
+    println!(
+        "plots (latency and bandwidth against message size, sim and live) and their index: {}",
+        index.display()
+    );
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(scale: f64) -> Vec<Point> {
+        sizes()
+            .into_iter()
+            .map(|size| Point {
+                size,
+                latency_ns: 10_000 + size * 12,
+                bandwidth_mb_s: scale * size as f64 / (size as f64 + 4096.0),
+            })
+            .collect()
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("xtask-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn the_plots_and_the_index_hold_every_profiles_sim_and_live_series() {
+        let dir = temp_dir("plots");
+        let all = [
+            ProfileCurves {
+                profile: "lanai4-gm".into(),
+                sim: points(82.0),
+                live: Some(points(70.0)),
+            },
+            ProfileCurves { profile: "lanai9-gm".into(), sim: points(200.0), live: None },
+        ];
+        let index = write_outputs(&dir, &all).unwrap();
+        assert_eq!(index, dir.join("index.md"));
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        let n = sizes().len();
+        for (profile, series) in [("lanai4-gm", 2), ("lanai9-gm", 1)] {
+            let (lat, bw) = plot_names(profile);
+            for svg in [read(&lat), read(&bw)] {
+                assert!(svg.starts_with("<svg"), "{svg:.80}");
+                assert!(svg.contains(&format!("sim {profile}")), "no sim series in {lat}");
+                assert_eq!(
+                    svg.contains("live, as fast as it goes"),
+                    series == 2,
+                    "live series in {lat}"
+                );
+                // A dot per point of every series.
+                assert_eq!(svg.matches("<circle").count(), n * series);
+            }
+            assert!(read(&lat).contains("one-way latency vs message size"));
+            assert!(read(&bw).contains("stream bandwidth vs message size"));
+        }
+        let md = read("index.md");
+        for link in [
+            "![lanai4-gm latency](lanai4-gm-latency.svg)",
+            "![lanai4-gm bandwidth](lanai4-gm-bandwidth.svg)",
+            "![lanai9-gm latency](lanai9-gm-latency.svg)",
+            "![lanai9-gm bandwidth](lanai9-gm-bandwidth.svg)",
+            "[curves.csv](curves.csv)",
+        ] {
+            assert!(md.contains(link), "{link} missing from index.md:\n{md}");
+        }
+        // lanai4-gm 64 KiB: latency 10 + 786.432 us, bandwidth 82 * 65536 / 69632.
+        assert!(md.contains("| 64 KiB | 796.43 | 77.18 | 796.43 | 65.88 |"), "{md}");
+        assert!(md.contains("| 64 KiB | 796.43 | 188.24 | - | - |"), "{md}");
+        let csv = read("curves.csv");
+        assert_eq!(csv.lines().count(), 1 + 3 * n);
+        assert!(csv.contains("\nlanai4-gm,live,4,10.048,0.068\n"), "{csv}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -47,7 +47,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// The `--realtime` figures of `cargo xtask bench`.
-pub fn run(root: &Path, count: u64) -> crate::Result<()> {
+pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
@@ -78,6 +78,10 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
     };
     // The probe's two CPUs: the NIC's and a host program's.
     let probe = cores.split_last().and_then(|(&nic, rest)| rest.first().map(|&h| (nic, h)));
+    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
+    // A step per live run, one for qemu.
+    let steps = (layouts.len() * RUNS) as u64 + u64::from(have_qemu);
+    let pb = crate::progress::bar(steps, "bench (real time)", quiet);
     let mut live = Vec::new();
     for (label, nic_cpus, host_args) in &layouts {
         let mut cfg =
@@ -96,6 +100,7 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
             let handoff = probe.map(|(a, b)| affinity::handoff_ns(a, b, PROBE)).transpose()?;
             let bw = rt::stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &extra)?;
             runs.push((bw, handoff));
+            pb.inc(1);
         }
         c.stop().map_err(|e| e.to_string())?;
         lats.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
@@ -105,7 +110,6 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
         live.push((label.clone(), lat, bw, runs));
     }
 
-    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
     let mut q = None;
     if have_qemu {
         let mut cfg =
@@ -123,7 +127,9 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
         let idle = (c1 - c0) / t0.elapsed().as_secs_f64();
         c.stop().map_err(|e| e.to_string())?;
         q = Some((ql, idle));
+        pb.inc(1);
     }
+    pb.finish_and_clear();
 
     let mark = |ok: bool| if ok { "met" } else { "NOT met" };
     println!("{:<54} {:>12} {:>12} {:>8}  target", "", "measured", "baseline", "ratio");
@@ -191,4 +197,59 @@ pub fn run(root: &Path, count: u64) -> crate::Result<()> {
 
 fn num_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// The live curve for the plots: a 2-node live cluster as fast as its
+/// device thread goes (the real-time section's setting; the profile's
+/// timing does not apply), ping-pong one-way latency (median) and stream
+/// bandwidth (the receiver's) for every size of `bench::sizes`, printed
+/// as a table.
+pub fn live_curve(
+    root: &Path,
+    quick: bool,
+    quiet: bool,
+) -> crate::Result<Vec<crate::bench::Point>> {
+    use nic_emu::scenario::report::fmt_bytes;
+    let bins = fw::build_host_programs(root)?;
+    let sizes = crate::bench::sizes();
+    let pb = crate::progress::bar(sizes.len() as u64, "bench (live curve)", quiet);
+    let scale = if quick { 4 } else { 1 };
+    let cfg =
+        RtConfig::new(&format!("bench-curve-{}", std::process::id()), ClusterBackend::Live, 2);
+    let c = rt::start(cfg)?;
+    crate::progress::println(
+        &pb,
+        &format!(
+            "\nlive, as fast as it goes: 2 nodes, one switch (for the plots)\n{:>9}  {:>16}  {:>16}",
+            "size", "one-way latency", "stream MB/s"
+        ),
+    );
+    let mut pts = Vec::new();
+    for &size in &sizes {
+        let rounds = ((64 << 20) / size).clamp(200, 2000) / scale;
+        let messages = ((64 << 20) / size).clamp(64, 4000) / scale;
+        let lat = rt::pingpong(&bins, c.path(), 1, size as u32, rounds, &[]);
+        let bw = rt::stream(&bins, c.path(), 2, 2, size as u32, messages, &[]);
+        let (lat, bw) = match (lat, bw) {
+            (Ok(l), Ok(b)) => (l, b),
+            (Err(e), _) | (_, Err(e)) => {
+                let _ = c.stop();
+                return Err(format!("live curve, {}: {e}", fmt_bytes(size)));
+            }
+        };
+        let p = crate::bench::Point {
+            size,
+            latency_ns: (lat.median_us * 1e3).round() as u64,
+            bandwidth_mb_s: bw,
+        };
+        crate::progress::println(
+            &pb,
+            &format!("{:>9}  {:>13.2} us  {:>16.2}", fmt_bytes(size), lat.median_us, bw),
+        );
+        pb.inc(1);
+        pts.push(p);
+    }
+    c.stop().map_err(|e| e.to_string())?;
+    pb.finish_and_clear();
+    Ok(pts)
 }

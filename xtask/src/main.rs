@@ -2,10 +2,11 @@
 //!
 //! Subcommands: `build-fw` builds the bare-metal MCP image and prints its
 //! size, `flash` writes an image into a running cluster's NIC, `run`
-//! serves a live or qemu cluster until Ctrl-C, `logs` decodes a qemu NIC's defmt log,
+//! serves a live or qemu cluster until Ctrl-C (`cluster list|stop`: the
+//! running ones), `logs` decodes a qemu NIC's defmt log,
 //! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file (sim, live or qemu), `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
-//! speed (`--rate`: the cost of rate control), `calibrate` measures a
+//! speed, and plots them (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
 //! rate-control experiments as Markdown with SVG plots, `test` runs the whole test suite and the example scenarios,
 //! `demo` runs a 4-node cluster (qemu, else live) with host programs, `doctor` checks prerequisites. The alias in
@@ -19,13 +20,16 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_rt;
 mod calibrate;
+mod cluster;
 mod demo;
 mod flash;
 mod fw;
 mod gdb;
 mod logs;
 mod mcast;
+mod plot;
 mod prereq;
+mod progress;
 mod report;
 mod report_live;
 mod rt;
@@ -158,6 +162,9 @@ enum Cmd {
         /// --multicast-cost: live runs of each build (interleaved).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// No progress bars on stderr (they show only on a terminal).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Run the whole test suite: `cargo test --workspace --release` (or
     /// nextest when installed), then every scenario under scenarios/ with
@@ -203,6 +210,9 @@ enum Cmd {
         /// Seed of the fault injection.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// No progress on stderr (a bar on a terminal, else a line every 2 s).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// A 4-node cluster at work: builds and flashes the firmware, starts 4
     /// NICs on qemu (installing QEMU with apt-get as root when missing;
@@ -243,29 +253,13 @@ enum Cmd {
     ///
     /// sim is not a long-running service (it runs a scenario in virtual
     /// time): `run --backend sim` runs the demo scenario and says so.
-    Run {
-        #[arg(long, default_value_t = 2)]
-        nodes: usize,
-        #[arg(long, value_enum, default_value = "live")]
-        backend: rt::Backend,
-        /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
-        #[arg(long, default_value = "nic")]
-        name: String,
-        /// Also start the bandwidth resource manager: its master (a
-        /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
-        /// NIC, deciding with the profile's stored calibration. Host
-        /// programs then ask it for bandwidth (`BrmClient::connect`).
-        #[arg(long)]
-        brm: bool,
-        /// CPUs the device threads run on (`1`, `2-3`); give host programs
-        /// the others with their `--cpus` (a NIC with a processor of its own).
-        #[arg(long)]
-        cpus: Option<host_driver::affinity::CpuList>,
-        /// Let programs of this user (a uid) use the cluster too, through
-        /// each node's control socket only (repeatable; docs/design/protection.md).
-        #[arg(long = "allow-uid", value_name = "UID")]
-        allow_uid: Vec<u32>,
-    },
+    /// Live and qemu clusters run as a `nic-cluster run` device process
+    /// in the foreground, given the cluster options below as they are.
+    Run(run::RunArgs),
+    /// The clusters on this machine: `list` them, `stop NAME` one
+    /// (`nic-cluster list` and `nic-cluster stop`).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
     /// level, timestamp and message, from <cluster>/node<N>/console.log.
     ///
@@ -357,6 +351,9 @@ enum Cmd {
         /// and Bmax measured on the live cluster first.
         #[arg(long, value_enum, default_value = "stored")]
         live_calibration: report::LiveCal,
+        /// No progress bar on stderr (it shows only on a terminal).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// A published model next to the simulator.
     ///
@@ -398,23 +395,16 @@ fn main() -> ExitCode {
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))
         }
-        Cmd::Bench { rt_count, realtime: true, .. } => {
-            bench_rt::run(&root, rt_count).map(|_| ExitCode::SUCCESS)
+        Cmd::Bench { rt_count, realtime: true, quiet, .. } => {
+            bench_rt::run(&root, rt_count, quiet).map(|_| ExitCode::SUCCESS)
         }
-        Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, .. } => {
-            bench::run(&profiles, quick, !no_speed).and_then(|code| {
-                if !no_realtime {
-                    bench_rt::run(&root, rt_count)?;
-                }
-                Ok(code)
-            })
+        Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
+            bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)
         }
         Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
-        Cmd::Run { nodes, backend, name, brm, cpus, allow_uid } => {
-            let cpus = cpus.map(|c| c.0).unwrap_or_default();
-            run::run(&root, nodes, backend, &name, brm, cpus, allow_uid)
-        }
+        Cmd::Run(a) => run::run(&root, &a),
+        Cmd::Cluster(c) => cluster::run(&root, &c),
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }
@@ -425,14 +415,14 @@ fn main() -> ExitCode {
             testing::run(&root, scenarios_only, !no_nextest)
         }
         Cmd::Fuzz { steps, seed, cases } => testing::fuzz_command(&root, steps, seed, cases),
-        Cmd::Soak { messages, seed } => soak::run(messages, seed),
+        Cmd::Soak { messages, seed, quiet } => soak::run(messages, seed, quiet),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
-        Cmd::Report { which, out, profile, .. } if which == "multicast" => {
-            mcast::report(out, profile)
+        Cmd::Report { which, out, profile, quiet, .. } if which == "multicast" => {
+            mcast::report(out, profile, quiet)
         }
-        Cmd::Report { which, out, profile, backend, live_calibration } => {
-            report::run(&which, out, profile, backend, live_calibration)
+        Cmd::Report { which, out, profile, backend, live_calibration, quiet } => {
+            report::run(&which, out, profile, backend, live_calibration, quiet)
         }
         Cmd::Model { which, profile, bytes, groups } => {
             mcast::model(&which, &profile, bytes, &groups)

@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use host_driver::{Algorithm, Scheme};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use nic_emu::mcast::{measure, median, McastResult, McastRun};
 use nic_emu::Profile;
-use plotters::prelude::*;
+use plotters::prelude::SeriesLabelPosition;
+
+use crate::plot::{self, Axis, Curve};
+use crate::progress::bar;
 
 /// Multicasts per measured point (the first is a warm-up).
 const COUNT: u32 = 4;
@@ -67,17 +70,6 @@ pub fn parse_groups(s: &str) -> crate::Result<Vec<u16>> {
     Ok(v)
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta} left)")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_message(what.to_string());
-    pb
-}
-
 /// `cargo xtask model multicast`: model and simulation side by side.
 pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Result<ExitCode> {
     if which != "multicast" {
@@ -86,7 +78,7 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
     let p = Profile::load(profile).map_err(|e| e.to_string())?;
     let groups = parse_groups(groups)?;
     let total = (Scheme::ALL.len() * 5 * groups.len()) as u64;
-    let pb = bar(total, "simulating");
+    let pb = bar(total, "simulating", false);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -138,9 +130,7 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
     Ok(ExitCode::SUCCESS)
 }
 
-/// One curve of a plot: a label and (G, value) points.
-type Curve = (String, Vec<(f64, f64)>);
-
+/// Plot curves over the group size G.
 fn plot(
     path: &Path,
     title: &str,
@@ -148,45 +138,15 @@ fn plot(
     curves: &[Curve],
     dashed: &[Curve],
 ) -> crate::Result<()> {
-    let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
-    let root = SVGBackend::new(path, (820, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let all = curves.iter().chain(dashed).flat_map(|c| c.1.iter());
-    let (mut xmax, mut ymax) = (1.0f64, 1.0f64);
-    for &(x, y) in all {
-        xmax = xmax.max(x);
-        ymax = ymax.max(y);
-    }
-    let mut ch = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..xmax * 1.05, 0f64..ymax * 1.1)
-        .map_err(|x| e(&x))?;
-    ch.configure_mesh().x_desc("G (members)").y_desc(ylabel).draw().map_err(|x| e(&x))?;
-    for (i, (label, pts)) in curves.iter().enumerate() {
-        let c = Palette99::pick(i).to_rgba();
-        ch.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|x| e(&x))?;
-    }
-    for (i, (label, pts)) in dashed.iter().enumerate() {
-        let c = Palette99::pick(i).to_rgba().mix(0.5);
-        ch.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, c.stroke_width(1)))
-            .map_err(|x| e(&x))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-    }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))
+    plot::curves(
+        path,
+        title,
+        Axis::linear("G (members)"),
+        Axis::linear(ylabel),
+        curves,
+        dashed,
+        SeriesLabelPosition::UpperLeft,
+    )
 }
 
 /// One scheme x algorithm over the group sizes, at one message size.
@@ -307,7 +267,11 @@ fn cached_vs_host(
 }
 
 /// `cargo xtask report multicast`.
-pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<ExitCode> {
+pub fn report(
+    out: Option<PathBuf>,
+    profile: Option<String>,
+    quiet: bool,
+) -> crate::Result<ExitCode> {
     let name = profile.unwrap_or_else(|| "lanai9-gm".to_string());
     let p = Profile::load(&name).map_err(|e| e.to_string())?;
     let modern = Profile::load("modern").map_err(|e| e.to_string())?;
@@ -316,7 +280,8 @@ pub fn report(out: Option<PathBuf>, profile: Option<String>) -> crate::Result<Ex
     let groups: Vec<u16> = (4..=16).step_by(2).collect();
     let large = [64u16, 256];
     let per = (Scheme::ALL.len() * 5) as u64;
-    let pb = bar(per * (2 * groups.len() + large.len()) as u64 + 2 * 7 * 4, "multicast report");
+    let pb =
+        bar(per * (2 * groups.len() + large.len()) as u64 + 2 * 7 * 4, "multicast report", quiet);
     let (small, mut failed) = sweep(&p, 2, &groups, &pb);
     let (big, f2) = sweep(&p, 65536, &groups, &pb);
     let (wide, f3) = sweep(&p, 2, &large, &pb);
@@ -506,7 +471,7 @@ pub fn bench_cost(root: &Path, count: u64, runs: usize) -> crate::Result<ExitCod
     }
     // Live: the two builds' device processes and programs, interleaved run
     // by run so that this machine's slow spells hit both alike.
-    let pb = bar((2 * runs) as u64, "live runs");
+    let pb = bar((2 * runs) as u64, "live runs", false);
     for _ in 0..runs {
         for (k, bins) in [&with, &without].into_iter().enumerate() {
             std::env::set_var(nic_emu::realtime::process::BINARY_ENV, bins.join("nic-cluster"));

@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use indicatif::ProgressBar;
 use nic_emu::brm::experiments::{self, head, stream};
 use nic_emu::brm::Calibration;
 use nic_emu::calibrate::rate;
@@ -55,6 +56,7 @@ pub fn run(
     profile: Option<String>,
     backend: ReportBackend,
     live_cal: LiveCal,
+    quiet: bool,
 ) -> crate::Result<ExitCode> {
     if which != "rate-control" {
         return Err(format!("unknown report `{which}` (known: rate-control, multicast)"));
@@ -65,14 +67,14 @@ pub fn run(
     std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
     let root = crate::workspace_root();
     let (md, file) = match backend {
-        ReportBackend::Sim => (rate_control(&profile, &dir)?, "report.md"),
+        ReportBackend::Sim => (rate_control(&profile, &dir, quiet)?, "report.md"),
         ReportBackend::Live => {
             let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
             print!("{live}");
             (format!("# Rate control on the live backend: report\n\n{live}"), "live.md")
         }
         ReportBackend::All => {
-            let sim = rate_control(&profile, &dir)?;
+            let sim = rate_control(&profile, &dir, quiet)?;
             let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
             (sim + "\n" + &live, "report.md")
         }
@@ -87,17 +89,25 @@ fn flow<'a>(r: &'a Report, name: &str) -> &'a FlowReport {
     r.flows.iter().find(|f| f.name == name).expect("flow of the experiment")
 }
 
-/// Run an experiment's scenario, keeping its text beside the report.
-fn experiment(dir: &Path, name: &str, text: &str) -> crate::Result<Report> {
+/// Steps of the rate-control report's progress bar: calibration, two
+/// share experiments, requests, admission, best effort, the IDT-0 cost.
+const STEPS: u64 = 7;
+
+/// Run an experiment's scenario, keeping its text beside the report (one
+/// step of the bar).
+fn experiment(dir: &Path, name: &str, text: &str, pb: &ProgressBar) -> crate::Result<Report> {
     let _ = std::fs::write(dir.join(format!("{name}.toml")), text);
+    pb.set_message(format!("rate-control: {name}"));
     let (r, bad) = run_toml(text)?;
+    pb.inc(1);
     if let Some(b) = bad {
         return Err(format!("experiment {name} did not run clean: {b}"));
     }
     Ok(r)
 }
 
-fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
+fn rate_control(profile: &str, dir: &Path, quiet: bool) -> crate::Result<String> {
+    let pb = crate::progress::bar(STEPS, "rate-control: calibration", quiet);
     let mut md = String::new();
     let _ = writeln!(md, "# Rate control and the bandwidth resource manager: report\n");
     let _ = writeln!(
@@ -109,6 +119,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
 
     // 1. Calibration.
     let m = rate::measure(profile, false)?;
+    pb.inc(1);
     let c = m.cal.clone();
     let _ = writeln!(md, "## Calibration: T and Bmax\n");
     let _ = writeln!(
@@ -174,7 +185,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
         let text = head(profile, 3, "star")
             + &stream("a", 0, 1, ma, &format!("idt_t = {ka}"))
             + &stream("b", 0, 2, mb, &format!("idt_t = {kb}"));
-        let r = experiment(dir, &format!("shares-{name}"), &text)?;
+        let r = experiment(dir, &format!("shares-{name}"), &text, &pb)?;
         let (a, b) = (flow(&r, "a"), flow(&r, "b"));
         let (ia, ib) = (a.idt.unwrap_or(0), b.idt.unwrap_or(0));
         let want = ia as f64 / ib.max(1) as f64;
@@ -198,7 +209,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
         + &stream("r10", 0, 1, 15, "rate_mb_s = 10")
         + &stream("r20", 0, 2, 30, "rate_mb_s = 20")
         + &stream("r40", 0, 3, 60, "rate_mb_s = 40");
-    let r = experiment(dir, "requests", &text)?;
+    let r = experiment(dir, "requests", &text, &pb)?;
     for (name, want) in [("r10", 10.0), ("r20", 20.0), ("r40", 40.0)] {
         let f = flow(&r, name);
         let _ = writeln!(
@@ -222,7 +233,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
          trunk (t1 and t2 at 0 ms, t3 at 1 ms); `src-full` and `dst-full` ask at 1 ms; \
          `src-later` asks at 40 ms, after node 0's reservation was released.\n"
     );
-    let r = experiment(dir, "admission", &experiments::admission(profile))?;
+    let r = experiment(dir, "admission", &experiments::admission(profile), &pb)?;
     let _ = writeln!(md, "| flow | route | admitted | IDT | MB/s | refused because |");
     let _ = writeln!(md, "|---|---|---|---:|---:|---|");
     for f in &r.flows {
@@ -246,7 +257,7 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     let phase_ms = 60u64;
     let us = |k: u64| k * phase_ms * 1000;
     let text = experiments::best_effort(profile, phase_ms);
-    let r = experiment(dir, "best-effort", &text)?;
+    let r = experiment(dir, "best-effort", &text, &pb)?;
     let _ = writeln!(md, "\n## Best effort\n");
     let _ = writeln!(
         md,
@@ -304,7 +315,10 @@ fn rate_control(profile: &str, dir: &Path) -> crate::Result<String> {
     // 5. Cost with every IDT 0.
     let _ = writeln!(md, "## Cost of rate control with every IDT 0\n");
     let mut unclean = Vec::new();
+    pb.set_message("rate-control: the cost with every IDT 0");
     let rows = rate_overhead(profile, false, &mut unclean)?;
+    pb.inc(1);
+    pb.finish_and_clear();
     let (table, lat, bw) = overhead_table(&rows);
     let _ = writeln!(
         md,

@@ -1,28 +1,110 @@
-//! `cargo xtask run`: start a live or qemu cluster, served by this
-//! process, print where its files are and how host programs reach it, and
-//! keep it up until Ctrl-C (`--backend sim` runs the demo scenario
-//! instead: the sim is not a service).
+//! `cargo xtask run`: start a live or qemu cluster as a `nic-cluster run`
+//! device process in the foreground, print where its files are and how
+//! host programs reach it, and keep it up until Ctrl-C (`--backend sim`
+//! runs the demo scenario instead: the sim is not a service).
+//!
+//! The cluster options `nic-cluster run` has (profile, topology, fault
+//! injection, `--stats`) are one definition, `nic_emu::cli::ClusterOpts`,
+//! flattened into both command lines and handed on as they are. The
+//! device process's messages (a NIC reset, a guest that exited, the
+//! counters with `--stats`) go to this terminal as they happen: its
+//! stderr is this process's.
 
-use std::path::Path;
-use std::process::ExitCode;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use host_driver::cluster::ClusterBackend;
-use nic_emu::realtime::{qemu, RtConfig};
+use nic_emu::cli::ClusterOpts;
+use nic_emu::realtime::process::{self, READY_PREFIX};
+use nic_emu::realtime::qemu;
 
 use crate::fw;
 use crate::rt::{self, Backend};
 
-/// `cargo xtask run --nodes N --backend sim|live|qemu [--name NAME]`.
-pub fn run(
-    root: &Path,
-    nodes: usize,
-    backend: Backend,
-    name: &str,
-    brm: bool,
-    cpus: Vec<usize>,
-    allow_uids: Vec<u32>,
-) -> crate::Result<ExitCode> {
-    let backend = match backend {
+/// `cargo xtask run`'s options.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    #[arg(long, value_enum, default_value = "live")]
+    pub backend: Backend,
+    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
+    #[arg(long, default_value = "nic")]
+    pub name: String,
+    /// Also start the bandwidth resource manager: its master (a
+    /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
+    /// NIC, deciding with the profile's stored calibration. Host
+    /// programs then ask it for bandwidth (`BrmClient::connect`).
+    #[arg(long)]
+    pub brm: bool,
+    /// CPUs the device threads run on (`1`, `2-3`); give host programs
+    /// the others with their `--cpus` (a NIC with a processor of its own).
+    #[arg(long)]
+    pub cpus: Option<host_driver::affinity::CpuList>,
+    /// Let programs of this user (a uid) use the cluster too, through
+    /// each node's control socket only (repeatable; docs/design/protection.md).
+    #[arg(long = "allow-uid", value_name = "UID")]
+    pub allow_uid: Vec<u32>,
+    #[command(flatten)]
+    pub cluster: ClusterOpts,
+}
+
+/// The `nic-cluster` arguments that serve `a` in the foreground
+/// (`image`: the firmware every NIC runs, qemu).
+pub fn nic_cluster_args(a: &RunArgs, backend: ClusterBackend, image: Option<&Path>) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        "run".into(),
+        "--name".into(),
+        a.name.clone(),
+        "--nodes".into(),
+        a.nodes.to_string(),
+        "--backend".into(),
+        backend.as_str().into(),
+    ];
+    v.extend(a.cluster.args());
+    if let Some(cpus) = &a.cpus {
+        let list: Vec<String> = cpus.0.iter().map(usize::to_string).collect();
+        v.push(format!("--cpus={}", list.join(",")));
+    }
+    for uid in &a.allow_uid {
+        v.push(format!("--allow-uid={uid}"));
+    }
+    if a.brm {
+        v.push("--brm".into());
+    }
+    if let Some(img) = image {
+        v.push("--image".into());
+        v.push(img.display().to_string());
+    }
+    v.push("--foreground".into());
+    v
+}
+
+/// What `run` prints once the cluster is up: how host programs reach it,
+/// and the commands that list and stop clusters.
+pub fn hints(name: &str, backend: ClusterBackend) -> String {
+    let mut s = format!(
+        "host programs find it as `--cluster {name}`, e.g.\n  \
+         target/release/pingpong --cluster {name} --node 1 --port 1 --peer 0 --peer-port 1 --role pong &\n  \
+         target/release/pingpong --cluster {name} --node 0 --port 1 --peer 1 --peer-port 1 --role ping\n"
+    );
+    if backend == ClusterBackend::Qemu {
+        s += &format!("reflash a NIC: cargo xtask flash --node N --cluster {name} [IMAGE]\n");
+    }
+    s += &format!(
+        "clusters on this machine: cargo xtask cluster list; stop this one with Ctrl-C here or \
+         `cargo xtask cluster stop {name}`\n"
+    );
+    s
+}
+
+/// `cargo xtask run --nodes N --backend sim|live|qemu [--name NAME] ...`.
+pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
+    let backend = match a.backend {
         Backend::Sim => {
             println!(
                 "the sim backend is not a long-running service: it runs a scenario in virtual \
@@ -34,41 +116,183 @@ pub fn run(
         Backend::Live => ClusterBackend::Live,
         Backend::Qemu => ClusterBackend::Qemu,
     };
-    let mut cfg = RtConfig::new(name, backend, nodes);
-    cfg.cpus = cpus;
-    cfg.allow_uids = allow_uids;
+    let mut image: Option<PathBuf> = None;
     if backend == ClusterBackend::Qemu {
         if !rt::ensure_qemu()? {
             return Err(format!("the qemu backend needs {}", qemu::QEMU_PROGRAM));
         }
         let elf = fw::build_image(root, false)?;
         fw::report_size(&elf)?;
-        cfg.image = Some(elf);
+        image = Some(elf);
     }
-    if brm {
-        let bins = fw::build_host_programs(root)?;
-        cfg.brm = Some(nic_emu::realtime::BrmSetup {
-            calibration: None,
-            program: Some(bins.join(nic_emu::realtime::process::BINARY)),
-        });
-    }
+    eprintln!("building the device process (nic-cluster) and the host programs, release");
+    let exe = fw::build_host_programs(root)?.join(process::BINARY);
+    let args = nic_cluster_args(a, backend, image.as_deref());
+    // Ctrl-C reaches the device process too (same process group); this
+    // one waits for it to stop and remove the cluster.
     let stop = rt::stop_flag()?;
-    let c = rt::start(cfg)?;
-    rt::print_where(&c);
-    println!(
-        "host programs find it as `--cluster {name}`, e.g.\n  \
-         target/release/pingpong --cluster {name} --node 1 --port 1 --peer 0 --peer-port 1 --role pong &\n  \
-         target/release/pingpong --cluster {name} --node 0 --port 1 --peer 1 --peer-port 1 --role ping"
-    );
-    if backend == ClusterBackend::Qemu {
-        println!("reflash a NIC: cargo xtask flash --node N --cluster {name} [IMAGE]");
+    let mut child = Command::new(&exe)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", exe.display()))?;
+    let out = child.stdout.take().ok_or("no stdout pipe to the device process")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut forwarded = false;
+    let status = loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line.starts_with(READY_PREFIX) => {
+                print!("{}", hints(&a.name, backend));
+                println!("serving until Ctrl-C");
+            }
+            Ok(line) => println!("{line}"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break child.wait().map_err(|e| format!("waiting for the device process: {e}"))?;
+            }
+        }
+        // A SIGTERM sent to this process alone: pass it on (once).
+        if stop.load(Ordering::Relaxed) && !forwarded {
+            forwarded = true;
+            let _ = process::request_stop(child.id());
+        }
+    };
+    let _ = reader.join();
+    if status.success() {
+        println!("cluster `{}` stopped", a.name);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(format!("the device process ({}) ended with {status}", exe.display()))
     }
-    println!("serving until Ctrl-C");
-    c.serve_until(&stop);
-    println!("\nstopping `{name}`");
-    for note in c.notes() {
-        println!("  device process: {note}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
     }
-    c.stop().map_err(|e| e.to_string())?;
-    Ok(ExitCode::SUCCESS)
+
+    fn parse(args: &[&str]) -> RunArgs {
+        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).unwrap().run
+    }
+
+    #[test]
+    fn the_cluster_options_are_handed_on_to_nic_cluster_run() {
+        let a = parse(&[
+            "--nodes",
+            "4",
+            "--name",
+            "c1",
+            "--profile",
+            "lanai4-gm",
+            "--topology",
+            "clos",
+            "--drop",
+            "0.02",
+            "--corrupt",
+            "0.001",
+            "--duplicate",
+            "0.003",
+            "--seed",
+            "9",
+            "--stats",
+            "--cpus",
+            "1-2",
+            "--allow-uid",
+            "1001",
+            "--allow-uid",
+            "1002",
+            "--brm",
+        ]);
+        assert_eq!(
+            nic_cluster_args(&a, ClusterBackend::Live, None),
+            [
+                "run",
+                "--name",
+                "c1",
+                "--nodes",
+                "4",
+                "--backend",
+                "live",
+                "--profile",
+                "lanai4-gm",
+                "--topology",
+                "clos",
+                "--drop=0.02",
+                "--corrupt=0.001",
+                "--duplicate=0.003",
+                "--seed=9",
+                "--stats",
+                "--cpus=1,2",
+                "--allow-uid=1001",
+                "--allow-uid=1002",
+                "--brm",
+                "--foreground",
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_give_nic_cluster_the_same_defaults_and_qemu_gets_the_image() {
+        let a = parse(&["--backend", "qemu"]);
+        assert_eq!(a.cluster, ClusterOpts::default());
+        assert_eq!(
+            nic_cluster_args(&a, ClusterBackend::Qemu, Some(Path::new("/fw/mcp-image"))),
+            [
+                "run",
+                "--name",
+                "nic",
+                "--nodes",
+                "2",
+                "--backend",
+                "qemu",
+                "--profile",
+                "lanai9-gm",
+                "--topology",
+                "star",
+                "--drop=0",
+                "--corrupt=0",
+                "--duplicate=0",
+                "--seed=0",
+                "--image",
+                "/fw/mcp-image",
+                "--foreground",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_fault_value_is_refused_naming_the_option() {
+        let e = Cli::try_parse_from(["run", "--drop", "often"]).err().unwrap().to_string();
+        assert!(e.contains("--drop"), "{e}");
+    }
+
+    #[test]
+    fn the_hints_point_to_cluster_list_and_stop() {
+        let h = hints("c1", ClusterBackend::Live);
+        assert!(h.contains("`--cluster c1`"), "{h}");
+        assert!(
+            h.ends_with(
+                "clusters on this machine: cargo xtask cluster list; stop this one with Ctrl-C \
+                 here or `cargo xtask cluster stop c1`\n"
+            ),
+            "{h}"
+        );
+        assert!(!h.contains("flash"), "{h}");
+        assert!(hints("q", ClusterBackend::Qemu).contains("cargo xtask flash --node N --cluster q"));
+    }
 }

@@ -13,13 +13,27 @@ use nic_emu::scenario::{self, Progress, RtScenarioOptions};
 
 use crate::rt::Backend;
 
-/// A progress printer for long runs: a line on stderr at most every two
-/// seconds of wall time, nothing for runs shorter than that. `real_time`:
-/// the run's clock is the wall clock, not virtual time.
+/// A progress printer for long runs, nothing for runs shorter than two
+/// seconds of wall time: on a terminal a bar on stderr (messages done),
+/// else a line on stderr at most every two seconds. `real_time`: the
+/// run's clock is the wall clock, not virtual time.
 pub fn progress_printer(label: String, real_time: bool) -> impl FnMut(&Progress) {
     let start = Instant::now();
     let mut last = start;
+    let mut bar = crate::progress::RunBar::new(&format!("[{label}]"), false);
     move |p: &Progress| {
+        if bar.shown() {
+            let clock = if real_time { "run" } else { "virtual" };
+            bar.update(p.messages_done, p.messages_total, || {
+                format!(
+                    "{clock} {} of {}, {} packets",
+                    scenario::report::fmt_ns(p.now_ns),
+                    scenario::report::fmt_ns(p.limit_ns),
+                    p.packets
+                )
+            });
+            return;
+        }
         let now = Instant::now();
         if now.duration_since(last) >= Duration::from_secs(2) {
             last = now;

@@ -47,11 +47,17 @@ pub fn soak(messages: u64, seed: u64, progress: bool) -> Result<Report, String> 
     let mut early_rss = None;
     let start = std::time::Instant::now();
     let mut last = start;
+    // On a terminal a bar; else (CI logs) a line every 2 s.
+    let mut bar = crate::progress::RunBar::new("soak", !progress);
     let mut on_progress = |p: &scenario::Progress| {
         if early_rss.is_none() && p.messages_done * 10 >= total {
             early_rss = Some(rss_kib().0);
         }
-        if progress && last.elapsed().as_secs() >= 2 {
+        if bar.shown() {
+            bar.update(p.messages_done, p.messages_total, || {
+                format!("{} packets, RSS {} KiB", p.packets, rss_kib().0)
+            });
+        } else if progress && last.elapsed().as_secs() >= 2 {
             last = std::time::Instant::now();
             eprintln!(
                 "  soak: {:>6.1} s wall, {}/{} messages, {} packets, RSS {} KiB",
@@ -64,6 +70,7 @@ pub fn soak(messages: u64, seed: u64, progress: bool) -> Result<Report, String> 
         }
     };
     let r = scenario::run_with_progress(&v, &mut on_progress).map_err(|e| e.to_string())?;
+    drop(bar);
     let (now, peak) = rss_kib();
     let delivered: u64 = r.flows.iter().map(|f| f.delivered).sum();
     let bad: u64 = r.flows.iter().map(|f| f.duplicates + f.corrupted + f.out_of_order).sum();
@@ -86,11 +93,12 @@ pub fn soak(messages: u64, seed: u64, progress: bool) -> Result<Report, String> 
     Ok(r)
 }
 
-pub fn run(messages: u64, seed: u64) -> crate::Result<ExitCode> {
+/// `quiet`: no progress on stderr (neither bar nor lines).
+pub fn run(messages: u64, seed: u64, quiet: bool) -> crate::Result<ExitCode> {
     if messages == 0 {
         return Err("--messages: give at least 1".into());
     }
-    match soak(messages, seed, true) {
+    match soak(messages, seed, !quiet) {
         Ok(_) => {
             println!("every message delivered exactly once, in order, intact");
             Ok(ExitCode::SUCCESS)

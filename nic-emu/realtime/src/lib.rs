@@ -43,6 +43,7 @@
 
 mod brm;
 mod control;
+mod elfpack;
 mod engines;
 mod fabric;
 mod hw;

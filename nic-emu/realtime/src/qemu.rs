@@ -10,8 +10,8 @@
 //! messages to `<node>/qemu.log`.
 //!
 //! Also: finding programs on PATH (so a missing QEMU is a clear error, not
-//! a silent skip), writing a firmware image into a flash file (sparse
-//! aware: an ELF may carry huge zero-filled non-loaded sections), checking
+//! a silent skip), writing a firmware image into a flash file (packed: an
+//! ELF may carry huge zero-filled non-loaded sections), checking
 //! that a file is a RISC-V ELF, and reading a process's CPU time from
 //! /proc (to measure what an idle NIC costs).
 //!
@@ -184,8 +184,11 @@ pub fn check_elf(
 }
 
 /// Copy `image` to `flash` through a temporary file and a rename, so the
-/// device process never sees half an image. Holes in the source (found
-/// with SEEK_DATA/SEEK_HOLE) stay holes.
+/// device process never sees half an image. An ELF is written packed: its
+/// zero-filled non-loaded sections (the 2 GiB `.defmt`) take no bytes, so
+/// the flash file is as long as the image needs (see `elfpack`). Anything
+/// else is copied as it is, holes in the source (found with
+/// SEEK_DATA/SEEK_HOLE) staying holes.
 pub fn write_flash(image: &Path, flash: &Path) -> io::Result<()> {
     let mut src = File::open(image)?;
     let len = src.metadata()?.len();
@@ -196,6 +199,12 @@ pub fn write_flash(image: &Path, flash: &Path) -> io::Result<()> {
         .truncate(true)
         .mode(nic_cluster_dir::cluster::PRIVATE)
         .open(&tmp)?;
+    if let Some(packed) = crate::elfpack::pack(&mut src, len)? {
+        dst.write_all(&packed)?;
+        dst.sync_all()?;
+        drop(dst);
+        return fs::rename(&tmp, flash);
+    }
     let mut off = 0u64;
     let mut buf = vec![0u8; 1 << 16];
     while off < len {

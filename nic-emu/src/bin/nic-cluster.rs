@@ -32,6 +32,7 @@ use host_brm::server::{self, BrmServer};
 use host_brm::Calibration;
 use host_driver::cluster::{self, ClusterBackend, ClusterDir};
 use nic_abi::regs::{self, reg};
+use nic_emu::cli::ClusterOpts;
 use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
 use nic_emu::{Faults, Profile, Topology};
@@ -91,12 +92,10 @@ struct RunArgs {
     /// live (native MCP) or qemu (the riscv64 image under QEMU).
     #[arg(long, default_value = "live")]
     backend: ClusterBackend,
-    /// Timing profile: built-in name or TOML file.
-    #[arg(long, default_value = "lanai9-gm")]
-    profile: String,
-    /// star, two-switch or clos.
-    #[arg(long, default_value = "star")]
-    topology: Topology,
+    /// Profile, topology, fault injection, --stats (shared with `cargo
+    /// xtask run`).
+    #[command(flatten)]
+    opts: ClusterOpts,
     /// Firmware image (ELF) flashed into every NIC (qemu).
     #[arg(long)]
     image: Option<PathBuf>,
@@ -124,16 +123,6 @@ struct RunArgs {
     /// fast (as fast as possible) or link (paced at the link bandwidth).
     #[arg(long, default_value = "fast")]
     pacing: Pacing,
-    /// Fault injection: probability a link drops / corrupts / duplicates a packet.
-    #[arg(long, default_value_t = 0.0)]
-    drop: f64,
-    #[arg(long, default_value_t = 0.0)]
-    corrupt: f64,
-    #[arg(long, default_value_t = 0.0)]
-    duplicate: f64,
-    /// Seed of the fault injection.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// SRAM bytes per NIC (default: the profile's; qemu: at least 8 MiB).
     #[arg(long)]
     sram_size: Option<u64>,
@@ -161,9 +150,6 @@ struct RunArgs {
     /// growing after 50 ms of idleness up to this (us).
     #[arg(long, default_value_t = 1000)]
     max_nap_us: u64,
-    /// Print every NIC's counters when stopping.
-    #[arg(long)]
-    stats: bool,
     /// Seconds to wait for every NIC's firmware to run.
     #[arg(long, default_value_t = 30.0)]
     boot_timeout: f64,
@@ -191,14 +177,14 @@ struct RunArgs {
 fn config(a: &RunArgs) -> Result<RtConfig, String> {
     let mut c = RtConfig::new(&a.name, a.backend, a.nodes);
     c.allow_uids = a.allow_uid.clone();
-    c.profile = Profile::load(&a.profile).map_err(|e| e.to_string())?;
-    c.topology = a.topology;
+    c.profile = Profile::load(&a.opts.profile).map_err(|e| e.to_string())?;
+    c.topology = a.opts.topology;
     c.image = a.image.clone();
     c.threads = a.threads;
     c.cpus = a.cpus.clone().map(|c| c.0).unwrap_or_default();
     c.pacing = a.pacing;
-    c.faults = Faults { drop: a.drop, corrupt: a.corrupt, duplicate: a.duplicate };
-    c.seed = a.seed;
+    c.faults = Faults { drop: a.opts.drop, corrupt: a.opts.corrupt, duplicate: a.opts.duplicate };
+    c.seed = a.opts.seed;
     c.sram_size = a.sram_size;
     c.host_size = a.host_size;
     c.send_timeout_us = a.send_timeout_us;
@@ -232,7 +218,7 @@ fn print_where(c: &mut RtCluster, a: &RunArgs) {
     let m = c.manifest();
     println!(
         "nic-cluster: cluster `{}` is up: {} backend, {} nodes, profile {}, topology {}",
-        m.name, m.backend, m.nodes, m.profile, a.topology
+        m.name, m.backend, m.nodes, m.profile, a.opts.topology
     );
     println!("  directory:  {}", c.path().display());
     println!("  manifest:   {}", c.dir().manifest_path().display());
@@ -308,22 +294,51 @@ fn run(a: &RunArgs) -> Result<(), String> {
             Err(e) => eprintln!("nic-cluster: --pcap {}: {e}", p.display()),
         }
     }
-    if a.stats {
+    if a.opts.stats {
         for n in 0..c.nodes() {
-            let s = c.nic_stats(n);
-            eprintln!(
-                "node {n}: fw_status {} polls {} work {:?} device {:?} drops {:?} resets {} down_drops {}",
-                s.fw_status,
-                s.counters.polls,
-                s.counters.work,
-                s.counters.device,
-                s.drops,
-                s.counters.resets,
-                s.counters.down_drops
-            );
+            eprintln!("{}", stats_line(&c.nic_stats(n)));
         }
     }
     c.stop().map_err(|e| e.to_string())
+}
+
+/// One NIC's counters in words (`--stats`, when the cluster stops).
+fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
+    let (w, d, x) = (&s.counters.work, &s.counters.device, &s.drops);
+    let state = match s.fw_status {
+        regs::FW_RUNNING => "running",
+        regs::FW_HALTED => "halted",
+        _ => "booting",
+    };
+    format!(
+        "node {}: firmware {state}, {} polls, {} resets; MCP: {} descriptors, {} packets sent, {} \
+         received, {} DMA commands, {} events, {} timers; device: {} packets sent ({} B), {} \
+         received ({} B), {} with a bad CRC, {} truncated, {} misrouted, {} lost while the NIC was \
+         down; fabric: {} dropped, {} corrupted, {} duplicated by fault injection, {} dropped \
+         waiting for a busy link, {} for a bad route",
+        s.node,
+        s.counters.polls,
+        s.counters.resets,
+        w.descriptors,
+        w.tx_packets,
+        w.rx_packets,
+        w.dma_cmds,
+        w.events,
+        w.timers,
+        d.tx_packets,
+        d.tx_bytes,
+        d.rx_packets,
+        d.rx_bytes,
+        d.rx_crc_bad,
+        d.rx_truncated,
+        d.rx_misrouted,
+        s.counters.down_drops,
+        x.fault_drops,
+        x.fault_corrupts,
+        x.fault_dups,
+        x.blocked_drops,
+        x.bad_routes,
+    )
 }
 
 /// Start `nic-cluster run ... --foreground` in the background and wait

@@ -44,10 +44,11 @@ impl fmt::Display for BenchError {
             }
             BenchError::PeerNotUp { node, port, timeout, last } => write!(
                 f,
-                "peer node {node} port {port} did not come up within {timeout:?} (last send status {last:?})"
+                "peer node {node} port {port} did not come up within {timeout:?} (the last send: {})",
+                status_words(*last)
             ),
             BenchError::SendFailed { msg, status } => {
-                write!(f, "send of message {msg} completed with status {status:?}")
+                write!(f, "send of message {msg} failed: {}", status_words(*status))
             }
             BenchError::Refused { cause, tag } => {
                 write!(f, "the NIC refused a descriptor (tag {tag:#x}): {cause:?}")
@@ -71,6 +72,19 @@ impl fmt::Display for BenchError {
 }
 
 impl std::error::Error for BenchError {}
+
+/// A send status in words (for messages, not Rust's names).
+pub fn status_words(s: SendStatus) -> &'static str {
+    match s {
+        SendStatus::Ok => "completed",
+        SendStatus::TimedOut => "timed out with no receive buffer posted at the target",
+        SendStatus::TargetPortClosed => "the target port is not open",
+        SendStatus::Dropped => "dropped after an earlier send to that target timed out",
+        SendStatus::RemoteAccess => "the remote range is not registered at the target",
+        SendStatus::Unreachable => "the target node did not answer",
+        SendStatus::Incomplete => "some multicast members were not reached",
+    }
+}
 
 impl From<DriverError> for BenchError {
     fn from(e: DriverError) -> BenchError {

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 
 mod common;
+use common::units;
 use host_programs::bench::{self, PingPongConfig, PingRole};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -75,7 +76,7 @@ fn run(a: &Args) -> Result<(), String> {
         println!("{v}");
     } else {
         println!(
-            "pingpong {}: node {} port {} <-> node {} port {}, {} B x {} (+{} warm-up), {} priority, all content checked",
+            "pingpong {}: node {} port {} <-> node {} port {}, {} x {} (+{} warm-up), {} priority, all content checked",
             match a.role {
                 Role::Ping => "ping",
                 Role::Pong => "pong",
@@ -84,7 +85,7 @@ fn run(a: &Args) -> Result<(), String> {
             r.port,
             r.peer_node,
             r.peer_port,
-            r.size,
+            units::size(r.size as u64),
             r.count,
             r.warmup,
             cfg.priority.name()
@@ -101,9 +102,9 @@ fn run(a: &Args) -> Result<(), String> {
             );
         } else {
             println!(
-                "answered {} requests in {:.3} ms",
+                "answered {} requests in {}",
                 r.count + r.warmup,
-                r.elapsed_ns as f64 / 1e6
+                units::duration(r.elapsed_ns)
             );
         }
     }

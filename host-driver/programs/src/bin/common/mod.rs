@@ -8,6 +8,10 @@ use clap::{Args, ValueEnum};
 use host_driver::{IdlePolicy, LiveBackend, Nic, Port, Priority};
 use host_programs::bench::{self, Check};
 
+// Each binary prints only some of these units.
+#[allow(dead_code)]
+pub mod units;
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Prio {
     Low,
