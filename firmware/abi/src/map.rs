@@ -20,7 +20,8 @@
 //! 0xB2000 DISPATCH_TRACE 64 KiB packet dispatch trace (flow, RTC)
 //! 0xC2000 GROUPS      128 KiB  multicast group table (privileged side writes only)
 //! 0xE2000 MCAST_LISTS   8 KiB  child lists of the multicasts in flight (fw)
-//! 0xE4000 (end of the map; SRAM is at least 1 MiB)
+//! 0xE4000 RX_INLINE     4 KiB  small messages' bytes for their events (fw)
+//! 0xE5000 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -104,7 +105,14 @@ pub const MCAST_LISTS: u32 = 0x000E_2000;
 pub const MCAST_LISTS_LEN: u32 = 8;
 pub const MCAST_LIST_SIZE: u32 = 0x400;
 
-pub const MAP_END: u32 = 0x000E_4000;
+/// The first bytes of each filled receive slot's message, kept for its
+/// Received event (`event::INLINE_MAX` bytes per slot, `RX_INLINE_SLOTS`
+/// slots): the receive buffer goes back to the engine long before the
+/// event is written.
+pub const RX_INLINE: u32 = 0x000E_4000;
+pub const RX_INLINE_SLOTS: u32 = 256;
+
+pub const MAP_END: u32 = 0x000E_5000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -126,6 +134,11 @@ pub const fn group_entry(id: u32) -> u32 {
 
 pub const fn mcast_list(i: u32) -> u32 {
     MCAST_LISTS + i * MCAST_LIST_SIZE
+}
+
+/// Inline bytes of receive slot `slot`.
+pub const fn rx_inline(slot: u32) -> u32 {
+    RX_INLINE + slot * crate::event::INLINE_MAX as u32
 }
 
 pub const fn route_entry(node: usize) -> u32 {
@@ -165,7 +178,8 @@ const _: () = {
     assert!(RX_BUFS + RX_BUF_COUNT * BUF_STRIDE <= DISPATCH_TRACE);
     assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= GROUPS);
     assert!(GROUPS + GROUP_ENTRIES * GROUP_ENTRY_SIZE <= MCAST_LISTS);
-    assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= MAP_END);
+    assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= RX_INLINE);
+    assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MAP_END);
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);

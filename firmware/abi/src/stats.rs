@@ -48,9 +48,21 @@ pub enum Stat {
     /// Multicast packets refused (nack Busy) because the relay held as
     /// many receive buffers as it may for forwarding.
     McastBusy = 21,
+    /// Data packets sent again after a retransmission timeout (these five
+    /// add up to `Retransmits`).
+    RetxTimeout = 22,
+    /// ... after the receiver nacked a gap (a packet before was lost).
+    RetxGap = 23,
+    /// ... after the receiver nacked for want of a buffer (or `Busy`).
+    RetxNoBuffer = 24,
+    /// ... after the receiver refused a message (port closed, memory not
+    /// registered): the messages behind it go again.
+    RetxRefused = 25,
+    /// ... after the receiver lost the stream (its NIC was reset).
+    RetxResync = 26,
 }
 
-pub const STAT_COUNT: usize = 22;
+pub const STAT_COUNT: usize = 27;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -79,6 +91,11 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::McastReports,
     Stat::McastCompleted,
     Stat::McastBusy,
+    Stat::RetxTimeout,
+    Stat::RetxGap,
+    Stat::RetxNoBuffer,
+    Stat::RetxRefused,
+    Stat::RetxResync,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

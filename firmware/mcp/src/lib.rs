@@ -40,6 +40,7 @@ pub mod rdma;
 mod records;
 pub mod recv;
 pub mod reliability;
+pub mod rtt;
 pub mod sdma;
 pub mod send;
 mod shared;

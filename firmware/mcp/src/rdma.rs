@@ -282,6 +282,10 @@ impl Rdma {
                 cx.events[p].pop_front();
                 self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
                 let mut e = compose_event(cx, sdma, p, ev);
+                if let EvRef::Slot(s) = ev {
+                    let n = (e.inline_len as usize).min(e.inline.len());
+                    hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
+                }
                 e.seq = q.produced.wrapping_add(1);
                 e.rtc = cx.now;
                 let mut b = [0u8; EVENT_SIZE as usize];
@@ -421,7 +425,6 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             e.addr = sl.vaddr;
             e.tag = sl.tag;
             e.inline_len = sl.inline_len;
-            e.inline = sl.inline;
             e.mcast = sl.mcast_tag().map(|r| mcast_info(r, 0));
             e
         }

@@ -5,7 +5,6 @@
 
 use crate::pool::NIL;
 use crate::reliability::{GoBackN, RecvWindow, SendWindow};
-use nic_abi::event::INLINE_MAX;
 use nic_abi::Priority;
 
 /// Send tokens per port at most (the configured count may be lower).
@@ -19,7 +18,7 @@ pub const MCAST_TOKENS: usize = 16;
 pub const MAX_TOKENS: usize =
     nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS + MCAST_TOKENS;
 /// Receive buffers posted, all ports together (each port up to its count).
-pub const MAX_SLOTS: usize = 256;
+pub const MAX_SLOTS: usize = nic_abi::map::RX_INLINE_SLOTS as usize;
 /// Streams each way (a stream is remote node, local port, remote port,
 /// priority); a send that would need one more is refused (TooManyStreams).
 pub const MAX_STREAMS: usize = 128;
@@ -149,8 +148,9 @@ pub struct RecvSlot {
     pub msg_len: u32,
     pub src_node: u16,
     pub src_port: u8,
+    /// The message's first bytes for the event, kept in SRAM at
+    /// `map::rx_inline(slot)` (a small message's whole payload).
     pub inline_len: u8,
-    pub inline: [u8; INLINE_MAX],
     /// Error event instead of Received (refused Provide): its cause.
     pub error: u8,
     /// A multicast's message: its tag (`packet::McastTag::remote`), with
@@ -176,7 +176,6 @@ impl RecvSlot {
         src_node: 0,
         src_port: 0,
         inline_len: 0,
-        inline: [0; INLINE_MAX],
         error: 0,
         mcast: 0,
         mrec: NIL,
@@ -243,6 +242,42 @@ pub struct TxStream {
     pub pace: crate::rate::Pace,
     pub flow: u16,
     pub order: u32,
+    /// The measured round trip, which sets the retransmission timeout.
+    pub rtt: crate::rtt::Rtt,
+    /// Why the stream last went back (`RetxCause`): the packets it sends
+    /// again are counted under it.
+    pub retx_cause: RetxCause,
+}
+
+/// Why a stream sends packets again; each has its counter
+/// (`RetxCause::stat`), and they add up to `Stat::Retransmits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetxCause {
+    /// Nothing acknowledged for a retransmission timeout.
+    Timeout,
+    /// The receiver saw a gap and nacked the first missing packet.
+    Gap,
+    /// The receiver had no buffer (or, relaying a multicast, no room).
+    NoBuffer,
+    /// The receiver refused a message (port closed, memory not
+    /// registered): the stream goes on from the next one.
+    Refused,
+    /// The receiver lost the stream's state (its NIC was reset): the
+    /// stream starts again with SYNC.
+    Resync,
+}
+
+impl RetxCause {
+    pub fn stat(self) -> nic_abi::stats::Stat {
+        use nic_abi::stats::Stat;
+        match self {
+            RetxCause::Timeout => Stat::RetxTimeout,
+            RetxCause::Gap => Stat::RetxGap,
+            RetxCause::NoBuffer => Stat::RetxNoBuffer,
+            RetxCause::Refused => Stat::RetxRefused,
+            RetxCause::Resync => Stat::RetxResync,
+        }
+    }
 }
 
 impl TxStream {
@@ -276,11 +311,15 @@ impl TxStream {
         pace: crate::rate::Pace { idt: 0, ndt: 0 },
         flow: NIL,
         order: 0,
+        rtt: crate::rtt::Rtt::new(),
+        retx_cause: RetxCause::Timeout,
     };
 
-    /// The retransmission timeout now, for a base timeout `rto`.
+    /// The retransmission timeout now, for a configured timeout `rto`:
+    /// what the measured round trip asks for (at least `rto`), doubled for
+    /// each timeout in a row.
     pub fn rto(&self, rto: u64) -> u64 {
-        rto.saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+        self.rtt.rto(rto).saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
     }
 
     pub fn outstanding(&self) -> u32 {

@@ -357,6 +357,20 @@ pub struct NicReport {
     pub messages_sent: u64,
     pub messages_received: u64,
     pub no_buffer: u64,
+    /// `retransmits` by cause (they add up to it).
+    pub retransmit_causes: RetransmitCauses,
+}
+
+/// Why data packets were sent again: after a retransmission timeout, a
+/// receiver's gap nack, its no-buffer (or busy) nack, a refused message,
+/// or a receiver that lost the stream (reset).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RetransmitCauses {
+    pub timeout: u64,
+    pub gap: u64,
+    pub no_buffer: u64,
+    pub refused: u64,
+    pub resync: u64,
 }
 
 /// Bandwidth in 10^6 B/s; 0 when no time passed.

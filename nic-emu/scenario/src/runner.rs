@@ -382,6 +382,13 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
         messages_sent: g(Stat::MessagesSent),
         messages_received: g(Stat::MessagesReceived),
         no_buffer: g(Stat::NoBuffer),
+        retransmit_causes: crate::report::RetransmitCauses {
+            timeout: g(Stat::RetxTimeout),
+            gap: g(Stat::RetxGap),
+            no_buffer: g(Stat::RetxNoBuffer),
+            refused: g(Stat::RetxRefused),
+            resync: g(Stat::RetxResync),
+        },
     }
 }
 

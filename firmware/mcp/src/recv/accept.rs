@@ -381,9 +381,8 @@ impl Recv {
                         let n = plen.min(INLINE_MAX as u32) as usize;
                         let mut tmp = [0u8; INLINE_MAX];
                         hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
-                        let sl = &mut cx.slots[s];
-                        sl.inline = tmp;
-                        sl.inline_len = n as u8;
+                        hw.write(map::rx_inline(s as u32), &tmp[..n]);
+                        cx.slots[s].inline_len = n as u8;
                     }
                     self.rxs[r].assembly = Assembly::Message { slot: s };
                     self.rxs[r].offset = 0;

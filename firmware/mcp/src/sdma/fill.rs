@@ -285,13 +285,18 @@ impl Sdma {
             st.last_progress = now;
             st.acked_at = now;
         }
+        let seq = st.win.next();
         let sent = st.win.sent();
+        if sent == Sent::New {
+            st.rtt.sent_new(seq, now);
+        }
         cx.tokens[t].next_pkt += 1;
         if cx.tokens[t].next_pkt >= cx.tokens[t].npkts {
             self.txs[s].cursor = cx.tokens[t].next;
         }
         if sent == Sent::Retransmit {
             cx.bump(Stat::Retransmits, 1);
+            cx.bump(self.txs[s].retx_cause.stat(), 1);
         }
         if !self.txs[s].active {
             self.txs[s].active = true;

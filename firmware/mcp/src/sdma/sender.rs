@@ -94,6 +94,7 @@ impl Sdma {
         }
         {
             let st = &mut self.txs[s];
+            st.rtt.acked(ack, cx.now);
             st.last_progress = cx.now;
             st.acked_at = cx.now;
             st.nobuf_since = 0;
@@ -177,10 +178,10 @@ impl Sdma {
                 {
                     return;
                 }
-                self.rewind(cx, s, seq);
+                self.rewind(cx, s, seq, RetxCause::Gap);
             }
             NackCode::NoBuffer | NackCode::Busy => {
-                self.rewind(cx, s, seq);
+                self.rewind(cx, s, seq, RetxCause::NoBuffer);
                 let st = &mut self.txs[s];
                 st.hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
                 if code == NackCode::NoBuffer {
@@ -208,7 +209,7 @@ impl Sdma {
                     complete_token(cx, t, status);
                     self.txs[s].base = seq;
                 }
-                self.rewind(cx, s, seq);
+                self.rewind(cx, s, seq, RetxCause::Refused);
             }
             NackCode::Unsynced => {}
         }
@@ -230,12 +231,14 @@ impl Sdma {
         // to its start (a rewind below `una` would leave no room to send
         // and the stream would retransmit from `una` without SYNC forever).
         self.txs[s].win.resend_from(base);
-        self.rewind(cx, s, base);
+        self.rewind(cx, s, base, RetxCause::Resync);
     }
 
-    fn rewind(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+    fn rewind(&mut self, cx: &mut Shared, s: u16, seq: u32, cause: RetxCause) {
         self.seek(cx, s, seq);
         let st = &mut self.txs[s];
+        st.rtt.rewound(seq);
+        st.retx_cause = cause;
         st.rewound_to = seq;
         st.rewound_at = cx.now;
         st.last_progress = cx.now;
@@ -319,7 +322,7 @@ impl Sdma {
                     cx.bump(Stat::Timeouts, 1);
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
                 } else {
-                    self.rewind(cx, s, st.win.una());
+                    self.rewind(cx, s, st.win.una(), RetxCause::Timeout);
                     let st = &mut self.txs[s];
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
                 }
