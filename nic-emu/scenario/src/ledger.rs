@@ -358,8 +358,9 @@ pub struct Ledger {
     pub problems: Vec<String>,
     /// Messages the apps have resolved so far (for progress output).
     pub resolved: u64,
-    /// `[[faults.nic_reset]]`: (node, virtual time in ns) of each reset
-    /// that happened so far.
+    /// `[[faults.nic_reset]]`: (node, time in ns) of each reset that
+    /// happened so far: virtual time in the sim, the traffic clock (ns
+    /// since the scenario's traffic began) on live and qemu.
     pub resets: Vec<(u16, u64)>,
     /// With a trace: every node's program calls (sends, buffers provided,
     /// events taken), in the order they were made.
