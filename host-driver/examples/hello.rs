@@ -20,8 +20,9 @@ pub const MESSAGE: &[u8] = b"hello from node 0, port 0";
 pub fn hello(cluster: &str) -> Result<Vec<u8>, DriverError> {
     let mut rx = Port::attach(cluster, 1, 0)?; // node 1, port 0
     let mut tx = Port::attach(cluster, 0, 0)?; // node 0, port 0
-                                               // A message lands only in a receive buffer of its size class: 64 bytes
-                                               // are size class 6, and the sender names that class too.
+
+    // A message lands only in a receive buffer of its size class: 64
+    // bytes are size class 6, and the sender names that class too.
     let inbox = rx.alloc(64)?;
     rx.provide(&inbox, RecvOpts::default())?;
     let msg = tx.alloc_from(MESSAGE)?;
