@@ -104,8 +104,10 @@ enum Cmd {
         /// programs' calls into this Chrome trace-event JSON file, for
         /// ui.perfetto.dev or chrome://tracing (docs/trace.md); on the sim
         /// also each data packet's path as arrows between the NICs. On the
-        /// sim the run's results are the same as without it.
-        #[arg(long, value_name = "FILE")]
+        /// sim the run's results are the same as without it. A directory,
+        /// or no FILE at all (the current directory): the file is
+        /// `<scenario name>.trace.json` in it.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = ".")]
         trace: Option<PathBuf>,
     },
     /// Record the state-machine transitions of a running live or qemu
@@ -385,11 +387,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
     let result = match cli.cmd {
-        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing, pcap, trace } => sim::run(
-            &root,
-            &file,
-            &sim::SimArgs { json, seed, quiet, backend, timeout, pacing, pcap, trace },
-        ),
+        Cmd::Sim { file, json, seed, quiet, backend, timeout, pacing, pcap, trace } => {
+            let trace = trace.map(|t| sim::trace_path(t, &file));
+            sim::run(
+                &root,
+                &file,
+                &sim::SimArgs { json, seed, quiet, backend, timeout, pacing, pcap, trace },
+            )
+        }
         Cmd::Trace(a) => trace::run(&a),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {

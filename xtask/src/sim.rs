@@ -66,6 +66,16 @@ pub struct SimArgs {
     pub trace: Option<std::path::PathBuf>,
 }
 
+/// `--trace` naming a directory (bare `--trace` is the current one):
+/// `<scenario file stem>.trace.json` in it; else the file given.
+pub fn trace_path(given: std::path::PathBuf, scenario: &std::path::Path) -> std::path::PathBuf {
+    if !given.is_dir() {
+        return given;
+    }
+    let stem = scenario.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
+    given.join(format!("{stem}.trace.json"))
+}
+
 pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     crate::prereq::require_now()?;
     let refused = |e: &dyn std::fmt::Display| -> crate::Result<ExitCode> {
@@ -179,4 +189,20 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
         crate::emit(&report.summary());
     }
     Ok(if report.all_delivered_intact() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trace_path;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_bare_trace_flag_or_a_directory_names_the_file_after_the_scenario() {
+        let sc = Path::new("scenarios/pingpong-2node.toml");
+        assert_eq!(trace_path(PathBuf::from("."), sc), Path::new("./pingpong-2node.trace.json"));
+        let dir = std::env::temp_dir();
+        assert_eq!(trace_path(dir.clone(), sc), dir.join("pingpong-2node.trace.json"));
+        let file = dir.join("no-such-dir-here").join("x.json");
+        assert_eq!(trace_path(file.clone(), sc), file);
+    }
 }
