@@ -112,6 +112,11 @@ pub struct ClusterManifest {
     /// node file stays the owner's alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub users: Vec<u32>,
+    /// qemu: the TCP port (on 127.0.0.1) of each node's QEMU gdbstub,
+    /// node 0 first (`target remote 127.0.0.1:PORT`). Empty for live
+    /// clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gdb_ports: Vec<u16>,
 }
 
 impl ClusterManifest {
@@ -135,6 +140,7 @@ impl ClusterManifest {
             pid: std::process::id(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             users: Vec::new(),
+            gdb_ports: Vec::new(),
         }
     }
 
@@ -162,7 +168,24 @@ impl ClusterManifest {
                 self.host_size
             ));
         }
+        if !self.gdb_ports.is_empty() {
+            if self.gdb_ports.len() != self.nodes as usize {
+                return Err(format!(
+                    "gdb_ports: {} ports for {} nodes (one per node, or none)",
+                    self.gdb_ports.len(),
+                    self.nodes
+                ));
+            }
+            if self.gdb_ports.contains(&0) {
+                return Err("gdb_ports: port 0 is not a port".into());
+            }
+        }
         Ok(())
+    }
+
+    /// The TCP port of node `node`'s gdbstub (127.0.0.1), if it has one.
+    pub fn gdb_port(&self, node: u32) -> Option<u16> {
+        self.gdb_ports.get(node as usize).copied()
     }
 
     /// Bytes of host memory each port owns.
