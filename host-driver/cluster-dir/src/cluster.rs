@@ -702,6 +702,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gdb_ports_are_one_per_node_or_none_and_round_trip_through_toml() {
+        let mut m =
+            ClusterManifest::new("g", ClusterBackend::Qemu, 2, "p", SRAM_MIN as u64, 8 << 20);
+        assert_eq!(m.validate(), Ok(()));
+        assert!(!toml::to_string(&m).unwrap().contains("gdb_ports"), "empty: not written");
+        assert_eq!(m.gdb_port(0), None);
+        m.gdb_ports = vec![4000, 4001];
+        assert_eq!(m.validate(), Ok(()));
+        let text = toml::to_string(&m).unwrap();
+        assert!(text.contains("gdb_ports = [4000, 4001]"), "{text}");
+        let back: ClusterManifest = toml::from_str(&text).unwrap();
+        assert_eq!(
+            (back.gdb_port(0), back.gdb_port(1), back.gdb_port(2)),
+            (Some(4000), Some(4001), None)
+        );
+        m.gdb_ports = vec![4000];
+        assert_eq!(
+            m.validate(),
+            Err("gdb_ports: 1 ports for 2 nodes (one per node, or none)".into())
+        );
+        m.gdb_ports = vec![4000, 0];
+        assert_eq!(m.validate(), Err("gdb_ports: port 0 is not a port".into()));
+    }
+
+    #[test]
     fn a_manifest_that_is_a_device_or_too_large_is_refused_unread() {
         let path = std::env::temp_dir().join(format!("nic-manifest-{}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
