@@ -161,6 +161,13 @@ attached one."""
             show_current()
             return
         here = gdb.selected_inferior().num
+        # Switching inferiors announces itself ("[Switching to ...]");
+        # gdb 12 and later can keep that quiet.
+        try:
+            quiet = gdb.parameter("suppress-cli-notifications")
+            gdb.execute("set suppress-cli-notifications on", to_string=True)
+        except (gdb.error, RuntimeError):
+            quiet = None
         try:
             for inf in sorted(gdb.inferiors(), key=lambda i: i.num):
                 if inf.pid == 0:
@@ -169,6 +176,11 @@ attached one."""
                 show_current()
         finally:
             gdb.execute("inferior %d" % here, to_string=True)
+            if quiet is not None:
+                gdb.execute(
+                    "set suppress-cli-notifications %s" % ("on" if quiet else "off"),
+                    to_string=True,
+                )
 
 
 class McpLabelCommand(gdb.Command):
