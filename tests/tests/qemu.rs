@@ -239,3 +239,133 @@ fn xtask_logs_decodes_the_boot_line_of_node_0_from_its_defmt_console_log() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// xtask, built in this test's profile and target directory (before any
+/// cluster starts: a fresh build takes a while).
+fn xtask_bin() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string()));
+    c.current_dir(&root)
+        .env("CARGO_TARGET_DIR", rt::profile_dir().parent().unwrap())
+        .args(["build", "--quiet"])
+        .args(rt::profile_args())
+        .args(["-p", "xtask", "--bin", "xtask"]);
+    let o = run_with_timeout(c, Duration::from_secs(900));
+    assert!(o.status.success(), "building xtask failed:\n{}", rt::text(&o));
+    rt::profile_dir().join("xtask")
+}
+
+/// The variant names of `pub enum NAME` in a firmware source file.
+fn enum_variants(file: &str, name: &str) -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let src = std::fs::read_to_string(root.join("firmware/mcp/src").join(file)).unwrap();
+    let body = src
+        .split(&format!("pub enum {name} {{"))
+        .nth(1)
+        .and_then(|b| b.split("\n}").next())
+        .unwrap_or_else(|| panic!("no `pub enum {name}` in {file}"));
+    body.lines()
+        .filter(|l| l.starts_with("    ") && !l.starts_with("     "))
+        .map(str::trim)
+        .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
+        .map(|l| l.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn xtask_gdb_attaches_to_both_nics_of_a_running_cluster_shows_their_machines_and_detaches() {
+    rt::require_qemu();
+    require_gdb();
+    let xtask = xtask_bin();
+    let machines = [
+        ("SDMA", enum_variants("sdma/mod.rs", "SdmaState")),
+        ("SEND", enum_variants("send.rs", "SendState")),
+        ("RECV", enum_variants("recv/mod.rs", "RecvState")),
+        ("RDMA", enum_variants("rdma.rs", "RdmaState")),
+    ];
+    for (m, v) in &machines {
+        assert!(v.contains(&"Idle".to_string()), "{m}: no Idle among {v:?}");
+    }
+    let t0 = Instant::now();
+    let c = rt::qemu_cluster("gdbattach", 2);
+    let ports = c.manifest().gdb_ports.clone();
+    assert_eq!(ports.len(), 2, "cluster.toml's gdb_ports: {ports:?}");
+    // Not halted: both NICs run with their gdbstubs open.
+    assert_eq!(c.fw_status(), vec![regs::FW_RUNNING, regs::FW_RUNNING]);
+    let dir = std::env::temp_dir().join(format!("nic-gdb-attach-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gdb = |script: &std::path::Path| {
+        let mut cmd = Command::new(&xtask);
+        cmd.args(["gdb", "--node", "0,1", "--nx", "--cluster"])
+            .arg(c.path())
+            .arg("--batch")
+            .arg(script);
+        run_with_timeout(cmd, Duration::from_secs(60))
+    };
+
+    // A missing script, and a failing one, fail the command and say so.
+    let o = gdb(&dir.join("missing.gdb"));
+    assert_eq!(o.status.code(), Some(1), "{}", rt::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("gdb batch script {}", dir.join("missing.gdb").display())),
+        "{err}"
+    );
+    let bad = dir.join("bad.gdb");
+    std::fs::write(&bad, "print no_such_symbol_here\necho NOT-REACHED\\n\n").unwrap();
+    let o = gdb(&bad);
+    assert_eq!(o.status.code(), Some(1), "{}", rt::text(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("NOT-REACHED"), "{}", rt::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains(&format!("the batch script {} failed", bad.display())),
+        "{}",
+        rt::text(&o)
+    );
+
+    // Attach to both NICs (which halts them), show both, detach.
+    let script = dir.join("mcp.gdb");
+    std::fs::write(
+        &script,
+        "info inferiors\nmcp all\necho MCP-DONE\\n\ninferior 2\nmcp\ndetach inferiors 1 2\n",
+    )
+    .unwrap();
+    let o = gdb(&script);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let all = rt::text(&o);
+    assert!(o.status.success(), "cargo xtask gdb failed:\n{all}");
+    let (both, single) = out.split_once("MCP-DONE").unwrap_or_else(|| panic!("{all}"));
+    for (node, port) in ports.iter().enumerate() {
+        let head = format!("NIC {node} (inferior {}, 127.0.0.1:{port})", node + 1);
+        let view = both.split(&head).nth(1).unwrap_or_else(|| panic!("no `{head}`:\n{all}"));
+        let lines: Vec<&str> = view.lines().skip(1).take(5).collect();
+        for (i, (m, variants)) in machines.iter().enumerate() {
+            let line = lines.get(i).copied().unwrap_or("");
+            let rest = line
+                .strip_prefix(&format!("  {m}  "))
+                .unwrap_or_else(|| panic!("NIC {node}: line {i} is not {m}'s: `{line}`\n{all}"));
+            let state: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            assert!(
+                variants.contains(&state),
+                "NIC {node}: {m}'s state `{state}` is not one of {variants:?}:\n{all}"
+            );
+        }
+        let counters = lines.get(4).copied().unwrap_or("");
+        assert!(
+            counters.starts_with("  counters: PacketsSent ") && counters.contains(", Polls "),
+            "NIC {node}: no counters line: `{counters}`\n{all}"
+        );
+    }
+    assert!(single.contains(&format!("NIC 1 (inferior 2, 127.0.0.1:{})", ports[1])), "{all}");
+    assert!(!single.contains("NIC 0 ("), "`mcp` showed more than the current NIC:\n{all}");
+    assert_eq!(out.matches("detached]").count(), 2, "both NICs detached:\n{all}");
+
+    // Detached: both NICs run on and carry traffic, their counters advancing.
+    let sent = |n: usize| c.nic_stats(n).fw[nic_abi::stats::Stat::PacketsSent as usize];
+    let before = [sent(0), sent(1)];
+    rt::pingpong(c.path(), (0, 1), (1, 1), 8, 20);
+    let after = [sent(0), sent(1)];
+    assert!(after[0] >= before[0] + 30 && after[1] >= before[1] + 30, "{before:?} -> {after:?}");
+    eprintln!("attach, mcp on both NICs, detach, pingpong: {:?}", t0.elapsed());
+}

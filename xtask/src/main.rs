@@ -4,7 +4,7 @@
 //! size, `flash` writes an image into a running cluster's NIC, `run`
 //! serves a live or qemu cluster until Ctrl-C (`cluster list|stop`: the
 //! running ones), `logs` decodes a qemu NIC's defmt log,
-//! `gdb` starts one NIC's QEMU halted under gdb-multiarch, `sim` runs a scenario file (sim, live or qemu), `bench` prints the latency and
+//! `gdb` puts qemu NICs (of a running cluster or a new one) under gdb-multiarch, `sim` runs a scenario file (sim, live or qemu), `bench` prints the latency and
 //! bandwidth curves next to the calibration targets and the simulator's
 //! speed, and plots them (`--rate`: the cost of rate control), `calibrate` measures a
 //! profile's rate-control calibration, `report rate-control` writes the
@@ -280,22 +280,38 @@ enum Cmd {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Start a qemu cluster with NIC N's QEMU halted on its gdbstub, and
-    /// gdb-multiarch attached with the image's symbols and breakpoints on
-    /// the state machines' step functions. The cluster stops when gdb exits.
+    /// gdb-multiarch on qemu NICs, one gdb inferior per NIC: attached to
+    /// a running cluster's NICs (--cluster), or to a new cluster's, the
+    /// first NIC halted at its first instruction (stopped when gdb exits).
+    /// With the image's symbols, breakpoints on the state machines' step
+    /// functions, the `mcp` command (machines, queues, counters) and
+    /// core's source (rust-src).
     Gdb {
+        /// The NICs to debug (repeat, or a list: --node 0,1).
+        #[arg(long, required = true, value_delimiter = ',')]
+        node: Vec<usize>,
+        /// Attach to this running qemu cluster (name or directory); without
+        /// it a new cluster is started.
         #[arg(long)]
-        node: usize,
-        /// Nodes in the cluster (at least node + 1).
-        #[arg(long, default_value_t = 2)]
+        cluster: Option<String>,
+        /// A new cluster's name (without --cluster).
+        #[arg(long, default_value = "gdb", conflicts_with = "cluster")]
+        name: String,
+        /// A new cluster's nodes (at least the highest --node + 1).
+        #[arg(long, default_value_t = 2, conflicts_with = "cluster")]
         nodes: usize,
-        /// Cluster name or directory.
-        #[arg(long, default_value = "gdb")]
-        cluster: String,
+        /// Symbols from this ELF (default: each node's flash file when
+        /// attaching, the built image for a new cluster).
+        #[arg(long)]
+        image: Option<PathBuf>,
         /// Run gdb in batch mode with this command file (after the
-        /// breakpoints are set) and exit.
+        /// breakpoints are set) and exit; a missing or failing script
+        /// fails the command.
         #[arg(long)]
         batch: Option<PathBuf>,
+        /// Read no gdbinit file (gdb -nx); by default the user's is read.
+        #[arg(long)]
+        nx: bool,
         /// Break on the SDMA intake step only.
         #[arg(long)]
         sdma_only: bool,
@@ -413,8 +429,18 @@ fn main() -> ExitCode {
         Cmd::Logs { node, cluster, image, follow } => {
             logs::run(&root, node, &cluster, image, follow)
         }
-        Cmd::Gdb { node, nodes, cluster, batch, sdma_only } => {
-            gdb::run(&root, node, nodes, &cluster, batch, sdma_only)
+        Cmd::Gdb { node, cluster, name, nodes, image, batch, nx, sdma_only } => {
+            let o = gdb::Opts {
+                nodes: node,
+                cluster,
+                name,
+                cluster_nodes: nodes,
+                image,
+                batch,
+                sdma_only,
+                nx,
+            };
+            gdb::run(&root, &o)
         }
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)

@@ -75,8 +75,9 @@ pub fn print_where(c: &RtCluster) {
         match c.qemu_pid(n) {
             Some(pid) => println!(
                 "  node {n}:     {}  (control.sock, memory files, flash, console.log, qemu.log; \
-                 QEMU pid {pid})",
-                d.display()
+                 QEMU pid {pid}{})",
+                d.display(),
+                m.gdb_port(n as u32).map_or(String::new(), |p| format!(", gdbstub 127.0.0.1:{p}"))
             ),
             None => println!(
                 "  node {n}:     {}  (control.sock, memory files, port locks)",

@@ -112,6 +112,11 @@ pub struct ClusterManifest {
     /// node file stays the owner's alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub users: Vec<u32>,
+    /// qemu: the TCP port (on 127.0.0.1) of each node's QEMU gdbstub,
+    /// node 0 first (`target remote 127.0.0.1:PORT`). Empty for live
+    /// clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gdb_ports: Vec<u16>,
 }
 
 impl ClusterManifest {
@@ -135,6 +140,7 @@ impl ClusterManifest {
             pid: std::process::id(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             users: Vec::new(),
+            gdb_ports: Vec::new(),
         }
     }
 
@@ -162,7 +168,24 @@ impl ClusterManifest {
                 self.host_size
             ));
         }
+        if !self.gdb_ports.is_empty() {
+            if self.gdb_ports.len() != self.nodes as usize {
+                return Err(format!(
+                    "gdb_ports: {} ports for {} nodes (one per node, or none)",
+                    self.gdb_ports.len(),
+                    self.nodes
+                ));
+            }
+            if self.gdb_ports.contains(&0) {
+                return Err("gdb_ports: port 0 is not a port".into());
+            }
+        }
         Ok(())
+    }
+
+    /// The TCP port of node `node`'s gdbstub (127.0.0.1), if it has one.
+    pub fn gdb_port(&self, node: u32) -> Option<u16> {
+        self.gdb_ports.get(node as usize).copied()
     }
 
     /// Bytes of host memory each port owns.
@@ -677,6 +700,31 @@ fn read_manifest(path: &Path) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gdb_ports_are_one_per_node_or_none_and_round_trip_through_toml() {
+        let mut m =
+            ClusterManifest::new("g", ClusterBackend::Qemu, 2, "p", SRAM_MIN as u64, 8 << 20);
+        assert_eq!(m.validate(), Ok(()));
+        assert!(!toml::to_string(&m).unwrap().contains("gdb_ports"), "empty: not written");
+        assert_eq!(m.gdb_port(0), None);
+        m.gdb_ports = vec![4000, 4001];
+        assert_eq!(m.validate(), Ok(()));
+        let text = toml::to_string(&m).unwrap();
+        assert!(text.contains("gdb_ports = [4000, 4001]"), "{text}");
+        let back: ClusterManifest = toml::from_str(&text).unwrap();
+        assert_eq!(
+            (back.gdb_port(0), back.gdb_port(1), back.gdb_port(2)),
+            (Some(4000), Some(4001), None)
+        );
+        m.gdb_ports = vec![4000];
+        assert_eq!(
+            m.validate(),
+            Err("gdb_ports: 1 ports for 2 nodes (one per node, or none)".into())
+        );
+        m.gdb_ports = vec![4000, 0];
+        assert_eq!(m.validate(), Err("gdb_ports: port 0 is not a port".into()));
+    }
 
     #[test]
     fn a_manifest_that_is_a_device_or_too_large_is_refused_unread() {

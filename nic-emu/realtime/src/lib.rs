@@ -438,6 +438,17 @@ impl RtCluster {
             cfg.host_size,
         );
         manifest.users = cfg.allow_uids.clone();
+        if qemu {
+            // Every guest gets a gdbstub (running, not halted, unless it is
+            // the halted node), its port published for `xtask gdb --cluster`.
+            let halted = cfg.halted_node.map(|h| h.1);
+            let mut ports = qemu::free_gdb_ports(cfg.nodes, halted)
+                .map_err(io_err("finding free TCP ports for the gdbstubs"))?;
+            if let Some((node, port)) = cfg.halted_node {
+                ports[node] = port;
+            }
+            manifest.gdb_ports = ports;
+        }
         let key = std::fs::canonicalize(path.parent().unwrap_or(Path::new(".")))
             .map(|p| p.join(&name))
             .unwrap_or_else(|_| path.clone());
@@ -578,6 +589,7 @@ impl RtCluster {
             hosts: hosts.clone(),
             qemu: qemu_spec,
             halted: cfg.halted_node,
+            gdb_ports: dir.manifest().gdb_ports.clone(),
             boot_timeout: cfg.boot_timeout,
         };
         let (tx, rx) = mpsc::channel();

@@ -244,8 +244,15 @@ pub(crate) struct QemuSpec {
 }
 
 impl QemuSpec {
-    /// The command line for `node` (halted with a gdbstub on `gdb_port`).
-    pub fn command(&self, dir: &ClusterDir, node: u32, gdb_port: Option<u16>) -> Command {
+    /// The command line for `node`: a gdbstub on 127.0.0.1:`gdb_port` if
+    /// given, the guest halted at its first instruction (`-S`) if `halted`.
+    pub fn command(
+        &self,
+        dir: &ClusterDir,
+        node: u32,
+        gdb_port: Option<u16>,
+        halted: bool,
+    ) -> Command {
         let mut c = match &self.setpriv {
             Some(sp) => {
                 let mut c = Command::new(sp);
@@ -287,20 +294,50 @@ impl QemuSpec {
                 .arg(format!("ivshmem-plain,memdev={id},addr={slot}"));
         }
         if let Some(port) = gdb_port {
-            c.arg("-S").arg("-gdb").arg(format!("tcp:127.0.0.1:{port}"));
+            c.arg("-gdb").arg(format!("tcp:127.0.0.1:{port}"));
+        }
+        if halted {
+            c.arg("-S");
         }
         c.args(&self.extra_args);
         c
     }
 
-    /// Start the guest of `node`: stdout (semihosting) to console.log,
-    /// stderr to qemu.log.
-    pub fn spawn(&self, dir: &ClusterDir, node: u32, gdb_port: Option<u16>) -> io::Result<Child> {
+    /// Start the guest of `node` (as `command`): stdout (semihosting) to
+    /// console.log, stderr to qemu.log.
+    pub fn spawn(
+        &self,
+        dir: &ClusterDir,
+        node: u32,
+        gdb_port: Option<u16>,
+        halted: bool,
+    ) -> io::Result<Child> {
         let nd = dir.node_dir(node);
         let console = File::create(nd.join("console.log"))?;
         let log = File::create(nd.join("qemu.log"))?;
-        self.command(dir, node, gdb_port).stdin(Stdio::null()).stdout(console).stderr(log).spawn()
+        self.command(dir, node, gdb_port, halted)
+            .stdin(Stdio::null())
+            .stdout(console)
+            .stderr(log)
+            .spawn()
     }
+}
+
+/// `n` TCP ports on 127.0.0.1 free right now, all different: one gdbstub
+/// port per guest. Each is found by binding port 0 and kept bound until all
+/// are found; `taken` (a port given on the command line) is never chosen.
+pub fn free_gdb_ports(n: usize, taken: Option<u16>) -> io::Result<Vec<u16>> {
+    let mut held = Vec::with_capacity(n);
+    let mut ports = Vec::with_capacity(n);
+    while ports.len() < n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if Some(port) != taken {
+            ports.push(port);
+        }
+        held.push(l);
+    }
+    Ok(ports)
 }
 
 /// CPU time (user + system, seconds) process `pid` has used, from

@@ -79,6 +79,8 @@ pub(crate) struct Supervisor {
     pub qemu: Option<QemuSpec>,
     /// (node, gdb port): start that guest halted, with a gdbstub.
     pub halted: Option<(usize, u16)>,
+    /// qemu: each node's gdbstub port (the halted node's is its own).
+    pub gdb_ports: Vec<u16>,
     /// How long a guest may take to report RUNNING.
     pub boot_timeout: Duration,
 }
@@ -91,8 +93,12 @@ impl Supervisor {
         let mut children: Vec<Option<Child>> = (0..n).map(|_| None).collect();
         if let Some(spec) = &self.qemu {
             for (node, slot) in children.iter_mut().enumerate() {
-                let gdb = self.halted.filter(|h| h.0 == node).map(|h| h.1);
-                match spec.spawn(&self.dir, node as u32, gdb) {
+                match spec.spawn(
+                    &self.dir,
+                    node as u32,
+                    self.gdb_ports.get(node).copied(),
+                    self.is_gdb_node(node),
+                ) {
                     Ok(c) => {
                         self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
                         *slot = Some(c);
@@ -285,7 +291,8 @@ impl Supervisor {
             std::thread::sleep(Duration::from_micros(200));
         }
         if let Some(spec) = &self.qemu {
-            match spec.spawn(&self.dir, node as u32, None) {
+            // The same gdbstub port, so a debugger can attach again.
+            match spec.spawn(&self.dir, node as u32, self.gdb_ports.get(node).copied(), false) {
                 Ok(c) => {
                     self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
                     children[node] = Some(c);

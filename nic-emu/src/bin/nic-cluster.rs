@@ -236,8 +236,11 @@ fn print_where(c: &mut RtCluster, a: &RunArgs) {
     for n in 0..c.nodes() {
         match c.qemu_pid(n) {
             Some(pid) => println!(
-                "  node {n}:     {} (QEMU pid {pid})",
-                c.dir().node_dir(n as u32).display()
+                "  node {n}:     {} (QEMU pid {pid}{})",
+                c.dir().node_dir(n as u32).display(),
+                c.manifest()
+                    .gdb_port(n as u32)
+                    .map_or(String::new(), |p| format!(", gdbstub 127.0.0.1:{p}"))
             ),
             None => println!("  node {n}:     {}", c.dir().node_dir(n as u32).display()),
         }
