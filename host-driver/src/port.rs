@@ -419,8 +419,7 @@ impl<B: NicBackend> Port<B> {
     /// completes (ask for `notify` to learn when).
     pub fn send_to(&mut self, buf: &DmaBuf, to: Dest, opts: SendOpts) -> Result<(), DriverError> {
         let class = opts.size_class(buf.len)?;
-        let len =
-            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        let len = whole_len(buf)?;
         self.send(buf, 0, len, class, opts.priority, to.node, to.port, opts.tag)?;
         if !opts.notify {
             self.quiet.add(DescKind::Send, opts.tag);
@@ -463,8 +462,7 @@ impl<B: NicBackend> Port<B> {
         to: RemoteAddr,
         opts: PutOpts,
     ) -> Result<(), DriverError> {
-        let len =
-            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        let len = whole_len(buf)?;
         self.put(buf, 0, len, to.node, to.port, to.vaddr, opts.priority, opts.tag)?;
         if !opts.notify {
             self.quiet.add(DescKind::Put, opts.tag);
@@ -481,8 +479,7 @@ impl<B: NicBackend> Port<B> {
         from: RemoteAddr,
         opts: GetOpts,
     ) -> Result<(), DriverError> {
-        let len =
-            u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })?;
+        let len = whole_len(buf)?;
         self.get(buf, 0, len, from.node, from.port, from.vaddr, opts.priority, opts.tag)
     }
 
@@ -935,4 +932,10 @@ fn pick_tokens(opt: Option<u32>, nic: u32, name: &'static str) -> Result<u32, Dr
         Some(n) if n >= 1 && n <= nic => Ok(n),
         Some(_) => Err(DriverError::InvalidOption(name)),
     }
+}
+
+/// All of `buf` as one message's length (a send, put or get moves the
+/// whole buffer): longer than a u32 is too long.
+fn whole_len(buf: &DmaBuf) -> Result<u32, DriverError> {
+    u32::try_from(buf.len).map_err(|_| DriverError::MessageTooLong { len: buf.len })
 }
