@@ -16,7 +16,7 @@ local pkt = Proto("nicemu", "NIC emulator packet")
 local ends = { [0] = "NIC", [1] = "switch" }
 local ptypes = {
     [1] = "Data", [2] = "Ack", [3] = "Nack", [4] = "Put",
-    [5] = "GetReq", [6] = "GetResp", [7] = "Report",
+    [5] = "GetReq", [6] = "GetResp", [7] = "Report", [8] = "Poll",
 }
 local nacks = {
     [1] = "OutOfOrder", [2] = "NoBuffer", [3] = "PortClosed",
@@ -54,6 +54,9 @@ local pf = {
     mcast = ProtoField.bool("nicemu.flags.mcast", "MCAST", 8, nil, 0x10),
     priority = ProtoField.uint8("nicemu.priority", "Priority", base.DEC, { [0] = "low", [1] = "high" }),
     nack_code = ProtoField.uint8("nicemu.nack_code", "Nack code", base.DEC, nacks),
+    round = ProtoField.uint8("nicemu.round", "Round (sender's rewinds, low byte)"),
+    echo = ProtoField.uint32("nicemu.echo", "Round of the packet that drew it"),
+    unsent = ProtoField.uint32("nicemu.unsent", "First seq not yet on the wire"),
     src_node = ProtoField.uint16("nicemu.src_node", "Source node"),
     dst_node = ProtoField.uint16("nicemu.dst_node", "Destination node"),
     src_port = ProtoField.uint8("nicemu.src_port", "Source port"),
@@ -142,8 +145,17 @@ function pkt.dissector(tvb, pinfo, tree)
     f:add(pf.sync, h(1, 1))
     f:add(pf.mcast, h(1, 1))
     t:add(pf.priority, h(2, 1))
+    -- Byte 3: a Nack's code; the sender's round on sequenced packets and
+    -- polls. Byte 24 (`offset`): a Nack echoes the round of the packet
+    -- that drew it; a Poll names the first seq not yet on the wire.
     if ptype == 3 then
         t:add(pf.nack_code, h(3, 1))
+        t:add_le(pf.echo, h(24, 4))
+    elseif ptype ~= 2 then
+        t:add(pf.round, h(3, 1))
+    end
+    if ptype == 8 then
+        t:add_le(pf.unsent, h(24, 4))
     end
     t:add_le(pf.src_node, h(4, 2))
     t:add_le(pf.dst_node, h(6, 2))
@@ -185,6 +197,9 @@ function pkt.dissector(tvb, pinfo, tree)
     end
     if ptype == 3 then
         info = info .. " " .. (nacks[h(3, 1):uint()] or "?")
+    end
+    if ptype == 8 then
+        info = info .. " unsent=" .. h(24, 4):le_uint()
     end
     if bit32.band(flags, 0x08) ~= 0 then
         info = info .. " SYNC"

@@ -56,6 +56,12 @@ pub enum PacketType {
     /// members of that subtree that could not be reached; the payload (0
     /// to 2 u32s, `event::LostSubtree::pack`) names subtrees lost.
     Report = 7,
+    /// The sender of a stream asks where it stands (sent when its
+    /// retransmission timer runs out, instead of resending blindly):
+    /// `seq` is its first unacknowledged sequence number, `offset` the next
+    /// it would send, `nack_code` its round. The receiver answers with an
+    /// ack, or an `OutOfOrder` nack for the first packet it lacks.
+    Poll = 8,
 }
 
 impl PacketType {
@@ -68,6 +74,7 @@ impl PacketType {
             5 => PacketType::GetReq,
             6 => PacketType::GetResp,
             7 => PacketType::Report,
+            8 => PacketType::Poll,
             _ => return None,
         })
     }
@@ -311,7 +318,7 @@ impl Header {
                     return Err(ParseError::BadField("nack_code"));
                 }
             }
-            PacketType::Ack | PacketType::GetReq => {
+            PacketType::Ack | PacketType::GetReq | PacketType::Poll => {
                 if h.payload_len != 0 {
                     return Err(ParseError::BadField("payload_len"));
                 }

@@ -60,9 +60,12 @@ pub enum Stat {
     RetxRefused = 25,
     /// ... after the receiver lost the stream (its NIC was reset).
     RetxResync = 26,
+    /// Polls sent: a sending stream's retransmission timer ran out and it
+    /// asked the receiver where the stream stands.
+    PollsSent = 27,
 }
 
-pub const STAT_COUNT: usize = 27;
+pub const STAT_COUNT: usize = 28;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -96,6 +99,7 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::RetxNoBuffer,
     Stat::RetxRefused,
     Stat::RetxResync,
+    Stat::PollsSent,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

@@ -213,9 +213,6 @@ pub struct TxStream {
     /// doubles with each (exponential backoff), so a congested receiver is
     /// not buried in go-back-N resends.
     pub backoff: u8,
-    /// Last rewind: to which sequence number, when (damps nack storms).
-    pub rewound_to: u32,
-    pub rewound_at: u64,
     /// Token list, oldest first.
     pub head: u16,
     pub tail: u16,
@@ -247,6 +244,9 @@ pub struct TxStream {
     /// Why the stream last went back (`RetxCause`): the packets it sends
     /// again are counted under it.
     pub retx_cause: RetxCause,
+    /// The retransmission timer ran out and a poll went: the gap its
+    /// answer reports is the timeout's to resend.
+    pub polled: bool,
 }
 
 /// Why a stream sends packets again; each has its counter
@@ -293,8 +293,6 @@ impl TxStream {
         sync_gen: 0,
         acked_at: 0,
         backoff: 0,
-        rewound_to: 0,
-        rewound_at: 0,
         head: NIL,
         tail: NIL,
         cursor: NIL,
@@ -313,6 +311,7 @@ impl TxStream {
         order: 0,
         rtt: crate::rtt::Rtt::new(),
         retx_cause: RetxCause::Timeout,
+        polled: false,
     };
 
     /// The retransmission timeout now, for a configured timeout `rto`:
@@ -360,8 +359,10 @@ pub struct RxStream {
     pub ack_due: u64,
     /// Packets accepted since the last ack went out.
     pub unacked: u32,
-    /// Last out-of-order nack: for which expected value, and when.
+    /// Last out-of-order nack: for which expected value, the sender's
+    /// round of the packet that drew it, and when.
     pub nacked: Option<u32>,
+    pub nack_round: u8,
     /// The (sync_boot, sync_gen) of the last SYNC adopted.
     pub sync_seen: Option<(u16, u8)>,
     pub nack_time: u64,
@@ -387,6 +388,7 @@ impl RxStream {
         ack_due: 0,
         unacked: 0,
         nacked: None,
+        nack_round: 0,
         sync_seen: None,
         nack_time: 0,
         assembly: Assembly::Idle,
@@ -425,6 +427,10 @@ pub enum TxBufState {
     Filling = 1,
     Filled = 2,
     Sending = 3,
+    /// Ready without a host-DMA (a relayed packet, a report), but an
+    /// earlier packet of its stream is still filling: it waits so the
+    /// stream's packets leave in order.
+    Held = 4,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -495,13 +501,19 @@ pub enum HdmaAction {
     EventDone(u8),
 }
 
-/// A control packet to send: ack or nack for a receiving stream.
+/// A control packet to send: ack or nack for a receiving stream, or a
+/// poll for a sending one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Control {
+    /// The receiving stream the ack or nack is for (a poll: the sending
+    /// stream that asks).
     pub rx_stream: u16,
     /// 0: a plain ack; else a nack with this code for `seq` (8 bytes a
     /// record, not the 16 of an `Option` of a pair).
     code: u8,
+    /// A nack: the sender's round of the packet that drew it, echoed so
+    /// the sender can tell a nack about packets it has since sent again.
+    pub round: u8,
     seq: u32,
 }
 
@@ -509,13 +521,42 @@ impl Control {
     /// An ack (`nack` None) or a nack (code, seq) for stream `rx_stream`.
     pub fn new(rx_stream: u16, nack: Option<(u8, u32)>) -> Control {
         let (code, seq) = nack.unwrap_or((0, 0));
-        Control { rx_stream, code, seq }
+        Control { rx_stream, code, round: 0, seq }
+    }
+
+    /// Fold a later ack (`nack` None) or nack for the same stream into
+    /// this queued entry: a nack carries the ack too; a later nack for
+    /// another sequence number replaces it; a gap nack for the same one
+    /// keeps the code it found (a no-buffer nack says more) and takes the
+    /// later round.
+    pub fn merge(&mut self, nack: Option<(u8, u32)>, round: u8) {
+        let Some((code, seq)) = nack else { return };
+        if self.nack().map(|(_, s)| s) != Some(seq)
+            || code != nic_abi::packet::NackCode::OutOfOrder as u8
+        {
+            self.code = code;
+            self.seq = seq;
+        }
+        self.round = round;
+    }
+
+    /// A poll for the sending stream `tx_stream` (what it carries is read
+    /// when it leaves).
+    pub fn poll(tx_stream: u16) -> Control {
+        Control { rx_stream: tx_stream, code: POLL, round: 0, seq: 0 }
+    }
+
+    pub fn is_poll(&self) -> bool {
+        self.code == POLL
     }
 
     pub fn nack(&self) -> Option<(u8, u32)> {
-        (self.code != 0).then_some((self.code, self.seq))
+        (self.code != 0 && self.code != POLL).then_some((self.code, self.seq))
     }
 }
+
+/// [`Control::code`] of a poll: no nack code has this value.
+const POLL: u8 = 0xff;
 
 /// An accepted data-bearing packet waiting for RDMA.
 #[derive(Debug, Clone, Copy)]
@@ -658,4 +699,42 @@ impl McastRec {
         kid_acked: [0; RELAY_CHILDREN],
         lost: [0; 2],
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nic_abi::packet::NackCode;
+
+    const GAP: u8 = NackCode::OutOfOrder as u8;
+    const NOBUF: u8 = NackCode::NoBuffer as u8;
+
+    #[test]
+    fn a_queued_control_folds_later_news_for_its_stream() {
+        // An ack becomes a nack (which carries the ack too).
+        let mut c = Control::new(3, None);
+        c.merge(Some((GAP, 10)), 2);
+        assert_eq!((c.nack(), c.round), (Some((GAP, 10)), 2));
+        // A later ack adds nothing.
+        c.merge(None, 0);
+        assert_eq!((c.nack(), c.round), (Some((GAP, 10)), 2));
+        // A no-buffer nack for the same packet says more than a gap.
+        c.merge(Some((NOBUF, 10)), 3);
+        assert_eq!((c.nack(), c.round), (Some((NOBUF, 10)), 3));
+        // ... and a gap for it afterwards keeps the code, takes the round.
+        c.merge(Some((GAP, 10)), 4);
+        assert_eq!((c.nack(), c.round), (Some((NOBUF, 10)), 4));
+        // Another sequence number replaces it.
+        c.merge(Some((GAP, 12)), 4);
+        assert_eq!(c.nack(), Some((GAP, 12)));
+    }
+
+    #[test]
+    fn a_poll_is_neither_an_ack_nor_a_nack() {
+        let p = Control::poll(5);
+        assert!(p.is_poll());
+        assert_eq!(p.nack(), None);
+        assert!(!Control::new(5, Some((GAP, 1))).is_poll());
+        assert!(!Control::new(5, None).is_poll());
+    }
 }

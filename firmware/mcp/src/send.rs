@@ -144,7 +144,7 @@ impl Send {
             let Some(b) = cx.txbufs.free_one() else { break };
             cx.controls.pop_front();
             self.go(cx, hw, SendState::Control { stream: c.rx_stream }, Cause::ControlOut);
-            self.send_control(cx, recv, hw, b, c, w);
+            self.send_control(cx, sdma, recv, hw, b, c, w);
         }
         while let Some(b) = cx.tx_ready.pop_front() {
             let buf = cx.txbufs.get(b);
@@ -217,22 +217,35 @@ impl Send {
     fn send_control(
         &mut self,
         cx: &mut Shared,
+        sdma: &Sdma,
         recv: &mut Recv,
         hw: &mut impl Hw,
         b: u8,
         c: Control,
         w: &mut Work,
     ) {
-        // RECV says what the packet carries, or that it went stale.
-        let Some(r) = recv.control_out(c) else { return };
-        let route_len = write_route(hw, b, r.remote_node);
-        let (ptype, code, seq) = match c.nack() {
-            Some((code, seq)) => (PacketType::Nack, code, seq),
-            None => (PacketType::Ack, 0, 0),
+        // SDMA (a poll) or RECV (an ack or nack) says what the packet
+        // carries, or that it went stale. A nack echoes in `offset` the
+        // round of the packet that drew it; a poll says there the next
+        // sequence number its stream would send.
+        let (r, ptype, code, seq, offset) = if c.is_poll() {
+            let Some((r, next, round)) = sdma.poll_out(cx, c.rx_stream) else { return };
+            (r, PacketType::Poll, round, r.expected, next)
+        } else {
+            let Some(r) = recv.control_out(c) else { return };
+            match c.nack() {
+                Some((code, seq)) => (r, PacketType::Nack, code, seq, c.round as u32),
+                None => (r, PacketType::Ack, 0, 0, 0),
+            }
         };
+        let route_len = write_route(hw, b, r.remote_node);
+        let mut flags = if ptype == PacketType::Poll { Flags::empty() } else { Flags::ACK_VALID };
+        if r.report {
+            flags |= Flags::MCAST;
+        }
         let h = Header {
             ptype,
-            flags: if r.report { Flags::ACK_VALID | Flags::MCAST } else { Flags::ACK_VALID },
+            flags,
             priority: r.prio,
             nack_code: code,
             src_node: cx.cfg.node,
@@ -241,9 +254,9 @@ impl Send {
             dst_port: r.remote_port,
             size_class: 0,
             seq,
-            ack: r.expected,
+            ack: if ptype == PacketType::Poll { 0 } else { r.expected },
             msg_len: 0,
-            offset: 0,
+            offset,
             payload_len: 0,
             remote: 0,
             cookie: 0,
@@ -268,10 +281,10 @@ impl Send {
                 mcast: false,
             },
         );
-        if c.nack().is_some() {
-            cx.bump(Stat::NacksSent, 1);
-        } else {
-            cx.bump(Stat::AcksSent, 1);
+        match ptype {
+            PacketType::Nack => cx.bump(Stat::NacksSent, 1),
+            PacketType::Ack => cx.bump(Stat::AcksSent, 1),
+            _ => cx.bump(Stat::PollsSent, 1),
         }
         self.start_txdma(cx, hw, b, w);
     }

@@ -39,7 +39,7 @@ pub enum FromRecv {
     /// A cumulative ack for the sending stream `key`.
     Ack { key: u32, ack: u32 },
     /// A nack for the sending stream `key`: `seq` was refused for `code`.
-    Nack { key: u32, code: NackCode, seq: u32 },
+    Nack { key: u32, code: NackCode, seq: u32, round: u8 },
     /// A peer's get was accepted: send the answer that `token` (GetResp)
     /// describes.
     Answer { token: u16 },
@@ -126,6 +126,38 @@ impl TxBufs {
             }
             _ => false,
         }
+    }
+
+    /// The first sequence number of stream `stream` (at `epoch`) not yet
+    /// handed to the send-DMA engine: the lowest one still filling or
+    /// waiting in a buffer; None when it has none.
+    pub fn unsent_from(&self, stream: u16, epoch: u16) -> Option<u32> {
+        let mut first: Option<u32> = None;
+        for b in self.bufs.iter() {
+            let waiting =
+                matches!(b.state, TxBufState::Filling | TxBufState::Filled | TxBufState::Held);
+            if waiting && !b.control && b.stream == stream && b.epoch == epoch {
+                if first.is_none_or(|f| crate::reliability::seq_lt(b.seq, f)) {
+                    first = Some(b.seq);
+                }
+            }
+        }
+        first
+    }
+
+    /// The buffer of `b`'s stream and epoch in `state` with the lowest
+    /// sequence number below `before` (any, when None).
+    fn first_of(&self, b: u8, state: TxBufState, before: Option<u32>) -> Option<u8> {
+        let me = self.bufs[b as usize];
+        let mut first: Option<(u8, u32)> = None;
+        for (i, x) in self.bufs.iter().enumerate() {
+            let mine = x.state == state && !x.control && x.stream == me.stream && x.epoch == me.epoch;
+            let lower = |s: u32| crate::reliability::seq_lt(x.seq, s);
+            if mine && before.is_none_or(lower) && first.is_none_or(|(_, s)| lower(s)) {
+                first = Some((i as u8, x.seq));
+            }
+        }
+        first.map(|(i, _)| i)
     }
 
     pub fn sending(&mut self, b: u8) {
@@ -386,6 +418,36 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Filled buffer `b` needs no host-DMA: to SEND, unless an earlier
+    /// packet of its stream is still filling (then it is held until that
+    /// one is filled: a stream's packets leave in sequence order, which
+    /// the receiver's gap nacks and a poll's answer rely on).
+    pub fn ready(&mut self, b: u8) {
+        let seq = self.txbufs.get(b).seq;
+        if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {
+            self.txbufs.bufs[b as usize].state = TxBufState::Held;
+        } else {
+            let _ = self.tx_ready.push_back(b);
+        }
+    }
+
+    /// Buffer `b`'s host-DMA completed: it goes to SEND, and after it the
+    /// held packets of its stream that no earlier fill holds back.
+    pub fn filled(&mut self, b: u8) {
+        if !self.txbufs.filled(b) {
+            return;
+        }
+        let _ = self.tx_ready.push_back(b);
+        while let Some(h) = self.txbufs.first_of(b, TxBufState::Held, None) {
+            let seq = self.txbufs.get(h).seq;
+            if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {
+                break;
+            }
+            self.txbufs.bufs[h as usize].state = TxBufState::Filled;
+            let _ = self.tx_ready.push_back(h);
+        }
+    }
+
     pub const fn new() -> Shared {
         Shared {
             cfg: Config::EMPTY,
@@ -494,4 +556,60 @@ pub fn write_route(hw: &mut impl Hw, b: u8, node: u16) -> u8 {
     let at = map::tx_buf(b as u32) + map::ROUTE_ROOM - len as u32;
     hw.write(at, &e[1..1 + len]);
     len as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(cx: &mut Shared, b: u8, stream: u16, seq: u32, state: TxBufState) {
+        cx.txbufs.take(b, TxBuf { state, stream, seq, ..TxBuf::EMPTY });
+    }
+
+    fn ready(cx: &mut Shared) -> std::vec::Vec<u32> {
+        let mut v = std::vec::Vec::new();
+        while let Some(b) = cx.tx_ready.pop_front() {
+            v.push(cx.txbufs.get(b).seq);
+        }
+        v
+    }
+
+    #[test]
+    fn a_packet_ready_without_host_dma_waits_for_the_earlier_fills_of_its_stream() {
+        let mut cx = Shared::new();
+        // Stream 1: seq 4 and 6 filling by host-DMA; seq 5 (a relayed
+        // packet, ready at once) must not overtake 4. Stream 2's packet
+        // has nothing before it.
+        take(&mut cx, 0, 1, 4, TxBufState::Filling);
+        take(&mut cx, 1, 1, 5, TxBufState::Filled);
+        cx.ready(1);
+        take(&mut cx, 2, 1, 6, TxBufState::Filling);
+        take(&mut cx, 3, 2, 9, TxBufState::Filled);
+        cx.ready(3);
+        assert_eq!(cx.txbufs.get(1).state, TxBufState::Held);
+        assert_eq!(ready(&mut cx), [9]);
+        // Host-DMA completes in order: 4, then the held 5 (6 is after it).
+        cx.filled(0);
+        assert_eq!(ready(&mut cx), [4, 5]);
+        cx.filled(2);
+        assert_eq!(ready(&mut cx), [6]);
+        // The buffers it names are no longer waiting: nothing unsent.
+        for b in 0..3 {
+            cx.txbufs.sending(b);
+        }
+        assert_eq!(cx.txbufs.unsent_from(1, 0), None);
+    }
+
+    #[test]
+    fn the_first_unsent_packet_of_a_stream_is_the_lowest_still_in_a_buffer() {
+        let mut cx = Shared::new();
+        take(&mut cx, 0, 1, u32::MAX, TxBufState::Filled);
+        take(&mut cx, 1, 1, 0, TxBufState::Filling);
+        take(&mut cx, 2, 1, 7, TxBufState::Sending);
+        // Across the wrap, u32::MAX comes before 0; a buffer with the
+        // engine is sent.
+        assert_eq!(cx.txbufs.unsent_from(1, 0), Some(u32::MAX));
+        // Another epoch's buffers are stale: they do not count.
+        assert_eq!(cx.txbufs.unsent_from(1, 1), None);
+    }
 }

@@ -229,6 +229,17 @@ pub struct FaultRates {
     pub nic_reset: Vec<NicReset>,
 }
 
+impl FaultRates {
+    /// Does the scenario inject any fault at all?
+    pub fn any(&self) -> bool {
+        self.drop > 0.0
+            || self.corrupt > 0.0
+            || self.duplicate > 0.0
+            || !self.link_down.is_empty()
+            || !self.nic_reset.is_empty()
+    }
+}
+
 /// NIC `node` resets at `at_us` (from the start of the traffic).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -357,6 +357,12 @@ pub struct NicReport {
     pub messages_sent: u64,
     pub messages_received: u64,
     pub no_buffer: u64,
+    /// Polls its sending streams sent when their retransmission timers ran
+    /// out (each answered by an ack or a nack naming what is missing).
+    pub polls_sent: u64,
+    /// Acks, nacks and polls not queued because the control queue was
+    /// full (each costs its sender a timeout).
+    pub control_drops: u64,
     /// `retransmits` by cause (they add up to it).
     pub retransmit_causes: RetransmitCauses,
 }

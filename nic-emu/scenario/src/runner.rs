@@ -382,6 +382,8 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
         messages_sent: g(Stat::MessagesSent),
         messages_received: g(Stat::MessagesReceived),
         no_buffer: g(Stat::NoBuffer),
+        polls_sent: g(Stat::PollsSent),
+        control_drops: g(Stat::ControlDrops),
         retransmit_causes: crate::report::RetransmitCauses {
             timeout: g(Stat::RetxTimeout),
             gap: g(Stat::RetxGap),

@@ -23,21 +23,39 @@ use nic_abi::stats::Stat;
 use nic_abi::{class_max_len, Priority};
 
 impl Recv {
-    /// A packet beyond a gap: nack the expected one (once in a while: the
-    /// packets behind the gap draw the same nack) and drop it.
-    fn gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, expected: u32) {
+    /// A packet beyond a gap: nack the expected one and drop it. The
+    /// packets behind the gap that the sender sent in the same round (see
+    /// [`Header::nack_code`]) draw no more nacks: one per gap and round.
+    fn gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, expected: u32, round: u8) {
         cx.bump(Stat::OutOfOrder, 1);
         let rx = self.rxs[r];
-        let recently =
-            rx.nacked == Some(expected) && cx.now.saturating_sub(rx.nack_time) < cx.cfg.rto / 2;
-        if recently {
+        if rx.nacked == Some(expected) && rx.nack_round == round {
             cx.bump(Stat::Drops, 1);
             cx.rxfree.give(hw, buf);
         } else {
-            self.rxs[r].nacked = Some(expected);
-            self.rxs[r].nack_time = cx.now;
-            self.nack(cx, hw, buf, r, NackCode::OutOfOrder, expected);
+            let rx = &mut self.rxs[r];
+            rx.nacked = Some(expected);
+            rx.nack_round = round;
+            rx.nack_time = cx.now;
+            self.nack(cx, hw, buf, r, NackCode::OutOfOrder, expected, round);
         }
+    }
+
+    /// A poll from the sender of stream `key` (`h`): answer where the
+    /// stream stands. Every packet it sent before the poll has arrived
+    /// or been dropped by now, so a gap named here is really missing.
+    pub(super) fn poll_in(&mut self, cx: &mut Shared, h: &Header, key: u32) {
+        let Some(r) = self.find_or_make_rx(cx, key, h) else { return };
+        let rx = self.rxs[r];
+        let expected = rx.win.expected();
+        let nack = if rx.sync_seen.is_none() {
+            Some((NackCode::Unsynced as u8, h.seq))
+        } else if crate::reliability::seq_lt(expected, h.offset) {
+            Some((NackCode::OutOfOrder as u8, expected))
+        } else {
+            None
+        };
+        self.queue_control(cx, r, nack, h.nack_code);
     }
 
     fn find_or_make_rx(&mut self, cx: &Shared, key: u32, h: &Header) -> Option<u16> {
@@ -115,8 +133,9 @@ impl Recv {
         r: u16,
         code: NackCode,
         seq: u32,
+        round: u8,
     ) {
-        self.queue_control(cx, r, Some((code as u8, seq)));
+        self.queue_control(cx, r, Some((code as u8, seq)), round);
         if code == NackCode::NoBuffer {
             cx.bump(Stat::NoBuffer, 1);
         }
@@ -312,7 +331,7 @@ impl Recv {
         if self.rxs[r].sync_seen.is_none() {
             // Every stream starts with SYNC: without one this NIC lost the
             // stream's state (a reset). Ask the sender to start again.
-            self.nack(cx, hw, buf, r, NackCode::Unsynced, h.seq);
+            self.nack(cx, hw, buf, r, NackCode::Unsynced, h.seq, h.nack_code);
             return;
         }
         match self.rxs[r].win.check(h.seq) {
@@ -323,13 +342,13 @@ impl Recv {
                 return;
             }
             Arrival::Gap { expected } => {
-                self.gap(cx, hw, buf, r, expected);
+                self.gap(cx, hw, buf, r, expected, h.nack_code);
                 return;
             }
         }
         let port = h.dst_port as usize;
         if !cx.is_open(port) {
-            self.nack(cx, hw, buf, r, NackCode::PortClosed, h.seq);
+            self.nack(cx, hw, buf, r, NackCode::PortClosed, h.seq, h.nack_code);
             return;
         }
         let plen = h.payload_len as u32;
@@ -339,7 +358,7 @@ impl Recv {
                 if first {
                     self.abort_assembly(cx, r);
                     let Some(s) = self.claim_slot(cx, port, h.size_class, h.priority) else {
-                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h.seq);
+                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h.seq, h.nack_code);
                         return;
                     };
                     let sl = cx.slots[s];
@@ -357,7 +376,7 @@ impl Recv {
                             Ok(m) => m,
                             Err(code) => {
                                 self.unclaim_slot(cx, s, port);
-                                self.nack(cx, hw, buf, r, code, h.seq);
+                                self.nack(cx, hw, buf, r, code, h.seq, h.nack_code);
                                 return;
                             }
                         }
@@ -406,7 +425,7 @@ impl Recv {
                 if m != NIL && !self.relay_hold(cx, m, buf) {
                     // The relay holds all the buffers it may: later.
                     cx.bump(Stat::McastBusy, 1);
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq);
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq, h.nack_code);
                     return;
                 }
                 if last {
@@ -427,7 +446,7 @@ impl Recv {
             PacketType::Put => {
                 if first {
                     if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq);
+                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq, h.nack_code);
                         return;
                     }
                     self.rxs[r].assembly = Assembly::Put { base: h.remote };
@@ -450,7 +469,7 @@ impl Recv {
             }
             PacketType::GetReq => {
                 if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq);
+                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq, h.nack_code);
                     return;
                 }
                 // The answer needs an internal token and a stream back to
@@ -459,7 +478,7 @@ impl Recv {
                     && cx.tokens.available() > 0
                     && sdma.stream_room(key, h.src_node);
                 if !can {
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq);
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq, h.nack_code);
                     return;
                 }
                 let mut t = SendToken::EMPTY;
@@ -531,7 +550,7 @@ impl Recv {
                 mcast::report_in(cx, who, tag.subtree, unreached, lost);
                 cx.rxfree.give(hw, buf);
             }
-            PacketType::Ack | PacketType::Nack => {}
+            PacketType::Ack | PacketType::Nack | PacketType::Poll => {}
         }
         if let Some(j) = job {
             self.rxs[r].offset = self.rxs[r].offset.wrapping_add(plen);

@@ -331,7 +331,7 @@ impl Recv {
         // the report stream between the two ports.
         let report = match h.ptype {
             PacketType::Report => true,
-            PacketType::Ack | PacketType::Nack => h.has(Flags::MCAST),
+            PacketType::Ack | PacketType::Nack | PacketType::Poll => h.has(Flags::MCAST),
             _ => false,
         };
         if h.ptype == PacketType::Report && h.has(Flags::MCAST) {
@@ -348,10 +348,17 @@ impl Recv {
                 cx.rxfree.give(hw, buf);
                 Next::Handled
             }
+            PacketType::Poll => {
+                cx.rxfree.give(hw, buf);
+                self.poll_in(cx, &h, key);
+                Next::Handled
+            }
             PacketType::Nack => {
                 if let Some(code) = NackCode::from_u8(h.nack_code) {
                     self.go(cx, hw, RecvState::Ack { seq: h.seq }, Cause::AckIn);
-                    self.pass_to_sdma(cx, FromRecv::Nack { key, code, seq: h.seq });
+                    // `offset`: the round of the packet that drew it.
+                    let round = h.offset as u8;
+                    self.pass_to_sdma(cx, FromRecv::Nack { key, code, seq: h.seq, round });
                 }
                 cx.rxfree.give(hw, buf);
                 Next::Handled
@@ -372,19 +379,24 @@ impl Recv {
         }
     }
 
-    /// Queue an ack or nack for receiving stream `r`. When the queue is
-    /// full it is dropped (counted): acks are owed again by the ack timer,
-    /// a lost nack costs the sender a retransmission timeout. The receive
-    /// path never waits for it.
-    fn queue_control(&mut self, cx: &mut Shared, r: u16, nack: Option<(u8, u32)>) {
-        // One of each kind per stream is enough: acks carry the latest
-        // expected value when they leave, nacks repeat.
-        if cx.controls.iter().any(|c| c.rx_stream == r && c.nack() == nack) {
-            return;
+    /// Queue an ack or nack for receiving stream `r` (false when the
+    /// queue is full: the loss is counted; acks are owed again by the ack
+    /// timer, a lost nack costs the sender a timeout and a poll). The
+    /// receive path never waits for it. A stream has one entry at most: a
+    /// later ack or nack folds into the queued one ([`Control::merge`]),
+    /// so the queue holds no more than the streams with news.
+    fn queue_control(&mut self, cx: &mut Shared, r: u16, nack: Option<(u8, u32)>, round: u8) -> bool {
+        if let Some(c) = cx.controls.iter_mut().find(|c| !c.is_poll() && c.rx_stream == r) {
+            c.merge(nack, round);
+            return true;
         }
-        if cx.controls.push_back(Control::new(r, nack)).is_err() {
+        let mut c = Control::new(r, nack);
+        c.round = round;
+        if cx.controls.push_back(c).is_err() {
             cx.bump(Stat::ControlDrops, 1);
+            return false;
         }
+        true
     }
 
     /// Acks that fell due go to SEND.
@@ -400,7 +412,7 @@ impl Recv {
                 self.ack_list.swap_remove(i);
                 continue;
             }
-            if now >= self.rxs[r].ack_due && cx.controls.push_back(Control::new(r, None)).is_ok() {
+            if now >= self.rxs[r].ack_due && self.queue_control(cx, r, None, 0) {
                 self.rxs[r].ack_pending = false;
                 self.rxs[r].on_ack_list = false;
                 self.ack_list.swap_remove(i);

@@ -100,9 +100,7 @@ impl Sdma {
 
     /// The host-DMA of transmit buffer `b` completed: it goes to SEND.
     pub fn filled(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
-        if cx.txbufs.filled(b) {
-            let _ = cx.tx_ready.push_back(b);
-        }
+        cx.filled(b);
         if matches!(self.mcast_lead, Some((_, Some(lb))) if lb == b) {
             self.mcast_lead = None;
         }
@@ -175,7 +173,8 @@ impl Sdma {
             ptype,
             flags: fl,
             priority: tok.prio,
-            nack_code: 0,
+            // The stream's round: a nack this packet draws echoes it.
+            nack_code: st.epoch as u8,
             src_node: cx.cfg.node,
             dst_node: tok.target_node,
             src_port: tok.port,
@@ -227,7 +226,7 @@ impl Sdma {
         if let Some((rx, first)) = gather {
             let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: first, ..buf };
             cx.txbufs.take(b, filled);
-            let _ = cx.tx_ready.push_back(b);
+            cx.ready(b);
             cx.bump(Stat::McastForwarded, 1);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
             self.advance_stream(cx, s, t);
@@ -251,7 +250,7 @@ impl Sdma {
         }
         if n == 0 {
             cx.txbufs.filled(b);
-            let _ = cx.tx_ready.push_back(b);
+            cx.ready(b);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
         } else {
             self.go(

@@ -26,6 +26,7 @@ mod sender;
 use crate::hw::Hw;
 use crate::pool::{Pool, NIL};
 use crate::records::*;
+use crate::reliability::SendWindow;
 use crate::shared::{MachineState, Shared};
 use crate::Work;
 use nic_abi::trace::{Cause, Machine};
@@ -236,6 +237,28 @@ impl Sdma {
     /// The key of sending stream `s` (remote node, ports, priority).
     pub fn stream_key(&self, s: u16) -> u32 {
         self.txs[s].key
+    }
+
+    /// SEND is about to send a poll for sending stream `s`: where it goes,
+    /// its first unacknowledged sequence number (in `expected`), the first
+    /// not yet handed to the send-DMA engine (the poll overtakes packets
+    /// still in buffers: the receiver cannot have seen those) and its
+    /// round; None when nothing is unacknowledged any more.
+    pub fn poll_out(&self, cx: &Shared, s: u16) -> Option<(crate::recv::ControlOut, u32, u8)> {
+        if !self.txs.is_live(s) || self.txs[s].outstanding() == 0 {
+            return None;
+        }
+        let st = &self.txs[s];
+        let out = crate::recv::ControlOut {
+            remote_node: st.remote_node,
+            local_port: st.local_port,
+            remote_port: st.remote_port,
+            prio: st.prio,
+            expected: st.win.una(),
+            report: st.key & REPORT_STREAM != 0,
+        };
+        let sent = cx.txbufs.unsent_from(s, st.epoch).unwrap_or(st.win.next());
+        Some((out, sent, st.epoch as u8))
     }
 
     /// The earliest RTC tick one of SDMA's timers falls due.

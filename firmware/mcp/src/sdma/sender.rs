@@ -28,9 +28,9 @@ impl Sdma {
                         self.on_ack(cx, s, ack);
                     }
                 }
-                FromRecv::Nack { key, code, seq } => {
+                FromRecv::Nack { key, code, seq, round } => {
                     if let Some(&s) = self.tx_index.get(&key) {
-                        self.on_nack(cx, s, code, seq);
+                        self.on_nack(cx, s, code, seq, round);
                     }
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
@@ -99,6 +99,7 @@ impl Sdma {
             st.acked_at = cx.now;
             st.nobuf_since = 0;
             st.backoff = 0;
+            st.polled = false;
         }
         if seq_lt(self.txs[s].win.next(), ack) {
             self.seek(cx, s, ack);
@@ -152,8 +153,9 @@ impl Sdma {
         cx.tokens[t].next = NIL;
     }
 
-    /// A nack for stream `s`: `seq` was refused for `code`.
-    fn on_nack(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32) {
+    /// A nack for stream `s`: `seq` was refused for `code`, and the packet
+    /// that drew it went out in `round` (the stream's epoch, low byte).
+    fn on_nack(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32, round: u8) {
         if code == NackCode::Unsynced {
             // The receiver has no state for the stream (its NIC was reset):
             // start again from the first unfinished message, with SYNC.
@@ -163,22 +165,21 @@ impl Sdma {
             }
             return;
         }
+        // A nack drawn by a packet sent before the stream's last rewind
+        // is old news: what was sent again since answers for itself, and
+        // acting on it would send packets the receiver may have by then
+        // (on one route, packets of a stream arrive in the order sent).
+        let current = self.txs[s].epoch as u8 == round;
         // The receiver holds everything before `seq`.
         self.on_ack(cx, s, seq);
         let st = self.txs[s];
-        if !st.win.in_flight(seq) {
+        if !current || !st.win.in_flight(seq) {
             return;
         }
         match code {
             NackCode::OutOfOrder => {
-                // Several packets beyond a gap draw the same nack: rewind once.
-                if st.rewound_to == seq
-                    && cx.now.saturating_sub(st.rewound_at) < cx.cfg.rto / 2
-                    && seq_lt(seq, st.win.next())
-                {
-                    return;
-                }
-                self.rewind(cx, s, seq, RetxCause::Gap);
+                let cause = if st.polled { RetxCause::Timeout } else { RetxCause::Gap };
+                self.rewind(cx, s, seq, cause);
             }
             NackCode::NoBuffer | NackCode::Busy => {
                 self.rewind(cx, s, seq, RetxCause::NoBuffer);
@@ -239,8 +240,7 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.rtt.rewound(seq);
         st.retx_cause = cause;
-        st.rewound_to = seq;
-        st.rewound_at = cx.now;
+        st.polled = false;
         st.last_progress = cx.now;
     }
 
@@ -322,8 +322,16 @@ impl Sdma {
                     cx.bump(Stat::Timeouts, 1);
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
                 } else {
-                    self.rewind(cx, s, st.win.una(), RetxCause::Timeout);
+                    // Ask where the stream stands rather than resend what
+                    // may be queued at a busy receiver: its answer comes
+                    // after every packet sent before it (one route, in
+                    // order), and names the first one really missing.
+                    if cx.controls.push_back(Control::poll(s)).is_err() {
+                        cx.bump(Stat::ControlDrops, 1);
+                    }
                     let st = &mut self.txs[s];
+                    st.polled = true;
+                    st.last_progress = now;
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
                 }
             }

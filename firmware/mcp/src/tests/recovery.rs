@@ -374,7 +374,12 @@ fn a_stream_whose_receiver_comes_late_starts_whatever_the_wire_delays() {
         }
     }
     assert!(errs.is_empty(), "{} of 300 failed:\n{}", errs.len(), errs.join("\n"));
-    assert!(retried > 100, "the port opened late in only {retried} runs");
+    // The sender acts only on refusals of packets it sent in its current
+    // round: a "port closed" for a packet it has since sent again (the
+    // jitter reorders, so a gap nack can come first) is old news, and
+    // the packet sent again may find the port open. About 50 runs of 300
+    // see the refusal.
+    assert!(retried > 30, "the port opened late in only {retried} runs");
 }
 
 impl Bench {
