@@ -141,10 +141,12 @@ impl Send {
     ) {
         // Acks and nacks first: they are small and unblock peers.
         while let Some(&c) = cx.controls.front() {
-            let Some(b) = cx.txbufs.free_one() else { break };
+            if cx.txbufs.free_one().is_none() {
+                break;
+            }
             cx.controls.pop_front();
             self.go(cx, hw, SendState::Control { stream: c.rx_stream }, Cause::ControlOut);
-            self.send_control(cx, sdma, recv, hw, b, c, w);
+            self.send_control(cx, sdma, recv, hw, c, w);
         }
         while let Some(b) = cx.tx_ready.pop_front() {
             let buf = cx.txbufs.get(b);
@@ -220,10 +222,10 @@ impl Send {
         sdma: &Sdma,
         recv: &mut Recv,
         hw: &mut impl Hw,
-        b: u8,
         c: Control,
         w: &mut Work,
     ) {
+        let Some(b) = cx.txbufs.free_one() else { return };
         // SDMA (a poll) or RECV (an ack or nack) says what the packet
         // carries, or that it went stale. A nack echoes in `offset` the
         // round of the packet that drew it; a poll says there the next

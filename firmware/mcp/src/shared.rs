@@ -136,10 +136,9 @@ impl TxBufs {
         for b in self.bufs.iter() {
             let waiting =
                 matches!(b.state, TxBufState::Filling | TxBufState::Filled | TxBufState::Held);
-            if waiting && !b.control && b.stream == stream && b.epoch == epoch {
-                if first.is_none_or(|f| crate::reliability::seq_lt(b.seq, f)) {
-                    first = Some(b.seq);
-                }
+            let mine = waiting && !b.control && b.stream == stream && b.epoch == epoch;
+            if mine && first.is_none_or(|f| crate::reliability::seq_lt(b.seq, f)) {
+                first = Some(b.seq);
             }
         }
         first
@@ -151,7 +150,8 @@ impl TxBufs {
         let me = self.bufs[b as usize];
         let mut first: Option<(u8, u32)> = None;
         for (i, x) in self.bufs.iter().enumerate() {
-            let mine = x.state == state && !x.control && x.stream == me.stream && x.epoch == me.epoch;
+            let mine =
+                x.state == state && !x.control && x.stream == me.stream && x.epoch == me.epoch;
             let lower = |s: u32| crate::reliability::seq_lt(x.seq, s);
             if mine && before.is_none_or(lower) && first.is_none_or(|(_, s)| lower(s)) {
                 first = Some((i as u8, x.seq));

@@ -26,19 +26,25 @@ impl Recv {
     /// A packet beyond a gap: nack the expected one and drop it. The
     /// packets behind the gap that the sender sent in the same round (see
     /// [`Header::nack_code`]) draw no more nacks: one per gap and round.
-    fn gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, expected: u32, round: u8) {
+    fn gap(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        r: u16,
+        expected: u32,
+        round: u8,
+    ) {
         cx.bump(Stat::OutOfOrder, 1);
-        let rx = self.rxs[r];
-        if rx.nacked == Some(expected) && rx.nack_round == round {
-            cx.bump(Stat::Drops, 1);
-            cx.rxfree.give(hw, buf);
-        } else {
-            let rx = &mut self.rxs[r];
+        let rx = &mut self.rxs[r];
+        if rx.nacked != Some(expected) || rx.nack_round != round {
             rx.nacked = Some(expected);
             rx.nack_round = round;
             rx.nack_time = cx.now;
-            self.nack(cx, hw, buf, r, NackCode::OutOfOrder, expected, round);
+            self.queue_control(cx, r, Some((NackCode::OutOfOrder as u8, expected)), round);
         }
+        cx.bump(Stat::Drops, 1);
+        cx.rxfree.give(hw, buf);
     }
 
     /// A poll from the sender of stream `key` (`h`): answer where the
@@ -132,10 +138,10 @@ impl Recv {
         buf: u8,
         r: u16,
         code: NackCode,
-        seq: u32,
-        round: u8,
+        h: &Header,
     ) {
-        self.queue_control(cx, r, Some((code as u8, seq)), round);
+        // The round of the packet refused goes back with the nack.
+        self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
         if code == NackCode::NoBuffer {
             cx.bump(Stat::NoBuffer, 1);
         }
@@ -331,7 +337,7 @@ impl Recv {
         if self.rxs[r].sync_seen.is_none() {
             // Every stream starts with SYNC: without one this NIC lost the
             // stream's state (a reset). Ask the sender to start again.
-            self.nack(cx, hw, buf, r, NackCode::Unsynced, h.seq, h.nack_code);
+            self.nack(cx, hw, buf, r, NackCode::Unsynced, h);
             return;
         }
         match self.rxs[r].win.check(h.seq) {
@@ -348,7 +354,7 @@ impl Recv {
         }
         let port = h.dst_port as usize;
         if !cx.is_open(port) {
-            self.nack(cx, hw, buf, r, NackCode::PortClosed, h.seq, h.nack_code);
+            self.nack(cx, hw, buf, r, NackCode::PortClosed, h);
             return;
         }
         let plen = h.payload_len as u32;
@@ -358,7 +364,7 @@ impl Recv {
                 if first {
                     self.abort_assembly(cx, r);
                     let Some(s) = self.claim_slot(cx, port, h.size_class, h.priority) else {
-                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h.seq, h.nack_code);
+                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
                         return;
                     };
                     let sl = cx.slots[s];
@@ -376,7 +382,7 @@ impl Recv {
                             Ok(m) => m,
                             Err(code) => {
                                 self.unclaim_slot(cx, s, port);
-                                self.nack(cx, hw, buf, r, code, h.seq, h.nack_code);
+                                self.nack(cx, hw, buf, r, code, h);
                                 return;
                             }
                         }
@@ -425,7 +431,7 @@ impl Recv {
                 if m != NIL && !self.relay_hold(cx, m, buf) {
                     // The relay holds all the buffers it may: later.
                     cx.bump(Stat::McastBusy, 1);
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq, h.nack_code);
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h);
                     return;
                 }
                 if last {
@@ -446,7 +452,7 @@ impl Recv {
             PacketType::Put => {
                 if first {
                     if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq, h.nack_code);
+                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h);
                         return;
                     }
                     self.rxs[r].assembly = Assembly::Put { base: h.remote };
@@ -469,7 +475,7 @@ impl Recv {
             }
             PacketType::GetReq => {
                 if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h.seq, h.nack_code);
+                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h);
                     return;
                 }
                 // The answer needs an internal token and a stream back to
@@ -478,7 +484,7 @@ impl Recv {
                     && cx.tokens.available() > 0
                     && sdma.stream_room(key, h.src_node);
                 if !can {
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h.seq, h.nack_code);
+                    self.nack(cx, hw, buf, r, NackCode::Busy, h);
                     return;
                 }
                 let mut t = SendToken::EMPTY;

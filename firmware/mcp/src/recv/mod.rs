@@ -385,7 +385,13 @@ impl Recv {
     /// receive path never waits for it. A stream has one entry at most: a
     /// later ack or nack folds into the queued one ([`Control::merge`]),
     /// so the queue holds no more than the streams with news.
-    fn queue_control(&mut self, cx: &mut Shared, r: u16, nack: Option<(u8, u32)>, round: u8) -> bool {
+    fn queue_control(
+        &mut self,
+        cx: &mut Shared,
+        r: u16,
+        nack: Option<(u8, u32)>,
+        round: u8,
+    ) -> bool {
         if let Some(c) = cx.controls.iter_mut().find(|c| !c.is_poll() && c.rx_stream == r) {
             c.merge(nack, round);
             return true;
