@@ -51,15 +51,20 @@ fn run_with_timeout(mut c: Command, timeout: Duration) -> Output {
 /// The self-test image (`--features selftest`), built in `<target>/fw-selftest`
 /// as `cargo xtask build-fw --selftest` builds it.
 fn selftest_image() -> PathBuf {
+    selftest_image_with("selftest", "fw-selftest")
+}
+
+/// The self-test image with `features`, built in `<target>/<dir>`.
+fn selftest_image_with(features: &str, dir: &str) -> PathBuf {
     // The normal image's build checks the target and says how to install it.
     let _ = rt::firmware_image();
-    let target = rt::profile_dir().parent().unwrap().join("fw-selftest");
+    let target = rt::profile_dir().parent().unwrap().join(dir);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string()))
         .current_dir(root.join("firmware/image"))
         .env("CARGO_TARGET_DIR", &target)
         .env("DEFMT_LOG", "info")
-        .args(["build", "--quiet", "--release", "--features", "selftest"])
+        .args(["build", "--quiet", "--release", "--features", features])
         .output()
         .expect("cargo");
     assert!(o.status.success(), "building the self-test image failed:\n{}", rt::text(&o));
@@ -77,6 +82,45 @@ fn the_firmware_self_test_passes_on_the_nic_cpu_and_exits_qemu_with_status_0() {
         .arg(&elf);
     let o = run_with_timeout(c, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(0), "the self-test failed under QEMU:\n{}", rt::text(&o));
+}
+
+#[test]
+fn a_firmware_panic_is_decoded_to_its_kind_file_line_and_function() {
+    // The self-test, then an index past the end of an array on purpose.
+    // The image keeps no panic locations; its panic line carries the
+    // words at the top of its stack, and `cargo xtask logs` finds the
+    // panic site among them with the image's DWARF.
+    rt::require_qemu();
+    let elf = selftest_image_with("panic-test", "fw-panic-test");
+    let xtask = xtask_bin();
+    let mut c = Command::new(qemu::QEMU_PROGRAM);
+    c.args(["-machine", "virt", "-m", "8M", "-smp", "1", "-bios", "none"])
+        .args(["-display", "none", "-serial", "none", "-monitor", "none", "-nodefaults"])
+        .args(["-semihosting-config", "enable=on,target=native", "-kernel"])
+        .arg(&elf);
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    assert_ne!(o.status.code(), Some(0), "the panic test exited as a pass:\n{}", rt::text(&o));
+    let log = std::env::temp_dir().join(format!("nic-panic-test-{}.log", std::process::id()));
+    std::fs::write(&log, &o.stdout).unwrap();
+    let mut c = Command::new(&xtask);
+    c.args(["logs", "--file"]).arg(&log).arg("--image").arg(&elf);
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    let _ = std::fs::remove_file(&log);
+    assert!(o.status.success(), "cargo xtask logs --file failed:\n{}", rt::text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("selftest passed"), "{out}");
+    let line = out.lines().find(|l| l.contains("panic")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.starts_with("ERROR"), "{line}");
+    let src = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/image/src/selftest.rs"),
+    )
+    .unwrap();
+    let at = 1 + src.lines().position(|l| l.contains("a[core::hint::black_box(i)]")).unwrap();
+    let want = format!(
+        "panic (index out of bounds) at firmware/image/src/selftest.rs:{at}, in \
+         mcp_image::selftest::index_past_the_end"
+    );
+    assert!(line.ends_with(&want), "{line}\nwanted it to end: {want}");
 }
 
 /// The gdb-multiarch command line of `cargo xtask gdb --batch` (xtask's
@@ -221,23 +265,30 @@ fn xtask_logs(cluster: &std::path::Path, elf: &std::path::Path) -> Output {
 fn xtask_logs_decodes_the_boot_line_of_node_0_from_its_defmt_console_log() {
     let elf = rt::firmware_image();
     let c = rt::qemu_cluster("logs", 2);
-    let want = "MCP running: node 0 of 2";
-    let t = Instant::now();
-    loop {
-        let o = xtask_logs(c.path(), &elf);
-        assert!(o.status.success(), "cargo xtask logs failed:\n{}", rt::text(&o));
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        if let Some(line) = out.lines().find(|l| l.contains(want)) {
-            assert!(line.starts_with("INFO"), "not an info line: {line}");
-            break;
+    // The boot line, then the info lines of a port opening and closing.
+    let wait_for = |want: &str| {
+        let t = Instant::now();
+        loop {
+            let o = xtask_logs(c.path(), &elf);
+            assert!(o.status.success(), "cargo xtask logs failed:\n{}", rt::text(&o));
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            if let Some(line) = out.lines().find(|l| l.contains(want)) {
+                assert!(line.starts_with("INFO"), "not an info line: {line}");
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "no `{want}` in node 0's decoded log:\n{}",
+                rt::text(&o)
+            );
+            std::thread::sleep(Duration::from_millis(200));
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "no `{want}` in node 0's decoded log:\n{}",
-            rt::text(&o)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    };
+    wait_for("MCP running: node 0 of 2");
+    let port = host_driver::Port::attach(&c.path().to_string_lossy(), 0, 5).unwrap();
+    wait_for("port 5 open (generation");
+    drop(port);
+    wait_for("port 5 closed");
 }
 
 /// xtask, built in this test's profile and target directory (before any

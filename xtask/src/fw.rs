@@ -144,12 +144,42 @@ pub fn fw_target_dir(root: &Path, selftest: bool) -> PathBuf {
 
 /// Build the image (installing the target if missing). Returns the ELF.
 pub fn build_image(root: &Path, selftest: bool) -> crate::Result<PathBuf> {
+    let level = std::env::var("DEFMT_LOG").unwrap_or_else(|_| "info".into());
+    build_image_logging(root, selftest, &level)
+}
+
+/// The firmware's log levels (`defmt`'s, chosen when the image is built).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+    Off,
+}
+
+impl LogLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+            LogLevel::Off => "off",
+        }
+    }
+}
+
+/// `build_image` with the log level `level` (`DEFMT_LOG` syntax).
+pub fn build_image_logging(root: &Path, selftest: bool, level: &str) -> crate::Result<PathBuf> {
     ensure_fw_target()?;
     let dir = fw_target_dir(root, selftest);
     let mut c = Command::new(cargo());
     c.current_dir(root.join("firmware/image"))
         .env("CARGO_TARGET_DIR", &dir)
-        .env("DEFMT_LOG", std::env::var("DEFMT_LOG").unwrap_or_else(|_| "info".into()))
+        .env("DEFMT_LOG", level)
         .args(["build", "--quiet", "--release"]);
     if selftest {
         c.args(["--features", "selftest"]);
@@ -283,12 +313,13 @@ pub fn report_size(elf: &Path) -> crate::Result<SizeReport> {
 }
 
 /// `cargo xtask build-fw [--selftest]`.
-pub fn build_fw(root: &Path, selftest: bool) -> crate::Result<ExitCode> {
+pub fn build_fw(root: &Path, selftest: bool, log: LogLevel) -> crate::Result<ExitCode> {
     println!(
-        "building the firmware image{} (firmware/image, {FW_TARGET})",
-        if selftest { " (self-test)" } else { "" }
+        "building the firmware image{} (firmware/image, {FW_TARGET}, log level {})",
+        if selftest { " (self-test)" } else { "" },
+        log.name()
     );
-    let elf = build_image(root, selftest)?;
+    let elf = build_image_logging(root, selftest, log.name())?;
     report_size(&elf)?;
     if selftest {
         println!("run it: qemu-system-riscv64 -M virt -m 8M -bios none -display none -semihosting-config enable=on,target=native -kernel {}  (exit status 0 = pass)", elf.display());

@@ -238,6 +238,11 @@ enum Cmd {
         /// The self-test image: checks run on the NIC CPU, QEMU exits 0 on pass.
         #[arg(long)]
         selftest: bool,
+        /// The firmware's log level: the lines of this level and above are
+        /// compiled in (the others cost nothing). `cargo xtask logs`
+        /// decodes them.
+        #[arg(long, value_enum, default_value_t = fw::LogLevel::Info)]
+        log: fw::LogLevel,
     },
     /// Write a firmware image into a node's flash file. A running cluster's
     /// device process notices and resets that NIC (its ports close).
@@ -268,8 +273,13 @@ enum Cmd {
     /// The format strings come from the image the node runs (its flash
     /// file; else the built image) unless --image names one.
     Logs {
-        #[arg(long)]
-        node: u32,
+        /// The NIC whose console log to decode (`<cluster>/node<N>/console.log`).
+        #[arg(long, required_unless_present = "file")]
+        node: Option<u32>,
+        /// Decode this saved log instead (raw defmt frames, as the NIC
+        /// wrote them), with --image or the built image.
+        #[arg(long, conflicts_with_all = ["node", "follow"])]
+        file: Option<PathBuf>,
         /// The cluster (name or directory).
         #[arg(long, default_value = "nic")]
         cluster: String,
@@ -422,13 +432,15 @@ fn main() -> ExitCode {
         Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
             bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)
         }
-        Cmd::BuildFw { selftest } => fw::build_fw(&root, selftest),
+        Cmd::BuildFw { selftest, log } => fw::build_fw(&root, selftest, log),
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
         Cmd::Run(a) => run::run(&root, &a),
         Cmd::Cluster(c) => cluster::run(&root, &c),
-        Cmd::Logs { node, cluster, image, follow } => {
-            logs::run(&root, node, &cluster, image, follow)
-        }
+        Cmd::Logs { node, file, cluster, image, follow } => match (file, node) {
+            (Some(f), _) => logs::decode_file(&root, &f, image),
+            (None, Some(n)) => logs::run(&root, n, &cluster, image, follow),
+            (None, None) => Err("say which log: --node N (of --cluster) or --file PATH".into()),
+        },
         Cmd::Gdb { node, cluster, name, nodes, image, batch, nx, sdma_only } => {
             let o = gdb::Opts {
                 nodes: node,

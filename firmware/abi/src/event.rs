@@ -108,6 +108,7 @@ impl SendStatus {
 
 /// Why a descriptor was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ErrorCause {
     /// Malformed descriptor (reserved bits set).
     BadDescriptor = 1,

@@ -43,3 +43,30 @@ unsafe impl defmt::Logger for Logger {
 }
 
 defmt::timestamp!("{=u64:us}", crate::clint::mtime() / 10);
+
+/// Words a panic logs from the top of its stack.
+const STACK_WORDS: usize = 32;
+
+/// The `STACK_WORDS` words of the stack above this array (which the
+/// caller, the panic handler, keeps in its own frame): the handler's
+/// saved registers, then the frames of the functions that led to it.
+/// Fewer near the top of the stack: those are zero.
+#[inline(always)]
+pub fn stack_words() -> [u64; STACK_WORDS] {
+    extern "C" {
+        static _stack_start: u8;
+    }
+    let top = core::ptr::addr_of!(_stack_start) as usize;
+    let mut w = [0u64; STACK_WORDS];
+    let above = w.as_ptr() as usize + core::mem::size_of_val(&w);
+    for (i, x) in w.iter_mut().enumerate() {
+        let at = above + 8 * i;
+        if at + 8 > top {
+            break;
+        }
+        // SAFETY: `at` is 8-aligned (as the array is) and below the top of
+        // the stack, which is mapped SRAM of this image.
+        *x = unsafe { core::ptr::read_volatile(at as *const u64) };
+    }
+    w
+}

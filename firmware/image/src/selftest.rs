@@ -95,5 +95,15 @@ pub fn run() -> ! {
     hw.store_u32(regs::reg(regs::MAGIC), magic);
     #[cfg(feature = "defmt")]
     defmt::info!("selftest passed");
+    #[cfg(feature = "panic-test")]
+    check(index_past_the_end(7) == 0, "the panic test did not panic");
     crate::qemu_exit_success()
+}
+
+/// An index past the end of an array the compiler cannot see coming.
+#[cfg(feature = "panic-test")]
+#[inline(never)]
+fn index_past_the_end(i: usize) -> u8 {
+    let a = [1u8, 2, 3];
+    a[core::hint::black_box(i)]
 }

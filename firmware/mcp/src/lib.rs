@@ -33,6 +33,8 @@
 #![forbid(unsafe_code)]
 
 pub mod hw;
+#[macro_use]
+mod log;
 pub mod mcast;
 mod pool;
 pub mod rate;
@@ -409,6 +411,7 @@ impl Mcp {
             // No event queue of its own: the port is not served, and says
             // so (the driver reports it); nothing is written anywhere.
             cx.bump(Stat::Errors, 1);
+            log_warn!("port {=usize} refused: its event queue is not in its memory", p);
             hw.store_u32(port_reg(p, FW_STATE), STATE_REFUSED);
             return;
         }
@@ -420,6 +423,7 @@ impl Mcp {
         let _ = cx.events[p].push_back(EvRef::PortOpened);
         hw.store_u32(port_reg(p, EVQ_PRODUCED), 0);
         hw.store_u32(port_reg(p, FW_STATE), STATE_OPEN);
+        log_info!("port {=usize} open (generation {=u32})", p, gen);
     }
 
     /// Close a port: each machine drops its part (RECV its partial
@@ -428,6 +432,7 @@ impl Mcp {
     /// gets still waiting for an answer go.
     fn close_port(&mut self, hw: &mut impl Hw, p: usize) {
         use nic_abi::port::*;
+        log_info!("port {=usize} closed", p);
         let cx = &mut self.shared;
         self.recv.port_closed(cx, p);
         self.rdma.port_closed(cx, p);

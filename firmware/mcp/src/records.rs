@@ -252,6 +252,7 @@ pub struct TxStream {
 /// Why a stream sends packets again; each has its counter
 /// (`RetxCause::stat`), and they add up to `Stat::Retransmits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum RetxCause {
     /// Nothing acknowledged for a retransmission timeout.
     Timeout,

@@ -277,6 +277,7 @@ impl Recv {
         let (fixed, lost) = cx.rxfree.audit(hw);
         if fixed > 0 {
             cx.bump(Stat::Errors, fixed as u64);
+            log_warn!("receive ring repaired: {=u32} entries", fixed);
         }
         let since = match self.lost_since {
             _ if lost == 0 => None,
@@ -289,6 +290,7 @@ impl Recv {
             return;
         }
         self.lost_since = None;
+        log_warn!("receive buffers {=u32:#x} lost by the engine: taken back", lost);
         for b in 0..map::RX_BUF_COUNT {
             if lost & (1 << b) != 0 {
                 cx.rxfree.back(b);

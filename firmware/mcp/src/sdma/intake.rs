@@ -264,6 +264,7 @@ impl Sdma {
 /// token).
 pub(crate) fn refuse(cx: &mut Shared, p: usize, b: &[u8], cause: ErrorCause, takes_send: bool) {
     cx.bump(Stat::Errors, 1);
+    log_warn!("port {=usize}: descriptor refused: {}", p, cause);
     let tag = Descriptor::raw_tag(b);
     let kind_byte = Descriptor::raw_kind(b);
     if kind_byte == DescKind::Provide as u8 {

@@ -280,6 +280,7 @@ impl Sdma {
         }
         self.flow_entries =
             keys.iter().filter(|&&k| k & nic_abi::flows::FLOW_VALID != 0).count() as u16;
+        log_info!("flow table changed: {=u16} flows", self.flow_entries);
         let mut regulated = 0;
         let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
         for s in live {

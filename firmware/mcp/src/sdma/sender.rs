@@ -218,6 +218,11 @@ impl Sdma {
 
     /// Resend from the first unfinished message, with a new SYNC.
     fn resync(&mut self, cx: &mut Shared, s: u16) {
+        log_info!(
+            "stream {=u16}: node {=u16} lost it (reset?): resynchronising",
+            s,
+            self.txs[s].remote_node
+        );
         let st = &mut self.txs[s];
         st.sync_gen = st.sync_gen.wrapping_add(1);
         let head = st.head;
@@ -236,6 +241,13 @@ impl Sdma {
     }
 
     fn rewind(&mut self, cx: &mut Shared, s: u16, seq: u32, cause: RetxCause) {
+        log_debug!(
+            "stream {=u16} to node {=u16}: back to {=u32}: {}",
+            s,
+            self.txs[s].remote_node,
+            seq,
+            cause
+        );
         self.seek(cx, s, seq);
         let st = &mut self.txs[s];
         st.rtt.rewound(seq);
@@ -249,6 +261,11 @@ impl Sdma {
     /// stream are dropped, and the stream stays suspended until Resume.
     fn send_timed_out(&mut self, cx: &mut Shared, s: u16, seq: u32) {
         cx.bump(Stat::Timeouts, 1);
+        log_warn!(
+            "stream {=u16} to node {=u16}: no buffer there for the send timeout: suspended",
+            s,
+            self.txs[s].remote_node
+        );
         let mut first = true;
         while self.txs[s].head != NIL {
             let t = self.txs[s].head;
@@ -320,12 +337,18 @@ impl Sdma {
                 );
                 if now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout {
                     cx.bump(Stat::Timeouts, 1);
+                    log_warn!(
+                        "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
+                        s,
+                        st.remote_node
+                    );
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
                 } else {
                     // Ask where the stream stands rather than resend what
                     // may be queued at a busy receiver: its answer comes
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
+                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, st.remote_node);
                     if cx.controls.push_back(Control::poll(s)).is_err() {
                         cx.bump(Stat::ControlDrops, 1);
                     }
