@@ -16,9 +16,10 @@ use host_driver::cluster::ClusterDir;
 use nic_emu::scenario::trace::{chrome_json, ClusterTrace, LiveTracer};
 
 /// How often the rings of a running cluster are read. A NIC writes a few
-/// records per packet: at 2,048 records a ring holds some hundreds of
-/// packets, more than a NIC moves in a millisecond here.
-const POLL: Duration = Duration::from_millis(1);
+/// records per packet and a 2,048-record ring holds some hundreds of
+/// packets; a live ping-pong on a fast machine fills one in about a
+/// millisecond, so the rings are read five times as often.
+const POLL: Duration = Duration::from_micros(200);
 
 /// `cargo xtask trace`'s options.
 #[derive(clap::Args, Debug)]

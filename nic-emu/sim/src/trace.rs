@@ -118,10 +118,10 @@ impl WirePacket {
         })
     }
 
-    /// An ack or a nack (SEND sends them as `Control`, not `Data`).
+    /// An ack, a nack or a poll (SEND sends them as `Control`, not `Data`).
     pub fn is_control(&self) -> bool {
-        self.ptype == nic_abi::packet::PacketType::Ack as u8
-            || self.ptype == nic_abi::packet::PacketType::Nack as u8
+        use nic_abi::packet::PacketType;
+        [PacketType::Ack, PacketType::Nack, PacketType::Poll].iter().any(|&t| self.ptype == t as u8)
     }
 }
 
