@@ -71,16 +71,21 @@ fn selftest_image_with(features: &str, dir: &str) -> PathBuf {
     target.join(rt::FW_TARGET).join("release").join("mcp-image")
 }
 
-#[test]
-fn the_firmware_self_test_passes_on_the_nic_cpu_and_exits_qemu_with_status_0() {
-    rt::require_qemu();
-    let elf = selftest_image();
+/// A bare image under QEMU alone (no device process): its semihosting
+/// output (raw defmt frames) on stdout, its verdict in the exit status.
+fn run_bare(elf: &std::path::Path) -> Output {
     let mut c = Command::new(qemu::QEMU_PROGRAM);
     c.args(["-machine", "virt", "-m", "8M", "-smp", "1", "-bios", "none"])
         .args(["-display", "none", "-serial", "none", "-monitor", "none", "-nodefaults"])
         .args(["-semihosting-config", "enable=on,target=native", "-kernel"])
-        .arg(&elf);
-    let o = run_with_timeout(c, Duration::from_secs(60));
+        .arg(elf);
+    run_with_timeout(c, Duration::from_secs(60))
+}
+
+#[test]
+fn the_firmware_self_test_passes_on_the_nic_cpu_and_exits_qemu_with_status_0() {
+    rt::require_qemu();
+    let o = run_bare(&selftest_image());
     assert_eq!(o.status.code(), Some(0), "the self-test failed under QEMU:\n{}", rt::text(&o));
 }
 
@@ -93,12 +98,7 @@ fn a_firmware_panic_is_decoded_to_its_kind_file_line_and_function() {
     rt::require_qemu();
     let elf = selftest_image_with("panic-test", "fw-panic-test");
     let xtask = xtask_bin();
-    let mut c = Command::new(qemu::QEMU_PROGRAM);
-    c.args(["-machine", "virt", "-m", "8M", "-smp", "1", "-bios", "none"])
-        .args(["-display", "none", "-serial", "none", "-monitor", "none", "-nodefaults"])
-        .args(["-semihosting-config", "enable=on,target=native", "-kernel"])
-        .arg(&elf);
-    let o = run_with_timeout(c, Duration::from_secs(60));
+    let o = run_bare(&elf);
     assert_ne!(o.status.code(), Some(0), "the panic test exited as a pass:\n{}", rt::text(&o));
     let log = std::env::temp_dir().join(format!("nic-panic-test-{}.log", std::process::id()));
     std::fs::write(&log, &o.stdout).unwrap();
