@@ -42,6 +42,32 @@ fn cluster(tag: &str, backend: host_driver::cluster::ClusterBackend) -> RtCluste
     rt::start(cfg)
 }
 
+/// The attacker program, where `nobody` can run it: the checkout may be
+/// in a directory closed to other users (root's home), so the binary is
+/// copied to the temporary directory, readable and executable by all, and
+/// removed when the copy is dropped.
+struct AttackerBin(std::path::PathBuf);
+
+impl AttackerBin {
+    fn new() -> AttackerBin {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let to = std::env::temp_dir().join(format!("nic-attacker-{}-{n}", std::process::id()));
+        std::fs::copy(rt::example_bin("cluster-tests", "attacker"), &to)
+            .unwrap_or_else(|e| panic!("copy the attacker to {}: {e}", to.display()));
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        AttackerBin(to)
+    }
+}
+
+impl Drop for AttackerBin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn euid_is_root() -> bool {
     // Our effective uid, the third field of /proc/self/status's Uid line.
     std::fs::read_to_string("/proc/self/status")
@@ -63,7 +89,8 @@ fn attack_during_streams(c: &RtCluster) {
     let mut vport = vnic.open_port(2, host_driver::PortOptions::default()).unwrap();
     let secret = vport.alloc(4096).unwrap();
     vport.write(&secret, 0, &[0x5E; 4096]).unwrap();
-    let mut attacker = Command::new(rt::example_bin("cluster-tests", "attacker"))
+    let bin = AttackerBin::new();
+    let mut attacker = Command::new(&bin.0)
         .arg(c.path())
         .args(["1", "5", "2", "--flood", "120"])
         .uid(NOBODY)
@@ -186,7 +213,8 @@ fn a_user_the_cluster_does_not_allow_is_refused_at_the_door() {
 /// Run the attacker as `nobody` on node 0 port 1 of `c` (no flood): did
 /// it succeed, and what it said.
 fn attacker_as_nobody(c: &RtCluster) -> (bool, String) {
-    let out = Command::new(rt::example_bin("cluster-tests", "attacker"))
+    let bin = AttackerBin::new();
+    let out = Command::new(&bin.0)
         .arg(c.path())
         .args(["0", "1", "2"])
         .uid(NOBODY)
