@@ -64,7 +64,11 @@ fn reset_on(backend: ClusterBackend, image: Option<std::path::PathBuf>, messages
             continue;
         }
         assert!(f.cut_by_reset_us.is_some(), "{backend} {}", f.name);
-        assert!(f.delivered < f.messages && f.delivered + f.send_errors <= f.messages, "{f:?}");
+        // A message can be both delivered and failed: delivered before
+        // the reset, its ack still at the reset NIC. Its sender, told the
+        // stream is gone, sends it again with SYNC and the port is closed.
+        // At most a window of sends (8, the default) is in that state.
+        assert!(f.delivered < f.messages && f.delivered + f.send_errors <= f.messages + 8, "{f:?}");
         assert!(f.send_errors > 0, "{backend} {}: {f:?}", f.name);
         assert_eq!(
             f.send_error_statuses.keys().collect::<Vec<_>>(),
