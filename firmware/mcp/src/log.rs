@@ -11,7 +11,9 @@
 //! table changing (the bandwidth manager); `warn` refused descriptors with
 //! their cause, ports refused, sends that time out or find their peer
 //! unreachable, receive buffers reclaimed from the engine; `debug` every
-//! rewind of a sending stream (where to, why) and every poll.
+//! rewind of a sending stream (where to, why) and every poll; `trace`
+//! every descriptor a port posts (its kind byte) and every data-bearing
+//! packet taken in order (from where, its sequence number).
 
 #[cfg(feature = "defmt")]
 macro_rules! log_info { ($($t:tt)*) => { defmt::info!($($t)*) } }
@@ -19,6 +21,8 @@ macro_rules! log_info { ($($t:tt)*) => { defmt::info!($($t)*) } }
 macro_rules! log_warn { ($($t:tt)*) => { defmt::warn!($($t)*) } }
 #[cfg(feature = "defmt")]
 macro_rules! log_debug { ($($t:tt)*) => { defmt::debug!($($t)*) } }
+#[cfg(feature = "defmt")]
+macro_rules! log_trace { ($($t:tt)*) => { defmt::trace!($($t)*) } }
 
 #[cfg(not(feature = "defmt"))]
 macro_rules! log_info { ($f:literal $(, $a:expr)* $(,)?) => {{ $( let _ = &$a; )* }} }
@@ -26,3 +30,5 @@ macro_rules! log_info { ($f:literal $(, $a:expr)* $(,)?) => {{ $( let _ = &$a; )
 macro_rules! log_warn { ($f:literal $(, $a:expr)* $(,)?) => {{ $( let _ = &$a; )* }} }
 #[cfg(not(feature = "defmt"))]
 macro_rules! log_debug { ($f:literal $(, $a:expr)* $(,)?) => {{ $( let _ = &$a; )* }} }
+#[cfg(not(feature = "defmt"))]
+macro_rules! log_trace { ($f:literal $(, $a:expr)* $(,)?) => {{ $( let _ = &$a; )* }} }

@@ -341,7 +341,14 @@ impl Recv {
             return;
         }
         match self.rxs[r].win.check(h.seq) {
-            Arrival::InOrder => {}
+            Arrival::InOrder => {
+                log_trace!(
+                    "from node {=u16} port {=u8}: seq {=u32} in order",
+                    h.src_node,
+                    h.src_port,
+                    h.seq
+                );
+            }
             Arrival::Duplicate => {
                 self.drop_packet(cx, hw, buf, Stat::Duplicates);
                 self.owe_ack(cx, r, true);

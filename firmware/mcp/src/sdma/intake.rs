@@ -62,6 +62,7 @@ impl Sdma {
         hw.read(send_slot(p, cons), &mut b);
         let parsed = Descriptor::decode(&b);
         let kind_byte = Descriptor::raw_kind(&b);
+        log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
         let is_provide = kind_byte == DescKind::Provide as u8;
         let takes_send = match &parsed {
             Ok(d) => d.kind.uses_send_token(),
