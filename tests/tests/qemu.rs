@@ -244,32 +244,24 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
     assert!(recv.status.success(), "receiver:\n{}", rt::text(&recv));
 }
 
-/// `cargo xtask logs --node 0 --cluster DIR --image ELF` (xtask built in
-/// this test's profile and target directory).
-fn xtask_logs(cluster: &std::path::Path, elf: &std::path::Path) -> Output {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string()));
-    c.current_dir(&root)
-        .env("CARGO_TARGET_DIR", rt::profile_dir().parent().unwrap())
-        .args(["run", "--quiet"])
-        .args(rt::profile_args())
-        .args(["-p", "xtask", "--", "logs", "--node", "0"])
-        .arg("--cluster")
-        .arg(cluster)
-        .arg("--image")
-        .arg(elf);
-    run_with_timeout(c, Duration::from_secs(600))
+/// `cargo xtask logs --node 0 --cluster DIR --image ELF`, with `xtask`
+/// (from [`xtask_bin`]).
+fn xtask_logs(xtask: &std::path::Path, cluster: &std::path::Path, elf: &std::path::Path) -> Output {
+    let mut c = Command::new(xtask);
+    c.args(["logs", "--node", "0", "--cluster"]).arg(cluster).arg("--image").arg(elf);
+    run_with_timeout(c, Duration::from_secs(60))
 }
 
 #[test]
 fn xtask_logs_decodes_the_boot_line_of_node_0_from_its_defmt_console_log() {
     let elf = rt::firmware_image();
+    let xtask = xtask_bin();
     let c = rt::qemu_cluster("logs", 2);
     // The boot line, then the info lines of a port opening and closing.
     let wait_for = |want: &str| {
         let t = Instant::now();
         loop {
-            let o = xtask_logs(c.path(), &elf);
+            let o = xtask_logs(&xtask, c.path(), &elf);
             assert!(o.status.success(), "cargo xtask logs failed:\n{}", rt::text(&o));
             let out = String::from_utf8_lossy(&o.stdout).into_owned();
             if let Some(line) = out.lines().find(|l| l.contains(want)) {

@@ -141,12 +141,12 @@ impl Send {
     ) {
         // Acks and nacks first: they are small and unblock peers.
         while let Some(&c) = cx.controls.front() {
-            if cx.txbufs.free_one().is_none() {
-                break;
-            }
+            let Some(b) = cx.txbufs.free_one() else { break };
             cx.controls.pop_front();
             self.go(cx, hw, SendState::Control { stream: c.rx_stream }, Cause::ControlOut);
-            self.send_control(cx, sdma, recv, hw, c, w);
+            if self.send_control(cx, sdma, recv, hw, b, c) {
+                self.start_txdma(cx, hw, b, w);
+            }
         }
         while let Some(b) = cx.tx_ready.pop_front() {
             let buf = cx.txbufs.get(b);
@@ -216,25 +216,27 @@ impl Send {
         w.mcast_packets += buf.mcast as u32;
     }
 
+    /// Write control packet `c` (an ack, a nack or a poll) into free
+    /// transmit buffer `b` and take it; false when it went stale (nothing
+    /// to send, `b` stays free).
     fn send_control(
         &mut self,
         cx: &mut Shared,
         sdma: &Sdma,
         recv: &mut Recv,
         hw: &mut impl Hw,
+        b: u8,
         c: Control,
-        w: &mut Work,
-    ) {
-        let Some(b) = cx.txbufs.free_one() else { return };
+    ) -> bool {
         // SDMA (a poll) or RECV (an ack or nack) says what the packet
         // carries, or that it went stale. A nack echoes in `offset` the
         // round of the packet that drew it; a poll says there the next
         // sequence number its stream would send.
         let (r, ptype, code, seq, offset) = if c.is_poll() {
-            let Some((r, next, round)) = sdma.poll_out(cx, c.rx_stream) else { return };
+            let Some((r, next, round)) = sdma.poll_out(cx, c.rx_stream) else { return false };
             (r, PacketType::Poll, round, r.expected, next)
         } else {
-            let Some(r) = recv.control_out(c) else { return };
+            let Some(r) = recv.control_out(c) else { return false };
             match c.nack() {
                 Some((code, seq)) => (r, PacketType::Nack, code, seq, c.round as u32),
                 None => (r, PacketType::Ack, 0, 0, 0),
@@ -288,7 +290,7 @@ impl Send {
             PacketType::Ack => cx.bump(Stat::AcksSent, 1),
             _ => cx.bump(Stat::PollsSent, 1),
         }
-        self.start_txdma(cx, hw, b, w);
+        true
     }
 }
 

@@ -132,32 +132,36 @@ impl TxBufs {
     /// handed to the send-DMA engine: the lowest one still filling or
     /// waiting in a buffer; None when it has none.
     pub fn unsent_from(&self, stream: u16, epoch: u16) -> Option<u32> {
-        let mut first: Option<u32> = None;
-        for b in self.bufs.iter() {
-            let waiting =
-                matches!(b.state, TxBufState::Filling | TxBufState::Filled | TxBufState::Held);
-            let mine = waiting && !b.control && b.stream == stream && b.epoch == epoch;
-            if mine && first.is_none_or(|f| crate::reliability::seq_lt(b.seq, f)) {
-                first = Some(b.seq);
-            }
-        }
-        first
+        let waiting = |s| matches!(s, TxBufState::Filling | TxBufState::Filled | TxBufState::Held);
+        self.lowest(stream, epoch, waiting, None).map(|(_, seq)| seq)
     }
 
     /// The buffer of `b`'s stream and epoch in `state` with the lowest
     /// sequence number below `before` (any, when None).
     fn first_of(&self, b: u8, state: TxBufState, before: Option<u32>) -> Option<u8> {
         let me = self.bufs[b as usize];
+        self.lowest(me.stream, me.epoch, |s| s == state, before).map(|(i, _)| i)
+    }
+
+    /// The data buffer of `stream` at `epoch` in a state `wanted` accepts
+    /// with the lowest sequence number below `before` (any, when None):
+    /// its index and sequence number.
+    fn lowest(
+        &self,
+        stream: u16,
+        epoch: u16,
+        wanted: impl Fn(TxBufState) -> bool,
+        before: Option<u32>,
+    ) -> Option<(u8, u32)> {
         let mut first: Option<(u8, u32)> = None;
         for (i, x) in self.bufs.iter().enumerate() {
-            let mine =
-                x.state == state && !x.control && x.stream == me.stream && x.epoch == me.epoch;
+            let mine = wanted(x.state) && !x.control && x.stream == stream && x.epoch == epoch;
             let lower = |s: u32| crate::reliability::seq_lt(x.seq, s);
             if mine && before.is_none_or(lower) && first.is_none_or(|(_, s)| lower(s)) {
                 first = Some((i as u8, x.seq));
             }
         }
-        first.map(|(i, _)| i)
+        first
     }
 
     pub fn sending(&mut self, b: u8) {
