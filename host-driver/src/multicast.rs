@@ -25,6 +25,7 @@
 //! per child when that child has it (`Host`).
 
 use nic_abi::desc::{self, DescKind, Descriptor, ListedChild, McastFields, DESC_SIZE};
+use nic_abi::event::McastInfo;
 use nic_abi::group::{self, GroupHead, GROUP_VALID};
 use nic_abi::map;
 use nic_abi::multicast::{children, Child};
@@ -101,6 +102,39 @@ impl Group {
             })
             .collect()
     }
+
+    /// The members a multicast of this group did not reach, from the
+    /// root's completion `info`: every member of each subtree it names
+    /// (the tree is `info`'s algorithm, so the subtree a node heads is
+    /// known here), in rank order. `complete` says whether that is all of
+    /// them: false when the root could only count some (more lost
+    /// subtrees than a completion names, or members that did not answer
+    /// in time), and then `count` is how many there are in all.
+    pub fn not_reached(&self, info: &McastInfo) -> NotReached {
+        let mut members = Vec::new();
+        if let Some(alg) = Algorithm::from_code(info.alg, info.k) {
+            for l in info.lost.iter().filter(|l| l.members > 0) {
+                let Some(head) = self.rank_of(l.node) else { continue };
+                let ranks = nic_abi::multicast::subtree_ranks(alg, self.size(), head);
+                members.extend(ranks.map(|r| self.members[r as usize]));
+            }
+        }
+        members.sort_by_key(|&n| self.rank_of(n));
+        members.dedup();
+        let complete = members.len() == info.unreached as usize;
+        NotReached { members, complete, count: info.unreached }
+    }
+}
+
+/// Which members a multicast did not reach ([`Group::not_reached`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReached {
+    /// Node ids, in rank order.
+    pub members: Vec<u16>,
+    /// `members` is every member not reached.
+    pub complete: bool,
+    /// Members not reached in all (the root's count).
+    pub count: u16,
 }
 
 /// One multicast to post at the root (or, from [`Port::relay`], at a
@@ -381,5 +415,49 @@ impl<B: NicBackend> Port<B> {
             c.encode(&mut bytes[slot], at);
         }
         self.post_slots(&bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nic_abi::event::LostSubtree;
+
+    fn info(alg: Algorithm, unreached: u16, lost: &[(u16, u16)]) -> McastInfo {
+        let mut i = McastInfo {
+            alg: alg.code(),
+            k: match alg {
+                Algorithm::KBinomial { k } => k,
+                _ => 0,
+            },
+            unreached,
+            ..McastInfo::default()
+        };
+        for (slot, &(node, members)) in i.lost.iter_mut().zip(lost) {
+            *slot = LostSubtree { node, members };
+        }
+        i
+    }
+
+    #[test]
+    fn a_named_subtree_expands_into_its_members_by_node_id() {
+        // Binary tree over 16 ranks; rank r is node 100 + 3r. Rank 1
+        // heads ranks 1, 3, 4, 7, 8, 9, 10 and 15; rank 12 is a leaf.
+        let members: Vec<u16> = (0..16).map(|r| 100 + 3 * r).collect();
+        let g = Group::new(1, 2, members).unwrap();
+        let n = g.not_reached(&info(Algorithm::Binary, 9, &[(103, 8), (136, 1)]));
+        let want: Vec<u16> = [1, 3, 4, 7, 8, 9, 10, 12, 15].iter().map(|r| 100 + 3 * r).collect();
+        assert_eq!(n, NotReached { members: want, complete: true, count: 9 });
+    }
+
+    #[test]
+    fn members_only_counted_leave_the_answer_incomplete() {
+        let g = Group::new(1, 2, (0..12).collect()).unwrap();
+        // Separate addressing, three leaves lost: two named, one counted.
+        let n = g.not_reached(&info(Algorithm::Separate, 3, &[(4, 1), (9, 1)]));
+        assert_eq!(n, NotReached { members: vec![4, 9], complete: false, count: 3 });
+        // Everything reached: nothing to name, and that is all.
+        let n = g.not_reached(&info(Algorithm::Separate, 0, &[]));
+        assert_eq!(n, NotReached { members: vec![], complete: true, count: 0 });
     }
 }

@@ -28,6 +28,8 @@ struct Member {
     done: Vec<(u64, SendStatus, u16)>,
     /// The subtrees the root's completions named lost.
     lost: Vec<LostSubtree>,
+    /// The members each completion says were not reached (`Group::not_reached`).
+    not_reached: Vec<host_driver::NotReached>,
     bad: Vec<String>,
 }
 
@@ -69,6 +71,7 @@ impl Case {
                 got: Vec::new(),
                 done: Vec::new(),
                 lost: Vec::new(),
+                not_reached: Vec::new(),
                 bad: Vec::new(),
             });
         }
@@ -106,6 +109,7 @@ impl Case {
                     {
                         m.done.push((tag - (1 << 32), status, info.unreached));
                         m.lost.extend(info.lost.iter().filter(|l| l.members > 0));
+                        m.not_reached.push(self.group.not_reached(&info));
                     }
                     Event::Sent { tag, status, .. } => {
                         // A relay's send from a receive buffer (tagged with
@@ -263,6 +267,12 @@ fn a_member_whose_port_is_closed_is_reported_not_reached_and_the_rest_get_it() {
             vec![LostSubtree { node: 4, members: 4 }; 2],
             "{scheme}: and names it, each time: node 4 heads 4 members"
         );
+        let all = host_driver::NotReached { members: vec![4, 5, 6, 7], complete: true, count: 4 };
+        assert_eq!(
+            root.not_reached,
+            vec![all.clone(), all],
+            "{scheme}: the group expands that into its members, in rank order"
+        );
         for m in &c.members[1..] {
             let reached = ![5, 6, 7].contains(&m.node);
             assert_eq!(
@@ -288,5 +298,7 @@ fn a_lost_leaf_below_a_relay_is_named_in_the_root_completion() {
         let root = &c.members[0];
         assert_eq!(root.done, vec![(0, SendStatus::Incomplete, 1)], "{scheme}");
         assert_eq!(root.lost, vec![LostSubtree { node: 5, members: 1 }], "{scheme}");
+        let want = host_driver::NotReached { members: vec![5], complete: true, count: 1 };
+        assert_eq!(root.not_reached, vec![want], "{scheme}");
     }
 }

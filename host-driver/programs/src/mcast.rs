@@ -140,8 +140,15 @@ fn root<B: NicBackend>(
                 Event::Sent { tag, status, mcast, .. } if tag == ROOT_TAG + mseq as u64 => {
                     let unreached = mcast.map_or(0, |m| m.unreached);
                     if status != SendStatus::Ok || unreached != 0 {
+                        let which = match mcast.map(|m| g.not_reached(&m)) {
+                            Some(n) if n.complete => format!(": nodes {:?}", n.members),
+                            Some(n) if !n.members.is_empty() => {
+                                format!(", among them nodes {:?}", n.members)
+                            }
+                            _ => String::new(),
+                        };
                         return Err(format!(
-                            "multicast {mseq}: {status:?}, {unreached} not reached"
+                            "multicast {mseq}: {status:?}, {unreached} not reached{which}"
                         ));
                     }
                     left -= 1;
