@@ -821,11 +821,11 @@ impl RtCluster {
         self.stop_inner()
     }
 
-    fn stop_inner(&mut self) -> Result<(), RtError> {
-        if self.stopped {
-            return Ok(());
-        }
-        self.stopped = true;
+    /// Stop every thread and guest of the cluster but keep its files: the
+    /// counters read after this ([`RtCluster::nic_stats`]) are final, the
+    /// workers having carried out whatever was asked of them (a reset
+    /// announced just before). [`RtCluster::stop`] then removes the files.
+    pub fn halt(&mut self) {
         // The master first: it talks to the agents.
         if let Some(mut m) = self.master.take() {
             m.stop();
@@ -843,6 +843,14 @@ impl RtCluster {
         if let Some(c) = self.control.as_mut() {
             c.join();
         }
+    }
+
+    fn stop_inner(&mut self) -> Result<(), RtError> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        self.halt();
         let r = self.dir.clone().remove();
         if let Some(k) = self.key.take() {
             serving().remove(&k);

@@ -273,7 +273,6 @@ impl Supervisor {
     /// Reset NIC `node`: stop its guest, have its worker reset it, start
     /// a new guest.
     fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
-        self.ctx.note(reset_note(node, why));
         // (Its pid stays published until the new guest's replaces it, so
         // nobody takes a reflash for a guest that died.)
         if let Some(mut c) = children[node].take() {
@@ -282,6 +281,9 @@ impl Supervisor {
         }
         let sh = &self.ctx.nodes[node];
         let want = sh.reset_req.fetch_add(1, Ordering::AcqRel) + 1;
+        // Announced once asked for: a stop that follows the line still
+        // finds the request, and the device loop carries it out first.
+        self.ctx.note(reset_note(node, why));
         let t = Instant::now();
         while sh.reset_done.load(Ordering::Acquire) < want {
             if t.elapsed() > RESET_WAIT || self.ctx.stop.load(Ordering::Relaxed) {

@@ -77,16 +77,7 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
         let now = ctx.now();
         let (mut progress, mut timed) = (false, false);
         for n in nodes.iter_mut() {
-            let sh = &ctx.nodes[n.node];
-            let req = sh.reset_req.load(Ordering::Acquire);
-            if req != n.reset_seen {
-                if let Err(e) = n.reset(&ctx.params, now, false) {
-                    ctx.note(format!("node {}: {e}", n.node));
-                }
-                n.reset_seen = req;
-                sh.reset_done.store(req, Ordering::Release);
-                progress = true;
-            }
+            progress |= carry_out_reset(n, &ctx, now);
             let s = n.step(&ctx.fabric, now, &mut pool);
             progress |= s.progress;
             timed |= s.timed;
@@ -123,7 +114,29 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
             }
         }
     }
+    // A reset asked for (and announced) before the stop is carried out, so
+    // the counters printed as the process stops include it.
+    let now = ctx.now();
+    for n in nodes.iter_mut() {
+        carry_out_reset(n, &ctx, now);
+    }
     snapshot(&nodes, &ctx);
+}
+
+/// Reset `n` if the supervisor asked for a reset it has not carried out;
+/// true if it did.
+fn carry_out_reset(n: &mut NodeRt, ctx: &Ctx, now: u64) -> bool {
+    let sh = &ctx.nodes[n.node];
+    let req = sh.reset_req.load(Ordering::Acquire);
+    if req == n.reset_seen {
+        return false;
+    }
+    if let Err(e) = n.reset(&ctx.params, now, false) {
+        ctx.note(format!("node {}: {e}", n.node));
+    }
+    n.reset_seen = req;
+    sh.reset_done.store(req, Ordering::Release);
+    true
 }
 
 fn snapshot(nodes: &[NodeRt], ctx: &Ctx) {

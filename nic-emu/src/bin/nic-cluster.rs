@@ -298,6 +298,8 @@ fn run(a: &RunArgs) -> Result<(), String> {
         }
     }
     if a.opts.stats {
+        // Final counters: the threads stopped first.
+        c.halt();
         for n in 0..c.nodes() {
             eprintln!("{}", stats_line(&c.nic_stats(n)));
         }
