@@ -111,16 +111,16 @@ impl Group {
     /// subtrees than a completion names, or members that did not answer
     /// in time), and then `count` is how many there are in all.
     pub fn not_reached(&self, info: &McastInfo) -> NotReached {
-        let mut members = Vec::new();
+        let mut ranks = Vec::new();
         if let Some(alg) = Algorithm::from_code(info.alg, info.k) {
             for l in info.lost.iter().filter(|l| l.members > 0) {
                 let Some(head) = self.rank_of(l.node) else { continue };
-                let ranks = nic_abi::multicast::subtree_ranks(alg, self.size(), head);
-                members.extend(ranks.map(|r| self.members[r as usize]));
+                ranks.extend(nic_abi::multicast::subtree_ranks(alg, self.size(), head));
             }
         }
-        members.sort_by_key(|&n| self.rank_of(n));
-        members.dedup();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let members: Vec<u16> = ranks.iter().map(|&r| self.members[r as usize]).collect();
         let complete = members.len() == info.unreached as usize;
         NotReached { members, complete, count: info.unreached }
     }
