@@ -262,20 +262,17 @@ impl Resolver {
         }
         let pc = ra - 1;
         let mut frames = self.ctx.find_frames(pc).skip_all_loads().ok()?;
-        // The outermost frame is the function the address is in; inlined
-        // ones come first. The innermost names the line.
-        let mut sites = Vec::new();
-        while let Ok(Some(f)) = frames.next() {
-            let function = f
-                .function
-                .as_ref()
-                .and_then(|n| n.demangle().ok().map(|d| d.into_owned()))
-                .unwrap_or_else(|| "?".to_string());
-            let (file, line) =
-                f.location.map(|l| (l.file.map(str::to_string), l.line)).unwrap_or((None, None));
-            sites.push(Site { function, file, line });
-        }
-        sites.into_iter().next()
+        // Inlined functions come first, the function the address is in
+        // last: the first frame is the innermost, which names the line.
+        let f = frames.next().ok()??;
+        let function = f
+            .function
+            .as_ref()
+            .and_then(|n| n.demangle().ok().map(|d| d.into_owned()))
+            .unwrap_or_else(|| "?".to_string());
+        let (file, line) =
+            f.location.map(|l| (l.file.map(str::to_string), l.line)).unwrap_or((None, None));
+        Some(Site { function, file, line })
     }
 }
 
