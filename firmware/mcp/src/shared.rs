@@ -422,6 +422,16 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Queue control packet `c` for SEND; false when the queue is full
+    /// (the loss is counted: its stream's timers cover for it).
+    pub fn push_control(&mut self, c: Control) -> bool {
+        if self.controls.push_back(c).is_err() {
+            self.bump(Stat::ControlDrops, 1);
+            return false;
+        }
+        true
+    }
+
     /// Filled buffer `b` needs no host-DMA: to SEND, unless an earlier
     /// packet of its stream is still filling (then it is held until that
     /// one is filled: a stream's packets leave in sequence order, which

@@ -400,11 +400,7 @@ impl Recv {
         }
         let mut c = Control::new(r, nack);
         c.round = round;
-        if cx.controls.push_back(c).is_err() {
-            cx.bump(Stat::ControlDrops, 1);
-            return false;
-        }
-        true
+        cx.push_control(c)
     }
 
     /// Acks that fell due go to SEND.

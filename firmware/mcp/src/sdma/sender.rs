@@ -349,9 +349,7 @@ impl Sdma {
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
                     log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, st.remote_node);
-                    if cx.controls.push_back(Control::poll(s)).is_err() {
-                        cx.bump(Stat::ControlDrops, 1);
-                    }
+                    cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
                     st.polled = true;
                     st.last_progress = now;
