@@ -100,6 +100,13 @@ pub struct Work {
     /// Packets of a NIC-served multicast (not the host scheme's) sent:
     /// the multicast header built besides the data.
     pub mcast_packets: u32,
+    /// Packets of a multicast sent to a further child of the same sender
+    /// (the packet went to an earlier child already: only its destination
+    /// and sequence change), by algorithm as `relay_steps`. The published
+    /// model charges a tree's further children nothing on the deepest
+    /// path and separate addressing a full send per destination: the
+    /// profile prices each algorithm's.
+    pub mcast_further: [u16; 4],
     /// Packets of a multicast received into a multicast record: the
     /// header and the record read besides the data.
     pub mcast_rx_packets: u32,
@@ -127,6 +134,9 @@ impl Work {
             *a += b;
         }
         self.mcast_packets += o.mcast_packets;
+        for (a, b) in self.mcast_further.iter_mut().zip(o.mcast_further) {
+            *a += b;
+        }
         self.mcast_rx_packets += o.mcast_rx_packets;
         self.mcast_descs += o.mcast_descs;
         self.mcast_deliveries += o.mcast_deliveries;

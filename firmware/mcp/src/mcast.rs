@@ -107,15 +107,26 @@ pub fn compute_children(
     Some(n)
 }
 
-/// Count the NIC-based scheme's share of the tree work: one step for a
-/// node with `n` children, or one per destination for separate addressing.
-pub fn count_steps(w: &mut crate::Work, alg: Algorithm, n: u16) {
-    let i = match alg {
+/// An algorithm's index in `Work::relay_steps` and `Work::mcast_further`
+/// (a k-binomial tree counts as the binomial).
+pub fn work_index(alg: Algorithm) -> usize {
+    match alg {
         Algorithm::Separate => 0,
         Algorithm::Serial => 1,
         Algorithm::Binomial | Algorithm::KBinomial { .. } => 2,
         Algorithm::Binary => 3,
-    };
+    }
+}
+
+/// Record `rec`'s algorithm index (`work_index`; binomial if unknown).
+pub fn further_index(rec: &McastRec) -> u8 {
+    Algorithm::from_code(rec.tag.alg, rec.tag.k).map_or(2, work_index) as u8
+}
+
+/// Count the NIC-based scheme's share of the tree work: one step for a
+/// node with `n` children, or one per destination for separate addressing.
+pub fn count_steps(w: &mut crate::Work, alg: Algorithm, n: u16) {
+    let i = work_index(alg);
     let steps = if alg == Algorithm::Separate { n } else { (n > 0) as u16 };
     w.relay_steps[i] += steps;
     w.tree_ops += n as u32;

@@ -98,6 +98,8 @@ pub struct SendToken {
     pub stream: u16,
     /// Descriptor kind byte (for error events).
     pub desc_kind: u8,
+    /// A multicast child after the sender's first (`McastCost::Further`).
+    pub further: bool,
 }
 
 impl SendToken {
@@ -121,6 +123,7 @@ impl SendToken {
         next: NIL,
         stream: NIL,
         desc_kind: 0,
+        further: false,
     };
 
     /// The NIC's own token (no descriptor, no event, no port credit).
@@ -449,8 +452,20 @@ pub struct TxBuf {
     /// The payload is gathered from this receive buffer (a relayed
     /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
     pub gather: u8,
-    /// A packet of a NIC-served multicast (its send is priced as such).
-    pub mcast: bool,
+    /// A packet of a NIC-served multicast: how its send is priced.
+    pub mcast: McastCost,
+}
+
+/// How a transmit buffer's send is priced (`crate::Work`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McastCost {
+    /// Not a NIC-served multicast packet.
+    None,
+    /// A multicast packet built for its first child (`Work::mcast_packets`).
+    First,
+    /// The same packet for a further child (`Work::mcast_further`, at this
+    /// algorithm index).
+    Further(u8),
 }
 
 /// Marks `RecvSlot::mcast` as holding a tag (a bit no tag uses: the
@@ -477,7 +492,7 @@ impl TxBuf {
         control: false,
         seq: 0,
         gather: GATHER_NONE,
-        mcast: false,
+        mcast: McastCost::None,
     };
 }
 

@@ -148,8 +148,20 @@ impl Send {
                 self.start_txdma(cx, hw, b, w);
             }
         }
-        while let Some(b) = cx.tx_ready.pop_front() {
+        // One multicast packet built per pass: the NIC CPU's work for it is
+        // paid before the next leaves, so a sender's children get the
+        // message one send time apart, not in a batch at the end of a
+        // pass. Copies of a relayed packet for further children (out of
+        // the same receive buffer) go with it.
+        let mut built = false;
+        while let Some(&b) = cx.tx_ready.front() {
             let buf = cx.txbufs.get(b);
+            let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;
+            let builds = buf.mcast != McastCost::None && !copy;
+            if built && builds {
+                break;
+            }
+            cx.tx_ready.pop_front();
             if !sdma.is_current(buf.stream, buf.epoch) {
                 // Filled before a rewind: the stream will send it again.
                 cx.txbufs.release(b);
@@ -173,12 +185,7 @@ impl Send {
                 }
             }
             self.start_txdma(cx, hw, b, w);
-            if buf.mcast {
-                // The NIC CPU's work for a multicast packet is paid before
-                // the next leaves: a sender's children get the message one
-                // send time apart, not in a batch at the end of a pass.
-                break;
-            }
+            built |= builds;
         }
         let next = self.at_rest(cx);
         self.go(cx, hw, next, Cause::Drained);
@@ -213,7 +220,11 @@ impl Send {
         let _ = self.in_flight.push_back(b);
         cx.bump(Stat::PacketsSent, 1);
         w.tx_packets += 1;
-        w.mcast_packets += buf.mcast as u32;
+        match buf.mcast {
+            McastCost::None => {}
+            McastCost::First => w.mcast_packets += 1,
+            McastCost::Further(i) => w.mcast_further[i as usize % 4] += 1,
+        }
     }
 
     /// Write control packet `c` (an ack, a nack or a poll) into free
@@ -282,7 +293,7 @@ impl Send {
                 control: true,
                 seq,
                 gather: GATHER_NONE,
-                mcast: false,
+                mcast: McastCost::None,
             },
         );
         match ptype {

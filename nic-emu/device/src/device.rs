@@ -353,6 +353,24 @@ impl Engines {
     /// completed (the firmware should be woken).
     #[inline]
     pub fn tx_next<M: NicMem + ?Sized>(&mut self, m: &mut M) -> (Option<TxSpan>, bool) {
+        let prod = m.sram().load_u32(reg(regs::TXDMA_PROD));
+        self.tx_next_before(m, prod)
+    }
+
+    /// Is a packet on the wire (the engine busy until its tail leaves)?
+    pub fn tx_busy(&self) -> bool {
+        self.tx_busy
+    }
+
+    /// `tx_next`, seeing only the commands before producer index `prod`
+    /// (those posted by then: the sim hides the commands a firmware pass
+    /// still in progress wrote until the pass ends).
+    #[inline]
+    pub fn tx_next_before<M: NicMem + ?Sized>(
+        &mut self,
+        m: &mut M,
+        prod: u32,
+    ) -> (Option<TxSpan>, bool) {
         let mut completed = false;
         if self.tx_busy {
             return (None, completed);
@@ -360,7 +378,7 @@ impl Engines {
         let len = m.sram_len();
         for _ in 0..map::TXDMA_RING_LEN {
             let s = m.sram_mut();
-            if s.load_u32(reg(regs::TXDMA_PROD)) == self.tx_cons {
+            if prod == self.tx_cons {
                 break;
             }
             let slot = rings::slot(

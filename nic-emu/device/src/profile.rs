@@ -201,6 +201,11 @@ pub struct NicCpuProfile {
     /// Per packet of a NIC-served multicast sent (`Work::mcast_packets`).
     #[serde(default)]
     pub mcast_packet: u64,
+    /// Per packet of a multicast sent to a further child of the same
+    /// sender (`Work::mcast_further`), by algorithm; `mcast_packet` for
+    /// every algorithm when not given.
+    #[serde(default)]
+    pub mcast_further_packet: Option<StepPrices>,
     /// Per multicast packet received into a multicast record
     /// (`Work::mcast_rx_packets`); `mcast_packet` when not given.
     #[serde(default)]

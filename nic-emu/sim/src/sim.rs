@@ -153,6 +153,7 @@ struct WorkPrices {
     tree_op: u64,
     relay_step: nic_device::profile::StepPrices,
     mcast_packet: u64,
+    mcast_further: nic_device::profile::StepPrices,
     mcast_rx_packet: u64,
     mcast_desc: u64,
     mcast_delivery: u64,
@@ -174,6 +175,12 @@ impl WorkPrices {
             tree_op: c.tree_op,
             relay_step: c.relay_step,
             mcast_packet: c.mcast_packet,
+            mcast_further: c.mcast_further_packet.unwrap_or(nic_device::profile::StepPrices {
+                separate: c.mcast_packet,
+                serial: c.mcast_packet,
+                binomial: c.mcast_packet,
+                binary: c.mcast_packet,
+            }),
             mcast_rx_packet: c.mcast_rx_packet.unwrap_or(c.mcast_packet),
             mcast_desc: c.mcast_desc,
             mcast_delivery: c.mcast_delivery,
@@ -188,11 +195,16 @@ impl WorkPrices {
             && w.mcast_descs == 0
             && w.mcast_deliveries == 0
             && w.relay_steps == [0; 4]
+            && w.mcast_further == [0; 4]
         {
             return 0;
         }
-        let steps: u64 =
-            (0..4).map(|i| w.relay_steps[i] as u64 * self.relay_step.by_index(i)).sum();
+        let steps: u64 = (0..4)
+            .map(|i| {
+                w.relay_steps[i] as u64 * self.relay_step.by_index(i)
+                    + w.mcast_further[i] as u64 * self.mcast_further.by_index(i)
+            })
+            .sum();
         steps
             + w.mcast_packets as u64 * self.mcast_packet
             + w.mcast_rx_packets as u64 * self.mcast_rx_packet
@@ -542,6 +554,12 @@ impl SimCluster {
                     }
                 }
             }
+            Ev::TxKick { node } => {
+                let node = node as usize;
+                if self.nics[node].tx_kick(&mut self.q, &mut self.fabric, now) {
+                    self.wake_nic_now(node);
+                }
+            }
             Ev::LinkTimeout { link } => self.fabric.link_timeout(&mut self.q, now, link),
             Ev::HeadArrive { flight } => match self.fabric.head_arrive(&mut self.q, now, flight) {
                 Arrival::AtNic(node) => {
@@ -620,6 +638,7 @@ impl SimCluster {
         loop {
             let nic = &mut self.nics[node];
             let cpu = &mut self.cpus[node];
+            let posted = nic.tx_posted();
             let work = {
                 let mut mem = nic.mem.borrow_mut();
                 self.rtc.write(&mut mem.sram[..], t);
@@ -642,6 +661,13 @@ impl SimCluster {
             cpu.busy_until = te;
             cpu.busy_ns += cost;
             nic.hdma_kick(&mut self.q, te);
+            if (work.mcast_packets > 0 || work.mcast_further != [0; 4])
+                && self.prices.multicast(&work) > 0
+            {
+                // A multicast send's priced work comes before its packet
+                // leaves.
+                nic.hold_tx_until(posted, te);
+            }
             let errs = nic.tx_kick(&mut self.q, &mut self.fabric, te);
             nic.rx_kick(&mut self.q, &mut self.fabric, te);
             if work.is_idle() && !errs {

@@ -21,6 +21,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use nic_abi::packet::ROUTE_FLAG;
+use nic_abi::regs::{self, reg};
+use nic_abi::sram::Sram;
 
 use crate::trace::WirePacket;
 
@@ -78,6 +80,9 @@ pub(crate) struct NicDevice {
     pub reset_drops: u64,
     /// Resets.
     pub resets: u64,
+    /// A firmware pass in progress until `.1`: the send-DMA engine sees
+    /// only the commands before producer index `.0` until then.
+    tx_hold: Option<(u32, u64)>,
     /// With a trace: the packets this NIC's send-DMA engine put on the
     /// wire, and those its receive-DMA engine delivered into buffers, in
     /// that order (`crate::trace::WirePacket`).
@@ -114,6 +119,7 @@ impl NicDevice {
             rx_stale: 0,
             reset_drops: 0,
             resets: 0,
+            tx_hold: None,
             wire_log: None,
         }
     }
@@ -172,7 +178,18 @@ impl NicDevice {
     /// firmware should be woken.
     pub fn tx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
         let mut mem = self.mem.borrow_mut();
-        let (next, completed) = self.eng.tx_next(&mut *mem);
+        let posted = mem.sram[..].load_u32(reg(regs::TXDMA_PROD));
+        let seen = match self.tx_hold {
+            Some((before, until)) if t < until => before,
+            _ => posted,
+        };
+        let (next, completed) = self.eng.tx_next_before(&mut *mem, seen);
+        if next.is_none() && seen != posted && !self.eng.tx_busy() {
+            // Commands of the pass in progress: taken when it ends.
+            if let Some((_, until)) = self.tx_hold {
+                q.push(until, Ev::TxKick { node: self.node });
+            }
+        }
         if let Some(p) = next {
             let start = t + self.tx_setup;
             self.bus.reserve(start, p.len as u64);
@@ -187,6 +204,22 @@ impl NicDevice {
             }
         }
         completed
+    }
+
+    /// The firmware pass starting now and ending at `until` posted
+    /// multicast send-DMA commands; the engine sees them (and any others
+    /// after `before`) from `until` on, as if written at the pass's end:
+    /// the NIC CPU builds a multicast packet (its header, the tree work
+    /// the profile prices) before it can leave, whether or not the engine
+    /// was busy when the pass began. Unicast passes' commands are seen at
+    /// once.
+    pub fn hold_tx_until(&mut self, before: u32, until: u64) {
+        self.tx_hold = Some((before, until));
+    }
+
+    /// The send-DMA producer index (commands posted so far).
+    pub fn tx_posted(&self) -> u32 {
+        self.mem.borrow().sram[..].load_u32(reg(regs::TXDMA_PROD))
     }
 
     /// The NIC's link is free: the current packet's tail has left.

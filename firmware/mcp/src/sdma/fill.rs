@@ -5,6 +5,7 @@
 
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
+use crate::mcast::further_index;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
@@ -37,6 +38,7 @@ impl Sdma {
             self.reload_flows(cx, hw, w);
         }
         self.rate_wait = None;
+        self.relay_built = false;
         let stop = loop {
             if cx.txbufs.data_busy() >= map::TX_BUF_COUNT - CONTROL_RESERVE {
                 break Stop::NoRoom;
@@ -46,15 +48,19 @@ impl Sdma {
             }
             // Acks and nacks may hold buffers too: look before choosing.
             let Some(b) = cx.txbufs.free_one() else { break Stop::NoRoom };
-            let Some(s) = self.pick_stream(cx, w) else { break Stop::NothingDue };
+            let Some(s) = self.pick_stream(cx, w) else {
+                // A relayed packet's next first copy waits for the next pass.
+                break if self.relay_built { Stop::Yield } else { Stop::NothingDue };
+            };
             let relay = crate::MULTICAST && cx.tokens[self.txs[s].cursor].kind == TokKind::McastFwd;
             self.fill_packet(cx, hw, s, b, w);
+            // After a relayed packet's first copy, only its copies for
+            // further children are filled this pass (SEND sends one built
+            // multicast packet a pass; the copies go along with it).
+            self.relay_built |= relay && cx.txbufs.get(b).mcast == McastCost::First;
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
                 self.dispatched(cx, hw, s, bytes, w);
-            }
-            if relay {
-                break Stop::Yield;
             }
         };
         self.settle(cx, hw, stop);
@@ -147,7 +153,12 @@ impl Sdma {
                     let rec = &mut cx.mcasts[r];
                     let first = pkt >= rec.priced;
                     rec.priced = rec.priced.max(pkt + 1);
-                    Some((rec.bufs[pkt as usize % RELAY_WINDOW], first))
+                    let cost = if first {
+                        McastCost::First
+                    } else {
+                        McastCost::Further(further_index(rec))
+                    };
+                    Some((rec.bufs[pkt as usize % RELAY_WINDOW], cost))
                 }
                 Some(_) => None,
                 None => {
@@ -221,10 +232,17 @@ impl Sdma {
             control: false,
             seq,
             gather: GATHER_NONE,
-            mcast: tok.kind == TokKind::McastFwd,
+            mcast: match tok.kind {
+                TokKind::McastFwd if tok.further => match crate::mcast::rec_of(cx, t) {
+                    Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
+                    None => McastCost::First,
+                },
+                TokKind::McastFwd => McastCost::First,
+                _ => McastCost::None,
+            },
         };
-        if let Some((rx, first)) = gather {
-            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: first, ..buf };
+        if let Some((rx, cost)) = gather {
+            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: cost, ..buf };
             cx.txbufs.take(b, filled);
             cx.ready(b);
             cx.bump(Stat::McastForwarded, 1);

@@ -282,6 +282,7 @@ impl Sdma {
         t.remote = rec.tag.remote();
         t.cookie = r as u32;
         t.tag = subtree as u64;
+        t.further = i > 0;
         let s = self.find_or_make_tx(node, rec.port, rec.port, rec.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
         // Relays track each child; a send from host memory only its last.

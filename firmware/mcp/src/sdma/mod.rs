@@ -101,6 +101,9 @@ impl MachineState for SdmaState {
 /// The SDMA machine.
 pub struct Sdma {
     state: SdmaState,
+    /// This pass's fills made a relayed packet's first copy: its copies
+    /// for further children may follow, another packet's first may not.
+    relay_built: bool,
     /// Per port: descriptors taken from the send ring.
     cons: [u32; NUM_PORTS],
     /// The port intake starts at next pass (round robin).
@@ -143,6 +146,7 @@ impl Sdma {
     pub(crate) const fn new() -> Sdma {
         Sdma {
             state: SdmaState::Idle,
+            relay_built: false,
             cons: [0; NUM_PORTS],
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],

@@ -16,7 +16,7 @@ use nic_abi::map;
 use nic_abi::Priority;
 
 /// A relay's send to a child can send packet k once it arrived.
-fn relayed_packet_here(cx: &Shared, t: u16) -> bool {
+fn relayed_packet_here(cx: &Shared, t: u16, built: bool) -> bool {
     let tok = &cx.tokens[t];
     if tok.kind != TokKind::McastFwd {
         return true;
@@ -24,7 +24,8 @@ fn relayed_packet_here(cx: &Shared, t: u16) -> bool {
     match crate::mcast::rec_of(cx, t) {
         Some(r) => {
             let rec = &cx.mcasts[r];
-            rec.source != McastSource::RxBufs || tok.next_pkt < rec.have
+            rec.source != McastSource::RxBufs
+                || (tok.next_pkt < rec.have && !(built && tok.next_pkt >= rec.priced))
         }
         None => true,
     }
@@ -194,7 +195,7 @@ impl Sdma {
             && !st.suspended
             && st.win.has_room(cx.cfg.window)
             && st.hold_until <= cx.now
-            && (!crate::MULTICAST || relayed_packet_here(cx, st.cursor))
+            && (!crate::MULTICAST || relayed_packet_here(cx, st.cursor, self.relay_built))
     }
 
     /// GM rotation: the first sendable stream, starting at the current
