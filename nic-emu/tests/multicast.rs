@@ -212,3 +212,33 @@ fn small_messages_follow_the_published_model_within_ten_percent() {
     }
     assert!(outside.is_empty(), "outside 10%: {outside:#?}");
 }
+
+#[test]
+fn a_roots_destinations_get_the_message_one_send_apart_not_in_pairs() {
+    // NIC-assisted separate addressing to 8 members: the root's NIC builds
+    // and sends one packet a pass, each after the pass that built it, so
+    // consecutive members get the message about one send time apart
+    // (t_nic_send, 17.4 us at 2 B, with the acks and reports the root
+    // takes between its sends), never two at once.
+    let p = lanai9();
+    let r = measure(&McastRun::new(&p, Scheme::Assisted, Algorithm::Separate, 8, 2, 4));
+    assert!(r.ok, "{:?}", r.problems);
+    let at = &r.last_arrivals_ns[1..];
+    for w in at.windows(2) {
+        let gap = w[1].saturating_sub(w[0]) as f64 / 1000.0;
+        assert!((12.0..30.0).contains(&gap), "arrivals {at:?}: a gap of {gap:.1} us");
+    }
+}
+
+#[test]
+fn a_relay_sends_its_further_children_the_packet_it_built_for_the_first() {
+    // NIC-based binary tree of 5: 0 -> 1, 2; 1 -> 3, 4. Relay 1 builds the
+    // packet once (t_np, t_ns) and sends member 4 the same packet right
+    // behind member 3's, before delivering to its own host.
+    let p = lanai9();
+    let r = measure(&McastRun::new(&p, Scheme::Nic, Algorithm::Binary, 5, 2, 4));
+    assert!(r.ok, "{:?}", r.problems);
+    let (m3, m4) = (r.last_arrivals_ns[3], r.last_arrivals_ns[4]);
+    let gap = m4.abs_diff(m3) as f64 / 1000.0;
+    assert!(gap < 3.0, "members 3 and 4 {gap:.1} us apart");
+}

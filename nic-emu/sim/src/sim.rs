@@ -638,6 +638,9 @@ impl SimCluster {
         loop {
             let nic = &mut self.nics[node];
             let cpu = &mut self.cpus[node];
+            // Commands an earlier pass held back are due now: they go
+            // before this pass's own (which may hold more back).
+            nic.release_held_tx(&mut self.q, &mut self.fabric, t);
             let posted = nic.tx_posted();
             let work = {
                 let mut mem = nic.mem.borrow_mut();

@@ -217,6 +217,15 @@ impl NicDevice {
         self.tx_hold = Some((before, until));
     }
 
+    /// A pass that held commands back ended by `t`: the engine takes them
+    /// now if it is idle (before the next pass, which may hold more).
+    pub fn release_held_tx(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
+        if self.tx_hold.is_some_and(|(_, until)| until <= t) {
+            self.tx_hold = None;
+            self.tx_kick(q, fabric, t);
+        }
+    }
+
     /// The send-DMA producer index (commands posted so far).
     pub fn tx_posted(&self) -> u32 {
         self.mem.borrow().sram[..].load_u32(reg(regs::TXDMA_PROD))
