@@ -44,6 +44,7 @@ pub mod recv;
 pub mod reliability;
 pub mod rtt;
 pub mod sdma;
+pub mod selective;
 pub mod send;
 mod shared;
 mod translate;

@@ -4,8 +4,7 @@
 //! machine a [`RecvWindow`] per receiving stream, and both act on what
 //! these types answer. Today's protocol is go-back-N (the receiver takes
 //! only the next packet in order; the sender rewinds to the first packet
-//! not acknowledged); a selective-repeat window would sit beside
-//! [`GoBackN`] behind the same [`SendWindow`] interface.
+//! not acknowledged). Selective repeat's logic is `crate::selective`.
 
 /// `a` comes before `b` in sequence space (modulo 2^32: the half of the
 /// space behind `b` is "before").
