@@ -305,8 +305,16 @@ impl Engines {
     /// until `HDMA_DONE` passes it: the rest is read when it completes.
     #[inline]
     pub fn hdma_start<M: NicMem + ?Sized>(&mut self, m: &M) -> Option<u64> {
+        let prod = m.sram().load_u32(reg(regs::HDMA_PROD));
+        self.hdma_start_before(m, prod)
+    }
+
+    /// `hdma_start`, seeing only the commands before producer index
+    /// `prod` (see `tx_next_before`).
+    #[inline]
+    pub fn hdma_start_before<M: NicMem + ?Sized>(&mut self, m: &M, prod: u32) -> Option<u64> {
         let s = m.sram();
-        if self.hdma_slot.is_some() || s.load_u32(reg(regs::HDMA_PROD)) == self.hdma_started {
+        if self.hdma_slot.is_some() || prod == self.hdma_started {
             return None;
         }
         let slot = rings::slot(
@@ -355,6 +363,11 @@ impl Engines {
     pub fn tx_next<M: NicMem + ?Sized>(&mut self, m: &mut M) -> (Option<TxSpan>, bool) {
         let prod = m.sram().load_u32(reg(regs::TXDMA_PROD));
         self.tx_next_before(m, prod)
+    }
+
+    /// Is a host-DMA command in progress?
+    pub fn hdma_busy(&self) -> bool {
+        self.hdma_slot.is_some()
     }
 
     /// Is a packet on the wire (the engine busy until its tail leaves)?

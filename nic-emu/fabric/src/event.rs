@@ -28,9 +28,9 @@ pub enum Ev {
     HeadArrive { flight: u32 },
     /// A packet's tail was written into a receive buffer.
     RxDone { flight: u32 },
-    /// Node's firmware pass ended: its send-DMA engine may take the
-    /// commands the pass posted.
-    TxKick { node: u32 },
+    /// Node's firmware pass ended: its send-DMA and host-DMA engines may
+    /// take the commands the pass posted.
+    Kick { node: u32 },
 }
 
 /// One scheduled event: 24 bytes, ordered by (time, seq) reversed so
@@ -74,7 +74,7 @@ impl Ev {
             Ev::LinkTimeout { link } => (4, link, 0),
             Ev::HeadArrive { flight } => (5, flight, 0),
             Ev::RxDone { flight } => (6, flight, 0),
-            Ev::TxKick { node } => (7, node, 0),
+            Ev::Kick { node } => (7, node, 0),
         };
         debug_assert!(a < 1 << 29);
         k << 61 | (a as u64) << 32 | b as u64
@@ -92,7 +92,7 @@ impl Ev {
             4 => Ev::LinkTimeout { link: a },
             5 => Ev::HeadArrive { flight: a },
             6 => Ev::RxDone { flight: a },
-            _ => Ev::TxKick { node: a },
+            _ => Ev::Kick { node: a },
         }
     }
 }
@@ -145,7 +145,7 @@ mod tests {
             Ev::LinkTimeout { link: 0 },
             Ev::HeadArrive { flight: 123_456 },
             Ev::RxDone { flight: 42 },
-            Ev::TxKick { node: 11 },
+            Ev::Kick { node: 11 },
         ];
         for e in all {
             assert_eq!(Ev::unpack(e.pack()), e);

@@ -554,8 +554,9 @@ impl SimCluster {
                     }
                 }
             }
-            Ev::TxKick { node } => {
+            Ev::Kick { node } => {
                 let node = node as usize;
+                self.nics[node].hdma_kick(&mut self.q, now);
                 if self.nics[node].tx_kick(&mut self.q, &mut self.fabric, now) {
                     self.wake_nic_now(node);
                 }
@@ -640,8 +641,8 @@ impl SimCluster {
             let cpu = &mut self.cpus[node];
             // Commands an earlier pass held back are due now: they go
             // before this pass's own (which may hold more back).
-            nic.release_held_tx(&mut self.q, &mut self.fabric, t);
-            let posted = nic.tx_posted();
+            nic.release_held(&mut self.q, &mut self.fabric, t);
+            let posted = nic.posted();
             let work = {
                 let mut mem = nic.mem.borrow_mut();
                 self.rtc.write(&mut mem.sram[..], t);
@@ -663,14 +664,12 @@ impl SimCluster {
             let te = t + cost;
             cpu.busy_until = te;
             cpu.busy_ns += cost;
-            nic.hdma_kick(&mut self.q, te);
-            if (work.mcast_packets > 0 || work.mcast_further != [0; 4])
-                && self.prices.multicast(&work) > 0
-            {
-                // A multicast send's priced work comes before its packet
-                // leaves.
-                nic.hold_tx_until(posted, te);
+            if self.prices.multicast(&work) > 0 {
+                // Priced multicast work comes before what the pass posts
+                // for it starts.
+                nic.hold_until(posted, te);
             }
+            nic.hdma_kick(&mut self.q, te);
             let errs = nic.tx_kick(&mut self.q, &mut self.fabric, te);
             nic.rx_kick(&mut self.q, &mut self.fabric, te);
             if work.is_idle() && !errs {

@@ -80,13 +80,23 @@ pub(crate) struct NicDevice {
     pub reset_drops: u64,
     /// Resets.
     pub resets: u64,
-    /// A firmware pass in progress until `.1`: the send-DMA engine sees
-    /// only the commands before producer index `.0` until then.
-    tx_hold: Option<(u32, u64)>,
+    /// A firmware pass in progress that the engines may not overtake.
+    hold: Option<Hold>,
     /// With a trace: the packets this NIC's send-DMA engine put on the
     /// wire, and those its receive-DMA engine delivered into buffers, in
     /// that order (`crate::trace::WirePacket`).
     pub wire_log: Option<WireLog>,
+}
+
+/// Commands posted so far: (send-DMA, host-DMA) producer indices.
+pub(crate) type Posted = (u32, u32);
+
+/// Until `until`, the engines see only the commands posted before
+/// `before` (see `NicDevice::hold_until`).
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    before: Posted,
+    until: u64,
 }
 
 /// Packets sent and delivered by one NIC (see `NicDevice::wire_log`).
@@ -119,7 +129,7 @@ impl NicDevice {
             rx_stale: 0,
             reset_drops: 0,
             resets: 0,
-            tx_hold: None,
+            hold: None,
             wire_log: None,
         }
     }
@@ -158,7 +168,18 @@ impl NicDevice {
 
     /// Start the next host-DMA command at `t` if the engine is idle.
     pub fn hdma_kick(&mut self, q: &mut EventQueue, t: u64) {
-        let Some(len) = self.eng.hdma_start(&*self.mem.borrow()) else { return };
+        let mem = self.mem.borrow();
+        let posted = mem.sram[..].load_u32(reg(regs::HDMA_PROD));
+        let seen = match self.hold {
+            Some(h) if t < h.until => h.before.1,
+            _ => posted,
+        };
+        let started = self.eng.hdma_start_before(&*mem, seen);
+        drop(mem);
+        if started.is_none() && seen != posted && !self.eng.hdma_busy() {
+            self.kick_at_hold_end(q);
+        }
+        let Some(len) = started else { return };
         let start = t + self.hdma_setup;
         let end = (start + self.hdma_rate.ns(len)).max(self.bus.reserve(start, len));
         q.push(end, Ev::HdmaDone { node: self.node, gen: self.hdma_gen });
@@ -179,16 +200,13 @@ impl NicDevice {
     pub fn tx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
         let mut mem = self.mem.borrow_mut();
         let posted = mem.sram[..].load_u32(reg(regs::TXDMA_PROD));
-        let seen = match self.tx_hold {
-            Some((before, until)) if t < until => before,
+        let seen = match self.hold {
+            Some(h) if t < h.until => h.before.0,
             _ => posted,
         };
         let (next, completed) = self.eng.tx_next_before(&mut *mem, seen);
         if next.is_none() && seen != posted && !self.eng.tx_busy() {
-            // Commands of the pass in progress: taken when it ends.
-            if let Some((_, until)) = self.tx_hold {
-                q.push(until, Ev::TxKick { node: self.node });
-            }
+            self.kick_at_hold_end(q);
         }
         if let Some(p) = next {
             let start = t + self.tx_setup;
@@ -206,29 +224,39 @@ impl NicDevice {
         completed
     }
 
-    /// The firmware pass starting now and ending at `until` posted
-    /// multicast send-DMA commands; the engine sees them (and any others
-    /// after `before`) from `until` on, as if written at the pass's end:
-    /// the NIC CPU builds a multicast packet (its header, the tree work
-    /// the profile prices) before it can leave, whether or not the engine
-    /// was busy when the pass began. Unicast passes' commands are seen at
-    /// once.
-    pub fn hold_tx_until(&mut self, before: u32, until: u64) {
-        self.tx_hold = Some((before, until));
+    /// The firmware pass that began when `before` had been posted and
+    /// ends at `until` did priced multicast work: the engines see the
+    /// commands it posted from `until` on, as if written at the pass's
+    /// end (the NIC CPU builds a multicast packet, or takes a multicast
+    /// descriptor, before what it posts for it can start), whether or not
+    /// an engine was busy when the pass began and freed up during it.
+    /// Unicast passes' commands are seen at once.
+    pub fn hold_until(&mut self, before: Posted, until: u64) {
+        self.hold = Some(Hold { before, until });
     }
 
-    /// A pass that held commands back ended by `t`: the engine takes them
-    /// now if it is idle (before the next pass, which may hold more).
-    pub fn release_held_tx(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
-        if self.tx_hold.is_some_and(|(_, until)| until <= t) {
-            self.tx_hold = None;
+    /// An engine left a held command waiting: kick both when the hold ends.
+    fn kick_at_hold_end(&self, q: &mut EventQueue) {
+        if let Some(h) = self.hold {
+            q.push(h.until, Ev::Kick { node: self.node });
+        }
+    }
+
+    /// A pass that held commands back ended by `t`: the engines take them
+    /// now if idle (before the next pass, which may hold more).
+    pub fn release_held(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
+        if self.hold.is_some_and(|h| h.until <= t) {
+            self.hold = None;
+            self.hdma_kick(q, t);
             self.tx_kick(q, fabric, t);
         }
     }
 
-    /// The send-DMA producer index (commands posted so far).
-    pub fn tx_posted(&self) -> u32 {
-        self.mem.borrow().sram[..].load_u32(reg(regs::TXDMA_PROD))
+    /// Commands posted so far (send-DMA, host-DMA).
+    pub fn posted(&self) -> Posted {
+        let mem = self.mem.borrow();
+        let s = &mem.sram[..];
+        (s.load_u32(reg(regs::TXDMA_PROD)), s.load_u32(reg(regs::HDMA_PROD)))
     }
 
     /// The NIC's link is free: the current packet's tail has left.
