@@ -47,6 +47,7 @@ pub mod sdma;
 pub mod selective;
 pub mod send;
 mod shared;
+pub mod tlb;
 mod translate;
 
 use hw::Hw;
