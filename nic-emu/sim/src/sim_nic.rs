@@ -146,6 +146,8 @@ impl NicDevice {
         }
         self.eng.reset(&mut *mem);
         drop(mem);
+        // The posted commands are gone, so is what held them.
+        self.hold = None;
         for id in std::mem::take(&mut self.rx_queue) {
             self.reset_drops += 1;
             fabric.swallow(q, id, now);
