@@ -45,6 +45,58 @@ pub struct Stat {
     pub missing: Gaps,
 }
 
+impl Stat {
+    /// Bytes of an encoded STAT with `n` missing ranges.
+    pub const fn encoded_len(n: usize) -> usize {
+        16 + 8 * n
+    }
+
+    /// The STAT as a packet payload: ps, ns, ack, the number of ranges
+    /// (u32 each, little-endian), then each range's lo and hi. Returns the
+    /// bytes written; None if `b` is too short.
+    pub fn encode(&self, b: &mut [u8]) -> Option<usize> {
+        let n = Stat::encoded_len(self.missing.len());
+        let out = b.get_mut(..n)?;
+        let words = [self.ps, self.ns, self.ack, self.missing.len() as u32];
+        for (i, w) in words.iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        for (i, &(lo, hi)) in self.missing.iter().enumerate() {
+            let at = 16 + 8 * i;
+            out[at..at + 4].copy_from_slice(&lo.to_le_bytes());
+            out[at + 4..at + 8].copy_from_slice(&hi.to_le_bytes());
+        }
+        Some(n)
+    }
+
+    /// A STAT from a packet payload. None unless the payload is exactly
+    /// one STAT whose ranges lie in order, each non-empty, inside
+    /// `ack..ns` and within a window of `ack` (what a receiver sends).
+    pub fn decode(b: &[u8]) -> Option<Stat> {
+        let word = |i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(b.get(4 * i..4 * i + 4)?.try_into().ok()?))
+        };
+        let (ps, ns, ack, n) = (word(0)?, word(1)?, word(2)?, word(3)? as usize);
+        if n > SR_WINDOW as usize / 2 || b.len() != Stat::encoded_len(n) {
+            return None;
+        }
+        if seq_lt(ns, ack) || ns.wrapping_sub(ack) > SR_WINDOW {
+            return None;
+        }
+        let mut missing = Gaps::new();
+        let mut floor = ack;
+        for i in 0..n {
+            let (lo, hi) = (word(4 + 2 * i)?, word(5 + 2 * i)?);
+            if seq_lt(lo, floor) || !seq_lt(lo, hi) || seq_lt(ns, hi) {
+                return None;
+            }
+            missing.push((lo, hi)).ok()?;
+            floor = hi;
+        }
+        Some(Stat { ps, ns, ack, missing })
+    }
+}
+
 /// The sending side of one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrSender {
@@ -464,6 +516,28 @@ mod tests {
     }
 
     #[test]
+    fn a_stat_survives_its_encoding_and_bad_ones_are_refused() {
+        let mut rx = SrReceiver::new(u32::MAX - 3);
+        for s in [u32::MAX - 1, 1, 2] {
+            rx.arrive(s, true);
+        }
+        let st = rx.stat(Poll { ns: 5, ps: 9 });
+        assert_eq!(st.missing.as_slice(), &[(u32::MAX - 3, u32::MAX - 1), (u32::MAX, 1), (3, 5)]);
+        let mut b = [0u8; 64];
+        let n = st.encode(&mut b).unwrap();
+        assert_eq!(n, Stat::encoded_len(3));
+        assert_eq!(Stat::decode(&b[..n]), Some(st.clone()));
+        assert_eq!(st.encode(&mut b[..n - 1]), None, "too short a buffer");
+        assert_eq!(Stat::decode(&b[..n - 1]), None, "truncated");
+        let mut bad = b;
+        bad[12] = 2; // says two ranges, carries three
+        assert_eq!(Stat::decode(&bad[..n]), None);
+        let mut bad = b;
+        bad[16..20].copy_from_slice(&7u32.to_le_bytes()); // first range after the second
+        assert_eq!(Stat::decode(&bad[..n]), None);
+    }
+
+    #[test]
     fn the_window_caps_new_packets() {
         let mut tx = SrSender::new(0);
         for s in 0..SR_WINDOW {
@@ -537,7 +611,10 @@ mod tests {
                     }
                     let p = tx.poll();
                     if roll() % 4 != 0 {
-                        let st = rx.stat(p);
+                        // Over the wire: what a receiver sends decodes.
+                        let mut b = [0u8; Stat::encoded_len(SR_WINDOW as usize / 2)];
+                        let n = rx.stat(p).encode(&mut b).unwrap();
+                        let st = Stat::decode(&b[..n]).expect("a receiver's STAT decodes");
                         if roll() % 4 != 0 {
                             tx.stat(&st);
                         }
@@ -570,6 +647,17 @@ mod tests {
             let (got, _) = run(start, msgs, window, &script);
             let want: Vec<u32> = (0..msgs).map(|i| start.wrapping_add(i)).collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn decoding_any_bytes_never_panics_and_what_decodes_reencodes(
+            b in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            if let Some(st) = Stat::decode(&b) {
+                let mut out = [0u8; 300];
+                let n = st.encode(&mut out).unwrap();
+                prop_assert_eq!(&out[..n], &b[..]);
+            }
         }
 
         #[test]
