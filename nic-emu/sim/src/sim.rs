@@ -212,9 +212,10 @@ impl WorkPrices {
             + w.mcast_deliveries as u64 * self.mcast_delivery
     }
 
-    /// NIC CPU time of one poll pass (at least 1 ns, so time advances).
+    /// NIC CPU time of one poll pass (at least 1 ns, so time advances),
+    /// `mcast` being its multicast cycles (`multicast`).
     #[inline]
-    fn ns(&self, w: &Work) -> u64 {
+    fn ns(&self, w: &Work, mcast: u64) -> u64 {
         let cycles = self.poll
             + w.descriptors as u64 * self.descriptor
             + w.tx_packets as u64 * self.tx_packet
@@ -224,7 +225,7 @@ impl WorkPrices {
             + w.timers as u64 * self.timer
             + w.flow_ops as u64 * self.flow_op
             + w.tree_ops as u64 * self.tree_op
-            + self.multicast(w);
+            + mcast;
         self.cpu.cycles_ns(cycles).max(1)
     }
 }
@@ -556,8 +557,7 @@ impl SimCluster {
             }
             Ev::Kick { node } => {
                 let node = node as usize;
-                self.nics[node].hdma_kick(&mut self.q, now);
-                if self.nics[node].tx_kick(&mut self.q, &mut self.fabric, now) {
+                if self.nics[node].kick(&mut self.q, &mut self.fabric, now) {
                     self.wake_nic_now(node);
                 }
             }
@@ -660,11 +660,12 @@ impl SimCluster {
             let cpu = &mut self.cpus[node];
             cpu.polls += 1;
             cpu.work.add(&work);
-            let cost = self.prices.ns(&work);
+            let mcast = self.prices.multicast(&work);
+            let cost = self.prices.ns(&work, mcast);
             let te = t + cost;
             cpu.busy_until = te;
             cpu.busy_ns += cost;
-            if self.prices.multicast(&work) > 0 {
+            if mcast > 0 {
                 // Priced multicast work comes before what the pass posts
                 // for it starts.
                 nic.hold_until(posted, te);

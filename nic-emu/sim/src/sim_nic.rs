@@ -172,10 +172,7 @@ impl NicDevice {
     pub fn hdma_kick(&mut self, q: &mut EventQueue, t: u64) {
         let mem = self.mem.borrow();
         let posted = mem.sram[..].load_u32(reg(regs::HDMA_PROD));
-        let seen = match self.hold {
-            Some(h) if t < h.until => h.before.1,
-            _ => posted,
-        };
+        let seen = self.seen(t).map_or(posted, |before| before.1);
         let started = self.eng.hdma_start_before(&*mem, seen);
         drop(mem);
         if started.is_none() && seen != posted && !self.eng.hdma_busy() {
@@ -202,10 +199,7 @@ impl NicDevice {
     pub fn tx_kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
         let mut mem = self.mem.borrow_mut();
         let posted = mem.sram[..].load_u32(reg(regs::TXDMA_PROD));
-        let seen = match self.hold {
-            Some(h) if t < h.until => h.before.0,
-            _ => posted,
-        };
+        let seen = self.seen(t).map_or(posted, |before| before.0);
         let (next, completed) = self.eng.tx_next_before(&mut *mem, seen);
         if next.is_none() && seen != posted && !self.eng.tx_busy() {
             self.kick_at_hold_end(q);
@@ -237,6 +231,11 @@ impl NicDevice {
         self.hold = Some(Hold { before, until });
     }
 
+    /// At `t`, while a hold lasts: the producer indices the engines see.
+    fn seen(&self, t: u64) -> Option<Posted> {
+        self.hold.filter(|h| t < h.until).map(|h| h.before)
+    }
+
     /// An engine left a held command waiting: kick both when the hold ends.
     fn kick_at_hold_end(&self, q: &mut EventQueue) {
         if let Some(h) = self.hold {
@@ -249,9 +248,15 @@ impl NicDevice {
     pub fn release_held(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) {
         if self.hold.is_some_and(|h| h.until <= t) {
             self.hold = None;
-            self.hdma_kick(q, t);
-            self.tx_kick(q, fabric, t);
+            self.kick(q, fabric, t);
         }
+    }
+
+    /// Start both engines at `t` if idle; true if send-DMA commands
+    /// completed at once (see `tx_kick`).
+    pub fn kick(&mut self, q: &mut EventQueue, fabric: &mut Fabric, t: u64) -> bool {
+        self.hdma_kick(q, t);
+        self.tx_kick(q, fabric, t)
     }
 
     /// Commands posted so far (send-DMA, host-DMA).
