@@ -52,12 +52,12 @@ impl Sdma {
                 // A relayed packet's next first copy waits for the next pass.
                 break if self.relay_built { Stop::Yield } else { Stop::NothingDue };
             };
-            let relay = crate::MULTICAST && cx.tokens[self.txs[s].cursor].kind == TokKind::McastFwd;
             self.fill_packet(cx, hw, s, b, w);
             // After a relayed packet's first copy, only its copies for
             // further children are filled this pass (SEND sends one built
             // multicast packet a pass; the copies go along with it).
-            self.relay_built |= relay && cx.txbufs.get(b).mcast == McastCost::First;
+            let filled = cx.txbufs.get(b);
+            self.relay_built |= filled.mcast == McastCost::First && filled.gather != GATHER_NONE;
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
                 self.dispatched(cx, hw, s, bytes, w);
