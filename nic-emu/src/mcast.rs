@@ -95,6 +95,8 @@ pub struct McastResult {
     /// NIC counters summed over the group.
     pub forwarded: u64,
     pub reports: u64,
+    /// Idle streams the NICs let go of for want of stream records.
+    pub streams_evicted: u64,
     /// With `trace`: each member NIC's transitions during the last
     /// multicast (rank order), and the RTC tick it was posted at.
     pub traces: Vec<Vec<TraceRecord>>,
@@ -443,6 +445,7 @@ pub fn measure(run: &McastRun) -> McastResult {
     let stat = |s| (0..g as usize).map(|n| c.nic_stats(n).stat(s)).sum::<u64>();
     r.forwarded = stat(Stat::McastForwarded);
     r.reports = stat(Stat::McastReports);
+    r.streams_evicted = stat(Stat::StreamsEvicted);
     r
 }
 

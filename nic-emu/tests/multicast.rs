@@ -74,6 +74,26 @@ fn every_scheme_and_algorithm_survives_loss_corruption_and_duplication_on_16_nod
     }
 }
 
+#[test]
+fn a_root_with_more_destinations_than_stream_records_reaches_every_one() {
+    // Separate addressing to 255 destinations: the root needs a sending
+    // stream to each and a receiving stream for each one's report, twice
+    // what its tables hold. It lets idle streams go and makes them again.
+    let p = lanai9();
+    for scheme in Scheme::ALL {
+        let r = measure(&McastRun::new(&p, scheme, Algorithm::Separate, 256, 2, 3));
+        assert!(r.ok, "{scheme}: {:?}", r.problems);
+        let reports = if scheme == Scheme::Host { 0 } else { 3 * 255 };
+        assert_eq!(r.reports, reports, "{scheme}: one report per member");
+        assert!(r.streams_evicted > 255, "{scheme}: {} streams let go", r.streams_evicted);
+    }
+    let mut run = McastRun::new(&p, Scheme::NicCached, Algorithm::Separate, 256, 2, 4);
+    run.faults = Faults { drop: 0.02, corrupt: 0.002, duplicate: 0.002 };
+    run.seed = 5;
+    let r = measure(&run);
+    assert!(r.ok, "under faults: {:?}", r.problems);
+}
+
 /// Descriptors SDMA took (its transitions into Intake).
 fn intakes(t: &[host_driver::nic_abi::trace::TraceRecord]) -> usize {
     t.iter()

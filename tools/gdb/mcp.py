@@ -25,7 +25,7 @@ STAT_NAMES = [
     "NacksSent", "Timeouts", "MessagesReceived", "MessagesSent", "NoBuffer",
     "Polls", "ControlDrops", "McastForwarded", "McastTreeOps",
     "McastReports", "McastCompleted", "McastBusy", "RetxTimeout", "RetxGap",
-    "RetxNoBuffer", "RetxRefused", "RetxResync", "PollsSent",
+    "RetxNoBuffer", "RetxRefused", "RetxResync", "PollsSent", "StreamsEvicted",
 ]
 # The counters the one view shows.
 SHOWN = [

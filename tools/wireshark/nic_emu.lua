@@ -52,6 +52,8 @@ local pf = {
     ack_valid = ProtoField.bool("nicemu.flags.ack_valid", "ACK_VALID", 8, nil, 0x04),
     sync = ProtoField.bool("nicemu.flags.sync", "SYNC", 8, nil, 0x08),
     mcast = ProtoField.bool("nicemu.flags.mcast", "MCAST", 8, nil, 0x10),
+    incarnation_flag = ProtoField.bool("nicemu.flags.incarnation", "INCARNATION", 8, nil, 0x20),
+    incarnation = ProtoField.uint32("nicemu.incarnation", "Stream incarnation"),
     priority = ProtoField.uint8("nicemu.priority", "Priority", base.DEC, { [0] = "low", [1] = "high" }),
     nack_code = ProtoField.uint8("nicemu.nack_code", "Nack code", base.DEC, nacks),
     round = ProtoField.uint8("nicemu.round", "Round (sender's rewinds, low byte)"),
@@ -144,6 +146,7 @@ function pkt.dissector(tvb, pinfo, tree)
     f:add(pf.ack_valid, h(1, 1))
     f:add(pf.sync, h(1, 1))
     f:add(pf.mcast, h(1, 1))
+    f:add(pf.incarnation_flag, h(1, 1))
     t:add(pf.priority, h(2, 1))
     -- Byte 3: a Nack's code; the sender's round on sequenced packets and
     -- polls. Byte 24 (`offset`): a Nack echoes the round of the packet
@@ -164,7 +167,11 @@ function pkt.dissector(tvb, pinfo, tree)
     t:add(pf.size_class, h(10, 1))
     t:add(pf.sync_gen, h(11, 1))
     t:add_le(pf.seq, h(12, 4))
-    t:add_le(pf.ack, h(16, 4))
+    if math.floor(h(1, 1):uint() / 0x20) % 2 == 1 then
+        t:add_le(pf.incarnation, h(16, 4))
+    else
+        t:add_le(pf.ack, h(16, 4))
+    end
     t:add_le(pf.msg_len, h(20, 4))
     t:add_le(pf.offset, h(24, 4))
     t:add_le(pf.payload_len, h(28, 2))

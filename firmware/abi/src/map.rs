@@ -21,7 +21,8 @@
 //! 0xC2000 GROUPS      128 KiB  multicast group table (privileged side writes only)
 //! 0xE2000 MCAST_LISTS   8 KiB  child lists of the multicasts in flight (fw)
 //! 0xE4000 RX_INLINE     4 KiB  small messages' bytes for their events (fw)
-//! 0xE5000 (end of the map; SRAM is at least 1 MiB)
+//! 0xE5000 MCAST_HEARD   1 KiB  children each multicast record heard from (fw)
+//! 0xE5400 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -112,7 +113,13 @@ pub const MCAST_LIST_SIZE: u32 = 0x400;
 pub const RX_INLINE: u32 = 0x000E_4000;
 pub const RX_INLINE_SLOTS: u32 = 256;
 
-pub const MAP_END: u32 = 0x000E_5000;
+/// Which children each multicast record has heard from (a report, or a
+/// failed send): one bit per node, `MCAST_HEARD_SIZE` bytes for each of
+/// the `MCAST_LISTS_LEN` records. A report taken twice counts once.
+pub const MCAST_HEARD: u32 = 0x000E_5000;
+pub const MCAST_HEARD_SIZE: u32 = MAX_NODES as u32 / 8;
+
+pub const MAP_END: u32 = 0x000E_5400;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -134,6 +141,12 @@ pub const fn group_entry(id: u32) -> u32 {
 
 pub const fn mcast_list(i: u32) -> u32 {
     MCAST_LISTS + i * MCAST_LIST_SIZE
+}
+
+/// The bit of `node` in multicast record `rec`'s heard-from set: (byte
+/// address, mask).
+pub const fn mcast_heard(rec: u32, node: u16) -> (u32, u8) {
+    (MCAST_HEARD + rec * MCAST_HEARD_SIZE + node as u32 / 8, 1 << (node % 8))
 }
 
 /// Inline bytes of receive slot `slot`.
@@ -179,7 +192,8 @@ const _: () = {
     assert!(DISPATCH_TRACE + DISPATCH_TRACE_LEN * crate::flows::DISPATCH_RECORD_SIZE <= GROUPS);
     assert!(GROUPS + GROUP_ENTRIES * GROUP_ENTRY_SIZE <= MCAST_LISTS);
     assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= RX_INLINE);
-    assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MAP_END);
+    assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MCAST_HEARD);
+    assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MAP_END);
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);

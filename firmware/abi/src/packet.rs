@@ -147,6 +147,12 @@ bitflags::bitflags! {
         /// [`McastTag`] (group, message number, scheme, algorithm, and the
         /// receiver's subtree size).
         const MCAST = 16;
+        /// With SYNC: `ack` holds the stream's incarnation, not an ack. A
+        /// sender that let an idle stream go (its table was full) and makes
+        /// it again numbers the new one; the receiver takes a SYNC of a
+        /// later incarnation as news even where a new `sync_gen` would not
+        /// be (the new stream's sequence numbers start elsewhere).
+        const INCARNATION = 32;
     }
 }
 

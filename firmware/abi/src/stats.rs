@@ -63,9 +63,12 @@ pub enum Stat {
     /// Polls sent: a sending stream's retransmission timer ran out and it
     /// asked the receiver where the stream stands.
     PollsSent = 27,
+    /// Idle streams let go of to make room for a new one when the stream
+    /// table was full (sending streams, and receive streams of reports).
+    StreamsEvicted = 28,
 }
 
-pub const STAT_COUNT: usize = 28;
+pub const STAT_COUNT: usize = 29;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -100,6 +103,7 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::RetxRefused,
     Stat::RetxResync,
     Stat::PollsSent,
+    Stat::StreamsEvicted,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

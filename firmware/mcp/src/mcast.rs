@@ -199,17 +199,46 @@ pub fn name_lost(rec: &mut McastRec, lost: u32) {
     }
 }
 
+/// Take a multicast record for `rec`, its heard-from set empty.
+pub fn new_record(cx: &mut Shared, hw: &mut impl Hw, rec: McastRec) -> Option<u16> {
+    let r = cx.mcasts.alloc(rec)?;
+    let (at, _) = map::mcast_heard(r as u32, 0);
+    hw.write(at, &[0u8; map::MCAST_HEARD_SIZE as usize]);
+    Some(r)
+}
+
+/// First word from child `node` for record `r` (a report, or its send
+/// failing)? Marks it heard: a report taken twice (its stream was let go
+/// and it came again with SYNC) counts once.
+fn first_word(hw: &mut impl Hw, r: u16, node: u16) -> bool {
+    if node as usize >= nic_abi::MAX_NODES {
+        return false;
+    }
+    let (at, bit) = map::mcast_heard(r as u32, node);
+    let mut b = [0u8; 1];
+    hw.read(at, &mut b);
+    if b[0] & bit != 0 {
+        return false;
+    }
+    hw.write(at, &[b[0] | bit]);
+    true
+}
+
 /// A child's report (RECV hands it over as it takes the packet): node
 /// `node`'s subtree of `subtree` members has multicast (`group`, `mseq`)
 /// but for `unreached` of them, naming up to two subtrees lost.
 pub fn report_in(
     cx: &mut Shared,
+    hw: &mut impl Hw,
     (node, group, mseq): (u16, u16, u32),
     subtree: u16,
     unreached: u16,
     lost: [u32; 2],
 ) {
     let Some(r) = find(cx, group, mseq) else { return };
+    if !first_word(hw, r, node) {
+        return;
+    }
     let kid = cx.tokens.live_indices().find(|&t| {
         let tok = cx.tokens[t];
         tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node

@@ -186,6 +186,38 @@ impl RecvSlot {
     };
 }
 
+/// The last SYNC a receiving stream adopted: (sync_boot, incarnation,
+/// sync_gen); the incarnation is 0 unless the SYNC named one
+/// (`Flags::INCARNATION`). Eight bytes, not the twelve of an `Option` of
+/// the triple (there are many streams).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncSeen {
+    boot: u16,
+    gen: u8,
+    seen: bool,
+    inc: u32,
+}
+
+impl SyncSeen {
+    pub const NONE: SyncSeen = SyncSeen { boot: 0, gen: 0, seen: false, inc: 0 };
+
+    pub fn new(boot: u16, inc: u32, gen: u8) -> SyncSeen {
+        SyncSeen { boot, gen, seen: true, inc }
+    }
+
+    pub fn get(&self) -> Option<(u16, u32, u8)> {
+        self.seen.then_some((self.boot, self.inc, self.gen))
+    }
+
+    pub fn is_none(&self) -> bool {
+        !self.seen
+    }
+
+    pub fn is_some(&self) -> bool {
+        self.seen
+    }
+}
+
 /// A stream is (remote node, local port, remote port, priority); packed as
 /// the flow key of the rate-control table (a sending stream is a flow).
 pub fn stream_key(remote_node: u16, local_port: u8, remote_port: u8, prio: Priority) -> u32 {
@@ -250,6 +282,9 @@ pub struct TxStream {
     /// The retransmission timer ran out and a poll went: the gap its
     /// answer reports is the timeout's to resend.
     pub polled: bool,
+    /// Made after this NIC let an idle stream go: its SYNC packets name
+    /// its incarnation (`order`, with `Flags::INCARNATION`).
+    pub reborn: bool,
 }
 
 /// Why a stream sends packets again; each has its counter
@@ -316,6 +351,7 @@ impl TxStream {
         rtt: crate::rtt::Rtt::new(),
         retx_cause: RetxCause::Timeout,
         polled: false,
+        reborn: false,
     };
 
     /// The retransmission timeout now, for a configured timeout `rto`:
@@ -367,8 +403,8 @@ pub struct RxStream {
     /// round of the packet that drew it, and when.
     pub nacked: Option<u32>,
     pub nack_round: u8,
-    /// The (sync_boot, sync_gen) of the last SYNC adopted.
-    pub sync_seen: Option<(u16, u8)>,
+    /// The last SYNC adopted, if any.
+    pub sync_seen: SyncSeen,
     pub nack_time: u64,
     pub assembly: Assembly,
     /// Bytes of the current message placed so far.
@@ -393,7 +429,7 @@ impl RxStream {
         unacked: 0,
         nacked: None,
         nack_round: 0,
-        sync_seen: None,
+        sync_seen: SyncSeen::NONE,
         nack_time: 0,
         assembly: Assembly::Idle,
         offset: 0,

@@ -170,7 +170,9 @@ impl Send {
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
             let key = sdma.stream_key(buf.stream);
-            if let Some(ack) = recv.piggyback_ack(key) {
+            // (A SYNC naming its incarnation has no room for an ack.)
+            let room = !get_flags(hw, hdr).contains(Flags::INCARNATION);
+            if let Some(ack) = if room { recv.piggyback_ack(key) } else { None } {
                 set_flag(hw, hdr, Flags::ACK_VALID);
                 hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
             }
@@ -258,6 +260,9 @@ impl Send {
         if r.report {
             flags |= Flags::MCAST;
         }
+        if r.incarnation != 0 {
+            flags |= Flags::INCARNATION;
+        }
         let h = Header {
             ptype,
             flags,
@@ -269,7 +274,7 @@ impl Send {
             dst_port: r.remote_port,
             size_class: 0,
             seq,
-            ack: if ptype == PacketType::Poll { 0 } else { r.expected },
+            ack: if ptype == PacketType::Poll { r.incarnation } else { r.expected },
             msg_len: 0,
             offset,
             payload_len: 0,
@@ -306,6 +311,12 @@ impl Send {
 }
 
 /// Set flag `f` in the header at SRAM `hdr`.
+fn get_flags(hw: &impl Hw, hdr: u32) -> Flags {
+    let mut fl = [0u8; 1];
+    hw.read(hdr + field::FLAGS as u32, &mut fl);
+    Flags::from_bits_truncate(fl[0])
+}
+
 fn set_flag(hw: &mut impl Hw, hdr: u32, f: Flags) {
     let mut fl = [0u8; 1];
     hw.read(hdr + field::FLAGS as u32, &mut fl);

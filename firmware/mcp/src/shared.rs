@@ -164,6 +164,11 @@ impl TxBufs {
         first
     }
 
+    /// Does a buffer hold a data packet of sending stream `s`?
+    pub fn refers_to(&self, s: u16) -> bool {
+        self.bufs.iter().any(|x| x.state != TxBufState::Free && !x.control && x.stream == s)
+    }
+
     pub fn sending(&mut self, b: u8) {
         self.bufs[b as usize].state = TxBufState::Sending;
     }

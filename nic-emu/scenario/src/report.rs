@@ -363,6 +363,9 @@ pub struct NicReport {
     /// Acks, nacks and polls not queued because the control queue was
     /// full (each costs its sender a timeout).
     pub control_drops: u64,
+    /// Idle streams let go of because the stream table was full (the NIC
+    /// talked to more peers at once than it holds streams for).
+    pub streams_evicted: u64,
     /// `retransmits` by cause (they add up to it).
     pub retransmit_causes: RetransmitCauses,
 }

@@ -384,6 +384,7 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
         no_buffer: g(Stat::NoBuffer),
         polls_sent: g(Stat::PollsSent),
         control_drops: g(Stat::ControlDrops),
+        streams_evicted: g(Stat::StreamsEvicted),
         retransmit_causes: crate::report::RetransmitCauses {
             timeout: g(Stat::RetxTimeout),
             gap: g(Stat::RetxGap),

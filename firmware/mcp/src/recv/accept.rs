@@ -52,6 +52,20 @@ impl Recv {
     /// or been dropped by now, so a gap named here is really missing.
     pub(super) fn poll_in(&mut self, cx: &mut Shared, h: &Header, key: u32) {
         let Some(r) = self.find_or_make_rx(cx, key, h) else { return };
+        // A poll names the incarnation of a stream made again. This side
+        // still synchronised to an earlier one has lost the new one's SYNC:
+        // it forgets the old one and says Unsynced, so the sender starts
+        // again with SYNC. A poll of an earlier incarnation is stale.
+        let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
+        if let Some((_, was, _)) = self.rxs[r].sync_seen.get() {
+            if was != inc {
+                if !crate::reliability::seq_lt(was, inc) {
+                    return;
+                }
+                self.abort_assembly(cx, r);
+                self.rxs[r].sync_seen = SyncSeen::NONE;
+            }
+        }
         let rx = self.rxs[r];
         let expected = rx.win.expected();
         let nack = if rx.sync_seen.is_none() {
@@ -64,7 +78,7 @@ impl Recv {
         self.queue_control(cx, r, nack, h.nack_code);
     }
 
-    fn find_or_make_rx(&mut self, cx: &Shared, key: u32, h: &Header) -> Option<u16> {
+    fn find_or_make_rx(&mut self, cx: &mut Shared, key: u32, h: &Header) -> Option<u16> {
         if let Some(&r) = self.rx_index.get(&key) {
             return Some(r);
         }
@@ -87,14 +101,19 @@ impl Recv {
 
     /// The stream table is full: free one stream that holds nothing (no
     /// message being placed, no ack owed or queued) and that either never
-    /// got its SYNC (a stray or forged packet's) or has been quiet for a
-    /// send timeout (its sender finished or went away). Should that sender
-    /// come back it is told Unsynced and starts again with SYNC. Without
+    /// got its SYNC (a stray or forged packet's), carries only reports, or
+    /// has been quiet for a send timeout (its sender finished or went
+    /// away). Should that sender come back it is told Unsynced and starts
+    /// again with SYNC. A data stream must stay that long: a message whose
+    /// ack was lost would be taken twice. A report taken twice is not (the
+    /// root counts each member once), so a root with more children than
+    /// the table holds lets their report streams go at once. Without
     /// this, stray keys would fill the table for good and every new
     /// sender's packets be dropped.
-    fn evict_rx(&mut self, cx: &Shared) {
+    fn evict_rx(&mut self, cx: &mut Shared) {
         let quiet = |rx: &RxStream| {
             rx.sync_seen.is_none()
+                || rx.key & REPORT_STREAM != 0
                 || cx.now.saturating_sub(rx.ack_due.max(rx.nack_time)) >= cx.cfg.send_timeout
         };
         let victim = self.rxs.live_indices().find(|&r| {
@@ -109,6 +128,7 @@ impl Recv {
         if let Some(r) = victim {
             self.rx_index.remove(&self.rxs[r].key);
             self.rxs.free(r);
+            cx.bump(Stat::StreamsEvicted, 1);
         }
     }
 
@@ -200,7 +220,7 @@ impl Recv {
         rec.subtree = tag.subtree;
         rec.list = ChildList::Scratch;
         rec.deadline = cx.now.saturating_add(mcast::wait_for(cx, &tag, rec.subtree));
-        let Some(r) = cx.mcasts.alloc(rec) else { return Err(NackCode::Busy) };
+        let Some(r) = mcast::new_record(cx, hw, rec) else { return Err(NackCode::Busy) };
         if scheme == Scheme::Assisted {
             // Its host hands over the child list once it has the message.
             cx.mcasts[r].list = ChildList::Awaiting;
@@ -235,7 +255,7 @@ impl Recv {
             && cx.rx_held() < map::RX_BUF_COUNT / 2
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
-                sdma.stream_room(stream_key(node, h.dst_port, h.dst_port, h.priority), node)
+                sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
             });
         if n > 0 && !room {
             cx.mcasts.free(r);
@@ -318,12 +338,16 @@ impl Recv {
         let last = h.has(Flags::LAST);
         if first && h.has(Flags::SYNC) {
             let rx = self.rxs[r];
-            let news = match rx.sync_seen {
+            let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
+            let news = match rx.sync_seen.get() {
                 None => true,
-                Some((boot, _)) if boot != h.sync_boot => true,
+                Some((boot, _, _)) if boot != h.sync_boot => true,
+                // The sender let the stream go and made it again: a later
+                // incarnation starts afresh, an earlier one's is stale.
+                Some((_, was, _)) if was != inc => crate::reliability::seq_lt(was, inc),
                 // A later resync of the same boot may not roll back over
                 // what was taken (a redundant SYNC raced an earlier one).
-                Some((_, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
+                Some((_, _, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
             };
             if news {
                 // The sender (re)starts the stream here.
@@ -331,7 +355,7 @@ impl Recv {
                 let rx = &mut self.rxs[r];
                 rx.win.restart(h.seq);
                 rx.nacked = None;
-                rx.sync_seen = Some((h.sync_boot, h.sync_gen));
+                rx.sync_seen = SyncSeen::new(h.sync_boot, inc, h.sync_gen);
             }
         }
         if self.rxs[r].sync_seen.is_none() {
@@ -489,7 +513,7 @@ impl Recv {
                 // the requester: SDMA queues it (FromRecv::Answer).
                 let can = cx.internal_tokens() < INTERNAL_TOKENS
                     && cx.tokens.available() > 0
-                    && sdma.stream_room(key, h.src_node);
+                    && sdma.stream_room(cx, key, h.src_node);
                 if !can {
                     self.nack(cx, hw, buf, r, NackCode::Busy, h);
                     return;
@@ -560,7 +584,7 @@ impl Recv {
                 let lost = [nic_abi::le::get_u32(&raw, 0), nic_abi::le::get_u32(&raw, 4)];
                 let unreached = h.msg_len.min(u16::MAX as u32) as u16;
                 let who = (h.src_node, tag.group, tag.mseq);
-                mcast::report_in(cx, who, tag.subtree, unreached, lost);
+                mcast::report_in(cx, hw, who, tag.subtree, unreached, lost);
                 cx.rxfree.give(hw, buf);
             }
             PacketType::Ack | PacketType::Nack | PacketType::Poll => {}

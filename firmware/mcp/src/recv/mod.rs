@@ -94,6 +94,9 @@ pub struct ControlOut {
     pub expected: u32,
     /// Of a report stream (`REPORT_STREAM`): sent with `Flags::MCAST`.
     pub report: bool,
+    /// A poll of a stream made again after an eviction: its incarnation
+    /// (`Flags::INCARNATION`); 0 otherwise.
+    pub incarnation: u32,
 }
 
 /// What [`Recv::step`] did with the next packet.
@@ -476,6 +479,7 @@ impl Recv {
             prio: r.prio,
             expected: r.win.expected(),
             report: r.key & REPORT_STREAM != 0,
+            incarnation: 0,
         })
     }
 

@@ -175,6 +175,9 @@ impl Sdma {
             fl |= Flags::FIRST;
             if tok.sync {
                 fl |= Flags::SYNC;
+                if st.reborn {
+                    fl |= Flags::INCARNATION;
+                }
             }
         }
         if pkt + 1 >= tok.npkts {
@@ -192,7 +195,7 @@ impl Sdma {
             dst_port: tok.target_port,
             size_class: tok.size_class,
             seq,
-            ack: 0,
+            ack: if fl.contains(Flags::INCARNATION) { st.order } else { 0 },
             // A report counts the members not reached.
             msg_len: if tok.kind == TokKind::Report { tok.cookie } else { tok.len },
             offset: off,

@@ -125,7 +125,7 @@ impl Sdma {
         };
         let room = || {
             let key = stream_key(d.target_node, p, d.target_port, d.priority);
-            if self.stream_room(key, d.target_node) {
+            if self.stream_room(cx, key, d.target_node) {
                 Ok(())
             } else {
                 Err(ErrorCause::TooManyStreams)
@@ -210,7 +210,7 @@ impl Sdma {
                 t.desc_kind = d.kind as u8;
                 t.npkts = packets_for(cx, kind, d.len);
                 let Some(s) =
-                    self.find_or_make_tx(d.target_node, p as u8, d.target_port, d.priority)
+                    self.find_or_make_tx(cx, d.target_node, p as u8, d.target_port, d.priority)
                 else {
                     return; // checked before the descriptor was taken
                 };

@@ -127,6 +127,7 @@ impl Sdma {
         };
         let n = f.nchildren as usize;
         let listed = |hw: &_, i| Self::listed_child(hw, p, cons, i);
+        let (nodes, me) = (cx.cfg.nodes, cx.cfg.node);
         let check_list = |hw: &_| -> Result<u16, ErrorCause> {
             if n == 0 || n > desc::MAX_LISTED_CHILDREN {
                 return Err(ErrorCause::BadMulticast);
@@ -134,7 +135,7 @@ impl Sdma {
             let mut members = 1u16;
             for i in 0..n {
                 let c: ListedChild = listed(hw, i);
-                if c.node >= cx.cfg.nodes || c.node == cx.cfg.node || c.subtree == 0 {
+                if c.node >= nodes || c.node == me || c.subtree == 0 {
                     return Err(ErrorCause::BadMulticast);
                 }
                 members = members.saturating_add(c.subtree);
@@ -149,7 +150,7 @@ impl Sdma {
             check_list(hw)?;
             let c = listed(hw, 0);
             let key = stream_key(c.node, p as u8, p as u8, d.priority);
-            if !self.stream_room(key, c.node) {
+            if !self.stream_room(cx, key, c.node) {
                 return Err(ErrorCause::TooManyStreams);
             }
             tag.subtree = c.subtree;
@@ -157,7 +158,7 @@ impl Sdma {
             t.target_node = c.node;
             t.cookie = tag.cookie();
             t.npkts = packets_for(cx, TokKind::Send, d.len);
-            let s = self.find_or_make_tx(c.node, p as u8, p as u8, d.priority);
+            let s = self.find_or_make_tx(cx, c.node, p as u8, p as u8, d.priority);
             let (Some(s), Some(i)) = (s, cx.tokens.alloc(t)) else {
                 return Err(ErrorCause::TooManyStreams);
             };
@@ -194,7 +195,7 @@ impl Sdma {
                 rec.len = d.len;
                 rec.npkts = packets_for(cx, TokKind::Send, d.len);
                 rec.delivered = true;
-                cx.mcasts.alloc(rec).ok_or(ErrorCause::NoToken)?
+                mcast::new_record(cx, hw, rec).ok_or(ErrorCause::NoToken)?
             }
         };
         let built = match scheme {
@@ -266,7 +267,7 @@ impl Sdma {
         let rec = cx.mcasts[r];
         let (node, subtree) = child(hw, cx, r, i);
         let key = stream_key(node, rec.port, rec.port, rec.prio);
-        if !cx.mcast_tokens_free(1, TokKind::McastFwd) || !self.stream_room(key, node) {
+        if !cx.mcast_tokens_free(1, TokKind::McastFwd) || !self.stream_room(cx, key, node) {
             return false;
         }
         let mut t = SendToken::EMPTY;
@@ -283,7 +284,7 @@ impl Sdma {
         t.cookie = r as u32;
         t.tag = subtree as u64;
         t.further = i > 0;
-        let s = self.find_or_make_tx(node, rec.port, rec.port, rec.prio);
+        let s = self.find_or_make_tx(cx, node, rec.port, rec.port, rec.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
         // Relays track each child; a send from host memory only its last.
         let slot = if rec.source == McastSource::RxBufs { i as usize } else { 0 };
@@ -394,7 +395,7 @@ impl Sdma {
         lost: u64,
     ) -> bool {
         let key = stream_key(to.parent, to.port, to.port, to.prio) | REPORT_STREAM;
-        if !cx.mcast_tokens_free(1, TokKind::Report) || !self.stream_room(key, to.parent) {
+        if !cx.mcast_tokens_free(1, TokKind::Report) || !self.stream_room(cx, key, to.parent) {
             return false;
         }
         let mut t = SendToken::EMPTY;
@@ -408,8 +409,18 @@ impl Sdma {
         t.tag = subtree as u64;
         t.local = lost;
         t.npkts = 1;
-        let s = self.find_or_make_stream(key, to.parent, to.port, to.port, to.prio);
+        let s = self.find_or_make_stream(cx, key, to.parent, to.port, to.port, to.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
+        let st = &mut self.txs[s];
+        if st.head == NIL && st.outstanding() == 0 && !st.sync_next {
+            // Every earlier report was acknowledged: this one (re)starts
+            // the stream. A root with more children than its stream table
+            // holds lets report streams go (RECV's `evict_rx`); with the
+            // SYNC it takes the report at once instead of asking for it
+            // again (Unsynced).
+            st.sync_next = true;
+            st.sync_gen = st.sync_gen.wrapping_add(1);
+        }
         cx.bump(Stat::McastReports, 1);
         if self.txs[s].suspended {
             cx.tokens.free(k);

@@ -126,6 +126,8 @@ pub struct Sdma {
     regulated: u16,
     flow_gen: u32,
     streams_made: u32,
+    /// Idle sending streams let go of to make room (`Sdma::tx_victim`).
+    evicted: u32,
     rate_wait: Option<u64>,
     dispatch_trace: bool,
     dispatch_prod: u32,
@@ -161,6 +163,7 @@ impl Sdma {
             regulated: 0,
             flow_gen: 0,
             streams_made: 0,
+            evicted: 0,
             rate_wait: None,
             dispatch_trace: false,
             dispatch_prod: 0,
@@ -260,6 +263,7 @@ impl Sdma {
             prio: st.prio,
             expected: st.win.una(),
             report: st.key & REPORT_STREAM != 0,
+            incarnation: if st.reborn { st.order } else { 0 },
         };
         let sent = cx.txbufs.unsent_from(s, st.epoch).unwrap_or(st.win.next());
         Some((out, sent, st.epoch as u8))

@@ -32,29 +32,33 @@ fn relayed_packet_here(cx: &Shared, t: u16, built: bool) -> bool {
 }
 
 impl Sdma {
-    /// Is there a stream for `key` (to `node`), or room for one?
-    pub fn stream_room(&self, key: u32, node: u16) -> bool {
-        let exists = self.tx_index.contains_key(&key);
-        let conn_ok = self.conn_index.contains_key(&node)
-            || (self.conns.available() > 0 && self.conn_index.len() < self.conn_index.capacity());
-        let room = self.txs.available() > 0 && self.tx_index.len() < self.tx_index.capacity();
-        exists || (room && conn_ok)
+    /// Is there a stream for `key` (to `node`), or room for one (a free
+    /// record, or an idle stream to let go of)?
+    pub fn stream_room(&self, cx: &Shared, key: u32, node: u16) -> bool {
+        self.tx_index.contains_key(&key)
+            || (self.txs.available() > 0
+                && self.tx_index.len() < self.tx_index.capacity()
+                && (self.conn_index.contains_key(&node) || self.conns.available() > 0))
+            || self.tx_victim(cx).is_some()
     }
 
     pub(crate) fn find_or_make_tx(
         &mut self,
+        cx: &mut Shared,
         node: u16,
         lport: u8,
         rport: u8,
         prio: Priority,
     ) -> Option<u16> {
-        self.find_or_make_stream(stream_key(node, lport, rport, prio), node, lport, rport, prio)
+        self.find_or_make_stream(cx, stream_key(node, lport, rport, prio), node, lport, rport, prio)
     }
 
     /// The sending stream with `key` (a data stream's, or with
-    /// `REPORT_STREAM`), made if new.
+    /// `REPORT_STREAM`), made if new; when the table is full, an idle
+    /// stream is let go of first ([`Sdma::tx_victim`]).
     pub(crate) fn find_or_make_stream(
         &mut self,
+        cx: &mut Shared,
         key: u32,
         node: u16,
         lport: u8,
@@ -63,6 +67,13 @@ impl Sdma {
     ) -> Option<u16> {
         if let Some(&s) = self.tx_index.get(&key) {
             return Some(s);
+        }
+        let full = self.txs.available() == 0
+            || self.tx_index.len() == self.tx_index.capacity()
+            || (!self.conn_index.contains_key(&node) && self.conns.available() == 0);
+        if full {
+            let v = self.tx_victim(cx)?;
+            self.evict_tx(cx, v);
         }
         let c = match self.conn_index.get(&node) {
             Some(&c) => c,
@@ -85,15 +96,82 @@ impl Sdma {
         st.prio = prio;
         st.conn = c;
         st.order = self.streams_made;
-        let s = self.txs.alloc(st)?;
+        if self.evicted > 0 {
+            // This NIC has let streams go: the peer may still hold this
+            // key's stream from an earlier incarnation. The SYNC says which
+            // incarnation this is (`order`), and the sequence space starts
+            // far from where an earlier one was, so a late ack or nack of
+            // that one falls outside this window.
+            st.reborn = true;
+            st.win = crate::reliability::GoBackN::starting_at(self.streams_made << 20);
+        }
+        let Some(s) = self.txs.alloc(st) else {
+            self.free_conn_if_unused(c);
+            return None;
+        };
         if self.tx_index.insert(key, s).is_err() {
             self.txs.free(s);
+            self.free_conn_if_unused(c);
             return None;
         }
         self.streams_made = self.streams_made.wrapping_add(1);
         // Its flow, if the table has any (rate control unused: no search).
         self.flow_pending |= self.flow_entries > 0;
         Some(s)
+    }
+
+    /// An idle sending stream that may be let go of: nothing queued,
+    /// sent or waiting (no token, every packet acknowledged, no buffer,
+    /// poll, hold or suspension), and no rate of its own. The one idle
+    /// longest. Its peer keeps the receiving half; a stream made again for
+    /// the key starts with a SYNC that names its new incarnation, so
+    /// nothing the peer holds is taken for it (docs/firmware.md).
+    fn tx_victim(&self, cx: &Shared) -> Option<u16> {
+        let idle = |s: u16| {
+            let st = &self.txs[s];
+            st.head == NIL
+                && st.cursor == NIL
+                && st.outstanding() == 0
+                && !st.suspended
+                && st.flow == NIL
+                && st.pace.idt == 0
+                && st.nobuf_since == 0
+                && st.hold_until <= cx.now
+                && !cx.txbufs.refers_to(s)
+                && !cx.controls.iter().any(|c| c.is_poll() && c.rx_stream == s)
+        };
+        self.txs
+            .live_indices()
+            .filter(|&s| idle(s))
+            .min_by_key(|&s| self.txs[s].acked_at.max(self.txs[s].last_progress))
+    }
+
+    /// Let idle stream `s` go (and its connection, if it was the last).
+    fn evict_tx(&mut self, cx: &mut Shared, s: u16) {
+        // Off the rotation and the timer list (both let idle streams go
+        // lazily).
+        self.ring_remove(s);
+        if let Some(i) = self.active_tx.iter().position(|&x| x == s) {
+            self.active_tx.swap_remove(i);
+        }
+        let st = self.txs[s];
+        self.tx_index.remove(&st.key);
+        self.txs.free(s);
+        self.free_conn_if_unused(st.conn);
+        self.evicted = self.evicted.wrapping_add(1);
+        cx.bump(nic_abi::stats::Stat::StreamsEvicted, 1);
+        log_trace!("stream to node {=u16} let go", st.remote_node);
+    }
+
+    fn free_conn_if_unused(&mut self, c: u16) {
+        if c == NIL || !self.conns.is_live(c) || self.conns[c].in_queue {
+            return;
+        }
+        if self.txs.live_indices().any(|s| self.txs[s].conn == c) {
+            return;
+        }
+        self.conn_index.remove(&self.conns[c].node);
+        self.conns.free(c);
     }
 
     pub(crate) fn append_token(&mut self, cx: &mut Shared, s: u16, t: u16) {

@@ -43,7 +43,7 @@ impl Sdma {
     /// back to the requester.
     fn queue_answer(&mut self, cx: &mut Shared, token: u16) {
         let t = cx.tokens[token];
-        match self.find_or_make_tx(t.target_node, t.port, t.target_port, t.prio) {
+        match self.find_or_make_tx(cx, t.target_node, t.port, t.target_port, t.prio) {
             Some(s) if !self.txs[s].suspended => self.append_token(cx, s, token),
             // No stream after all (RECV checked for room), or suspended:
             // the requester's get times out.

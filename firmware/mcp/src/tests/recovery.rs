@@ -386,9 +386,26 @@ impl Bench {
     /// A one-packet Data message onto node `dst`'s wire from (src node,
     /// port) to `dst_port`, with a good CRC; `sync` marks it a stream start.
     fn stray(&mut self, dst: usize, src: (u16, u8), dst_port: u8, sync: bool, priority: Priority) {
+        self.stray_at(dst, src, dst_port, sync, priority, (0, None));
+    }
+
+    /// [`Bench::stray`] with sequence number `seq`, and with `incarnation`
+    /// a SYNC that names one (`Flags::INCARNATION`).
+    fn stray_at(
+        &mut self,
+        dst: usize,
+        src: (u16, u8),
+        dst_port: u8,
+        sync: bool,
+        priority: Priority,
+        (seq, incarnation): (u32, Option<u32>),
+    ) {
         let mut flags = nic_abi::packet::Flags::FIRST | nic_abi::packet::Flags::LAST;
         if sync {
             flags |= nic_abi::packet::Flags::SYNC;
+        }
+        if incarnation.is_some() {
+            flags |= nic_abi::packet::Flags::INCARNATION;
         }
         let h = Header {
             ptype: nic_abi::packet::PacketType::Data,
@@ -400,8 +417,8 @@ impl Bench {
             src_port: src.1,
             dst_port,
             size_class: 4,
-            seq: 0,
-            ack: 0,
+            seq,
+            ack: incarnation.unwrap_or(0),
             msg_len: 8,
             offset: 0,
             payload_len: 8,
@@ -417,6 +434,40 @@ impl Bench {
         pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
         self.nodes[dst].inbox.push_back(pkt);
     }
+}
+
+#[test]
+fn a_sync_of_a_later_incarnation_restarts_the_stream_and_an_earlier_ones_does_not() {
+    // A sender that let its stream go makes it again: the new stream's
+    // SYNC names its incarnation and starts far from the old sequence
+    // numbers. The receiver, still holding the old stream, takes it at
+    // once; a SYNC of an earlier incarnation (late, duplicated) is stale.
+    let mut b = Bench::new(3);
+    b.open(1, 2);
+    for k in 0..6 {
+        let rv = b.alloc(1, 2, 4096);
+        b.post(1, 2, provide(rv, 4, Priority::Low, k));
+    }
+    let delivered = |b: &Bench| b.stat(1, Stat::MessagesReceived);
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (0, None));
+    b.run(50);
+    assert_eq!(delivered(&b), 1);
+    // Incarnation 300: a SYNC, then the next message of that stream.
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (300 << 20, Some(300)));
+    b.stray_at(1, (2, 2), 2, false, Priority::Low, ((300 << 20) + 1, None));
+    b.run(50);
+    assert_eq!(delivered(&b), 3, "the new incarnation is taken at once");
+    assert_eq!(b.stat(1, Stat::NacksSent), 0, "nothing asked again");
+    // The same SYNC again, and one of an earlier incarnation: neither is
+    // delivered.
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (300 << 20, Some(300)));
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (200 << 20, Some(200)));
+    b.run(50);
+    assert_eq!(delivered(&b), 3);
+    // A later one again restarts it.
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (301 << 20, Some(301)));
+    b.run(50);
+    assert_eq!(delivered(&b), 4);
 }
 
 impl Bench {
