@@ -86,7 +86,7 @@ pub enum DriverError {
     PortNotServed(u8),
     /// `Port::read_message` was given an event that is not a received
     /// message (the event).
-    NotAMessage(Event),
+    NotAMessage(Box<Event>),
     /// `Port::attach` could not open port `port` of node `node` of the
     /// cluster at `path`: `cause` says why (`root_cause` reaches it).
     /// Errors about the cluster directory itself come as `Cluster`, which

@@ -137,7 +137,7 @@ pub(crate) fn token_back(kind: EventKind, desc_kind: u8) -> TokenBack {
         EventKind::Sent | EventKind::PutDone | EventKind::GetDone => TokenBack::Send,
         EventKind::Received => TokenBack::Recv,
         EventKind::Error => token_of_byte(desc_kind),
-        EventKind::Alarm | EventKind::PortOpened => TokenBack::None,
+        EventKind::Alarm | EventKind::PortOpened | EventKind::McastLost => TokenBack::None,
     }
 }
 
@@ -198,5 +198,7 @@ pub(crate) fn from_abi(e: &abi::Event) -> Option<Event> {
         },
         EventKind::Alarm => Event::Alarm { tag, rtc },
         EventKind::PortOpened => Event::PortOpened { rtc },
+        // The port folds these into the Sent event that follows.
+        EventKind::McastLost => return None,
     })
 }

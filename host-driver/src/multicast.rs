@@ -104,17 +104,17 @@ impl Group {
     }
 
     /// The members a multicast of this group did not reach, from the
-    /// root's completion `info`: every member of each subtree it names
-    /// (the tree is `info`'s algorithm, so the subtree a node heads is
-    /// known here), in rank order. `complete` says whether that is all of
-    /// them: false when the root could only count some (more lost
-    /// subtrees than a completion names, or members that did not answer
-    /// in time), and then `count` is how many there are in all.
+    /// root's completion `info`: every member of each subtree whose head
+    /// it names (the tree is `info`'s algorithm, so the subtree a node
+    /// heads is known here), in rank order. `complete` says whether that
+    /// is all of them: false when the root could only count some (members
+    /// that did not answer in time, or NICs with no room left to list
+    /// them), and then `count` is how many there are in all.
     pub fn not_reached(&self, info: &McastInfo) -> NotReached {
         let mut ranks = Vec::new();
         if let Some(alg) = Algorithm::from_code(info.alg, info.k) {
-            for l in info.lost.iter().filter(|l| l.members > 0) {
-                let Some(head) = self.rank_of(l.node) else { continue };
+            for node in info.lost.iter() {
+                let Some(head) = self.rank_of(node) else { continue };
                 ranks.extend(nic_abi::multicast::subtree_ranks(alg, self.size(), head));
             }
         }
@@ -421,9 +421,8 @@ impl<B: NicBackend> Port<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nic_abi::event::LostSubtree;
 
-    fn info(alg: Algorithm, unreached: u16, lost: &[(u16, u16)]) -> McastInfo {
+    fn info(alg: Algorithm, unreached: u16, heads: &[u16]) -> McastInfo {
         let mut i = McastInfo {
             alg: alg.code(),
             k: match alg {
@@ -433,8 +432,8 @@ mod tests {
             unreached,
             ..McastInfo::default()
         };
-        for (slot, &(node, members)) in i.lost.iter_mut().zip(lost) {
-            *slot = LostSubtree { node, members };
+        for &node in heads {
+            i.lost.insert(node);
         }
         i
     }
@@ -445,7 +444,7 @@ mod tests {
         // heads ranks 1, 3, 4, 7, 8, 9, 10 and 15; rank 12 is a leaf.
         let members: Vec<u16> = (0..16).map(|r| 100 + 3 * r).collect();
         let g = Group::new(1, 2, members).unwrap();
-        let n = g.not_reached(&info(Algorithm::Binary, 9, &[(103, 8), (136, 1)]));
+        let n = g.not_reached(&info(Algorithm::Binary, 9, &[103, 136]));
         let want: Vec<u16> = [1, 3, 4, 7, 8, 9, 10, 12, 15].iter().map(|r| 100 + 3 * r).collect();
         assert_eq!(n, NotReached { members: want, complete: true, count: 9 });
     }
@@ -454,7 +453,7 @@ mod tests {
     fn members_only_counted_leave_the_answer_incomplete() {
         let g = Group::new(1, 2, (0..12).collect()).unwrap();
         // Separate addressing, three leaves lost: two named, one counted.
-        let n = g.not_reached(&info(Algorithm::Separate, 3, &[(4, 1), (9, 1)]));
+        let n = g.not_reached(&info(Algorithm::Separate, 3, &[4, 9]));
         assert_eq!(n, NotReached { members: vec![4, 9], complete: false, count: 3 });
         // Everything reached: nothing to name, and that is all.
         let n = g.not_reached(&info(Algorithm::Separate, 0, &[]));

@@ -248,6 +248,9 @@ pub struct Port<B: NicBackend> {
     /// This NIC's node id (read once, at open).
     pub(crate) node: u16,
     quiet: Quiet,
+    /// Multicasts' lost heads from `McastLost` events, by the root's tag,
+    /// until their Sent event comes (right after them).
+    lost: Vec<(u64, nic_abi::event::LostHeads)>,
 }
 
 impl<B: NicBackend> Port<B> {
@@ -325,6 +328,7 @@ impl<B: NicBackend> Port<B> {
             heartbeat: (0, 0),
             node: info.node_id,
             quiet: Quiet::default(),
+            lost: Vec::new(),
         })
     }
 
@@ -527,7 +531,7 @@ impl<B: NicBackend> Port<B> {
     /// anew to receive more).
     pub fn read_message(&self, e: &Event) -> Result<Vec<u8>, DriverError> {
         let Event::Received { buffer, len, .. } = *e else {
-            return Err(DriverError::NotAMessage(*e));
+            return Err(DriverError::NotAMessage(Box::new(*e)));
         };
         let base = crate::memory::vaddr_of(self.num, 0);
         let bus = buffer.checked_sub(base).ok_or(DriverError::NotRegistered)?;
@@ -822,8 +826,29 @@ impl<B: NicBackend> Port<B> {
                     TokenBack::None => {}
                 }
             }
-            match abi::Event::decode(&rec).ok().as_ref().and_then(from_abi) {
-                Some(e) => return Some((e, self.quiet.skip(&e))),
+            let parsed = abi::Event::decode(&rec).ok();
+            if let Some(p) = parsed.as_ref().filter(|p| p.kind == EventKind::McastLost) {
+                // A piece of the lost heads of the multicast whose Sent
+                // follows: kept for it, not returned.
+                let heads = match self.lost.iter_mut().find(|(t, _)| *t == p.tag) {
+                    Some((_, h)) => h,
+                    None => {
+                        self.lost.push((p.tag, Default::default()));
+                        &mut self.lost.last_mut().expect("just pushed").1
+                    }
+                };
+                heads.merge(p.len as usize, &p.inline);
+                continue;
+            }
+            match parsed.as_ref().and_then(from_abi) {
+                Some(mut e) => {
+                    if let Event::Sent { tag, mcast: Some(ref mut m), .. } = e {
+                        if let Some(i) = self.lost.iter().position(|(t, _)| *t == tag) {
+                            m.lost = self.lost.swap_remove(i).1;
+                        }
+                    }
+                    return Some((e, self.quiet.skip(&e)));
+                }
                 None => self.stats.bad_events += 1,
             }
         }

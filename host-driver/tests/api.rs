@@ -76,7 +76,7 @@ fn a_send_that_asks_for_its_completion_gets_it() {
     assert_eq!(tx.try_recv(), None);
     // read_message wants a received message.
     let sent = Event::Sent { tag: 5, status: SendStatus::Ok, mcast: None, rtc: 1 };
-    assert_eq!(rx.read_message(&sent), Err(DriverError::NotAMessage(sent)));
+    assert_eq!(rx.read_message(&sent), Err(DriverError::NotAMessage(Box::new(sent))));
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod sim_rig;
 
 use std::collections::HashMap;
 
-use host_driver::nic_abi::event::{LostSubtree, McastInfo};
+use host_driver::nic_abi::event::McastInfo;
 use host_driver::*;
 use nic_emu::SimBackend;
 use sim_rig::*;
@@ -26,8 +26,8 @@ struct Member {
     got: Vec<u32>,
     /// The root's completions: (mseq tag, status, unreached).
     done: Vec<(u64, SendStatus, u16)>,
-    /// The subtrees the root's completions named lost.
-    lost: Vec<LostSubtree>,
+    /// The heads of the subtrees the root's completions named lost.
+    lost: Vec<u16>,
     /// The members each completion says were not reached (`Group::not_reached`).
     not_reached: Vec<host_driver::NotReached>,
     bad: Vec<String>,
@@ -108,7 +108,7 @@ impl Case {
                         if m.node == self.group.root() && tag >= 1 << 32 =>
                     {
                         m.done.push((tag - (1 << 32), status, info.unreached));
-                        m.lost.extend(info.lost.iter().filter(|l| l.members > 0));
+                        m.lost.extend(info.lost.iter());
                         m.not_reached.push(self.group.not_reached(&info));
                     }
                     Event::Sent { tag, status, .. } => {
@@ -262,11 +262,7 @@ fn a_member_whose_port_is_closed_is_reported_not_reached_and_the_rest_get_it() {
             vec![(0, SendStatus::Incomplete, 4), (1, SendStatus::Incomplete, 4)],
             "{scheme}: the root counts rank 4's subtree as not reached"
         );
-        assert_eq!(
-            root.lost,
-            vec![LostSubtree { node: 4, members: 4 }; 2],
-            "{scheme}: and names it, each time: node 4 heads 4 members"
-        );
+        assert_eq!(root.lost, vec![4; 2], "{scheme}: and names its head, each time");
         let all = host_driver::NotReached { members: vec![4, 5, 6, 7], complete: true, count: 4 };
         assert_eq!(
             root.not_reached,
@@ -297,8 +293,43 @@ fn a_lost_leaf_below_a_relay_is_named_in_the_root_completion() {
         c.run(scheme, Algorithm::Binomial, 1);
         let root = &c.members[0];
         assert_eq!(root.done, vec![(0, SendStatus::Incomplete, 1)], "{scheme}");
-        assert_eq!(root.lost, vec![LostSubtree { node: 5, members: 1 }], "{scheme}");
+        assert_eq!(root.lost, vec![5], "{scheme}");
         let want = host_driver::NotReached { members: vec![5], complete: true, count: 1 };
         assert_eq!(root.not_reached, vec![want], "{scheme}");
+    }
+}
+
+#[test]
+fn every_member_not_reached_is_named_however_many_there_are() {
+    // Twelve members, four with their ports closed. Every tree names all
+    // the heads of what it lost (relays pass on their children's in their
+    // reports), and the group expands them into exactly the members that
+    // did not get the message.
+    let g: Vec<u16> = (0..12).collect();
+    let closed = [3u16, 6, 9, 11];
+    let algs = [Algorithm::Separate, Algorithm::Binomial, Algorithm::Binary, Algorithm::Serial];
+    for scheme in [Scheme::Nic, Scheme::NicCached, Scheme::Assisted] {
+        for alg in algs {
+            let mut c = Case::new(12, &g, alg, 64, "lanai9-gm");
+            for &r in closed.iter().rev() {
+                c.members.remove(r as usize).port.close();
+            }
+            c.run(scheme, alg, 2);
+            // What cannot be reached: the closed members' subtrees.
+            let mut want: Vec<u16> = closed
+                .iter()
+                .flat_map(|&r| host_driver::nic_abi::multicast::subtree_ranks(alg, 12, r))
+                .collect();
+            want.sort_unstable();
+            want.dedup();
+            let n = want.len() as u16;
+            let all = host_driver::NotReached { members: want.clone(), complete: true, count: n };
+            let root = &c.members[0];
+            assert_eq!(root.not_reached, vec![all.clone(), all], "{scheme} {alg}");
+            for m in &c.members[1..] {
+                let got = if want.contains(&m.node) { vec![] } else { vec![0, 1] };
+                assert_eq!(m.got, got, "{scheme} {alg}: node {}", m.node);
+            }
+        }
     }
 }

@@ -22,9 +22,13 @@
 //! ```text
 //! 12 0x80 | scheme (bits 0..4) | alg << 4 (bits 4..7)   13 k u8
 //! 14 group u16   56 mseq u32
-//! Sent only: inline[0..2] = members not reached (u16), inline[2..10] =
-//! two subtrees not reached, (node u16, members u16) each
+//! Sent only: inline[0..2] = members not reached (u16)
 //! ```
+//!
+//! Which members a multicast did not reach comes before its Sent event, in
+//! `McastLost` events (one per 16 bytes of the [`LostHeads`] bitmap that
+//! have a bit set; none when every member was reached): `tag` the root's
+//! tag, `len` the byte offset of the piece, `inline` the 16 bytes.
 
 use crate::le::*;
 use crate::{ParseError, Priority};
@@ -52,6 +56,9 @@ pub enum EventKind {
     Alarm = 6,
     /// The port was opened and the firmware is serving it.
     PortOpened = 7,
+    /// A piece of the [`LostHeads`] of the multicast whose Sent event (same
+    /// tag) follows; no token returns.
+    McastLost = 8,
 }
 
 impl EventKind {
@@ -64,6 +71,7 @@ impl EventKind {
             5 => EventKind::Error,
             6 => EventKind::Alarm,
             7 => EventKind::PortOpened,
+            8 => EventKind::McastLost,
             _ => return None,
         })
     }
@@ -171,34 +179,61 @@ pub struct McastInfo {
     pub k: u8,
     /// Root's Sent event: members not reached (0 on success).
     pub unreached: u16,
-    /// Root's Sent event: up to two subtrees not reached, named by the
-    /// node that heads them and their member count (`LOST_NONE` when
-    /// fewer, or when only a count is known: a member that did not
-    /// answer before its deadline).
-    pub lost: [LostSubtree; LOST_NAMED],
+    /// Root's Sent event: the heads of the subtrees not reached (a member
+    /// whose send failed, or whose parent says it lost it; the driver
+    /// gathers them from the `McastLost` events before the Sent). Empty
+    /// when every member was reached, or when only a count is known (a
+    /// member that did not answer before its deadline, or a NIC with no
+    /// room left to list them).
+    pub lost: LostHeads,
 }
 
-/// Subtrees a multicast's completion (and a Report) names.
-pub const LOST_NAMED: usize = 2;
+/// Bytes of a [`LostHeads`] bitmap (one bit per node).
+pub const LOST_BYTES: usize = crate::MAX_NODES / 8;
 
-/// A subtree a multicast did not reach: its head and how many members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LostSubtree {
-    pub node: u16,
-    /// 0: no subtree named here.
-    pub members: u16,
+/// Nodes heading subtrees a multicast did not reach: bit `n % 8` of byte
+/// `n / 8` for node n, as on the wire (a Report's payload, `McastLost`
+/// events) and in NIC SRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostHeads(pub [u64; LOST_BYTES / 8]);
+
+impl Default for LostHeads {
+    fn default() -> Self {
+        LostHeads::NONE
+    }
 }
 
-impl LostSubtree {
-    pub const NONE: LostSubtree = LostSubtree { node: 0, members: 0 };
+impl LostHeads {
+    pub const NONE: LostHeads = LostHeads([0; LOST_BYTES / 8]);
 
-    /// Packed as `node | members << 16` (Reports, the firmware's tokens).
-    pub const fn pack(self) -> u32 {
-        self.node as u32 | (self.members as u32) << 16
+    pub fn insert(&mut self, node: u16) {
+        if let Some(w) = self.0.get_mut(node as usize / 64) {
+            *w |= 1 << (node % 64);
+        }
     }
 
-    pub const fn unpack(v: u32) -> LostSubtree {
-        LostSubtree { node: v as u16, members: (v >> 16) as u16 }
+    pub fn contains(&self, node: u16) -> bool {
+        self.0.get(node as usize / 64).is_some_and(|w| w >> (node % 64) & 1 != 0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The nodes, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..LOST_BYTES as u16 * 8).filter(|&n| self.contains(n))
+    }
+
+    /// Add the nodes of `bytes`, the bitmap's bytes from byte `offset` on
+    /// (bytes past the bitmap are ignored).
+    pub fn merge(&mut self, offset: usize, bytes: &[u8]) {
+        for (i, &b) in bytes.iter().enumerate() {
+            let at = offset.saturating_add(i);
+            if at < LOST_BYTES {
+                self.0[at / 8] |= (b as u64) << (8 * (at % 8));
+            }
+        }
     }
 }
 
@@ -272,9 +307,6 @@ impl Event {
             put_u32(b, 56, m.mseq);
             if self.kind == EventKind::Sent {
                 put_u16(b, 40, m.unreached);
-                for (i, l) in m.lost.iter().enumerate() {
-                    put_u32(b, 42 + 4 * i, l.pack());
-                }
             }
         }
         put_u32(b, 60, self.seq);
@@ -303,11 +335,7 @@ impl Event {
                     alg: (m >> 4) & 0x7,
                     k: get_u8(b, 13),
                     unreached: if kind == EventKind::Sent { get_u16(b, 40) } else { 0 },
-                    lost: if kind == EventKind::Sent {
-                        [LostSubtree::unpack(get_u32(b, 42)), LostSubtree::unpack(get_u32(b, 46))]
-                    } else {
-                        [LostSubtree::NONE; LOST_NAMED]
-                    },
+                    lost: LostHeads::NONE,
                 }
             });
         Ok(Event {
@@ -344,6 +372,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lost_heads_hold_every_node_and_merge_bytes_as_the_nic_writes_them() {
+        let mut h = LostHeads::NONE;
+        assert!(h.is_empty());
+        for n in [0u16, 7, 8, 63, 64, 1023] {
+            h.insert(n);
+        }
+        h.insert(1024); // past the bitmap: ignored
+        assert_eq!(h.iter().collect::<Vec<_>>(), vec![0, 7, 8, 63, 64, 1023]);
+        let mut bytes = [0u8; LOST_BYTES];
+        for n in h.iter() {
+            bytes[n as usize / 8] |= 1 << (n % 8);
+        }
+        let mut m = LostHeads::NONE;
+        m.merge(0, &bytes[..64]);
+        m.merge(64, &bytes[64..]);
+        m.merge(LOST_BYTES - 1, &[0xff, 0xff]); // the second byte is past the end
+        h.0[LOST_BYTES / 8 - 1] |= 0xff << 56;
+        assert_eq!(m, h);
+    }
+
+    #[test]
     fn event_round_trips() {
         let mut e = Event::empty(EventKind::Received);
         e.status = 0;
@@ -375,21 +424,37 @@ mod tests {
             alg: 4,
             k: 3,
             unreached: 0,
-            lost: [LostSubtree::NONE; LOST_NAMED],
+            lost: LostHeads::NONE,
         });
         let mut b = [0u8; 64];
         e.encode(&mut b);
         assert_eq!(Event::decode(&b), Ok(e));
         let mut s = Event::empty(EventKind::Sent);
         s.status = SendStatus::Incomplete as u8;
-        let lost = [LostSubtree { node: 9, members: 3 }, LostSubtree { node: 2, members: 1 }];
-        s.mcast =
-            Some(McastInfo { group: 1, mseq: 5, scheme: 1, alg: 2, k: 0, unreached: 4, lost });
+        s.mcast = Some(McastInfo {
+            group: 1,
+            mseq: 5,
+            scheme: 1,
+            alg: 2,
+            k: 0,
+            unreached: 4,
+            lost: LostHeads::NONE,
+        });
         s.inline[..2].copy_from_slice(&4u16.to_le_bytes());
-        s.inline[2..6].copy_from_slice(&lost[0].pack().to_le_bytes());
-        s.inline[6..10].copy_from_slice(&lost[1].pack().to_le_bytes());
         s.encode(&mut b);
         assert_eq!(Event::decode(&b), Ok(s));
+        // A piece of the lost heads: 16 bytes of the bitmap at an offset.
+        let mut l = Event::empty(EventKind::McastLost);
+        l.tag = 7;
+        l.len = 16;
+        l.inline_len = INLINE_MAX as u8;
+        l.inline[3] = 0x81;
+        l.encode(&mut b);
+        let d = Event::decode(&b).unwrap();
+        assert_eq!(d, l);
+        let mut heads = LostHeads::NONE;
+        heads.merge(d.len as usize, &d.inline);
+        assert_eq!(heads.iter().collect::<Vec<_>>(), vec![(16 + 3) * 8, (16 + 3) * 8 + 7]);
         // A unicast event has none.
         Event::empty(EventKind::Received).encode(&mut b);
         assert_eq!(Event::decode(&b).unwrap().mcast, None);

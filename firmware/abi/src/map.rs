@@ -22,7 +22,8 @@
 //! 0xE2000 MCAST_LISTS   8 KiB  child lists of the multicasts in flight (fw)
 //! 0xE4000 RX_INLINE     4 KiB  small messages' bytes for their events (fw)
 //! 0xE5000 MCAST_HEARD   1 KiB  children each multicast record heard from (fw)
-//! 0xE5400 (end of the map; SRAM is at least 1 MiB)
+//! 0xE5400 MCAST_LOST    2 KiB  lists of the members a multicast did not reach (fw)
+//! 0xE5C00 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -119,7 +120,14 @@ pub const RX_INLINE_SLOTS: u32 = 256;
 pub const MCAST_HEARD: u32 = 0x000E_5000;
 pub const MCAST_HEARD_SIZE: u32 = MAX_NODES as u32 / 8;
 
-pub const MAP_END: u32 = 0x000E_5400;
+/// Lists of the heads of subtrees a multicast did not reach
+/// (`event::LostHeads` bitmaps of `event::LOST_BYTES`): `MCAST_LOST_LISTS`
+/// of them, each used by a multicast record, then by the report or the
+/// root's completion that carries it on.
+pub const MCAST_LOST: u32 = 0x000E_5400;
+pub const MCAST_LOST_LISTS: u32 = 16;
+
+pub const MAP_END: u32 = 0x000E_5C00;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -147,6 +155,11 @@ pub const fn mcast_list(i: u32) -> u32 {
 /// address, mask).
 pub const fn mcast_heard(rec: u32, node: u16) -> (u32, u8) {
     (MCAST_HEARD + rec * MCAST_HEARD_SIZE + node as u32 / 8, 1 << (node % 8))
+}
+
+/// Start of lost-heads list `i`.
+pub const fn mcast_lost(i: u32) -> u32 {
+    MCAST_LOST + i * crate::event::LOST_BYTES as u32
 }
 
 /// Inline bytes of receive slot `slot`.
@@ -193,7 +206,8 @@ const _: () = {
     assert!(GROUPS + GROUP_ENTRIES * GROUP_ENTRY_SIZE <= MCAST_LISTS);
     assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= RX_INLINE);
     assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MCAST_HEARD);
-    assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MAP_END);
+    assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MCAST_LOST);
+    assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= MAP_END);
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);

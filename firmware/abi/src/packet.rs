@@ -53,8 +53,10 @@ pub enum PacketType {
     GetResp = 6,
     /// A multicast member tells its parent in the tree that its subtree
     /// has the message `remote` names ([`McastTag`]); `msg_len` counts the
-    /// members of that subtree that could not be reached; the payload (0
-    /// to 2 u32s, `event::LostSubtree::pack`) names subtrees lost.
+    /// members of that subtree that could not be reached; the payload (the
+    /// first bytes of an `event::LostHeads` bitmap, up to its last byte
+    /// with a bit set; none when nothing was lost) names the heads of the
+    /// subtrees lost.
     Report = 7,
     /// The sender of a stream asks where it stands (sent when its
     /// retransmission timer runs out, instead of resending blindly):
@@ -331,9 +333,7 @@ impl Header {
             }
             // A Report may name the subtrees it lost: (node, members) u32s.
             PacketType::Report => {
-                if h.payload_len as usize > 4 * crate::event::LOST_NAMED
-                    || !h.payload_len.is_multiple_of(4)
-                {
+                if h.payload_len as usize > crate::event::LOST_BYTES {
                     return Err(ParseError::BadField("payload_len"));
                 }
             }
@@ -453,25 +453,18 @@ mod tests {
     }
 
     #[test]
-    fn a_report_carries_at_most_two_lost_subtrees() {
+    fn a_report_carries_at_most_a_whole_lost_heads_bitmap() {
         let mut h = data();
         h.ptype = PacketType::Report;
-        h.payload_len = 3;
-        let mut b3 = [0u8; HEADER_LEN + 3];
-        h.encode(&mut b3);
-        assert_eq!(Header::parse(&b3), Err(ParseError::BadField("payload_len")));
-        h.payload_len = 12;
-        let mut b12 = [0u8; HEADER_LEN + 12];
-        h.encode(&mut b12);
-        assert_eq!(Header::parse(&b12), Err(ParseError::BadField("payload_len")));
-        h.payload_len = 8;
-        let mut b8 = [0u8; HEADER_LEN + 8];
-        h.encode(&mut b8);
-        assert!(Header::parse(&b8).is_ok());
-        h.payload_len = 0;
-        let mut b = [0u8; HEADER_LEN];
-        h.encode(&mut b);
-        assert_eq!(Header::parse(&b).map(|h| h.ptype), Ok(PacketType::Report));
+        for (len, ok) in [(0, true), (3, true), (128, true), (129, false), (4000, false)] {
+            h.payload_len = len;
+            let mut b = vec![0u8; HEADER_LEN + len as usize];
+            h.encode(&mut b);
+            let got = Header::parse(&b).map(|h| h.ptype);
+            let want =
+                if ok { Ok(PacketType::Report) } else { Err(ParseError::BadField("payload_len")) };
+            assert_eq!(got, want, "{len} bytes");
+        }
         assert!(PacketType::Report.is_sequenced());
     }
 

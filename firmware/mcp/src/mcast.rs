@@ -33,6 +33,7 @@ use crate::hw::Hw;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::shared::Shared;
+use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map;
 use nic_abi::multicast::{self as tree, Algorithm};
@@ -192,10 +193,109 @@ pub fn rec_of(cx: &Shared, t: u16) -> Option<u16> {
     live.then_some(r)
 }
 
-/// Record a lost subtree (`LostSubtree::pack`) in `rec`, if it has room.
-pub fn name_lost(rec: &mut McastRec, lost: u32) {
-    if let Some(l) = rec.lost.iter_mut().find(|l| **l == 0) {
-        *l = lost;
+/// The lost-heads list token `t` carries on (a Report's, or the root's
+/// completion's), or `NO_LIST`.
+fn token_list(tok: &SendToken) -> u8 {
+    match tok.kind {
+        TokKind::Report => tok.local.min(NO_LIST as u64) as u8,
+        // Set when it completes (before that `first_seq` means nothing).
+        TokKind::McastRoot if matches!(tok.state, TokState::Completing(_)) => {
+            tok.first_seq.min(NO_LIST as u32) as u8
+        }
+        _ => NO_LIST,
+    }
+}
+
+/// Is lost-heads list `i` held by its owner? A list whose owner went
+/// (a token freed on a path that did not give it back) is free again.
+fn list_held(cx: &Shared, i: u8) -> bool {
+    match cx.lost_owner[i as usize] {
+        LostOwner::Free => false,
+        LostOwner::Record(r) => cx.mcasts.is_live(r) && cx.mcasts[r].lost == i,
+        LostOwner::Token(t) => cx.tokens.is_live(t) && token_list(&cx.tokens[t]) == i,
+    }
+}
+
+/// Record `r`'s lost-heads list, taken (and cleared) if it has none; None
+/// when every list is in use: the members lost are then counted, not
+/// named.
+fn lost_list(cx: &mut Shared, hw: &mut impl Hw, r: u16) -> Option<u8> {
+    let have = cx.mcasts[r].lost;
+    if have != NO_LIST {
+        return Some(have);
+    }
+    let i = (0..map::MCAST_LOST_LISTS as u8).find(|&i| !list_held(cx, i))?;
+    cx.lost_owner[i as usize] = LostOwner::Record(r);
+    cx.mcasts[r].lost = i;
+    hw.write(map::mcast_lost(i as u32), &[0u8; LOST_BYTES]);
+    Some(i)
+}
+
+/// Name `node` the head of a subtree record `r` did not reach.
+pub fn name_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, node: u16) {
+    if node as usize >= nic_abi::MAX_NODES {
+        return;
+    }
+    if let Some(i) = lost_list(cx, hw, r) {
+        let at = map::mcast_lost(i as u32) + node as u32 / 8;
+        let mut b = [0u8; 1];
+        hw.read(at, &mut b);
+        hw.write(at, &[b[0] | 1 << (node % 8)]);
+    }
+}
+
+/// Add the heads a child's report names (`bytes`: the first bytes of its
+/// bitmap) to record `r`'s list.
+fn merge_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, bytes: &[u8]) {
+    if bytes.iter().all(|&b| b == 0) {
+        return;
+    }
+    if let Some(i) = lost_list(cx, hw, r) {
+        let at = map::mcast_lost(i as u32);
+        let mut have = [0u8; LOST_BYTES];
+        hw.read(at, &mut have);
+        for (h, b) in have.iter_mut().zip(bytes) {
+            *h |= b;
+        }
+        hw.write(at, &have);
+    }
+}
+
+/// Record `r` is finishing: its list (`NO_LIST`: none) goes to token `t`,
+/// which carries it on (a Report, or the root's completion).
+pub fn hand_list(cx: &mut Shared, r: u16, t: u16) -> u8 {
+    let i = cx.mcasts[r].lost;
+    if i != NO_LIST {
+        cx.lost_owner[i as usize] = LostOwner::Token(t);
+        cx.mcasts[r].lost = NO_LIST;
+    }
+    i
+}
+
+/// Token `t` is done with the list it carried.
+pub fn drop_list(cx: &mut Shared, t: u16) {
+    let i = token_list(&cx.tokens[t]);
+    if i != NO_LIST && cx.lost_owner[i as usize] == LostOwner::Token(t) {
+        cx.lost_owner[i as usize] = LostOwner::Free;
+    }
+}
+
+/// List `i`'s bytes (all of them).
+pub fn read_list(hw: &impl Hw, i: u8) -> [u8; LOST_BYTES] {
+    let mut b = [0u8; LOST_BYTES];
+    if (i as u32) < map::MCAST_LOST_LISTS {
+        hw.read(map::mcast_lost(i as u32), &mut b);
+    }
+    b
+}
+
+/// Name the heads of the children whose sends failed (noted where no
+/// SRAM access was at hand, `Shared::lost_pending`).
+pub fn name_failed(cx: &mut Shared, hw: &mut impl Hw) {
+    while let Some((r, node)) = cx.lost_pending.pop_front() {
+        if cx.mcasts.is_live(r) {
+            name_lost(cx, hw, r, node);
+        }
     }
 }
 
@@ -233,7 +333,7 @@ pub fn report_in(
     (node, group, mseq): (u16, u16, u32),
     subtree: u16,
     unreached: u16,
-    lost: [u32; 2],
+    lost: &[u8],
 ) {
     let Some(r) = find(cx, group, mseq) else { return };
     if !first_word(hw, r, node) {
@@ -244,17 +344,12 @@ pub fn report_in(
         tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node
     });
     if let Some(t) = kid {
-        if cx.tokens[t].desc_kind == KID_REPORTED {
-            return;
-        }
         cx.tokens[t].desc_kind = KID_REPORTED;
     }
     let rec = &mut cx.mcasts[r];
     rec.done += 1;
     rec.reached = rec.reached.saturating_add(subtree.saturating_sub(unreached));
-    for l in lost.into_iter().filter(|&l| l != 0) {
-        name_lost(rec, l);
-    }
+    merge_lost(cx, hw, r, lost);
 }
 
 /// `McastRec::kid_acked` of a child whose send is over.
@@ -278,6 +373,9 @@ pub const KID_REPORTED: u8 = 1;
 /// that failed counts its whole subtree as not reached.
 pub fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
     let tok = cx.tokens[t];
+    if tok.kind == TokKind::Report {
+        drop_list(cx, t);
+    }
     if tok.kind != TokKind::McastFwd {
         return;
     }
@@ -287,7 +385,8 @@ pub fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
     }
     if !ok && tok.desc_kind != KID_REPORTED {
         cx.mcasts[r].done += 1;
-        let lost = nic_abi::event::LostSubtree { node: tok.target_node, members: tok.tag as u16 };
-        name_lost(&mut cx.mcasts[r], lost.pack());
+        // Named at the next multicast step (SRAM is not at hand here);
+        // with the queue full it is only counted.
+        let _ = cx.lost_pending.push_back((r, tok.target_node));
     }
 }

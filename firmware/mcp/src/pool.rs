@@ -9,18 +9,22 @@ pub struct Pool<T: Copy, const N: usize> {
     used: [bool; N],
     /// Indices below this have been handed out at least once.
     high: u16,
-    free: heapless::Vec<u16, N>,
+    /// Where the search for a free record starts: the lowest index freed
+    /// since the last allocation, or `high` (no free list: it would cost
+    /// two bytes a record, and the image has no room to spare).
+    hint: u16,
     live: u16,
 }
 
 impl<T: Copy, const N: usize> Pool<T, N> {
     pub const fn new(empty: T) -> Self {
-        Pool { items: [empty; N], used: [false; N], high: 0, free: heapless::Vec::new(), live: 0 }
+        Pool { items: [empty; N], used: [false; N], high: 0, hint: 0, live: 0 }
     }
 
-    /// Take a free record, set it to `v`; None when full.
+    /// Take a free record, set it to `v`; None when full. The lowest free
+    /// index is taken.
     pub fn alloc(&mut self, v: T) -> Option<u16> {
-        let i = match self.free.pop() {
+        let i = match (self.hint..self.high).find(|&i| !self.used[i as usize]) {
             Some(i) => i,
             None if (self.high as usize) < N => {
                 self.high += 1;
@@ -31,6 +35,7 @@ impl<T: Copy, const N: usize> Pool<T, N> {
         self.items[i as usize] = v;
         self.used[i as usize] = true;
         self.live += 1;
+        self.hint = i + 1;
         Some(i)
     }
 
@@ -39,8 +44,7 @@ impl<T: Copy, const N: usize> Pool<T, N> {
             if *u {
                 *u = false;
                 self.live -= 1;
-                // Cannot fail: at most N indices are ever live.
-                let _ = self.free.push(i);
+                self.hint = self.hint.min(i);
             }
         }
     }

@@ -12,7 +12,8 @@
 /// A flow's pacing clock, in RTC ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pace {
-    pub idt: u64,
+    /// Ticks between packets (the flow table's u32; 0: unregulated).
+    pub idt: u32,
     pub ndt: u64,
 }
 
@@ -24,7 +25,7 @@ impl Pace {
 
     /// One packet of the flow was dispatched.
     pub fn dispatched(&mut self) {
-        self.ndt = self.ndt.saturating_add(self.idt);
+        self.ndt = self.ndt.saturating_add(self.idt as u64);
     }
 }
 
@@ -68,7 +69,8 @@ mod tests {
     /// Run backlogged flows with these IDTs, one dispatch opportunity per
     /// tick, for `ticks`; returns what was sent at each tick.
     fn run(idts: &[u64], ticks: u64) -> Vec<Option<usize>> {
-        let mut flows: Vec<Pace> = idts.iter().map(|&idt| Pace { idt, ndt: 0 }).collect();
+        let mut flows: Vec<Pace> =
+            idts.iter().map(|&idt| Pace { idt: idt as u32, ndt: 0 }).collect();
         for f in flows.iter_mut() {
             f.wake(0);
         }

@@ -19,7 +19,7 @@ use crate::shared::{MachineState, Shared};
 use crate::translate::pieces;
 use crate::Work;
 use nic_abi::desc::DescKind;
-use nic_abi::event::{Event, EventKind, LostSubtree, McastInfo, SendStatus, EVENT_SIZE};
+use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, SendStatus, EVENT_SIZE, INLINE_MAX};
 use nic_abi::map;
 use nic_abi::packet::McastTag;
 use nic_abi::packet::HEADER_LEN;
@@ -282,9 +282,18 @@ impl Rdma {
                 cx.events[p].pop_front();
                 self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
                 let mut e = compose_event(cx, sdma, p, ev);
-                if let EvRef::Slot(s) = ev {
-                    let n = (e.inline_len as usize).min(e.inline.len());
-                    hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
+                match ev {
+                    EvRef::Slot(s) => {
+                        let n = (e.inline_len as usize).min(e.inline.len());
+                        hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
+                    }
+                    EvRef::Lost(t, _) => {
+                        let list = cx.tokens[t].first_seq;
+                        if list < map::MCAST_LOST_LISTS {
+                            hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
+                        }
+                    }
+                    _ => {}
                 }
                 e.seq = q.produced.wrapping_add(1);
                 e.rtc = cx.now;
@@ -353,7 +362,7 @@ fn delivered(cx: &mut Shared, s: u16) -> bool {
 /// The multicast an event speaks of.
 fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
     let t = McastTag::from_header(remote, 0);
-    let lost = [LostSubtree::NONE; nic_abi::event::LOST_NAMED];
+    let lost = LostHeads::NONE;
     McastInfo {
         group: t.group,
         mseq: t.mseq,
@@ -398,13 +407,18 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             match tok.kind {
                 TokKind::McastSend => e.mcast = Some(mcast_info(tok.remote, 0)),
                 TokKind::McastRoot => {
-                    let mut m = mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16);
-                    m.lost =
-                        [LostSubtree::unpack(tok.first_seq), LostSubtree::unpack(tok.next_pkt)];
-                    e.mcast = Some(m);
+                    e.mcast = Some(mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16))
                 }
                 _ => {}
             }
+            e
+        }
+        EvRef::Lost(t, part) => {
+            // The bytes are read from the list by the caller.
+            let mut e = Event::empty(EventKind::McastLost);
+            e.tag = cx.tokens[t].tag;
+            e.len = part as u32 * INLINE_MAX as u32;
+            e.inline_len = INLINE_MAX as u8;
             e
         }
         EvRef::Slot(s) => {
@@ -448,6 +462,7 @@ fn release_event_source(cx: &mut Shared, p: usize, ev: EvRef) {
                     c.send_returned = c.send_returned.wrapping_add(1);
                 }
             }
+            crate::mcast::drop_list(cx, t);
             cx.tokens.free(t);
         }
         EvRef::Slot(s) => {

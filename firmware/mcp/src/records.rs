@@ -45,8 +45,9 @@ pub enum TokKind {
     /// A multicast descriptor the NIC serves (root, or an assisted relay's
     /// child list): on no stream; it completes when its multicast record
     /// says the subtree has the message. `remote` holds the tag, `cookie`
-    /// the record, then the members not reached; `first_seq` and
-    /// `next_pkt` the subtrees lost (unused on no stream).
+    /// the record, then the members not reached; `first_seq` the
+    /// lost-heads list it carries to its events (`NO_LIST`: none; unused
+    /// on no stream).
     McastRoot,
     /// The NIC's own send of a multicast to one child (`cookie`: the
     /// record; `remote`: the tag; `size_class`, `len`, `local` as the
@@ -54,7 +55,8 @@ pub enum TokKind {
     McastFwd,
     /// The NIC's report to its parent that its subtree has a multicast
     /// (`remote`: the tag; `cookie`: members not reached; `tag`: its
-    /// subtree; `local`: two subtrees lost, packed).
+    /// subtree; `local`: the lost-heads list its payload is, `NO_LIST`:
+    /// none).
     Report,
 }
 
@@ -539,6 +541,9 @@ pub enum EvRef {
     Slot(u16),
     Alarm,
     PortOpened,
+    /// Piece `part` (16 bytes) of the lost-heads list root token `t`
+    /// carries: a `McastLost` event before its Sent.
+    Lost(u16, u8),
 }
 
 /// What the MCP does when a host-DMA command completes.
@@ -718,9 +723,21 @@ pub struct McastRec {
     /// acked (u32::MAX once done).
     pub kids: [u16; RELAY_CHILDREN],
     pub kid_acked: [u16; RELAY_CHILDREN],
-    /// Up to two subtrees of this member's not reached, named
-    /// (`event::LostSubtree::pack`; 0: none).
-    pub lost: [u32; 2],
+    /// The heads of the subtrees below this member not reached: a list
+    /// in SRAM (`map::mcast_lost`), taken at the first one; `NO_LIST`.
+    pub lost: u8,
+}
+
+/// No lost-heads list.
+pub const NO_LIST: u8 = u8::MAX;
+
+/// Who holds lost-heads list i (`map::mcast_lost`): a multicast record
+/// while it collects the heads, then the token that carries them on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostOwner {
+    Free,
+    Record(u16),
+    Token(u16),
 }
 
 impl McastRec {
@@ -749,7 +766,7 @@ impl McastRec {
         bufs: [0; RELAY_WINDOW],
         kids: [NIL; RELAY_CHILDREN],
         kid_acked: [0; RELAY_CHILDREN],
-        lost: [0; 2],
+        lost: NO_LIST,
     };
 }
 

@@ -413,6 +413,10 @@ pub struct Shared {
     /// owner lets go ([`Shared::rx_release`]).
     pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
     pub leaf_reports: heapless::Deque<ReportTo, LEAF_REPORTS>,
+    /// Who holds each lost-heads list, and children whose sends failed
+    /// still to be named in their record's list (record, node).
+    pub lost_owner: [LostOwner; map::MCAST_LOST_LISTS as usize],
+    pub lost_pending: heapless::Deque<(u16, u16), 16>,
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
@@ -480,6 +484,8 @@ impl Shared {
             mcasts: Pool::new(McastRec::EMPTY),
             rx_holds: [0; map::RX_BUF_COUNT as usize],
             leaf_reports: heapless::Deque::new(),
+            lost_owner: [LostOwner::Free; map::MCAST_LOST_LISTS as usize],
+            lost_pending: heapless::Deque::new(),
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
             rxfree: RxFreeRing::new(),

@@ -577,14 +577,14 @@ impl Recv {
             PacketType::Report if !crate::MULTICAST => cx.rxfree.give(hw, buf),
             PacketType::Report => {
                 let tag = McastTag::from_header(h.remote, h.cookie);
-                // The subtrees it names lost (bytes past the payload read 0).
-                let mut raw = [0u8; 8];
-                let n = (h.payload_len as usize).min(8);
+                // The heads of the subtrees it lost: the first bytes of
+                // a bitmap (parsing bounded the length).
+                let mut raw = [0u8; nic_abi::event::LOST_BYTES];
+                let n = (h.payload_len as usize).min(raw.len());
                 hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut raw[..n]);
-                let lost = [nic_abi::le::get_u32(&raw, 0), nic_abi::le::get_u32(&raw, 4)];
                 let unreached = h.msg_len.min(u16::MAX as u32) as u16;
                 let who = (h.src_node, tag.group, tag.mseq);
-                mcast::report_in(cx, hw, who, tag.subtree, unreached, lost);
+                mcast::report_in(cx, hw, who, tag.subtree, unreached, &raw[..n]);
                 cx.rxfree.give(hw, buf);
             }
             PacketType::Ack | PacketType::Nack | PacketType::Poll => {}

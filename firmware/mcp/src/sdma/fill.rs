@@ -129,9 +129,14 @@ impl Sdma {
         }
         let tok = cx.tokens[t];
         let mtu = cx.cfg.mtu;
+        // A report's payload: the heads of the subtrees it lost, the
+        // bitmap up to its last byte with a bit set (none: no payload).
+        let lost = match tok.kind {
+            TokKind::Report => crate::mcast::read_list(hw, tok.local.min(255) as u8),
+            _ => [0; nic_abi::event::LOST_BYTES],
+        };
         let (off, plen) = if tok.kind == TokKind::Report {
-            // The subtrees it lost: up to two u32s, written below.
-            (0, 4 * ((tok.local as u32 != 0) as u32 + ((tok.local >> 32) as u32 != 0) as u32))
+            (0, lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1))
         } else if tok.kind == TokKind::Get {
             (0, 0)
         } else {
@@ -222,7 +227,6 @@ impl Sdma {
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         hw.write(hdr_at, &hb);
         if tok.kind == TokKind::Report {
-            let lost = tok.local.to_le_bytes();
             hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
         }
 

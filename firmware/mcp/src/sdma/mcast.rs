@@ -353,9 +353,10 @@ impl Sdma {
                 j -= 1;
             }
         }
+        mcast::name_failed(cx, hw);
         // Leaves' reports, in delivery order.
         while let Some(to) = cx.leaf_reports.front().copied() {
-            if !self.report(cx, &to, (1, 0), 0) {
+            if !self.report(cx, &to, (1, 0), None) {
                 break;
             }
             cx.leaf_reports.pop_front();
@@ -384,15 +385,15 @@ impl Sdma {
     }
 
     /// Send a report to `to.parent` on the report stream: a subtree of
-    /// `subtree` members has the multicast but for `unreached`, and
-    /// `lost` names up to two lost subtrees (packed). False when no token
-    /// or stream is free now.
+    /// `subtree` members has the multicast but for `unreached`, and the
+    /// lost-heads list of record `rec` (if any) names their heads. False
+    /// when no token or stream is free now.
     fn report(
         &mut self,
         cx: &mut Shared,
         to: &ReportTo,
         (subtree, unreached): (u16, u16),
-        lost: u64,
+        rec: Option<u16>,
     ) -> bool {
         let key = stream_key(to.parent, to.port, to.port, to.prio) | REPORT_STREAM;
         if !cx.mcast_tokens_free(1, TokKind::Report) || !self.stream_room(cx, key, to.parent) {
@@ -407,10 +408,13 @@ impl Sdma {
         t.remote = to.remote;
         t.cookie = unreached as u32;
         t.tag = subtree as u64;
-        t.local = lost;
+        t.local = NO_LIST as u64;
         t.npkts = 1;
         let s = self.find_or_make_stream(cx, key, to.parent, to.port, to.port, to.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
+        if let Some(r) = rec {
+            cx.tokens[k].local = mcast::hand_list(cx, r, k) as u64;
+        }
         let st = &mut self.txs[s];
         if st.head == NIL && st.outstanding() == 0 && !st.sync_next {
             // Every earlier report was acknowledged: this one (re)starts
@@ -423,6 +427,7 @@ impl Sdma {
         }
         cx.bump(Stat::McastReports, 1);
         if self.txs[s].suspended {
+            mcast::drop_list(cx, k);
             cx.tokens.free(k);
         } else {
             self.append_token(cx, s, k);
@@ -438,20 +443,30 @@ impl Sdma {
         let unreached = below - rec.reached.min(below);
         if let Some(parent) = rec.parent {
             let to = ReportTo { remote: rec.tag.remote(), parent, port: rec.port, prio: rec.prio };
-            let lost = rec.lost[0] as u64 | (rec.lost[1] as u64) << 32;
-            if !self.report(cx, &to, (rec.subtree, unreached), lost) {
+            if !self.report(cx, &to, (rec.subtree, unreached), Some(r)) {
                 return; // try again next pass
             }
         }
         if rec.token != NIL && cx.tokens.is_live(rec.token) {
-            cx.tokens[rec.token].cookie = unreached as u32;
-            cx.tokens[rec.token].first_seq = rec.lost[0];
-            cx.tokens[rec.token].next_pkt = rec.lost[1];
+            let t = rec.token;
+            cx.tokens[t].cookie = unreached as u32;
+            // The root names the heads lost in McastLost events before
+            // its Sent (a relay's went with its report).
+            let list = mcast::hand_list(cx, r, t);
+            cx.tokens[t].first_seq = list as u32;
+            if list != NO_LIST {
+                let bytes = mcast::read_list(hw, list);
+                for (k, part) in bytes.chunks(nic_abi::event::INLINE_MAX).enumerate() {
+                    if part.iter().any(|&b| b != 0) {
+                        cx.owe_event(cx.tokens[t].port as usize, EvRef::Lost(t, k as u8));
+                    }
+                }
+            }
             let status = if unreached == 0 { SendStatus::Ok } else { SendStatus::Incomplete };
             if rec.parent.is_none() {
                 cx.bump(Stat::McastCompleted, 1);
             }
-            complete_token(cx, rec.token, status);
+            complete_token(cx, t, status);
         }
         // Buffers still held go back (children that did not answer).
         let mut k = rec.released;

@@ -368,7 +368,7 @@ impl Sdma {
             let idt = match flow {
                 Some(i) => {
                     w.flow_ops += 1;
-                    hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT) as u64
+                    hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT)
                 }
                 None => 0,
             };

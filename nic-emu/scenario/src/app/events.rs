@@ -40,14 +40,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
-            Event::Sent { tag, status, .. } => self.on_send_done(pi, tag, status),
+            Event::Sent { tag, status, mcast, .. } => self.on_send_done(pi, tag, status, mcast),
             Event::Error { cause, tag, desc_kind, .. } => {
                 self.problem(format!(
                     "port {}: the NIC refused a {:?} descriptor (tag {tag:#x}): {cause:?}",
                     self.ports[pi].num, desc_kind
                 ));
                 if tag & RECV_TAG == 0 && desc_kind.is_some_and(|k| k.uses_send_token()) {
-                    self.on_send_done(pi, tag, SendStatus::Dropped);
+                    self.on_send_done(pi, tag, SendStatus::Dropped, None);
                 }
             }
             other => {
@@ -171,13 +171,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     /// A send of port `pi` completed (or its descriptor was refused): a
     /// relay's, a multicast root's, or a unicast role's.
-    fn on_send_done(&mut self, pi: usize, tag: u64, status: SendStatus) {
+    fn on_send_done(
+        &mut self,
+        pi: usize,
+        tag: u64,
+        status: SendStatus,
+        mcast: Option<nic_abi::event::McastInfo>,
+    ) {
         if let Some((pool, idx)) = decode_relay_tag(tag) {
             return self.on_relay_sent(pi, pool, idx, status);
         }
         let (ri, slot, msg) = decode_send_tag(tag);
         if self.roles.get(ri).is_some_and(|r| r.kind == RoleKind::McastRoot) {
-            return self.on_mcast_root_sent(ri, slot, msg, status);
+            return self.on_mcast_root_sent(ri, slot, msg, status, mcast);
         }
         self.on_sent(tag, status == SendStatus::Ok, status)
     }

@@ -214,11 +214,22 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         slot: usize,
         mseq: u64,
         status: SendStatus,
+        info: Option<McastInfo>,
     ) {
         let flow = self.roles[ri].flow;
         let name = self.ledger.borrow().flows[flow].spec.name.clone();
         if status != SendStatus::Ok {
-            self.problem(format!("flow {name}: multicast {mseq} completed with {status:?}"));
+            // Which members it did not reach, as the root's completion says.
+            let group = self.mcasts.iter().find(|c| c.flow == flow).map(|c| &c.group);
+            let which = match (group, info) {
+                (Some(g), Some(i)) if i.unreached > 0 => {
+                    let n = g.not_reached(&i);
+                    let some = if n.complete { "" } else { ", among them" };
+                    format!(": {} members not reached{some} nodes {:?}", n.count, n.members)
+                }
+                _ => String::new(),
+            };
+            self.problem(format!("flow {name}: multicast {mseq} completed with {status:?}{which}"));
         }
         let r = &mut self.roles[ri];
         let Some(p) = r.mcast_pending.get_mut(&mseq) else {
