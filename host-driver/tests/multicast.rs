@@ -24,8 +24,10 @@ struct Member {
     lent: HashMap<u32, (u64, u32)>,
     /// Multicasts received: mseq in arrival order.
     got: Vec<u32>,
-    /// The root's completions: (mseq tag, status, unreached).
+    /// The root's completions: (mseq tag, status, unreached), and the
+    /// virtual time each was taken (within a step of its coming).
     done: Vec<(u64, SendStatus, u16)>,
+    done_at: Vec<u64>,
     /// The heads of the subtrees the root's completions named lost.
     lost: Vec<u16>,
     /// The members each completion says were not reached (`Group::not_reached`).
@@ -47,10 +49,27 @@ fn payload(mseq: u32, len: u32) -> Vec<u8> {
 
 impl Case {
     fn new(nodes: usize, g: &[u16], cached: Algorithm, len: u32, profile: &str) -> Case {
-        let rig = Rig::with_profile(
-            Config { node: 0, nodes, send_tokens: 32, recv_tokens: 16, ..Config::default() },
-            profile,
-        );
+        Case::with_timeout(nodes, g, cached, len, profile, None)
+    }
+
+    /// [`Case::new`] with the firmware's send timeout set.
+    fn with_timeout(
+        nodes: usize,
+        g: &[u16],
+        cached: Algorithm,
+        len: u32,
+        profile: &str,
+        send_timeout_ns: Option<u64>,
+    ) -> Case {
+        let cfg = Config {
+            node: 0,
+            nodes,
+            send_tokens: 32,
+            recv_tokens: 16,
+            send_timeout_ns,
+            ..Config::default()
+        };
+        let rig = Rig::with_profile(cfg, profile);
         let group = Group::new(3, PORT, g.to_vec()).unwrap();
         let class = host_driver::nic_abi::size_class_for(len as u64);
         let mut members = Vec::new();
@@ -70,6 +89,7 @@ impl Case {
                 lent: HashMap::new(),
                 got: Vec::new(),
                 done: Vec::new(),
+                done_at: Vec::new(),
                 lost: Vec::new(),
                 not_reached: Vec::new(),
                 bad: Vec::new(),
@@ -82,6 +102,7 @@ impl Case {
     /// the host and assisted schemes, give buffers back.
     fn drain(&mut self) {
         let len = self.len;
+        let now = self.rig.c.now_ns();
         for m in &mut self.members {
             while let Some(ev) = m.port.poll() {
                 match ev {
@@ -108,6 +129,7 @@ impl Case {
                         if m.node == self.group.root() && tag >= 1 << 32 =>
                     {
                         m.done.push((tag - (1 << 32), status, info.unreached));
+                        m.done_at.push(now);
                         m.lost.extend(info.lost.iter());
                         m.not_reached.push(self.group.not_reached(&info));
                     }
@@ -330,6 +352,44 @@ fn every_member_not_reached_is_named_however_many_there_are() {
                 let got = if want.contains(&m.node) { vec![] } else { vec![0, 1] };
                 assert_eq!(m.got, got, "{scheme} {alg}: node {}", m.node);
             }
+        }
+    }
+}
+
+#[test]
+fn a_member_whose_nic_is_gone_is_named_within_the_send_timeout() {
+    // Binomial over 8 on lanai9-gm with a 20 ms send timeout: node 4's
+    // cable goes down for good, so node 4 heads a subtree of 4 members no
+    // packet reaches. The root gives up on node 4 when it has been silent
+    // for the send timeout, and its one completion comes then (within a
+    // 2 ms step of the test), naming exactly those members; the others
+    // have the message.
+    let g: Vec<u16> = (0..8).collect();
+    let timeout = 20_000_000;
+    for scheme in [Scheme::Nic, Scheme::NicCached, Scheme::Assisted] {
+        let mut c = Case::with_timeout(8, &g, Algorithm::Binomial, 64, "lanai9-gm", Some(timeout));
+        let outages: Vec<nic_emu::Outage> = c
+            .rig
+            .c
+            .layout()
+            .cable("node4")
+            .unwrap()
+            .into_iter()
+            .map(|link| nic_emu::Outage { link, from_ns: 0, until_ns: u64::MAX, index: 0 })
+            .collect();
+        c.rig.c.set_link_outages(&outages).unwrap();
+        c.members.remove(4);
+        let t0 = c.rig.c.now_ns();
+        c.run(scheme, Algorithm::Binomial, 1);
+        let root = &c.members[0];
+        let took = root.done_at.first().map_or(u64::MAX, |t| t - t0);
+        assert_eq!(root.done, vec![(0, SendStatus::Incomplete, 4)], "{scheme}");
+        let all = host_driver::NotReached { members: vec![4, 5, 6, 7], complete: true, count: 4 };
+        assert_eq!(root.not_reached, vec![all], "{scheme}");
+        assert!(took <= timeout + STEP_NS, "{scheme}: the root knew after {took} ns");
+        for m in &c.members[1..] {
+            let got = if [5, 6, 7].contains(&m.node) { vec![] } else { vec![0] };
+            assert_eq!(m.got, got, "{scheme}: node {}", m.node);
         }
     }
 }

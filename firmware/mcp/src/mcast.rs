@@ -307,21 +307,45 @@ pub fn new_record(cx: &mut Shared, hw: &mut impl Hw, rec: McastRec) -> Option<u1
     Some(r)
 }
 
-/// First word from child `node` for record `r` (a report, or its send
-/// failing)? Marks it heard: a report taken twice (its stream was let go
-/// and it came again with SYNC) counts once.
-fn first_word(hw: &mut impl Hw, r: u16, node: u16) -> bool {
+/// Has record `r` had a report from child `node`?
+fn heard(hw: &impl Hw, r: u16, node: u16) -> bool {
     if node as usize >= nic_abi::MAX_NODES {
+        return true;
+    }
+    let (at, bit) = map::mcast_heard(r as u32, node);
+    let mut b = [0u8; 1];
+    hw.read(at, &mut b);
+    b[0] & bit != 0
+}
+
+/// First report from child `node` for record `r`? Marks it heard: a
+/// report taken twice (its stream was let go and it came again with SYNC)
+/// counts once.
+fn first_word(hw: &mut impl Hw, r: u16, node: u16) -> bool {
+    if heard(hw, r, node) {
         return false;
     }
     let (at, bit) = map::mcast_heard(r as u32, node);
     let mut b = [0u8; 1];
     hw.read(at, &mut b);
-    if b[0] & bit != 0 {
-        return false;
-    }
     hw.write(at, &[b[0] | bit]);
     true
+}
+
+/// Record `r` finishes before every child answered (its deadline
+/// passed): the children it has not heard from head subtrees it counts
+/// as not reached, so they are named too (a failed child already is).
+pub fn name_silent(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    let rec = cx.mcasts[r];
+    if rec.done >= rec.nchildren || rec.list == ChildList::Awaiting {
+        return;
+    }
+    for i in 0..rec.nchildren {
+        let (node, _) = child(hw, cx, r, i);
+        if !heard(hw, r, node) {
+            name_lost(cx, hw, r, node);
+        }
+    }
 }
 
 /// A child's report (RECV hands it over as it takes the packet): node

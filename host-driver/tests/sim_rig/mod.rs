@@ -33,11 +33,21 @@ pub struct Config {
     pub recv_tokens: u32,
     pub mtu: u32,
     pub rtc_hz: u64,
+    /// The firmware's send timeout, if not the profile's.
+    pub send_timeout_ns: Option<u64>,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { node: 2, nodes: 4, send_tokens: 6, recv_tokens: 5, mtu: 4096, rtc_hz: 500_000_000 }
+        Config {
+            node: 2,
+            nodes: 4,
+            send_tokens: 6,
+            recv_tokens: 5,
+            mtu: 4096,
+            rtc_hz: 500_000_000,
+            send_timeout_ns: None,
+        }
     }
 }
 
@@ -63,6 +73,9 @@ impl Rig {
         p.firmware.send_tokens = cfg.send_tokens;
         p.firmware.recv_tokens = cfg.recv_tokens;
         p.host.memory_bytes = HOST_MEM;
+        if let Some(t) = cfg.send_timeout_ns {
+            p.firmware.send_timeout_ns = t;
+        }
         let mut c =
             SimCluster::new(ClusterConfig::new(p, cfg.nodes, Topology::Star)).expect("cluster");
         c.spawn(0, Box::new(KeepAlive));

@@ -169,3 +169,48 @@ fn a_host_scheme_root_with_more_children_than_send_tokens_reaches_every_member()
     let faults = text.replace("[fabric]", &format!("{FAULTS}[fabric]"));
     assert_exactly_once_in_order(&run_text(&faults), "host separate over 48, faults");
 }
+
+#[test]
+fn members_behind_a_cable_that_stays_down_are_named_within_the_send_timeout() {
+    // A group of 12 on lanai9-gm; the cables of nodes 3 and 8 go down for
+    // good before the first multicast. Each multicast completes at the
+    // root, Incomplete, naming exactly the members of the two subtrees
+    // those nodes head, and every other member gets every message. (The
+    // run ends "stuck": the flow can never deliver to every member. How
+    // soon the root knows: the driver's multicast tests.)
+    for (scheme, alg) in [("nic-cached", "binomial"), ("nic", "separate"), ("assisted", "binary")] {
+        let what = format!("{scheme} {alg}");
+        let text = format!(
+            "profile = \"{PROFILE}\"\nseed = 2\n[firmware]\nsend_timeout_us = 20000\n\
+             [fabric]\nnodes = 12\n\
+             [[faults.link_down]]\nlink = \"node3\"\nat_us = 0\nfor_us = 10000000\n\
+             [[faults.link_down]]\nlink = \"node8\"\nat_us = 0\nfor_us = 10000000\n\
+             [[flows]]\nname = \"m\"\nsrc = [0, 2]\nkind = \"multicast\"\ngroup_size = 12\n\
+             scheme = \"{scheme}\"\nalgorithm = \"{alg}\"\nbytes = 64\nmessages = 2\n\
+             start_us = 100\n"
+        );
+        let r = run_text(&text);
+        let a = nic_abi::multicast::Algorithm::parse(alg, 3).unwrap();
+        let mut lost: Vec<u16> =
+            [3, 8].iter().flat_map(|&h| nic_abi::multicast::subtree_ranks(a, 12, h)).collect();
+        lost.sort_unstable();
+        lost.dedup();
+        let line = format!("{} members not reached nodes {lost:?}", lost.len());
+        let named = r.problems.iter().filter(|p| p.contains(&line)).count();
+        // Besides the root's two lines, only an assisted relay's host
+        // hears that its own part was incomplete.
+        assert_eq!(named, 2, "{what}: {:?}", r.problems);
+        assert!(
+            r.problems.iter().all(
+                |p| p.contains(&line) || p.contains("a relay's send completed with Incomplete")
+            ),
+            "{what}: {:?}",
+            r.problems
+        );
+        let f = &r.flows[0];
+        assert_eq!(f.delivered, 0, "{what}: none reached every member");
+        let m = f.multicast.as_ref().unwrap();
+        assert_eq!(m.deliveries, 2 * (11 - lost.len() as u64), "{what}: the others got both");
+        assert_eq!((f.corrupted, f.duplicates, f.out_of_order), (0, 0, 0), "{what}");
+    }
+}

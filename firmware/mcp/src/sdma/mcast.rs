@@ -438,6 +438,8 @@ impl Sdma {
     /// Record `r` is done (or out of time): report to the parent, or at
     /// the root complete the descriptor; the record goes.
     fn mcast_finish(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+        mcast::name_failed(cx, hw);
+        mcast::name_silent(cx, hw, r);
         let rec = cx.mcasts[r];
         let below = rec.subtree.saturating_sub(1);
         let unreached = below - rec.reached.min(below);

@@ -275,6 +275,7 @@ impl Sdma {
             let st = &self.txs[s];
             if st.outstanding() != 0 {
                 at(st.last_progress.saturating_add(st.rto(cx.cfg.rto)));
+                at(st.acked_at.saturating_add(cx.cfg.send_timeout));
             }
             if st.hold_until > cx.now {
                 at(st.hold_until);

@@ -307,6 +307,9 @@ impl Sdma {
         st.sync_next = true;
         st.sync_gen = st.sync_gen.wrapping_add(1);
         st.nobuf_since = 0;
+        // The next message starts afresh: its first timeout is not the
+        // abandoned one's last, doubled.
+        st.backoff = 0;
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);
     }
@@ -327,7 +330,12 @@ impl Sdma {
                 self.active_tx.swap_remove(i);
                 continue;
             }
-            if st.outstanding() != 0 && now >= st.last_progress.saturating_add(st.rto(cx.cfg.rto)) {
+            // A peer silent for the send timeout is given up on then, not
+            // at the next retransmission timeout after (which backoff may
+            // put far later).
+            let expired = now >= st.last_progress.saturating_add(st.rto(cx.cfg.rto));
+            let silent = now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout;
+            if st.outstanding() != 0 && (expired || silent) {
                 w.timers += 1;
                 self.go(
                     cx,
@@ -335,7 +343,7 @@ impl Sdma {
                     SdmaState::Timeout { stream: s, una: st.win.una() },
                     Cause::Timeout,
                 );
-                if now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout {
+                if silent {
                     cx.bump(Stat::Timeouts, 1);
                     log_warn!(
                         "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
