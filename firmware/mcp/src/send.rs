@@ -280,7 +280,9 @@ impl Send {
             payload_len: 0,
             remote: 0,
             cookie: 0,
-            sync_boot: 0,
+            // A poll says which boot of this NIC asks (the receiver may
+            // hold the stream of an earlier one).
+            sync_boot: if ptype == PacketType::Poll { cx.boot } else { 0 },
             sync_gen: 0,
             crc: 0,
         };

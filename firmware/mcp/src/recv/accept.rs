@@ -52,14 +52,16 @@ impl Recv {
     /// or been dropped by now, so a gap named here is really missing.
     pub(super) fn poll_in(&mut self, cx: &mut Shared, h: &Header, key: u32) {
         let Some(r) = self.find_or_make_rx(cx, key, h) else { return };
-        // A poll names the incarnation of a stream made again. This side
-        // still synchronised to an earlier one has lost the new one's SYNC:
-        // it forgets the old one and says Unsynced, so the sender starts
-        // again with SYNC. A poll of an earlier incarnation is stale.
+        // A poll names the sender's boot and the incarnation of a stream
+        // made again. This side, still synchronised to an earlier boot or
+        // incarnation, has lost the new one's SYNC: it forgets the old
+        // stream (everything of it was acknowledged, or its sender is
+        // gone) and says Unsynced, so the sender starts again with SYNC.
+        // A poll of an earlier incarnation is stale.
         let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
-        if let Some((_, was, _)) = self.rxs[r].sync_seen.get() {
-            if was != inc {
-                if !crate::reliability::seq_lt(was, inc) {
+        if let Some((boot, was, _)) = self.rxs[r].sync_seen.get() {
+            if boot != h.sync_boot || was != inc {
+                if boot == h.sync_boot && !crate::reliability::seq_lt(was, inc) {
                     return;
                 }
                 self.abort_assembly(cx, r);

@@ -471,6 +471,99 @@ fn a_sync_of_a_later_incarnation_restarts_the_stream_and_an_earlier_ones_does_no
 }
 
 impl Bench {
+    /// A poll onto node `dst`'s wire from (src node, port) to `dst_port`
+    /// for the stream whose first unacknowledged packet is `seq`, from
+    /// sender boot `boot` and stream incarnation `inc` (0: none named).
+    fn poll_from(
+        &mut self,
+        dst: usize,
+        src: (u16, u8),
+        dst_port: u8,
+        seq: u32,
+        boot: u16,
+        inc: u32,
+    ) {
+        let mut flags = nic_abi::packet::Flags::empty();
+        if inc != 0 {
+            flags |= nic_abi::packet::Flags::INCARNATION;
+        }
+        let h = Header {
+            ptype: nic_abi::packet::PacketType::Poll,
+            flags,
+            priority: Priority::Low,
+            nack_code: 0,
+            src_node: src.0,
+            dst_node: dst as u16,
+            src_port: src.1,
+            dst_port,
+            size_class: 0,
+            seq,
+            ack: inc,
+            msg_len: 0,
+            // Nothing sent past `seq` yet.
+            offset: seq,
+            payload_len: 0,
+            remote: 0,
+            cookie: 0,
+            sync_boot: boot,
+            sync_gen: 0,
+            crc: 0,
+        };
+        let mut pkt = vec![0u8; HEADER_LEN];
+        h.encode(&mut pkt);
+        let crc = crc32fast::hash(&pkt);
+        pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        self.nodes[dst].inbox.push_back(pkt);
+    }
+}
+
+#[test]
+fn a_poll_from_a_new_boot_or_incarnation_whose_sync_was_lost_draws_unsynced() {
+    // Node 1 holds the stream from node 2 port 2, synchronised to boot 7.
+    // A poll from that boot and incarnation is answered as usual (an ack);
+    // one from another boot of node 2, or from a later incarnation, means
+    // the SYNC that started the new stream was lost: Unsynced, so the
+    // sender starts again with SYNC. One from an earlier incarnation is
+    // stale and draws nothing.
+    let mut b = Bench::new(3);
+    b.open(1, 2);
+    let rv = b.alloc(1, 2, 4096);
+    b.post(1, 2, provide(rv, 4, Priority::Low, 0));
+    b.stray_at(1, (2, 2), 2, true, Priority::Low, (100 << 20, Some(100)));
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::MessagesReceived), 1);
+    let (acks, nacks) = (b.stat(1, Stat::AcksSent), b.stat(1, Stat::NacksSent));
+    b.poll_from(1, (2, 2), 2, (100 << 20) + 1, 7, 100);
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "the stream it knows: no nack");
+    assert!(b.stat(1, Stat::AcksSent) > acks, "answered with an ack");
+    b.poll_from(1, (2, 2), 2, 5, 7, 40);
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "an earlier incarnation's poll is stale");
+    b.poll_from(1, (2, 2), 2, 0, 7, 101);
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::NacksSent), nacks + 1, "a later incarnation: Unsynced");
+    // The stream is forgotten: without a SYNC nothing is taken.
+    b.stray_at(1, (2, 2), 2, false, Priority::Low, (0, None));
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::MessagesReceived), 1, "no SYNC yet: not taken");
+    // A stream that never named an incarnation, polled by a new boot of
+    // its sender (same incarnation 0).
+    let rv = b.alloc(1, 2, 4096);
+    b.post(1, 2, provide(rv, 4, Priority::Low, 1));
+    b.stray_at(1, (2, 3), 2, true, Priority::Low, (0, None));
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::MessagesReceived), 2);
+    let nacks = b.stat(1, Stat::NacksSent);
+    b.poll_from(1, (2, 3), 2, 1, 7, 0);
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "the same boot: an ack");
+    b.poll_from(1, (2, 3), 2, 0, 9, 0);
+    b.run(50);
+    assert_eq!(b.stat(1, Stat::NacksSent), nacks + 1, "another boot: Unsynced");
+}
+
+impl Bench {
     /// More synchronised strays to node 1 than its stream table holds, of
     /// priority `prio`, each a key of its own.
     fn synced_strays(&mut self, prio: Priority) {
