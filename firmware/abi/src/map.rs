@@ -23,7 +23,8 @@
 //! 0xE4000 RX_INLINE     4 KiB  small messages' bytes for their events (fw)
 //! 0xE5000 MCAST_HEARD   1 KiB  children each multicast record heard from (fw)
 //! 0xE5400 MCAST_LOST    2 KiB  lists of the members a multicast did not reach (fw)
-//! 0xE5C00 (end of the map; SRAM is at least 1 MiB)
+//! 0xE5C00 RX_SLOTS     12 KiB  the firmware's records of posted receive buffers (fw)
+//! 0xE8C00 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -127,7 +128,14 @@ pub const MCAST_HEARD_SIZE: u32 = MAX_NODES as u32 / 8;
 pub const MCAST_LOST: u32 = 0x000E_5400;
 pub const MCAST_LOST_LISTS: u32 = 16;
 
-pub const MAP_END: u32 = 0x000E_5C00;
+/// The firmware's records of the receive buffers posted (one per receive
+/// slot, `RX_INLINE_SLOTS` of them, `RX_SLOT_SIZE` bytes each): kept in
+/// SRAM outside the image, as the buffers are. The layout is the
+/// firmware's own.
+pub const RX_SLOTS: u32 = 0x000E_5C00;
+pub const RX_SLOT_SIZE: u32 = 48;
+
+pub const MAP_END: u32 = 0x000E_8C00;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -160,6 +168,11 @@ pub const fn mcast_heard(rec: u32, node: u16) -> (u32, u8) {
 /// Start of lost-heads list `i`.
 pub const fn mcast_lost(i: u32) -> u32 {
     MCAST_LOST + i * crate::event::LOST_BYTES as u32
+}
+
+/// The firmware's record of receive slot `slot`.
+pub const fn rx_slot(slot: u32) -> u32 {
+    RX_SLOTS + slot * RX_SLOT_SIZE
 }
 
 /// Inline bytes of receive slot `slot`.
@@ -207,7 +220,8 @@ const _: () = {
     assert!(MCAST_LISTS + MCAST_LISTS_LEN * MCAST_LIST_SIZE <= RX_INLINE);
     assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MCAST_HEARD);
     assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MCAST_LOST);
-    assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= MAP_END);
+    assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= RX_SLOTS);
+    assert!(RX_SLOTS + RX_INLINE_SLOTS * RX_SLOT_SIZE <= MAP_END);
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);

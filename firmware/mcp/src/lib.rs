@@ -321,7 +321,7 @@ impl Mcp {
         self.send.completions(cx, hw);
         // RECV, packet by packet: SDMA takes each packet's ack or nack
         // before RECV places the packet.
-        self.recv.begin_pass(cx);
+        self.recv.begin_pass(cx, hw);
         for _ in 0..recv::RECV_BUDGET {
             match self.recv.step(cx, hw, &mut w) {
                 recv::Next::Empty => break,
@@ -446,7 +446,7 @@ impl Mcp {
         use nic_abi::port::*;
         log_info!("port {=usize} closed", p);
         let cx = &mut self.shared;
-        self.recv.port_closed(cx, p);
+        self.recv.port_closed(cx, hw, p);
         self.rdma.port_closed(cx, p);
         self.sdma.port_closed(cx, p);
         let waiting: heapless::Vec<u16, MAX_TOKENS> = cx

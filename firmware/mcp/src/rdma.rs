@@ -211,7 +211,7 @@ impl Rdma {
             }
             // A leaf's delivery queues its report: wait for room.
             self.leaf_wait = matches!(job.then, Some(EvRef::Slot(s))
-                if cx.slots[s].mrec == MREC_LEAF && cx.leaf_reports.is_full());
+                if cx.slot(hw, s).mrec == MREC_LEAF && cx.leaf_reports.is_full());
             if self.leaf_wait {
                 break;
             }
@@ -250,7 +250,7 @@ impl Rdma {
             if let Some(ev) = job.then {
                 if let EvRef::Slot(s) = ev {
                     cx.bump(Stat::MessagesReceived, 1);
-                    w.mcast_deliveries += delivered(cx, s) as u32;
+                    w.mcast_deliveries += delivered(cx, hw, s) as u32;
                 }
                 cx.owe_event(job.port as usize, ev);
             }
@@ -281,7 +281,7 @@ impl Rdma {
                 let Some(slot) = self.free_staging() else { break 'ports };
                 cx.events[p].pop_front();
                 self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
-                let mut e = compose_event(cx, sdma, p, ev);
+                let mut e = compose_event(cx, sdma, hw, p, ev);
                 match ev {
                     EvRef::Slot(s) => {
                         let n = (e.inline_len as usize).min(e.inline.len());
@@ -341,8 +341,8 @@ impl Rdma {
 
 /// A multicast's message is with its host (its event is owed after the
 /// copy): its record may report. True for a NIC-served multicast's.
-fn delivered(cx: &mut Shared, s: u16) -> bool {
-    let sl = cx.slots[s];
+fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
+    let sl = cx.slot(hw, s);
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     if m == MREC_LEAF {
         let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
@@ -374,7 +374,7 @@ fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
     }
 }
 
-fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
+fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) -> Event {
     match ev {
         EvRef::PortOpened => Event::empty(EventKind::PortOpened),
         EvRef::Alarm => {
@@ -422,7 +422,7 @@ fn compose_event(cx: &Shared, sdma: &Sdma, p: usize, ev: EvRef) -> Event {
             e
         }
         EvRef::Slot(s) => {
-            let sl = cx.slots[s];
+            let sl = cx.slot(hw, s);
             if sl.error != 0 {
                 let mut e = Event::empty(EventKind::Error);
                 e.status = sl.error;

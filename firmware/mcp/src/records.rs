@@ -5,6 +5,7 @@
 
 use crate::pool::NIL;
 use crate::reliability::{GoBackN, RecvWindow, SendWindow};
+use nic_abi::map;
 use nic_abi::Priority;
 
 /// Send tokens per port at most (the configured count may be lower).
@@ -511,6 +512,47 @@ pub enum McastCost {
 pub const MCAST_PRESENT: u64 = 1 << 51;
 
 impl RecvSlot {
+    /// The record as kept in SRAM (`map::rx_slot`).
+    pub fn encode(&self, b: &mut [u8; map::RX_SLOT_SIZE as usize]) {
+        use nic_abi::le::*;
+        put_u8(b, 0, self.port);
+        put_u8(b, 1, self.prio as u8);
+        put_u8(b, 2, self.size_class);
+        put_u8(b, 3, self.filled as u8);
+        put_u8(b, 4, self.src_port);
+        put_u8(b, 5, self.inline_len);
+        put_u8(b, 6, self.error);
+        put_u64(b, 8, self.vaddr);
+        put_u64(b, 16, self.tag);
+        put_u64(b, 24, self.mcast);
+        put_u32(b, 32, self.len);
+        put_u32(b, 36, self.msg_len);
+        put_u16(b, 40, self.src_node);
+        put_u16(b, 42, self.mrec);
+        put_u16(b, 44, self.next);
+    }
+
+    pub fn decode(b: &[u8; map::RX_SLOT_SIZE as usize]) -> RecvSlot {
+        use nic_abi::le::*;
+        RecvSlot {
+            port: get_u8(b, 0),
+            prio: Priority::from_u8(get_u8(b, 1)).unwrap_or(Priority::Low),
+            size_class: get_u8(b, 2),
+            filled: get_u8(b, 3) != 0,
+            src_port: get_u8(b, 4),
+            inline_len: get_u8(b, 5),
+            error: get_u8(b, 6),
+            vaddr: get_u64(b, 8),
+            tag: get_u64(b, 16),
+            mcast: get_u64(b, 24),
+            len: get_u32(b, 32),
+            msg_len: get_u32(b, 36),
+            src_node: get_u16(b, 40),
+            mrec: get_u16(b, 42),
+            next: get_u16(b, 44),
+        }
+    }
+
     /// The multicast tag of the message, if it is one.
     pub fn mcast_tag(&self) -> Option<u64> {
         (self.mcast & MCAST_PRESENT != 0).then_some(self.mcast & !MCAST_PRESENT)

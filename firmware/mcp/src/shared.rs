@@ -404,7 +404,9 @@ pub struct Shared {
     pub ports: [PortOpen; NUM_PORTS],
     pub credits: [Credits; NUM_PORTS],
     pub tokens: Pool<SendToken, MAX_TOKENS>,
-    pub slots: Pool<RecvSlot, MAX_SLOTS>,
+    /// Which receive slots are taken; their records are in SRAM
+    /// (`map::rx_slot`, [`Shared::slot`]).
+    pub slots: Pool<(), MAX_SLOTS>,
     /// Multicasts this NIC serves (module `mcast`); record i's child list
     /// is `map::mcast_list(i)`.
     pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
@@ -480,7 +482,7 @@ impl Shared {
             credits: [Credits { send_taken: 0, send_returned: 0, recv_taken: 0, recv_returned: 0 };
                 NUM_PORTS],
             tokens: Pool::new(SendToken::EMPTY),
-            slots: Pool::new(RecvSlot::EMPTY),
+            slots: Pool::new(()),
             mcasts: Pool::new(McastRec::EMPTY),
             rx_holds: [0; map::RX_BUF_COUNT as usize],
             leaf_reports: heapless::Deque::new(),
@@ -498,6 +500,31 @@ impl Shared {
             stats: Stats { counts: [0; STAT_COUNT], dirty: false },
             trace: Trace { on: false, prod: 0 },
         }
+    }
+
+    /// Receive slot `s`'s record.
+    pub fn slot(&self, hw: &impl Hw, s: u16) -> RecvSlot {
+        let mut b = [0u8; map::RX_SLOT_SIZE as usize];
+        if (s as usize) < MAX_SLOTS {
+            hw.read(map::rx_slot(s as u32), &mut b);
+        }
+        RecvSlot::decode(&b)
+    }
+
+    /// Write receive slot `s`'s record.
+    pub fn set_slot(&self, hw: &mut impl Hw, s: u16, v: &RecvSlot) {
+        if (s as usize) < MAX_SLOTS {
+            let mut b = [0u8; map::RX_SLOT_SIZE as usize];
+            v.encode(&mut b);
+            hw.write(map::rx_slot(s as u32), &b);
+        }
+    }
+
+    /// Take a free receive slot for `v`; None when all are taken.
+    pub fn new_slot(&mut self, hw: &mut impl Hw, v: &RecvSlot) -> Option<u16> {
+        let s = self.slots.alloc(())?;
+        self.set_slot(hw, s, v);
+        Some(s)
     }
 
     pub fn bump(&mut self, s: Stat, n: u64) {

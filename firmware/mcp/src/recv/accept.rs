@@ -50,7 +50,7 @@ impl Recv {
     /// A poll from the sender of stream `key` (`h`): answer where the
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
-    pub(super) fn poll_in(&mut self, cx: &mut Shared, h: &Header, key: u32) {
+    pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, h: &Header, key: u32) {
         let Some(r) = self.find_or_make_rx(cx, key, h) else { return };
         // A poll names the sender's boot and the incarnation of a stream
         // made again. This side, still synchronised to an earlier boot or
@@ -64,7 +64,7 @@ impl Recv {
                 if boot == h.sync_boot && !crate::reliability::seq_lt(was, inc) {
                     return;
                 }
-                self.abort_assembly(cx, r);
+                self.abort_assembly(cx, hw, r);
                 self.rxs[r].sync_seen = SyncSeen::NONE;
             }
         }
@@ -172,12 +172,12 @@ impl Recv {
     }
 
     /// Drop a receiving stream's partial message (its sender gave it up).
-    pub(super) fn abort_assembly(&mut self, cx: &mut Shared, r: u16) {
+    pub(super) fn abort_assembly(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
         if let Assembly::Message { slot } = self.rxs[r].assembly {
             // The buffer was never reported: back to the front of its port's list.
             if cx.slots.is_live(slot) {
-                let p = cx.slots[slot].port as usize;
-                self.unclaim_slot(cx, slot, p);
+                let p = cx.slot(hw, slot).port as usize;
+                self.unclaim_slot(cx, hw, slot, p);
             }
         }
         self.rxs[r].assembly = Assembly::Idle;
@@ -295,6 +295,7 @@ impl Recv {
     fn claim_slot(
         &mut self,
         cx: &mut Shared,
+        hw: &mut impl Hw,
         port: usize,
         class: u8,
         prio: Priority,
@@ -302,17 +303,20 @@ impl Recv {
         let mut prev = NIL;
         let mut s = self.slots_head[port];
         while s != NIL {
-            let sl = cx.slots[s];
+            let mut sl = cx.slot(hw, s);
             if sl.size_class == class && sl.prio == prio {
                 if prev == NIL {
                     self.slots_head[port] = sl.next;
                 } else {
-                    cx.slots[prev].next = sl.next;
+                    let mut p = cx.slot(hw, prev);
+                    p.next = sl.next;
+                    cx.set_slot(hw, prev, &p);
                 }
                 if self.slots_tail[port] == s {
                     self.slots_tail[port] = prev;
                 }
-                cx.slots[s].next = NIL;
+                sl.next = NIL;
+                cx.set_slot(hw, s, &sl);
                 return Some(s);
             }
             prev = s;
@@ -353,7 +357,7 @@ impl Recv {
             };
             if news {
                 // The sender (re)starts the stream here.
-                self.abort_assembly(cx, r);
+                self.abort_assembly(cx, hw, r);
                 let rx = &mut self.rxs[r];
                 rx.win.restart(h.seq);
                 rx.nacked = None;
@@ -395,15 +399,15 @@ impl Recv {
         match h.ptype {
             PacketType::Data => {
                 if first {
-                    self.abort_assembly(cx, r);
-                    let Some(s) = self.claim_slot(cx, port, h.size_class, h.priority) else {
+                    self.abort_assembly(cx, hw, r);
+                    let Some(s) = self.claim_slot(cx, hw, port, h.size_class, h.priority) else {
                         self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
                         return;
                     };
-                    let sl = cx.slots[s];
+                    let mut sl = cx.slot(hw, s);
                     if h.msg_len as u64 > class_max_len(h.size_class).min(sl.len as u64) {
                         // A sender that broke the size-class rule: refuse.
-                        self.unclaim_slot(cx, s, port);
+                        self.unclaim_slot(cx, hw, s, port);
                         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
                         self.advance(cx, r);
                         return;
@@ -414,7 +418,7 @@ impl Recv {
                         match self.mcast_first(cx, sdma, hw, h, w) {
                             Ok(m) => m,
                             Err(code) => {
-                                self.unclaim_slot(cx, s, port);
+                                self.unclaim_slot(cx, hw, s, port);
                                 self.nack(cx, hw, buf, r, code, h);
                                 return;
                             }
@@ -423,7 +427,6 @@ impl Recv {
                         NIL
                     };
                     self.rxs[r].mrec = mrec;
-                    let sl = &mut cx.slots[s];
                     sl.mcast = if crate::MULTICAST && h.has(Flags::MCAST) {
                         h.remote | MCAST_PRESENT
                     } else {
@@ -440,8 +443,9 @@ impl Recv {
                         let mut tmp = [0u8; INLINE_MAX];
                         hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
                         hw.write(map::rx_inline(s as u32), &tmp[..n]);
-                        cx.slots[s].inline_len = n as u8;
+                        sl.inline_len = n as u8;
                     }
+                    cx.set_slot(hw, s, &sl);
                     self.rxs[r].assembly = Assembly::Message { slot: s };
                     self.rxs[r].offset = 0;
                     self.rxs[r].msg_len = h.msg_len;
@@ -452,7 +456,7 @@ impl Recv {
                     return;
                 };
                 if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
-                    self.abort_assembly(cx, r);
+                    self.abort_assembly(cx, hw, r);
                     self.drop_packet(cx, hw, buf, Stat::BadHeaders);
                     self.advance(cx, r);
                     return;
@@ -470,7 +474,7 @@ impl Recv {
                 if last {
                     self.rxs[r].mrec = NIL;
                 }
-                let vaddr = cx.slots[slot].vaddr.wrapping_add(h.offset as u64);
+                let vaddr = cx.slot(hw, slot).vaddr.wrapping_add(h.offset as u64);
                 job = Some(RdmaJob {
                     rx_buf: buf,
                     port: port as u8,
@@ -611,9 +615,11 @@ impl Recv {
     }
 
     /// Give a claimed receive slot back to the front of its port's list.
-    fn unclaim_slot(&mut self, cx: &mut Shared, s: u16, port: usize) {
-        cx.slots[s].filled = false;
-        cx.slots[s].next = self.slots_head[port];
+    fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
+        let mut sl = cx.slot(hw, s);
+        sl.filled = false;
+        sl.next = self.slots_head[port];
+        cx.set_slot(hw, s, &sl);
         self.slots_head[port] = s;
         if self.slots_tail[port] == NIL {
             self.slots_tail[port] = s;

@@ -176,8 +176,8 @@ impl Recv {
 
     /// The start of RECV's part of a pass: receive buffers SDMA took from
     /// the host join their ports' lists.
-    pub fn begin_pass(&mut self, cx: &mut Shared) {
-        self.take_provided(cx);
+    pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        self.take_provided(cx, hw);
         self.stopped = None;
     }
 
@@ -244,13 +244,16 @@ impl Recv {
 
     /// Receive buffers the host posted (through SDMA's intake) join their
     /// port's list, in posting order.
-    fn take_provided(&mut self, cx: &mut Shared) {
+    fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(i) = cx.provided.pop_front() {
-            let p = cx.slots[i].port as usize;
+            let p = cx.slot(hw, i).port as usize;
             if self.slots_tail[p] == NIL {
                 self.slots_head[p] = i;
             } else {
-                cx.slots[self.slots_tail[p]].next = i;
+                let t = self.slots_tail[p];
+                let mut tail = cx.slot(hw, t);
+                tail.next = i;
+                cx.set_slot(hw, t, &tail);
             }
             self.slots_tail[p] = i;
         }
@@ -355,7 +358,7 @@ impl Recv {
             }
             PacketType::Poll => {
                 cx.rxfree.give(hw, buf);
-                self.poll_in(cx, &h, key);
+                self.poll_in(cx, hw, &h, key);
                 Next::Handled
             }
             PacketType::Nack => {
@@ -485,16 +488,16 @@ impl Recv {
 
     /// Port `p` closed: partial messages into it are dropped and its
     /// posted receive buffers freed.
-    pub fn port_closed(&mut self, cx: &mut Shared, p: usize) {
-        self.take_provided(cx);
+    pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
+        self.take_provided(cx, hw);
         let rx: heapless::Vec<u16, MAX_STREAMS> =
             self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
-            self.abort_assembly(cx, r);
+            self.abort_assembly(cx, hw, r);
         }
         let mut s = self.slots_head[p];
         while s != NIL {
-            let next = cx.slots[s].next;
+            let next = cx.slot(hw, s).next;
             cx.slots.free(s);
             s = next;
         }

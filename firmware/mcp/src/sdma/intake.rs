@@ -101,8 +101,8 @@ impl Sdma {
             })
             .and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
         match result {
-            Ok(d) => self.accept_descriptor(cx, p, &d),
-            Err(cause) => refuse(cx, p, &b, cause, takes_send),
+            Ok(d) => self.accept_descriptor(cx, hw, p, &d),
+            Err(cause) => refuse(cx, hw, p, &b, cause, takes_send),
         }
         Taken::One
     }
@@ -188,7 +188,7 @@ impl Sdma {
         Ok(())
     }
 
-    fn accept_descriptor(&mut self, cx: &mut Shared, p: usize, d: &Descriptor) {
+    fn accept_descriptor(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize, d: &Descriptor) {
         match d.kind {
             DescKind::Send | DescKind::Put | DescKind::Get => {
                 let kind = match d.kind {
@@ -233,7 +233,7 @@ impl Sdma {
                 s.vaddr = d.local;
                 s.len = d.len;
                 s.tag = d.tag;
-                if let Some(i) = cx.slots.alloc(s) {
+                if let Some(i) = cx.new_slot(hw, &s) {
                     cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
                     // RECV posts it on the port's list at its next step
                     // (the queue holds a pass's intake: it cannot fill).
@@ -263,7 +263,14 @@ impl Sdma {
 /// A refused descriptor (`b`): its error event is owed, holding the
 /// token of its kind (`takes_send`: a send token; a Provide: a receive
 /// token).
-pub(crate) fn refuse(cx: &mut Shared, p: usize, b: &[u8], cause: ErrorCause, takes_send: bool) {
+pub(crate) fn refuse(
+    cx: &mut Shared,
+    hw: &mut impl Hw,
+    p: usize,
+    b: &[u8],
+    cause: ErrorCause,
+    takes_send: bool,
+) {
     cx.bump(Stat::Errors, 1);
     log_warn!("port {=usize}: descriptor refused: {}", p, cause);
     let tag = Descriptor::raw_tag(b);
@@ -273,7 +280,7 @@ pub(crate) fn refuse(cx: &mut Shared, p: usize, b: &[u8], cause: ErrorCause, tak
         s.port = p as u8;
         s.tag = tag;
         s.error = cause as u8;
-        if let Some(i) = cx.slots.alloc(s) {
+        if let Some(i) = cx.new_slot(hw, &s) {
             cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
             cx.owe_event(p, EvRef::Slot(i));
         }

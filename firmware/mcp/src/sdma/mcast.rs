@@ -91,7 +91,7 @@ impl Sdma {
         self.cons[p] = cons.wrapping_add(1 + extra as u32);
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {
-            refuse(cx, p, b, cause, true);
+            refuse(cx, hw, p, b, cause, true);
         }
         true
     }
