@@ -350,7 +350,8 @@ pub fn name_silent(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
 
 /// A child's report (RECV hands it over as it takes the packet): node
 /// `node`'s subtree of `subtree` members has multicast (`group`, `mseq`)
-/// but for `unreached` of them, naming up to two subtrees lost.
+/// but for `unreached` of them; `lost` is the start of its lost-heads
+/// bitmap (the heads of the subtrees it lost).
 pub fn report_in(
     cx: &mut Shared,
     hw: &mut impl Hw,
