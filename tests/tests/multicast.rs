@@ -126,3 +126,47 @@ fn every_bundled_multicast_scenario_passes_on_qemu() {
     rt::require_qemu();
     every_bundled_scenario_on(ClusterBackend::Qemu, Some(rt::firmware_image()));
 }
+
+/// A group of 6 whose member node 3 sits behind a cable that stays down:
+/// every multicast completes at the root as Incomplete, naming the
+/// members it did not reach (the binomial subtree node 3 heads) in the
+/// scenario's problem line; the others get every message.
+fn dead_cable() -> Validated {
+    let text = "profile = \"lanai9-gm\"\nseed = 3\n[firmware]\nsend_timeout_us = 20000\n\
+                [run]\nlimit_ms = 3000\n[fabric]\nnodes = 6\n\
+                [[faults.link_down]]\nlink = \"node3\"\nat_us = 0\nfor_us = 10000000\n\
+                [[flows]]\nname = \"m\"\nsrc = [0, 2]\nkind = \"multicast\"\ngroup_size = 6\n\
+                scheme = \"nic-cached\"\nalgorithm = \"binomial\"\nbytes = 64\nmessages = 2\n\
+                start_us = 100\n";
+    scenario::Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn assert_the_dead_members_are_named(r: &Report, backend: &str) {
+    use host_driver::nic_abi::multicast::{subtree_ranks, Algorithm};
+    let lost: Vec<u16> = subtree_ranks(Algorithm::Binomial, 6, 3).collect();
+    assert!(lost.len() > 1, "node 3 heads a subtree: {lost:?}");
+    let line = format!("{} members not reached nodes {lost:?}", lost.len());
+    let named = r.problems.iter().filter(|p| p.contains(&line)).count();
+    assert_eq!(named, 2, "{backend}: {:?}", r.problems);
+    assert!(r.problems.iter().all(|p| p.contains(&line)), "{backend}: {:?}", r.problems);
+    let m = r.flows[0].multicast.as_ref().expect("a multicast report");
+    let reached = 5 - lost.len() as u64;
+    assert_eq!(m.deliveries, 2 * reached, "{backend}: the others got both");
+    let f = &r.flows[0];
+    assert_eq!((f.corrupted, f.duplicates, f.out_of_order), (0, 0, 0), "{backend}");
+}
+
+#[test]
+fn members_behind_a_dead_cable_are_named_in_the_roots_completion_on_every_backend() {
+    let v = dead_cable();
+    let r = scenario::run(&v).unwrap_or_else(|e| panic!("{e}"));
+    assert_the_dead_members_are_named(&r, "sim");
+    let r = scenario::run_realtime(&v, &rt_options(ClusterBackend::Live))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_the_dead_members_are_named(&r, "live");
+    rt::require_qemu();
+    let mut o = rt_options(ClusterBackend::Qemu);
+    o.image = Some(rt::firmware_image());
+    let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{e}"));
+    assert_the_dead_members_are_named(&r, "qemu");
+}
