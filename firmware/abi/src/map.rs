@@ -24,7 +24,8 @@
 //! 0xE5000 MCAST_HEARD   1 KiB  children each multicast record heard from (fw)
 //! 0xE5400 MCAST_LOST    2 KiB  lists of the members a multicast did not reach (fw)
 //! 0xE5C00 RX_SLOTS     12 KiB  the firmware's records of posted receive buffers (fw)
-//! 0xE8C00 (end of the map; SRAM is at least 1 MiB)
+//! 0xE8C00 RX_GHOSTS    24 KiB  where receiving streams let go of stood (fw)
+//! 0xEEC00 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -135,7 +136,15 @@ pub const MCAST_LOST_LISTS: u32 = 16;
 pub const RX_SLOTS: u32 = 0x000E_5C00;
 pub const RX_SLOT_SIZE: u32 = 48;
 
-pub const MAP_END: u32 = 0x000E_8C00;
+/// Where receiving streams the firmware let go of (its table was full)
+/// stood: `RX_GHOSTS_LEN` records of `RX_GHOST_SIZE` bytes, in buckets of
+/// 4 by key. A packet of such a stream brings it back where it was, so
+/// nothing is taken twice. The layout is the firmware's own.
+pub const RX_GHOSTS: u32 = 0x000E_8C00;
+pub const RX_GHOSTS_LEN: u32 = 1024;
+pub const RX_GHOST_SIZE: u32 = 24;
+
+pub const MAP_END: u32 = 0x000E_EC00;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -173,6 +182,11 @@ pub const fn mcast_lost(i: u32) -> u32 {
 /// The firmware's record of receive slot `slot`.
 pub const fn rx_slot(slot: u32) -> u32 {
     RX_SLOTS + slot * RX_SLOT_SIZE
+}
+
+/// Ghost record `i` (`RX_GHOSTS`).
+pub const fn rx_ghost(i: u32) -> u32 {
+    RX_GHOSTS + i * RX_GHOST_SIZE
 }
 
 /// Inline bytes of receive slot `slot`.
@@ -221,7 +235,9 @@ const _: () = {
     assert!(RX_INLINE + RX_INLINE_SLOTS * crate::event::INLINE_MAX as u32 <= MCAST_HEARD);
     assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MCAST_LOST);
     assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= RX_SLOTS);
-    assert!(RX_SLOTS + RX_INLINE_SLOTS * RX_SLOT_SIZE <= MAP_END);
+    assert!(RX_SLOTS + RX_INLINE_SLOTS * RX_SLOT_SIZE <= RX_GHOSTS);
+    assert!(RX_GHOSTS + RX_GHOSTS_LEN * RX_GHOST_SIZE <= MAP_END);
+    assert!(RX_GHOSTS_LEN.is_power_of_two());
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);

@@ -51,7 +51,7 @@ impl Recv {
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
     pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, h: &Header, key: u32) {
-        let Some(r) = self.find_or_make_rx(cx, key, h) else { return };
+        let Some(r) = self.find_or_make_rx(cx, hw, key, h) else { return };
         // A poll names the sender's boot and the incarnation of a stream
         // made again. This side, still synchronised to an earlier boot or
         // incarnation, has lost the new one's SYNC: it forgets the old
@@ -80,12 +80,18 @@ impl Recv {
         self.queue_control(cx, r, nack, h.nack_code);
     }
 
-    fn find_or_make_rx(&mut self, cx: &mut Shared, key: u32, h: &Header) -> Option<u16> {
+    fn find_or_make_rx(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        key: u32,
+        h: &Header,
+    ) -> Option<u16> {
         if let Some(&r) = self.rx_index.get(&key) {
             return Some(r);
         }
         if self.rxs.available() == 0 {
-            self.evict_rx(cx);
+            self.evict_rx(cx, hw);
         }
         let mut rx = RxStream::EMPTY;
         rx.key = key;
@@ -98,35 +104,70 @@ impl Recv {
             self.rxs.free(r);
             return None;
         }
+        // A stream let go of earlier comes back where it stood.
+        if let Some(g) = super::ghosts::take(hw, key) {
+            self.rxs[r].sync_seen = g.sync;
+            self.rxs[r].win.restart(g.expected);
+        }
         Some(r)
     }
 
     /// The stream table is full: free one stream that holds nothing (no
-    /// message being placed, no ack owed or queued) and that either never
+    /// message being placed, no ack owed or queued). First one that never
     /// got its SYNC (a stray or forged packet's), carries only reports, or
     /// has been quiet for a send timeout (its sender finished or went
-    /// away). Should that sender come back it is told Unsynced and starts
-    /// again with SYNC. A data stream must stay that long: a message whose
-    /// ack was lost would be taken twice. A report taken twice is not (the
-    /// root counts each member once), so a root with more children than
-    /// the table holds lets their report streams go at once. Without
-    /// this, stray keys would fill the table for good and every new
-    /// sender's packets be dropped.
-    fn evict_rx(&mut self, cx: &mut Shared) {
+    /// away): should that sender come back it is told Unsynced and starts
+    /// again with SYNC. A report taken twice is harmless (the root counts
+    /// each member once), so a root with more children than the table
+    /// holds lets their report streams go at once. Otherwise the data
+    /// stream quiet longest, leaving its ghost (where it stood,
+    /// `ghosts`): a data stream forgotten outright could take a message
+    /// twice, sent again because its ack was lost. Without this, stray
+    /// keys would fill the table for good and every new sender's packets
+    /// be dropped.
+    fn evict_rx(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        let last = |rx: &RxStream| rx.ack_due.max(rx.nack_time);
         let quiet = |rx: &RxStream| {
             rx.sync_seen.is_none()
                 || rx.key & REPORT_STREAM != 0
-                || cx.now.saturating_sub(rx.ack_due.max(rx.nack_time)) >= cx.cfg.send_timeout
+                || cx.now.saturating_sub(last(rx)) >= cx.cfg.send_timeout
         };
-        let victim = self.rxs.live_indices().find(|&r| {
+        let idle = |r: u16| {
             let rx = &self.rxs[r];
             matches!(rx.assembly, Assembly::Idle)
                 && !rx.ack_pending
                 && !rx.on_ack_list
                 && rx.mrec == NIL
-                && quiet(rx)
                 && !cx.controls.iter().any(|c| c.rx_stream == r)
-        });
+        };
+        let mut victim = self.rxs.live_indices().find(|&r| idle(r) && quiet(&self.rxs[r]));
+        // Otherwise the idle ones, quiet longest first, until one's ghost
+        // finds room (no sort: it would cost the image more than the
+        // rare repeated search costs time).
+        let mut after: Option<(u64, u16)> = None;
+        while victim.is_none() {
+            let Some((l, r)) = self
+                .rxs
+                .live_indices()
+                .filter(|&r| idle(r))
+                .map(|r| (last(&self.rxs[r]), r))
+                .filter(|&c| after.is_none_or(|a| c > a))
+                .min()
+            else {
+                break;
+            };
+            let rx = &self.rxs[r];
+            let g = super::ghosts::Ghost {
+                key: rx.key,
+                sync: rx.sync_seen,
+                expected: rx.win.expected(),
+                last: l,
+            };
+            if super::ghosts::put(hw, cx.now, cx.cfg.send_timeout, &g) {
+                victim = Some(r);
+            }
+            after = Some((l, r));
+        }
         if let Some(r) = victim {
             self.rx_index.remove(&self.rxs[r].key);
             self.rxs.free(r);
@@ -336,7 +377,7 @@ impl Recv {
         w: &mut crate::Work,
     ) {
         let (buf, h, key) = (a.buf, &a.header, a.key);
-        let Some(r) = self.find_or_make_rx(cx, key, h) else {
+        let Some(r) = self.find_or_make_rx(cx, hw, key, h) else {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;
         };

@@ -16,6 +16,7 @@
 //! [`Recv::control_out`]).
 
 mod accept;
+mod ghosts;
 
 use crate::hw::Hw;
 use crate::pool::{Pool, NIL};
@@ -172,6 +173,7 @@ impl Recv {
         self.seen_prod = self.cons;
         self.lost_since = None;
         hw.set_reg(regs::RXDONE_CONS, self.cons);
+        ghosts::clear(hw);
     }
 
     /// The start of RECV's part of a pass: receive buffers SDMA took from
