@@ -428,7 +428,13 @@ impl Bench {
             sync_gen: 0,
             crc: 0,
         };
-        let mut pkt = vec![0u8; HEADER_LEN + 8];
+        self.onto_wire(dst, &h);
+    }
+
+    /// Packet `h` (with `h.payload_len` zero bytes) onto node `dst`'s
+    /// wire, with a good CRC.
+    fn onto_wire(&mut self, dst: usize, h: &Header) {
+        let mut pkt = vec![0u8; HEADER_LEN + h.payload_len as usize];
         h.encode(&mut pkt);
         let crc = crc32fast::hash(&pkt);
         pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
@@ -509,11 +515,7 @@ impl Bench {
             sync_gen: 0,
             crc: 0,
         };
-        let mut pkt = vec![0u8; HEADER_LEN];
-        h.encode(&mut pkt);
-        let crc = crc32fast::hash(&pkt);
-        pkt[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_le_bytes());
-        self.nodes[dst].inbox.push_back(pkt);
+        self.onto_wire(dst, &h);
     }
 }
 
