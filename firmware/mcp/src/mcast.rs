@@ -290,10 +290,13 @@ pub fn read_list(hw: &impl Hw, i: u8) -> [u8; LOST_BYTES] {
 }
 
 /// Name the heads of the children whose sends failed (noted where no
-/// SRAM access was at hand, `Shared::lost_pending`).
+/// SRAM access was at hand, `Shared::lost_pending`), and mark them heard
+/// from: they are counted, so a report that still comes from one (its
+/// send failed for want of acks that got lost) is not counted again.
 pub fn name_failed(cx: &mut Shared, hw: &mut impl Hw) {
     while let Some((r, node)) = cx.lost_pending.pop_front() {
         if cx.mcasts.is_live(r) {
+            first_word(hw, r, node);
             name_lost(cx, hw, r, node);
         }
     }
@@ -360,6 +363,9 @@ pub fn report_in(
     unreached: u16,
     lost: &[u8],
 ) {
+    // Failures noted since the last multicast step first: a child
+    // counted as failed is not counted again for its report.
+    name_failed(cx, hw);
     let Some(r) = find(cx, group, mseq) else { return };
     if !first_word(hw, r, node) {
         return;
