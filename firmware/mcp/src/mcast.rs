@@ -237,11 +237,19 @@ pub fn name_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, node: u16) {
         return;
     }
     if let Some(i) = lost_list(cx, hw, r) {
-        let at = map::mcast_lost(i as u32) + node as u32 / 8;
-        let mut b = [0u8; 1];
-        hw.read(at, &mut b);
-        hw.write(at, &[b[0] | 1 << (node % 8)]);
+        set_bit(hw, map::mcast_lost(i as u32) + node as u32 / 8, 1 << (node % 8));
     }
+}
+
+/// Set bit `mask` of the SRAM byte at `at`; false when it was set already.
+fn set_bit(hw: &mut impl Hw, at: u32, mask: u8) -> bool {
+    let mut b = [0u8; 1];
+    hw.read(at, &mut b);
+    if b[0] & mask != 0 {
+        return false;
+    }
+    hw.write(at, &[b[0] | mask]);
+    true
 }
 
 /// Add the heads a child's report names (`bytes`: the first bytes of its
@@ -325,14 +333,11 @@ fn heard(hw: &impl Hw, r: u16, node: u16) -> bool {
 /// report taken twice (its stream was let go and it came again with SYNC)
 /// counts once.
 fn first_word(hw: &mut impl Hw, r: u16, node: u16) -> bool {
-    if heard(hw, r, node) {
+    if node as usize >= nic_abi::MAX_NODES {
         return false;
     }
     let (at, bit) = map::mcast_heard(r as u32, node);
-    let mut b = [0u8; 1];
-    hw.read(at, &mut b);
-    hw.write(at, &[b[0] | bit]);
-    true
+    set_bit(hw, at, bit)
 }
 
 /// Record `r` finishes before every child answered (its deadline

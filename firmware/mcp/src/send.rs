@@ -170,11 +170,16 @@ impl Send {
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
             let key = sdma.stream_key(buf.stream);
+            let flags = hdr + field::FLAGS as u32;
+            let mut fl = [0u8; 1];
+            hw.read(flags, &mut fl);
+            let mut add = Flags::empty();
             // (A SYNC naming its incarnation has no room for an ack.)
-            let room = !get_flags(hw, hdr).contains(Flags::INCARNATION);
-            if let Some(ack) = if room { recv.piggyback_ack(key) } else { None } {
-                set_flag(hw, hdr, Flags::ACK_VALID);
-                hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
+            if fl[0] & Flags::INCARNATION.bits() == 0 {
+                if let Some(ack) = recv.piggyback_ack(key) {
+                    add |= Flags::ACK_VALID;
+                    hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
+                }
             }
             // A report also acks the data stream its message came on (in
             // `offset`, flagged MCAST): the parent may let go of its
@@ -182,9 +187,12 @@ impl Send {
             // the packets it sent arrived.
             if key & REPORT_STREAM != 0 {
                 if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
-                    set_flag(hw, hdr, Flags::MCAST);
+                    add |= Flags::MCAST;
                     hw.write(hdr + field::OFFSET as u32, &ack.to_le_bytes());
                 }
+            }
+            if !add.is_empty() {
+                hw.write(flags, &[fl[0] | add.bits()]);
             }
             self.start_txdma(cx, hw, b, w);
             built |= builds;
@@ -310,17 +318,4 @@ impl Send {
         }
         true
     }
-}
-
-/// Set flag `f` in the header at SRAM `hdr`.
-fn get_flags(hw: &impl Hw, hdr: u32) -> Flags {
-    let mut fl = [0u8; 1];
-    hw.read(hdr + field::FLAGS as u32, &mut fl);
-    Flags::from_bits_truncate(fl[0])
-}
-
-fn set_flag(hw: &mut impl Hw, hdr: u32, f: Flags) {
-    let mut fl = [0u8; 1];
-    hw.read(hdr + field::FLAGS as u32, &mut fl);
-    hw.write(hdr + field::FLAGS as u32, &[fl[0] | f.bits()]);
 }

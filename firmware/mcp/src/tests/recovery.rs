@@ -534,17 +534,17 @@ fn a_poll_from_a_new_boot_or_incarnation_whose_sync_was_lost_draws_unsynced() {
     b.stray_at(1, (2, 2), 2, true, Priority::Low, (100 << 20, Some(100)));
     b.run(50);
     assert_eq!(b.stat(1, Stat::MessagesReceived), 1);
+    // A poll to node 1 port 2 from `src`: node 1's nacks after it.
+    let poll = |b: &mut Bench, src, seq, boot, inc| {
+        b.poll_from(1, src, 2, seq, boot, inc);
+        b.run(50);
+        b.stat(1, Stat::NacksSent)
+    };
     let (acks, nacks) = (b.stat(1, Stat::AcksSent), b.stat(1, Stat::NacksSent));
-    b.poll_from(1, (2, 2), 2, (100 << 20) + 1, 7, 100);
-    b.run(50);
-    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "the stream it knows: no nack");
+    assert_eq!(poll(&mut b, (2, 2), (100 << 20) + 1, 7, 100), nacks, "the stream it knows");
     assert!(b.stat(1, Stat::AcksSent) > acks, "answered with an ack");
-    b.poll_from(1, (2, 2), 2, 5, 7, 40);
-    b.run(50);
-    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "an earlier incarnation's poll is stale");
-    b.poll_from(1, (2, 2), 2, 0, 7, 101);
-    b.run(50);
-    assert_eq!(b.stat(1, Stat::NacksSent), nacks + 1, "a later incarnation: Unsynced");
+    assert_eq!(poll(&mut b, (2, 2), 5, 7, 40), nacks, "an earlier incarnation's poll is stale");
+    assert_eq!(poll(&mut b, (2, 2), 0, 7, 101), nacks + 1, "a later incarnation: Unsynced");
     // The stream is forgotten: without a SYNC nothing is taken.
     b.stray_at(1, (2, 2), 2, false, Priority::Low, (0, None));
     b.run(50);
@@ -557,12 +557,8 @@ fn a_poll_from_a_new_boot_or_incarnation_whose_sync_was_lost_draws_unsynced() {
     b.run(50);
     assert_eq!(b.stat(1, Stat::MessagesReceived), 2);
     let nacks = b.stat(1, Stat::NacksSent);
-    b.poll_from(1, (2, 3), 2, 1, 7, 0);
-    b.run(50);
-    assert_eq!(b.stat(1, Stat::NacksSent), nacks, "the same boot: an ack");
-    b.poll_from(1, (2, 3), 2, 0, 9, 0);
-    b.run(50);
-    assert_eq!(b.stat(1, Stat::NacksSent), nacks + 1, "another boot: Unsynced");
+    assert_eq!(poll(&mut b, (2, 3), 1, 7, 0), nacks, "the same boot: an ack");
+    assert_eq!(poll(&mut b, (2, 3), 0, 9, 0), nacks + 1, "another boot: Unsynced");
 }
 
 impl Bench {
