@@ -25,7 +25,8 @@ fn main() {
         ("EVT_STAGING", map::EVT_STAGING, map::EVT_STAGING_LEN * nic_abi::event::EVENT_SIZE),
         ("TRACE", map::TRACE, map::TRACE_LEN * nic_abi::trace::TRACE_RECORD_SIZE),
         ("PORTS", map::PORTS, nic_abi::NUM_PORTS as u32 * map::PORT_WINDOW),
-        ("PAGE_TABLES", map::PAGE_TABLES, nic_abi::NUM_PORTS as u32 * map::PAGE_TABLE_SIZE),
+        ("TLB", map::TLB, map::TLB_MAX * map::TLB_ENTRY_SIZE),
+        ("PT_LINES", map::PT_LINES, map::PT_LINES_LEN * nic_abi::page_table::LINE_BYTES),
         ("TX_BUFS", map::TX_BUFS, map::TX_BUF_COUNT * map::BUF_STRIDE),
         ("RX_BUFS", map::RX_BUFS, map::RX_BUF_COUNT * map::BUF_STRIDE),
     ];

@@ -64,6 +64,17 @@ pub trait NicBackend: Clone {
     /// Shared host-memory word, Acquire (event sequence numbers).
     fn host_load_u32(&self, bus: u64) -> u32;
 
+    /// Privileged: write `entries` into port `port`'s page table in host
+    /// memory from entry `first` on (`nic_abi::page_table`). Default: a
+    /// host-memory write where `regs::port_pt_bus` says the table is (the
+    /// sim, whose driver layer is the privileged side). A live backend
+    /// asks the device process.
+    fn pt_write(&self, port: u8, first: u64, entries: &[u64]) {
+        let bus = self.sram_load_u64(nic_abi::regs::reg(nic_abi::regs::port_pt_bus(port as usize)));
+        let bytes: Vec<u8> = entries.iter().flat_map(|e| e.to_le_bytes()).collect();
+        self.host_write(bus.saturating_add(first.saturating_mul(8)), &bytes);
+    }
+
     /// Allocate `len` bytes of DMA-able host memory, page aligned.
     /// Returns the bus address, or None when host memory is exhausted.
     fn alloc_dma(&self, len: u64) -> Option<u64>;

@@ -234,6 +234,8 @@ struct Inner {
     idle: IdlePolicy,
     refused: AtomicU64,
     last_refusal: Mutex<Option<String>>,
+    /// A page-table write was refused since the last commit.
+    pt_refused: AtomicBool,
     bad_frees: AtomicU64,
     /// The flock on port<P>.lock, if this user may open it; released when
     /// this closes.
@@ -262,6 +264,8 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Pending privileged writes beyond this many bytes go at once.
 const PENDING_MAX: usize = 256 * 1024;
+/// Page-table entries per `Request::PageTable`.
+const PT_WRITE_MAX: usize = 16 * 1024;
 
 /// Where an SRAM access lands for this process.
 enum Place {
@@ -474,6 +478,7 @@ impl LiveBackend {
                 idle: opts.idle,
                 refused: AtomicU64::new(0),
                 last_refusal: Mutex::new(None),
+                pt_refused: AtomicBool::new(false),
                 bad_frees: AtomicU64::new(0),
                 _lock: lock,
             }),
@@ -875,7 +880,33 @@ impl NicBackend for LiveBackend {
     }
 
     fn commit(&self) -> Result<(), DriverError> {
-        self.inner.flush()
+        let r = self.inner.flush();
+        if self.inner.pt_refused.swap(false, Ordering::AcqRel) {
+            return Err(DriverError::cluster(&self.inner.cluster, ClusterFault::Refused));
+        }
+        r
+    }
+
+    fn pt_write(&self, _port: u8, first: u64, entries: &[u64]) {
+        // A table of a 4 GiB slice is 8 MiB: sent in pieces.
+        for (k, part) in entries.chunks(PT_WRITE_MAX).enumerate() {
+            let req = Request::PageTable {
+                first: first + (k * PT_WRITE_MAX) as u64,
+                entries: part.to_vec(),
+            };
+            let why = match self.inner.request(&req) {
+                Ok(Reply::Written { refused }) if refused.is_empty() => continue,
+                Ok(Reply::Written { refused }) => {
+                    refused.into_iter().map(|(_, w)| w).collect::<Vec<_>>().join("; ")
+                }
+                Ok(Reply::Refused { why }) => why,
+                Ok(other) => format!("control socket: unexpected reply {other:?}"),
+                Err(e) => format!("control socket: {e}"),
+            };
+            self.inner.refuse(|| why);
+            self.inner.pt_refused.store(true, Ordering::Release);
+            return;
+        }
     }
 
     fn has_heartbeat(&self) -> bool {

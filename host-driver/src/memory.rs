@@ -1,42 +1,41 @@
 //! DMA-able memory of a port: allocation through the backend, registration
-//! in the port's page table in SRAM (`nic_abi::page_table`), and host-side
-//! reads and writes of the buffers.
+//! in the port's page table in host memory (`nic_abi::page_table`), and
+//! host-side reads and writes of the buffers.
 //!
-//! Virtual addresses are the driver's own: port p sees bus address `b` at
-//! `VIRT_BASE + (p << VIRT_PORT_SHIFT) + b`, so every port has its own
-//! range, distinct from bus addresses and from the other ports', and the
-//! NIC's translation is real (a port's address means nothing in another
-//! port's table).
+//! Virtual addresses are the driver's own (`nic_abi::page_table::vaddr_of`):
+//! port p sees bus address `b` at `VIRT_BASE + (p << VIRT_PORT_SHIFT) + b`,
+//! so every port has its own range, distinct from bus addresses and from
+//! the other ports', and the NIC's translation is real (a port's address
+//! means nothing in another port's table).
 //!
-//! The driver is the only writer of the page table, so it keeps a shadow
-//! copy and probes that (no PIO reads). A new entry is written bus page
-//! first, then the word holding vpn and state (Release), so the firmware
-//! never sees a valid entry with a stale bus page. Deregistration writes
-//! tombstones (state 2, vpn kept). When a table holds no live entry and
-//! many tombstones, it is rewritten empty so probes stay short.
+//! The page table is one entry per page of the port's slice of host
+//! memory, so a port can register all of it. It lives outside the slice,
+//! and only the privileged side writes it (`NicBackend::pt_write`: the
+//! sim's driver layer; on the real-time backends the device process, on
+//! the port's request through the node's control socket). The driver keeps
+//! a shadow of the entries it wrote and looks there (no reads back).
+//! After each change it bumps the port's `PT_GEN`, so the NIC forgets the
+//! translations it cached; a deregistration waits until the firmware says
+//! (`PT_ACK`) that it has.
 //!
 //! Registration is per page and idempotent: registering a page twice is
 //! one registration; deregistering removes it whoever registered it.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use nic_abi::map::{page_table, PAGE_TABLE_ENTRIES, PAGE_TABLE_SIZE};
-use nic_abi::page_table::{find_slot, insert_slot, lookup, Pte, PteState, PTE_SIZE};
-use nic_abi::PAGE_SIZE;
+use nic_abi::page_table::pte;
+use nic_abi::port::{self as pcb, port_reg};
+use nic_abi::{regs, PAGE_SIZE};
 
 use crate::backend::NicBackend;
 use crate::port::{lock, Port};
 use crate::DriverError;
 
-/// Start of the driver's virtual address space.
-pub const VIRT_BASE: u64 = 0x1000_0000_0000;
-/// Each port's virtual range is `1 << VIRT_PORT_SHIFT` bytes.
-pub const VIRT_PORT_SHIFT: u32 = 40;
+pub use nic_abi::page_table::{vaddr_of, VIRT_BASE, VIRT_PORT_SHIFT};
 
-/// Port `port`'s virtual address of bus address `bus`.
-pub const fn vaddr_of(port: u8, bus: u64) -> u64 {
-    VIRT_BASE + ((port as u64) << VIRT_PORT_SHIFT) + bus
-}
+/// How long a deregistration waits for the firmware to forget the pages.
+const FORGET_WAIT: Duration = Duration::from_millis(100);
 
 /// A DMA-able buffer in host memory. `vaddr` is what descriptors carry and
 /// the NIC translates; `bus` is where the bytes are. Plain data: a test may
@@ -91,92 +90,88 @@ impl DmaBuf {
     }
 }
 
-/// Shadow of one port's page table, mirrored into SRAM on every change.
+/// Shadow of one port's page table: the pages registered, by virtual
+/// page number.
 pub(crate) struct PageTable {
-    base: u32,
-    ptes: Vec<Pte>,
-    live: u32,
-    dead: u32,
+    port: u8,
+    pages: BTreeMap<u64, u64>,
 }
 
 impl PageTable {
     fn new(port: u8) -> PageTable {
-        PageTable {
-            base: page_table(port as usize),
-            ptes: vec![Pte::EMPTY; PAGE_TABLE_ENTRIES as usize],
-            live: 0,
-            dead: 0,
+        PageTable { port, pages: BTreeMap::new() }
+    }
+
+    /// The table's first virtual page and its number of entries, as the
+    /// privileged side configured them.
+    fn extent<B: NicBackend>(&self, be: &B) -> (u64, u64) {
+        let p = self.port as usize;
+        let first = be.sram_load_u64(regs::reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
+        let entries = be.sram_load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
+        (first, entries)
+    }
+
+    /// Write `n` entries from virtual page `vpn`: mapping to bus pages
+    /// from `bus_page` on, or (None) to nothing.
+    fn write<B: NicBackend>(
+        &self,
+        be: &B,
+        vpn: u64,
+        n: u64,
+        bus_page: Option<u64>,
+    ) -> Result<(), DriverError> {
+        let (first, entries) = self.extent(be);
+        let Some(i) = vpn.checked_sub(first).filter(|&i| i.saturating_add(n) <= entries) else {
+            return Err(DriverError::PageTableFull);
+        };
+        let words: Vec<u64> = (0..n).map(|k| bus_page.map_or(0, |b| pte(b + k))).collect();
+        be.pt_write(self.port, i, &words);
+        Ok(())
+    }
+
+    /// Tell the NIC entries were added (`PT_ADDED`): it forgets what it
+    /// read of entries that were not valid.
+    fn added<B: NicBackend>(&self, be: &B) {
+        let p = self.port as usize;
+        let n = be.sram_load_u32(port_reg(p, pcb::PT_ADDED)).wrapping_add(1);
+        be.sram_store_u32(port_reg(p, pcb::PT_ADDED), n);
+    }
+
+    /// Tell the NIC entries were cleared (`PT_GEN`); `wait`: until it says
+    /// it forgot what it cached, where a firmware runs beside us.
+    fn changed<B: NicBackend>(&self, be: &B, wait: bool) {
+        let p = self.port as usize;
+        let gen = be.sram_load_u32(port_reg(p, pcb::PT_GEN)).wrapping_add(1);
+        be.sram_store_u32(port_reg(p, pcb::PT_GEN), gen);
+        be.doorbell();
+        if !wait || !be.has_heartbeat() {
+            // The sim runs the firmware between the driver's calls: it
+            // sees the new generation before it translates again.
+            return;
+        }
+        let start = Instant::now();
+        while be.sram_load_u32(port_reg(p, pcb::PT_ACK)) != gen
+            && be.sram_load_u32(regs::reg(regs::FW_STATUS)) == regs::FW_RUNNING
+            && start.elapsed() < FORGET_WAIT
+        {
+            std::thread::sleep(Duration::from_micros(20));
         }
     }
 
-    /// Empty the table, in SRAM too.
+    /// Forget every entry, in the table too (the port closes).
     pub(crate) fn clear<B: NicBackend>(&mut self, be: &B) {
-        be.sram_write(self.base, &vec![0u8; PAGE_TABLE_SIZE as usize]);
-        self.ptes.fill(Pte::EMPTY);
-        self.live = 0;
-        self.dead = 0;
+        let pages = std::mem::take(&mut self.pages);
+        for &vpn in pages.keys() {
+            let _ = self.write(be, vpn, 1, None);
+        }
+        let _ = be.commit();
+        if !pages.is_empty() {
+            self.changed(be, false);
+        }
     }
 
     fn lookup(&self, vpn: u64) -> Option<u64> {
-        lookup(|i| self.ptes[i as usize], vpn)
-    }
-
-    /// Map `vpn` to `bus_page`. Ok(true): a new entry; Ok(false): it was
-    /// already there.
-    fn insert<B: NicBackend>(
-        &mut self,
-        be: &B,
-        vpn: u64,
-        bus_page: u64,
-    ) -> Result<bool, DriverError> {
-        let i = insert_slot(|i| self.ptes[i as usize], vpn).ok_or(DriverError::PageTableFull)?;
-        let old = self.ptes[i as usize];
-        if old.state == PteState::Valid && old.bus_page == bus_page {
-            return Ok(false);
-        }
-        let new = Pte { state: PteState::Valid, vpn, bus_page };
-        let mut b = [0u8; PTE_SIZE as usize];
-        new.encode(&mut b);
-        let off = self.base + i * PTE_SIZE;
-        be.sram_write(off + 8, &b[8..16]);
-        be.sram_store_u64(
-            off,
-            u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-        );
-        match old.state {
-            PteState::Valid => {}
-            PteState::Deleted => {
-                self.dead -= 1;
-                self.live += 1;
-            }
-            PteState::Empty => self.live += 1,
-        }
-        self.ptes[i as usize] = new;
-        Ok(old.state != PteState::Valid)
-    }
-
-    /// Tombstone `vpn`'s entry. False: it was not there.
-    fn remove<B: NicBackend>(&mut self, be: &B, vpn: u64) -> bool {
-        let Some(i) = find_slot(|i| self.ptes[i as usize], vpn) else {
-            return false;
-        };
-        let e = &mut self.ptes[i as usize];
-        e.state = PteState::Deleted;
-        let mut b = [0u8; PTE_SIZE as usize];
-        e.encode(&mut b);
-        let word0 = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        be.sram_store_u64(self.base + i * PTE_SIZE, word0);
-        self.live -= 1;
-        self.dead += 1;
-        true
-    }
-
-    /// Rewrite the table empty if nothing is registered and tombstones
-    /// would lengthen probes.
-    fn compact_if_idle<B: NicBackend>(&mut self, be: &B) {
-        if self.live == 0 && self.dead > PAGE_TABLE_ENTRIES / 4 {
-            self.clear(be);
-        }
+        self.pages.get(&vpn).copied()
     }
 }
 
@@ -192,6 +187,7 @@ impl Memory {
     pub(crate) fn new(port: u8) -> Memory {
         Memory { port, allocs: BTreeMap::new(), table: PageTable::new(port) }
     }
+
 
     /// Hand over every allocation (the port is closing).
     pub(crate) fn take_allocations(&mut self) -> Vec<(u64, u64)> {
@@ -224,20 +220,17 @@ impl Memory {
             return Err(DriverError::BadSize);
         }
         let (vpn, bus_page, n) = Memory::pages(buf);
-        let mut added = Vec::new();
-        for k in 0..n {
-            match self.table.insert(be, vpn + k, bus_page + k) {
-                Ok(true) => added.push(vpn + k),
-                Ok(false) => {}
-                Err(e) => {
-                    // Undo this call's new entries: all or nothing.
-                    for v in added {
-                        self.table.remove(be, v);
-                    }
-                    return Err(e);
-                }
-            }
+        if (0..n).all(|k| self.table.lookup(vpn + k) == Some(bus_page + k)) {
+            return Ok(());
         }
+        self.table.write(be, vpn, n, Some(bus_page))?;
+        be.commit()?;
+        // Pages registered before keep their entries (the same bus pages:
+        // an allocation's pages are fixed), so this only adds.
+        for k in 0..n {
+            self.table.pages.insert(vpn + k, bus_page + k);
+        }
+        self.table.added(be);
         Ok(())
     }
 
@@ -250,11 +243,22 @@ impl Memory {
         if (0..n).any(|k| self.table.lookup(vpn + k).is_none()) {
             return Err(DriverError::NotRegistered);
         }
-        for k in 0..n {
-            self.table.remove(be, vpn + k);
-        }
-        self.table.compact_if_idle(be);
+        self.remove(be, vpn, n);
         Ok(())
+    }
+
+    /// Remove `n` registered-or-not pages from `vpn` and wait for the NIC
+    /// to forget them.
+    fn remove<B: NicBackend>(&mut self, be: &B, vpn: u64, n: u64) {
+        if (0..n).all(|k| self.table.lookup(vpn + k).is_none()) {
+            return;
+        }
+        let _ = self.table.write(be, vpn, n, None);
+        let _ = be.commit();
+        for k in 0..n {
+            self.table.pages.remove(&(vpn + k));
+        }
+        self.table.changed(be, true);
     }
 
     fn is_registered(&self, buf: &DmaBuf) -> bool {
@@ -331,25 +335,25 @@ impl<B: NicBackend> Port<B> {
             _ => return Err(DriverError::NotRegistered),
         }
         let (vpn, _, n) = Memory::pages(&buf);
-        for k in 0..n {
-            self.mem.table.remove(&self.be, vpn + k);
-        }
-        self.mem.table.compact_if_idle(&self.be);
+        self.mem.remove(&self.be, vpn, n);
         self.mem.allocs.remove(&buf.bus);
         self.be.free_dma(buf.bus, buf.len);
         Ok(())
     }
 
     /// Register `buf` (this port's memory): page-table entries for every
-    /// page it touches. All or nothing: PageTableFull leaves no new entry.
+    /// page it touches. A port may register all of its slice of host
+    /// memory.
     pub fn register(&mut self, buf: &DmaBuf) -> Result<(), DriverError> {
         self.mem.register(&self.be, buf)
     }
 
-    /// Remove `buf`'s pages from the page table (tombstones). Every page
-    /// must be registered (else NotRegistered, nothing changed). The
-    /// memory stays allocated: the host may still read and write it, the
-    /// NIC refuses descriptors that name it.
+    /// Remove `buf`'s pages from the page table. Every page must be
+    /// registered (else NotRegistered, nothing changed). When it returns,
+    /// the NIC has forgotten the translations it cached (real-time
+    /// backends wait for it, at most 100 ms). The memory stays allocated:
+    /// the host may still read and write it, the NIC refuses descriptors
+    /// that name it.
     pub fn deregister(&mut self, buf: &DmaBuf) -> Result<(), DriverError> {
         self.mem.deregister(&self.be, buf)
     }

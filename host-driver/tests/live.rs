@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use host_driver::cluster::ClusterDir;
-use host_driver::nic_abi::map::{self, page_table, port_window, PORT_WINDOW};
+use host_driver::nic_abi::map::{self, port_window, PORT_WINDOW};
 use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
@@ -269,6 +269,10 @@ fn ports_of_one_node_allocate_disjoint_memory() {
     assert_eq!(a.refused_accesses(), 2);
 }
 
+fn start_of_slice(be: &LiveBackend) -> u64 {
+    be.slice().0
+}
+
 #[test]
 fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     let c = cluster("bounds", 1, Regs::default());
@@ -284,10 +288,10 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     assert_eq!(be.sram_load_u32(reg(regs::MAGIC)), regs::MAGIC_VALUE);
     assert_eq!(be.refused_accesses(), 3);
     // Writes: another port's window, a register the host does not own,
-    // another port's page table, and past the end.
+    // the translation cache, and past the end.
     be.sram_store_u32(port_reg(3, pcb::STATE), 1);
     be.sram_store_u32(reg(regs::FW_STATUS), 7);
-    be.sram_write(page_table(1), &[1; 16]);
+    be.sram_write(map::TLB, &[1; 16]);
     be.sram_write(map::SRAM_MIN - 2, &[1; 4]);
     be.sram_write(port_window(2) + PORT_WINDOW - 4, &[1; 8]); // straddles out of the window
                                                               // Writes outside the window go to the device process, which refuses
@@ -306,29 +310,41 @@ fn out_of_range_and_foreign_accesses_read_zero_and_drop_writes() {
     let mut reg_evq = evq.to_le_bytes().to_vec();
     reg_evq.extend_from_slice(&64u32.to_le_bytes());
     be.sram_write(reg(regs::port_evq_bus(2)), &reg_evq);
-    be.sram_store_u64(page_table(2) + 16, 0x1234_5678_9ABC_DEF0);
     be.sram_store_u32(reg(regs::TRACE_ENABLE), 1);
     be.flush().unwrap();
     assert_eq!(sram.load_u32(reg(regs::port_evq_len(2)) as u64), Some(64));
     assert_eq!(sram.load_u64(reg(regs::port_evq_bus(2)) as u64), Some(evq));
-    assert_eq!(sram.load_u64(page_table(2) as u64 + 16), Some(0x1234_5678_9ABC_DEF0));
-    assert_eq!(be.refused_accesses(), 8);
+    // Its page table in host memory, through the device process: an entry
+    // naming a page of its slice, not one outside.
+    let layout = c.dir().host_layout();
+    let page = (start_of_slice(&be) + 5 * PAGE_SIZE) / PAGE_SIZE;
+    be.pt_write(2, 3, &[host_driver::nic_abi::page_table::pte(page)]);
+    be.commit().unwrap();
+    let host = c.dir().map_host(0).unwrap();
+    assert_eq!(
+        host.load_u64(layout.table(2) + 3 * 8),
+        Some(host_driver::nic_abi::page_table::pte(page))
+    );
+    be.pt_write(2, 4, &[host_driver::nic_abi::page_table::pte(layout.slice(3).0 / PAGE_SIZE)]);
+    assert!(be.commit().is_err(), "an entry onto port 3's memory");
+    assert_eq!(host.load_u64(layout.table(2) + 4 * 8), Some(0));
+    assert_eq!(be.refused_accesses(), 9);
     // The multicast group table (the driver installs groups), but not the
     // firmware's child lists after it.
     be.sram_store_u32(map::group_entry(3) + 4, 0x55);
     be.flush().unwrap();
     assert_eq!(sram.load_u32(map::group_entry(3) as u64 + 4), Some(0x55));
-    assert_eq!(be.refused_accesses(), 8);
+    assert_eq!(be.refused_accesses(), 9);
     be.sram_write(map::MCAST_LISTS - 2, &[1; 4]);
     assert!(be.flush().is_err(), "a write across the end of the group table");
-    assert_eq!(be.refused_accesses(), 9);
+    assert_eq!(be.refused_accesses(), 10);
     assert_eq!(sram.load_u32(map::MCAST_LISTS as u64), Some(0));
     // Host memory outside the slice, and huge addresses.
     let (start, len) = be.slice();
     be.host_write(start + len - 2, &[1, 2, 3, 4]);
     be.host_read(u64::MAX - 1, &mut b);
     assert_eq!(be.host_load_u32(start - 4), 0);
-    assert_eq!(be.refused_accesses(), 12);
+    assert_eq!(be.refused_accesses(), 13);
 }
 
 #[test]

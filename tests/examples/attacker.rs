@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use host_driver::control::{self, Reply, Request};
 use host_driver::nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
-use host_driver::nic_abi::page_table::{Pte, PteState, PTE_SIZE};
+use host_driver::nic_abi::page_table::pte;
 use host_driver::nic_abi::port::{self as pcb, port_reg};
 use host_driver::nic_abi::regs::{port_evq_bus, port_evq_len, reg};
 use host_driver::nic_abi::{map, size_class_for, Priority, NUM_PORTS, PAGE_SIZE};
@@ -102,17 +102,17 @@ fn attack(
     let mut p = nic.open_port(port, PortOptions::default()).map_err(|e| e.to_string())?;
     let (vbase, _) = dir.port_slice(victim);
 
-    // 1. SRAM outside its window, through the control socket.
-    let pte = |bus_page| {
-        let mut b = [0u8; PTE_SIZE as usize];
-        Pte { state: PteState::Valid, vpn: FORGED / PAGE_SIZE, bus_page }.encode(&mut b);
-        b
-    };
+    // 1. Page tables (in host memory, outside every slice) and SRAM
+    // outside its window, through the control socket.
+    let layout = dir.host_layout();
     refused(&be, "a page-table entry onto the victim's memory", || {
-        be.sram_write(map::page_table(port as usize) + 7 * PTE_SIZE, &pte(vbase / PAGE_SIZE))
+        be.pt_write(port, 7, &[pte(vbase / PAGE_SIZE)])
     })?;
     refused(&be, "a write into the victim's page table", || {
-        be.sram_write(map::page_table(victim as usize), &pte(vbase / PAGE_SIZE))
+        be.host_write(layout.table(victim), &pte(vbase / PAGE_SIZE).to_le_bytes())
+    })?;
+    refused(&be, "a write into its own page table in host memory", || {
+        be.host_write(layout.table(port), &pte(vbase / PAGE_SIZE).to_le_bytes())
     })?;
     refused(&be, "closing the victim's port", || {
         be.sram_store_u32(port_reg(victim as usize, pcb::STATE), pcb::STATE_CLOSED)
@@ -123,7 +123,7 @@ fn attack(
     let mut b = vec![0u8; 4096];
     for (what, off) in [
         ("reading the victim's window", map::port_window(victim as usize)),
-        ("reading the victim's page table", map::page_table(victim as usize)),
+        ("reading the translation cache", map::TLB),
         ("reading the receive buffers", map::RX_BUFS),
         ("reading the transmit buffers", map::TX_BUFS),
         ("reading the host-DMA ring", map::HDMA_RING),
@@ -134,6 +134,7 @@ fn attack(
         }
     }
     refused(&be, "reading the victim's host memory", || be.host_read(vbase, &mut b))?;
+    refused(&be, "reading the victim's page table", || be.host_read(layout.table(victim), &mut b))?;
 
     // 2. Descriptors naming memory it never registered.
     let len = (256 * PAGE_SIZE) as u32;

@@ -26,6 +26,7 @@ STAT_NAMES = [
     "Polls", "ControlDrops", "McastForwarded", "McastTreeOps",
     "McastReports", "McastCompleted", "McastBusy", "RetxTimeout", "RetxGap",
     "RetxNoBuffer", "RetxRefused", "RetxResync", "PollsSent", "StreamsEvicted",
+    "TlbHits", "TlbMisses", "TlbEvictions",
 ]
 # The counters the one view shows.
 SHOWN = [

@@ -14,7 +14,8 @@
 //! 0x46000 TRACE        32 KiB  transition trace ring
 //! 0x4E000 FLOWS         8 KiB  flow table (rate control: IDT, NDT, counters)
 //! 0x50000 PORTS        64 KiB  one 8 KiB window per port (control + send ring)
-//! 0x60000 PAGE_TABLES 128 KiB  one page table per port (privileged side writes only)
+//! 0x60000 TLB          96 KiB  the translation cache (fw; page tables are in host memory)
+//! 0x78000 PT_LINES    512 B   page-table lines being read (fw)
 //! 0x80000 TX_BUFS      66 KiB  transmit buffers
 //! 0x91000 RX_BUFS     132 KiB  receive buffers
 //! 0xB2000 DISPATCH_TRACE 64 KiB packet dispatch trace (flow, RTC)
@@ -77,10 +78,17 @@ pub const PORT_SEND_RING: u32 = 0x1000;
 /// Entries in a port's send ring (descriptors of `desc::DESC_SIZE` bytes).
 pub const SEND_RING_LEN: u32 = 64;
 
-/// Page tables: port p's table starts at `PAGE_TABLES + p * PAGE_TABLE_SIZE`.
-pub const PAGE_TABLES: u32 = 0x0006_0000;
-pub const PAGE_TABLE_ENTRIES: u32 = 1024;
-pub const PAGE_TABLE_SIZE: u32 = PAGE_TABLE_ENTRIES * crate::page_table::PTE_SIZE;
+/// The translation cache: up to `TLB_MAX` entries of `TLB_ENTRY_SIZE`
+/// bytes (the profile picks how many are used, `regs::TLB_SETS` x
+/// `regs::TLB_WAYS`). The layout is the firmware's own; the page tables
+/// themselves are in host memory (`page_table`).
+pub const TLB: u32 = 0x0006_0000;
+pub const TLB_MAX: u32 = 4096;
+pub const TLB_ENTRY_SIZE: u32 = 24;
+/// Page-table lines being read from host memory: `PT_LINES_LEN` of
+/// `page_table::LINE_BYTES` bytes.
+pub const PT_LINES: u32 = 0x0007_8000;
+pub const PT_LINES_LEN: u32 = 8;
 
 /// Room before a packet's header in a buffer for the source route.
 pub const ROUTE_ROOM: u32 = 16;
@@ -152,8 +160,14 @@ pub const fn port_window(port: usize) -> u32 {
     PORTS + port as u32 * PORT_WINDOW
 }
 
-pub const fn page_table(port: usize) -> u32 {
-    PAGE_TABLES + port as u32 * PAGE_TABLE_SIZE
+/// Translation cache entry `i` (`TLB`).
+pub const fn tlb_entry(i: u32) -> u32 {
+    TLB + i * TLB_ENTRY_SIZE
+}
+
+/// Page-table line `i` (`PT_LINES`).
+pub const fn pt_line(i: u32) -> u32 {
+    PT_LINES + i * crate::page_table::LINE_BYTES
 }
 
 pub const fn flow_entry(i: u32) -> u32 {
@@ -223,8 +237,9 @@ const _: () = {
     assert!(TRACE + TRACE_LEN * crate::trace::TRACE_RECORD_SIZE <= FLOWS);
     assert!(FLOWS + FLOW_ENTRIES * crate::flows::FLOW_ENTRY_SIZE <= PORTS);
     assert!(PORT_SEND_RING + SEND_RING_LEN * crate::desc::DESC_SIZE <= PORT_WINDOW);
-    assert!(PORTS + NUM_PORTS as u32 * PORT_WINDOW <= PAGE_TABLES);
-    assert!(PAGE_TABLES + NUM_PORTS as u32 * PAGE_TABLE_SIZE <= TX_BUFS);
+    assert!(PORTS + NUM_PORTS as u32 * PORT_WINDOW <= TLB);
+    assert!(TLB + TLB_MAX * TLB_ENTRY_SIZE <= PT_LINES);
+    assert!(PT_LINES + PT_LINES_LEN * crate::page_table::LINE_BYTES <= TX_BUFS);
     assert!(ROUTE_ROOM as usize >= ROUTE_MAX);
     assert!(BUF_STRIDE as usize >= ROUTE_ROOM as usize + crate::packet::HEADER_LEN + MAX_MTU);
     assert!(TX_BUFS + TX_BUF_COUNT * BUF_STRIDE <= RX_BUFS);
@@ -246,5 +261,5 @@ const _: () = {
     assert!(RXFREE_RING_LEN.is_power_of_two());
     assert!(RXDONE_RING_LEN.is_power_of_two());
     assert!(SEND_RING_LEN.is_power_of_two());
-    assert!(PAGE_TABLE_ENTRIES.is_power_of_two());
+    assert!(TLB_MAX.is_power_of_two());
 };

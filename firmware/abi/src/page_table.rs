@@ -1,121 +1,124 @@
-//! Per-port page tables (after GM's page hash table). Port p's table is an
-//! open-addressing hash table of `map::PAGE_TABLE_ENTRIES` entries at
-//! `map::page_table(p)`, written only by the driver (registration) and read
-//! only by the firmware (translation of virtual addresses to bus addresses).
-//! A port can reach only what it registered.
+//! Per-port page tables in host memory (after GM's page tables, which lived
+//! in host memory with a translation cache on the NIC).
 //!
-//! Entry (16 bytes): `word0 u64 = vpn << 2 | state`, `word1 u64 = bus page`.
-//! State 0 = empty (ends a probe), 1 = valid, 2 = deleted (a tombstone:
-//! probing continues). Probing is linear from [`home_slot`], at most
-//! `PAGE_TABLE_ENTRIES` steps, so every lookup is bounded.
+//! Port p's table is a linear array of 8-byte entries at bus address
+//! `regs::port_pt_bus(p)`, in host memory that only the privileged side
+//! writes (outside every port's slice). Entry i translates the virtual page
+//! `vbase / PAGE_SIZE + i`, where `vbase` is `regs::port_pt_vbase(p)`; the
+//! table has one entry per page of the port's slice, so a port can register
+//! all of its slice. An entry is `bus address of the page | PTE_VALID`, or
+//! 0 (not registered).
+//!
+//! The firmware reads a table only by host-DMA, a line of `LINE_PTES`
+//! entries at a time, and keeps what it read in its translation cache.
+//! Whoever changes a port's table then bumps the port's `PT_GEN` word
+//! (`port::PT_GEN`): the firmware forgets that port's cached translations
+//! and answers in `port::PT_ACK` with the generation it has seen.
+//!
+//! How host memory is laid out between the ports' slices and their page
+//! tables is [`HostLayout`].
 
-use crate::le::*;
-use crate::map::PAGE_TABLE_ENTRIES;
-use crate::PAGE_SIZE;
+use crate::{NUM_PORTS, PAGE_SIZE};
 
-pub const PTE_SIZE: u32 = 16;
+/// Bytes of one entry.
+pub const PTE_SIZE: u32 = 8;
+/// The entry maps a page.
+pub const PTE_VALID: u64 = 1;
+/// Entries the firmware reads in one host-DMA (one cache line's worth).
+pub const LINE_PTES: u32 = 8;
+/// Bytes of one such read.
+pub const LINE_BYTES: u32 = LINE_PTES * PTE_SIZE;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PteState {
-    Empty,
-    Valid,
-    Deleted,
-}
-
-/// One page-table entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pte {
-    pub state: PteState,
-    /// Virtual page number.
-    pub vpn: u64,
-    /// Bus page number (bus address >> 12).
-    pub bus_page: u64,
-}
-
-impl Pte {
-    pub const EMPTY: Pte = Pte { state: PteState::Empty, vpn: 0, bus_page: 0 };
-
-    #[inline]
-    pub fn encode(&self, b: &mut [u8]) {
-        let st = match self.state {
-            PteState::Empty => 0,
-            PteState::Valid => 1,
-            PteState::Deleted => 2,
-        };
-        put_u64(b, 0, (self.vpn << 2) | st);
-        put_u64(b, 8, self.bus_page);
-    }
-
-    /// Decode an entry; an unknown state reads as empty (stops probing).
-    #[inline]
-    pub fn decode(b: &[u8]) -> Pte {
-        let w0 = get_u64(b, 0);
-        let state = match w0 & 3 {
-            1 => PteState::Valid,
-            2 => PteState::Deleted,
-            _ => PteState::Empty,
-        };
-        Pte { state, vpn: w0 >> 2, bus_page: get_u64(b, 8) }
-    }
-}
-
-/// Where probing for `vpn` starts.
+/// The entry that maps a page to bus page `bus_page`.
 #[inline]
-pub fn home_slot(vpn: u64) -> u32 {
-    let h = vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 40) as u32 & (PAGE_TABLE_ENTRIES - 1)
+pub const fn pte(bus_page: u64) -> u64 {
+    (bus_page << 12) | PTE_VALID
 }
 
-/// Find the bus page of `vpn`. `read(i)` returns entry i.
-pub fn lookup(mut read: impl FnMut(u32) -> Pte, vpn: u64) -> Option<u64> {
-    let mut i = home_slot(vpn);
-    for _ in 0..PAGE_TABLE_ENTRIES {
-        let e = read(i);
-        match e.state {
-            PteState::Empty => return None,
-            PteState::Valid if e.vpn == vpn => return Some(e.bus_page),
-            _ => {}
-        }
-        i = (i + 1) & (PAGE_TABLE_ENTRIES - 1);
+/// The bus page an entry maps, if it is valid.
+#[inline]
+pub const fn pte_bus_page(e: u64) -> Option<u64> {
+    if e & PTE_VALID != 0 {
+        Some(e >> 12)
+    } else {
+        None
     }
-    None
 }
 
-/// The slot where `vpn` should be written: its current slot if present,
-/// else the first deleted or empty slot on its probe path. None: full.
-pub fn insert_slot(mut read: impl FnMut(u32) -> Pte, vpn: u64) -> Option<u32> {
-    let mut i = home_slot(vpn);
-    let mut free = None;
-    for _ in 0..PAGE_TABLE_ENTRIES {
-        let e = read(i);
-        match e.state {
-            PteState::Valid if e.vpn == vpn => return Some(i),
-            PteState::Valid => {}
-            PteState::Deleted => {
-                if free.is_none() {
-                    free = Some(i);
-                }
-            }
-            PteState::Empty => return Some(free.unwrap_or(i)),
-        }
-        i = (i + 1) & (PAGE_TABLE_ENTRIES - 1);
-    }
-    free
+/// Where the driver's virtual addresses start.
+pub const VIRT_BASE: u64 = 0x1000_0000_0000;
+/// Each port's virtual range is `1 << VIRT_PORT_SHIFT` bytes.
+pub const VIRT_PORT_SHIFT: u32 = 40;
+
+/// Port `port`'s virtual address of bus address `bus`, as the driver and
+/// the privileged side lay virtual addresses out: every port has its own
+/// range, distinct from bus addresses and from the other ports', so a
+/// port's address means nothing in another port's table.
+pub const fn vaddr_of(port: u8, bus: u64) -> u64 {
+    VIRT_BASE + ((port as u64) << VIRT_PORT_SHIFT) + bus
 }
 
-/// The slot holding `vpn`, to be overwritten with a tombstone.
-pub fn find_slot(mut read: impl FnMut(u32) -> Pte, vpn: u64) -> Option<u32> {
-    let mut i = home_slot(vpn);
-    for _ in 0..PAGE_TABLE_ENTRIES {
-        let e = read(i);
-        match e.state {
-            PteState::Empty => return None,
-            PteState::Valid if e.vpn == vpn => return Some(i),
-            _ => {}
-        }
-        i = (i + 1) & (PAGE_TABLE_ENTRIES - 1);
+/// How a node's host memory of `host_size` bytes is shared out: the
+/// ports' slices from bus address 0 up, then one page table per port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLayout {
+    /// Every port has the same slice (the sim: one memory for all the
+    /// node's ports) rather than one slice each.
+    pub shared: bool,
+    /// Bytes of each slice (page aligned).
+    pub slice_len: u64,
+    /// Bus address of port 0's page table; port p's follows at
+    /// `tables + p * table_bytes`.
+    pub tables: u64,
+    /// Bytes reserved for each table (page aligned).
+    pub table_bytes: u64,
+}
+
+impl HostLayout {
+    /// The largest slices whose tables fit beside them in `host_size`
+    /// bytes: `shared` gives every port the one slice.
+    pub const fn new(host_size: u64, shared: bool) -> HostLayout {
+        let n = if shared { 1 } else { NUM_PORTS as u64 };
+        let ports = NUM_PORTS as u64;
+        // n * S + ports * (S / 512 + PAGE) <= host_size.
+        let room = host_size.saturating_sub(ports * PAGE_SIZE);
+        let per_pte = PAGE_SIZE / PTE_SIZE as u64;
+        let s = room / (n * per_pte + ports) * per_pte / PAGE_SIZE * PAGE_SIZE;
+        let table_bytes = (s / PAGE_SIZE * PTE_SIZE as u64).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        HostLayout { shared, slice_len: s, tables: n * s, table_bytes }
     }
-    None
+
+    /// Port `p`'s slice: (first bus address, length).
+    pub const fn slice(&self, p: u8) -> (u64, u64) {
+        if self.shared {
+            (0, self.slice_len)
+        } else {
+            (p as u64 * self.slice_len, self.slice_len)
+        }
+    }
+
+    /// Bus address of port `p`'s page table.
+    pub const fn table(&self, p: u8) -> u64 {
+        self.tables + p as u64 * self.table_bytes
+    }
+
+    /// Entries of each table: one per page of a slice.
+    pub const fn entries(&self) -> u64 {
+        self.slice_len / PAGE_SIZE
+    }
+
+    /// End of the tables (bytes of host memory the layout uses).
+    pub const fn end(&self) -> u64 {
+        self.tables + NUM_PORTS as u64 * self.table_bytes
+    }
+
+    /// Bus address of the entry of port `p`'s virtual page `vpn`, if the
+    /// table has one (with the driver's virtual addresses, `vaddr_of`).
+    pub fn entry_of(&self, p: u8, vpn: u64) -> Option<u64> {
+        let first = vaddr_of(p, self.slice(p).0) / PAGE_SIZE;
+        let i = vpn.checked_sub(first).filter(|&i| i < self.entries())?;
+        Some(self.table(p) + i * PTE_SIZE as u64)
+    }
 }
 
 /// Split the virtual range `[vaddr, vaddr + len)` at page boundaries:
@@ -139,76 +142,42 @@ pub fn page_pieces(vaddr: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
 mod tests {
     use super::*;
 
-    struct Table(std::vec::Vec<Pte>);
-
-    impl Table {
-        fn new() -> Table {
-            Table(std::vec![Pte::EMPTY; PAGE_TABLE_ENTRIES as usize])
-        }
-        fn insert(&mut self, vpn: u64, bus: u64) -> bool {
-            match insert_slot(|i| self.0[i as usize], vpn) {
-                Some(i) => {
-                    self.0[i as usize] = Pte { state: PteState::Valid, vpn, bus_page: bus };
-                    true
-                }
-                None => false,
-            }
-        }
-        fn remove(&mut self, vpn: u64) -> bool {
-            match find_slot(|i| self.0[i as usize], vpn) {
-                Some(i) => {
-                    self.0[i as usize].state = PteState::Deleted;
-                    true
-                }
-                None => false,
-            }
-        }
-        fn get(&self, vpn: u64) -> Option<u64> {
-            lookup(|i| self.0[i as usize], vpn)
-        }
-    }
-
     #[test]
     fn entries_round_trip() {
-        let e = Pte { state: PteState::Valid, vpn: 0x7_0000_0001, bus_page: 99 };
-        let mut b = [0u8; 16];
-        e.encode(&mut b);
-        assert_eq!(Pte::decode(&b), e);
-        assert_eq!(Pte::decode(&[]), Pte::EMPTY);
+        assert_eq!(pte_bus_page(pte(99)), Some(99));
+        assert_eq!(pte_bus_page(pte((1 << 52) - 1)), Some((1 << 52) - 1));
+        assert_eq!(pte_bus_page(0), None);
+        assert_eq!(pte_bus_page(99 << 12), None);
     }
 
     #[test]
-    fn insert_lookup_remove() {
-        let mut t = Table::new();
-        for v in 0..500u64 {
-            assert!(t.insert(0x1000 + v * 7, v));
+    fn layouts_fit_and_tables_cover_their_slices() {
+        for host in [1u64 << 20, 8 << 20, 256 << 20, 1 << 30, 4 << 30, 3 * (1 << 30) + 12345] {
+            for shared in [false, true] {
+                let l = HostLayout::new(host, shared);
+                assert!(l.end() <= host, "{host} {shared}: {l:?}");
+                assert!(l.slice_len > 0 && l.slice_len.is_multiple_of(PAGE_SIZE));
+                assert!(l.table_bytes >= l.entries() * PTE_SIZE as u64);
+                assert!(l.tables.is_multiple_of(PAGE_SIZE));
+                // Slices end where the tables begin, and use most of it.
+                let (last, len) = l.slice(NUM_PORTS as u8 - 1);
+                assert!(last + len <= l.tables);
+                assert!(l.end() + 2 * NUM_PORTS as u64 * PAGE_SIZE >= host * 99 / 100);
+            }
         }
-        for v in 0..500u64 {
-            assert_eq!(t.get(0x1000 + v * 7), Some(v));
-        }
-        assert_eq!(t.get(5), None);
-        // Removing leaves tombstones; entries behind them stay reachable.
-        for v in (0..500u64).step_by(2) {
-            assert!(t.remove(0x1000 + v * 7));
-        }
-        for v in 0..500u64 {
-            let want = if v % 2 == 0 { None } else { Some(v) };
-            assert_eq!(t.get(0x1000 + v * 7), want);
-        }
-        assert!(!t.remove(0x1000));
     }
 
     #[test]
-    fn full_table_refuses_and_lookup_terminates() {
-        let mut t = Table::new();
-        for v in 0..PAGE_TABLE_ENTRIES as u64 {
-            assert!(t.insert(v, v));
-        }
-        assert!(!t.insert(1 << 30, 1));
-        assert_eq!(t.get(1 << 30), None);
-        // Reinserting an existing page updates it in place.
-        assert!(t.insert(3, 33));
-        assert_eq!(t.get(3), Some(33));
+    fn an_entry_exists_for_every_page_of_the_slice_and_no_other() {
+        let l = HostLayout::new(8 << 20, false);
+        let (base, len) = l.slice(3);
+        let first = vaddr_of(3, base) / PAGE_SIZE;
+        assert_eq!(l.entry_of(3, first), Some(l.table(3)));
+        let last = first + len / PAGE_SIZE - 1;
+        assert_eq!(l.entry_of(3, last), Some(l.table(3) + (len / PAGE_SIZE - 1) * 8));
+        assert_eq!(l.entry_of(3, last + 1), None);
+        assert_eq!(l.entry_of(3, first - 1), None);
+        assert!(l.entry_of(3, last).unwrap() + 8 <= l.table(4));
     }
 
     #[test]

@@ -21,8 +21,18 @@
 pub const STATE: u32 = 0x00; // u32 host
 /// Driver: incremented at each open.
 pub const GENERATION: u32 = 0x04; // u32 host
-                                  // 0x08..0x14: unused (the event queue is registered in the privileged
-                                  // registers, `regs::port_evq_bus`/`port_evq_len`).
+/// Driver: bumped after entries of the port's page table in host memory
+/// (`page_table`) were cleared or changed: the firmware then forgets the
+/// port's cached translations before it translates again.
+pub const PT_GEN: u32 = 0x08; // u32 host
+/// Firmware: the last `PT_GEN` it has seen and acted on. Once it reads
+/// back what the driver wrote, no translation cached before is used; a
+/// deregistering driver waits for it.
+pub const PT_ACK: u32 = 0x0C; // u32 fw
+/// Driver: bumped after entries were only added (a registration): the
+/// firmware forgets what it read of entries that were not valid, and
+/// keeps its cached translations.
+pub const PT_ADDED: u32 = 0x10; // u32 host
 /// Host: events consumed, free-running.
 pub const EVQ_CONSUMED: u32 = 0x14; // u32 host
 /// Host: descriptors posted in the send ring, free-running.

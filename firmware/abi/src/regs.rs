@@ -138,6 +138,10 @@ pub const RECV_TOKENS: Reg<u32> = Reg::at(0x064); // cfg
 pub const WINDOW: Reg<u32> = Reg::at(0x068); // cfg
 /// Non-zero: record state-machine transitions in the trace ring (host).
 pub const TRACE_ENABLE: Reg<u32> = Reg::at(0x06C); // host
+/// The translation cache's shape: sets (a power of two) and ways. 0: the
+/// firmware's default; the firmware caps them to what `map::TLB` holds.
+pub const TLB_SETS: Reg<u32> = Reg::at(0x070); // cfg
+pub const TLB_WAYS: Reg<u32> = Reg::at(0x074); // cfg
 
 // Host-DMA engine (host memory <-> SRAM). Commands in `map::HDMA_RING`.
 /// Commands posted (fw), free-running.
@@ -226,10 +230,29 @@ pub const fn port_evq_len(p: usize) -> Reg<u32> {
 
 /// Port `p`'s slice of a node's host memory of `host_size` bytes, as the
 /// real-time backends lay it out: `(base, len)`, NUM_PORTS equal page-
-/// aligned slices in port order.
+/// aligned slices in port order, below the ports' page tables
+/// (`page_table::HostLayout`).
 pub const fn port_slice(host_size: u64, p: u8) -> (u64, u64) {
-    let len = host_size / crate::NUM_PORTS as u64 / crate::PAGE_SIZE * crate::PAGE_SIZE;
-    (p as u64 * len, len)
+    crate::page_table::HostLayout::new(host_size, false).slice(p)
+}
+
+/// Protection: each port's page table in host memory, written by the
+/// privileged side at reset (`page_table` says what an entry is):
+/// `port_pt_bus(p)`, the table's bus address (u64), and
+/// `port_pt_vbase(p)`, the virtual address its first entry translates
+/// (u64). The table has one entry per page of the port's slice.
+pub const PORT_PTS: u32 = 0x300; // cfg
+/// Bytes per port in `PORT_PTS`.
+pub const PORT_PT_SIZE: u32 = 16;
+
+/// Port `p`'s page table: its bus address.
+pub const fn port_pt_bus(p: usize) -> Reg<u64> {
+    Reg::at(PORT_PTS + p as u32 * PORT_PT_SIZE)
+}
+
+/// Port `p`'s page table: the virtual address of its first entry's page.
+pub const fn port_pt_vbase(p: usize) -> Reg<u64> {
+    Reg::at(PORT_PTS + p as u32 * PORT_PT_SIZE + 8)
 }
 
 /// `FW_STATUS` values.

@@ -66,9 +66,16 @@ pub enum Stat {
     /// Idle streams let go of to make room for a new one when the stream
     /// table was full (sending streams, and receive streams of reports).
     StreamsEvicted = 28,
+    /// Translations found in the translation cache.
+    TlbHits = 29,
+    /// Translations not in the cache: a line of page-table entries was
+    /// read from host memory.
+    TlbMisses = 30,
+    /// Cached translations overwritten to make room.
+    TlbEvictions = 31,
 }
 
-pub const STAT_COUNT: usize = 29;
+pub const STAT_COUNT: usize = 32;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -104,6 +111,9 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::RetxResync,
     Stat::PollsSent,
     Stat::StreamsEvicted,
+    Stat::TlbHits,
+    Stat::TlbMisses,
+    Stat::TlbEvictions,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

@@ -285,6 +285,7 @@ impl Mcp {
         // entries a host left in the flow table count from now.
         self.sdma.init(cx, hw);
         cx.hdma.init(hw);
+        cx.xlat.init(hw);
         self.send.init(hw);
         self.recv.init(hw);
         cx.rxfree.init(hw);
@@ -316,6 +317,7 @@ impl Mcp {
         self.sdma.begin_pass(cx, hw, &mut w);
         cx.stats.count_quietly(Stat::Polls);
         self.check_ports(hw, &mut w);
+        self.shared.sync_tables(hw);
         self.completions(hw);
         let cx = &mut self.shared;
         self.send.completions(cx, hw);
@@ -353,6 +355,7 @@ impl Mcp {
                 HdmaAction::TxFilled(b) => self.sdma.filled(cx, hw, b),
                 HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
                 HdmaAction::EventDone(i) => self.rdma.event_written(i),
+                HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
             }
         }
     }
@@ -462,6 +465,7 @@ impl Mcp {
         }
         cx.ports[p] = shared::PortOpen { open: false, generation: 0, refused: false };
         cx.credits[p] = shared::Credits::default();
+        cx.port_tables_closed(hw, p);
         hw.store_u32(port_reg(p, FW_STATE), STATE_CLOSED);
     }
 }

@@ -16,7 +16,7 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::{MachineState, Shared};
-use crate::translate::pieces;
+use crate::translate::Xlat;
 use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, SendStatus, EVENT_SIZE, INLINE_MAX};
@@ -44,6 +44,9 @@ pub enum RdmaState {
     /// Events are owed to `port` but its queue in host memory is full
     /// (the host is behind).
     HostBehind { port: u8 },
+    /// The next copy into `port`'s memory waits for a translation (its
+    /// page-table line is being read from host memory).
+    TranslateWait { port: u8 },
 }
 
 impl RdmaState {
@@ -52,6 +55,7 @@ impl RdmaState {
     pub const RING_FULL: u8 = 2;
     pub const EVENT: u8 = 3;
     pub const HOST_BEHIND: u8 = 4;
+    pub const TRANSLATE_WAIT: u8 = 5;
 }
 
 impl MachineState for RdmaState {
@@ -64,6 +68,7 @@ impl MachineState for RdmaState {
             RdmaState::RingFull { .. } => Self::RING_FULL,
             RdmaState::Event { .. } => Self::EVENT,
             RdmaState::HostBehind { .. } => Self::HOST_BEHIND,
+            RdmaState::TranslateWait { .. } => Self::TRANSLATE_WAIT,
         }
     }
 
@@ -72,7 +77,9 @@ impl MachineState for RdmaState {
             RdmaState::Idle => 0,
             RdmaState::Copying { bytes_left, .. } => bytes_left,
             RdmaState::RingFull { jobs } => jobs as u32,
-            RdmaState::Event { port } | RdmaState::HostBehind { port } => port as u32,
+            RdmaState::Event { port }
+            | RdmaState::HostBehind { port }
+            | RdmaState::TranslateWait { port } => port as u32,
         }
     }
 }
@@ -104,6 +111,8 @@ pub struct Rdma {
     last_port: u8,
     /// A leaf's delivery waits for room among the leaf reports.
     leaf_wait: bool,
+    /// The next copy waits for a translation into this port's memory.
+    xlat_wait: Option<u8>,
 }
 
 impl Rdma {
@@ -117,6 +126,7 @@ impl Rdma {
             bytes_left: 0,
             last_port: 0,
             leaf_wait: false,
+            xlat_wait: None,
         }
     }
 
@@ -131,7 +141,9 @@ impl Rdma {
     /// What the machine waits for once it did what it could.
     fn at_rest(&self, cx: &Shared) -> RdmaState {
         let bytes_left = self.bytes_left;
-        if !cx.rdma_jobs.is_empty() {
+        if let Some(port) = self.xlat_wait {
+            RdmaState::TranslateWait { port }
+        } else if !cx.rdma_jobs.is_empty() {
             RdmaState::RingFull { jobs: cx.rdma_jobs.len() as u8 }
         } else if bytes_left > 0 {
             RdmaState::Copying { port: self.last_port, bytes_left }
@@ -198,6 +210,7 @@ impl Rdma {
     /// accepted payloads to host memory.
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        self.xlat_wait = None;
         while let Some(job) = cx.rdma_jobs.front_mut() {
             if job.relayed {
                 // Forwarded first (SDMA's fill this pass), copied next pass.
@@ -215,9 +228,13 @@ impl Rdma {
             if self.leaf_wait {
                 break;
             }
+            let (pieces, xlat) = cx.pieces(hw, job.port, job.vaddr, job.len);
+            if xlat == Xlat::Wait {
+                self.xlat_wait = Some(job.port);
+                break;
+            }
             cx.rdma_jobs.pop_front();
-            let (pieces, registered) = pieces(hw, job.port, job.vaddr, job.len);
-            if !registered {
+            if xlat == Xlat::Fault {
                 // Deregistered while the message was arriving: the bytes
                 // cannot be placed; the event still comes.
                 cx.bump(Stat::Errors, 1);

@@ -430,6 +430,8 @@ pub struct Shared {
     pub events: [heapless::Deque<EvRef, 128>; NUM_PORTS],
     pub stats: Stats,
     pub trace: Trace,
+    /// The translation cache and the page-table lines being read.
+    pub xlat: crate::translate::Translator,
 }
 
 impl Shared {
@@ -499,6 +501,7 @@ impl Shared {
             events: [EMPTY_EVENTS; NUM_PORTS],
             stats: Stats { counts: [0; STAT_COUNT], dirty: false },
             trace: Trace { on: false, prod: 0 },
+            xlat: crate::translate::Translator::new(),
         }
     }
 

@@ -8,8 +8,7 @@
 //! page of a port that closes, is gone from the cache at once, so a
 //! translation is never used after the privileged side took it back.
 //!
-//! The machines do not use it yet: translation reads each port's page
-//! table in SRAM (`translate.rs`).
+//! The firmware's cache is this over `map::TLB` (`translate.rs`).
 
 /// One cached translation. `stamp` orders the ways of a set by last use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +57,11 @@ impl Tlb {
     /// Entries the store must hold.
     pub const fn entries(&self) -> u32 {
         self.sets * self.ways
+    }
+
+    /// Sets of the cache.
+    pub const fn sets(&self) -> u32 {
+        self.sets
     }
 
     pub fn counts(&self) -> TlbCounts {

@@ -1,29 +1,406 @@
-//! Address translation: a port's virtual address to a host bus address
-//! through the port's page table in SRAM (written by the privileged side
-//! only). Every host-DMA the machines post goes through here, so a port
-//! reaches only memory it registered.
+//! Address translation: a port's virtual address to a host bus address.
+//!
+//! Each port's page table is in host memory (`nic_abi::page_table`: one
+//! 8-byte entry per page of the port's slice, written by the privileged
+//! side only). The firmware keeps recent translations in a cache in SRAM
+//! (`map::TLB`, logic in [`crate::tlb`]); a translation not cached is a
+//! miss: the firmware reads the line of `LINE_PTES` entries around it by
+//! host-DMA into `map::PT_LINES`, and the machine that asked waits
+//! ([`Xlat::Wait`]) and asks again once the line is in. What a miss costs
+//! is the host-DMA engine's price of a line read (setup + 64 bytes, from
+//! the profile); how large the cache is, the profile says too
+//! (`regs::TLB_SETS` x `regs::TLB_WAYS`).
+//!
+//! A read line stays in its slot until the slot is needed again, so an
+//! entry that is not valid is answered ([`Xlat::Fault`]) without reading
+//! it again. Whoever clears or changes entries of a port's table bumps the
+//! port's `PT_GEN`: the next translation for that port (or the next pass,
+//! `sync_tables`) forgets the port's cached entries and lines, discards
+//! lines still being read, and writes the generation to `PT_ACK`. Whoever
+//! only adds entries (a registration) bumps `PT_ADDED`: the port's lines
+//! go (they may hold the entries as they were, not valid), its cached
+//! translations stay.
+//!
+//! Every host-DMA the machines post goes through here, so a port reaches
+//! only memory it registered, and only inside its slice.
 
 use crate::hw::Hw;
+use crate::records::HdmaAction;
+use crate::shared::Shared;
+use crate::tlb::{Tlb, TlbEntry, TlbStore};
+use nic_abi::le::*;
 use nic_abi::map;
-use nic_abi::page_table::{self, page_pieces, Pte};
+use nic_abi::page_table::{page_pieces, pte_bus_page, LINE_BYTES, LINE_PTES, PTE_SIZE};
+use nic_abi::port::{port_reg, PT_ACK, PT_ADDED, PT_GEN};
 use nic_abi::regs;
-use nic_abi::PAGE_SIZE;
+use nic_abi::rings::{DmaDir, HostDmaCmd};
+use nic_abi::stats::Stat;
+use nic_abi::{NUM_PORTS, PAGE_SIZE};
 
-/// Bus address of `vaddr` in `port`'s page table.
-pub fn translate(hw: &impl Hw, port: u8, vaddr: u64) -> Option<u64> {
-    let base = map::page_table(port as usize);
-    let read = |i: u32| {
-        let mut b = [0u8; page_table::PTE_SIZE as usize];
-        hw.read(base + i * page_table::PTE_SIZE, &mut b);
-        Pte::decode(&b)
-    };
-    let page = page_table::lookup(read, vaddr / PAGE_SIZE)?;
-    // A page whose end does not fit the bus's addresses is no page: every
-    // piece of it then stays below 2^64 (no wrap in any engine). Nor is a
-    // page outside the port's own slice of host memory (a table written
-    // wrongly, or by someone it does not belong to).
-    let start = page.checked_mul(PAGE_SIZE)?;
-    in_slice(hw, port, start, PAGE_SIZE).then_some(start + vaddr % PAGE_SIZE)
+/// The answer to a translation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Xlat {
+    /// The bus address.
+    Bus(u64),
+    /// Not known yet: its page-table line is being read. Ask again later.
+    Wait,
+    /// Not registered by the port (or outside its slice).
+    Fault,
+}
+
+/// The cache's default shape when the profile gives none.
+const DEFAULT_SETS: u32 = 256;
+const DEFAULT_WAYS: u32 = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineState {
+    Free,
+    Reading,
+    Ready,
+}
+
+/// Where a port's table stands: its `PT_GEN` and `PT_ADDED` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    gen: u32,
+    added: u32,
+}
+
+/// A page-table line slot: which port's entries, from which virtual page,
+/// read at which version of the port's table.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    state: LineState,
+    port: u8,
+    first_vpn: u64,
+    version: Version,
+}
+
+const NO_LINE: Line = Line {
+    state: LineState::Free,
+    port: 0,
+    first_vpn: 0,
+    version: Version { gen: 0, added: 0 },
+};
+
+/// Translations that waited for a line: the retry that then hits is the
+/// same miss, not a hit.
+const MISSED_LEN: usize = 4;
+
+pub struct Translator {
+    tlb: Tlb,
+    lines: [Line; map::PT_LINES_LEN as usize],
+    /// The slot the next read takes when none is free (round robin).
+    next_line: u8,
+    /// The version of each port's table the cache holds.
+    versions: [Version; NUM_PORTS],
+    missed: [(u8, u64); MISSED_LEN],
+    missed_at: u8,
+}
+
+/// The cache's entries in SRAM (`map::TLB`): vpn u64, bus page u64, stamp
+/// u32, port u8, valid u8.
+struct SramTlb<'a, H: Hw>(&'a mut H);
+
+impl<H: Hw> TlbStore for SramTlb<'_, H> {
+    fn get(&self, i: u32) -> TlbEntry {
+        let mut b = [0u8; map::TLB_ENTRY_SIZE as usize];
+        self.0.read(map::tlb_entry(i), &mut b);
+        TlbEntry {
+            valid: b[21] != 0,
+            port: b[20],
+            vpn: get_u64(&b, 0),
+            bus_page: get_u64(&b, 8),
+            stamp: get_u32(&b, 16),
+        }
+    }
+
+    fn set(&mut self, i: u32, e: TlbEntry) {
+        let mut b = [0u8; map::TLB_ENTRY_SIZE as usize];
+        put_u64(&mut b, 0, e.vpn);
+        put_u64(&mut b, 8, e.bus_page);
+        put_u32(&mut b, 16, e.stamp);
+        b[20] = e.port;
+        b[21] = e.valid as u8;
+        self.0.write(map::tlb_entry(i), &b);
+    }
+}
+
+impl Translator {
+    pub const fn new() -> Translator {
+        Translator {
+            tlb: Tlb::new(DEFAULT_SETS, DEFAULT_WAYS),
+            lines: [NO_LINE; map::PT_LINES_LEN as usize],
+            next_line: 0,
+            versions: [Version { gen: 0, added: 0 }; NUM_PORTS],
+            missed: [(u8::MAX, 0); MISSED_LEN],
+            missed_at: 0,
+        }
+    }
+
+    /// At boot: the cache's shape from the configuration (capped to what
+    /// `map::TLB` holds), every entry empty, every port's generation taken
+    /// as it is and acknowledged.
+    pub fn init(&mut self, hw: &mut impl Hw) {
+        let mut sets = match hw.reg(regs::TLB_SETS) {
+            0 => DEFAULT_SETS,
+            s => s,
+        };
+        let ways = match hw.reg(regs::TLB_WAYS) {
+            0 => DEFAULT_WAYS,
+            w => w.min(map::TLB_MAX),
+        };
+        // A power of two of sets, no more than the region holds.
+        if !sets.is_power_of_two() {
+            sets = sets.checked_next_power_of_two().unwrap_or(map::TLB_MAX) / 2;
+        }
+        while sets > 1 && sets * ways > map::TLB_MAX {
+            sets /= 2;
+        }
+        let ways = ways.min(map::TLB_MAX / sets).max(1);
+        *self = Translator::new();
+        self.tlb = Tlb::new(sets.max(1), ways);
+        for i in 0..self.tlb.entries() {
+            SramTlb(hw).set(i, TlbEntry::default());
+        }
+        for p in 0..NUM_PORTS {
+            self.versions[p] = version(hw, p);
+            hw.store_u32(port_reg(p, PT_ACK), self.versions[p].gen);
+        }
+    }
+
+    /// The cache's shape: (sets, ways).
+    pub fn shape(&self) -> (u32, u32) {
+        (self.tlb.entries() / self.ways(), self.ways())
+    }
+
+    fn ways(&self) -> u32 {
+        let c = self.tlb;
+        c.entries() / c.sets()
+    }
+
+    /// Port `p`'s table is at version `v`: forget what it no longer says
+    /// (every cached translation of the port when entries were cleared or
+    /// changed; else only the lines read, which may hold entries not valid
+    /// then).
+    fn flush(&mut self, hw: &mut impl Hw, p: usize, v: Version) {
+        if v.gen != self.versions[p].gen {
+            self.tlb.invalidate_port(&mut SramTlb(hw), p as u8);
+        }
+        for l in self.lines.iter_mut() {
+            if l.port as usize == p && l.state == LineState::Ready {
+                *l = NO_LINE;
+            }
+        }
+        self.versions[p] = v;
+        hw.store_u32(port_reg(p, PT_ACK), v.gen);
+    }
+
+    /// Take port `p`'s current table version (flushing if it moved).
+    fn sync(&mut self, hw: &mut impl Hw, p: usize) {
+        let v = version(hw, p);
+        if v != self.versions[p] {
+            self.flush(hw, p, v);
+        }
+    }
+}
+
+impl Default for Translator {
+    fn default() -> Self {
+        Translator::new()
+    }
+}
+
+impl Shared {
+    /// Once a pass: acknowledge table changes of ports nothing translated
+    /// for (a deregistering driver waits for the acknowledgement).
+    pub fn sync_tables(&mut self, hw: &mut impl Hw) {
+        for p in 0..NUM_PORTS {
+            self.xlat.sync(hw, p);
+        }
+    }
+
+    /// Bus address of `port`'s virtual address `vaddr`.
+    pub fn translate(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64) -> Xlat {
+        let p = port as usize;
+        if p >= NUM_PORTS {
+            return Xlat::Fault;
+        }
+        let vpn = vaddr / PAGE_SIZE;
+        let Some(index) = table_index(hw, p, vpn) else { return Xlat::Fault };
+        self.xlat.sync(hw, p);
+        let x = &mut self.xlat;
+        let slot = x.missed.iter().position(|&m| m == (port, vpn));
+        if let Some(page) = x.tlb.lookup(&mut SramTlb(hw), port, vpn) {
+            match slot {
+                // The retry of a miss: counted as the miss it was.
+                Some(i) => x.missed[i] = (u8::MAX, 0),
+                None => self.stats.bump(Stat::TlbHits, 1),
+            }
+            return bus_in_slice(hw, p, page, vaddr);
+        }
+        let first = vpn - index % LINE_PTES as u64;
+        let version = x.versions[p];
+        let here = |l: &Line| l.port == port && l.first_vpn == first && l.version == version;
+        if let Some(i) = x.lines.iter().position(|l| l.state != LineState::Free && here(l)) {
+            if x.lines[i].state == LineState::Reading {
+                return Xlat::Wait;
+            }
+            // Read already (its valid entries were cached, and this one
+            // since let go of, or it is not valid).
+            let e = hw.load_u64(map::pt_line(i as u32) + (vpn - first) as u32 * PTE_SIZE);
+            let Some(page) = pte_bus_page(e) else { return Xlat::Fault };
+            x.tlb.insert(&mut SramTlb(hw), port, vpn, page);
+            return bus_in_slice(hw, p, page, vaddr);
+        }
+        // A miss: read the line, if a slot and the engine have room.
+        if self.hdma.space() == 0 {
+            return Xlat::Wait;
+        }
+        let i = match x.lines.iter().position(|l| l.state == LineState::Free) {
+            Some(i) => i,
+            None => {
+                let n = x.lines.len();
+                let Some(k) = (0..n)
+                    .map(|k| (x.next_line as usize + k) % n)
+                    .find(|&k| x.lines[k].state == LineState::Ready)
+                else {
+                    return Xlat::Wait; // every slot is being read
+                };
+                x.next_line = ((k + 1) % n) as u8;
+                k
+            }
+        };
+        let entries = hw.load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
+        let count = (entries - (index - (vpn - first))).min(LINE_PTES as u64) as u32;
+        let table = hw.load_u64(regs::reg(regs::port_pt_bus(p)));
+        let Some(host) = (index - (vpn - first))
+            .checked_mul(PTE_SIZE as u64)
+            .and_then(|o| table.checked_add(o))
+            .filter(|h| h.checked_add(LINE_BYTES as u64).is_some())
+        else {
+            return Xlat::Fault;
+        };
+        // Entries past the table's end read as not valid.
+        hw.write(map::pt_line(i as u32), &[0u8; LINE_BYTES as usize]);
+        x.lines[i] = Line { state: LineState::Reading, port, first_vpn: first, version };
+        x.missed[x.missed_at as usize] = (port, vpn);
+        x.missed_at = (x.missed_at + 1) % MISSED_LEN as u8;
+        let cmd = HostDmaCmd {
+            dir: DmaDir::HostToSram,
+            len: count * PTE_SIZE,
+            sram: map::pt_line(i as u32),
+            host,
+            cookie: i as u64,
+        };
+        self.hdma.post(hw, cmd, HdmaAction::PtLine(i as u8));
+        self.stats.bump(Stat::TlbMisses, 1);
+        Xlat::Wait
+    }
+
+    /// Page-table line `i` is in SRAM: cache its valid entries, unless the
+    /// table changed since it was asked for.
+    pub fn pt_line_read(&mut self, hw: &mut impl Hw, i: u8) {
+        let x = &mut self.xlat;
+        let Some(l) = x.lines.get(i as usize).copied() else { return };
+        if l.state != LineState::Reading {
+            return;
+        }
+        let p = l.port as usize;
+        x.sync(hw, p);
+        if l.version != x.versions[p] {
+            x.lines[i as usize] = NO_LINE;
+            return;
+        }
+        x.lines[i as usize].state = LineState::Ready;
+        let before = x.tlb.evictions;
+        for k in 0..LINE_PTES {
+            let e = hw.load_u64(map::pt_line(i as u32) + k * PTE_SIZE);
+            if let Some(page) = pte_bus_page(e) {
+                x.tlb.insert(&mut SramTlb(hw), l.port, l.first_vpn + k as u64, page);
+            }
+        }
+        let evicted = x.tlb.evictions - before;
+        self.stats.bump(Stat::TlbEvictions, evicted);
+    }
+
+    /// Port `p` closed: its cached translations go (a port opened again
+    /// later registers its memory again).
+    pub fn port_tables_closed(&mut self, hw: &mut impl Hw, p: usize) {
+        let v = version(hw, p);
+        self.xlat.versions[p].gen = v.gen.wrapping_sub(1);
+        self.xlat.flush(hw, p, v);
+    }
+
+    /// Is every byte of `[vaddr, vaddr + len)` registered by `port`?
+    /// `from` bytes at the start are known to be (a check resumed after a
+    /// wait); on `Wait`, it says how far the check got.
+    pub fn registered(
+        &mut self,
+        hw: &mut impl Hw,
+        port: u8,
+        vaddr: u64,
+        len: u64,
+        from: &mut u64,
+    ) -> Xlat {
+        let Some(end) = vaddr.checked_add(len) else { return Xlat::Fault };
+        let start = vaddr.saturating_add(*from).min(end);
+        for (v, n) in page_pieces(start, end - start) {
+            match self.translate(hw, port, v) {
+                Xlat::Bus(_) => *from += n,
+                other => return other,
+            }
+        }
+        Xlat::Bus(0)
+    }
+
+    /// A packet's payload (at most an MTU: it spans at most a few pages)
+    /// as host-DMA pieces: `Bus` when every page is registered, `Wait`
+    /// while a translation is being read, `Fault` when a page is not.
+    pub fn pieces(
+        &mut self,
+        hw: &mut impl Hw,
+        port: u8,
+        vaddr: u64,
+        len: u32,
+    ) -> (heapless::Vec<Piece, 4>, Xlat) {
+        let mut out = heapless::Vec::new();
+        let mut at = 0u32;
+        let mut wait = false;
+        for (v, n) in page_pieces(vaddr, len as u64) {
+            match self.translate(hw, port, v) {
+                Xlat::Bus(bus) if out.push(Piece { bus, len: n as u32, at }).is_ok() => {}
+                Xlat::Wait => wait = true,
+                _ => return (out, Xlat::Fault),
+            }
+            at += n as u32;
+        }
+        (out, if wait { Xlat::Wait } else { Xlat::Bus(0) })
+    }
+}
+
+/// Where port `p`'s table stands.
+fn version(hw: &impl Hw, p: usize) -> Version {
+    Version { gen: hw.load_u32(port_reg(p, PT_GEN)), added: hw.load_u32(port_reg(p, PT_ADDED)) }
+}
+
+/// The index of `vpn` in port `p`'s table, if the table has one.
+fn table_index(hw: &impl Hw, p: usize, vpn: u64) -> Option<u64> {
+    let first = hw.load_u64(regs::reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
+    let entries = hw.load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
+    vpn.checked_sub(first).filter(|&i| i < entries)
+}
+
+/// `vaddr`'s bus address in bus page `page`, if the whole page is in port
+/// `p`'s slice (an entry written wrongly, or by someone it does not belong
+/// to, is no translation) and its end fits the bus's addresses.
+fn bus_in_slice(hw: &impl Hw, p: usize, page: u64, vaddr: u64) -> Xlat {
+    match page.checked_mul(PAGE_SIZE) {
+        Some(start) if in_slice(hw, p as u8, start, PAGE_SIZE) => {
+            Xlat::Bus(start + vaddr % PAGE_SIZE)
+        }
+        _ => Xlat::Fault,
+    }
 }
 
 /// Is `[bus, bus + len)` inside `port`'s slice of host memory, as the
@@ -35,14 +412,6 @@ pub fn in_slice(hw: &impl Hw, port: u8, bus: u64, len: u64) -> bool {
         && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
 }
 
-/// Is every byte of `[vaddr, vaddr+len)` registered by `port`?
-pub fn registered(hw: &impl Hw, port: u8, vaddr: u64, len: u64) -> bool {
-    if vaddr.checked_add(len).is_none() {
-        return false;
-    }
-    page_pieces(vaddr, len).all(|(v, _)| translate(hw, port, v).is_some())
-}
-
 /// One page's part of a transfer: `len` bytes at bus address `bus`, `at`
 /// bytes into the transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,21 +419,4 @@ pub struct Piece {
     pub bus: u64,
     pub len: u32,
     pub at: u32,
-}
-
-/// A packet's payload (at most an MTU: it spans at most a few pages) as
-/// host-DMA pieces, and whether every page of it is registered (the
-/// pieces are those of the pages that are).
-pub fn pieces(hw: &impl Hw, port: u8, vaddr: u64, len: u32) -> (heapless::Vec<Piece, 4>, bool) {
-    let mut out = heapless::Vec::new();
-    let mut ok = true;
-    let mut at = 0u32;
-    for (v, n) in page_pieces(vaddr, len as u64) {
-        match translate(hw, port, v) {
-            Some(bus) if out.push(Piece { bus, len: n as u32, at }).is_ok() => {}
-            _ => ok = false,
-        }
-        at += n as u32;
-    }
-    (out, ok)
 }

@@ -642,6 +642,12 @@ impl ClusterDir {
         port_slice(self.manifest.host_size, port)
     }
 
+    /// How each node's host memory is shared out: the ports' slices and
+    /// their page tables.
+    pub fn host_layout(&self) -> nic_abi::page_table::HostLayout {
+        nic_abi::page_table::HostLayout::new(self.manifest.host_size, false)
+    }
+
     /// Does some process hold port `port` of `node` (its lock is taken)?
     /// The device process asks this about ports whose STATE is open to
     /// notice a dead holder. The probe takes the lock shared for an

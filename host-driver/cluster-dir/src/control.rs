@@ -57,6 +57,11 @@ pub enum Request {
     Read { off: u32, len: u32 },
     /// Writes to SRAM, applied in order, each checked on its own.
     Write { writes: Vec<SramWrite> },
+    /// Entries `first..` of the port's page table in host memory
+    /// (`nic_abi::page_table`): each 0 or a valid entry naming a page of
+    /// the port's slice; answered by `Written` (all or nothing: one bad
+    /// entry refuses the request, named by its index).
+    PageTable { first: u64, entries: Vec<u64> },
 }
 
 /// One write of a `Request::Write`.

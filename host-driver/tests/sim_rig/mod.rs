@@ -9,7 +9,8 @@
 #![allow(dead_code)]
 
 use host_driver::nic_abi::map;
-use host_driver::nic_abi::page_table::{self, Pte, PteState, PTE_SIZE};
+use host_driver::nic_abi::page_table::{self, PTE_SIZE};
+use host_driver::nic_abi::PAGE_SIZE;
 use host_driver::nic_abi::regs::{self, reg};
 use host_driver::{HostOp, Nic, NicBackend};
 use nic_emu::{
@@ -133,30 +134,37 @@ pub fn doorbells(be: &impl NicBackend) -> u32 {
     be.sram_load_u32(reg(regs::HOST_DOORBELL))
 }
 
-/// Page-table entry `i` of `port`, as stored in SRAM.
-pub fn pte(be: &impl NicBackend, port: u8, i: u32) -> Pte {
-    let mut b = [0u8; PTE_SIZE as usize];
-    be.sram_read(map::page_table(port as usize) + i * PTE_SIZE, &mut b);
-    Pte::decode(&b)
+/// Port `port`'s page table in host memory: (bus address, first virtual
+/// page, entries), as the NIC's registers say.
+pub fn table_of(be: &impl NicBackend, port: u8) -> (u64, u64, u64) {
+    let p = port as usize;
+    let bus = be.sram_load_u64(reg(regs::port_pt_bus(p)));
+    let first = be.sram_load_u64(reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
+    let entries = be.sram_load_u64(reg(regs::port_slice_len(p))) / PAGE_SIZE;
+    (bus, first, entries)
 }
 
-/// Translate through `port`'s page table in SRAM (the ABI's lookup).
+/// Page-table entry `i` of `port`, as stored in host memory.
+pub fn pte(be: &impl NicBackend, port: u8, i: u64) -> u64 {
+    let (bus, _, _) = table_of(be, port);
+    let mut b = [0u8; 8];
+    be.host_read(bus + i * PTE_SIZE as u64, &mut b);
+    u64::from_le_bytes(b)
+}
+
+/// Translate through `port`'s page table (what the NIC reads).
 pub fn lookup(be: &impl NicBackend, port: u8, vpn: u64) -> Option<u64> {
-    page_table::lookup(|i| pte(be, port, i), vpn)
+    let (_, first, entries) = table_of(be, port);
+    let i = vpn.checked_sub(first).filter(|&i| i < entries)?;
+    page_table::pte_bus_page(pte(be, port, i))
 }
 
-/// Count of entries in each state in `port`'s table: (valid, deleted).
-pub fn pte_counts(be: &impl NicBackend, port: u8) -> (u32, u32) {
-    let mut v = 0;
-    let mut d = 0;
-    for i in 0..map::PAGE_TABLE_ENTRIES {
-        match pte(be, port, i).state {
-            PteState::Valid => v += 1,
-            PteState::Deleted => d += 1,
-            PteState::Empty => {}
-        }
-    }
-    (v, d)
+/// Valid entries in `port`'s table.
+pub fn pte_count(be: &impl NicBackend, port: u8) -> u64 {
+    let (bus, _, entries) = table_of(be, port);
+    let mut b = vec![0u8; entries as usize * 8];
+    be.host_read(bus, &mut b);
+    b.chunks(8).filter(|e| e[0] & 1 != 0).count() as u64
 }
 
 /// Is `[bus, bus + len)` free host memory at the bottom of what the

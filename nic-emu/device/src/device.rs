@@ -33,6 +33,7 @@
 //! firmware, never moves packets between NICs (the fabric does) and never
 //! decides when a step happens (the backend does).
 
+use nic_abi::page_table::{vaddr_of, HostLayout};
 use nic_abi::map::{self, BUF_STRIDE, RX_BUF_COUNT};
 use nic_abi::packet::{field, HEADER_LEN};
 use nic_abi::port::{self as pcb, port_reg};
@@ -95,10 +96,11 @@ pub struct ResetConfig<'a> {
     pub send_timeout_ns: u64,
     /// Route to every node: `routes[dst]`.
     pub routes: &'a [Vec<u8>],
-    /// Each port's slice of host memory, `(base, len)`: the privileged
-    /// side's record (`regs::PORT_SLICES`) that the MCP checks every
-    /// page-table entry and event queue against.
-    pub port_slices: [(u64, u64); NUM_PORTS],
+    /// How host memory is shared out: each port's slice (the privileged
+    /// side's record, `regs::PORT_SLICES`, that the MCP checks every
+    /// translation and event queue against) and each port's page table
+    /// (`regs::PORT_PTS`).
+    pub host: HostLayout,
 }
 
 /// Write the register block's cfg words and the route table, as the NIC's
@@ -134,9 +136,15 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     sram.store_u32(reg(regs::SEND_TOKENS), p.firmware.send_tokens);
     sram.store_u32(reg(regs::RECV_TOKENS), p.firmware.recv_tokens);
     sram.store_u32(reg(regs::WINDOW), p.firmware.window);
-    for (p, &(base, len)) in cfg.port_slices.iter().enumerate() {
-        sram.store_u64(reg(regs::port_slice_base(p)), base);
-        sram.store_u64(reg(regs::port_slice_len(p)), len);
+    sram.store_u32(reg(regs::TLB_SETS), p.nic.tlb_sets);
+    sram.store_u32(reg(regs::TLB_WAYS), p.nic.tlb_ways);
+    for port in 0..NUM_PORTS as u8 {
+        let (base, len) = cfg.host.slice(port);
+        let i = port as usize;
+        sram.store_u64(reg(regs::port_slice_base(i)), base);
+        sram.store_u64(reg(regs::port_slice_len(i)), len);
+        sram.store_u64(reg(regs::port_pt_bus(i)), cfg.host.table(port));
+        sram.store_u64(reg(regs::port_pt_vbase(i)), vaddr_of(port, base));
     }
     for (dst, route) in cfg.routes.iter().enumerate() {
         let mut e = [0u8; map::ROUTE_ENTRY as usize];

@@ -5,9 +5,12 @@
 //! allocator, and the host CPU's clock.
 //!
 //! Host memory is a growable byte vector: bus address = offset. It grows to
-//! the high-water mark of allocations (at most the profile's
-//! `host.memory_bytes`). Page 0 is never handed out, so bus address 0 is
-//! never a valid buffer.
+//! the high-water mark of allocations (at most the ports' slice of the
+//! profile's `host.memory_bytes`, `page_table::HostLayout` shared). Page 0
+//! is never handed out, so bus address 0 is never a valid buffer. Above
+//! the slice are the ports' page tables, written only by the privileged
+//! side: kept apart, page by page as they are written (a 4 GiB memory's
+//! tables are 64 MiB, mostly never touched).
 //!
 //! `NodeMem` is the sim's backing of the device model's memories
 //! (`device::NicMem`): SRAM as a plain byte buffer, host-DMA as copies
@@ -34,10 +37,15 @@ pub struct NodeMem {
 }
 
 impl NodeMem {
-    pub fn new(sram_bytes: usize, host_limit: u64) -> NodeMem {
+    /// A node with `host_size` bytes of host memory, laid out as the sim
+    /// does (`HostLayout::new(host_size, true)`: one slice for every port).
+    pub fn new(sram_bytes: usize, host_size: u64) -> NodeMem {
+        let l = nic_abi::page_table::HostLayout::new(host_size, true);
+        let mut host = HostMem::new(l.slice_len);
+        host.tables_end = l.end();
         NodeMem {
             sram: vec![0; sram_bytes],
-            host: HostMem::new(host_limit),
+            host,
             host_clock: 0,
             host_busy_ns: 0,
         }
@@ -65,6 +73,14 @@ impl NicMem for NodeMem {
     #[inline]
     fn dma(&mut self, c: &HostDmaCmd) -> bool {
         let len = c.len as usize;
+        if c.host >= self.host.limit {
+            // The page tables: the firmware reads lines of them.
+            let Some(s) = span(self.sram.len(), c.sram, len) else { return false };
+            return match c.dir {
+                DmaDir::HostToSram => self.host.read_tables(c.host, &mut self.sram[s]),
+                DmaDir::SramToHost => false,
+            };
+        }
         let (Some(s), Some(h)) = (span(self.sram.len(), c.sram, len), self.host.range(c.host, len))
         else {
             return false;
@@ -87,11 +103,58 @@ pub struct HostMem {
     free: BTreeMap<u64, u64>,
     /// End of the highest allocation ever made.
     top: u64,
+    /// The page tables, `[limit, tables_end)`: pages written so far.
+    tables: BTreeMap<u64, Box<[u8]>>,
+    tables_end: u64,
 }
 
 impl HostMem {
+    /// Memory whose allocations stay below `limit` (and no page tables).
     pub fn new(limit: u64) -> HostMem {
-        HostMem { bytes: Vec::new(), limit, free: BTreeMap::new(), top: PAGE_SIZE }
+        HostMem {
+            bytes: Vec::new(),
+            limit,
+            free: BTreeMap::new(),
+            top: PAGE_SIZE,
+            tables: BTreeMap::new(),
+            tables_end: limit,
+        }
+    }
+
+    /// Is `[bus, bus + len)` in the page tables?
+    fn in_tables(&self, bus: u64, len: usize) -> bool {
+        bus >= self.limit && bus.checked_add(len as u64).is_some_and(|e| e <= self.tables_end)
+    }
+
+    /// Read the page tables (false, and zeros, outside them).
+    pub fn read_tables(&self, bus: u64, buf: &mut [u8]) -> bool {
+        buf.fill(0);
+        if !self.in_tables(bus, buf.len()) {
+            return false;
+        }
+        for (k, b) in buf.iter_mut().enumerate() {
+            let a = bus + k as u64;
+            if let Some(page) = self.tables.get(&(a / PAGE_SIZE)) {
+                *b = page[(a % PAGE_SIZE) as usize];
+            }
+        }
+        true
+    }
+
+    /// Write the page tables (the privileged side); false outside them.
+    pub fn write_tables(&mut self, bus: u64, data: &[u8]) -> bool {
+        if !self.in_tables(bus, data.len()) {
+            return false;
+        }
+        for (k, &b) in data.iter().enumerate() {
+            let a = bus + k as u64;
+            let page = self
+                .tables
+                .entry(a / PAGE_SIZE)
+                .or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice());
+            page[(a % PAGE_SIZE) as usize] = b;
+        }
+        true
     }
 
     /// Bytes of host memory that exist (bus addresses below this are valid).
@@ -120,6 +183,10 @@ impl HostMem {
 
     /// Read; bytes outside host memory read as zero.
     pub fn read(&self, bus: u64, buf: &mut [u8]) {
+        if self.in_tables(bus, buf.len()) {
+            self.read_tables(bus, buf);
+            return;
+        }
         match self.range(bus, buf.len()) {
             Some(r) => buf.copy_from_slice(&self.bytes[r]),
             None => {
@@ -136,6 +203,9 @@ impl HostMem {
     /// Write; bytes outside host memory are dropped. Returns whether all
     /// of it landed.
     pub fn write(&mut self, bus: u64, data: &[u8]) -> bool {
+        if self.in_tables(bus, data.len()) {
+            return self.write_tables(bus, data);
+        }
         match self.range(bus, data.len()) {
             Some(r) => {
                 self.bytes[r].copy_from_slice(data);

@@ -120,6 +120,22 @@ pub struct NicProfile {
     pub sram_bytes: u32,
     /// Payload bytes per packet (at most `nic_abi::MAX_MTU`).
     pub mtu: u32,
+    /// The translation cache (recent page-table entries in SRAM): sets (a
+    /// power of two) and ways; `tlb_sets * tlb_ways` at most
+    /// `map::TLB_MAX`. A miss costs a host-DMA read of
+    /// `page_table::LINE_BYTES` bytes (priced by `host_dma`).
+    #[serde(default = "default_tlb_sets")]
+    pub tlb_sets: u32,
+    #[serde(default = "default_tlb_ways")]
+    pub tlb_ways: u32,
+}
+
+fn default_tlb_sets() -> u32 {
+    256
+}
+
+fn default_tlb_ways() -> u32 {
+    4
 }
 
 /// Every link of the fabric (NIC<->switch and switch<->switch).
@@ -380,6 +396,16 @@ impl Profile {
                 "nic.sram_bytes: {} is below the SRAM map's minimum {}",
                 self.nic.sram_bytes,
                 map::SRAM_MIN
+            ));
+        }
+        let (sets, ways) = (self.nic.tlb_sets, self.nic.tlb_ways);
+        if !sets.is_power_of_two() {
+            return Err(format!("nic.tlb_sets: {sets} is not a power of two"));
+        }
+        if ways == 0 || sets as u64 * ways as u64 > map::TLB_MAX as u64 {
+            return Err(format!(
+                "nic.tlb_ways: {sets} sets x {ways} ways out of range (1 to {} entries)",
+                map::TLB_MAX
             ));
         }
         if self.nic.mtu == 0 || self.nic.mtu as usize > MAX_MTU {

@@ -10,11 +10,13 @@
 //! driver does to SRAM comes here:
 //!
 //! - reads of the public parts (the registers, routes, counters, traces, the
-//!   flow and group tables, its own page table);
+//!   flow and group tables);
 //! - writes to its own event-queue registration (a power of two of
 //!   entries inside its slice);
-//! - writes to its own page table, where every valid entry must name a
-//!   page of the port's own slice; to the multicast group table, where a
+//! - writes to its own page table in host memory (`Request::PageTable`),
+//!   where every valid entry must name a page of the port's own slice
+//!   (the table is outside every slice: no host program maps it);
+//! - writes to the multicast group table, where a
 //!   valid group must deliver to a port the writing process holds and
 //!   another process's valid group is out of reach; to `TRACE_ENABLE`.
 //!
@@ -35,8 +37,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nic_abi::group;
-use nic_abi::map::{self, page_table, port_window, PAGE_TABLE_SIZE, PORT_WINDOW};
-use nic_abi::page_table::{Pte, PteState, PTE_SIZE};
+use nic_abi::map::{self, port_window, PORT_WINDOW};
+use nic_abi::page_table::{pte_bus_page, PTE_SIZE};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg, PORT_EVQ_SIZE};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
@@ -316,7 +318,54 @@ impl Conn<'_> {
                 }
                 Ok((Reply::Written { refused }, Vec::new()))
             }
+            Request::PageTable { first, entries } => {
+                let p = self.port.ok_or("attach to a port first")?;
+                let refused = match self.page_table(p, first, &entries) {
+                    Ok(()) => Vec::new(),
+                    Err((i, why)) => vec![(i, why)],
+                };
+                Ok((Reply::Written { refused }, Vec::new()))
+            }
         }
+    }
+
+    /// Write entries `first..` of port `p`'s page table, if every one is
+    /// empty or names a page of the port's slice (else none is written:
+    /// the index of the first bad one, and why).
+    fn page_table(&self, p: u8, first: u64, entries: &[u64]) -> Result<(), (u32, String)> {
+        let layout = self.nc.dir.host_layout();
+        let end = first.checked_add(entries.len() as u64).filter(|&e| e <= layout.entries());
+        if end.is_none() {
+            return Err((
+                0,
+                format!(
+                    "entries {first}+{} of port {p}'s page table: it has {}",
+                    entries.len(),
+                    layout.entries()
+                ),
+            ));
+        }
+        for (i, &e) in entries.iter().enumerate() {
+            if e == 0 {
+                continue;
+            }
+            let bus = pte_bus_page(e).and_then(|page| page.checked_mul(PAGE_SIZE));
+            if !bus.is_some_and(|b| self.nc.in_slice(p, b, PAGE_SIZE)) {
+                return Err((
+                    i as u32,
+                    format!(
+                        "page-table entry {} of port {p} would map {e:#x}: not a page of the \
+                         port's slice of host memory",
+                        first + i as u64
+                    ),
+                ));
+            }
+        }
+        let at = layout.table(p) + first * PTE_SIZE as u64;
+        for (i, &e) in entries.iter().enumerate() {
+            self.nc.host.store_u64(at + i as u64 * PTE_SIZE as u64, e);
+        }
+        Ok(())
     }
 
     fn attach(&mut self, port: u8) -> Result<(Reply, Vec<OwnedFd>), String> {
@@ -382,9 +431,7 @@ impl Conn<'_> {
         let len = u32::try_from(w.data.len()).map_err(|_| "a write too long".to_string())?;
         let (off, end) = (w.off as u64, w.off as u64 + len as u64);
         let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
-        if inside(page_table(p as usize), PAGE_TABLE_SIZE as u64) {
-            self.check_ptes(p, w)?;
-        } else if inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64) {
+        if inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64) {
             self.check_group(w)?;
         } else if inside(reg(regs::port_evq_bus(p as usize)), PORT_EVQ_SIZE as u64) {
             self.check_evq(p, w)?;
@@ -428,27 +475,6 @@ impl Conn<'_> {
                  entries inside the port's slice of host memory"
             ))
         }
-    }
-
-    /// Every entry the write touches, as it would be after it: a valid
-    /// one must name a page inside port `p`'s slice.
-    fn check_ptes(&self, p: u8, w: &SramWrite) -> Result<(), String> {
-        let base = page_table(p as usize);
-        let first = (w.off - base) / PTE_SIZE;
-        let last = (w.off - base + w.data.len().max(1) as u32 - 1) / PTE_SIZE;
-        for i in first..=last {
-            let e = Pte::decode(&self.after(w, base + i * PTE_SIZE, PTE_SIZE as usize));
-            let bus = e.bus_page.checked_mul(PAGE_SIZE);
-            let ok = bus.is_some_and(|b| self.nc.in_slice(p, b, PAGE_SIZE));
-            if e.state == PteState::Valid && !ok {
-                return Err(format!(
-                    "page-table entry {i} of port {p} would map page {:#x} to bus page {:#x}, \
-                     outside the port's slice of host memory",
-                    e.vpn, e.bus_page
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// SRAM `[at, at + len)` as write `w` would leave it.
@@ -543,6 +569,9 @@ impl NodeControl {
         if punched.is_err() {
             self.host.fill(start, len, 0);
         }
+        // Nor anything of its page table.
+        let layout = self.dir.host_layout();
+        self.host.fill(layout.table(port), layout.table_bytes, 0);
     }
 
     /// Let go of `port`; close it if its STATE still says open (true).
@@ -560,8 +589,8 @@ impl NodeControl {
 
 /// May port `p` read SRAM `[off, off + len)`? The public parts: the
 /// registers, routes, counters, traces, flow and group tables; its own
-/// window and page table. Not other ports' windows or page tables, the
-/// engines' rings, the packet buffers or the firmware image.
+/// window. Not other ports' windows, the translation cache, the engines'
+/// rings, the packet buffers or the firmware image.
 fn readable(p: u8, off: u32, len: u32) -> bool {
     let (off, end) = (off as u64, off as u64 + len as u64);
     let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
@@ -575,7 +604,6 @@ fn readable(p: u8, off: u32, len: u32) -> bool {
         || inside(map::DISPATCH_TRACE, dispatch)
         || inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64)
         || inside(port_window(p as usize), PORT_WINDOW as u64)
-        || inside(page_table(p as usize), PAGE_TABLE_SIZE as u64)
 }
 
 /// The region of the SRAM map `off` lies in, for messages.
@@ -593,7 +621,7 @@ pub fn region_name(off: u32) -> String {
         (map::TRACE, "the transition trace"),
         (map::FLOWS, "the flow table"),
         (map::PORTS, "the port windows"),
-        (map::PAGE_TABLES, "the page tables"),
+        (map::TLB, "the translation cache"),
         (map::TX_BUFS, "the transmit buffers"),
         (map::RX_BUFS, "the receive buffers"),
         (map::DISPATCH_TRACE, "the dispatch trace"),
@@ -604,8 +632,6 @@ pub fn region_name(off: u32) -> String {
     let (start, name) = regions.iter().rev().find(|(s, _)| off >= *s).copied().unwrap_or((0, ""));
     if start == map::PORTS {
         format!("port {}'s window", (off - map::PORTS) / PORT_WINDOW)
-    } else if start == map::PAGE_TABLES {
-        format!("port {}'s page table", (off - map::PAGE_TABLES) / PAGE_TABLE_SIZE)
     } else {
         name.to_string()
     }

@@ -124,7 +124,7 @@ impl NodeRt {
             profile: &p.profile,
             send_timeout_ns: p.send_timeout_ns,
             routes: &p.routes[self.node],
-            port_slices: core::array::from_fn(|port| regs::port_slice(p.host_size, port as u8)),
+            host: nic_abi::page_table::HostLayout::new(p.host_size, false),
         };
         reset_sram(&mut self.eng.mem, &cfg);
         // The RTC runs from power-on (the cluster's start); a NIC reset

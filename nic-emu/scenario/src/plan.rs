@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 
 use nic_abi::desc::MAX_LISTED_CHILDREN;
-use nic_abi::map::PAGE_TABLE_ENTRIES;
 use nic_abi::multicast::{children_computed, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, PAGE_SIZE};
 
@@ -111,9 +110,6 @@ pub const SUB_ALIGN: u64 = 64;
 pub fn align(n: u64) -> u64 {
     n.max(1).div_ceil(SUB_ALIGN) * SUB_ALIGN
 }
-
-/// Pages a port may register: leave the hash table some slack.
-pub const PAGE_BUDGET: u64 = PAGE_TABLE_ENTRIES as u64 * 7 / 8;
 
 /// Ping-pong send buffers: two (the next request may go before the last
 /// one's completion arrives), one for messages above 64 KiB (page table).
@@ -244,17 +240,11 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
         nodes[node as usize].ports.push(PortPlan { port, pools });
     }
 
-    // Memory: pages per port (page table) and bytes per node (host memory).
+    // Memory: bytes per node (host memory; a port registers as much of it
+    // as it needs: its page table has an entry for every page).
     for n in &nodes {
         let mut node_bytes = 0u64;
         for p in &n.ports {
-            let recv: u64 = p.pools.iter().map(|q| q.count as u64 * align(q.buf_len)).sum();
-            let send: u64 = n
-                .roles
-                .iter()
-                .filter(|r| r.port == p.port)
-                .map(|r| r.slots as u64 * align(r.slot_len))
-                .sum();
             // Each pool and each role is one allocation (page aligned).
             let pages = p
                 .pools
@@ -267,20 +257,6 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
                         .map(|r| (r.slots as u64 * align(r.slot_len)).div_ceil(PAGE_SIZE)),
                 )
                 .sum::<u64>();
-            if pages > PAGE_BUDGET {
-                return Err(ScenarioError::new(format!(
-                    "node {} port {}: its flows need {} KiB of registered memory ({} KiB of \
-                     receive buffers, {} KiB of send buffers): more than a port's page table \
-                     maps ({} pages of {} KiB); use fewer or smaller messages per window",
-                    n.node,
-                    p.port,
-                    pages * PAGE_SIZE / 1024,
-                    recv / 1024,
-                    send / 1024,
-                    PAGE_BUDGET,
-                    PAGE_SIZE / 1024
-                )));
-            }
             node_bytes += pages * PAGE_SIZE + (1 << 20); // + event queue and slack
         }
         if node_bytes > lim.host_memory {

@@ -31,7 +31,6 @@ use nic_abi::le::get_u64;
 use nic_abi::regs::{self, reg};
 use nic_abi::sram::Sram;
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
-use nic_abi::NUM_PORTS;
 
 use crate::backend::{Bells, HostPrices, SimBackend};
 use crate::host::{HostApp, HostCx};
@@ -134,7 +133,7 @@ fn reset_config<'a>(
         profile: p,
         send_timeout_ns,
         routes,
-        port_slices: [(0, p.host.memory_bytes); NUM_PORTS],
+        host: nic_abi::page_table::HostLayout::new(p.host.memory_bytes, true),
     }
 }
 

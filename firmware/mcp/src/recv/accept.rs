@@ -13,7 +13,7 @@ use crate::records::*;
 use crate::reliability::{seq_le, Arrival};
 use crate::sdma::{packets_for, Sdma};
 use crate::shared::{FromRecv, Shared};
-use crate::translate::registered;
+use crate::translate::Xlat;
 use nic_abi::event::INLINE_MAX;
 use nic_abi::map;
 use nic_abi::multicast::{Algorithm, Scheme};
@@ -529,8 +529,8 @@ impl Recv {
             }
             PacketType::Put => {
                 if first {
-                    if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                        self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h);
+                    if let Some(code) = self.remote_check(cx, hw, r, port as u8, &h) {
+                        self.nack(cx, hw, buf, r, code, h);
                         return;
                     }
                     self.rxs[r].assembly = Assembly::Put { base: h.remote };
@@ -552,8 +552,8 @@ impl Recv {
                 });
             }
             PacketType::GetReq => {
-                if !registered(hw, port as u8, h.remote, h.msg_len as u64) {
-                    self.nack(cx, hw, buf, r, NackCode::RemoteAccess, h);
+                if let Some(code) = self.remote_check(cx, hw, r, port as u8, &h) {
+                    self.nack(cx, hw, buf, r, code, h);
                     return;
                 }
                 // The answer needs an internal token and a stream back to
@@ -647,6 +647,31 @@ impl Recv {
     }
 
     /// The in-order packet was taken (placed or consciously discarded).
+    /// Is the range a put or get names (`h.remote`, `h.msg_len`)
+    /// registered by `port`? None: yes. Else the nack to send: not
+    /// registered (RemoteAccess), or not known yet (Busy: a translation is
+    /// being read; the check goes on from where it got when the sender
+    /// comes again).
+    fn remote_check(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        r: u16,
+        port: u8,
+        h: &Header,
+    ) -> Option<NackCode> {
+        let st = &self.rxs[r];
+        let mut from = if st.checked_at == h.remote { st.checked as u64 } else { 0 };
+        let x = cx.registered(hw, port, h.remote, h.msg_len as u64, &mut from);
+        self.rxs[r].checked = if x == Xlat::Wait { from as u32 } else { 0 };
+        self.rxs[r].checked_at = h.remote;
+        match x {
+            Xlat::Bus(_) => None,
+            Xlat::Wait => Some(NackCode::Busy),
+            Xlat::Fault => Some(NackCode::RemoteAccess),
+        }
+    }
+
     fn advance(&mut self, cx: &Shared, r: u16) {
         let rx = &mut self.rxs[r];
         rx.win.advance();

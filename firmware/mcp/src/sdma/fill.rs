@@ -10,7 +10,7 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
 use crate::shared::{write_route, Shared};
-use crate::translate::pieces;
+use crate::translate::Xlat;
 use crate::{Work, CONTROL_RESERVE};
 use nic_abi::event::SendStatus;
 use nic_abi::map;
@@ -28,6 +28,9 @@ enum Stop {
     /// A multicast packet to a child was set up: it goes out before the
     /// next child's (each child's packet is its own pass of work).
     Yield,
+    /// The next packet's payload waits for a translation into `port`'s
+    /// memory.
+    Translate { port: u8 },
 }
 
 impl Sdma {
@@ -52,7 +55,9 @@ impl Sdma {
                 // A relayed packet's next first copy waits for the next pass.
                 break if self.relay_built { Stop::Yield } else { Stop::NothingDue };
             };
-            self.fill_packet(cx, hw, s, b, w);
+            if let Err(port) = self.fill_packet(cx, hw, s, b, w) {
+                break Stop::Translate { port };
+            }
             // After a relayed packet's first copy, only its copies for
             // further children are filled this pass (SEND sends one built
             // multicast packet a pass; the copies go along with it).
@@ -76,12 +81,13 @@ impl Sdma {
                 return;
             }
             (_, Stop::Yield, _) => SdmaState::Ready,
+            (_, Stop::Translate { port }, _) => SdmaState::TranslateWait { port },
             (_, Stop::NoRoom, _) if self.conn_queue_len > 0 => SdmaState::BufferWait,
             (_, Stop::NothingDue, Some(until)) => SdmaState::Paced { until },
             _ => self.waiting_for_acks(),
         };
         let cause = match next {
-            SdmaState::BufferWait => Cause::NoRoom,
+            SdmaState::BufferWait | SdmaState::TranslateWait { .. } => Cause::NoRoom,
             SdmaState::Paced { .. } => Cause::Paced,
             SdmaState::AckWait { .. } => Cause::Window,
             _ => Cause::Drained,
@@ -115,10 +121,37 @@ impl Sdma {
         }
     }
 
-    fn fill_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, b: u8, w: &mut Work) {
+    /// Fill buffer `b` with stream `s`'s next packet. Err(port): its
+    /// payload's translation is being read (nothing was changed).
+    fn fill_packet(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        s: u16,
+        b: u8,
+        w: &mut Work,
+    ) -> Result<(), u8> {
         let st = self.txs[s];
         let t = st.cursor;
         let pkt = cx.tokens[t].next_pkt;
+        // The payload's pieces first: a translation still being read
+        // leaves everything as it was. (A report's payload is in the
+        // buffer already, a relayed packet's in a receive buffer, a get
+        // has none: no host memory.)
+        let tok = cx.tokens[t];
+        let from_rx = tok.kind == TokKind::McastFwd
+            && crate::mcast::rec_of(cx, t)
+                .is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs);
+        let host_len = match tok.kind {
+            TokKind::Report | TokKind::Get => 0,
+            _ if from_rx => 0,
+            _ => tok.len.saturating_sub(pkt * cx.cfg.mtu).min(cx.cfg.mtu),
+        };
+        let host_at = tok.local.wrapping_add((pkt * cx.cfg.mtu) as u64);
+        let (pieces, xlat) = cx.pieces(hw, tok.port, host_at, host_len);
+        if xlat == Xlat::Wait {
+            return Err(tok.port);
+        }
         let seq = st.win.next();
         if pkt == 0 {
             cx.tokens[t].first_seq = seq;
@@ -169,7 +202,7 @@ impl Sdma {
                 None => {
                     // Its record finished without it (out of time).
                     self.abandon_stream(cx, s, Some(SendStatus::Dropped));
-                    return;
+                    return Ok(());
                 }
             },
             _ => None,
@@ -255,18 +288,14 @@ impl Sdma {
             cx.bump(Stat::McastForwarded, 1);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
             self.advance_stream(cx, s, t);
-            return;
+            return Ok(());
         }
         // Payload: one host-DMA command per page piece.
-        // (A report's payload is in the buffer already: no host memory.)
-        let host_len = if tok.kind == TokKind::Report { 0 } else { plen };
-        let (pieces, registered) =
-            pieces(hw, tok.port, tok.local.wrapping_add(off as u64), host_len);
-        if !registered {
+        if xlat == Xlat::Fault {
             // The memory was deregistered under a queued send.
             cx.bump(Stat::Errors, 1);
             self.abandon_stream(cx, s, Some(SendStatus::Dropped));
-            return;
+            return Ok(());
         }
         cx.txbufs.take(b, buf);
         let n = pieces.len();
@@ -299,6 +328,7 @@ impl Sdma {
         }
 
         self.advance_stream(cx, s, t);
+        Ok(())
     }
 
     /// Token `t`'s packet went into a buffer: stream `s` moves on.

@@ -8,7 +8,7 @@ use super::{Sdma, SdmaState};
 use crate::hw::Hw;
 use crate::records::*;
 use crate::shared::Shared;
-use crate::translate::registered;
+use crate::translate::Xlat;
 use crate::Work;
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::{ErrorCause, SendStatus};
@@ -80,11 +80,21 @@ impl Sdma {
         {
             return Taken::Nothing;
         }
+        // The memory it names, page by page through the translation cache:
+        // a page whose translation is being read keeps the descriptor in
+        // the ring (the pages found so far stay found).
+        let reg_ok = match self.range_check(cx, hw, p, parsed.as_ref().ok()) {
+            Some(ok) => ok,
+            None => {
+                self.go(cx, hw, SdmaState::TranslateWait { port: p as u8 }, Cause::NoRoom);
+                return Taken::Nothing;
+            }
+        };
         if crate::MULTICAST && kind_byte == DescKind::Multicast as u8 {
             if self.mcast_lead_pending(cx) {
                 return Taken::Nothing;
             }
-            return match self.intake_mcast(cx, hw, p, (prod, cons), &b, w) {
+            return match self.intake_mcast(cx, hw, p, (prod, cons), &b, reg_ok, w) {
                 true => Taken::Multicast,
                 false => Taken::Nothing,
             };
@@ -92,6 +102,7 @@ impl Sdma {
         self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1;
         self.cons[p] = cons.wrapping_add(1);
+        self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
 
         let result = parsed
@@ -99,7 +110,7 @@ impl Sdma {
                 DescKind::Multicast => Err(ErrorCause::BadKind),
                 _ => Ok(d),
             })
-            .and_then(|d| self.validate(cx, hw, p as u8, &d).map(|_| d));
+            .and_then(|d| self.validate(cx, p as u8, &d, reg_ok).map(|_| d));
         match result {
             Ok(d) => self.accept_descriptor(cx, hw, p, &d),
             Err(cause) => refuse(cx, hw, p, &b, cause, takes_send),
@@ -107,12 +118,41 @@ impl Sdma {
         Taken::One
     }
 
+    /// Is the memory descriptor `d` names (if it names any, and its
+    /// length is one the NIC could take) registered by port `p`? None:
+    /// not known yet (a translation is being read).
+    fn range_check(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        d: Option<&Descriptor>,
+    ) -> Option<bool> {
+        let Some(d) = d else { return Some(false) };
+        let most = class_max_len(MAX_SIZE_CLASS);
+        let len = match d.kind {
+            DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast => d.len as u64,
+            DescKind::Provide => class_max_len(d.size_class),
+            DescKind::Resume | DescKind::Alarm => return Some(false),
+        };
+        if len > most {
+            return Some(false); // refused for its length, not looked up
+        }
+        match cx.registered(hw, p as u8, d.local, len, &mut self.checked[p]) {
+            Xlat::Bus(_) => Some(true),
+            Xlat::Fault => Some(false),
+            Xlat::Wait => None,
+        }
+    }
+
+    /// Check descriptor `d` of port `p`; `reg_ok`: the memory it names is
+    /// registered by the port (`range_check`).
     pub(super) fn validate(
         &self,
         cx: &Shared,
-        hw: &impl Hw,
         p: u8,
         d: &Descriptor,
+        reg_ok: bool,
     ) -> Result<(), ErrorCause> {
         let target = || {
             if d.target_port as usize >= NUM_PORTS {
@@ -143,7 +183,7 @@ impl Sdma {
                 if d.len as u64 > class_max_len(d.size_class) {
                     return Err(ErrorCause::BadLength);
                 }
-                if !registered(hw, p, d.local, d.len as u64) {
+                if !reg_ok {
                     return Err(ErrorCause::NotRegistered);
                 }
             }
@@ -156,7 +196,7 @@ impl Sdma {
                 if d.len as u64 > class_max_len(d.size_class) {
                     return Err(ErrorCause::BadLength);
                 }
-                if !registered(hw, p, d.local, d.len as u64) {
+                if !reg_ok {
                     return Err(ErrorCause::NotRegistered);
                 }
             }
@@ -166,7 +206,7 @@ impl Sdma {
                 if d.len as u64 > class_max_len(MAX_SIZE_CLASS) {
                     return Err(ErrorCause::BadLength);
                 }
-                if !registered(hw, p, d.local, d.len as u64) {
+                if !reg_ok {
                     return Err(ErrorCause::NotRegistered);
                 }
             }
@@ -178,7 +218,7 @@ impl Sdma {
                 if (d.len as u64) < need {
                     return Err(ErrorCause::BadLength);
                 }
-                if !registered(hw, p, d.local, need) {
+                if !reg_ok {
                     return Err(ErrorCause::NotRegistered);
                 }
             }

@@ -62,6 +62,7 @@ impl Sdma {
         p: usize,
         (prod, cons): (u32, u32),
         b: &[u8],
+        reg_ok: bool,
         w: &mut Work,
     ) -> bool {
         let fields = McastFields::decode(b);
@@ -84,11 +85,12 @@ impl Sdma {
         self.go(cx, hw, super::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1 + extra as u32;
         let parsed = desc.and_then(|d| {
-            self.validate(cx, hw, p as u8, &d)?;
+            self.validate(cx, p as u8, &d, reg_ok)?;
             Ok((d, fields?))
         });
         let result = parsed.and_then(|(d, f)| self.accept_mcast(cx, hw, p, cons, &d, &f, w));
         self.cons[p] = cons.wrapping_add(1 + extra as u32);
+        self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {
             refuse(cx, hw, p, b, cause, true);

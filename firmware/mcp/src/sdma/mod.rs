@@ -58,6 +58,10 @@ pub enum SdmaState {
     Paced { until: u64 },
     /// Handling the retransmission timeout of `stream` (from `una`).
     Timeout { stream: u16, una: u32 },
+    /// A descriptor of `port` (intake) or the next packet's payload (fill)
+    /// waits for a translation: its page-table line is being read from
+    /// host memory.
+    TranslateWait { port: u8 },
 }
 
 impl SdmaState {
@@ -69,6 +73,7 @@ impl SdmaState {
     pub const PACED: u8 = 5;
     pub const TIMEOUT: u8 = 6;
     pub const READY: u8 = 7;
+    pub const TRANSLATE_WAIT: u8 = 8;
 }
 
 impl MachineState for SdmaState {
@@ -84,13 +89,14 @@ impl MachineState for SdmaState {
             SdmaState::Paced { .. } => Self::PACED,
             SdmaState::Timeout { .. } => Self::TIMEOUT,
             SdmaState::Ready => Self::READY,
+            SdmaState::TranslateWait { .. } => Self::TRANSLATE_WAIT,
         }
     }
 
     fn arg(&self) -> u32 {
         match *self {
             SdmaState::Idle | SdmaState::BufferWait | SdmaState::Ready => 0,
-            SdmaState::Intake { port } => port as u32,
+            SdmaState::Intake { port } | SdmaState::TranslateWait { port } => port as u32,
             SdmaState::FillWait { packet, .. } => packet,
             SdmaState::AckWait { una, .. } | SdmaState::Timeout { una, .. } => una,
             SdmaState::Paced { until } => until as u32,
@@ -106,6 +112,9 @@ pub struct Sdma {
     relay_built: bool,
     /// Per port: descriptors taken from the send ring.
     cons: [u32; NUM_PORTS],
+    /// Per port: bytes of the next descriptor's range found registered
+    /// so far (its check waits for translations; 0 for a new one).
+    checked: [u64; NUM_PORTS],
     /// The port intake starts at next pass (round robin).
     port_rr: u8,
     /// Per port: a pending alarm (when, tag).
@@ -150,6 +159,7 @@ impl Sdma {
             state: SdmaState::Idle,
             relay_built: false,
             cons: [0; NUM_PORTS],
+            checked: [0; NUM_PORTS],
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],
             alarm_tag: [0; NUM_PORTS],
@@ -213,6 +223,7 @@ impl Sdma {
     /// Port `p` opened: its send ring starts at 0.
     pub fn port_opened(&mut self, p: usize) {
         self.cons[p] = 0;
+        self.checked[p] = 0;
         self.alarm_at[p] = None;
         self.alarm_tag[p] = 0;
     }

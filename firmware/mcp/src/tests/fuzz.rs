@@ -141,19 +141,16 @@ fn post_descriptor(b: &mut Bench, r: &mut Rng, n: usize, p: usize) {
 /// A random entry of port `p`'s page table (the privileged side's, but
 /// the MCP must survive any content).
 fn poke_page_table(b: &mut Bench, r: &mut Rng, n: usize, p: usize) {
-    let i = r.below(u64::from(map::PAGE_TABLE_ENTRIES)) as u32;
-    let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
-    let sram = &mut b.nodes[n].sram;
-    if r.below(2) == 0 {
-        for x in &mut sram[o..o + page_table::PTE_SIZE as usize] {
-            *x = r.next() as u8;
+    let vpn = VBASE / PAGE_SIZE + r.below(HOST as u64 / PAGE_SIZE);
+    let e = match r.below(3) {
+        0 => r.next(),
+        1 => 0,
+        _ => {
+            let page = if r.below(2) == 0 { r.below(HOST as u64 / PAGE_SIZE) } else { r.value() };
+            nic_abi::page_table::pte(page & ((1 << 52) - 1))
         }
-    } else {
-        let state = [PteState::Valid, PteState::Deleted, PteState::Empty][r.below(3) as usize];
-        let vpn = if r.below(2) == 0 { VBASE / PAGE_SIZE + r.below(4096) } else { r.value() };
-        let bus_page = if r.below(2) == 0 { r.below(HOST as u64 / PAGE_SIZE) } else { r.value() };
-        Pte { state, vpn, bus_page }.encode(&mut sram[o..o + page_table::PTE_SIZE as usize]);
-    }
+    };
+    b.set_pte(n, p, vpn, e);
 }
 
 /// A packet onto node `dst`'s wire: random bytes, or a header with

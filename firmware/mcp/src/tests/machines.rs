@@ -43,6 +43,49 @@ fn one_send(b: &mut Bench, len: u32) {
     let rv = b.alloc(1, 2, 1 << class);
     b.post(1, 2, provide(rv, class, Priority::Low, 1));
     b.post(0, 1, send(v, len, 1, 2, Priority::Low, 2));
+    // The sender's NIC reads the send's page-table line first (its intake
+    // waits for it), so the next pass takes the descriptor and fills.
+    // So does the receiver's, for its buffer.
+    for n in [0, 1] {
+        b.poll_only(n);
+        assert_eq!(b.nodes[n].mcp.sdma.state(), SdmaState::Idle);
+        b.engines(n);
+    }
+}
+
+#[test]
+fn a_translation_not_cached_is_read_from_the_page_table_in_host_memory() {
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    let v = b.alloc(0, 1, 3 * 4096);
+    b.nodes[0].w32(reg(regs::TRACE_ENABLE), 1);
+    b.post(0, 1, send(v, 3 * 4096, 1, 2, Priority::Low, 2));
+    b.poll_only(0);
+    // Intake waited for the line of the send's pages: one host-DMA read of
+    // eight entries from the port's table, into SRAM.
+    let sdma = b.traced(0, Machine::Sdma);
+    assert!(
+        sdma.iter().any(|r| r.to == SdmaState::TRANSLATE_WAIT && r.arg == 1),
+        "{sdma:?}"
+    );
+    assert_eq!(b.stat(0, Stat::TlbMisses), 1);
+    assert_eq!(b.hdma_outstanding(0), 1);
+    b.engines(0);
+    b.poll_only(0);
+    // Then the descriptor is taken (its check goes on: two more pages)
+    // and its three packets filled from the cache: hits only.
+    assert!(matches!(b.nodes[0].mcp.sdma.state(), SdmaState::FillWait { packet: 2, .. }));
+    assert_eq!((b.stat(0, Stat::TlbMisses), b.stat(0, Stat::TlbHits)), (1, 5));
+    // A deregistration (the table's generation moves): the cached pages
+    // are forgotten, and a send from them is refused.
+    b.run(50);
+    b.deregister(0, 1, v, 3 * 4096);
+    b.post(0, 1, send(v, 100, 1, 2, Priority::Low, 3));
+    b.run(5);
+    assert_eq!(b.nodes[0].r32(port_reg(1, PT_ACK)), b.nodes[0].r32(port_reg(1, PT_GEN)));
+    let errs: Vec<_> = b.events(0, 1).into_iter().filter(|e| e.tag == 3).collect();
+    assert_eq!((errs[0].kind, errs[0].status), (EventKind::Error, ErrorCause::NotRegistered as u8));
+    assert_eq!(b.stat(0, Stat::TlbMisses), 2, "read again, and found not valid");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::SdmaState;
 use nic_abi::desc::{DescKind, Descriptor, DESC_SIZE};
 use nic_abi::event::{ErrorCause, Event, EventKind, SendStatus, EVENT_SIZE};
 use nic_abi::packet::{field, route_byte, Header, HEADER_LEN};
-use nic_abi::page_table::{self, Pte, PteState};
+use nic_abi::page_table::{self, pte};
 use nic_abi::port::*;
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};
@@ -28,6 +28,9 @@ mod recovery;
 
 const SRAM: usize = map::SRAM_MIN as usize;
 const HOST: usize = 8 << 20;
+/// Each port's page table (in host memory past `HOST`): an entry for every
+/// page of `HOST`.
+const TABLE_BYTES: usize = HOST / PAGE_SIZE as usize * 8;
 const EVQ_ENTRIES: u32 = 256;
 /// Virtual addresses are bus addresses plus this.
 const VBASE: u64 = 0x7000_0000_0000;
@@ -40,6 +43,8 @@ struct Node {
     inbox: VecDeque<Vec<u8>>,
     next_event: [u32; 8],
     brk: u64,
+    /// Pages of hostile mappings made so far (`map_at`).
+    hostile: u64,
 }
 
 impl Node {
@@ -109,11 +114,12 @@ impl Bench {
         for i in 0..n {
             let mut node = Node {
                 sram: vec![0u8; SRAM],
-                host: vec![0u8; HOST],
+                host: vec![0u8; HOST + 8 * TABLE_BYTES],
                 mcp: Box::new(Mcp::new()),
                 inbox: VecDeque::new(),
                 next_event: [1; 8],
                 brk: 0x10000,
+                hostile: 0,
             };
             node.w32(reg(regs::MAGIC), regs::MAGIC_VALUE);
             node.w32(reg(regs::ABI_VERSION), regs::ABI_VERSION_VALUE);
@@ -132,6 +138,8 @@ impl Bench {
             for p in 0..8 {
                 node.w64(reg(regs::port_slice_base(p)), 0);
                 node.w64(reg(regs::port_slice_len(p)), HOST as u64);
+                node.w64(reg(regs::port_pt_bus(p)), (HOST + p * TABLE_BYTES) as u64);
+                node.w64(reg(regs::port_pt_vbase(p)), VBASE);
             }
             for d in 0..n {
                 let e = map::route_entry(d);
@@ -211,7 +219,7 @@ impl Bench {
             let (s, h, n) = (c.sram as usize, c.host as usize, c.len as usize);
             // The engine refuses (and counts) a transfer outside either memory.
             let fits = |at: usize, len: usize| at.checked_add(n).is_some_and(|e| e <= len);
-            if fits(s, SRAM) && fits(h, HOST) {
+            if fits(s, SRAM) && fits(h, node.host.len()) {
                 match c.dir {
                     DmaDir::HostToSram => node.sram[s..s + n].copy_from_slice(&node.host[h..h + n]),
                     DmaDir::SramToHost => node.host[h..h + n].copy_from_slice(&node.sram[s..s + n]),
@@ -361,31 +369,32 @@ impl Bench {
         v
     }
 
-    fn pt_read(&self, n: usize, p: usize) -> impl Fn(u32) -> Pte + '_ {
-        move |i| {
-            let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
-            Pte::decode(&self.nodes[n].sram[o..o + 16])
-        }
+    /// Write entry `e` for virtual page `vpn` into port p's page table
+    /// (in host memory, as the privileged side does), and tell the NIC.
+    fn set_pte(&mut self, n: usize, p: usize, vpn: u64, e: u64) {
+        let node = &mut self.nodes[n];
+        let first = node.r64(reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
+        let entries = node.r64(reg(regs::port_slice_len(p))) / PAGE_SIZE;
+        let i = vpn.checked_sub(first).filter(|&i| i < entries).expect("a page of the table");
+        let at = (node.r64(reg(regs::port_pt_bus(p))) + i * 8) as usize;
+        let old = u64::from_le_bytes(node.host[at..at + 8].try_into().unwrap());
+        node.host[at..at + 8].copy_from_slice(&e.to_le_bytes());
+        // Only added: PT_ADDED; cleared or changed: PT_GEN.
+        let word = if old == 0 { PT_ADDED } else { PT_GEN };
+        let g = node.r32(port_reg(p, word));
+        node.w32(port_reg(p, word), g.wrapping_add(1));
     }
 
     fn register(&mut self, n: usize, p: usize, v: u64, len: u64) {
         for (pv, _) in page_table::page_pieces(v, len.max(1)) {
             let vpn = pv / PAGE_SIZE;
-            let i = page_table::insert_slot(self.pt_read(n, p), vpn).unwrap();
-            let e = Pte { state: PteState::Valid, vpn, bus_page: vpn - VBASE / PAGE_SIZE };
-            let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
-            e.encode(&mut self.nodes[n].sram[o..o + 16]);
+            self.set_pte(n, p, vpn, pte(vpn - VBASE / PAGE_SIZE));
         }
     }
 
     fn deregister(&mut self, n: usize, p: usize, v: u64, len: u64) {
         for (pv, _) in page_table::page_pieces(v, len.max(1)) {
-            let vpn = pv / PAGE_SIZE;
-            if let Some(i) = page_table::find_slot(self.pt_read(n, p), vpn) {
-                let e = Pte { state: PteState::Deleted, vpn, bus_page: 0 };
-                let o = (map::page_table(p) + i * page_table::PTE_SIZE) as usize;
-                e.encode(&mut self.nodes[n].sram[o..o + 16]);
-            }
+            self.set_pte(n, p, pv / PAGE_SIZE, 0);
         }
     }
 
@@ -499,17 +508,24 @@ fn transfer(b: &mut Bench, sizes: &[u32], prio: Priority) {
         })
         .collect();
     let mut next = 0;
+    let mut provided = 0;
     let mut outstanding = 0;
     let ok = b.run_until(2_000_000, |b| {
-        // Keep receive buffers and sends going, within the token counts.
-        while next < sizes.len() && outstanding < 8 {
+        // Keep receive buffers and sends going, within the token counts:
+        // a message goes once the receiver's NIC took its buffer (it reads
+        // the new pages' translations first).
+        let taken = b.nodes[1].r32(port_reg(2, SEND_CONS)) as usize;
+        while next < provided.min(taken) && outstanding < 8 {
             let len = sizes[next];
-            let class = nic_abi::size_class_for(len as u64);
-            let rv = b.alloc(1, 2, 1u64 << class);
-            b.post(1, 2, provide(rv, class, prio, next as u64));
             b.post(0, 1, send(bufs[next], len, 1, 2, prio, next as u64));
             next += 1;
             outstanding += 1;
+        }
+        while provided < sizes.len() && provided < next + 8 {
+            let class = nic_abi::size_class_for(sizes[provided] as u64);
+            let rv = b.alloc(1, 2, 1u64 << class);
+            b.post(1, 2, provide(rv, class, prio, provided as u64));
+            provided += 1;
         }
         for e in b.events(0, 1) {
             sent.push(e);

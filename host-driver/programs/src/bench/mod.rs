@@ -48,9 +48,10 @@ pub const KIND_PING: u32 = 1;
 pub const KIND_PONG: u32 = 2;
 pub const KIND_STREAM: u32 = 3;
 
-/// Most pages one port may register (`nic_abi::map::PAGE_TABLE_ENTRIES`);
-/// the loops size their buffer pools to fit.
-const PAGE_BUDGET: u64 = nic_abi::map::PAGE_TABLE_ENTRIES as u64;
+/// Most pages of buffers one loop registers (4 GiB): the loops size their
+/// buffer pools to fit. (A port may register its whole slice of host
+/// memory; an allocation past it fails with OutOfMemory.)
+const PAGE_BUDGET: u64 = 1 << 20;
 
 /// The pattern stream of messages of `kind` sent by (node, port).
 pub const fn stream_id(kind: u32, node: u16, port: u8) -> u32 {
