@@ -143,12 +143,12 @@ impl PageTable {
         let p = self.port as usize;
         let gen = be.sram_load_u32(port_reg(p, pcb::PT_GEN)).wrapping_add(1);
         be.sram_store_u32(port_reg(p, pcb::PT_GEN), gen);
-        be.doorbell();
         if !wait || !be.has_heartbeat() {
             // The sim runs the firmware between the driver's calls: it
             // sees the new generation before it translates again.
             return;
         }
+        be.doorbell();
         let start = Instant::now();
         while be.sram_load_u32(port_reg(p, pcb::PT_ACK)) != gen
             && be.sram_load_u32(regs::reg(regs::FW_STATUS)) == regs::FW_RUNNING
@@ -187,7 +187,6 @@ impl Memory {
     pub(crate) fn new(port: u8) -> Memory {
         Memory { port, allocs: BTreeMap::new(), table: PageTable::new(port) }
     }
-
 
     /// Hand over every allocation (the port is closing).
     pub(crate) fn take_allocations(&mut self) -> Vec<(u64, u64)> {

@@ -774,6 +774,18 @@ impl<B: NicBackend> Port<B> {
         Ok(())
     }
 
+    /// Descriptors posted that the NIC has not taken out of the send ring
+    /// yet (it takes one once it can: e.g. once it has read the
+    /// translations of a new buffer's pages). A program posts its first
+    /// receive buffers and waits for them to be taken before its peers
+    /// send to it.
+    pub fn ring_pending(&mut self) -> u32 {
+        if self.prod != self.cons_seen {
+            self.ring_has_room(SEND_RING_LEN);
+        }
+        self.prod.wrapping_sub(self.cons_seen)
+    }
+
     fn ring_has_room(&mut self, n: u32) -> bool {
         if self.prod.wrapping_sub(self.cons_seen) + n <= SEND_RING_LEN {
             return true;

@@ -61,11 +61,16 @@ fn host_memory_splits_into_equal_page_aligned_port_slices() {
     for p in 0..NUM_PORTS as u8 {
         let (start, len) = dir.port_slice(p);
         assert_eq!(start, end, "slices are contiguous");
-        assert_eq!(len, 1 << 20);
+        // An eighth of the memory, less the page tables' share (1/512).
+        assert_eq!(len, 254 * PAGE_SIZE);
         assert_eq!(start % PAGE_SIZE, 0);
         end = start + len;
     }
-    assert_eq!(end, 8 << 20);
+    // The page tables follow, one per port, within the memory.
+    let layout = dir.host_layout();
+    assert_eq!(layout.tables, end);
+    assert!(layout.end() <= 8 << 20);
+    assert!(layout.table_bytes >= 254 * 8);
     assert_eq!(port_slice(8 << 20, 3), dir.port_slice(3));
     dir.remove().unwrap();
 }

@@ -59,7 +59,12 @@ fn deregistration_clears_the_entries_and_tells_the_nic() {
     let mut port = nic.open_port(1, PortOptions::default()).unwrap();
     let a = port.alloc(2 * PAGE_SIZE).unwrap();
     let b = port.alloc(PAGE_SIZE).unwrap();
-    let gen = |be: &SimBackend| be.sram_load_u32(host_driver::nic_abi::port::port_reg(1, host_driver::nic_abi::port::PT_GEN));
+    let gen = |be: &SimBackend| {
+        be.sram_load_u32(host_driver::nic_abi::port::port_reg(
+            1,
+            host_driver::nic_abi::port::PT_GEN,
+        ))
+    };
     let before = gen(&be);
     port.deregister(&a).unwrap();
     assert!(gen(&be) != before, "the table's generation moved: the NIC forgets its cache");

@@ -143,7 +143,10 @@ fn attack_during_streams(c: &RtCluster) {
     assert!(status.success(), "an attack got through:\n{said}\nstderr:\n{err}");
     for line in [
         "a page-table entry onto the victim's memory: refused (page-table entry",
-        "a write into the victim's page table: refused (port 5 may not write",
+        "a write into the victim's page table: refused (host memory",
+        "a write into its own page table in host memory: refused (host memory",
+        "reading the translation cache: refused (port 5 may not read",
+        "reading the victim's page table: refused (host memory",
         "closing the victim's port: refused",
         "a descriptor into the victim's send ring: refused",
         "reading the victim's window: refused (port 5 may not read",

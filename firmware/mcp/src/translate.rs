@@ -76,12 +76,8 @@ struct Line {
     version: Version,
 }
 
-const NO_LINE: Line = Line {
-    state: LineState::Free,
-    port: 0,
-    first_vpn: 0,
-    version: Version { gen: 0, added: 0 },
-};
+const NO_LINE: Line =
+    Line { state: LineState::Free, port: 0, first_vpn: 0, version: Version { gen: 0, added: 0 } };
 
 /// Translations that waited for a line: the retry that then hits is the
 /// same miss, not a hit.

@@ -10,8 +10,8 @@
 
 use host_driver::nic_abi::map;
 use host_driver::nic_abi::page_table::{self, PTE_SIZE};
-use host_driver::nic_abi::PAGE_SIZE;
 use host_driver::nic_abi::regs::{self, reg};
+use host_driver::nic_abi::PAGE_SIZE;
 use host_driver::{HostOp, Nic, NicBackend};
 use nic_emu::{
     ClusterConfig, HostCost, KeepAlive, Profile, RunLimit, SimBackend, SimCluster, Topology,

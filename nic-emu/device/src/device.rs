@@ -33,9 +33,9 @@
 //! firmware, never moves packets between NICs (the fabric does) and never
 //! decides when a step happens (the backend does).
 
-use nic_abi::page_table::{vaddr_of, HostLayout};
 use nic_abi::map::{self, BUF_STRIDE, RX_BUF_COUNT};
 use nic_abi::packet::{field, HEADER_LEN};
+use nic_abi::page_table::{vaddr_of, HostLayout};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::rings::{self, DmaDir, HostDmaCmd, RxDone, TxDmaCmd};

@@ -43,12 +43,7 @@ impl NodeMem {
         let l = nic_abi::page_table::HostLayout::new(host_size, true);
         let mut host = HostMem::new(l.slice_len);
         host.tables_end = l.end();
-        NodeMem {
-            sram: vec![0; sram_bytes],
-            host,
-            host_clock: 0,
-            host_busy_ns: 0,
-        }
+        NodeMem { sram: vec![0; sram_bytes], host, host_clock: 0, host_busy_ns: 0 }
     }
 }
 

@@ -368,6 +368,18 @@ pub struct NicReport {
     pub streams_evicted: u64,
     /// `retransmits` by cause (they add up to it).
     pub retransmit_causes: RetransmitCauses,
+    /// The translation cache: translations found in it, translations read
+    /// from a page table in host memory (a line of entries each), and
+    /// cached translations overwritten.
+    pub tlb: TlbCounts,
+}
+
+/// A NIC's translation cache counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TlbCounts {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
 }
 
 /// Why data packets were sent again: after a retransmission timeout, a

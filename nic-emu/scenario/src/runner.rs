@@ -392,6 +392,11 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
             refused: g(Stat::RetxRefused),
             resync: g(Stat::RetxResync),
         },
+        tlb: crate::report::TlbCounts {
+            hits: g(Stat::TlbHits),
+            misses: g(Stat::TlbMisses),
+            evictions: g(Stat::TlbEvictions),
+        },
     }
 }
 

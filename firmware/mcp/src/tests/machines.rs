@@ -64,10 +64,7 @@ fn a_translation_not_cached_is_read_from_the_page_table_in_host_memory() {
     // Intake waited for the line of the send's pages: one host-DMA read of
     // eight entries from the port's table, into SRAM.
     let sdma = b.traced(0, Machine::Sdma);
-    assert!(
-        sdma.iter().any(|r| r.to == SdmaState::TRANSLATE_WAIT && r.arg == 1),
-        "{sdma:?}"
-    );
+    assert!(sdma.iter().any(|r| r.to == SdmaState::TRANSLATE_WAIT && r.arg == 1), "{sdma:?}");
     assert_eq!(b.stat(0, Stat::TlbMisses), 1);
     assert_eq!(b.hdma_outstanding(0), 1);
     b.engines(0);

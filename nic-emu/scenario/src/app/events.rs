@@ -30,12 +30,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     fn on_event(&mut self, pi: usize, ev: Event) {
         match ev {
-            Event::PortOpened { .. } => {
-                if !self.ports[pi].opened {
-                    self.ports[pi].opened = true;
-                    self.ledger.borrow_mut().ports_ready += 1;
-                }
-            }
+            Event::PortOpened { .. } => self.ports[pi].opened = true,
             Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, &ev, info),
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)

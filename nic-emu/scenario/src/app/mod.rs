@@ -42,6 +42,9 @@ use role::{Gate, Role};
 
 /// Until every port of the cluster is open, senders look again this often.
 const BARRIER_POLL_NS: u64 = 2_000;
+/// How long a port's first receive buffers may sit in its ring untaken
+/// before the port counts as ready anyway.
+const READY_STALL_NS: u64 = 50_000;
 
 /// While a flow is traced, its NIC's dispatch trace is read this often
 /// (the ring holds 4096 records).
@@ -66,6 +69,10 @@ struct PortCtx<B: NicBackend> {
     /// Receive buffers to post again (the ring was full): (pool, index).
     repost: VecDeque<(usize, usize)>,
     opened: bool,
+    /// Opened and its first receive buffers taken: counted ready.
+    ready: bool,
+    /// Descriptors the NIC had not taken at the last look, and since when.
+    pending: (u32, u64),
 }
 
 /// The host program of one node (see the module doc).
@@ -279,6 +286,21 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let began = self.host.now_ns();
         let events = self.drain_events();
         self.repost_pending();
+        // A port is ready once open and its first receive buffers taken by
+        // the NIC, so that no peer's first message finds none; or once the
+        // NIC has taken none of them for `READY_STALL_NS` (it holds all the
+        // receive buffers it can: the rest wait for traffic).
+        let now = self.host.now_ns();
+        for p in self.ports.iter_mut().filter(|p| p.opened && !p.ready) {
+            let pending = p.port.ring_pending();
+            if pending != p.pending.0 {
+                p.pending = (pending, now);
+            }
+            if pending == 0 || now.saturating_sub(p.pending.1) >= READY_STALL_NS {
+                p.ready = true;
+                self.ledger.borrow_mut().ports_ready += 1;
+            }
+        }
         self.retry_relays(began, wake_at);
         self.release_finished();
         self.read_trace();
@@ -292,7 +314,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         let now = self.host.now_ns();
         if !ready {
-            if self.roles.iter().any(|r| !r.sent_all) {
+            // Until every port is ready: a node that sends nothing still
+            // looks again (its incoming flows may be refused, or end).
+            if !self.my_work_done() {
                 wake_at(now + BARRIER_POLL_NS);
             }
             return events;

@@ -72,6 +72,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 pools,
                 repost: VecDeque::new(),
                 opened: false,
+                ready: false,
+                pending: (u32::MAX, 0),
             });
         }
         for rp in &self.plan.roles {
