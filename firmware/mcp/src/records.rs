@@ -417,12 +417,6 @@ pub struct RxStream {
     pub on_ack_list: bool,
     /// The multicast record of the message being assembled (NIL: none).
     pub mrec: u16,
-    /// Bytes of the remote range a put or get names found registered so
-    /// far (the check waits for translations: the sender is told Busy and
-    /// comes again).
-    pub checked: u32,
-    /// ... of the range starting here.
-    pub checked_at: u64,
 }
 
 impl RxStream {
@@ -436,8 +430,6 @@ impl RxStream {
         ack_pending: false,
         ack_due: 0,
         unacked: 0,
-        checked: 0,
-        checked_at: 0,
         nacked: None,
         nack_round: 0,
         sync_seen: SyncSeen::NONE,

@@ -111,6 +111,36 @@ pub fn align(n: u64) -> u64 {
     n.max(1).div_ceil(SUB_ALIGN) * SUB_ALIGN
 }
 
+/// Host memory port `p` of node `n` allocates: each receive pool and each
+/// role's send buffers one allocation (page aligned), the event queue and
+/// some slack.
+fn port_bytes(n: &NodePlan, p: &PortPlan) -> u64 {
+    let pages = p
+        .pools
+        .iter()
+        .map(|q| (q.count as u64 * align(q.buf_len)).div_ceil(PAGE_SIZE))
+        .chain(
+            n.roles
+                .iter()
+                .filter(|r| r.port == p.port)
+                .map(|r| (r.slots as u64 * align(r.slot_len)).div_ceil(PAGE_SIZE)),
+        )
+        .sum::<u64>();
+    pages * PAGE_SIZE + (1 << 20)
+}
+
+impl Plan {
+    /// The most host memory one port allocates (a real-time cluster gives
+    /// each port a slice of its own at least this large).
+    pub fn largest_port_bytes(&self) -> u64 {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.ports.iter().map(move |p| port_bytes(n, p)))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// Ping-pong send buffers: two (the next request may go before the last
 /// one's completion arrives), one for messages above 64 KiB (page table).
 fn pingpong_slots(max: u64) -> u32 {
@@ -245,19 +275,7 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
     for n in &nodes {
         let mut node_bytes = 0u64;
         for p in &n.ports {
-            // Each pool and each role is one allocation (page aligned).
-            let pages = p
-                .pools
-                .iter()
-                .map(|q| (q.count as u64 * align(q.buf_len)).div_ceil(PAGE_SIZE))
-                .chain(
-                    n.roles
-                        .iter()
-                        .filter(|r| r.port == p.port)
-                        .map(|r| (r.slots as u64 * align(r.slot_len)).div_ceil(PAGE_SIZE)),
-                )
-                .sum::<u64>();
-            node_bytes += pages * PAGE_SIZE + (1 << 20); // + event queue and slack
+            node_bytes += port_bytes(n, p);
         }
         if node_bytes > lim.host_memory {
             return Err(ScenarioError::new(format!(

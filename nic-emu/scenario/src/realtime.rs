@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use host_driver::cluster::{ClusterBackend, ClusterDir};
 use host_driver::{AttachOptions, DriverError, LiveBackend};
-use nic_abi::regs;
 use nic_abi::stats::Stat;
+use nic_abi::{regs, NUM_PORTS};
 
 use super::app::{Ledger, NoBrm, NodeApp, NodeHost};
 use super::format::{FlowKind, RatePlan, ScenarioError, Validated};
@@ -212,9 +212,25 @@ fn run_rt(
     let v = &mcast::resolve(v, &profile)?;
     let layout = mcast::layout(v, topology, &profile);
     let mut cfg = RtConfig::new(&cluster_path(opts), backend, v.nodes);
-    // A port's slice of host memory bounds it as much as the profile's host.
-    let host_memory = profile.host.memory_bytes.min(cfg.host_size);
-    let the_plan = plan(v, limits(&profile, host_memory))?;
+    let the_plan = plan(v, limits(&profile, profile.host.memory_bytes))?;
+    // Each port has a slice of its own: large enough for the port that
+    // needs most (host memory files are sparse: what is not touched costs
+    // nothing), within the profile's host.
+    let unit = NUM_PORTS as u64 * nic_abi::PAGE_SIZE;
+    let need = (the_plan.largest_port_bytes() + (1 << 20)) * NUM_PORTS as u64 * 513 / 512;
+    let need = need.div_ceil(unit) * unit;
+    if need > cfg.host_size {
+        if need > profile.host.memory_bytes {
+            return Err(err(format!(
+                "a port needs {} MiB of DMA-able memory: {} ports of it are more than the \
+                 profile's host {} MiB",
+                the_plan.largest_port_bytes() >> 20,
+                NUM_PORTS,
+                profile.host.memory_bytes >> 20
+            )));
+        }
+        cfg.host_size = need;
+    }
     let profile_name = profile.name.clone();
     cfg.profile = profile;
     cfg.topology = topology;

@@ -529,7 +529,7 @@ impl Recv {
             }
             PacketType::Put => {
                 if first {
-                    if let Some(code) = self.remote_check(cx, hw, r, port as u8, &h) {
+                    if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
                         self.nack(cx, hw, buf, r, code, h);
                         return;
                     }
@@ -552,7 +552,7 @@ impl Recv {
                 });
             }
             PacketType::GetReq => {
-                if let Some(code) = self.remote_check(cx, hw, r, port as u8, &h) {
+                if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
                     self.nack(cx, hw, buf, r, code, h);
                     return;
                 }
@@ -660,11 +660,12 @@ impl Recv {
         port: u8,
         h: &Header,
     ) -> Option<NackCode> {
-        let st = &self.rxs[r];
-        let mut from = if st.checked_at == h.remote { st.checked as u64 } else { 0 };
+        // One check is remembered at a time (the stream, the range's
+        // start, the bytes found so far): the one a sender comes back for.
+        let (s, at, bytes) = self.remote_checked;
+        let mut from = if (s, at) == (r, h.remote) { bytes } else { 0 };
         let x = cx.registered(hw, port, h.remote, h.msg_len as u64, &mut from);
-        self.rxs[r].checked = if x == Xlat::Wait { from as u32 } else { 0 };
-        self.rxs[r].checked_at = h.remote;
+        self.remote_checked = if x == Xlat::Wait { (r, h.remote, from) } else { (NIL, 0, 0) };
         match x {
             Xlat::Bus(_) => None,
             Xlat::Wait => Some(NackCode::Busy),

@@ -124,6 +124,10 @@ pub struct Recv {
     stopped: Option<RecvState>,
     rxs: Pool<RxStream, MAX_STREAMS>,
     rx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    /// The put or get whose remote range is being checked (its stream,
+    /// the range's start, the bytes found registered so far): the check
+    /// waits for translations, the sender is told Busy and comes again.
+    pub(crate) remote_checked: (u16, u64, u64),
     /// Receive-done records taken.
     cons: u32,
     /// RXDONE_PROD as the last step read it.
@@ -149,6 +153,7 @@ impl Recv {
             stopped: None,
             rxs: Pool::new(RxStream::EMPTY),
             rx_index: heapless::FnvIndexMap::new(),
+            remote_checked: (crate::pool::NIL, 0, 0),
             cons: 0,
             seen_prod: 0,
             ack_list: heapless::Vec::new(),

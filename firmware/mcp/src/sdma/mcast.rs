@@ -55,6 +55,7 @@ impl Sdma {
     /// Take the multicast descriptor at `cons` of port `p`'s ring with its
     /// continuation slots. False: not all of it is posted yet, or no
     /// multicast record is free (it waits in the ring).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn intake_mcast(
         &mut self,
         cx: &mut Shared,
