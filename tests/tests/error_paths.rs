@@ -250,6 +250,36 @@ fn deregistered_buffer_is_refused_and_the_nic_carries_on() {
 }
 
 #[test]
+fn a_buffer_sent_from_then_deregistered_is_refused_the_nic_forgets_its_translations() {
+    let (mut p, buf) = pair_with_buffer();
+    // A send from the buffer: the NIC reads its page-table line from host
+    // memory and caches the translations.
+    let rbuf = p.b.alloc(256).unwrap();
+    p.rig.sync();
+    p.b.provide_receive_buffer(&rbuf, 8, Priority::Low, 5).unwrap();
+    p.a.send(&buf, 0, 200, 8, Priority::Low, 1, 2, 6).unwrap();
+    match p.rig.next_real_event(&mut p.b, 50 * MS) {
+        Some((Event::Received { tag: 5, len: 200, .. }, _)) => {}
+        other => panic!("the first send: {other:?}"),
+    }
+    assert!(p.nic0.stat(Stat::TlbMisses) > 0 && p.nic0.stat(Stat::TlbHits) > 0);
+    while let Some((e, _)) = p.rig.next_real_event(&mut p.a, 5 * MS) {
+        assert!(matches!(e, Event::Sent { tag: 6, .. }), "{e:?}");
+    }
+    // Deregistered: the cached translations go with it.
+    p.a.deregister(&buf).unwrap();
+    let mut n = 0;
+    refused(
+        &mut p,
+        "sent from, then deregistered",
+        encoded(send_desc(&buf, 200, 77)),
+        ErrorCause::NotRegistered,
+        77,
+        &mut n,
+    );
+}
+
+#[test]
 fn range_running_past_its_registration_is_refused_and_the_nic_carries_on() {
     bad_send("range past the registration", ErrorCause::NotRegistered, |p, buf, b| {
         // The page after `buf` is allocated but not registered.
