@@ -268,7 +268,14 @@ impl Mcp {
     /// Read the configuration, give every receive buffer to the rx-DMA
     /// engine, and report FW_RUNNING (or FW_HALTED with the reason).
     pub fn init(&mut self, hw: &mut impl Hw) -> Result<(), InitError> {
-        *self = Mcp::new();
+        // A fresh state, for a NIC reset under the sim or live. The
+        // bare-metal image runs init once per boot on the static as it was
+        // loaded (already `Mcp::new()`), and building a whole MCP there
+        // would put one on its stack for the copy: as much stack as the MCP
+        // is large, which the image does not have to spare.
+        if !cfg!(target_os = "none") {
+            *self = Mcp::new();
+        }
         let cfg = match Config::read(hw) {
             Ok(c) => c,
             Err(e) => {
