@@ -130,9 +130,12 @@ impl PageTable {
     }
 
     /// Tell the NIC entries were added (`PT_ADDED`): it forgets what it
-    /// read of entries that were not valid.
-    fn added<B: NicBackend>(&self, be: &B) {
+    /// read of entries that were not valid, and reads the translations of
+    /// the first pages added (`PT_HINT`) ahead of the first descriptor.
+    fn added<B: NicBackend>(&self, be: &B, vpn: u64, pages: u64) {
         let p = self.port as usize;
+        be.sram_store_u64(port_reg(p, pcb::PT_HINT), vpn);
+        be.sram_store_u32(port_reg(p, pcb::PT_HINT_PAGES), pages.min(u32::MAX as u64) as u32);
         let n = be.sram_load_u32(port_reg(p, pcb::PT_ADDED)).wrapping_add(1);
         be.sram_store_u32(port_reg(p, pcb::PT_ADDED), n);
     }
@@ -229,7 +232,7 @@ impl Memory {
         for k in 0..n {
             self.table.pages.insert(vpn + k, bus_page + k);
         }
-        self.table.added(be);
+        self.table.added(be, vpn, n);
         Ok(())
     }
 

@@ -58,6 +58,13 @@ pub const DOORBELL: u32 = 0x30; // u32 host
 /// `HEARTBEAT` (and when a NIC halts), so that a host process, which maps
 /// no register, sees a halted NIC; 0 where nothing beats (the sim).
 pub const NIC_STATUS: u32 = 0x34; // u32 device
+/// Driver: the first virtual page of the last registration (u64), written
+/// before `PT_ADDED`: the firmware reads the translations of its first
+/// pages ahead of any descriptor that names them (a hint: any value is
+/// harmless, it reads only the port's own table).
+pub const PT_HINT: u32 = 0x38; // u64 host
+/// Driver: how many pages that registration has (u32).
+pub const PT_HINT_PAGES: u32 = 0x40; // u32 host
 
 /// How often the device advances `HEARTBEAT`.
 pub const HEARTBEAT_PERIOD_MS: u64 = 10;

@@ -31,7 +31,7 @@ use crate::tlb::{Tlb, TlbEntry, TlbStore};
 use nic_abi::le::*;
 use nic_abi::map;
 use nic_abi::page_table::{page_pieces, pte_bus_page, LINE_BYTES, LINE_PTES, PTE_SIZE};
-use nic_abi::port::{port_reg, PT_ACK, PT_ADDED, PT_GEN};
+use nic_abi::port::{port_reg, PT_ACK, PT_ADDED, PT_GEN, PT_HINT, PT_HINT_PAGES};
 use nic_abi::regs;
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
@@ -78,6 +78,9 @@ struct Line {
 
 const NO_LINE: Line =
     Line { state: LineState::Free, port: 0, first_vpn: 0, version: Version { gen: 0, added: 0 } };
+
+/// Lines read ahead of a registration's first descriptor.
+const AHEAD_LINES: u64 = 4;
 
 /// Translations that waited for a line: the retry that then hits is the
 /// same miss, not a hit.
@@ -193,11 +196,16 @@ impl Translator {
     }
 
     /// Take port `p`'s current table version (flushing if it moved).
-    fn sync(&mut self, hw: &mut impl Hw, p: usize) {
+    /// True when entries were added since: the caller may read the lines
+    /// the driver's hint names ahead.
+    fn sync(&mut self, hw: &mut impl Hw, p: usize) -> bool {
         let v = version(hw, p);
-        if v != self.versions[p] {
-            self.flush(hw, p, v);
+        if v == self.versions[p] {
+            return false;
         }
+        let added = v.added != self.versions[p].added;
+        self.flush(hw, p, v);
+        added
     }
 }
 
@@ -212,7 +220,25 @@ impl Shared {
     /// for (a deregistering driver waits for the acknowledgement).
     pub fn sync_tables(&mut self, hw: &mut impl Hw) {
         for p in 0..NUM_PORTS {
-            self.xlat.sync(hw, p);
+            if self.xlat.sync(hw, p) {
+                self.read_ahead(hw, p);
+            }
+        }
+    }
+
+    /// Entries were added to port `p`'s table: read the lines of the
+    /// first pages the driver's hint names (at most `AHEAD_LINES`), so a
+    /// descriptor naming them finds them cached.
+    fn read_ahead(&mut self, hw: &mut impl Hw, p: usize) {
+        let vpn = hw.load_u64(port_reg(p, PT_HINT));
+        let pages = (hw.load_u32(port_reg(p, PT_HINT_PAGES)) as u64).min(AHEAD_LINES * 8);
+        let mut at = 0;
+        while at < pages.max(1) {
+            let v = vpn.saturating_add(at).saturating_mul(PAGE_SIZE);
+            if self.line_of(hw, p as u8, v) == Xlat::Fault {
+                return;
+            }
+            at += LINE_PTES as u64;
         }
     }
 
@@ -223,8 +249,12 @@ impl Shared {
             return Xlat::Fault;
         }
         let vpn = vaddr / PAGE_SIZE;
-        let Some(index) = table_index(hw, p, vpn) else { return Xlat::Fault };
-        self.xlat.sync(hw, p);
+        if table_index(hw, p, vpn).is_none() {
+            return Xlat::Fault;
+        }
+        if self.xlat.sync(hw, p) {
+            self.read_ahead(hw, p);
+        }
         let x = &mut self.xlat;
         let slot = x.missed.iter().position(|&m| m == (port, vpn));
         if let Some(page) = x.tlb.lookup(&mut SramTlb(hw), port, vpn) {
@@ -235,6 +265,17 @@ impl Shared {
             }
             return bus_in_slice(hw, p, page, vaddr);
         }
+        self.line_of(hw, port, vaddr)
+    }
+
+    /// `port`'s virtual address `vaddr` is not cached: its page's entry
+    /// from the line read already, else a read of that line started
+    /// (`Wait`).
+    fn line_of(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64) -> Xlat {
+        let p = port as usize;
+        let vpn = vaddr / PAGE_SIZE;
+        let Some(index) = table_index(hw, p, vpn) else { return Xlat::Fault };
+        let x = &mut self.xlat;
         let first = vpn - index % LINE_PTES as u64;
         let version = x.versions[p];
         let here = |l: &Line| l.port == port && l.first_vpn == first && l.version == version;
