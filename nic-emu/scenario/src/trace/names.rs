@@ -33,6 +33,7 @@ const SDMA: States = &[
     (SdmaState::PACED, "Paced", Some("until")),
     (SdmaState::TIMEOUT, "Timeout", Some("una")),
     (SdmaState::READY, "Ready", None),
+    (SdmaState::TRANSLATE_WAIT, "TranslateWait", Some("port")),
 ];
 
 const SEND: States = &[
@@ -58,6 +59,7 @@ const RDMA: States = &[
     (RdmaState::RING_FULL, "RingFull", Some("jobs")),
     (RdmaState::EVENT, "Event", Some("port")),
     (RdmaState::HOST_BEHIND, "HostBehind", Some("port")),
+    (RdmaState::TRANSLATE_WAIT, "TranslateWait", Some("port")),
 ];
 
 const fn states(m: Machine) -> States {
