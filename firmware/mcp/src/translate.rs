@@ -216,11 +216,14 @@ impl Default for Translator {
 }
 
 impl Shared {
-    /// Once a pass: acknowledge table changes of ports nothing translated
-    /// for (a deregistering driver waits for the acknowledgement).
+    /// Once a pass: acknowledge table changes of open ports nothing
+    /// translated for (a deregistering driver waits for the
+    /// acknowledgement), and read ahead for new registrations.
     pub fn sync_tables(&mut self, hw: &mut impl Hw) {
+        // Open ports only: a closed port translates nothing and its cache
+        // was flushed when it closed (its first translation syncs anyway).
         for p in 0..NUM_PORTS {
-            if self.xlat.sync(hw, p) {
+            if self.ports[p].open && self.xlat.sync(hw, p) {
                 self.read_ahead(hw, p);
             }
         }
