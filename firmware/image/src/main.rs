@@ -6,6 +6,7 @@
 #![no_main]
 
 mod clint;
+mod guard;
 mod hw;
 #[cfg(feature = "defmt")]
 mod log;
@@ -37,6 +38,7 @@ fn main() -> ! {
     #[cfg(feature = "selftest")]
     selftest::run();
 
+    guard::paint();
     let mut hw = hw::SramHw::new();
     // SAFETY: one hart, no interrupt handlers: this is the only reference
     // to MCP for the life of the program.
@@ -64,6 +66,9 @@ fn main() -> ! {
         if clint::mtime().wrapping_sub(last_work) < SHORT_NAPS {
             sleep = MIN_SLEEP;
         }
+        if !guard::intact() {
+            stack_overflow(&mut hw);
+        }
         // Idle: sleep until the next timer or a bounded while, so an idle
         // NIC does not burn a host core. A doorbell is seen at the next wake.
         let mut ticks = sleep;
@@ -74,6 +79,16 @@ fn main() -> ! {
         clint::sleep(ticks);
         sleep = (sleep * 2).min(MAX_SLEEP);
     }
+}
+
+/// The stack reached its guard: the MCP's state below it may be
+/// overwritten. Halt, saying so (the device process shows the halt).
+fn stack_overflow(hw: &mut hw::SramHw) -> ! {
+    use mcp::hw::Sram;
+    hw.set_reg(nic_abi::regs::FW_STATUS, nic_abi::regs::FW_HALTED);
+    #[cfg(feature = "defmt")]
+    defmt::error!("stack overflow: the stack reached the guard above the MCP's data");
+    qemu_exit_failure()
 }
 
 /// A panic: its message when it is a plain string (formatting one would
