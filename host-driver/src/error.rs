@@ -48,7 +48,9 @@ pub enum DriverError {
     BadSize,
     /// The backend has no DMA-able host memory left for `len` bytes.
     OutOfMemory { len: u64 },
-    /// The port's page table has no free slot for another page.
+    /// The port's page table has no entry for the memory (it lies outside
+    /// the port's slice of host memory; the table has an entry for every
+    /// page of the slice, so the port's own allocations always fit).
     PageTableFull,
     /// No event, and this backend cannot block (the sim): return and let
     /// the program be called back when the NIC has written something.
@@ -200,7 +202,9 @@ impl fmt::Display for DriverError {
             NotRegistered => f.write_str("buffer is not registered memory of this port"),
             BadSize => f.write_str("length or offset out of range for this buffer"),
             OutOfMemory { len } => write!(f, "no DMA-able host memory left for {len} bytes"),
-            PageTableFull => f.write_str("the port's page table is full"),
+            PageTableFull => f.write_str(
+                "the port's page table has no entry for this memory (outside its slice)",
+            ),
             WouldBlock => f.write_str("no event yet and this backend cannot block"),
             Timeout => f.write_str("no event before the timeout"),
             NicDown(why) => write!(f, "the NIC is down: {why}"),

@@ -288,7 +288,7 @@ fn errors_have_clear_messages() {
         (DriverError::RingFull, "send ring is full"),
         (DriverError::PortBusy(3), "port 3 is already open"),
         (DriverError::BadPort(9), "port 9 does not exist"),
-        (DriverError::PageTableFull, "page table is full"),
+        (DriverError::PageTableFull, "page table has no entry for this memory"),
         (DriverError::WouldBlock, "cannot block"),
     ];
     for (e, want) in msgs {
