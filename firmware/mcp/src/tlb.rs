@@ -83,6 +83,11 @@ impl Tlb {
         })
     }
 
+    /// Is (port, vpn) cached? (Counts nothing, touches nothing.)
+    pub fn contains(&self, store: &impl TlbStore, port: u8, vpn: u64) -> bool {
+        self.find(store, port, vpn).is_some()
+    }
+
     /// The next use stamp. When the clock wraps, every stamp restarts at 0
     /// (the order within a set is lost once in 2^32 uses, never the
     /// translations).

@@ -388,10 +388,28 @@ impl Shared {
         for (v, n) in page_pieces(start, end - start) {
             match self.translate(hw, port, v) {
                 Xlat::Bus(_) => *from += n,
-                other => return other,
+                Xlat::Wait => {
+                    self.read_range_ahead(hw, port, v, end);
+                    return Xlat::Wait;
+                }
+                Xlat::Fault => return Xlat::Fault,
             }
         }
         Xlat::Bus(0)
+    }
+
+    /// A range check waits at `vaddr`: read the lines of the pages after
+    /// it (up to `end`) into the line slots that are free, so the check
+    /// does not wait once per line.
+    fn read_range_ahead(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64, end: u64) {
+        let mut v = (vaddr / PAGE_SIZE + LINE_PTES as u64) * PAGE_SIZE;
+        while v < end && self.xlat.lines.iter().any(|l| l.state == LineState::Free) {
+            let cached = self.xlat.tlb.contains(&SramTlb(hw), port, v / PAGE_SIZE);
+            if !cached && self.line_of(hw, port, v) == Xlat::Fault {
+                return;
+            }
+            v = v.saturating_add(LINE_PTES as u64 * PAGE_SIZE);
+        }
     }
 
     /// A packet's payload (at most an MTU: it spans at most a few pages)

@@ -347,3 +347,52 @@ fn closing_a_port_drops_its_state_and_the_nic_carries_on() {
     b.open(0, 1);
     transfer_again(&mut b);
 }
+
+#[test]
+fn a_4_mib_put_and_get_check_their_ranges_through_the_cache() {
+    // 1,024 pages a side: more than the NIC caches (256 sets x 4 ways).
+    // The target checks the whole remote range when the put's first
+    // packet arrives, reading page-table lines from host memory; while it
+    // waits, the sender is told Busy and comes again, and the check goes
+    // on from where it got.
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    b.open(1, 2);
+    let len = 4u32 << 20;
+    let src = b.alloc(0, 1, len as u64);
+    let dst = b.alloc(1, 2, len as u64);
+    b.write_host(0, src, &pattern(8, len as usize));
+    b.post(
+        0,
+        1,
+        Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 21) },
+    );
+    let mut evs = Vec::new();
+    assert!(b.run_until(400_000, |b| {
+        evs.extend(b.events(0, 1));
+        !evs.is_empty()
+    }));
+    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::PutDone, 0, 21));
+    assert_eq!(b.read_host(1, dst, len as usize), pattern(8, len as usize));
+    // The range was read in lines of eight entries: once for the check,
+    // and at most once more for the placement (the check's later lines
+    // pushed the first pages out of the cache).
+    let misses = b.stat(1, Stat::TlbMisses);
+    assert!((128..=2 * 128 + 8).contains(&misses), "{misses} line reads for 1,024 pages");
+    assert!(b.stat(1, Stat::TlbEvictions) > 0);
+    // And back, by a get into the first 4 MiB of the sender's memory
+    // again (its pattern overwritten first).
+    b.write_host(0, src, &vec![0u8; len as usize]);
+    b.post(
+        0,
+        1,
+        Descriptor { kind: DescKind::Get, remote: dst, ..send(src, len, 1, 2, Priority::Low, 22) },
+    );
+    let mut evs = Vec::new();
+    assert!(b.run_until(400_000, |b| {
+        evs.extend(b.events(0, 1));
+        !evs.is_empty()
+    }));
+    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::GetDone, 0, 22));
+    assert_eq!(b.read_host(0, src, len as usize), pattern(8, len as usize));
+}
