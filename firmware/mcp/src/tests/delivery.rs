@@ -229,22 +229,18 @@ fn put_writes_remote_memory_and_get_reads_it() {
     let src = b.alloc(0, 1, len as u64);
     let dst = b.alloc(1, 2, len as u64);
     b.write_host(0, src, &pattern(3, len as usize));
-    b.post(
+    let e = b.complete(
         0,
         1,
         Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 11) },
+        10_000,
     );
-    let mut evs = Vec::new();
-    assert!(b.run_until(10_000, |b| {
-        evs.extend(b.events(0, 1));
-        !evs.is_empty()
-    }));
-    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::PutDone, 0, 11));
+    assert_eq!((e.kind, e.status, e.tag), (EventKind::PutDone, 0, 11));
     assert_eq!(b.read_host(1, dst, len as usize), pattern(3, len as usize));
     assert!(b.events(1, 2).is_empty(), "a put completes at the sender only");
     // Get it back into a fresh buffer.
     let back = b.alloc(0, 1, len as u64);
-    b.post(
+    let e = b.complete(
         0,
         1,
         Descriptor {
@@ -252,16 +248,12 @@ fn put_writes_remote_memory_and_get_reads_it() {
             remote: dst,
             ..send(back, len, 1, 2, Priority::High, 12)
         },
+        10_000,
     );
-    let mut evs = Vec::new();
-    assert!(b.run_until(10_000, |b| {
-        evs.extend(b.events(0, 1));
-        !evs.is_empty()
-    }));
-    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::GetDone, 0, 12));
+    assert_eq!((e.kind, e.status, e.tag), (EventKind::GetDone, 0, 12));
     assert_eq!(b.read_host(0, back, len as usize), pattern(3, len as usize));
     // Unregistered remote range: refused with RemoteAccess.
-    b.post(
+    let e = b.complete(
         0,
         1,
         Descriptor {
@@ -269,13 +261,9 @@ fn put_writes_remote_memory_and_get_reads_it() {
             remote: dst + (1 << 20),
             ..send(src, 8, 1, 2, Priority::Low, 13)
         },
+        10_000,
     );
-    let mut evs = Vec::new();
-    assert!(b.run_until(10_000, |b| {
-        evs.extend(b.events(0, 1));
-        !evs.is_empty()
-    }));
-    assert_eq!((evs[0].status, evs[0].tag), (SendStatus::RemoteAccess as u8, 13));
+    assert_eq!((e.status, e.tag), (SendStatus::RemoteAccess as u8, 13));
 }
 
 #[test]
@@ -362,17 +350,10 @@ fn a_4_mib_put_and_get_check_their_ranges_through_the_cache() {
     let src = b.alloc(0, 1, len as u64);
     let dst = b.alloc(1, 2, len as u64);
     b.write_host(0, src, &pattern(8, len as usize));
-    b.post(
-        0,
-        1,
-        Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 21) },
-    );
-    let mut evs = Vec::new();
-    assert!(b.run_until(400_000, |b| {
-        evs.extend(b.events(0, 1));
-        !evs.is_empty()
-    }));
-    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::PutDone, 0, 21));
+    let put =
+        Descriptor { kind: DescKind::Put, remote: dst, ..send(src, len, 1, 2, Priority::Low, 21) };
+    let e = b.complete(0, 1, put, 400_000);
+    assert_eq!((e.kind, e.status, e.tag), (EventKind::PutDone, 0, 21));
     assert_eq!(b.read_host(1, dst, len as usize), pattern(8, len as usize));
     // The range was read in lines of eight entries: once for the check,
     // and at most once more for the placement (the check's later lines
@@ -383,16 +364,12 @@ fn a_4_mib_put_and_get_check_their_ranges_through_the_cache() {
     // And back, by a get into the first 4 MiB of the sender's memory
     // again (its pattern overwritten first).
     b.write_host(0, src, &vec![0u8; len as usize]);
-    b.post(
+    let e = b.complete(
         0,
         1,
         Descriptor { kind: DescKind::Get, remote: dst, ..send(src, len, 1, 2, Priority::Low, 22) },
+        400_000,
     );
-    let mut evs = Vec::new();
-    assert!(b.run_until(400_000, |b| {
-        evs.extend(b.events(0, 1));
-        !evs.is_empty()
-    }));
-    assert_eq!((evs[0].kind, evs[0].status, evs[0].tag), (EventKind::GetDone, 0, 22));
+    assert_eq!((e.kind, e.status, e.tag), (EventKind::GetDone, 0, 22));
     assert_eq!(b.read_host(0, src, len as usize), pattern(8, len as usize));
 }

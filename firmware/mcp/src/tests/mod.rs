@@ -414,6 +414,18 @@ impl Bench {
         self.post_raw(n, p, &b);
     }
 
+    /// Post `d` on node n port p and wait, at most `rounds` rounds, for
+    /// the port's next event (its completion): that event.
+    fn complete(&mut self, n: usize, p: usize, d: Descriptor, rounds: u32) -> Event {
+        self.post(n, p, d);
+        let mut evs = Vec::new();
+        assert!(self.run_until(rounds, |b| {
+            evs.extend(b.events(n, p));
+            !evs.is_empty()
+        }));
+        evs[0]
+    }
+
     fn post_raw(&mut self, n: usize, p: usize, b: &[u8; 64]) {
         let node = &mut self.nodes[n];
         let prod = node.r32(port_reg(p, SEND_PROD));
