@@ -94,21 +94,20 @@ impl DmaBuf {
 /// page number.
 pub(crate) struct PageTable {
     port: u8,
+    /// The table's first virtual page and its number of entries, as the
+    /// privileged side configured them (registers: on a live backend each
+    /// read is a control-socket round trip, so they are read once).
+    first: u64,
+    entries: u64,
     pages: BTreeMap<u64, u64>,
 }
 
 impl PageTable {
-    fn new(port: u8) -> PageTable {
-        PageTable { port, pages: BTreeMap::new() }
-    }
-
-    /// The table's first virtual page and its number of entries, as the
-    /// privileged side configured them.
-    fn extent<B: NicBackend>(&self, be: &B) -> (u64, u64) {
-        let p = self.port as usize;
+    fn new<B: NicBackend>(port: u8, be: &B) -> PageTable {
+        let p = port as usize;
         let first = be.sram_load_u64(regs::reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
         let entries = be.sram_load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
-        (first, entries)
+        PageTable { port, first, entries, pages: BTreeMap::new() }
     }
 
     /// Write `n` entries from virtual page `vpn`: mapping to bus pages
@@ -120,8 +119,8 @@ impl PageTable {
         n: u64,
         bus_page: Option<u64>,
     ) -> Result<(), DriverError> {
-        let (first, entries) = self.extent(be);
-        let Some(i) = vpn.checked_sub(first).filter(|&i| i.saturating_add(n) <= entries) else {
+        let Some(i) = vpn.checked_sub(self.first).filter(|&i| i.saturating_add(n) <= self.entries)
+        else {
             return Err(DriverError::PageTableFull);
         };
         let words: Vec<u64> = (0..n).map(|k| bus_page.map_or(0, |b| pte(b + k))).collect();
@@ -152,20 +151,36 @@ impl PageTable {
             return;
         }
         be.doorbell();
+        // Window words only (a host process maps no register): the
+        // firmware answers while it serves the port and is not halted.
+        let word = |off| be.sram_load_u32(port_reg(p, off));
         let start = Instant::now();
-        while be.sram_load_u32(port_reg(p, pcb::PT_ACK)) != gen
-            && be.sram_load_u32(regs::reg(regs::FW_STATUS)) == regs::FW_RUNNING
+        while word(pcb::PT_ACK) != gen
+            && word(pcb::FW_STATE) == pcb::STATE_OPEN
+            && word(pcb::NIC_STATUS) != regs::FW_HALTED
             && start.elapsed() < FORGET_WAIT
         {
             std::thread::sleep(Duration::from_micros(20));
         }
     }
 
-    /// Forget every entry, in the table too (the port closes).
+    /// Forget every entry, in the table too (the port closes): one write
+    /// per run of consecutive pages.
     pub(crate) fn clear<B: NicBackend>(&mut self, be: &B) {
         let pages = std::mem::take(&mut self.pages);
+        let mut run: Option<(u64, u64)> = None;
         for &vpn in pages.keys() {
-            let _ = self.write(be, vpn, 1, None);
+            run = match run {
+                Some((start, n)) if start + n == vpn => Some((start, n + 1)),
+                Some((start, n)) => {
+                    let _ = self.write(be, start, n, None);
+                    Some((vpn, 1))
+                }
+                None => Some((vpn, 1)),
+            };
+        }
+        if let Some((start, n)) = run {
+            let _ = self.write(be, start, n, None);
         }
         let _ = be.commit();
         if !pages.is_empty() {
@@ -187,8 +202,8 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
-    pub(crate) fn new(port: u8) -> Memory {
-        Memory { port, allocs: BTreeMap::new(), table: PageTable::new(port) }
+    pub(crate) fn new<B: NicBackend>(port: u8, be: &B) -> Memory {
+        Memory { port, allocs: BTreeMap::new(), table: PageTable::new(port, be) }
     }
 
     /// Hand over every allocation (the port is closing).

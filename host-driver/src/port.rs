@@ -288,7 +288,7 @@ impl<B: NicBackend> Port<B> {
         let evq_bus = be.alloc_dma(evq_bytes).ok_or(DriverError::OutOfMemory { len: evq_bytes })?;
         be.host_write(evq_bus, &vec![0u8; evq_bytes as usize]);
 
-        let mut mem = Memory::new(num);
+        let mut mem = Memory::new(num, &be);
         mem.table.clear(&be);
 
         // The event queue's registration, both words in one write (a live
