@@ -168,22 +168,12 @@ impl Translator {
         }
     }
 
-    /// The cache's shape: (sets, ways).
-    pub fn shape(&self) -> (u32, u32) {
-        (self.tlb.entries() / self.ways(), self.ways())
-    }
-
-    fn ways(&self) -> u32 {
-        let c = self.tlb;
-        c.entries() / c.sets()
-    }
-
-    /// Port `p`'s table is at version `v`: forget what it no longer says
-    /// (every cached translation of the port when entries were cleared or
-    /// changed; else only the lines read, which may hold entries not valid
-    /// then).
-    fn flush(&mut self, hw: &mut impl Hw, p: usize, v: Version) {
-        if v.gen != self.versions[p].gen {
+    /// Port `p`'s table is at version `v`: forget what it no longer says:
+    /// the lines read (they may hold entries not valid then) and, when
+    /// `all` (entries were cleared or changed, or the port closed), every
+    /// cached translation of the port.
+    fn flush(&mut self, hw: &mut impl Hw, p: usize, v: Version, all: bool) {
+        if all {
             self.tlb.invalidate_port(&mut SramTlb(hw), p as u8);
         }
         for l in self.lines.iter_mut() {
@@ -203,8 +193,8 @@ impl Translator {
         if v == self.versions[p] {
             return false;
         }
-        let added = v.added != self.versions[p].added;
-        self.flush(hw, p, v);
+        let (added, cleared) = (v.added != self.versions[p].added, v.gen != self.versions[p].gen);
+        self.flush(hw, p, v, cleared);
         added
     }
 }
@@ -223,9 +213,17 @@ impl Shared {
         // Open ports only: a closed port translates nothing and its cache
         // was flushed when it closed (its first translation syncs anyway).
         for p in 0..NUM_PORTS {
-            if self.ports[p].open && self.xlat.sync(hw, p) {
-                self.read_ahead(hw, p);
+            if self.ports[p].open {
+                self.sync_port(hw, p);
             }
+        }
+    }
+
+    /// Take port `p`'s table as it is now; after a registration, read
+    /// ahead what the driver's hint names.
+    fn sync_port(&mut self, hw: &mut impl Hw, p: usize) {
+        if self.xlat.sync(hw, p) {
+            self.read_ahead(hw, p);
         }
     }
 
@@ -252,12 +250,7 @@ impl Shared {
             return Xlat::Fault;
         }
         let vpn = vaddr / PAGE_SIZE;
-        if table_index(hw, p, vpn).is_none() {
-            return Xlat::Fault;
-        }
-        if self.xlat.sync(hw, p) {
-            self.read_ahead(hw, p);
-        }
+        self.sync_port(hw, p);
         let x = &mut self.xlat;
         let slot = x.missed.iter().position(|&m| m == (port, vpn));
         if let Some(page) = x.tlb.lookup(&mut SramTlb(hw), port, vpn) {
@@ -268,6 +261,8 @@ impl Shared {
             }
             return bus_in_slice(hw, p, page, vaddr);
         }
+        // Not cached (a page outside the table never is: `line_of`
+        // refuses it).
         self.line_of(hw, port, vaddr)
     }
 
@@ -279,6 +274,8 @@ impl Shared {
         let vpn = vaddr / PAGE_SIZE;
         let Some(index) = table_index(hw, p, vpn) else { return Xlat::Fault };
         let x = &mut self.xlat;
+        // The line: its first entry's index and virtual page.
+        let line_index = index - index % LINE_PTES as u64;
         let first = vpn - index % LINE_PTES as u64;
         let version = x.versions[p];
         let here = |l: &Line| l.port == port && l.first_vpn == first && l.version == version;
@@ -312,9 +309,9 @@ impl Shared {
             }
         };
         let entries = hw.load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
-        let count = (entries - (index - (vpn - first))).min(LINE_PTES as u64) as u32;
+        let count = (entries - line_index).min(LINE_PTES as u64) as u32;
         let table = hw.load_u64(regs::reg(regs::port_pt_bus(p)));
-        let Some(host) = (index - (vpn - first))
+        let Some(host) = line_index
             .checked_mul(PTE_SIZE as u64)
             .and_then(|o| table.checked_add(o))
             .filter(|h| h.checked_add(LINE_BYTES as u64).is_some())
@@ -367,9 +364,7 @@ impl Shared {
     /// Port `p` closed: its cached translations go (a port opened again
     /// later registers its memory again).
     pub fn port_tables_closed(&mut self, hw: &mut impl Hw, p: usize) {
-        let v = version(hw, p);
-        self.xlat.versions[p].gen = v.gen.wrapping_sub(1);
-        self.xlat.flush(hw, p, v);
+        self.xlat.flush(hw, p, version(hw, p), true);
     }
 
     /// Is every byte of `[vaddr, vaddr + len)` registered by `port`?

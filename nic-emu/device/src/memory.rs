@@ -88,6 +88,14 @@ impl NicMem for NodeMem {
     }
 }
 
+/// `[bus, bus + len)` cut at page boundaries: (page number, offset in
+/// the page, offset in the range, length) of each part.
+fn page_parts(bus: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    nic_abi::page_table::page_pieces(bus, len as u64).map(move |(at, n)| {
+        (at / PAGE_SIZE, (at % PAGE_SIZE) as usize, (at - bus) as usize, n as usize)
+    })
+}
+
 /// Host memory with a first-fit page allocator (free ranges kept in
 /// address order, so allocation is deterministic).
 #[derive(Debug)]
@@ -127,10 +135,9 @@ impl HostMem {
         if !self.in_tables(bus, buf.len()) {
             return false;
         }
-        for (k, b) in buf.iter_mut().enumerate() {
-            let a = bus + k as u64;
-            if let Some(page) = self.tables.get(&(a / PAGE_SIZE)) {
-                *b = page[(a % PAGE_SIZE) as usize];
+        for (page, o, k, n) in page_parts(bus, buf.len()) {
+            if let Some(page) = self.tables.get(&page) {
+                buf[k..k + n].copy_from_slice(&page[o..o + n]);
             }
         }
         true
@@ -141,13 +148,12 @@ impl HostMem {
         if !self.in_tables(bus, data.len()) {
             return false;
         }
-        for (k, &b) in data.iter().enumerate() {
-            let a = bus + k as u64;
+        for (page, o, k, n) in page_parts(bus, data.len()) {
             let page = self
                 .tables
-                .entry(a / PAGE_SIZE)
+                .entry(page)
                 .or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice());
-            page[(a % PAGE_SIZE) as usize] = b;
+            page[o..o + n].copy_from_slice(&data[k..k + n]);
         }
         true
     }
