@@ -142,6 +142,14 @@ pub const TRACE_ENABLE: Reg<u32> = Reg::at(0x06C); // host
 /// firmware's default; the firmware caps them to what `map::TLB` holds.
 pub const TLB_SETS: Reg<u32> = Reg::at(0x070); // cfg
 pub const TLB_WAYS: Reg<u32> = Reg::at(0x074); // cfg
+/// How streams recover lost packets (cfg): `RELIABILITY_GO_BACK_N` (the
+/// receiver takes packets in order only; the sender resends from the
+/// first one missing) or `RELIABILITY_SELECTIVE` (the receiver keeps
+/// packets that arrive past a gap and names what is missing; the sender
+/// resends only that). Any other value: go-back-N.
+pub const RELIABILITY: Reg<u32> = Reg::at(0x078); // cfg
+pub const RELIABILITY_GO_BACK_N: u32 = 0;
+pub const RELIABILITY_SELECTIVE: u32 = 1;
 
 // Host-DMA engine (host memory <-> SRAM). Commands in `map::HDMA_RING`.
 /// Commands posted (fw), free-running.

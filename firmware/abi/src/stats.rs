@@ -7,7 +7,7 @@ pub enum Stat {
     PacketsSent = 0,
     /// Packets taken from the receive-DMA engine with a good CRC.
     PacketsReceived = 1,
-    /// Data packets sent again (go-back-N after a timeout or a nack).
+    /// Data packets sent again (after a timeout, a nack, a USTAT or a STAT).
     Retransmits = 2,
     /// Received packets dropped for any reason (sum of the drop counters).
     Drops = 3,
@@ -73,9 +73,20 @@ pub enum Stat {
     TlbMisses = 30,
     /// Cached translations overwritten to make room.
     TlbEvictions = 31,
+    /// Payload bytes of the data packets sent again (`Retransmits`).
+    RetxBytes = 32,
+    /// Selective repeat: STATs sent (a receiver's answer to a poll: what
+    /// it has and which ranges it misses).
+    StatsSent = 33,
+    /// Selective repeat: USTATs sent (a receiver names at once a gap that
+    /// a packet arriving past it opened).
+    UstatsSent = 34,
+    /// Selective repeat: packets that arrived past a gap and were kept
+    /// (not dropped) until the gap filled.
+    Held = 35,
 }
 
-pub const STAT_COUNT: usize = 32;
+pub const STAT_COUNT: usize = 36;
 
 pub const fn stat_offset(s: Stat) -> u32 {
     crate::map::STATS + (s as u32) * 8
@@ -114,6 +125,10 @@ pub const ALL_STATS: [Stat; STAT_COUNT] = [
     Stat::TlbHits,
     Stat::TlbMisses,
     Stat::TlbEvictions,
+    Stat::RetxBytes,
+    Stat::StatsSent,
+    Stat::UstatsSent,
+    Stat::Held,
 ];
 
 const _: () = assert!(STAT_COUNT as u32 * 8 <= crate::map::STATS_SIZE);

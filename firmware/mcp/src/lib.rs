@@ -178,6 +178,9 @@ pub struct Config {
     pub send_tokens: u32,
     pub recv_tokens: u32,
     pub window: u32,
+    /// Selective repeat (`regs::RELIABILITY_SELECTIVE`) instead of
+    /// go-back-N.
+    pub selective: bool,
 }
 
 impl Config {
@@ -192,6 +195,7 @@ impl Config {
         send_tokens: 0,
         recv_tokens: 0,
         window: 0,
+        selective: false,
     };
 
     fn read(hw: &impl Hw) -> Result<Config, InitError> {
@@ -224,6 +228,7 @@ impl Config {
             send_tokens: hw.reg(regs::SEND_TOKENS).clamp(1, PORT_SEND_TOKENS_MAX),
             recv_tokens: hw.reg(regs::RECV_TOKENS).clamp(1, PORT_RECV_TOKENS_MAX),
             window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
+            selective: hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
         };
         Ok(c)
     }
