@@ -2,9 +2,12 @@
 //! window and the receiving check. No hardware, no records, no time: the
 //! SDMA machine keeps a [`SendWindow`] per sending stream and the RECV
 //! machine a [`RecvWindow`] per receiving stream, and both act on what
-//! these types answer. Today's protocol is go-back-N (the receiver takes
-//! only the next packet in order; the sender rewinds to the first packet
-//! not acknowledged). Selective repeat's logic is `crate::selective`.
+//! these types answer. Go-back-N: the receiver takes only the next
+//! packet in order; the sender rewinds to the first packet not
+//! acknowledged. Selective repeat ([`crate::selective`]) keeps the same
+//! sending window and adds marks of what was acknowledged selectively and
+//! what is to be resent; its receiver holds packets past a gap in the
+//! same [`RecvWindow`].
 
 /// `a` comes before `b` in sequence space (modulo 2^32: the half of the
 /// space behind `b` is "before").
@@ -140,22 +143,35 @@ impl SendWindow for GoBackN {
 pub enum Arrival {
     /// The next one expected: take it.
     InOrder,
-    /// Taken before: drop it and ack again.
+    /// Taken before (or, with selective repeat, held already): drop it
+    /// and ack again.
     Duplicate,
     /// Ahead of the expected one (a packet was lost): go-back-N drops it
-    /// and asks for `expected`.
+    /// and asks for `expected`; selective repeat may hold it
+    /// ([`RecvWindow::hold`]).
     Gap { expected: u32 },
 }
 
-/// The receiver's side: the next sequence number expected.
+/// Packets a receiving stream may hold past a gap (selective repeat):
+/// the span of its bitmap.
+pub const HOLD_SPAN: u32 = 64;
+
+/// The receiver's side: the next sequence number expected and, for
+/// selective repeat, which packets past it are held (bit i: `expected +
+/// i`; bit 0 never: that one is missing) and how far the sender is known
+/// to have gone (`high`: one past the highest sequence number seen in a
+/// packet or a poll; gaps below it were named already). Go-back-N never
+/// holds, and `high` stays unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecvWindow {
     expected: u32,
+    high: u32,
+    held: u64,
 }
 
 impl RecvWindow {
     pub const fn new() -> RecvWindow {
-        RecvWindow { expected: 0 }
+        RecvWindow { expected: 0, high: 0, held: 0 }
     }
 
     #[inline]
@@ -163,8 +179,19 @@ impl RecvWindow {
         self.expected
     }
 
+    /// Packets held past a gap.
+    pub fn held(&self) -> u32 {
+        self.held.count_ones()
+    }
+
+    /// Is `seq` held?
+    pub fn is_held(&self, seq: u32) -> bool {
+        let i = seq.wrapping_sub(self.expected);
+        seq_lt(self.expected, seq) && i < HOLD_SPAN && self.held & (1 << i) != 0
+    }
+
     pub fn check(&self, seq: u32) -> Arrival {
-        if seq_lt(seq, self.expected) {
+        if seq_lt(seq, self.expected) || self.is_held(seq) {
             Arrival::Duplicate
         } else if seq != self.expected {
             Arrival::Gap { expected: self.expected }
@@ -173,14 +200,109 @@ impl RecvWindow {
         }
     }
 
-    /// The expected packet was taken.
-    pub fn advance(&mut self) {
+    /// The expected packet was taken. True when the next one is held
+    /// already: take it now ([`RecvWindow::unhold`] first).
+    pub fn advance(&mut self) -> bool {
         self.expected = self.expected.wrapping_add(1);
+        self.held >>= 1;
+        if seq_lt(self.high, self.expected) {
+            self.high = self.expected;
+        }
+        self.held & 1 != 0
     }
 
-    /// The sender (re)starts the stream at `seq` (a SYNC).
+    /// Can `seq` (a gap's packet, `check` said so) be held: within the
+    /// bitmap's span?
+    pub fn can_hold(&self, seq: u32) -> bool {
+        seq_lt(self.expected, seq) && seq.wrapping_sub(self.expected) < HOLD_SPAN
+    }
+
+    /// Hold `seq` past the gap (`can_hold` said yes). Returns the gap it
+    /// opened, `lo..hi`, if it lies past every packet seen so far (a
+    /// USTAT to send at once), and raises `high`.
+    pub fn hold(&mut self, seq: u32) -> Option<(u32, u32)> {
+        if !self.can_hold(seq) {
+            return None;
+        }
+        self.held |= 1 << seq.wrapping_sub(self.expected);
+        self.saw(seq)
+    }
+
+    /// `seq` arrived past a gap and was not held: the gap it opened, if
+    /// new (as `hold`); it stays missing itself.
+    pub fn missed(&mut self, seq: u32) -> Option<(u32, u32)> {
+        let gap = seq_lt(self.high, seq).then_some((self.high, seq));
+        if gap.is_some() {
+            self.high = seq;
+        }
+        gap
+    }
+
+    fn saw(&mut self, seq: u32) -> Option<(u32, u32)> {
+        if seq_lt(self.high, self.expected) {
+            self.high = self.expected;
+        }
+        let gap = seq_lt(self.high, seq).then_some((self.high, seq));
+        if seq_le(self.high, seq) {
+            self.high = seq.wrapping_add(1);
+        }
+        gap
+    }
+
+    /// A held packet is let go of (taken now, or dropped): no longer held.
+    pub fn unhold(&mut self, seq: u32) {
+        let i = seq.wrapping_sub(self.expected);
+        if i < HOLD_SPAN {
+            self.held &= !(1 << i);
+        }
+    }
+
+    /// Let go of every held packet (the stream restarts, or its sender
+    /// renumbers what follows): returns the sequence numbers held, as a
+    /// bitmap from `expected`, and forgets how far the sender went.
+    pub fn release_all(&mut self) -> u64 {
+        let h = self.held;
+        self.held = 0;
+        self.high = self.expected;
+        h
+    }
+
+    /// The answer to POLL `p` (selective repeat): what arrived before the
+    /// first gap and the ranges missing up to the poll's next new packet
+    /// (at most a span's worth; the next poll asks again).
+    pub fn stat(&mut self, p: crate::selective::Poll) -> crate::selective::Stat {
+        use crate::selective::{Gaps, Stat};
+        if seq_lt(self.high, p.ns) {
+            self.high = p.ns;
+        }
+        let mut missing = Gaps::new();
+        let end = if seq_le(p.ns, self.expected) {
+            self.expected
+        } else if p.ns.wrapping_sub(self.expected) < HOLD_SPAN {
+            p.ns
+        } else {
+            self.expected.wrapping_add(HOLD_SPAN)
+        };
+        let mut s = self.expected;
+        while seq_lt(s, end) {
+            if self.is_held(s) {
+                s = s.wrapping_add(1);
+                continue;
+            }
+            let lo = s;
+            while seq_lt(s, end) && !self.is_held(s) {
+                s = s.wrapping_add(1);
+            }
+            if missing.push((lo, s)).is_err() {
+                break;
+            }
+        }
+        Stat { ps: p.ps, ns: end, ack: self.expected, missing }
+    }
+
+    /// The sender (re)starts the stream at `seq` (a SYNC): nothing held.
     pub fn restart(&mut self, seq: u32) {
-        self.expected = seq;
+        *self = RecvWindow { expected: seq, high: seq, held: 0 };
     }
 }
 

@@ -9,16 +9,19 @@
 //! again. There is no per-packet timer: POLL and STAT drive recovery, and
 //! a lost USTAT or STAT is covered by the next POLL.
 //!
-//! No hardware, no records, no time: the machines keep an [`SrSender`] per
-//! sending stream and an [`SrReceiver`] per receiving stream, send what
-//! these answer and tell them what arrived. Both track at most
-//! [`SR_WINDOW`] packets past the oldest one not acknowledged (bitmaps),
-//! so a stream's window may not exceed it.
+//! No hardware, no records, no time: the machines keep [`SrMarks`] beside
+//! each sending stream's window (and each packet's poll stamp in SRAM),
+//! and hold packets in each receiving stream's
+//! [`crate::reliability::RecvWindow`]; they send what these answer and
+//! tell them what arrived. [`SrSender`] and [`SrReceiver`] put the pieces
+//! together for the tests. Both sides track at most [`SR_WINDOW`] packets
+//! past the oldest one not acknowledged (bitmaps), so a stream's window
+//! may not exceed it.
 
-use crate::reliability::{seq_le, seq_lt};
+use crate::reliability::{seq_le, seq_lt, Arrival, RecvWindow, HOLD_SPAN};
 
 /// Packets tracked past the oldest unacknowledged one, each side.
-pub const SR_WINDOW: u32 = 64;
+pub const SR_WINDOW: u32 = HOLD_SPAN;
 
 /// A POLL: the sender's next new sequence number `ns` (N(S)) and the poll
 /// sequence number `ps` (N(PS)).
@@ -97,22 +100,185 @@ impl Stat {
     }
 }
 
-/// The sending side of one stream.
+/// `a` comes before `b` among poll sequence numbers kept in a byte (a
+/// packet's stamp): polls go one per retransmission timeout, so far
+/// fewer than 128 lie between a packet's transmission and the STAT that
+/// names it.
+#[inline]
+pub fn ps_lt(a: u8, b: u8) -> bool {
+    (a.wrapping_sub(b) as i8) < 0
+}
+
+/// A sending stream's selective-repeat marks, relative to its window's
+/// oldest unacknowledged packet `una` (the window itself, `una` and
+/// `high`, one past the highest packet sent, is the stream's
+/// [`crate::reliability::GoBackN`]): which packets a STAT acknowledged
+/// out of order, which are to be resent, and the stream's poll sequence
+/// number. Each transmission is stamped with the poll number current
+/// when it went (the caller keeps the stamps: [`Stamps`]). What both
+/// sides track spans [`SR_WINDOW`] packets past `una`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrMarks {
+    /// Bit i: `una + i` was acknowledged by a STAT (selectively).
+    acked: u64,
+    /// Bit i: `una + i` is to be resent.
+    resend: u64,
+    /// The poll sequence number of the last POLL sent (0: none yet).
+    ps: u8,
+}
+
+/// Where a sender keeps each packet's stamp: the poll number current
+/// when the packet last went (by sequence number modulo [`SR_WINDOW`]).
+pub trait Stamps {
+    fn stamp(&self, seq: u32) -> u8;
+}
+
+impl Stamps for [u8; SR_WINDOW as usize] {
+    fn stamp(&self, seq: u32) -> u8 {
+        self[(seq % SR_WINDOW) as usize]
+    }
+}
+
+impl SrMarks {
+    pub const NEW: SrMarks = SrMarks { acked: 0, resend: 0, ps: 0 };
+
+    /// The poll number a transmission now is stamped with.
+    pub fn ps(&self) -> u8 {
+        self.ps
+    }
+
+    /// A POLL goes out now: its poll number (transmissions from now on
+    /// are stamped with it).
+    pub fn poll(&mut self) -> u8 {
+        self.ps = self.ps.wrapping_add(1);
+        self.ps
+    }
+
+    /// Forget the marks (the stream goes back and sends everything again,
+    /// or starts over); the poll number goes on.
+    pub fn clear(&mut self) {
+        self.acked = 0;
+        self.resend = 0;
+    }
+
+    /// The window's front moved on by `n` packets (a cumulative ack).
+    pub fn shift(&mut self, n: u32) {
+        self.acked = self.acked.checked_shr(n).unwrap_or(0);
+        self.resend = self.resend.checked_shr(n).unwrap_or(0);
+    }
+
+    /// Packets at the front of the window acknowledged selectively, of
+    /// `outstanding`: the cumulative ack may move past them.
+    pub fn front_acked(&self, outstanding: u32) -> u32 {
+        self.acked.trailing_ones().min(outstanding)
+    }
+
+    pub fn resend_pending(&self) -> bool {
+        self.resend != 0
+    }
+
+    /// The oldest packet to resend.
+    pub fn next_resend(&self, una: u32) -> Option<u32> {
+        (self.resend != 0).then(|| una.wrapping_add(self.resend.trailing_zeros()))
+    }
+
+    /// `seq` was resent: no longer marked.
+    pub fn resent(&mut self, una: u32, seq: u32) {
+        let i = seq.wrapping_sub(una);
+        if i < SR_WINDOW {
+            self.resend &= !(1 << i);
+        }
+    }
+
+    /// A USTAT named `lo..hi` missing: mark those (sent, between `una`
+    /// and `high`, and not acknowledged) to be resent at once. Returns how
+    /// many were marked anew.
+    pub fn ustat(&mut self, una: u32, high: u32, lo: u32, hi: u32) -> u32 {
+        self.mark_missing(una, high, lo, hi, None, &[0; SR_WINDOW as usize])
+    }
+
+    /// A STAT arrived (its cumulative `ack` was taken already, so `una` is
+    /// at least as far): what lies between its gaps, and after the last
+    /// up to its `ns`, arrived; each packet it lists missing is resent
+    /// only if its stamp is earlier than the STAT's poll number (sent
+    /// before the POLL it answers: a resend sent since may still be on
+    /// its way). Returns how many were marked to be resent.
+    pub fn stat(&mut self, una: u32, high: u32, s: &Stat, stamps: &impl Stamps) -> u32 {
+        let mut cursor = s.ack;
+        let mut n = 0;
+        for &(lo, hi) in &s.missing {
+            self.ack_range(una, high, cursor, lo);
+            n += self.mark_missing(una, high, lo, hi, Some(s.ps as u8), stamps);
+            cursor = hi;
+        }
+        self.ack_range(una, high, cursor, s.ns);
+        n
+    }
+
+    /// `seq`'s bit position, if it was sent and is not cumulatively
+    /// acknowledged.
+    fn offset(una: u32, high: u32, seq: u32) -> Option<u32> {
+        let i = seq.wrapping_sub(una);
+        (seq_le(una, seq) && seq_lt(seq, high) && i < SR_WINDOW).then_some(i)
+    }
+
+    /// `lo..hi` arrived (at most a window's worth is looked at).
+    fn ack_range(&mut self, una: u32, high: u32, lo: u32, hi: u32) {
+        let mut s = lo;
+        for _ in 0..SR_WINDOW {
+            if !seq_lt(s, hi) {
+                break;
+            }
+            if let Some(i) = Self::offset(una, high, s) {
+                self.acked |= 1 << i;
+                self.resend &= !(1 << i);
+            }
+            s = s.wrapping_add(1);
+        }
+    }
+
+    fn mark_missing(
+        &mut self,
+        una: u32,
+        high: u32,
+        lo: u32,
+        hi: u32,
+        before_ps: Option<u8>,
+        stamps: &impl Stamps,
+    ) -> u32 {
+        let mut s = lo;
+        let mut n = 0;
+        // At most the window's worth: a range from a confused peer ends.
+        for _ in 0..SR_WINDOW {
+            if !seq_lt(s, hi) {
+                break;
+            }
+            if let Some(i) = Self::offset(una, high, s) {
+                let stale = before_ps.is_none_or(|ps| ps_lt(stamps.stamp(s), ps));
+                let bit = 1 << i;
+                if self.acked & bit == 0 && self.resend & bit == 0 && stale {
+                    self.resend |= bit;
+                    n += 1;
+                }
+            }
+            s = s.wrapping_add(1);
+        }
+        n
+    }
+}
+
+/// The sending side of one stream, whole: the window (`una`, `next`),
+/// the marks, and each packet's stamp. The MCP keeps the same pieces in
+/// its stream records (the stamps in SRAM); this type puts them together
+/// for the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrSender {
     /// Oldest sequence number not acknowledged.
     una: u32,
     /// Next new sequence number.
     next: u32,
-    /// Bit i: `una + i` was acknowledged by a STAT (selectively).
-    acked: u64,
-    /// Bit i: `una + i` is to be resent.
-    resend: u64,
-    /// The poll sequence number of the last POLL sent (0: none yet).
-    ps: u32,
-    /// Per packet in the window (by sequence number modulo the window):
-    /// the last POLL sent before its last transmission.
-    sent_ps: [u32; SR_WINDOW as usize],
+    marks: SrMarks,
+    stamps: [u8; SR_WINDOW as usize],
 }
 
 /// What the sender should transmit next.
@@ -127,14 +293,7 @@ pub enum SrNext {
 impl SrSender {
     /// A stream starting at `seq`.
     pub const fn new(seq: u32) -> SrSender {
-        SrSender {
-            una: seq,
-            next: seq,
-            acked: 0,
-            resend: 0,
-            ps: 0,
-            sent_ps: [0; SR_WINDOW as usize],
-        }
+        SrSender { una: seq, next: seq, marks: SrMarks::NEW, stamps: [0; SR_WINDOW as usize] }
     }
 
     pub fn una(&self) -> u32 {
@@ -152,15 +311,15 @@ impl SrSender {
 
     /// Is anything waiting to be resent?
     pub fn resend_pending(&self) -> bool {
-        self.resend != 0
+        self.marks.resend_pending()
     }
 
     /// What to transmit next with at most `window` packets outstanding
     /// (capped at `SR_WINDOW`): the oldest resend, else a new packet if
     /// there is room and `have_new`, else nothing.
     pub fn next_to_send(&self, window: u32, have_new: bool) -> Option<SrNext> {
-        if self.resend != 0 {
-            return Some(SrNext::Resend(self.una.wrapping_add(self.resend.trailing_zeros())));
+        if let Some(s) = self.marks.next_resend(self.una) {
+            return Some(SrNext::Resend(s));
         }
         (have_new && self.outstanding() < window.min(SR_WINDOW)).then_some(SrNext::New(self.next))
     }
@@ -170,9 +329,7 @@ impl SrSender {
     pub fn sent(&mut self, what: SrNext) {
         let seq = match what {
             SrNext::Resend(s) => {
-                if let Some(i) = self.offset(s) {
-                    self.resend &= !(1 << i);
-                }
+                self.marks.resent(self.una, s);
                 s
             }
             SrNext::New(s) => {
@@ -181,44 +338,29 @@ impl SrSender {
                 s
             }
         };
-        self.sent_ps[(seq % SR_WINDOW) as usize] = self.ps;
+        self.stamps[(seq % SR_WINDOW) as usize] = self.marks.ps();
     }
 
     /// A POLL goes out now: what it carries (the next poll sequence
     /// number; transmissions from now on are stamped with it).
     pub fn poll(&mut self) -> Poll {
-        self.ps = self.ps.wrapping_add(1);
-        Poll { ns: self.next, ps: self.ps }
+        Poll { ns: self.next, ps: self.marks.poll() as u32 }
     }
 
     /// A USTAT named `lo..hi` missing: resend those (of the packets sent
     /// and not acknowledged) at once.
     pub fn ustat(&mut self, lo: u32, hi: u32) {
-        self.mark_missing(lo, hi, None);
+        self.marks.ustat(self.una, self.next, lo, hi);
     }
 
     /// A STAT arrived: acknowledge what it acknowledges, and resend each
     /// packet it lists missing whose last transmission came before the
-    /// POLL it answers (a resend sent after that POLL may still be on its
-    /// way). A late or repeated STAT resends nothing already resent since.
+    /// POLL it answers. A late or repeated STAT resends nothing already
+    /// resent since.
     pub fn stat(&mut self, s: &Stat) {
         self.ack_to(s.ack);
-        // Everything between the listed gaps, and after the last up to
-        // the POLL's `ns`, arrived.
-        let mut cursor = s.ack;
-        for &(lo, hi) in &s.missing {
-            self.ack_range(cursor, lo);
-            self.mark_missing(lo, hi, Some(s.ps));
-            cursor = hi;
-        }
-        self.ack_range(cursor, s.ns);
+        self.marks.stat(self.una, self.next, s, &self.stamps);
         self.ack_to(self.una);
-    }
-
-    /// `seq`'s bit position in the window, if it was sent and is not
-    /// cumulatively acknowledged.
-    fn offset(&self, seq: u32) -> Option<u32> {
-        (seq_le(self.una, seq) && seq_lt(seq, self.next)).then(|| seq.wrapping_sub(self.una))
     }
 
     /// Everything before `ack` arrived (ignored unless it lies in
@@ -228,49 +370,12 @@ impl SrSender {
         if seq_lt(ack, self.una) || seq_lt(self.next, ack) {
             return;
         }
-        self.shift(ack.wrapping_sub(self.una));
-        let run = self.acked.trailing_ones().min(self.outstanding());
-        self.shift(run);
-    }
-
-    /// The window's front moves on by `n` packets.
-    fn shift(&mut self, n: u32) {
-        self.una = self.una.wrapping_add(n);
-        self.acked = self.acked.checked_shr(n).unwrap_or(0);
-        self.resend = self.resend.checked_shr(n).unwrap_or(0);
-    }
-
-    /// `lo..hi` arrived (at most a window's worth is looked at).
-    fn ack_range(&mut self, lo: u32, hi: u32) {
-        let mut s = lo;
-        for _ in 0..SR_WINDOW {
-            if !seq_lt(s, hi) {
-                break;
-            }
-            if let Some(i) = self.offset(s) {
-                self.acked |= 1 << i;
-                self.resend &= !(1 << i);
-            }
-            s = s.wrapping_add(1);
-        }
-    }
-
-    fn mark_missing(&mut self, lo: u32, hi: u32, before_ps: Option<u32>) {
-        let mut s = lo;
-        // At most the window's worth: a range from a confused peer ends.
-        for _ in 0..SR_WINDOW {
-            if !seq_lt(s, hi) {
-                break;
-            }
-            if let Some(i) = self.offset(s) {
-                let stale =
-                    before_ps.is_none_or(|ps| seq_lt(self.sent_ps[(s % SR_WINDOW) as usize], ps));
-                if self.acked & (1 << i) == 0 && stale {
-                    self.resend |= 1 << i;
-                }
-            }
-            s = s.wrapping_add(1);
-        }
+        let n = ack.wrapping_sub(self.una);
+        self.una = ack;
+        self.marks.shift(n);
+        let run = self.marks.front_acked(self.outstanding());
+        self.una = self.una.wrapping_add(run);
+        self.marks.shift(run);
     }
 }
 
@@ -290,102 +395,58 @@ pub enum SrArrival {
     Dropped,
 }
 
-/// The receiving side of one stream.
+/// The receiving side of one stream, for the tests: the receive window
+/// the MCP keeps ([`RecvWindow`]), with its held packets delivered as
+/// soon as they are in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrReceiver {
-    /// Next sequence number in order (the first missing).
-    expected: u32,
-    /// One past the highest sequence number known to be sent (from
-    /// packets and POLLs): gaps below it were reported already.
-    high: u32,
-    /// Bit i: `expected + i` is held (bit 0 never: it is missing).
-    held: u64,
+    win: RecvWindow,
 }
 
 impl SrReceiver {
     /// A stream starting at `seq`.
-    pub const fn new(seq: u32) -> SrReceiver {
-        SrReceiver { expected: seq, high: seq, held: 0 }
+    pub fn new(seq: u32) -> SrReceiver {
+        let mut win = RecvWindow::new();
+        win.restart(seq);
+        SrReceiver { win }
     }
 
     pub fn expected(&self) -> u32 {
-        self.expected
+        self.win.expected()
     }
 
     /// Packets held ahead of a gap.
     pub fn held(&self) -> u32 {
-        self.held.count_ones()
+        self.win.held()
     }
 
     /// Packet `seq` arrived; `can_hold`: a buffer is free to keep it if it
     /// comes ahead of a gap.
     pub fn arrive(&mut self, seq: u32, can_hold: bool) -> SrArrival {
-        if seq_lt(seq, self.expected) {
-            return SrArrival::Duplicate;
-        }
-        let i = seq.wrapping_sub(self.expected);
-        if i == 0 {
-            let run = (self.held >> 1).trailing_ones();
-            let step = run + 1;
-            self.expected = self.expected.wrapping_add(step);
-            self.held = if step >= 64 { 0 } else { self.held >> step };
-            if seq_lt(self.high, self.expected) {
-                self.high = self.expected;
+        match self.win.check(seq) {
+            Arrival::Duplicate => SrArrival::Duplicate,
+            Arrival::InOrder => {
+                let mut then = 0;
+                while self.win.advance() {
+                    self.win.unhold(self.win.expected());
+                    then += 1;
+                }
+                SrArrival::InOrder { then }
             }
-            return SrArrival::InOrder { then: run };
+            Arrival::Gap { .. } if !can_hold || !self.win.can_hold(seq) => SrArrival::Dropped,
+            Arrival::Gap { .. } => SrArrival::Held { ustat: self.win.hold(seq) },
         }
-        if i >= SR_WINDOW {
-            return SrArrival::Dropped;
-        }
-        if self.held & (1 << i) != 0 {
-            return SrArrival::Duplicate;
-        }
-        if !can_hold {
-            return SrArrival::Dropped;
-        }
-        self.held |= 1 << i;
-        let ustat = seq_lt(self.high, seq).then_some((self.high, seq));
-        if seq_le(self.high, seq) {
-            self.high = seq.wrapping_add(1);
-        }
-        SrArrival::Held { ustat }
     }
 
     /// The answer to POLL `p`: what arrived before the first gap and the
     /// ranges missing up to the POLL's next new packet.
     pub fn stat(&mut self, p: Poll) -> Stat {
-        if seq_lt(self.high, p.ns) {
-            self.high = p.ns;
-        }
-        let mut missing = Gaps::new();
-        let end = if seq_le(p.ns, self.expected) {
-            self.expected
-        } else if p.ns.wrapping_sub(self.expected) < SR_WINDOW {
-            p.ns
-        } else {
-            self.expected.wrapping_add(SR_WINDOW)
-        };
-        let mut s = self.expected;
-        while seq_lt(s, end) {
-            let i = s.wrapping_sub(self.expected);
-            if self.held & (1 << i) == 0 {
-                let lo = s;
-                while seq_lt(s, end) && self.held & (1 << s.wrapping_sub(self.expected)) == 0 {
-                    s = s.wrapping_add(1);
-                }
-                if missing.push((lo, s)).is_err() {
-                    break;
-                }
-            } else {
-                s = s.wrapping_add(1);
-            }
-        }
-        Stat { ps: p.ps, ns: end, ack: self.expected, missing }
+        self.win.stat(p)
     }
 
     /// The sender (re)starts the stream at `seq` (a SYNC): nothing held.
     pub fn restart(&mut self, seq: u32) {
-        *self = SrReceiver::new(seq);
+        self.win.restart(seq);
     }
 }
 
