@@ -17,6 +17,7 @@ local ends = { [0] = "NIC", [1] = "switch" }
 local ptypes = {
     [1] = "Data", [2] = "Ack", [3] = "Nack", [4] = "Put",
     [5] = "GetReq", [6] = "GetResp", [7] = "Report", [8] = "Poll",
+    [9] = "Stat", [10] = "Ustat",
 }
 local nacks = {
     [1] = "OutOfOrder", [2] = "NoBuffer", [3] = "PortClosed",
@@ -207,6 +208,14 @@ function pkt.dissector(tvb, pinfo, tree)
     end
     if ptype == 8 then
         info = info .. " unsent=" .. h(24, 4):le_uint()
+    end
+    if ptype == 10 then
+        -- Selective repeat: seq..msg_len are missing.
+        info = info .. " missing=" .. h(12, 4):le_uint() .. ".." .. h(20, 4):le_uint()
+    end
+    if ptype == 9 and plen >= 16 and h:len() >= HEADER_LEN + 16 then
+        -- Selective repeat: the poll answered and how many ranges are missing.
+        info = info .. " ps=" .. h(HEADER_LEN, 4):le_uint() .. " ranges=" .. h(HEADER_LEN + 12, 4):le_uint()
     end
     if bit32.band(flags, 0x08) ~= 0 then
         info = info .. " SYNC"

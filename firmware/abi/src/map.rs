@@ -26,7 +26,8 @@
 //! 0xE5400 MCAST_LOST    2 KiB  lists of the members a multicast did not reach (fw)
 //! 0xE5C00 RX_SLOTS     12 KiB  the firmware's records of posted receive buffers (fw)
 //! 0xE8C00 RX_GHOSTS    24 KiB  where receiving streams let go of stood (fw)
-//! 0xEEC00 (end of the map; SRAM is at least 1 MiB)
+//! 0xEEC00 SR_STAMPS     4 KiB  selective repeat: each sending stream's poll stamps (fw)
+//! 0xEFC00 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -152,7 +153,15 @@ pub const RX_GHOSTS: u32 = 0x000E_8C00;
 pub const RX_GHOSTS_LEN: u32 = 1024;
 pub const RX_GHOST_SIZE: u32 = 24;
 
-pub const MAP_END: u32 = 0x000E_EC00;
+/// Selective repeat: each sending stream's poll stamps, one byte per
+/// packet of its window (by sequence number modulo `SR_STAMPS_PER_STREAM`):
+/// the poll number current when the packet last went. `SR_STREAMS`
+/// streams. The layout is the firmware's own.
+pub const SR_STAMPS: u32 = 0x000E_EC00;
+pub const SR_STREAMS: u32 = 128;
+pub const SR_STAMPS_PER_STREAM: u32 = 32;
+
+pub const MAP_END: u32 = 0x000E_FC00;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -203,6 +212,11 @@ pub const fn rx_ghost(i: u32) -> u32 {
     RX_GHOSTS + i * RX_GHOST_SIZE
 }
 
+/// Stream `stream`'s poll stamp of sequence number `seq` (`SR_STAMPS`).
+pub const fn sr_stamp(stream: u32, seq: u32) -> u32 {
+    SR_STAMPS + stream * SR_STAMPS_PER_STREAM + seq % SR_STAMPS_PER_STREAM
+}
+
 /// Inline bytes of receive slot `slot`.
 pub const fn rx_inline(slot: u32) -> u32 {
     RX_INLINE + slot * crate::event::INLINE_MAX as u32
@@ -251,7 +265,8 @@ const _: () = {
     assert!(MCAST_HEARD + MCAST_LISTS_LEN * MCAST_HEARD_SIZE <= MCAST_LOST);
     assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= RX_SLOTS);
     assert!(RX_SLOTS + RX_INLINE_SLOTS * RX_SLOT_SIZE <= RX_GHOSTS);
-    assert!(RX_GHOSTS + RX_GHOSTS_LEN * RX_GHOST_SIZE <= MAP_END);
+    assert!(RX_GHOSTS + RX_GHOSTS_LEN * RX_GHOST_SIZE <= SR_STAMPS);
+    assert!(SR_STAMPS + SR_STREAMS * SR_STAMPS_PER_STREAM <= MAP_END);
     assert!(RX_GHOSTS_LEN.is_power_of_two());
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);

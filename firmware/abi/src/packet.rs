@@ -62,9 +62,27 @@ pub enum PacketType {
     /// retransmission timer runs out, instead of resending blindly):
     /// `seq` is its first unacknowledged sequence number, `offset` the next
     /// it would send, `nack_code` its round. The receiver answers with an
-    /// ack, or an `OutOfOrder` nack for the first packet it lacks.
+    /// ack, or an `OutOfOrder` nack for the first packet it lacks. Under
+    /// selective repeat `msg_len` carries the poll sequence number (its
+    /// low byte) and the receiver answers with a `Stat`.
     Poll = 8,
+    /// Selective repeat: a receiver's answer to a poll (ack in `ack`,
+    /// `ACK_VALID`): the payload lists the ranges it misses, as
+    /// `STAT_PAYLOAD_MAX` bytes at most (poll number, the poll's next
+    /// sequence number, the cumulative ack, the count of ranges, then
+    /// each range's first and one-past-last sequence number; u32 each,
+    /// little-endian).
+    Stat = 9,
+    /// Selective repeat: a receiver names at once the gap a packet
+    /// arriving past it opened: `seq..msg_len` are missing (ack in `ack`,
+    /// `ACK_VALID`). No payload.
+    Ustat = 10,
 }
+
+/// Most ranges a `Stat` lists.
+pub const STAT_RANGES_MAX: usize = 16;
+/// Longest `Stat` payload: four words and two per range.
+pub const STAT_PAYLOAD_MAX: usize = 16 + 8 * STAT_RANGES_MAX;
 
 impl PacketType {
     pub const fn from_u8(v: u8) -> Option<PacketType> {
@@ -77,6 +95,8 @@ impl PacketType {
             6 => PacketType::GetResp,
             7 => PacketType::Report,
             8 => PacketType::Poll,
+            9 => PacketType::Stat,
+            10 => PacketType::Ustat,
             _ => return None,
         })
     }
@@ -211,6 +231,7 @@ pub mod field {
     pub const ACK: usize = 16;
     pub const OFFSET: usize = 24;
     pub const FLAGS: usize = 1;
+    pub const PAYLOAD_LEN: usize = 28;
     pub const CRC: usize = 44;
 }
 
@@ -326,7 +347,7 @@ impl Header {
                     return Err(ParseError::BadField("nack_code"));
                 }
             }
-            PacketType::Ack | PacketType::GetReq | PacketType::Poll => {
+            PacketType::Ack | PacketType::GetReq | PacketType::Poll | PacketType::Ustat => {
                 if h.payload_len != 0 {
                     return Err(ParseError::BadField("payload_len"));
                 }
@@ -334,6 +355,11 @@ impl Header {
             // A Report may name the subtrees it lost: (node, members) u32s.
             PacketType::Report => {
                 if h.payload_len as usize > crate::event::LOST_BYTES {
+                    return Err(ParseError::BadField("payload_len"));
+                }
+            }
+            PacketType::Stat => {
+                if h.payload_len as usize > STAT_PAYLOAD_MAX {
                     return Err(ParseError::BadField("payload_len"));
                 }
             }

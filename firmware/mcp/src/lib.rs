@@ -230,7 +230,10 @@ impl Config {
             window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
             selective: hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
         };
-        Ok(c)
+        // Selective repeat tracks what each stream has in flight in a
+        // bitmap of `SR_WINDOW` packets: its window is at most that.
+        let window = if c.selective { c.window.min(selective::SR_WINDOW) } else { c.window };
+        Ok(Config { window, ..c })
     }
 }
 

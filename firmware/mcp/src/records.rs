@@ -23,6 +23,8 @@ pub const MAX_SLOTS: usize = nic_abi::map::RX_INLINE_SLOTS as usize;
 /// Streams each way (a stream is remote node, local port, remote port,
 /// priority); a send that would need one more is refused (TooManyStreams).
 pub const MAX_STREAMS: usize = 128;
+// Each sending stream has its selective-repeat stamps in SRAM.
+const _: () = assert!(MAX_STREAMS <= nic_abi::map::SR_STREAMS as usize);
 pub const MAX_CONNS: usize = 128;
 /// Most doublings of the retransmission timeout.
 pub const MAX_BACKOFF: u8 = 6;
@@ -288,6 +290,10 @@ pub struct TxStream {
     /// Made after this NIC let an idle stream go: its SYNC packets name
     /// its incarnation (`order`, with `Flags::INCARNATION`).
     pub reborn: bool,
+    /// Selective repeat: what was acknowledged out of order, what is to
+    /// be resent, the poll number (each packet's stamp is in SRAM,
+    /// `map::sr_stamp`).
+    pub sr: crate::selective::SrMarks,
 }
 
 /// Why a stream sends packets again; each has its counter
@@ -355,6 +361,7 @@ impl TxStream {
         retx_cause: RetxCause::Timeout,
         polled: false,
         reborn: false,
+        sr: crate::selective::SrMarks::NEW,
     };
 
     /// The retransmission timeout now, for a configured timeout `rto`:
@@ -647,17 +654,48 @@ impl Control {
         Control { rx_stream: tx_stream, code: POLL, round: 0, seq: 0 }
     }
 
+    /// Selective repeat: a STAT answering poll number `ps` whose next new
+    /// sequence number was `ns` (what it lists is read when it leaves).
+    pub fn stat(rx_stream: u16, ns: u32, ps: u8) -> Control {
+        Control { rx_stream, code: STAT, round: ps, seq: ns }
+    }
+
+    /// Selective repeat: a USTAT naming `lo..hi` missing (at most a hold
+    /// span: the length fits in `round`).
+    pub fn ustat(rx_stream: u16, lo: u32, hi: u32) -> Control {
+        let n = hi.wrapping_sub(lo).min(crate::reliability::HOLD_SPAN) as u8;
+        Control { rx_stream, code: USTAT, round: n, seq: lo }
+    }
+
     pub fn is_poll(&self) -> bool {
         self.code == POLL
     }
 
+    /// An ack or a nack (what a later ack or nack may fold into).
+    pub fn is_ack_or_nack(&self) -> bool {
+        self.code < USTAT
+    }
+
     pub fn nack(&self) -> Option<(u8, u32)> {
-        (self.code != 0 && self.code != POLL).then_some((self.code, self.seq))
+        (self.code != 0 && self.code < USTAT).then_some((self.code, self.seq))
+    }
+
+    /// A STAT: the poll's next sequence number and poll number.
+    pub fn stat_of(&self) -> Option<(u32, u8)> {
+        (self.code == STAT).then_some((self.seq, self.round))
+    }
+
+    /// A USTAT: the range missing.
+    pub fn ustat_of(&self) -> Option<(u32, u32)> {
+        (self.code == USTAT).then_some((self.seq, self.seq.wrapping_add(self.round as u32)))
     }
 }
 
-/// [`Control::code`] of a poll: no nack code has this value.
+/// [`Control::code`] of a poll, a STAT and a USTAT: no nack code has
+/// these values (nack codes are below `USTAT`).
 const POLL: u8 = 0xff;
+const STAT: u8 = 0xfe;
+const USTAT: u8 = 0xfd;
 
 /// An accepted data-bearing packet waiting for RDMA.
 #[derive(Debug, Clone, Copy)]

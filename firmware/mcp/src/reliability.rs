@@ -154,7 +154,7 @@ pub enum Arrival {
 
 /// Packets a receiving stream may hold past a gap (selective repeat):
 /// the span of its bitmap.
-pub const HOLD_SPAN: u32 = 64;
+pub const HOLD_SPAN: u32 = 32;
 
 /// The receiver's side: the next sequence number expected and, for
 /// selective repeat, which packets past it are held (bit i: `expected +
@@ -166,7 +166,7 @@ pub const HOLD_SPAN: u32 = 64;
 pub struct RecvWindow {
     expected: u32,
     high: u32,
-    held: u64,
+    held: u32,
 }
 
 impl RecvWindow {
@@ -260,7 +260,7 @@ impl RecvWindow {
     /// Let go of every held packet (the stream restarts, or its sender
     /// renumbers what follows): returns the sequence numbers held, as a
     /// bitmap from `expected`, and forgets how far the sender went.
-    pub fn release_all(&mut self) -> u64 {
+    pub fn release_all(&mut self) -> u32 {
         let h = self.held;
         self.held = 0;
         self.high = self.expected;

@@ -19,6 +19,7 @@
 //! may not exceed it.
 
 use crate::reliability::{seq_le, seq_lt, Arrival, RecvWindow, HOLD_SPAN};
+use nic_abi::packet::STAT_PAYLOAD_MAX;
 
 /// Packets tracked past the oldest unacknowledged one, each side.
 pub const SR_WINDOW: u32 = HOLD_SPAN;
@@ -36,6 +37,9 @@ pub struct Poll {
 /// missing); more would not fit and are not needed: the next POLL asks
 /// again.
 pub type Gaps = heapless::Vec<(u32, u32), { SR_WINDOW as usize / 2 }>;
+
+const _: () = assert!(Stat::encoded_len(SR_WINDOW as usize / 2) == STAT_PAYLOAD_MAX);
+const _: () = assert!(SR_WINDOW == nic_abi::map::SR_STAMPS_PER_STREAM);
 
 /// A STAT: the POLL's `ps` and `ns`, everything before `ack` arrived, and
 /// the ranges still missing between `ack` and `ns` (the rest of that span
@@ -120,9 +124,9 @@ pub fn ps_lt(a: u8, b: u8) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SrMarks {
     /// Bit i: `una + i` was acknowledged by a STAT (selectively).
-    acked: u64,
+    acked: u32,
     /// Bit i: `una + i` is to be resent.
-    resend: u64,
+    resend: u32,
     /// The poll sequence number of the last POLL sent (0: none yet).
     ps: u8,
 }

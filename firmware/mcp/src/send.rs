@@ -249,18 +249,31 @@ impl Send {
         b: u8,
         c: Control,
     ) -> bool {
-        // SDMA (a poll) or RECV (an ack or nack) says what the packet
-        // carries, or that it went stale. A nack echoes in `offset` the
-        // round of the packet that drew it; a poll says there the next
-        // sequence number its stream would send.
-        let (r, ptype, code, seq, offset) = if c.is_poll() {
-            let Some((r, next, round)) = sdma.poll_out(cx, c.rx_stream) else { return false };
-            (r, PacketType::Poll, round, r.expected, next)
+        // SDMA (a poll) or RECV (an ack, a nack, a STAT or a USTAT) says
+        // what the packet carries, or that it went stale. A nack echoes in
+        // `offset` the round of the packet that drew it; a poll says there
+        // the next sequence number its stream would send, and in
+        // `msg_len` its poll number (selective repeat). A USTAT names its
+        // gap in `seq..msg_len`; a STAT lists what is missing in its
+        // payload.
+        let mut stat_len = 0;
+        let (r, ptype, code, seq, offset, msg_len) = if c.is_poll() {
+            let Some((r, next, round, ps)) = sdma.poll_out(cx, c.rx_stream) else { return false };
+            let ps = if cx.cfg.selective { ps as u32 } else { 0 };
+            (r, PacketType::Poll, round, r.expected, next, ps)
+        } else if c.stat_of().is_some() {
+            let Some((r, stat)) = recv.stat_out(c) else { return false };
+            let mut p = [0u8; nic_abi::packet::STAT_PAYLOAD_MAX];
+            stat_len = stat.encode(&mut p).unwrap_or(0);
+            let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
+            hw.write(at, &p[..stat_len]);
+            (r, PacketType::Stat, 0, 0, 0, 0)
         } else {
             let Some(r) = recv.control_out(c) else { return false };
-            match c.nack() {
-                Some((code, seq)) => (r, PacketType::Nack, code, seq, c.round as u32),
-                None => (r, PacketType::Ack, 0, 0, 0),
+            match (c.nack(), c.ustat_of()) {
+                (_, Some((lo, hi))) => (r, PacketType::Ustat, 0, lo, 0, hi),
+                (Some((code, seq)), _) => (r, PacketType::Nack, code, seq, c.round as u32, 0),
+                (None, None) => (r, PacketType::Ack, 0, 0, 0, 0),
             }
         };
         let route_len = write_route(hw, b, r.remote_node);
@@ -283,9 +296,9 @@ impl Send {
             size_class: 0,
             seq,
             ack: if ptype == PacketType::Poll { r.incarnation } else { r.expected },
-            msg_len: 0,
+            msg_len,
             offset,
-            payload_len: 0,
+            payload_len: stat_len as u16,
             remote: 0,
             cookie: 0,
             // A poll says which boot of this NIC asks (the receiver may
@@ -304,7 +317,7 @@ impl Send {
                 stream: NIL,
                 epoch: 0,
                 route_len,
-                len: HEADER_LEN as u32,
+                len: (HEADER_LEN + stat_len) as u32,
                 control: true,
                 seq,
                 gather: GATHER_NONE,
@@ -314,6 +327,8 @@ impl Send {
         match ptype {
             PacketType::Nack => cx.bump(Stat::NacksSent, 1),
             PacketType::Ack => cx.bump(Stat::AcksSent, 1),
+            PacketType::Stat => cx.bump(Stat::StatsSent, 1),
+            PacketType::Ustat => cx.bump(Stat::UstatsSent, 1),
             _ => cx.bump(Stat::PollsSent, 1),
         }
         true

@@ -121,7 +121,9 @@ impl WirePacket {
     /// An ack, a nack or a poll (SEND sends them as `Control`, not `Data`).
     pub fn is_control(&self) -> bool {
         use nic_abi::packet::PacketType;
-        [PacketType::Ack, PacketType::Nack, PacketType::Poll].iter().any(|&t| self.ptype == t as u8)
+        [PacketType::Ack, PacketType::Nack, PacketType::Poll, PacketType::Stat, PacketType::Ustat]
+            .iter()
+            .any(|&t| self.ptype == t as u8)
     }
 }
 

@@ -1,6 +1,7 @@
 //! RECV's acceptance of data-bearing packets: the SYNC that (re)starts a
 //! stream, the sequence check ([`crate::reliability::RecvWindow`]: in
-//! order, duplicate, gap), the target port, then by packet type: a Data
+//! order, duplicate, gap: go-back-N nacks a gap, selective repeat holds
+//! the packet and names the gap), the target port, then by packet type: a Data
 //! message's receive buffer (exact size class and priority), a put's or
 //! get's registered memory, a get answer's waiting token. Accepted
 //! payloads go to RDMA as jobs; refusals become nacks for SEND.
@@ -47,6 +48,38 @@ impl Recv {
         cx.rxfree.give(hw, buf);
     }
 
+    /// Selective repeat: a packet past a gap. Held in its receive buffer
+    /// while there is room (within the stream's hold span, and buffers to
+    /// spare for the engine), else dropped; either way a gap it is the
+    /// first to show is named to the sender at once (USTAT). Packets of
+    /// a round this side refused a message of are dropped: their sender
+    /// numbers what follows the refused message again.
+    fn past_gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, h: &Header) {
+        cx.bump(Stat::OutOfOrder, 1);
+        let rx = self.rxs[r];
+        if rx.nacked.is_some() && rx.nack_round == h.nack_code {
+            cx.bump(Stat::Drops, 1);
+            cx.rxfree.give(hw, buf);
+            return;
+        }
+        let room = !self.holds.is_full()
+            && cx.rx_held() + (self.holds.len() as u32) < map::RX_BUF_COUNT / 2
+            && rx.win.can_hold(h.seq);
+        let gap = if room {
+            let hold = super::Hold { stream: r, seq: h.seq, buf };
+            let _ = self.holds.push(hold);
+            cx.bump(Stat::Held, 1);
+            self.rxs[r].win.hold(h.seq)
+        } else {
+            cx.bump(Stat::Drops, 1);
+            cx.rxfree.give(hw, buf);
+            self.rxs[r].win.missed(h.seq)
+        };
+        if let Some((lo, hi)) = gap {
+            cx.push_control(Control::ustat(r, lo, hi));
+        }
+    }
+
     /// A poll from the sender of stream `key` (`h`): answer where the
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
@@ -65,10 +98,18 @@ impl Recv {
                     return;
                 }
                 self.abort_assembly(cx, hw, r);
+                self.release_holds(cx, hw, r);
                 self.rxs[r].sync_seen = SyncSeen::NONE;
             }
         }
         let rx = self.rxs[r];
+        if cx.cfg.selective && rx.sync_seen.is_some() {
+            // Selective repeat answers with a STAT: what is missing up to
+            // the poll's next new packet (`offset`), its poll number in
+            // `msg_len`.
+            cx.push_control(Control::stat(r, h.offset, h.msg_len as u8));
+            return;
+        }
         let expected = rx.win.expected();
         let nack = if rx.sync_seen.is_none() {
             Some((NackCode::Unsynced as u8, h.seq))
@@ -135,6 +176,7 @@ impl Recv {
         let idle = |r: u16| {
             let rx = &self.rxs[r];
             matches!(rx.assembly, Assembly::Idle)
+                && rx.win.held() == 0
                 && !rx.ack_pending
                 && !rx.on_ack_list
                 && rx.mrec == NIL
@@ -205,6 +247,14 @@ impl Recv {
     ) {
         // The round of the packet refused goes back with the nack.
         self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
+        if cx.cfg.selective && matches!(code, NackCode::PortClosed | NackCode::RemoteAccess) {
+            // The sender numbers the messages after the refused one
+            // again: what this side holds of that round is stale, and so
+            // is what still comes of it.
+            self.release_holds(cx, hw, r);
+            self.rxs[r].nacked = Some(h.seq);
+            self.rxs[r].nack_round = h.nack_code;
+        }
         if code == NackCode::NoBuffer {
             cx.bump(Stat::NoBuffer, 1);
         }
@@ -399,6 +449,7 @@ impl Recv {
             if news {
                 // The sender (re)starts the stream here.
                 self.abort_assembly(cx, hw, r);
+                self.release_holds(cx, hw, r);
                 let rx = &mut self.rxs[r];
                 rx.win.restart(h.seq);
                 rx.nacked = None;
@@ -423,6 +474,10 @@ impl Recv {
             Arrival::Duplicate => {
                 self.drop_packet(cx, hw, buf, Stat::Duplicates);
                 self.owe_ack(cx, r, true);
+                return;
+            }
+            Arrival::Gap { .. } if cx.cfg.selective => {
+                self.past_gap(cx, hw, buf, r, h);
                 return;
             }
             Arrival::Gap { expected } => {
@@ -634,7 +689,11 @@ impl Recv {
                 mcast::report_in(cx, hw, who, tag.subtree, unreached, &raw[..n]);
                 cx.rxfree.give(hw, buf);
             }
-            PacketType::Ack | PacketType::Nack | PacketType::Poll => {}
+            PacketType::Ack
+            | PacketType::Nack
+            | PacketType::Poll
+            | PacketType::Stat
+            | PacketType::Ustat => {}
         }
         if let Some(j) = job {
             self.rxs[r].offset = self.rxs[r].offset.wrapping_add(plen);
@@ -675,10 +734,15 @@ impl Recv {
 
     fn advance(&mut self, cx: &Shared, r: u16) {
         let rx = &mut self.rxs[r];
-        rx.win.advance();
+        let held_next = rx.win.advance();
         rx.unacked += 1;
         rx.nacked = None;
         self.owe_ack(cx, r, false);
+        if held_next && !self.replay.contains(&r) {
+            // Selective repeat: the next one is held; RECV takes it
+            // before new packets.
+            let _ = self.replay.push(r);
+        }
     }
 
     /// Give a claimed receive slot back to the front of its port's list.

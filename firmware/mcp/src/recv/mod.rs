@@ -144,7 +144,26 @@ pub struct Recv {
     lost_since: Option<(u64, u32)>,
     /// When to look over the free ring's pending entries next.
     next_repair: u64,
+    /// Selective repeat: packets held past a gap (stream, sequence
+    /// number, receive buffer), and the streams whose next packet is one
+    /// of them (taken before new packets from the ring).
+    holds: heapless::Vec<Hold, SR_HOLDS>,
+    replay: heapless::Vec<u16, SR_HOLDS>,
 }
+
+/// A packet held past a gap (selective repeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Hold {
+    stream: u16,
+    seq: u32,
+    buf: u8,
+}
+
+/// Receive buffers held past gaps at most, all streams together (with
+/// those a multicast relay holds, at most half the buffers): the
+/// receive-DMA engine keeps the rest. A packet that finds no room is
+/// dropped, and a STAT names it missing.
+pub const SR_HOLDS: usize = map::RX_BUF_COUNT as usize / 2;
 
 impl Recv {
     pub(crate) const fn new() -> Recv {
@@ -161,6 +180,8 @@ impl Recv {
             slots_tail: [NIL; NUM_PORTS],
             lost_since: None,
             next_repair: 0,
+            holds: heapless::Vec::new(),
+            replay: heapless::Vec::new(),
         }
     }
 
@@ -200,7 +221,7 @@ impl Recv {
         // Never wait for the send side here (a full control queue, busy
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
-        if prod == self.cons {
+        if prod == self.cons && self.replay.is_empty() {
             self.reclaim(cx, hw);
             return Next::Empty;
         }
@@ -208,6 +229,9 @@ impl Recv {
         if cx.rdma_jobs.is_full() {
             self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
             return Next::Empty;
+        }
+        if let Some(a) = self.take_replay(cx, hw, w) {
+            return Next::Accept(a);
         }
         let slot =
             rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.cons);
@@ -346,7 +370,11 @@ impl Recv {
         // the report stream between the two ports.
         let report = match h.ptype {
             PacketType::Report => true,
-            PacketType::Ack | PacketType::Nack | PacketType::Poll => h.has(Flags::MCAST),
+            PacketType::Ack
+            | PacketType::Nack
+            | PacketType::Poll
+            | PacketType::Stat
+            | PacketType::Ustat => h.has(Flags::MCAST),
             _ => false,
         };
         if h.ptype == PacketType::Report && h.has(Flags::MCAST) {
@@ -366,6 +394,19 @@ impl Recv {
             PacketType::Poll => {
                 cx.rxfree.give(hw, buf);
                 self.poll_in(cx, hw, &h, key);
+                Next::Handled
+            }
+            PacketType::Ustat => {
+                cx.rxfree.give(hw, buf);
+                self.pass_to_sdma(cx, FromRecv::Ustat { key, lo: h.seq, hi: h.msg_len });
+                Next::Handled
+            }
+            PacketType::Stat => {
+                // SDMA reads the payload and gives the buffer back.
+                if cx.from_recv.push_back(FromRecv::Stat { key, buf }).is_err() {
+                    cx.bump(Stat::ControlDrops, 1);
+                    cx.rxfree.give(hw, buf);
+                }
                 Next::Handled
             }
             PacketType::Nack => {
@@ -407,7 +448,12 @@ impl Recv {
         nack: Option<(u8, u32)>,
         round: u8,
     ) -> bool {
-        if let Some(c) = cx.controls.iter_mut().find(|c| !c.is_poll() && c.rx_stream == r) {
+        // (A STAT or USTAT queued carries the ack too; a nack folds only
+        // into an ack or nack.)
+        let folds = |c: &Control| {
+            c.rx_stream == r && (c.is_ack_or_nack() || (nack.is_none() && !c.is_poll()))
+        };
+        if let Some(c) = cx.controls.iter_mut().find(|c| folds(c)) {
             c.merge(nack, round);
             return true;
         }
@@ -469,6 +515,12 @@ impl Recv {
             return None;
         }
         let r = self.rxs[c.rx_stream];
+        if let Some((_, hi)) = c.ustat_of() {
+            // The gap filled since (a resend overtook the USTAT's turn).
+            if crate::reliability::seq_le(hi, r.win.expected()) {
+                return None;
+            }
+        }
         if let Some((code, seq)) = c.nack() {
             let stale = if code == NackCode::Unsynced as u8 {
                 r.sync_seen.is_some()
@@ -493,6 +545,69 @@ impl Recv {
         })
     }
 
+    /// SEND is about to send STAT `c`: what it carries (as an ack does)
+    /// and the STAT itself, or None when the stream is gone.
+    pub fn stat_out(&mut self, c: Control) -> Option<(ControlOut, crate::selective::Stat)> {
+        let (ns, ps) = c.stat_of()?;
+        if !self.rxs.is_live(c.rx_stream) {
+            return None;
+        }
+        let rx = &mut self.rxs[c.rx_stream];
+        let stat = rx.win.stat(crate::selective::Poll { ns, ps: ps as u32 });
+        rx.ack_pending = false;
+        rx.unacked = 0;
+        let out = self.control_out(Control::new(c.rx_stream, None))?;
+        Some((out, stat))
+    }
+
+    /// Selective repeat: the next packet a stream expects is held: take
+    /// it now, as if it had just arrived (its ack was passed on when it
+    /// did).
+    fn take_replay(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Option<Arrived> {
+        while let Some(r) = self.replay.pop() {
+            if !self.rxs.is_live(r) {
+                continue;
+            }
+            let seq = self.rxs[r].win.expected();
+            let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
+                continue;
+            };
+            let hold = self.holds.swap_remove(i);
+            self.rxs[r].win.unhold(seq);
+            let mut hb = [0u8; HEADER_LEN];
+            hw.read(map::rx_buf(hold.buf as u32), &mut hb);
+            // It parsed when it arrived, and the buffer was ours since.
+            let at = nic_abi::packet::field::PAYLOAD_LEN;
+            let plen = u16::from_le_bytes([hb[at], hb[at + 1]]) as usize;
+            let Ok(header) = Header::parse_prefix(&hb, HEADER_LEN + plen) else {
+                self.drop_packet(cx, hw, hold.buf, Stat::BadHeaders);
+                continue;
+            };
+            w.rx_packets += 1;
+            return Some(Arrived { buf: hold.buf, header, key: self.rxs[r].key });
+        }
+        None
+    }
+
+    /// Let go of every packet stream `r` holds past a gap (its sender
+    /// starts again, or renumbers what follows): the buffers go back to
+    /// the engine.
+    pub(super) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+        if self.rxs.is_live(r) {
+            self.rxs[r].win.release_all();
+        }
+        let mut i = 0;
+        while i < self.holds.len() {
+            if self.holds[i].stream == r {
+                let h = self.holds.swap_remove(i);
+                cx.rxfree.give(hw, h.buf);
+            } else {
+                i += 1;
+            }
+        }
+        self.replay.retain(|&s| s != r);
+    }
+
     /// Port `p` closed: partial messages into it are dropped and its
     /// posted receive buffers freed.
     pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
@@ -501,6 +616,7 @@ impl Recv {
             self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
             self.abort_assembly(cx, hw, r);
+            self.release_holds(cx, hw, r);
         }
         let mut s = self.slots_head[p];
         while s != NIL {

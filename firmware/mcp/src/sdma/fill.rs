@@ -287,7 +287,7 @@ impl Sdma {
             cx.ready(b);
             cx.bump(Stat::McastForwarded, 1);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
-            self.advance_stream(cx, s, t);
+            self.advance_stream(cx, hw, s, t, plen);
             return Ok(());
         }
         // Payload: one host-DMA command per page piece.
@@ -327,12 +327,13 @@ impl Sdma {
             w.dma_cmds += 1;
         }
 
-        self.advance_stream(cx, s, t);
+        self.advance_stream(cx, hw, s, t, plen);
         Ok(())
     }
 
-    /// Token `t`'s packet went into a buffer: stream `s` moves on.
-    fn advance_stream(&mut self, cx: &mut Shared, s: u16, t: u16) {
+    /// Token `t`'s packet (`plen` payload bytes) went into a buffer:
+    /// stream `s` moves on.
+    fn advance_stream(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, t: u16, plen: u32) {
         let now = cx.now;
         let st = &mut self.txs[s];
         if st.outstanding() == 0 {
@@ -351,10 +352,20 @@ impl Sdma {
         if sent == Sent::Retransmit {
             cx.bump(Stat::Retransmits, 1);
             cx.bump(self.txs[s].retx_cause.stat(), 1);
+            cx.bump(Stat::RetxBytes, plen as u64);
         }
         if !self.txs[s].active {
             self.txs[s].active = true;
             let _ = self.active_tx.push(s);
+        }
+        if cx.cfg.selective {
+            // The packet is stamped with the poll number now current;
+            // a resend is no longer due; the cursor goes to the next
+            // resend, or back to the new packets.
+            let st = &mut self.txs[s];
+            hw.write(map::sr_stamp(s as u32, seq), &[st.sr.ps()]);
+            st.sr.resent(st.win.una(), seq);
+            self.sr_position(cx, s);
         }
     }
 }

@@ -260,13 +260,20 @@ impl Sdma {
     /// SEND is about to send a poll for sending stream `s`: where it goes,
     /// its first unacknowledged sequence number (in `expected`), the first
     /// not yet handed to the send-DMA engine (the poll overtakes packets
-    /// still in buffers: the receiver cannot have seen those) and its
-    /// round; None when nothing is unacknowledged any more.
-    pub fn poll_out(&self, cx: &Shared, s: u16) -> Option<(crate::recv::ControlOut, u32, u8)> {
-        if !self.txs.is_live(s) || self.txs[s].outstanding() == 0 {
+    /// still in buffers: the receiver cannot have seen those), its round
+    /// and its poll number (selective repeat); None when nothing is
+    /// unacknowledged any more.
+    pub fn poll_out(&self, cx: &Shared, s: u16) -> Option<(crate::recv::ControlOut, u32, u8, u8)> {
+        if !self.txs.is_live(s) {
             return None;
         }
         let st = &self.txs[s];
+        // (Selective repeat: the cursor may stand at a resend, below
+        // packets in flight.)
+        let sent_up_to = if cx.cfg.selective { st.win.high() } else { st.win.next() };
+        if sent_up_to == st.win.una() {
+            return None;
+        }
         let out = crate::recv::ControlOut {
             remote_node: st.remote_node,
             local_port: st.local_port,
@@ -276,8 +283,8 @@ impl Sdma {
             report: st.key & REPORT_STREAM != 0,
             incarnation: if st.reborn { st.order } else { 0 },
         };
-        let sent = cx.txbufs.unsent_from(s, st.epoch).unwrap_or(st.win.next());
-        Some((out, sent, st.epoch as u8))
+        let sent = cx.txbufs.unsent_from(s, st.epoch).unwrap_or(sent_up_to);
+        Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
     /// The earliest RTC tick one of SDMA's timers falls due.

@@ -9,6 +9,7 @@ use crate::hw::Hw;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, seq_lt, SendWindow};
+use crate::selective::{Stamps, Stat as SrStat};
 use crate::shared::{FromRecv, Shared};
 use crate::Work;
 use nic_abi::event::SendStatus;
@@ -20,7 +21,7 @@ use nic_abi::NUM_PORTS;
 impl Sdma {
     /// Take what RECV passed on this pass: acks and nacks for the sending
     /// streams, answers to peers' gets to queue.
-    pub fn take_from_recv(&mut self, cx: &mut Shared, hw: &impl crate::hw::Hw) {
+    pub fn take_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(m) = cx.from_recv.pop_front() {
             match m {
                 FromRecv::Ack { key, ack } => {
@@ -35,7 +36,85 @@ impl Sdma {
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
                 FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
+                FromRecv::Ustat { key, lo, hi } => {
+                    if let Some(&s) = self.tx_index.get(&key) {
+                        self.on_ustat(cx, s, lo, hi);
+                    }
+                }
+                FromRecv::Stat { key, buf } => {
+                    let stat = read_stat(hw, buf);
+                    cx.rxfree.give(hw, buf);
+                    match (self.tx_index.get(&key), stat) {
+                        (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st),
+                        (_, None) => {
+                            cx.bump(Stat::BadHeaders, 1);
+                            cx.bump(Stat::Drops, 1);
+                        }
+                        _ => {}
+                    }
+                }
             }
+        }
+    }
+
+    /// Selective repeat: a USTAT named `lo..hi` missing. (A go-back-N
+    /// sender takes it as a gap nack for `lo`.)
+    fn on_ustat(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32) {
+        if !cx.cfg.selective {
+            let round = self.txs[s].epoch as u8;
+            self.on_nack(cx, s, NackCode::OutOfOrder, lo, round);
+            return;
+        }
+        self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
+    }
+
+    /// Selective repeat: a STAT answered a poll. Everything it
+    /// acknowledges is, and what it lists missing is resent if it went
+    /// before that poll (its stamp says). (A go-back-N sender takes its
+    /// first gap as a gap nack.)
+    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat) {
+        self.on_ack(cx, s, st.ack);
+        if !cx.cfg.selective {
+            if let Some(&(lo, _)) = st.missing.first() {
+                let round = self.txs[s].epoch as u8;
+                self.on_nack(cx, s, NackCode::OutOfOrder, lo, round);
+            }
+            return;
+        }
+        let t = &mut self.txs[s];
+        let (una, high) = (t.win.una(), t.win.high());
+        let n = t.sr.stat(una, high, st, &SramStamps { hw, stream: s });
+        // What it acknowledged past the front may move the front on.
+        self.on_ack(cx, s, una);
+        if n > 0 {
+            let t = &mut self.txs[s];
+            t.retx_cause = if t.polled { RetxCause::Timeout } else { RetxCause::Gap };
+            t.rtt.rewound(t.win.una());
+            t.last_progress = cx.now;
+            self.sr_position(cx, s);
+        }
+    }
+
+    /// Selective repeat: mark `lo..hi` (of what was sent and is not
+    /// acknowledged) to be resent for `cause`, ahead of new packets.
+    fn mark_resend(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32, cause: RetxCause) {
+        let t = &mut self.txs[s];
+        if t.sr.ustat(t.win.una(), t.win.high(), lo, hi) > 0 {
+            t.retx_cause = cause;
+            t.rtt.rewound(lo);
+            t.last_progress = cx.now;
+        }
+        self.sr_position(cx, s);
+    }
+
+    /// Selective repeat: the send cursor goes to the oldest packet to
+    /// resend, else back to the first new one. Not a rewind: packets
+    /// filled meanwhile stay good (the stream's epoch stays).
+    pub(crate) fn sr_position(&mut self, cx: &mut Shared, s: u16) {
+        let t = &self.txs[s];
+        let target = t.sr.next_resend(t.win.una()).unwrap_or(t.win.high());
+        if target != t.win.next() {
+            self.seek_to(cx, s, target);
         }
     }
 
@@ -52,8 +131,17 @@ impl Sdma {
     }
 
     /// Move stream `s`'s send cursor to sequence number `seq` (within the
-    /// tokens on its list), renumbering the tokens from `base`.
+    /// tokens on its list), renumbering the tokens from `base`; packets
+    /// filled before are stale (the stream's epoch moves on).
     pub(crate) fn seek(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+        let st = &mut self.txs[s];
+        st.epoch = st.epoch.wrapping_add(1);
+        self.seek_to(cx, s, seq);
+    }
+
+    /// Move stream `s`'s send cursor to `seq`, leaving packets filled
+    /// before good.
+    fn seek_to(&mut self, cx: &mut Shared, s: u16, seq: u32) {
         let mut first = self.txs[s].base;
         let mut t = self.txs[s].head;
         let mut cursor = NIL;
@@ -81,7 +169,6 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.cursor = cursor;
         st.win.rewind(found_seq);
-        st.epoch = st.epoch.wrapping_add(1);
         if cursor != NIL {
             self.ring_insert(s);
         }
@@ -89,9 +176,24 @@ impl Sdma {
 
     /// A cumulative ack for stream `s`: everything before `ack` arrived.
     fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
-        if !self.txs[s].win.ack(ack) {
+        let st = &mut self.txs[s];
+        let old = st.win.una();
+        let mut moved = st.win.ack(ack);
+        if moved {
+            st.sr.shift(ack.wrapping_sub(old));
+        }
+        // Selective repeat: packets a STAT acknowledged that are now at
+        // the front count as acknowledged too.
+        let run = st.sr.front_acked(st.win.high().wrapping_sub(st.win.una()));
+        if run > 0 {
+            let to = st.win.una().wrapping_add(run);
+            moved |= st.win.ack(to);
+            st.sr.shift(run);
+        }
+        if !moved {
             return;
         }
+        let ack = st.win.una();
         {
             let st = &mut self.txs[s];
             st.rtt.acked(ack, cx.now);
@@ -101,7 +203,9 @@ impl Sdma {
             st.backoff = 0;
             st.polled = false;
         }
-        if seq_lt(self.txs[s].win.next(), ack) {
+        if cx.cfg.selective {
+            self.sr_position(cx, s);
+        } else if seq_lt(self.txs[s].win.next(), ack) {
             self.seek(cx, s, ack);
         }
         // A relay's child acknowledged part of a relayed message: the
@@ -182,7 +286,13 @@ impl Sdma {
                 self.rewind(cx, s, seq, cause);
             }
             NackCode::NoBuffer | NackCode::Busy => {
-                self.rewind(cx, s, seq, RetxCause::NoBuffer);
+                if cx.cfg.selective {
+                    // The packets after it may be held there: only it
+                    // goes again.
+                    self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
+                } else {
+                    self.rewind(cx, s, seq, RetxCause::NoBuffer);
+                }
                 let st = &mut self.txs[s];
                 st.hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
                 if code == NackCode::NoBuffer {
@@ -250,6 +360,9 @@ impl Sdma {
         );
         self.seek(cx, s, seq);
         let st = &mut self.txs[s];
+        // Everything from `seq` goes again (selective repeat too, when the
+        // receiver lost or refused what it had).
+        st.sr.clear();
         st.rtt.rewound(seq);
         st.retx_cause = cause;
         st.polled = false;
@@ -281,6 +394,7 @@ impl Sdma {
         st.cursor = NIL;
         st.suspended = true;
         st.nobuf_since = 0;
+        st.sr.clear();
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);
     }
@@ -302,6 +416,7 @@ impl Sdma {
         }
         let st = &mut self.txs[s];
         st.win.abandon();
+        st.sr.clear();
         st.base = st.win.high();
         st.cursor = NIL;
         st.sync_next = true;
@@ -359,6 +474,9 @@ impl Sdma {
                     log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, st.remote_node);
                     cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
+                    // Selective repeat: what goes from now on is stamped
+                    // with this poll's number.
+                    st.sr.poll();
                     st.polled = true;
                     st.last_progress = now;
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
@@ -381,4 +499,32 @@ impl Sdma {
             self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
         }
     }
+}
+
+/// The poll stamps of stream `stream` in SRAM (`map::sr_stamp`).
+struct SramStamps<'a, H: Hw> {
+    hw: &'a H,
+    stream: u16,
+}
+
+impl<H: Hw> Stamps for SramStamps<'_, H> {
+    fn stamp(&self, seq: u32) -> u8 {
+        let mut b = [0u8; 1];
+        self.hw.read(nic_abi::map::sr_stamp(self.stream as u32, seq), &mut b);
+        b[0]
+    }
+}
+
+/// The STAT in receive buffer `buf`, if its payload is one a receiver
+/// would send.
+fn read_stat(hw: &impl Hw, buf: u8) -> Option<SrStat> {
+    use nic_abi::packet::{field, HEADER_LEN, STAT_PAYLOAD_MAX};
+    let at = nic_abi::map::rx_buf(buf as u32);
+    let mut len = [0u8; 2];
+    hw.read(at + field::PAYLOAD_LEN as u32, &mut len);
+    let n = u16::from_le_bytes(len) as usize;
+    let mut b = [0u8; STAT_PAYLOAD_MAX];
+    let payload = b.get_mut(..n)?;
+    hw.read(at + HEADER_LEN as u32, payload);
+    SrStat::decode(payload)
 }

@@ -25,6 +25,7 @@ mod fuzz;
 mod machines;
 mod protection;
 mod recovery;
+mod selective;
 
 const SRAM: usize = map::SRAM_MIN as usize;
 const HOST: usize = 8 << 20;
@@ -69,6 +70,8 @@ impl Node {
 struct Faults {
     /// Drop every n-th packet on the wire (0: never).
     drop_every: u32,
+    /// Drop the n-th packet on the wire only (0: none).
+    drop_at: u32,
     corrupt_every: u32,
     dup_every: u32,
 }
@@ -260,7 +263,7 @@ impl Bench {
             self.wire_count += 1;
             let k = self.wire_count;
             let f = self.faults;
-            if f.drop_every != 0 && k.is_multiple_of(f.drop_every) {
+            if f.drop_every != 0 && k.is_multiple_of(f.drop_every) || k == f.drop_at {
                 continue;
             }
             let mut pkt = pkt;
