@@ -22,15 +22,21 @@ fn load(file: &str) -> Validated {
     scenario::load_file(&example(file)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Every message of every flow delivered once, none received twice, and
-/// the NICs read translations from host memory (misses), cached them
-/// (hits) and, with more pages than the cache holds, let some go.
-fn assert_exactly_once_through_the_cache(v: &Validated, r: &Report) {
+/// Every message of every flow delivered once (and, in virtual time, no
+/// packet received twice), and the NICs read translations from host
+/// memory (misses), cached them (hits) and, with more pages than the
+/// cache holds, let some go. On a real-time backend a guest that a
+/// loaded machine stalls past its retransmission timeout makes its peer
+/// resend packets that did arrive: the receiver drops those duplicates,
+/// and delivery stays exactly once.
+fn assert_exactly_once_through_the_cache(v: &Validated, r: &Report, virtual_time: bool) {
     assert_all_intact(r);
     for (f, spec) in r.flows.iter().zip(&v.flows) {
         assert_eq!((f.messages, f.delivered), (spec.messages, spec.messages), "{}", f.name);
     }
-    assert!(r.nics.iter().all(|n| n.duplicates == 0), "{}", r.summary());
+    if virtual_time {
+        assert!(r.nics.iter().all(|n| n.duplicates == 0), "{}", r.summary());
+    }
     let (hits, misses) = r.nics.iter().fold((0, 0), |(h, m), n| (h + n.tlb.hits, m + n.tlb.misses));
     assert!(misses > 0 && hits > 4 * misses, "hits {hits}, misses {misses}");
 }
@@ -41,7 +47,7 @@ fn a_12_node_all_to_all_of_100003_byte_messages_runs_exactly_once_at_the_default
     assert_eq!(v.flows.len(), 132);
     assert!(v.flows.iter().all(|f| f.window == scenario::format::DEFAULT_WINDOW));
     let r = scenario::run(&v).unwrap_or_else(|e| panic!("{e}"));
-    assert_exactly_once_through_the_cache(&v, &r);
+    assert_exactly_once_through_the_cache(&v, &r, true);
     // Each port registered more pages than its NIC caches: entries went.
     assert!(r.nics.iter().all(|n| n.tlb.evictions > 0), "{:?}", r.nics[0].tlb);
 }
@@ -50,7 +56,7 @@ fn a_12_node_all_to_all_of_100003_byte_messages_runs_exactly_once_at_the_default
 fn a_4_mib_stream_with_window_2_runs_on_the_sim() {
     let v = load("stream-4mib.toml");
     let r = scenario::run(&v).unwrap_or_else(|e| panic!("{e}"));
-    assert_exactly_once_through_the_cache(&v, &r);
+    assert_exactly_once_through_the_cache(&v, &r, true);
     assert!(r.nics[1].tlb.evictions > 0, "{:?}", r.nics[1].tlb);
 }
 
@@ -63,7 +69,7 @@ fn realtime(backend: ClusterBackend) -> Report {
     }
     let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.sim.stopped, "done", "{}", r.summary());
-    assert_exactly_once_through_the_cache(&v, &r);
+    assert_exactly_once_through_the_cache(&v, &r, false);
     r
 }
 
