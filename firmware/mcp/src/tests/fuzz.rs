@@ -169,7 +169,7 @@ fn forge_packet(b: &mut Bench, r: &mut Rng, dst: usize) {
         // Mostly headers that parse, so the machines behind the parser
         // see them: a known type and flags, ports in range, sequence
         // numbers near the streams', an offset inside the message.
-        pkt[0] = if r.below(16) == 0 { r.below(12) } else { 1 + r.below(7) } as u8;
+        pkt[0] = if r.below(16) == 0 { r.below(12) } else { 1 + r.below(10) } as u8;
         pkt[1] = r.next() as u8 & nic_abi::packet::Flags::all().bits();
         pkt[2] = r.below(2) as u8;
         pkt[3] = r.below(8) as u8;
@@ -206,9 +206,11 @@ fn forge_packet(b: &mut Bench, r: &mut Rng, dst: usize) {
 const MAX_MTU_BYTES: u64 = nic_abi::MAX_MTU as u64;
 
 /// `steps` random actions, a round of every NIC after each; then the
-/// victims' send. Returns what was done.
-fn storm(seed: u64, steps: u64) -> Tally {
-    let mut b = Bench::new(3);
+/// victims' send. The NICs run go-back-N, or selective repeat. Returns
+/// what was done.
+fn storm(seed: u64, steps: u64, selective: bool) -> Tally {
+    let mode = if selective { regs::RELIABILITY_SELECTIVE } else { regs::RELIABILITY_GO_BACK_N };
+    let mut b = Bench::with(3, |node| node.w32(reg(regs::RELIABILITY), mode));
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut t = Tally::default();
     let mut evqs = Vec::new();
@@ -270,10 +272,12 @@ fn storm(seed: u64, steps: u64) -> Tally {
 fn random_port_window_descriptor_and_wire_input_leaves_other_ports_working() {
     let steps = env_u64("MCP_FUZZ_STEPS", FUZZ_STEPS);
     let seed = env_u64("MCP_FUZZ_SEED", 1);
-    let start = std::time::Instant::now();
-    let t = storm(seed, steps);
-    println!(
-        "fuzz: seed {seed}, {steps} steps in {:.1} s: {} window writes, {} descriptors, \
+    for selective in [false, true] {
+        let start = std::time::Instant::now();
+        let t = storm(seed, steps, selective);
+        let mode = if selective { "selective repeat" } else { "go-back-N" };
+        println!(
+        "fuzz ({mode}): seed {seed}, {steps} steps in {:.1} s: {} window writes, {} descriptors, \
          {} page-table entries, {} packets ({} taken by the NICs, {} bad headers), \
          {} refused descriptors; then a good transfer completed",
         start.elapsed().as_secs_f64(),
@@ -285,5 +289,6 @@ fn random_port_window_descriptor_and_wire_input_leaves_other_ports_working() {
         t.bad_headers,
         t.refused
     );
-    assert!(t.window_writes > 0 && t.descriptors > 0 && t.ptes > 0 && t.packets > 0);
+        assert!(t.window_writes > 0 && t.descriptors > 0 && t.ptes > 0 && t.packets > 0);
+    }
 }
