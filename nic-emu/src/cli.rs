@@ -4,10 +4,11 @@
 //! `nic-cluster run` ([`ClusterOpts::args`]), so both spell, document and
 //! default them alike.
 
+use crate::profile::Reliability;
 use crate::Topology;
 
-/// The timing profile, topology, fault injection and statistics of a
-/// cluster.
+/// The timing profile, topology, fault injection, statistics and
+/// reliability mode of a cluster.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ClusterOpts {
     /// Timing profile: built-in name or TOML file.
@@ -31,6 +32,10 @@ pub struct ClusterOpts {
     /// Print every NIC's counters when the cluster stops.
     #[arg(long)]
     pub stats: bool,
+    /// How streams recover lost packets: go-back-n or selective (default:
+    /// the profile's `[firmware] reliability`).
+    #[arg(long, value_name = "MODE")]
+    pub reliability: Option<Reliability>,
 }
 
 impl Default for ClusterOpts {
@@ -43,6 +48,7 @@ impl Default for ClusterOpts {
             duplicate: 0.0,
             seed: 0,
             stats: false,
+            reliability: None,
         }
     }
 }
@@ -63,6 +69,9 @@ impl ClusterOpts {
         ];
         if self.stats {
             a.push("--stats".to_string());
+        }
+        if let Some(r) = self.reliability {
+            a.push(format!("--reliability={r}"));
         }
         a
     }
@@ -104,6 +113,8 @@ mod tests {
             "--seed",
             "7",
             "--stats",
+            "--reliability",
+            "selective",
         ]);
         assert_eq!(
             o.args(),
@@ -116,7 +127,8 @@ mod tests {
                 "--corrupt=0.002",
                 "--duplicate=0.5",
                 "--seed=7",
-                "--stats"
+                "--stats",
+                "--reliability=selective"
             ]
         );
         for opts in [o, ClusterOpts::default()] {
@@ -130,5 +142,7 @@ mod tests {
     fn a_bad_value_is_refused_naming_the_option() {
         let e = Cli::try_parse_from(["t", "--topology", "ring"]).err().unwrap().to_string();
         assert!(e.contains("--topology"), "{e}");
+        let e = Cli::try_parse_from(["t", "--reliability", "sack"]).err().unwrap().to_string();
+        assert!(e.contains("--reliability") && e.contains("go-back-n, selective"), "{e}");
     }
 }

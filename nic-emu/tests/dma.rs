@@ -238,4 +238,23 @@ fn cfg_registers_hold_the_profile_and_the_send_timeout_override() {
     assert_eq!(reg32(&be, regs::SEND_TOKENS), p.firmware.send_tokens);
     assert_eq!(reg32(&be, regs::LINK_STATE), 1);
     assert_eq!(reg32(&be, regs::BOOT_COUNT), 1, "one boot so far");
+    assert_eq!(reg32(&be, regs::RELIABILITY), regs::RELIABILITY_GO_BACK_N, "the default");
+}
+
+#[test]
+fn the_reliability_register_holds_the_profiles_mode_at_every_reset_and_the_mcp_boots_with_it() {
+    let mut p = profile();
+    p.firmware.reliability = nic_emu::profile::Reliability::Selective;
+    let mut c = SimCluster::new(ClusterConfig::new(p, 2, Topology::Star)).unwrap();
+    for node in 0..2 {
+        let be = c.backend(node);
+        assert_eq!(reg32(&be, regs::RELIABILITY), regs::RELIABILITY_SELECTIVE, "node {node}");
+        assert_eq!(reg32(&be, regs::FW_STATUS), regs::FW_RUNNING, "node {node}");
+    }
+    // A NIC reset writes the cfg registers again: the mode stays.
+    let be = c.backend(1);
+    be.sram_store_u32(nic_abi::regs::reg(regs::RELIABILITY), 7);
+    c.reset_nic(1).unwrap();
+    assert_eq!(reg32(&be, regs::RELIABILITY), regs::RELIABILITY_SELECTIVE);
+    assert_eq!(reg32(&be, regs::BOOT_COUNT), 2);
 }

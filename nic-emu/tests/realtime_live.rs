@@ -32,6 +32,7 @@ fn a_live_cluster_is_published_reset_as_the_sim_resets_and_removed_at_stop() {
         assert_eq!(r32(regs::FW_STATUS), regs::FW_RUNNING);
         assert_eq!(r32(regs::SRAM_SIZE) as u64, m.sram_size);
         assert_eq!(r32(regs::SEND_TOKENS), p.firmware.send_tokens);
+        assert_eq!(r32(regs::RELIABILITY), regs::RELIABILITY_GO_BACK_N);
         assert_eq!(s.load_u64(reg(regs::RTC_HZ) as u64), Some(p.nic.rtc_hz));
         for dst in 0..3 {
             let route = layout.route(node as usize, dst);
@@ -50,6 +51,21 @@ fn a_live_cluster_is_published_reset_as_the_sim_resets_and_removed_at_stop() {
     }
     c.stop().unwrap();
     assert!(!path.exists(), "the cluster directory is removed at stop");
+}
+
+#[test]
+fn a_live_cluster_writes_the_profiles_reliability_mode_as_the_sim_does() {
+    let mut cfg = RtConfig::new(&rt::cluster_path("reliability"), ClusterBackend::Live, 2);
+    cfg.profile.firmware.reliability = nic_emu::profile::Reliability::Selective;
+    let c = rt::start(cfg);
+    let d = ClusterDir::open_path(c.path()).expect("published");
+    for node in 0..2u32 {
+        let s = d.map_sram(node).unwrap();
+        let r32 = |r| s.load_u32(reg(r) as u64).unwrap();
+        assert_eq!(r32(regs::RELIABILITY), regs::RELIABILITY_SELECTIVE, "node {node}");
+        assert_eq!(r32(regs::FW_STATUS), regs::FW_RUNNING, "node {node}");
+    }
+    c.stop().unwrap();
 }
 
 #[test]

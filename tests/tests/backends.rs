@@ -220,3 +220,16 @@ start_us = 30000
     assert_eq!(late.delivered, 20);
     assert_eq!(r.nics[2].packets_sent, 0);
 }
+
+#[test]
+fn the_scenarios_reliability_mode_runs_on_live_and_the_report_names_it() {
+    let text = "profile = \"lanai9-gm\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"s\"\n\
+                src = [0, 1]\ndst = [1, 1]\nkind = \"stream\"\nbytes = 9000\nmessages = 50\n\
+                [firmware]\nreliability = \"selective\"\n";
+    let v = Scenario::parse_validated(text).unwrap();
+    let r = scenario::run_realtime(&v, &rt_options(ClusterBackend::Live))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_all_intact(&r);
+    assert_eq!(r.reliability, "selective");
+    assert_eq!(r.flows[0].delivered, 50);
+}

@@ -26,7 +26,8 @@ STAT_NAMES = [
     "Polls", "ControlDrops", "McastForwarded", "McastTreeOps",
     "McastReports", "McastCompleted", "McastBusy", "RetxTimeout", "RetxGap",
     "RetxNoBuffer", "RetxRefused", "RetxResync", "PollsSent", "StreamsEvicted",
-    "TlbHits", "TlbMisses", "TlbEvictions",
+    "TlbHits", "TlbMisses", "TlbEvictions", "RetxBytes", "StatsSent",
+    "UstatsSent", "Held",
 ]
 # The counters the one view shows.
 SHOWN = [

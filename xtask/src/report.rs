@@ -59,7 +59,9 @@ pub fn run(
     quiet: bool,
 ) -> crate::Result<ExitCode> {
     if which != "rate-control" {
-        return Err(format!("unknown report `{which}` (known: rate-control, multicast)"));
+        return Err(format!(
+            "unknown report `{which}` (known: rate-control, multicast, reliability)"
+        ));
     }
     crate::prereq::require_now()?;
     let profile = profile.unwrap_or_else(|| PROFILE.to_string());

@@ -4,8 +4,9 @@
 //! runs the demo scenario instead: the sim is not a service).
 //!
 //! The cluster options `nic-cluster run` has (profile, topology, fault
-//! injection, `--stats`) are one definition, `nic_emu::cli::ClusterOpts`,
-//! flattened into both command lines and handed on as they are. The
+//! injection, `--stats`, `--reliability`) are one definition,
+//! `nic_emu::cli::ClusterOpts`, flattened into both command lines and
+//! handed on as they are. The
 //! device process's messages (a NIC reset, a guest that exited, the
 //! counters with `--stats`) go to this terminal as they happen: its
 //! stderr is this process's.

@@ -64,6 +64,8 @@ pub struct SimArgs {
     pub pcap: Option<std::path::PathBuf>,
     /// Write the decoded transition trace into this file (sim only).
     pub trace: Option<std::path::PathBuf>,
+    /// Override of the scenario's (and profile's) reliability mode.
+    pub reliability: Option<nic_emu::profile::Reliability>,
 }
 
 /// `--trace` naming a directory (bare `--trace` is the current one):
@@ -88,6 +90,9 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     };
     if let Some(s) = a.seed {
         sc.seed = s;
+    }
+    if let Some(r) = a.reliability {
+        sc.reliability = Some(r);
     }
     let label = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let rt_backend = match a.backend {

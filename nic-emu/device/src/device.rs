@@ -138,6 +138,7 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
     sram.store_u32(reg(regs::WINDOW), p.firmware.window);
     sram.store_u32(reg(regs::TLB_SETS), p.nic.tlb_sets);
     sram.store_u32(reg(regs::TLB_WAYS), p.nic.tlb_ways);
+    sram.store_u32(reg(regs::RELIABILITY), p.firmware.reliability.register_value());
     for port in 0..NUM_PORTS as u8 {
         let (base, len) = cfg.host.slice(port);
         let i = port as usize;

@@ -308,6 +308,66 @@ pub struct FirmwareProfile {
     pub send_tokens: u32,
     pub recv_tokens: u32,
     pub window: u32,
+    /// How streams recover lost packets (`regs::RELIABILITY`): key
+    /// `reliability = "go-back-n" | "selective"`, go-back-N when absent.
+    #[serde(default)]
+    pub reliability: Reliability,
+}
+
+/// How the firmware's streams recover lost packets (the `RELIABILITY`
+/// register). Profile and scenario key `[firmware] reliability`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reliability {
+    /// The receiver takes packets in order only; the sender resends from
+    /// the first one missing.
+    #[default]
+    GoBackN,
+    /// Selective repeat: the receiver keeps packets past a gap and names
+    /// what is missing; the sender resends only that.
+    Selective,
+}
+
+impl Reliability {
+    /// Every mode, in the order the docs list them.
+    pub const ALL: [Reliability; 2] = [Reliability::GoBackN, Reliability::Selective];
+
+    /// The key's value: `go-back-n` or `selective`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reliability::GoBackN => "go-back-n",
+            Reliability::Selective => "selective",
+        }
+    }
+
+    /// The `regs::RELIABILITY` value.
+    pub fn register_value(self) -> u32 {
+        match self {
+            Reliability::GoBackN => nic_abi::regs::RELIABILITY_GO_BACK_N,
+            Reliability::Selective => nic_abi::regs::RELIABILITY_SELECTIVE,
+        }
+    }
+
+    /// The allowed values, for error messages: `go-back-n, selective`.
+    pub fn names() -> String {
+        Reliability::ALL.map(Reliability::as_str).join(", ")
+    }
+}
+
+impl fmt::Display for Reliability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Reliability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Reliability, String> {
+        Reliability::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s.trim())
+            .ok_or_else(|| format!("\"{s}\" is not a reliability mode ({})", Reliability::names()))
+    }
 }
 
 /// Why a profile could not be had.
@@ -367,6 +427,7 @@ impl Profile {
         };
         let table: toml::Table = toml::from_str(text).map_err(parse_err)?;
         check_ranges("", &table)
+            .and_then(|()| check_reliability(&table))
             .map_err(|message| ProfileError::Invalid { origin: origin.to_string(), message })?;
         let p: Profile = toml::from_str(text).map_err(parse_err)?;
         p.validate()
@@ -530,6 +591,19 @@ fn check_ranges(prefix: &str, t: &toml::Table) -> Result<(), String> {
     Ok(())
 }
 
+/// `firmware.reliability`, when given, is one of the modes (checked on the
+/// table, so the error names the key and the allowed values).
+fn check_reliability(t: &toml::Table) -> Result<(), String> {
+    let Some(v) = t.get("firmware").and_then(|f| f.get("reliability")) else {
+        return Ok(());
+    };
+    match v.as_str() {
+        Some(s) => s.parse::<Reliability>().map(|_| ()),
+        None => Err(format!("{v} is not a string ({})", Reliability::names())),
+    }
+    .map_err(|m| format!("firmware.reliability: {m}"))
+}
+
 /// A byte rate held as femtoseconds per byte, so that a transfer's
 /// duration is one multiplication (exact for the usual rates; otherwise
 /// off by under 1e-7 relative). Durations round up to whole ns.
@@ -651,6 +725,35 @@ mod tests {
         let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
         let e = Profile::from_toml(&text, "t").unwrap_err();
         assert!(e.to_string().contains("nic.mtu"), "{e}");
+    }
+
+    #[test]
+    fn reliability_defaults_to_go_back_n_and_a_bad_value_names_the_key_and_the_choices() {
+        for name in Profile::names() {
+            let p = Profile::load(name).unwrap();
+            assert_eq!(p.firmware.reliability, Reliability::GoBackN, "{name}");
+        }
+        let base = BUILTIN[1].1;
+        let line = base.lines().find(|l| l.trim_start().starts_with("reliability")).unwrap();
+        // Absent: go-back-N.
+        let p = Profile::from_toml(&base.replace(line, ""), "t").unwrap();
+        assert_eq!(p.firmware.reliability, Reliability::GoBackN);
+        assert_eq!(p.firmware.reliability.register_value(), nic_abi::regs::RELIABILITY_GO_BACK_N);
+        let p =
+            Profile::from_toml(&base.replace(line, "reliability = \"selective\""), "t").unwrap();
+        assert_eq!(p.firmware.reliability, Reliability::Selective);
+        assert_eq!(p.firmware.reliability.register_value(), nic_abi::regs::RELIABILITY_SELECTIVE);
+        let e = Profile::from_toml(&base.replace(line, "reliability = \"sack\""), "t").unwrap_err();
+        assert!(matches!(e, ProfileError::Invalid { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "profile t: firmware.reliability: \"sack\" is not a reliability mode \
+             (go-back-n, selective)"
+        );
+        let e = Profile::from_toml(&base.replace(line, "reliability = 1"), "t").unwrap_err();
+        assert!(e.to_string().contains("firmware.reliability: 1 is not a string"), "{e}");
+        assert_eq!("selective".parse::<Reliability>(), Ok(Reliability::Selective));
+        assert_eq!(Reliability::GoBackN.to_string(), "go-back-n");
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn find_binary() -> Option<PathBuf> {
 }
 
 /// The `nic-cluster run` arguments for `cfg` (the profile by its name,
-/// so a built-in one; `--foreground`).
+/// so a built-in one, and its reliability mode, which a scenario may have
+/// set; `--foreground`).
 pub fn run_args(cfg: &RtConfig) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "run".into(),
@@ -67,6 +68,7 @@ pub fn run_args(cfg: &RtConfig) -> Vec<String> {
         cfg.profile.name.clone(),
         "--topology".into(),
         cfg.topology.name().into(),
+        format!("--reliability={}", cfg.profile.firmware.reliability),
         "--threads".into(),
         cfg.threads.to_string(),
         "--host-size".into(),
@@ -315,6 +317,15 @@ mod tests {
         let mut c = Command::new("sh");
         c.args(["-c", script]);
         c
+    }
+
+    #[test]
+    fn the_device_process_gets_the_profiles_reliability_mode() {
+        use nic_device::profile::Reliability;
+        let mut cfg = RtConfig::new("c", nic_cluster_dir::cluster::ClusterBackend::Live, 2);
+        assert!(run_args(&cfg).contains(&"--reliability=go-back-n".to_string()));
+        cfg.profile.firmware.reliability = Reliability::Selective;
+        assert!(run_args(&cfg).contains(&"--reliability=selective".to_string()));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use nic_abi::map::GROUP_ENTRIES;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
+pub use nic_device::profile::Reliability;
 
 /// Send window used when a stream flow does not give one.
 pub const DEFAULT_WINDOW: u32 = 8;
@@ -281,6 +282,10 @@ pub struct FirmwareOverrides {
     /// completes with TimedOut. Default: the profile's.
     #[serde(default)]
     pub send_timeout_us: Option<f64>,
+    /// How streams recover lost packets: `go-back-n` or `selective`.
+    /// Default: the profile's (`firmware.reliability`, go-back-N).
+    #[serde(default)]
+    pub reliability: Option<Reliability>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -546,6 +551,8 @@ pub struct Validated {
     pub flows: Vec<FlowSpec>,
     pub faults: FaultRates,
     pub send_timeout_us: Option<f64>,
+    /// `firmware.reliability`: overrides the profile's.
+    pub reliability: Option<Reliability>,
     pub limit_ns: u64,
 }
 
@@ -690,6 +697,7 @@ impl Scenario {
             flows,
             faults: self.faults.clone(),
             send_timeout_us: self.firmware.send_timeout_us,
+            reliability: self.firmware.reliability,
             limit_ns: (limit * 1e6) as u64,
         })
     }
@@ -1182,6 +1190,31 @@ duplicate = 0.001
         assert!(e.message.contains("flood"), "{e}");
         let e = Scenario::parse(&GOOD.replace("\"low\"", "\"urgent\"")).unwrap_err();
         assert!(e.message.contains("urgent"), "{e}");
+    }
+
+    #[test]
+    fn reliability_is_taken_and_a_bad_value_is_named_with_its_line_and_a_caret() {
+        assert_eq!(Scenario::parse_validated(GOOD).unwrap().reliability, None);
+        for (text, want) in
+            [("go-back-n", Reliability::GoBackN), ("selective", Reliability::Selective)]
+        {
+            let v =
+                Scenario::parse_validated(&format!("{GOOD}[firmware]\nreliability = \"{text}\"\n"))
+                    .unwrap();
+            assert_eq!(v.reliability, Some(want));
+        }
+        let text = format!("{GOOD}[firmware]\nsend_timeout_us = 5000\nreliability = \"sack\"\n");
+        let line = text.lines().position(|l| l.starts_with("reliability")).unwrap() + 1;
+        let e = Scenario::parse_validated(&text).unwrap_err().message;
+        let mut lines = e.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "firmware.reliability: unknown variant `sack`, expected `go-back-n` or `selective`"
+            )
+        );
+        assert!(e.contains(&format!("line {line}, column 15")), "{e}");
+        assert!(e.contains("reliability = \"sack\"") && e.contains("^^^^^^"), "{e}");
     }
 
     #[test]

@@ -232,6 +232,9 @@ fn run_rt(
         cfg.host_size = need;
     }
     let profile_name = profile.name.clone();
+    // The scenario's `firmware.reliability` is in the profile already
+    // (`load_profile`): every NIC's reset writes it, live and qemu alike.
+    let reliability = profile.firmware.reliability;
     cfg.profile = profile;
     cfg.topology = topology;
     cfg.image = opts.image.clone();
@@ -425,6 +428,7 @@ fn run_rt(
         complete,
         problems,
         backend: backend.to_string(),
+        reliability: reliability.to_string(),
         link_down: link_down_reports(v, &outage_drops),
         nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
         captured,

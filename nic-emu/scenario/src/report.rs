@@ -28,6 +28,10 @@ pub struct Report {
     /// What ran it: "sim" (virtual time), "live" or "qemu" (wall-clock
     /// time; see docs/scenarios.md for how the numbers differ).
     pub backend: String,
+    /// How the NICs' streams recovered lost packets: "go-back-n" or
+    /// "selective" (the profile's `firmware.reliability`, or the
+    /// scenario's override).
+    pub reliability: String,
     /// `[[faults.link_down]]`: each outage and what it cost (absent when
     /// the scenario has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -368,6 +372,14 @@ pub struct NicReport {
     pub streams_evicted: u64,
     /// `retransmits` by cause (they add up to it).
     pub retransmit_causes: RetransmitCauses,
+    /// Payload bytes of the data packets sent again (`retransmits`).
+    pub retx_bytes: u64,
+    /// Selective repeat: STATs sent (answers to polls naming what is
+    /// missing), USTATs sent (a gap named at once), and packets kept past
+    /// a gap until it filled. 0 under go-back-N.
+    pub stats_sent: u64,
+    pub ustats_sent: u64,
+    pub held: u64,
     /// The translation cache: translations found in it, translations read
     /// from a page table in host memory (a line of entries each), and
     /// cached translations overwritten.
@@ -449,9 +461,10 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "profile {}  seed {}  {} nodes ({})  simulated {}  {} events  {} packets  \
-                 wall {:.0} ms ({:.0} ns/packet)  {state}",
+                "profile {}  reliability {}  seed {}  {} nodes ({})  simulated {}  {} events  \
+                 {} packets  wall {:.0} ms ({:.0} ns/packet)  {state}",
                 self.profile,
+                self.reliability,
                 self.seed,
                 self.nodes,
                 self.topology,
@@ -464,10 +477,12 @@ impl Report {
         } else {
             let _ = writeln!(
                 s,
-                "{} backend (wall-clock times)  profile {}  seed {}  {} nodes ({})  traffic {}  \
-                 {} host events  {} packets  wall {:.0} ms with cluster start and stop  {state}",
+                "{} backend (wall-clock times)  profile {}  reliability {}  seed {}  {} nodes \
+                 ({})  traffic {}  {} host events  {} packets  wall {:.0} ms with cluster start \
+                 and stop  {state}",
                 self.backend,
                 self.profile,
+                self.reliability,
                 self.seed,
                 self.nodes,
                 self.topology,

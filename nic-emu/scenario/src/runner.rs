@@ -272,6 +272,7 @@ fn run_sim(
         complete,
         problems,
         backend: "sim".into(),
+        reliability: cluster.profile().firmware.reliability.to_string(),
         link_down: link_down_reports(v, cluster.outage_drops()),
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
         captured,
@@ -392,6 +393,10 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
             refused: g(Stat::RetxRefused),
             resync: g(Stat::RetxResync),
         },
+        retx_bytes: g(Stat::RetxBytes),
+        stats_sent: g(Stat::StatsSent),
+        ustats_sent: g(Stat::UstatsSent),
+        held: g(Stat::Held),
         tlb: crate::report::TlbCounts {
             hits: g(Stat::TlbHits),
             misses: g(Stat::TlbMisses),
@@ -403,7 +408,12 @@ pub(super) fn nic_report_of(node: usize, stat: impl Fn(nic_abi::stats::Stat) -> 
 /// The profile and topology a scenario names, checked to fit.
 pub(super) fn load_profile(v: &Validated) -> Result<(Profile, Topology), ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
-    let profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
+    let mut profile = Profile::load(&v.profile).map_err(|e| err(format!("profile: {e}")))?;
+    // `[firmware] reliability` overrides the profile's: the device model
+    // writes it into `regs::RELIABILITY` at every reset, on every backend.
+    if let Some(r) = v.reliability {
+        profile.firmware.reliability = r;
+    }
     let topology: Topology =
         v.topology.parse().map_err(|e| err(format!("fabric.topology: {e}")))?;
     let ports = profile.switch.ports as usize;

@@ -46,6 +46,7 @@ at_us = 100
 for_us = 50
 [firmware]
 send_timeout_us = 5000
+reliability = "selective"
 [run]
 limit_ms = 100
 "#;

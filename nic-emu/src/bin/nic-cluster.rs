@@ -92,8 +92,8 @@ struct RunArgs {
     /// live (native MCP) or qemu (the riscv64 image under QEMU).
     #[arg(long, default_value = "live")]
     backend: ClusterBackend,
-    /// Profile, topology, fault injection, --stats (shared with `cargo
-    /// xtask run`).
+    /// Profile, topology, fault injection, --stats, --reliability (shared
+    /// with `cargo xtask run`).
     #[command(flatten)]
     opts: ClusterOpts,
     /// Firmware image (ELF) flashed into every NIC (qemu).
@@ -178,6 +178,9 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     let mut c = RtConfig::new(&a.name, a.backend, a.nodes);
     c.allow_uids = a.allow_uid.clone();
     c.profile = Profile::load(&a.opts.profile).map_err(|e| e.to_string())?;
+    if let Some(r) = a.opts.reliability {
+        c.profile.firmware.reliability = r;
+    }
     c.topology = a.opts.topology;
     c.image = a.image.clone();
     c.threads = a.threads;

@@ -1,0 +1,341 @@
+//! `cargo xtask report reliability`: go-back-N against selective repeat
+//! under link loss, on the simulator. For each profile (lanai9-gm with
+//! 16 KiB messages, modern with 64 KiB: 4 and 16 packets of 4 KiB) an
+//! 8-node all-to-all runs at each loss rate in both modes, with one seed;
+//! the report gives goodput, what was sent again, the worst flow's p99
+//! latency and the control packets' share of the wire, side by side, as
+//! Markdown with SVG plots. Every run must deliver every message exactly
+//! once, intact and in order; one that does not is printed on stderr and
+//! the command exits 2.
+//!
+//! Every point is a scenario, written into the output directory, so
+//! `cargo xtask sim FILE` reruns it.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nic_emu::profile::Reliability;
+use nic_emu::scenario::Report;
+use plotters::prelude::SeriesLabelPosition;
+
+use crate::plot::{self, Axis, Curve};
+
+/// The profiles, each with its message size: a few packets per message on
+/// the slow links, more on the fast ones.
+const PROFILES: [(&str, u64); 2] = [("lanai9-gm", 16 << 10), ("modern", 64 << 10)];
+/// Link loss rates, in percent (`[faults] drop` is a probability).
+const LOSS_PCT: [f64; 7] = [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0];
+const NODES: u64 = 8;
+/// Messages per flow (56 flows): a flow's p99 is its second largest.
+const MESSAGES: u64 = 200;
+/// Sends outstanding per flow.
+const WINDOW: u64 = 8;
+/// One seed for every point: the fault injection's draws.
+const SEED: u64 = 1;
+
+/// The scenario of one point.
+pub fn scenario_toml(profile: &str, bytes: u64, mode: Reliability, loss_pct: f64) -> String {
+    format!(
+        "# cargo xtask report reliability: {profile}, {mode}, link loss {loss_pct}%\n\
+         profile = \"{profile}\"\nseed = {SEED}\n\n[fabric]\nnodes = {NODES}\n\n\
+         [[alltoall]]\nname = \"a2a\"\nport = 2\nbytes = {bytes}\nmessages = {MESSAGES}\n\
+         window = {WINDOW}\n\n[faults]\ndrop = {}\n\n[firmware]\nreliability = \"{mode}\"\n",
+        loss_pct / 100.0
+    )
+}
+
+/// What one run gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Delivered payload bytes over the time from the first send to the
+    /// last receive, all flows together (10^6 B/s of simulated time).
+    pub goodput_mb_s: f64,
+    pub retx_packets: u64,
+    /// `RetxBytes` summed over the NICs.
+    pub retx_bytes: u64,
+    /// The largest p99 latency of any flow (ns).
+    pub p99_ns: u64,
+    /// (acks + nacks + polls + STATs + USTATs) / packets sent.
+    pub control_share: f64,
+}
+
+impl Point {
+    pub fn of(r: &Report) -> Point {
+        let bytes: u64 = r.flows.iter().map(|f| f.bytes).sum();
+        let first = r.flows.iter().map(|f| f.first_send_ns).min().unwrap_or(0);
+        let last = r.flows.iter().map(|f| f.last_recv_ns).max().unwrap_or(0);
+        let goodput_mb_s = nic_emu::scenario::report::bandwidth_mb_s(bytes, first, last);
+        let sum = |g: fn(&nic_emu::scenario::NicReport) -> u64| r.nics.iter().map(g).sum::<u64>();
+        let control =
+            sum(|n| n.acks_sent + n.nacks_sent + n.polls_sent + n.stats_sent + n.ustats_sent);
+        let sent = sum(|n| n.packets_sent);
+        Point {
+            goodput_mb_s,
+            retx_packets: sum(|n| n.retransmits),
+            retx_bytes: sum(|n| n.retx_bytes),
+            p99_ns: r.flows.iter().map(|f| f.latency_ns.p99).max().unwrap_or(0),
+            control_share: if sent == 0 { 0.0 } else { control as f64 / sent as f64 },
+        }
+    }
+}
+
+/// The file name of a point's scenario.
+fn file_name(profile: &str, mode: Reliability, loss_pct: f64) -> String {
+    format!("{profile}-{mode}-loss-{loss_pct}.toml")
+}
+
+/// `b / a` with two decimals, or `-` when `a` is 0.
+fn ratio(b: f64, a: f64) -> String {
+    if a == 0.0 {
+        "-".into()
+    } else {
+        format!("{:.2}", b / a)
+    }
+}
+
+/// One profile's table: both modes side by side at each loss rate.
+fn table(md: &mut String, rows: &[(f64, Point, Point)]) {
+    let _ = writeln!(
+        md,
+        "| loss % | goodput MB/s GBN | SR | SR/GBN | retx packets GBN | SR | retx bytes GBN | SR \
+         | SR/GBN | p99 us GBN | SR | control share GBN | SR |"
+    );
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (loss, g, s) in rows {
+        let _ = writeln!(
+            md,
+            "| {loss} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.3} \
+             | {:.3} |",
+            g.goodput_mb_s,
+            s.goodput_mb_s,
+            ratio(s.goodput_mb_s, g.goodput_mb_s),
+            g.retx_packets,
+            s.retx_packets,
+            g.retx_bytes,
+            s.retx_bytes,
+            ratio(s.retx_bytes as f64, g.retx_bytes as f64),
+            g.p99_ns as f64 / 1e3,
+            s.p99_ns as f64 / 1e3,
+            g.control_share,
+            s.control_share,
+        );
+    }
+}
+
+/// A plot over the loss rate, one line per mode.
+fn plot_modes(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    rows: &[(f64, Point, Point)],
+    y: fn(&Point) -> f64,
+) -> crate::Result<()> {
+    let curve = |label: &str, pick: fn(&(f64, Point, Point)) -> &Point| -> Curve {
+        (label.to_string(), rows.iter().map(|r| (r.0, y(pick(r)))).collect())
+    };
+    plot::curves(
+        path,
+        title,
+        Axis::linear("link loss (%)"),
+        Axis::linear(ylabel),
+        &[curve("go-back-n", |r| &r.1), curve("selective", |r| &r.2)],
+        &[],
+        SeriesLabelPosition::UpperRight,
+    )
+}
+
+pub fn report(
+    out: Option<PathBuf>,
+    profile: Option<String>,
+    backend: crate::report::ReportBackend,
+    quiet: bool,
+) -> crate::Result<ExitCode> {
+    if profile.is_some() {
+        return Err("report reliability: --profile does not apply (it runs lanai9-gm and \
+                    modern)"
+            .into());
+    }
+    if backend != crate::report::ReportBackend::Sim {
+        return Err("report reliability: runs on the simulator only (--backend sim)".into());
+    }
+    crate::prereq::require_now()?;
+    let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/reliability"));
+    std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+    let runs = (PROFILES.len() * LOSS_PCT.len() * Reliability::ALL.len()) as u64;
+    let pb = crate::progress::bar(runs, "reliability report", quiet);
+    let wall = std::time::Instant::now();
+    let mut failed = Vec::new();
+    let mut md = String::new();
+    let _ = writeln!(md, "# Reliability: go-back-N and selective repeat under link loss\n");
+    let _ = writeln!(
+        md,
+        "Deterministic simulator, seed {SEED}. Each point: {NODES} nodes on one switch, every \
+         node streaming {MESSAGES} messages to every other ({} flows, port 2, {WINDOW} sends \
+         outstanding per flow), each link dropping each packet it carries with the given \
+         probability (`[faults] drop`; a packet crosses two links, node to switch to node). \
+         GBN: `[firmware] reliability = \"go-back-n\"`, SR: `\"selective\"`. Generated by \
+         `cargo xtask report reliability`; every point's scenario is beside this file \
+         (`cargo xtask sim FILE` reruns it).\n",
+        NODES * (NODES - 1)
+    );
+    let _ = writeln!(
+        md,
+        "- **goodput**: delivered payload bytes of all flows over the time from the first send \
+         to the last receive (10^6 B per simulated second);\n\
+         - **retx packets**, **retx bytes**: data packets sent again and their payload bytes \
+         (`retransmits`, `retx_bytes`), all NICs;\n\
+         - **p99**: the largest of the flows' p99 message latencies (send call to receive \
+         event), not a merged percentile;\n\
+         - **control share**: (acks + nacks + polls + STATs + USTATs) / packets sent, all NICs.\n"
+    );
+    // The tables and plots, after the notes on what they show.
+    let mut body = String::new();
+    let mut all_same = true;
+    // Packets were resent but no NIC counted their bytes.
+    let mut bytes_uncounted = false;
+    for (profile, bytes) in PROFILES {
+        let mut rows = Vec::new();
+        for loss in LOSS_PCT {
+            let mut pair = Vec::new();
+            for mode in Reliability::ALL {
+                let name = file_name(profile, mode, loss);
+                let text = scenario_toml(profile, bytes, mode, loss);
+                std::fs::write(dir.join(&name), &text)
+                    .map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
+                pb.set_message(format!("reliability: {profile} {mode} loss {loss}%"));
+                let (r, _) = crate::bench::run_toml(&text).map_err(|e| format!("{name}: {e}"))?;
+                pb.inc(1);
+                for what in faults(&r, mode) {
+                    let line = format!("{name}: {what}");
+                    pb.suspend(|| eprintln!("FAILED: {line}"));
+                    failed.push(line);
+                }
+                pair.push(Point::of(&r));
+            }
+            let s = pair.pop().expect("two modes");
+            let g = pair.pop().expect("two modes");
+            all_same &= g == s;
+            bytes_uncounted |= [&g, &s].iter().any(|p| p.retx_packets > 0 && p.retx_bytes == 0);
+            rows.push((loss, g, s));
+        }
+        let _ = writeln!(body, "## {profile}: {} messages\n", fmt_size(bytes));
+        table(&mut body, &rows);
+        let _ = writeln!(body);
+        for (stem, title, ylabel, y) in [
+            ("goodput", "goodput", "MB/s", (|p: &Point| p.goodput_mb_s) as fn(&Point) -> f64),
+            ("retx-bytes", "retransmitted bytes", "bytes", |p: &Point| p.retx_bytes as f64),
+            ("p99", "worst flow's p99 latency", "us", |p: &Point| p.p99_ns as f64 / 1e3),
+        ] {
+            let file = format!("{stem}-{profile}.svg");
+            plot_modes(
+                &dir.join(&file),
+                &format!("{profile}, {}: {title} vs link loss", fmt_size(bytes)),
+                ylabel,
+                &rows,
+                y,
+            )?;
+            let _ = writeln!(body, "![{profile}: {title}]({file})\n");
+        }
+    }
+    if all_same {
+        let _ = writeln!(
+            md,
+            "The two modes gave the same figures at every point (their lines coincide): the \
+             firmware that ran recovered from loss the same way in both modes.\n"
+        );
+    }
+    if bytes_uncounted {
+        let _ = writeln!(
+            md,
+            "Retransmitted bytes read 0 where packets were sent again: the firmware that ran \
+             does not count `RetxBytes` there.\n"
+        );
+    }
+    if !failed.is_empty() {
+        let _ = writeln!(
+            md,
+            "**RUNS THAT FAILED** (not every message delivered exactly once, intact and in \
+             order, or not in the mode asked for):\n"
+        );
+        for f in &failed {
+            let _ = writeln!(md, "- {f}");
+        }
+        let _ = writeln!(md);
+    }
+    md += &body;
+    pb.finish_and_clear();
+    let path = dir.join("report.md");
+    std::fs::write(&path, &md).map_err(|err| format!("{}: {err}", path.display()))?;
+    println!(
+        "reliability report written to {} ({runs} runs, {:.1} s)",
+        path.display(),
+        wall.elapsed().as_secs_f64()
+    );
+    if !failed.is_empty() {
+        eprintln!(
+            "FAILED: {} run(s) did not deliver every message exactly once, intact and in order \
+             in the mode asked for (listed above and in the report)",
+            failed.len()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What is wrong with a run of `mode`: not every message delivered
+/// exactly once, intact and in order (the summary's verdict), or another
+/// mode ran. Empty when it is clean.
+fn faults(r: &Report, mode: Reliability) -> Vec<String> {
+    let mut v = Vec::new();
+    if !r.all_delivered_intact() {
+        v.push(r.summary().lines().last().unwrap_or("run not clean").to_string());
+    }
+    if r.reliability != mode.as_str() {
+        v.push(format!("ran as {}, not {mode}", r.reliability));
+    }
+    v
+}
+
+fn fmt_size(bytes: u64) -> String {
+    nic_emu::scenario::report::fmt_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_point_is_a_valid_scenario_with_its_mode_and_loss() {
+        let text = scenario_toml("modern", 65536, Reliability::Selective, 0.5);
+        let v = nic_emu::scenario::Scenario::parse_validated(&text).unwrap();
+        assert_eq!(v.reliability, Some(Reliability::Selective));
+        assert_eq!(v.faults.drop, 0.005);
+        assert_eq!(v.flows.len(), 56);
+        assert!(v.flows.iter().all(|f| f.sizes == [65536] && f.messages == MESSAGES));
+        assert_eq!(
+            file_name("modern", Reliability::GoBackN, 0.5),
+            "modern-go-back-n-loss-0.5.toml"
+        );
+        assert_eq!(ratio(3.0, 2.0), "1.50");
+        assert_eq!(ratio(3.0, 0.0), "-");
+    }
+
+    #[test]
+    fn a_run_that_misses_messages_or_runs_another_mode_is_a_failure() {
+        let text = scenario_toml("lanai9-gm", 16384, Reliability::Selective, 1.0)
+            .replace(&format!("messages = {MESSAGES}"), "messages = 2")
+            .replace("[fabric]\nnodes = 8", "[fabric]\nnodes = 2");
+        let (r, _) = crate::bench::run_toml(&text).unwrap();
+        assert_eq!(faults(&r, Reliability::Selective), Vec::<String>::new());
+        let p = Point::of(&r);
+        assert!(p.goodput_mb_s > 0.0 && p.p99_ns > 0 && p.control_share > 0.0, "{p:?}");
+        let f = faults(&r, Reliability::GoBackN);
+        assert_eq!(f, ["ran as selective, not go-back-n"]);
+        // Stopped long before the last message: incomplete.
+        let (cut, _) =
+            crate::bench::run_toml(&format!("{text}\n[run]\nlimit_ms = 0.01\n")).unwrap();
+        let f = faults(&cut, Reliability::Selective);
+        assert!(f.len() == 1 && f[0].contains("INCOMPLETE"), "{f:?}");
+    }
+}
