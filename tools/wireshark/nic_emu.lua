@@ -209,13 +209,13 @@ function pkt.dissector(tvb, pinfo, tree)
     if ptype == 8 then
         info = info .. " unsent=" .. h(24, 4):le_uint()
     end
-    if ptype == 10 then
-        -- Selective repeat: seq..msg_len are missing.
-        info = info .. " missing=" .. h(12, 4):le_uint() .. ".." .. h(20, 4):le_uint()
-    end
-    if ptype == 9 and plen >= 16 and h:len() >= HEADER_LEN + 16 then
-        -- Selective repeat: the poll answered and how many ranges are missing.
+    if (ptype == 9 or ptype == 10) and plen >= 16 and h:len() >= HEADER_LEN + 16 then
+        -- Selective repeat: the poll answered (0 for a USTAT), how many
+        -- ranges are missing, and the first of them.
         info = info .. " ps=" .. h(HEADER_LEN, 4):le_uint() .. " ranges=" .. h(HEADER_LEN + 12, 4):le_uint()
+        if plen >= 24 and h:len() >= HEADER_LEN + 24 then
+            info = info .. " first=" .. h(HEADER_LEN + 16, 4):le_uint() .. ".." .. h(HEADER_LEN + 20, 4):le_uint()
+        end
     end
     if bit32.band(flags, 0x08) ~= 0 then
         info = info .. " SYNC"

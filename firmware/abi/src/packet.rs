@@ -74,8 +74,9 @@ pub enum PacketType {
     /// little-endian).
     Stat = 9,
     /// Selective repeat: a receiver names at once the gap a packet
-    /// arriving past it opened: `seq..msg_len` are missing (ack in `ack`,
-    /// `ACK_VALID`). No payload.
+    /// arriving past it opened (ack in `ack`, `ACK_VALID`): the payload
+    /// lists the runs of it still missing, as a `Stat`'s does (poll
+    /// number 0, the gap's end as the next sequence number).
     Ustat = 10,
 }
 
@@ -347,7 +348,7 @@ impl Header {
                     return Err(ParseError::BadField("nack_code"));
                 }
             }
-            PacketType::Ack | PacketType::GetReq | PacketType::Poll | PacketType::Ustat => {
+            PacketType::Ack | PacketType::GetReq | PacketType::Poll => {
                 if h.payload_len != 0 {
                     return Err(ParseError::BadField("payload_len"));
                 }
@@ -358,7 +359,7 @@ impl Header {
                     return Err(ParseError::BadField("payload_len"));
                 }
             }
-            PacketType::Stat => {
+            PacketType::Stat | PacketType::Ustat => {
                 if h.payload_len as usize > STAT_PAYLOAD_MAX {
                     return Err(ParseError::BadField("payload_len"));
                 }

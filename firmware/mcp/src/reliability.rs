@@ -184,10 +184,11 @@ impl RecvWindow {
         self.held.count_ones()
     }
 
-    /// Is `seq` held?
+    /// Is `seq` held? (The expected one is too, between `advance`
+    /// saying so and `unhold`: a copy of it arriving then is a duplicate.)
     pub fn is_held(&self, seq: u32) -> bool {
         let i = seq.wrapping_sub(self.expected);
-        seq_lt(self.expected, seq) && i < HOLD_SPAN && self.held & (1 << i) != 0
+        seq_le(self.expected, seq) && i < HOLD_SPAN && self.held & (1 << i) != 0
     }
 
     pub fn check(&self, seq: u32) -> Arrival {
@@ -228,14 +229,13 @@ impl RecvWindow {
         self.saw(seq)
     }
 
-    /// `seq` arrived past a gap and was not held: the gap it opened, if
-    /// new (as `hold`); it stays missing itself.
-    pub fn missed(&mut self, seq: u32) -> Option<(u32, u32)> {
-        let gap = seq_lt(self.high, seq).then_some((self.high, seq));
-        if gap.is_some() {
-            self.high = seq;
+    /// The expected packet `seq` was refused (no buffer, busy): its
+    /// sender was told, and goes back to it; a gap a later packet shows
+    /// starts after it.
+    pub fn refused(&mut self, seq: u32) {
+        if seq_le(self.high, seq) {
+            self.high = seq.wrapping_add(1);
         }
-        gap
     }
 
     fn saw(&mut self, seq: u32) -> Option<(u32, u32)> {
@@ -257,13 +257,14 @@ impl RecvWindow {
         }
     }
 
-    /// Let go of every held packet (the stream restarts, or its sender
-    /// renumbers what follows): returns the sequence numbers held, as a
-    /// bitmap from `expected`, and forgets how far the sender went.
+    /// Let go of every held packet (the stream restarts, its sender
+    /// renumbers what follows, or goes back to the gap): returns the
+    /// sequence numbers held, as a bitmap from `expected`. How far the
+    /// sender went stays: its going back (or a poll) brings what was let
+    /// go of, and a USTAT naming it again would have it sent twice.
     pub fn release_all(&mut self) -> u32 {
         let h = self.held;
         self.held = 0;
-        self.high = self.expected;
         h
     }
 
@@ -271,11 +272,10 @@ impl RecvWindow {
     /// first gap and the ranges missing up to the poll's next new packet
     /// (at most a span's worth; the next poll asks again).
     pub fn stat(&mut self, p: crate::selective::Poll) -> crate::selective::Stat {
-        use crate::selective::{Gaps, Stat};
+        use crate::selective::Stat;
         if seq_lt(self.high, p.ns) {
             self.high = p.ns;
         }
-        let mut missing = Gaps::new();
         let end = if seq_le(p.ns, self.expected) {
             self.expected
         } else if p.ns.wrapping_sub(self.expected) < HOLD_SPAN {
@@ -283,7 +283,14 @@ impl RecvWindow {
         } else {
             self.expected.wrapping_add(HOLD_SPAN)
         };
-        let mut s = self.expected;
+        Stat { ps: p.ps, ns: end, ack: self.expected, missing: self.missing(self.expected, end) }
+    }
+
+    /// The runs missing (not held) in `from..end`, from the expected one
+    /// on: what a STAT lists, and a USTAT of that span.
+    pub fn missing(&self, from: u32, end: u32) -> crate::selective::Gaps {
+        let mut missing = crate::selective::Gaps::new();
+        let mut s = if seq_lt(from, self.expected) { self.expected } else { from };
         while seq_lt(s, end) {
             if self.is_held(s) {
                 s = s.wrapping_add(1);
@@ -297,7 +304,7 @@ impl RecvWindow {
                 break;
             }
         }
-        Stat { ps: p.ps, ns: end, ack: self.expected, missing }
+        missing
     }
 
     /// The sender (re)starts the stream at `seq` (a SYNC): nothing held.

@@ -117,8 +117,10 @@ pub fn ps_lt(a: u8, b: u8) -> bool {
 /// oldest unacknowledged packet `una` (the window itself, `una` and
 /// `high`, one past the highest packet sent, is the stream's
 /// [`crate::reliability::GoBackN`]): which packets a STAT acknowledged
-/// out of order, which are to be resent, and the stream's poll sequence
-/// number. Each transmission is stamped with the poll number current
+/// out of order (not resent while so; only the receiver's cumulative ack
+/// moves `una`, since a receiver may still let go of a packet it held:
+/// one it then cannot place), which are to be resent, and the stream's
+/// poll sequence number. Each transmission is stamped with the poll number current
 /// when it went (the caller keeps the stamps: [`Stamps`]). What both
 /// sides track spans [`SR_WINDOW`] packets past `una`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,12 +173,6 @@ impl SrMarks {
         self.resend = self.resend.checked_shr(n).unwrap_or(0);
     }
 
-    /// Packets at the front of the window acknowledged selectively, of
-    /// `outstanding`: the cumulative ack may move past them.
-    pub fn front_acked(&self, outstanding: u32) -> u32 {
-        self.acked.trailing_ones().min(outstanding)
-    }
-
     pub fn resend_pending(&self) -> bool {
         self.resend != 0
     }
@@ -194,9 +190,10 @@ impl SrMarks {
         }
     }
 
-    /// A USTAT named `lo..hi` missing: mark those (sent, between `una`
-    /// and `high`, and not acknowledged) to be resent at once. Returns how
-    /// many were marked anew.
+    /// A USTAT (or a refusal) named `lo..hi` missing: mark those (sent,
+    /// between `una` and `high`) to be resent at once, even one a STAT
+    /// acknowledged: the receiver let go of it since (a held packet it
+    /// could not place). Returns how many were marked anew.
     pub fn ustat(&mut self, una: u32, high: u32, lo: u32, hi: u32) -> u32 {
         self.mark_missing(una, high, lo, hi, None, &[0; SR_WINDOW as usize])
     }
@@ -258,9 +255,12 @@ impl SrMarks {
                 break;
             }
             if let Some(i) = Self::offset(una, high, s) {
-                let stale = before_ps.is_none_or(|ps| ps_lt(stamps.stamp(s), ps));
+                // Named missing now: whatever a STAT said before, the
+                // receiver does not have it.
                 let bit = 1 << i;
-                if self.acked & bit == 0 && self.resend & bit == 0 && stale {
+                self.acked &= !bit;
+                let stale = before_ps.is_none_or(|ps| ps_lt(stamps.stamp(s), ps));
+                if self.resend & bit == 0 && stale {
                     self.resend |= bit;
                     n += 1;
                 }
@@ -364,12 +364,10 @@ impl SrSender {
     pub fn stat(&mut self, s: &Stat) {
         self.ack_to(s.ack);
         self.marks.stat(self.una, self.next, s, &self.stamps);
-        self.ack_to(self.una);
     }
 
     /// Everything before `ack` arrived (ignored unless it lies in
-    /// `[una, next]`); selectively acknowledged packets that are then at
-    /// the front count as acknowledged too.
+    /// `[una, next]`).
     fn ack_to(&mut self, ack: u32) {
         if seq_lt(ack, self.una) || seq_lt(self.next, ack) {
             return;
@@ -377,9 +375,6 @@ impl SrSender {
         let n = ack.wrapping_sub(self.una);
         self.una = ack;
         self.marks.shift(n);
-        let run = self.marks.front_acked(self.outstanding());
-        self.una = self.una.wrapping_add(run);
-        self.marks.shift(run);
     }
 }
 
@@ -600,6 +595,32 @@ mod tests {
         let mut bad = b;
         bad[16..20].copy_from_slice(&7u32.to_le_bytes()); // first range after the second
         assert_eq!(Stat::decode(&bad[..n]), None);
+    }
+
+    #[test]
+    fn a_packet_a_stat_acknowledged_goes_again_when_named_missing_later() {
+        // 0 lost; 1..3 held at the receiver and acknowledged by a STAT.
+        // Only the cumulative ack moves the window: the receiver may yet
+        // let go of a held packet (one it then cannot place), and must
+        // be able to have it again.
+        let (mut tx, mut rx) = (SrSender::new(0), SrReceiver::new(0));
+        for s in 0..4 {
+            tx.sent(SrNext::New(s));
+        }
+        for s in 1..4 {
+            rx.arrive(s, true);
+        }
+        let p = tx.poll();
+        tx.stat(&rx.stat(p));
+        assert_eq!(tx.una(), 0, "selective acks do not move the window");
+        assert_eq!(tx.next_to_send(8, false), Some(SrNext::Resend(0)));
+        tx.sent(SrNext::Resend(0));
+        assert_eq!(tx.next_to_send(8, false), None, "1..3 are not resent");
+        // The receiver took 0 and 1, then refused 2 (no buffer): 2 goes
+        // again though a STAT acknowledged it.
+        tx.stat(&Stat { ps: 0, ns: 4, ack: 2, missing: Gaps::new() });
+        tx.ustat(2, 3);
+        assert_eq!((tx.una(), tx.next_to_send(8, false)), (2, Some(SrNext::Resend(2))));
     }
 
     #[test]

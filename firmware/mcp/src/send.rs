@@ -253,27 +253,27 @@ impl Send {
         // what the packet carries, or that it went stale. A nack echoes in
         // `offset` the round of the packet that drew it; a poll says there
         // the next sequence number its stream would send, and in
-        // `msg_len` its poll number (selective repeat). A USTAT names its
-        // gap in `seq..msg_len`; a STAT lists what is missing in its
-        // payload.
+        // `msg_len` its poll number (selective repeat). A STAT and a USTAT
+        // list what is missing in their payload.
         let mut stat_len = 0;
         let (r, ptype, code, seq, offset, msg_len) = if c.is_poll() {
             let Some((r, next, round, ps)) = sdma.poll_out(cx, c.rx_stream) else { return false };
             let ps = if cx.cfg.selective { ps as u32 } else { 0 };
             (r, PacketType::Poll, round, r.expected, next, ps)
-        } else if c.stat_of().is_some() {
-            let Some((r, stat)) = recv.stat_out(c) else { return false };
+        } else if c.stat_of().is_some() || c.ustat_of().is_some() {
+            let stat = if c.stat_of().is_some() { recv.stat_out(c) } else { recv.ustat_out(c) };
+            let Some((r, stat)) = stat else { return false };
             let mut p = [0u8; nic_abi::packet::STAT_PAYLOAD_MAX];
             stat_len = stat.encode(&mut p).unwrap_or(0);
             let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
             hw.write(at, &p[..stat_len]);
-            (r, PacketType::Stat, 0, 0, 0, 0)
+            let ptype = if c.stat_of().is_some() { PacketType::Stat } else { PacketType::Ustat };
+            (r, ptype, 0, 0, 0, 0)
         } else {
             let Some(r) = recv.control_out(c) else { return false };
-            match (c.nack(), c.ustat_of()) {
-                (_, Some((lo, hi))) => (r, PacketType::Ustat, 0, lo, 0, hi),
-                (Some((code, seq)), _) => (r, PacketType::Nack, code, seq, c.round as u32, 0),
-                (None, None) => (r, PacketType::Ack, 0, 0, 0, 0),
+            match c.nack() {
+                Some((code, seq)) => (r, PacketType::Nack, code, seq, c.round as u32, 0),
+                None => (r, PacketType::Ack, 0, 0, 0, 0),
             }
         };
         let route_len = write_route(hw, b, r.remote_node);

@@ -46,12 +46,10 @@ pub enum FromRecv {
     /// A multicast arrived that this NIC relays out of its receive
     /// buffers: make its children's send tokens (record `rec`).
     McastStart { rec: u16 },
-    /// Selective repeat: a USTAT for the sending stream `key`: `lo..hi`
-    /// are missing.
-    Ustat { key: u32, lo: u32, hi: u32 },
-    /// Selective repeat: a STAT for the sending stream `key`, in receive
-    /// buffer `buf` (its payload); SDMA gives the buffer back.
-    Stat { key: u32, buf: u8 },
+    /// Selective repeat: a STAT (or, `ustat`, a USTAT) for the sending
+    /// stream `key`, in receive buffer `buf` (its payload); SDMA gives
+    /// the buffer back.
+    Stat { key: u32, buf: u8, ustat: bool },
 }
 
 /// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass

@@ -50,14 +50,16 @@ impl Recv {
 
     /// Selective repeat: a packet past a gap. Held in its receive buffer
     /// while there is room (within the stream's hold span, and buffers to
-    /// spare for the engine), else dropped; either way a gap it is the
-    /// first to show is named to the sender at once (USTAT). Packets of
-    /// a round this side refused a message of are dropped: their sender
-    /// numbers what follows the refused message again.
+    /// spare for the engine); a gap it is the first to show is named to
+    /// the sender at once (USTAT). With no room it is dropped.
     fn past_gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, h: &Header) {
-        cx.bump(Stat::OutOfOrder, 1);
         let rx = self.rxs[r];
-        if rx.nacked.is_some() && rx.nack_round == h.nack_code {
+        // After a refused message its sender numbers what follows again
+        // and sends it with a later stamp: what comes with the stamp of
+        // the refused packet or an earlier one is stale.
+        let stale = rx.nacked.is_some() && !crate::selective::ps_lt(rx.nack_round, h.nack_code);
+        if stale {
+            cx.bump(Stat::OutOfOrder, 1);
             cx.bump(Stat::Drops, 1);
             cx.rxfree.give(hw, buf);
             return;
@@ -65,18 +67,36 @@ impl Recv {
         let room = !self.holds.is_full()
             && cx.rx_held() + (self.holds.len() as u32) < map::RX_BUF_COUNT / 2
             && rx.win.can_hold(h.seq);
-        let gap = if room {
-            let hold = super::Hold { stream: r, seq: h.seq, buf };
-            let _ = self.holds.push(hold);
-            cx.bump(Stat::Held, 1);
-            self.rxs[r].win.hold(h.seq)
-        } else {
+        if !room {
+            // Dropped without a word: it stays missing, and the next
+            // packet held names the gap, or the next poll's STAT does.
+            // (Measured: telling the sender at once, or sending it back to
+            // the gap as go-back-N does, costs duplicates on a clean
+            // fabric, as resends cross what is still on its way.)
+            cx.bump(Stat::OutOfOrder, 1);
             cx.bump(Stat::Drops, 1);
             cx.rxfree.give(hw, buf);
-            self.rxs[r].win.missed(h.seq)
-        };
-        if let Some((lo, hi)) = gap {
-            cx.push_control(Control::ustat(r, lo, hi));
+            return;
+        }
+        cx.bump(Stat::OutOfOrder, 1);
+        let _ = self.holds.push(super::Hold { stream: r, seq: h.seq, buf });
+        cx.bump(Stat::Held, 1);
+        if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
+            // A STAT still queued for the stream lists what is missing
+            // below its poll's next sequence number when it leaves: the
+            // USTAT names only the rest (naming a packet twice has it
+            // resent twice).
+            let listed = cx.controls.iter().find_map(|c| match c.stat_of() {
+                Some((ns, _)) if c.rx_stream == r => Some(ns),
+                _ => None,
+            });
+            let lo = match listed {
+                Some(ns) if crate::reliability::seq_lt(lo, ns) => ns,
+                _ => lo,
+            };
+            if crate::reliability::seq_lt(lo, hi) {
+                cx.push_control(Control::ustat(r, lo, hi));
+            }
         }
     }
 
@@ -106,7 +126,17 @@ impl Recv {
         if cx.cfg.selective && rx.sync_seen.is_some() {
             // Selective repeat answers with a STAT: what is missing up to
             // the poll's next new packet (`offset`), its poll number in
-            // `msg_len`.
+            // `msg_len`. One queued STAT a stream: a later poll's
+            // replaces an earlier one's, at the back of the queue (behind
+            // the USTATs queued before it: what they name goes again before
+            // the STAT comes, which then sees it resent since its poll).
+            for _ in 0..cx.controls.len() {
+                if let Some(c) = cx.controls.pop_front() {
+                    if c.rx_stream != r || c.stat_of().is_none() {
+                        let _ = cx.controls.push_back(c);
+                    }
+                }
+            }
             cx.push_control(Control::stat(r, h.offset, h.msg_len as u8));
             return;
         }
@@ -247,6 +277,10 @@ impl Recv {
     ) {
         // The round of the packet refused goes back with the nack.
         self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
+        if cx.cfg.selective {
+            // Named already: a USTAT for a gap behind it leaves it out.
+            self.rxs[r].win.refused(h.seq);
+        }
         if cx.cfg.selective && matches!(code, NackCode::PortClosed | NackCode::RemoteAccess) {
             // The sender numbers the messages after the refused one
             // again: what this side holds of that round is stale, and so

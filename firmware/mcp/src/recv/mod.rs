@@ -230,7 +230,7 @@ impl Recv {
             self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
             return Next::Empty;
         }
-        if let Some(a) = self.take_replay(cx, hw, w) {
+        if let Some(a) = self.take_replay(cx, hw) {
             return Next::Accept(a);
         }
         let slot =
@@ -396,14 +396,10 @@ impl Recv {
                 self.poll_in(cx, hw, &h, key);
                 Next::Handled
             }
-            PacketType::Ustat => {
-                cx.rxfree.give(hw, buf);
-                self.pass_to_sdma(cx, FromRecv::Ustat { key, lo: h.seq, hi: h.msg_len });
-                Next::Handled
-            }
-            PacketType::Stat => {
+            PacketType::Stat | PacketType::Ustat => {
                 // SDMA reads the payload and gives the buffer back.
-                if cx.from_recv.push_back(FromRecv::Stat { key, buf }).is_err() {
+                let ustat = h.ptype == PacketType::Ustat;
+                if cx.from_recv.push_back(FromRecv::Stat { key, buf, ustat }).is_err() {
                     cx.bump(Stat::ControlDrops, 1);
                     cx.rxfree.give(hw, buf);
                 }
@@ -515,12 +511,6 @@ impl Recv {
             return None;
         }
         let r = self.rxs[c.rx_stream];
-        if let Some((_, hi)) = c.ustat_of() {
-            // The gap filled since (a resend overtook the USTAT's turn).
-            if crate::reliability::seq_le(hi, r.win.expected()) {
-                return None;
-            }
-        }
         if let Some((code, seq)) = c.nack() {
             let stale = if code == NackCode::Unsynced as u8 {
                 r.sync_seen.is_some()
@@ -545,6 +535,24 @@ impl Recv {
         })
     }
 
+    /// SEND is about to send USTAT `c`: what it carries (as an ack does)
+    /// and the runs of its gap still missing now (a resend may have come
+    /// since it was queued: naming that again would have it sent twice),
+    /// as a STAT's list; None when none is.
+    pub fn ustat_out(&mut self, c: Control) -> Option<(ControlOut, crate::selective::Stat)> {
+        let (lo, hi) = c.ustat_of()?;
+        if !self.rxs.is_live(c.rx_stream) {
+            return None;
+        }
+        let w = self.rxs[c.rx_stream].win;
+        let missing = w.missing(lo, hi);
+        if missing.is_empty() {
+            return None;
+        }
+        let out = self.control_out(Control::new(c.rx_stream, None))?;
+        Some((out, crate::selective::Stat { ps: 0, ns: hi, ack: w.expected(), missing }))
+    }
+
     /// SEND is about to send STAT `c`: what it carries (as an ack does)
     /// and the STAT itself, or None when the stream is gone.
     pub fn stat_out(&mut self, c: Control) -> Option<(ControlOut, crate::selective::Stat)> {
@@ -563,7 +571,7 @@ impl Recv {
     /// Selective repeat: the next packet a stream expects is held: take
     /// it now, as if it had just arrived (its ack was passed on when it
     /// did).
-    fn take_replay(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Option<Arrived> {
+    fn take_replay(&mut self, cx: &mut Shared, hw: &mut impl Hw) -> Option<Arrived> {
         while let Some(r) = self.replay.pop() {
             if !self.rxs.is_live(r) {
                 continue;
@@ -583,7 +591,8 @@ impl Recv {
                 self.drop_packet(cx, hw, hold.buf, Stat::BadHeaders);
                 continue;
             };
-            w.rx_packets += 1;
+            // (Examined when it arrived: its placement is this pass's
+            // work, RDMA's copy and the ack, not a packet's again.)
             return Some(Arrived { buf: hold.buf, header, key: self.rxs[r].key });
         }
         None

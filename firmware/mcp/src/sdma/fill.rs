@@ -225,8 +225,9 @@ impl Sdma {
             ptype,
             flags: fl,
             priority: tok.prio,
-            // The stream's round: a nack this packet draws echoes it.
-            nack_code: st.epoch as u8,
+            // The stream's round: a nack this packet draws echoes it
+            // (selective repeat: the packet's poll stamp).
+            nack_code: if cx.cfg.selective { st.sr.ps() } else { st.epoch as u8 },
             src_node: cx.cfg.node,
             dst_node: tok.target_node,
             src_port: tok.port,

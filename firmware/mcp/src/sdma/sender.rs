@@ -31,20 +31,16 @@ impl Sdma {
                 }
                 FromRecv::Nack { key, code, seq, round } => {
                     if let Some(&s) = self.tx_index.get(&key) {
-                        self.on_nack(cx, s, code, seq, round);
+                        self.on_nack(cx, hw, s, code, seq, round);
                     }
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
                 FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
-                FromRecv::Ustat { key, lo, hi } => {
-                    if let Some(&s) = self.tx_index.get(&key) {
-                        self.on_ustat(cx, s, lo, hi);
-                    }
-                }
-                FromRecv::Stat { key, buf } => {
+                FromRecv::Stat { key, buf, ustat } => {
                     let stat = read_stat(hw, buf);
                     cx.rxfree.give(hw, buf);
                     match (self.tx_index.get(&key), stat) {
+                        (Some(&s), Some(st)) if ustat => self.on_ustat(cx, hw, s, &st),
                         (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st),
                         (_, None) => {
                             cx.bump(Stat::BadHeaders, 1);
@@ -57,15 +53,21 @@ impl Sdma {
         }
     }
 
-    /// Selective repeat: a USTAT named `lo..hi` missing. (A go-back-N
-    /// sender takes it as a gap nack for `lo`.)
-    fn on_ustat(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32) {
+    /// Selective repeat: a USTAT named ranges missing (a new gap): resend
+    /// them at once. (A go-back-N sender takes it as a gap nack for its
+    /// first.)
+    fn on_ustat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat) {
+        self.on_ack(cx, s, st.ack);
         if !cx.cfg.selective {
-            let round = self.txs[s].epoch as u8;
-            self.on_nack(cx, s, NackCode::OutOfOrder, lo, round);
+            if let Some(&(lo, _)) = st.missing.first() {
+                let round = self.txs[s].epoch as u8;
+                self.on_nack(cx, hw, s, NackCode::OutOfOrder, lo, round);
+            }
             return;
         }
-        self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
+        for &(lo, hi) in &st.missing {
+            self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
+        }
     }
 
     /// Selective repeat: a STAT answered a poll. Everything it
@@ -77,17 +79,17 @@ impl Sdma {
         if !cx.cfg.selective {
             if let Some(&(lo, _)) = st.missing.first() {
                 let round = self.txs[s].epoch as u8;
-                self.on_nack(cx, s, NackCode::OutOfOrder, lo, round);
+                self.on_nack(cx, hw, s, NackCode::OutOfOrder, lo, round);
             }
             return;
         }
         let t = &mut self.txs[s];
         let (una, high) = (t.win.una(), t.win.high());
         let n = t.sr.stat(una, high, st, &SramStamps { hw, stream: s });
-        // What it acknowledged past the front may move the front on.
-        self.on_ack(cx, s, una);
         if n > 0 {
             let t = &mut self.txs[s];
+            // (The resends' own stamp, as `mark_resend` gives.)
+            t.sr.poll();
             t.retx_cause = if t.polled { RetxCause::Timeout } else { RetxCause::Gap };
             t.rtt.rewound(t.win.una());
             t.last_progress = cx.now;
@@ -100,6 +102,9 @@ impl Sdma {
     fn mark_resend(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32, cause: RetxCause) {
         let t = &mut self.txs[s];
         if t.sr.ustat(t.win.una(), t.win.high(), lo, hi) > 0 {
+            // The resends get a stamp of their own: a nack or STAT about
+            // an earlier copy is then told apart from one about them.
+            t.sr.poll();
             t.retx_cause = cause;
             t.rtt.rewound(lo);
             t.last_progress = cx.now;
@@ -136,6 +141,9 @@ impl Sdma {
     pub(crate) fn seek(&mut self, cx: &mut Shared, s: u16, seq: u32) {
         let st = &mut self.txs[s];
         st.epoch = st.epoch.wrapping_add(1);
+        // (A new round for selective repeat too: its packets carry their
+        // poll stamp as their round.)
+        st.sr.poll();
         self.seek_to(cx, s, seq);
     }
 
@@ -178,22 +186,10 @@ impl Sdma {
     fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
         let st = &mut self.txs[s];
         let old = st.win.una();
-        let mut moved = st.win.ack(ack);
-        if moved {
-            st.sr.shift(ack.wrapping_sub(old));
-        }
-        // Selective repeat: packets a STAT acknowledged that are now at
-        // the front count as acknowledged too.
-        let run = st.sr.front_acked(st.win.high().wrapping_sub(st.win.una()));
-        if run > 0 {
-            let to = st.win.una().wrapping_add(run);
-            moved |= st.win.ack(to);
-            st.sr.shift(run);
-        }
-        if !moved {
+        if !st.win.ack(ack) {
             return;
         }
-        let ack = st.win.una();
+        st.sr.shift(ack.wrapping_sub(old));
         {
             let st = &mut self.txs[s];
             st.rtt.acked(ack, cx.now);
@@ -259,7 +255,15 @@ impl Sdma {
 
     /// A nack for stream `s`: `seq` was refused for `code`, and the packet
     /// that drew it went out in `round` (the stream's epoch, low byte).
-    fn on_nack(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32, round: u8) {
+    fn on_nack(
+        &mut self,
+        cx: &mut Shared,
+        hw: &impl Hw,
+        s: u16,
+        code: NackCode,
+        seq: u32,
+        round: u8,
+    ) {
         if code == NackCode::Unsynced {
             // The receiver has no state for the stream (its NIC was reset):
             // start again from the first unfinished message, with SYNC.
@@ -273,7 +277,15 @@ impl Sdma {
         // is old news: what was sent again since answers for itself, and
         // acting on it would send packets the receiver may have by then
         // (on one route, packets of a stream arrive in the order sent).
-        let current = self.txs[s].epoch as u8 == round;
+        // (Selective repeat: a packet carries its poll stamp as its round;
+        // the nack is news only if `seq` has not gone again since the
+        // packet that drew it: its stamp is not later. A resend gets a
+        // stamp of its own, `mark_resend`.)
+        let current = if cx.cfg.selective {
+            !crate::selective::ps_lt(round, SramStamps { hw, stream: s }.stamp(seq))
+        } else {
+            self.txs[s].epoch as u8 == round
+        };
         // The receiver holds everything before `seq`.
         self.on_ack(cx, s, seq);
         let st = self.txs[s];
@@ -361,8 +373,10 @@ impl Sdma {
         self.seek(cx, s, seq);
         let st = &mut self.txs[s];
         // Everything from `seq` goes again (selective repeat too, when the
-        // receiver lost or refused what it had).
+        // receiver lost, refused or could not keep what it had): marked
+        // to resend, so the cursor comes back for each after the first.
         st.sr.clear();
+        st.sr.ustat(st.win.una(), st.win.high(), seq, st.win.high());
         st.rtt.rewound(seq);
         st.retx_cause = cause;
         st.polled = false;
@@ -395,6 +409,7 @@ impl Sdma {
         st.suspended = true;
         st.nobuf_since = 0;
         st.sr.clear();
+        st.sr.poll();
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);
     }
@@ -425,6 +440,7 @@ impl Sdma {
         // The next message starts afresh: its first timeout is not the
         // abandoned one's last, doubled.
         st.backoff = 0;
+        st.sr.poll();
         st.epoch = st.epoch.wrapping_add(1);
         self.ring_remove(s);
     }
