@@ -40,8 +40,7 @@ impl Sdma {
                     let stat = read_stat(hw, buf);
                     cx.rxfree.give(hw, buf);
                     match (self.tx_index.get(&key), stat) {
-                        (Some(&s), Some(st)) if ustat => self.on_ustat(cx, hw, s, &st),
-                        (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st),
+                        (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st, ustat),
                         (_, None) => {
                             cx.bump(Stat::BadHeaders, 1);
                             cx.bump(Stat::Drops, 1);
@@ -53,10 +52,12 @@ impl Sdma {
         }
     }
 
-    /// Selective repeat: a USTAT named ranges missing (a new gap): resend
-    /// them at once. (A go-back-N sender takes it as a gap nack for its
-    /// first.)
-    fn on_ustat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat) {
+    /// Selective repeat: a STAT answered a poll, or a USTAT (`ustat`)
+    /// named a new gap. Everything it acknowledges is; what a USTAT lists
+    /// missing is resent at once, what a STAT lists only if it went
+    /// before that poll (its stamp says). (A go-back-N sender takes the
+    /// first gap as a gap nack.)
+    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat, ustat: bool) {
         self.on_ack(cx, s, st.ack);
         if !cx.cfg.selective {
             if let Some(&(lo, _)) = st.missing.first() {
@@ -65,36 +66,19 @@ impl Sdma {
             }
             return;
         }
-        for &(lo, hi) in &st.missing {
-            self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
-        }
-    }
-
-    /// Selective repeat: a STAT answered a poll. Everything it
-    /// acknowledges is, and what it lists missing is resent if it went
-    /// before that poll (its stamp says). (A go-back-N sender takes its
-    /// first gap as a gap nack.)
-    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat) {
-        self.on_ack(cx, s, st.ack);
-        if !cx.cfg.selective {
-            if let Some(&(lo, _)) = st.missing.first() {
-                let round = self.txs[s].epoch as u8;
-                self.on_nack(cx, hw, s, NackCode::OutOfOrder, lo, round);
+        if ustat {
+            for &(lo, hi) in &st.missing {
+                self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
             }
             return;
         }
         let t = &mut self.txs[s];
         let (una, high) = (t.win.una(), t.win.high());
-        let n = t.sr.stat(una, high, st, &SramStamps { hw, stream: s });
-        if n > 0 {
-            let t = &mut self.txs[s];
-            // (The resends' own stamp, as `mark_resend` gives.)
-            t.sr.poll();
-            t.retx_cause = if t.polled { RetxCause::Timeout } else { RetxCause::Gap };
-            t.rtt.rewound(t.win.una());
-            t.last_progress = cx.now;
-            self.sr_position(cx, s);
+        if t.sr.stat(una, high, st, &SramStamps { hw, stream: s }) > 0 {
+            let cause = if t.polled { RetxCause::Timeout } else { RetxCause::Gap };
+            self.resends_marked(cx, s, una, cause);
         }
+        self.sr_position(cx, s);
     }
 
     /// Selective repeat: mark `lo..hi` (of what was sent and is not
@@ -102,14 +86,20 @@ impl Sdma {
     fn mark_resend(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32, cause: RetxCause) {
         let t = &mut self.txs[s];
         if t.sr.ustat(t.win.una(), t.win.high(), lo, hi) > 0 {
-            // The resends get a stamp of their own: a nack or STAT about
-            // an earlier copy is then told apart from one about them.
-            t.sr.poll();
-            t.retx_cause = cause;
-            t.rtt.rewound(lo);
-            t.last_progress = cx.now;
+            self.resends_marked(cx, s, lo, cause);
         }
         self.sr_position(cx, s);
+    }
+
+    /// Packets from `from` on were marked to resend for `cause`. They get
+    /// a stamp of their own (the poll number moves on): a nack or STAT
+    /// about an earlier copy is then told apart from one about them.
+    fn resends_marked(&mut self, cx: &Shared, s: u16, from: u32, cause: RetxCause) {
+        let t = &mut self.txs[s];
+        t.sr.poll();
+        t.retx_cause = cause;
+        t.rtt.rewound(from);
+        t.last_progress = cx.now;
     }
 
     /// Selective repeat: the send cursor goes to the oldest packet to
