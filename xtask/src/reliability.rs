@@ -297,7 +297,7 @@ pub fn report(
                 &rows,
                 y,
             )?;
-            let _ = writeln!(body, "![{profile}: {title}]({file})\n");
+            let _ = writeln!(body, "![{}, {profile}: {title}]({file})\n", workload.name());
         }
     }
     if all_same {
