@@ -65,7 +65,7 @@ impl Recv {
             return;
         }
         let room = !self.holds.is_full()
-            && cx.rx_held() + (self.holds.len() as u32) < map::RX_BUF_COUNT / 2
+            && cx.rx_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
             && rx.win.can_hold(h.seq);
         if !room {
             // Dropped without a word: it stays missing, and the next
