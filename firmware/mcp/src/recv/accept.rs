@@ -379,7 +379,7 @@ impl Recv {
         // room to hold buffers; more children than a relay tracks: leaf.
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
         let room = cx.mcast_tokens_free(n as usize, TokKind::McastFwd)
-            && cx.rx_held() < map::RX_BUF_COUNT / 2
+            && cx.rx_held() + (self.holds.len() as u32) < map::RX_BUF_COUNT / 2
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
                 sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
