@@ -374,7 +374,20 @@ impl TxStream {
     pub fn outstanding(&self) -> u32 {
         self.win.outstanding()
     }
+
+    /// When to poll after the last progress: the retransmission timeout,
+    /// or under selective repeat (a poll resends nothing blindly) the
+    /// measured round trip's with a quarter of the configured floor.
+    pub fn poll_after(&self, rto: u64, selective: bool) -> u64 {
+        if selective {
+            self.rto(rto / POLL_FLOOR_DIV)
+        } else {
+            self.rto(rto)
+        }
+    }
 }
+
+pub const POLL_FLOOR_DIV: u64 = 4;
 
 /// What a receiving stream is assembling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -292,7 +292,7 @@ impl Sdma {
         for &s in self.active_tx.iter() {
             let st = &self.txs[s];
             if st.outstanding() != 0 {
-                at(st.last_progress.saturating_add(st.rto(cx.cfg.rto)));
+                at(st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)));
                 at(st.acked_at.saturating_add(cx.cfg.send_timeout));
             }
             if st.hold_until > cx.now {

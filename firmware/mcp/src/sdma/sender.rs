@@ -454,7 +454,8 @@ impl Sdma {
             // A peer silent for the send timeout is given up on then, not
             // at the next retransmission timeout after (which backoff may
             // put far later).
-            let expired = now >= st.last_progress.saturating_add(st.rto(cx.cfg.rto));
+            let expired =
+                now >= st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective));
             let silent = now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout;
             if st.outstanding() != 0 && (expired || silent) {
                 w.timers += 1;
