@@ -375,6 +375,14 @@ impl TxStream {
         self.win.outstanding()
     }
 
+    /// The stream starts a new round: packets filled before are stale
+    /// (the epoch moves on), and so, for selective repeat, whose packets
+    /// carry their poll stamp as their round, does the poll number.
+    pub fn next_round(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.sr.poll();
+    }
+
     /// When to poll after the last progress: the retransmission timeout,
     /// or under selective repeat (a poll resends nothing blindly) the
     /// measured round trip's with a quarter of the configured floor.
@@ -387,6 +395,8 @@ impl TxStream {
     }
 }
 
+/// A selective stream's poll timer has this fraction of the configured
+/// retransmission timeout as its floor.
 pub const POLL_FLOOR_DIV: u64 = 4;
 
 /// What a receiving stream is assembling.

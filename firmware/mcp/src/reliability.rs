@@ -258,14 +258,11 @@ impl RecvWindow {
     }
 
     /// Let go of every held packet (the stream restarts, its sender
-    /// renumbers what follows, or goes back to the gap): returns the
-    /// sequence numbers held, as a bitmap from `expected`. How far the
+    /// renumbers what follows, or goes back to the gap). How far the
     /// sender went stays: its going back (or a poll) brings what was let
     /// go of, and a USTAT naming it again would have it sent twice.
-    pub fn release_all(&mut self) -> u32 {
-        let h = self.held;
+    pub fn release_all(&mut self) {
         self.held = 0;
-        h
     }
 
     /// The answer to POLL `p` (selective repeat): what arrived before the

@@ -173,10 +173,6 @@ impl SrMarks {
         self.resend = self.resend.checked_shr(n).unwrap_or(0);
     }
 
-    pub fn resend_pending(&self) -> bool {
-        self.resend != 0
-    }
-
     /// The oldest packet to resend.
     pub fn next_resend(&self, una: u32) -> Option<u32> {
         (self.resend != 0).then(|| una.wrapping_add(self.resend.trailing_zeros()))
@@ -311,11 +307,6 @@ impl SrSender {
     /// Packets sent and not yet acknowledged (cumulatively).
     pub fn outstanding(&self) -> u32 {
         self.next.wrapping_sub(self.una)
-    }
-
-    /// Is anything waiting to be resent?
-    pub fn resend_pending(&self) -> bool {
-        self.marks.resend_pending()
     }
 
     /// What to transmit next with at most `window` packets outstanding

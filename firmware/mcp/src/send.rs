@@ -261,13 +261,15 @@ impl Send {
             let ps = if cx.cfg.selective { ps as u32 } else { 0 };
             (r, PacketType::Poll, round, r.expected, next, ps)
         } else if c.stat_of().is_some() || c.ustat_of().is_some() {
-            let stat = if c.stat_of().is_some() { recv.stat_out(c) } else { recv.ustat_out(c) };
+            let (ptype, stat) = match c.stat_of() {
+                Some(_) => (PacketType::Stat, recv.stat_out(c)),
+                None => (PacketType::Ustat, recv.ustat_out(c)),
+            };
             let Some((r, stat)) = stat else { return false };
             let mut p = [0u8; nic_abi::packet::STAT_PAYLOAD_MAX];
             stat_len = stat.encode(&mut p).unwrap_or(0);
             let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
             hw.write(at, &p[..stat_len]);
-            let ptype = if c.stat_of().is_some() { PacketType::Stat } else { PacketType::Ustat };
             (r, ptype, 0, 0, 0, 0)
         } else {
             let Some(r) = recv.control_out(c) else { return false };

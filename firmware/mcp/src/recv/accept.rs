@@ -59,9 +59,7 @@ impl Recv {
         // the refused packet or an earlier one is stale.
         let stale = rx.nacked.is_some() && !crate::selective::ps_lt(rx.nack_round, h.nack_code);
         if stale {
-            cx.bump(Stat::OutOfOrder, 1);
-            cx.bump(Stat::Drops, 1);
-            cx.rxfree.give(hw, buf);
+            self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
             return;
         }
         let room = !self.holds.is_full()
@@ -73,9 +71,7 @@ impl Recv {
             // (Measured: telling the sender at once, or sending it back to
             // the gap as go-back-N does, costs duplicates on a clean
             // fabric, as resends cross what is still on its way.)
-            cx.bump(Stat::OutOfOrder, 1);
-            cx.bump(Stat::Drops, 1);
-            cx.rxfree.give(hw, buf);
+            self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
             return;
         }
         cx.bump(Stat::OutOfOrder, 1);

@@ -562,10 +562,7 @@ impl Recv {
         if !self.rxs.is_live(c.rx_stream) {
             return None;
         }
-        let rx = &mut self.rxs[c.rx_stream];
-        let stat = rx.win.stat(crate::selective::Poll { ns, ps: ps as u32 });
-        rx.ack_pending = false;
-        rx.unacked = 0;
+        let stat = self.rxs[c.rx_stream].win.stat(crate::selective::Poll { ns, ps: ps as u32 });
         let out = self.control_out(Control::new(c.rx_stream, None))?;
         Some((out, stat))
     }

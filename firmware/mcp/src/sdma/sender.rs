@@ -129,11 +129,7 @@ impl Sdma {
     /// tokens on its list), renumbering the tokens from `base`; packets
     /// filled before are stale (the stream's epoch moves on).
     pub(crate) fn seek(&mut self, cx: &mut Shared, s: u16, seq: u32) {
-        let st = &mut self.txs[s];
-        st.epoch = st.epoch.wrapping_add(1);
-        // (A new round for selective repeat too: its packets carry their
-        // poll stamp as their round.)
-        st.sr.poll();
+        self.txs[s].next_round();
         self.seek_to(cx, s, seq);
     }
 
@@ -399,8 +395,7 @@ impl Sdma {
         st.suspended = true;
         st.nobuf_since = 0;
         st.sr.clear();
-        st.sr.poll();
-        st.epoch = st.epoch.wrapping_add(1);
+        st.next_round();
         self.ring_remove(s);
     }
 
@@ -430,8 +425,7 @@ impl Sdma {
         // The next message starts afresh: its first timeout is not the
         // abandoned one's last, doubled.
         st.backoff = 0;
-        st.sr.poll();
-        st.epoch = st.epoch.wrapping_add(1);
+        st.next_round();
         self.ring_remove(s);
     }
 
