@@ -228,6 +228,18 @@ impl Rdma {
             if self.leaf_wait {
                 break;
             }
+            if job.rx_buf == NO_RX_BUF {
+                // Only the event of a message whose packets were placed
+                // (copied) before.
+                cx.rdma_jobs.pop_front();
+                if let Some(ev) = job.then {
+                    if matches!(ev, EvRef::Slot(_)) {
+                        cx.bump(Stat::MessagesReceived, 1);
+                    }
+                    cx.owe_event(job.port as usize, ev);
+                }
+                continue;
+            }
             let (pieces, xlat) = cx.pieces(hw, job.port, job.vaddr, job.len);
             if xlat == Xlat::Wait {
                 self.xlat_wait = Some(job.port);

@@ -430,8 +430,9 @@ pub struct RxStream {
     /// An ack is owed; send it by `ack_due`.
     pub ack_pending: bool,
     pub ack_due: u64,
-    /// Packets accepted since the last ack went out.
-    pub unacked: u32,
+    /// Packets accepted since the last ack went out (at most what a
+    /// counter of 16 bits holds: acks are owed at half a window).
+    pub unacked: u16,
     /// Last out-of-order nack: for which expected value, the sender's
     /// round of the packet that drew it, and when.
     pub nacked: Option<u32>,
@@ -723,6 +724,8 @@ const USTAT: u8 = 0xfd;
 /// An accepted data-bearing packet waiting for RDMA.
 #[derive(Debug, Clone, Copy)]
 pub struct RdmaJob {
+    /// The receive buffer the payload is in (`NO_RX_BUF`: none; the job
+    /// owes only its event).
     pub rx_buf: u8,
     pub port: u8,
     /// Virtual address the payload goes to (in `port`'s space).
@@ -734,6 +737,9 @@ pub struct RdmaJob {
     /// the forward to the children goes first (the two overlap).
     pub relayed: bool,
 }
+
+/// [`RdmaJob::rx_buf`] of a job that copies nothing.
+pub const NO_RX_BUF: u8 = u8::MAX;
 
 /// Where a multicast's data comes from at this NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

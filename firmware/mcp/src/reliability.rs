@@ -160,18 +160,68 @@ pub const HOLD_SPAN: u32 = 32;
 /// selective repeat, which packets past it are held (bit i: `expected +
 /// i`; bit 0 never: that one is missing) and how far the sender is known
 /// to have gone (`high`: one past the highest sequence number seen in a
-/// packet or a poll; gaps below it were named already). Go-back-N never
-/// holds, and `high` stays unused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// packet or a poll; gaps below it were named already), and where the
+/// stream was cut (`cut`: a packet past the gap found no room to be held;
+/// its sender was told to send everything from it again, so what follows
+/// it is dropped until it comes again; `expected + cut`, `NO_CUT`: none).
+/// Go-back-N never holds or cuts, and `high` stays unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvWindow {
     expected: u32,
     high: u32,
     held: u32,
+    cut: u8,
 }
+
+impl Default for RecvWindow {
+    fn default() -> RecvWindow {
+        RecvWindow::new()
+    }
+}
+
+/// `RecvWindow::cut` when the stream is not cut.
+const NO_CUT: u8 = u8::MAX;
 
 impl RecvWindow {
     pub const fn new() -> RecvWindow {
-        RecvWindow { expected: 0, high: 0, held: 0 }
+        RecvWindow { expected: 0, high: 0, held: 0, cut: NO_CUT }
+    }
+
+    /// Where the stream is cut, if it is: the packet that found no room
+    /// to be held. Until it comes again, what follows it is stale (its
+    /// sender goes back to it).
+    pub fn cut(&self) -> Option<u32> {
+        (self.cut != NO_CUT).then(|| self.expected.wrapping_add(self.cut as u32))
+    }
+
+    /// `seq`, past the gap, found no room to be held: its sender is to
+    /// send everything from it again. (Within a hold span of `expected`;
+    /// further packets cannot come from a sender's window.)
+    /// Returns where what the sender is to send again starts: at `seq`,
+    /// or before it at a gap no packet has shown yet (packets lost on the
+    /// way just before it), which is then named too.
+    pub fn cut_at(&mut self, seq: u32) -> u32 {
+        let i = seq.wrapping_sub(self.expected);
+        if seq_lt(self.expected, seq) && i < HOLD_SPAN {
+            self.cut = i as u8;
+        }
+        if seq_lt(self.high, self.expected) {
+            self.high = self.expected;
+        }
+        if seq_lt(self.high, seq) {
+            let lo = self.high;
+            self.high = seq;
+            lo
+        } else {
+            seq
+        }
+    }
+
+    /// `seq` came again: the stream is no longer cut there.
+    pub fn uncut(&mut self, seq: u32) {
+        if self.cut() == Some(seq) {
+            self.cut = NO_CUT;
+        }
     }
 
     #[inline]
@@ -204,6 +254,11 @@ impl RecvWindow {
     /// The expected packet was taken. True when the next one is held
     /// already: take it now ([`RecvWindow::unhold`] first).
     pub fn advance(&mut self) -> bool {
+        self.cut = match self.cut {
+            // The packet it was cut at was taken.
+            0 | NO_CUT => NO_CUT,
+            c => c - 1,
+        };
         self.expected = self.expected.wrapping_add(1);
         self.held >>= 1;
         if seq_lt(self.high, self.expected) {
@@ -263,6 +318,7 @@ impl RecvWindow {
     /// go of, and a USTAT naming it again would have it sent twice.
     pub fn release_all(&mut self) {
         self.held = 0;
+        self.cut = NO_CUT;
     }
 
     /// The answer to POLL `p` (selective repeat): what arrived before the
@@ -306,7 +362,7 @@ impl RecvWindow {
 
     /// The sender (re)starts the stream at `seq` (a SYNC): nothing held.
     pub fn restart(&mut self, seq: u32) {
-        *self = RecvWindow { expected: seq, high: seq, held: 0 };
+        *self = RecvWindow { expected: seq, high: seq, held: 0, cut: NO_CUT };
     }
 }
 
@@ -316,6 +372,38 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::VecDeque;
     use std::vec::Vec;
+
+    #[test]
+    fn a_cut_names_from_the_first_unnamed_gap_and_lasts_until_its_packet_comes_again() {
+        let mut w = RecvWindow::new();
+        w.restart(10);
+        // 10 lost; 11 held (names 10); 12, 13 lost; 14 finds no room.
+        assert_eq!(w.hold(11), Some((10, 11)));
+        assert_eq!(w.cut_at(14), 12, "12 and 13 were never named: the cut names them too");
+        assert_eq!(w.cut(), Some(14));
+        // A later gap is not named again by a hold below the cut.
+        assert_eq!(w.hold(12), None);
+        // 10 comes: taken (11 is held, next); the cut stays where it is.
+        assert!(w.advance());
+        w.unhold(11);
+        assert_eq!(w.expected(), 11);
+        assert_eq!(w.cut(), Some(14));
+        w.uncut(13);
+        assert_eq!(w.cut(), Some(14), "only the packet it was cut at lifts it");
+        w.uncut(14);
+        assert_eq!(w.cut(), None);
+        // A cut lifted by taking its packet in order.
+        w.restart(0);
+        assert_eq!(w.cut_at(1), 0);
+        assert!(!w.advance());
+        assert_eq!(w.cut(), Some(1));
+        assert!(!w.advance());
+        assert_eq!(w.cut(), None);
+        // Restarting or letting go of the holds forgets it.
+        w.cut_at(3);
+        w.release_all();
+        assert_eq!(w.cut(), None);
+    }
 
     #[test]
     fn comparison_crosses_the_wrap() {

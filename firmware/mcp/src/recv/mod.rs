@@ -235,6 +235,10 @@ impl Recv {
         if let Some(a) = self.take_replay(cx, hw) {
             return Next::Accept(a);
         }
+        if prod == self.cons {
+            // The replays were of packets placed when they came.
+            return Next::Handled;
+        }
         let slot =
             rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.cons);
         let mut rec = [0u8; rings::RXDONE_SIZE as usize];
@@ -577,6 +581,10 @@ impl Recv {
             }
             let seq = self.rxs[r].win.expected();
             let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
+                if self.rxs[r].win.is_held(seq) {
+                    // Placed when it came: nothing to copy now.
+                    self.take_placed(cx, r);
+                }
                 continue;
             };
             let hold = self.holds.swap_remove(i);
