@@ -385,13 +385,15 @@ impl TxStream {
 
     /// When to poll after the last progress: the retransmission timeout,
     /// or under selective repeat (a poll resends nothing blindly) the
-    /// measured round trip's with a quarter of the configured floor.
+    /// measured round trip's with a quarter of the configured floor, not
+    /// backed off.
     pub fn poll_after(&self, rto: u64, selective: bool) -> u64 {
-        if selective {
-            self.rto(rto / POLL_FLOOR_DIV)
-        } else {
-            self.rto(rto)
-        }
+        // Selective: no backoff, as a poll is one small packet and resends
+        // nothing (measured: doubling it per poll without progress left
+        // streams a receiver kept cutting idle for milliseconds).
+        let (floor, backoff) =
+            if selective { (rto / POLL_FLOOR_DIV, 0) } else { (rto, self.backoff) };
+        self.rtt.rto(floor).saturating_mul(1 << backoff.min(MAX_BACKOFF))
     }
 }
 
