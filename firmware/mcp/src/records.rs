@@ -364,13 +364,6 @@ impl TxStream {
         sr: crate::selective::SrMarks::NEW,
     };
 
-    /// The retransmission timeout now, for a configured timeout `rto`:
-    /// what the measured round trip asks for (at least `rto`), doubled for
-    /// each timeout in a row.
-    pub fn rto(&self, rto: u64) -> u64 {
-        self.rtt.rto(rto).saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
-    }
-
     pub fn outstanding(&self) -> u32 {
         self.win.outstanding()
     }
