@@ -17,9 +17,11 @@ use object::{elf, Endianness, ReadCache, ReadRef};
 use crate::prereq::FW_TARGET;
 
 /// The image budget: text + data + bss must stay under this. The image
-/// region is 256 KiB with a 16 KiB stack at its top; the budget keeps the
-/// MCP to half of it, as a LANai 9's SRAM held the MCP beside its buffers.
-pub const IMAGE_BUDGET: u64 = 128 * 1024;
+/// region is 256 KiB with the stack at its top; the budget keeps the MCP
+/// to about half of it (the stack has the rest, over 100 KiB), as a
+/// LANai 9's SRAM held the MCP beside its buffers. (It was 128 KiB until
+/// selective repeat's placement of packets past a gap needed 2 KiB more.)
+pub const IMAGE_BUDGET: u64 = 136 * 1024;
 
 /// The cargo target directory this xtask was built into (the workspace's,
 /// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/<profile>/xtask`

@@ -112,32 +112,70 @@ impl Recv {
         h: &Header,
     ) -> bool {
         let rx = self.rxs[r];
-        let ahead = h.seq.wrapping_sub(rx.win.expected()) as u64;
-        let at = rx.offset as u64 + ahead * cx.cfg.mtu as u64;
-        let fits = !h.has(Flags::FIRST)
-            && rx.mrec == NIL
-            && h.msg_len == rx.msg_len
-            && rx.win.can_hold(h.seq)
-            && h.offset as u64 == at
-            && at < h.msg_len as u64
-            && h.payload_len as u64 == (h.msg_len as u64 - at).min(cx.cfg.mtu as u64)
-            && cx.is_open(h.dst_port as usize)
-            && rx.local_port == h.dst_port
+        let mtu = cx.cfg.mtu as u64;
+        let port = h.dst_port;
+        let simple = rx.win.can_hold(h.seq)
+            && !h.has(Flags::MCAST)
+            && !h.has(Flags::SYNC)
+            && cx.is_open(port as usize)
+            && rx.local_port == port
             && !cx.rdma_jobs.is_full();
-        if !fits {
+        if !simple {
             return false;
         }
-        let base = match (h.ptype, rx.assembly) {
-            (PacketType::Data, Assembly::Message { slot }) => cx.slot(hw, slot).vaddr,
-            (PacketType::Put, Assembly::Put { base }) => base,
-            // (A get's answer waits in a hold: it is the rarer case, and
-            // the image has little room.)
-            _ => return false,
+        // Where its message starts (sequence number, offset placed by
+        // then) and its base address.
+        let (from, placed, base) = if h.has(Flags::FIRST) {
+            // A message that follows, in the stream, one with a slot: its
+            // slot may be taken now (slots go in the stream's order).
+            if h.ptype != PacketType::Data
+                || self.early.is_full()
+                || self.msg_end(cx, hw, r) != Some(h.seq)
+            {
+                return false;
+            }
+            let Some(s) = self.claim_slot(cx, hw, port as usize, h.size_class, h.priority) else {
+                return false;
+            };
+            let mut sl = cx.slot(hw, s);
+            if !fits_slot(&sl, h) {
+                self.unclaim_slot(cx, hw, s, port as usize);
+                return false;
+            }
+            sl.mcast = 0;
+            sl.mrec = NIL;
+            fill_slot(cx, hw, s, &mut sl, buf, h);
+            let _ = self.early.push(super::Early { stream: r, seq: h.seq, slot: s });
+            (h.seq, 0, sl.vaddr)
+        } else if let Some(e) = self.early_of(cx, hw, r, h.seq) {
+            (e.seq, 0, cx.slot(hw, e.slot).vaddr)
+        } else {
+            let base = match (h.ptype, rx.assembly) {
+                (PacketType::Data, Assembly::Message { slot }) => cx.slot(hw, slot).vaddr,
+                (PacketType::Put, Assembly::Put { base }) => base,
+                // (A get's answer waits in a hold: it is the rarer case,
+                // and the image has little room.)
+                _ => return false,
+            };
+            if rx.mrec != NIL || h.msg_len != rx.msg_len {
+                return false;
+            }
+            (rx.win.expected(), rx.offset as u64, base)
         };
+        // The packets from `from` on are full-sized, so it lies here.
+        let at = placed + h.seq.wrapping_sub(from) as u64 * mtu;
+        if h.offset as u64 != at
+            || at >= h.msg_len.max(1) as u64
+            || h.payload_len as u64 != (h.msg_len as u64 - at).min(mtu)
+        {
+            // (Only a message taken early can get here from its first
+            // packet, whose offset is 0: it is placed below.)
+            return false;
+        }
         let _ = cx.rdma_jobs.push_back(RdmaJob {
             rx_buf: buf,
-            port: h.dst_port,
-            vaddr: base.wrapping_add(h.offset as u64),
+            port,
+            vaddr: base.wrapping_add(at),
             len: h.payload_len as u32,
             then: None,
             relayed: false,
@@ -150,10 +188,46 @@ impl Recv {
         true
     }
 
+    /// One past the last packet of the last message of stream `r` with a
+    /// receive slot (the one being placed, or one taken early), if known.
+    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: u16) -> Option<u32> {
+        let mtu = cx.cfg.mtu;
+        let rx = &self.rxs[r];
+        let mut end = match rx.assembly {
+            Assembly::Message { .. } if rx.mrec == NIL => Some(
+                rx.win.expected().wrapping_add(rx.msg_len.saturating_sub(rx.offset).div_ceil(mtu)),
+            ),
+            _ => None,
+        };
+        for e in self.early.iter().filter(|e| e.stream == r) {
+            let n = cx.slot(hw, e.slot).msg_len.div_ceil(mtu).max(1);
+            end = Some(e.seq.wrapping_add(n));
+        }
+        end
+    }
+
+    /// The message taken early in stream `r` that `seq` belongs to.
+    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: u16, seq: u32) -> Option<super::Early> {
+        self.early.iter().copied().find(|e| {
+            let n = cx.slot(hw, e.slot).msg_len.div_ceil(cx.cfg.mtu).max(1);
+            e.stream == r && seq.wrapping_sub(e.seq) < n
+        })
+    }
+
     /// Selective repeat: the packet stream `r` expects next was placed
     /// early ([`Recv::place_early`]): take it in order, and when it ends
     /// its message, owe the message's event after every copy queued.
-    pub(super) fn take_placed(&mut self, cx: &mut Shared, r: u16) {
+    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+        let seq = self.rxs[r].win.expected();
+        if let Some(i) = self.early.iter().position(|e| e.stream == r && e.seq == seq) {
+            // The first packet of a message taken early: it starts now.
+            let e = self.early.remove(i);
+            let rx = &mut self.rxs[r];
+            rx.assembly = Assembly::Message { slot: e.slot };
+            rx.offset = 0;
+            rx.msg_len = cx.slot(hw, e.slot).msg_len;
+            rx.mrec = NIL;
+        }
         let rx = &mut self.rxs[r];
         rx.win.unhold(rx.win.expected());
         let plen = rx.msg_len.saturating_sub(rx.offset).min(cx.cfg.mtu);
@@ -215,8 +289,9 @@ impl Recv {
                 if boot == h.sync_boot && !crate::reliability::seq_lt(was, inc) {
                     return;
                 }
-                self.abort_assembly(cx, hw, r);
+                // (Slots taken early go back first: the list keeps its order.)
                 self.release_holds(cx, hw, r);
+                self.abort_assembly(cx, hw, r);
                 self.rxs[r].sync_seen = SyncSeen::NONE;
             }
         }
@@ -580,8 +655,9 @@ impl Recv {
             };
             if news {
                 // The sender (re)starts the stream here.
-                self.abort_assembly(cx, hw, r);
+                // (Slots taken early go back first: the list keeps its order.)
                 self.release_holds(cx, hw, r);
+                self.abort_assembly(cx, hw, r);
                 let rx = &mut self.rxs[r];
                 rx.win.restart(h.seq);
                 rx.nacked = None;
@@ -633,7 +709,7 @@ impl Recv {
                         return;
                     };
                     let mut sl = cx.slot(hw, s);
-                    if h.msg_len as u64 > class_max_len(h.size_class).min(sl.len as u64) {
+                    if !fits_slot(&sl, h) {
                         // A sender that broke the size-class rule: refuse.
                         self.unclaim_slot(cx, hw, s, port);
                         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
@@ -661,19 +737,7 @@ impl Recv {
                         0
                     };
                     sl.mrec = mrec;
-                    sl.filled = true;
-                    sl.msg_len = h.msg_len;
-                    sl.src_node = h.src_node;
-                    sl.src_port = h.src_port;
-                    sl.inline_len = 0;
-                    if h.msg_len as usize <= INLINE_MAX {
-                        let n = plen.min(INLINE_MAX as u32) as usize;
-                        let mut tmp = [0u8; INLINE_MAX];
-                        hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
-                        hw.write(map::rx_inline(s as u32), &tmp[..n]);
-                        sl.inline_len = n as u8;
-                    }
-                    cx.set_slot(hw, s, &sl);
+                    fill_slot(cx, hw, s, &mut sl, buf, h);
                     self.rxs[r].assembly = Assembly::Message { slot: s };
                     self.rxs[r].offset = 0;
                     self.rxs[r].msg_len = h.msg_len;
@@ -878,7 +942,7 @@ impl Recv {
     }
 
     /// Give a claimed receive slot back to the front of its port's list.
-    fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
+    pub(super) fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
         let mut sl = cx.slot(hw, s);
         sl.filled = false;
         sl.next = self.slots_head[port];
@@ -888,4 +952,28 @@ impl Recv {
             self.slots_tail[port] = s;
         }
     }
+}
+
+/// Does the message `h` starts fit the receive slot `sl` (its size class)?
+/// A sender that broke the size-class rule is refused.
+fn fits_slot(sl: &RecvSlot, h: &Header) -> bool {
+    h.msg_len as u64 <= class_max_len(h.size_class).min(sl.len as u64)
+}
+
+/// Slot `s` (`sl`) takes the message whose first packet, `h`, is in
+/// receive buffer `buf`: what its event says, and a small message's bytes.
+fn fill_slot(cx: &mut Shared, hw: &mut impl Hw, s: u16, sl: &mut RecvSlot, buf: u8, h: &Header) {
+    sl.filled = true;
+    sl.msg_len = h.msg_len;
+    sl.src_node = h.src_node;
+    sl.src_port = h.src_port;
+    sl.inline_len = 0;
+    if h.msg_len as usize <= INLINE_MAX {
+        let n = (h.payload_len as usize).min(INLINE_MAX);
+        let mut tmp = [0u8; INLINE_MAX];
+        hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
+        hw.write(map::rx_inline(s as u32), &tmp[..n]);
+        sl.inline_len = n as u8;
+    }
+    cx.set_slot(hw, s, sl);
 }

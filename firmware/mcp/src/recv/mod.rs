@@ -149,7 +149,23 @@ pub struct Recv {
     /// of them (taken before new packets from the ring).
     holds: heapless::Vec<Hold, SR_HOLDS>,
     replay: heapless::Vec<u16, SR_HOLDS>,
+    /// Selective repeat: receive slots taken early, for messages that
+    /// follow the one being placed in their stream (or one taken early),
+    /// so that their packets past a gap go straight to host memory too.
+    early: heapless::Vec<Early, EARLY_MAX>,
 }
+
+/// A receive slot taken early (selective repeat): the stream, the
+/// sequence number of its message's first packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Early {
+    stream: u16,
+    seq: u32,
+    slot: u16,
+}
+
+/// Messages taken early at most, all streams together.
+const EARLY_MAX: usize = 16;
 
 /// A packet held past a gap (selective repeat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +200,7 @@ impl Recv {
             next_repair: 0,
             holds: heapless::Vec::new(),
             replay: heapless::Vec::new(),
+            early: heapless::Vec::new(),
         }
     }
 
@@ -583,7 +600,7 @@ impl Recv {
             let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
                 if self.rxs[r].win.is_held(seq) {
                     // Placed when it came: nothing to copy now.
-                    self.take_placed(cx, r);
+                    self.take_placed(cx, hw, r);
                 }
                 continue;
             };
@@ -622,6 +639,13 @@ impl Recv {
             }
         }
         self.replay.retain(|&s| s != r);
+        // Slots taken early go back to the front of their port's list,
+        // the latest first, so the list keeps its order.
+        while let Some(i) = self.early.iter().rposition(|e| e.stream == r) {
+            let e = self.early.remove(i);
+            let port = cx.slot(hw, e.slot).port as usize;
+            self.unclaim_slot(cx, hw, e.slot, port);
+        }
     }
 
     /// Port `p` closed: partial messages into it are dropped and its
@@ -631,8 +655,9 @@ impl Recv {
         let rx: heapless::Vec<u16, MAX_STREAMS> =
             self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
-            self.abort_assembly(cx, hw, r);
+            // (Slots taken early go back first: the list keeps its order.)
             self.release_holds(cx, hw, r);
+            self.abort_assembly(cx, hw, r);
         }
         let mut s = self.slots_head[p];
         while s != NIL {
