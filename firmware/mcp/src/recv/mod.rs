@@ -208,6 +208,12 @@ impl Recv {
         self.state
     }
 
+    /// Receive buffers kept past gaps now (selective repeat).
+    #[cfg(test)]
+    pub(crate) fn held_buffers(&self) -> usize {
+        self.holds.len()
+    }
+
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
         cx.transition(hw, &mut self.state, to, cause);
     }
