@@ -25,6 +25,7 @@ mod ledger;
 pub mod mcast;
 pub mod pattern;
 pub mod plan;
+mod rates;
 mod realtime;
 pub mod report;
 mod runner;

@@ -4,10 +4,14 @@
 //! time) and the way the programs reach their NICs differ.
 //!
 //! ```text
-//! refuse what real time cannot do yet (rate control, dispatch trace)
-//! RtCluster::start(profile, nodes, topology, faults, seed, ...)
+//! rate control: the calibration its keys need, idt_t -> raw IDTs (rates.rs)
+//! RtCluster::start(profile, nodes, topology, faults, seed, ...,
+//!                  a bandwidth manager if a flow asks for one)
 //!   wait until every NIC's firmware runs
 //!   one NodeApp per node, each port attached as its own LiveBackend
+//!     (flow table and dispatch-trace switch: through the cluster
+//!     owner's SRAM mapping, as the BRM agents write them), a BRM client
+//!     on <dir>/brm.sock when the cluster runs a manager
 //!   loop: step every unfinished app (one thread), idle a little when
 //!         nothing happened, until all are done, the wall-clock limit
 //!         passes or a NIC goes down
@@ -24,17 +28,24 @@ use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use host_brm::socket::SocketTransport;
+use host_brm::BrmClient;
 use host_driver::cluster::{ClusterBackend, ClusterDir};
-use host_driver::{AttachOptions, DriverError, LiveBackend};
+use host_driver::{AttachOptions, DriverError, HostOp, LiveBackend, NicBackend};
+use nic_abi::flows::FLOW_ENTRY_SIZE;
+use nic_abi::map::{FLOWS, FLOW_ENTRIES};
+use nic_abi::regs::reg;
 use nic_abi::stats::Stat;
 use nic_abi::{regs, NUM_PORTS};
 
-use super::app::{Ledger, NoBrm, NodeApp, NodeHost};
-use super::format::{FlowKind, RatePlan, ScenarioError, Validated};
+use super::app::{Ledger, NodeApp, NodeHost};
+use super::format::{FlowKind, ScenarioError, Validated};
 use super::mcast;
 use super::plan::{plan, Dir};
+use super::rates;
 use super::report::{Report, SimReport};
 use super::runner::{
     finish_pcap, flow_reports, limits, link_down_reports, load_profile, messages_total, new_ledger,
@@ -42,7 +53,7 @@ use super::runner::{
 };
 use super::trace::{ClusterTrace, LiveTracer};
 use nic_device::Faults;
-use nic_realtime::{Pacing, RtCluster, RtConfig};
+use nic_realtime::{BrmSetup, FlowTableBackend, Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
 #[derive(Debug, Clone)]
@@ -89,6 +100,10 @@ impl RtScenarioOptions {
 struct RtHost {
     dir: ClusterDir,
     node: u32,
+    /// The node's SRAM as the cluster's owner maps it (flow table,
+    /// `FLOW_GEN` and `DISPATCH_TRACE_ENABLE` writable), when the
+    /// scenario uses rate control or the dispatch trace.
+    flow_table: Option<FlowTableBackend>,
     clock: TrafficClock,
     /// With a trace: the tracer's clock starts here (host calls are put
     /// on it, before the traffic starts too).
@@ -103,14 +118,15 @@ fn since(clock: &TrafficClock) -> u64 {
 }
 
 impl NodeHost for RtHost {
-    type B = LiveBackend;
-    fn shared(&self) -> Option<LiveBackend> {
+    type B = RtBackend;
+    fn shared(&self) -> Option<RtBackend> {
         None
     }
-    fn attach(&mut self, port: u8) -> Result<LiveBackend, DriverError> {
+    fn attach(&mut self, port: u8) -> Result<RtBackend, DriverError> {
         // (A node past u16 is refused as NoSuchNode.)
         let node = u16::try_from(self.node).unwrap_or(u16::MAX);
-        LiveBackend::attach_with(&self.dir, node, port, &AttachOptions::default())
+        let live = LiveBackend::attach_with(&self.dir, node, port, &AttachOptions::default())?;
+        Ok(RtBackend { live, flow_table: self.flow_table.clone() })
     }
     fn now_ns(&self) -> u64 {
         since(&self.clock)
@@ -128,35 +144,14 @@ impl NodeHost for RtHost {
     }
 }
 
-/// Refuse what a real-time run cannot do yet, naming the key and the
-/// backend: rate control (flow-table IDTs and the bandwidth manager) and
-/// the dispatch trace run only on the sim so far.
-pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
-    for f in &v.flows {
-        let key = match f.rate {
-            RatePlan::Unmanaged => None,
-            RatePlan::Idt(_) => Some("idt"),
-            RatePlan::IdtT(_) => Some("idt_t"),
-            RatePlan::Reserve(_) => Some("rate_mb_s"),
-            RatePlan::BestEffort => Some("best_effort"),
-        };
-        if let Some(key) = key {
-            let what =
-                if f.rate.uses_brm() { "the bandwidth manager" } else { "flow-table rate control" };
-            return Err(ScenarioError::new(format!(
-                "{}.{key}: {what} is not supported on the {backend} backend yet (only on the \
-                 sim: --backend sim)",
-                f.label
-            )));
-        }
-        if f.trace {
-            return Err(ScenarioError::new(format!(
-                "{}.trace: the dispatch trace is not supported on the {backend} backend yet \
-                 (only on the sim: --backend sim)",
-                f.label
-            )));
-        }
-    }
+/// Check, before any cluster starts, what a real-time run of `v` needs
+/// beyond the sim's checks: the profile loads, and the rate-control keys
+/// that need a calibration (`idt_t`, `rate_mb_s`, `best_effort`) find
+/// one; an error names the key. Every scenario key runs on live and qemu
+/// (`_backend`: the same checks on both).
+pub fn check_realtime(v: &Validated, _backend: ClusterBackend) -> Result<(), ScenarioError> {
+    let (profile, _) = load_profile(v)?;
+    rates::resolve(v, &profile)?;
     Ok(())
 }
 
@@ -213,6 +208,12 @@ fn run_rt(
     let layout = mcast::layout(v, topology, &profile);
     let mut cfg = RtConfig::new(&cluster_path(opts), backend, v.nodes);
     let the_plan = plan(v, limits(&profile, profile.host.memory_bytes))?;
+    let rates = rates::resolve(v, &profile)?;
+    if rates.uses_brm {
+        // The master decides with the profile's stored calibration, the
+        // one `idt_t` and `rates::resolve` use.
+        cfg.brm = Some(BrmSetup::default());
+    }
     // Each port has a slice of its own: large enough for the port that
     // needs most (host memory files are sparse: what is not touched costs
     // nothing), within the profile's host.
@@ -261,7 +262,7 @@ fn run_rt(
         None => return Err(err("faults.link_down: the fabric has no layout".into())),
     };
 
-    let ledger = new_ledger(&v.flows, &the_plan);
+    let ledger = new_ledger(&rates.flows, &the_plan);
     let mut tracer = None;
     if trace {
         let nodes: Vec<u32> = (0..v.nodes as u32).collect();
@@ -272,19 +273,34 @@ fn run_rt(
     let total = messages_total(v);
     let origin = Instant::now();
     let clock = TrafficClock::default();
-    let mut apps: Vec<NodeApp<RtHost, NoBrm>> = the_plan
-        .nodes
-        .into_iter()
-        .map(|np| {
-            let host = RtHost {
-                dir: cluster.dir().clone(),
-                node: np.node as u32,
-                clock: clock.clone(),
-                trace_origin: tracer.as_ref().map(LiveTracer::started),
-            };
-            NodeApp::new(host, np, ledger.clone(), None)
-        })
-        .collect();
+    let cluster_name = cluster.path().display().to_string();
+    let mut apps = Vec::new();
+    for np in the_plan.nodes {
+        let node = np.node as u32;
+        let flow_table = if rates.touches_flow_table() {
+            let sram = cluster
+                .dir()
+                .map_sram(node)
+                .map_err(|e| err(format!("node {node}: mapping its SRAM for the flow table: {e}")))?;
+            Some(FlowTableBackend::new(Arc::new(sram)))
+        } else {
+            None
+        };
+        let host = RtHost {
+            dir: cluster.dir().clone(),
+            node,
+            flow_table,
+            clock: clock.clone(),
+            trace_origin: tracer.as_ref().map(LiveTracer::started),
+        };
+        let brm: Option<BrmClient<SocketTransport>> = match rates.uses_brm {
+            true => Some(BrmClient::connect(&cluster_name).map_err(|e| {
+                err(format!("node {node}: connecting to the bandwidth manager: {e}"))
+            })?),
+            false => None,
+        };
+        apps.push(NodeApp::new(host, np, ledger.clone(), brm));
+    }
     let limit = opts.timeout.unwrap_or(Duration::from_nanos(v.limit_ns));
     let packets = |c: &RtCluster| -> u64 {
         (0..v.nodes).map(|n| c.nic_stats(n).fw[Stat::PacketsSent as usize]).sum()
@@ -383,6 +399,7 @@ fn run_rt(
             (c.resets, c.down_drops)
         })
         .collect();
+    let agents = cluster.brm_agent_counters();
     let traced = tracer.map(|t| {
         let calls = ledger.borrow_mut().host_calls.take().unwrap_or_default();
         t.finish(&backend.to_string(), calls)
@@ -404,6 +421,12 @@ fn run_rt(
     problems
         .extend(notes.into_iter().filter(|n| !asked(n)).map(|n| format!("device process: {n}")));
     problems.extend(missing(&l, stopped, limit));
+    if let Some((_, malformed, broken, refused)) = agents.filter(|a| a.1 + a.2 + a.3 > 0) {
+        problems.push(format!(
+            "bandwidth manager agents: {malformed} malformed commands, {broken} broken \
+             connections, {refused} refused SRAM accesses"
+        ));
+    }
     if let Err(e) = stop {
         problems.push(format!("stopping the cluster: {e}"));
     }
@@ -434,6 +457,112 @@ fn run_rt(
         captured,
     };
     Ok((report, traced))
+}
+
+/// A port's backend in a real-time scenario run: the port's
+/// `LiveBackend`, except for the words only the privileged side may write
+/// (the flow table, `FLOW_GEN`, `DISPATCH_TRACE_ENABLE`), which go through
+/// the cluster owner's own SRAM mapping (`FlowTableBackend`, as the BRM
+/// agents write them) when the scenario uses rate control or the dispatch
+/// trace. So a flow's raw IDT and its trace switch take effect as on the
+/// sim, while every other access keeps the live checks.
+#[derive(Clone)]
+struct RtBackend {
+    live: LiveBackend,
+    flow_table: Option<FlowTableBackend>,
+}
+
+impl RtBackend {
+    /// The privileged mapping, if `[off, off + len)` is one of its words.
+    fn privileged(&self, off: u32, len: usize) -> Option<&FlowTableBackend> {
+        let (off, end) = (off as u64, off as u64 + len as u64);
+        let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
+        let hit = inside(FLOWS, FLOW_ENTRIES as u64 * FLOW_ENTRY_SIZE as u64)
+            || inside(reg(regs::FLOW_GEN), 4)
+            || inside(reg(regs::DISPATCH_TRACE_ENABLE), 4);
+        self.flow_table.as_ref().filter(|_| hit)
+    }
+}
+
+impl NicBackend for RtBackend {
+    fn sram_read(&self, off: u32, buf: &mut [u8]) {
+        match self.privileged(off, buf.len()) {
+            Some(p) => p.sram_read(off, buf),
+            None => self.live.sram_read(off, buf),
+        }
+    }
+    fn sram_write(&self, off: u32, data: &[u8]) {
+        match self.privileged(off, data.len()) {
+            Some(p) => p.sram_write(off, data),
+            None => self.live.sram_write(off, data),
+        }
+    }
+    fn sram_load_u32(&self, off: u32) -> u32 {
+        match self.privileged(off, 4) {
+            Some(p) => p.sram_load_u32(off),
+            None => self.live.sram_load_u32(off),
+        }
+    }
+    fn sram_store_u32(&self, off: u32, v: u32) {
+        match self.privileged(off, 4) {
+            Some(p) => p.sram_store_u32(off, v),
+            None => self.live.sram_store_u32(off, v),
+        }
+    }
+    fn sram_load_u64(&self, off: u32) -> u64 {
+        match self.privileged(off, 8) {
+            Some(p) => p.sram_load_u64(off),
+            None => self.live.sram_load_u64(off),
+        }
+    }
+    fn sram_store_u64(&self, off: u32, v: u64) {
+        match self.privileged(off, 8) {
+            Some(p) => p.sram_store_u64(off, v),
+            None => self.live.sram_store_u64(off, v),
+        }
+    }
+    fn host_read(&self, bus: u64, buf: &mut [u8]) {
+        self.live.host_read(bus, buf)
+    }
+    fn host_write(&self, bus: u64, data: &[u8]) {
+        self.live.host_write(bus, data)
+    }
+    fn host_load_u32(&self, bus: u64) -> u32 {
+        self.live.host_load_u32(bus)
+    }
+    fn pt_write(&self, port: u8, first: u64, entries: &[u64]) {
+        self.live.pt_write(port, first, entries)
+    }
+    fn alloc_dma(&self, len: u64) -> Option<u64> {
+        self.live.alloc_dma(len)
+    }
+    fn free_dma(&self, bus: u64, len: u64) {
+        self.live.free_dma(bus, len)
+    }
+    fn now_ns(&self) -> u64 {
+        self.live.now_ns()
+    }
+    fn charge(&self, op: HostOp) {
+        self.live.charge(op)
+    }
+    fn doorbell(&self) {
+        self.live.doorbell()
+    }
+    fn idle_wait(&self) -> bool {
+        self.live.idle_wait()
+    }
+    fn port_hint(&self) -> Option<u8> {
+        self.live.port_hint()
+    }
+    fn commit(&self) -> Result<(), DriverError> {
+        self.live.commit()
+    }
+    fn has_heartbeat(&self) -> bool {
+        self.live.has_heartbeat()
+    }
+    fn device_alive(&self) -> bool {
+        self.live.device_alive()
+    }
 }
 
 /// A fresh cluster directory under the memory temp directory

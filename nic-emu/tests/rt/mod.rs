@@ -82,6 +82,18 @@ pub fn host_bin(name: &str) -> PathBuf {
     profile_dir().join(name)
 }
 
+/// The `nic-cluster` binary, built once into this test's target
+/// directory (`target/<profile>/nic-cluster`, where
+/// `process::find_binary` looks): a cluster with a bandwidth manager runs
+/// its master as `nic-cluster brm`.
+pub fn nic_cluster_bin() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        cargo_build(&["-p", "nic-emu", "--bin", "nic-cluster"], "the nic-cluster binary")
+    });
+    profile_dir().join("nic-cluster")
+}
+
 /// This crate's `rt_alltoall` example.
 pub fn alltoall_bin() -> PathBuf {
     example_bin("nic-emu", "rt_alltoall")
