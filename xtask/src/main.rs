@@ -385,14 +385,18 @@ enum Cmd {
         /// Timing profile (default lanai4-gm; it must be calibrated).
         #[arg(long)]
         profile: Option<String>,
-        /// sim (report.md), live (a live cluster with its bandwidth
-        /// manager process: live.md, printed), or all.
+        /// rate-control: sim (report.md), live (a live cluster with its
+        /// bandwidth manager process: live.md, printed), qemu (the same
+        /// on a qemu cluster, the riscv64 image under QEMU: qemu.md,
+        /// printed), or all (sim and live). Other reports: sim only.
         #[arg(long, value_enum, default_value = "sim")]
         backend: report::ReportBackend,
-        /// Live: decide with the profile's stored calibration, or with T
-        /// and Bmax measured on the live cluster first.
-        #[arg(long, value_enum, default_value = "stored")]
-        live_calibration: report::LiveCal,
+        /// Live and qemu: decide with the profile's stored calibration,
+        /// or with T and Bmax measured on the cluster first. Default:
+        /// stored on live, measured on qemu (the guest firmware is slower
+        /// than the stored Bmax, so rates from it would not pace there).
+        #[arg(long, value_enum)]
+        live_calibration: Option<report::LiveCal>,
         /// No progress bar on stderr (it shows only on a terminal).
         #[arg(long, short)]
         quiet: bool,

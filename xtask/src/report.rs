@@ -15,9 +15,10 @@
 //! - the cost of rate control with every IDT 0 (`bench --rate`).
 //!
 //! Every experiment is a scenario (written into the directory too), so
-//! `cargo xtask sim` reruns any of them. `--backend live` runs the same
-//! acceptance experiments on a live cluster with its BRM process instead
-//! (`report_live.rs`, written to live.md), `--backend all` both.
+//! `cargo xtask sim` reruns any of them. `--backend live` (or `qemu`) runs
+//! the same acceptance experiments on a live (or qemu) cluster with its
+//! BRM process instead (`report_live.rs`, written to live.md or qemu.md),
+//! `--backend all` the sim and live.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -46,7 +47,10 @@ pub enum ReportBackend {
     Sim,
     /// A live cluster with its BRM process (live.md; printed too).
     Live,
-    /// Both (report.md with the live section at the end).
+    /// A qemu cluster (the riscv64 image under qemu-system-riscv64) with
+    /// its BRM process (qemu.md; printed too).
+    Qemu,
+    /// The sim and live (report.md with the live section at the end).
     All,
 }
 
@@ -55,7 +59,7 @@ pub fn run(
     out: Option<PathBuf>,
     profile: Option<String>,
     backend: ReportBackend,
-    live_cal: LiveCal,
+    live_cal: Option<LiveCal>,
     quiet: bool,
 ) -> crate::Result<ExitCode> {
     if which != "rate-control" {
@@ -68,16 +72,22 @@ pub fn run(
     let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/rate-control"));
     std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
     let root = crate::workspace_root();
+    use host_driver::cluster::ClusterBackend::{Live, Qemu};
     let (md, file) = match backend {
         ReportBackend::Sim => (rate_control(&profile, &dir, quiet)?, "report.md"),
         ReportBackend::Live => {
-            let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
+            let live = crate::report_live::run(&root, &dir, &profile, Live, live_cal)?;
             print!("{live}");
             (format!("# Rate control on the live backend: report\n\n{live}"), "live.md")
         }
+        ReportBackend::Qemu => {
+            let q = crate::report_live::run(&root, &dir, &profile, Qemu, live_cal)?;
+            print!("{q}");
+            (format!("# Rate control on the qemu backend: report\n\n{q}"), "qemu.md")
+        }
         ReportBackend::All => {
             let sim = rate_control(&profile, &dir, quiet)?;
-            let live = crate::report_live::run(&root, &dir, &profile, live_cal)?;
+            let live = crate::report_live::run(&root, &dir, &profile, Live, live_cal)?;
             (sim + "\n" + &live, "report.md")
         }
     };

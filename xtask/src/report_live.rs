@@ -1,10 +1,11 @@
-//! `cargo xtask report rate-control --backend live`: the rate-control
-//! acceptance experiments on a LIVE cluster (real time, the MCP as native
-//! threads) with its bandwidth manager process: traffic from host threads
+//! `cargo xtask report rate-control --backend live` (or `qemu`): the
+//! rate-control acceptance experiments on a LIVE cluster (real time, the
+//! MCP as native threads) or a QEMU cluster (the riscv64 image, one guest
+//! per NIC) with its bandwidth manager process: traffic from host threads
 //! of this process, bandwidth asked over `<dir>/brm.sock`, achieved
 //! rates from the source NIC's flow counters (`nic_emu::brm::live`).
 //!
-//! Steps: start a 4-node lanai4-gm live cluster whose links are paced at
+//! Steps: start a 4-node lanai4-gm cluster whose links are paced at
 //! the profile's bandwidth, with a BRM on the profile's stored
 //! calibration; measure the unregulated flow (T and Bmax the way
 //! `calibrate` takes them: bandwidth, and mean ticks between dispatches);
@@ -13,13 +14,13 @@
 //! it. Returns the Markdown section and prints it.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use host_driver::cluster::ClusterBackend;
 use nic_emu::brm::live::{self, Achieved, LiveResults, Timing};
 use nic_emu::brm::{Calibration, CurvePoint};
-use nic_emu::realtime::{BrmSetup, Pacing, RtCluster, RtConfig};
+use nic_emu::realtime::{qemu, BrmSetup, Pacing, RtCluster, RtConfig};
 use nic_emu::Profile;
 
 /// Which calibration the live BRM decides with.
@@ -31,21 +32,31 @@ pub enum LiveCal {
     Measured,
 }
 
+/// The cluster to measure on: the backend, and the image a qemu one
+/// flashes.
+struct On {
+    backend: ClusterBackend,
+    image: Option<PathBuf>,
+}
+
 fn start(
+    on: &On,
     profile: &Profile,
     name: &str,
     cal_file: Option<&Path>,
     root: &Path,
 ) -> crate::Result<RtCluster> {
-    let mut cfg = RtConfig::new(name, ClusterBackend::Live, 4);
+    let mut cfg = RtConfig::new(name, on.backend, 4);
     cfg.profile = profile.clone();
+    cfg.image = on.image.clone();
     cfg.pacing = Pacing::LinkBandwidth;
     cfg.brm = Some(BrmSetup {
         calibration: cal_file.map(Path::to_path_buf),
         program: Some(crate::fw::release_dir(root).join("nic-cluster")),
     });
-    let c = RtCluster::start(cfg).map_err(|e| format!("live cluster: {e}"))?;
-    c.wait_running(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let b = on.backend;
+    let c = RtCluster::start(cfg).map_err(|e| format!("{b} cluster: {e}"))?;
+    c.wait_running(Duration::from_secs(60)).map_err(|e| format!("{b} cluster: {e}"))?;
     Ok(c)
 }
 
@@ -82,20 +93,44 @@ fn ratio_line(lo: &Achieved, hi: &Achieved) -> (f64, f64, String) {
     (got, want, format!("achieved {got:.3} vs IDT ratio {want:.3} ({dev:+.1}%)"))
 }
 
-pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate::Result<String> {
+/// The experiments on `backend` (live or qemu), deciding with the
+/// calibration `which` (None: stored on live, measured on qemu, whose
+/// guest firmware is slower than the stored Bmax: stored rates would not
+/// pace there).
+pub fn run(
+    root: &Path,
+    dir: &Path,
+    profile_name: &str,
+    backend: ClusterBackend,
+    which: Option<LiveCal>,
+) -> crate::Result<String> {
+    let which = which.unwrap_or(match backend {
+        ClusterBackend::Qemu => LiveCal::Measured,
+        _ => LiveCal::Stored,
+    });
     let profile = Profile::load(profile_name).map_err(|e| e.to_string())?;
     let stored = Calibration::for_profile(profile_name, &profile)?.ok_or_else(|| {
         format!("profile {profile_name} is not calibrated (cargo xtask calibrate)")
     })?;
     crate::fw::build_host_programs(root)?;
+    let image = match backend {
+        ClusterBackend::Qemu => {
+            if !crate::rt::ensure_qemu()? {
+                return Err(format!("--backend qemu: {} is missing", qemu::QEMU_PROGRAM));
+            }
+            Some(crate::fw::build_image(root, false)?)
+        }
+        _ => None,
+    };
+    let on = On { backend, image };
     let name = host_driver::cluster::memory_temp_dir()
-        .join(format!("rate-control-live-{}", std::process::id()))
+        .join(format!("rate-control-{backend}-{}", std::process::id()))
         .display()
         .to_string();
     let t = Timing::default();
 
     // The unregulated flow on this machine, under the stored calibration.
-    let c = start(&profile, &name, None, root)?;
+    let c = start(&on, &profile, &name, None, root)?;
     let cl = c.path().display().to_string();
     let mut probe = live::Probe::new(&cl, 4);
     let mut brm = host_brm::BrmClient::connect(&cl)?;
@@ -111,9 +146,9 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
         LiveCal::Measured => {
             c.stop().map_err(|e| e.to_string())?;
             let lc = live_calibration(&stored, &u);
-            let f = dir.join("live.calibration.toml");
+            let f = dir.join(format!("{backend}.calibration.toml"));
             std::fs::write(&f, lc.to_toml()).map_err(|e| format!("{}: {e}", f.display()))?;
-            (lc, start(&profile, &name, Some(&f), root)?)
+            (lc, start(&on, &profile, &name, Some(&f), root)?)
         }
     };
     let cl = c.path().display().to_string();
@@ -123,12 +158,18 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
     let r: LiveResults = r?;
 
     let mut md = String::new();
-    let _ = writeln!(md, "## Live backend\n");
+    let (title, what) = match backend {
+        ClusterBackend::Qemu => {
+            ("Qemu", "QEMU cluster (real time: the riscv64 image, one qemu-system-riscv64 per NIC")
+        }
+        _ => ("Live", "LIVE cluster (real time: the MCP as native threads, one device thread"),
+    };
+    let _ = writeln!(md, "## {title} backend\n");
     let _ = writeln!(
         md,
-        "A 4-node `{profile_name}` LIVE cluster (real time: the MCP as native threads, one \
-         device thread; links paced at {:.0} MB/s, `Pacing::LinkBandwidth`; the DMA engines \
-         are not paced), its bandwidth manager a `nic-cluster brm` process. Traffic: threads \
+        "A 4-node `{profile_name}` {what}; links paced at {:.0} MB/s, `Pacing::LinkBandwidth`; \
+         the DMA engines are not paced), its bandwidth manager a `nic-cluster brm` process. \
+         Traffic: threads \
          of this process as host programs (`LiveBackend`), 64 KiB messages, 8 sends \
          outstanding; bandwidth asked over `brm.sock`; achieved = payload the source NIC \
          dispatched (its flow counters) over {:.1} s after {:.1} s of settling. Machine: {} \
@@ -147,7 +188,7 @@ pub fn run(root: &Path, dir: &Path, profile_name: &str, which: LiveCal) -> crate
     let _ = writeln!(
         md,
         "The manager decides with the {} calibration: T = {:.1} ticks, Bmax = {:.2} MB/s{}.\n",
-        if which == LiveCal::Stored { "profile's stored" } else { "live-measured" },
+        if which == LiveCal::Stored { "profile's stored" } else { "measured" },
         cal.t_ticks,
         cal.bmax_mb_s,
         if which == LiveCal::Measured {

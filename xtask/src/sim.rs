@@ -127,6 +127,15 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
             if let Err(e) = scenario::check_realtime(&sc, backend) {
                 return refused(&e);
             }
+            // A flow of the bandwidth manager: the cluster runs its master
+            // as `nic-cluster brm`, found next to this program.
+            if sc.flows.iter().any(|f| f.rate.uses_brm()) {
+                crate::fw::cargo_build(
+                    root,
+                    &["-p", "nic-emu", "--bin", "nic-cluster"],
+                    "nic-cluster (the bandwidth manager's master)",
+                )?;
+            }
             let mut opts = RtScenarioOptions::new(backend);
             opts.pacing = a.pacing;
             opts.pcap = a.pcap.clone();

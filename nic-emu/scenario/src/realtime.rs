@@ -278,10 +278,9 @@ fn run_rt(
     for np in the_plan.nodes {
         let node = np.node as u32;
         let flow_table = if rates.touches_flow_table() {
-            let sram = cluster
-                .dir()
-                .map_sram(node)
-                .map_err(|e| err(format!("node {node}: mapping its SRAM for the flow table: {e}")))?;
+            let sram = cluster.dir().map_sram(node).map_err(|e| {
+                err(format!("node {node}: mapping its SRAM for the flow table: {e}"))
+            })?;
             Some(FlowTableBackend::new(Arc::new(sram)))
         } else {
             None
