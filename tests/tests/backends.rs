@@ -128,34 +128,49 @@ messages = 3
 "#;
 
 #[test]
-fn rate_control_and_trace_are_refused_in_real_time_naming_the_key_and_backend() {
+fn rate_control_and_trace_are_accepted_in_real_time_and_a_missing_calibration_names_the_key() {
     let with = |extra: &str| format!("{TWO_FLOWS}{extra}\n");
-    let e = refused_on(&with("idt = 100"), ClusterBackend::Live);
-    assert_eq!(
-        e,
-        "flows[1].idt: flow-table rate control is not supported on the live backend yet \
-         (only on the sim: --backend sim)"
-    );
-    let e = refused_on(&with("idt_t = 2.0"), ClusterBackend::Qemu);
-    assert!(e.starts_with("flows[1].idt_t: flow-table rate control") && e.contains("qemu"), "{e}");
-    let e = refused_on(&with("rate_mb_s = 10"), ClusterBackend::Live);
-    assert!(e.starts_with("flows[1].rate_mb_s: the bandwidth manager is not supported"), "{e}");
-    let e = refused_on(&with("best_effort = true"), ClusterBackend::Live);
-    assert!(e.starts_with("flows[1].best_effort: the bandwidth manager"), "{e}");
-    let e = refused_on(&with("trace = true"), ClusterBackend::Qemu);
+    for extra in
+        ["idt = 100", "idt_t = 2.0", "rate_mb_s = 10", "best_effort = true", "trace = true"]
+    {
+        let v = Scenario::parse_validated(&with(extra)).unwrap();
+        for backend in [ClusterBackend::Live, ClusterBackend::Qemu] {
+            let r = scenario::check_realtime(&v, backend);
+            assert!(r.is_ok(), "{extra} on {backend}: {r:?}");
+        }
+    }
+    // A profile without a calibration beside it: the keys that need one
+    // are refused naming the key, before any cluster starts.
+    let dir = std::env::temp_dir().join(format!("nic-uncalibrated-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prof = dir.join("my.toml");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    std::fs::copy(root.join("nic-emu/profiles/lanai4-gm.toml"), &prof).unwrap();
+    let text = with("idt_t = 2.0")
+        .replace("profile = \"lanai4-gm\"", &format!("profile = \"{}\"", prof.display()));
+    // (The sim refuses them the same way.)
+    let refused_rt = |text: &str, backend| {
+        let v = Scenario::parse_validated(text).unwrap();
+        assert!(scenario::run(&v).is_err());
+        let e = scenario::check_realtime(&v, backend).unwrap_err().to_string();
+        let mut o = rt_options(backend);
+        o.image = Some("/nonexistent/image".into());
+        let t = Instant::now();
+        match scenario::run_realtime(&v, &o) {
+            Ok(r) => panic!("accepted on {backend}:\n{}", r.summary()),
+            Err(run) => assert_eq!(run.to_string(), e),
+        }
+        assert!(t.elapsed() < Duration::from_secs(1), "refused before any cluster started");
+        e
+    };
+    let e = refused_rt(&text, ClusterBackend::Live);
     assert!(
-        e.starts_with("flows[1].trace: the dispatch trace is not supported on the qemu"),
+        e.starts_with("flows[1].idt_t: profile ") && e.contains("no rate-control calibration"),
         "{e}"
     );
-    // A flow of an [[alltoall]] table is named as validation names it.
-    let a2a = "profile = \"lanai4-gm\"\n[fabric]\nnodes = 2\n[[alltoall]]\nname = \"a\"\n\
-               port = 2\nbytes = 8\nmessages = 2\n";
-    let v = Scenario::parse_validated(a2a).unwrap();
-    assert!(scenario::check_realtime(&v, ClusterBackend::Live).is_ok());
-    let mut v = v;
-    v.flows[1].trace = true;
-    let e = scenario::check_realtime(&v, ClusterBackend::Live).unwrap_err().to_string();
-    assert!(e.starts_with("alltoall[0] (flow a.1-0).trace:"), "{e}");
+    let e = refused_rt(&text.replace("idt_t = 2.0", "rate_mb_s = 10"), ClusterBackend::Qemu);
+    assert!(e.starts_with("flows[1].rate_mb_s: profile "), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
