@@ -91,22 +91,6 @@ fn the_backends_scenario_is_exactly_once_in_order_and_intact_on_qemu() {
     assert_eq!(r.sim.stopped, "done");
 }
 
-fn refused_on(text: &str, backend: ClusterBackend) -> String {
-    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}"));
-    // The sim runs it: only real time refuses.
-    assert!(scenario::run(&v).is_ok());
-    let mut o = rt_options(backend);
-    o.image = Some("/nonexistent/image".into());
-    let t = Instant::now();
-    let e = match scenario::run_realtime(&v, &o) {
-        Ok(r) => panic!("accepted on {backend}:\n{}", r.summary()),
-        Err(e) => e.to_string(),
-    };
-    // Refused before any cluster started.
-    assert!(t.elapsed() < Duration::from_secs(1));
-    e
-}
-
 const TWO_FLOWS: &str = r#"
 profile = "lanai4-gm"
 [fabric]
