@@ -2,8 +2,8 @@
 //! calibration its keys need (`idt_t` the profile's calibrated T, the
 //! bandwidth manager its whole calibration), refused naming the key when
 //! the profile has none, and every `idt_t` turned into a raw IDT
-//! (round(k x T) RTC ticks). The real-time runner uses it; the sim runner
-//! does the same steps in runner.rs.
+//! (round(k x T) RTC ticks). Both runners, the sim's and the real-time
+//! one, start with it.
 
 use host_brm::Calibration;
 use nic_device::Profile;
@@ -16,6 +16,8 @@ use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
 pub(crate) struct Rates {
     pub flows: Vec<FlowSpec>,
     pub uses_brm: bool,
+    /// The calibration the flows needed, if any.
+    pub calibration: Option<Calibration>,
 }
 
 impl Rates {
@@ -62,5 +64,5 @@ pub(crate) fn resolve(v: &Validated, profile: &Profile) -> Result<Rates, Scenari
         }
     }
     let uses_brm = flows.iter().any(|f| f.rate.uses_brm());
-    Ok(Rates { flows, uses_brm })
+    Ok(Rates { flows, uses_brm, calibration })
 }

@@ -9,14 +9,13 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::app::{FlowLedger, Ledger, NodeApp, SharedLedger, SimHost};
-use super::format::{FlowSpec, RatePlan, ScenarioError, Validated};
+use super::format::{FlowSpec, ScenarioError, Validated};
 use super::mcast;
 use super::plan::{plan, Limits, Plan};
 use super::report::{
     bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, NicResetReport, Report, SimReport,
 };
 use super::trace::ClusterTrace;
-use host_brm::Calibration;
 use nic_device::{Faults, Profile};
 use nic_fabric::fabric::Outage;
 use nic_fabric::topology::Layout;
@@ -95,40 +94,8 @@ fn run_sim(
     let profile_name = profile.name.clone();
     // Rate control: `idt_t` needs the profile's calibrated T, the
     // bandwidth manager its whole calibration.
-    let mut flows_spec = v.flows.clone();
-    let needs_cal =
-        flows_spec.iter().find(|f| matches!(f.rate, RatePlan::IdtT(_)) || f.rate.uses_brm());
-    let cal = match needs_cal {
-        None => None,
-        Some(f) => {
-            let key = match f.rate {
-                RatePlan::IdtT(_) => "idt_t",
-                RatePlan::Reserve(_) => "rate_mb_s",
-                _ => "best_effort",
-            };
-            match Calibration::for_profile(&v.profile, &profile) {
-                Ok(Some(c)) => Some(c),
-                Ok(None) => {
-                    return Err(err(format!(
-                        "flows[{}].{key}: profile `{}` has no rate-control calibration (run \
-                         `cargo xtask calibrate --profile {}`)",
-                        f.index, v.profile, v.profile
-                    )))
-                }
-                Err(e) => return Err(err(format!("flows[{}].{key}: {e}", f.index))),
-            }
-        }
-    };
-    for f in &mut flows_spec {
-        if let (RatePlan::IdtT(k), Some(c)) = (f.rate, cal.as_ref()) {
-            let idt = (k * c.t_ticks).round();
-            if idt > u32::MAX as f64 {
-                return Err(err(format!("flows[{}].idt_t: {k} x T is too long an IDT", f.index)));
-            }
-            f.rate = RatePlan::Idt(idt as u32);
-        }
-    }
-    let uses_brm = flows_spec.iter().any(|f| f.rate.uses_brm());
+    let super::rates::Rates { flows: flows_spec, uses_brm, calibration: cal } =
+        super::rates::resolve(v, &profile)?;
     let cfg = ClusterConfig {
         profile,
         nodes: v.nodes,
