@@ -17,6 +17,7 @@
 //! `mcast.rs` (multicast: groups, the root's posts, members' checks and
 //! relays), `tags.rs` (the tags that name buffers and sends).
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use host_brm::{BrmClient, BrmTransport};
@@ -113,6 +114,10 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// This NIC's `McastTreeOps` counter when last credited to a
     /// multicast.
     tree_ops_seen: u64,
+    /// `my_work_done`: the roles, and the incoming flows, before these
+    /// indices were seen done.
+    roles_seen_done: Cell<usize>,
+    incoming_seen_done: Cell<usize>,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -160,6 +165,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             lent: BTreeMap::new(),
             pending_relays: VecDeque::new(),
             tree_ops_seen: 0,
+            roles_seen_done: Cell::new(0),
+            incoming_seen_done: Cell::new(0),
         }
     }
 
@@ -213,7 +220,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         // A flow a NIC reset cut: its senders still see every send
         // complete (failing with TargetPortClosed); nothing more will
         // arrive.
-        let roles_done = self.roles.iter().all(|r| {
+        let role_done = |r: &Role| {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
             let cut = cut(r.flow);
@@ -230,12 +237,25 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
                 RoleKind::McastRoot => f.completed[0] >= m,
             }
-        });
-        roles_done
-            && self
-                .incoming
-                .iter()
-                .all(|&f| cut(f) || l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+        };
+        let incoming_done =
+            |&f: &usize| cut(f) || l.flows[f].streams[0].expected >= l.flows[f].spec.messages;
+        // A role or an incoming flow once done stays done (counts only
+        // grow, a flow's messages only shrink, a gate only moves on, a cut
+        // stays): each list is looked at from the first one not yet seen
+        // done, not from its start every time.
+        let mut i = self.roles_seen_done.get();
+        while self.roles.get(i).is_some_and(role_done) {
+            i += 1;
+        }
+        self.roles_seen_done.set(i);
+        let mut j = self.incoming_seen_done.get();
+        while self.incoming.get(j).is_some_and(incoming_done) {
+            j += 1;
+        }
+        self.incoming_seen_done.set(j);
+        i == self.roles.len()
+            && j == self.incoming.len()
             && self.mcasts.iter().filter(|c| c.rank > 0).all(|c| {
                 if cut(c.flow) {
                     return true;

@@ -104,6 +104,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     fn send_one(&mut self, ri: usize, slot: usize, msg: u64) -> Result<(), DriverError> {
         let r = &self.roles[ri];
+        // A send the driver would refuse (no token, ring full) is refused
+        // before its message is filled: the slot stays free, and filling
+        // it again each time the program looks would cost a copy of the
+        // message for nothing (writing host memory is not priced, so the
+        // run is the same).
+        self.ports[r.port].port.send_room()?;
         let (len, stream, class) = {
             let l = self.ledger.borrow();
             let spec = &l.flows[r.flow].spec;
