@@ -37,6 +37,7 @@ mod report;
 mod report_live;
 mod rt;
 mod run;
+mod scale;
 mod sim;
 mod soak;
 mod testing;
@@ -171,6 +172,13 @@ enum Cmd {
         /// --multicast-cost: live runs of each build (interleaved).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Only the simulator's scaling: wall time per simulated packet
+        /// against the number of nodes (16, 64, 256, 1,024; one switch and
+        /// a clos), as a table with each point's ratio to the 16-node run,
+        /// and plotted (out/reports/bench/scale.svg). --quick: one short
+        /// run per point.
+        #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost"])]
+        scale: bool,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -458,6 +466,7 @@ fn main() -> ExitCode {
         }
         Cmd::Trace(a) => trace::run(&a),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
+        Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))
         }

@@ -42,6 +42,7 @@ use super::runner::{
 };
 use super::trace::{ClusterTrace, LiveTracer};
 use nic_device::Faults;
+use nic_fabric::topology::NARROW_PORTS;
 use nic_realtime::{Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
@@ -132,6 +133,12 @@ impl NodeHost for RtHost {
 /// backend: rate control (flow-table IDTs and the bandwidth manager) and
 /// the dispatch trace run only on the sim so far.
 pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
+    if let Some(p) = v.switch_ports.filter(|&p| p as usize > NARROW_PORTS) {
+        return Err(ScenarioError::new(format!(
+            "fabric.switch_ports: {p}-port switches take two route bytes a hop, which only the \
+             sim's fabric reads (at most {NARROW_PORTS} on the {backend} backend; --backend sim)"
+        )));
+    }
     for f in &v.flows {
         let key = match f.rate {
             RatePlan::Unmanaged => None,

@@ -44,7 +44,7 @@ use nic_device::profile::{Clock, Profile};
 use nic_fabric::event::{Ev, EventQueue};
 use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, McastSpan, NEVER};
 pub use nic_fabric::plan::EmuError;
-use nic_fabric::plan::{plan, Plan};
+use nic_fabric::plan::{plan_sim, Plan};
 use nic_fabric::stats::{NicStats, SimStats};
 use nic_fabric::topology::{Layout, Topology};
 
@@ -297,7 +297,7 @@ impl SimCluster {
     ) -> Result<SimCluster, EmuError> {
         let p = cfg.profile;
         let Plan { layout, send_timeout_ns, routes } =
-            plan(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
+            plan_sim(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
         let n = cfg.nodes;
         let rtc = Rtc::new(p.nic.rtc_hz);
         let bells: Bells = Rc::new(RefCell::new(Vec::new()));
