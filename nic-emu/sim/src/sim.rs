@@ -279,6 +279,8 @@ pub struct SimCluster {
     wall: Duration,
     /// Scratch for `nic_entries`.
     entries: Vec<(u32, u64)>,
+    /// Scratch for `drain_bells`.
+    rung: Vec<(usize, u64)>,
     /// With `trace_transitions`: per node, what its trace rings held and
     /// where the reader is.
     traces: Option<Vec<(NicTrace, Cursors)>>,
@@ -352,6 +354,7 @@ impl SimCluster {
             events: 0,
             wall: Duration::ZERO,
             entries: Vec::new(),
+            rung: Vec::new(),
             traces: None,
         };
         for node in 0..n {
@@ -757,10 +760,13 @@ impl SimCluster {
     }
 
     fn drain_bells(&mut self) {
-        let bells = std::mem::take(&mut *self.bells.borrow_mut());
-        for (node, at) in bells {
+        // Swapped with a kept buffer: no allocation per program call.
+        std::mem::swap(&mut *self.bells.borrow_mut(), &mut self.rung);
+        for i in 0..self.rung.len() {
+            let (node, at) = self.rung[i];
             self.wake_nic(node, at, true);
         }
+        self.rung.clear();
     }
 
     /// Turn on every NIC's transition trace and dispatch trace

@@ -71,7 +71,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         };
         let now = self.host.now_ns();
         let len = len as usize;
-        let found = self.ledger.borrow().streams.get(&key).copied();
+        let found = self
+            .my_streams
+            .binary_search_by(|(k, _)| k.cmp(&key))
+            .ok()
+            .map(|i| self.my_streams[i].1);
         match found {
             Some((flow, dir)) if len as u64 <= buf.len => {
                 if self.scratch.len() < len {
@@ -115,6 +119,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// Ping-pong: a request asks for its reply; a reply lets the next
     /// request go.
     fn after_receive(&mut self, flow: usize, dir: Dir, v: Verdict) {
+        if !self.ping_roles {
+            return;
+        }
         let next = match v {
             Verdict::Good(i) | Verdict::Ahead(i) | Verdict::Corrupted(i) => i,
             Verdict::Duplicate(_) => return,

@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, VecDeque};
 use host_brm::{BrmClient, BrmTransport};
 use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
-use super::format::FlowKind;
-use super::plan::{NodePlan, RoleKind};
+use super::format::{FlowKind, StreamKey};
+use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
@@ -118,6 +118,12 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// indices were seen done.
     roles_seen_done: Cell<usize>,
     incoming_seen_done: Cell<usize>,
+    /// A role of this node is a ping-pong's (a reception may queue its
+    /// next message).
+    ping_roles: bool,
+    /// The ledger's streams into this node, in key order: the flow and
+    /// direction of each (looked up for every message received).
+    my_streams: Vec<(StreamKey, (usize, Dir))>,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -127,8 +133,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         ledger: SharedLedger,
         brm: Option<BrmClient<T>>,
     ) -> NodeApp<H, T> {
-        let (incoming, incoming_may_end) = {
+        let (incoming, incoming_may_end, my_streams) = {
             let l = ledger.borrow();
+            let my_streams: Vec<(StreamKey, (usize, Dir))> = l
+                .streams
+                .iter()
+                .filter(|(k, _)| k.dst_node == plan.node)
+                .map(|(&k, &v)| (k, v))
+                .collect();
             let v: Vec<usize> = l
                 .streams
                 .iter()
@@ -141,7 +153,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 let s = &l.flows[f].spec;
                 s.stop_ns.is_some() || s.rate.uses_brm()
             });
-            (v, may_end)
+            (v, may_end, my_streams)
         };
         NodeApp {
             node: plan.node,
@@ -167,6 +179,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             tree_ops_seen: 0,
             roles_seen_done: Cell::new(0),
             incoming_seen_done: Cell::new(0),
+            ping_roles: false,
+            my_streams,
         }
     }
 

@@ -17,6 +17,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// of a role that is waiting for it.
     pub(super) fn pump(&mut self, now: u64) -> Option<u64> {
         let mut later: Option<u64> = None;
+        // Ports (bits by index in `ports`) whose driver refused a unicast
+        // send (no send token, ring full): nothing else is posted on them
+        // in this pass (no event is taken meanwhile, and the NIC does not
+        // run), so their other roles are not asked to try.
+        let mut refused = 0u64;
         for ri in 0..self.roles.len() {
             let r = &self.roles[ri];
             if r.sent_all {
@@ -58,14 +63,24 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 if r.kind == RoleKind::McastRoot && self.mcast_root_waits(ri) {
                     break;
                 }
-                let sent = if r.kind == RoleKind::McastRoot {
+                let (port, mcast) = (r.port, r.kind == RoleKind::McastRoot);
+                if refused & 1 << port != 0 {
+                    break;
+                }
+                let sent = if mcast {
                     self.send_mcast(ri, slot, msg)
                 } else {
                     self.send_one(ri, slot, msg)
                 };
                 match sent {
                     Ok(()) => {}
-                    Err(DriverError::NoSendToken | DriverError::RingFull) => break,
+                    Err(DriverError::NoSendToken | DriverError::RingFull) => {
+                        // A multicast may need more ring slots than one.
+                        if !mcast {
+                            refused |= 1 << port;
+                        }
+                        break;
+                    }
                     Err(e) => {
                         let flow = self.roles[ri].flow;
                         let name = self.ledger.borrow().flows[flow].spec.name.clone();

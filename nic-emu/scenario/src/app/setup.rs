@@ -137,6 +137,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         self.create_groups(&nic)?;
         self.nic = Some(nic);
+        self.ping_roles = self
+            .roles
+            .iter()
+            .any(|r| matches!(r.kind, RoleKind::PingInitiator | RoleKind::PingResponder));
         self.set_up = true;
         Ok(true)
     }
