@@ -151,9 +151,32 @@ impl NicBackend for SimBackend {
     }
 
     fn host_load_u32(&self, bus: u64) -> u32 {
-        let mut b = [0u8; 4];
-        self.host_read(bus, &mut b);
-        u32::from_le_bytes(b)
+        let m = self.mem.borrow();
+        match m.host.range(bus, 4) {
+            Some(r) => u32::from_le_bytes(m.host.bytes()[r].try_into().expect("4 bytes")),
+            None => {
+                let mut b = [0u8; 4];
+                m.host.read(bus, &mut b);
+                u32::from_le_bytes(b)
+            }
+        }
+    }
+
+    fn sram_load_u32(&self, off: u32) -> u32 {
+        if off.abs_diff(RTC_OFF) < 8 {
+            let mut b = [0u8; 4];
+            self.sram_read(off, &mut b);
+            return u32::from_le_bytes(b);
+        }
+        let m = self.mem.borrow();
+        match Self::sram_range(&m.sram, off, 4) {
+            Some(r) => u32::from_le_bytes(m.sram[r].try_into().expect("4 bytes")),
+            None => 0,
+        }
+    }
+
+    fn sram_store_u32(&self, off: u32, v: u32) {
+        self.sram_write(off, &v.to_le_bytes())
     }
 
     fn alloc_dma(&self, len: u64) -> Option<u64> {

@@ -130,10 +130,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             Dir::Forward => RoleKind::PingResponder,
             Dir::Reply => RoleKind::PingInitiator,
         };
-        if let Some(r) = self.roles.iter_mut().find(|r| r.flow == flow && r.kind == want) {
+        if let Some(ri) = self.roles.iter().position(|r| r.flow == flow && r.kind == want) {
+            let r = &mut self.roles[ri];
             let m = if dir == Dir::Forward { next } else { next + 1 };
             if m < r.messages {
                 r.queue.push_back(m);
+                self.role_may_send(ri);
             }
         }
     }
@@ -199,6 +201,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if slot < r.slots.len() && !r.free.contains(&slot) {
             r.free.push(slot);
         }
+        self.role_may_send(ri);
+        let r = &mut self.roles[ri];
         let dir = r.sends();
         let (flow, kind, port, peer_node, peer_port, prio) =
             (r.flow, r.kind, r.port, r.peer_node, r.peer_port, r.priority);

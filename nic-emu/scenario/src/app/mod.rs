@@ -124,6 +124,15 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// The ledger's streams into this node, in key order: the flow and
     /// direction of each (looked up for every message received).
     my_streams: Vec<(StreamKey, (usize, Dir))>,
+    /// Bit i: role i may find something to do in a pass (`pump`).
+    may_send: Vec<u64>,
+    /// Per port, bit i: role i sends on it.
+    port_roles: Vec<Vec<u64>>,
+    /// Bit i: role i waits for a time or the bandwidth manager, or is a
+    /// multicast root (`pump` looks at it even when its port has no room).
+    special_roles: Vec<u64>,
+    /// `pump`'s scratch.
+    skip_scratch: Vec<u64>,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -181,6 +190,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             incoming_seen_done: Cell::new(0),
             ping_roles: false,
             my_streams,
+            may_send: Vec::new(),
+            port_roles: Vec::new(),
+            special_roles: Vec::new(),
+            skip_scratch: Vec::new(),
         }
     }
 

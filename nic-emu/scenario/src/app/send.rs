@@ -22,28 +22,94 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         // in this pass (no event is taken meanwhile, and the NIC does not
         // run), so their other roles are not asked to try.
         let mut refused = 0u64;
-        for ri in 0..self.roles.len() {
-            let r = &self.roles[ri];
-            if r.sent_all {
+        // A port with no room now gets none in this pass: its roles are
+        // not looked at (those that wait for a time or the bandwidth
+        // manager, and multicast roots, are).
+        let mut skip = std::mem::take(&mut self.skip_scratch);
+        skip.clear();
+        skip.resize(self.may_send.len(), 0);
+        for pi in 0..self.ports.len() {
+            let roles = &self.port_roles[pi];
+            if roles.iter().zip(&self.may_send).all(|(r, m)| r & m == 0) {
                 continue;
             }
+            if self.ports[pi].port.send_room().is_err() {
+                refused |= 1 << pi;
+                for (s, r) in skip.iter_mut().zip(&self.port_roles[pi]) {
+                    *s |= r;
+                }
+            }
+        }
+        // The roles in order, those that may act only (`may_send`): the
+        // others would find nothing to do.
+        for w in 0..self.may_send.len() {
+            let mut bits = self.may_send[w] & (self.special_roles[w] | !skip[w]);
+            while bits != 0 {
+                let ri = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.pump_role(ri, now, &mut later, &mut refused);
+                if self.role_idle(ri, now) {
+                    self.may_send[w] &= !(1 << (ri % 64));
+                }
+            }
+        }
+        self.skip_scratch = skip;
+        later
+    }
+
+    /// Role `ri` might act in a pass: set when a completion gives it a
+    /// slot back or a message is queued for it.
+    pub(super) fn role_may_send(&mut self, ri: usize) {
+        self.may_send[ri / 64] |= 1 << (ri % 64);
+    }
+
+    /// Would a pass find nothing to do for role `ri` until a slot comes
+    /// back or a message is queued (`role_may_send`)? Roles waiting for a
+    /// time (start, stop), for the bandwidth manager, and multicast roots
+    /// (which also wait for tokens) are always looked at.
+    fn role_idle(&self, ri: usize, now: u64) -> bool {
+        let r = &self.roles[ri];
+        if r.sent_all {
+            return true;
+        }
+        if now < r.start_ns
+            || r.gate == Gate::Pending
+            || r.stop_ns.is_some()
+            || r.kind == RoleKind::McastRoot
+        {
+            return false;
+        }
+        r.free.is_empty()
+            || match r.kind {
+                RoleKind::StreamSender => r.next >= r.messages,
+                _ => r.queue.is_empty(),
+            }
+    }
+
+    /// One role's turn in `pump`: send what it may.
+    fn pump_role(&mut self, ri: usize, now: u64, later: &mut Option<u64>, refused: &mut u64) {
+        {
+            let r = &self.roles[ri];
+            if r.sent_all {
+                return;
+            }
             if now < r.start_ns {
-                later = Some(later.map_or(r.start_ns, |l: u64| l.min(r.start_ns)));
-                continue;
+                *later = Some(later.map_or(r.start_ns, |l: u64| l.min(r.start_ns)));
+                return;
             }
             if r.gate == Gate::Pending {
                 self.open_gate(ri);
                 if self.roles[ri].sent_all {
-                    continue;
+                    return;
                 }
             }
             if let Some(stop) = self.roles[ri].stop_ns {
                 if now >= stop {
                     let sent = self.roles[ri].next;
                     self.end_role(ri, sent);
-                    continue;
+                    return;
                 }
-                later = Some(later.map_or(stop, |l: u64| l.min(stop)));
+                *later = Some(later.map_or(stop, |l: u64| l.min(stop)));
             }
             loop {
                 let r = &self.roles[ri];
@@ -64,7 +130,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     break;
                 }
                 let (port, mcast) = (r.port, r.kind == RoleKind::McastRoot);
-                if refused & 1 << port != 0 {
+                if *refused & 1 << port != 0 {
                     break;
                 }
                 let sent = if mcast {
@@ -77,7 +143,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     Err(DriverError::NoSendToken | DriverError::RingFull) => {
                         // A multicast may need more ring slots than one.
                         if !mcast {
-                            refused |= 1 << port;
+                            *refused |= 1 << port;
                         }
                         break;
                     }
@@ -114,7 +180,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 _ => false,
             };
         }
-        later
     }
 
     fn send_one(&mut self, ri: usize, slot: usize, msg: u64) -> Result<(), DriverError> {
