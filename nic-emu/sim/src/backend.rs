@@ -104,6 +104,24 @@ impl SimBackend {
         self.mem.borrow().host_busy_ns
     }
 
+    /// Call `f` on the `len` bytes of host memory at bus address `bus`,
+    /// in place: what a program on this host touches without a copy. False
+    /// (and `f` not called) when the range is not all host memory.
+    pub fn with_host(&self, bus: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let m = self.mem.borrow();
+        let Some(r) = m.host.range(bus, len) else { return false };
+        f(&m.host.bytes()[r]);
+        true
+    }
+
+    /// `with_host`, to write.
+    pub fn with_host_mut(&self, bus: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut m = self.mem.borrow_mut();
+        let Some(r) = m.host.range(bus, len) else { return false };
+        f(&mut m.host.bytes_mut()[r]);
+        true
+    }
+
     /// Let the host clock run to at least `t` (a program that waits).
     pub fn advance_to(&self, t: u64) {
         let mut m = self.mem.borrow_mut();

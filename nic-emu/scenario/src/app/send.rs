@@ -202,14 +202,18 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         };
         let buf = r.slots[slot];
         let n = len as usize;
-        if self.scratch.len() < n {
-            self.scratch.resize(n, 0);
+        // The message is filled where it lies when the host lets the
+        // program reach its memory (the sim; a slot is the port's own
+        // memory), else in a scratch buffer written through the driver.
+        let fill = &mut |b: &mut [u8]| pattern::fill(b, stream, msg as u32);
+        if n > 0 && !(n as u64 <= buf.len && self.host.in_place_mut(buf.bus, n, fill)) {
+            if self.scratch.len() < n {
+                self.scratch.resize(n, 0);
+            }
+            fill(&mut self.scratch[..n]);
+            self.ports[r.port].port.write(&buf, 0, &self.scratch[..n])?;
         }
-        pattern::fill(&mut self.scratch[..n], stream, msg as u32);
         let pc = &mut self.ports[r.port];
-        if n > 0 {
-            pc.port.write(&buf, 0, &self.scratch[..n])?;
-        }
         let now = self.host.now_ns();
         let traced_at = self.host.trace_ns();
         pc.port.send(
