@@ -135,7 +135,8 @@ enum Cmd {
     /// For each profile: 2-node ping-pong one-way latency and 2-node stream
     /// bandwidth for messages of 4 B to 1 MiB in powers of 4. Then
     /// simulated packets per wall-clock second for a 16-node all-to-all
-    /// stream.
+    /// stream of 64 B (lanai4-gm) and of 16 KiB messages (modern), the
+    /// median of 5 runs each (`--scale`: against the number of nodes).
     Bench {
         /// Profiles to measure (default: lanai4-gm and lanai9-gm).
         #[arg(long = "profile", value_name = "NAME")]
