@@ -174,48 +174,46 @@ impl EventQueue {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Ev)> {
-        {
-            if self.levels & 1 != 0 {
-                let d = lowest(&self.full[0]);
-                let b = &mut self.buckets[d];
-                let s = b[self.heads[d]];
-                self.heads[d] += 1;
-                if self.heads[d] == b.len() {
-                    b.clear();
-                    self.heads[d] = 0;
-                    self.emptied(0, d);
-                }
-                self.last = s.time;
-                self.len -= 1;
-                return Some((s.time, Ev::unpack(s.ev)));
+        if self.levels & 1 != 0 {
+            let d = lowest(&self.full[0]);
+            let b = &mut self.buckets[d];
+            let s = b[self.heads[d]];
+            self.heads[d] += 1;
+            if self.heads[d] == b.len() {
+                b.clear();
+                self.heads[d] = 0;
+                self.emptied(0, d);
             }
-            if self.levels == 0 {
-                return None;
-            }
-            // Level 0 is empty: the lowest bucket of the lowest level with
-            // events holds the next one, the first at its earliest time
-            // (the bucket is in scheduling order); the others are spread
-            // over the levels below, from that time on.
-            let level = self.levels.trailing_zeros() as usize;
-            let d = lowest(&self.full[level]);
-            let i = level * DIGITS + d;
-            let t = self.mins[i];
-            self.last = t;
-            self.mins[i] = u64::MAX;
-            self.emptied(level, d);
-            let mut spread = std::mem::take(&mut self.buckets[i]);
-            let next = spread.iter().position(|s| s.time == t).expect("the bucket's earliest");
-            for (k, &s) in spread.iter().enumerate() {
-                if k != next {
-                    self.place(s);
-                }
-            }
-            let s = spread[next];
-            spread.clear();
-            self.buckets[i] = spread;
+            self.last = s.time;
             self.len -= 1;
             return Some((s.time, Ev::unpack(s.ev)));
         }
+        if self.levels == 0 {
+            return None;
+        }
+        // Level 0 is empty: the lowest bucket of the lowest level with
+        // events holds the next one, the first at its earliest time
+        // (the bucket is in scheduling order); the others are spread
+        // over the levels below, from that time on.
+        let level = self.levels.trailing_zeros() as usize;
+        let d = lowest(&self.full[level]);
+        let i = level * DIGITS + d;
+        let t = self.mins[i];
+        self.last = t;
+        self.mins[i] = u64::MAX;
+        self.emptied(level, d);
+        let mut spread = std::mem::take(&mut self.buckets[i]);
+        let next = spread.iter().position(|s| s.time == t).expect("the bucket's earliest");
+        for (k, &s) in spread.iter().enumerate() {
+            if k != next {
+                self.place(s);
+            }
+        }
+        let s = spread[next];
+        spread.clear();
+        self.buckets[i] = spread;
+        self.len -= 1;
+        Some((s.time, Ev::unpack(s.ev)))
     }
 
     /// The time of the next event (nothing moves: events may still be

@@ -42,8 +42,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         // The roles in order, those that may act only (`may_send`): the
         // others would find nothing to do.
-        for w in 0..self.may_send.len() {
-            let mut bits = self.may_send[w] & (self.special_roles[w] | !skip[w]);
+        for (w, skip) in skip.iter().enumerate() {
+            let mut bits = self.may_send[w] & (self.special_roles[w] | !skip);
             while bits != 0 {
                 let ri = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
