@@ -474,7 +474,9 @@ impl Fabric {
     }
 
     /// Put a packet on NIC `src`'s link, head entering at `t`. `fill`
-    /// writes the wire bytes into a recycled buffer.
+    /// writes the wire bytes into a recycled buffer, and sets its length
+    /// (it holds the bytes of an earlier packet: not cleared, so that a
+    /// buffer of the right length is not zeroed before it is overwritten).
     pub fn launch(
         &mut self,
         q: &mut EventQueue,
@@ -493,7 +495,6 @@ impl Fabric {
         self.live += 1;
         let f = &mut self.flights[id as usize];
         let mut buf = std::mem::take(&mut f.buf);
-        buf.clear();
         fill(&mut buf);
         *f = Flight { buf, route_len, src: src as u32, live: true, ..Flight::empty() };
         if let Some(log) = self.mcast_log.as_mut() {
