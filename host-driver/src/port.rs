@@ -774,6 +774,21 @@ impl<B: NicBackend> Port<B> {
         Ok(())
     }
 
+    /// Would a send be posted now? The checks `send` makes before it
+    /// writes anything: a send token free (`NoSendToken`) and a slot free
+    /// in the ring (`RingFull`; like `send`, it reads SEND_CONS only when
+    /// its cached view says full). A program that fills its message only
+    /// when the send can go asks this first.
+    pub fn send_room(&mut self) -> Result<(), DriverError> {
+        if self.send_free == 0 {
+            return Err(DriverError::NoSendToken);
+        }
+        if !self.ring_has_room(1) {
+            return Err(DriverError::RingFull);
+        }
+        Ok(())
+    }
+
     /// Descriptors posted that the NIC has not taken out of the send ring
     /// yet (it takes one once it can: e.g. once it has read the
     /// translations of a new buffer's pages). A program posts its first

@@ -37,6 +37,7 @@ mod report;
 mod report_live;
 mod rt;
 mod run;
+mod scale;
 mod sim;
 mod soak;
 mod testing;
@@ -134,7 +135,8 @@ enum Cmd {
     /// For each profile: 2-node ping-pong one-way latency and 2-node stream
     /// bandwidth for messages of 4 B to 1 MiB in powers of 4. Then
     /// simulated packets per wall-clock second for a 16-node all-to-all
-    /// stream.
+    /// stream of 64 B (lanai4-gm) and of 16 KiB messages (modern), the
+    /// median of 5 runs each (`--scale`: against the number of nodes).
     Bench {
         /// Profiles to measure (default: lanai4-gm and lanai9-gm).
         #[arg(long = "profile", value_name = "NAME")]
@@ -171,6 +173,13 @@ enum Cmd {
         /// --multicast-cost: live runs of each build (interleaved).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Only the simulator's scaling: wall time per simulated packet
+        /// against the number of nodes (16, 64, 256, 1,024; one switch and
+        /// a clos), as a table with each point's ratio to the 16-node run,
+        /// and plotted (out/reports/bench/scale.svg). --quick: one short
+        /// run per point.
+        #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost"])]
+        scale: bool,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -462,6 +471,7 @@ fn main() -> ExitCode {
         }
         Cmd::Trace(a) => trace::run(&a),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
+        Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))
         }

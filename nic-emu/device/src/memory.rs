@@ -24,10 +24,59 @@ use nic_abi::PAGE_SIZE;
 
 use crate::device::NicMem;
 
+/// A zeroed byte buffer that starts `color` bytes into its allocation.
+///
+/// Every node's SRAM and host memory are large allocations, each placed
+/// by the system at a page boundary, and the nodes use the same offsets in
+/// them (the same registers, rings and event-queue slots): without an
+/// offset of its own per node, those lines of every node compete for the
+/// same few cache sets, and a cluster of hundreds of nodes misses in the
+/// cache on nearly every one of them. `color` spreads them.
+#[derive(Debug, Clone, Default)]
+pub struct Colored {
+    buf: Vec<u8>,
+    color: usize,
+}
+
+impl Colored {
+    /// `len` zero bytes, `color` bytes into the allocation.
+    pub fn zeroed(len: usize, color: usize) -> Colored {
+        Colored { buf: vec![0; color + len], color }
+    }
+
+    /// Grow (with zeros) or shrink to `len` bytes.
+    pub fn resize(&mut self, len: usize) {
+        self.buf.resize(self.color + len, 0);
+    }
+}
+
+impl std::ops::Deref for Colored {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.color..]
+    }
+}
+
+impl std::ops::DerefMut for Colored {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.color..]
+    }
+}
+
+/// Offset of node `node`'s buffers in their allocations: a different
+/// cache line of the page for each of 64 nodes in turn (`Colored`), the
+/// host memory's another line than the SRAM's.
+fn colors(node: usize) -> (usize, usize) {
+    let line = |k: usize| (k % 64) * 64;
+    (line(node), line(node * 37 + 19))
+}
+
 /// A node's SRAM, host memory and host clock.
 #[derive(Debug)]
 pub struct NodeMem {
-    pub sram: Vec<u8>,
+    pub sram: Colored,
     pub host: HostMem,
     /// The host CPU's clock (ns): it runs ahead of the event core while
     /// the host is busy with charged work.
@@ -40,10 +89,23 @@ impl NodeMem {
     /// A node with `host_size` bytes of host memory, laid out as the sim
     /// does (`HostLayout::new(host_size, true)`: one slice for every port).
     pub fn new(sram_bytes: usize, host_size: u64) -> NodeMem {
+        NodeMem::of_node(0, sram_bytes, host_size)
+    }
+
+    /// `new` for node `node` of a cluster: its buffers placed apart from
+    /// the other nodes' in the caches (`Colored`).
+    pub fn of_node(node: usize, sram_bytes: usize, host_size: u64) -> NodeMem {
+        let (sram_color, host_color) = colors(node);
         let l = nic_abi::page_table::HostLayout::new(host_size, true);
         let mut host = HostMem::new(l.slice_len);
+        host.bytes = Colored::zeroed(0, host_color);
         host.tables_end = l.end();
-        NodeMem { sram: vec![0; sram_bytes], host, host_clock: 0, host_busy_ns: 0 }
+        NodeMem {
+            sram: Colored::zeroed(sram_bytes, sram_color),
+            host,
+            host_clock: 0,
+            host_busy_ns: 0,
+        }
     }
 }
 
@@ -100,7 +162,7 @@ fn page_parts(bus: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, 
 /// address order, so allocation is deterministic).
 #[derive(Debug)]
 pub struct HostMem {
-    bytes: Vec<u8>,
+    bytes: Colored,
     limit: u64,
     /// Free ranges below `top`: start -> length, coalesced.
     free: BTreeMap<u64, u64>,
@@ -115,7 +177,7 @@ impl HostMem {
     /// Memory whose allocations stay below `limit` (and no page tables).
     pub fn new(limit: u64) -> HostMem {
         HostMem {
-            bytes: Vec::new(),
+            bytes: Colored::default(),
             limit,
             free: BTreeMap::new(),
             top: PAGE_SIZE,
@@ -237,7 +299,7 @@ impl HostMem {
                 }
                 self.top = end;
                 if (self.bytes.len() as u64) < end {
-                    self.bytes.resize(end as usize, 0);
+                    self.bytes.resize(end as usize);
                 }
                 s
             }

@@ -150,10 +150,17 @@ pub struct LinkProfile {
     pub cable_m: f64,
 }
 
+/// Most ports a switch may have. A switch of up to 128 ports takes one
+/// route byte per hop (`0x80 | port`); a wider one takes two (the port's
+/// high bits, then its low 7 bits), which only the sim's fabric reads
+/// (`nic_fabric::plan::plan` refuses them for the real-time fabric).
+pub const MAX_SWITCH_PORTS: u32 = 1024;
+
 /// Crossbar switches.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SwitchProfile {
+    /// Ports per switch (2..=`MAX_SWITCH_PORTS`).
     pub ports: u32,
     /// From a packet's head entering an input port to its head leaving on
     /// the output port (when that port is free): routing + crossbar.
@@ -489,8 +496,11 @@ impl Profile {
                 MAX_CABLE_NS / 1_000_000_000
             ));
         }
-        if !(2..=128).contains(&self.switch.ports) {
-            return Err(format!("switch.ports: {} out of range (2..=128)", self.switch.ports));
+        if !(2..=MAX_SWITCH_PORTS).contains(&self.switch.ports) {
+            return Err(format!(
+                "switch.ports: {} out of range (2..={MAX_SWITCH_PORTS})",
+                self.switch.ports
+            ));
         }
         positive("switch.blocked_drop_timeout_ns", self.switch.blocked_drop_timeout_ns)?;
         positive("host_dma.bandwidth_bytes_per_s", self.host_dma.bandwidth_bytes_per_s)?;
@@ -725,6 +735,13 @@ mod tests {
         let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
         let e = Profile::from_toml(&text, "t").unwrap_err();
         assert!(e.to_string().contains("nic.mtu"), "{e}");
+        // Switches: 2 to 1024 ports (more than 128 take two route bytes a hop).
+        let ports = |n: u32| BUILTIN[0].1.replace("ports = 16 ", &format!("ports = {n} "));
+        assert_eq!(Profile::from_toml(&ports(1024), "t").unwrap().switch.ports, 1024);
+        for n in [1, 1025] {
+            let e = Profile::from_toml(&ports(n), "t").unwrap_err();
+            assert!(e.to_string().contains(&format!("switch.ports: {n} out of range (2..=1024)")));
+        }
     }
 
     #[test]

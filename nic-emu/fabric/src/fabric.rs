@@ -347,6 +347,8 @@ pub struct Fabric {
     free_flights: Vec<u32>,
     live: usize,
     nic_out: Vec<u32>,
+    /// The switches take two route bytes a hop (`Layout::wide`).
+    wide: bool,
     faults: Faults,
     block_timeout: u64,
     pub by_src: Vec<SourceDrops>,
@@ -397,6 +399,7 @@ impl Fabric {
             free_flights: Vec::new(),
             live: 0,
             nic_out,
+            wide: layout.wide(),
             faults,
             block_timeout: profile.switch.blocked_drop_timeout_ns,
             by_src: vec![SourceDrops::default(); layout.nodes()],
@@ -471,7 +474,9 @@ impl Fabric {
     }
 
     /// Put a packet on NIC `src`'s link, head entering at `t`. `fill`
-    /// writes the wire bytes into a recycled buffer.
+    /// writes the wire bytes into a recycled buffer, and sets its length
+    /// (it holds the bytes of an earlier packet: not cleared, so that a
+    /// buffer of the right length is not zeroed before it is overwritten).
     pub fn launch(
         &mut self,
         q: &mut EventQueue,
@@ -490,7 +495,6 @@ impl Fabric {
         self.live += 1;
         let f = &mut self.flights[id as usize];
         let mut buf = std::mem::take(&mut f.buf);
-        buf.clear();
         fill(&mut buf);
         *f = Flight { buf, route_len, src: src as u32, live: true, ..Flight::empty() };
         if let Some(log) = self.mcast_log.as_mut() {
@@ -580,14 +584,20 @@ impl Fabric {
             }
             LinkEnd::Switch { switch, .. } => &self.switches[switch],
         };
-        let out = switch_out(ports, f.buf.get(f.pos as usize).copied(), f.hops as usize);
+        let pos = f.pos as usize;
+        let (out, used) = if self.wide {
+            let (hi, lo) = (f.buf.get(pos).copied(), f.buf.get(pos + 1).copied());
+            (switch_out_wide(ports, hi, lo, f.hops as usize), 2)
+        } else {
+            (switch_out(ports, f.buf.get(pos).copied(), f.hops as usize), 1)
+        };
         if out == NO_LINK {
             self.links[last as usize].stats.bad_routes += 1;
             self.by_src[f.src as usize].bad_routes += 1;
             self.swallow(q, id, now);
             return Arrival::Gone;
         }
-        self.flights[id as usize].pos += 1;
+        self.flights[id as usize].pos += used;
         let ol = &self.links[out as usize];
         if ol.waiters.is_empty() && ol.busy_until <= now {
             self.enter(q, id, out, now);
@@ -727,6 +737,21 @@ pub fn switch_out(ports: &[u32], next: Option<u8>, hops: usize) -> u32 {
     match next {
         Some(b) if b & ROUTE_FLAG != 0 && hops < MAX_HOPS => {
             ports.get((b & !ROUTE_FLAG) as usize).copied().unwrap_or(NO_LINK)
+        }
+        _ => NO_LINK,
+    }
+}
+
+/// `switch_out` for a switch of more than `topology::NARROW_PORTS` ports,
+/// whose hop takes two route bytes (`topology::hop_bytes`): the port's
+/// high bits in `hi`, its low 7 bits in `lo`. NO_LINK unless both are
+/// route bytes naming a cabled port. The sim's fabric only.
+#[inline]
+pub fn switch_out_wide(ports: &[u32], hi: Option<u8>, lo: Option<u8>, hops: usize) -> u32 {
+    match (hi, lo) {
+        (Some(h), Some(l)) if h & l & ROUTE_FLAG != 0 && hops < MAX_HOPS => {
+            let port = ((h & !ROUTE_FLAG) as usize) << 7 | (l & !ROUTE_FLAG) as usize;
+            ports.get(port).copied().unwrap_or(NO_LINK)
         }
         _ => NO_LINK,
     }

@@ -12,7 +12,7 @@ use nic_abi::MAX_NODES;
 use nic_device::faults::Faults;
 use nic_device::profile::{Profile, ProfileError};
 
-use crate::topology::{Layout, Topology};
+use crate::topology::{Layout, Topology, NARROW_PORTS};
 
 /// Why a cluster could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +58,29 @@ pub struct Plan {
 
 /// Check a configuration and plan the cluster (the sim and the real-time
 /// backends share it, so both write the same registers and routes).
+/// Switches of more than `topology::NARROW_PORTS` ports, whose hops take
+/// two route bytes, are refused: the real-time fabric reads one byte a
+/// hop. The sim plans with [`plan_sim`].
 pub fn plan(
+    p: &Profile,
+    nodes: usize,
+    topology: Topology,
+    faults: &Faults,
+    send_timeout_us: Option<f64>,
+) -> Result<Plan, EmuError> {
+    if p.switch.ports as usize > NARROW_PORTS {
+        return Err(EmuError::Config(format!(
+            "switch.ports: {}-port switches take two route bytes a hop, which only the sim's \
+             fabric reads (at most {NARROW_PORTS} ports here)",
+            p.switch.ports
+        )));
+    }
+    plan_sim(p, nodes, topology, faults, send_timeout_us)
+}
+
+/// [`plan`] for the sim, whose fabric also reads the two route bytes a
+/// hop of switches of more than `topology::NARROW_PORTS` ports.
+pub fn plan_sim(
     p: &Profile,
     nodes: usize,
     topology: Topology,
@@ -85,4 +107,21 @@ pub fn plan(
     let routes: Vec<Vec<Vec<u8>>> =
         (0..nodes).map(|s| (0..nodes).map(|d| layout.route(s, d)).collect()).collect();
     Ok(Plan { layout, send_timeout_ns, routes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_sim_plans_switches_of_more_than_128_ports() {
+        let mut p = Profile::load("modern").unwrap();
+        p.switch.ports = 256;
+        let e = plan(&p, 200, Topology::Star, &Faults::NONE, None).err().unwrap();
+        assert!(e.to_string().contains("256-port switches take two route bytes"), "{e}");
+        let sim = plan_sim(&p, 200, Topology::Star, &Faults::NONE, None).ok().unwrap();
+        assert_eq!(sim.routes[0][199], vec![0x81, 0x80 | 71]);
+        p.switch.ports = 128;
+        assert!(plan(&p, 128, Topology::Star, &Faults::NONE, None).is_ok());
+    }
 }

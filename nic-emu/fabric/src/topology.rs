@@ -12,6 +12,7 @@ use nic_abi::map::ROUTE_MAX;
 use nic_abi::packet::route_byte;
 
 use crate::fabric::LinkEnd;
+use nic_device::profile::MAX_SWITCH_PORTS;
 
 /// A switch fabric shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,6 +57,11 @@ impl Topology {
     pub fn layout(self, nodes: usize, ports: usize) -> Result<Layout, String> {
         if nodes == 0 {
             return Err("a cluster needs at least one node".into());
+        }
+        if !(2..=MAX_SWITCH_PORTS as usize).contains(&ports) {
+            return Err(format!(
+                "switches of {ports} ports: out of range (2..={MAX_SWITCH_PORTS})"
+            ));
         }
         let max = self.max_nodes(ports);
         if nodes > max {
@@ -192,27 +198,73 @@ impl Layout {
         Ok(ids)
     }
 
-    /// The source route from `src` to `dst`: one byte `0x80 | port` per
-    /// switch crossed, in order.
-    pub fn route(&self, src: usize, dst: usize) -> Vec<u8> {
+    /// Do its switches take two route bytes a hop (more than
+    /// `NARROW_PORTS` ports each)?
+    pub fn wide(&self) -> bool {
+        self.ports > NARROW_PORTS
+    }
+
+    /// The output port taken at each switch from `src` to `dst`, in order.
+    pub fn route_ports(&self, src: usize, dst: usize) -> Vec<usize> {
         let (ssw, _) = self.attach[src];
         let (dsw, dport) = self.attach[dst];
         let mut r = Vec::with_capacity(3);
         if ssw != dsw {
             match self.topology {
                 Topology::Star => unreachable!("a star has one switch"),
-                Topology::TwoSwitch => r.push(route_byte((self.ports - 1) as u8)),
+                Topology::TwoSwitch => r.push(self.ports - 1),
                 Topology::Clos => {
                     let half = self.ports / 2;
                     let spine = dst % half;
-                    r.push(route_byte((half + spine) as u8));
-                    r.push(route_byte(dsw as u8));
+                    r.push(half + spine);
+                    r.push(dsw);
                 }
             }
         }
-        r.push(route_byte(dport as u8));
+        r.push(dport);
+        r
+    }
+
+    /// The source route from `src` to `dst`: per switch crossed, in order,
+    /// the byte `0x80 | port`, or on switches of more than `NARROW_PORTS`
+    /// ports two bytes (`hop_bytes`).
+    pub fn route(&self, src: usize, dst: usize) -> Vec<u8> {
+        let mut r = Vec::with_capacity(6);
+        for port in self.route_ports(src, dst) {
+            r.extend_from_slice(hop_bytes(port, self.wide()).as_slice());
+        }
         debug_assert!(r.len() <= ROUTE_MAX);
         r
+    }
+}
+
+/// Most ports a switch addressed by one route byte has: the byte's low 7
+/// bits name the port.
+pub const NARROW_PORTS: usize = 128;
+
+/// The route bytes that send a head out of `port` of a switch: one byte,
+/// `0x80 | port`, on a switch of at most `NARROW_PORTS` ports; two on a
+/// `wide` one, `0x80 | port >> 7` then `0x80 | port & 0x7F` (ports up to
+/// 2^14). The real-time fabric reads one byte a hop only
+/// (`plan::plan` refuses wide switches).
+pub fn hop_bytes(port: usize, wide: bool) -> HopBytes {
+    if wide {
+        HopBytes { bytes: [route_byte((port >> 7) as u8), route_byte(port as u8 & 0x7F)], len: 2 }
+    } else {
+        HopBytes { bytes: [route_byte(port as u8), 0], len: 1 }
+    }
+}
+
+/// One hop's route bytes (`hop_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopBytes {
+    bytes: [u8; 2],
+    len: usize,
+}
+
+impl HopBytes {
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -267,6 +319,45 @@ mod tests {
         assert_eq!(l.route(0, 4), vec![0x8F, 0x81]);
         assert_eq!(l.route(4, 1), vec![0x8F, 0x81]);
         assert_eq!(l.trunks, vec![((0, 15), (1, 15))]);
+    }
+
+    #[test]
+    fn switches_of_more_than_128_ports_take_two_route_bytes_a_hop() {
+        let l = Topology::Star.layout(1024, 1024).unwrap();
+        assert!(l.wide());
+        // Port 1023 = 7 << 7 | 127.
+        assert_eq!(l.route(0, 1023), vec![0x87, 0xFF]);
+        assert_eq!(l.route(5, 0), vec![0x80, 0x80]);
+        assert_eq!(l.route(0, 200), vec![0x81, 0x80 | (200 - 128)]);
+        for port in [0, 1, 127, 128, 129, 1023] {
+            let b = hop_bytes(port, true);
+            let mut ports = vec![crate::fabric::NO_LINK; 1024];
+            ports[port] = 7;
+            let (hi, lo) = (b.as_slice()[0], b.as_slice()[1]);
+            assert_eq!(crate::fabric::switch_out_wide(&ports, Some(hi), Some(lo), 1), 7);
+            // One byte short, or a payload byte in the second place: no port.
+            assert_eq!(crate::fabric::switch_out_wide(&ports, Some(hi), None, 1), u32::MAX);
+            assert_eq!(
+                crate::fabric::switch_out_wide(&ports, Some(hi), Some(lo & 0x7F), 1),
+                u32::MAX
+            );
+        }
+        // A clos of 256-port switches: three hops, six bytes.
+        let l = Topology::Clos.layout(300, 256).unwrap();
+        assert_eq!(l.route(0, 299).len(), 6);
+        assert_eq!(l.route_ports(0, 299), vec![128 + 299 % 128, 2, 299 % 128]);
+        // 128 ports and fewer: one byte.
+        let l = Topology::Star.layout(128, 128).unwrap();
+        assert!(!l.wide());
+        assert_eq!(l.route(0, 127), vec![0xFF]);
+    }
+
+    #[test]
+    fn switch_ports_out_of_range_are_refused() {
+        for ports in [0, 1, 1025] {
+            let e = Topology::Star.layout(1, ports).unwrap_err();
+            assert!(e.contains(&format!("{ports} ports")) && e.contains("2..=1024"), "{e}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use nic_abi::map::GROUP_ENTRIES;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
 pub use nic_device::profile::Reliability;
+use nic_device::profile::MAX_SWITCH_PORTS;
 
 /// Send window used when a stream flow does not give one.
 pub const DEFAULT_WINDOW: u32 = 8;
@@ -60,6 +61,10 @@ pub struct Fabric {
     /// `star` (one crossbar) or another topology name of nic-emu.
     #[serde(default = "default_topology")]
     pub topology: String,
+    /// Ports per switch, instead of the profile's `switch.ports`
+    /// (2..=1024; more than 128 only on the sim).
+    #[serde(default)]
+    pub switch_ports: Option<u32>,
 }
 
 fn default_topology() -> String {
@@ -182,8 +187,10 @@ fn default_priority() -> FlowPriority {
 }
 
 /// `[[alltoall]]`: a flow from every node to every other node (of `nodes`,
-/// default all), from and to `port`, named `<name>.<src>-<dst>`. The other
-/// keys mean what they mean in `[[flows]]`.
+/// default all), from and to `port`, named `<name>.<src>-<dst>`; with
+/// `offsets`, from every node only to the nodes that many places after it
+/// in `nodes` (wrapping). The other keys mean what they mean in
+/// `[[flows]]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AllToAll {
@@ -191,6 +198,10 @@ pub struct AllToAll {
     pub port: u64,
     #[serde(default)]
     pub nodes: Option<Vec<u64>>,
+    /// Each node sends to the nodes this many places after it (a shift
+    /// pattern: the traffic per node does not grow with the nodes).
+    #[serde(default)]
+    pub offsets: Option<Vec<u64>>,
     #[serde(default = "default_kind")]
     pub kind: FlowKind,
     #[serde(default)]
@@ -548,6 +559,8 @@ pub struct Validated {
     pub seed: u64,
     pub nodes: usize,
     pub topology: String,
+    /// `fabric.switch_ports`: overrides the profile's.
+    pub switch_ports: Option<u32>,
     pub flows: Vec<FlowSpec>,
     pub faults: FaultRates,
     pub send_timeout_us: Option<f64>,
@@ -585,6 +598,13 @@ impl Scenario {
         }
         if self.fabric.topology.trim().is_empty() {
             return err("fabric.topology: must name a topology".into());
+        }
+        if let Some(p) = self.fabric.switch_ports {
+            if !(2..=MAX_SWITCH_PORTS).contains(&p) {
+                return err(format!(
+                    "fabric.switch_ports: {p} out of range (2..={MAX_SWITCH_PORTS})"
+                ));
+            }
         }
         for (key, p) in [
             ("faults.drop", self.faults.drop),
@@ -694,6 +714,7 @@ impl Scenario {
             seed: self.seed,
             nodes: nodes as usize,
             topology: self.fabric.topology.trim().to_string(),
+            switch_ports: self.fabric.switch_ports,
             flows,
             faults: self.faults.clone(),
             send_timeout_us: self.firmware.send_timeout_us,
@@ -738,12 +759,33 @@ fn expand_alltoall(
     if members.len() < 2 {
         return Err(ScenarioError::new(format!("{label}.nodes: needs at least two nodes")));
     }
+    let n = members.len() as u64;
+    let offsets: &[u64] = a.offsets.as_deref().unwrap_or_default();
+    if a.offsets.is_some() && offsets.is_empty() {
+        return Err(ScenarioError::new(format!("{label}.offsets: needs at least one offset")));
+    }
+    for (k, &o) in offsets.iter().enumerate() {
+        if o < 1 || o >= n {
+            return Err(ScenarioError::new(format!(
+                "{label}.offsets[{k}]: {o} out of range (1..={}: {n} nodes take part)",
+                n - 1
+            )));
+        }
+        if offsets[..k].contains(&o) {
+            return Err(ScenarioError::new(format!("{label}.offsets[{k}]: {o} is listed twice")));
+        }
+    }
+    // Every other member in member order, or those at the offsets.
+    let targets = |i: usize| -> Vec<u64> {
+        if a.offsets.is_some() {
+            offsets.iter().map(|&o| members[((i as u64 + o) % n) as usize]).collect()
+        } else {
+            members.iter().copied().filter(|&d| d != members[i]).collect()
+        }
+    };
     let mut out = Vec::new();
-    for &s in &members {
-        for &d in &members {
-            if s == d {
-                continue;
-            }
+    for (i, &s) in members.iter().enumerate() {
+        for d in targets(i) {
             let name = format!("{}.{s}-{d}", a.name.trim());
             out.push((
                 format!("{label} (flow {name})"),
@@ -1293,6 +1335,58 @@ duplicate = 0.001
         )
         .unwrap_err();
         assert_eq!(e.message, "alltoall[0].nodes[1]: node 5 out of range (fabric.nodes = 3)");
+    }
+
+    #[test]
+    fn alltoall_offsets_send_to_the_nodes_that_many_places_on() {
+        let text = |offsets: &str, nodes: &str| {
+            format!(
+                "profile = \"x\"\n[fabric]\nnodes = 6\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+                 {nodes}offsets = {offsets}\nbytes = 8\nmessages = 5\n"
+            )
+        };
+        let v = Scenario::parse_validated(&text("[1, 3]", "")).unwrap();
+        let pairs: Vec<(u16, u16)> = v.flows.iter().map(|f| (f.src_node, f.dst_node)).collect();
+        assert_eq!(
+            pairs,
+            [(0, 1), (0, 3), (1, 2), (1, 4), (2, 3), (2, 5), (3, 4), (3, 0), (4, 5), (4, 1)]
+                .into_iter()
+                .chain([(5, 0), (5, 2)])
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(v.flows[3].name, "a.1-4");
+        // Places in `nodes`, wrapping.
+        let v = Scenario::parse_validated(&text("[2]", "nodes = [5, 1, 3]\n")).unwrap();
+        let pairs: Vec<(u16, u16)> = v.flows.iter().map(|f| (f.src_node, f.dst_node)).collect();
+        assert_eq!(pairs, [(5, 3), (1, 5), (3, 1)]);
+        for (offsets, want) in [
+            ("[0]", "alltoall[0].offsets[0]: 0 out of range (1..=5: 6 nodes take part)"),
+            ("[1, 6]", "alltoall[0].offsets[1]: 6 out of range (1..=5: 6 nodes take part)"),
+            ("[2, 2]", "alltoall[0].offsets[1]: 2 is listed twice"),
+            ("[]", "alltoall[0].offsets: needs at least one offset"),
+        ] {
+            let e = Scenario::parse_validated(&text(offsets, "")).unwrap_err();
+            assert_eq!(e.message, want);
+        }
+        // Without offsets: every other node, in node order (as before).
+        let v = Scenario::parse_validated(&text("[1]", "").replace("offsets = [1]\n", "")).unwrap();
+        assert_eq!(v.flows.len(), 30);
+        assert_eq!((v.flows[5].src_node, v.flows[5].dst_node), (1, 0));
+    }
+
+    #[test]
+    fn switch_ports_are_checked_and_carried() {
+        let text = |p: u32| {
+            format!(
+                "profile = \"x\"\n[fabric]\nnodes = 3\nswitch_ports = {p}\n[[alltoall]]\n\
+                 name = \"a\"\nport = 2\nbytes = 8\nmessages = 5\n"
+            )
+        };
+        assert_eq!(Scenario::parse_validated(&text(1024)).unwrap().switch_ports, Some(1024));
+        for p in [0, 1, 1025] {
+            let e = Scenario::parse_validated(&text(p)).unwrap_err();
+            assert_eq!(e.message, format!("fabric.switch_ports: {p} out of range (2..=1024)"));
+        }
     }
 
     const MC: &str = r#"

@@ -7,7 +7,7 @@
 //! thread); it knows nothing of ports or backends.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use super::format::{FlowKind, FlowSpec, StreamKey};
@@ -33,6 +33,38 @@ impl StreamLedger {
     }
 }
 
+/// Send-call times by message index of the messages not yet answered: a
+/// window's worth, sent in order and mostly answered in order, so kept in
+/// index order (a lookup is at the front, or a binary search).
+#[derive(Debug, Default)]
+pub struct SendTimes(VecDeque<(u64, u64)>);
+
+impl SendTimes {
+    /// Record message `msg`'s send time; returns the one it replaces.
+    pub fn insert(&mut self, msg: u64, t: u64) -> Option<u64> {
+        if self.0.back().is_none_or(|&(m, _)| m < msg) {
+            self.0.push_back((msg, t));
+            return None;
+        }
+        match self.0.binary_search_by_key(&msg, |e| e.0) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, t)),
+            Err(i) => {
+                self.0.insert(i, (msg, t));
+                None
+            }
+        }
+    }
+
+    /// Take message `msg`'s send time.
+    pub fn remove(&mut self, msg: &u64) -> Option<u64> {
+        if self.0.front().is_some_and(|e| e.0 == *msg) {
+            return self.0.pop_front().map(|e| e.1);
+        }
+        let i = self.0.binary_search_by_key(msg, |e| e.0).ok()?;
+        self.0.remove(i).map(|e| e.1)
+    }
+}
+
 /// What happened to one received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -52,7 +84,7 @@ pub struct FlowLedger {
     pub spec: FlowSpec,
     pub streams: [StreamLedger; 2],
     /// Send-call times of requests (stream messages) not yet answered.
-    pub send_ns: HashMap<u64, u64>,
+    pub send_ns: SendTimes,
     pub delivered: u64,
     pub bytes: u64,
     pub corrupted: u64,
@@ -124,7 +156,7 @@ impl FlowLedger {
     pub fn new(spec: FlowSpec) -> FlowLedger {
         FlowLedger {
             streams: Default::default(),
-            send_ns: HashMap::new(),
+            send_ns: SendTimes::default(),
             delivered: 0,
             bytes: 0,
             corrupted: 0,
@@ -444,6 +476,21 @@ mod tests {
         assert_eq!(g.receive(Dir::Forward, &long, 1), Verdict::Corrupted(0));
         // An intact message of a later index is ahead of its turn.
         assert_eq!(g.receive(Dir::Forward, &msg(&g, Dir::Forward, 3), 2), Verdict::Ahead(3));
+    }
+
+    #[test]
+    fn send_times_are_found_by_index_in_any_order() {
+        let mut t = SendTimes::default();
+        for (m, at) in [(3, 30), (5, 50), (4, 40), (9, 90)] {
+            assert_eq!(t.insert(m, at), None);
+        }
+        assert_eq!(t.insert(5, 55), Some(50));
+        assert_eq!(t.remove(&4), Some(40));
+        assert_eq!(t.remove(&4), None);
+        assert_eq!(t.remove(&3), Some(30));
+        assert_eq!(t.remove(&9), Some(90));
+        assert_eq!(t.remove(&5), Some(55));
+        assert_eq!(t.remove(&5), None);
     }
 
     #[test]

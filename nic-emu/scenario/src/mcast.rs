@@ -57,9 +57,8 @@ fn path(layout: &Layout, links: &[(LinkEnd, LinkEnd)], src: usize, dst: usize) -
     let mut out = Vec::new();
     let Some(mut at) = find(LinkEnd::Nic(src)) else { return out };
     out.push(at);
-    for b in layout.route(src, dst) {
+    for port in layout.route_ports(src, dst) {
         let LinkEnd::Switch { switch, .. } = links[at].1 else { break };
-        let port = (b & !nic_abi::packet::ROUTE_FLAG) as usize;
         match find(LinkEnd::Switch { switch, port }) {
             Some(next) => {
                 out.push(next);

@@ -53,6 +53,7 @@ use super::runner::{
 };
 use super::trace::{ClusterTrace, LiveTracer};
 use nic_device::Faults;
+use nic_fabric::topology::NARROW_PORTS;
 use nic_realtime::{BrmSetup, FlowTableBackend, Pacing, RtCluster, RtConfig};
 
 /// How to run a scenario in real time.
@@ -145,11 +146,17 @@ impl NodeHost for RtHost {
 }
 
 /// Check, before any cluster starts, what a real-time run of `v` needs
-/// beyond the sim's checks: the profile loads, and the rate-control keys
+/// beyond the sim's checks: switches the real-time fabric can route
+/// (one route byte a hop), the profile loads, and the rate-control keys
 /// that need a calibration (`idt_t`, `rate_mb_s`, `best_effort`) find
-/// one; an error names the key. Every scenario key runs on live and qemu
-/// (`_backend`: the same checks on both).
-pub fn check_realtime(v: &Validated, _backend: ClusterBackend) -> Result<(), ScenarioError> {
+/// one; an error names the key (and the backend).
+pub fn check_realtime(v: &Validated, backend: ClusterBackend) -> Result<(), ScenarioError> {
+    if let Some(p) = v.switch_ports.filter(|&p| p as usize > NARROW_PORTS) {
+        return Err(ScenarioError::new(format!(
+            "fabric.switch_ports: {p}-port switches take two route bytes a hop, which only the \
+             sim's fabric reads (at most {NARROW_PORTS} on the {backend} backend; --backend sim)"
+        )));
+    }
     let (profile, _) = load_profile(v)?;
     rates::resolve(v, &profile)?;
     Ok(())

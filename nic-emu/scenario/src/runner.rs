@@ -381,12 +381,17 @@ pub(super) fn load_profile(v: &Validated) -> Result<(Profile, Topology), Scenari
     if let Some(r) = v.reliability {
         profile.firmware.reliability = r;
     }
+    // `fabric.switch_ports` overrides the profile's switches.
+    if let Some(p) = v.switch_ports {
+        profile.switch.ports = p;
+    }
     let topology: Topology =
         v.topology.parse().map_err(|e| err(format!("fabric.topology: {e}")))?;
     let ports = profile.switch.ports as usize;
     if v.nodes > topology.max_nodes(ports) {
         return Err(err(format!(
-            "fabric.nodes: {} nodes do not fit topology {} with {ports}-port switches (at most {})",
+            "fabric.nodes: {} nodes do not fit topology {} with {ports}-port switches (at most \
+             {}; fabric.switch_ports sets the ports per switch)",
             v.nodes,
             topology.name(),
             topology.max_nodes(ports)

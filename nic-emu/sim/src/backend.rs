@@ -104,6 +104,24 @@ impl SimBackend {
         self.mem.borrow().host_busy_ns
     }
 
+    /// Call `f` on the `len` bytes of host memory at bus address `bus`,
+    /// in place: what a program on this host touches without a copy. False
+    /// (and `f` not called) when the range is not all host memory.
+    pub fn with_host(&self, bus: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let m = self.mem.borrow();
+        let Some(r) = m.host.range(bus, len) else { return false };
+        f(&m.host.bytes()[r]);
+        true
+    }
+
+    /// `with_host`, to write.
+    pub fn with_host_mut(&self, bus: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut m = self.mem.borrow_mut();
+        let Some(r) = m.host.range(bus, len) else { return false };
+        f(&mut m.host.bytes_mut()[r]);
+        true
+    }
+
     /// Let the host clock run to at least `t` (a program that waits).
     pub fn advance_to(&self, t: u64) {
         let mut m = self.mem.borrow_mut();
@@ -151,9 +169,32 @@ impl NicBackend for SimBackend {
     }
 
     fn host_load_u32(&self, bus: u64) -> u32 {
-        let mut b = [0u8; 4];
-        self.host_read(bus, &mut b);
-        u32::from_le_bytes(b)
+        let m = self.mem.borrow();
+        match m.host.range(bus, 4) {
+            Some(r) => u32::from_le_bytes(m.host.bytes()[r].try_into().expect("4 bytes")),
+            None => {
+                let mut b = [0u8; 4];
+                m.host.read(bus, &mut b);
+                u32::from_le_bytes(b)
+            }
+        }
+    }
+
+    fn sram_load_u32(&self, off: u32) -> u32 {
+        if off.abs_diff(RTC_OFF) < 8 {
+            let mut b = [0u8; 4];
+            self.sram_read(off, &mut b);
+            return u32::from_le_bytes(b);
+        }
+        let m = self.mem.borrow();
+        match Self::sram_range(&m.sram, off, 4) {
+            Some(r) => u32::from_le_bytes(m.sram[r].try_into().expect("4 bytes")),
+            None => 0,
+        }
+    }
+
+    fn sram_store_u32(&self, off: u32, v: u32) {
+        self.sram_write(off, &v.to_le_bytes())
     }
 
     fn alloc_dma(&self, len: u64) -> Option<u64> {

@@ -44,7 +44,7 @@ use nic_device::profile::{Clock, Profile};
 use nic_fabric::event::{Ev, EventQueue};
 use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, McastSpan, NEVER};
 pub use nic_fabric::plan::EmuError;
-use nic_fabric::plan::{plan, Plan};
+use nic_fabric::plan::{plan_sim, Plan};
 use nic_fabric::stats::{NicStats, SimStats};
 use nic_fabric::topology::{Layout, Topology};
 
@@ -279,6 +279,8 @@ pub struct SimCluster {
     wall: Duration,
     /// Scratch for `nic_entries`.
     entries: Vec<(u32, u64)>,
+    /// Scratch for `drain_bells`.
+    rung: Vec<(usize, u64)>,
     /// With `trace_transitions`: per node, what its trace rings held and
     /// where the reader is.
     traces: Option<Vec<(NicTrace, Cursors)>>,
@@ -297,7 +299,7 @@ impl SimCluster {
     ) -> Result<SimCluster, EmuError> {
         let p = cfg.profile;
         let Plan { layout, send_timeout_ns, routes } =
-            plan(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
+            plan_sim(&p, cfg.nodes, cfg.topology, &cfg.faults, cfg.send_timeout_us)?;
         let n = cfg.nodes;
         let rtc = Rtc::new(p.nic.rtc_hz);
         let bells: Bells = Rc::new(RefCell::new(Vec::new()));
@@ -307,7 +309,7 @@ impl SimCluster {
         let mut cpus = Vec::with_capacity(n);
         let mut backends = Vec::with_capacity(n);
         for (node, node_routes) in routes.iter().enumerate() {
-            let mut mem = NodeMem::new(p.nic.sram_bytes as usize, p.host.memory_bytes);
+            let mut mem = NodeMem::of_node(node, p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(&mut mem, &reset_config(node, &p, send_timeout_ns, node_routes));
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);
@@ -352,6 +354,7 @@ impl SimCluster {
             events: 0,
             wall: Duration::ZERO,
             entries: Vec::new(),
+            rung: Vec::new(),
             traces: None,
         };
         for node in 0..n {
@@ -757,10 +760,13 @@ impl SimCluster {
     }
 
     fn drain_bells(&mut self) {
-        let bells = std::mem::take(&mut *self.bells.borrow_mut());
-        for (node, at) in bells {
+        // Swapped with a kept buffer: no allocation per program call.
+        std::mem::swap(&mut *self.bells.borrow_mut(), &mut self.rung);
+        for i in 0..self.rung.len() {
+            let (node, at) = self.rung[i];
             self.wake_nic(node, at, true);
         }
+        self.rung.clear();
     }
 
     /// Turn on every NIC's transition trace and dispatch trace

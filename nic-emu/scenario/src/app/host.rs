@@ -32,6 +32,17 @@ pub trait NodeHost {
     fn busy_ns(&self) -> Option<u64> {
         None
     }
+    /// Call `f` on `len` bytes of this host's memory at bus address `bus`
+    /// in place, where the program reaches it so (the sim): a message is
+    /// then filled or checked where it lies, not through a copy. False
+    /// when not done (the program copies through the driver instead).
+    fn in_place(&self, _bus: u64, _len: usize, _f: &mut dyn FnMut(&[u8])) -> bool {
+        false
+    }
+    /// `in_place`, to write.
+    fn in_place_mut(&self, _bus: u64, _len: usize, _f: &mut dyn FnMut(&mut [u8])) -> bool {
+        false
+    }
 }
 
 /// The sim: every port of a node goes through the node's one backend,
@@ -51,6 +62,12 @@ impl NodeHost for SimHost {
     }
     fn busy_ns(&self) -> Option<u64> {
         Some(self.0.host_busy_ns())
+    }
+    fn in_place(&self, bus: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        self.0.with_host(bus, len, f)
+    }
+    fn in_place_mut(&self, bus: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.0.with_host_mut(bus, len, f)
     }
 }
 

@@ -17,13 +17,14 @@
 //! `mcast.rs` (multicast: groups, the root's posts, members' checks and
 //! relays), `tags.rs` (the tags that name buffers and sends).
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use host_brm::{BrmClient, BrmTransport};
 use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
-use super::format::FlowKind;
-use super::plan::{NodePlan, RoleKind};
+use super::format::{FlowKind, StreamKey};
+use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
@@ -113,6 +114,25 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// This NIC's `McastTreeOps` counter when last credited to a
     /// multicast.
     tree_ops_seen: u64,
+    /// `my_work_done`: the roles, and the incoming flows, before these
+    /// indices were seen done.
+    roles_seen_done: Cell<usize>,
+    incoming_seen_done: Cell<usize>,
+    /// A role of this node is a ping-pong's (a reception may queue its
+    /// next message).
+    ping_roles: bool,
+    /// The ledger's streams into this node, in key order: the flow and
+    /// direction of each (looked up for every message received).
+    my_streams: Vec<(StreamKey, (usize, Dir))>,
+    /// Bit i: role i may find something to do in a pass (`pump`).
+    may_send: Vec<u64>,
+    /// Per port, bit i: role i sends on it.
+    port_roles: Vec<Vec<u64>>,
+    /// Bit i: role i waits for a time or the bandwidth manager, or is a
+    /// multicast root (`pump` looks at it even when its port has no room).
+    special_roles: Vec<u64>,
+    /// `pump`'s scratch.
+    skip_scratch: Vec<u64>,
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -122,8 +142,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         ledger: SharedLedger,
         brm: Option<BrmClient<T>>,
     ) -> NodeApp<H, T> {
-        let (incoming, incoming_may_end) = {
+        let (incoming, incoming_may_end, my_streams) = {
             let l = ledger.borrow();
+            let my_streams: Vec<(StreamKey, (usize, Dir))> = l
+                .streams
+                .iter()
+                .filter(|(k, _)| k.dst_node == plan.node)
+                .map(|(&k, &v)| (k, v))
+                .collect();
             let v: Vec<usize> = l
                 .streams
                 .iter()
@@ -136,7 +162,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 let s = &l.flows[f].spec;
                 s.stop_ns.is_some() || s.rate.uses_brm()
             });
-            (v, may_end)
+            (v, may_end, my_streams)
         };
         NodeApp {
             node: plan.node,
@@ -160,6 +186,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             lent: BTreeMap::new(),
             pending_relays: VecDeque::new(),
             tree_ops_seen: 0,
+            roles_seen_done: Cell::new(0),
+            incoming_seen_done: Cell::new(0),
+            ping_roles: false,
+            my_streams,
+            may_send: Vec::new(),
+            port_roles: Vec::new(),
+            special_roles: Vec::new(),
+            skip_scratch: Vec::new(),
         }
     }
 
@@ -213,7 +247,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         // A flow a NIC reset cut: its senders still see every send
         // complete (failing with TargetPortClosed); nothing more will
         // arrive.
-        let roles_done = self.roles.iter().all(|r| {
+        let role_done = |r: &Role| {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
             let cut = cut(r.flow);
@@ -230,12 +264,25 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
                 RoleKind::McastRoot => f.completed[0] >= m,
             }
-        });
-        roles_done
-            && self
-                .incoming
-                .iter()
-                .all(|&f| cut(f) || l.flows[f].streams[0].expected >= l.flows[f].spec.messages)
+        };
+        let incoming_done =
+            |&f: &usize| cut(f) || l.flows[f].streams[0].expected >= l.flows[f].spec.messages;
+        // A role or an incoming flow once done stays done (counts only
+        // grow, a flow's messages only shrink, a gate only moves on, a cut
+        // stays): each list is looked at from the first one not yet seen
+        // done, not from its start every time.
+        let mut i = self.roles_seen_done.get();
+        while self.roles.get(i).is_some_and(role_done) {
+            i += 1;
+        }
+        self.roles_seen_done.set(i);
+        let mut j = self.incoming_seen_done.get();
+        while self.incoming.get(j).is_some_and(incoming_done) {
+            j += 1;
+        }
+        self.incoming_seen_done.set(j);
+        i == self.roles.len()
+            && j == self.incoming.len()
             && self.mcasts.iter().filter(|c| c.rank > 0).all(|c| {
                 if cut(c.flow) {
                     return true;

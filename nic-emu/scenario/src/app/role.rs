@@ -156,6 +156,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     /// Give back the reservations of roles whose last send completed.
     pub(super) fn release_finished(&mut self) {
+        if self.brm.is_none() {
+            // No role holds a reservation (`open_gate` refuses them all).
+            return;
+        }
         for ri in 0..self.roles.len() {
             let r = &self.roles[ri];
             if r.gate != Gate::Running || !r.rate.uses_brm() || !r.sent_all {

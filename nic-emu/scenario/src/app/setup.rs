@@ -137,6 +137,28 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         self.create_groups(&nic)?;
         self.nic = Some(nic);
+        // Every role is looked at in the first pass.
+        let words = self.roles.len().div_ceil(64);
+        self.may_send = vec![0; words];
+        self.port_roles = vec![vec![0; words]; self.ports.len()];
+        self.special_roles = vec![0; words];
+        for ri in 0..self.roles.len() {
+            self.role_may_send(ri);
+            let r = &self.roles[ri];
+            let bit = 1u64 << (ri % 64);
+            self.port_roles[r.port][ri / 64] |= bit;
+            if r.start_ns > 0
+                || r.gate == Gate::Pending
+                || r.stop_ns.is_some()
+                || r.kind == RoleKind::McastRoot
+            {
+                self.special_roles[ri / 64] |= bit;
+            }
+        }
+        self.ping_roles = self
+            .roles
+            .iter()
+            .any(|r| matches!(r.kind, RoleKind::PingInitiator | RoleKind::PingResponder));
         self.set_up = true;
         Ok(true)
     }
