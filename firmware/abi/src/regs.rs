@@ -117,6 +117,15 @@ pub const FW_STATUS: Reg<u32> = Reg::at(0x028); // fw
 pub const HOST_DOORBELL: Reg<u32> = Reg::at(0x02C); // host
 /// Link state, bit 0 = up (dev).
 pub const LINK_STATE: Reg<u32> = Reg::at(0x030); // dev
+/// The NIC CPU's wait count (fw): odd while the CPU waits for an
+/// interrupt, even while it runs. The firmware makes it odd, then looks
+/// at everything once more, then waits; it makes it even when it wakes.
+/// While it is odd the device model raises the CPU's interrupt (once per
+/// value) when it completes a DMA command, stores a received packet or
+/// sees a host write the firmware reads (a doorbell, `EVQ_CONSUMED`, a
+/// port's `STATE`). Only the qemu backend's CPU waits; elsewhere it
+/// stays 0.
+pub const IRQ_WAIT: Reg<u32> = Reg::at(0x034); // fw
 /// How many times this NIC was reset (cfg): the firmware derives its boot
 /// nonce from it, so peers can tell a restarted NIC's streams apart.
 pub const BOOT_COUNT: Reg<u32> = Reg::at(0x038); // cfg

@@ -1,10 +1,15 @@
-//! The QEMU `virt` board's core-local interruptor (timer) and test device.
-//! The MCP's RTC is derived from the CLINT's `mtime` (10 MHz).
+//! The QEMU `virt` board's core-local interruptor (timer, software
+//! interrupt) and test device. The MCP's RTC is derived from the CLINT's
+//! `mtime` (10 MHz).
 
 use core::ptr::NonNull;
 use volatile::access::ReadOnly;
 use volatile::VolatilePtr;
 
+/// `msip` of hart 0: writing 1 raises its machine software interrupt,
+/// 0 clears it. The register device's MSI-X message writes 1 here
+/// (`pci::enable_doorbell`).
+pub const MSIP: usize = 0x0200_0000;
 /// `mtime`, free-running at `MTIME_HZ`.
 const MTIME: usize = 0x0200_BFF8;
 /// `mtimecmp` of hart 0.
@@ -25,23 +30,45 @@ fn mtimecmp_reg() -> VolatilePtr<'static, u64> {
     unsafe { VolatilePtr::new(NonNull::new_unchecked(MTIMECMP as *mut u64)) }
 }
 
+fn msip_reg() -> VolatilePtr<'static, u32> {
+    // SAFETY: MSIP is hart 0's CLINT software-interrupt register: always
+    // mapped, 4-aligned.
+    unsafe { VolatilePtr::new(NonNull::new_unchecked(MSIP as *mut u32)) }
+}
+
 pub fn mtime() -> u64 {
     mtime_reg().read()
 }
 
-/// Sleep (wait for interrupt) for about `ticks` mtime ticks. Interrupts
-/// stay globally disabled: the timer only ends the WFI, no trap is taken.
-pub fn sleep(ticks: u64) {
-    let at = mtime().wrapping_add(ticks);
-    // Writing the compare register only schedules the timer interrupt
-    // that ends the WFI below.
-    mtimecmp_reg().write(at);
-    // SAFETY: enabling the machine timer interrupt source; interrupts stay
-    // globally disabled, so no trap is taken (the WFI just ends).
-    unsafe { riscv::register::mie::set_mtimer() };
+/// Wait for an interrupt: the software interrupt (the device's doorbell)
+/// if `doorbell`, the timer at mtime `until` if given. Interrupts stay
+/// globally disabled: a pending source only ends the WFI, no trap is
+/// taken. Returns with the software interrupt cleared and the timer off.
+pub fn wait(doorbell: bool, until: Option<u64>) {
+    use riscv::register::mie;
+    if let Some(at) = until {
+        // Writing the compare register only schedules the timer
+        // interrupt that ends the WFI below.
+        mtimecmp_reg().write(at);
+        // SAFETY: enabling an interrupt source while interrupts are
+        // globally disabled: no trap is taken (the WFI just ends).
+        unsafe { mie::set_mtimer() };
+    }
+    if doorbell {
+        // SAFETY: as above.
+        unsafe { mie::set_msoft() };
+    }
     riscv::asm::wfi();
-    // Push the compare far away and mask the timer again.
+    msip_reg().write(0);
     mtimecmp_reg().write(u64::MAX);
-    // SAFETY: as above.
-    unsafe { riscv::register::mie::clear_mtimer() };
+    // SAFETY: masking the sources again.
+    unsafe {
+        mie::clear_mtimer();
+        mie::clear_msoft();
+    }
+}
+
+/// Sleep (wait for interrupt) for about `ticks` mtime ticks.
+pub fn sleep(ticks: u64) {
+    wait(false, Some(mtime().wrapping_add(ticks)));
 }

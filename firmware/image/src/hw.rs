@@ -9,11 +9,9 @@
 //! bounds-checked against the SRAM size the device model configured.
 
 use crate::{clint, pci};
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mcp::hw::{Hw, Sram};
 use nic_abi::{map, regs, NUM_PORTS};
-use volatile::VolatilePtr;
 
 const SRAM_BASE: usize = 0x8000_0000;
 
@@ -57,27 +55,71 @@ impl SramHw {
         (if page || window { self.files } else { SRAM_BASE }) + off
     }
 
-    /// A byte of SRAM, for volatile access (others write SRAM concurrently).
-    /// The caller checked `off` against the SRAM size.
-    fn byte(&self, off: usize) -> VolatilePtr<'static, u8> {
-        // SAFETY: `addr(off)` is inside SRAM (off checked by the caller),
-        // this CPU's RAM, or inside a BAR `pci::map_files` mapped (RAM
-        // backed): always mapped and never null.
-        unsafe { VolatilePtr::new(NonNull::new_unchecked(self.addr(off) as *mut u8)) }
-    }
-
     fn ok(&self, off: u32, len: usize) -> bool {
         (off as usize).checked_add(len).is_some_and(|e| e <= self.size as usize)
     }
 
+    /// Are the register page and the port windows QEMU's PCI devices?
+    pub fn mapped(&self) -> bool {
+        self.files == pci::MMIO_BASE
+    }
+
     /// The RTC in ticks of RTC_HZ, from the CLINT's mtime.
     pub fn rtc_now(&self) -> u64 {
-        scale(clint::mtime(), self.rtc_hz, clint::MTIME_HZ)
+        self.rtc_at(clint::mtime())
+    }
+
+    /// The RTC at mtime `t`.
+    pub fn rtc_at(&self, t: u64) -> u64 {
+        scale(t, self.rtc_hz, clint::MTIME_HZ)
     }
 
     pub fn rtc_to_clint(&self, ticks: u64) -> u64 {
         scale(ticks, clint::MTIME_HZ, self.rtc_hz)
     }
+}
+
+/// The end of the run of SRAM offsets from `off` (below `end`) that lie
+/// in one place: RAM, or one of the files (the register page, the port
+/// windows), whose edges are the runs' edges.
+fn run_end(off: usize, end: usize) -> usize {
+    const REGS: usize = map::REGS as usize;
+    const PORTS: usize = map::PORTS as usize;
+    const EDGES: [usize; 4] = [
+        REGS,
+        REGS + map::REGS_SIZE as usize,
+        PORTS,
+        PORTS + NUM_PORTS * map::PORT_WINDOW as usize,
+    ];
+    let mut e = end;
+    for x in EDGES {
+        if x > off && x < e {
+            e = x;
+        }
+    }
+    e
+}
+
+/// Copy from guest address `src` into `dst`.
+fn copy_in(src: usize, dst: &mut [u8]) {
+    // SAFETY: `src..src + len` is inside SRAM (the caller checked the
+    // range), this CPU's RAM, or inside a BAR `pci::map_files` mapped
+    // (RAM-backed): mapped and readable; `dst` is ours, apart from it.
+    // Others may write those bytes meanwhile: a range being written may
+    // be copied half old, half new, as the device's own copies may; a
+    // record is read only after the Acquire load of the counter that
+    // published it (a Release store after the record was written). One
+    // memcpy: words where it can, a fraction of a volatile byte loop's
+    // instructions, which under QEMU are the NIC CPU's time.
+    unsafe { core::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
+}
+
+/// Copy `src` to guest address `dst`, as `copy_in` reads.
+fn copy_out(dst: usize, src: &[u8]) {
+    // SAFETY: as in `copy_in`, the other way: `dst..dst + len` is mapped
+    // SRAM or BAR memory, written before the Release store that
+    // publishes it.
+    unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
 }
 
 /// `x * num / den` rounded down, in 64-bit arithmetic (no 128-bit
@@ -94,8 +136,12 @@ impl Sram for SramHw {
             buf.fill(0);
             return;
         }
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = self.byte(off as usize + i).read();
+        let mut at = 0;
+        while at < buf.len() {
+            let o = off as usize + at;
+            let n = run_end(o, off as usize + buf.len()) - o;
+            copy_in(self.addr(o), &mut buf[at..at + n]);
+            at += n;
         }
     }
 
@@ -103,8 +149,12 @@ impl Sram for SramHw {
         if !self.ok(off, data.len()) {
             return;
         }
-        for (i, b) in data.iter().enumerate() {
-            self.byte(off as usize + i).write(*b);
+        let mut at = 0;
+        while at < data.len() {
+            let o = off as usize + at;
+            let n = run_end(o, off as usize + data.len()) - o;
+            copy_out(self.addr(o), &data[at..at + n]);
+            at += n;
         }
     }
 

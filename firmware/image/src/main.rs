@@ -15,6 +15,7 @@ mod pci;
 mod selftest;
 
 use core::panic::PanicInfo;
+use mcp::hw::Sram;
 use mcp::Mcp;
 
 /// The whole firmware state, in .bss (inside the IMAGE region of SRAM, as
@@ -22,15 +23,19 @@ use mcp::Mcp;
 #[no_mangle]
 pub static mut MCP: Mcp = Mcp::new();
 
-/// For this long after the last work (CLINT ticks, 10 MHz: 10 ms) the CPU
-/// naps only `MIN_SLEEP` at a time, so a busy NIC answers within a nap;
-/// after that the naps grow to `MAX_SLEEP`. Napping (WFI) instead of
-/// spinning lets QEMU give the host core back: on a small machine a
-/// spinning guest starves the device model and the host programs.
+/// How long the CPU goes on polling after the last work before it waits
+/// for an interrupt, in CLINT ticks (10 MHz): adapted between these
+/// bounds, as a guest's halt-polling is. A wait that ended sooner than
+/// `POLL_MAX` would have been caught by polling longer: the window
+/// doubles (from `POLL_START`); a longer wait halves it. A ping-pong then
+/// polls through its round trips, an idle NIC waits at once.
+const POLL_START: u64 = 100; // 10 us
+const POLL_MAX: u64 = 2_000; // 200 us
+/// Without the doorbell (an `ivshmem-plain` register page): naps on the
+/// timer instead, of 20 us for `SHORT_NAPS` (10 ms) after the last work,
+/// then doubling up to 1 ms, so a doorbell is seen at the next wake.
 const SHORT_NAPS: u64 = 100_000;
-/// Longest sleep while idle, in CLINT ticks (10 MHz): 1 ms.
 const MAX_SLEEP: u64 = 10_000;
-/// Shortest nap: 20 us.
 const MIN_SLEEP: u64 = 200;
 
 #[riscv_rt::entry]
@@ -54,31 +59,104 @@ fn main() -> ! {
     }
     #[cfg(feature = "defmt")]
     defmt::info!("MCP running: node {} of {}", mcp.config().node, mcp.config().nodes);
+    let doorbell = hw.mapped() && pci::enable_doorbell();
     let mut last_work = clint::mtime();
+    let mut window = POLL_START;
     let mut sleep = MIN_SLEEP;
+    let mut wait = 0u32;
     loop {
-        let w = mcp.poll(&mut hw);
-        if !w.is_idle() {
-            last_work = clint::mtime();
+        let now = clint::mtime();
+        if poll(mcp, &mut hw) {
+            last_work = now;
             sleep = MIN_SLEEP;
             continue;
         }
-        if clint::mtime().wrapping_sub(last_work) < SHORT_NAPS {
-            sleep = MIN_SLEEP;
+        let idle = now.wrapping_sub(last_work);
+        if doorbell && idle < window {
+            continue;
         }
         if !guard::intact() {
             stack_overflow(&mut hw);
         }
-        // Idle: sleep until the next timer or a bounded while, so an idle
-        // NIC does not burn a host core. A doorbell is seen at the next wake.
-        let mut ticks = sleep;
-        if let Some(d) = mcp.next_deadline() {
-            let now = hw.rtc_now();
-            ticks = ticks.min(hw.rtc_to_clint(d.saturating_sub(now)).max(1));
+        if !doorbell {
+            // Timer naps: a doorbell is seen at the next wake.
+            if idle < SHORT_NAPS {
+                sleep = MIN_SLEEP;
+            }
+            clint::wait(false, Some(now + sleep.min(until(mcp, &hw, now).unwrap_or(u64::MAX))));
+            sleep = (sleep * 2).min(MAX_SLEEP);
+            continue;
         }
-        clint::sleep(ticks);
-        sleep = (sleep * 2).min(MAX_SLEEP);
+        // Tell the device we are about to wait (odd), then look once
+        // more: whatever it completes or sees from now on raises the
+        // doorbell, and what it did before this poll, the poll finds.
+        wait = wait.wrapping_add(1);
+        hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        let again = poll(mcp, &mut hw);
+        let from = clint::mtime();
+        if !again {
+            let at = until(mcp, &hw, from).map(|t| from + t);
+            clint::wait(true, at);
+        }
+        wait = wait.wrapping_add(1);
+        hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
+        last_work = clint::mtime();
+        // Halt-polling's rule: a short wait asks for a longer window.
+        window = if again {
+            window
+        } else if last_work.wrapping_sub(from) < POLL_MAX {
+            (window * 2).min(POLL_MAX)
+        } else {
+            (window / 2).max(POLL_START)
+        };
     }
+}
+
+/// One pass of the MCP; true if it did something.
+#[cfg_attr(not(feature = "poll-stats"), inline(always))]
+#[cfg_attr(feature = "poll-stats", inline(never))]
+fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw) -> bool {
+    #[cfg(feature = "poll-stats")]
+    let t = riscv::register::minstret::read64();
+    let busy = !mcp.poll(hw).is_idle();
+    #[cfg(feature = "poll-stats")]
+    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t));
+    busy
+}
+
+/// The cost of each pass of the MCP (`--features poll-stats`, for
+/// measuring, not for flashing): `minstret` before and after, which
+/// QEMU counts in guest instructions under `-icount shift=0` (else in
+/// host cycles). gdb: `print mcp_image::poll_stats::POLL_STATS`.
+#[cfg(feature = "poll-stats")]
+pub mod poll_stats {
+    /// Idle passes, then passes that did work: count, sum, min, max.
+    #[no_mangle]
+    pub static mut POLL_STATS: [[u64; 4]; 2] = [[0, 0, u64::MAX, 0]; 2];
+    /// Idle, then busy passes by cost: bin i counts the passes of
+    /// 256 i to 256 i + 255 (the last: all above).
+    #[no_mangle]
+    pub static mut POLL_HIST: [[u32; 128]; 2] = [[0; 128]; 2];
+
+    pub fn record(busy: bool, n: u64) {
+        // SAFETY: one hart, no interrupt handlers: the only access.
+        let s = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_STATS))[busy as usize] };
+        s[0] += 1;
+        s[1] += n;
+        s[2] = s[2].min(n);
+        s[3] = s[3].max(n);
+        // SAFETY: as above.
+        let h = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_HIST))[busy as usize] };
+        h[((n / 256) as usize).min(127)] += 1;
+    }
+}
+
+/// CLINT ticks from `now` to the MCP's next timer (at least 1), if any.
+fn until(mcp: &Mcp, hw: &hw::SramHw, now: u64) -> Option<u64> {
+    let d = mcp.next_deadline()?;
+    let rtc = hw.rtc_at(now);
+    Some(hw.rtc_to_clint(d.saturating_sub(rtc)).max(1))
 }
 
 /// The stack reached its guard: the MCP's state below it may be

@@ -47,6 +47,7 @@ mod elfpack;
 mod engines;
 mod fabric;
 mod hw;
+mod irq;
 mod node;
 pub mod process;
 pub mod qemu;
@@ -72,6 +73,7 @@ use nic_cluster_dir::MappedFile;
 
 pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};
 pub use fabric::Pacing;
+pub use irq::IrqCounters;
 pub use nic_fabric::fabric::SourceDrops;
 pub use node::NodeCounters;
 pub use worker::Backoff;
@@ -305,6 +307,8 @@ pub struct RtCluster {
     master: Option<brm::MasterProcess>,
     /// The control sockets (the privileged side of every port).
     control: Option<control::Control>,
+    /// qemu: the guests' interrupt sockets.
+    irq: Option<irq::IrqServer>,
 }
 
 /// The calibration the BRM master of `cfg` decides with: the file named,
@@ -538,14 +542,19 @@ impl RtCluster {
         let mut nics = Vec::with_capacity(n);
         let mut srams = Vec::with_capacity(n);
         let mut hosts = Vec::with_capacity(n);
+        let lines: Vec<Arc<irq::IrqLine>> = match qemu_spec {
+            Some(_) => (0..n).map(|_| Arc::default()).collect(),
+            None => Vec::new(),
+        };
         for node in 0..n {
             let sram = map_sram(node as u32)?;
             let host = map_host(node as u32)?;
             srams.push(Arc::new(map_sram(node as u32)?));
             hosts.push(Arc::new(map_host(node as u32)?));
             let mcp = (qemu_spec.is_none()).then(Box::<mcp::Mcp>::default);
-            let mut nic =
-                NodeRt::new(node, RtEngines::new(node, sram, host), mcp, cfg.profile.nic.rtc_hz);
+            let eng = RtEngines::new(node, sram, host);
+            let line = lines.get(node).cloned();
+            let mut nic = NodeRt::new(node, eng, mcp, line, cfg.profile.nic.rtc_hz);
             nic.reset(&ctx.params, ctx.now(), true)
                 .map_err(|message| RtError::Firmware { node, message })?;
             nics.push(nic);
@@ -567,7 +576,13 @@ impl RtCluster {
             agents: None,
             master: None,
             control: None,
+            irq: None,
         };
+        if !lines.is_empty() {
+            // Listening before any guest starts: QEMU connects at once and
+            // waits for the set-up.
+            c.irq = Some(irq::IrqServer::start(ctx.clone(), &dir, &lines)?);
+        }
         for (i, nodes) in per.into_iter().enumerate() {
             let ctx = ctx.clone();
             let cpus = cfg.cpus.clone();
@@ -808,6 +823,12 @@ impl RtCluster {
         (l(&c.attaches), l(&c.refused), l(&c.peers_refused), l(&c.broken), l(&c.closed_for_holder))
     }
 
+    /// What the interrupt sockets saw (qemu): guests given their
+    /// doorbell, connections refused, connections dropped. None on live.
+    pub fn irq_counters(&self) -> Option<&IrqCounters> {
+        self.irq.as_ref().map(|i| &*i.counters)
+    }
+
     /// Serve until `stop` becomes true (e.g. set by a signal handler).
     pub fn serve_until(&self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) && !self.ctx.stop.load(Ordering::Relaxed) {
@@ -842,6 +863,9 @@ impl RtCluster {
         }
         if let Some(c) = self.control.as_mut() {
             c.join();
+        }
+        if let Some(i) = self.irq.as_mut() {
+            i.join();
         }
     }
 

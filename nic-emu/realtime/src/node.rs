@@ -11,8 +11,8 @@
 //! Owned by exactly one worker thread; what others may see of it goes
 //! through `NodeShared` (reset requests, a counters snapshot).
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Mutex;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
@@ -21,6 +21,7 @@ use nic_abi::NUM_PORTS;
 use super::engines::{RtEngines, Service};
 use super::fabric::RtFabric;
 use super::hw::MappedHw;
+use super::irq::IrqLine;
 use nic_device::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
 use nic_device::firmware::Work;
 use nic_device::profile::Profile;
@@ -57,6 +58,8 @@ pub struct NodeCounters {
     pub resets: u64,
     /// Packets lost because they arrived while the NIC was down.
     pub down_drops: u64,
+    /// Interrupts raised in the guest (qemu backend).
+    pub irqs: u64,
 }
 
 /// The part of a node other threads touch.
@@ -75,6 +78,11 @@ pub(crate) struct NodeRt {
     pub eng: RtEngines,
     /// The native MCP (live backend); None under QEMU.
     pub mcp: Option<Box<mcp::Mcp>>,
+    /// Under QEMU: the guest CPU's interrupt, raised while it waits
+    /// (`regs::IRQ_WAIT` odd) when something it would see happens.
+    irq: Option<Arc<IrqLine>>,
+    /// The `IRQ_WAIT` value last raised for.
+    raised_for: u32,
     /// Firmware not running (booting, halted): arriving packets are lost.
     down: bool,
     /// The RTC; its origin is the cluster's start (ns on its clock).
@@ -92,11 +100,19 @@ pub(crate) struct NodeRt {
 }
 
 impl NodeRt {
-    pub fn new(node: usize, eng: RtEngines, mcp: Option<Box<mcp::Mcp>>, rtc_hz: u64) -> NodeRt {
+    pub fn new(
+        node: usize,
+        eng: RtEngines,
+        mcp: Option<Box<mcp::Mcp>>,
+        irq: Option<Arc<IrqLine>>,
+        rtc_hz: u64,
+    ) -> NodeRt {
         NodeRt {
             node,
             eng,
             mcp,
+            irq,
+            raised_for: 0,
             down: true,
             rtc: Rtc::new(rtc_hz),
             last_doorbell: 0,
@@ -136,6 +152,8 @@ impl NodeRt {
             self.c.resets += 1;
         }
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
+        self.eng.mem.sram.store_u32(reg(regs::IRQ_WAIT) as u64, 0);
+        self.raised_for = 0;
         self.last_doorbell = self.doorbell();
         self.asleep = false;
         self.deadline_ns = u64::MAX;
@@ -153,13 +171,41 @@ impl NodeRt {
     }
 
     /// The register's doorbell plus every port window's (a host process
-    /// can write only its own window).
+    /// can write only its own window). Under QEMU, also every other word
+    /// a host writes without ringing and the firmware reads: `EVQ_CONSUMED`
+    /// (a full event queue drained), `STATE`, the trace switches and
+    /// `FLOW_GEN`, mixed so that a change of any one shows.
     fn doorbell(&self) -> u32 {
         let sram = &self.eng.mem.sram;
-        let bell = |off: u32| sram.load_u32(off as u64).unwrap_or(0);
-        (0..NUM_PORTS).fold(bell(reg(regs::HOST_DOORBELL)), |sum, p| {
-            sum.wrapping_add(bell(port_reg(p, pcb::DOORBELL)))
-        })
+        let word = |off: u32| sram.load_u32(off as u64).unwrap_or(0);
+        let bells = (0..NUM_PORTS).fold(word(reg(regs::HOST_DOORBELL)), |sum, p| {
+            sum.wrapping_add(word(port_reg(p, pcb::DOORBELL)))
+        });
+        if self.irq.is_none() {
+            return bells;
+        }
+        let host = [regs::TRACE_ENABLE, regs::FLOW_GEN, regs::DISPATCH_TRACE_ENABLE];
+        let words = host.into_iter().map(|r| word(reg(r))).chain(
+            (0..NUM_PORTS)
+                .flat_map(|p| [pcb::EVQ_CONSUMED, pcb::STATE].map(|off| word(port_reg(p, off)))),
+        );
+        words.fold(bells, |h, w| h.rotate_left(7) ^ w).wrapping_mul(0x9E37_79B1)
+    }
+
+    /// Raise the guest's interrupt if it waits and has not been raised
+    /// for this wait: after a change it would see (a completion, a
+    /// doorbell). The fence orders the change before the look at
+    /// `IRQ_WAIT`, as the guest's orders its `IRQ_WAIT` before its last
+    /// look at the rings: one of the two sees the other.
+    fn wake_guest(&mut self) {
+        let Some(irq) = &self.irq else { return };
+        fence(Ordering::SeqCst);
+        let w = self.eng.mem.sram.load_u32(reg(regs::IRQ_WAIT) as u64).unwrap_or(0);
+        if w & 1 == 1 && w != self.raised_for {
+            self.raised_for = w;
+            irq.raise();
+            self.c.irqs += 1;
+        }
     }
 
     /// One step at `now` (ns on the cluster clock).
@@ -221,6 +267,9 @@ impl NodeRt {
             if self.eng.mem.sram.load_u32(reg(regs::FW_STATUS) as u64) != Some(regs::FW_RUNNING) {
                 self.down = true;
             }
+        }
+        if s.progress {
+            self.wake_guest();
         }
         s
     }

@@ -2,9 +2,11 @@
 //! RAM the node's `sram` file (so guest address 0x8000_0000 + off is SRAM
 //! offset off), except the register page and the port windows: the
 //! node's `regs` and `port<P>.win` files, shown to the guest as
-//! `ivshmem-plain` PCI devices (the register page at slot
-//! [`REGS_PCI_SLOT`], port P's window at `REGS_PCI_SLOT + 1 + P`), whose
-//! BARs the image maps at 0x4000_0000 + off (firmware/image/src/pci.rs).
+//! ivshmem PCI devices (the register page at slot [`REGS_PCI_SLOT`], an
+//! `ivshmem-doorbell` whose server is the device process (`irq`), so
+//! that it can interrupt the CPU; port P's window at `REGS_PCI_SLOT + 1 +
+//! P`, `ivshmem-plain`), whose BARs the image maps at 0x4000_0000 + off
+//! (firmware/image/src/pci.rs).
 //! Then the node's `flash` file as the kernel, semihosting output
 //! (raw defmt frames) captured to `<node>/console.log` and QEMU's own
 //! messages to `<node>/qemu.log`.
@@ -25,7 +27,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use nic_abi::map::{PORT_WINDOW, REGS_SIZE};
+use nic_abi::map::PORT_WINDOW;
 use nic_abi::NUM_PORTS;
 use nic_cluster_dir::ClusterDir;
 
@@ -57,8 +59,8 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 /// Guest physical address of SRAM offset 0 (QEMU virt's RAM base).
 pub const GUEST_RAM_BASE: u64 = 0x8000_0000;
 
-/// PCI slot (bus 0) of the `ivshmem-plain` device showing the node's
-/// `regs` file; port P's window file is at the slot `REGS_PCI_SLOT + 1 +
+/// PCI slot (bus 0) of the `ivshmem-doorbell` device showing the node's
+/// `regs` file (and interrupting its CPU); port P's window file is at the slot `REGS_PCI_SLOT + 1 +
 /// P`. The image looks for them there (firmware/image/src/pci.rs).
 pub const REGS_PCI_SLOT: u32 = 1;
 
@@ -279,12 +281,16 @@ impl QemuSpec {
             .args(["-semihosting-config", "enable=on,target=native"]);
         // The register page and the port windows: files of their own (a
         // host process is given only its part), as shared-memory PCI
-        // devices at fixed slots.
-        let files = std::iter::once(("regs".to_string(), dir.regs_path(node), REGS_SIZE)).chain(
-            (0..NUM_PORTS as u8)
-                .map(|p| (format!("win{p}"), dir.window_path(node, p), PORT_WINDOW)),
-        );
-        for (slot, (id, path, size)) in (REGS_PCI_SLOT..).zip(files) {
+        // devices at fixed slots. The register page's device is also the
+        // CPU's interrupt: the device process's server on the node's
+        // irq.sock hands QEMU the `regs` file and an eventfd (`irq`).
+        c.arg("-chardev")
+            .arg(format!("socket,id=regs,path={}", crate::irq::socket_path(dir, node).display()))
+            .arg("-device")
+            .arg(format!("ivshmem-doorbell,chardev=regs,vectors=1,addr={REGS_PCI_SLOT}"));
+        let files = (0..NUM_PORTS as u8)
+            .map(|p| (format!("win{p}"), dir.window_path(node, p), PORT_WINDOW));
+        for (slot, (id, path, size)) in (REGS_PCI_SLOT + 1..).zip(files) {
             c.arg("-object")
                 .arg(format!(
                     "memory-backend-file,id={id},size={size},mem-path={},share=on",

@@ -319,7 +319,7 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         _ => "booting",
     };
     format!(
-        "node {}: firmware {state}, {} polls, {} resets; MCP: {} descriptors, {} packets sent, {} \
+        "node {}: firmware {state}, {} polls, {} resets, {} interrupts raised; MCP: {} descriptors, {} packets sent, {} \
          received, {} DMA commands, {} events, {} timers; device: {} packets sent ({} B), {} \
          received ({} B), {} with a bad CRC, {} truncated, {} misrouted, {} lost while the NIC was \
          down; fabric: {} dropped, {} corrupted, {} duplicated by fault injection, {} dropped \
@@ -327,6 +327,7 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         s.node,
         s.counters.polls,
         s.counters.resets,
+        s.counters.irqs,
         w.descriptors,
         w.tx_packets,
         w.rx_packets,

@@ -1,0 +1,271 @@
+//! The NIC CPU's interrupt under QEMU: the device process's doorbell to
+//! each guest.
+//!
+//! Each guest's register page is an `ivshmem-doorbell` PCI device
+//! (`qemu::QemuSpec::command`) whose chardev connects to the node's
+//! `node<N>/irq.sock`. This module is the server at the other end, in
+//! the ivshmem server protocol (QEMU's docs/specs/ivshmem-spec.rst):
+//! every message is a little-endian i64, some with a file descriptor
+//! (`SCM_RIGHTS`). On a connection it sends the protocol version (0), the
+//! guest's peer ID (0), the shared memory (-1 with the node's `regs` file)
+//! and the guest's one interrupt vector (0 with an eventfd), then keeps
+//! the connection open and never reads a request (the protocol has none).
+//! Writing to that eventfd ([`IrqLine::raise`]) makes QEMU send the
+//! device's MSI-X message, which the image aims at its CLINT's software
+//! interrupt: it ends the CPU's WFI (firmware/image/src/pci.rs).
+//!
+//! Only the node's QEMU may connect: the peer must be this process's
+//! user (or root) and the process the supervisor started for the node
+//! (its pid). Anything else, and a peer that sends bytes, is refused or
+//! dropped, counted and noted; a guest that goes away leaves its eventfd
+//! behind, harmless, until the next guest of the node connects.
+//!
+//! Owns the listening sockets, their thread and the connections; the
+//! workers share each node's [`IrqLine`].
+
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+
+use nic_cluster_dir::ClusterDir;
+
+use super::{Ctx, RtError};
+
+/// The node's socket file (in its node directory).
+pub const IRQ_SOCKET: &str = "irq.sock";
+
+/// How long the thread waits before it looks at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a new connection's pid may wait to become the node's guest
+/// (the supervisor publishes the pid just after QEMU started).
+const PID_GRACE: Duration = Duration::from_secs(2);
+
+/// The ivshmem server protocol's version.
+const PROTOCOL_VERSION: i64 = 0;
+
+/// The socket of node `node` of `dir`.
+pub fn socket_path(dir: &ClusterDir, node: u32) -> PathBuf {
+    dir.node_dir(node).join(IRQ_SOCKET)
+}
+
+/// One node's interrupt line: the eventfd of its current guest's vector.
+#[derive(Default)]
+pub(crate) struct IrqLine {
+    efd: Mutex<Option<Arc<OwnedFd>>>,
+    /// Interrupts raised, and raises that failed (no guest connected yet
+    /// counts as neither).
+    pub raised: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl IrqLine {
+    /// Interrupt the node's CPU (if a guest is connected).
+    pub fn raise(&self) {
+        let fd = self.efd.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(fd) = fd else { return };
+        match rustix::io::write(&*fd, &1u64.to_ne_bytes()) {
+            Ok(8) => self.raised.fetch_add(1, Ordering::Relaxed),
+            _ => self.failed.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    fn set(&self, fd: Option<Arc<OwnedFd>>) {
+        *self.efd.lock().unwrap_or_else(|e| e.into_inner()) = fd;
+    }
+}
+
+/// What the interrupt sockets saw, over every node.
+#[derive(Debug, Default)]
+pub struct IrqCounters {
+    /// Guests given their doorbell.
+    pub connected: AtomicU64,
+    /// Connections refused: not the node's guest, or the set-up failed.
+    pub refused: AtomicU64,
+    /// Connections dropped because the peer sent something or hung up.
+    pub dropped: AtomicU64,
+}
+
+/// The interrupt sockets of a cluster.
+pub(crate) struct IrqServer {
+    pub counters: Arc<IrqCounters>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct NodeIrq {
+    node: usize,
+    listener: UnixListener,
+    regs: PathBuf,
+    line: Arc<IrqLine>,
+    /// The connection of the node's current guest.
+    conn: Option<UnixStream>,
+}
+
+impl IrqServer {
+    /// Listen on every node's socket (a stale file there is replaced) and
+    /// serve until `ctx.stop`.
+    pub fn start(
+        ctx: Arc<Ctx>,
+        dir: &ClusterDir,
+        lines: &[Arc<IrqLine>],
+    ) -> Result<IrqServer, RtError> {
+        let mut nodes = Vec::with_capacity(lines.len());
+        for (node, line) in lines.iter().enumerate() {
+            let p = socket_path(dir, node as u32);
+            let _ = std::fs::remove_file(&p);
+            let io = |err| RtError::Io { what: format!("interrupt socket {}", p.display()), err };
+            let listener = UnixListener::bind(&p).map_err(io)?;
+            listener.set_nonblocking(true).map_err(io)?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+            nodes.push(NodeIrq {
+                node,
+                listener,
+                regs: dir.regs_path(node as u32),
+                line: line.clone(),
+                conn: None,
+            });
+        }
+        let counters = Arc::new(IrqCounters::default());
+        let c = counters.clone();
+        let thread = std::thread::Builder::new()
+            .name("nic-rt-irq".into())
+            .spawn(move || serve(ctx, nodes, c))
+            .map_err(|err| RtError::Io { what: "starting the interrupt thread".into(), err })?;
+        Ok(IrqServer { counters, thread: Some(thread) })
+    }
+
+    /// Wait for the thread (after `ctx.stop` was set).
+    pub fn join(&mut self) {
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve(ctx: Arc<Ctx>, mut nodes: Vec<NodeIrq>, counters: Arc<IrqCounters>) {
+    let uid = rustix::process::geteuid().as_raw();
+    let timeout = Timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as i64 };
+    while !ctx.stop.load(Ordering::Relaxed) {
+        // Listeners first, then the open connections (a readable one has
+        // sent something or hung up).
+        let (accept, hangup) = {
+            let mut fds: Vec<PollFd> =
+                nodes.iter().map(|n| PollFd::new(&n.listener, PollFlags::IN)).collect();
+            let with_conn: Vec<usize> =
+                (0..nodes.len()).filter(|&i| nodes[i].conn.is_some()).collect();
+            for &i in &with_conn {
+                if let Some(c) = &nodes[i].conn {
+                    fds.push(PollFd::new(c, PollFlags::IN));
+                }
+            }
+            if poll(&mut fds, Some(&timeout)).is_err() {
+                drop(fds);
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            let n = nodes.len();
+            let accept: Vec<usize> = (0..n).filter(|&i| !fds[i].revents().is_empty()).collect();
+            let hangup: Vec<usize> = with_conn
+                .iter()
+                .enumerate()
+                .filter(|&(k, _)| !fds[n + k].revents().is_empty())
+                .map(|(_, &i)| i)
+                .collect();
+            (accept, hangup)
+        };
+        for i in hangup {
+            // The protocol has the client send nothing: bytes are a
+            // broken peer, end of file a guest gone. Either way the
+            // connection goes; the guest keeps its eventfd.
+            nodes[i].conn = None;
+            counters.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        for i in accept {
+            let n = &mut nodes[i];
+            let s = match n.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => {
+                    ctx.note(format!("node {}: interrupt socket: {e}", n.node));
+                    continue;
+                }
+            };
+            match welcome(&ctx, n, &s, uid) {
+                Ok(fd) => {
+                    n.line.set(Some(fd));
+                    n.conn = Some(s);
+                    counters.connected.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(why) => {
+                    counters.refused.fetch_add(1, Ordering::Relaxed);
+                    ctx.note(format!("node {}: interrupt socket: {why}", n.node));
+                }
+            }
+        }
+    }
+}
+
+/// Check the peer and send it the set-up; the eventfd its interrupt is
+/// raised by.
+fn welcome(ctx: &Ctx, n: &NodeIrq, s: &UnixStream, uid: u32) -> Result<Arc<OwnedFd>, String> {
+    let cred = rustix::net::sockopt::socket_peercred(s)
+        .map_err(|e| format!("cannot tell the peer: {e}"))?;
+    let (peer_uid, pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get() as u32);
+    if peer_uid != uid && peer_uid != 0 {
+        return Err(format!("refused a process of uid {peer_uid}"));
+    }
+    let t = Instant::now();
+    while ctx.qemu_pids[n.node].load(Ordering::Relaxed) != pid {
+        if t.elapsed() > PID_GRACE || ctx.stop.load(Ordering::Relaxed) {
+            return Err(format!("refused process {pid}: not the node's QEMU"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let sock = |e: std::io::Error| format!("socket: {e}");
+    s.set_nonblocking(false).map_err(sock)?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).map_err(sock)?;
+    let regs = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&n.regs)
+        .map_err(|e| format!("{}: {e}", n.regs.display()))?;
+    let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+        .map_err(|e| format!("eventfd: {e}"))?;
+    let send = |v: i64, fd: Option<&OwnedFd>| {
+        send_msg(s, v, fd).map_err(|e| format!("sending the set-up to QEMU: {e}"))
+    };
+    send(PROTOCOL_VERSION, None)?;
+    send(0, None)?; // its peer ID
+    send(-1, Some(&OwnedFd::from(regs)))?;
+    send(0, Some(&efd))?; // peer 0's vector 0
+    s.set_nonblocking(true).map_err(sock)?;
+    Ok(Arc::new(efd))
+}
+
+/// One protocol message: `v` (little-endian i64), with `fd` attached.
+fn send_msg(s: &UnixStream, v: i64, fd: Option<&OwnedFd>) -> std::io::Result<()> {
+    let bytes = v.to_le_bytes();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    let fds = fd.map(|f| [f.as_fd()]);
+    if let Some(fds) = &fds {
+        if !anc.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(std::io::Error::other("no room for the descriptor"));
+        }
+    }
+    let sent = sendmsg(s.as_fd(), &[IoSlice::new(&bytes)], &mut anc, SendFlags::NOSIGNAL)?;
+    if sent != bytes.len() {
+        return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"));
+    }
+    Ok(())
+}
