@@ -3,26 +3,17 @@
 //! `mtime` (10 MHz).
 
 use core::ptr::NonNull;
-use volatile::access::ReadOnly;
 use volatile::VolatilePtr;
 
 /// `msip` of hart 0: writing 1 raises its machine software interrupt,
 /// 0 clears it. The register device's MSI-X message writes 1 here
 /// (`pci::enable_doorbell`).
 pub const MSIP: usize = 0x0200_0000;
-/// `mtime`, free-running at `MTIME_HZ`.
-const MTIME: usize = 0x0200_BFF8;
 /// `mtimecmp` of hart 0.
 const MTIMECMP: usize = 0x0200_4000;
 pub const MTIME_HZ: u64 = 10_000_000;
 /// The sifive_test device qemu-exit writes to.
 pub const SIFIVE_TEST: u64 = 0x10_0000;
-
-fn mtime_reg() -> VolatilePtr<'static, u64, ReadOnly> {
-    // SAFETY: MTIME is the CLINT's memory-mapped timer register on QEMU
-    // virt: always mapped, 8-aligned, only read here.
-    unsafe { VolatilePtr::new_read_only(NonNull::new_unchecked(MTIME as *mut u64)) }
-}
 
 fn mtimecmp_reg() -> VolatilePtr<'static, u64> {
     // SAFETY: MTIMECMP is hart 0's CLINT compare register: always mapped,
@@ -36,8 +27,11 @@ fn msip_reg() -> VolatilePtr<'static, u32> {
     unsafe { VolatilePtr::new(NonNull::new_unchecked(MSIP as *mut u32)) }
 }
 
+/// `mtime`, through the `time` CSR: QEMU answers it from the CLINT's
+/// clock in the CPU's own thread, where a load of the register is an
+/// access to a device, under QEMU's global lock.
 pub fn mtime() -> u64 {
-    mtime_reg().read()
+    riscv::register::time::read64()
 }
 
 /// Wait for an interrupt: the software interrupt (the device's doorbell)

@@ -79,18 +79,21 @@ impl SramHw {
     }
 }
 
+/// Where the register page and the port windows end: everything from
+/// here on is RAM (most of what the MCP copies: its caches, records,
+/// buffers).
+const FILES_END: usize = map::PORTS as usize + NUM_PORTS * map::PORT_WINDOW as usize;
+
 /// The end of the run of SRAM offsets from `off` (below `end`) that lie
 /// in one place: RAM, or one of the files (the register page, the port
 /// windows), whose edges are the runs' edges.
 fn run_end(off: usize, end: usize) -> usize {
     const REGS: usize = map::REGS as usize;
-    const PORTS: usize = map::PORTS as usize;
-    const EDGES: [usize; 4] = [
-        REGS,
-        REGS + map::REGS_SIZE as usize,
-        PORTS,
-        PORTS + NUM_PORTS * map::PORT_WINDOW as usize,
-    ];
+    const EDGES: [usize; 4] =
+        [REGS, REGS + map::REGS_SIZE as usize, map::PORTS as usize, FILES_END];
+    if off >= FILES_END {
+        return end;
+    }
     let mut e = end;
     for x in EDGES {
         if x > off && x < e {

@@ -64,12 +64,26 @@ fn main() -> ! {
     let mut window = POLL_START;
     let mut sleep = MIN_SLEEP;
     let mut wait = 0u32;
+    // After an idle pass (with the doorbell): the device's counters as
+    // they were before it, and the mtime of the MCP's next timer. Until
+    // one of them moves or the timer falls due, a pass would be idle too:
+    // the CPU watches those four words instead of running one.
+    let mut quiet: Option<([u32; 4], u64)> = None;
     loop {
         let now = clint::mtime();
-        if poll(mcp, &mut hw) {
-            last_work = now;
-            sleep = MIN_SLEEP;
-            continue;
+        match quiet {
+            Some((seen, due)) if news(&hw) == seen && now < due => {}
+            _ => {
+                let seen = news(&hw);
+                if poll(mcp, &mut hw) {
+                    last_work = now;
+                    sleep = MIN_SLEEP;
+                    quiet = None;
+                    continue;
+                }
+                let due = until(mcp, &hw, now).map_or(u64::MAX, |t| now + t);
+                quiet = doorbell.then_some((seen, due));
+            }
         }
         let idle = now.wrapping_sub(last_work);
         if doorbell && idle < window {
@@ -78,26 +92,26 @@ fn main() -> ! {
         if !guard::intact() {
             stack_overflow(&mut hw);
         }
-        if !doorbell {
-            // Timer naps: a doorbell is seen at the next wake.
+        let Some((seen, due)) = quiet else {
+            // No doorbell: timer naps; news is seen at the next wake.
             if idle < SHORT_NAPS {
                 sleep = MIN_SLEEP;
             }
-            clint::wait(false, Some(now + sleep.min(until(mcp, &hw, now).unwrap_or(u64::MAX))));
+            let due = until(mcp, &hw, now).unwrap_or(u64::MAX);
+            clint::wait(false, Some(now + sleep.min(due)));
             sleep = (sleep * 2).min(MAX_SLEEP);
             continue;
-        }
+        };
         // Tell the device we are about to wait (odd), then look once
-        // more: whatever it completes or sees from now on raises the
-        // doorbell, and what it did before this poll, the poll finds.
+        // more: whatever it does or sees from now on raises the doorbell,
+        // and what it did before, the counters show.
         wait = wait.wrapping_add(1);
         hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        let again = poll(mcp, &mut hw);
         let from = clint::mtime();
+        let again = news(&hw) != seen;
         if !again {
-            let at = until(mcp, &hw, from).map(|t| from + t);
-            clint::wait(true, at);
+            clint::wait(true, (due != u64::MAX).then_some(due));
         }
         wait = wait.wrapping_add(1);
         hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
@@ -111,6 +125,14 @@ fn main() -> ! {
             (window / 2).max(POLL_START)
         };
     }
+}
+
+/// What the device did and saw: the engines' completion counters and its
+/// count of host writes (`regs::HOST_WRITES`). A pass after which none of
+/// them moved, and no timer fell due, finds nothing new.
+fn news(hw: &hw::SramHw) -> [u32; 4] {
+    use nic_abi::regs::*;
+    [HDMA_DONE, TXDMA_DONE, RXDONE_PROD, HOST_WRITES].map(|r| hw.reg(r))
 }
 
 /// One pass of the MCP; true if it did something.

@@ -408,16 +408,18 @@ impl Mcp {
     fn check_ports(&mut self, hw: &mut impl Hw, w: &mut Work) {
         use nic_abi::port::*;
         for p in 0..NUM_PORTS {
-            let want = hw.load_u32(port_reg(p, STATE)) == STATE_OPEN;
-            let gen = hw.load_u32(port_reg(p, GENERATION));
             let cur = self.shared.ports[p];
-            if want && (!cur.open || cur.generation != gen) {
-                if cur.open {
-                    self.close_port(hw, p);
+            if hw.load_u32(port_reg(p, STATE)) == STATE_OPEN {
+                // A port that stays closed needs no second word.
+                let gen = hw.load_u32(port_reg(p, GENERATION));
+                if !cur.open || cur.generation != gen {
+                    if cur.open {
+                        self.close_port(hw, p);
+                    }
+                    self.open_port(hw, p, gen);
+                    w.events += 1;
                 }
-                self.open_port(hw, p, gen);
-                w.events += 1;
-            } else if !want && cur.open {
+            } else if cur.open {
                 self.close_port(hw, p);
                 w.events += 1;
             }

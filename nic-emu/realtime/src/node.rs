@@ -215,6 +215,10 @@ impl NodeRt {
         let bell = self.doorbell();
         if bell != self.last_doorbell {
             self.last_doorbell = bell;
+            if self.irq.is_some() {
+                let at = reg(regs::HOST_WRITES) as u64;
+                self.eng.mem.sram.fetch_add_u32(at, 1);
+            }
             s.progress = true;
         }
         if self.down {

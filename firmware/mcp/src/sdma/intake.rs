@@ -35,6 +35,12 @@ impl Sdma {
         let mut budget = INTAKE_BUDGET;
         for k in 0..NUM_PORTS {
             let p = (self.port_rr as usize + k) % NUM_PORTS;
+            // A closed port is passed over before anything is set up for
+            // taking from its ring (the compiler hoists that set-up out
+            // of the loop below, to here).
+            if !cx.is_open(p) {
+                continue;
+            }
             while budget > 0 && cx.is_open(p) {
                 match self.intake_one(cx, hw, p, w) {
                     Taken::Nothing => break,
