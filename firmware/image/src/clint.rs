@@ -53,6 +53,8 @@ pub fn wait(doorbell: bool, until: Option<u64>) {
         unsafe { mie::set_msoft() };
     }
     riscv::asm::wfi();
+    #[cfg(feature = "poll-stats")]
+    crate::poll_stats::woke(riscv::register::mip::read().bits());
     msip_reg().write(0);
     mtimecmp_reg().write(u64::MAX);
     // SAFETY: masking the sources again.

@@ -161,6 +161,22 @@ pub mod poll_stats {
     #[no_mangle]
     pub static mut POLL_HIST: [[u32; 128]; 2] = [[0; 128]; 2];
 
+    /// Waits ended by: the software interrupt (the doorbell), the
+    /// timer, both, neither.
+    #[no_mangle]
+    pub static mut WAKES: [u64; 4] = [0; 4];
+
+    pub fn woke(mip: usize) {
+        let i = match (mip & 1 << 3 != 0, mip & 1 << 7 != 0) {
+            (true, false) => 0,
+            (false, true) => 1,
+            (true, true) => 2,
+            _ => 3,
+        };
+        // SAFETY: one hart, no interrupt handlers: the only access.
+        unsafe { (*core::ptr::addr_of_mut!(WAKES))[i] += 1 };
+    }
+
     pub fn record(busy: bool, n: u64) {
         // SAFETY: one hart, no interrupt handlers: the only access.
         let s = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_STATS))[busy as usize] };

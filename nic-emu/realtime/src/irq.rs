@@ -41,6 +41,30 @@ use nic_cluster_dir::ClusterDir;
 
 use super::{Ctx, RtError};
 
+/// What the server needs of the device process (`Ctx`; a test's own).
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The cluster is stopping.
+    fn stopping(&self) -> bool;
+    /// The pid of node `node`'s running QEMU (0: none).
+    fn qemu_pid(&self, node: usize) -> u32;
+    /// Something for the cluster's log.
+    fn note(&self, msg: String);
+}
+
+impl Host for Ctx {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn qemu_pid(&self, node: usize) -> u32 {
+        self.qemu_pids.get(node).map_or(0, |p| p.load(Ordering::Relaxed))
+    }
+
+    fn note(&self, msg: String) {
+        Ctx::note(self, msg)
+    }
+}
+
 /// The node's socket file (in its node directory).
 pub const IRQ_SOCKET: &str = "irq.sock";
 
@@ -119,27 +143,33 @@ impl IrqServer {
         dir: &ClusterDir,
         lines: &[Arc<IrqLine>],
     ) -> Result<IrqServer, RtError> {
-        let mut nodes = Vec::with_capacity(lines.len());
-        for (node, line) in lines.iter().enumerate() {
-            let p = socket_path(dir, node as u32);
+        let nodes = lines
+            .iter()
+            .enumerate()
+            .map(|(n, l)| (socket_path(dir, n as u32), dir.regs_path(n as u32), l.clone()))
+            .collect();
+        IrqServer::serve_at(ctx, nodes)
+    }
+
+    /// Serve node i at `nodes[i]`: (socket, register file, its line).
+    fn serve_at<H: Host>(
+        host: Arc<H>,
+        nodes: Vec<(PathBuf, PathBuf, Arc<IrqLine>)>,
+    ) -> Result<IrqServer, RtError> {
+        let mut served = Vec::with_capacity(nodes.len());
+        for (node, (p, regs, line)) in nodes.into_iter().enumerate() {
             let _ = std::fs::remove_file(&p);
             let io = |err| RtError::Io { what: format!("interrupt socket {}", p.display()), err };
             let listener = UnixListener::bind(&p).map_err(io)?;
             listener.set_nonblocking(true).map_err(io)?;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-            nodes.push(NodeIrq {
-                node,
-                listener,
-                regs: dir.regs_path(node as u32),
-                line: line.clone(),
-                conn: None,
-            });
+            served.push(NodeIrq { node, listener, regs, line, conn: None });
         }
         let counters = Arc::new(IrqCounters::default());
         let c = counters.clone();
         let thread = std::thread::Builder::new()
             .name("nic-rt-irq".into())
-            .spawn(move || serve(ctx, nodes, c))
+            .spawn(move || serve(&*host, served, &c))
             .map_err(|err| RtError::Io { what: "starting the interrupt thread".into(), err })?;
         Ok(IrqServer { counters, thread: Some(thread) })
     }
@@ -152,10 +182,10 @@ impl IrqServer {
     }
 }
 
-fn serve(ctx: Arc<Ctx>, mut nodes: Vec<NodeIrq>, counters: Arc<IrqCounters>) {
+fn serve<H: Host>(ctx: &H, mut nodes: Vec<NodeIrq>, counters: &IrqCounters) {
     let uid = rustix::process::geteuid().as_raw();
     let timeout = Timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as i64 };
-    while !ctx.stop.load(Ordering::Relaxed) {
+    while !ctx.stopping() {
         // Listeners first, then the open connections (a readable one has
         // sent something or hung up).
         let (accept, hangup) = {
@@ -200,7 +230,7 @@ fn serve(ctx: Arc<Ctx>, mut nodes: Vec<NodeIrq>, counters: Arc<IrqCounters>) {
                     continue;
                 }
             };
-            match welcome(&ctx, n, &s, uid) {
+            match welcome(ctx, n, &s, uid) {
                 Ok(fd) => {
                     n.line.set(Some(fd));
                     n.conn = Some(s);
@@ -217,7 +247,12 @@ fn serve(ctx: Arc<Ctx>, mut nodes: Vec<NodeIrq>, counters: Arc<IrqCounters>) {
 
 /// Check the peer and send it the set-up; the eventfd its interrupt is
 /// raised by.
-fn welcome(ctx: &Ctx, n: &NodeIrq, s: &UnixStream, uid: u32) -> Result<Arc<OwnedFd>, String> {
+fn welcome<H: Host>(
+    ctx: &H,
+    n: &NodeIrq,
+    s: &UnixStream,
+    uid: u32,
+) -> Result<Arc<OwnedFd>, String> {
     let cred = rustix::net::sockopt::socket_peercred(s)
         .map_err(|e| format!("cannot tell the peer: {e}"))?;
     let (peer_uid, pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get() as u32);
@@ -225,8 +260,8 @@ fn welcome(ctx: &Ctx, n: &NodeIrq, s: &UnixStream, uid: u32) -> Result<Arc<Owned
         return Err(format!("refused a process of uid {peer_uid}"));
     }
     let t = Instant::now();
-    while ctx.qemu_pids[n.node].load(Ordering::Relaxed) != pid {
-        if t.elapsed() > PID_GRACE || ctx.stop.load(Ordering::Relaxed) {
+    while ctx.qemu_pid(n.node) != pid {
+        if t.elapsed() > PID_GRACE || ctx.stopping() {
             return Err(format!("refused process {pid}: not the node's QEMU"));
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -268,4 +303,141 @@ fn send_msg(s: &UnixStream, v: i64, fd: Option<&OwnedFd>) -> std::io::Result<()>
         return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    use std::io::{IoSliceMut, Write};
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+
+    #[derive(Default)]
+    struct TestHost {
+        stop: AtomicBool,
+        pid: AtomicU32,
+        notes: Mutex<Vec<String>>,
+    }
+
+    impl Host for TestHost {
+        fn stopping(&self) -> bool {
+            self.stop.load(Ordering::Relaxed)
+        }
+        fn qemu_pid(&self, _node: usize) -> u32 {
+            self.pid.load(Ordering::Relaxed)
+        }
+        fn note(&self, msg: String) {
+            self.notes.lock().unwrap().push(msg);
+        }
+    }
+
+    struct Setup {
+        dir: PathBuf,
+        sock: PathBuf,
+        host: Arc<TestHost>,
+        line: Arc<IrqLine>,
+        server: IrqServer,
+    }
+
+    impl Drop for Setup {
+        fn drop(&mut self) {
+            self.host.stop.store(true, Ordering::Relaxed);
+            self.server.join();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn setup(name: &str, pid: u32) -> Setup {
+        let dir = std::env::temp_dir().join(format!("irq-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (sock, regs) = (dir.join(IRQ_SOCKET), dir.join("regs"));
+        std::fs::write(&regs, vec![0u8; 4096]).unwrap();
+        let host = Arc::new(TestHost { pid: AtomicU32::new(pid), ..Default::default() });
+        let line = Arc::new(IrqLine::default());
+        let server =
+            IrqServer::serve_at(host.clone(), vec![(sock.clone(), regs, line.clone())]).unwrap();
+        Setup { dir, sock, host, line, server }
+    }
+
+    /// One protocol message (a little-endian i64) and its descriptor;
+    /// None at the end of the stream.
+    fn recv_msg(s: &UnixStream) -> Option<(i64, Option<OwnedFd>)> {
+        let mut b = [0u8; 8];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut anc = RecvAncillaryBuffer::new(&mut space);
+        let m = recvmsg(s.as_fd(), &mut [IoSliceMut::new(&mut b)], &mut anc, RecvFlags::empty())
+            .unwrap();
+        if m.bytes == 0 {
+            return None;
+        }
+        assert_eq!(m.bytes, 8, "one whole message per read");
+        let fd = anc.drain().find_map(|m| match m {
+            RecvAncillaryMessage::ScmRights(mut it) => it.next(),
+            _ => None,
+        });
+        Some((i64::from_le_bytes(b), fd))
+    }
+
+    fn wait_for(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Take the set-up as QEMU does; the eventfd of vector 0.
+    fn take_setup(s: &UnixStream) -> OwnedFd {
+        let (v, fd) = recv_msg(s).unwrap();
+        assert_eq!((v, fd.is_none()), (0, true), "the protocol version first, no descriptor");
+        let (id, fd) = recv_msg(s).unwrap();
+        assert_eq!((id, fd.is_none()), (0, true), "then the peer ID");
+        let (m, shm) = recv_msg(s).unwrap();
+        assert_eq!(m, -1, "then the shared memory");
+        let size = rustix::fs::fstat(shm.expect("the register file")).unwrap().st_size;
+        assert_eq!(size, 4096, "the node's register file");
+        let (id, efd) = recv_msg(s).unwrap();
+        assert_eq!(id, 0, "then vector 0 of peer 0");
+        efd.expect("an eventfd")
+    }
+
+    #[test]
+    fn the_nodes_guest_gets_its_registers_and_an_eventfd_that_raise_signals() {
+        let t = setup("guest", std::process::id());
+        t.line.raise(); // nobody connected yet: nothing to signal
+        assert_eq!(t.line.raised.load(Ordering::Relaxed), 0);
+        let s = UnixStream::connect(&t.sock).unwrap();
+        let efd = take_setup(&s);
+        wait_for("the guest's line", || t.server.counters.connected.load(Ordering::Relaxed) == 1);
+        t.line.raise();
+        t.line.raise();
+        let mut b = [0u8; 8];
+        assert_eq!(rustix::io::read(&efd, &mut b).unwrap(), 8);
+        assert_eq!(u64::from_ne_bytes(b), 2, "both raises reach the guest's eventfd");
+        assert_eq!(t.line.raised.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn another_process_is_refused_and_a_guest_that_talks_is_dropped_without_harm() {
+        // Not the node's QEMU (its pid is someone else's): refused after
+        // the grace period, nothing sent.
+        let t = setup("refuse", 1);
+        let s = UnixStream::connect(&t.sock).unwrap();
+        assert!(recv_msg(&s).is_none(), "a stranger is sent nothing");
+        assert_eq!(t.server.counters.refused.load(Ordering::Relaxed), 1);
+        assert!(t.host.notes.lock().unwrap()[0].contains("not the node's QEMU"));
+        // The guest: served; then it sends bytes the protocol has none
+        // of: its connection goes, the server serves the next guest.
+        t.host.pid.store(std::process::id(), Ordering::Relaxed);
+        let mut s = UnixStream::connect(&t.sock).unwrap();
+        take_setup(&s);
+        s.write_all(b"garbage!").unwrap();
+        wait_for("the drop", || t.server.counters.dropped.load(Ordering::Relaxed) == 1);
+        let s = UnixStream::connect(&t.sock).unwrap();
+        let efd = take_setup(&s);
+        wait_for("the new guest", || t.server.counters.connected.load(Ordering::Relaxed) == 2);
+        t.line.raise();
+        let mut b = [0u8; 8];
+        assert_eq!(rustix::io::read(&efd, &mut b).unwrap(), 8, "the new guest's line is live");
+    }
 }
