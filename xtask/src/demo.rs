@@ -171,6 +171,19 @@ fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
             Err(e) => failed = failed.or(Some(e)),
         }
     }
+    if qemu && failed.is_none() {
+        // What a NIC with nothing to do costs its host: node 0's QEMU,
+        // once it has settled after the traffic above.
+        match rt::idle_cpu(&c, 0) {
+            Ok(idle) => rows.push((
+                "idle NIC".into(),
+                "0".into(),
+                "none, 2 s".into(),
+                format!("{:.1} ms of CPU per wall second (its QEMU)", idle * 1000.0),
+            )),
+            Err(e) => failed = Some(e),
+        }
+    }
     let stopped = stop.load(std::sync::atomic::Ordering::Relaxed);
     c.stop().map_err(|e| e.to_string())?;
     println!();

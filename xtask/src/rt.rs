@@ -60,6 +60,18 @@ pub fn start(cfg: RtConfig) -> crate::Result<RtCluster> {
     Ok(c)
 }
 
+/// The CPU time node `node`'s QEMU uses per wall second while its NIC
+/// is idle: after 500 ms to settle, over 2 s.
+pub fn idle_cpu(c: &RtCluster, node: usize) -> crate::Result<f64> {
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = c.qemu_pid(node).ok_or("no QEMU pid")?;
+    let c0 = qemu::process_cpu_seconds(pid).ok_or("cannot read QEMU's CPU time")?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let c1 = qemu::process_cpu_seconds(pid).ok_or("cannot read QEMU's CPU time")?;
+    Ok((c1 - c0) / t0.elapsed().as_secs_f64())
+}
+
 /// Print where the cluster's files are: its directory, manifest, each
 /// node's files and the bandwidth manager's socket.
 pub fn print_where(c: &RtCluster) {

@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// the others with their `--cpus` (a NIC with a processor of its own).
     #[arg(long)]
     pub cpus: Option<host_driver::affinity::CpuList>,
+    /// qemu: CPUs the QEMU guests (the NICs' processors) run on.
+    #[arg(long)]
+    pub guest_cpus: Option<host_driver::affinity::CpuList>,
     /// Let programs of this user (a uid) use the cluster too, through
     /// each node's control socket only (repeatable; docs/design/protection.md).
     #[arg(long = "allow-uid", value_name = "UID")]
@@ -67,9 +70,11 @@ pub fn nic_cluster_args(a: &RunArgs, backend: ClusterBackend, image: Option<&Pat
         backend.as_str().into(),
     ];
     v.extend(a.cluster.args());
-    if let Some(cpus) = &a.cpus {
-        let list: Vec<String> = cpus.0.iter().map(usize::to_string).collect();
-        v.push(format!("--cpus={}", list.join(",")));
+    for (flag, cpus) in [("cpus", &a.cpus), ("guest-cpus", &a.guest_cpus)] {
+        if let Some(cpus) = cpus {
+            let list: Vec<String> = cpus.0.iter().map(usize::to_string).collect();
+            v.push(format!("--{flag}={}", list.join(",")));
+        }
     }
     for uid in &a.allow_uid {
         v.push(format!("--allow-uid={uid}"));
@@ -274,6 +279,14 @@ mod tests {
                 "--foreground",
             ]
         );
+    }
+
+    #[test]
+    fn the_guests_cpus_are_handed_on_beside_the_device_threads() {
+        let a = parse(&["--backend", "qemu", "--cpus", "0", "--guest-cpus", "1"]);
+        let args = nic_cluster_args(&a, ClusterBackend::Qemu, None);
+        assert!(args.contains(&"--cpus=0".to_string()), "{args:?}");
+        assert!(args.contains(&"--guest-cpus=1".to_string()), "{args:?}");
     }
 
     #[test]

@@ -34,10 +34,23 @@ pub fn mtime() -> u64 {
     riscv::register::time::read64()
 }
 
+/// Clear a software interrupt left pending by the last doorbell. Before
+/// the CPU says it waits (`regs::IRQ_WAIT`): a doorbell after that must
+/// stay pending and end the WFI. Done then rather than at the wake, where
+/// it would delay the pass that follows: a CLINT store takes QEMU's
+/// global lock.
+pub fn clear_doorbell() {
+    if riscv::register::mip::read().msoft() {
+        msip_reg().write(0);
+    }
+}
+
 /// Wait for an interrupt: the software interrupt (the device's doorbell)
 /// if `doorbell`, the timer at mtime `until` if given. Interrupts stay
 /// globally disabled: a pending source only ends the WFI, no trap is
-/// taken. Returns with the software interrupt cleared and the timer off.
+/// taken. Returns with both sources masked; a doorbell stays pending
+/// (`clear_doorbell`), and so may the timer, masked until the next wait
+/// with a deadline writes the compare register again.
 pub fn wait(doorbell: bool, until: Option<u64>) {
     use riscv::register::mie;
     if let Some(at) = until {
@@ -55,8 +68,6 @@ pub fn wait(doorbell: bool, until: Option<u64>) {
     riscv::asm::wfi();
     #[cfg(feature = "poll-stats")]
     crate::poll_stats::woke(riscv::register::mip::read().bits());
-    msip_reg().write(0);
-    mtimecmp_reg().write(u64::MAX);
     // SAFETY: masking the sources again.
     unsafe {
         mie::clear_mtimer();

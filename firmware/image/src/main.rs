@@ -27,10 +27,14 @@ pub static mut MCP: Mcp = Mcp::new();
 /// for an interrupt, in CLINT ticks (10 MHz): adapted between these
 /// bounds, as a guest's halt-polling is. A wait that ended sooner than
 /// `POLL_MAX` would have been caught by polling longer: the window
-/// doubles (from `POLL_START`); a longer wait halves it. A ping-pong then
-/// polls through its round trips, an idle NIC waits at once.
-const POLL_START: u64 = 100; // 10 us
-const POLL_MAX: u64 = 2_000; // 200 us
+/// doubles (from `POLL_START`); a longer wait halves it. Polling catches a
+/// DMA completion or a host's quick answer without the interrupt's two
+/// thread hand-offs in QEMU (about 25 us); a longer window costs more than
+/// it saves on a small machine, where a polling guest keeps the other
+/// NICs' guests and the device thread off its core (windows up to 100 or
+/// 200 us: 1.6 and 2.9 times the one-way latency; docs/design/performance.md).
+const POLL_START: u64 = 50; // 5 us
+const POLL_MAX: u64 = 300; // 30 us
 /// Without the doorbell (an `ivshmem-plain` register page): naps on the
 /// timer instead, of 20 us for `SHORT_NAPS` (10 ms) after the last work,
 /// then doubling up to 1 ms, so a doorbell is seen at the next wake.
@@ -105,6 +109,7 @@ fn main() -> ! {
         // Tell the device we are about to wait (odd), then look once
         // more: whatever it does or sees from now on raises the doorbell,
         // and what it did before, the counters show.
+        clint::clear_doorbell();
         wait = wait.wrapping_add(1);
         hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);

@@ -119,8 +119,14 @@ pub struct RtConfig {
     /// CPUs the worker threads run on (empty: wherever the OS puts them).
     /// One core for the device threads and the rest for the host
     /// programs (their `--cpus`) is the real thing's layout: the NIC has
-    /// a processor of its own. QEMU processes are not pinned.
+    /// a processor of its own.
     pub cpus: Vec<usize>,
+    /// qemu: CPUs the guests run on, through util-linux's taskset (empty:
+    /// wherever the OS puts them). Under QEMU the NIC's processor is its
+    /// guest: on a small machine a core of the guests' own, the device
+    /// threads beside the host programs, answers fastest
+    /// (docs/design/performance.md).
+    pub guest_cpus: Vec<usize>,
     pub backoff: Backoff,
     /// qemu: start this node's guest halted (`-S`) with a gdbstub on
     /// `gdb_port` (`-gdb tcp:127.0.0.1:PORT`).
@@ -164,6 +170,7 @@ impl RtConfig {
             send_timeout_us: None,
             threads: 1,
             cpus: Vec::new(),
+            guest_cpus: Vec::new(),
             backoff: Backoff::default(),
             halted_node: None,
             boot_timeout: Duration::from_secs(30),
@@ -370,6 +377,11 @@ impl RtCluster {
         let qemu = cfg.backend == ClusterBackend::Qemu;
         host_driver::affinity::check_available(&cfg.cpus)
             .map_err(|e| RtError::Config(format!("cpus: {e}")))?;
+        host_driver::affinity::check_available(&cfg.guest_cpus)
+            .map_err(|e| RtError::Config(format!("guest_cpus: {e}")))?;
+        if !qemu && !cfg.guest_cpus.is_empty() {
+            return Err(RtError::Config("guest_cpus: only a qemu cluster has guests".into()));
+        }
         let sram_size = cfg.effective_sram_size();
         if sram_size < map::SRAM_MIN as u64 || sram_size > u32::MAX as u64 {
             return Err(RtError::Config(format!(
@@ -410,9 +422,20 @@ impl RtCluster {
                 RtError::Config("image: the qemu backend needs a firmware image (ELF)".into())
             })?;
             qemu::check_riscv_elf(image).map_err(RtError::Config)?;
+            let pin = match (cfg.guest_cpus.is_empty(), qemu::find_program("taskset")) {
+                (true, _) => None,
+                (false, Some(ts)) => Some((ts, cfg.guest_cpus.clone())),
+                (false, None) => {
+                    return Err(RtError::MissingProgram {
+                        program: "taskset".into(),
+                        needed_for: "pinning the QEMU guests (guest_cpus)".into(),
+                    })
+                }
+            };
             Some(qemu::QemuSpec {
                 program,
                 setpriv: qemu::find_program("setpriv"),
+                pin,
                 sram_size,
                 extra_args: cfg.qemu_args.clone(),
             })

@@ -241,6 +241,9 @@ pub(crate) struct QemuSpec {
     pub program: PathBuf,
     /// util-linux setpriv, if found (for --pdeathsig).
     pub setpriv: Option<PathBuf>,
+    /// util-linux taskset and the CPUs to run the guests on, if any were
+    /// asked for (`RtConfig::guest_cpus`).
+    pub pin: Option<(PathBuf, Vec<usize>)>,
     pub sram_size: u64,
     pub extra_args: Vec<String>,
 }
@@ -255,10 +258,24 @@ impl QemuSpec {
         gdb_port: Option<u16>,
         halted: bool,
     ) -> Command {
-        let mut c = match &self.setpriv {
-            Some(sp) => {
-                let mut c = Command::new(sp);
-                c.arg("--pdeathsig").arg("KILL").arg("--").arg(&self.program);
+        // [setpriv --pdeathsig KILL --] [taskset -c CPUS] qemu ...
+        let mut prefix: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(sp) = &self.setpriv {
+            prefix.extend([
+                sp.as_os_str().into(),
+                "--pdeathsig".into(),
+                "KILL".into(),
+                "--".into(),
+            ]);
+        }
+        if let Some((ts, cpus)) = &self.pin {
+            let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            prefix.extend([ts.as_os_str().into(), "-c".into(), list.join(",").into()]);
+        }
+        let mut c = match prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&self.program);
                 c
             }
             None => Command::new(&self.program),

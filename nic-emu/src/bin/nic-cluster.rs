@@ -120,6 +120,12 @@ struct RunArgs {
     /// processor of its own.
     #[arg(long)]
     cpus: Option<host_driver::affinity::CpuList>,
+    /// qemu: CPUs the QEMU guests (the NICs' processors) run on (`0`,
+    /// `2-3`; default: anywhere). On a small machine a core of their own,
+    /// with the device threads and host programs on the others, answers
+    /// fastest.
+    #[arg(long)]
+    guest_cpus: Option<host_driver::affinity::CpuList>,
     /// fast (as fast as possible) or link (paced at the link bandwidth).
     #[arg(long, default_value = "fast")]
     pacing: Pacing,
@@ -185,6 +191,7 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     c.image = a.image.clone();
     c.threads = a.threads;
     c.cpus = a.cpus.clone().map(|c| c.0).unwrap_or_default();
+    c.guest_cpus = a.guest_cpus.clone().map(|c| c.0).unwrap_or_default();
     c.pacing = a.pacing;
     c.faults = Faults { drop: a.opts.drop, corrupt: a.opts.corrupt, duplicate: a.opts.duplicate };
     c.seed = a.opts.seed;
