@@ -154,13 +154,41 @@ fn an_image_that_is_not_a_riscv_elf_is_refused() {
 fn an_idle_qemu_nic_sleeps_instead_of_spinning() {
     let c = rt::qemu_cluster("idle", 1);
     let pid = c.qemu_pid(0).unwrap();
-    // The image spins a while after the last work, then sleeps with WFI.
+    let d = ClusterDir::open_path(c.path()).unwrap();
+    let s = d.map_sram(0).unwrap();
+    let wait = || s.load_u32(reg(regs::IRQ_WAIT) as u64).unwrap();
+    // The image polls a while after the last work, then waits in WFI for
+    // its interrupt; with no timer pending nothing wakes it: the same odd
+    // IRQ_WAIT a second later.
     std::thread::sleep(Duration::from_millis(500));
-    let (c0, t0) = (qemu::process_cpu_seconds(pid).unwrap(), Instant::now());
+    let (w0, c0, t0) = (wait(), qemu::process_cpu_seconds(pid).unwrap(), Instant::now());
     std::thread::sleep(Duration::from_secs(1));
     let used = (qemu::process_cpu_seconds(pid).unwrap() - c0) / t0.elapsed().as_secs_f64();
     eprintln!("idle QEMU NIC: {:.1}% of a core", used * 100.0);
+    assert!(w0 % 2 == 1, "an idle NIC CPU waits for its interrupt (IRQ_WAIT {w0})");
+    assert_eq!(wait(), w0, "nothing woke an idle NIC CPU");
     assert!(used < 0.5, "an idle QEMU NIC used {:.0}% of a core", used * 100.0);
+    // A doorbell wakes it: it looks, finds nothing, and waits again.
+    s.fetch_add_u32(reg(regs::HOST_DOORBELL) as u64, 1);
+    let t = Instant::now();
+    while wait() == w0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the doorbell did not wake the NIC CPU");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    while wait() % 2 == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the NIC CPU did not wait again");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A host write the firmware reads but no doorbell announces wakes it
+    // too: a port set open (with no event queue registered: the firmware
+    // answers by refusing it).
+    use nic_abi::port::{self as pcb, port_reg};
+    s.store_u32(port_reg(3, pcb::STATE) as u64, pcb::STATE_OPEN);
+    let fw_state = || s.load_u32(port_reg(3, pcb::FW_STATE) as u64).unwrap();
+    while fw_state() != pcb::STATE_REFUSED {
+        assert!(t.elapsed() < Duration::from_secs(5), "a port's STATE did not wake the NIC CPU");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Pids of QEMU processes whose command line mentions `dir`.

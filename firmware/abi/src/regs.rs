@@ -122,16 +122,15 @@ pub const LINK_STATE: Reg<u32> = Reg::at(0x030); // dev
 /// at everything once more, then waits; it makes it even when it wakes.
 /// While it is odd the device model raises the CPU's interrupt (once per
 /// value) when it completes a DMA command, stores a received packet or
-/// sees a host write the firmware reads (a doorbell, `EVQ_CONSUMED`, a
-/// port's `STATE`). Only the qemu backend's CPU waits; elsewhere it
-/// stays 0.
+/// sees a host write the firmware reads change (`HOST_WRITES`). Only the
+/// qemu backend's CPU waits; elsewhere it stays 0.
 pub const IRQ_WAIT: Reg<u32> = Reg::at(0x034); // fw
 /// How many times the device model saw a host write the firmware reads
 /// change (dev): one register that moves whenever a port's `DOORBELL`,
-/// `STATE` or `EVQ_CONSUMED`, `HOST_DOORBELL`, the trace switches or
-/// `FLOW_GEN` did, so that a CPU waiting for news can watch one word
-/// instead of every port's. Only the qemu backend's device keeps it; 0
-/// elsewhere.
+/// `STATE`, `EVQ_CONSUMED` or `PT_ADDED`, `HOST_DOORBELL`, the trace
+/// switches or `FLOW_GEN` did, so that a CPU waiting for news can watch
+/// one word instead of every port's. Only the qemu backend's device keeps
+/// it; 0 elsewhere.
 pub const HOST_WRITES: Reg<u32> = Reg::at(0x03C); // dev
 /// How many times this NIC was reset (cfg): the firmware derives its boot
 /// nonce from it, so peers can tell a restarted NIC's streams apart.

@@ -26,6 +26,10 @@ use nic_device::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
 use nic_device::firmware::Work;
 use nic_device::profile::Profile;
 
+/// Host-written words a qemu node's device watches besides the
+/// doorbells (`NodeRt::host_words`).
+const HOST_WORDS: usize = 3 + 3 * NUM_PORTS;
+
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;
 /// A sleeping native MCP is polled at least this often (ns), for host
@@ -88,6 +92,9 @@ pub(crate) struct NodeRt {
     /// The RTC; its origin is the cluster's start (ns on its clock).
     rtc: Rtc,
     last_doorbell: u32,
+    /// Under QEMU: the other host-written words the firmware reads, as
+    /// last seen (`host_words`).
+    last_host: [u32; HOST_WORDS],
     /// The native MCP's last poll found nothing to do and nothing woke it
     /// since: as the sim's NIC CPU, it sleeps until a doorbell, an engine
     /// completion, an arrival or its next timer.
@@ -116,6 +123,7 @@ impl NodeRt {
             down: true,
             rtc: Rtc::new(rtc_hz),
             last_doorbell: 0,
+            last_host: [0; HOST_WORDS],
             asleep: false,
             last_poll: 0,
             deadline_ns: u64::MAX,
@@ -155,6 +163,7 @@ impl NodeRt {
         self.eng.mem.sram.store_u32(reg(regs::IRQ_WAIT) as u64, 0);
         self.raised_for = 0;
         self.last_doorbell = self.doorbell();
+        self.last_host = self.host_words();
         self.asleep = false;
         self.deadline_ns = u64::MAX;
         self.boot(rtc)
@@ -171,25 +180,38 @@ impl NodeRt {
     }
 
     /// The register's doorbell plus every port window's (a host process
-    /// can write only its own window). Under QEMU, also every other word
-    /// a host writes without ringing and the firmware reads: `EVQ_CONSUMED`
-    /// (a full event queue drained), `STATE`, the trace switches and
-    /// `FLOW_GEN`, mixed so that a change of any one shows.
+    /// can write only its own window).
     fn doorbell(&self) -> u32 {
         let sram = &self.eng.mem.sram;
-        let word = |off: u32| sram.load_u32(off as u64).unwrap_or(0);
-        let bells = (0..NUM_PORTS).fold(word(reg(regs::HOST_DOORBELL)), |sum, p| {
-            sum.wrapping_add(word(port_reg(p, pcb::DOORBELL)))
-        });
+        let bell = |off: u32| sram.load_u32(off as u64).unwrap_or(0);
+        (0..NUM_PORTS).fold(bell(reg(regs::HOST_DOORBELL)), |sum, p| {
+            sum.wrapping_add(bell(port_reg(p, pcb::DOORBELL)))
+        })
+    }
+
+    /// Under QEMU, the words besides the doorbells that a host writes
+    /// without ringing and the firmware reads: every port's `STATE`,
+    /// `EVQ_CONSUMED` (a full event queue drained) and `PT_ADDED` (a
+    /// registration, whose first page-table lines the firmware reads
+    /// ahead), the trace switches and `FLOW_GEN`. Compared word by word:
+    /// a change of any one is news.
+    fn host_words(&self) -> [u32; HOST_WORDS] {
+        let mut w = [0; HOST_WORDS];
         if self.irq.is_none() {
-            return bells;
+            return w;
         }
-        let host = [regs::TRACE_ENABLE, regs::FLOW_GEN, regs::DISPATCH_TRACE_ENABLE];
-        let words = host.into_iter().map(|r| word(reg(r))).chain(
-            (0..NUM_PORTS)
-                .flat_map(|p| [pcb::EVQ_CONSUMED, pcb::STATE].map(|off| word(port_reg(p, off)))),
-        );
-        words.fold(bells, |h, w| h.rotate_left(7) ^ w).wrapping_mul(0x9E37_79B1)
+        let sram = &self.eng.mem.sram;
+        let offs = [regs::TRACE_ENABLE, regs::FLOW_GEN, regs::DISPATCH_TRACE_ENABLE]
+            .map(reg)
+            .into_iter()
+            .chain(
+                (0..NUM_PORTS)
+                    .flat_map(|p| [pcb::EVQ_CONSUMED, pcb::STATE].map(|o| port_reg(p, o))),
+            );
+        for (v, off) in w.iter_mut().zip(offs) {
+            *v = sram.load_u32(off as u64).unwrap_or(0);
+        }
+        w
     }
 
     /// Raise the guest's interrupt if it waits and has not been raised
@@ -213,8 +235,10 @@ impl NodeRt {
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         let mut s = Service::default();
         let bell = self.doorbell();
-        if bell != self.last_doorbell {
+        let host = self.host_words();
+        if bell != self.last_doorbell || host != self.last_host {
             self.last_doorbell = bell;
+            self.last_host = host;
             if self.irq.is_some() {
                 let at = reg(regs::HOST_WRITES) as u64;
                 self.eng.mem.sram.fetch_add_u32(at, 1);
