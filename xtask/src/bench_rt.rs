@@ -21,7 +21,10 @@ const BENCH_NOTES: &str = "\
 (Live figures: the median of 5 runs. Every message is content-checked. memcpy: the stream's
  bytes, 5000 messages of 64 KiB, each from and to a place of its own; the hot copy is for
  reference. Host processes wait adaptively: on 2 cores or fewer they yield at once, else spin
- 20 us first. qemu latency is bound by the guest's naps (WFI, 20 us while busy) and TCG.
+ 20 us first. qemu latency is bound by TCG (about 9 us per busy MCP pass, three on a one-way's
+ path) and by waking a waiting guest (its interrupt: two thread hand-offs in QEMU, 16-31 us);
+ a polling guest does not yield its core, hence the layout with the NIC CPUs on a core of
+ their own (the median of 5 runs each; an idle qemu NIC waits for its interrupt).
  Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
  that core is fully busy, the hosts' partly idle). Per 4 KiB packet it copies host memory to
  SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory (about 60% of its time, the
