@@ -30,6 +30,23 @@ use nic_device::profile::Profile;
 /// doorbells (`NodeRt::host_words`).
 const HOST_WORDS: usize = 3 + 3 * NUM_PORTS;
 
+/// Their SRAM offsets: the trace switches and `FLOW_GEN`, then each port's
+/// `EVQ_CONSUMED`, `STATE` and `PT_ADDED`.
+const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
+    let mut w = [0; HOST_WORDS];
+    w[0] = reg(regs::TRACE_ENABLE);
+    w[1] = reg(regs::FLOW_GEN);
+    w[2] = reg(regs::DISPATCH_TRACE_ENABLE);
+    let mut p = 0;
+    while p < NUM_PORTS {
+        w[3 + 3 * p] = port_reg(p, pcb::EVQ_CONSUMED);
+        w[4 + 3 * p] = port_reg(p, pcb::STATE);
+        w[5 + 3 * p] = port_reg(p, pcb::PT_ADDED);
+        p += 1;
+    }
+    w
+};
+
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;
 /// A sleeping native MCP is polled at least this often (ns), for host
@@ -196,22 +213,7 @@ impl NodeRt {
     /// ahead), the trace switches and `FLOW_GEN`. Compared word by word:
     /// a change of any one is news.
     fn host_words(&self) -> [u32; HOST_WORDS] {
-        let mut w = [0; HOST_WORDS];
-        if self.irq.is_none() {
-            return w;
-        }
-        let sram = &self.eng.mem.sram;
-        let offs = [regs::TRACE_ENABLE, regs::FLOW_GEN, regs::DISPATCH_TRACE_ENABLE]
-            .map(reg)
-            .into_iter()
-            .chain(
-                (0..NUM_PORTS)
-                    .flat_map(|p| [pcb::EVQ_CONSUMED, pcb::STATE].map(|o| port_reg(p, o))),
-            );
-        for (v, off) in w.iter_mut().zip(offs) {
-            *v = sram.load_u32(off as u64).unwrap_or(0);
-        }
-        w
+        HOST_WORD_OFFSETS.map(|off| self.eng.mem.sram.load_u32(off as u64).unwrap_or(0))
     }
 
     /// Raise the guest's interrupt if it waits and has not been raised
@@ -235,15 +237,20 @@ impl NodeRt {
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         let mut s = Service::default();
         let bell = self.doorbell();
-        let host = self.host_words();
-        if bell != self.last_doorbell || host != self.last_host {
+        if bell != self.last_doorbell {
             self.last_doorbell = bell;
-            self.last_host = host;
-            if self.irq.is_some() {
+            s.progress = true;
+        }
+        if self.irq.is_some() {
+            // Under QEMU: the other host writes too, counted for the
+            // guest's one-word watch.
+            let host = self.host_words();
+            if s.progress || host != self.last_host {
+                self.last_host = host;
                 let at = reg(regs::HOST_WRITES) as u64;
                 self.eng.mem.sram.fetch_add_u32(at, 1);
+                s.progress = true;
             }
-            s.progress = true;
         }
         if self.down {
             // Under QEMU the guest says when it is up.
