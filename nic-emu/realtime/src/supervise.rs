@@ -92,6 +92,13 @@ impl Supervisor {
         let n = self.srams.len();
         let mut children: Vec<Option<Child>> = (0..n).map(|_| None).collect();
         if let Some(spec) = &self.qemu {
+            // The guests inherit this thread's timer slack: 1 ns, so that
+            // a guest's timer (the MCP's next deadline, a paced packet)
+            // ends its wait when it falls due, not up to the default
+            // 50 us later (QEMU's main loop sleeps in ppoll until then).
+            if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)) {
+                self.ctx.note(format!("cannot set the guests' timer slack: {e}"));
+            }
             for (node, slot) in children.iter_mut().enumerate() {
                 match spec.spawn(
                     &self.dir,

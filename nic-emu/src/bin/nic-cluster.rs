@@ -326,15 +326,14 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         _ => "booting",
     };
     format!(
-        "node {}: firmware {state}, {} polls, {} resets, {} interrupts raised; MCP: {} descriptors, {} packets sent, {} \
+        "node {}: firmware {state}, {} polls, {} resets; MCP: {} descriptors, {} packets sent, {} \
          received, {} DMA commands, {} events, {} timers; device: {} packets sent ({} B), {} \
          received ({} B), {} with a bad CRC, {} truncated, {} misrouted, {} lost while the NIC was \
-         down; fabric: {} dropped, {} corrupted, {} duplicated by fault injection, {} dropped \
-         waiting for a busy link, {} for a bad route",
+         down, {} interrupts raised in its CPU; fabric: {} dropped, {} corrupted, {} duplicated by \
+         fault injection, {} dropped waiting for a busy link, {} for a bad route",
         s.node,
         s.counters.polls,
         s.counters.resets,
-        s.counters.irqs,
         w.descriptors,
         w.tx_packets,
         w.rx_packets,
@@ -349,6 +348,7 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         d.rx_truncated,
         d.rx_misrouted,
         s.counters.down_drops,
+        s.counters.irqs,
         x.fault_drops,
         x.fault_corrupts,
         x.fault_dups,
