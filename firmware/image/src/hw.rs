@@ -5,8 +5,10 @@
 //! seen as PCI devices at `pci::MMIO_BASE + offset` when QEMU has them
 //! (`pci.rs`; RAM too otherwise).
 //! Words the device or the host also touch are accessed as atomics with
-//! Acquire/Release; bulk bytes with volatile accesses. Every access is
-//! bounds-checked against the SRAM size the device model configured.
+//! Acquire/Release; byte ranges with one memcpy per run of one place (a
+//! volatile loop ran several instructions a byte, and under QEMU the NIC
+//! CPU's time is its instructions). Every access is bounds-checked
+//! against the SRAM size the device model configured.
 
 use crate::{clint, pci};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};

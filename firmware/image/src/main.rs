@@ -205,7 +205,6 @@ fn until(mcp: &Mcp, hw: &hw::SramHw, now: u64) -> Option<u64> {
 /// The stack reached its guard: the MCP's state below it may be
 /// overwritten. Halt, saying so (the device process shows the halt).
 fn stack_overflow(hw: &mut hw::SramHw) -> ! {
-    use mcp::hw::Sram;
     hw.set_reg(nic_abi::regs::FW_STATUS, nic_abi::regs::FW_HALTED);
     #[cfg(feature = "defmt")]
     defmt::error!("stack overflow: the stack reached the guard above the MCP's data");
