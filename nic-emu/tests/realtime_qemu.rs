@@ -110,14 +110,11 @@ fn a_node_file_cut_under_a_qemu_cluster_is_set_back_and_its_nic_reset() {
 #[test]
 fn a_node_started_halted_waits_for_a_debugger() {
     rt::require_qemu();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
     let mut cfg = RtConfig::new(&rt::cluster_path("halted"), ClusterBackend::Qemu, 2);
     cfg.image = Some(rt::firmware_image());
-    cfg.halted_node = Some((1, port));
+    cfg.halted_node = Some((1, 0));
     let c = rt::start(cfg);
+    let port = c.dir().manifest().gdb_port(1).expect("the halted node's gdbstub port");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(c.fw_status(), vec![regs::FW_RUNNING, regs::FW_BOOTING]);
     let s = std::net::TcpStream::connect(("127.0.0.1", port));

@@ -143,14 +143,11 @@ fn gdb_stops_in_the_sdma_step_single_steps_reads_its_state_and_continues() {
     rt::require_qemu();
     require_gdb();
     let elf = rt::firmware_image();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
     let mut cfg = RtConfig::new(&rt::cluster_path("gdb"), ClusterBackend::Qemu, 2);
     cfg.image = Some(elf.clone());
-    cfg.halted_node = Some((0, port));
+    cfg.halted_node = Some((0, 0));
     let c = rt::start(cfg);
+    let port = c.dir().manifest().gdb_port(0).expect("the halted node's gdbstub port");
     // Node 0 waits for the debugger; node 1 runs.
     assert_eq!(c.fw_status(), vec![regs::FW_BOOTING, regs::FW_RUNNING]);
     // 64 KiB messages from node 0 to node 1, every byte checked: they

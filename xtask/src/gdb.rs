@@ -334,14 +334,12 @@ fn attach(cluster: &str, o: &Opts, s: &Session) -> crate::Result<ExitCode> {
 fn start_and_attach(root: &Path, o: &Opts, s: &Session) -> crate::Result<ExitCode> {
     let elf = fw::build_image(root, false)?;
     let first = o.nodes[0];
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("finding a free TCP port: {e}"))?;
     let most = o.nodes.iter().copied().max().unwrap_or(0);
     let mut cfg = RtConfig::new(&o.name, ClusterBackend::Qemu, o.cluster_nodes.max(most + 1));
     cfg.image = Some(elf.clone());
-    cfg.halted_node = Some((first, port));
+    // Port 0: the cluster binds one the OS picks and holds it; the
+    // manifest names it.
+    cfg.halted_node = Some((first, 0));
     let _stop = rt::stop_flag()?;
     let c = rt::start(cfg)?;
     rt::print_where(&c);

@@ -129,7 +129,7 @@ pub struct RtConfig {
     pub guest_cpus: Vec<usize>,
     pub backoff: Backoff,
     /// qemu: start this node's guest halted (`-S`) with a gdbstub on
-    /// `gdb_port` (`-gdb tcp:127.0.0.1:PORT`).
+    /// 127.0.0.1:`gdb_port` (0: a port the OS picks; the manifest names it).
     pub halted_node: Option<(usize, u16)>,
     /// qemu: a guest whose firmware has not reported RUNNING this long
     /// after it started (at cluster start, or after a reset or reflash) is
@@ -432,12 +432,17 @@ impl RtCluster {
                     })
                 }
             };
+            // Every guest gets a gdbstub (running, not halted, unless it is
+            // the halted node), its port published for `xtask gdb --cluster`.
+            let gdb = qemu::gdb_listeners(cfg.nodes, cfg.halted_node)
+                .map_err(io_err("listening for the gdbstubs"))?;
             Some(qemu::QemuSpec {
                 program,
                 setpriv: qemu::find_program("setpriv"),
                 pin,
                 sram_size,
                 extra_args: cfg.qemu_args.clone(),
+                gdb,
             })
         } else {
             None
@@ -465,16 +470,13 @@ impl RtCluster {
             cfg.host_size,
         );
         manifest.users = cfg.allow_uids.clone();
-        if qemu {
-            // Every guest gets a gdbstub (running, not halted, unless it is
-            // the halted node), its port published for `xtask gdb --cluster`.
-            let halted = cfg.halted_node.map(|h| h.1);
-            let mut ports = qemu::free_gdb_ports(cfg.nodes, halted)
-                .map_err(io_err("finding free TCP ports for the gdbstubs"))?;
-            if let Some((node, port)) = cfg.halted_node {
-                ports[node] = port;
-            }
-            manifest.gdb_ports = ports;
+        if let Some(spec) = &qemu_spec {
+            manifest.gdb_ports = spec
+                .gdb
+                .iter()
+                .map(|l| l.local_addr().map(|a| a.port()))
+                .collect::<io::Result<_>>()
+                .map_err(io_err("reading the gdbstubs' ports"))?;
         }
         let key = std::fs::canonicalize(path.parent().unwrap_or(Path::new(".")))
             .map(|p| p.join(&name))
@@ -627,7 +629,6 @@ impl RtCluster {
             hosts: hosts.clone(),
             qemu: qemu_spec,
             halted: cfg.halted_node,
-            gdb_ports: dir.manifest().gdb_ports.clone(),
             boot_timeout: cfg.boot_timeout,
         };
         let (tx, rx) = mpsc::channel();

@@ -23,9 +23,13 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 
 use nic_abi::map::PORT_WINDOW;
 use nic_abi::NUM_PORTS;
@@ -246,18 +250,19 @@ pub(crate) struct QemuSpec {
     pub pin: Option<(PathBuf, Vec<usize>)>,
     pub sram_size: u64,
     pub extra_args: Vec<String>,
+    /// Each node's gdbstub: a socket listening on 127.0.0.1, bound and held
+    /// by this process for the cluster's life and handed to every QEMU the
+    /// node runs (`-chardev socket,fd=N`). Binding it here, not in QEMU,
+    /// leaves no moment in which another program can take the port, and a
+    /// guest restarted by a reset or a reflash keeps its port.
+    pub gdb: Vec<Arc<TcpListener>>,
 }
 
 impl QemuSpec {
-    /// The command line for `node`: a gdbstub on 127.0.0.1:`gdb_port` if
-    /// given, the guest halted at its first instruction (`-S`) if `halted`.
-    pub fn command(
-        &self,
-        dir: &ClusterDir,
-        node: u32,
-        gdb_port: Option<u16>,
-        halted: bool,
-    ) -> Command {
+    /// The command line for `node`: its gdbstub (`gdb`), the guest halted
+    /// at its first instruction (`-S`) if `halted`. The listening socket's
+    /// descriptor is inherited by the child (see `spawn`).
+    pub fn command(&self, dir: &ClusterDir, node: u32, halted: bool) -> Command {
         // [setpriv --pdeathsig KILL --] [taskset -c CPUS] qemu ...
         let mut prefix: Vec<std::ffi::OsString> = Vec::new();
         if let Some(sp) = &self.setpriv {
@@ -316,8 +321,11 @@ impl QemuSpec {
                 .arg("-device")
                 .arg(format!("ivshmem-plain,memdev={id},addr={slot}"));
         }
-        if let Some(port) = gdb_port {
-            c.arg("-gdb").arg(format!("tcp:127.0.0.1:{port}"));
+        if let Some(l) = self.gdb.get(node as usize) {
+            let fd = l.as_raw_fd();
+            c.arg("-chardev")
+                .arg(format!("socket,id=gdb,fd={fd},server=on,wait=off,nodelay=on"))
+                .args(["-gdb", "chardev:gdb"]);
         }
         if halted {
             c.arg("-S");
@@ -328,39 +336,41 @@ impl QemuSpec {
 
     /// Start the guest of `node` (as `command`): stdout (semihosting) to
     /// console.log, stderr to qemu.log.
-    pub fn spawn(
-        &self,
-        dir: &ClusterDir,
-        node: u32,
-        gdb_port: Option<u16>,
-        halted: bool,
-    ) -> io::Result<Child> {
+    pub fn spawn(&self, dir: &ClusterDir, node: u32, halted: bool) -> io::Result<Child> {
         let nd = dir.node_dir(node);
         let console = File::create(nd.join("console.log"))?;
         let log = File::create(nd.join("qemu.log"))?;
-        self.command(dir, node, gdb_port, halted)
-            .stdin(Stdio::null())
-            .stdout(console)
-            .stderr(log)
-            .spawn()
+        let mut c = self.command(dir, node, halted);
+        if let Some(l) = self.gdb.get(node as usize) {
+            let fd = l.as_raw_fd();
+            // SAFETY: runs in the forked child before exec, and only clears
+            // FD_CLOEXEC on a descriptor this process holds open (the
+            // node's gdbstub listener) with fcntl, which is
+            // async-signal-safe; it touches no memory of the parent.
+            unsafe {
+                c.pre_exec(move || {
+                    let fd = rustix::fd::BorrowedFd::borrow_raw(fd);
+                    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+                    Ok(())
+                });
+            }
+        }
+        c.stdin(Stdio::null()).stdout(console).stderr(log).spawn()
     }
 }
 
-/// `n` TCP ports on 127.0.0.1 free right now, all different: one gdbstub
-/// port per guest. Each is found by binding port 0 and kept bound until all
-/// are found; `taken` (a port given on the command line) is never chosen.
-pub fn free_gdb_ports(n: usize, taken: Option<u16>) -> io::Result<Vec<u16>> {
-    let mut held = Vec::with_capacity(n);
-    let mut ports = Vec::with_capacity(n);
-    while ports.len() < n {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let port = l.local_addr()?.port();
-        if Some(port) != taken {
-            ports.push(port);
-        }
-        held.push(l);
-    }
-    Ok(ports)
+/// One gdbstub listener per guest on 127.0.0.1, each on a port of its own
+/// the OS picks, except node `given.0`'s on port `given.1` (asked for on
+/// the command line; an error if it is taken).
+pub fn gdb_listeners(n: usize, given: Option<(usize, u16)>) -> io::Result<Vec<Arc<TcpListener>>> {
+    (0..n)
+        .map(|node| {
+            let port = given.filter(|g| g.0 == node).map_or(0, |g| g.1);
+            TcpListener::bind(("127.0.0.1", port)).map(Arc::new).map_err(|e| {
+                io::Error::new(e.kind(), format!("gdbstub of node {node} on 127.0.0.1:{port}: {e}"))
+            })
+        })
+        .collect()
 }
 
 /// CPU time (user + system, seconds) process `pid` has used, from
@@ -454,5 +464,30 @@ mod image_checks {
         let e = check_riscv_elf(&cut).unwrap_err();
         assert!(e.starts_with(&format!("{}: loadable segment 0", cut.display())), "{e}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod gdb_ports {
+    use super::*;
+
+    #[test]
+    fn each_node_gets_a_port_of_its_own_and_a_taken_one_is_named() {
+        let ls = gdb_listeners(3, None).unwrap();
+        let mut ports: Vec<u16> = ls.iter().map(|l| l.local_addr().unwrap().port()).collect();
+        assert!(ports.iter().all(|&p| p != 0));
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 3, "{ports:?}");
+        // The listener is held: asking for node 1 on node 0's port fails,
+        // naming the node and the port.
+        let taken = ls[0].local_addr().unwrap().port();
+        let e = gdb_listeners(2, Some((1, taken))).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let msg = e.to_string();
+        assert!(msg.starts_with(&format!("gdbstub of node 1 on 127.0.0.1:{taken}: ")), "{msg}");
+        // The sockets are listening already: a debugger may connect before
+        // any QEMU runs (it is served once one does).
+        assert!(std::net::TcpStream::connect(("127.0.0.1", taken)).is_ok());
     }
 }

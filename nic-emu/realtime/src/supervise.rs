@@ -79,8 +79,6 @@ pub(crate) struct Supervisor {
     pub qemu: Option<QemuSpec>,
     /// (node, gdb port): start that guest halted, with a gdbstub.
     pub halted: Option<(usize, u16)>,
-    /// qemu: each node's gdbstub port (the halted node's is its own).
-    pub gdb_ports: Vec<u16>,
     /// How long a guest may take to report RUNNING.
     pub boot_timeout: Duration,
 }
@@ -100,12 +98,7 @@ impl Supervisor {
                 self.ctx.note(format!("cannot set the guests' timer slack: {e}"));
             }
             for (node, slot) in children.iter_mut().enumerate() {
-                match spec.spawn(
-                    &self.dir,
-                    node as u32,
-                    self.gdb_ports.get(node).copied(),
-                    self.is_gdb_node(node),
-                ) {
+                match spec.spawn(&self.dir, node as u32, self.is_gdb_node(node)) {
                     Ok(c) => {
                         self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
                         *slot = Some(c);
@@ -301,7 +294,7 @@ impl Supervisor {
         }
         if let Some(spec) = &self.qemu {
             // The same gdbstub port, so a debugger can attach again.
-            match spec.spawn(&self.dir, node as u32, self.gdb_ports.get(node).copied(), false) {
+            match spec.spawn(&self.dir, node as u32, false) {
                 Ok(c) => {
                     self.ctx.qemu_pids[node].store(c.id(), Ordering::Relaxed);
                     children[node] = Some(c);

@@ -99,10 +99,11 @@ struct RunArgs {
     /// Firmware image (ELF) flashed into every NIC (qemu).
     #[arg(long)]
     image: Option<PathBuf>,
-    /// Start this node's QEMU halted, waiting for gdb (with --gdb-port).
-    #[arg(long, requires = "gdb_port")]
+    /// Start this node's QEMU halted, waiting for gdb on its gdbstub.
+    #[arg(long)]
     halted_node: Option<usize>,
-    /// TCP port of the halted node's gdbstub.
+    /// TCP port of the halted node's gdbstub (default: one the OS picks,
+    /// printed and named in the manifest).
     #[arg(long, requires = "halted_node")]
     gdb_port: Option<u16>,
     /// Serve in this process until Ctrl-C (the default).
@@ -199,7 +200,7 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     c.host_size = a.host_size;
     c.send_timeout_us = a.send_timeout_us;
     c.qemu_program = a.qemu.clone();
-    c.halted_node = a.halted_node.zip(a.gdb_port);
+    c.halted_node = a.halted_node.map(|n| (n, a.gdb_port.unwrap_or(0)));
     c.brm = a.brm.then(|| BrmSetup {
         calibration: a.brm_calibration.clone(),
         // This very program serves `brm`.
@@ -262,7 +263,9 @@ fn print_where(c: &mut RtCluster, a: &RunArgs) {
             c.brm_pid().map_or("?".to_string(), |p| p.to_string())
         );
     }
-    if let (Some(node), Some(port)) = (a.halted_node, a.gdb_port) {
+    if let Some((node, port)) =
+        a.halted_node.and_then(|n| Some((n, c.dir().manifest().gdb_port(n as u32)?)))
+    {
         println!(
             "  node {node} is halted: attach gdb-multiarch with `target remote 127.0.0.1:{port}`"
         );
