@@ -83,7 +83,7 @@ pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend, ATTA
 pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
 pub use multicast::{Algorithm, Group, Multicast, NotReached, RelayPlan, Relayed, Scheme};
-pub use nic::{Nic, NicInfo, MAX_TOKENS};
+pub use nic::{Nic, NicInfo};
 pub use opts::{Dest, GetOpts, PutOpts, RecvOpts, RemoteAddr, SendOpts};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};
 

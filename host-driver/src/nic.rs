@@ -16,10 +16,6 @@ use crate::backend::NicBackend;
 use crate::port::{Port, PortOptions, Shared};
 use crate::DriverError;
 
-/// Largest per-port token count the driver accepts from the NIC (keeps the
-/// event queue a sane size).
-pub const MAX_TOKENS: u32 = 1 << 16;
-
 /// What the configuration registers said when the NIC was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NicInfo {
@@ -199,11 +195,11 @@ fn read_info<B: NicBackend>(be: &B) -> Result<NicInfo, DriverError> {
         return Err(DriverError::BadConfig("MTU"));
     }
     let send_tokens = r32(regs::SEND_TOKENS);
-    if send_tokens == 0 || send_tokens > MAX_TOKENS {
+    if send_tokens == 0 || send_tokens > regs::PORT_SEND_TOKENS_MAX {
         return Err(DriverError::BadConfig("SEND_TOKENS"));
     }
     let recv_tokens = r32(regs::RECV_TOKENS);
-    if recv_tokens == 0 || recv_tokens > MAX_TOKENS {
+    if recv_tokens == 0 || recv_tokens > regs::PORT_RECV_TOKENS_MAX {
         return Err(DriverError::BadConfig("RECV_TOKENS"));
     }
     Ok(NicInfo {

@@ -167,3 +167,29 @@ fn heavy_small_message_incast_on_16_nodes_completes() {
     );
     assert_all_intact(&r);
 }
+
+/// Senders that want more messages outstanding than a port has send or
+/// receive tokens: 15 flows out of every node with windows of 16 and 32
+/// (240 and 480 sends wanted, 32 send tokens), into ports of 32 or 64
+/// receive buffers. The host's token count and the firmware's agree, so no
+/// send waits in the port's ring ahead of the receive buffers posted
+/// behind it. (The modern profile once said 64 send tokens while the
+/// firmware gave a port 32: sends past the 32nd waited in the ring, the
+/// reposted receive buffers behind them never reached the NIC, and every
+/// node stopped receiving within a millisecond.)
+#[test]
+fn all_to_all_windows_past_the_tokens_complete_on_every_profile() {
+    for profile in ["modern", "lanai9-gm"] {
+        for (window, reliability) in [(16, "go-back-n"), (32, "go-back-n"), (16, "selective")] {
+            let r = run_text(&format!(
+                "profile = \"{profile}\"\nseed = 3\n[fabric]\nnodes = 16\n[firmware]\n\
+                 reliability = \"{reliability}\"\n[[alltoall]]\nname = \"a2a\"\nport = 2\n\
+                 bytes = 16384\nmessages = 40\nwindow = {window}\n[run]\nlimit_ms = 2000\n"
+            ));
+            eprintln!("{profile} window {window} {reliability}: {}", r.summary());
+            assert_all_intact(&r);
+            let delivered: u64 = r.flows.iter().map(|f| f.delivered).sum();
+            assert_eq!(delivered, 16 * 15 * 40, "{profile} window {window} {reliability}");
+        }
+    }
+}

@@ -213,6 +213,18 @@ impl Config {
         if node >= nodes {
             return Err(InitError::BadConfig("NODE_ID"));
         }
+        // The host counts its tokens from the same registers: a value the
+        // firmware cannot honour is refused, not quietly lowered (a send
+        // past the firmware's count would wait in the ring and hold up the
+        // receive buffers posted behind it).
+        let send_tokens = hw.reg(regs::SEND_TOKENS);
+        if !(1..=PORT_SEND_TOKENS_MAX).contains(&send_tokens) {
+            return Err(InitError::BadConfig("SEND_TOKENS"));
+        }
+        let recv_tokens = hw.reg(regs::RECV_TOKENS);
+        if !(1..=PORT_RECV_TOKENS_MAX).contains(&recv_tokens) {
+            return Err(InitError::BadConfig("RECV_TOKENS"));
+        }
         let mtu = hw.reg(regs::MTU);
         if !(64..=nic_abi::MAX_MTU as u32).contains(&mtu) {
             return Err(InitError::BadConfig("MTU"));
@@ -225,8 +237,8 @@ impl Config {
             rto: hw.reg(regs::RETRANSMIT_TICKS).max(1),
             ack_delay: hw.reg(regs::ACK_DELAY_TICKS),
             nobuf_retry: hw.reg(regs::NOBUF_RETRY_TICKS).max(1),
-            send_tokens: hw.reg(regs::SEND_TOKENS).clamp(1, PORT_SEND_TOKENS_MAX),
-            recv_tokens: hw.reg(regs::RECV_TOKENS).clamp(1, PORT_RECV_TOKENS_MAX),
+            send_tokens,
+            recv_tokens,
             window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
             selective: hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
         };

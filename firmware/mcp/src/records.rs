@@ -9,9 +9,9 @@ use nic_abi::map;
 use nic_abi::Priority;
 
 /// Send tokens per port at most (the configured count may be lower).
-pub const PORT_SEND_TOKENS_MAX: u32 = 32;
+pub const PORT_SEND_TOKENS_MAX: u32 = nic_abi::regs::PORT_SEND_TOKENS_MAX;
 /// Receive tokens per port at most.
-pub const PORT_RECV_TOKENS_MAX: u32 = 64;
+pub const PORT_RECV_TOKENS_MAX: u32 = nic_abi::regs::PORT_RECV_TOKENS_MAX;
 /// Tokens the NIC keeps for its own get responses.
 pub const INTERNAL_TOKENS: usize = 16;
 /// Tokens the NIC keeps for multicast: sends to children, reports.

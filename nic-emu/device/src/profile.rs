@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use nic_abi::{map, MAX_MTU};
+use nic_abi::{map, regs, MAX_MTU};
 
 /// Built-in profiles, embedded.
 const BUILTIN: [(&str, &str); 3] = [
@@ -512,8 +512,16 @@ impl Profile {
         }
         positive("firmware.send_timeout_ns", self.firmware.send_timeout_ns)?;
         positive("firmware.retransmit_ns", self.firmware.retransmit_ns)?;
-        positive("firmware.send_tokens", self.firmware.send_tokens as u64)?;
-        positive("firmware.recv_tokens", self.firmware.recv_tokens as u64)?;
+        for (key, v, most) in [
+            ("firmware.send_tokens", self.firmware.send_tokens, regs::PORT_SEND_TOKENS_MAX),
+            ("firmware.recv_tokens", self.firmware.recv_tokens, regs::PORT_RECV_TOKENS_MAX),
+        ] {
+            if !(1..=most).contains(&v) {
+                return Err(format!(
+                    "{key}: {v} is out of range: a port has 1 to {most} (the firmware's limit)"
+                ));
+            }
+        }
         positive("firmware.window", self.firmware.window as u64)?;
         Ok(())
     }
@@ -732,6 +740,17 @@ mod tests {
         let text = BUILTIN[0].1.replace("[nic]", "[nic]\nbogus = 1");
         let e = Profile::from_toml(&text, "t").unwrap_err();
         assert!(matches!(e, ProfileError::Parse { .. }) && e.to_string().contains("bogus"), "{e}");
+        // Token counts past what the firmware gives a port.
+        for (line, key, most) in [
+            ("send_tokens = 32 ", "send_tokens", regs::PORT_SEND_TOKENS_MAX),
+            ("recv_tokens = 32 ", "recv_tokens", regs::PORT_RECV_TOKENS_MAX),
+        ] {
+            let text = BUILTIN[0].1.replace(line, &format!("{key} = {} ", most + 1));
+            let e = Profile::from_toml(&text, "t").unwrap_err().to_string();
+            let want =
+                format!("firmware.{key}: {} is out of range: a port has 1 to {most}", most + 1);
+            assert!(e.contains(&want), "{e}");
+        }
         let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
         let e = Profile::from_toml(&text, "t").unwrap_err();
         assert!(e.to_string().contains("nic.mtu"), "{e}");

@@ -15,6 +15,24 @@ fn init_refuses_bad_magic_and_config() {
     b.nodes[0].w32(reg(regs::NODE_ID), 5);
     let mut mcp = Box::new(Mcp::new());
     assert_eq!(mcp.init(&mut b.nodes[0].hw()), Err(crate::InitError::BadConfig("NODE_ID")));
+    // Token counts the firmware cannot honour are refused, not lowered:
+    // the host counts its tokens from the same registers.
+    for (r, name, bad) in [
+        (regs::SEND_TOKENS, "SEND_TOKENS", [0, regs::PORT_SEND_TOKENS_MAX + 1]),
+        (regs::RECV_TOKENS, "RECV_TOKENS", [0, regs::PORT_RECV_TOKENS_MAX + 1]),
+    ] {
+        for v in bad {
+            let mut b = Bench::new(1);
+            b.nodes[0].w32(reg(r), v);
+            let mut mcp = Box::new(Mcp::new());
+            assert_eq!(mcp.init(&mut b.nodes[0].hw()), Err(crate::InitError::BadConfig(name)));
+        }
+    }
+    let mut b = Bench::new(1);
+    b.nodes[0].w32(reg(regs::SEND_TOKENS), regs::PORT_SEND_TOKENS_MAX);
+    b.nodes[0].w32(reg(regs::RECV_TOKENS), regs::PORT_RECV_TOKENS_MAX);
+    let mut mcp = Box::new(Mcp::new());
+    assert_eq!(mcp.init(&mut b.nodes[0].hw()), Ok(()));
 }
 
 #[test]
