@@ -307,14 +307,22 @@ pub fn run(quick: bool, quiet: bool) -> crate::Result<ExitCode> {
     );
     println!(
         "machine: {cores} core(s) available (the simulator runs on one); load average {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(str::to_string))
-            .unwrap_or_else(|| "unknown".into())
+        crate::bench::load_average()
     );
     let (points, unclean) = measure(quick, quiet)?;
     println!();
     print!("{}", table(&points));
+    let most = NODES[NODES.len() - 1];
+    for fabric in Fabric::ALL {
+        if let Some(p) = points.iter().find(|p| p.fabric == fabric && p.nodes == most) {
+            let r = ratio(&points, p);
+            println!(
+                "{}: a packet at {most} nodes costs {r:.2}x one at 16 (asked: within 2x): {}",
+                fabric.name(),
+                if r <= 2.0 { "met" } else { "NOT met" }
+            );
+        }
+    }
     let (svg, csv) = write_outputs(&crate::bench::out_dir(), &points)?;
     println!("plot: {}\ndata: {}", svg.display(), csv.display());
     for u in &unclean {
