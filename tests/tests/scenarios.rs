@@ -193,3 +193,28 @@ fn all_to_all_windows_past_the_tokens_complete_on_every_profile() {
         }
     }
 }
+
+/// Five ports of every node each in an all-to-all of their own, each port
+/// wanting more sends than its 64 tokens: together they hold more than the
+/// NIC's shared token table (32 a port), so sends wait in the rings for
+/// tokens, while every port's 32 receive buffers stay backed by slots.
+/// Every message arrives exactly once. (That a receive buffer is taken
+/// past a waiting send is the firmware's
+/// `a_receive_buffer_posted_behind_a_waiting_send_is_taken_past_it`.)
+#[test]
+fn ports_that_together_want_more_tokens_than_the_nic_has_all_complete() {
+    let mut text = String::from(
+        "profile = \"modern\"\nseed = 5\n[fabric]\nnodes = 6\n[run]\nlimit_ms = 2000\n",
+    );
+    for port in 1..=5 {
+        text += &format!(
+            "[[alltoall]]\nname = \"p{port}\"\nport = {port}\nbytes = 16384\nmessages = 30\n\
+             window = 16\n"
+        );
+    }
+    let r = run_text(&text);
+    eprintln!("{}", r.summary());
+    assert_all_intact(&r);
+    let delivered: u64 = r.flows.iter().map(|f| f.delivered).sum();
+    assert_eq!(delivered, 5 * 6 * 5 * 30);
+}

@@ -145,19 +145,22 @@ pub const RETRANSMIT_TICKS: Reg<u64> = Reg::at(0x048); // cfg
 pub const ACK_DELAY_TICKS: Reg<u64> = Reg::at(0x050); // cfg
 /// Pause before resending a packet nacked for lack of a receive buffer.
 pub const NOBUF_RETRY_TICKS: Reg<u64> = Reg::at(0x058); // cfg
-/// Send tokens per port (cfg), 1 to `PORT_SEND_TOKENS_MAX`. The host's
-/// count and the firmware's must agree: a send the firmware has no token
-/// for waits in the port's ring, and the receive buffers posted behind it
-/// wait too. A firmware refuses a value out of range (it does not start).
+/// Send tokens per port (cfg), 1 to `PORT_SEND_TOKENS_MAX`. The host
+/// counts its tokens from this register and the firmware honours every
+/// one (a firmware refuses a value out of range: it does not start).
 pub const SEND_TOKENS: Reg<u32> = Reg::at(0x060); // cfg
 /// Receive tokens per port (cfg), 1 to `PORT_RECV_TOKENS_MAX`.
 pub const RECV_TOKENS: Reg<u32> = Reg::at(0x064); // cfg
-/// Most send tokens a port can have: the firmware's token table holds this
-/// many for every port (plus its own), so a send within its port's count
-/// always finds one.
-pub const PORT_SEND_TOKENS_MAX: u32 = 32;
-/// Most receive tokens a port can have.
-pub const PORT_RECV_TOKENS_MAX: u32 = 64;
+/// Most send tokens a port can have. The firmware's token table is shared
+/// by the ports (32 each, plus its own): when ports together hold more, a
+/// send waits in its ring until a token comes back, and the receive
+/// buffers posted behind it are taken past it.
+pub const PORT_SEND_TOKENS_MAX: u32 = 64;
+/// Most receive tokens a port can have: the firmware's receive slots
+/// (`map::RX_INLINE_SLOTS`) shared evenly by the ports, so a receive
+/// buffer within its port's count always finds a slot, whatever the other
+/// ports hold.
+pub const PORT_RECV_TOKENS_MAX: u32 = crate::map::RX_INLINE_SLOTS / crate::NUM_PORTS as u32;
 /// Most unacknowledged packets per stream (cfg).
 pub const WINDOW: Reg<u32> = Reg::at(0x068); // cfg
 /// Non-zero: record state-machine transitions in the trace ring (host).

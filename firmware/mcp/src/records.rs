@@ -16,12 +16,15 @@ pub const PORT_RECV_TOKENS_MAX: u32 = nic_abi::regs::PORT_RECV_TOKENS_MAX;
 pub const INTERNAL_TOKENS: usize = 16;
 /// Tokens the NIC keeps for multicast: sends to children, reports.
 pub const MCAST_TOKENS: usize = 16;
-pub const MAX_TOKENS: usize =
-    nic_abi::NUM_PORTS * PORT_SEND_TOKENS_MAX as usize + INTERNAL_TOKENS + MCAST_TOKENS;
+/// The token table's share per port (a port may hold up to
+/// `PORT_SEND_TOKENS_MAX` while others hold fewer).
+pub const TOKENS_PER_PORT: usize = 32;
+pub const MAX_TOKENS: usize = nic_abi::NUM_PORTS * TOKENS_PER_PORT + INTERNAL_TOKENS + MCAST_TOKENS;
 /// Receive buffers posted, all ports together (each port up to its count).
 pub const MAX_SLOTS: usize = nic_abi::map::RX_INLINE_SLOTS as usize;
 /// Streams each way (a stream is remote node, local port, remote port,
-/// priority); a send that would need one more is refused (TooManyStreams).
+/// priority); a send that would need one more waits in its ring until a
+/// stream goes idle (a multicast's children are refused: TooManyStreams).
 pub const MAX_STREAMS: usize = 128;
 // Each sending stream has its selective-repeat stamps in SRAM.
 const _: () = assert!(MAX_STREAMS <= nic_abi::map::SR_STREAMS as usize);

@@ -45,11 +45,12 @@ fn a_sender_with_more_peers_than_streams_lets_idle_ones_go_and_loses_nothing() {
     for (profile, faults) in [("modern", ""), ("modern", FAULTS), ("lanai9-gm", FAULTS)] {
         let what = format!("{profile} {faults:?}");
         let r = run_checked(&fan(profile, 100, 10, faults, true), &what);
-        // On modern the 96 send tokens of the three ports keep at most 96
-        // streams busy and the rest idle between messages, so streams are
-        // let go and made again for the same peers (the new incarnation's
-        // SYNC at a peer that still holds the old one): more evictions
-        // than making each stream once needs.
+        // On modern the three ports' 192 send tokens want more streams
+        // busy than the 128 records: a send to a new peer waits in its
+        // ring until a stream goes idle, and streams are let go and made
+        // again for the same peers (the new incarnation's SYNC at a peer
+        // that still holds the old one): more evictions than making each
+        // stream once needs, and no send refused.
         let evicted = r.nics[0].streams_evicted;
         if profile == "modern" {
             assert!(evicted > 2 * (297 - 128), "{what}: {evicted} streams let go");

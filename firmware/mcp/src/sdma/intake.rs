@@ -26,6 +26,8 @@ enum Taken {
 
 /// Descriptors taken per pass, all ports together.
 pub(crate) const INTAKE_BUDGET: u32 = 8;
+/// How far past a waiting send the intake looks for receive buffers.
+const AHEAD_MAX: u32 = 32;
 
 impl Sdma {
     /// A step of the machine (kept out of line: a debugger breaks here).
@@ -43,7 +45,10 @@ impl Sdma {
             }
             while budget > 0 && cx.is_open(p) {
                 match self.intake_one(cx, hw, p, w) {
-                    Taken::Nothing => break,
+                    Taken::Nothing => {
+                        budget = self.take_ahead(cx, hw, p, budget, w);
+                        break;
+                    }
                     Taken::One => budget -= 1,
                     // A multicast's first packet leaves before the next
                     // descriptor is taken: a relay's deepest child first.
@@ -64,26 +69,19 @@ impl Sdma {
         if prod == cons {
             return Taken::Nothing;
         }
+        if self.ahead[p] & 1 != 0 {
+            // Taken before, past a descriptor that waited.
+            self.ahead[p] >>= 1;
+            self.cons[p] = cons.wrapping_add(1);
+            hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
+            return Taken::One;
+        }
         let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
         hw.read(send_slot(p, cons), &mut b);
         let parsed = Descriptor::decode(&b);
         let kind_byte = Descriptor::raw_kind(&b);
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
-        let is_provide = kind_byte == DescKind::Provide as u8;
-        let takes_send = match &parsed {
-            Ok(d) => d.kind.uses_send_token(),
-            // A broken descriptor of a known kind takes that kind's token; a
-            // kind byte that names no kind takes a send token.
-            Err(_) => DescKind::from_u8(kind_byte).is_none_or(|k| k.uses_send_token()),
-        };
-        let credits = cx.credits[p];
-        if is_provide {
-            if cx.slots.available() == 0 || credits.recv_in_use() >= cx.cfg.recv_tokens {
-                return Taken::Nothing;
-            }
-        } else if cx.tokens.available() <= INTERNAL_TOKENS + MCAST_TOKENS
-            || (takes_send && credits.send_in_use() >= cx.cfg.send_tokens)
-        {
+        if !has_room(cx, p, &b) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
             return Taken::Nothing;
         }
         // The memory it names, page by page through the translation cache:
@@ -106,11 +104,28 @@ impl Sdma {
             };
         }
         self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
-        w.descriptors += 1;
         self.cons[p] = cons.wrapping_add(1);
+        self.ahead[p] >>= 1;
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
+        self.take(cx, hw, p, &b, parsed, reg_ok, w);
+        Taken::One
+    }
 
+    /// Validate and take descriptor `b` (`parsed`) of port `p`, or refuse
+    /// it with an error event.
+    #[allow(clippy::too_many_arguments)]
+    fn take(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        b: &[u8],
+        parsed: Result<Descriptor, ErrorCause>,
+        reg_ok: bool,
+        w: &mut Work,
+    ) {
+        w.descriptors += 1;
         let result = parsed
             .and_then(|d| match d.kind {
                 DescKind::Multicast => Err(ErrorCause::BadKind),
@@ -119,9 +134,87 @@ impl Sdma {
             .and_then(|d| self.validate(cx, p as u8, &d, reg_ok).map(|_| d));
         match result {
             Ok(d) => self.accept_descriptor(cx, hw, p, &d),
-            Err(cause) => refuse(cx, hw, p, &b, cause, takes_send),
+            Err(cause) => refuse(cx, hw, p, b, cause, takes_send_token(b)),
         }
-        Taken::One
+    }
+
+    /// The descriptor at the head of port `p`'s ring waits: take what is
+    /// posted behind it that does not depend on it, in ring order, up to
+    /// `budget` descriptors and `AHEAD_MAX` slots past the head. Behind a
+    /// send waiting for a token, the receive buffers; behind a receive
+    /// buffer waiting for room, the sends (and puts, gets, resumes,
+    /// alarms). A send waits for tokens that come back when its peers
+    /// receive, and a peer's message may wait for this port's buffers: so
+    /// neither kind ever waits for the other. Each kind keeps its own
+    /// order: the look-ahead stops at the first of the other kind that
+    /// cannot be taken now, and at a multicast (its continuation slots
+    /// are not descriptors). Returns the budget left.
+    fn take_ahead(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        mut budget: u32,
+        w: &mut Work,
+    ) -> u32 {
+        let prod = hw.load_u32(port_reg(p, SEND_PROD));
+        let cons = self.cons[p];
+        let pending = prod.wrapping_sub(cons);
+        if !(2..=nic_abi::map::SEND_RING_LEN).contains(&pending) || self.ahead[p] & 1 != 0 {
+            return budget;
+        }
+        let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
+        hw.read(send_slot(p, cons), &mut b);
+        let head = Descriptor::raw_kind(&b);
+        if head == DescKind::Multicast as u8 {
+            return budget;
+        }
+        let head_provides = head == DescKind::Provide as u8;
+        for i in 1..pending.min(AHEAD_MAX) {
+            if budget == 0 {
+                break;
+            }
+            if self.ahead[p] & (1 << i) != 0 {
+                continue;
+            }
+            hw.read(send_slot(p, cons.wrapping_add(i)), &mut b);
+            let kind = Descriptor::raw_kind(&b);
+            if kind == DescKind::Multicast as u8 {
+                break;
+            }
+            if (kind == DescKind::Provide as u8) == head_provides {
+                continue; // waits behind the head, in its kind's order
+            }
+            let parsed = Descriptor::decode(&b);
+            if !has_room(cx, p, &b) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
+                break;
+            }
+            let mut checked = 0;
+            let Some(reg_ok) = registered_range(cx, hw, p, parsed.as_ref().ok(), &mut checked)
+            else {
+                break; // its translation is on the way: next pass
+            };
+            self.ahead[p] |= 1 << i;
+            budget -= 1;
+            self.take(cx, hw, p, &b, parsed, reg_ok, w);
+        }
+        budget
+    }
+
+    /// Does send, put or get `d` of port `p` wait for a stream record? Every
+    /// record is in use by a stream with sends outstanding: one goes idle
+    /// (and may be let go of) when its sends complete, so the descriptor
+    /// waits in the ring rather than being refused.
+    fn stream_waits(&self, cx: &Shared, p: usize, d: Option<&Descriptor>) -> bool {
+        let Some(d) = d else { return false };
+        matches!(d.kind, DescKind::Send | DescKind::Put | DescKind::Get)
+            && (d.target_port as usize) < NUM_PORTS
+            && d.target_node < cx.cfg.nodes
+            && !self.stream_room(
+                cx,
+                stream_key(d.target_node, p as u8, d.target_port, d.priority),
+                d.target_node,
+            )
     }
 
     /// Is the memory descriptor `d` names (if it names any, and its
@@ -134,21 +227,7 @@ impl Sdma {
         p: usize,
         d: Option<&Descriptor>,
     ) -> Option<bool> {
-        let Some(d) = d else { return Some(false) };
-        let most = class_max_len(MAX_SIZE_CLASS);
-        let len = match d.kind {
-            DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast => d.len as u64,
-            DescKind::Provide => class_max_len(d.size_class),
-            DescKind::Resume | DescKind::Alarm => return Some(false),
-        };
-        if len > most {
-            return Some(false); // refused for its length, not looked up
-        }
-        match cx.registered(hw, p as u8, d.local, len, &mut self.checked[p]) {
-            Xlat::Bus(_) => Some(true),
-            Xlat::Fault => Some(false),
-            Xlat::Wait => None,
-        }
+        registered_range(cx, hw, p, d, &mut self.checked[p])
     }
 
     /// Check descriptor `d` of port `p`; `reg_ok`: the memory it names is
@@ -309,6 +388,55 @@ impl Sdma {
 /// A refused descriptor (`b`): its error event is owed, holding the
 /// token of its kind (`takes_send`: a send token; a Provide: a receive
 /// token).
+/// Does descriptor `b` of port `p` find what taking it needs: a receive
+/// buffer a slot and a receive token, anything else a token from the
+/// table (and a send token of the port when it takes one)?
+fn has_room(cx: &Shared, p: usize, b: &[u8]) -> bool {
+    let credits = cx.credits[p];
+    if Descriptor::raw_kind(b) == DescKind::Provide as u8 {
+        cx.slots.available() > 0 && credits.recv_in_use() < cx.cfg.recv_tokens
+    } else {
+        cx.tokens.available() > INTERNAL_TOKENS + MCAST_TOKENS
+            && (!takes_send_token(b) || credits.send_in_use() < cx.cfg.send_tokens)
+    }
+}
+
+/// Does descriptor `b` take a send token? A broken descriptor of a known
+/// kind takes that kind's token; a kind byte that names no kind takes a
+/// send token.
+fn takes_send_token(b: &[u8]) -> bool {
+    match Descriptor::decode(b) {
+        Ok(d) => d.kind.uses_send_token(),
+        Err(_) => DescKind::from_u8(Descriptor::raw_kind(b)).is_none_or(|k| k.uses_send_token()),
+    }
+}
+
+/// `range_check` for descriptor `d` of port `p`, its progress (bytes found
+/// registered so far) in `checked`.
+fn registered_range(
+    cx: &mut Shared,
+    hw: &mut impl Hw,
+    p: usize,
+    d: Option<&Descriptor>,
+    checked: &mut u64,
+) -> Option<bool> {
+    let Some(d) = d else { return Some(false) };
+    let most = class_max_len(MAX_SIZE_CLASS);
+    let len = match d.kind {
+        DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast => d.len as u64,
+        DescKind::Provide => class_max_len(d.size_class),
+        DescKind::Resume | DescKind::Alarm => return Some(false),
+    };
+    if len > most {
+        return Some(false); // refused for its length, not looked up
+    }
+    match cx.registered(hw, p as u8, d.local, len, checked) {
+        Xlat::Bus(_) => Some(true),
+        Xlat::Fault => Some(false),
+        Xlat::Wait => None,
+    }
+}
+
 pub(crate) fn refuse(
     cx: &mut Shared,
     hw: &mut impl Hw,

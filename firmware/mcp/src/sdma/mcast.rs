@@ -91,6 +91,9 @@ impl Sdma {
         });
         let result = parsed.and_then(|(d, f)| self.accept_mcast(cx, hw, p, cons, &d, &f, w));
         self.cons[p] = cons.wrapping_add(1 + extra as u32);
+        // (A multicast at the head stops the look-ahead: nothing was
+        // taken ahead of it.)
+        self.ahead[p] = 0;
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {

@@ -112,6 +112,10 @@ pub struct Sdma {
     relay_built: bool,
     /// Per port: descriptors taken from the send ring.
     cons: [u32; NUM_PORTS],
+    /// Per port: receive buffers taken from the ring ahead of a send that
+    /// waits for a token, bit `i` for the slot `cons + i` (skipped when
+    /// the intake reaches it).
+    ahead: [u32; NUM_PORTS],
     /// Per port: bytes of the next descriptor's range found registered
     /// so far (its check waits for translations; 0 for a new one).
     checked: [u64; NUM_PORTS],
@@ -159,6 +163,7 @@ impl Sdma {
             state: SdmaState::Idle,
             relay_built: false,
             cons: [0; NUM_PORTS],
+            ahead: [0; NUM_PORTS],
             checked: [0; NUM_PORTS],
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],
@@ -223,6 +228,7 @@ impl Sdma {
     /// Port `p` opened: its send ring starts at 0.
     pub fn port_opened(&mut self, p: usize) {
         self.cons[p] = 0;
+        self.ahead[p] = 0;
         self.checked[p] = 0;
         self.alarm_at[p] = None;
         self.alarm_tag[p] = 0;
@@ -239,6 +245,7 @@ impl Sdma {
         self.alarm_at[p] = None;
         self.alarm_tag[p] = 0;
         self.cons[p] = 0;
+        self.ahead[p] = 0;
     }
 
     /// The tag of port `p`'s alarm (for its event).

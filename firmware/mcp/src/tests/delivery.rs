@@ -391,3 +391,58 @@ fn a_4_mib_put_and_get_check_their_ranges_through_the_cache() {
     assert_eq!((e.kind, e.status, e.tag), (EventKind::GetDone, 0, 22));
     assert_eq!(b.read_host(0, src, len as usize), pattern(8, len as usize));
 }
+
+/// A send waiting in the ring for a token does not hold up the receive
+/// buffers posted behind it. Node 0's port has 2 send tokens; its host
+/// posts 3 sends to node 1 (which has no buffer yet: they wait there),
+/// then a receive buffer. The third send waits for a token; the buffer
+/// behind it is taken past it, so node 1's message to node 0 lands while
+/// the sends are still stuck. When node 1 posts its buffers, everything
+/// completes, each descriptor once.
+#[test]
+fn a_receive_buffer_posted_behind_a_waiting_send_is_taken_past_it() {
+    let mut b = Bench::with(2, |n| n.w32(reg(regs::SEND_TOKENS), 2));
+    b.open(0, 1);
+    b.open(1, 2);
+    let v = b.alloc(0, 1, 64);
+    for tag in 1..=3 {
+        b.post(0, 1, send(v, 64, 1, 2, Priority::Low, tag));
+    }
+    let rv = b.alloc(0, 1, 64);
+    b.post(0, 1, provide(rv, 6, Priority::Low, 10));
+    b.run(200);
+    assert_eq!(b.stat(0, Stat::Errors), 0);
+    // Node 1 sends to node 0's buffer: it is there.
+    let sv = b.alloc(1, 2, 64);
+    b.write_host(1, sv, &pattern(5, 64));
+    b.post(1, 2, send(sv, 64, 0, 1, Priority::Low, 20));
+    let mut got = Vec::new();
+    assert!(b.run_until(5_000, |b| {
+        got.extend(b.events(0, 1));
+        got.iter().any(|e| e.kind == EventKind::Received)
+    }));
+    let r = got.iter().find(|e| e.kind == EventKind::Received).unwrap();
+    assert_eq!(r.tag, 10);
+    assert_eq!(b.read_host(0, rv, 64), pattern(5, 64));
+    assert!(got.iter().all(|e| e.kind == EventKind::Received), "no send completed yet: {got:?}");
+    // Node 1's buffers come: the three sends complete in order, once each.
+    for k in 0..3 {
+        let rb = b.alloc(1, 2, 64);
+        b.post(1, 2, provide(rb, 6, Priority::Low, 30 + k));
+    }
+    let mut done = Vec::new();
+    assert!(b.run_until(20_000, |b| {
+        done.extend(b.events(0, 1).into_iter().map(|e| (e.tag, e.status)));
+        done.len() == 3
+    }));
+    assert_eq!(done, [(1, 0), (2, 0), (3, 0)].map(|(t, _)| (t, SendStatus::Ok as u8)));
+    let mut recv = Vec::new();
+    b.run(200);
+    recv.extend(b.events(1, 2).into_iter().map(|e| (e.kind, e.tag)));
+    let r = EventKind::Received;
+    assert_eq!(recv, [(EventKind::Sent, 20), (r, 30), (r, 31), (r, 32)]);
+    // The ring is consumed past all five descriptors; a new send goes.
+    b.post(0, 1, send(v, 64, 1, 2, Priority::Low, 4));
+    b.run(200);
+    assert!(b.events(0, 1).is_empty(), "node 1 has no buffer left: it waits");
+}
