@@ -361,13 +361,17 @@ impl Trace {
 /// The NIC's counters, mirrored into SRAM at the end of a pass.
 pub struct Stats {
     counts: [u64; STAT_COUNT],
-    dirty: bool,
+    /// A bit per counter bumped since the SRAM copy was last written
+    /// (the pass counter's is not kept: it goes out with any other).
+    dirty: u64,
 }
+
+const _: () = assert!(STAT_COUNT <= 64, "a dirty bit per counter");
 
 impl Stats {
     pub fn bump(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
-        self.dirty = true;
+        self.dirty |= 1 << s as u32;
     }
 
     /// Counted without marking the SRAM copy stale (the pass counter).
@@ -385,13 +389,19 @@ impl Stats {
         }
     }
 
+    /// Bring the SRAM copy up to date: the counters bumped since the
+    /// last write, and the pass counter with them (only the firmware
+    /// writes the block: the others hold what was written last).
     pub fn write(&mut self, hw: &mut impl Hw) {
-        if !self.dirty {
+        if self.dirty == 0 {
             return;
         }
-        self.dirty = false;
-        for s in ALL_STATS {
-            hw.store_u64(stat_offset(s), self.counts[s as usize]);
+        let mut bits = self.dirty | 1 << Stat::Polls as u32;
+        self.dirty = 0;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            hw.store_u64(nic_abi::map::STATS + i as u32 * 8, self.counts[i]);
         }
     }
 }
@@ -503,7 +513,7 @@ impl Shared {
             rdma_jobs: heapless::Deque::new(),
             tx_ready: heapless::Deque::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
-            stats: Stats { counts: [0; STAT_COUNT], dirty: false },
+            stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
         }
@@ -540,6 +550,7 @@ impl Shared {
 
     /// A machine's transition: `state` becomes `to` because of `cause`,
     /// one trace record (nothing when it is already there).
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn transition<S: MachineState>(
         &mut self,
         hw: &mut impl Hw,
@@ -551,7 +562,10 @@ impl Shared {
             return;
         }
         let from = core::mem::replace(state, to);
-        self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
+        // (The record's operands are worked out only when tracing is on.)
+        if self.trace.on {
+            self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
+        }
     }
 
     pub fn is_open(&self, p: usize) -> bool {

@@ -437,12 +437,21 @@ impl Sdma {
         let mut i = 0;
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
-            let st = self.txs[s];
-            if !self.txs.is_live(s) || (st.outstanding() == 0 && st.hold_until <= now) {
-                if self.txs.is_live(s) {
+            // Read in place (a stream record is large: no copy of it per
+            // stream per pass).
+            let live = self.txs.is_live(s);
+            let st = &self.txs[s];
+            let outstanding = st.outstanding();
+            if !live || (outstanding == 0 && st.hold_until <= now) {
+                if live {
                     self.txs[s].active = false;
                 }
                 self.active_tx.swap_remove(i);
+                continue;
+            }
+            if outstanding == 0 {
+                // Held, with nothing to time out.
+                i += 1;
                 continue;
             }
             // A peer silent for the send timeout is given up on then, not
@@ -451,20 +460,16 @@ impl Sdma {
             let expired =
                 now >= st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective));
             let silent = now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout;
-            if st.outstanding() != 0 && (expired || silent) {
+            if expired || silent {
+                let (una, remote_node) = (st.win.una(), st.remote_node);
                 w.timers += 1;
-                self.go(
-                    cx,
-                    hw,
-                    SdmaState::Timeout { stream: s, una: st.win.una() },
-                    Cause::Timeout,
-                );
+                self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
                 if silent {
                     cx.bump(Stat::Timeouts, 1);
                     log_warn!(
                         "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
                         s,
-                        st.remote_node
+                        remote_node
                     );
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
                 } else {
@@ -472,7 +477,7 @@ impl Sdma {
                     // may be queued at a busy receiver: its answer comes
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
-                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, st.remote_node);
+                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, remote_node);
                     cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
                     // Selective repeat: what goes from now on is stamped
