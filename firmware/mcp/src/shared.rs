@@ -367,6 +367,7 @@ pub struct Stats {
 }
 
 const _: () = assert!(STAT_COUNT <= 64, "a dirty bit per counter");
+const _: () = assert!(NUM_PORTS <= 8, "an owed-events bit per port");
 
 impl Stats {
     pub fn bump(&mut self, s: Stat, n: u64) {
@@ -442,6 +443,10 @@ pub struct Shared {
     pub rdma_jobs: heapless::Deque<RdmaJob, { map::RX_BUF_COUNT as usize }>,
     pub tx_ready: heapless::Deque<u8, { map::TX_BUF_COUNT as usize }>,
     pub events: [heapless::Deque<EvRef, 128>; NUM_PORTS],
+    /// A bit per port whose `events` may hold something (set at every
+    /// push; RDMA clears it when it finds the queue empty): a pass looks
+    /// only at those queues, not at every port's.
+    pub events_owed: u8,
     pub stats: Stats,
     pub trace: Trace,
     /// The translation cache and the page-table lines being read.
@@ -513,6 +518,7 @@ impl Shared {
             rdma_jobs: heapless::Deque::new(),
             tx_ready: heapless::Deque::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
+            events_owed: 0,
             stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
@@ -609,6 +615,9 @@ impl Shared {
             Some(q) => q.push_back(ev).is_ok(),
             None => false,
         };
+        if pushed {
+            self.events_owed |= 1 << p;
+        }
         if !pushed {
             self.bump(Stat::Errors, 1);
             match ev {
