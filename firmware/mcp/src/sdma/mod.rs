@@ -120,7 +120,11 @@ pub struct Sdma {
     /// Per port: a pending alarm (when, tag).
     alarm_at: [Option<u64>; NUM_PORTS],
     alarm_tag: [u64; NUM_PORTS],
-    txs: Pool<TxStream, MAX_STREAMS>,
+    txs: TxPool,
+    /// Host builds: each sending stream's timers as of its last change
+    /// (`Sdma::timer_view`).
+    #[cfg(not(target_os = "none"))]
+    views: [TimerView; MAX_STREAMS],
     tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
@@ -163,7 +167,9 @@ impl Sdma {
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],
             alarm_tag: [0; NUM_PORTS],
-            txs: Pool::new(TxStream::EMPTY),
+            txs: TxPool::new(),
+            #[cfg(not(target_os = "none"))]
+            views: [TimerView::NONE; MAX_STREAMS],
             tx_index: heapless::FnvIndexMap::new(),
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
@@ -287,16 +293,37 @@ impl Sdma {
         Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
-    /// The earliest RTC tick one of SDMA's timers falls due.
-    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
-        for &s in self.active_tx.iter() {
-            let st = &self.txs[s];
-            if st.outstanding() != 0 {
-                at(st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)));
-                at(st.acked_at.saturating_add(cx.cfg.send_timeout));
+    /// What the timers of sending stream `s` depend on. Host builds keep
+    /// it from one look to the next and take it again only after the
+    /// stream changed (`TxPool` notes every change): the timer scan and
+    /// the deadline read each active stream every pass, and a record on a
+    /// cache line of its own per stream made those scans a large part of
+    /// a pass in the simulator. The image reads the record each time.
+    #[inline]
+    fn timer_view(&mut self, cx: &Shared, s: u16) -> TimerView {
+        #[cfg(not(target_os = "none"))]
+        {
+            if !self.txs.take_changed(s) {
+                return self.views[s as usize];
             }
-            if st.hold_until > cx.now {
-                at(st.hold_until);
+            let v = TimerView::of(&self.txs[s], cx);
+            self.views[s as usize] = v;
+            v
+        }
+        #[cfg(target_os = "none")]
+        TimerView::of(&self.txs[s], cx)
+    }
+
+    /// The earliest RTC tick one of SDMA's timers falls due.
+    pub fn deadline(&mut self, cx: &Shared, mut at: impl FnMut(u64)) {
+        for k in 0..self.active_tx.len() {
+            let v = self.timer_view(cx, self.active_tx[k]);
+            if v.busy {
+                at(v.expire_at);
+                at(v.acked_at.saturating_add(cx.cfg.send_timeout));
+            }
+            if v.hold_until > cx.now {
+                at(v.hold_until);
             }
         }
         for t in self.alarm_at.iter().flatten() {
@@ -310,5 +337,117 @@ impl Sdma {
                 at(cx.mcasts[r].deadline);
             }
         }
+    }
+}
+
+/// Bytes of SDMA's state that only host builds have (the timer views and
+/// the changed bits): not part of the image's budget.
+#[cfg(not(target_os = "none"))]
+pub const HOST_ONLY_BYTES: usize =
+    core::mem::size_of::<[TimerView; MAX_STREAMS]>() + MAX_STREAMS.div_ceil(64) * 8;
+
+/// What a sending stream's timers depend on (`Sdma::timer_view`).
+#[derive(Debug, Clone, Copy)]
+struct TimerView {
+    /// Packets are unacknowledged.
+    busy: bool,
+    hold_until: u64,
+    /// When the retransmission timer runs out: the last progress and
+    /// the poll interval after it.
+    expire_at: u64,
+    acked_at: u64,
+}
+
+impl TimerView {
+    #[cfg(not(target_os = "none"))]
+    const NONE: TimerView = TimerView { busy: false, hold_until: 0, expire_at: 0, acked_at: 0 };
+
+    #[inline]
+    fn of(st: &TxStream, cx: &Shared) -> TimerView {
+        TimerView {
+            busy: st.outstanding() != 0,
+            hold_until: st.hold_until,
+            expire_at: st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)),
+            acked_at: st.acked_at,
+        }
+    }
+}
+
+/// The sending streams' pool. Host builds note each stream handed out
+/// for writing (`IndexMut`, `alloc`): its timer view is taken again.
+struct TxPool {
+    pool: Pool<TxStream, MAX_STREAMS>,
+    #[cfg(not(target_os = "none"))]
+    changed: [u64; MAX_STREAMS.div_ceil(64)],
+}
+
+impl TxPool {
+    const fn new() -> TxPool {
+        TxPool {
+            pool: Pool::new(TxStream::EMPTY),
+            #[cfg(not(target_os = "none"))]
+            changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
+        }
+    }
+
+    #[inline]
+    fn note(&mut self, _i: u16) {
+        #[cfg(not(target_os = "none"))]
+        if let Some(w) = self.changed.get_mut(_i as usize / 64) {
+            *w |= 1 << (_i % 64);
+        }
+    }
+
+    /// Did stream `i` change since the last call for it?
+    #[cfg(not(target_os = "none"))]
+    #[inline]
+    fn take_changed(&mut self, i: u16) -> bool {
+        match self.changed.get_mut(i as usize / 64) {
+            Some(w) => {
+                let bit = 1 << (i % 64);
+                let was = *w & bit != 0;
+                *w &= !bit;
+                was
+            }
+            None => true,
+        }
+    }
+
+    fn alloc(&mut self, v: TxStream) -> Option<u16> {
+        let i = self.pool.alloc(v)?;
+        self.note(i);
+        Some(i)
+    }
+
+    fn free(&mut self, i: u16) {
+        self.pool.free(i)
+    }
+
+    fn is_live(&self, i: u16) -> bool {
+        self.pool.is_live(i)
+    }
+
+    fn available(&self) -> usize {
+        self.pool.available()
+    }
+
+    fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
+        self.pool.live_indices()
+    }
+}
+
+impl core::ops::Index<u16> for TxPool {
+    type Output = TxStream;
+    #[inline]
+    fn index(&self, i: u16) -> &TxStream {
+        &self.pool[i]
+    }
+}
+
+impl core::ops::IndexMut<u16> for TxPool {
+    #[inline]
+    fn index_mut(&mut self, i: u16) -> &mut TxStream {
+        self.note(i);
+        &mut self.pool[i]
     }
 }

@@ -437,19 +437,17 @@ impl Sdma {
         let mut i = 0;
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
-            // Read in place (a stream record is large: no copy of it per
-            // stream per pass).
+            // What the timers need, not a copy of the whole record.
             let live = self.txs.is_live(s);
-            let st = &self.txs[s];
-            let outstanding = st.outstanding();
-            if !live || (outstanding == 0 && st.hold_until <= now) {
+            let v = self.timer_view(cx, s);
+            if !live || (!v.busy && v.hold_until <= now) {
                 if live {
                     self.txs[s].active = false;
                 }
                 self.active_tx.swap_remove(i);
                 continue;
             }
-            if outstanding == 0 {
+            if !v.busy {
                 // Held, with nothing to time out.
                 i += 1;
                 continue;
@@ -457,10 +455,10 @@ impl Sdma {
             // A peer silent for the send timeout is given up on then, not
             // at the next retransmission timeout after (which backoff may
             // put far later).
-            let expired =
-                now >= st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective));
-            let silent = now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout;
+            let expired = now >= v.expire_at;
+            let silent = now.saturating_sub(v.acked_at) >= cx.cfg.send_timeout;
             if expired || silent {
+                let st = &self.txs[s];
                 let (una, remote_node) = (st.win.una(), st.remote_node);
                 w.timers += 1;
                 self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
