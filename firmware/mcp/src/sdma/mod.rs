@@ -125,6 +125,10 @@ pub struct Sdma {
     /// (`Sdma::timer_view`).
     #[cfg(not(target_os = "none"))]
     views: [TimerView; MAX_STREAMS],
+    /// Host builds: the active streams' part of the deadline, as last
+    /// worked out (`Sdma::active_deadline`).
+    #[cfg(not(target_os = "none"))]
+    dl: ActiveDeadline,
     tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
@@ -170,6 +174,8 @@ impl Sdma {
             txs: TxPool::new(),
             #[cfg(not(target_os = "none"))]
             views: [TimerView::NONE; MAX_STREAMS],
+            #[cfg(not(target_os = "none"))]
+            dl: ActiveDeadline { at: 0, busy: None, hold: None, removable: true },
             tx_index: heapless::FnvIndexMap::new(),
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
@@ -314,17 +320,67 @@ impl Sdma {
         TimerView::of(&self.txs[s], cx)
     }
 
-    /// The earliest RTC tick one of SDMA's timers falls due.
-    pub fn deadline(&mut self, cx: &Shared, mut at: impl FnMut(u64)) {
+    /// The active streams' timers: the earliest retransmission or send
+    /// timeout of those with packets unacknowledged, and the earliest hold
+    /// still to end. Host builds keep it while no stream changed and the
+    /// list stayed the same (the first only depends on the streams; the
+    /// second also on the time, and stays while that hold has not ended).
+    #[inline]
+    fn active_deadline(&mut self, cx: &Shared) -> (Option<u64>, Option<u64>) {
+        #[cfg(not(target_os = "none"))]
+        if !self.txs.dl_stale && cx.now >= self.dl.at && self.dl.hold.is_none_or(|h| h > cx.now) {
+            return (self.dl.busy, self.dl.hold);
+        }
+        let (mut busy, mut hold) = (None::<u64>, None::<u64>);
+        let mut _removable = false;
         for k in 0..self.active_tx.len() {
-            let v = self.timer_view(cx, self.active_tx[k]);
+            let s = self.active_tx[k];
+            let v = self.timer_view(cx, s);
+            _removable |= !self.txs.is_live(s) || (!v.busy && v.hold_until <= cx.now);
             if v.busy {
-                at(v.expire_at);
-                at(v.acked_at.saturating_add(cx.cfg.send_timeout));
+                let t = v.expire_at.min(v.acked_at.saturating_add(cx.cfg.send_timeout));
+                busy = Some(busy.map_or(t, |b| b.min(t)));
             }
             if v.hold_until > cx.now {
-                at(v.hold_until);
+                hold = Some(hold.map_or(v.hold_until, |h| h.min(v.hold_until)));
             }
+        }
+        #[cfg(not(target_os = "none"))]
+        {
+            self.dl = ActiveDeadline { at: cx.now, busy, hold, removable: _removable };
+            self.txs.dl_stale = false;
+        }
+        (busy, hold)
+    }
+
+    /// Host builds: would the timer scan at `now` find nothing to do (no
+    /// stream to take off the list, none timed out)? Known when nothing
+    /// changed since the active streams' deadline was worked out, no hold
+    /// has ended since and no timer falls due by `now`.
+    #[inline]
+    fn timers_idle(&self, _now: u64) -> bool {
+        #[cfg(not(target_os = "none"))]
+        {
+            let now = _now;
+            !self.txs.dl_stale
+                && now >= self.dl.at
+                && now < u64::MAX
+                && !self.dl.removable
+                && self.dl.hold.is_none_or(|h| h > now)
+                && self.dl.busy.is_none_or(|b| b > now)
+        }
+        #[cfg(target_os = "none")]
+        false
+    }
+
+    /// The earliest RTC tick one of SDMA's timers falls due.
+    pub fn deadline(&mut self, cx: &Shared, mut at: impl FnMut(u64)) {
+        let (busy, hold) = self.active_deadline(cx);
+        if let Some(t) = busy {
+            at(t);
+        }
+        if let Some(t) = hold {
+            at(t);
         }
         for t in self.alarm_at.iter().flatten() {
             at(*t);
@@ -343,8 +399,10 @@ impl Sdma {
 /// Bytes of SDMA's state that only host builds have (the timer views and
 /// the changed bits): not part of the image's budget.
 #[cfg(not(target_os = "none"))]
-pub const HOST_ONLY_BYTES: usize =
-    core::mem::size_of::<[TimerView; MAX_STREAMS]>() + MAX_STREAMS.div_ceil(64) * 8;
+pub const HOST_ONLY_BYTES: usize = core::mem::size_of::<[TimerView; MAX_STREAMS]>()
+    + MAX_STREAMS.div_ceil(64) * 8
+    + core::mem::size_of::<ActiveDeadline>()
+    + 8;
 
 /// What a sending stream's timers depend on (`Sdma::timer_view`).
 #[derive(Debug, Clone, Copy)]
@@ -373,12 +431,28 @@ impl TimerView {
     }
 }
 
+/// `Sdma::active_deadline` as worked out at RTC `at`.
+#[cfg(not(target_os = "none"))]
+#[derive(Debug, Clone, Copy)]
+struct ActiveDeadline {
+    at: u64,
+    busy: Option<u64>,
+    hold: Option<u64>,
+    /// A stream on the list was let go, or has nothing unacknowledged and
+    /// no hold left: the timer scan takes it off.
+    removable: bool,
+}
+
 /// The sending streams' pool. Host builds note each stream handed out
-/// for writing (`IndexMut`, `alloc`): its timer view is taken again.
+/// for writing (`IndexMut`, `alloc`, `free`): its timer view is taken
+/// again, and so is the active streams' deadline (`dl_stale`, also set
+/// when the active list changes: `list_changed`).
 struct TxPool {
     pool: Pool<TxStream, MAX_STREAMS>,
     #[cfg(not(target_os = "none"))]
     changed: [u64; MAX_STREAMS.div_ceil(64)],
+    #[cfg(not(target_os = "none"))]
+    dl_stale: bool,
 }
 
 impl TxPool {
@@ -387,14 +461,28 @@ impl TxPool {
             pool: Pool::new(TxStream::EMPTY),
             #[cfg(not(target_os = "none"))]
             changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
+            #[cfg(not(target_os = "none"))]
+            dl_stale: true,
         }
     }
 
     #[inline]
     fn note(&mut self, _i: u16) {
         #[cfg(not(target_os = "none"))]
-        if let Some(w) = self.changed.get_mut(_i as usize / 64) {
-            *w |= 1 << (_i % 64);
+        {
+            if let Some(w) = self.changed.get_mut(_i as usize / 64) {
+                *w |= 1 << (_i % 64);
+            }
+            self.dl_stale = true;
+        }
+    }
+
+    /// The active list (`Sdma::active_tx`) gained or lost a stream.
+    #[inline]
+    fn list_changed(&mut self) {
+        #[cfg(not(target_os = "none"))]
+        {
+            self.dl_stale = true;
         }
     }
 
@@ -420,6 +508,7 @@ impl TxPool {
     }
 
     fn free(&mut self, i: u16) {
+        self.note(i);
         self.pool.free(i)
     }
 
