@@ -465,6 +465,7 @@ impl Mcp {
         hw.store_u32(port_reg(p, SEND_CONS), 0);
         cx.events[p].clear();
         let _ = cx.events[p].push_back(EvRef::PortOpened);
+        cx.events_owed |= 1 << p;
         hw.store_u32(port_reg(p, EVQ_PRODUCED), 0);
         hw.store_u32(port_reg(p, FW_STATE), STATE_OPEN);
         log_info!("port {=usize} open (generation {=u32})", p, gen);

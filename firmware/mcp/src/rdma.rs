@@ -293,7 +293,15 @@ impl Rdma {
     #[inline(never)]
     pub fn flush_events(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, w: &mut Work) {
         let mut behind = None;
-        'ports: for p in 0..NUM_PORTS {
+        // The ports owed events, in port order.
+        let mut owed = cx.events_owed;
+        'ports: while owed != 0 {
+            let p = owed.trailing_zeros() as usize;
+            owed &= owed - 1;
+            if cx.events[p].is_empty() {
+                cx.events_owed &= !(1 << p);
+                continue;
+            }
             while let Some(&ev) = cx.events[p].front() {
                 let q = self.evq[p];
                 if !cx.is_open(p) || q.len == 0 {

@@ -361,13 +361,18 @@ impl Trace {
 /// The NIC's counters, mirrored into SRAM at the end of a pass.
 pub struct Stats {
     counts: [u64; STAT_COUNT],
-    dirty: bool,
+    /// A bit per counter bumped since the SRAM copy was last written
+    /// (the pass counter's is not kept: it goes out with any other).
+    dirty: u64,
 }
+
+const _: () = assert!(STAT_COUNT <= 64, "a dirty bit per counter");
+const _: () = assert!(NUM_PORTS <= 8, "an owed-events bit per port");
 
 impl Stats {
     pub fn bump(&mut self, s: Stat, n: u64) {
         self.counts[s as usize] += n;
-        self.dirty = true;
+        self.dirty |= 1 << s as u32;
     }
 
     /// Counted without marking the SRAM copy stale (the pass counter).
@@ -385,13 +390,19 @@ impl Stats {
         }
     }
 
+    /// Bring the SRAM copy up to date: the counters bumped since the
+    /// last write, and the pass counter with them (only the firmware
+    /// writes the block: the others hold what was written last).
     pub fn write(&mut self, hw: &mut impl Hw) {
-        if !self.dirty {
+        if self.dirty == 0 {
             return;
         }
-        self.dirty = false;
-        for s in ALL_STATS {
-            hw.store_u64(stat_offset(s), self.counts[s as usize]);
+        let mut bits = self.dirty | 1 << Stat::Polls as u32;
+        self.dirty = 0;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            hw.store_u64(nic_abi::map::STATS + i as u32 * 8, self.counts[i]);
         }
     }
 }
@@ -432,6 +443,10 @@ pub struct Shared {
     pub rdma_jobs: heapless::Deque<RdmaJob, { map::RX_BUF_COUNT as usize }>,
     pub tx_ready: heapless::Deque<u8, { map::TX_BUF_COUNT as usize }>,
     pub events: [heapless::Deque<EvRef, 128>; NUM_PORTS],
+    /// A bit per port whose `events` may hold something (set at every
+    /// push; RDMA clears it when it finds the queue empty): a pass looks
+    /// only at those queues, not at every port's.
+    pub events_owed: u8,
     pub stats: Stats,
     pub trace: Trace,
     /// The translation cache and the page-table lines being read.
@@ -503,7 +518,8 @@ impl Shared {
             rdma_jobs: heapless::Deque::new(),
             tx_ready: heapless::Deque::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
-            stats: Stats { counts: [0; STAT_COUNT], dirty: false },
+            events_owed: 0,
+            stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
         }
@@ -540,6 +556,7 @@ impl Shared {
 
     /// A machine's transition: `state` becomes `to` because of `cause`,
     /// one trace record (nothing when it is already there).
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn transition<S: MachineState>(
         &mut self,
         hw: &mut impl Hw,
@@ -551,7 +568,10 @@ impl Shared {
             return;
         }
         let from = core::mem::replace(state, to);
-        self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
+        // (The record's operands are worked out only when tracing is on.)
+        if self.trace.on {
+            self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
+        }
     }
 
     pub fn is_open(&self, p: usize) -> bool {
@@ -595,6 +615,9 @@ impl Shared {
             Some(q) => q.push_back(ev).is_ok(),
             None => false,
         };
+        if pushed {
+            self.events_owed |= 1 << p;
+        }
         if !pushed {
             self.bump(Stat::Errors, 1);
             match ev {

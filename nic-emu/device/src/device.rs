@@ -61,6 +61,14 @@ pub trait NicMem {
     /// host memory must publish its last word last (Release), so that a
     /// host polling it (an event's `seq`) sees the rest with it.
     fn dma(&mut self, c: &HostDmaCmd) -> bool;
+    /// Append `len` bytes of SRAM from `off` to `out` (zeros where the
+    /// range leaves SRAM, as `Sram::read`).
+    #[inline]
+    fn sram_append(&self, off: u32, len: usize, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.sram().read(off, &mut out[at..]);
+    }
 }
 
 /// Counters the device keeps (beside the firmware's STATS block).
@@ -431,18 +439,15 @@ impl Engines {
     /// zero) put into its header, in `buf` and in SRAM; count it.
     #[inline]
     pub fn tx_fill<M: NicMem + ?Sized>(&mut self, m: &mut M, p: TxSpan, buf: &mut Vec<u8>) {
-        // A recycled buffer is overwritten below: no need to zero it.
-        if buf.len() >= p.len {
-            buf.truncate(p.len);
-        } else {
-            buf.resize(p.len, 0);
+        // A recycled buffer is refilled from SRAM in place of what it
+        // held: nothing is zeroed first.
+        buf.clear();
+        let head = p.len - p.tail_len;
+        m.sram_append(p.sram as u32, head, buf);
+        if p.tail_len > 0 {
+            m.sram_append(p.tail_sram as u32, p.tail_len, buf);
         }
         let s = m.sram_mut();
-        let head = p.len - p.tail_len;
-        s.read(p.sram as u32, &mut buf[..head]);
-        if p.tail_len > 0 {
-            s.read(p.tail_sram as u32, &mut buf[head..]);
-        }
         let at = p.route_len + field::CRC;
         buf[at..at + 4].fill(0);
         let crc = crc32fast::hash(&buf[p.route_len..]);

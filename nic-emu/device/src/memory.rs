@@ -128,6 +128,14 @@ impl NicMem for NodeMem {
     }
 
     #[inline]
+    fn sram_append(&self, off: u32, len: usize, out: &mut Vec<u8>) {
+        match span(self.sram.len(), off, len) {
+            Some(r) => out.extend_from_slice(&self.sram[r]),
+            None => out.resize(out.len() + len, 0),
+        }
+    }
+
+    #[inline]
     fn dma(&mut self, c: &HostDmaCmd) -> bool {
         let len = c.len as usize;
         if c.host >= self.host.limit {
@@ -298,14 +306,18 @@ impl HostMem {
                     return None;
                 }
                 self.top = end;
-                if (self.bytes.len() as u64) < end {
-                    self.bytes.resize(end as usize);
-                }
                 s
             }
         };
-        self.bytes[start as usize..(start + len) as usize].fill(0);
-        Some(start)
+        // Memory grown for it comes zeroed: only what was there before
+        // is cleared.
+        let (start, end) = (start as usize, (start + len) as usize);
+        let had = self.bytes.len();
+        if had < end {
+            self.bytes.resize(end);
+        }
+        self.bytes[start..end.min(had).max(start)].fill(0);
+        Some(start as u64)
     }
 
     /// Give back an allocation. Ranges that were not allocated (not page

@@ -560,6 +560,7 @@ impl Fabric {
     /// Packets whose heads entered a link into a NIC since the last call:
     /// (flight, when the head reaches the NIC). The caller must hand each
     /// to its NIC (`NicDevice::head_due`).
+    #[inline]
     pub fn has_nic_entries(&self) -> bool {
         !self.nic_entries.is_empty()
     }

@@ -579,10 +579,16 @@ impl SimCluster {
     }
 
     /// Hand the packets that entered links into NICs to those NICs.
+    /// (Checked after every event: the test is inlined, the work not.)
+    #[inline]
     fn nic_entries(&mut self) {
-        if !self.fabric.has_nic_entries() {
-            return;
+        if self.fabric.has_nic_entries() {
+            self.take_nic_entries();
         }
+    }
+
+    #[inline(never)]
+    fn take_nic_entries(&mut self) {
         self.fabric.take_nic_entries(&mut self.entries);
         for &(flight, at) in &self.entries {
             let node = self.fabric.flight(flight).dst as usize;
@@ -736,9 +742,11 @@ impl SimCluster {
         if self.hosts[node].timer.is_some_and(|t| t <= now) {
             self.hosts[node].timer = None;
         }
-        let mut apps = std::mem::take(&mut self.hosts[node].apps);
-        let mut again = self.hosts[node].timer;
-        for (app, done) in apps.iter_mut().filter(|(_, d)| !*d) {
+        let h = &mut self.hosts[node];
+        let mut again = h.timer;
+        let mut finished = 0;
+        // (No program can be spawned meanwhile: spawn needs the cluster.)
+        for (app, done) in h.apps.iter_mut().filter(|(_, d)| !*d) {
             let mut cx = HostCx { node, backend: &backend, wake: None };
             app.wake(&mut cx);
             if let Some(w) = cx.wake {
@@ -746,13 +754,11 @@ impl SimCluster {
             }
             if app.done() {
                 *done = true;
-                self.apps_pending -= 1;
+                finished += 1;
             }
         }
-        // Programs spawned meanwhile (none can be: spawn needs the cluster).
-        apps.append(&mut self.hosts[node].apps);
-        self.hosts[node].apps = apps;
-        self.hosts[node].timer = again;
+        h.timer = again;
+        self.apps_pending -= finished;
         self.drain_bells();
         if let Some(w) = again {
             self.wake_apps(node, w);

@@ -358,6 +358,7 @@ impl Sdma {
         if !self.txs[s].active {
             self.txs[s].active = true;
             let _ = self.active_tx.push(s);
+            self.txs.list_changed();
         }
         if cx.cfg.selective {
             // The packet is stamped with the poll number now current;

@@ -124,7 +124,15 @@ pub struct Sdma {
     /// Per port: a pending alarm (when, tag).
     alarm_at: [Option<u64>; NUM_PORTS],
     alarm_tag: [u64; NUM_PORTS],
-    txs: Pool<TxStream, MAX_STREAMS>,
+    txs: TxPool,
+    /// Host builds: each sending stream's timers as of its last change
+    /// (`Sdma::timer_view`).
+    #[cfg(not(target_os = "none"))]
+    views: [TimerView; MAX_STREAMS],
+    /// Host builds: the active streams' part of the deadline, as last
+    /// worked out (`Sdma::active_deadline`).
+    #[cfg(not(target_os = "none"))]
+    dl: ActiveDeadline,
     tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
@@ -168,7 +176,11 @@ impl Sdma {
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],
             alarm_tag: [0; NUM_PORTS],
-            txs: Pool::new(TxStream::EMPTY),
+            txs: TxPool::new(),
+            #[cfg(not(target_os = "none"))]
+            views: [TimerView::NONE; MAX_STREAMS],
+            #[cfg(not(target_os = "none"))]
+            dl: ActiveDeadline { at: 0, busy: None, hold: None, removable: true },
             tx_index: heapless::FnvIndexMap::new(),
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
@@ -294,17 +306,88 @@ impl Sdma {
         Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
+    /// What the timers of sending stream `s` depend on. Host builds keep
+    /// it from one look to the next and take it again only after the
+    /// stream changed (`TxPool` notes every change): the timer scan and
+    /// the deadline read each active stream every pass, and a record on a
+    /// cache line of its own per stream made those scans a large part of
+    /// a pass in the simulator. The image reads the record each time.
+    #[inline]
+    fn timer_view(&mut self, cx: &Shared, s: u16) -> TimerView {
+        #[cfg(not(target_os = "none"))]
+        {
+            if !self.txs.take_changed(s) {
+                return self.views[s as usize];
+            }
+            let v = TimerView::of(&self.txs[s], cx);
+            self.views[s as usize] = v;
+            v
+        }
+        #[cfg(target_os = "none")]
+        TimerView::of(&self.txs[s], cx)
+    }
+
+    /// The active streams' timers: the earliest retransmission or send
+    /// timeout of those with packets unacknowledged, and the earliest hold
+    /// still to end. Host builds keep it while no stream changed and the
+    /// list stayed the same (the first only depends on the streams; the
+    /// second also on the time, and stays while that hold has not ended).
+    #[inline]
+    fn active_deadline(&mut self, cx: &Shared) -> (Option<u64>, Option<u64>) {
+        #[cfg(not(target_os = "none"))]
+        if !self.txs.dl_stale && cx.now >= self.dl.at && self.dl.hold.is_none_or(|h| h > cx.now) {
+            return (self.dl.busy, self.dl.hold);
+        }
+        let (mut busy, mut hold) = (None::<u64>, None::<u64>);
+        let mut _removable = false;
+        for k in 0..self.active_tx.len() {
+            let s = self.active_tx[k];
+            let v = self.timer_view(cx, s);
+            _removable |= !self.txs.is_live(s) || (!v.busy && v.hold_until <= cx.now);
+            if v.busy {
+                let t = v.expire_at.min(v.acked_at.saturating_add(cx.cfg.send_timeout));
+                busy = Some(busy.map_or(t, |b| b.min(t)));
+            }
+            if v.hold_until > cx.now {
+                hold = Some(hold.map_or(v.hold_until, |h| h.min(v.hold_until)));
+            }
+        }
+        #[cfg(not(target_os = "none"))]
+        {
+            self.dl = ActiveDeadline { at: cx.now, busy, hold, removable: _removable };
+            self.txs.dl_stale = false;
+        }
+        (busy, hold)
+    }
+
+    /// Host builds: would the timer scan at `now` find nothing to do (no
+    /// stream to take off the list, none timed out)? Known when nothing
+    /// changed since the active streams' deadline was worked out, no hold
+    /// has ended since and no timer falls due by `now`.
+    #[inline]
+    fn timers_idle(&self, _now: u64) -> bool {
+        #[cfg(not(target_os = "none"))]
+        {
+            let now = _now;
+            !self.txs.dl_stale
+                && now >= self.dl.at
+                && now < u64::MAX
+                && !self.dl.removable
+                && self.dl.hold.is_none_or(|h| h > now)
+                && self.dl.busy.is_none_or(|b| b > now)
+        }
+        #[cfg(target_os = "none")]
+        false
+    }
+
     /// The earliest RTC tick one of SDMA's timers falls due.
-    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
-        for &s in self.active_tx.iter() {
-            let st = &self.txs[s];
-            if st.outstanding() != 0 {
-                at(st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)));
-                at(st.acked_at.saturating_add(cx.cfg.send_timeout));
-            }
-            if st.hold_until > cx.now {
-                at(st.hold_until);
-            }
+    pub fn deadline(&mut self, cx: &Shared, mut at: impl FnMut(u64)) {
+        let (busy, hold) = self.active_deadline(cx);
+        if let Some(t) = busy {
+            at(t);
+        }
+        if let Some(t) = hold {
+            at(t);
         }
         for t in self.alarm_at.iter().flatten() {
             at(*t);
@@ -317,5 +400,150 @@ impl Sdma {
                 at(cx.mcasts[r].deadline);
             }
         }
+    }
+}
+
+/// Bytes of SDMA's state that only host builds have (the timer views and
+/// the changed bits): not part of the image's budget.
+#[cfg(not(target_os = "none"))]
+pub const HOST_ONLY_BYTES: usize = core::mem::size_of::<[TimerView; MAX_STREAMS]>()
+    + MAX_STREAMS.div_ceil(64) * 8
+    + core::mem::size_of::<ActiveDeadline>()
+    + 8;
+
+/// What a sending stream's timers depend on (`Sdma::timer_view`).
+#[derive(Debug, Clone, Copy)]
+struct TimerView {
+    /// Packets are unacknowledged.
+    busy: bool,
+    hold_until: u64,
+    /// When the retransmission timer runs out: the last progress and
+    /// the poll interval after it.
+    expire_at: u64,
+    acked_at: u64,
+}
+
+impl TimerView {
+    #[cfg(not(target_os = "none"))]
+    const NONE: TimerView = TimerView { busy: false, hold_until: 0, expire_at: 0, acked_at: 0 };
+
+    #[inline]
+    fn of(st: &TxStream, cx: &Shared) -> TimerView {
+        TimerView {
+            busy: st.outstanding() != 0,
+            hold_until: st.hold_until,
+            expire_at: st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)),
+            acked_at: st.acked_at,
+        }
+    }
+}
+
+/// `Sdma::active_deadline` as worked out at RTC `at`.
+#[cfg(not(target_os = "none"))]
+#[derive(Debug, Clone, Copy)]
+struct ActiveDeadline {
+    at: u64,
+    busy: Option<u64>,
+    hold: Option<u64>,
+    /// A stream on the list was let go, or has nothing unacknowledged and
+    /// no hold left: the timer scan takes it off.
+    removable: bool,
+}
+
+/// The sending streams' pool. Host builds note each stream handed out
+/// for writing (`IndexMut`, `alloc`, `free`): its timer view is taken
+/// again, and so is the active streams' deadline (`dl_stale`, also set
+/// when the active list changes: `list_changed`).
+struct TxPool {
+    pool: Pool<TxStream, MAX_STREAMS>,
+    #[cfg(not(target_os = "none"))]
+    changed: [u64; MAX_STREAMS.div_ceil(64)],
+    #[cfg(not(target_os = "none"))]
+    dl_stale: bool,
+}
+
+impl TxPool {
+    const fn new() -> TxPool {
+        TxPool {
+            pool: Pool::new(TxStream::EMPTY),
+            #[cfg(not(target_os = "none"))]
+            changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
+            #[cfg(not(target_os = "none"))]
+            dl_stale: true,
+        }
+    }
+
+    #[inline]
+    fn note(&mut self, _i: u16) {
+        #[cfg(not(target_os = "none"))]
+        {
+            if let Some(w) = self.changed.get_mut(_i as usize / 64) {
+                *w |= 1 << (_i % 64);
+            }
+            self.dl_stale = true;
+        }
+    }
+
+    /// The active list (`Sdma::active_tx`) gained or lost a stream.
+    #[inline]
+    fn list_changed(&mut self) {
+        #[cfg(not(target_os = "none"))]
+        {
+            self.dl_stale = true;
+        }
+    }
+
+    /// Did stream `i` change since the last call for it?
+    #[cfg(not(target_os = "none"))]
+    #[inline]
+    fn take_changed(&mut self, i: u16) -> bool {
+        match self.changed.get_mut(i as usize / 64) {
+            Some(w) => {
+                let bit = 1 << (i % 64);
+                let was = *w & bit != 0;
+                *w &= !bit;
+                was
+            }
+            None => true,
+        }
+    }
+
+    fn alloc(&mut self, v: TxStream) -> Option<u16> {
+        let i = self.pool.alloc(v)?;
+        self.note(i);
+        Some(i)
+    }
+
+    fn free(&mut self, i: u16) {
+        self.note(i);
+        self.pool.free(i)
+    }
+
+    fn is_live(&self, i: u16) -> bool {
+        self.pool.is_live(i)
+    }
+
+    fn available(&self) -> usize {
+        self.pool.available()
+    }
+
+    fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
+        self.pool.live_indices()
+    }
+}
+
+impl core::ops::Index<u16> for TxPool {
+    type Output = TxStream;
+    #[inline]
+    fn index(&self, i: u16) -> &TxStream {
+        &self.pool[i]
+    }
+}
+
+impl core::ops::IndexMut<u16> for TxPool {
+    #[inline]
+    fn index_mut(&mut self, i: u16) -> &mut TxStream {
+        self.note(i);
+        &mut self.pool[i]
     }
 }

@@ -153,6 +153,7 @@ impl Sdma {
         self.ring_remove(s);
         if let Some(i) = self.active_tx.iter().position(|&x| x == s) {
             self.active_tx.swap_remove(i);
+            self.txs.list_changed();
         }
         let st = self.txs[s];
         self.tx_index.remove(&st.key);

@@ -434,37 +434,41 @@ impl Sdma {
     pub fn timers(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         let now = cx.now;
         // Retransmission and send timeouts.
-        let mut i = 0;
+        let mut i = if self.timers_idle(now) { self.active_tx.len() } else { 0 };
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
-            let st = self.txs[s];
-            if !self.txs.is_live(s) || (st.outstanding() == 0 && st.hold_until <= now) {
-                if self.txs.is_live(s) {
+            // What the timers need, not a copy of the whole record.
+            let live = self.txs.is_live(s);
+            let v = self.timer_view(cx, s);
+            if !live || (!v.busy && v.hold_until <= now) {
+                if live {
                     self.txs[s].active = false;
                 }
                 self.active_tx.swap_remove(i);
+                self.txs.list_changed();
+                continue;
+            }
+            if !v.busy {
+                // Held, with nothing to time out.
+                i += 1;
                 continue;
             }
             // A peer silent for the send timeout is given up on then, not
             // at the next retransmission timeout after (which backoff may
             // put far later).
-            let expired =
-                now >= st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective));
-            let silent = now.saturating_sub(st.acked_at) >= cx.cfg.send_timeout;
-            if st.outstanding() != 0 && (expired || silent) {
+            let expired = now >= v.expire_at;
+            let silent = now.saturating_sub(v.acked_at) >= cx.cfg.send_timeout;
+            if expired || silent {
+                let st = &self.txs[s];
+                let (una, remote_node) = (st.win.una(), st.remote_node);
                 w.timers += 1;
-                self.go(
-                    cx,
-                    hw,
-                    SdmaState::Timeout { stream: s, una: st.win.una() },
-                    Cause::Timeout,
-                );
+                self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
                 if silent {
                     cx.bump(Stat::Timeouts, 1);
                     log_warn!(
                         "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
                         s,
-                        st.remote_node
+                        remote_node
                     );
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
                 } else {
@@ -472,7 +476,7 @@ impl Sdma {
                     // may be queued at a busy receiver: its answer comes
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
-                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, st.remote_node);
+                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, remote_node);
                     cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
                     // Selective repeat: what goes from now on is stamped
