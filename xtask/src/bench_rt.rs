@@ -60,7 +60,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// The `--realtime` figures of `cargo xtask bench`.
-pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
+pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
@@ -91,7 +91,7 @@ pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
     };
     // The probe's two CPUs: the NIC's and a host program's.
     let probe = cores.split_last().and_then(|(&nic, rest)| rest.first().map(|&h| (nic, h)));
-    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
+    let have_qemu = with_qemu && qemu::find_program(qemu::QEMU_PROGRAM).is_some();
     // A step per live run, one per qemu layout.
     let steps = (layouts.len() * RUNS) as u64 + if have_qemu { layouts.len() as u64 } else { 0 };
     let pb = crate::progress::bar(steps, "bench (real time)", quiet);
@@ -217,6 +217,7 @@ pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
             "",
             mark(idle <= 0.020)
         ),
+        None if !with_qemu => {}
         None => println!("qemu: {} not installed; no qemu figures", qemu::QEMU_PROGRAM),
     }
     for (label, lat, _, runs) in &live {
