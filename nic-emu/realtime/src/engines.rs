@@ -8,7 +8,8 @@
 //!   after the rest of it ([`MappedMem`]).
 //! - Send-DMA: one packet at a time, its CRC computed in SRAM and put
 //!   into its header there, and the packet lent to the fabric in place
-//!   (paced: read into a pooled buffer). Its tail has left at once, or
+//!   (paced, or under `LEND_MIN` bytes: read into a pooled buffer with
+//!   its CRC, as the sim does). Its tail has left at once, or
 //!   when the fabric releases it (backpressure), or at link speed when
 //!   paced; the engine then starts the next command, but `TXDMA_DONE`
 //!   counts a lent packet only once its bytes have been taken (in order:
