@@ -82,6 +82,34 @@ fn pingpong_and_stream_between_two_host_processes_check_every_byte() {
 }
 
 #[test]
+fn lent_transmit_buffers_are_not_reused_before_their_bytes_are_taken() {
+    // A packet goes from its sender's transmit buffer straight into the
+    // receiver's receive buffer; the sender's firmware must not get the
+    // buffer back (TXDMA_DONE) before. Three streams into one NIC (it runs
+    // out of receive buffers: packets wait and are reclaimed) and one out
+    // of it, the NICs on two device threads (a receiving engine copies
+    // while the sender's thread runs on), every byte of every message
+    // checked: a buffer refilled too early delivers another packet's bytes.
+    let mut cfg = RtConfig::new(&rt::cluster_path("lend"), ClusterBackend::Live, 4);
+    cfg.threads = 2;
+    cfg.check_crc = true;
+    let c = rt::start(cfg);
+    let pairs = [((1, 1), (0, 1)), ((2, 1), (0, 2)), ((3, 1), (0, 3)), ((0, 4), (1, 4))];
+    let kids: Vec<_> =
+        pairs.iter().map(|&(a, b)| rt::stream_spawn(c.path(), a, b, 65536, 300, &[])).collect();
+    for (send, recv) in kids {
+        let send = rt::finish(send, Duration::from_secs(60));
+        let recv = rt::finish(recv, Duration::from_secs(60));
+        rt::both_succeed(c.path(), [("sender", &send), ("receiver", &recv)]);
+        assert!(String::from_utf8_lossy(&recv.stdout).contains("content and order checked"));
+    }
+    let st: Vec<_> = (0..4).map(|n| c.nic_stats(n).counters).collect();
+    let lent: u64 = st.iter().map(|s| s.lent).sum();
+    assert!(lent >= 4 * 300 * 16, "packets went lent: {st:?}");
+    assert!(st.iter().all(|s| s.device.rx_crc_bad == 0 && s.hw_faults == 0), "{st:?}");
+}
+
+#[test]
 fn four_nodes_all_to_all_every_message_checked() {
     let c = rt::live("a2a", 4);
     let lines = rt::alltoall(c.path(), 4, 2, 3000, 40);

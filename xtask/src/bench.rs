@@ -639,7 +639,7 @@ pub fn run_all(
     let mut sims = Vec::new();
     let code = run(profiles, quick, speed, quiet, &mut sims)?;
     let live = if realtime {
-        crate::bench_rt::run(root, rt_count, quiet)?;
+        crate::bench_rt::run(root, rt_count, true, quiet)?;
         Some(crate::bench_rt::live_curve(root, quick, quiet)?)
     } else {
         None

@@ -27,9 +27,10 @@ const BENCH_NOTES: &str = "\
  their own (the median of 5 runs each; an idle qemu NIC waits for its interrupt).
  Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
  that core is fully busy, the hosts' partly idle). Per 4 KiB packet it copies host memory to
- SRAM, SRAM to the wire, the wire to SRAM and SRAM to host memory (about 60% of its time, the
- last alone a third: it takes back lines the receiving process on the other core has read),
- computes the CRC (about 10%) and runs both MCPs, the engines' rings and the fabric (the rest).
+ SRAM, the sender's SRAM to the receiver's (straight from the transmit buffer) and SRAM to host
+ memory (about half of its time, the last alone a third: it takes back lines the receiving
+ process on the other core has read), computes the CRC in place (about 10%) and runs both
+ MCPs, the engines' rings and the fabric (the rest).
  The cross-core hand-off before each stream run is how long one cache line takes between
  the NIC's CPU and a host CPU: on a 2-core VM it is about 30 ns most of the time and 150 ns
  or more in spells, and a stream run in such a spell goes at about half speed. More device
@@ -60,7 +61,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// The `--realtime` figures of `cargo xtask bench`.
-pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
+pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
@@ -91,7 +92,7 @@ pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
     };
     // The probe's two CPUs: the NIC's and a host program's.
     let probe = cores.split_last().and_then(|(&nic, rest)| rest.first().map(|&h| (nic, h)));
-    let have_qemu = qemu::find_program(qemu::QEMU_PROGRAM).is_some();
+    let have_qemu = with_qemu && qemu::find_program(qemu::QEMU_PROGRAM).is_some();
     // A step per live run, one per qemu layout.
     let steps = (layouts.len() * RUNS) as u64 + if have_qemu { layouts.len() as u64 } else { 0 };
     let pb = crate::progress::bar(steps, "bench (real time)", quiet);
@@ -220,6 +221,7 @@ pub fn run(root: &Path, count: u64, quiet: bool) -> crate::Result<()> {
             "",
             mark(idle <= 0.020)
         ),
+        None if !with_qemu => {}
         None => println!("qemu: {} not installed; no qemu figures", qemu::QEMU_PROGRAM),
     }
     for (label, lat, _, runs) in &live {

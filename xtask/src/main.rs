@@ -156,6 +156,10 @@ enum Cmd {
         /// Leave the real-time section out.
         #[arg(long)]
         no_realtime: bool,
+        /// With --realtime: only the live figures (no qemu ping-pong, no
+        /// idle qemu NIC).
+        #[arg(long, requires = "realtime")]
+        no_qemu: bool,
         /// Round trips of the real-time ping-pongs.
         #[arg(long, default_value_t = 10000)]
         rt_count: u64,
@@ -475,8 +479,8 @@ fn main() -> ExitCode {
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs.max(1))
         }
-        Cmd::Bench { rt_count, realtime: true, quiet, .. } => {
-            bench_rt::run(&root, rt_count, quiet).map(|_| ExitCode::SUCCESS)
+        Cmd::Bench { rt_count, realtime: true, no_qemu, quiet, .. } => {
+            bench_rt::run(&root, rt_count, !no_qemu, quiet).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
             bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)

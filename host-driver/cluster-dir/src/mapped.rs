@@ -526,6 +526,33 @@ impl MappedFile {
         }
     }
 
+    /// Hand `f` the bytes `[off, off + len)` in place, as a slice, without
+    /// copying them: the send-DMA engine's CRC over a packet in SRAM. None
+    /// (`f` not called) if the range leaves the file.
+    ///
+    /// # Safety
+    /// No thread of this process may store into these bytes (through this
+    /// mapping or another of the same file) while `f` runs: the caller
+    /// owns them by the ABI's hand-off (a transmit buffer the firmware
+    /// gave the send-DMA engine). Another process's stores are outside
+    /// this program, as for every access here, and can only garble what
+    /// `f` reads.
+    #[inline]
+    pub unsafe fn with_bytes<R>(
+        &self,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let start = self.span(off, len)?;
+        // SAFETY: [start, start + len) lies in the mapping (span checked),
+        // which lives as long as &self and is readable; no thread of this
+        // process writes it while the slice lives (the caller's promise),
+        // so the shared borrow aliases no in-process store.
+        let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), len) };
+        Some(f(bytes))
+    }
+
     /// Copy `data` to `off` (relaxed; publish with a Release store after).
     /// Out of range: nothing is written, false returned.
     #[inline(always)]

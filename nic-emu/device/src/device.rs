@@ -257,6 +257,9 @@ pub struct Engines {
     tx_errors: u32,
     /// A packet is on the wire (its tail has not left).
     tx_busy: bool,
+    /// Packets whose tail has left but whose completion waits
+    /// ([`Engines::tx_hand_off`]; the real-time backend's lent packets).
+    tx_owed: u32,
     // Receive-DMA engine.
     rx_free_cons: u32,
     rx_done_prod: u32,
@@ -296,6 +299,7 @@ impl Engines {
             self.tx_busy = false;
             self.tx_done = self.tx_done.wrapping_add(1);
         }
+        self.tx_done = self.tx_done.wrapping_add(std::mem::take(&mut self.tx_owed));
         self.tx_cons = self.tx_done;
         self.hdma_started = self.hdma_done;
         let s = m.sram_mut();
@@ -311,6 +315,7 @@ impl Engines {
         let s = m.sram();
         self.hdma_slot.is_none()
             && !self.tx_busy
+            && self.tx_owed == 0
             && s.load_u32(reg(regs::HDMA_PROD)) == self.hdma_started
             && s.load_u32(reg(regs::TXDMA_PROD)) == self.tx_cons
     }
@@ -457,11 +462,53 @@ impl Engines {
         self.c.tx_bytes += p.len as u64;
     }
 
+    /// Count `p`'s packet as `tx_fill` does and put `crc` (the CRC-32 of
+    /// its header and payload with the crc field zero, which the backend
+    /// computed over SRAM) into its header in SRAM, without reading the
+    /// packet out: the real-time backend's receiving engine then takes the
+    /// bytes from here ([`Engines::tx_hand_off`]).
+    #[inline]
+    pub fn tx_seal<M: NicMem + ?Sized>(&mut self, m: &mut M, p: TxSpan, crc: u32) {
+        let at = p.sram + p.route_len + field::CRC;
+        m.sram_mut().write(at as u32, &crc.to_le_bytes());
+        self.c.tx_packets += 1;
+        self.c.tx_bytes += p.len as u64;
+    }
+
+    /// The packet on the wire has left, but its completion must wait (the
+    /// real-time backend lent its bytes to the receiving engine, which
+    /// has not taken them yet): the engine may start the next command;
+    /// `TXDMA_DONE` counts this one at [`Engines::tx_complete_owed`], in
+    /// order. False if no packet was on the wire.
+    #[inline]
+    pub fn tx_hand_off(&mut self) -> bool {
+        if !self.tx_busy {
+            return false;
+        }
+        self.tx_busy = false;
+        self.tx_owed += 1;
+        true
+    }
+
+    /// The oldest handed-off packet completes: `TXDMA_DONE` counts it.
+    /// False if none was owed.
+    #[inline]
+    pub fn tx_complete_owed<M: NicMem + ?Sized>(&mut self, m: &mut M) -> bool {
+        if self.tx_owed == 0 {
+            return false;
+        }
+        self.tx_owed -= 1;
+        self.tx_done = self.tx_done.wrapping_add(1);
+        m.sram_mut().store_u32(reg(regs::TXDMA_DONE), self.tx_done);
+        true
+    }
+
     /// The packet on the wire has left (its tail): `TXDMA_DONE` counts
-    /// it. False if none was.
+    /// it. False if none was (or handed-off packets are still owed: they
+    /// complete first, `tx_hand_off` this one too).
     #[inline]
     pub fn tx_finish<M: NicMem + ?Sized>(&mut self, m: &mut M) -> bool {
-        if !self.tx_busy {
+        if !self.tx_busy || self.tx_owed > 0 {
             return false;
         }
         self.tx_busy = false;
@@ -526,17 +573,24 @@ impl Engines {
         data: &[u8],
         corrupted: bool,
     ) {
-        let cap = BUF_STRIDE as usize;
-        let (n, status) = if data.len() > cap {
-            (cap, rings::RxStatus::TRUNCATED | rings::RxStatus::CRC_BAD)
-        } else if (corrupted || cfg!(debug_assertions)) && !crc_ok(data) {
-            (data.len(), rings::RxStatus::CRC_BAD)
-        } else {
-            (data.len(), rings::RxStatus::empty())
-        };
-        debug_assert!(corrupted || !status.contains(rings::RxStatus::CRC_BAD) || data.len() > cap);
+        let (n, status) = rx_checks(data.len(), corrupted, || crc_ok(data));
+        m.sram_mut().write(map::rx_buf(buf), &data[..n]);
+        self.rx_complete(m, buf, n, status);
+    }
+
+    /// `rx_deliver` after its copy: the `n` bytes of a packet are in
+    /// receive buffer `buf` (put there by the backend, e.g. straight from
+    /// the sender's SRAM), `status` what the checks found; its `RxDone`,
+    /// `RXDONE_PROD` last, the counters.
+    #[inline]
+    pub fn rx_complete<M: NicMem + ?Sized>(
+        &mut self,
+        m: &mut M,
+        buf: u32,
+        n: usize,
+        status: rings::RxStatus,
+    ) {
         let s = m.sram_mut();
-        s.write(map::rx_buf(buf), &data[..n]);
         if status.contains(rings::RxStatus::TRUNCATED) {
             self.c.rx_truncated += 1;
         }
@@ -557,6 +611,29 @@ impl Engines {
         self.c.rx_packets += 1;
         self.c.rx_bytes += n as u64;
     }
+}
+
+/// The receive engine's checks of a `len`-byte packet (header +
+/// payload): the bytes it keeps (cut at `BUF_STRIDE`: `TRUNCATED`, which
+/// fails the CRC too) and its status; `crc_ok` (its CRC) is asked only of
+/// a `corrupted` packet, or of every one in debug builds (an untouched
+/// packet carries the CRC its sender computed over exactly these bytes).
+#[inline]
+pub fn rx_checks(
+    len: usize,
+    corrupted: bool,
+    crc_ok: impl FnOnce() -> bool,
+) -> (usize, rings::RxStatus) {
+    let cap = BUF_STRIDE as usize;
+    let (n, status) = if len > cap {
+        (cap, rings::RxStatus::TRUNCATED | rings::RxStatus::CRC_BAD)
+    } else if (corrupted || cfg!(debug_assertions)) && !crc_ok() {
+        (len, rings::RxStatus::CRC_BAD)
+    } else {
+        (len, rings::RxStatus::empty())
+    };
+    debug_assert!(corrupted || !status.contains(rings::RxStatus::CRC_BAD) || len > cap);
+    (n, status)
 }
 
 /// Does a received packet (header + payload) carry a good CRC?

@@ -209,6 +209,23 @@ pub fn enter_link(
     into_nic: bool,
     (buf, route_len): (&mut [u8], usize),
     len: u64,
+    down: (&[(u64, u64, usize)], u64),
+) -> Hit {
+    let flip = |at| flip_bit(buf, route_len, at);
+    enter_link_with(stats, fault, faults, into_nic, flip, len, down)
+}
+
+/// `enter_link` for a packet whose bytes the caller fetches only when a
+/// bit is to be flipped: `flip(at)` flips bit `at` as `faults::flip_bit`
+/// does (the real-time fabric's packets lent from the sender's SRAM).
+#[inline]
+pub fn enter_link_with(
+    stats: &mut LinkStats,
+    fault: Option<&mut FaultInjector>,
+    faults: &Faults,
+    into_nic: bool,
+    flip: impl FnOnce((u64, u8)) -> bool,
+    len: u64,
     (down, t): (&[(u64, u64, usize)], u64),
 ) -> Hit {
     stats.packets += 1;
@@ -218,7 +235,7 @@ pub fn enter_link(
             let v = inj.judge(faults, into_nic);
             Hit {
                 drop: v.drop,
-                corrupt: v.corrupt.is_some_and(|at| flip_bit(buf, route_len, at)),
+                corrupt: v.corrupt.is_some_and(flip),
                 duplicate: v.duplicate,
                 outage: None,
             }

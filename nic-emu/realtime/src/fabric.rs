@@ -19,6 +19,19 @@
 //! inbox behind a blocked one longer than the switch's blocked-packet
 //! timeout is dropped, as the switch would.
 //!
+//! Lending. Unpaced, a packet's bytes stay in its sender's SRAM: the
+//! send-DMA engine lends them (`Body::Lent`), and the receiving NIC's
+//! receive-DMA engine copies them straight from the sender's transmit
+//! buffer into its receive buffer, one copy where the wire buffer took
+//! two. The sender's `TXDMA_DONE` waits until the bytes are taken (or the
+//! packet left the fabric otherwise: `release`), so the firmware cannot
+//! reuse the buffer before. A packet not taken by the sender's next step
+//! is reclaimed (`reclaim`): its bytes are copied out into a wire buffer
+//! (`Body::Owned`) and the sender completes as it would have. A packet
+//! also becomes owned where something needs its bytes on the way: a
+//! fault flipping a bit of it, a capture recording it. Paced packets are
+//! owned from the start (their sender completes before they arrive).
+//!
 //! Timing. By default packets move as fast as the threads move them. With
 //! `Pacing::LinkBandwidth` each directed link is busy for len / bandwidth
 //! per packet (packets wait for a busy link), each hop adds the cable and
@@ -31,19 +44,27 @@
 //! counters behind a mutex of its own).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nic_cluster_dir::MappedFile;
+use nic_device::device::TxSpan;
+use nic_device::faults::flip_bit;
 
 use nic_device::faults::{FaultInjector, Faults};
 use nic_device::profile::Profile;
 use nic_fabric::fabric::{
-    enter_link, switch_out, DownTimes, LinkEnd, LinkSpec, LinkStats, Outage, SourceDrops, Wiring,
-    NO_LINK,
+    enter_link_with, switch_out, DownTimes, LinkEnd, LinkSpec, LinkStats, Outage, SourceDrops,
+    Wiring, NO_LINK,
 };
 use nic_fabric::topology::Layout;
 
 /// Packets an inbox takes before a new arrival holds its sender.
 pub(crate) const INBOX_SLACK: usize = 8;
+
+/// Lent packets a sender may have out at once (its lend numbers modulo
+/// this name their `returned` flags).
+pub(crate) const LEND_MAX: usize = 32;
 
 /// How the real-time fabric spends time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,10 +88,83 @@ impl std::str::FromStr for Pacing {
     }
 }
 
+/// What `RtFabric::reclaim` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reclaim {
+    /// The packet's bytes had been taken (or it left the fabric).
+    Free,
+    /// It still waited in the inbox: its bytes were copied out.
+    Copied,
+    /// A receiving engine on another thread is copying it right now.
+    Busy,
+}
+
+/// A packet's bytes.
+pub(crate) enum Body {
+    /// Wire bytes as sent: route, header, payload.
+    Owned(Vec<u8>),
+    /// Still in the sender's SRAM, lent by its send-DMA engine.
+    Lent(Lend),
+}
+
+/// A packet lent from its sender's SRAM.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lend {
+    /// Where its wire bytes are (route, header, payload; the CRC is in).
+    pub span: TxSpan,
+    /// The sender's lend number (`RtFabric::returned`).
+    pub seq: u32,
+}
+
+impl Body {
+    /// Wire bytes as sent.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Body::Owned(b) => b.len(),
+            Body::Lent(l) => l.span.len,
+        }
+    }
+
+    /// A wire buffer back to the pool.
+    #[inline]
+    pub fn recycle(self, pool: &mut Vec<Vec<u8>>) {
+        if let Body::Owned(b) = self {
+            pool.push(b);
+        }
+    }
+}
+
+/// Copy `n` wire bytes of `span` (in `src`), from wire byte `from` on,
+/// to `dst` at `at`: the head, then the gathered tail. False if a range
+/// lies outside its file.
+pub(crate) fn copy_wire(
+    dst: &MappedFile,
+    at: u64,
+    src: &MappedFile,
+    span: &TxSpan,
+    from: usize,
+    n: usize,
+) -> bool {
+    let head = span.len - span.tail_len;
+    let end = (from + n).min(span.len);
+    let mut ok = true;
+    let mut to = at;
+    if from < head {
+        let k = end.min(head) - from;
+        ok &= dst.copy_from(to, src, (span.sram + from) as u64, k);
+        to += k as u64;
+    }
+    if end > head {
+        let t0 = from.max(head) - head;
+        ok &= dst.copy_from(to, src, (span.tail_sram + t0) as u64, end - head - t0);
+    }
+    ok
+}
+
 /// A packet in the real-time fabric.
 pub(crate) struct RtPacket {
-    /// Wire bytes as sent: route, header, payload.
-    pub buf: Vec<u8>,
+    pub body: Body,
     /// Route bytes consumed by switches.
     pub pos: usize,
     pub src: usize,
@@ -90,18 +184,20 @@ pub(crate) struct RtPacket {
 }
 
 impl RtPacket {
-    /// The packet as the NIC sees it (consumed route bytes removed).
-    pub fn wire(&self) -> &[u8] {
-        &self.buf[self.pos.min(self.buf.len())..]
+    /// Bytes the NIC sees (consumed route bytes removed).
+    #[inline]
+    pub fn wire_len(&self) -> usize {
+        self.body.len().saturating_sub(self.pos)
     }
 }
 
 /// What became of a launched packet.
 pub(crate) enum Launch {
-    /// Dropped in the fabric (fault, bad route): the buffer comes back.
-    Gone { buf: Vec<u8>, tail_out: u64 },
-    /// In an inbox. `holds`: the sender must wait for its release.
-    Queued { holds: bool, tail_out: u64 },
+    /// Dropped in the fabric (fault, bad route): the body comes back.
+    Gone { body: Body, tail_out: u64 },
+    /// In NIC `dst`'s inbox. `holds`: the sender must wait for its
+    /// release. `lent`: still lent (not made owned on the way).
+    Queued { holds: bool, tail_out: u64, dst: usize, lent: bool },
 }
 
 /// What a real-time link changes as packets cross it.
@@ -141,7 +237,14 @@ pub(crate) struct RtFabric {
     outage_drops: Mutex<Vec<u64>>,
     /// With `capture_to`: every packet at every link it enters.
     capture: Mutex<Option<nic_fabric::capture::Capture>>,
-    capturing: std::sync::atomic::AtomicBool,
+    capturing: AtomicBool,
+    /// Every NIC's SRAM (lent packets are read from there).
+    srams: Vec<Arc<MappedFile>>,
+    /// Per sender, per lend number modulo `LEND_MAX`: the lent packet's
+    /// bytes have been taken (or it left the fabric, or was reclaimed).
+    returned: Vec<Vec<AtomicBool>>,
+    /// Receivers check every packet's CRC (`RtConfig::check_crc`).
+    pub check_crc: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,12 +252,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RtFabric {
+    /// The fabric between `layout`'s NICs, whose SRAMs are `srams` (in
+    /// node order).
     pub fn new(
         layout: &Layout,
         profile: &Profile,
         seed: u64,
         faults: Faults,
         pacing: Pacing,
+        srams: Vec<Arc<MappedFile>>,
     ) -> RtFabric {
         let Wiring { links, switches, nic_out } = Wiring::new(layout, profile);
         let n = layout.nodes();
@@ -185,7 +291,77 @@ impl RtFabric {
             block_timeout: profile.switch.blocked_drop_timeout_ns,
             outage_drops: Mutex::new(Vec::new()),
             capture: Mutex::new(None),
-            capturing: std::sync::atomic::AtomicBool::new(false),
+            capturing: AtomicBool::new(false),
+            returned: (0..n)
+                .map(|_| (0..LEND_MAX).map(|_| AtomicBool::new(true)).collect())
+                .collect(),
+            srams,
+            check_crc: false,
+        }
+    }
+
+    /// May a send-DMA engine lend its packets (`Body::Lent`)? Not when
+    /// paced: the sender completes when its tail has left, before the
+    /// packet may be taken.
+    #[inline]
+    pub fn lends(&self) -> bool {
+        !self.paced
+    }
+
+    /// NIC `n`'s SRAM.
+    #[inline]
+    pub fn sram(&self, n: usize) -> &MappedFile {
+        &self.srams[n]
+    }
+
+    /// `src` lends packet `seq`: not taken yet.
+    #[inline]
+    pub fn lend_out(&self, src: usize, seq: u32) {
+        self.returned[src][seq as usize % LEND_MAX].store(false, Ordering::Relaxed);
+    }
+
+    /// Has `src`'s lent packet `seq` been taken (or left the fabric)?
+    /// Acquire: the taker's copy is complete.
+    #[inline]
+    pub fn is_returned(&self, src: usize, seq: u32) -> bool {
+        self.returned[src][seq as usize % LEND_MAX].load(Ordering::Acquire)
+    }
+
+    /// Copy a lent body's bytes out of its sender's SRAM into a wire
+    /// buffer of its own. Returns the lend it was, if it was one.
+    pub fn materialize(&self, body: &mut Body, src: usize) -> Option<Lend> {
+        let Body::Lent(l) = *body else { return None };
+        let mut buf = vec![0u8; l.span.len];
+        let head = l.span.len - l.span.tail_len;
+        let sram = self.sram(src);
+        sram.read(l.span.sram as u64, &mut buf[..head]);
+        sram.read(l.span.tail_sram as u64, &mut buf[head..]);
+        *body = Body::Owned(buf);
+        Some(l)
+    }
+
+    /// `src` wants lent packet `seq`, sent to `dst`, back (its send-DMA
+    /// engine is about to complete it, or its NIC resets): if the packet
+    /// still waits in `dst`'s inbox its bytes are copied out there
+    /// (`materialize`).
+    pub fn reclaim(&self, src: usize, dst: usize, seq: u32) -> Reclaim {
+        if self.is_returned(src, seq) {
+            return Reclaim::Free;
+        }
+        let found = self.with_inbox(dst, |q| {
+            let p = q
+                .iter_mut()
+                .find(|p| p.src == src && matches!(p.body, Body::Lent(l) if l.seq == seq))?;
+            self.materialize(&mut p.body, src)
+        });
+        if found.is_some() {
+            self.returned[src][seq as usize % LEND_MAX].store(true, Ordering::Release);
+            return Reclaim::Copied;
+        }
+        if self.is_returned(src, seq) {
+            Reclaim::Free
+        } else {
+            Reclaim::Busy
         }
     }
 
@@ -223,10 +399,28 @@ impl RtFabric {
         lock(&self.outage_drops).clone()
     }
 
+    /// The wire byte `i` of `body` (sent by `src`), if it has one.
+    #[inline]
+    fn wire_byte(&self, body: &Body, src: usize, i: usize) -> Option<u8> {
+        match body {
+            Body::Owned(b) => b.get(i).copied(),
+            Body::Lent(l) => {
+                let head = l.span.len - l.span.tail_len;
+                let at = match i {
+                    i if i < head => l.span.sram + i,
+                    i if i < l.span.len => l.span.tail_sram + (i - head),
+                    _ => return None,
+                };
+                let mut b = [0u8];
+                self.sram(src).read(at as u64, &mut b).then_some(b[0])
+            }
+        }
+    }
+
     /// Put NIC `src`'s packet (route + header + payload, `route_len`
     /// route bytes) on its link at `now` (ns) and carry it to its
     /// destination's inbox.
-    pub fn launch(&self, src: usize, mut buf: Vec<u8>, route_len: usize, now: u64) -> Launch {
+    pub fn launch(&self, src: usize, mut body: Body, route_len: usize, now: u64) -> Launch {
         let mut link = self.nic_out[src];
         let (mut pos, mut hops) = (0usize, 1usize);
         let (mut corrupted, mut duplicate) = (false, false);
@@ -234,16 +428,24 @@ impl RtFabric {
         let mut tail_out = now;
         loop {
             let l = &self.links[link as usize];
-            let len = buf.len().saturating_sub(pos) as u64;
+            let len = body.len().saturating_sub(pos) as u64;
             let (hit, entered) = {
                 let st = &mut *lock(&l.st);
-                let wire = (&mut buf[..], route_len);
-                let hit = enter_link(
+                // A bit to flip needs the bytes: a lent packet is copied
+                // out first.
+                let flip = |at| {
+                    self.materialize(&mut body, src);
+                    match &mut body {
+                        Body::Owned(b) => flip_bit(b, route_len, at),
+                        Body::Lent(_) => false,
+                    }
+                };
+                let hit = enter_link_with(
                     &mut st.stats,
                     st.fault.as_mut(),
                     &self.faults,
                     l.spec.ends_at_nic(),
-                    wire,
+                    flip,
                     len,
                     (&st.down, head),
                 );
@@ -261,7 +463,12 @@ impl RtFabric {
             };
             if self.capturing.load(Ordering::Relaxed) {
                 if let Some(c) = lock(&self.capture).as_mut() {
-                    c.record(entered, link, &l.spec, &hit, buf.get(pos..).unwrap_or(&[]));
+                    // The capture records the bytes: the packet is owned
+                    // from here on.
+                    self.materialize(&mut body, src);
+                    if let Body::Owned(buf) = &body {
+                        c.record(entered, link, &l.spec, &hit, buf.get(pos..).unwrap_or(&[]));
+                    }
                 }
             }
             if let Some(k) = hit.outage {
@@ -273,17 +480,18 @@ impl RtFabric {
                 duplicate |= hit.duplicate;
             }
             if hit.drop {
-                return Launch::Gone { buf, tail_out };
+                return Launch::Gone { body, tail_out };
             }
             match l.spec.to {
                 LinkEnd::Nic(n) => {
                     let due = if self.paced {
-                        head + l.spec.rate.ns(buf.len().saturating_sub(pos) as u64)
+                        head + l.spec.rate.ns(body.len().saturating_sub(pos) as u64)
                     } else {
                         0
                     };
+                    let lent = matches!(body, Body::Lent(_));
                     let p = RtPacket {
-                        buf,
+                        body,
                         pos,
                         src,
                         link_in: link,
@@ -295,14 +503,15 @@ impl RtFabric {
                         waited_since: None,
                     };
                     let holds = self.enqueue(n, p);
-                    return Launch::Queued { holds, tail_out };
+                    return Launch::Queued { holds, tail_out, dst: n, lent };
                 }
                 LinkEnd::Switch { switch, .. } => {
-                    let out = switch_out(&self.switches[switch], buf.get(pos).copied(), hops);
+                    let route = self.wire_byte(&body, src, pos);
+                    let out = switch_out(&self.switches[switch], route, hops);
                     if out == NO_LINK {
                         lock(&l.st).stats.bad_routes += 1;
                         lock(&self.by_src[src]).bad_routes += 1;
-                        return Launch::Gone { buf, tail_out };
+                        return Launch::Gone { body, tail_out };
                     }
                     pos += 1;
                     hops += 1;
@@ -337,12 +546,23 @@ impl RtFabric {
         r
     }
 
-    /// `p` left the fabric (taken or dropped): free its sender if it held it.
+    /// `p` left the fabric (taken or dropped): free its sender if it held
+    /// it, and its transmit buffer if it was lent.
     #[inline]
     pub fn release(&self, p: &RtPacket) {
         if p.holds_sender {
             self.released[p.src].fetch_add(1, Ordering::Release);
         }
+        if let Body::Lent(l) = p.body {
+            self.returned[p.src][l.seq as usize % LEND_MAX].store(true, Ordering::Release);
+        }
+    }
+
+    /// The first wire byte NIC-side of `p` (its route flag tells a
+    /// misrouted packet).
+    #[inline]
+    pub fn first_wire_byte(&self, p: &RtPacket) -> Option<u8> {
+        self.wire_byte(&p.body, p.src, p.pos)
     }
 
     /// Packets that held `src` and have been released.

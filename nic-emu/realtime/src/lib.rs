@@ -31,8 +31,9 @@
 //! and its backoff), `supervise.rs`, `qemu.rs`, `process.rs` (running the
 //! `nic-cluster` binary as a child process), `brm.rs` (the bandwidth
 //! manager: per-node agents over the flow tables, the master process).
-//! No `unsafe`: mapped memory is touched only through
-//! `nic_cluster_dir::MappedFile`.
+//! Mapped memory is touched only through `nic_cluster_dir::MappedFile`;
+//! the one `unsafe` block is the send-DMA engine's CRC over a packet in
+//! place (`MappedFile::with_bytes`, `engines`).
 //!
 //! Owns the device process's threads, guests and the BRM agents' sockets
 //! (the only privileged writers of the flow tables). May touch the device
@@ -149,6 +150,12 @@ pub struct RtConfig {
     /// Users (uids) besides this process's and root's whose programs may
     /// attach to the cluster's ports through the control sockets.
     pub allow_uids: Vec<u32>,
+    /// The receive-DMA engines check every packet's CRC, as debug builds
+    /// do, not only a corrupted one's (release builds skip the redundant
+    /// check): a test's way to see that every packet arrived as its
+    /// sender's engine sealed it (a lent transmit buffer refilled before
+    /// its bytes were taken fails it).
+    pub check_crc: bool,
 }
 
 impl RtConfig {
@@ -179,6 +186,7 @@ impl RtConfig {
             log_to_stderr: false,
             brm: None,
             allow_uids: Vec::new(),
+            check_crc: false,
         }
     }
 
@@ -550,7 +558,14 @@ impl RtCluster {
             routes,
             host_size: cfg.host_size,
         };
-        let fabric = RtFabric::new(&layout, &cfg.profile, cfg.seed, cfg.faults, cfg.pacing);
+        // The shared view of every SRAM: the supervisor's, the control
+        // sockets', and the fabric's (it reads lent packets there).
+        let srams = (0..n)
+            .map(|node| map_sram(node as u32).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut fabric =
+            RtFabric::new(&layout, &cfg.profile, cfg.seed, cfg.faults, cfg.pacing, srams.clone());
+        fabric.check_crc = cfg.check_crc;
         let ctx = Arc::new(Ctx {
             fabric,
             stop: AtomicBool::new(false),
@@ -565,7 +580,6 @@ impl RtCluster {
         // Reset every NIC (and boot the native MCPs) before anyone can
         // find the cluster.
         let mut nics = Vec::with_capacity(n);
-        let mut srams = Vec::with_capacity(n);
         let mut hosts = Vec::with_capacity(n);
         let lines: Vec<Arc<irq::IrqLine>> = match qemu_spec {
             Some(_) => (0..n).map(|_| Arc::default()).collect(),
@@ -574,13 +588,12 @@ impl RtCluster {
         for node in 0..n {
             let sram = map_sram(node as u32)?;
             let host = map_host(node as u32)?;
-            srams.push(Arc::new(map_sram(node as u32)?));
             hosts.push(Arc::new(map_host(node as u32)?));
             let mcp = (qemu_spec.is_none()).then(Box::<mcp::Mcp>::default);
             let eng = RtEngines::new(node, sram, host);
             let line = lines.get(node).cloned();
             let mut nic = NodeRt::new(node, eng, mcp, line, cfg.profile.nic.rtc_hz);
-            nic.reset(&ctx.params, ctx.now(), true)
+            nic.reset(&ctx.fabric, &ctx.params, ctx.now(), true)
                 .map_err(|message| RtError::Firmware { node, message })?;
             nics.push(nic);
         }

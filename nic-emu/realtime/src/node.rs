@@ -81,6 +81,11 @@ pub struct NodeCounters {
     pub down_drops: u64,
     /// Interrupts raised in the guest (qemu backend).
     pub irqs: u64,
+    /// Packets the send-DMA engine lent to the fabric in place, and those
+    /// of them reclaimed (copied out) because no receiver had taken them
+    /// by this NIC's next step.
+    pub lent: u64,
+    pub reclaimed: u64,
 }
 
 /// The part of a node other threads touch.
@@ -155,10 +160,16 @@ impl NodeRt {
     /// native MCP (live) is then booted again; under QEMU the supervisor
     /// restarts the guest. `first`: the cluster's initial reset (the
     /// counters do not count it).
-    pub fn reset(&mut self, p: &ResetParams, now: u64, first: bool) -> Result<(), String> {
+    pub fn reset(
+        &mut self,
+        fab: &RtFabric,
+        p: &ResetParams,
+        now: u64,
+        first: bool,
+    ) -> Result<(), String> {
         self.eng.mem.sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_BOOTING);
         self.down = true;
-        self.eng.reset();
+        self.eng.reset(fab);
         let cfg = ResetConfig {
             node: self.node,
             nodes: p.nodes,
@@ -235,6 +246,7 @@ impl NodeRt {
     /// One step at `now` (ns on the cluster clock).
     pub fn step(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
+        self.eng.begin_step();
         let mut s = Service::default();
         let bell = self.doorbell();
         if bell != self.last_doorbell {
@@ -260,6 +272,8 @@ impl NodeRt {
                 self.down = false;
             } else {
                 self.c.down_drops += self.eng.rx_discard(fab, pool);
+                // Whatever runs next may write its transmit buffers.
+                self.eng.unlend(fab);
                 return s;
             }
         }
@@ -316,6 +330,7 @@ impl NodeRt {
     }
 
     pub fn counters(&self) -> NodeCounters {
-        NodeCounters { device: self.eng.counters(), ..self.c }
+        let (lent, reclaimed) = self.eng.lend_counts();
+        NodeCounters { device: self.eng.counters(), lent, reclaimed, ..self.c }
     }
 }

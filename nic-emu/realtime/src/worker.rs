@@ -131,7 +131,7 @@ fn carry_out_reset(n: &mut NodeRt, ctx: &Ctx, now: u64) -> bool {
     if req == n.reset_seen {
         return false;
     }
-    if let Err(e) = n.reset(&ctx.params, now, false) {
+    if let Err(e) = n.reset(&ctx.fabric, &ctx.params, now, false) {
         ctx.note(format!("node {}: {e}", n.node));
     }
     n.reset_seen = req;

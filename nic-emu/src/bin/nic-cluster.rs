@@ -332,8 +332,9 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         "node {}: firmware {state}, {} polls, {} resets; MCP: {} descriptors, {} packets sent, {} \
          received, {} DMA commands, {} events, {} timers; device: {} packets sent ({} B), {} \
          received ({} B), {} with a bad CRC, {} truncated, {} misrouted, {} lost while the NIC was \
-         down, {} interrupts raised in its CPU; fabric: {} dropped, {} corrupted, {} duplicated by \
-         fault injection, {} dropped waiting for a busy link, {} for a bad route",
+         down, {} interrupts raised in its CPU, {} packets lent in place ({} of them copied out \
+         untaken); fabric: {} dropped, {} corrupted, {} duplicated by fault injection, {} dropped \
+         waiting for a busy link, {} for a bad route",
         s.node,
         s.counters.polls,
         s.counters.resets,
@@ -352,6 +353,8 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
         d.rx_misrouted,
         s.counters.down_drops,
         s.counters.irqs,
+        s.counters.lent,
+        s.counters.reclaimed,
         x.fault_drops,
         x.fault_corrupts,
         x.fault_dups,
