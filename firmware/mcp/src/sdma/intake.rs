@@ -81,7 +81,7 @@ impl Sdma {
         let parsed = Descriptor::decode(&b);
         let kind_byte = Descriptor::raw_kind(&b);
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
-        if !has_room(cx, p, &b) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
+        if !has_room(cx, p, &b, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
             return Taken::Nothing;
         }
         // The memory it names, page by page through the translation cache:
@@ -126,6 +126,7 @@ impl Sdma {
         w: &mut Work,
     ) {
         w.descriptors += 1;
+        let takes_send = takes_send_token(b, &parsed);
         let result = parsed
             .and_then(|d| match d.kind {
                 DescKind::Multicast => Err(ErrorCause::BadKind),
@@ -134,7 +135,7 @@ impl Sdma {
             .and_then(|d| self.validate(cx, p as u8, &d, reg_ok).map(|_| d));
         match result {
             Ok(d) => self.accept_descriptor(cx, hw, p, &d),
-            Err(cause) => refuse(cx, hw, p, b, cause, takes_send_token(b)),
+            Err(cause) => refuse(cx, hw, p, b, cause, takes_send),
         }
     }
 
@@ -186,7 +187,7 @@ impl Sdma {
                 continue; // waits behind the head, in its kind's order
             }
             let parsed = Descriptor::decode(&b);
-            if !has_room(cx, p, &b) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
+            if !has_room(cx, p, &b, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
                 break;
             }
             let mut checked = 0;
@@ -231,7 +232,9 @@ impl Sdma {
     }
 
     /// Check descriptor `d` of port `p`; `reg_ok`: the memory it names is
-    /// registered by the port (`range_check`).
+    /// registered by the port (`range_check`). (A send, put or get has its
+    /// stream record already: it waited in the ring for one,
+    /// `stream_waits`.)
     pub(super) fn validate(
         &self,
         cx: &Shared,
@@ -246,14 +249,6 @@ impl Sdma {
                 Err(ErrorCause::BadNode)
             } else {
                 Ok(())
-            }
-        };
-        let room = || {
-            let key = stream_key(d.target_node, p, d.target_port, d.priority);
-            if self.stream_room(cx, key, d.target_node) {
-                Ok(())
-            } else {
-                Err(ErrorCause::TooManyStreams)
             }
         };
         match d.kind {
@@ -274,7 +269,6 @@ impl Sdma {
             }
             DescKind::Send => {
                 target()?;
-                room()?;
                 if d.size_class > MAX_SIZE_CLASS {
                     return Err(ErrorCause::BadSizeClass);
                 }
@@ -287,7 +281,6 @@ impl Sdma {
             }
             DescKind::Put | DescKind::Get => {
                 target()?;
-                room()?;
                 if d.len as u64 > class_max_len(MAX_SIZE_CLASS) {
                     return Err(ErrorCause::BadLength);
                 }
@@ -385,27 +378,24 @@ impl Sdma {
     }
 }
 
-/// A refused descriptor (`b`): its error event is owed, holding the
-/// token of its kind (`takes_send`: a send token; a Provide: a receive
-/// token).
 /// Does descriptor `b` of port `p` find what taking it needs: a receive
 /// buffer a slot and a receive token, anything else a token from the
 /// table (and a send token of the port when it takes one)?
-fn has_room(cx: &Shared, p: usize, b: &[u8]) -> bool {
+fn has_room(cx: &Shared, p: usize, b: &[u8], parsed: &Result<Descriptor, ErrorCause>) -> bool {
     let credits = cx.credits[p];
     if Descriptor::raw_kind(b) == DescKind::Provide as u8 {
         cx.slots.available() > 0 && credits.recv_in_use() < cx.cfg.recv_tokens
     } else {
         cx.tokens.available() > INTERNAL_TOKENS + MCAST_TOKENS
-            && (!takes_send_token(b) || credits.send_in_use() < cx.cfg.send_tokens)
+            && (!takes_send_token(b, parsed) || credits.send_in_use() < cx.cfg.send_tokens)
     }
 }
 
-/// Does descriptor `b` take a send token? A broken descriptor of a known
-/// kind takes that kind's token; a kind byte that names no kind takes a
-/// send token.
-fn takes_send_token(b: &[u8]) -> bool {
-    match Descriptor::decode(b) {
+/// Does descriptor `b` (`parsed`) take a send token? A broken descriptor
+/// of a known kind takes that kind's token; a kind byte that names no
+/// kind takes a send token.
+fn takes_send_token(b: &[u8], parsed: &Result<Descriptor, ErrorCause>) -> bool {
+    match parsed {
         Ok(d) => d.kind.uses_send_token(),
         Err(_) => DescKind::from_u8(Descriptor::raw_kind(b)).is_none_or(|k| k.uses_send_token()),
     }
@@ -437,6 +427,9 @@ fn registered_range(
     }
 }
 
+/// A refused descriptor (`b`): its error event is owed, holding the
+/// token of its kind (`takes_send`: a send token; a Provide: a receive
+/// token).
 pub(crate) fn refuse(
     cx: &mut Shared,
     hw: &mut impl Hw,
