@@ -29,7 +29,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 
 use nic_abi::map::PORT_WINDOW;
 use nic_abi::NUM_PORTS;
@@ -240,7 +239,7 @@ pub fn write_flash(image: &Path, flash: &Path) -> io::Result<()> {
 }
 
 /// How to start the guests.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct QemuSpec {
     pub program: PathBuf,
     /// util-linux setpriv, if found (for --pdeathsig).
@@ -255,7 +254,7 @@ pub(crate) struct QemuSpec {
     /// node runs (`-chardev socket,fd=N`). Binding it here, not in QEMU,
     /// leaves no moment in which another program can take the port, and a
     /// guest restarted by a reset or a reflash keeps its port.
-    pub gdb: Vec<Arc<TcpListener>>,
+    pub gdb: Vec<TcpListener>,
 }
 
 impl QemuSpec {
@@ -362,11 +361,11 @@ impl QemuSpec {
 /// One gdbstub listener per guest on 127.0.0.1, each on a port of its own
 /// the OS picks, except node `given.0`'s on port `given.1` (asked for on
 /// the command line; an error if it is taken).
-pub fn gdb_listeners(n: usize, given: Option<(usize, u16)>) -> io::Result<Vec<Arc<TcpListener>>> {
+pub fn gdb_listeners(n: usize, given: Option<(usize, u16)>) -> io::Result<Vec<TcpListener>> {
     (0..n)
         .map(|node| {
             let port = given.filter(|g| g.0 == node).map_or(0, |g| g.1);
-            TcpListener::bind(("127.0.0.1", port)).map(Arc::new).map_err(|e| {
+            TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
                 io::Error::new(e.kind(), format!("gdbstub of node {node} on 127.0.0.1:{port}: {e}"))
             })
         })
