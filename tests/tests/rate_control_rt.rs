@@ -12,6 +12,7 @@
 #[path = "../../nic-emu/tests/rt/mod.rs"]
 mod rt;
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cluster_tests::{assert_all_intact, example};
@@ -31,11 +32,21 @@ fn flow<'a>(r: &'a Report, name: &str) -> &'a FlowReport {
     r.flows.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no flow {name}"))
 }
 
+/// The tests measure shares in wall-clock time, so they run one at a
+/// time: under `cargo test` (threads of one process) by this lock; under
+/// nextest (a process a test) by `.config/nextest.toml`, which gives each
+/// the whole machine.
+fn alone() -> MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Run scenario file `file` on `backend` (qemu: QEMU and the image are
 /// required, a missing one fails the test naming it). The bandwidth
 /// manager's master is `nic-cluster brm`: built first.
 fn run(file: &str, backend: ClusterBackend) -> Report {
     rt::nic_cluster_bin();
+    let _alone = alone();
     let image = (backend == ClusterBackend::Qemu).then(|| {
         rt::require_qemu();
         rt::firmware_image()
@@ -52,6 +63,7 @@ fn run(file: &str, backend: ClusterBackend) -> Report {
 
 /// Run scenario text on `backend` as `run` runs a file.
 fn run_text(text: &str, backend: ClusterBackend) -> Report {
+    let _alone = alone();
     let image = (backend == ClusterBackend::Qemu).then(|| {
         rt::require_qemu();
         rt::firmware_image()

@@ -68,9 +68,10 @@ enum Cmd {
     /// live (the MCP as native threads) and qemu (the riscv64 image under
     /// qemu-system-riscv64; built, and QEMU installed as root, when
     /// missing) start a cluster in this process and run the same host
-    /// programs and checks in wall-clock time. Rate control and the
-    /// dispatch trace run only on the sim (refused elsewhere, naming the
-    /// key). Exit status: 0 when every message was delivered exactly once,
+    /// programs and checks in wall-clock time. Rate control (`idt`,
+    /// `idt_t`, `rate_mb_s`, `best_effort`, with the bandwidth manager
+    /// started when a flow asks for it) and the dispatch trace run on every
+    /// backend. Exit status: 0 when every message was delivered exactly once,
     /// intact and in order; 1 when the scenario is refused (or the cluster
     /// cannot start); 2 when the run ended with problems (lost, corrupted,
     /// duplicated or reordered messages, failed sends, or the time limit).
