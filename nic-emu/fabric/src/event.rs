@@ -94,6 +94,17 @@ impl Ev {
     }
 }
 
+/// What `EventQueue::pop_until` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The next event (taken off the queue).
+    Event(u64, Ev),
+    /// The next event falls after the limit, at this time (still queued).
+    Later(u64),
+    /// Nothing is queued.
+    Empty,
+}
+
 /// Digits of an event time: bytes, 8 of them.
 const LEVELS: usize = 8;
 const DIGITS: usize = 256;
@@ -229,20 +240,34 @@ impl EventQueue {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Ev)> {
+        match self.pop_until(u64::MAX) {
+            Next::Event(t, ev) => Some((t, ev)),
+            Next::Later(_) | Next::Empty => None,
+        }
+    }
+
+    /// The next event if it falls at or before `limit` (`pop`), else
+    /// when it falls (nothing moves, as `peek_time`).
+    #[inline]
+    pub fn pop_until(&mut self, limit: u64) -> Next {
         if self.levels & 1 != 0 {
             let d = lowest(&self.full[0]);
+            let t = self.last & !(DIGITS as u64 - 1) | d as u64;
+            if t > limit {
+                return Next::Later(t);
+            }
             let n = self.buckets[0][d].head;
             let next = self.nodes[n as usize].next;
             self.buckets[0][d].head = next;
             if next == NIL {
                 self.emptied(0, d);
             }
-            let out = self.release(n);
-            self.last = out.0;
-            return Some(out);
+            let (t, ev) = self.release(n);
+            self.last = t;
+            return Next::Event(t, ev);
         }
         if self.levels == 0 {
-            return None;
+            return Next::Empty;
         }
         // Level 0 is empty: the lowest bucket of the lowest level with
         // events holds the next one, the first at its earliest time
@@ -251,6 +276,9 @@ impl EventQueue {
         let level = self.levels.trailing_zeros() as usize;
         let d = lowest(&self.full[level]);
         let t = self.mins[level][d];
+        if t > limit {
+            return Next::Later(t);
+        }
         self.last = t;
         self.mins[level][d] = u64::MAX;
         self.emptied(level, d);
@@ -266,7 +294,8 @@ impl EventQueue {
             n = next;
         }
         debug_assert!(first != NIL, "the bucket's earliest");
-        Some(self.release(first))
+        let (t, ev) = self.release(first);
+        Next::Event(t, ev)
     }
 
     /// The time of the next event (nothing moves: events may still be
