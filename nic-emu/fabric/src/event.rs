@@ -173,12 +173,18 @@ fn lowest(bits: &[u64; WORDS]) -> usize {
 
 impl EventQueue {
     /// Schedule `ev` at `time`, which must not be before the last event
-    /// popped.
-    #[inline]
+    /// popped. (Inlined so that packing the event folds at each call site;
+    /// the rest is out of line.)
+    #[inline(always)]
     pub fn push(&mut self, time: u64, ev: Ev) {
+        self.push_packed(time, ev.pack());
+    }
+
+    #[inline(never)]
+    fn push_packed(&mut self, time: u64, ev: u64) {
         debug_assert!(time >= self.last, "an event in the past: {time} < {}", self.last);
         self.len += 1;
-        let node = Node { time, ev: ev.pack(), next: NIL };
+        let node = Node { time, ev, next: NIL };
         let n = match self.free {
             NIL => {
                 self.nodes.push(node);
@@ -191,28 +197,27 @@ impl EventQueue {
                 n
             }
         };
-        self.place(n, time);
+        self.append(n, time);
     }
 
-    /// Append node `n` (at `time`, not before `last`) to its bucket.
-    #[inline]
-    fn place(&mut self, n: u32, time: u64) {
+    /// Append node `n` (at `time`, not before `last`; its `next` NIL) to
+    /// its bucket.
+    #[inline(always)]
+    fn append(&mut self, n: u32, time: u64) {
         let x = time ^ self.last;
-        let level = (63 - (x | 1).leading_zeros() as usize) / 8;
+        let level = ((63 - (x | 1).leading_zeros()) / 8) as usize;
         let digit = (time >> (8 * level)) as usize & (DIGITS - 1);
-        self.nodes[n as usize].next = NIL;
-        let b = &mut self.buckets[level][digit];
+        let b = &mut self.buckets[level & (LEVELS - 1)][digit];
+        let tail = std::mem::replace(&mut b.tail, n);
         if b.head == NIL {
             b.head = n;
-            self.full[level][digit / 64] |= 1 << (digit % 64);
+            self.full[level & (LEVELS - 1)][digit / 64] |= 1 << (digit % 64);
             self.levels |= 1 << level;
         } else {
-            let t = b.tail;
-            self.nodes[t as usize].next = n;
+            self.nodes[tail as usize].next = n;
         }
-        self.buckets[level][digit].tail = n;
         if level > 0 {
-            let m = &mut self.mins[level][digit];
+            let m = &mut self.mins[level & (LEVELS - 1)][digit];
             *m = (*m).min(time);
         }
     }
@@ -289,7 +294,8 @@ impl EventQueue {
             if first == NIL && time == t {
                 first = n;
             } else {
-                self.place(n, time);
+                self.nodes[n as usize].next = NIL;
+                self.append(n, time);
             }
             n = next;
         }
