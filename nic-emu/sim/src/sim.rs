@@ -745,17 +745,17 @@ impl SimCluster {
 
     fn app_run(&mut self, node: usize) {
         let now = self.now;
-        let backend = self.backends[node].clone();
+        let backend = &self.backends[node];
         backend.advance_to(now);
-        if self.hosts[node].timer.is_some_and(|t| t <= now) {
-            self.hosts[node].timer = None;
-        }
         let h = &mut self.hosts[node];
+        if h.timer.is_some_and(|t| t <= now) {
+            h.timer = None;
+        }
         let mut again = h.timer;
         let mut finished = 0;
         // (No program can be spawned meanwhile: spawn needs the cluster.)
         for (app, done) in h.apps.iter_mut().filter(|(_, d)| !*d) {
-            let mut cx = HostCx { node, backend: &backend, wake: None };
+            let mut cx = HostCx { node, backend, wake: None };
             app.wake(&mut cx);
             if let Some(w) = cx.wake {
                 again = Some(again.map_or(w, |a| a.min(w)));

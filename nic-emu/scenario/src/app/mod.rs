@@ -276,6 +276,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             i += 1;
         }
         self.roles_seen_done.set(i);
+        if i < self.roles.len() {
+            // Not done (the incoming flows are looked at when it may be).
+            return false;
+        }
         let mut j = self.incoming_seen_done.get();
         while self.incoming.get(j).is_some_and(incoming_done) {
             j += 1;
