@@ -1,5 +1,5 @@
-//! The event queue of the discrete-event core: compact events (16 bytes)
-//! taken in virtual-time order, events of one time in the order they
+//! The event queue of the discrete-event core: compact events (a time and
+//! 64 bits of event) taken in virtual-time order, events of one time in the order they
 //! were scheduled, so a run is a pure function of its inputs. Owns
 //! nothing but the queue.
 //!
@@ -35,13 +35,27 @@ pub enum Ev {
     Kick { node: u32 },
 }
 
-/// One scheduled event: 16 bytes (its place in its bucket is its place
-/// among the events of its time).
+/// One scheduled event, a node of its bucket's list: its time, the
+/// packed event, and the next node of the bucket (or of the free list).
 #[derive(Debug, Clone, Copy)]
-struct Scheduled {
+struct Node {
     time: u64,
     ev: u64,
+    next: u32,
 }
+
+/// No node: the end of a list.
+const NIL: u32 = u32::MAX;
+
+/// A bucket: the first and last node of its list (`head == NIL`: empty;
+/// `tail` is then stale).
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY: Bucket = Bucket { head: NIL, tail: NIL };
 
 impl Ev {
     /// Pack into 64 bits: kind (3 bits) | index (29 bits) | generation
@@ -80,6 +94,17 @@ impl Ev {
     }
 }
 
+/// What `EventQueue::pop_until` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The next event (taken off the queue).
+    Event(u64, Ev),
+    /// The next event falls after the limit, at this time (still queued).
+    Later(u64),
+    /// Nothing is queued.
+    Empty,
+}
+
 /// Digits of an event time: bytes, 8 of them.
 const LEVELS: usize = 8;
 const DIGITS: usize = 256;
@@ -98,17 +123,25 @@ const WORDS: usize = DIGITS / 64;
 /// Pushes are appends and pops take from a front: no sifting through a
 /// heap that, on a large cluster, holds tens of thousands of (mostly
 /// superseded) wakes.
+///
+/// A bucket is a list of nodes in one array, linked by index: a bucket
+/// is two indices (a level's 256 fit in 2 KiB), a spread relinks nodes
+/// without copying them, and a pop frees its node to the front of a free
+/// list, which the next push takes again while it is still in the cache.
+/// (With a vector per bucket, most pushes and pops touched a bucket header
+/// and an allocation of their own, cold by the next use.)
 #[derive(Debug)]
 pub struct EventQueue {
     /// The time the levels are relative to: the last event popped was
     /// at it (or 0).
     last: u64,
+    nodes: Vec<Node>,
+    /// The first free node (NIL: none; a push then adds one).
+    free: u32,
     /// `LEVELS` x `DIGITS` buckets.
-    buckets: Vec<Vec<Scheduled>>,
-    /// Level 0: how much of each bucket was popped.
-    heads: [usize; DIGITS],
+    buckets: Box<[[Bucket; DIGITS]; LEVELS]>,
     /// Levels 1 and up: each bucket's earliest time (u64::MAX: empty).
-    mins: Vec<u64>,
+    mins: Box<[[u64; DIGITS]; LEVELS]>,
     /// Per level, a bit per bucket that holds events.
     full: [[u64; WORDS]; LEVELS],
     /// Bit l: level l holds events.
@@ -120,9 +153,10 @@ impl Default for EventQueue {
     fn default() -> EventQueue {
         EventQueue {
             last: 0,
-            buckets: (0..LEVELS * DIGITS).map(|_| Vec::new()).collect(),
-            heads: [0; DIGITS],
-            mins: vec![u64::MAX; LEVELS * DIGITS],
+            nodes: Vec::new(),
+            free: NIL,
+            buckets: Box::new([[EMPTY; DIGITS]; LEVELS]),
+            mins: Box::new([[u64::MAX; DIGITS]; LEVELS]),
             full: [[0; WORDS]; LEVELS],
             levels: 0,
             len: 0,
@@ -139,27 +173,53 @@ fn lowest(bits: &[u64; WORDS]) -> usize {
 
 impl EventQueue {
     /// Schedule `ev` at `time`, which must not be before the last event
-    /// popped.
-    #[inline]
+    /// popped. (Inlined so that packing the event folds at each call site;
+    /// the rest is out of line.)
+    #[inline(always)]
     pub fn push(&mut self, time: u64, ev: Ev) {
-        debug_assert!(time >= self.last, "an event in the past: {time} < {}", self.last);
-        self.len += 1;
-        self.place(Scheduled { time, ev: ev.pack() });
+        self.push_packed(time, ev.pack());
     }
 
-    /// Put `s` (not before `last`) into its bucket.
-    #[inline]
-    fn place(&mut self, s: Scheduled) {
-        let x = s.time ^ self.last;
-        let level = (63 - (x | 1).leading_zeros() as usize) / 8;
-        let digit = (s.time >> (8 * level)) as usize & (DIGITS - 1);
-        let i = level * DIGITS + digit;
-        self.buckets[i].push(s);
-        if level > 0 {
-            self.mins[i] = self.mins[i].min(s.time);
+    #[inline(never)]
+    fn push_packed(&mut self, time: u64, ev: u64) {
+        debug_assert!(time >= self.last, "an event in the past: {time} < {}", self.last);
+        self.len += 1;
+        let node = Node { time, ev, next: NIL };
+        let n = match self.free {
+            NIL => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+            n => {
+                let slot = &mut self.nodes[n as usize];
+                self.free = slot.next;
+                *slot = node;
+                n
+            }
+        };
+        self.append(n, time);
+    }
+
+    /// Append node `n` (at `time`, not before `last`; its `next` NIL) to
+    /// its bucket.
+    #[inline(always)]
+    fn append(&mut self, n: u32, time: u64) {
+        let x = time ^ self.last;
+        let level = ((63 - (x | 1).leading_zeros()) / 8) as usize;
+        let digit = (time >> (8 * level)) as usize & (DIGITS - 1);
+        let b = &mut self.buckets[level & (LEVELS - 1)][digit];
+        let tail = std::mem::replace(&mut b.tail, n);
+        if b.head == NIL {
+            b.head = n;
+            self.full[level & (LEVELS - 1)][digit / 64] |= 1 << (digit % 64);
+            self.levels |= 1 << level;
+        } else {
+            self.nodes[tail as usize].next = n;
         }
-        self.full[level][digit / 64] |= 1 << (digit % 64);
-        self.levels |= 1 << level;
+        if level > 0 {
+            let m = &mut self.mins[level & (LEVELS - 1)][digit];
+            *m = (*m).min(time);
+        }
     }
 
     /// Bucket `d` of `level` is empty now.
@@ -172,48 +232,76 @@ impl EventQueue {
         }
     }
 
+    /// Node `n` is popped: onto the free list.
+    #[inline]
+    fn release(&mut self, n: u32) -> (u64, Ev) {
+        let node = &mut self.nodes[n as usize];
+        let out = (node.time, Ev::unpack(node.ev));
+        node.next = self.free;
+        self.free = n;
+        self.len -= 1;
+        out
+    }
+
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Ev)> {
+        match self.pop_until(u64::MAX) {
+            Next::Event(t, ev) => Some((t, ev)),
+            Next::Later(_) | Next::Empty => None,
+        }
+    }
+
+    /// The next event if it falls at or before `limit` (`pop`), else
+    /// when it falls (nothing moves, as `peek_time`).
+    #[inline]
+    pub fn pop_until(&mut self, limit: u64) -> Next {
         if self.levels & 1 != 0 {
             let d = lowest(&self.full[0]);
-            let b = &mut self.buckets[d];
-            let s = b[self.heads[d]];
-            self.heads[d] += 1;
-            if self.heads[d] == b.len() {
-                b.clear();
-                self.heads[d] = 0;
+            let t = self.last & !(DIGITS as u64 - 1) | d as u64;
+            if t > limit {
+                return Next::Later(t);
+            }
+            let n = self.buckets[0][d].head;
+            let next = self.nodes[n as usize].next;
+            self.buckets[0][d].head = next;
+            if next == NIL {
                 self.emptied(0, d);
             }
-            self.last = s.time;
-            self.len -= 1;
-            return Some((s.time, Ev::unpack(s.ev)));
+            let (t, ev) = self.release(n);
+            self.last = t;
+            return Next::Event(t, ev);
         }
         if self.levels == 0 {
-            return None;
+            return Next::Empty;
         }
         // Level 0 is empty: the lowest bucket of the lowest level with
         // events holds the next one, the first at its earliest time
         // (the bucket is in scheduling order); the others are spread
-        // over the levels below, from that time on.
+        // over the levels below, from that time on, in their order.
         let level = self.levels.trailing_zeros() as usize;
         let d = lowest(&self.full[level]);
-        let i = level * DIGITS + d;
-        let t = self.mins[i];
-        self.last = t;
-        self.mins[i] = u64::MAX;
-        self.emptied(level, d);
-        let mut spread = std::mem::take(&mut self.buckets[i]);
-        let next = spread.iter().position(|s| s.time == t).expect("the bucket's earliest");
-        for (k, &s) in spread.iter().enumerate() {
-            if k != next {
-                self.place(s);
-            }
+        let t = self.mins[level][d];
+        if t > limit {
+            return Next::Later(t);
         }
-        let s = spread[next];
-        spread.clear();
-        self.buckets[i] = spread;
-        self.len -= 1;
-        Some((s.time, Ev::unpack(s.ev)))
+        self.last = t;
+        self.mins[level][d] = u64::MAX;
+        self.emptied(level, d);
+        let mut n = std::mem::replace(&mut self.buckets[level][d].head, NIL);
+        let mut first = NIL;
+        while n != NIL {
+            let Node { time, next, .. } = self.nodes[n as usize];
+            if first == NIL && time == t {
+                first = n;
+            } else {
+                self.nodes[n as usize].next = NIL;
+                self.append(n, time);
+            }
+            n = next;
+        }
+        debug_assert!(first != NIL, "the bucket's earliest");
+        let (t, ev) = self.release(first);
+        Next::Event(t, ev)
     }
 
     /// The time of the next event (nothing moves: events may still be
@@ -227,7 +315,7 @@ impl EventQueue {
             return None;
         }
         let level = self.levels.trailing_zeros() as usize;
-        Some(self.mins[level * DIGITS + lowest(&self.full[level])])
+        Some(self.mins[level][lowest(&self.full[level])])
     }
 
     /// Events pending.

@@ -41,7 +41,7 @@ use nic_device::faults::Faults;
 use nic_device::firmware::{mcp_firmware, Firmware, SliceHw, Work};
 use nic_device::memory::NodeMem;
 use nic_device::profile::{Clock, Profile};
-use nic_fabric::event::{Ev, EventQueue};
+use nic_fabric::event::{Ev, EventQueue, Next};
 use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, McastSpan, NEVER};
 pub use nic_fabric::plan::EmuError;
 use nic_fabric::plan::{plan_sim, Plan};
@@ -489,21 +489,29 @@ impl SimCluster {
             if self.apps_pending == 0 && self.quiescent() {
                 break RunOutcome::Done;
             }
-            let Some(t) = self.q.peek_time() else {
-                // Nothing will ever happen: time runs on to the limit.
-                if self.limit_ns != NEVER {
-                    self.now = self.now.max(self.limit_ns);
-                }
-                break RunOutcome::Stuck;
+            // The next event, unless the queue is empty or it falls past
+            // the limit (it is then left queued); the event limit is
+            // checked after those two.
+            let next = if n < max_events {
+                self.q.pop_until(self.limit_ns)
+            } else {
+                self.q.peek_time().map_or(Next::Empty, Next::Later)
             };
-            if t > self.limit_ns {
-                self.now = self.now.max(self.limit_ns);
-                break RunOutcome::TimeLimit;
-            }
-            if n >= max_events {
-                break RunOutcome::EventLimit;
-            }
-            let Some((t, ev)) = self.q.pop() else { break RunOutcome::Stuck };
+            let (t, ev) = match next {
+                Next::Event(t, ev) => (t, ev),
+                Next::Empty => {
+                    // Nothing will ever happen: time runs on to the limit.
+                    if self.limit_ns != NEVER {
+                        self.now = self.now.max(self.limit_ns);
+                    }
+                    break RunOutcome::Stuck;
+                }
+                Next::Later(t) if t > self.limit_ns => {
+                    self.now = self.now.max(self.limit_ns);
+                    break RunOutcome::TimeLimit;
+                }
+                Next::Later(_) => break RunOutcome::EventLimit,
+            };
             self.now = t;
             n += 1;
             self.dispatch(ev);
@@ -737,17 +745,17 @@ impl SimCluster {
 
     fn app_run(&mut self, node: usize) {
         let now = self.now;
-        let backend = self.backends[node].clone();
+        let backend = &self.backends[node];
         backend.advance_to(now);
-        if self.hosts[node].timer.is_some_and(|t| t <= now) {
-            self.hosts[node].timer = None;
-        }
         let h = &mut self.hosts[node];
+        if h.timer.is_some_and(|t| t <= now) {
+            h.timer = None;
+        }
         let mut again = h.timer;
         let mut finished = 0;
         // (No program can be spawned meanwhile: spawn needs the cluster.)
         for (app, done) in h.apps.iter_mut().filter(|(_, d)| !*d) {
-            let mut cx = HostCx { node, backend: &backend, wake: None };
+            let mut cx = HostCx { node, backend, wake: None };
             app.wake(&mut cx);
             if let Some(w) = cx.wake {
                 again = Some(again.map_or(w, |a| a.min(w)));

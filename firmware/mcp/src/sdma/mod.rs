@@ -306,6 +306,35 @@ impl Sdma {
         Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
+    /// Host builds: take again the timer views of the streams handed out
+    /// for writing since the last look, and count the active streams'
+    /// deadline stale only if one of them changed (a stream written
+    /// without touching what its timers depend on, e.g. a packet sent while
+    /// others are unacknowledged, leaves the deadline as it was). Its
+    /// views are then those `timer_view` would take: each is taken again
+    /// from the record as it is now, and a later write notes the stream
+    /// again.
+    #[cfg(not(target_os = "none"))]
+    #[inline]
+    fn settle_views(&mut self, cx: &Shared) {
+        if !self.txs.touched {
+            return;
+        }
+        self.txs.touched = false;
+        for w in 0..self.txs.changed.len() {
+            let mut bits = core::mem::take(&mut self.txs.changed[w]);
+            while bits != 0 {
+                let s = (w * 64) as u16 + bits.trailing_zeros() as u16;
+                bits &= bits - 1;
+                let v = TimerView::of(&self.txs[s], cx);
+                if v != self.views[s as usize] {
+                    self.views[s as usize] = v;
+                    self.txs.dl_stale = true;
+                }
+            }
+        }
+    }
+
     /// What the timers of sending stream `s` depend on. Host builds keep
     /// it from one look to the next and take it again only after the
     /// stream changed (`TxPool` notes every change): the timer scan and
@@ -334,6 +363,8 @@ impl Sdma {
     /// second also on the time, and stays while that hold has not ended).
     #[inline]
     fn active_deadline(&mut self, cx: &Shared) -> (Option<u64>, Option<u64>) {
+        #[cfg(not(target_os = "none"))]
+        self.settle_views(cx);
         #[cfg(not(target_os = "none"))]
         if !self.txs.dl_stale && cx.now >= self.dl.at && self.dl.hold.is_none_or(|h| h > cx.now) {
             return (self.dl.busy, self.dl.hold);
@@ -365,9 +396,10 @@ impl Sdma {
     /// changed since the active streams' deadline was worked out, no hold
     /// has ended since and no timer falls due by `now`.
     #[inline]
-    fn timers_idle(&self, _now: u64) -> bool {
+    fn timers_idle(&mut self, _cx: &Shared, _now: u64) -> bool {
         #[cfg(not(target_os = "none"))]
         {
+            self.settle_views(_cx);
             let now = _now;
             !self.txs.dl_stale
                 && now >= self.dl.at
@@ -412,7 +444,7 @@ pub const HOST_ONLY_BYTES: usize = core::mem::size_of::<[TimerView; MAX_STREAMS]
     + 8;
 
 /// What a sending stream's timers depend on (`Sdma::timer_view`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TimerView {
     /// Packets are unacknowledged.
     busy: bool,
@@ -460,6 +492,10 @@ struct TxPool {
     changed: [u64; MAX_STREAMS.div_ceil(64)],
     #[cfg(not(target_os = "none"))]
     dl_stale: bool,
+    /// A stream was handed out for writing (`IndexMut`) since
+    /// `Sdma::settle_views` last looked: its view may have changed.
+    #[cfg(not(target_os = "none"))]
+    touched: bool,
 }
 
 impl TxPool {
@@ -470,9 +506,13 @@ impl TxPool {
             changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
             #[cfg(not(target_os = "none"))]
             dl_stale: true,
+            #[cfg(not(target_os = "none"))]
+            touched: false,
         }
     }
 
+    /// Stream `i` was handed out for writing: its view is taken again
+    /// (`Sdma::settle_views`, `Sdma::timer_view`).
     #[inline]
     fn note(&mut self, _i: u16) {
         #[cfg(not(target_os = "none"))]
@@ -480,6 +520,17 @@ impl TxPool {
             if let Some(w) = self.changed.get_mut(_i as usize / 64) {
                 *w |= 1 << (_i % 64);
             }
+            self.touched = true;
+        }
+    }
+
+    /// Stream `i` was set up or let go of: its view is taken again, and
+    /// the deadline too (the liveness of a stream on the list counts).
+    #[inline]
+    fn note_live(&mut self, i: u16) {
+        self.note(i);
+        #[cfg(not(target_os = "none"))]
+        {
             self.dl_stale = true;
         }
     }
@@ -510,12 +561,12 @@ impl TxPool {
 
     fn alloc(&mut self, v: TxStream) -> Option<u16> {
         let i = self.pool.alloc(v)?;
-        self.note(i);
+        self.note_live(i);
         Some(i)
     }
 
     fn free(&mut self, i: u16) {
-        self.note(i);
+        self.note_live(i);
         self.pool.free(i)
     }
 

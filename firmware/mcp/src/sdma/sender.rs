@@ -434,7 +434,7 @@ impl Sdma {
     pub fn timers(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         let now = cx.now;
         // Retransmission and send timeouts.
-        let mut i = if self.timers_idle(now) { self.active_tx.len() } else { 0 };
+        let mut i = if self.timers_idle(cx, now) { self.active_tx.len() } else { 0 };
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
             // What the timers need, not a copy of the whole record.

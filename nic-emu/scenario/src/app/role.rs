@@ -155,11 +155,16 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     /// Give back the reservations of roles whose last send completed.
+    #[inline]
     pub(super) fn release_finished(&mut self) {
-        if self.brm.is_none() {
-            // No role holds a reservation (`open_gate` refuses them all).
-            return;
+        // Without a manager no role holds a reservation (`open_gate`
+        // refuses them all): nothing to look at, at every call.
+        if self.brm.is_some() {
+            self.release_reservations();
         }
+    }
+
+    fn release_reservations(&mut self) {
         for ri in 0..self.roles.len() {
             let r = &self.roles[ri];
             if r.gate != Gate::Running || !r.rate.uses_brm() || !r.sent_all {
