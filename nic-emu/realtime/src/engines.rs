@@ -35,7 +35,7 @@ use nic_abi::packet::{field, ROUTE_FLAG};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_cluster_dir::MappedFile;
 
-use super::fabric::{copy_wire, Body, Launch, Lend, Reclaim, RtFabric, RtPacket, LEND_MAX};
+use super::fabric::{copy_wire, Body, Held, Launch, Lend, Reclaim, RtFabric, RtPacket, LEND_MAX};
 use nic_device::device::{crc_ok, rx_checks, Engines, NicMem, TxSpan};
 
 /// Shorter packets are not lent but read out: the copy saved is small,
@@ -213,8 +213,8 @@ impl RtEngines {
     /// firmware is gone): `device::Engines::reset`; a packet waiting for
     /// its tail is forgotten, and packets lent from this SRAM are taken
     /// back first (`unlend`), as the next firmware will write it.
-    pub fn reset(&mut self, fab: &RtFabric) {
-        self.unlend(fab);
+    pub fn reset(&mut self, fab: &RtFabric, held: &mut Held) {
+        self.unlend(fab, held);
         self.tx_wait = None;
         self.owed.clear();
         self.dev.reset(&mut self.mem);
@@ -223,11 +223,11 @@ impl RtEngines {
     /// Make every packet lent from this SRAM the fabric's own (the NIC
     /// goes down or resets): waits while another thread's engine is
     /// copying one.
-    pub fn unlend(&mut self, fab: &RtFabric) {
+    pub fn unlend(&mut self, fab: &RtFabric, held: &mut Held) {
         let lent = self.tx_wait.and_then(|w| w.lent).into_iter();
         for l in lent.chain(self.owed.iter().flatten().copied()) {
             loop {
-                match fab.reclaim(self.node, l.dst, l.seq) {
+                match fab.reclaim(held, self.node, l.dst, l.seq) {
                     Reclaim::Free => break,
                     Reclaim::Copied => {
                         self.reclaimed += 1;
@@ -241,11 +241,11 @@ impl RtEngines {
 
     /// The NIC is down (being reset, firmware not running): its link
     /// loses whatever arrives, so that senders are not held.
-    pub fn rx_discard(&mut self, fab: &RtFabric, pool: &mut Vec<Vec<u8>>) -> u64 {
+    pub fn rx_discard(&mut self, fab: &RtFabric, held: &mut Held, pool: &mut Vec<Vec<u8>>) -> u64 {
         if fab.inbox_len(self.node) == 0 {
             return 0;
         }
-        let gone: Vec<RtPacket> = fab.with_inbox(self.node, |q| q.drain(..).collect());
+        let gone: Vec<RtPacket> = fab.with_inbox(held, self.node, |q| q.drain(..).collect());
         let n = gone.len() as u64;
         for p in gone {
             fab.release(&p);
@@ -274,13 +274,13 @@ impl RtEngines {
     /// Complete the handed-off packets whose bytes have been taken, in
     /// order; reclaim those launched in an earlier step. True if any
     /// completed; `waits`: one is being copied on another thread.
-    fn settle_owed(&mut self, fab: &RtFabric, waits: &mut bool) -> bool {
+    fn settle_owed(&mut self, fab: &RtFabric, held: &mut Held, waits: &mut bool) -> bool {
         let mut did = false;
         while let Some(&front) = self.owed.front() {
             if let Some(l) = front {
                 let free = fab.is_returned(self.node, l.seq)
                     || (l.step < self.steps
-                        && match fab.reclaim(self.node, l.dst, l.seq) {
+                        && match fab.reclaim(held, self.node, l.dst, l.seq) {
                             Reclaim::Free => true,
                             Reclaim::Copied => {
                                 self.reclaimed += 1;
@@ -302,9 +302,15 @@ impl RtEngines {
 
     /// Finish the packet on the wire if its tail left, then start posted
     /// commands (one packet on the wire at a time).
-    pub fn tx_service(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
+    pub fn tx_service(
+        &mut self,
+        fab: &RtFabric,
+        held: &mut Held,
+        now: u64,
+        pool: &mut Vec<Vec<u8>>,
+    ) -> Service {
         let mut s = Service::default();
-        s.progress |= self.settle_owed(fab, &mut s.timed);
+        s.progress |= self.settle_owed(fab, held, &mut s.timed);
         for _ in 0..=map::TXDMA_RING_LEN {
             if let Some(w) = self.tx_wait {
                 if now < w.not_before || fab.released(self.node) < w.released {
@@ -348,7 +354,7 @@ impl RtEngines {
                 Body::Lent(l) => Some(l.seq),
                 Body::Owned(_) => None,
             };
-            let (tail_out, lent) = match fab.launch(self.node, body, p.route_len, now) {
+            let (tail_out, lent) = match fab.launch(held, self.node, body, p.route_len, now) {
                 Launch::Gone { body, tail_out } => {
                     body.recycle(pool);
                     (tail_out, None)
@@ -370,7 +376,13 @@ impl RtEngines {
     // ---- receive-DMA ----
 
     /// Take arrived packets into free receive buffers.
-    pub fn rx_service(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
+    pub fn rx_service(
+        &mut self,
+        fab: &RtFabric,
+        held: &mut Held,
+        now: u64,
+        pool: &mut Vec<Vec<u8>>,
+    ) -> Service {
         let mut s = Service::default();
         if fab.inbox_len(self.node) == 0 {
             return s;
@@ -379,7 +391,7 @@ impl RtEngines {
             let RtEngines { mem, dev, .. } = self;
             let mut stale: Vec<RtPacket> = Vec::new();
             let scan = now.saturating_sub(self.last_stale_scan) >= 1_000_000;
-            let taken = fab.with_inbox(self.node, |q| {
+            let taken = fab.with_inbox(held, self.node, |q| {
                 let p = q.front_mut()?;
                 if p.due > now {
                     s.timed = true;
@@ -428,7 +440,7 @@ impl RtEngines {
                     fab.release(&p);
                     p.body.recycle(pool);
                 }
-                Some(i) => self.rx_accept(fab, p, i, now, pool),
+                Some(i) => self.rx_accept(fab, held, p, i, now, pool),
             }
         }
         s
@@ -437,6 +449,7 @@ impl RtEngines {
     fn rx_accept(
         &mut self,
         fab: &RtFabric,
+        held: &mut Held,
         mut p: RtPacket,
         buf: u32,
         now: u64,
@@ -470,7 +483,7 @@ impl RtEngines {
         if p.duplicate {
             // The link delivers it a second time, right behind itself.
             p.duplicate = false;
-            fab.with_inbox(self.node, |q| q.push_front(p));
+            fab.with_inbox(held, self.node, |q| q.push_front(p));
         } else {
             fab.release(&p);
             p.body.recycle(pool);

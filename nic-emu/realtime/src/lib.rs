@@ -593,7 +593,7 @@ impl RtCluster {
             let eng = RtEngines::new(node, sram, host);
             let line = lines.get(node).cloned();
             let mut nic = NodeRt::new(node, eng, mcp, line, cfg.profile.nic.rtc_hz);
-            nic.reset(&ctx.fabric, &ctx.params, ctx.now(), true)
+            nic.reset(&ctx.fabric, &mut fabric::Held::none(), &ctx.params, ctx.now(), true)
                 .map_err(|message| RtError::Firmware { node, message })?;
             nics.push(nic);
         }

@@ -19,7 +19,7 @@ use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
 
 use super::engines::{RtEngines, Service};
-use super::fabric::RtFabric;
+use super::fabric::{Held, RtFabric};
 use super::hw::MappedHw;
 use super::irq::IrqLine;
 use nic_device::device::{reset_sram, DeviceCounters, ResetConfig, Rtc};
@@ -163,13 +163,14 @@ impl NodeRt {
     pub fn reset(
         &mut self,
         fab: &RtFabric,
+        held: &mut Held,
         p: &ResetParams,
         now: u64,
         first: bool,
     ) -> Result<(), String> {
         self.eng.mem.sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_BOOTING);
         self.down = true;
-        self.eng.reset(fab);
+        self.eng.reset(fab, held);
         let cfg = ResetConfig {
             node: self.node,
             nodes: p.nodes,
@@ -244,7 +245,13 @@ impl NodeRt {
     }
 
     /// One step at `now` (ns on the cluster clock).
-    pub fn step(&mut self, fab: &RtFabric, now: u64, pool: &mut Vec<Vec<u8>>) -> Service {
+    pub fn step(
+        &mut self,
+        fab: &RtFabric,
+        held: &mut Held,
+        now: u64,
+        pool: &mut Vec<Vec<u8>>,
+    ) -> Service {
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         self.eng.begin_step();
         let mut s = Service::default();
@@ -271,9 +278,9 @@ impl NodeRt {
             {
                 self.down = false;
             } else {
-                self.c.down_drops += self.eng.rx_discard(fab, pool);
+                self.c.down_drops += self.eng.rx_discard(fab, held, pool);
                 // Whatever runs next may write its transmit buffers.
-                self.eng.unlend(fab);
+                self.eng.unlend(fab, held);
                 return s;
             }
         }
@@ -299,8 +306,8 @@ impl NodeRt {
                 };
             }
             did |= self.eng.hdma_service();
-            let t = self.eng.tx_service(fab, now, pool);
-            let r = self.eng.rx_service(fab, now, pool);
+            let t = self.eng.tx_service(fab, held, now, pool);
+            let r = self.eng.rx_service(fab, held, now, pool);
             did |= t.progress || r.progress;
             s.timed |= t.timed || r.timed;
             if !did {

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::fabric::Held;
 use super::node::NodeRt;
 use super::Ctx;
 
@@ -73,12 +74,15 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
     let mut last_progress = ctx.now();
     let mut iter = 0u64;
     let mut snapped = false;
+    // The only device thread (it runs every NIC): it holds every inbox.
+    let mut held =
+        if nodes.len() == ctx.nodes.len() { ctx.fabric.hold_all() } else { Held::none() };
     while !ctx.stop.load(Ordering::Relaxed) {
         let now = ctx.now();
         let (mut progress, mut timed) = (false, false);
         for n in nodes.iter_mut() {
-            progress |= carry_out_reset(n, &ctx, now);
-            let s = n.step(&ctx.fabric, now, &mut pool);
+            progress |= carry_out_reset(n, &ctx, &mut held, now);
+            let s = n.step(&ctx.fabric, &mut held, now, &mut pool);
             progress |= s.progress;
             timed |= s.timed;
         }
@@ -118,20 +122,20 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
     // the counters printed as the process stops include it.
     let now = ctx.now();
     for n in nodes.iter_mut() {
-        carry_out_reset(n, &ctx, now);
+        carry_out_reset(n, &ctx, &mut held, now);
     }
     snapshot(&nodes, &ctx);
 }
 
 /// Reset `n` if the supervisor asked for a reset it has not carried out;
 /// true if it did.
-fn carry_out_reset(n: &mut NodeRt, ctx: &Ctx, now: u64) -> bool {
+fn carry_out_reset(n: &mut NodeRt, ctx: &Ctx, held: &mut Held, now: u64) -> bool {
     let sh = &ctx.nodes[n.node];
     let req = sh.reset_req.load(Ordering::Acquire);
     if req == n.reset_seen {
         return false;
     }
-    if let Err(e) = n.reset(&ctx.fabric, &ctx.params, now, false) {
+    if let Err(e) = n.reset(&ctx.fabric, held, &ctx.params, now, false) {
         ctx.note(format!("node {}: {e}", n.node));
     }
     n.reset_seen = req;
