@@ -95,7 +95,7 @@ pub const fn reg<W>(r: Reg<W>) -> u32 {
 /// Value of `MAGIC`: "NICE".
 pub const MAGIC_VALUE: u32 = 0x4543_494E;
 /// Version of this ABI; firmware refuses to run on a mismatch.
-pub const ABI_VERSION_VALUE: u32 = 3;
+pub const ABI_VERSION_VALUE: u32 = 4;
 
 // Identity and configuration (cfg).
 pub const MAGIC: Reg<u32> = Reg::at(0x000); // cfg
@@ -177,6 +177,17 @@ pub const TLB_WAYS: Reg<u32> = Reg::at(0x074); // cfg
 pub const RELIABILITY: Reg<u32> = Reg::at(0x078); // cfg
 pub const RELIABILITY_GO_BACK_N: u32 = 0;
 pub const RELIABILITY_SELECTIVE: u32 = 1;
+/// Port news (dev): moved by the privileged side whenever a port's
+/// `STATE` or `GENERATION` word (`port::STATE`, `port::GENERATION`) may
+/// have changed: by the sim's driver layer at the write, by the
+/// real-time backends' device model when its step sees one of those
+/// words differ from its last look (a host process writes them in its
+/// own window and cannot reach this register), and at every reset. The
+/// firmware reads the port windows' `STATE` and `GENERATION` again only
+/// after a pass that found this word changed (and at its first pass), so
+/// a pass need not touch the windows of ports that stay closed. Any
+/// value is harmless: a change only makes the firmware look again.
+pub const PORT_NEWS: Reg<u32> = Reg::at(0x07C); // dev
 
 // Host-DMA engine (host memory <-> SRAM). Commands in `map::HDMA_RING`.
 /// Commands posted (fw), free-running.
@@ -289,6 +300,17 @@ pub const fn port_pt_bus(p: usize) -> Reg<u64> {
 pub const fn port_pt_vbase(p: usize) -> Reg<u64> {
     Reg::at(PORT_PTS + p as u32 * PORT_PT_SIZE + 8)
 }
+
+// The register block is checked at compile time: `PORT_NEWS` fits before
+// the per-port blocks and shares no byte with the words around it.
+const _: () = {
+    assert!(RELIABILITY.offset() + 4 <= PORT_NEWS.offset());
+    assert!(PORT_NEWS.offset() + 4 <= HDMA_PROD.offset());
+    assert!(PORT_NEWS.offset().is_multiple_of(4));
+    assert!(PORT_SLICES + crate::NUM_PORTS as u32 * PORT_SLICE_SIZE <= PORT_EVQS);
+    assert!(PORT_EVQS + crate::NUM_PORTS as u32 * PORT_EVQ_SIZE <= PORT_PTS);
+    assert!(PORT_PTS + crate::NUM_PORTS as u32 * PORT_PT_SIZE <= crate::map::REGS_SIZE);
+};
 
 /// `FW_STATUS` values.
 pub const FW_BOOTING: u32 = 0;
