@@ -7,7 +7,10 @@
 //! not by a host process), zeroes SEND_PROD,
 //! SEND_CONS and EVQ_CONSUMED (the port is not served while closed, so it
 //! may write the firmware's SEND_CONS then), bumps GENERATION, then sets
-//! STATE = OPEN. The firmware notices,
+//! STATE = OPEN. The privileged side moves `regs::PORT_NEWS` (the sim's
+//! driver layer at the write, the real-time device model at its next
+//! step), the firmware, which reads STATE and GENERATION only after news,
+//! notices,
 //! resets its view of the port, sets FW_STATE = OPEN and writes a
 //! PortOpened event. To close, the driver sets STATE = CLOSED; the firmware
 //! drops the port's receive buffers and queued sends and sets FW_STATE =
@@ -80,6 +83,27 @@ pub const STATE_OPEN: u32 = 1;
 /// driver opens it again.
 pub const STATE_REFUSED: u32 = 2;
 
+/// Does the SRAM range `[off, off + len)` touch a port's `STATE` or
+/// `GENERATION` word (the first 8 bytes of every window)? The privileged
+/// side moves `regs::PORT_NEWS` after such a write.
+pub const fn touches_state(off: u32, len: u32) -> bool {
+    let start = crate::map::PORTS as u64;
+    let end = start + crate::NUM_PORTS as u64 * crate::map::PORT_WINDOW as u64;
+    let (a, b) = (off as u64, off as u64 + len as u64);
+    if len == 0 || b <= start || a >= end {
+        return false;
+    }
+    if a < start {
+        return true; // it covers window 0's first bytes
+    }
+    // A range that reaches into a further window covers its first bytes.
+    let w = crate::map::PORT_WINDOW as u64;
+    let first = (a - start) / w;
+    let last = (b - 1 - start) / w;
+    let last = if last >= crate::NUM_PORTS as u64 { crate::NUM_PORTS as u64 - 1 } else { last };
+    first != last || (a - start) % w < 8
+}
+
 pub const fn port_reg(port: usize, off: u32) -> u32 {
     crate::map::port_window(port) + off
 }
@@ -89,4 +113,40 @@ pub const fn send_slot(port: usize, idx: u32) -> u32 {
     crate::map::port_window(port)
         + crate::map::PORT_SEND_RING
         + (idx & (crate::map::SEND_RING_LEN - 1)) * crate::desc::DESC_SIZE
+}
+
+const _: () = {
+    // `touches_state` takes STATE and GENERATION to be the window's first
+    // 8 bytes.
+    assert!(STATE == 0 && GENERATION == 4);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touches_state_finds_the_first_two_words_of_each_window() {
+        for p in 0..crate::NUM_PORTS {
+            assert!(touches_state(port_reg(p, STATE), 4));
+            assert!(touches_state(port_reg(p, GENERATION), 4));
+            assert!(touches_state(port_reg(p, GENERATION) + 3, 1));
+            assert!(!touches_state(port_reg(p, PT_GEN), 4));
+            assert!(!touches_state(port_reg(p, SEND_PROD), 4));
+            assert!(!touches_state(send_slot(p, 3), 32));
+            // Across the end of one window into the next one's STATE.
+            if p + 1 < crate::NUM_PORTS {
+                assert!(touches_state(port_reg(p + 1, STATE) - 4, 5));
+                assert!(!touches_state(port_reg(p + 1, STATE) - 4, 4));
+            }
+        }
+        assert!(!touches_state(crate::map::PORTS - 4, 4));
+        assert!(touches_state(crate::map::PORTS - 4, 5));
+        let end = crate::map::port_window(crate::NUM_PORTS);
+        assert!(!touches_state(end, 8));
+        assert!(!touches_state(end - 4, 100));
+        assert!(touches_state(0, u32::MAX));
+        assert!(!touches_state(port_reg(0, STATE), 0));
+        assert!(!touches_state(u32::MAX, u32::MAX));
+    }
 }

@@ -95,7 +95,7 @@ pub const fn reg<W>(r: Reg<W>) -> u32 {
 /// Value of `MAGIC`: "NICE".
 pub const MAGIC_VALUE: u32 = 0x4543_494E;
 /// Version of this ABI; firmware refuses to run on a mismatch.
-pub const ABI_VERSION_VALUE: u32 = 3;
+pub const ABI_VERSION_VALUE: u32 = 4;
 
 // Identity and configuration (cfg).
 pub const MAGIC: Reg<u32> = Reg::at(0x000); // cfg
@@ -163,8 +163,6 @@ pub const PORT_SEND_TOKENS_MAX: u32 = 64;
 pub const PORT_RECV_TOKENS_MAX: u32 = crate::map::RX_INLINE_SLOTS / crate::NUM_PORTS as u32;
 /// Most unacknowledged packets per stream (cfg).
 pub const WINDOW: Reg<u32> = Reg::at(0x068); // cfg
-/// Non-zero: record state-machine transitions in the trace ring (host).
-pub const TRACE_ENABLE: Reg<u32> = Reg::at(0x06C); // host
 /// The translation cache's shape: sets (a power of two) and ways. 0: the
 /// firmware's default; the firmware caps them to what `map::TLB` holds.
 pub const TLB_SETS: Reg<u32> = Reg::at(0x070); // cfg
@@ -210,15 +208,33 @@ pub const RXDONE_CONS: Reg<u32> = Reg::at(0x12C); // fw
 /// dropped: it is stored cut short and flagged `RxStatus::TRUNCATED`.
 pub const RX_DROPS: Reg<u32> = Reg::at(0x130); // dev
 
+// The words besides the engines' counters that the firmware reads at
+// every pass share their cache line (0x100-0x13F): a pass reads the
+// register block's RTC line and this one, and no other (on a simulated
+// cluster of hundreds of NICs each further line is a miss at every pass).
+/// Non-zero: record state-machine transitions in the trace ring (host).
+pub const TRACE_ENABLE: Reg<u32> = Reg::at(0x10C); // host
+/// Bumped by whoever edits the flow table (driver or BRM agent): the
+/// firmware re-reads the IDTs of its flows when it changes (host).
+pub const FLOW_GEN: Reg<u32> = Reg::at(0x11C); // host
+/// Non-zero: record every packet dispatch in DISPATCH_TRACE (host).
+pub const DISPATCH_TRACE_ENABLE: Reg<u32> = Reg::at(0x134); // host
+/// Port news (dev): moved by the privileged side whenever a port's
+/// `STATE` or `GENERATION` word (`port::STATE`, `port::GENERATION`) may
+/// have changed: by the sim's driver layer at the write, by the
+/// real-time backends' device model when its step sees one of those
+/// words differ from its last look (a host process writes them in its
+/// own window and cannot reach this register), and at every reset. The
+/// firmware reads the port windows' `STATE` and `GENERATION` again only
+/// after a pass that found this word changed (and at its first pass), so
+/// a pass need not touch the windows of ports that stay closed. Any
+/// value is harmless: a change only makes the firmware look again.
+pub const PORT_NEWS: Reg<u32> = Reg::at(0x138); // dev
+
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.
 pub const TRACE_PROD: Reg<u32> = Reg::at(0x140); // fw
 
 // Rate control (see flows).
-/// Bumped by whoever edits the flow table (driver or BRM agent): the
-/// firmware re-reads the IDTs of its flows when it changes (host).
-pub const FLOW_GEN: Reg<u32> = Reg::at(0x150); // host
-/// Non-zero: record every packet dispatch in DISPATCH_TRACE (host).
-pub const DISPATCH_TRACE_ENABLE: Reg<u32> = Reg::at(0x154); // host
 /// Dispatch records written (fw), free-running; slot = n % DISPATCH_TRACE_LEN.
 pub const DISPATCH_TRACE_PROD: Reg<u32> = Reg::at(0x158); // fw
 
@@ -289,6 +305,45 @@ pub const fn port_pt_bus(p: usize) -> Reg<u64> {
 pub const fn port_pt_vbase(p: usize) -> Reg<u64> {
     Reg::at(PORT_PTS + p as u32 * PORT_PT_SIZE + 8)
 }
+
+// The register block is checked at compile time.
+const _: () = {
+    // The words a pass reads share one line with the engines' counters,
+    // and no two words of that line overlap.
+    assert!(crate::map::REGS.is_multiple_of(64));
+    let line = [
+        HDMA_PROD,
+        HDMA_DONE,
+        HDMA_ERRORS,
+        TRACE_ENABLE,
+        TXDMA_PROD,
+        TXDMA_DONE,
+        TXDMA_ERRORS,
+        FLOW_GEN,
+        RXFREE_PROD,
+        RXFREE_CONS,
+        RXDONE_PROD,
+        RXDONE_CONS,
+        RX_DROPS,
+        DISPATCH_TRACE_ENABLE,
+        PORT_NEWS,
+    ];
+    let mut i = 0;
+    while i < line.len() {
+        assert!(line[i].offset() / 64 == HDMA_PROD.offset() / 64);
+        assert!(line[i].offset().is_multiple_of(4));
+        let mut j = i + 1;
+        while j < line.len() {
+            assert!(line[i].offset() != line[j].offset());
+            j += 1;
+        }
+        i += 1;
+    }
+    assert!(RX_DROPS.offset() + 4 <= TRACE_PROD.offset());
+    assert!(PORT_SLICES + crate::NUM_PORTS as u32 * PORT_SLICE_SIZE <= PORT_EVQS);
+    assert!(PORT_EVQS + crate::NUM_PORTS as u32 * PORT_EVQ_SIZE <= PORT_PTS);
+    assert!(PORT_PTS + crate::NUM_PORTS as u32 * PORT_PT_SIZE <= crate::map::REGS_SIZE);
+};
 
 /// `FW_STATUS` values.
 pub const FW_BOOTING: u32 = 0;

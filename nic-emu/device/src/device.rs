@@ -113,7 +113,7 @@ pub struct ResetConfig<'a> {
 
 /// Write the register block's cfg words and the route table, as the NIC's
 /// EEPROM and GM's mapper would; close every port and empty the flow
-/// table. SRAM must hold the map. `FW_STATUS =
+/// table (and move `PORT_NEWS`). SRAM must hold the map. `FW_STATUS =
 /// FW_BOOTING` goes first and MAGIC last but one, so that a NIC reset under
 /// running host processes never shows MAGIC with a stale firmware status
 /// (docs/design/cluster-dir.md, "Reset of one NIC").
@@ -166,6 +166,8 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
         sram.store_u32(port_reg(port, pcb::STATE), pcb::STATE_CLOSED);
         sram.store_u32(port_reg(port, pcb::FW_STATE), pcb::STATE_CLOSED);
     }
+    let news = sram.load_u32(reg(regs::PORT_NEWS));
+    sram.store_u32(reg(regs::PORT_NEWS), news.wrapping_add(1));
     // The flow table does not survive a reset: the privileged side (the
     // bandwidth manager's agent) installs its entries again.
     let flows = map::FLOW_ENTRIES * nic_abi::flows::FLOW_ENTRY_SIZE;

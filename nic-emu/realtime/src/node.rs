@@ -47,6 +47,10 @@ const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
     w
 };
 
+/// Every port's `STATE` and `GENERATION` (host words of the windows),
+/// watched on both backends for `PORT_NEWS` (`NodeRt::port_words`).
+const PORT_WORDS: usize = 2 * NUM_PORTS;
+
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;
 /// A sleeping native MCP is polled at least this often (ns), for host
@@ -117,6 +121,8 @@ pub(crate) struct NodeRt {
     /// Under QEMU: the other host-written words the firmware reads, as
     /// last seen (`host_words`).
     last_host: [u32; HOST_WORDS],
+    /// Every port's `STATE` and `GENERATION` as last seen (`port_words`).
+    last_ports: [u32; PORT_WORDS],
     /// The native MCP's last poll found nothing to do and nothing woke it
     /// since: as the sim's NIC CPU, it sleeps until a doorbell, an engine
     /// completion, an arrival or its next timer.
@@ -146,6 +152,7 @@ impl NodeRt {
             rtc: Rtc::new(rtc_hz),
             last_doorbell: 0,
             last_host: [0; HOST_WORDS],
+            last_ports: [0; PORT_WORDS],
             asleep: false,
             last_poll: 0,
             deadline_ns: u64::MAX,
@@ -193,6 +200,7 @@ impl NodeRt {
         self.raised_for = 0;
         self.last_doorbell = self.doorbell();
         self.last_host = self.host_words();
+        self.last_ports = self.port_words();
         self.asleep = false;
         self.deadline_ns = u64::MAX;
         self.boot(rtc)
@@ -228,6 +236,18 @@ impl NodeRt {
         HOST_WORD_OFFSETS.map(|off| self.eng.mem.sram.load_u32(off as u64).unwrap_or(0))
     }
 
+    /// Every port's `STATE` and `GENERATION`: a host process writes them
+    /// in its own window, the device (the privileged side) tells the
+    /// firmware by moving `PORT_NEWS` when one changed (the firmware reads
+    /// the windows only then).
+    fn port_words(&self) -> [u32; PORT_WORDS] {
+        let sram = &self.eng.mem.sram;
+        core::array::from_fn(|i| {
+            let off = port_reg(i / 2, if i % 2 == 0 { pcb::STATE } else { pcb::GENERATION });
+            sram.load_u32(off as u64).unwrap_or(0)
+        })
+    }
+
     /// Raise the guest's interrupt if it waits and has not been raised
     /// for this wait: after a change it would see (a completion, a
     /// doorbell). The fence orders the change before the look at
@@ -258,6 +278,14 @@ impl NodeRt {
         let bell = self.doorbell();
         if bell != self.last_doorbell {
             self.last_doorbell = bell;
+            s.progress = true;
+        }
+        let ports = self.port_words();
+        if ports != self.last_ports {
+            // After the words the firmware will read (the native MCP polls
+            // below on this thread; a guest reads PORT_NEWS before them).
+            self.last_ports = ports;
+            self.eng.mem.sram.fetch_add_u32(reg(regs::PORT_NEWS) as u64, 1);
             s.progress = true;
         }
         if self.irq.is_some() {

@@ -77,6 +77,7 @@ impl std::fmt::Debug for SimBackend {
 
 const RTC_OFF: u32 = reg(regs::RTC);
 const DOORBELL_OFF: u32 = reg(regs::HOST_DOORBELL);
+const PORT_NEWS_OFF: u32 = reg(regs::PORT_NEWS);
 
 impl SimBackend {
     pub(crate) fn new(
@@ -153,10 +154,19 @@ impl NicBackend for SimBackend {
         }
     }
 
+    /// A write that reaches a port's `STATE` or `GENERATION` moves
+    /// `PORT_NEWS` after it: the sim's driver layer is the privileged side
+    /// that tells the firmware to look at the port windows again.
     fn sram_write(&self, off: u32, data: &[u8]) {
         let mut m = self.mem.borrow_mut();
         if let Some(r) = Self::sram_range(&m.sram, off, data.len()) {
             m.sram[r].copy_from_slice(data);
+            if nic_abi::port::touches_state(off, data.len() as u32) {
+                let o = PORT_NEWS_OFF as usize;
+                let v =
+                    u32::from_le_bytes([m.sram[o], m.sram[o + 1], m.sram[o + 2], m.sram[o + 3]]);
+                m.sram[o..o + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+            }
         }
     }
 

@@ -369,7 +369,7 @@ impl Sdma {
                 }
             }
             DescKind::Alarm => {
-                self.alarm_at[p] = Some(cx.now.saturating_add(d.remote));
+                self.set_alarm(p, Some(cx.now.saturating_add(d.remote)));
                 self.alarm_tag[p] = d.tag;
             }
             // Taken by `intake_mcast`.

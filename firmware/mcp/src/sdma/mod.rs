@@ -124,6 +124,9 @@ pub struct Sdma {
     /// Per port: a pending alarm (when, tag).
     alarm_at: [Option<u64>; NUM_PORTS],
     alarm_tag: [u64; NUM_PORTS],
+    /// The ports with an alarm pending (bit p: `alarm_at[p]` is Some), so
+    /// that a pass with none does not read `alarm_at` (two cache lines).
+    alarms: u8,
     txs: TxPool,
     /// Host builds: each sending stream's timers as of its last change
     /// (`Sdma::timer_view`).
@@ -176,6 +179,7 @@ impl Sdma {
             port_rr: 0,
             alarm_at: [None; NUM_PORTS],
             alarm_tag: [0; NUM_PORTS],
+            alarms: 0,
             txs: TxPool::new(),
             #[cfg(not(target_os = "none"))]
             views: [TimerView::NONE; MAX_STREAMS],
@@ -242,7 +246,7 @@ impl Sdma {
         self.cons[p] = 0;
         self.ahead[p] = 0;
         self.checked[p] = 0;
-        self.alarm_at[p] = None;
+        self.set_alarm(p, None);
         self.alarm_tag[p] = 0;
     }
 
@@ -254,13 +258,22 @@ impl Sdma {
         for st in streams {
             self.abandon_stream(cx, st, None);
         }
-        self.alarm_at[p] = None;
+        self.set_alarm(p, None);
         self.alarm_tag[p] = 0;
         self.cons[p] = 0;
         self.ahead[p] = 0;
     }
 
     /// The tag of port `p`'s alarm (for its event).
+    /// Set or clear port `p`'s alarm, and its bit in `alarms`.
+    fn set_alarm(&mut self, p: usize, at: Option<u64>) {
+        self.alarm_at[p] = at;
+        match at {
+            Some(_) => self.alarms |= 1 << p,
+            None => self.alarms &= !(1 << p),
+        }
+    }
+
     pub fn alarm_tag(&self, p: usize) -> u64 {
         self.alarm_tag.get(p).copied().unwrap_or(0)
     }
@@ -421,8 +434,13 @@ impl Sdma {
         if let Some(t) = hold {
             at(t);
         }
-        for t in self.alarm_at.iter().flatten() {
-            at(*t);
+        let mut alarms = self.alarms;
+        while alarms != 0 {
+            let p = alarms.trailing_zeros() as usize;
+            alarms &= alarms - 1;
+            if let Some(t) = self.alarm_at[p] {
+                at(t);
+            }
         }
         if let Some(t) = self.rate_wait {
             at(t);

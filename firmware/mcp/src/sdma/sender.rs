@@ -16,7 +16,6 @@ use nic_abi::event::SendStatus;
 use nic_abi::packet::NackCode;
 use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
-use nic_abi::NUM_PORTS;
 
 impl Sdma {
     /// Take what RECV passed on this pass: acks and nacks for the sending
@@ -489,11 +488,14 @@ impl Sdma {
             }
             i += 1;
         }
-        // Alarms.
-        for p in 0..NUM_PORTS {
+        // Alarms, in port order (only the ports that have one).
+        let mut alarms = self.alarms;
+        while alarms != 0 {
+            let p = alarms.trailing_zeros() as usize;
+            alarms &= alarms - 1;
             if let Some(t) = self.alarm_at[p] {
                 if now >= t && cx.is_open(p) {
-                    self.alarm_at[p] = None;
+                    self.set_alarm(p, None);
                     cx.owe_event(p, EvRef::Alarm);
                     w.timers += 1;
                 }

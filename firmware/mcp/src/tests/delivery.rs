@@ -446,3 +446,48 @@ fn a_receive_buffer_posted_behind_a_waiting_send_is_taken_past_it() {
     b.run(200);
     assert!(b.events(0, 1).is_empty(), "node 1 has no buffer left: it waits");
 }
+
+/// Alarms on several ports go off in their own time, each on its port,
+/// and a port that closes takes its alarm with it (the ports with an alarm
+/// are kept as bits: a pass with none reads no alarm).
+#[test]
+fn alarms_go_off_on_their_ports_and_a_closed_port_loses_its_own() {
+    let alarm = |ticks: u64, tag: u64| Descriptor {
+        kind: DescKind::Alarm,
+        priority: Priority::Low,
+        size_class: 0,
+        target_port: 0,
+        target_node: 0,
+        local: 0,
+        len: 0,
+        remote: ticks,
+        tag,
+    };
+    let mut b = Bench::new(1);
+    for p in [1, 3, 6] {
+        b.open(0, p);
+    }
+    b.post(0, 6, alarm(40, 60));
+    b.post(0, 3, alarm(20, 30));
+    b.post(0, 1, alarm(60, 10));
+    b.run(5);
+    // Port 1 closes before its alarm's time.
+    b.close(0, 1);
+    b.run(25);
+    let e3 = b.events(0, 3);
+    assert_eq!(e3.iter().map(|e| (e.kind, e.tag)).collect::<Vec<_>>(), [(EventKind::Alarm, 30)]);
+    assert!(b.events(0, 6).is_empty(), "port 6's alarm is not due yet");
+    b.run(30);
+    let e6 = b.events(0, 6);
+    assert_eq!(e6.iter().map(|e| (e.kind, e.tag)).collect::<Vec<_>>(), [(EventKind::Alarm, 60)]);
+    b.run(100);
+    assert!(b.events(0, 3).is_empty() && b.events(0, 6).is_empty());
+    // Opened again, port 1 has no alarm left, and a new one goes off.
+    b.open(0, 1);
+    b.run(100);
+    assert!(b.events(0, 1).is_empty(), "the closed port's alarm went with it");
+    b.post(0, 1, alarm(5, 11));
+    assert!(b
+        .await_events(0, 1, 50)
+        .is_some_and(|e| e[0].kind == EventKind::Alarm && e[0].tag == 11));
+}

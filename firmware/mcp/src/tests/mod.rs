@@ -58,11 +58,26 @@ impl Node {
     fn r64(&self, off: u32) -> u64 {
         u64::from_le_bytes(self.sram[off as usize..off as usize + 8].try_into().unwrap())
     }
+    /// As the driver (a port's STATE and GENERATION: with the privileged
+    /// side's `PORT_NEWS` after them).
     fn w32(&mut self, off: u32, v: u32) {
         self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
+        self.port_news(off, 4);
     }
     fn w64(&mut self, off: u32, v: u64) {
         self.sram[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
+        self.port_news(off, 8);
+    }
+    /// A write as a host process makes it: no `PORT_NEWS`.
+    fn w32_unannounced(&mut self, off: u32, v: u32) {
+        self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn port_news(&mut self, off: u32, len: u32) {
+        if nic_abi::port::touches_state(off, len) {
+            let r = reg(regs::PORT_NEWS);
+            let n = self.r32(r);
+            self.w32_unannounced(r, n.wrapping_add(1));
+        }
     }
 }
 

@@ -131,3 +131,55 @@ fn an_event_queue_outside_the_ports_slice_refuses_the_port() {
     assert_eq!(b.nodes[0].r32(port_reg(5, FW_STATE)), STATE_OPEN);
     assert_eq!(b.events(0, 5)[0].kind, EventKind::PortOpened);
 }
+
+/// `PORT_NEWS`: the firmware reads the port windows' `STATE` and
+/// `GENERATION` again only after the privileged side moved it. A `STATE`
+/// written without news (a host process cannot reach the register) waits
+/// for the next news; and whatever the register holds, a new value at
+/// every pass or the same one for long, the ports are served as before.
+#[test]
+fn port_windows_are_read_after_port_news_whatever_its_value() {
+    let mut b = Bench::new(2);
+    transfer(&mut b, &[100], Priority::Low);
+    // Port 5 of node 1 opened after start, without news: not served yet.
+    let evq = b.alloc(1, 5, (EVQ_ENTRIES * EVENT_SIZE) as u64);
+    let node = &mut b.nodes[1];
+    node.w64(evq_bus(5), evq - VBASE);
+    node.w32(evq_len(5), EVQ_ENTRIES);
+    node.w32_unannounced(port_reg(5, GENERATION), 1);
+    node.w32_unannounced(port_reg(5, STATE), STATE_OPEN);
+    b.run(20);
+    assert_eq!(b.nodes[1].r32(port_reg(5, FW_STATE)), STATE_CLOSED);
+    // The news, any new value: it is opened, and says so.
+    b.nodes[1].w32(reg(regs::PORT_NEWS), 0xDEAD_BEEF);
+    b.run(3);
+    assert_eq!(b.nodes[1].r32(port_reg(5, FW_STATE)), STATE_OPEN);
+    assert_eq!(b.nodes[1].r32(port_reg(5, FW_GENERATION)), 1);
+    assert_eq!(b.events(1, 5)[0].kind, EventKind::PortOpened);
+    // Closed without news: still served.
+    b.nodes[1].w32_unannounced(port_reg(5, STATE), STATE_CLOSED);
+    b.run(20);
+    assert_eq!(b.nodes[1].r32(port_reg(5, FW_STATE)), STATE_OPEN);
+    // Garbage in the register: a new value at every pass (0 and
+    // u32::MAX among them), then one value for long. The close is seen,
+    // nothing else changes, and messages still go through.
+    let mut x = 0x9E37_79B9u32;
+    for k in 0..60 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let v = match k {
+            10 => 0,
+            11 => u32::MAX,
+            _ => x,
+        };
+        b.nodes[1].w32(reg(regs::PORT_NEWS), v);
+        b.round();
+    }
+    b.run(50);
+    assert_eq!(b.nodes[1].r32(port_reg(5, FW_STATE)), STATE_CLOSED);
+    assert_eq!(b.nodes[1].r32(port_reg(2, FW_STATE)), STATE_OPEN);
+    assert_eq!(b.nodes[0].r32(port_reg(1, FW_STATE)), STATE_OPEN);
+    transfer_again(&mut b);
+    assert_eq!(b.stat(1, Stat::Errors), 0);
+}
