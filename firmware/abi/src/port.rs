@@ -104,6 +104,14 @@ pub const fn touches_state(off: u32, len: u32) -> bool {
     first != last || (a - start) % w < 8
 }
 
+/// Move `regs::PORT_NEWS`: what the privileged side does after a write
+/// that may have changed a port's `STATE` or `GENERATION` (see
+/// [`touches_state`]), so that the firmware looks at the windows again.
+pub fn move_news<S: crate::sram::Sram + ?Sized>(sram: &mut S) {
+    let news = sram.reg(crate::regs::PORT_NEWS);
+    sram.set_reg(crate::regs::PORT_NEWS, news.wrapping_add(1));
+}
+
 pub const fn port_reg(port: usize, off: u32) -> u32 {
     crate::map::port_window(port) + off
 }

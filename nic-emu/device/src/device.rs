@@ -166,8 +166,7 @@ pub fn reset_sram<M: NicMem + ?Sized>(m: &mut M, cfg: &ResetConfig<'_>) {
         sram.store_u32(port_reg(port, pcb::STATE), pcb::STATE_CLOSED);
         sram.store_u32(port_reg(port, pcb::FW_STATE), pcb::STATE_CLOSED);
     }
-    let news = sram.load_u32(reg(regs::PORT_NEWS));
-    sram.store_u32(reg(regs::PORT_NEWS), news.wrapping_add(1));
+    nic_abi::port::move_news(sram);
     // The flow table does not survive a reset: the privileged side (the
     // bandwidth manager's agent) installs its entries again.
     let flows = map::FLOW_ENTRIES * nic_abi::flows::FLOW_ENTRY_SIZE;

@@ -77,7 +77,6 @@ impl std::fmt::Debug for SimBackend {
 
 const RTC_OFF: u32 = reg(regs::RTC);
 const DOORBELL_OFF: u32 = reg(regs::HOST_DOORBELL);
-const PORT_NEWS_OFF: u32 = reg(regs::PORT_NEWS);
 
 impl SimBackend {
     pub(crate) fn new(
@@ -162,10 +161,7 @@ impl NicBackend for SimBackend {
         if let Some(r) = Self::sram_range(&m.sram, off, data.len()) {
             m.sram[r].copy_from_slice(data);
             if nic_abi::port::touches_state(off, data.len() as u32) {
-                let o = PORT_NEWS_OFF as usize;
-                let v =
-                    u32::from_le_bytes([m.sram[o], m.sram[o + 1], m.sram[o + 2], m.sram[o + 3]]);
-                m.sram[o..o + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+                nic_abi::port::move_news(&mut m.sram[..]);
             }
         }
     }

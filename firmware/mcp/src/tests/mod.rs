@@ -74,9 +74,7 @@ impl Node {
     }
     fn port_news(&mut self, off: u32, len: u32) {
         if nic_abi::port::touches_state(off, len) {
-            let r = reg(regs::PORT_NEWS);
-            let n = self.r32(r);
-            self.w32_unannounced(r, n.wrapping_add(1));
+            nic_abi::port::move_news(&mut self.sram[..]);
         }
     }
 }
