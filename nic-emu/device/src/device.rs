@@ -225,6 +225,15 @@ pub struct TxSpan {
     pub tail_len: usize,
 }
 
+impl TxSpan {
+    /// Wire bytes that come from `sram` (route, header and the payload
+    /// before the gathered tail).
+    #[inline]
+    pub fn head_len(&self) -> usize {
+        self.len - self.tail_len
+    }
+}
+
 /// A send-DMA command's span, if it is well formed and inside SRAM of
 /// `sram_len` bytes.
 #[inline]
@@ -448,7 +457,7 @@ impl Engines {
         // A recycled buffer is refilled from SRAM in place of what it
         // held: nothing is zeroed first.
         buf.clear();
-        let head = p.len - p.tail_len;
+        let head = p.head_len();
         m.sram_append(p.sram as u32, head, buf);
         if p.tail_len > 0 {
             m.sram_append(p.tail_sram as u32, p.tail_len, buf);

@@ -69,7 +69,7 @@ struct TxWait {
 /// range leaves SRAM.
 fn sram_crc(sram: &MappedFile, p: &TxSpan) -> Option<u32> {
     let hdr = (p.sram + p.route_len) as u64;
-    let head_end = (p.sram + p.len - p.tail_len) as u64;
+    let head_end = (p.sram + p.head_len()) as u64;
     sram.write(hdr + field::CRC as u64, &[0; 4]).then_some(())?;
     let mut h = crc32fast::Hasher::new();
     // SAFETY: the packet's bytes are the send-DMA engine's: the firmware
@@ -85,6 +85,20 @@ fn sram_crc(sram: &MappedFile, p: &TxSpan) -> Option<u32> {
         }
     }
     Some(h.finalize())
+}
+
+/// Make lent packet `l` of NIC `node` the fabric's own: true when its
+/// transmit buffer is free now (taken already, or copied out: counted in
+/// `reclaimed`), false while another thread's engine is copying it.
+fn take_back(fab: &RtFabric, held: &mut Held, node: usize, l: Lent, reclaimed: &mut u64) -> bool {
+    match fab.reclaim(held, node, l.dst, l.seq) {
+        Reclaim::Free => true,
+        Reclaim::Copied => {
+            *reclaimed += 1;
+            true
+        }
+        Reclaim::Busy => false,
+    }
 }
 
 /// What one service pass found.
@@ -226,15 +240,8 @@ impl RtEngines {
     pub fn unlend(&mut self, fab: &RtFabric, held: &mut Held) {
         let lent = self.tx_wait.and_then(|w| w.lent).into_iter();
         for l in lent.chain(self.owed.iter().flatten().copied()) {
-            loop {
-                match fab.reclaim(held, self.node, l.dst, l.seq) {
-                    Reclaim::Free => break,
-                    Reclaim::Copied => {
-                        self.reclaimed += 1;
-                        break;
-                    }
-                    Reclaim::Busy => std::thread::yield_now(),
-                }
+            while !take_back(fab, held, self.node, l, &mut self.reclaimed) {
+                std::thread::yield_now();
             }
         }
     }
@@ -280,14 +287,7 @@ impl RtEngines {
             if let Some(l) = front {
                 let free = fab.is_returned(self.node, l.seq)
                     || (l.step < self.steps
-                        && match fab.reclaim(held, self.node, l.dst, l.seq) {
-                            Reclaim::Free => true,
-                            Reclaim::Copied => {
-                                self.reclaimed += 1;
-                                true
-                            }
-                            Reclaim::Busy => false,
-                        });
+                        && take_back(fab, held, self.node, l, &mut self.reclaimed));
                 if !free {
                     *waits |= l.step < self.steps;
                     break;

@@ -155,7 +155,7 @@ pub(crate) fn copy_wire(
     from: usize,
     n: usize,
 ) -> bool {
-    let head = span.len - span.tail_len;
+    let head = span.head_len();
     let end = (from + n).min(span.len);
     let mut ok = true;
     let mut to = at;
@@ -378,7 +378,7 @@ impl RtFabric {
     pub fn materialize(&self, body: &mut Body, src: usize) -> Option<Lend> {
         let Body::Lent(l) = *body else { return None };
         let mut buf = vec![0u8; l.span.len];
-        let head = l.span.len - l.span.tail_len;
+        let head = l.span.head_len();
         let sram = self.sram(src);
         sram.read(l.span.sram as u64, &mut buf[..head]);
         sram.read(l.span.tail_sram as u64, &mut buf[head..]);
@@ -452,7 +452,7 @@ impl RtFabric {
         match body {
             Body::Owned(b) => b.get(i).copied(),
             Body::Lent(l) => {
-                let head = l.span.len - l.span.tail_len;
+                let head = l.span.head_len();
                 let at = match i {
                     i if i < head => l.span.sram + i,
                     i if i < l.span.len => l.span.tail_sram + (i - head),
