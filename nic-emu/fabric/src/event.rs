@@ -255,12 +255,11 @@ impl EventQueue {
     /// when it falls (nothing moves, as `peek_time`).
     #[inline]
     pub fn pop_until(&mut self, limit: u64) -> Next {
-        if self.levels & 1 != 0 {
-            let d = lowest(&self.full[0]);
-            let t = self.last & !(DIGITS as u64 - 1) | d as u64;
-            if t > limit {
-                return Next::Later(t);
-            }
+        let Some((level, d, t)) = self.next_bucket() else { return Next::Empty };
+        if t > limit {
+            return Next::Later(t);
+        }
+        if level == 0 {
             let n = self.buckets[0][d].head;
             let next = self.nodes[n as usize].next;
             self.buckets[0][d].head = next;
@@ -271,19 +270,10 @@ impl EventQueue {
             self.last = t;
             return Next::Event(t, ev);
         }
-        if self.levels == 0 {
-            return Next::Empty;
-        }
         // Level 0 is empty: the lowest bucket of the lowest level with
         // events holds the next one, the first at its earliest time
         // (the bucket is in scheduling order); the others are spread
         // over the levels below, from that time on, in their order.
-        let level = self.levels.trailing_zeros() as usize;
-        let d = lowest(&self.full[level]);
-        let t = self.mins[level][d];
-        if t > limit {
-            return Next::Later(t);
-        }
         self.last = t;
         self.mins[level][d] = u64::MAX;
         self.emptied(level, d);
@@ -307,15 +297,25 @@ impl EventQueue {
     /// The time of the next event (nothing moves: events may still be
     /// scheduled before it, from the last event popped on).
     #[inline]
-    pub fn peek_time(&mut self) -> Option<u64> {
-        if self.levels & 1 != 0 {
-            return Some(self.last & !(DIGITS as u64 - 1) | lowest(&self.full[0]) as u64);
-        }
+    pub fn peek_time(&self) -> Option<u64> {
+        self.next_bucket().map(|(_, _, t)| t)
+    }
+
+    /// Where the next event is: the lowest level with events, its lowest
+    /// bucket, and the event's time (at level 0 the bucket's own time,
+    /// above it the bucket's earliest).
+    #[inline]
+    fn next_bucket(&self) -> Option<(usize, usize, u64)> {
         if self.levels == 0 {
             return None;
         }
         let level = self.levels.trailing_zeros() as usize;
-        Some(self.mins[level][lowest(&self.full[level])])
+        let d = lowest(&self.full[level]);
+        let t = match level {
+            0 => self.last & !(DIGITS as u64 - 1) | d as u64,
+            _ => self.mins[level][d],
+        };
+        Some((level, d, t))
     }
 
     /// Events pending.
