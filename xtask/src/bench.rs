@@ -271,7 +271,7 @@ pub fn run(
             println!(
                 "\nsimulator speed: this machine has {} core(s) (the simulator runs on one), \
                  load average {}; a 4 KiB memcpy (in cache) takes {copy_ns:.0} ns here",
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                num_cpus(),
                 load_average()
             )
         });
@@ -346,6 +346,11 @@ fn memcpy_4k_ns() -> f64 {
         .collect();
     t.sort_by(|a, b| a.total_cmp(b));
     t[t.len() / 2]
+}
+
+/// The cores this process may run on (1 where that cannot be told).
+pub fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The first field of /proc/loadavg ("unknown" where there is none).

@@ -13,6 +13,7 @@ use host_driver::affinity;
 use host_driver::cluster::ClusterBackend;
 use nic_emu::realtime::{qemu, RtConfig};
 
+use crate::bench::num_cpus;
 use crate::fw;
 use crate::rt;
 
@@ -66,15 +67,7 @@ pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Resu
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
     // Baselines: UDP ping-pong over loopback between two processes, memcpy.
-    let o = Command::new(bins.join("examples").join("rt_baselines"))
-        .args(["--size", "8", "--count", &count.to_string(), "--json"])
-        .args(["--stream-size", "65536", "--stream-count", &STREAM_COUNT.to_string()])
-        .output()
-        .map_err(|e| format!("rt_baselines: {e}"))?;
-    if !o.status.success() {
-        return Err(format!("rt_baselines failed: {}", rt::text(&o)));
-    }
-    let base = rt::json_line(&o)?;
+    let base = rt_baselines(&bins, 8, count, 65536, STREAM_COUNT)?;
     let udp = base["udp_one_way_us"]["median"].as_f64().unwrap_or(f64::NAN);
     let memcpy_hot = base["memcpy_mb_s"].as_f64().unwrap_or(f64::NAN);
     let memcpy = base["memcpy_stream_mb_s"].as_f64().unwrap_or(f64::NAN);
@@ -248,16 +241,16 @@ pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Resu
 /// The largest UDP datagram the curve's latency reference sends.
 const UDP_MAX: u64 = 64_000;
 
-/// `rt_baselines` at one size: (UDP one-way median us for `udp_size`-byte
-/// datagrams, `count` round trips; memcpy MB/s of `messages` messages of
-/// `size` bytes).
-fn baselines(
+/// nic-emu's `rt_baselines` example's JSON: a UDP ping-pong of
+/// `udp_size`-byte datagrams, `count` round trips, and a memcpy stream of
+/// `messages` messages of `size` bytes.
+fn rt_baselines(
     bins: &Path,
     udp_size: u64,
     count: u64,
     size: u64,
     messages: u64,
-) -> crate::Result<(f64, f64)> {
+) -> crate::Result<serde_json::Value> {
     let o = Command::new(bins.join("examples").join("rt_baselines"))
         .args(["--size", &udp_size.to_string(), "--count", &count.to_string(), "--json"])
         .args(["--stream-size", &size.to_string(), "--stream-count", &messages.to_string()])
@@ -266,15 +259,23 @@ fn baselines(
     if !o.status.success() {
         return Err(format!("rt_baselines failed: {}", rt::text(&o)));
     }
-    let base = rt::json_line(&o)?;
+    rt::json_line(&o)
+}
+
+/// `rt_baselines` at one size: (UDP one-way median us; memcpy MB/s of the
+/// messages, each from and to a place of its own).
+fn baselines(
+    bins: &Path,
+    udp_size: u64,
+    count: u64,
+    size: u64,
+    messages: u64,
+) -> crate::Result<(f64, f64)> {
+    let base = rt_baselines(bins, udp_size, count, size, messages)?;
     Ok((
         base["udp_one_way_us"]["median"].as_f64().unwrap_or(f64::NAN),
         base["memcpy_stream_mb_s"].as_f64().unwrap_or(f64::NAN),
     ))
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// The live curve for the plots: a 2-node live cluster as fast as its

@@ -297,7 +297,7 @@ pub fn write_outputs(dir: &Path, points: &[Point]) -> crate::Result<(PathBuf, Pa
 /// `cargo xtask bench --scale`.
 pub fn run(quick: bool, quiet: bool) -> crate::Result<ExitCode> {
     crate::prereq::require_now()?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::bench::num_cpus();
     println!(
         "simulator scale: every node streams {} x 64 B to 4 others (offsets 1, N/4, N/2, 3N/4), \
          modern profile; one N-port switch (star) and a two-level clos of 2 sqrt(N)-port \
