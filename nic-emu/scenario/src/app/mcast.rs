@@ -58,7 +58,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// Install every group this node belongs to in its NIC's group table.
     pub(super) fn create_groups(&mut self, nic: &Nic<H::B>) -> Result<(), String> {
         let l = self.ledger.borrow();
-        for f in &l.flows {
+        // The multicast flows, in flow order (every node starts here: on a
+        // large cluster the flows without a group are most of them).
+        let mut mflows: Vec<usize> = l.groups.values().copied().collect();
+        mflows.sort_unstable();
+        for f in mflows.iter().map(|&i| &l.flows[i]) {
             let Some(m) = &f.spec.mcast else { continue };
             let Some(rank) = m.rank_of(self.node) else { continue };
             if !self.ports.iter().any(|p| p.num == f.spec.src_port) {
