@@ -121,11 +121,23 @@ impl std::ops::DerefMut for SramBuf {
 
 /// Offset of node `node`'s buffers in their allocations: a different
 /// cache line of the page for each of 64 nodes in turn (`Colored`), the
-/// host memory's another line than the SRAM's.
+/// host memory's another line than the SRAM's. The SRAM's also moves by
+/// whole 4 KiB pages, one more for each 64 nodes (up to 512 KiB): inside a
+/// huge page the address bits above the page offset are the same for
+/// every node, so without that step the same register of every 64th node
+/// would compete for the same cache sets.
 fn colors(node: usize) -> (usize, usize) {
     let line = |k: usize| (k % 64) * 64;
-    (line(node), line(node * 37 + 19))
+    let page = (node / 64 % SRAM_PAGE_STEPS) * 4096;
+    (page + line(node), line(node * 37 + 19))
 }
+
+/// How many page steps the SRAM's color takes (`colors`): the first huge
+/// page still holds the whole SRAM map past the largest.
+const SRAM_PAGE_STEPS: usize = 128;
+const _: () = assert!(
+    (SRAM_PAGE_STEPS * 4096 + 64 * 64) as u64 + nic_abi::map::MAP_END as u64 <= HUGE as u64
+);
 
 /// A node's SRAM, host memory and host clock.
 #[derive(Debug)]
