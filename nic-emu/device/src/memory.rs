@@ -68,6 +68,10 @@ impl std::ops::DerefMut for Colored {
 /// Huge pages are 2 MiB here (x86-64, aarch64 with 4 KiB pages).
 const HUGE: usize = 2 << 20;
 
+/// Clusters of this many nodes or more keep their SRAMs in huge pages
+/// (`SramBuf`).
+pub const HUGE_FROM_NODES: usize = 64;
+
 /// A node's SRAM: `len` zero bytes, `color` bytes into a mapping of its
 /// own that starts on a 2 MiB boundary, which the kernel is asked to back
 /// with huge pages where it can (transparent huge pages, `madvise` mode).
@@ -78,7 +82,11 @@ const HUGE: usize = 2 << 20;
 /// thousand nodes the 4 KiB pages' translations no longer fit the TLB and
 /// every visit to a node walked the page tables for each page it touched.
 /// The cost: that first 2 MiB of each node's SRAM is resident as soon as
-/// it is touched (2 GiB at 1,024 nodes). Where the system says no, the
+/// it is touched (2 GiB at 1,024 nodes), and the kernel may have to
+/// compact memory to find free huge pages when the cluster is built (at
+/// times seconds of system time for 1,024 nodes). So only clusters of at
+/// least `HUGE_FROM_NODES` nodes ask (a 64-node all-to-all ran 11% faster
+/// with them, a 16-node one no faster). Where the system says no, the
 /// mapping is ordinary memory and nothing else changes.
 #[derive(Debug)]
 pub struct SramBuf {
@@ -88,8 +96,9 @@ pub struct SramBuf {
 }
 
 impl SramBuf {
-    /// `len` zero bytes, `color` bytes past a 2 MiB boundary.
-    pub fn zeroed(len: usize, color: usize) -> SramBuf {
+    /// `len` zero bytes, `color` bytes past a 2 MiB boundary; in huge
+    /// pages if `huge` and the system agrees.
+    pub fn zeroed(len: usize, color: usize, huge: bool) -> SramBuf {
         // Whole huge pages from the boundary on (a 1 MiB SRAM too), and
         // room to find the boundary.
         let span = (len + color).next_multiple_of(HUGE);
@@ -99,7 +108,11 @@ impl SramBuf {
         let at = base.next_multiple_of(HUGE) - base;
         // A hint: a system without transparent huge pages says no.
         #[cfg(target_os = "linux")]
-        let _ = map.advise_range(memmap2::Advice::HugePage, at, span);
+        if huge {
+            let _ = map.advise_range(memmap2::Advice::HugePage, at, span);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = huge;
         SramBuf { map, start: at + color, len }
     }
 }
@@ -155,19 +168,20 @@ impl NodeMem {
     /// A node with `host_size` bytes of host memory, laid out as the sim
     /// does (`HostLayout::new(host_size, true)`: one slice for every port).
     pub fn new(sram_bytes: usize, host_size: u64) -> NodeMem {
-        NodeMem::of_node(0, sram_bytes, host_size)
+        NodeMem::of_node(0, 1, sram_bytes, host_size)
     }
 
-    /// `new` for node `node` of a cluster: its buffers placed apart from
-    /// the other nodes' in the caches (`Colored`).
-    pub fn of_node(node: usize, sram_bytes: usize, host_size: u64) -> NodeMem {
+    /// `new` for node `node` of a cluster of `nodes`: its buffers placed
+    /// apart from the other nodes' in the caches (`Colored`), its SRAM in
+    /// huge pages on a large cluster (`SramBuf`).
+    pub fn of_node(node: usize, nodes: usize, sram_bytes: usize, host_size: u64) -> NodeMem {
         let (sram_color, host_color) = colors(node);
         let l = nic_abi::page_table::HostLayout::new(host_size, true);
         let mut host = HostMem::new(l.slice_len);
         host.bytes = Colored::zeroed(0, host_color);
         host.tables_end = l.end();
         NodeMem {
-            sram: SramBuf::zeroed(sram_bytes, sram_color),
+            sram: SramBuf::zeroed(sram_bytes, sram_color, nodes >= HUGE_FROM_NODES),
             host,
             host_clock: 0,
             host_busy_ns: 0,
@@ -427,7 +441,7 @@ mod tests {
     #[test]
     fn sram_is_zeroed_its_length_and_colored_past_a_huge_page_boundary() {
         for (len, color) in [(1 << 20, 0), (1 << 20, 64 * 63), (8 << 20, 128), (3000, 64)] {
-            let mut s = SramBuf::zeroed(len, color);
+            let mut s = SramBuf::zeroed(len, color, len > 4096);
             assert_eq!(s.len(), len);
             assert_eq!(s.as_ptr() as usize % HUGE, color, "len {len} color {color}");
             assert!(s.iter().all(|&b| b == 0));

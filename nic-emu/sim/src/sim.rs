@@ -309,7 +309,7 @@ impl SimCluster {
         let mut cpus = Vec::with_capacity(n);
         let mut backends = Vec::with_capacity(n);
         for (node, node_routes) in routes.iter().enumerate() {
-            let mut mem = NodeMem::of_node(node, p.nic.sram_bytes as usize, p.host.memory_bytes);
+            let mut mem = NodeMem::of_node(node, n, p.nic.sram_bytes as usize, p.host.memory_bytes);
             reset_sram(&mut mem, &reset_config(node, &p, send_timeout_ns, node_routes));
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);
