@@ -99,20 +99,22 @@ impl SramBuf {
     /// `len` zero bytes, `color` bytes past a 2 MiB boundary; in huge
     /// pages if `huge` and the system agrees.
     pub fn zeroed(len: usize, color: usize, huge: bool) -> SramBuf {
-        // Whole huge pages from the boundary on (a 1 MiB SRAM too), and
-        // room to find the boundary.
-        let span = (len + color).next_multiple_of(HUGE);
-        let map = memmap2::MmapMut::map_anon(span + HUGE)
-            .unwrap_or_else(|e| panic!("SRAM: cannot map {} bytes: {e}", span + HUGE));
+        // In huge pages: whole ones from the boundary on (a 1 MiB SRAM
+        // too), and room to find the boundary. Else just the bytes (the
+        // mapping starts on a page boundary, which is all the colour
+        // needs).
+        let huge = huge && cfg!(target_os = "linux");
+        let span = if huge { (len + color).next_multiple_of(HUGE) } else { len + color };
+        let room = if huge { HUGE } else { 0 };
+        let map = memmap2::MmapMut::map_anon(span + room)
+            .unwrap_or_else(|e| panic!("SRAM: cannot map {} bytes: {e}", span + room));
         let base = map.as_ptr() as usize;
-        let at = base.next_multiple_of(HUGE) - base;
+        let at = if huge { base.next_multiple_of(HUGE) - base } else { 0 };
         // A hint: a system without transparent huge pages says no.
         #[cfg(target_os = "linux")]
         if huge {
             let _ = map.advise_range(memmap2::Advice::HugePage, at, span);
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = huge;
         SramBuf { map, start: at + color, len }
     }
 }
@@ -441,9 +443,11 @@ mod tests {
     #[test]
     fn sram_is_zeroed_its_length_and_colored_past_a_huge_page_boundary() {
         for (len, color) in [(1 << 20, 0), (1 << 20, 64 * 63), (8 << 20, 128), (3000, 64)] {
-            let mut s = SramBuf::zeroed(len, color, len > 4096);
+            let huge = len > 4096;
+            let mut s = SramBuf::zeroed(len, color, huge);
             assert_eq!(s.len(), len);
-            assert_eq!(s.as_ptr() as usize % HUGE, color, "len {len} color {color}");
+            let boundary = if huge && cfg!(target_os = "linux") { HUGE } else { 4096 };
+            assert_eq!(s.as_ptr() as usize % boundary, color % boundary, "len {len} color {color}");
             assert!(s.iter().all(|&b| b == 0));
             s[len - 1] = 7;
             s[0] = 9;
