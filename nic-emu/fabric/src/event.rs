@@ -109,6 +109,7 @@ pub enum Next {
 const LEVELS: usize = 8;
 const DIGITS: usize = 256;
 const WORDS: usize = DIGITS / 64;
+const _: () = assert!(WORDS * LEVELS <= 32, "a bit per level word in `words`");
 
 /// The queue: a radix heap over event times, a byte a level. Every push
 /// is at or after the time of the last event popped (the core never
@@ -144,8 +145,10 @@ pub struct EventQueue {
     mins: Box<[[u64; DIGITS]; LEVELS]>,
     /// Per level, a bit per bucket that holds events.
     full: [[u64; WORDS]; LEVELS],
-    /// Bit l: level l holds events.
-    levels: u32,
+    /// Bit `WORDS * l + w`: word w of `full[l]` is not zero (so the
+    /// lowest set bit names the lowest level with events and the word of
+    /// its lowest bucket).
+    words: u32,
     len: usize,
 }
 
@@ -158,17 +161,10 @@ impl Default for EventQueue {
             buckets: Box::new([[EMPTY; DIGITS]; LEVELS]),
             mins: Box::new([[u64::MAX; DIGITS]; LEVELS]),
             full: [[0; WORDS]; LEVELS],
-            levels: 0,
+            words: 0,
             len: 0,
         }
     }
-}
-
-/// The lowest bucket of a level with events (the level has some).
-#[inline]
-fn lowest(bits: &[u64; WORDS]) -> usize {
-    let w = bits.iter().position(|&w| w != 0).unwrap_or(WORDS - 1);
-    w * 64 + bits[w].trailing_zeros() as usize
 }
 
 impl EventQueue {
@@ -212,7 +208,7 @@ impl EventQueue {
         if b.head == NIL {
             b.head = n;
             self.full[level & (LEVELS - 1)][digit / 64] |= 1 << (digit % 64);
-            self.levels |= 1 << level;
+            self.words |= 1 << (WORDS * level + digit / 64);
         } else {
             self.nodes[tail as usize].next = n;
         }
@@ -225,10 +221,10 @@ impl EventQueue {
     /// Bucket `d` of `level` is empty now.
     #[inline]
     fn emptied(&mut self, level: usize, d: usize) {
-        let bits = &mut self.full[level];
-        bits[d / 64] &= !(1 << (d % 64));
-        if bits.iter().all(|&w| w == 0) {
-            self.levels &= !(1 << level);
+        let word = &mut self.full[level][d / 64];
+        *word &= !(1 << (d % 64));
+        if *word == 0 {
+            self.words &= !(1 << (WORDS * level + d / 64));
         }
     }
 
@@ -306,11 +302,12 @@ impl EventQueue {
     /// above it the bucket's earliest).
     #[inline]
     fn next_bucket(&self) -> Option<(usize, usize, u64)> {
-        if self.levels == 0 {
+        if self.words == 0 {
             return None;
         }
-        let level = self.levels.trailing_zeros() as usize;
-        let d = lowest(&self.full[level]);
+        let b = self.words.trailing_zeros() as usize;
+        let (level, w) = (b / WORDS, b % WORDS);
+        let d = w * 64 + self.full[level][w].trailing_zeros() as usize;
         let t = match level {
             0 => self.last & !(DIGITS as u64 - 1) | d as u64,
             _ => self.mins[level][d],

@@ -313,6 +313,26 @@ impl Flight {
         }
     }
 
+    /// A recycled record for a packet just filled into `buf`: everything
+    /// else as `empty` has it, but for the path and its tail times, which
+    /// are written hop by hop before they are read (`hops` is 0).
+    #[inline]
+    fn start(&mut self, route_len: u32, src: u32) {
+        self.route_len = route_len;
+        self.pos = 0;
+        self.src = src;
+        self.dst = 0;
+        self.hops = 0;
+        self.released = 0;
+        self.blocked = false;
+        self.blocked_since = 0;
+        self.doomed = false;
+        self.corrupted = false;
+        self.duplicate = false;
+        self.rx_buf = 0;
+        self.live = true;
+    }
+
     /// The packet as it is now (route bytes consumed so far removed).
     pub fn wire(&self) -> &[u8] {
         &self.buf[self.pos as usize..]
@@ -511,9 +531,8 @@ impl Fabric {
         };
         self.live += 1;
         let f = &mut self.flights[id as usize];
-        let mut buf = std::mem::take(&mut f.buf);
-        fill(&mut buf);
-        *f = Flight { buf, route_len, src: src as u32, live: true, ..Flight::empty() };
+        fill(&mut f.buf);
+        f.start(route_len, src as u32);
         if let Some(log) = self.mcast_log.as_mut() {
             let h = &f.buf[(route_len as usize).min(f.buf.len())..];
             let mcast = h.len() >= HEADER_LEN

@@ -349,6 +349,19 @@ pub struct StreamKey {
     pub priority: Priority,
 }
 
+impl StreamKey {
+    /// The key as one number that orders as the key does (field by
+    /// field), for cheap searches.
+    #[inline]
+    pub fn packed(&self) -> u64 {
+        (self.src_node as u64) << 40
+            | (self.src_port as u64) << 32
+            | (self.dst_node as u64) << 16
+            | (self.dst_port as u64) << 8
+            | self.priority as u64
+    }
+}
+
 impl fmt::Display for StreamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -73,7 +73,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let len = len as usize;
         let found = self
             .my_streams
-            .binary_search_by(|(k, _)| k.cmp(&key))
+            .binary_search_by_key(&key.packed(), |&(k, _)| k)
             .ok()
             .map(|i| self.my_streams[i].1);
         match found {
