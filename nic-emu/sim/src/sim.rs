@@ -784,6 +784,9 @@ impl SimCluster {
     }
 
     fn drain_bells(&mut self) {
+        if self.bells.borrow().is_empty() {
+            return;
+        }
         // Swapped with a kept buffer: no allocation per program call.
         std::mem::swap(&mut *self.bells.borrow_mut(), &mut self.rung);
         for i in 0..self.rung.len() {
