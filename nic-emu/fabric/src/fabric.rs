@@ -678,12 +678,19 @@ impl Fabric {
         }
     }
 
-    /// The head of `id` moves again at `g` (>= when it stopped).
+    /// The head of `id` moves again at `g` (>= when it stopped), if it
+    /// had stopped.
+    #[inline]
     fn unblock(&mut self, q: &mut EventQueue, id: u32, g: u64) {
-        let f = &mut self.flights[id as usize];
-        if !f.blocked {
-            return;
+        if self.flights[id as usize].blocked {
+            self.restart(q, id, g);
         }
+    }
+
+    /// `unblock` of a stopped head.
+    #[inline(never)]
+    fn restart(&mut self, q: &mut EventQueue, id: u32, g: u64) {
+        let f = &mut self.flights[id as usize];
         f.blocked = false;
         let stall = g.saturating_sub(f.blocked_since);
         for i in f.released as usize..f.hops as usize {
