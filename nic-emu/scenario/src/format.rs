@@ -508,8 +508,13 @@ pub struct FlowSpec {
 
 impl FlowSpec {
     /// Size of message `msg`.
+    #[inline]
     pub fn size_of(&self, msg: u64) -> u64 {
-        self.sizes[(msg % self.sizes.len() as u64) as usize]
+        match self.sizes.len() {
+            // One size (the usual case): no division.
+            1 => self.sizes[0],
+            n => self.sizes[(msg % n as u64) as usize],
+        }
     }
 
     pub fn max_size(&self) -> u64 {
