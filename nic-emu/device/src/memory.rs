@@ -336,20 +336,22 @@ impl HostMem {
 
     /// Read; bytes outside host memory read as zero.
     pub fn read(&self, bus: u64, buf: &mut [u8]) {
+        // Host memory lies below `limit` (it grows to the allocations'
+        // high-water mark, at most `limit`): a range inside it is never in
+        // the tables.
+        if let Some(r) = self.range(bus, buf.len()) {
+            buf.copy_from_slice(&self.bytes[r]);
+            return;
+        }
         if self.in_tables(bus, buf.len()) {
             self.read_tables(bus, buf);
             return;
         }
-        match self.range(bus, buf.len()) {
-            Some(r) => buf.copy_from_slice(&self.bytes[r]),
-            None => {
-                buf.fill(0);
-                let have = (self.bytes.len() as u64).saturating_sub(bus) as usize;
-                if bus < self.bytes.len() as u64 {
-                    let n = have.min(buf.len());
-                    buf[..n].copy_from_slice(&self.bytes[bus as usize..bus as usize + n]);
-                }
-            }
+        buf.fill(0);
+        let have = (self.bytes.len() as u64).saturating_sub(bus) as usize;
+        if bus < self.bytes.len() as u64 {
+            let n = have.min(buf.len());
+            buf[..n].copy_from_slice(&self.bytes[bus as usize..bus as usize + n]);
         }
     }
 

@@ -3,12 +3,12 @@
 //! were scheduled, so a run is a pure function of its inputs. Owns
 //! nothing but the queue.
 //!
-//! (It is a radix heap of byte digits. std's `BinaryHeap` of 24-byte
-//! (time, sequence number, event) entries cost about 200 instructions a
-//! pop on 16 nodes, and a 1,024-node cluster keeps some 60,000 events
-//! pending, mostly wakes superseded by earlier ones, in a heap far larger
-//! than the caches. A radix heap of single bits moved each event about
-//! ten times on its way down.)
+//! (It is a radix heap: 12 bits at level 0, bytes above. std's
+//! `BinaryHeap` of 24-byte (time, sequence number, event) entries cost
+//! about 200 instructions a pop on 16 nodes, and a 1,024-node cluster
+//! keeps some 60,000 events pending, mostly wakes superseded by earlier
+//! ones, in a heap far larger than the caches. A radix heap of single
+//! bits moved each event about ten times on its way down.)
 
 /// What happens. Payloads are small indices; handlers check staleness
 /// (generation numbers, or the state they find) rather than cancelling.
@@ -105,31 +105,55 @@ pub enum Next {
     Empty,
 }
 
-/// Digits of an event time: bytes, 8 of them.
+/// Digits of an event time: 12 bits at level 0, bytes above (levels 1
+/// to 7 cover bits 12 to 67).
 const LEVELS: usize = 8;
+const BITS_0: u32 = 12;
+const DIGITS_0: usize = 1 << BITS_0;
+const WORDS_0: usize = DIGITS_0 / 64;
 const DIGITS: usize = 256;
 const WORDS: usize = DIGITS / 64;
+const _: () = assert!(WORDS * LEVELS <= 32, "a bit per level word in `words`");
+const _: () = assert!(WORDS_0 <= 64, "a bit per level-0 word in `words_0`");
 
-/// The queue: a radix heap over event times, a byte a level. Every push
-/// is at or after the time of the last event popped (the core never
-/// schedules into the past). An event is kept at the level of the highest
-/// byte in which its time differs from that time, in the bucket of its
-/// own byte there: level 0 holds, per bucket, the events of one exact
-/// time. A pop takes the front of the lowest bucket of level 0; when level
-/// 0 is empty, the lowest bucket of the lowest level is spread over the
-/// levels below (an event moves down once or twice in all). A bucket
-/// keeps scheduling order: it receives spread events only while every
-/// level below it is empty, so they go before anything pushed after.
-/// Pushes are appends and pops take from a front: no sifting through a
-/// heap that, on a large cluster, holds tens of thousands of (mostly
-/// superseded) wakes.
+/// The level and digit of `time` against `last` (`time >= last`).
+#[inline(always)]
+fn place(time: u64, last: u64) -> (usize, usize) {
+    let x = time ^ last;
+    if x < DIGITS_0 as u64 {
+        return (0, time as usize & (DIGITS_0 - 1));
+    }
+    let high = 63 - x.leading_zeros();
+    let level = (1 + (high - BITS_0) / 8) as usize & (LEVELS - 1);
+    let shift = BITS_0 + 8 * (level as u32 - 1);
+    (level, (time >> shift) as usize & (DIGITS - 1))
+}
+
+/// The queue: a radix heap over event times. Every push is at or after
+/// the time of the last event popped (the core never schedules into the
+/// past). An event is kept at the level of the highest digit in which its
+/// time differs from that time, in the bucket of its own digit there:
+/// level 0 (the low 12 bits) holds, per bucket, the events of one exact
+/// time; each level above is a byte. A pop takes the front of the lowest
+/// bucket of level 0; when level 0 is empty, the lowest bucket of the
+/// lowest level is spread over the levels below (an event moves down once
+/// or twice in all). A bucket keeps scheduling order: it receives spread
+/// events only while every level below it is empty, so they go before
+/// anything pushed after. Pushes are appends and pops take from a front:
+/// no sifting through a heap that, on a large cluster, holds tens of
+/// thousands of (mostly superseded) wakes.
+///
+/// Level 0 spans 4,096 ns: most events are scheduled less than that
+/// ahead (a packet's hop, a DMA, a firmware pass), and land there at
+/// once; with a byte at level 0 nearly every event went to level 1 first
+/// and was spread down when its time came.
 ///
 /// A bucket is a list of nodes in one array, linked by index: a bucket
-/// is two indices (a level's 256 fit in 2 KiB), a spread relinks nodes
-/// without copying them, and a pop frees its node to the front of a free
-/// list, which the next push takes again while it is still in the cache.
-/// (With a vector per bucket, most pushes and pops touched a bucket header
-/// and an allocation of their own, cold by the next use.)
+/// is two indices, a spread relinks nodes without copying them, and a pop
+/// frees its node to the front of a free list, which the next push takes
+/// again while it is still in the cache. (With a vector per bucket, most
+/// pushes and pops touched a bucket header and an allocation of their
+/// own, cold by the next use.)
 #[derive(Debug)]
 pub struct EventQueue {
     /// The time the levels are relative to: the last event popped was
@@ -138,14 +162,22 @@ pub struct EventQueue {
     nodes: Vec<Node>,
     /// The first free node (NIL: none; a push then adds one).
     free: u32,
-    /// `LEVELS` x `DIGITS` buckets.
+    /// Level 0's buckets, one per exact time of its span.
+    buckets_0: Box<[Bucket; DIGITS_0]>,
+    /// Level 0: a bit per bucket that holds events.
+    full_0: Box<[u64; WORDS_0]>,
+    /// Bit w: word w of `full_0` is not zero.
+    words_0: u64,
+    /// Levels 1 and up (`[0]` unused): `DIGITS` buckets each.
     buckets: Box<[[Bucket; DIGITS]; LEVELS]>,
     /// Levels 1 and up: each bucket's earliest time (u64::MAX: empty).
     mins: Box<[[u64; DIGITS]; LEVELS]>,
-    /// Per level, a bit per bucket that holds events.
+    /// Levels 1 and up: a bit per bucket that holds events.
     full: [[u64; WORDS]; LEVELS],
-    /// Bit l: level l holds events.
-    levels: u32,
+    /// Bit `WORDS * l + w`: word w of `full[l]` is not zero (so the
+    /// lowest set bit names the lowest level above 0 with events and the
+    /// word of its lowest bucket).
+    words: u32,
     len: usize,
 }
 
@@ -155,20 +187,16 @@ impl Default for EventQueue {
             last: 0,
             nodes: Vec::new(),
             free: NIL,
+            buckets_0: Box::new([EMPTY; DIGITS_0]),
+            full_0: Box::new([0; WORDS_0]),
+            words_0: 0,
             buckets: Box::new([[EMPTY; DIGITS]; LEVELS]),
             mins: Box::new([[u64::MAX; DIGITS]; LEVELS]),
             full: [[0; WORDS]; LEVELS],
-            levels: 0,
+            words: 0,
             len: 0,
         }
     }
-}
-
-/// The lowest bucket of a level with events (the level has some).
-#[inline]
-fn lowest(bits: &[u64; WORDS]) -> usize {
-    let w = bits.iter().position(|&w| w != 0).unwrap_or(WORDS - 1);
-    w * 64 + bits[w].trailing_zeros() as usize
 }
 
 impl EventQueue {
@@ -204,20 +232,24 @@ impl EventQueue {
     /// its bucket.
     #[inline(always)]
     fn append(&mut self, n: u32, time: u64) {
-        let x = time ^ self.last;
-        let level = ((63 - (x | 1).leading_zeros()) / 8) as usize;
-        let digit = (time >> (8 * level)) as usize & (DIGITS - 1);
-        let b = &mut self.buckets[level & (LEVELS - 1)][digit];
+        let (level, digit) = place(time, self.last);
+        let b =
+            if level == 0 { &mut self.buckets_0[digit] } else { &mut self.buckets[level][digit] };
         let tail = std::mem::replace(&mut b.tail, n);
         if b.head == NIL {
             b.head = n;
-            self.full[level & (LEVELS - 1)][digit / 64] |= 1 << (digit % 64);
-            self.levels |= 1 << level;
+            if level == 0 {
+                self.full_0[digit / 64] |= 1 << (digit % 64);
+                self.words_0 |= 1 << (digit / 64);
+            } else {
+                self.full[level][digit / 64] |= 1 << (digit % 64);
+                self.words |= 1 << (WORDS * level + digit / 64);
+            }
         } else {
             self.nodes[tail as usize].next = n;
         }
         if level > 0 {
-            let m = &mut self.mins[level & (LEVELS - 1)][digit];
+            let m = &mut self.mins[level][digit];
             *m = (*m).min(time);
         }
     }
@@ -225,10 +257,18 @@ impl EventQueue {
     /// Bucket `d` of `level` is empty now.
     #[inline]
     fn emptied(&mut self, level: usize, d: usize) {
-        let bits = &mut self.full[level];
-        bits[d / 64] &= !(1 << (d % 64));
-        if bits.iter().all(|&w| w == 0) {
-            self.levels &= !(1 << level);
+        if level == 0 {
+            let word = &mut self.full_0[d / 64];
+            *word &= !(1 << (d % 64));
+            if *word == 0 {
+                self.words_0 &= !(1 << (d / 64));
+            }
+        } else {
+            let word = &mut self.full[level][d / 64];
+            *word &= !(1 << (d % 64));
+            if *word == 0 {
+                self.words &= !(1 << (WORDS * level + d / 64));
+            }
         }
     }
 
@@ -260,9 +300,9 @@ impl EventQueue {
             return Next::Later(t);
         }
         if level == 0 {
-            let n = self.buckets[0][d].head;
+            let n = self.buckets_0[d].head;
             let next = self.nodes[n as usize].next;
-            self.buckets[0][d].head = next;
+            self.buckets_0[d].head = next;
             if next == NIL {
                 self.emptied(0, d);
             }
@@ -306,16 +346,18 @@ impl EventQueue {
     /// above it the bucket's earliest).
     #[inline]
     fn next_bucket(&self) -> Option<(usize, usize, u64)> {
-        if self.levels == 0 {
+        if self.words_0 != 0 {
+            let w = self.words_0.trailing_zeros() as usize;
+            let d = w * 64 + self.full_0[w].trailing_zeros() as usize;
+            return Some((0, d, self.last & !(DIGITS_0 as u64 - 1) | d as u64));
+        }
+        if self.words == 0 {
             return None;
         }
-        let level = self.levels.trailing_zeros() as usize;
-        let d = lowest(&self.full[level]);
-        let t = match level {
-            0 => self.last & !(DIGITS as u64 - 1) | d as u64,
-            _ => self.mins[level][d],
-        };
-        Some((level, d, t))
+        let b = self.words.trailing_zeros() as usize;
+        let (level, w) = (b / WORDS, b % WORDS);
+        let d = w * 64 + self.full[level][w].trailing_zeros() as usize;
+        Some((level, d, self.mins[level][d]))
     }
 
     /// Events pending.
@@ -388,7 +430,7 @@ mod tests {
                     assert_eq!(q.peek_time(), peeked);
                 }
                 _ => {
-                    let t = now + [0, 1, 2, 3, 64, 1 << 20][rng.below(6) as usize];
+                    let t = now + [0, 1, 2, 3, 64, 4_095, 4_096, 1 << 20][rng.below(8) as usize];
                     q.push(t, Ev::LinkFree { link: id });
                     reference.push(std::cmp::Reverse((t, id)));
                     id += 1;

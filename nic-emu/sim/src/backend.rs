@@ -176,9 +176,10 @@ impl NicBackend for SimBackend {
 
     fn host_load_u32(&self, bus: u64) -> u32 {
         let m = self.mem.borrow();
-        match m.host.range(bus, 4) {
-            Some(r) => u32::from_le_bytes(m.host.bytes()[r].try_into().expect("4 bytes")),
-            None => {
+        let host = m.host.bytes();
+        match host.get(bus as usize..).and_then(|b| b.first_chunk::<4>()) {
+            Some(w) => u32::from_le_bytes(*w),
+            _ => {
                 let mut b = [0u8; 4];
                 m.host.read(bus, &mut b);
                 u32::from_le_bytes(b)
@@ -186,6 +187,9 @@ impl NicBackend for SimBackend {
         }
     }
 
+    /// A word: the RTC's as `sram_read` shows it, any other straight
+    /// from SRAM (0 outside it, as `sram_read`).
+    #[inline]
     fn sram_load_u32(&self, off: u32) -> u32 {
         if off.abs_diff(RTC_OFF) < 8 {
             let mut b = [0u8; 4];
@@ -193,14 +197,22 @@ impl NicBackend for SimBackend {
             return u32::from_le_bytes(b);
         }
         let m = self.mem.borrow();
-        match Self::sram_range(&m.sram, off, 4) {
-            Some(r) => u32::from_le_bytes(m.sram[r].try_into().expect("4 bytes")),
+        match m.sram.get(off as usize..).and_then(|b| b.first_chunk::<4>()) {
+            Some(w) => u32::from_le_bytes(*w),
             None => 0,
         }
     }
 
+    /// `sram_write` of the word's four bytes, without the general copy.
+    #[inline]
     fn sram_store_u32(&self, off: u32, v: u32) {
-        self.sram_write(off, &v.to_le_bytes())
+        let mut m = self.mem.borrow_mut();
+        if let Some(w) = m.sram.get_mut(off as usize..).and_then(|b| b.first_chunk_mut::<4>()) {
+            *w = v.to_le_bytes();
+            if nic_abi::port::touches_state(off, 4) {
+                nic_abi::port::move_news(&mut m.sram[..]);
+            }
+        }
     }
 
     fn alloc_dma(&self, len: u64) -> Option<u64> {

@@ -247,6 +247,8 @@ struct NicCpu {
 
 struct HostSide {
     apps: Vec<(Box<dyn HostApp>, bool)>,
+    /// Programs not done.
+    pending: usize,
     /// Time of the pending AppWake event, if any (the one whose gen matches).
     wake_at: Option<u64>,
     wake_gen: u32,
@@ -345,7 +347,13 @@ impl SimCluster {
             nics,
             cpus,
             hosts: (0..n)
-                .map(|_| HostSide { apps: Vec::new(), wake_at: None, wake_gen: 0, timer: None })
+                .map(|_| HostSide {
+                    apps: Vec::new(),
+                    pending: 0,
+                    wake_at: None,
+                    wake_gen: 0,
+                    timer: None,
+                })
                 .collect(),
             backends,
             bells,
@@ -391,6 +399,7 @@ impl SimCluster {
         let done = app.done();
         if !done {
             self.apps_pending += 1;
+            self.hosts[node].pending += 1;
         }
         self.hosts[node].apps.push((app, done));
         self.wake_apps(node, self.now);
@@ -709,11 +718,11 @@ impl SimCluster {
 
     /// Ask for a call of `node`'s programs at `t` (or when its host is free).
     fn wake_apps(&mut self, node: usize, t: u64) {
-        let host_clock = self.backends[node].now_ns();
         let h = &mut self.hosts[node];
-        if h.apps.iter().all(|(_, done)| *done) {
+        if h.pending == 0 {
             return;
         }
+        let host_clock = self.backends[node].now_ns();
         let t = t.max(self.now).max(host_clock);
         if h.wake_at.is_some_and(|w| w <= t) {
             return;
@@ -733,7 +742,7 @@ impl SimCluster {
             self.wake_apps(node, now);
             return;
         }
-        if h.apps.iter().all(|(_, done)| *done) {
+        if h.pending == 0 {
             return;
         }
         // A later pending call is dropped: the run below asks again for
@@ -766,6 +775,7 @@ impl SimCluster {
             }
         }
         h.timer = again;
+        h.pending -= finished;
         self.apps_pending -= finished;
         self.drain_bells();
         if let Some(w) = again {
@@ -774,6 +784,9 @@ impl SimCluster {
     }
 
     fn drain_bells(&mut self) {
+        if self.bells.borrow().is_empty() {
+            return;
+        }
         // Swapped with a kept buffer: no allocation per program call.
         std::mem::swap(&mut *self.bells.borrow_mut(), &mut self.rung);
         for i in 0..self.rung.len() {

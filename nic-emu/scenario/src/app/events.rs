@@ -21,21 +21,25 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 n += 1;
                 let now = self.host.trace_ns();
                 self.log_call("event", self.ports[pi].num, now, || event_words(&ev));
-                self.on_event(pi, ev);
+                self.on_event(pi, &ev);
             }
         }
         self.events += n;
         n
     }
 
-    fn on_event(&mut self, pi: usize, ev: Event) {
-        match ev {
+    /// (By reference: an event is large, most of it a multicast's
+    /// lost-heads bitmap that a unicast event leaves empty.)
+    fn on_event(&mut self, pi: usize, ev: &Event) {
+        match *ev {
             Event::PortOpened { .. } => self.ports[pi].opened = true,
-            Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, &ev, info),
+            Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, ev, info),
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
-            Event::Sent { tag, status, mcast, .. } => self.on_send_done(pi, tag, status, mcast),
+            Event::Sent { tag, status, ref mcast, .. } => {
+                self.on_send_done(pi, tag, status, mcast.as_ref())
+            }
             Event::Error { cause, tag, desc_kind, .. } => {
                 self.problem(format!(
                     "port {}: the NIC refused a {:?} descriptor (tag {tag:#x}): {cause:?}",
@@ -73,7 +77,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let len = len as usize;
         let found = self
             .my_streams
-            .binary_search_by(|(k, _)| k.cmp(&key))
+            .binary_search_by_key(&key.packed(), |&(k, _)| k)
             .ok()
             .map(|i| self.my_streams[i].1);
         match found {
@@ -187,14 +191,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         pi: usize,
         tag: u64,
         status: SendStatus,
-        mcast: Option<nic_abi::event::McastInfo>,
+        mcast: Option<&nic_abi::event::McastInfo>,
     ) {
         if let Some((pool, idx)) = decode_relay_tag(tag) {
             return self.on_relay_sent(pi, pool, idx, status);
         }
         let (ri, slot, msg) = decode_send_tag(tag);
         if self.roles.get(ri).is_some_and(|r| r.kind == RoleKind::McastRoot) {
-            return self.on_mcast_root_sent(ri, slot, msg, status, mcast);
+            return self.on_mcast_root_sent(ri, slot, msg, status, mcast.copied());
         }
         self.on_sent(tag, status == SendStatus::Ok, status)
     }

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use host_brm::{BrmClient, BrmTransport};
 use host_driver::{DmaBuf, Nic, NicBackend, Port};
 
-use super::format::{FlowKind, StreamKey};
+use super::format::FlowKind;
 use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
@@ -121,9 +121,9 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// A role of this node is a ping-pong's (a reception may queue its
     /// next message).
     ping_roles: bool,
-    /// The ledger's streams into this node, in key order: the flow and
-    /// direction of each (looked up for every message received).
-    my_streams: Vec<(StreamKey, (usize, Dir))>,
+    /// The ledger's streams into this node, in key order (`StreamKey::packed`):
+    /// the flow and direction of each (looked up for every message received).
+    my_streams: Vec<(u64, (usize, Dir))>,
     /// Bit i: role i may find something to do in a pass (`pump`).
     may_send: Vec<u64>,
     /// Per port, bit i: role i sends on it.
@@ -144,11 +144,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) -> NodeApp<H, T> {
         let (incoming, incoming_may_end, my_streams) = {
             let l = ledger.borrow();
-            let my_streams: Vec<(StreamKey, (usize, Dir))> = l
+            let my_streams: Vec<(u64, (usize, Dir))> = l
                 .streams
                 .iter()
                 .filter(|(k, _)| k.dst_node == plan.node)
-                .map(|(&k, &v)| (k, v))
+                .map(|(k, &v)| (k.packed(), v))
                 .collect();
             let v: Vec<usize> = l
                 .streams

@@ -155,7 +155,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     /// Give back the reservations of roles whose last send completed.
-    #[inline]
+    #[inline(always)]
     pub(super) fn release_finished(&mut self) {
         // Without a manager no role holds a reservation (`open_gate`
         // refuses them all): nothing to look at, at every call.
