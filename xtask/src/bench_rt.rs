@@ -29,9 +29,10 @@ const BENCH_NOTES: &str = "\
  Streaming is bound by the one device thread ({cores} cores here; with the NIC on its own core
  that core is fully busy, the hosts' partly idle). Per 4 KiB packet it copies host memory to
  SRAM, the sender's SRAM to the receiver's (straight from the transmit buffer) and SRAM to host
- memory (about a fifth of its perf samples; the last copy takes back lines the receiving
- process on the other core has read), computes the CRC in place (about 15%) and runs both
- MCPs (about 45%), the engines' rings and the fabric (about 15%, without a lock).
+ memory (about a third of its busy perf samples; the last copy takes back lines the receiving
+ process on the other core has read) and runs both MCPs (about 45%; polled only when something
+ they read changed), the engines' rings and the fabric (without a lock). The CRC is computed
+ only where a fault may corrupt a packet or something checks or records it (not here).
  The cross-core hand-off before each stream run is how long one cache line takes between
  the NIC's CPU and a host CPU: on a 2-core VM it is about 30 ns most of the time and 150 ns
  or more in spells, and a stream run in such a spell goes at about half speed. More device

@@ -9,7 +9,10 @@
 //! - Send-DMA: one packet at a time, its CRC computed in SRAM and put
 //!   into its header there, and the packet lent to the fabric in place
 //!   (paced, or under `LEND_MIN` bytes: read into a pooled buffer with
-//!   its CRC, as the sim does). Its tail has left at once, or
+//!   its CRC, as the sim does). A lent packet's CRC is computed only
+//!   where something may check or record it (`RtFabric::crc_matters`:
+//!   corrupting faults, `check_crc`, a capture, debug builds); else its
+//!   crc field is zero, which nothing reads. Its tail has left at once, or
 //!   when the fabric releases it (backpressure), or at link speed when
 //!   paced; the engine then starts the next command, but `TXDMA_DONE`
 //!   counts a lent packet only once its bytes have been taken (in order:
@@ -330,19 +333,23 @@ impl RtEngines {
             let (next, completed) = self.dev.tx_next(&mut self.mem);
             s.progress |= completed;
             let Some(p) = next else { break };
-            // Lend the packet in place, CRC put in (with room for its lend
-            // number while owed ones wait); else read it out.
-            let crc = (p.len >= LEND_MIN && fab.lends() && self.owed.len() + 1 < LEND_MAX)
-                .then(|| sram_crc(&self.mem.sram, &p))
-                .flatten();
+            // Lend the packet in place (with room for its lend number
+            // while owed ones wait), its CRC put in where anything may
+            // check it, else the field zeroed; else read it out.
+            let lend = p.len >= LEND_MIN && fab.lends() && self.owed.len() + 1 < LEND_MAX;
+            let crc = match (lend, fab.crc_matters()) {
+                (false, _) => None,
+                (true, true) => sram_crc(&self.mem.sram, &p).map(Some),
+                (true, false) => Some(None),
+            };
             let body = match crc {
                 Some(crc) => {
-                    self.dev.tx_seal(&mut self.mem, p, crc);
+                    self.dev.tx_seal(&mut self.mem, p, crc.unwrap_or(0));
                     let seq = self.lends;
                     self.lends = self.lends.wrapping_add(1);
                     fab.lend_out(self.node, seq);
                     self.lent += 1;
-                    Body::Lent(Lend { span: p, seq })
+                    Body::Lent(Lend { span: p, seq, crc: crc.is_some() })
                 }
                 None => {
                     let mut buf = pool.pop().unwrap_or_default();

@@ -56,6 +56,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nic_abi::packet::field;
 use nic_cluster_dir::MappedFile;
 use nic_device::device::TxSpan;
 use nic_device::faults::flip_bit;
@@ -119,10 +120,15 @@ pub(crate) enum Body {
 /// A packet lent from its sender's SRAM.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Lend {
-    /// Where its wire bytes are (route, header, payload; the CRC is in).
+    /// Where its wire bytes are (route, header, payload).
     pub span: TxSpan,
     /// The sender's lend number (`RtFabric::returned`).
     pub seq: u32,
+    /// Its CRC is in its header. Else the field is zero: nothing on this
+    /// fabric could check it when it was sent (`RtFabric::crc_matters`),
+    /// and `own` puts it in should a fault or a capture need the bytes
+    /// after all.
+    pub crc: bool,
 }
 
 impl Body {
@@ -169,6 +175,17 @@ pub(crate) fn copy_wire(
         ok &= dst.copy_from(to, src, (span.tail_sram + t0) as u64, end - head - t0);
     }
     ok
+}
+
+/// Put the CRC-32 of `wire`'s header and payload (after `route_len` route
+/// bytes; crc field as zero) into its header, as the send-DMA engine
+/// does.
+fn put_crc(wire: &mut [u8], route_len: usize) {
+    let at = route_len + field::CRC;
+    let Some(f) = wire.get_mut(at..at + 4) else { return };
+    f.fill(0);
+    let crc = crc32fast::hash(&wire[route_len..]);
+    wire[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A packet in the real-time fabric.
@@ -360,6 +377,20 @@ impl RtFabric {
         &self.srams[n]
     }
 
+    /// Can a packet's CRC matter on this fabric? Only a receiving engine
+    /// checks it, and only for a packet a fault corrupted on the way or
+    /// with `check_crc` (and in debug builds, every packet); a capture
+    /// records it. Without corrupting faults, `check_crc` or a capture, no
+    /// packet is corrupted and none is checked, so the send-DMA engine may
+    /// lend a packet without computing it (`Lend::crc`).
+    #[inline]
+    pub fn crc_matters(&self) -> bool {
+        cfg!(debug_assertions)
+            || self.faults.corrupt > 0.0
+            || self.check_crc
+            || self.capturing.load(Ordering::Acquire)
+    }
+
     /// `src` lends packet `seq`: not taken yet.
     #[inline]
     pub fn lend_out(&self, src: usize, seq: u32) {
@@ -384,6 +415,17 @@ impl RtFabric {
         sram.read(l.span.tail_sram as u64, &mut buf[head..]);
         *body = Body::Owned(buf);
         Some(l)
+    }
+
+    /// Make a lent body owned (`materialize`) because its bytes are
+    /// needed on the way (a bit to flip, a capture), with its CRC put in
+    /// if it was lent without one. `route_len`: its route bytes.
+    fn own(&self, body: &mut Body, src: usize, route_len: usize) {
+        if let (Some(l), Body::Owned(b)) = (self.materialize(body, src), &mut *body) {
+            if !l.crc {
+                put_crc(b, route_len);
+            }
+        }
     }
 
     /// `src` wants lent packet `seq`, sent to `dst`, back (its send-DMA
@@ -499,7 +541,7 @@ impl RtFabric {
                 // A bit to flip needs the bytes: a lent packet is copied
                 // out first.
                 let flip = |at| {
-                    self.materialize(&mut body, src);
+                    self.own(&mut body, src, route_len);
                     match &mut body {
                         Body::Owned(b) => flip_bit(b, route_len, at),
                         Body::Lent(_) => false,
@@ -530,7 +572,7 @@ impl RtFabric {
                 if let Some(c) = lock(&self.capture).as_mut() {
                     // The capture records the bytes: the packet is owned
                     // from here on.
-                    self.materialize(&mut body, src);
+                    self.own(&mut body, src, route_len);
                     if let Body::Owned(buf) = &body {
                         c.record(entered, link, &l.spec, &hit, buf.get(pos..).unwrap_or(&[]));
                     }
@@ -687,5 +729,64 @@ impl RtFabric {
     /// Drops charged to sender `src`.
     pub fn source_drops(&self, src: usize) -> SourceDrops {
         *lock(&self.by_src[src])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nic_device::device::crc_ok;
+    use nic_fabric::topology::Topology;
+
+    /// A fresh SRAM file of `len` bytes (its path removed at once).
+    fn sram(name: &str, len: u64) -> Arc<MappedFile> {
+        let path = std::env::temp_dir().join(format!("rt-fabric-{}-{name}", std::process::id()));
+        std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+        let m = MappedFile::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        Arc::new(m)
+    }
+
+    /// A packet lent without its CRC (nothing could check it when it was
+    /// sent) gets it when its bytes are needed on the way after all: a
+    /// capture begun meanwhile records a good CRC, and the receiver of a
+    /// packet a fault corrupts sees a bad one.
+    #[test]
+    fn a_packet_lent_without_its_crc_gets_it_where_its_bytes_are_needed() {
+        let profile = Profile::load("lanai9-gm").unwrap();
+        let layout = Topology::Star.layout(2, 8).unwrap();
+        let srams = vec![sram("a", 1 << 16), sram("b", 1 << 16)];
+        let fab =
+            RtFabric::new(&layout, &profile, 1, Faults::NONE, Pacing::default(), srams.clone());
+        assert_eq!(fab.crc_matters(), cfg!(debug_assertions), "no faults, checks or capture");
+        let corrupting = Faults { corrupt: 0.01, ..Faults::NONE };
+        let lossy = Faults { drop: 0.01, duplicate: 0.01, ..Faults::NONE };
+        let with = |f: Faults| RtFabric::new(&layout, &profile, 1, f, Pacing::default(), vec![]);
+        assert!(with(corrupting).crc_matters());
+        assert_eq!(with(lossy).crc_matters(), cfg!(debug_assertions));
+        let mut checking = with(Faults::NONE);
+        checking.check_crc = true;
+        assert!(checking.crc_matters());
+        // One route byte, then a header and payload of arbitrary bytes.
+        let (at, route_len, len) = (4096usize, 1usize, 3000usize);
+        let wire: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+        assert!(srams[0].write(at as u64, &wire));
+        let span = TxSpan { sram: at, len, route_len, tail_sram: 0, tail_len: 0 };
+        let mut body = Body::Lent(Lend { span, seq: 0, crc: false });
+        fab.own(&mut body, 0, route_len);
+        let Body::Owned(b) = &body else { panic!("still lent") };
+        assert!(crc_ok(&b[route_len..]), "the CRC is put in");
+        assert_eq!(b[..route_len + field::CRC], wire[..route_len + field::CRC]);
+        assert_eq!(b[route_len + field::CRC + 4..], wire[route_len + field::CRC + 4..]);
+        // A lent packet whose CRC is in keeps it as it was.
+        let mut sealed = b.clone();
+        assert!(srams[0].write(at as u64, &sealed));
+        let mut body = Body::Lent(Lend { span, seq: 1, crc: true });
+        fab.own(&mut body, 0, route_len);
+        let Body::Owned(c) = &body else { panic!("still lent") };
+        assert_eq!(c, &sealed);
+        // A bit flipped after the CRC is put in fails it.
+        sealed[route_len + 100] ^= 4;
+        assert!(!crc_ok(&sealed[route_len..]));
     }
 }

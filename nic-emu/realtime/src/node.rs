@@ -51,6 +51,10 @@ const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
 /// watched on both backends for `PORT_NEWS` (`NodeRt::port_words`).
 const PORT_WORDS: usize = 2 * NUM_PORTS;
 
+/// The engines' completion counters the firmware reads: a poll finds new
+/// work from the engines only after one of them moved (`NodeRt::news`).
+const ENGINE_NEWS: [u32; 3] = [reg(regs::HDMA_DONE), reg(regs::TXDMA_DONE), reg(regs::RXDONE_PROD)];
+
 /// Most MCP-poll + engine rounds per step of one NIC.
 const MAX_ROUNDS: u32 = 8;
 /// A sleeping native MCP is polled at least this often (ns), for host
@@ -123,9 +127,14 @@ pub(crate) struct NodeRt {
     last_host: [u32; HOST_WORDS],
     /// Every port's `STATE` and `GENERATION` as last seen (`port_words`).
     last_ports: [u32; PORT_WORDS],
-    /// The native MCP's last poll found nothing to do and nothing woke it
-    /// since: as the sim's NIC CPU, it sleeps until a doorbell, an engine
-    /// completion, an arrival or its next timer.
+    /// The doorbells and the engines' completion counters just before
+    /// the native MCP's last poll (`doorbell`, `news`).
+    seen_bell: u32,
+    seen: [u32; ENGINE_NEWS.len()],
+    /// The native MCP's last poll found nothing to do and nothing it
+    /// would see changed since: as the sim's NIC CPU (and the qemu image,
+    /// which watches the same counters), it sleeps until a doorbell, port
+    /// news, an engine completion or its next timer.
     asleep: bool,
     /// When it was last polled, and when its next timer falls due (ns).
     last_poll: u64,
@@ -153,6 +162,8 @@ impl NodeRt {
             last_doorbell: 0,
             last_host: [0; HOST_WORDS],
             last_ports: [0; PORT_WORDS],
+            seen_bell: 0,
+            seen: [0; ENGINE_NEWS.len()],
             asleep: false,
             last_poll: 0,
             deadline_ns: u64::MAX,
@@ -226,6 +237,14 @@ impl NodeRt {
         })
     }
 
+    /// The engines' completion counters (`ENGINE_NEWS`). Until one of
+    /// them moves (or a doorbell, or `PORT_NEWS`, or a timer falls due),
+    /// a poll after an idle one would be idle too.
+    #[inline]
+    fn news(&self) -> [u32; ENGINE_NEWS.len()] {
+        ENGINE_NEWS.map(|off| self.eng.mem.sram.load_u32(off as u64).unwrap_or(0))
+    }
+
     /// Under QEMU, the words besides the doorbells that a host writes
     /// without ringing and the firmware reads: every port's `STATE`,
     /// `EVQ_CONSUMED` (a full event queue drained) and `PT_ADDED` (a
@@ -281,7 +300,8 @@ impl NodeRt {
             s.progress = true;
         }
         let ports = self.port_words();
-        if ports != self.last_ports {
+        let ports_moved = ports != self.last_ports;
+        if ports_moved {
             // After the words the firmware will read (the native MCP polls
             // below on this thread; a guest reads PORT_NEWS before them).
             self.last_ports = ports;
@@ -312,40 +332,54 @@ impl NodeRt {
                 return s;
             }
         }
-        let mut poll = !self.asleep
-            || s.progress
-            || now >= self.deadline_ns
-            || now.saturating_sub(self.last_poll) >= SAFETY_POLL_NS;
-        for _ in 0..MAX_ROUNDS {
-            let mut did = false;
-            let mut polled = false;
-            if let (true, Some(m)) = (poll, self.mcp.as_mut()) {
-                let mut hw = MappedHw::new(&self.eng.mem.sram, rtc);
-                let w = m.poll(&mut hw);
-                self.c.hw_faults += hw.faults.get();
-                self.c.polls += 1;
-                self.c.work.add(&w);
-                did |= !w.is_idle();
-                polled = true;
-                self.last_poll = now;
-                self.deadline_ns = match m.next_deadline() {
-                    Some(t) => self.rtc.ns_at_tick(t),
-                    None => u64::MAX,
-                };
+        // The native MCP is polled when something it reads may have
+        // changed since just before its last poll: a doorbell, an engine
+        // completion, `PORT_NEWS`; when its timer falls due; after a poll
+        // that did work (it may have left some); and at least every
+        // SAFETY_POLL_NS (host writes no doorbell announces, such as
+        // event queue space freed). An engine pass that completed nothing
+        // the firmware reads (a packet launched, a lent one taken) wakes
+        // no poll, nor does a doorbell rung for descriptors a poll has
+        // taken already.
+        let native = self.mcp.is_some();
+        let mut poll = native
+            && (!self.asleep
+                || ports_moved
+                || bell != self.seen_bell
+                || now >= self.deadline_ns
+                || now.saturating_sub(self.last_poll) >= SAFETY_POLL_NS
+                || self.news() != self.seen);
+        for round in 0..MAX_ROUNDS {
+            let mut busy = false;
+            if poll {
+                self.seen_bell = if round == 0 { bell } else { self.doorbell() };
+                self.seen = self.news();
+                if let Some(m) = self.mcp.as_mut() {
+                    let mut hw = MappedHw::new(&self.eng.mem.sram, rtc);
+                    let w = m.poll(&mut hw);
+                    self.c.hw_faults += hw.faults.get();
+                    self.c.polls += 1;
+                    self.c.work.add(&w);
+                    busy = !w.is_idle();
+                    self.last_poll = now;
+                    self.deadline_ns = match m.next_deadline() {
+                        Some(t) => self.rtc.ns_at_tick(t),
+                        None => u64::MAX,
+                    };
+                }
             }
-            did |= self.eng.hdma_service();
+            let moved = self.eng.hdma_service();
             let t = self.eng.tx_service(fab, held, now, pool);
             let r = self.eng.rx_service(fab, held, now, pool);
-            did |= t.progress || r.progress;
+            let moved = moved || t.progress || r.progress;
             s.timed |= t.timed || r.timed;
-            if !did {
-                self.asleep |= polled;
+            poll = native && (busy || (moved && self.news() != self.seen));
+            if !(busy || moved) {
                 break;
             }
             s.progress = true;
-            self.asleep = false;
-            poll = true;
         }
+        self.asleep = !poll;
         if self.mcp.is_none() && !s.progress {
             // A guest that stopped (halted, or killed for a reflash).
             if self.eng.mem.sram.load_u32(reg(regs::FW_STATUS) as u64) != Some(regs::FW_RUNNING) {
