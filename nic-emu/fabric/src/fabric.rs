@@ -230,6 +230,10 @@ pub fn enter_link_with(
 ) -> Hit {
     stats.packets += 1;
     stats.bytes += len;
+    if fault.is_none() && down.is_empty() {
+        // No fault injector and never down: nothing more to judge or count.
+        return Hit::default();
+    }
     let mut hit = match fault {
         Some(inj) => {
             let v = inj.judge(faults, into_nic);
@@ -556,19 +560,11 @@ impl Fabric {
         let f = &mut self.flights[id as usize];
         let l = &mut self.links[link as usize];
         let len = (f.buf.len() - f.pos as usize) as u64;
-        let down = &self.down[link as usize][..];
-        let hit = if l.fault.is_none() && down.is_empty() {
-            // No fault injector and never down: `enter_link` would only
-            // count the packet.
-            l.stats.packets += 1;
-            l.stats.bytes += len;
-            Hit::default()
-        } else {
-            let into_nic = l.spec.ends_at_nic();
-            let wire = (&mut f.buf[..], f.route_len as usize);
-            let fault = l.fault.as_mut();
-            enter_link(&mut l.stats, fault, &self.faults, into_nic, wire, len, (down, t))
-        };
+        let into_nic = l.spec.ends_at_nic();
+        let wire = (&mut f.buf[..], f.route_len as usize);
+        let down = (&self.down[link as usize][..], t);
+        let hit =
+            enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len, down);
         if let Some(c) = self.capture.as_mut() {
             c.record(t, link, &l.spec, &hit, &f.buf[f.pos as usize..]);
         }
