@@ -602,9 +602,22 @@ impl Shared {
         }
     }
 
-    /// Receive buffers held for forwarding now.
-    pub fn rx_held(&self) -> u32 {
-        self.rx_holds.iter().map(|&h| h as u32).sum()
+    /// Receive buffers the multicasts this NIC relays hold now: the
+    /// packets each record took and has not let go (whether or not RDMA
+    /// has copied them yet: `rx_holds` counts owners besides RDMA's copy,
+    /// so a held packet already copied has none left there).
+    pub fn relay_held(&self) -> u32 {
+        self.mcasts
+            .live_indices()
+            .map(|r| {
+                let m = &self.mcasts[r];
+                if m.source == McastSource::RxBufs {
+                    m.have.wrapping_sub(m.released)
+                } else {
+                    0
+                }
+            })
+            .sum()
     }
 
     /// Owe port `p` the event `ev` (RDMA writes it). Should the queue be

@@ -73,7 +73,7 @@ impl Recv {
             return;
         }
         let room = !self.holds.is_full()
-            && cx.rx_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
+            && cx.relay_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
             && rx.win.can_hold(h.seq);
         if !room {
             // Cut: the USTAT names everything from it (and a gap just
@@ -552,7 +552,7 @@ impl Recv {
         // room to hold buffers; more children than a relay tracks: leaf.
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
         let room = cx.mcast_tokens_free(n as usize, TokKind::McastFwd)
-            && cx.rx_held() + (self.holds.len() as u32) < map::RX_BUF_COUNT / 2
+            && cx.relay_held() < map::RX_BUF_COUNT / 2
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
                 sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
@@ -573,13 +573,21 @@ impl Recv {
 
     /// Packet of a relayed message in receive buffer `buf`: record `m`
     /// holds the buffer until every child has it. False when the relay
-    /// holds as many as it may.
+    /// holds as many as it may: `RELAY_WINDOW` of this message, or, with
+    /// every other message it relays, half of the receive buffers. The
+    /// other half takes the acks that let held buffers go: without this
+    /// bound a few messages relayed at once could hold every buffer and
+    /// wait for acks that find none. (Packets selective repeat keeps past
+    /// a gap do not count here: refusing the packet that fills the gap
+    /// because of them would keep them forever.)
     fn relay_hold(&mut self, cx: &mut Shared, m: u16, buf: u8) -> bool {
         if !cx.mcasts.is_live(m) || cx.mcasts[m].source != McastSource::RxBufs {
             return true;
         }
         let rec = cx.mcasts[m];
-        if rec.have.wrapping_sub(rec.released) >= RELAY_WINDOW as u32 {
+        if rec.have.wrapping_sub(rec.released) >= RELAY_WINDOW as u32
+            || cx.relay_held() >= map::RX_BUF_COUNT / 2
+        {
             return false;
         }
         cx.rx_holds[buf as usize] += 1;
