@@ -239,8 +239,9 @@ impl Recv {
             };
             rx.assembly = Assembly::Idle;
             if let Some(then) = then {
-                // RDMA's queue had room for the packet placed: it has for
-                // this (a job a packet at most).
+                // The caller made sure RDMA's queue has room
+                // (`Recv::take_replay`): without it the event would be
+                // lost, and with it the message.
                 let _ = cx.rdma_jobs.push_back(RdmaJob {
                     rx_buf: NO_RX_BUF,
                     port: rx.local_port,

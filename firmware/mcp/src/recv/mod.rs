@@ -258,6 +258,12 @@ impl Recv {
         if let Some(a) = self.take_replay(cx, hw) {
             return Next::Accept(a);
         }
+        if cx.rdma_jobs.is_full() {
+            // The events of messages placed early, taken in order just
+            // now, filled RDMA's queue: the rest wait for room.
+            self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
+            return Next::Empty;
+        }
         if prod == self.cons {
             // The replays were of packets placed when they came.
             return Next::Handled;
@@ -605,6 +611,13 @@ impl Recv {
             let seq = self.rxs[r].win.expected();
             let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
                 if self.rxs[r].win.is_held(seq) {
+                    if cx.rdma_jobs.is_full() {
+                        // Placed when it came, but the end of its message
+                        // needs a place in RDMA's queue for the event:
+                        // taken once RDMA has made room.
+                        let _ = self.replay.push(r);
+                        return None;
+                    }
                     // Placed when it came: nothing to copy now.
                     self.take_placed(cx, hw, r);
                 }
