@@ -239,9 +239,8 @@ impl Recv {
             };
             rx.assembly = Assembly::Idle;
             if let Some(then) = then {
-                // The caller made sure RDMA's queue has room
-                // (`Recv::take_replay`): without it the event would be
-                // lost, and with it the message.
+                // `Recv::take_replay` takes nothing while RDMA's queue is
+                // full: there is room.
                 let _ = cx.rdma_jobs.push_back(RdmaJob {
                     rx_buf: NO_RX_BUF,
                     port: rx.local_port,

@@ -251,16 +251,12 @@ impl Recv {
             return Next::Empty;
         }
         self.lost_since = None;
-        if cx.rdma_jobs.is_full() {
-            self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
-            return Next::Empty;
-        }
         if let Some(a) = self.take_replay(cx, hw) {
             return Next::Accept(a);
         }
         if cx.rdma_jobs.is_full() {
-            // The events of messages placed early, taken in order just
-            // now, filled RDMA's queue: the rest wait for room.
+            // A packet from the ring needs a place in RDMA's queue (as do
+            // the replays, which wait in `replay` meanwhile).
             self.stopped = Some(RecvState::RdmaFull { waiting: prod.wrapping_sub(self.cons) });
             return Next::Empty;
         }
@@ -602,22 +598,19 @@ impl Recv {
 
     /// Selective repeat: the next packet a stream expects is held: take
     /// it now, as if it had just arrived (its ack was passed on when it
-    /// did).
+    /// did). Nothing is taken while RDMA's queue is full: a held packet's
+    /// copy needs a place in it, and so does the event of a message whose
+    /// last packet was placed early (`take_placed`); pushed without room,
+    /// either would be lost, and the message with it.
     fn take_replay(&mut self, cx: &mut Shared, hw: &mut impl Hw) -> Option<Arrived> {
-        while let Some(r) = self.replay.pop() {
+        while !cx.rdma_jobs.is_full() {
+            let Some(r) = self.replay.pop() else { break };
             if !self.rxs.is_live(r) {
                 continue;
             }
             let seq = self.rxs[r].win.expected();
             let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
                 if self.rxs[r].win.is_held(seq) {
-                    if cx.rdma_jobs.is_full() {
-                        // Placed when it came, but the end of its message
-                        // needs a place in RDMA's queue for the event:
-                        // taken once RDMA has made room.
-                        let _ = self.replay.push(r);
-                        return None;
-                    }
                     // Placed when it came: nothing to copy now.
                     self.take_placed(cx, hw, r);
                 }
