@@ -24,8 +24,11 @@ fn require_tshark() {
     );
 }
 
+/// A capture file under cargo's temporary directory for integration tests
+/// (inside the target directory), one directory per test process.
 fn capture_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nic-capture-test-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("nic-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }

@@ -280,12 +280,37 @@ mod tests {
     use std::os::unix::net::UnixListener;
     use std::sync::Arc;
 
-    fn sock(tag: &str) -> PathBuf {
+    /// A socket path in a directory of its own, removed with it when the
+    /// test ends.
+    struct Sock(PathBuf);
+
+    impl Drop for Sock {
+        fn drop(&mut self) {
+            if let Some(d) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+
+    impl AsRef<Path> for Sock {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl std::ops::Deref for Sock {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    fn sock(tag: &str) -> Sock {
         let d = std::env::temp_dir().join(format!("brm-sock-{tag}-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&d);
         let p = d.join("s.sock");
         let _ = std::fs::remove_file(&p);
-        p
+        Sock(p)
     }
 
     /// An echo server that answers "bad" to frames starting with 0xFF.
