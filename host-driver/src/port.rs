@@ -378,6 +378,16 @@ impl<B: NicBackend> Port<B> {
             && self.be.sram_load_u32(port_reg(p, pcb::FW_STATE)) == pcb::STATE_OPEN
     }
 
+    /// Did the NIC close this port on its holder's behalf? A NIC reset
+    /// writes every port's `STATE` closed, a word only the holder writes
+    /// otherwise. Unlike `!nic_serving()`, this also tells a reset that
+    /// came before the firmware saw the open (no `PortOpened` will come)
+    /// from an open still on its way. One PIO read.
+    pub fn closed_by_nic(&self) -> bool {
+        self.open
+            && self.be.sram_load_u32(port_reg(self.num as usize, pcb::STATE)) != pcb::STATE_OPEN
+    }
+
     /// Send tokens this port has.
     pub fn send_tokens(&self) -> u32 {
         self.send_max

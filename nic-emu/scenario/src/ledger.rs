@@ -23,11 +23,22 @@ pub struct StreamLedger {
     pub expected: u64,
     /// Messages whose send failed (the receiver will not see them).
     pub failed: BTreeMap<u64, ()>,
+    /// Failed messages the receiver's turn has passed (`skip_failed`): a
+    /// multicast that failed for some members may still reach the others,
+    /// after its root saw it fail.
+    skipped: BTreeMap<u64, ()>,
 }
 
 impl StreamLedger {
+    /// Has every message up to `expected` been received, none skipped as
+    /// failed (a skipped one may still come: `Verdict::Late`)?
+    pub fn all_received(&self) -> bool {
+        self.skipped.is_empty()
+    }
+
     fn skip_failed(&mut self) {
         while self.failed.remove(&self.expected).is_some() {
+            self.skipped.insert(self.expected, ());
             self.expected += 1;
         }
     }
@@ -72,6 +83,10 @@ pub enum Verdict {
     Good(u64),
     /// An intact message whose index was already delivered.
     Duplicate(u64),
+    /// An intact message whose send had failed, arriving after its turn
+    /// was skipped: a multicast some member missed (a NIC reset took it),
+    /// reaching this member after its root's completion said so.
+    Late(u64),
     /// An intact message ahead of its turn (earlier ones were skipped).
     Ahead(u64),
     /// Wrong content or length: taken as the expected one, mangled.
@@ -150,6 +165,9 @@ pub struct McastLedger {
     /// Sim, per multicast: the most of its data packets in the fabric at
     /// once (filled in after the run).
     pub in_flight_most: Vec<u64>,
+    /// When a member last received one of the flow's multicasts, or the
+    /// root last saw one complete: how long the flow has been quiet.
+    pub last_activity_ns: u64,
 }
 
 impl FlowLedger {
@@ -203,10 +221,24 @@ impl FlowLedger {
         } else {
             match pattern::claimed_index(data).map(u64::from) {
                 Some(c) if c != e && self.is_message(data, dir, c) => {
-                    if c < e {
+                    if c < e && self.streams[dir as usize].skipped.remove(&c).is_some() {
+                        Verdict::Late(c)
+                    } else if c < e {
                         Verdict::Duplicate(c)
                     } else {
                         Verdict::Ahead(c)
+                    }
+                }
+                // Too short to say its index: it may be a failed message
+                // coming after all.
+                None if !self.streams[dir as usize].skipped.is_empty() => {
+                    let st = &self.streams[dir as usize];
+                    match st.skipped.keys().copied().find(|&c| self.is_message(data, dir, c)) {
+                        Some(c) => {
+                            self.streams[dir as usize].skipped.remove(&c);
+                            Verdict::Late(c)
+                        }
+                        None => Verdict::Corrupted(e),
                     }
                 }
                 _ => Verdict::Corrupted(e),
@@ -231,6 +263,7 @@ impl FlowLedger {
                 }
             }
             Verdict::Duplicate(_) => self.duplicates += 1,
+            Verdict::Late(_) => {}
             Verdict::Ahead(i) => {
                 st.expected = i + 1;
                 self.out_of_order += 1;
@@ -291,6 +324,7 @@ impl FlowLedger {
         let bytes = self.bytes;
         let v = self.receive(Dir::Forward, data, now);
         (self.delivered, self.bytes) = (delivered, bytes);
+        m.last_activity_ns = m.last_activity_ns.max(now);
         m.members[rank as usize - 1] = std::mem::replace(&mut self.streams[0], old);
         if let Verdict::Good(i) = v {
             m.deliveries += 1;
@@ -315,6 +349,7 @@ impl FlowLedger {
         self.completed[0] += 1;
         let Some(mut m) = self.mcast.take() else { return };
         m.completed += 1;
+        m.last_activity_ns = m.last_activity_ns.max(now);
         if !ok {
             self.send_errors += 1;
             for st in &mut m.members {
@@ -411,6 +446,11 @@ impl Ledger {
                 || s.mcast.as_ref().is_some_and(|m| m.members.contains(&n))
         };
         self.resets.iter().filter(|&&(n, t)| t <= now && touches(n)).map(|&(_, t)| t).min()
+    }
+
+    /// Has NIC `node` been reset by time `now`?
+    pub fn reset_by(&self, node: u16, now: u64) -> bool {
+        self.resets.iter().any(|&(n, t)| n == node && t <= now)
     }
 
     /// When a NIC reset cut flow `f`, if one did during the run.

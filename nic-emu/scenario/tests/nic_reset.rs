@@ -131,3 +131,139 @@ fn a_stream_into_a_reset_nic_starts_again_from_a_partly_acknowledged_message() {
     assert_eq!(b.send_error_statuses.get("TargetPortClosed"), Some(&b.send_errors));
     assert_eq!((r.flows[1].delivered, r.flows[1].send_errors), (300, 0));
 }
+
+/// Runs that a NIC reset used to leave stuck until the time limit (or
+/// end with false problems): each must end, every flow the reset cut
+/// marked so, every other flow checked as usual.
+#[test]
+fn runs_with_a_reset_anywhere_end_with_only_the_flows_it_cut_short() {
+    let cases = [
+        // NIC 3 resets while its program is still opening its two ports
+        // (its host clock runs ahead of the reset's time): the opens are
+        // lost with the reset and no PortOpened ever comes. A ping-pong
+        // into it is done at once, before its own port was ready.
+        (
+            "a reset during the opens",
+            r#"profile = "lanai9-gm"
+seed = 12211
+[fabric]
+nodes = 5
+topology = "clos"
+switch_ports = 4
+[[flows]]
+name = "p"
+src = [1, 4]
+dst = [3, 1]
+kind = "pingpong"
+bytes = 9000
+messages = 1
+[[flows]]
+name = "s"
+src = [2, 4]
+dst = [3, 3]
+kind = "stream"
+sizes = [1, 70000]
+messages = 23
+start_us = 5000
+[[flows]]
+name = "beside"
+src = [0, 1]
+dst = [4, 1]
+kind = "stream"
+bytes = 4096
+messages = 20
+[faults]
+drop = 0.01
+[[faults.nic_reset]]
+node = 3
+at_us = 1
+[firmware]
+reliability = "selective"
+"#,
+        ),
+        // A member resets before the multicasts start: every multicast
+        // fails for it (TargetPortClosed at the root, not a problem),
+        // and the other member still takes each one, some after the
+        // root's completion said it failed.
+        (
+            "a member reset before a nic-cached multicast",
+            r#"profile = "lanai4-gm"
+seed = 4280
+[fabric]
+nodes = 3
+[[flows]]
+name = "m"
+src = [2, 2]
+kind = "multicast"
+group_size = 3
+scheme = "nic-cached"
+algorithm = "separate"
+window = 2
+bytes = 70000
+messages = 22
+start_us = 5000
+[faults]
+drop = 0.01
+corrupt = 0.01
+[[faults.nic_reset]]
+node = 0
+at_us = 2000
+[firmware]
+reliability = "selective"
+"#,
+        ),
+        // Host scheme: the reset member is a relay of the tree, members
+        // below it miss what it would have relayed, the others keep
+        // taking 1-byte multicasts (too short to carry their index) after
+        // the root saw them fail.
+        (
+            "a relay reset under the host scheme",
+            r#"profile = "lanai4-gm"
+seed = 29988
+[fabric]
+nodes = 10
+topology = "two-switch"
+[[flows]]
+name = "beside"
+src = [5, 3]
+dst = [6, 1]
+kind = "stream"
+sizes = [1, 4096]
+messages = 11
+window = 10
+start_us = 100
+[[flows]]
+name = "m"
+src = [1, 4]
+kind = "multicast"
+group_size = 6
+scheme = "host"
+algorithm = "binomial"
+window = 3
+bytes = 1
+messages = 16
+start_us = 5000
+[faults]
+drop = 0.03
+[[faults.nic_reset]]
+node = 2
+at_us = 2000
+"#,
+        ),
+    ];
+    for (what, text) in cases {
+        let text = format!("{text}[run]\nlimit_ms = 20000\n");
+        let r = run(&Scenario::parse_validated(&text).unwrap()).unwrap();
+        assert_eq!(r.sim.stopped, "done", "{what}:\n{}", r.summary());
+        assert!(r.complete && r.problems.is_empty(), "{what}: {:?}\n{}", r.problems, r.summary());
+        assert!(r.all_delivered_intact(), "{what}:\n{}", r.summary());
+        for f in &r.flows {
+            assert_eq!((f.duplicates, f.corrupted, f.out_of_order), (0, 0, 0), "{what} {}", f.name);
+            if f.name == "beside" {
+                assert_eq!((f.delivered, f.send_errors, f.cut_by_reset_us), (f.messages, 0, None));
+            } else {
+                assert!(f.cut_by_reset_us.is_some(), "{what} {}: {f:?}", f.name);
+            }
+        }
+    }
+}

@@ -135,7 +135,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         let next = match v {
             Verdict::Good(i) | Verdict::Ahead(i) | Verdict::Corrupted(i) => i,
-            Verdict::Duplicate(_) => return,
+            Verdict::Duplicate(_) | Verdict::Late(_) => return,
         };
         let want = match dir {
             Dir::Forward => RoleKind::PingResponder,
@@ -222,10 +222,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             if kind == RoleKind::PingInitiator && msg + 1 < r.messages {
                 r.queue.push_back(msg + 1);
             }
-            let (name, cut) = {
-                let l = self.ledger.borrow();
-                (l.flows[flow].spec.name.clone(), l.cut_at(flow, self.host.now_ns()).is_some())
-            };
+            let name = self.ledger.borrow().flows[flow].spec.name.clone();
+            let cut = self.cut_now(flow);
             // After a NIC reset its peers' sends to it fail: counted, not
             // a problem.
             if !cut {

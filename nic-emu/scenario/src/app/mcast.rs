@@ -222,7 +222,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) {
         let flow = self.roles[ri].flow;
         let name = self.ledger.borrow().flows[flow].spec.name.clone();
-        if status != SendStatus::Ok {
+        // After a NIC reset of a member (or of the root), sends to it fail:
+        // counted, not a problem.
+        if status != SendStatus::Ok && !self.cut_now(flow) {
             // Which members it did not reach, as the root's completion says.
             let group = self.mcasts.iter().find(|c| c.flow == flow).map(|c| &c.group);
             let which = match (group, info) {
@@ -417,7 +419,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let (done, flow) = (*left == 0, *flow);
         if status != SendStatus::Ok {
             let name = self.ledger.borrow().flows[flow].spec.name.clone();
-            self.problem(format!("flow {name}: a relay's send completed with {status:?}"));
+            if !self.cut_now(flow) {
+                self.problem(format!("flow {name}: a relay's send completed with {status:?}"));
+            }
             let mut l = self.ledger.borrow_mut();
             let f = &mut l.flows[flow];
             f.send_errors += 1;

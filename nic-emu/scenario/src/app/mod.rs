@@ -54,6 +54,12 @@ const TRACE_POLL_NS: u64 = 10_000_000;
 /// A node receiving a flow that may end early (stopped, or refused by the
 /// bandwidth manager) looks again this often whether it is done.
 const END_POLL_NS: u64 = 1_000_000;
+/// A member of a multicast a NIC reset cut is done once its root is
+/// through and no member has received any of the flow's multicasts for
+/// this long: several times the longest retransmission timeout floor of
+/// the bundled profiles (2 ms), so that relays still retrying into it
+/// find its buffers.
+const CUT_QUIET_NS: u64 = 20_000_000;
 
 /// Receive buffers of one size class and priority on a port.
 struct Pool {
@@ -95,6 +101,9 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// This node's NIC was reset under it (its ports are no longer
     /// served): the program stops.
     nic_lost: bool,
+    /// Every port of the plan counted ready on this program's behalf
+    /// (`give_up_ports`).
+    ports_given_up: bool,
     /// Stream flows this node receives (their receiving side is ours).
     incoming: Vec<usize>,
     /// Incoming flows may end early (stop, refusal): look now and then.
@@ -177,6 +186,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             scratch: Vec::new(),
             failed: false,
             nic_lost: false,
+            ports_given_up: false,
             incoming,
             incoming_may_end,
             brm,
@@ -258,8 +268,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             match r.kind {
                 RoleKind::StreamSender => f.completed[0] >= m,
+                // Cut: the answer to a ping the reset NIC took never
+                // comes, and the next ping waits for it.
                 RoleKind::PingInitiator => {
-                    f.completed[0] >= m && (cut || f.streams[1].expected >= m)
+                    cut || (f.completed[0] >= m && f.streams[1].expected >= m)
                 }
                 RoleKind::PingResponder => {
                     cut || (f.completed[1] >= m && f.streams[0].expected >= m)
@@ -290,13 +302,23 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         i == self.roles.len()
             && j == self.incoming.len()
             && self.mcasts.iter().filter(|c| c.rank > 0).all(|c| {
-                if cut(c.flow) {
+                let f = &l.flows[c.flow];
+                let m = f.spec.messages;
+                let Some(mc) = f.mcast.as_ref() else { return false };
+                let me = &mc.members[c.rank as usize - 1];
+                let cut = cut(c.flow);
+                if me.expected >= m && (me.all_received() || !cut) {
                     return true;
                 }
-                let f = &l.flows[c.flow];
-                f.mcast
-                    .as_ref()
-                    .is_some_and(|m| m.members[c.rank as usize - 1].expected >= f.spec.messages)
+                // A NIC reset cut it: some multicasts may never come (the
+                // root's failures skip them) and some that failed for
+                // others may still come. This member goes on taking what
+                // comes (the root and the relays wait on its buffers and
+                // acks) until the root is through (every multicast
+                // completed, or its NIC reset) and the flow has been quiet
+                // for `CUT_QUIET_NS`.
+                cut && (f.completed[0] >= m || l.reset_by(f.spec.src_node, now))
+                    && now.saturating_sub(mc.last_activity_ns) >= CUT_QUIET_NS
             })
             && self.lent.is_empty()
             && self.pending_relays.is_empty()
@@ -323,6 +345,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 Err(e) => {
                     self.problem(e);
                     self.failed = true;
+                    self.give_up_ports();
                     return 0;
                 }
             }
@@ -330,10 +353,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if self.nic_lost {
             return 0;
         }
-        if self.ports.iter().any(|p| p.opened && !p.port.nic_serving()) {
+        if self.ports.iter().any(|p| p.port.closed_by_nic()) {
             // The NIC was reset: its ports closed with everything in
-            // them. Peers see TargetPortClosed; this program stops.
+            // them (also one whose open it had not seen yet). Peers see
+            // TargetPortClosed; this program stops.
             self.nic_lost = true;
+            self.give_up_ports();
             return 0;
         }
         let began = self.host.now_ns();
@@ -353,6 +378,13 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 p.ready = true;
                 self.ledger.borrow_mut().ports_ready += 1;
             }
+        }
+        if self.ports.iter().any(|p| !p.ready) && self.my_work_done() {
+            // Done before its ports were ready (every flow it has was cut
+            // by a NIC reset): the core calls it no more, so they count
+            // as ready now, or the others would wait at the start for
+            // ever.
+            self.give_up_ports();
         }
         self.retry_relays(began, wake_at);
         self.release_finished();
@@ -383,7 +415,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if self.trace_cursor.is_some() && !self.my_work_done() {
             wake_at(now + TRACE_POLL_NS);
         }
-        if self.incoming_may_end && !self.my_work_done() {
+        // (After a NIC reset, what a program waits for may end on another
+        // node: a root's last multicast failing, say.)
+        let resets = !self.ledger.borrow().resets.is_empty();
+        if (self.incoming_may_end || resets) && !self.my_work_done() {
             wake_at(now + END_POLL_NS);
         }
         // A relay waiting for a send token or ring room looks again soon.
@@ -395,6 +430,28 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             p.port.report_consumed();
         }
         events
+    }
+
+    /// Has a NIC reset cut flow `f` by now (a NIC it touches reset)?
+    pub(super) fn cut_now(&self, f: usize) -> bool {
+        self.ledger.borrow().cut_at(f, self.host.now_ns()).is_some()
+    }
+
+    /// This program stops before (or after) its ports were ready: they
+    /// count as ready, so that the others do not wait at the start for
+    /// ever.
+    fn give_up_ports(&mut self) {
+        if self.ports_given_up {
+            return;
+        }
+        self.ports_given_up = true;
+        let ready = self.ports.iter().filter(|p| p.ready).count();
+        for p in &mut self.ports {
+            p.ready = true;
+        }
+        // (Ports the setup did not get to are not in `ports`.)
+        let unready = self.plan.ports.len().saturating_sub(ready);
+        self.ledger.borrow_mut().ports_ready += unready;
     }
 
     /// Everything this node must see has happened (or its setup failed).
