@@ -83,9 +83,9 @@ pub enum Verdict {
     Good(u64),
     /// An intact message whose index was already delivered.
     Duplicate(u64),
-    /// An intact message whose send had failed, arriving after its turn
-    /// was skipped: a multicast some member missed (a NIC reset took it),
-    /// reaching this member after its root's completion said so.
+    /// An intact multicast whose turn its member's stream skipped (the
+    /// root saw it fail: a member a NIC reset took missed it) reaching
+    /// this member after all.
     Late(u64),
     /// An intact message ahead of its turn (earlier ones were skipped).
     Ahead(u64),
@@ -221,24 +221,10 @@ impl FlowLedger {
         } else {
             match pattern::claimed_index(data).map(u64::from) {
                 Some(c) if c != e && self.is_message(data, dir, c) => {
-                    if c < e && self.streams[dir as usize].skipped.remove(&c).is_some() {
-                        Verdict::Late(c)
-                    } else if c < e {
+                    if c < e {
                         Verdict::Duplicate(c)
                     } else {
                         Verdict::Ahead(c)
-                    }
-                }
-                // Too short to say its index: it may be a failed message
-                // coming after all.
-                None if !self.streams[dir as usize].skipped.is_empty() => {
-                    let st = &self.streams[dir as usize];
-                    match st.skipped.keys().copied().find(|&c| self.is_message(data, dir, c)) {
-                        Some(c) => {
-                            self.streams[dir as usize].skipped.remove(&c);
-                            Verdict::Late(c)
-                        }
-                        None => Verdict::Corrupted(e),
                     }
                 }
                 _ => Verdict::Corrupted(e),
@@ -313,10 +299,22 @@ impl FlowLedger {
         }
     }
 
-    /// A member (`rank` >= 1) received `data`: judge it against that
-    /// member's stream as a stream's receiver would.
-    pub fn mcast_receive(&mut self, rank: u16, data: &[u8], now: u64) -> Verdict {
+    /// A member (`rank` >= 1) received `data`, multicast `mseq` by its
+    /// event: judge it against that member's stream as a stream's
+    /// receiver would. A multicast whose turn the member's stream skipped
+    /// (the root saw it fail) and that arrives after all, intact, is
+    /// `Late` (its event's mseq names it: a message of a few bytes cannot
+    /// carry its index).
+    pub fn mcast_receive(&mut self, rank: u16, data: &[u8], now: u64, mseq: u64) -> Verdict {
         let Some(mut m) = self.mcast.take() else { return Verdict::Corrupted(0) };
+        let late = m.members[rank as usize - 1].skipped.contains_key(&mseq)
+            && self.is_message(data, Dir::Forward, mseq);
+        if late {
+            m.members[rank as usize - 1].skipped.remove(&mseq);
+            m.last_activity_ns = m.last_activity_ns.max(now);
+            self.mcast = Some(m);
+            return Verdict::Late(mseq);
+        }
         let old = std::mem::take(&mut self.streams[0]);
         self.streams[0] = std::mem::take(&mut m.members[rank as usize - 1]);
         // Judged as the flow's forward stream; delivery is counted here.
@@ -557,9 +555,9 @@ mod tests {
         let m = |i: u64| msg(&f, Dir::Forward, i);
         let (m0, m1, m2) = (m(0), m(1), m(2));
         f.mcast_posted(0, 100, Some(10), 0);
-        assert_eq!(f.mcast_receive(1, &m0, 300), Verdict::Good(0));
+        assert_eq!(f.mcast_receive(1, &m0, 300, 0), Verdict::Good(0));
         assert_eq!(f.delivered, 0, "one member of two");
-        assert_eq!(f.mcast_receive(2, &m0, 450), Verdict::Good(0));
+        assert_eq!(f.mcast_receive(2, &m0, 450, 0), Verdict::Good(0));
         assert_eq!(
             (f.delivered, f.bytes, f.latencies.exact().unwrap().to_vec()),
             (1, 16, vec![350])
@@ -572,11 +570,11 @@ mod tests {
         // apart per member, and a wrong flow's message is corrupted.
         f.mcast_posted(1, 600, None, 0);
         f.mcast_posted(2, 700, None, 0);
-        assert_eq!(f.mcast_receive(1, &m0, 800), Verdict::Duplicate(0));
-        assert_eq!(f.mcast_receive(1, &m2, 810), Verdict::Ahead(2));
-        assert_eq!(f.mcast_receive(2, &m1, 820), Verdict::Good(1));
+        assert_eq!(f.mcast_receive(1, &m0, 800, 0), Verdict::Duplicate(0));
+        assert_eq!(f.mcast_receive(1, &m2, 810, 2), Verdict::Ahead(2));
+        assert_eq!(f.mcast_receive(2, &m1, 820, 1), Verdict::Good(1));
         let other = pattern::make(16, pattern::forward_stream(5), 2);
-        assert_eq!(f.mcast_receive(2, &other, 830), Verdict::Corrupted(2));
+        assert_eq!(f.mcast_receive(2, &other, 830, 2), Verdict::Corrupted(2));
         assert_eq!((f.duplicates, f.out_of_order, f.corrupted), (1, 1, 1));
         assert!(!f.finished());
     }
@@ -589,7 +587,13 @@ mod tests {
         f.mcast_done(0, false, 10, None);
         assert_eq!(f.send_errors, 1);
         f.mcast_posted(1, 20, None, 0);
-        assert_eq!(f.mcast_receive(1, &m1, 30), Verdict::Good(1));
+        assert_eq!(f.mcast_receive(1, &m1, 30, 1), Verdict::Good(1));
+        // Multicast 0 reaches the other member after all: late, not a
+        // duplicate, and only once.
+        let m0 = msg(&f, Dir::Forward, 0);
+        assert_eq!(f.mcast_receive(2, &m0, 40, 0), Verdict::Late(0));
+        assert_eq!(f.mcast_receive(2, &m0, 50, 0), Verdict::Duplicate(0));
+        assert_eq!((f.duplicates, f.corrupted), (1, 0));
     }
 
     #[test]

@@ -323,7 +323,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             l.resolved += 1;
             let f = &mut l.flows[flow];
             f.mcast_tree_work(info.mseq as u64, host_children, nic_ops);
-            f.mcast_receive(rank, if data_ok { &self.scratch[..n] } else { &[] }, now)
+            let data = if data_ok { &self.scratch[..n] } else { &[] };
+            f.mcast_receive(rank, data, now, info.mseq as u64)
         };
         if let Verdict::Good(i) = verdict {
             if i != info.mseq as u64 {
