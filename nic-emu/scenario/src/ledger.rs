@@ -307,6 +307,8 @@ impl FlowLedger {
     /// carry its index).
     pub fn mcast_receive(&mut self, rank: u16, data: &[u8], now: u64, mseq: u64) -> Verdict {
         let Some(mut m) = self.mcast.take() else { return Verdict::Corrupted(0) };
+        // (Failed ones up to its turn are skipped first, as `receive` does.)
+        m.members[rank as usize - 1].skip_failed();
         let late = m.members[rank as usize - 1].skipped.contains_key(&mseq)
             && self.is_message(data, Dir::Forward, mseq);
         if late {
@@ -594,6 +596,19 @@ mod tests {
         assert_eq!(f.mcast_receive(2, &m0, 40, 0), Verdict::Late(0));
         assert_eq!(f.mcast_receive(2, &m0, 50, 0), Verdict::Duplicate(0));
         assert_eq!((f.duplicates, f.corrupted), (1, 0));
+    }
+
+    #[test]
+    fn a_failed_multicast_right_after_a_good_one_is_late_not_a_duplicate() {
+        let mut f = mcast_ledger();
+        let (m0, m1) = (msg(&f, Dir::Forward, 0), msg(&f, Dir::Forward, 1));
+        f.mcast_posted(0, 0, None, 0);
+        f.mcast_posted(1, 1, None, 0);
+        // Multicast 1 fails before member 1 has taken multicast 0.
+        f.mcast_done(1, false, 10, None);
+        assert_eq!(f.mcast_receive(1, &m0, 20, 0), Verdict::Good(0));
+        assert_eq!(f.mcast_receive(1, &m1, 30, 1), Verdict::Late(1));
+        assert_eq!((f.duplicates, f.corrupted, f.out_of_order), (0, 0, 0));
     }
 
     #[test]
