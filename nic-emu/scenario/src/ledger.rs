@@ -307,13 +307,11 @@ impl FlowLedger {
     /// carry its index).
     pub fn mcast_receive(&mut self, rank: u16, data: &[u8], now: u64, mseq: u64) -> Verdict {
         let Some(mut m) = self.mcast.take() else { return Verdict::Corrupted(0) };
+        m.last_activity_ns = m.last_activity_ns.max(now);
+        let me = &mut m.members[rank as usize - 1];
         // (Failed ones up to its turn are skipped first, as `receive` does.)
-        m.members[rank as usize - 1].skip_failed();
-        let late = m.members[rank as usize - 1].skipped.contains_key(&mseq)
-            && self.is_message(data, Dir::Forward, mseq);
-        if late {
-            m.members[rank as usize - 1].skipped.remove(&mseq);
-            m.last_activity_ns = m.last_activity_ns.max(now);
+        me.skip_failed();
+        if self.is_message(data, Dir::Forward, mseq) && me.skipped.remove(&mseq).is_some() {
             self.mcast = Some(m);
             return Verdict::Late(mseq);
         }
@@ -324,7 +322,6 @@ impl FlowLedger {
         let bytes = self.bytes;
         let v = self.receive(Dir::Forward, data, now);
         (self.delivered, self.bytes) = (delivered, bytes);
-        m.last_activity_ns = m.last_activity_ns.max(now);
         m.members[rank as usize - 1] = std::mem::replace(&mut self.streams[0], old);
         if let Verdict::Good(i) = v {
             m.deliveries += 1;

@@ -148,13 +148,15 @@ impl Gen {
                 Kind::Pingpong => {
                     t += &format!("kind = \"pingpong\"\ndst = [{dst}, {}]\n", f.dst.1)
                 }
-                Kind::Multicast { group, scheme, algorithm, window } => t += &format!(
+                Kind::Multicast { group, scheme, algorithm, window } => {
+                    t += &format!(
                     "kind = \"multicast\"\ngroup_size = {}\nscheme = \"{}\"\nalgorithm = \"{}\"\n\
                          window = {window}\n",
                     2 + group % (n - 1),
                     SCHEMES[scheme],
                     ALGORITHMS[algorithm]
-                ),
+                )
+                }
             }
             if !matches!(f.kind, Kind::Multicast { .. }) {
                 t += &format!("priority = \"{}\"\n", if f.high { "high" } else { "low" });

@@ -222,11 +222,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             if kind == RoleKind::PingInitiator && msg + 1 < r.messages {
                 r.queue.push_back(msg + 1);
             }
-            let name = self.ledger.borrow().flows[flow].spec.name.clone();
-            let cut = self.cut_now(flow);
             // After a NIC reset its peers' sends to it fail: counted, not
             // a problem.
-            if !cut {
+            if !self.cut_now(flow) {
+                let name = self.ledger.borrow().flows[flow].spec.name.clone();
                 self.problem(format!(
                     "flow {name}: message {msg} ({dir:?}) completed with {status:?}"
                 ));

@@ -419,8 +419,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         *left -= 1;
         let (done, flow) = (*left == 0, *flow);
         if status != SendStatus::Ok {
-            let name = self.ledger.borrow().flows[flow].spec.name.clone();
             if !self.cut_now(flow) {
+                let name = self.ledger.borrow().flows[flow].spec.name.clone();
                 self.problem(format!("flow {name}: a relay's send completed with {status:?}"));
             }
             let mut l = self.ledger.borrow_mut();
