@@ -61,6 +61,20 @@ impl Case {
         profile: &str,
         send_timeout_ns: Option<u64>,
     ) -> Case {
+        Case::starving(nodes, g, cached, len, profile, send_timeout_ns, &[])
+    }
+
+    /// [`Case::with_timeout`] with the members `starved` given no receive
+    /// buffers.
+    fn starving(
+        nodes: usize,
+        g: &[u16],
+        cached: Algorithm,
+        len: u32,
+        profile: &str,
+        send_timeout_ns: Option<u64>,
+        starved: &[u16],
+    ) -> Case {
         let cfg = Config {
             node: 0,
             nodes,
@@ -79,7 +93,7 @@ impl Case {
             let mut port = nic.open_port(PORT, PortOptions::default()).unwrap();
             let bufs: Vec<DmaBuf> =
                 (0..BUFS).map(|_| port.alloc(1u64 << class.max(12)).unwrap()).collect();
-            for (i, b) in bufs.iter().enumerate() {
+            for (i, b) in bufs.iter().enumerate().filter(|_| !starved.contains(&n)) {
                 port.provide_receive_buffer(b, class, Priority::Low, i as u64).unwrap();
             }
             members.push(Member {
@@ -391,5 +405,55 @@ fn a_member_whose_nic_is_gone_is_named_within_the_send_timeout() {
             let got = if [5, 6, 7].contains(&m.node) { vec![] } else { vec![0] };
             assert_eq!(m.got, got, "{scheme}: node {}", m.node);
         }
+    }
+}
+
+#[test]
+fn a_relayed_send_that_times_out_fails_alone_not_the_relays_own_sends_to_that_port() {
+    // Binomial over 8 with a 20 ms send timeout: rank 5, a leaf below
+    // relay 4, has its port open but no receive buffer, so relay 4's NIC
+    // is refused for want of one until its send to 5 times out, and the
+    // root names 5 not reached. That send was the NIC's own: relay 4's
+    // host never heard of it, so the stream to node 5's port must not be
+    // left suspended. The host's own send there afterwards is delivered
+    // and completes Ok.
+    let g: Vec<u16> = (0..8).collect();
+    let timeout = 20_000_000;
+    for scheme in [Scheme::Nic, Scheme::NicCached] {
+        let mut c =
+            Case::starving(8, &g, Algorithm::Binomial, 64, "lanai9-gm", Some(timeout), &[5]);
+        c.run(scheme, Algorithm::Binomial, 1);
+        let root = &c.members[0];
+        assert_eq!(root.done, vec![(0, SendStatus::Incomplete, 1)], "{scheme}");
+        assert_eq!(root.lost, vec![5], "{scheme}");
+        let class = c.class;
+        let (relay, leaf) = c.members.split_at_mut(5);
+        let (relay, leaf) = (&mut relay[4], &mut leaf[0]);
+        assert_eq!((relay.node, leaf.node), (4, 5));
+        leaf.port.provide_receive_buffer(&leaf.bufs[0], class, Priority::Low, 0).unwrap();
+        let src = relay.port.alloc(64).unwrap();
+        relay.port.write(&src, 0, &payload(99, 64)).unwrap();
+        relay.port.send(&src, 0, 64, class, Priority::Low, 5, PORT, 77).unwrap();
+        let (mut sent, mut got) = (None, None);
+        for _ in 0..50 {
+            c.rig.step();
+            while let Some(ev) = relay.port.poll() {
+                if let Event::Sent { tag: 77, status, .. } = ev {
+                    sent = Some(status);
+                }
+            }
+            while let Some(ev) = leaf.port.poll() {
+                if let Event::Received { len, mcast: None, .. } = ev {
+                    let mut data = vec![0u8; len as usize];
+                    leaf.port.read(&leaf.bufs[0], 0, &mut data).unwrap();
+                    got = Some(data);
+                }
+            }
+            if sent.is_some() && got.is_some() {
+                break;
+            }
+        }
+        assert_eq!(sent, Some(SendStatus::Ok), "{scheme}: the relay host's own send");
+        assert_eq!(got, Some(payload(99, 64)), "{scheme}: delivered intact");
     }
 }

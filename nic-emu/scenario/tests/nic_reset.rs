@@ -267,3 +267,53 @@ at_us = 2000
         }
     }
 }
+
+#[test]
+fn a_relayed_multicast_its_root_cut_short_leaves_the_relays_other_sends_to_that_child_alone() {
+    // Node 9 relays NIC-served multicasts of 70,000 bytes from root 8 and
+    // streams 1-byte messages to node 0, one of its children, on the same
+    // port. Root 8 resets in the middle of a multicast: node 9's record of
+    // it runs out of time with its send to node 0 part-way. That send is
+    // dropped, and the stream to node 0 starts again with SYNC behind it;
+    // node 9's own messages to node 0, queued on that stream, all arrive.
+    let text = r#"profile = "modern"
+seed = 2873331658
+[fabric]
+nodes = 10
+topology = "two-switch"
+[[flows]]
+name = "m"
+src = [8, 2]
+kind = "multicast"
+group_size = 6
+scheme = "nic"
+algorithm = "k-binomial"
+window = 1
+sizes = [0, 70000]
+messages = 2
+[[alltoall]]
+name = "a"
+port = 2
+bytes = 1
+messages = 7
+window = 2
+[faults]
+drop = 0.03
+[[faults.nic_reset]]
+node = 1
+at_us = 0
+[[faults.nic_reset]]
+node = 8
+at_us = 100
+[firmware]
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    let r = run(&Scenario::parse_validated(text).unwrap()).unwrap();
+    assert_eq!(r.sim.stopped, "done", "{}", r.summary());
+    assert!(r.problems.is_empty(), "{:?}\n{}", r.problems, r.summary());
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+    let f = r.flows.iter().find(|f| f.name == "a.9-0").unwrap();
+    assert_eq!((f.delivered, f.send_errors, f.cut_by_reset_us), (7, 0, None), "{f:?}");
+}

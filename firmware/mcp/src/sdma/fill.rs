@@ -200,8 +200,9 @@ impl Sdma {
                 }
                 Some(_) => None,
                 None => {
-                    // Its record finished without it (out of time).
-                    self.abandon_stream(cx, s, Some(SendStatus::Dropped));
+                    // Its record finished without it (out of time): this
+                    // message goes no further, the others to that port do.
+                    self.cut_message(cx, s, t);
                     return Ok(());
                 }
             },

@@ -373,6 +373,24 @@ impl Sdma {
     /// stream are dropped, and the stream stays suspended until Resume.
     fn send_timed_out(&mut self, cx: &mut Shared, s: u16, seq: u32) {
         cx.bump(Stat::Timeouts, 1);
+        let head = self.txs[s].head;
+        if head != NIL && cx.tokens[head].is_internal() {
+            // The NIC's own send (a relay's to a child): the host was not
+            // told, so it would never resume the stream, and its own sends
+            // to that port would be dropped from now on. That send alone
+            // times out (its multicast counts the child not reached); the
+            // rest go on, with SYNC (the receiver may hold packets after
+            // `seq` of the old numbering).
+            log_warn!(
+                "stream {=u16} to node {=u16}: no buffer there for a relayed send",
+                s,
+                self.txs[s].remote_node
+            );
+            self.pop_head(cx, s);
+            complete_token(cx, head, SendStatus::TimedOut);
+            self.restart_after_head(cx, s);
+            return;
+        }
         log_warn!(
             "stream {=u16} to node {=u16}: no buffer there for the send timeout: suspended",
             s,
@@ -396,6 +414,52 @@ impl Sdma {
         st.sr.clear();
         st.next_round();
         self.ring_remove(s);
+    }
+
+    /// Stream `s`'s message at the cursor, `t`, can go no further (a
+    /// relayed multicast whose record ended without it): it alone is
+    /// dropped, not the messages queued behind it on the same stream
+    /// (the host's own sends to that port among them). Packets of it may
+    /// be on their way or held at the receiver, so once everything before
+    /// it is acknowledged (it is the head) it leaves the stream and the
+    /// rest start again with SYNC, which makes the receiver let go of its
+    /// part of it. Until then the stream is held for a retry interval at
+    /// a time (the messages before it may still need resending).
+    pub(crate) fn cut_message(&mut self, cx: &mut Shared, s: u16, t: u16) {
+        if self.txs[s].head != t {
+            self.txs[s].hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
+            return;
+        }
+        log_debug!(
+            "stream {=u16} to node {=u16}: head message cut short: restarting",
+            s,
+            self.txs[s].remote_node
+        );
+        self.pop_head(cx, s);
+        complete_token(cx, t, SendStatus::Dropped);
+        self.restart_after_head(cx, s);
+    }
+
+    /// The stream goes on from a fresh sequence number with SYNC, its
+    /// queued messages (all unsent now) first.
+    fn restart_after_head(&mut self, cx: &mut Shared, s: u16) {
+        let st = &mut self.txs[s];
+        st.win.abandon();
+        st.sr.clear();
+        st.base = st.win.high();
+        st.sync_next = true;
+        st.sync_gen = st.sync_gen.wrapping_add(1);
+        st.nobuf_since = 0;
+        st.backoff = 0;
+        st.last_progress = cx.now;
+        if st.head == NIL {
+            st.cursor = NIL;
+            st.next_round();
+            self.ring_remove(s);
+        } else {
+            let base = st.base;
+            self.seek(cx, s, base);
+        }
     }
 
     /// Give up every token of stream `s` (with `status` events, or silently
