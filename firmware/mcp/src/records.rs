@@ -382,16 +382,26 @@ impl TxStream {
     /// When to poll after the last progress: the retransmission timeout,
     /// or under selective repeat (a poll resends nothing blindly) the
     /// measured round trip's with a quarter of the configured floor, not
-    /// backed off.
-    pub fn poll_after(&self, rto: u64, selective: bool) -> u64 {
+    /// backed off. Backoff never spaces the tries so far apart that fewer
+    /// than [`TRIES_PER_TIMEOUT`] fit in the send timeout: a stream is
+    /// given up on when nothing was acknowledged for that long, and on a
+    /// lossy path with a short send timeout a handful of tries could all
+    /// be lost.
+    pub fn poll_after(&self, rto: u64, selective: bool, send_timeout: u64) -> u64 {
         // Selective: no backoff, as a poll is one small packet and resends
         // nothing (measured: doubling it per poll without progress left
         // streams a receiver kept cutting idle for milliseconds).
         let (floor, backoff) =
             if selective { (rto / POLL_FLOOR_DIV, 0) } else { (rto, self.backoff) };
-        self.rtt.rto(floor).saturating_mul(1 << backoff.min(MAX_BACKOFF))
+        let once = self.rtt.rto(floor);
+        let cap = (send_timeout / TRIES_PER_TIMEOUT).max(once);
+        once.saturating_mul(1 << backoff.min(MAX_BACKOFF)).min(cap)
     }
 }
+
+/// The fewest retransmission timeouts a send timeout holds, however far
+/// they are backed off.
+pub const TRIES_PER_TIMEOUT: u64 = 8;
 
 /// A selective stream's poll timer has this fraction of the configured
 /// retransmission timeout as its floor.
@@ -905,6 +915,24 @@ mod tests {
         // Another sequence number replaces it.
         c.merge(Some((GAP, 12)), 4);
         assert_eq!(c.nack(), Some((GAP, 12)));
+    }
+
+    #[test]
+    fn backoff_leaves_room_for_eight_tries_in_the_send_timeout() {
+        let rto = 1_000_000;
+        let once = TxStream::EMPTY.rtt.rto(rto);
+        let mut st = TxStream::EMPTY;
+        // A minute's send timeout: doubled up to the most backoff.
+        st.backoff = MAX_BACKOFF;
+        assert_eq!(st.poll_after(rto, false, 60_000_000_000), once << MAX_BACKOFF);
+        // A short one: no try waits more than an eighth of it ...
+        let short = 16 * once;
+        for b in 0..=MAX_BACKOFF {
+            st.backoff = b;
+            assert_eq!(st.poll_after(rto, false, short), (once << b).min(2 * once), "{b}");
+        }
+        // ... nor less than one timeout, however short it is.
+        assert_eq!(st.poll_after(rto, false, once), once);
     }
 
     #[test]

@@ -482,7 +482,11 @@ impl TimerView {
         TimerView {
             busy: st.outstanding() != 0,
             hold_until: st.hold_until,
-            expire_at: st.last_progress.saturating_add(st.poll_after(cx.cfg.rto, cx.cfg.selective)),
+            expire_at: st.last_progress.saturating_add(st.poll_after(
+                cx.cfg.rto,
+                cx.cfg.selective,
+                cx.cfg.send_timeout,
+            )),
             acked_at: st.acked_at,
         }
     }
