@@ -21,6 +21,11 @@ use nic_abi::{class_max_len, MAX_SIZE_CLASS, NUM_PORTS};
 enum Taken {
     Nothing,
     One,
+    /// A slot whose descriptor the look-ahead took in an earlier pass:
+    /// passed over, not taken again (costs no budget: a pass that only
+    /// passed over such slots would do no work, and the descriptors after
+    /// them would wait for the next doorbell).
+    Passed,
     Multicast,
 }
 
@@ -50,6 +55,7 @@ impl Sdma {
                         break;
                     }
                     Taken::One => budget -= 1,
+                    Taken::Passed => {}
                     // A multicast's first packet leaves before the next
                     // descriptor is taken: a relay's deepest child first.
                     Taken::Multicast => budget = 0,
@@ -74,7 +80,7 @@ impl Sdma {
             self.ahead[p] >>= 1;
             self.cons[p] = cons.wrapping_add(1);
             hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
-            return Taken::One;
+            return Taken::Passed;
         }
         let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
         hw.read(send_slot(p, cons), &mut b);
