@@ -252,14 +252,18 @@ impl<B: NicBackend> Port<B> {
     }
 
     /// Host scheme at the root: post the sends to its children from the
-    /// `from`-th on, as far as send tokens go (separate addressing: the
-    /// host's step per destination first). Returns how many were posted.
+    /// `from`-th on, as far as send tokens and send ring slots go
+    /// (separate addressing: the host's step per destination first).
+    /// Returns how many were posted.
     pub fn multicast_more(&mut self, m: &Multicast<'_>, from: usize) -> Result<u32, DriverError> {
         if m.scheme != Scheme::Host {
             return Err(DriverError::BadGroup("only the host scheme posts per child"));
         }
         let kids = m.group.children(m.algorithm, 0);
-        let room = self.send_tokens_free() as usize;
+        let left = kids.len().saturating_sub(from) as u32;
+        let per = 1 + desc::child_slots(1) as u32;
+        let slots = self.ring_free(left.saturating_mul(per)) / per;
+        let room = self.send_tokens_free().min(slots) as usize;
         let end = kids.len().min(from.saturating_add(room));
         let batch = kids.get(from..end).unwrap_or(&[]);
         if m.algorithm == Algorithm::Separate {
@@ -389,6 +393,11 @@ impl<B: NicBackend> Port<B> {
             Scheme::Host => {
                 if kids.len() as u32 > self.send_tokens_free() {
                     return Err(DriverError::NoSendToken);
+                }
+                let per = 1 + desc::child_slots(1) as u32;
+                let want = (kids.len() as u32).saturating_mul(per);
+                if self.ring_free(want) < want {
+                    return Err(DriverError::RingFull);
                 }
                 for c in kids {
                     self.post_listed(&d, &fields(1), std::slice::from_ref(c))?;

@@ -811,6 +811,13 @@ impl<B: NicBackend> Port<B> {
         self.prod.wrapping_sub(self.cons_seen)
     }
 
+    /// Send ring slots free now (SEND_CONS read when the cached view
+    /// says fewer than `want` are).
+    pub(crate) fn ring_free(&mut self, want: u32) -> u32 {
+        self.ring_has_room(want);
+        SEND_RING_LEN.saturating_sub(self.prod.wrapping_sub(self.cons_seen))
+    }
+
     fn ring_has_room(&mut self, n: u32) -> bool {
         if self.prod.wrapping_sub(self.cons_seen) + n <= SEND_RING_LEN {
             return true;

@@ -457,3 +457,59 @@ fn a_relayed_send_that_times_out_fails_alone_not_the_relays_own_sends_to_that_po
         assert_eq!(got, Some(payload(99, 64)), "{scheme}: delivered intact");
     }
 }
+
+#[test]
+fn a_host_scheme_root_posts_as_many_children_as_the_send_ring_holds_then_the_rest() {
+    // Separate addressing over 16 members: 15 sends from the root, a ring
+    // slot each (the one listed child fits in the descriptor's). The root
+    // has 32 send tokens, but its 8 receive buffers and 48 Resume
+    // descriptors (which take no token), posted and not yet taken by its
+    // NIC, leave 8 of the 64 ring slots: room for 8 children. The driver
+    // posts those 8 and says so, rather than failing at the 9th; once the
+    // NIC has taken them, the other 7 go too, and every member gets the
+    // message once. (The NIC takes the Resumes ahead of the receive
+    // buffers, whose translations it reads first; passing over them later
+    // must not use up its pass, or the sends behind them would wait.)
+    let g: Vec<u16> = (0..16).collect();
+    let mut c = Case::new(16, &g, Algorithm::Separate, 64, "lanai9-gm");
+    let class = c.class;
+    let root = &mut c.members[0];
+    for _ in 0..48 {
+        root.port.resume(1, PORT, Priority::High).unwrap();
+    }
+    let src = root.port.alloc(64).unwrap();
+    root.port.write(&src, 0, &payload(0, 64)).unwrap();
+    let group = c.group.clone();
+    let m = Multicast {
+        buf: &src,
+        offset: 0,
+        len: 64,
+        size_class: class,
+        priority: Priority::Low,
+        group: &group,
+        scheme: Scheme::Host,
+        algorithm: Algorithm::Separate,
+        mseq: 0,
+        tag: 1 << 32,
+    };
+    assert_eq!(root.port.multicast(&m), Ok(8), "as many as the ring holds");
+    assert_eq!(root.port.multicast_more(&m, 8), Ok(0), "the ring is full: none more yet");
+    c.rig.step();
+    assert_eq!(c.members[0].port.multicast_more(&m, 8), Ok(7), "the rest, once there is room");
+    for _ in 0..50 {
+        c.rig.step();
+        c.drain();
+        if c.members[0].done.len() == 15 {
+            break;
+        }
+    }
+    let root = &c.members[0];
+    assert_eq!(root.done.len(), 15, "a completion per child");
+    assert!(root.done.iter().all(|&(_, s, _)| s == SendStatus::Ok), "{:?}", root.done);
+    for m in &c.members {
+        assert!(m.bad.is_empty(), "{:?}", m.bad);
+        if m.node != 0 {
+            assert_eq!(m.got, vec![0], "node {}", m.node);
+        }
+    }
+}

@@ -214,3 +214,54 @@ fn members_behind_a_cable_that_stays_down_are_named_within_the_send_timeout() {
         assert_eq!((f.corrupted, f.duplicates, f.out_of_order), (0, 0, 0), "{what}");
     }
 }
+
+#[test]
+fn a_host_scheme_root_posts_its_children_as_the_send_ring_frees_up() {
+    // Node 6 roots host-scheme multicasts to four children (a descriptor
+    // each) on the port its all-to-all sends use too, and two NICs reset
+    // at the start, so sends to them wait and the port's send ring fills.
+    // The root posts what fits and the rest as slots come back: no
+    // multicast is left half posted, and every flow no reset cut delivers
+    // everything.
+    let text = r#"profile = "modern"
+seed = 29944
+[fabric]
+nodes = 9
+[[flows]]
+name = "m"
+src = [6, 3]
+kind = "multicast"
+group_size = 5
+scheme = "host"
+algorithm = "separate"
+window = 3
+bytes = 65536
+messages = 4
+[[alltoall]]
+name = "a"
+port = 3
+bytes = 64
+messages = 5
+window = 4
+[faults]
+corrupt = 0.01
+[[faults.link_down]]
+link = "node2"
+at_us = 0
+for_us = 10
+[[faults.nic_reset]]
+node = 0
+at_us = 0
+[[faults.nic_reset]]
+node = 7
+at_us = 0
+[firmware]
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    let r = run(&Scenario::parse_validated(text).unwrap()).unwrap();
+    assert_eq!(r.sim.stopped, "done", "{}", r.summary());
+    assert!(r.problems.is_empty(), "{:?}\n{}", r.problems, r.summary());
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+}

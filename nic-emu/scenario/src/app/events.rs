@@ -196,9 +196,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if let Some((pool, idx)) = decode_relay_tag(tag) {
             return self.on_relay_sent(pi, pool, idx, status);
         }
-        let (ri, slot, msg) = decode_send_tag(tag);
+        let (ri, _, msg) = decode_send_tag(tag);
         if self.roles.get(ri).is_some_and(|r| r.kind == RoleKind::McastRoot) {
-            return self.on_mcast_root_sent(ri, slot, msg, status, mcast.copied());
+            return self.on_mcast_root_sent(ri, msg, status, mcast.copied());
         }
         self.on_sent(tag, status == SendStatus::Ok, status)
     }

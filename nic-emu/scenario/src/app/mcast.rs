@@ -132,9 +132,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
         let posted = self.post_root(ri, slot, mseq, 0)?;
+        let children = self.host_root_children(flow);
         let r = &mut self.roles[ri];
         r.free.pop();
-        r.mcast_pending.insert(mseq, McastPending { left: posted, ok: true, posted });
+        r.mcast_pending
+            .insert(mseq, McastPending { left: posted, ok: true, posted, children, slot });
         self.ledger.borrow_mut().flows[flow].mcast_posted(mseq, now, busy, host_children);
         Ok(())
     }
@@ -215,7 +217,6 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     pub(super) fn on_mcast_root_sent(
         &mut self,
         ri: usize,
-        slot: usize,
         mseq: u64,
         status: SendStatus,
         info: Option<McastInfo>,
@@ -244,22 +245,49 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         };
         p.left = p.left.saturating_sub(1);
         p.ok &= status == SendStatus::Ok;
-        let from = p.posted;
-        // The host scheme posts the root's children as send tokens come
-        // back (a separate tree of more members than a port has tokens).
-        if from < self.host_root_children(flow) {
-            match self.post_root(ri, slot, mseq, from as usize) {
+        self.post_more_children(ri);
+        self.mcast_settle(ri, mseq);
+    }
+
+    /// Host scheme: post the next children of root role `ri`'s multicasts
+    /// not wholly posted yet, as far as send tokens and send ring slots
+    /// go (a separate tree of more members than a port has tokens, or a
+    /// ring other sends filled). Called at each completion and each time
+    /// the program sends.
+    pub(super) fn post_more_children(&mut self, ri: usize) {
+        loop {
+            let r = &self.roles[ri];
+            let next = r.mcast_pending.iter().find(|(_, p)| p.posted < p.children);
+            let Some((&mseq, &McastPending { slot, posted, .. })) = next else { return };
+            match self.post_root(ri, slot, mseq, posted as usize) {
+                Ok(0) | Err(DriverError::NoSendToken | DriverError::RingFull) => return,
                 Ok(n) => {
                     let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
                     p.left += n;
                     p.posted += n;
                 }
-                Err(e) => self.problem(format!("flow {name}: multicast {mseq}: {e}")),
+                Err(e) => {
+                    let name = self.ledger.borrow().flows[self.roles[ri].flow].spec.name.clone();
+                    self.problem(format!("flow {name}: multicast {mseq}: {e}"));
+                    let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
+                    p.children = p.posted;
+                    p.ok = false;
+                    self.mcast_settle(ri, mseq);
+                }
             }
         }
+    }
+
+    /// Root role `ri`'s multicast `mseq` is done once every child is
+    /// posted and every completion came.
+    fn mcast_settle(&mut self, ri: usize, mseq: u64) {
+        let flow = self.roles[ri].flow;
         let r = &mut self.roles[ri];
-        let Some(&McastPending { left, ok, .. }) = r.mcast_pending.get(&mseq) else { return };
-        if left > 0 {
+        let Some(&McastPending { left, ok, posted, children, slot }) = r.mcast_pending.get(&mseq)
+        else {
+            return;
+        };
+        if left > 0 || posted < children {
             return;
         }
         r.mcast_pending.remove(&mseq);

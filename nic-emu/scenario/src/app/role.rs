@@ -46,9 +46,14 @@ pub(super) struct McastPending {
     pub(super) left: u32,
     /// All completions so far were Ok.
     pub(super) ok: bool,
-    /// Host scheme: children posted so far (the rest are posted as
-    /// completions bring send tokens back).
+    /// Host scheme: children posted so far (the rest are posted as send
+    /// tokens and send ring slots come back).
     pub(super) posted: u32,
+    /// Host scheme: the children to post (0 for the other schemes; as
+    /// many as were posted once posting failed).
+    pub(super) children: u32,
+    /// The send slot its message is in.
+    pub(super) slot: usize,
 }
 
 /// Where a role is with the bandwidth manager.

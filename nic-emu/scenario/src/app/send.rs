@@ -88,6 +88,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     /// One role's turn in `pump`: send what it may.
     fn pump_role(&mut self, ri: usize, now: u64, later: &mut Option<u64>, refused: &mut u64) {
+        if self.roles[ri].kind == RoleKind::McastRoot {
+            self.post_more_children(ri);
+        }
         {
             let r = &self.roles[ri];
             if r.sent_all {
