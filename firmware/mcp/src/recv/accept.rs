@@ -585,9 +585,12 @@ impl Recv {
             return true;
         }
         let rec = cx.mcasts[m];
-        if rec.have.wrapping_sub(rec.released) >= RELAY_WINDOW as u32
-            || cx.relay_held() >= map::RX_BUF_COUNT / 2
-        {
+        let held = rec.have.wrapping_sub(rec.released);
+        // A record holding none may always take one, over the NIC's
+        // limit: its forward may be the token at the head of a stream
+        // that another record's forwards (holding the buffers) wait
+        // behind, and refusing it would stall both until their deadline.
+        if held >= RELAY_WINDOW as u32 || (held > 0 && cx.relay_held() >= map::RX_BUF_COUNT / 2) {
             return false;
         }
         cx.rx_holds[buf as usize] += 1;
