@@ -326,3 +326,67 @@ limit_ms = 60000
     // Not held up by a deadline: well under one send timeout.
     assert!(r.sim.end_ns < 1_000_000_000, "{}", r.summary());
 }
+
+#[test]
+fn relays_and_selective_repeat_together_leave_the_receive_engine_buffers() {
+    // Selective repeat holds packets past gaps, and relays hold the ones
+    // they forward, each up to its own share of a NIC's receive buffers.
+    // Here node 4 relays 70,000-byte multicasts while an all-to-all under
+    // loss leaves gaps: together they must not hold every buffer, or its
+    // receive-DMA engine takes nothing more (not the acks nor the packets
+    // that would let the held ones go), the packets waiting for it hold
+    // the links behind them, and the whole fabric stops.
+    let text = r#"profile = "lanai9-gm"
+seed = 2854337216
+[fabric]
+nodes = 10
+topology = "two-switch"
+[[flows]]
+name = "f0"
+src = [2, 2]
+kind = "multicast"
+group_size = 6
+scheme = "nic-cached"
+algorithm = "k-binomial"
+window = 3
+bytes = 70000
+messages = 3
+[[flows]]
+name = "f1"
+src = [2, 2]
+kind = "pingpong"
+dst = [7, 2]
+bytes = 9000
+messages = 3
+[[flows]]
+name = "f2"
+src = [3, 3]
+kind = "stream"
+dst = [7, 1]
+window = 2
+bytes = 64
+messages = 10
+[[alltoall]]
+name = "a"
+port = 3
+bytes = 20000
+messages = 7
+window = 4
+[faults]
+drop = 0.03
+[[faults.link_down]]
+link = "node0"
+at_us = 500
+for_us = 10
+[firmware]
+reliability = "selective"
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    let r = run(&Scenario::parse_validated(text).unwrap()).unwrap();
+    assert_eq!(r.sim.stopped, "done", "{}", r.summary());
+    assert!(r.problems.is_empty(), "{:?}\n{}", r.problems, r.summary());
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+    assert!(r.sim.end_ns < 1_000_000_000, "{}", r.summary());
+}

@@ -553,6 +553,7 @@ impl Recv {
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
         let room = cx.mcast_tokens_free(n as usize, TokKind::McastFwd)
             && cx.relay_held() < map::RX_BUF_COUNT / 2
+            && cx.relay_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
                 sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
@@ -586,11 +587,22 @@ impl Recv {
         }
         let rec = cx.mcasts[m];
         let held = rec.have.wrapping_sub(rec.released);
-        // A record holding none may always take one, over the NIC's
-        // limit: its forward may be the token at the head of a stream
-        // that another record's forwards (holding the buffers) wait
-        // behind, and refusing it would stall both until their deadline.
-        if held >= RELAY_WINDOW as u32 || (held > 0 && cx.relay_held() >= map::RX_BUF_COUNT / 2) {
+        // Relays hold at most half the buffers, and with the packets
+        // selective repeat holds past gaps at most three quarters
+        // (`SR_HOLDS`): the engine keeps the rest for the acks and the
+        // packets that let held ones go. A record holding none may take
+        // one over those limits (not over seven eighths): its forward may
+        // be the token at the head of a stream that another record's
+        // forwards (holding the buffers) wait behind, and refusing it
+        // would stall both until their deadline.
+        let relay = cx.relay_held();
+        let all = relay + self.holds.len() as u32;
+        let room = if held == 0 {
+            all < map::RX_BUF_COUNT * 7 / 8
+        } else {
+            relay < map::RX_BUF_COUNT / 2 && all < super::SR_HOLDS as u32
+        };
+        if held >= RELAY_WINDOW as u32 || !room {
             return false;
         }
         cx.rx_holds[buf as usize] += 1;
