@@ -441,7 +441,8 @@ impl Sdma {
     }
 
     /// The stream goes on from a fresh sequence number with SYNC, its
-    /// queued messages (all unsent now) first.
+    /// queued messages (all unsent now) first. (The next message starts
+    /// afresh: its first timeout is not the last one's, doubled.)
     fn restart_after_head(&mut self, cx: &mut Shared, s: u16) {
         let st = &mut self.txs[s];
         st.win.abandon();
@@ -477,19 +478,7 @@ impl Sdma {
                 None => cx.tokens.free(t),
             }
         }
-        let st = &mut self.txs[s];
-        st.win.abandon();
-        st.sr.clear();
-        st.base = st.win.high();
-        st.cursor = NIL;
-        st.sync_next = true;
-        st.sync_gen = st.sync_gen.wrapping_add(1);
-        st.nobuf_since = 0;
-        // The next message starts afresh: its first timeout is not the
-        // abandoned one's last, doubled.
-        st.backoff = 0;
-        st.next_round();
-        self.ring_remove(s);
+        self.restart_after_head(cx, s);
     }
 
     /// A step of the machine (kept out of line: a debugger breaks here).
