@@ -189,14 +189,6 @@ impl Sdma {
         } else if seq_lt(self.txs[s].win.next(), ack) {
             self.seek(cx, s, ack);
         }
-        // A relay's child acknowledged part of a relayed message: the
-        // receive buffers every child has acknowledged can go back.
-        let head = self.txs[s].head;
-        if crate::MULTICAST && head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
-            let tok = cx.tokens[head];
-            let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
-            crate::mcast::kid_progress(cx, head, acked);
-        }
         // Complete the tokens wholly acked.
         loop {
             let t = self.txs[s].head;
@@ -218,6 +210,16 @@ impl Sdma {
                     complete_token(cx, t, SendStatus::Ok)
                 }
             }
+        }
+        // A relay's child acknowledged part of a relayed message (the
+        // head now, once the messages before it, wholly acknowledged by
+        // the same ack, are done): the receive buffers every child has
+        // acknowledged can go back.
+        let head = self.txs[s].head;
+        if crate::MULTICAST && head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+            let tok = cx.tokens[head];
+            let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
+            crate::mcast::kid_progress(cx, head, acked);
         }
     }
 
