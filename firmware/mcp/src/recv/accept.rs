@@ -553,7 +553,6 @@ impl Recv {
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
         let room = cx.mcast_tokens_free(n as usize, TokKind::McastFwd)
             && cx.relay_held() < map::RX_BUF_COUNT / 2
-            && cx.relay_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
                 sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
@@ -581,34 +580,53 @@ impl Recv {
     /// wait for acks that find none. (Packets selective repeat keeps past
     /// a gap do not count here: refusing the packet that fills the gap
     /// because of them would keep them forever.)
-    fn relay_hold(&mut self, cx: &mut Shared, m: u16, buf: u8) -> bool {
+    fn relay_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: u16, buf: u8) -> bool {
         if !cx.mcasts.is_live(m) || cx.mcasts[m].source != McastSource::RxBufs {
             return true;
         }
         let rec = cx.mcasts[m];
         let held = rec.have.wrapping_sub(rec.released);
-        // Relays hold at most half the buffers, and with the packets
-        // selective repeat holds past gaps at most three quarters
-        // (`SR_HOLDS`): the engine keeps the rest for the acks and the
-        // packets that let held ones go. A record holding none may take
-        // one over those limits (not over seven eighths): its forward may
-        // be the token at the head of a stream that another record's
-        // forwards (holding the buffers) wait behind, and refusing it
-        // would stall both until their deadline.
-        let relay = cx.relay_held();
-        let all = relay + self.holds.len() as u32;
-        let room = if held == 0 {
-            all < map::RX_BUF_COUNT * 7 / 8
-        } else {
-            relay < map::RX_BUF_COUNT / 2 && all < super::SR_HOLDS as u32
-        };
-        if held >= RELAY_WINDOW as u32 || !room {
+        // Relays hold at most half the buffers; a record holding none may
+        // take one over that: its forward may be the token at the head of
+        // a stream that another record's forwards (holding the buffers)
+        // wait behind, and refusing it would stall both until their
+        // deadline.
+        if held >= RELAY_WINDOW as u32 || (held > 0 && cx.relay_held() >= map::RX_BUF_COUNT / 2) {
             return false;
         }
+        // With the packets selective repeat holds past gaps, at most three
+        // quarters (`SR_HOLDS`): the engine keeps the rest, for the acks
+        // and the packets that let held ones go (were every buffer held,
+        // it would take nothing, the packets waiting for it would hold the
+        // links behind them, and the fabric would stop). This packet is in
+        // order, so held ones make room for it, not it for them.
+        while cx.relay_held() + self.holds.len() as u32 >= super::SR_HOLDS as u32
+            && self.evict_hold(cx, hw)
+        {}
         cx.rx_holds[buf as usize] += 1;
         let rec = &mut cx.mcasts[m];
         rec.bufs[rec.have as usize % RELAY_WINDOW] = buf;
         rec.have += 1;
+        true
+    }
+
+    /// Let go of the packet held past a gap that is furthest ahead of what
+    /// its stream expects (its sender sends it again once a STAT names it
+    /// missing). False when none is held.
+    fn evict_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw) -> bool {
+        let ahead = |h: &super::Hold| match self.rxs.is_live(h.stream) {
+            true => h.seq.wrapping_sub(self.rxs[h.stream].win.expected()),
+            false => u32::MAX,
+        };
+        let Some(i) = (0..self.holds.len()).max_by_key(|&i| ahead(&self.holds[i])) else {
+            return false;
+        };
+        let h = self.holds.swap_remove(i);
+        if self.rxs.is_live(h.stream) {
+            self.rxs[h.stream].win.unhold(h.seq);
+        }
+        cx.bump(Stat::Drops, 1);
+        cx.rxfree.give(hw, h.buf);
         true
     }
 
@@ -780,7 +798,7 @@ impl Recv {
                 if m != NIL {
                     w.mcast_rx_packets += 1;
                 }
-                if m != NIL && !self.relay_hold(cx, m, buf) {
+                if m != NIL && !self.relay_hold(cx, hw, m, buf) {
                     // The relay holds all the buffers it may: later.
                     cx.bump(Stat::McastBusy, 1);
                     self.nack(cx, hw, buf, r, NackCode::Busy, h);
