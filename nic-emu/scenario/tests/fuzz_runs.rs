@@ -8,7 +8,8 @@
 //! reorder one). proptest shrinks a failing scenario and prints it as a
 //! file to run with `cargo xtask sim`.
 //!
-//! The suite runs 48 cases from a fixed seed, the same ones every time.
+//! The suite runs 256 cases from a fixed seed, the same ones every time
+//! (under a second).
 //! To look further: `PROPTEST_CASES=5000 PROPTEST_RNG_SEED=<any number>
 //! cargo test --release -p nic-scenario --test fuzz_runs` (a few ms a
 //! case).
@@ -206,7 +207,7 @@ impl Gen {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48)
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256)
 }
 
 fn seed() -> proptest::test_runner::RngSeed {
