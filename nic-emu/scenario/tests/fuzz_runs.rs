@@ -1,17 +1,18 @@
-//! Random scenarios run on the simulator: streams, ping-pongs, multicasts
-//! of every scheme and algorithm and all-to-alls, on every bundled
-//! profile and topology, under drops, corruption, duplication, cables
-//! going down and NIC resets, with either reliability mode. Every run must
-//! end (not at its time limit), with no problem on any host, and every
-//! flow no reset cut must deliver each message exactly once, intact and
-//! in order (a cut flow may lose messages, never duplicate, corrupt or
-//! reorder one). proptest shrinks a failing scenario and prints it as a
+//! Random scenarios run on the simulator: 2 to 16 nodes, streams (some
+//! paced by an IDT, a bandwidth request or best effort, some stopping
+//! early), ping-pongs, multicasts of every scheme and algorithm and
+//! all-to-alls, on every bundled profile and topology, under drops,
+//! corruption, duplication, cables going down and NIC resets, with either
+//! reliability mode. Every run must end (not at its time limit), with no
+//! problem on any host, and every flow no reset cut must deliver each
+//! message exactly once, intact and in order (a cut flow may lose
+//! messages, never duplicate, corrupt or reorder one). proptest shrinks a failing scenario and prints it as a
 //! file to run with `cargo xtask sim`.
 //!
 //! The suite runs 256 cases from a fixed seed, the same ones every time
-//! (under a second).
+//! (a few seconds).
 //! To look further: `PROPTEST_CASES=5000 PROPTEST_RNG_SEED=<any number>
-//! cargo test --release -p nic-scenario --test fuzz_runs` (a few ms a
+//! cargo test --release -p nic-scenario --test fuzz_runs` (some 20 ms a
 //! case).
 
 use nic_scenario::{run, Scenario};
@@ -22,6 +23,13 @@ const SCHEMES: [&str; 4] = ["host", "nic", "assisted", "nic-cached"];
 const ALGORITHMS: [&str; 5] = ["separate", "serial", "binomial", "binary", "k-binomial"];
 const SIZES: [u32; 8] = [0, 1, 8, 64, 4096, 9000, 65536, 70000];
 const TIMES_US: [u32; 7] = [0, 1, 24, 100, 500, 2000, 10000];
+/// Rate-control keys a stream may carry, each with four values.
+const RATES: [(&str, [&str; 4]); 4] = [
+    ("", ["", "", "", ""]),
+    ("idt", ["0", "50", "500", "5000"]),
+    ("rate_mb_s", ["1", "10", "40", "100"]),
+    ("best_effort", ["true", "true", "true", "true"]),
+];
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -41,6 +49,10 @@ struct Flow {
     sizes: (usize, Option<usize>),
     messages: u8,
     start: usize,
+    /// Streams: no rate control, an IDT, a bandwidth request or best
+    /// effort (indices into `RATES`), and whether the flow stops early.
+    rate: (usize, usize),
+    stop: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -73,8 +85,10 @@ fn flow() -> impl Strategy<Value = Flow> {
         (0..SIZES.len(), proptest::option::of(0..SIZES.len())),
         1u8..=25,
         0..4usize,
+        ((0..RATES.len()), 0..4usize),
+        proptest::bool::weighted(0.2),
     )
-        .prop_map(|(kind, src, dst, high, sizes, messages, start)| Flow {
+        .prop_map(|(kind, src, dst, high, sizes, messages, start, rate, stop)| Flow {
             kind,
             src,
             dst,
@@ -82,12 +96,14 @@ fn flow() -> impl Strategy<Value = Flow> {
             sizes,
             messages,
             start,
+            rate,
+            stop,
         })
 }
 
 fn scenario() -> impl Strategy<Value = Gen> {
     (
-        (0..PROFILES.len(), any::<u32>(), 2u16..=10, 0u8..4),
+        (0..PROFILES.len(), any::<u32>(), 2u16..=16, 0u8..4),
         proptest::collection::vec(flow(), 1..=3),
         proptest::option::of((1u8..=4, 0..4usize, 1u8..=10, 1u8..=4)),
         (0u8..3, 0u8..2, 0u8..2),
@@ -166,7 +182,17 @@ impl Gen {
                 (a, Some(b)) => t += &format!("sizes = [{}, {}]\n", SIZES[a], SIZES[b]),
                 (a, None) => t += &format!("bytes = {}\n", SIZES[a]),
             }
-            t += &format!("messages = {}\nstart_us = {}\n", f.messages, [0, 0, 100, 5000][f.start]);
+            let start_us = [0, 0, 100, 5000][f.start];
+            t += &format!("messages = {}\nstart_us = {start_us}\n", f.messages);
+            if let Kind::Stream { .. } = f.kind {
+                let (key, values) = RATES[f.rate.0];
+                if !key.is_empty() {
+                    t += &format!("{key} = {}\n", values[f.rate.1]);
+                }
+                if f.stop {
+                    t += &format!("stop_us = {}\n", start_us + 2000);
+                }
+            }
         }
         if let Some((port, size, messages, window)) = self.alltoall {
             t += &format!(
