@@ -221,6 +221,14 @@ pub enum Relayed {
     Posted { descriptors: u32 },
 }
 
+/// Send ring slots a multicast descriptor listing `n` children takes.
+const fn listed_slots(n: usize) -> usize {
+    1 + desc::child_slots(n)
+}
+
+/// Ring slots a host-scheme root's send to one child takes.
+const PER_CHILD: u32 = listed_slots(1) as u32;
+
 impl<B: NicBackend> Port<B> {
     /// Post a multicast (see the module doc for what each scheme posts).
     /// Returns the number of descriptors posted (each one send token and
@@ -261,8 +269,7 @@ impl<B: NicBackend> Port<B> {
         }
         let kids = m.group.children(m.algorithm, 0);
         let left = kids.len().saturating_sub(from) as u32;
-        let per = 1 + desc::child_slots(1) as u32;
-        let slots = self.ring_free(left.saturating_mul(per)) / per;
+        let slots = self.ring_free(left.saturating_mul(PER_CHILD)) / PER_CHILD;
         let room = self.send_tokens_free().min(slots) as usize;
         let end = kids.len().min(from.saturating_add(room));
         let batch = kids.get(from..end).unwrap_or(&[]);
@@ -394,8 +401,7 @@ impl<B: NicBackend> Port<B> {
                 if kids.len() as u32 > self.send_tokens_free() {
                     return Err(DriverError::NoSendToken);
                 }
-                let per = 1 + desc::child_slots(1) as u32;
-                let want = (kids.len() as u32).saturating_mul(per);
+                let want = (kids.len() as u32).saturating_mul(PER_CHILD);
                 if self.ring_free(want) < want {
                     return Err(DriverError::RingFull);
                 }
@@ -415,7 +421,7 @@ impl<B: NicBackend> Port<B> {
         f: &McastFields,
         kids: &[ListedChild],
     ) -> Result<(), DriverError> {
-        let slots = 1 + desc::child_slots(kids.len());
+        let slots = listed_slots(kids.len());
         let mut bytes = vec![[0u8; DESC_SIZE as usize]; slots];
         d.encode(&mut bytes[0]);
         f.encode(&mut bytes[0]);

@@ -574,12 +574,13 @@ impl Recv {
     /// Packet of a relayed message in receive buffer `buf`: record `m`
     /// holds the buffer until every child has it. False when the relay
     /// holds as many as it may: `RELAY_WINDOW` of this message, or, with
-    /// every other message it relays, half of the receive buffers. The
-    /// other half takes the acks that let held buffers go: without this
-    /// bound a few messages relayed at once could hold every buffer and
-    /// wait for acks that find none. (Packets selective repeat keeps past
-    /// a gap do not count here: refusing the packet that fills the gap
-    /// because of them would keep them forever.)
+    /// every other message it relays, half of the receive buffers (a
+    /// record holding none may take one over that). The other half takes
+    /// the acks that let held buffers go: without this bound a few
+    /// messages relayed at once could hold every buffer and wait for acks
+    /// that find none. (Packets selective repeat keeps past a gap never
+    /// make it refuse: refusing the packet that fills the gap because of
+    /// them would keep them forever. They make room for it instead.)
     fn relay_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: u16, buf: u8) -> bool {
         if !cx.mcasts.is_live(m) || cx.mcasts[m].source != McastSource::RxBufs {
             return true;

@@ -388,9 +388,7 @@ impl Sdma {
                 s,
                 self.txs[s].remote_node
             );
-            self.pop_head(cx, s);
-            complete_token(cx, head, SendStatus::TimedOut);
-            self.restart_after_head(cx, s);
+            self.end_head(cx, s, SendStatus::TimedOut);
             return;
         }
         log_warn!(
@@ -437,8 +435,15 @@ impl Sdma {
             s,
             self.txs[s].remote_node
         );
+        self.end_head(cx, s, SendStatus::Dropped);
+    }
+
+    /// Stream `s`'s head message ends with `status`, alone: the rest start
+    /// again (`restart_after_head`).
+    fn end_head(&mut self, cx: &mut Shared, s: u16, status: SendStatus) {
+        let t = self.txs[s].head;
         self.pop_head(cx, s);
-        complete_token(cx, t, SendStatus::Dropped);
+        complete_token(cx, t, status);
         self.restart_after_head(cx, s);
     }
 
