@@ -107,6 +107,47 @@ fn send_without_receive_buffer_times_out_after_the_configured_time_then_flows_af
 }
 
 #[test]
+fn a_sender_refused_for_want_of_a_buffer_resends_ever_less_often_then_delivers_once_there_is_one() {
+    // Go-back-N (the default): a refused 64 KiB message (16 packets) goes
+    // again whole after each refusal. The profile's retry time is 100 us;
+    // resending every 100 us would put some 1,600 packets on the link in
+    // 50 ms, all dropped. The waits double instead (100 us, 200, 400 ...
+    // up to 6.4 ms), so about a dozen windows go in that time.
+    let mut p = pair(None);
+    let data = pattern(65536, 9);
+    let class = size_class_for(data.len() as u64);
+    let buf = p.a.alloc(65536).unwrap();
+    p.a.write(&buf, 0, &data).unwrap();
+    p.rig.sync();
+    p.a.send(&buf, 0, 65536, class, Priority::Low, 1, 2, 31).unwrap();
+    p.rig.run_for(50 * MS);
+    let refused = p.nic1.stat(Stat::NoBuffer);
+    let resent = p.nic0.stat(Stat::RetxNoBuffer);
+    assert!((5..=20).contains(&refused), "{refused} refusals in 50 ms");
+    assert!(resent <= 20 * 16, "{resent} packets resent for want of a buffer in 50 ms");
+    // A buffer at last: the message arrives within one longest wait (6.4
+    // ms) and a bit, intact, once.
+    let rbuf = p.b.alloc(65536).unwrap();
+    p.rig.sync();
+    let t_posted = p.rig.now();
+    p.b.provide_receive_buffer(&rbuf, class, Priority::Low, 32).unwrap();
+    match p.rig.next_real_event(&mut p.b, 50 * MS) {
+        Some((Event::Received { node: 0, port: 2, len: 65536, tag: 32, .. }, t)) => {
+            assert!(t - t_posted <= 10 * MS, "delivered {} ns after the buffer", t - t_posted);
+            let mut got = vec![0u8; data.len()];
+            p.b.read(&rbuf, 0, &mut got).unwrap();
+            assert_eq!(got, data, "payload changed on the way");
+        }
+        other => panic!("expected Received at node 1, got {other:?}"),
+    }
+    match p.rig.next_real_event(&mut p.a, 50 * MS) {
+        Some((Event::Sent { tag: 31, status: SendStatus::Ok, .. }, _)) => {}
+        other => panic!("expected Sent Ok at node 0, got {other:?}"),
+    }
+    assert_eq!(p.rig.next_real_event(&mut p.b, MS).map(|e| e.0), None, "delivered twice");
+}
+
+#[test]
 fn send_to_a_closed_port_reports_target_port_closed() {
     let mut p = pair(None);
     let buf = p.a.alloc(4096).unwrap();

@@ -267,6 +267,10 @@ pub struct TxStream {
     pub hold_until: u64,
     /// When the target first refused for lack of a buffer (0: not now).
     pub nobuf_since: u64,
+    /// Go-back-N: `NoBuffer` refusals in a row without progress. The wait
+    /// before sending the window again doubles with each, so a receiver
+    /// short of buffers is not kept busy turning it away.
+    pub refusals: u8,
     /// Sends are dropped until the host resumes (after a timeout).
     pub suspended: bool,
     /// Bumped at every rewind: filled buffers of an older epoch are stale.
@@ -350,6 +354,7 @@ impl TxStream {
         last_progress: 0,
         hold_until: 0,
         nobuf_since: 0,
+        refusals: 0,
         suspended: false,
         epoch: 0,
         conn: NIL,
@@ -397,7 +402,26 @@ impl TxStream {
         let cap = (send_timeout / TRIES_PER_TIMEOUT).max(once);
         once.saturating_mul(1 << backoff.min(MAX_BACKOFF)).min(cap)
     }
+
+    /// Go-back-N: how long to wait before sending the window again after
+    /// the target refused a packet for want of a buffer, counting this
+    /// refusal: the
+    /// profile's retry time, doubled for each refusal in a row before
+    /// this one without progress, at most `2^MAX_REFUSAL_SHIFT` times it
+    /// and never more than a [`TRIES_PER_TIMEOUT`]th of the send timeout.
+    /// A go-back-N sender sends its whole window again each time, and a
+    /// receiver short of buffers for long would spend its memory bus
+    /// taking in and dropping it.
+    pub fn refused(&mut self, nobuf_retry: u64, send_timeout: u64) -> u64 {
+        let shift = self.refusals.min(MAX_REFUSAL_SHIFT);
+        self.refusals = self.refusals.saturating_add(1);
+        let cap = (send_timeout / TRIES_PER_TIMEOUT).max(nobuf_retry);
+        nobuf_retry.saturating_mul(1 << shift).min(cap)
+    }
 }
+
+/// The most a refused sender's wait doubles ([`TxStream::refused`]).
+pub const MAX_REFUSAL_SHIFT: u8 = 6;
 
 /// The fewest retransmission timeouts a send timeout holds, however far
 /// they are backed off.
@@ -933,6 +957,27 @@ mod tests {
         }
         // ... nor less than one timeout, however short it is.
         assert_eq!(st.poll_after(rto, false, once), once);
+    }
+
+    #[test]
+    fn a_refused_window_waits_twice_as_long_each_time_up_to_a_cap() {
+        let retry = 200_000;
+        let minute = 60_000_000_000;
+        let mut st = TxStream::EMPTY;
+        // The first refusal waits the retry time, each after it twice
+        // the one before, up to 2^MAX_REFUSAL_SHIFT times it.
+        for k in 0..=MAX_REFUSAL_SHIFT {
+            assert_eq!(st.refused(retry, minute), retry << k, "{k}");
+        }
+        assert_eq!(st.refused(retry, minute), retry << MAX_REFUSAL_SHIFT);
+        // Never more than an eighth of a short send timeout ...
+        let mut st = TxStream::EMPTY;
+        let short = 16 * retry;
+        let waits: Vec<u64> = (0..5).map(|_| st.refused(retry, short)).collect();
+        assert_eq!(waits, [retry, 2 * retry, 2 * retry, 2 * retry, 2 * retry]);
+        // ... nor less than the retry time.
+        let mut st = TxStream::EMPTY;
+        assert_eq!(st.refused(retry, retry), retry);
     }
 
     #[test]

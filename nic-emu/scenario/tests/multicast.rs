@@ -445,3 +445,52 @@ limit_ms = 60000
 "#;
     assert_runs_clean(text);
 }
+
+#[test]
+fn a_go_back_n_sender_refused_for_want_of_a_buffer_backs_off_rather_than_flood_the_receiver() {
+    // Node 5 relays a NIC-served multicast of 64 KiB messages while an
+    // all-to-all of 4 KiB messages keeps its port's receive buffers
+    // busy. Its parent, node 4, is refused for want of a buffer for a
+    // new multicast message until node 5's host has taken the one before.
+    // Go-back-N resends the whole window after each refusal: if it did
+    // so every retry time, the link into node 5 stayed full of packets it
+    // could only drop, their receive-DMA took node 5's memory bus from
+    // the host-DMA copies that would free a buffer, and the multicast
+    // waited seconds, its last message timing out short of node 5's
+    // subtree. The sender waits longer after each refusal in a row, so
+    // the run ends in tens of milliseconds.
+    let text = r#"profile = "lanai4-gm"
+seed = 5138
+[fabric]
+nodes = 14
+[[flows]]
+name = "f0"
+src = [2, 3]
+kind = "multicast"
+group_size = 8
+scheme = "nic"
+algorithm = "k-binomial"
+window = 3
+bytes = 65536
+messages = 9
+[[alltoall]]
+name = "a"
+port = 3
+bytes = 4096
+messages = 8
+window = 4
+[[faults.link_down]]
+link = "node13"
+at_us = 0
+for_us = 1000
+[firmware]
+reliability = "go-back-n"
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    assert_runs_clean(text);
+    let r = run_text(text);
+    assert!(r.sim.packets < 20_000, "{} packets\n{}", r.sim.packets, r.summary());
+    assert!(r.sim.end_ns < 100_000_000, "{}", r.summary());
+}

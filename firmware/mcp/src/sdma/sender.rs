@@ -181,6 +181,7 @@ impl Sdma {
             st.last_progress = cx.now;
             st.acked_at = cx.now;
             st.nobuf_since = 0;
+            st.refusals = 0;
             st.backoff = 0;
             st.polled = false;
         }
@@ -285,15 +286,24 @@ impl Sdma {
                 self.rewind(cx, s, seq, cause);
             }
             NackCode::NoBuffer | NackCode::Busy => {
-                if cx.cfg.selective {
+                let wait = if cx.cfg.selective {
                     // The packets after it may be held there: only it
                     // goes again.
                     self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
+                    cx.cfg.nobuf_retry
+                } else if code == NackCode::NoBuffer {
+                    // The whole window goes again, backed off while the
+                    // refusals go on (a `Busy` target is at work on the
+                    // packet, a remote range's check going on only as
+                    // the sender comes again: it is not).
+                    self.rewind(cx, s, seq, RetxCause::NoBuffer);
+                    self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
                 } else {
                     self.rewind(cx, s, seq, RetxCause::NoBuffer);
-                }
+                    cx.cfg.nobuf_retry
+                };
                 let st = &mut self.txs[s];
-                st.hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
+                st.hold_until = cx.now.saturating_add(wait);
                 if code == NackCode::NoBuffer {
                     if st.nobuf_since == 0 {
                         st.nobuf_since = cx.now.max(1);
