@@ -168,13 +168,14 @@ fn a_nic_without_receive_buffers_holds_the_link_and_loses_nothing() {
     let (a, b) = (c.backend(0), c.backend(1));
     post_tx(&a, 0, &star_route(1), 0, 1, &[3u8; 4000]);
     c.kick(0);
-    // Nothing can happen: the packet waits at node 1, holding the path.
-    assert_eq!(c.run(RunLimit::Until(1_000_000)), RunOutcome::Stuck);
+    // Nothing can happen but the blocked-packet timeout (50 ms): the
+    // packet waits at node 1, holding the path.
+    assert_eq!(c.run(RunLimit::Until(1_000_000)), RunOutcome::TimeLimit);
     assert_eq!(reg32(&b, regs::RXDONE_PROD), 0);
     assert_eq!(reg32(&a, regs::TXDMA_DONE), 0, "the tail cannot leave while the head waits");
     assert_eq!(c.nic_stats(1).device.rx_backpressure_waits, 1);
     // A buffer appears (4 ms later): the packet lands, intact.
-    assert_eq!(c.run(RunLimit::Until(5_000_000)), RunOutcome::Stuck);
+    assert_eq!(c.run(RunLimit::Until(5_000_000)), RunOutcome::TimeLimit);
     assert_eq!(c.now_ns(), 5_000_000);
     post_rx(&b, 9);
     c.kick(1);
@@ -202,14 +203,46 @@ fn a_packet_blocked_in_a_switch_past_the_timeout_is_dropped_and_counted() {
     // The timeout is pending.
     assert_eq!(c.run(RunLimit::Until(timeout / 2)), RunOutcome::TimeLimit);
     assert_eq!(c.nic_stats(2).link_blocked_drops, 0);
-    let out = c.run(RunLimit::Until(timeout * 2));
-    assert_ne!(out, RunOutcome::Done);
+    // Both are dropped then, and nothing is left to happen.
+    assert_eq!(c.run(RunLimit::Until(timeout * 2)), RunOutcome::Done);
     assert_eq!(c.nic_stats(2).link_blocked_drops, 1);
-    assert_eq!(c.nic_stats(0).link_blocked_drops, 0, "the packet at the NIC is never dropped");
+    // The packet blocked at the NIC's input too: the switch feeding the
+    // NIC drops it, and its sender's link goes free.
+    assert_eq!(c.nic_stats(0).link_blocked_drops, 1, "the packet at the NIC's input");
+    assert_eq!(reg32(&c.backend(0), regs::TXDMA_DONE), 1);
     // Node 2's send completed (its tail left before it was dropped).
     assert_eq!(reg32(&c.backend(2), regs::TXDMA_DONE), 1);
     let into1 = c.link_stats().into_iter().find(|l| l.to == nic_emu::LinkEnd::Nic(1)).unwrap();
-    assert_eq!(into1.blocked_drops, 1);
+    assert_eq!(into1.blocked_drops, 2);
+    assert_eq!(reg32(&c.backend(1), regs::RXDONE_PROD), 0);
+}
+
+#[test]
+fn a_nic_that_takes_no_packets_holds_its_senders_only_for_the_blocked_packet_timeout() {
+    // Node 1's firmware never posts a receive buffer (wedged, or stopped
+    // in a debugger). Node 0 sends to it, then to node 2. The first
+    // packet's head waits at node 1's input holding node 0's link; after
+    // the switches' blocked-packet timeout it is dropped, and node 0's
+    // second packet goes out and lands at node 2.
+    let p = profile();
+    let timeout = p.switch.blocked_drop_timeout_ns;
+    let mut c = idle_cluster(p, 3, Topology::Star, Faults::NONE, 0);
+    let (a, z) = (c.backend(0), c.backend(2));
+    post_rx(&z, 4);
+    c.kick(2);
+    post_tx(&a, 0, &star_route(1), 0, 1, &[5u8; 2000]);
+    post_tx(&a, 1, &star_route(2), 0, 2, &[6u8; 2000]);
+    c.kick(0);
+    assert_eq!(c.run(RunLimit::Until(timeout - 1_000)), RunOutcome::TimeLimit);
+    assert_eq!(reg32(&z, regs::RXDONE_PROD), 0, "node 0's link is held until the timeout");
+    assert_eq!(c.run(RunLimit::Unlimited), RunOutcome::Done);
+    assert!(c.now_ns() >= timeout && c.now_ns() < timeout + 1_000_000, "{}", c.now_ns());
+    assert_eq!(reg32(&z, regs::RXDONE_PROD), 1);
+    assert_eq!(rx_done(&z, 0).status, RxStatus::empty());
+    assert_eq!(reg32(&a, regs::TXDMA_DONE), 2);
+    assert_eq!(c.nic_stats(0).link_blocked_drops, 1);
+    let s = c.nic_stats(1).device;
+    assert_eq!((s.rx_backpressure_waits, s.rx_backpressure_ns), (1, timeout));
 }
 
 #[test]

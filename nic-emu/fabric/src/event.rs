@@ -26,6 +26,9 @@ pub enum Ev {
     LinkFree { link: u32 },
     /// The oldest packet waiting for a link may have waited too long.
     LinkTimeout { link: u32 },
+    /// The oldest packet blocked at node's input (no receive buffer) may
+    /// have waited too long.
+    RxTimeout { node: u32 },
     /// A packet's head reached the far end of its current link.
     HeadArrive { flight: u32 },
     /// A packet's tail was written into a receive buffer.
@@ -60,7 +63,7 @@ const EMPTY: Bucket = Bucket { head: NIL, tail: NIL };
 impl Ev {
     /// Pack into 64 bits: kind (3 bits) | index (29 bits) | generation
     /// (32 bits). Indices (nodes, links, flights in flight) stay far below
-    /// 2^29.
+    /// 2^29. The two timeouts share a kind, told apart by the low word.
     #[inline]
     fn pack(self) -> u64 {
         let (k, a, b) = match self {
@@ -69,6 +72,7 @@ impl Ev {
             Ev::HdmaDone { node, gen } => (2, node, gen),
             Ev::LinkFree { link } => (3, link, 0),
             Ev::LinkTimeout { link } => (4, link, 0),
+            Ev::RxTimeout { node } => (4, node, 1),
             Ev::HeadArrive { flight } => (5, flight, 0),
             Ev::RxDone { flight } => (6, flight, 0),
             Ev::Kick { node } => (7, node, 0),
@@ -86,7 +90,8 @@ impl Ev {
             1 => Ev::AppWake { node: a, gen: b },
             2 => Ev::HdmaDone { node: a, gen: b },
             3 => Ev::LinkFree { link: a },
-            4 => Ev::LinkTimeout { link: a },
+            4 if b == 0 => Ev::LinkTimeout { link: a },
+            4 => Ev::RxTimeout { node: a },
             5 => Ev::HeadArrive { flight: a },
             6 => Ev::RxDone { flight: a },
             _ => Ev::Kick { node: a },
@@ -382,6 +387,8 @@ mod tests {
             Ev::HdmaDone { node: 3, gen: 9 },
             Ev::LinkFree { link: 9 },
             Ev::LinkTimeout { link: 0 },
+            Ev::RxTimeout { node: 0 },
+            Ev::RxTimeout { node: (1 << 29) - 1 },
             Ev::HeadArrive { flight: 123_456 },
             Ev::RxDone { flight: 42 },
             Ev::Kick { node: 11 },

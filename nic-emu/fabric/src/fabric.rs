@@ -709,6 +709,24 @@ impl Fabric {
         g + self.links[last as usize].spec.rate.ns(f.wire().len() as u64)
     }
 
+    /// The switches' blocked-packet timeout.
+    pub fn block_timeout(&self) -> u64 {
+        self.block_timeout
+    }
+
+    /// `id`, its head blocked at a NIC's input since `blocked_since`, has
+    /// waited the blocked-packet timeout at `now`: the switch feeding that
+    /// NIC drops it (counted on its last link and against its sender), and
+    /// the links it held go free.
+    pub fn drop_blocked_at_nic(&mut self, q: &mut EventQueue, id: u32, now: u64) {
+        let f = &self.flights[id as usize];
+        let last = f.path[f.hops as usize - 1];
+        let src = f.src as usize;
+        self.links[last as usize].stats.blocked_drops += 1;
+        self.by_src[src].blocked_drops += 1;
+        self.swallow(q, id, now);
+    }
+
     /// Drop `id` where its head is, at `now`.
     pub fn swallow(&mut self, q: &mut EventQueue, id: u32, now: u64) {
         self.unblock(q, id, now);

@@ -23,8 +23,8 @@
 //! - Receive-DMA: takes the packets of this NIC's inbox in order, each
 //!   into the next free receive buffer (a lent one straight from its
 //!   sender's transmit buffer; with none free the packet waits:
-//!   backpressure); packets blocked behind it too long are dropped as the
-//!   switch would.
+//!   backpressure); packets blocked there too long, the first and those
+//!   behind it, are dropped as the switch would.
 //!
 //! Owns the engines and the node's two mappings; touches SRAM and host
 //! memory only through `MappedFile` (bounds-checked atomics, and the
@@ -415,10 +415,19 @@ impl RtEngines {
                             dev.c.rx_backpressure_waits += 1;
                         }
                         if scan {
-                            // Packets queued behind it at the switch are
-                            // dropped after the blocked-packet timeout.
+                            // It and the packets queued behind it at the
+                            // switch are dropped after the blocked-packet
+                            // timeout, as the switch feeding this NIC
+                            // would: a NIC that takes nothing (its
+                            // firmware wedged, or stopped in a debugger)
+                            // holds up no sender longer than that.
                             let limit = fab.block_timeout();
-                            let mut i = 1;
+                            if let Some(t) = q[0].waited_since {
+                                if now.saturating_sub(q[0].since) >= limit {
+                                    dev.c.rx_backpressure_ns += now.saturating_sub(t);
+                                }
+                            }
+                            let mut i = 0;
                             while i < q.len() {
                                 if now.saturating_sub(q[i].since) >= limit {
                                     stale.extend(q.remove(i));
@@ -495,5 +504,72 @@ impl RtEngines {
             fab.release(&p);
             p.body.recycle(pool);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nic_device::faults::Faults;
+    use nic_device::profile::Profile;
+    use nic_fabric::topology::Topology;
+    use std::sync::Arc;
+
+    /// A fresh zeroed file of `len` bytes, mapped twice (its path removed
+    /// at once): one mapping for the fabric, one for the engines.
+    fn file(name: &str, len: u64) -> (MappedFile, MappedFile) {
+        let path = std::env::temp_dir().join(format!("rt-engines-{}-{name}", std::process::id()));
+        std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+        let m = (MappedFile::open(&path).unwrap(), MappedFile::open(&path).unwrap());
+        let _ = std::fs::remove_file(&path);
+        m
+    }
+
+    /// A NIC that never posts a receive buffer (its firmware wedged, or
+    /// stopped in a debugger) keeps the packet sent to it for the
+    /// switches' blocked-packet timeout, then the switch feeding it drops
+    /// it: counted against its sender, its sender let go.
+    #[test]
+    fn a_packet_a_nic_never_takes_is_dropped_after_the_blocked_packet_timeout() {
+        let profile = Profile::load("lanai9-gm").unwrap();
+        let timeout = profile.switch.blocked_drop_timeout_ns;
+        let layout = Topology::Star.layout(2, 8).unwrap();
+        let sram_len = u64::from(profile.nic.sram_bytes);
+        let (s0, _) = file("s0", sram_len);
+        let (s1, s1_eng) = file("s1", sram_len);
+        let (_, h1) = file("h1", 1 << 20);
+        let fab = RtFabric::new(
+            &layout,
+            &profile,
+            1,
+            Faults::NONE,
+            Default::default(),
+            vec![Arc::new(s0), Arc::new(s1)],
+        );
+        let mut eng = RtEngines::new(1, s1_eng, h1);
+        let mut held = Held::none();
+        let mut pool = Vec::new();
+        // Packets of one route byte to port 1 and a header's worth of
+        // bytes, one more than the inbox holds without holding its sender.
+        let n = super::super::fabric::INBOX_SLACK + 1;
+        for _ in 0..n {
+            let mut wire = vec![ROUTE_FLAG | 1];
+            wire.extend(std::iter::repeat_n(0u8, 100));
+            let _ = fab.launch(&mut held, 0, Body::Owned(wire), 1, 1_000);
+        }
+        assert_eq!(fab.inbox_len(1), n);
+        // No receive buffer: they wait, within the timeout.
+        eng.rx_service(&fab, &mut held, 2_000_000, &mut pool);
+        eng.rx_service(&fab, &mut held, timeout - 1_000_000, &mut pool);
+        assert_eq!(fab.inbox_len(1), n, "dropped before the timeout");
+        assert_eq!((fab.source_drops(0).blocked_drops, fab.released(0)), (0, 0));
+        assert_eq!(eng.counters().rx_backpressure_waits, 1);
+        // Past it: every one dropped (the first too), counted, the sender
+        // the last one held let go.
+        eng.rx_service(&fab, &mut held, timeout + 2_000_000, &mut pool);
+        assert_eq!(fab.inbox_len(1), 0, "still waiting after the timeout");
+        assert_eq!(fab.source_drops(0).blocked_drops, n as u64);
+        assert_eq!(fab.released(0), 1);
+        assert!(eng.counters().rx_backpressure_ns >= timeout - 1_000_000);
     }
 }

@@ -16,8 +16,9 @@
 //! inbox "holds its sender": that NIC's send-DMA engine does not finish
 //! the command (TXDMA_DONE) until the packet has been taken or dropped, as
 //! a blocked worm holds its sender's link. A packet that waited in an
-//! inbox behind a blocked one longer than the switch's blocked-packet
-//! timeout is dropped, as the switch would.
+//! inbox longer than the switch's blocked-packet timeout (the first, for
+//! want of a receive buffer, or one behind it) is dropped, as the switch
+//! would.
 //!
 //! Lending. Unpaced, a packet's bytes stay in its sender's SRAM: the
 //! send-DMA engine lends them (`Body::Lent`), and the receiving NIC's
@@ -703,7 +704,7 @@ impl RtFabric {
         st.stats.wait_ns += ns;
     }
 
-    /// The switch dropped `p`, blocked too long behind another packet.
+    /// The switch dropped `p`, blocked too long at a NIC's input.
     pub fn count_blocked_drop(&self, p: &RtPacket) {
         lock(&self.links[p.link_in as usize].st).stats.blocked_drops += 1;
         lock(&self.by_src[p.src]).blocked_drops += 1;

@@ -581,6 +581,9 @@ impl SimCluster {
                 }
             }
             Ev::LinkTimeout { link } => self.fabric.link_timeout(&mut self.q, now, link),
+            Ev::RxTimeout { node } => {
+                self.nics[node as usize].rx_timeout(&mut self.q, &mut self.fabric, now)
+            }
             Ev::HeadArrive { flight } => match self.fabric.head_arrive(&mut self.q, now, flight) {
                 Arrival::AtNic(node) => {
                     self.nics[node].head_arrived(&mut self.q, &mut self.fabric, now, flight)

@@ -68,6 +68,8 @@ pub(crate) struct NicDevice {
     rx_wire_free: u64,
     /// Packets waiting at the NIC's input, oldest first.
     rx_queue: VecDeque<u32>,
+    /// An `RxTimeout` event is due for the packets in `rx_queue`.
+    rx_timeout_pending: bool,
     /// Heads on the link into this NIC, not yet arrived (HeadArrive due).
     heads_due: u32,
     /// Bumped by a reset: an `HdmaDone` of an older generation is stale.
@@ -124,6 +126,7 @@ impl NicDevice {
             rx_inflight: 0,
             rx_wire_free: 0,
             rx_queue: VecDeque::new(),
+            rx_timeout_pending: false,
             heads_due: 0,
             hdma_gen: 0,
             rx_stale: 0,
@@ -319,6 +322,34 @@ impl NicDevice {
         fabric.block(id, now);
         self.rx_queue.push_back(id);
         self.eng.c.rx_backpressure_waits += 1;
+        if !self.rx_timeout_pending {
+            self.rx_timeout_pending = true;
+            q.push(now.saturating_add(fabric.block_timeout()), Ev::RxTimeout { node: self.node });
+        }
+    }
+
+    /// An `RxTimeout` event at `now`: packets blocked at this NIC's input
+    /// (no receive buffer free) for the switches' blocked-packet timeout
+    /// are dropped, as the switch that feeds the NIC would drop a worm
+    /// that stopped that long. A firmware that stopped taking packets
+    /// (wedged, or held at a breakpoint) then holds up only what is sent
+    /// to it, not its senders' links and what they send elsewhere.
+    pub fn rx_timeout(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64) {
+        self.rx_timeout_pending = false;
+        let limit = fabric.block_timeout();
+        // In arrival order, so the oldest is first.
+        while let Some(&id) = self.rx_queue.front() {
+            let since = fabric.flight(id).blocked_since;
+            let due = since.saturating_add(limit);
+            if due > now {
+                self.rx_timeout_pending = true;
+                q.push(due, Ev::RxTimeout { node: self.node });
+                break;
+            }
+            self.rx_queue.pop_front();
+            self.eng.c.rx_backpressure_ns += now.saturating_sub(since);
+            fabric.drop_blocked_at_nic(q, id, now);
+        }
     }
 
     /// Give waiting packets the buffers the firmware has posted, at `t`.
