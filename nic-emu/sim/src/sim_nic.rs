@@ -334,6 +334,8 @@ impl NicDevice {
     /// that stopped that long. A firmware that stopped taking packets
     /// (wedged, or held at a breakpoint) then holds up only what is sent
     /// to it, not its senders' links and what they send elsewhere.
+    #[cold]
+    #[inline(never)]
     pub fn rx_timeout(&mut self, q: &mut EventQueue, fabric: &mut Fabric, now: u64) {
         self.rx_timeout_pending = false;
         let limit = fabric.block_timeout();
