@@ -2,7 +2,8 @@
 //! paced by an IDT, a bandwidth request or best effort, some stopping
 //! early), ping-pongs, multicasts of every scheme and algorithm and
 //! all-to-alls, on every bundled profile and topology, under drops,
-//! corruption, duplication, cables going down and NIC resets, with either
+//! corruption, duplication, cables going down (a node's, or one between
+//! switches) and NIC resets, with either
 //! reliability mode. Every run must end (not at its time limit), with no
 //! problem on any host, and every flow no reset cut must deliver each
 //! message exactly once, intact and in order (a cut flow may lose
@@ -15,6 +16,8 @@
 //! cargo test --release -p nic-scenario --test fuzz_runs` (some 20 ms a
 //! case).
 
+use nic_device::profile::Profile;
+use nic_fabric::topology::Topology;
 use nic_scenario::{run, Scenario};
 use proptest::prelude::*;
 
@@ -65,6 +68,9 @@ struct Gen {
     alltoall: Option<(u8, usize, u8, u8)>,
     faults: (u8, u8, u8),
     link_down: Vec<(u16, usize, u32)>,
+    /// Cables between switches going down (two-switch and clos): which
+    /// one (taken modulo the fabric's), when and for how long.
+    trunk_down: Vec<(u16, usize, u32)>,
     resets: Vec<(u16, usize)>,
     selective: bool,
 }
@@ -108,6 +114,7 @@ fn scenario() -> impl Strategy<Value = Gen> {
         proptest::option::of((1u8..=4, 0..4usize, 1u8..=10, 1u8..=4)),
         (0u8..3, 0u8..2, 0u8..2),
         proptest::collection::vec((any::<u16>(), 0..TIMES_US.len(), 0u32..4), 0..=2),
+        proptest::collection::vec((any::<u16>(), 0..TIMES_US.len(), 0u32..4), 0..=1),
         proptest::collection::vec((any::<u16>(), 0..TIMES_US.len()), 0..=2),
         any::<bool>(),
     )
@@ -118,6 +125,7 @@ fn scenario() -> impl Strategy<Value = Gen> {
                 alltoall,
                 faults,
                 link_down,
+                trunk_down,
                 resets,
                 selective,
             )| Gen {
@@ -129,6 +137,7 @@ fn scenario() -> impl Strategy<Value = Gen> {
                 alltoall,
                 faults,
                 link_down,
+                trunk_down,
                 resets,
                 selective,
             },
@@ -142,15 +151,21 @@ impl Gen {
             "profile = \"{}\"\nseed = {}\n[fabric]\nnodes = {n}\n",
             PROFILES[self.profile], self.seed
         );
-        match self.topology {
+        // The cables between switches, for outages.
+        let trunks = match self.topology {
             // A clos of 4-port switches holds 8 nodes; of 8-port ones, 32.
             1 => {
-                t +=
-                    &format!("topology = \"clos\"\nswitch_ports = {}\n", if n <= 8 { 4 } else { 8 })
+                let ports = if n <= 8 { 4 } else { 8 };
+                t += &format!("topology = \"clos\"\nswitch_ports = {ports}\n");
+                Topology::Clos.layout(n as usize, ports).unwrap().trunks
             }
-            2 => t += "topology = \"two-switch\"\n",
-            _ => {}
-        }
+            2 => {
+                t += "topology = \"two-switch\"\n";
+                let ports = Profile::load(PROFILES[self.profile]).unwrap().switch.ports as usize;
+                Topology::TwoSwitch.layout(n as usize, ports).unwrap().trunks
+            }
+            _ => Vec::new(),
+        };
         for (i, f) in self.flows.iter().enumerate() {
             let src = f.src.0 % n;
             let dst = (src + 1 + f.dst.0 % (n - 1)) % n;
@@ -211,6 +226,14 @@ impl Gen {
             t += &format!(
                 "[[faults.link_down]]\nlink = \"node{}\"\nat_us = {}\nfor_us = {}\n",
                 node % n,
+                TIMES_US[at],
+                [10, 1000, 5000, 30000][len as usize]
+            );
+        }
+        for &(k, at, len) in self.trunk_down.iter().filter(|_| !trunks.is_empty()) {
+            let ((switch, port), _) = trunks[k as usize % trunks.len()];
+            t += &format!(
+                "[[faults.link_down]]\nlink = \"sw{switch}.p{port}\"\nat_us = {}\nfor_us = {}\n",
                 TIMES_US[at],
                 [10, 1000, 5000, 30000][len as usize]
             );
