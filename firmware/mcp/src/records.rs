@@ -405,13 +405,12 @@ impl TxStream {
 
     /// Go-back-N: how long to wait before sending the window again after
     /// the target refused a packet for want of a buffer, counting this
-    /// refusal: the
-    /// profile's retry time, doubled for each refusal in a row before
-    /// this one without progress, at most `2^MAX_REFUSAL_SHIFT` times it
-    /// and never more than a [`TRIES_PER_TIMEOUT`]th of the send timeout.
-    /// A go-back-N sender sends its whole window again each time, and a
-    /// receiver short of buffers for long would spend its memory bus
-    /// taking in and dropping it.
+    /// refusal: the profile's retry time, doubled for each refusal in a
+    /// row before this one without progress, at most
+    /// `2^MAX_REFUSAL_SHIFT` times it and never more than a
+    /// [`TRIES_PER_TIMEOUT`]th of the send timeout. The whole window goes
+    /// again each time, and a receiver short of buffers for long would
+    /// spend its memory bus taking in and dropping it.
     pub fn refused(&mut self, nobuf_retry: u64, send_timeout: u64) -> u64 {
         let shift = self.refusals.min(MAX_REFUSAL_SHIFT);
         self.refusals = self.refusals.saturating_add(1);
