@@ -721,9 +721,15 @@ impl Fabric {
     pub fn drop_blocked_at_nic(&mut self, q: &mut EventQueue, id: u32, now: u64) {
         let f = &self.flights[id as usize];
         let last = f.path[f.hops as usize - 1];
-        let src = f.src as usize;
-        self.links[last as usize].stats.blocked_drops += 1;
-        self.by_src[src].blocked_drops += 1;
+        self.drop_blocked(q, last, id, now);
+    }
+
+    /// A switch drops `id`, blocked too long waiting for `link` (or, the
+    /// last link, for the NIC at its end): counted on the link and against
+    /// its sender.
+    fn drop_blocked(&mut self, q: &mut EventQueue, link: u32, id: u32, now: u64) {
+        self.links[link as usize].stats.blocked_drops += 1;
+        self.by_src[self.flights[id as usize].src as usize].blocked_drops += 1;
         self.swallow(q, id, now);
     }
 
@@ -780,9 +786,7 @@ impl Fabric {
                 break;
             }
             l.waiters.pop_front();
-            l.stats.blocked_drops += 1;
-            self.by_src[self.flights[id as usize].src as usize].blocked_drops += 1;
-            self.swallow(q, id, now);
+            self.drop_blocked(q, link, id, now);
         }
     }
 }

@@ -422,14 +422,13 @@ impl RtEngines {
                             // firmware wedged, or stopped in a debugger)
                             // holds up no sender longer than that.
                             let limit = fab.block_timeout();
-                            if let Some(t) = q[0].waited_since {
-                                if now.saturating_sub(q[0].since) >= limit {
-                                    dev.c.rx_backpressure_ns += now.saturating_sub(t);
-                                }
-                            }
                             let mut i = 0;
                             while i < q.len() {
                                 if now.saturating_sub(q[i].since) >= limit {
+                                    // (Only the first has waited for a buffer.)
+                                    if let Some(t) = q[i].waited_since {
+                                        dev.c.rx_backpressure_ns += now.saturating_sub(t);
+                                    }
                                     stale.extend(q.remove(i));
                                 } else {
                                     i += 1;

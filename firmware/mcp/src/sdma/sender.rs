@@ -291,16 +291,17 @@ impl Sdma {
                     // goes again.
                     self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
                     cx.cfg.nobuf_retry
-                } else if code == NackCode::NoBuffer {
-                    // The whole window goes again, backed off while the
-                    // refusals go on (a `Busy` target is at work on the
-                    // packet, a remote range's check going on only as
-                    // the sender comes again: it is not).
-                    self.rewind(cx, s, seq, RetxCause::NoBuffer);
-                    self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
                 } else {
                     self.rewind(cx, s, seq, RetxCause::NoBuffer);
-                    cx.cfg.nobuf_retry
+                    if code == NackCode::NoBuffer {
+                        // The whole window goes again, backed off while
+                        // the refusals go on (a `Busy` target is at work
+                        // on the packet, a remote range's check going on
+                        // only as the sender comes again: it is not).
+                        self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
+                    } else {
+                        cx.cfg.nobuf_retry
+                    }
                 };
                 let st = &mut self.txs[s];
                 st.hold_until = cx.now.saturating_add(wait);
