@@ -314,10 +314,16 @@ impl Sdma {
     }
 
     /// Rate control: the sendable stream with the smallest NDT, if it is
-    /// due; otherwise remember when it will be.
+    /// due; otherwise remember when it will be. The streams compared are
+    /// charged (`Work::flow_ops`) only when one is dispatched: a pass that
+    /// sends nothing is idle, so the NIC sleeps until the next dispatch
+    /// time or whatever else comes first, rather than polling again at
+    /// once for as long as a regulated stream waits (for its NDT, for acks
+    /// or a retransmission timer).
     fn pick_by_ndt(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
         let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
         let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
+        let mut compared = 0;
         let mut c = self.conn_cur;
         for _ in 0..self.conn_queue_len {
             if c == NIL {
@@ -331,7 +337,7 @@ impl Sdma {
                 } else if self.sendable(cx, s) {
                     let _ = cands.push((s, st.pace.ndt, st.order));
                 }
-                w.flow_ops += 1;
+                compared += 1;
                 s = self.txs[s].ring_next;
             }
             c = self.conns[c].next;
@@ -340,7 +346,10 @@ impl Sdma {
             self.ring_remove(s);
         }
         match crate::rate::choose(cx.now, cands.into_iter()) {
-            crate::rate::Choice::Dispatch(s) => Some(s),
+            crate::rate::Choice::Dispatch(s) => {
+                w.flow_ops += compared;
+                Some(s)
+            }
             crate::rate::Choice::WaitUntil(t) => {
                 self.rate_wait = Some(t);
                 None

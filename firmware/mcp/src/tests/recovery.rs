@@ -215,6 +215,38 @@ fn flows_are_paced_by_their_idt_in_proportion() {
 }
 
 #[test]
+fn a_regulated_stream_waiting_for_its_dispatch_time_leaves_the_nic_idle_until_then() {
+    // Node 0 streams 4 packets to node 1 at an IDT of 1000 ticks. Between
+    // dispatches the NIC has nothing to do: its passes are idle (so the
+    // emulator lets it sleep, rather than poll again at once), and its
+    // next deadline is the next dispatch time.
+    let mut b = Bench::new(2);
+    b.open(0, 1);
+    b.open(1, 1);
+    b.set_flow(0, 0, nic_abi::flows::flow_key(1, 1, 1, Priority::Low), 1000);
+    let len = 4 * 4096;
+    let v = b.alloc(0, 1, len as u64);
+    let rv = b.alloc(1, 1, len as u64);
+    b.post(1, 1, provide(rv, 14, Priority::Low, 7));
+    b.post(0, 1, send(v, len, 1, 1, Priority::Low, 8));
+    b.run(300);
+    assert_eq!(b.flow(0, 0).packets, 1);
+    let ndt = b.flow(0, 0).ndt;
+    assert!(ndt > b.rtc, "the next dispatch ({ndt}) is still to come at {}", b.rtc);
+    for _ in 0..3 {
+        let node = &mut b.nodes[0];
+        let mut hw = SliceHw::new(&mut node.sram);
+        let w = node.mcp.poll(&mut hw);
+        assert!(w.is_idle(), "a pass with nothing to dispatch did work: {w:?}");
+    }
+    let due = b.nodes[0].mcp.next_deadline().expect("a deadline");
+    assert!(due <= ndt, "wakes at {due}, after the dispatch time {ndt}");
+    // And the stream goes on at its pace.
+    b.run(3000);
+    assert_eq!(b.flow(0, 0).packets, 4);
+}
+
+#[test]
 fn a_port_closing_in_the_middle_of_a_message_fails_that_send() {
     // A 20-packet message; the receiver's port closes after a few packets
     // arrived: the send completes TargetPortClosed (no endless resends),
