@@ -356,11 +356,7 @@ impl Sdma {
             cx.bump(self.txs[s].retx_cause.stat(), 1);
             cx.bump(Stat::RetxBytes, plen as u64);
         }
-        if !self.txs[s].active {
-            self.txs[s].active = true;
-            let _ = self.active_tx.push(s);
-            self.txs.list_changed();
-        }
+        self.watch(s);
         if cx.cfg.selective {
             // The packet is stamped with the poll number now current;
             // a resend is no longer due; the cursor goes to the next

@@ -319,6 +319,24 @@ impl Sdma {
         Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
+    /// Stream `s` has a timer to keep (packets unacknowledged, or a hold
+    /// to end): on the timer list (`active_tx`) if it is not there yet.
+    /// (A stream is on it at most once, so the list has room.)
+    pub(crate) fn watch(&mut self, s: u16) {
+        if !self.txs[s].active {
+            self.txs[s].active = true;
+            let _ = self.active_tx.push(s);
+            self.txs.list_changed();
+        }
+    }
+
+    /// Stream `s` sends nothing for `wait` ticks; the timer list wakes
+    /// the NIC when they are over.
+    pub(crate) fn hold(&mut self, cx: &Shared, s: u16, wait: u64) {
+        self.txs[s].hold_until = cx.now.saturating_add(wait);
+        self.watch(s);
+    }
+
     /// Host builds: take again the timer views of the streams handed out
     /// for writing since the last look, and count the active streams'
     /// deadline stale only if one of them changed (a stream written

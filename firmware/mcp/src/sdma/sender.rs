@@ -162,6 +162,13 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.cursor = cursor;
         st.win.rewind(found_seq);
+        // Selective repeat moves the cursor forward too, past packets
+        // still unacknowledged (an ack that leaves nothing to resend puts
+        // it back at the highest sent): they need their timer even if the
+        // stream, with nothing outstanding a moment ago, left the list.
+        if st.outstanding() != 0 {
+            self.watch(s);
+        }
         if cursor != NIL {
             self.ring_insert(s);
         }
@@ -303,8 +310,8 @@ impl Sdma {
                         cx.cfg.nobuf_retry
                     }
                 };
+                self.hold(cx, s, wait);
                 let st = &mut self.txs[s];
-                st.hold_until = cx.now.saturating_add(wait);
                 if code == NackCode::NoBuffer {
                     if st.nobuf_since == 0 {
                         st.nobuf_since = cx.now.max(1);
@@ -438,7 +445,7 @@ impl Sdma {
     /// a time (the messages before it may still need resending).
     pub(crate) fn cut_message(&mut self, cx: &mut Shared, s: u16, t: u16) {
         if self.txs[s].head != t {
-            self.txs[s].hold_until = cx.now.saturating_add(cx.cfg.nobuf_retry);
+            self.hold(cx, s, cx.cfg.nobuf_retry);
             return;
         }
         log_debug!(
