@@ -35,6 +35,14 @@ pub static mut MCP: Mcp = Mcp::new();
 /// 200 us: 1.6 and 2.9 times the one-way latency; docs/design/performance.md).
 const POLL_START: u64 = 50; // 5 us
 const POLL_MAX: u64 = 300; // 30 us
+/// A wait for rate control's next dispatch time ends this early, and the
+/// rest is polled: a timer interrupt wakes the CPU about as late as a
+/// doorbell (two thread hand-offs in QEMU), and a paced stream, which
+/// waits on the timer between its packets, would be that much slower
+/// than its IDT. (Other timers are waited for plainly: polling towards
+/// them keeps the other NICs' guests off a shared core, and the 8-byte
+/// one-way time went from 80 to 87 us when every timer was.)
+const DISPATCH_LEAD: u64 = 300; // 30 us
 /// Without the doorbell (an `ivshmem-plain` register page): naps on the
 /// timer instead, of 20 us for `SHORT_NAPS` (10 ms) after the last work,
 /// then doubling up to 1 ms, so a doorbell is seen at the next wake.
@@ -73,6 +81,8 @@ fn main() -> ! {
     // one of them moves or the timer falls due, a pass would be idle too:
     // the CPU watches those four words instead of running one.
     let mut quiet: Option<([u32; 4], u64)> = None;
+    // With `quiet`: the mtime of rate control's next dispatch.
+    let mut pace = u64::MAX;
     loop {
         let now = clint::mtime();
         match quiet {
@@ -86,11 +96,16 @@ fn main() -> ! {
                     continue;
                 }
                 let due = until(mcp, &hw, now).map_or(u64::MAX, |t| now + t);
+                pace = mcp.next_dispatch().map_or(u64::MAX, |d| now + to_clint(&hw, d, now));
                 quiet = doorbell.then_some((seen, due));
             }
         }
         let idle = now.wrapping_sub(last_work);
         if doorbell && idle < window {
+            continue;
+        }
+        if quiet.is_some() && pace.saturating_sub(now) <= DISPATCH_LEAD {
+            // The dispatch time comes before a wait's wake-up would.
             continue;
         }
         if !guard::intact() {
@@ -116,7 +131,8 @@ fn main() -> ! {
         let from = clint::mtime();
         let again = news(&hw) != seen;
         if !again {
-            clint::wait(true, (due != u64::MAX).then_some(due));
+            let wake = due.min(pace.saturating_sub(DISPATCH_LEAD));
+            clint::wait(true, (wake != u64::MAX).then_some(wake));
         }
         wait = wait.wrapping_add(1);
         hw.set_reg(nic_abi::regs::IRQ_WAIT, wait);
@@ -197,9 +213,13 @@ pub mod poll_stats {
 
 /// CLINT ticks from `now` to the MCP's next timer (at least 1), if any.
 fn until(mcp: &Mcp, hw: &hw::SramHw, now: u64) -> Option<u64> {
-    let d = mcp.next_deadline()?;
+    Some(to_clint(hw, mcp.next_deadline()?, now))
+}
+
+/// CLINT ticks from `now` to RTC tick `d` (at least 1).
+fn to_clint(hw: &hw::SramHw, d: u64, now: u64) -> u64 {
     let rtc = hw.rtc_at(now);
-    Some(hw.rtc_to_clint(d.saturating_sub(rtc)).max(1))
+    hw.rtc_to_clint(d.saturating_sub(rtc)).max(1)
 }
 
 /// The stack reached its guard: the MCP's state below it may be

@@ -397,6 +397,14 @@ impl Mcp {
         self.deadline
     }
 
+    /// RTC tick when rate control next dispatches a packet, if a regulated
+    /// stream waits for it (one of the timers `next_deadline` counts). A
+    /// CPU that is late to wake costs that stream its pace, so the qemu
+    /// image wakes early for this one and polls the rest of the way.
+    pub fn next_dispatch(&self) -> Option<u64> {
+        self.sdma.rate_wait()
+    }
+
     /// Current states of the four machines (for debuggers and tests).
     pub fn states(&self) -> (SdmaState, SendState, RecvState, RdmaState) {
         (self.sdma.state(), self.send.state(), self.recv.state(), self.rdma.state())

@@ -152,6 +152,8 @@ pub struct Sdma {
     streams_made: u32,
     /// Idle sending streams let go of to make room (`Sdma::tx_victim`).
     evicted: u32,
+    /// Rate control: when the next regulated stream may dispatch (RTC
+    /// tick), if one waits for its NDT.
     rate_wait: Option<u64>,
     dispatch_trace: bool,
     dispatch_prod: u32,
@@ -206,6 +208,11 @@ impl Sdma {
 
     pub fn state(&self) -> SdmaState {
         self.state
+    }
+
+    /// When the next regulated stream may dispatch, if one waits for it.
+    pub fn rate_wait(&self) -> Option<u64> {
+        self.rate_wait
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
