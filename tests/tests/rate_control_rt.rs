@@ -128,10 +128,12 @@ fn rate_shares_on_live_come_out_3_to_7() {
     // so both IDTs pace: measured 2.343 vs 2.336 on an idle machine. On a
     // loaded 2-core machine the device thread may not keep up with b's
     // rate, and the ratio shrinks toward 1:1 (measured 2.03 with b at
-    // 38 % of its rate): within 10 % when b got at least 80 % of its
-    // rate, within 1.6 .. 3.2 (unpaced flows share about 1:1) always.
+    // 38 % of its rate): within 10 % when b got at least 95 % of its
+    // rate (with a at its own, b's share alone moves the ratio by as much
+    // as b falls short), within 1.6 .. 3.2 (unpaced flows share about
+    // 1:1) always.
     assert!((1.6..=3.2).contains(&got), "ratio {got:.3} vs IDT ratio {want:.3}");
-    if b_share >= 0.8 {
+    if b_share >= 0.95 {
         assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
     }
 }
@@ -140,12 +142,14 @@ fn rate_shares_on_live_come_out_3_to_7() {
 fn rate_shares_on_qemu_come_out_3_to_7_when_the_guest_keeps_up() {
     // The guest firmware keeps up with b's 57 MB/s on an idle machine
     // (measured 23.4 and 51.0 MB/s, ratio 2.18 vs 2.34) but not on a
-    // loaded one (4.4 and 6.5 MB/s, ratio 1.48; b at 84 %: ratio 2.08):
-    // within 10 % when b got at least 90 % of its rate; b the faster
-    // always.
+    // loaded one (4.4 and 6.5 MB/s, ratio 1.48; b at 84 %: ratio 2.08).
+    // With a at its rate, the ratio is b's share of its rate times the
+    // IDT ratio: within 10 % when b got at least 95 % of its rate (at 90
+    // % the ratio is 10 % short by that alone, and a loaded machine gave
+    // 2.06 with b at 85 %, 2.16 at 91 %); b the faster always.
     let (got, want, b_share) = shares(ClusterBackend::Qemu, 1.0);
     assert!(got > 1.0, "b (more messages, shorter IDT) is the faster: {got:.3}");
-    if b_share >= 0.9 {
+    if b_share >= 0.95 {
         assert!((got - want).abs() / want <= 0.10, "ratio {got:.3} vs IDT ratio {want:.3}");
     }
 }
