@@ -331,14 +331,16 @@ fn rate_control(profile: &str, dir: &Path, quiet: bool) -> crate::Result<String>
     let rows = rate_overhead(profile, false, &mut unclean)?;
     pb.inc(1);
     pb.finish_and_clear();
-    let (table, lat, bw) = overhead_table(&rows);
+    let (table, o) = overhead_table(&rows);
     let _ = writeln!(
         md,
         "Ping-pong one-way latency (median) and stream bandwidth, 2 nodes, the same firmware \
          with a flow entry of IDT 0 on every stream vs no flow entries \
-         (`cargo xtask bench --rate`). Average difference: latency {lat:+.3}%, bandwidth \
-         {bw:+.3}%. (The sim prices NIC CPU by units of firmware work; flow accounting with \
-         IDT 0 adds none.)\n\n```\n{table}```\n"
+         (`cargo xtask bench --rate`). Median difference over the sizes: latency {:+.3}%, \
+         bandwidth {:+.3}% (mean {:+.3}% and {:+.3}%). (The sim prices NIC CPU by units of \
+         firmware work, and flow accounting is charged as its own: `Work::flow_ops`, the \
+         profile's `flow_op` cycles.)\n\n```\n{table}```\n",
+        o.lat_median, o.bw_median, o.lat_mean, o.bw_mean
     );
     for u in unclean {
         let _ = writeln!(md, "NOT CLEAN: {u}\n");
