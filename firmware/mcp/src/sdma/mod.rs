@@ -326,6 +326,28 @@ impl Sdma {
         Some((out, sent, st.epoch as u8, st.sr.ps()))
     }
 
+    /// Tests: every stream with packets unacknowledged or a hold still to
+    /// end is on the timer list, so the NIC's next deadline covers it (a
+    /// NIC with nothing else due sleeps until then).
+    #[cfg(any(test, feature = "check-timers"))]
+    fn check_timer_list(&self, cx: &Shared) {
+        for s in self.txs.live_indices() {
+            let st = &self.txs[s];
+            let timed = st.outstanding() != 0 || st.hold_until > cx.now;
+            assert!(
+                !timed || (st.active && self.active_tx.contains(&s)),
+                "stream {s} to node {} has a timer to keep (una {}, next {}, high {}, hold until \
+                 {} at {}) but is not on the timer list",
+                st.remote_node,
+                st.win.una(),
+                st.win.next(),
+                st.win.high(),
+                st.hold_until,
+                cx.now
+            );
+        }
+    }
+
     /// Stream `s` has a timer to keep (packets unacknowledged, or a hold
     /// to end): on the timer list (`active_tx`) if it is not there yet.
     /// (A stream is on it at most once, so the list has room.)
@@ -452,6 +474,8 @@ impl Sdma {
 
     /// The earliest RTC tick one of SDMA's timers falls due.
     pub fn deadline(&mut self, cx: &Shared, mut at: impl FnMut(u64)) {
+        #[cfg(any(test, feature = "check-timers"))]
+        self.check_timer_list(cx);
         let (busy, hold) = self.active_deadline(cx);
         if let Some(t) = busy {
             at(t);
