@@ -290,8 +290,7 @@ pub fn run(
             }
             pb.inc(1);
             let r = last.expect("a run");
-            rates.sort_by(|a, b| a.total_cmp(b));
-            let median = rates[rates.len() / 2];
+            let median = median(&rates);
             pb.suspend(|| {
                 println!(
                     "  {} packets (put on links by NICs, acks included), {} events ({:.2} a packet), {} simulated: {:.3} M packets/s (median of {}, best {:.3}; {:.0} ns a packet){}",
@@ -333,7 +332,7 @@ pub fn run(
 fn memcpy_4k_ns() -> f64 {
     let src = vec![0x5au8; 4096];
     let mut dst = vec![0u8; 4096];
-    let mut t: Vec<f64> = (0..7)
+    let t: Vec<f64> = (0..7)
         .map(|_| {
             let start = std::time::Instant::now();
             for i in 0..20_000u32 {
@@ -344,8 +343,7 @@ fn memcpy_4k_ns() -> f64 {
             start.elapsed().as_nanos() as f64 / 20_000.0
         })
         .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[t.len() / 2]
+    median(&t)
 }
 
 /// The cores this process may run on (1 where that cannot be told).
@@ -439,7 +437,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// The median (of an even count, the mean of the middle two).
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     match s.len() {

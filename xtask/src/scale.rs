@@ -143,11 +143,6 @@ fn runs_for(nodes: u64) -> usize {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// Measure every point, printing rows as they come.
 pub fn measure(quick: bool, quiet: bool) -> crate::Result<(Vec<Point>, Vec<String>)> {
     let messages = if quick { BENCH_MESSAGES / 5 } else { BENCH_MESSAGES };
@@ -178,7 +173,7 @@ pub fn measure(quick: bool, quiet: bool) -> crate::Result<(Vec<Point>, Vec<Strin
                 nodes,
                 packets: r.sim.packets,
                 events: r.sim.events,
-                ns_per_packet: median(&mut per),
+                ns_per_packet: crate::bench::median(&per),
                 best_ns_per_packet: best,
                 runs,
             };
