@@ -90,6 +90,7 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
             "derived from the profile's prices"
         }
     );
+    out.push_str(&size_caveats(&p, bytes));
     let mut worst: f64 = 0.0;
     let mut failed = Vec::new();
     for scheme in Scheme::ALL {
@@ -128,6 +129,43 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The message size the study fitted its table's NIC terms on.
+const FIT_BYTES: u32 = 2;
+
+/// What the model does not cover at `bytes` on `p`, one paragraph each
+/// (empty when it covers it): the study's NIC send and receive terms away
+/// from the size they were fitted on, and messages of more than one packet.
+fn size_caveats(p: &Profile, bytes: u32) -> String {
+    let m = nic_emu::mcast_model::model_params(p);
+    let mut out = String::new();
+    if p.multicast.is_some() && bytes != FIT_BYTES && (m.nic_send_per_byte > 0.0) {
+        let _ = writeln!(
+            out,
+            "Note: the table's NIC send and receive terms ({} + {} m us each) were fitted on \
+             {FIT_BYTES} B messages ({:.2} us there); at {bytes} B they give {:.2} us, so the \
+             model's nic, assisted and nic-cached figures are not a prediction at this size \
+             (docs/multicast.md, The latency model).",
+            m.nic_send,
+            m.nic_send_per_byte,
+            m.nic_send_us(FIT_BYTES),
+            m.nic_send_us(bytes),
+        );
+    }
+    if bytes > p.nic.mtu {
+        let _ = writeln!(
+            out,
+            "Note: the model was fitted on one-packet messages; {bytes} B is {} packets of at \
+             most {} B on this profile, and how they pipeline through a tree is not in it.",
+            bytes.div_ceil(p.nic.mtu),
+            p.nic.mtu,
+        );
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
 }
 
 /// Plot curves over the group size G.
@@ -540,4 +578,26 @@ pub fn bench_cost(root: &Path, count: u64, runs: usize) -> crate::Result<ExitCod
         spread(&b.live_mb_s)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_says_where_its_fit_does_not_hold() {
+        let l9 = Profile::load("lanai9-gm").unwrap();
+        assert_eq!(size_caveats(&l9, FIT_BYTES), "");
+        let one = size_caveats(&l9, 4096);
+        assert!(one.contains("fitted on 2 B messages (17.36 us there)"), "{one}");
+        assert!(one.contains("at 4096 B they give 34130.62 us"), "{one}");
+        assert!(!one.contains("one-packet"), "{one}");
+        let many = size_caveats(&l9, 65536);
+        assert!(many.contains("65536 B is 16 packets of at most 4096 B"), "{many}");
+        // A profile without the study's table derives its terms from its
+        // own prices: no fit to warn about, only the packet count.
+        let modern = Profile::load("modern").unwrap();
+        assert_eq!(size_caveats(&modern, 4096), "");
+        assert!(size_caveats(&modern, 8192).contains("2 packets"));
+    }
 }
