@@ -162,7 +162,7 @@ enum Cmd {
         #[arg(long, requires = "realtime")]
         no_qemu: bool,
         /// Round trips of the real-time ping-pongs.
-        #[arg(long, default_value_t = 10000)]
+        #[arg(long, default_value_t = 10000, value_parser = at_least_one::<u64>)]
         rt_count: u64,
         /// Only the rate-control overhead comparison: ping-pong latency
         /// and stream bandwidth (4 B .. 64 KiB) with every flow at IDT 0
@@ -176,7 +176,7 @@ enum Cmd {
         #[arg(long, conflicts_with_all = ["rate", "realtime"])]
         multicast_cost: bool,
         /// --multicast-cost: live runs of each build (interleaved).
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = at_least_one::<usize>)]
         runs: usize,
         /// Only the simulator's scaling: wall time per simulated packet
         /// against the number of nodes (16, 64, 256, 1,024; one switch and
@@ -212,13 +212,13 @@ enum Cmd {
     /// `cargo xtask test` runs a short one of each.
     Fuzz {
         /// Random actions (a round of every NIC after each).
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>)]
         steps: u64,
         /// Seed of the random actions.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Random inputs for each decoder and for the scenario parser.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>)]
         cases: u64,
     },
     /// A long run on the simulator: 16 nodes on one switch, every node
@@ -441,6 +441,19 @@ enum Cmd {
     Doctor,
 }
 
+/// A count of 1 or more.
+fn at_least_one<T>(s: &str) -> std::result::Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match s.parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
@@ -478,7 +491,7 @@ fn main() -> ExitCode {
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
-            mcast::bench_cost(&root, rt_count, runs.max(1))
+            mcast::bench_cost(&root, rt_count, runs)
         }
         Cmd::Bench { rt_count, realtime: true, no_qemu, quiet, .. } => {
             bench_rt::run(&root, rt_count, !no_qemu, quiet).map(|_| ExitCode::SUCCESS)
@@ -553,3 +566,31 @@ pub fn emit(text: &str) {
 
 /// Errors of xtask itself: a message for the user.
 pub type Result<T> = std::result::Result<T, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(args: &[&str]) -> String {
+        let argv = std::iter::once("xtask").chain(args.iter().copied());
+        match Cli::try_parse_from(argv) {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn counts_of_zero_are_refused_with_the_option_named() {
+        for (args, opt) in [
+            (&["bench", "--realtime", "--rt-count", "0"][..], "--rt-count"),
+            (&["bench", "--multicast-cost", "--runs", "0"], "--runs"),
+            (&["fuzz", "--steps", "0"], "--steps"),
+            (&["fuzz", "--cases", "0"], "--cases"),
+        ] {
+            let e = refused(args);
+            assert!(e.contains(opt) && e.contains("must be at least 1"), "{args:?}: {e}");
+        }
+        assert!(refused(&["bench", "--runs", "x"]).contains("invalid digit"));
+        assert!(Cli::try_parse_from(["xtask", "bench", "--realtime", "--rt-count", "1"]).is_ok());
+    }
+}

@@ -77,6 +77,10 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
     }
     let p = Profile::load(profile).map_err(|e| e.to_string())?;
     let groups = parse_groups(groups)?;
+    let largest = 1u32 << host_driver::nic_abi::MAX_SIZE_CLASS;
+    if bytes > largest {
+        return Err(format!("--bytes {bytes}: at most {largest} (4 MiB, the largest message)"));
+    }
     let total = (Scheme::ALL.len() * 5 * groups.len()) as u64;
     let pb = bar(total, "simulating", false);
     let mut out = String::new();
@@ -599,5 +603,11 @@ mod tests {
         let modern = Profile::load("modern").unwrap();
         assert_eq!(size_caveats(&modern, 4096), "");
         assert!(size_caveats(&modern, 8192).contains("2 packets"));
+    }
+
+    #[test]
+    fn a_size_above_the_largest_message_is_refused_before_simulating() {
+        let e = model("multicast", "lanai9-gm", 5_000_000, "4").unwrap_err();
+        assert_eq!(e, "--bytes 5000000: at most 4194304 (4 MiB, the largest message)");
     }
 }
