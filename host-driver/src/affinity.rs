@@ -84,7 +84,10 @@ pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
         }
         set.set(c);
     }
-    sched_setaffinity(None, &set).map_err(|e| format!("cannot pin to CPUs {cpus:?}: {e}"))
+    sched_setaffinity(None, &set).map_err(|e| {
+        let have = current().map(|v| format!(" (this process may use {v:?})")).unwrap_or_default();
+        format!("cannot pin to CPUs {cpus:?}: {e}{have}")
+    })
 }
 
 /// How long one cache line takes to pass from CPU `a` to CPU `b` and
@@ -182,6 +185,10 @@ mod tests {
         let missing = CpuSet::MAX_CPU - 1;
         let e = check_available(&[have[0], missing]).unwrap_err();
         assert!(e.contains(&format!("CPU {missing} is not available")), "{e}");
+        // Pinning to only CPUs this machine lacks fails, saying which it has.
+        let e =
+            std::thread::spawn(move || pin_current_thread(&[missing]).unwrap_err()).join().unwrap();
+        assert!(e.contains(&format!("this process may use {have:?}")), "{e}");
     }
 
     #[test]

@@ -67,6 +67,13 @@ pub fn run<B: NicBackend>(
     port: &mut Port<B>,
     cfg: &McastConfig,
 ) -> Result<McastReport, String> {
+    let largest = nic_abi::class_max_len(nic_abi::MAX_SIZE_CLASS);
+    if cfg.size as u64 > largest {
+        return Err(format!("size {}: at most {largest} bytes (the largest message)", cfg.size));
+    }
+    if cfg.count == 0 {
+        return Err("count must be at least 1".into());
+    }
     let g = &cfg.group;
     let me = nic.node_id();
     let rank = g.rank_of(me).ok_or_else(|| format!("node {me} is not in the group"))?;

@@ -1,4 +1,4 @@
-//! The `pingpong` and `stream` binaries as separate processes against a
+//! The `pingpong`, `stream` and `multicast` binaries as separate processes against a
 //! live cluster served from this process (the MCP on every NIC): they
 //! attach by path, map the same files, check every message, print their
 //! numbers, and exit non-zero with a clear message when something is
@@ -147,6 +147,21 @@ fn binaries_fail_clearly() {
     // Usage errors are clap's (exit 2).
     let o = stream(&["--role", "sideways"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // Multicast sizes and counts the program cannot run are refused up
+    // front (a size past the largest message once ran out of host memory,
+    // a count of 0 waited for the timeout).
+    for (extra, says) in [
+        (["--count", "0"], "count must be at least 1"),
+        (["--size", "5000000"], "size 5000000: at most 4194304 bytes"),
+    ] {
+        let o = multicast(&["--cluster", &path, "--node", "0", "--port", "0", "--group", "0,1"])
+            .args(["--timeout", "5"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains(says), "{}", text(&o));
+    }
 }
 
 fn multicast(args: &[&str]) -> Command {
