@@ -1,8 +1,8 @@
-//! The `pingpong`, `stream` and `multicast` binaries as separate processes against a
-//! live cluster served from this process (the MCP on every NIC): they
-//! attach by path, map the same files, check every message, print their
-//! numbers, and exit non-zero with a clear message when something is
-//! wrong.
+//! The `pingpong`, `stream` and `multicast` binaries as separate
+//! processes against a live cluster served from this process (the MCP on
+//! every NIC): they attach by path, map the same files, check every
+//! message, print their numbers, and exit non-zero with a clear message
+//! when something is wrong.
 
 #[path = "../../tests/live_rig/mod.rs"]
 mod live_rig;
