@@ -157,3 +157,22 @@ fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
         r.join().unwrap();
     }
 }
+
+#[test]
+fn a_detached_start_that_fails_says_why_and_leaves_no_log() {
+    let base = std::path::PathBuf::from(rt::cluster_path("refused"));
+    let run = |args: &[&str]| {
+        Command::new(BIN).env("NIC_CLUSTER_DIR", &base).args(args).output().unwrap()
+    };
+    let o = run(&["run", "--name", "big", "--nodes", "5000", "--detach"]);
+    assert_eq!(o.status.code(), Some(1), "{}", rt::text(&o));
+    assert!(rt::text(&o).contains("5000 is more than the ABI's 1024"), "{}", rt::text(&o));
+    assert!(!base.join("big.log").exists(), "the error was said: its log is not kept");
+    // Counts and times that cannot work are usage errors (exit 2).
+    for (opt, val) in [("--threads", "0"), ("--boot-timeout", "0"), ("--boot-timeout", "inf")] {
+        let o = run(&["run", "--name", "u", "--nodes", "2", opt, val]);
+        assert_eq!(o.status.code(), Some(2), "{opt} {val}: {}", rt::text(&o));
+        assert!(rt::text(&o).contains(opt), "{}", rt::text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -114,7 +114,7 @@ struct RunArgs {
     #[arg(long)]
     detach: bool,
     /// Device threads to spread the NICs over (1: one thread runs all).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
     threads: usize,
     /// CPUs the device threads run on (`1`, `2-3`; default: anywhere).
     /// Give host programs the other cores (their `--cpus`): a NIC with a
@@ -158,7 +158,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 1000)]
     max_nap_us: u64,
     /// Seconds to wait for every NIC's firmware to run.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = positive_secs)]
     boot_timeout: f64,
     /// Run a bandwidth resource manager (agents in this process, the
     /// master as `nic-cluster brm`; programs use `BrmClient::connect`).
@@ -219,6 +219,24 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
         }
     };
     Ok(c)
+}
+
+/// A count of 1 or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A time in seconds above zero.
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && Duration::try_from_secs_f64(x).is_ok() => Ok(x),
+        Ok(_) => Err("must be a positive number of seconds".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn secs(s: f64) -> Result<Duration, String> {
@@ -390,7 +408,9 @@ fn detach(a: &RunArgs) -> Result<(), String> {
     let timeout = secs(a.boot_timeout)?;
     loop {
         if let Ok(Some(s)) = child.try_wait() {
+            // Its output is the error: said here, the log is not kept.
             let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let _ = std::fs::remove_file(&log);
             return Err(format!("the device process exited ({s}):\n{text}"));
         }
         match process::wait_published(&a.name, except, Duration::from_millis(50)) {
