@@ -250,6 +250,20 @@ fn xtask_logs(xtask: &std::path::Path, cluster: &std::path::Path, elf: &std::pat
 }
 
 #[test]
+fn xtask_logs_on_a_live_cluster_says_its_firmware_keeps_no_log() {
+    let elf = rt::firmware_image();
+    let xtask = xtask_bin();
+    let c = rt::live("logs-live", 2);
+    let o = xtask_logs(&xtask, c.path(), &elf);
+    assert_eq!(o.status.code(), Some(1), "{}", rt::text(&o));
+    assert!(
+        rt::text(&o).contains("runs on the live backend, whose firmware keeps no log"),
+        "{}",
+        rt::text(&o)
+    );
+}
+
+#[test]
 fn xtask_logs_decodes_the_boot_line_of_node_0_from_its_defmt_console_log() {
     let elf = rt::firmware_image();
     let xtask = xtask_bin();

@@ -118,6 +118,15 @@ pub fn run(
     let dir = match ClusterDir::open(cluster) {
         Ok(d) => {
             d.check_node(node).map_err(|e| e.to_string())?;
+            if d.manifest().backend != cluster::ClusterBackend::Qemu {
+                return Err(format!(
+                    "cluster `{cluster}` runs on the {} backend, whose firmware keeps no log \
+                     (logging is compiled into the qemu image only): read its NICs with \
+                     `cargo xtask trace --cluster {cluster}`, or the counters a cluster run with `--stats` \
+                     prints when it stops (docs/logs.md)",
+                    d.manifest().backend
+                ));
+            }
             d.node_dir(node)
         }
         Err(e) => {
