@@ -58,7 +58,7 @@ struct QemuLayout {
 }
 
 /// `[0, 1, 3]` as `0,1,3` (a `--cpus` argument).
-fn cpu_list(cpus: &[usize]) -> String {
+pub fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
