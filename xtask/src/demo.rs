@@ -97,9 +97,9 @@ pub fn run_sim(json: bool) -> crate::Result<ExitCode> {
 /// `nic` (qemu: the QEMU guests; live: the device thread, which runs the
 /// MCPs), the host programs (and under qemu the device thread) on `rest`.
 #[derive(Debug, PartialEq, Eq)]
-struct Layout {
-    nic: usize,
-    rest: Vec<usize>,
+pub struct Layout {
+    pub nic: usize,
+    pub rest: Vec<usize>,
 }
 
 /// On a machine of 2 or 3 cores the OS puts a NIC processor that polls for
@@ -110,7 +110,7 @@ struct Layout {
 /// about 4 and 1.7 us). With 4 cores or more there are cores enough, and
 /// pinning all four guests to one would crowd them; on one core there is
 /// nothing to choose. There the OS places everything.
-fn small_machine_layout(cores: &[usize]) -> Option<Layout> {
+pub fn small_machine_layout(cores: &[usize]) -> Option<Layout> {
     match cores.split_last() {
         Some((&nic, rest)) if (1..=2).contains(&rest.len()) => {
             Some(Layout { nic, rest: rest.to_vec() })

@@ -23,6 +23,7 @@ use nic_emu::cli::ClusterOpts;
 use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::qemu;
 
+use crate::demo::{small_machine_layout, Layout};
 use crate::fw;
 use crate::rt::{self, Backend};
 
@@ -108,6 +109,24 @@ pub fn hints(name: &str, backend: ClusterBackend) -> String {
     s
 }
 
+/// On a small machine where the user placed nothing: how to give the NICs'
+/// processors a core of their own, as `demo` and `bench` do (empty
+/// otherwise).
+pub fn layout_hint(backend: ClusterBackend, layout: Option<&Layout>) -> String {
+    let Some(l) = layout else { return String::new() };
+    let rest = crate::bench_rt::cpu_list(&l.rest);
+    let nic = match backend {
+        ClusterBackend::Qemu => format!("--guest-cpus {} --cpus {rest}", l.nic),
+        _ => format!("--cpus {}", l.nic),
+    };
+    format!(
+        "on {} cores the NICs answer about twice as fast on a core of their own: start the \
+         cluster with `{nic}` and give host programs `--cpus {rest}` \
+         (docs/design/performance.md)\n",
+        l.rest.len() + 1
+    )
+}
+
 /// `cargo xtask run --nodes N --backend sim|live|qemu [--name NAME] ...`.
 pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
     let backend = match a.backend {
@@ -158,6 +177,10 @@ pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) if line.starts_with(READY_PREFIX) => {
                 print!("{}", hints(&a.name, backend));
+                if a.cpus.is_none() && a.guest_cpus.is_none() {
+                    let cores = host_driver::affinity::current()?;
+                    print!("{}", layout_hint(backend, small_machine_layout(&cores).as_ref()));
+                }
                 println!("serving until Ctrl-C");
             }
             Ok(line) => println!("{line}"),
@@ -287,6 +310,17 @@ mod tests {
         let args = nic_cluster_args(&a, ClusterBackend::Qemu, None);
         assert!(args.contains(&"--cpus=0".to_string()), "{args:?}");
         assert!(args.contains(&"--guest-cpus=1".to_string()), "{args:?}");
+    }
+
+    #[test]
+    fn a_small_machine_is_told_how_to_give_the_nics_a_core() {
+        let two = Layout { nic: 1, rest: vec![0] };
+        let q = layout_hint(ClusterBackend::Qemu, Some(&two));
+        assert!(q.starts_with("on 2 cores"), "{q}");
+        assert!(q.contains("`--guest-cpus 1 --cpus 0`") && q.contains("`--cpus 0`"), "{q}");
+        let l = layout_hint(ClusterBackend::Live, Some(&Layout { nic: 2, rest: vec![0, 1] }));
+        assert!(l.contains("`--cpus 2`") && l.contains("programs `--cpus 0,1`"), "{l}");
+        assert_eq!(layout_hint(ClusterBackend::Live, None), "");
     }
 
     #[test]
