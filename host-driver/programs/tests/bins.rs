@@ -137,6 +137,28 @@ fn binaries_fail_clearly() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("timed out"), "{}", text(&o));
+    assert!(
+        text(&o).contains("nothing has come yet: is the program at node 0 port 0 running"),
+        "{}",
+        text(&o)
+    );
+    // Both ends up, with different sizes: the messages fit none of the
+    // receiver's buffers, and both say what to check.
+    let pong = pingpong(&["--cluster", &path, "--node", "1", "--port", "2", "--peer", "0"])
+        .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = pingpong(&["--cluster", &path, "--node", "0", "--port", "2", "--peer", "1"])
+        .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "1"])
+        .output()
+        .unwrap();
+    let pong = pong.wait_with_output().unwrap();
+    for (o, peer) in [(&o, "node 1 port 2"), (&pong, "node 0 port 2")] {
+        assert_eq!(o.status.code(), Some(1), "{}", text(o));
+        assert!(text(o).contains(&format!("is the program at {peer} running")), "{}", text(o));
+    }
     // A node the cluster does not have.
     let o = stream(&["--cluster", &path, "--node", "7", "--port", "0", "--peer", "0"])
         .args(["--peer-port", "1", "--role", "send"])

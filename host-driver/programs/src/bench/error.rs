@@ -14,8 +14,9 @@ pub enum BenchError {
     Config(String),
     /// A driver call failed.
     Driver(DriverError),
-    /// No event for `timeout` while waiting for `what`.
-    Timeout { what: String, timeout: Duration },
+    /// No event for `timeout` while waiting for `what`; `silent`: the
+    /// peer (node, port), when nothing at all had come yet.
+    Timeout { what: String, timeout: Duration, silent: Option<(u16, u8)> },
     /// The peer's port did not open within `timeout`.
     PeerNotUp { node: u16, port: u8, timeout: Duration, last: SendStatus },
     /// A send completed with a failure status.
@@ -39,8 +40,17 @@ impl fmt::Display for BenchError {
         match self {
             BenchError::Config(s) => write!(f, "bad configuration: {s}"),
             BenchError::Driver(e) => write!(f, "driver: {e}"),
-            BenchError::Timeout { what, timeout } => {
-                write!(f, "timed out after {timeout:?} without an event, waiting for {what}")
+            BenchError::Timeout { what, timeout, silent } => {
+                write!(f, "timed out after {timeout:?} without an event, waiting for {what}")?;
+                if let Some((node, port)) = silent {
+                    write!(
+                        f,
+                        " (nothing has come yet: is the program at node {node} port {port} \
+                         running, with the same --size? A message lands only in a receive \
+                         buffer of its size class)"
+                    )?;
+                }
+                Ok(())
             }
             BenchError::PeerNotUp { node, port, timeout, last } => write!(
                 f,

@@ -59,6 +59,8 @@ pub(super) struct Run<'a, B: NicBackend> {
     posted: u64,
     expect: u64,
     scratch: Scratch,
+    /// A message or a send completion has come (so the peer is there).
+    heard: bool,
 }
 
 /// The program's own copy of a message, page-aligned like the DMA
@@ -123,6 +125,7 @@ impl<'a, B: NicBackend> Run<'a, B> {
             posted: 0,
             expect: 0,
             scratch: Scratch::new(size as usize),
+            heard: false,
         }
     }
 
@@ -199,11 +202,14 @@ impl<'a, B: NicBackend> Run<'a, B> {
             let ev = match self.port.wait(self.timeout) {
                 Ok(e) => e,
                 Err(DriverError::Timeout) => {
-                    return Err(BenchError::Timeout { what: what(), timeout: self.timeout })
+                    let (what, timeout) = (what(), self.timeout);
+                    let silent = (!self.heard).then_some(self.peer);
+                    return Err(BenchError::Timeout { what, timeout, silent });
                 }
                 Err(e) => return Err(e.into()),
             };
             let t = self.now();
+            self.heard |= matches!(ev, Event::Received { .. } | Event::Sent { .. });
             match ev {
                 Event::Received { node, port, priority, len, buffer, tag, size_class, .. } => {
                     let idx = tag as usize;
