@@ -91,8 +91,6 @@ pub fn run_sim(json: bool) -> crate::Result<ExitCode> {
     }
 }
 
-/// `cargo xtask demo` on a real-time backend (qemu when QEMU is here or
-/// can be installed, else live).
 /// Where a demo's threads run on a small machine: the NICs' processors on
 /// `nic` (qemu: the QEMU guests; live: the device thread, which runs the
 /// MCPs), the host programs (and under qemu the device thread) on `rest`.
@@ -119,6 +117,8 @@ pub fn small_machine_layout(cores: &[usize]) -> Option<Layout> {
     }
 }
 
+/// `cargo xtask demo` on a real-time backend (qemu when QEMU is here or
+/// can be installed, else live).
 fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
     let t0 = Instant::now();
     println!("==> firmware image");
