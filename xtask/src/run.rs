@@ -178,7 +178,7 @@ pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
             Ok(line) if line.starts_with(READY_PREFIX) => {
                 print!("{}", hints(&a.name, backend));
                 if a.cpus.is_none() && a.guest_cpus.is_none() {
-                    let cores = host_driver::affinity::current()?;
+                    let cores = host_driver::affinity::current().unwrap_or_default();
                     print!("{}", layout_hint(backend, small_machine_layout(&cores).as_ref()));
                 }
                 println!("serving until Ctrl-C");
