@@ -144,7 +144,7 @@ const FIT_BYTES: u32 = 2;
 fn size_caveats(p: &Profile, bytes: u32) -> String {
     let m = nic_emu::mcast_model::model_params(p);
     let mut out = String::new();
-    if p.multicast.is_some() && bytes != FIT_BYTES && (m.nic_send_per_byte > 0.0) {
+    if p.multicast.is_some() && bytes != FIT_BYTES && m.nic_send_per_byte > 0.0 {
         let _ = writeln!(
             out,
             "Note: the table's NIC send and receive terms ({} + {} m us each) were fitted on \
