@@ -2,7 +2,7 @@
 //! program takes: `nic-cluster run` flattens [`ClusterOpts`] into its own
 //! options, and `cargo xtask run` takes the same and hands them on to
 //! `nic-cluster run` ([`ClusterOpts::args`]), so both spell, document and
-//! default them alike.
+//! default them alike; and the value parsers they share.
 
 use crate::profile::Reliability;
 use crate::Topology;
@@ -74,6 +74,20 @@ impl ClusterOpts {
             a.push(format!("--reliability={r}"));
         }
         a
+    }
+}
+
+/// A clap value parser for counts of 1 or more (`--threads`, `--runs`,
+/// `--steps` ...): 0 is refused with the option named, as a usage error.
+pub fn at_least_one<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match s.parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 

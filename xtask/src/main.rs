@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nic_emu::cli::at_least_one;
 
 mod bench;
 mod bench_rt;
@@ -439,19 +440,6 @@ enum Cmd {
     /// Check the prerequisites of every command and print how to install
     /// what is missing.
     Doctor,
-}
-
-/// A count of 1 or more.
-fn at_least_one<T>(s: &str) -> std::result::Result<T, String>
-where
-    T: std::str::FromStr + PartialOrd + From<u8>,
-    T::Err: std::fmt::Display,
-{
-    match s.parse::<T>() {
-        Ok(n) if n >= T::from(1) => Ok(n),
-        Ok(_) => Err("must be at least 1".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn main() -> ExitCode {

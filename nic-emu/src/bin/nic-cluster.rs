@@ -114,7 +114,7 @@ struct RunArgs {
     #[arg(long)]
     detach: bool,
     /// Device threads to spread the NICs over (1: one thread runs all).
-    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1, value_parser = nic_emu::cli::at_least_one::<usize>)]
     threads: usize,
     /// CPUs the device threads run on (`1`, `2-3`; default: anywhere).
     /// Give host programs the other cores (their `--cpus`): a NIC with a
@@ -219,15 +219,6 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
         }
     };
     Ok(c)
-}
-
-/// A count of 1 or more.
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 /// A time in seconds above zero.
