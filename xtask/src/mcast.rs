@@ -77,8 +77,8 @@ pub fn model(which: &str, profile: &str, bytes: u32, groups: &str) -> crate::Res
     }
     let p = Profile::load(profile).map_err(|e| e.to_string())?;
     let groups = parse_groups(groups)?;
-    let largest = 1u32 << host_driver::nic_abi::MAX_SIZE_CLASS;
-    if bytes > largest {
+    let largest = host_driver::nic_abi::class_max_len(host_driver::nic_abi::MAX_SIZE_CLASS);
+    if u64::from(bytes) > largest {
         return Err(format!("--bytes {bytes}: at most {largest} (4 MiB, the largest message)"));
     }
     let total = (Scheme::ALL.len() * 5 * groups.len()) as u64;
