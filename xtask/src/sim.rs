@@ -202,7 +202,23 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     } else {
         crate::emit(&report.summary());
     }
+    // (Advice, not progress: printed with --quiet too.)
+    let limit_ns = match a.timeout {
+        Some(t) if rt_backend.is_some() => (t * 1e9) as u64,
+        _ => sc.limit_ns,
+    };
+    for hint in report.limit_hints(send_timeout_ns(&sc), limit_ns) {
+        eprintln!("note: {hint}");
+    }
     Ok(if report.all_delivered_intact() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+/// The run's send timeout: the scenario's, else its profile's.
+fn send_timeout_ns(sc: &scenario::Validated) -> u64 {
+    match sc.send_timeout_us {
+        Some(us) => (us * 1e3) as u64,
+        None => nic_emu::Profile::load(&sc.profile).map_or(0, |p| p.firmware.send_timeout_ns),
+    }
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use crate::shared::Shared;
 use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map;
-use nic_abi::multicast::{self as tree, Algorithm};
+use nic_abi::multicast::{self as tree, levels_below, Algorithm};
 use nic_abi::packet::McastTag;
 use nic_abi::stats::Stat;
 
@@ -136,14 +136,7 @@ pub fn count_steps(w: &mut crate::Work, alg: Algorithm, n: u16) {
 /// How long a member waits for its children's reports: a send timeout
 /// for each level of its subtree below it, and one more.
 pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {
-    // Levels below this member, bounded from above without walking the
-    // tree: a chain (and a k-binomial tree, which may be one) is as deep
-    // as it is long; halving and heap trees are at most log2 deep.
-    let levels = match Algorithm::from_code(tag.alg, tag.k) {
-        Some(Algorithm::Separate) => 1,
-        Some(Algorithm::Binomial | Algorithm::Binary) => 16 - subtree.leading_zeros() as u64,
-        _ => subtree as u64,
-    };
+    let levels = levels_below(Algorithm::from_code(tag.alg, tag.k), subtree);
     cx.cfg.send_timeout.saturating_mul(levels + 1)
 }
 

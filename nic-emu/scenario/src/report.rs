@@ -638,6 +638,54 @@ impl Report {
     }
 }
 
+impl Report {
+    /// Advice for a run that stopped at its limit where the scenario
+    /// explains why (empty otherwise): a multicast served by NICs (`nic`,
+    /// `nic-cached`, `assisted`) whose relay's NIC reset after taking a
+    /// message completes only when the relay's parent gives up on it, and
+    /// a member waits the send timeout for each level of its subtree and
+    /// one more before it does (the root longest). `send_timeout_ns` and
+    /// `limit_ns`: the run's.
+    pub fn limit_hints(&self, send_timeout_ns: u64, limit_ns: u64) -> Vec<String> {
+        if self.complete || !matches!(self.sim.stopped.as_str(), "time-limit" | "timeout") {
+            return Vec::new();
+        }
+        self.flows
+            .iter()
+            .filter(|f| f.delivered < f.messages || !f.complete)
+            .filter_map(|f| {
+                let m = f.multicast.as_ref().filter(|m| m.scheme != "host")?;
+                let at_ns = (f.cut_by_reset_us? * 1e3) as u64;
+                // The root waits longest: every level below it, and one more.
+                let alg = nic_abi::multicast::Algorithm::parse(&m.algorithm, m.k.unwrap_or(0));
+                // (A member's subtree counts itself: the root's is G.)
+                let below = nic_abi::multicast::levels_below(alg, m.group_size);
+                let wait = send_timeout_ns.saturating_mul(below + 1);
+                // One more send timeout for what follows (the later
+                // multicasts, which find the reset member's port closed).
+                let needed = at_ns.saturating_add(wait).saturating_add(send_timeout_ns);
+                (needed > limit_ns).then(|| {
+                    format!(
+                        "flow {}: a {} multicast whose relay's NIC was reset (at {}) completes \
+                         when the relay's parent gives up on it, after the send timeout ({}) \
+                         for each level below the root and one more: up to {} after the \
+                         reset here, and this run's limit is {}. Give it [run] limit_ms = {} \
+                         or more (that and one more send timeout for what follows; on live and \
+                         qemu, or --timeout), or a shorter [firmware] send_timeout_us.",
+                        f.name,
+                        m.scheme,
+                        fmt_ns(at_ns),
+                        fmt_ns(send_timeout_ns),
+                        fmt_ns(wait),
+                        fmt_ns(limit_ns),
+                        needed.div_ceil(1_000_000),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
 fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }

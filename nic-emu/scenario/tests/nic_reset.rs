@@ -317,3 +317,51 @@ limit_ms = 60000
     let f = r.flows.iter().find(|f| f.name == "a.9-0").unwrap();
     assert_eq!((f.delivered, f.send_errors, f.cut_by_reset_us), (7, 0, None), "{f:?}");
 }
+
+/// An 8-member NIC-served binomial multicast whose relay (node 2, under
+/// the root) is reset after taking the first message, on lanai4-gm (a
+/// one-minute send timeout); `extra` is appended.
+fn relay_reset(scheme: &str, extra: &str) -> String {
+    format!(
+        "profile = \"lanai4-gm\"\nseed = 29\n[fabric]\nnodes = 8\n\
+         [[flows]]\nname = \"m\"\nsrc = [0, 2]\nkind = \"multicast\"\ngroup_size = 8\n\
+         scheme = \"{scheme}\"\nalgorithm = \"binomial\"\nsizes = [64, 9000]\nmessages = 40\n\
+         [[faults.nic_reset]]\nnode = 2\nat_us = 500\n{extra}"
+    )
+}
+
+#[test]
+fn a_run_a_relay_reset_keeps_past_its_limit_says_which_limit_would_do_and_that_one_does() {
+    let send_timeout_ns = 60_000_000_000;
+    for scheme in ["nic", "nic-cached"] {
+        let sc = Scenario::parse_validated(&relay_reset(scheme, "")).unwrap();
+        let r = run(&sc).unwrap();
+        assert!(!r.complete && r.sim.stopped == "time-limit", "{scheme}\n{}", r.summary());
+        let hints = r.limit_hints(send_timeout_ns, sc.limit_ns);
+        assert_eq!(hints.len(), 1, "{scheme}: {hints:?}");
+        // Binomial over 8: four levels below the root (its subtree of 8
+        // counts itself), and one more.
+        assert!(hints[0].contains("up to 300.000 s after the reset"), "{}", hints[0]);
+        let ms: u64 = hints[0]
+            .split("limit_ms = ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no limit in {}", hints[0]));
+        assert_eq!(ms, 360_001);
+        // With the limit it names the run ends by itself: the flow the
+        // reset cut, every other check as usual, and no advice.
+        let sc =
+            Scenario::parse_validated(&relay_reset(scheme, &format!("[run]\nlimit_ms = {ms}\n")))
+                .unwrap();
+        let r = run(&sc).unwrap();
+        assert!(r.complete && r.sim.stopped == "done", "{scheme}\n{}", r.summary());
+        assert!(r.all_delivered_intact(), "{scheme}\n{}", r.summary());
+        assert!(r.flows[0].cut_by_reset_us.is_some());
+        assert!(r.limit_hints(send_timeout_ns, sc.limit_ns).is_empty());
+    }
+    // A run that ends in time, or host-served multicast, has no advice.
+    let sc = Scenario::parse_validated(&relay_reset("host", "")).unwrap();
+    let r = run(&sc).unwrap();
+    assert!(r.limit_hints(send_timeout_ns, sc.limit_ns).is_empty(), "{}", r.summary());
+}

@@ -218,6 +218,20 @@ pub fn relays_on_deepest_path(alg: Algorithm, g: u16) -> u16 {
     depth(alg, g).saturating_sub(1)
 }
 
+/// Levels below a member heading `subtree` members, bounded from above
+/// without walking the tree: a chain (and a k-binomial tree, which may be
+/// one) is as deep as it is long; halving and heap trees are at most log2
+/// deep; separate addressing has one. A member waits for its children's
+/// reports a send timeout for each, and one more. `None`: an unknown
+/// tree, bounded as a chain.
+pub fn levels_below(alg: Option<Algorithm>, subtree: u16) -> u64 {
+    match alg {
+        Some(Algorithm::Separate) => 1,
+        Some(Algorithm::Binomial | Algorithm::Binary) => 16 - subtree.leading_zeros() as u64,
+        _ => subtree as u64,
+    }
+}
+
 /// Send steps until the last member has the message, when every sender
 /// sends one message per step and a child starts sending in the step after
 /// it received: separate and serial G-1, binomial ceil(log2 G), binary the
