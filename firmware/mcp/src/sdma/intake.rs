@@ -154,8 +154,9 @@ impl Sdma {
     /// receive, and a peer's message may wait for this port's buffers: so
     /// neither kind ever waits for the other. Each kind keeps its own
     /// order: the look-ahead stops at the first of the other kind that
-    /// cannot be taken now, and at a multicast (its continuation slots
-    /// are not descriptors). Returns the budget left.
+    /// cannot be taken now. A multicast is a send whose continuation
+    /// slots (its child list) are passed over; behind receive buffers
+    /// the look-ahead stops at one. Returns the budget left.
     fn take_ahead(
         &mut self,
         cx: &mut Shared,
@@ -173,23 +174,43 @@ impl Sdma {
         let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
         hw.read(send_slot(p, cons), &mut b);
         let head = Descriptor::raw_kind(&b);
-        if head == DescKind::Multicast as u8 {
+        // A multicast at the head waits as a send does (for a record, or
+        // for the multicast before it to leave): what is posted behind
+        // its continuation slots may go ahead.
+        let first = if head != DescKind::Multicast as u8 {
+            1
+        } else if !crate::MULTICAST {
             return budget;
-        }
-        let head_provides = head == DescKind::Provide as u8;
-        for i in 1..pending.min(AHEAD_MAX) {
-            if budget == 0 {
-                break;
+        } else {
+            match super::mcast::continuation_slots(&b) {
+                Some(extra) => 1 + extra,
+                None => return budget,
             }
+        };
+        let head_provides = head == DescKind::Provide as u8;
+        let end = pending.min(AHEAD_MAX);
+        let mut i = first;
+        while i < end && budget > 0 {
             if self.ahead[p] & (1 << i) != 0 {
+                i += 1;
                 continue;
             }
             hw.read(send_slot(p, cons.wrapping_add(i)), &mut b);
             let kind = Descriptor::raw_kind(&b);
             if kind == DescKind::Multicast as u8 {
-                break;
+                // A send: behind sends it waits in their order, its
+                // continuation slots passed over; behind receive buffers
+                // the look-ahead stops there.
+                match super::mcast::continuation_slots(&b) {
+                    Some(extra) if !head_provides && crate::MULTICAST => {
+                        i += 1 + extra;
+                        continue;
+                    }
+                    _ => break,
+                }
             }
             if (kind == DescKind::Provide as u8) == head_provides {
+                i += 1;
                 continue; // waits behind the head, in its kind's order
             }
             let parsed = Descriptor::decode(&b);
@@ -204,6 +225,7 @@ impl Sdma {
             self.ahead[p] |= 1 << i;
             budget -= 1;
             self.take(cx, hw, p, &b, parsed, reg_ok, w);
+            i += 1;
         }
         budget
     }

@@ -37,6 +37,14 @@ fn descriptor_token(kind: TokKind, p: usize, d: &Descriptor, tag: &McastTag) -> 
     t
 }
 
+/// The ring slots after multicast descriptor `b` that hold its child
+/// list (0 for a list too long to take: it is refused alone); None when
+/// its fields do not decode.
+pub(super) fn continuation_slots(b: &[u8]) -> Option<u32> {
+    let n = McastFields::decode(b).ok()?.nchildren as usize;
+    Some(if n <= desc::MAX_LISTED_CHILDREN { desc::child_slots(n) as u32 } else { 0 })
+}
+
 impl Sdma {
     /// Whether the host scheme's last multicast send still has its first
     /// packet to get ready (`mcast_lead`); forgets a lead that went.
@@ -67,8 +75,7 @@ impl Sdma {
         w: &mut Work,
     ) -> bool {
         let fields = McastFields::decode(b);
-        let n = fields.map_or(0, |f| f.nchildren as usize);
-        let extra = if n <= desc::MAX_LISTED_CHILDREN { desc::child_slots(n) } else { 0 };
+        let extra = continuation_slots(b).unwrap_or(0) as usize;
         if prod.wrapping_sub(cons) < 1 + extra as u32 {
             return false;
         }
@@ -91,9 +98,8 @@ impl Sdma {
         });
         let result = parsed.and_then(|(d, f)| self.accept_mcast(cx, hw, p, cons, &d, &f, w));
         self.cons[p] = cons.wrapping_add(1 + extra as u32);
-        // (A multicast at the head stops the look-ahead: nothing was
-        // taken ahead of it.)
-        self.ahead[p] = 0;
+        // (What was taken ahead of it lies past its continuation slots.)
+        self.ahead[p] = self.ahead[p].checked_shr(1 + extra as u32).unwrap_or(0);
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {
