@@ -636,9 +636,7 @@ impl Report {
         let _ = writeln!(s, "{verdict}");
         s
     }
-}
 
-impl Report {
     /// Advice for a run that stopped at its limit where the scenario
     /// explains why (empty otherwise): a multicast served by NICs (`nic`,
     /// `nic-cached`, `assisted`) whose relay's NIC reset after taking a

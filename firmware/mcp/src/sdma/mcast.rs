@@ -41,8 +41,18 @@ fn descriptor_token(kind: TokKind, p: usize, d: &Descriptor, tag: &McastTag) -> 
 /// list (0 for a list too long to take: it is refused alone); None when
 /// its fields do not decode.
 pub(super) fn continuation_slots(b: &[u8]) -> Option<u32> {
-    let n = McastFields::decode(b).ok()?.nchildren as usize;
-    Some(if n <= desc::MAX_LISTED_CHILDREN { desc::child_slots(n) as u32 } else { 0 })
+    Some(list_slots(McastFields::decode(b).ok()?.nchildren))
+}
+
+/// The slots a child list of `n` takes after its descriptor (0 for one
+/// too long to take).
+fn list_slots(n: u16) -> u32 {
+    let n = n as usize;
+    if n <= desc::MAX_LISTED_CHILDREN {
+        desc::child_slots(n) as u32
+    } else {
+        0
+    }
 }
 
 impl Sdma {
@@ -75,7 +85,7 @@ impl Sdma {
         w: &mut Work,
     ) -> bool {
         let fields = McastFields::decode(b);
-        let extra = continuation_slots(b).unwrap_or(0) as usize;
+        let extra = fields.map_or(0, |f| list_slots(f.nchildren)) as usize;
         if prod.wrapping_sub(cons) < 1 + extra as u32 {
             return false;
         }
