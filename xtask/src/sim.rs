@@ -213,12 +213,13 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     Ok(if report.all_delivered_intact() { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }
 
-/// The run's send timeout: the scenario's, else its profile's.
+/// The run's send timeout: the scenario's, else its profile's (0 when
+/// neither can be read: the run used it already, so it can).
 fn send_timeout_ns(sc: &scenario::Validated) -> u64 {
-    match sc.send_timeout_us {
-        Some(us) => (us * 1e3) as u64,
-        None => nic_emu::Profile::load(&sc.profile).map_or(0, |p| p.firmware.send_timeout_ns),
-    }
+    nic_emu::Profile::load(&sc.profile)
+        .ok()
+        .and_then(|p| nic_emu::plan::send_timeout_ns(&p, sc.send_timeout_us).ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -95,18 +95,20 @@ pub fn plan_sim(
         return Err(EmuError::Config(format!("nodes: {nodes} is more than the ABI's {MAX_NODES}")));
     }
     let layout = topology.layout(nodes, p.switch.ports as usize).map_err(EmuError::Config)?;
-    let send_timeout_ns = match send_timeout_us {
-        None => p.firmware.send_timeout_ns,
-        Some(us) if us.is_finite() && us > 0.0 => ((us * 1e3).round() as u64).max(1),
-        Some(us) => {
-            return Err(EmuError::Config(format!(
-                "send_timeout_us: {us} must be a positive number"
-            )))
-        }
-    };
+    let send_timeout_ns = send_timeout_ns(p, send_timeout_us).map_err(EmuError::Config)?;
     let routes: Vec<Vec<Vec<u8>>> =
         (0..nodes).map(|s| (0..nodes).map(|d| layout.route(s, d)).collect()).collect();
     Ok(Plan { layout, send_timeout_ns, routes })
+}
+
+/// The send timeout a cluster of profile `p` runs with: `send_timeout_us`
+/// when given (a positive number of microseconds), else the profile's.
+pub fn send_timeout_ns(p: &Profile, send_timeout_us: Option<f64>) -> Result<u64, String> {
+    match send_timeout_us {
+        None => Ok(p.firmware.send_timeout_ns),
+        Some(us) if us.is_finite() && us > 0.0 => Ok(((us * 1e3).round() as u64).max(1)),
+        Some(us) => Err(format!("send_timeout_us: {us} must be a positive number")),
+    }
 }
 
 #[cfg(test)]
