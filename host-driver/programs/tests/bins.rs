@@ -143,21 +143,39 @@ fn binaries_fail_clearly() {
         text(&o)
     );
     // Both ends up, with different sizes: the messages fit none of the
-    // receiver's buffers, and both say what to check.
-    let pong = pingpong(&["--cluster", &path, "--node", "1", "--port", "2", "--peer", "0"])
-        .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = pingpong(&["--cluster", &path, "--node", "0", "--port", "2", "--peer", "1"])
-        .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "1"])
-        .output()
-        .unwrap();
-    let pong = pong.wait_with_output().unwrap();
-    for (o, peer) in [(&o, "node 1 port 2"), (&pong, "node 0 port 2")] {
-        assert_eq!(o.status.code(), Some(1), "{}", text(o));
-        assert!(text(o).contains(&format!("is the program at {peer} running")), "{}", text(o));
+    // receiver's buffers, and both say what to check. Once with the pong
+    // up first, once with the ping first, so that its first send finds
+    // the pong's port closed (which is not hearing from the pong).
+    for ping_first in [false, true] {
+        let pong = || {
+            pingpong(&["--cluster", &path, "--node", "1", "--port", "2", "--peer", "0"])
+                .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "1"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let early = (!ping_first).then(pong);
+        let ping = pingpong(&["--cluster", &path, "--node", "0", "--port", "2", "--peer", "1"])
+            .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let late = ping_first.then(|| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            pong()
+        });
+        let o = ping.wait_with_output().unwrap();
+        let pong = early.or(late).unwrap().wait_with_output().unwrap();
+        for (o, peer) in [(&o, "node 1 port 2"), (&pong, "node 0 port 2")] {
+            assert_eq!(o.status.code(), Some(1), "ping first {ping_first}: {}", text(o));
+            assert!(
+                text(o).contains(&format!("is the program at {peer} running")),
+                "ping first {ping_first}: {}",
+                text(o)
+            );
+        }
     }
     // A node the cluster does not have.
     let o = stream(&["--cluster", &path, "--node", "7", "--port", "0", "--peer", "0"])

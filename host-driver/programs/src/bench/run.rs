@@ -59,7 +59,9 @@ pub(super) struct Run<'a, B: NicBackend> {
     posted: u64,
     expect: u64,
     scratch: Scratch,
-    /// A message or a send completion has come (so the peer is there).
+    /// A message or a completed send has come (so the peer's program is
+    /// there). A send refused because the peer's port was not open yet
+    /// does not count: the peer may come up after it with another size.
     heard: bool,
 }
 
@@ -209,7 +211,8 @@ impl<'a, B: NicBackend> Run<'a, B> {
                 Err(e) => return Err(e.into()),
             };
             let t = self.now();
-            self.heard |= matches!(ev, Event::Received { .. } | Event::Sent { .. });
+            self.heard |=
+                matches!(ev, Event::Received { .. } | Event::Sent { status: SendStatus::Ok, .. });
             match ev {
                 Event::Received { node, port, priority, len, buffer, tag, size_class, .. } => {
                     let idx = tag as usize;
