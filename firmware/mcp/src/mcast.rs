@@ -140,6 +140,36 @@ pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {
     cx.cfg.send_timeout.saturating_mul(levels + 1)
 }
 
+/// When record `r` stops waiting: its deadline, or, for a message it
+/// relays out of its receive buffers that stopped coming, a send timeout
+/// and a quarter after its last packet came in. Its parent gives up on
+/// this NIC once it has had no ack for a send timeout (or been refused
+/// for one), so by then the rest will never come (the parent's NIC was
+/// reset, or died), and the children's sends, which wait for it, would
+/// hold up every message queued behind them on their streams until the
+/// deadline (several send timeouts away), long enough for those to give
+/// up. The quarter covers the ack's trip and the parent's last retry.
+pub fn ends_at(cx: &Shared, r: u16) -> u64 {
+    let rec = &cx.mcasts[r];
+    let t = cx.cfg.send_timeout;
+    if rec.source == McastSource::RxBufs && rec.have < rec.npkts {
+        rec.deadline.min(rec.last_in.saturating_add(t.saturating_add(t / 4)))
+    } else {
+        rec.deadline
+    }
+}
+
+/// Does record `m` (a `RxStream::mrec`) still serve the multicast whose
+/// packet `h` is? A record that finished before the whole message came
+/// (out of time) may since serve another one.
+pub fn serves(cx: &Shared, m: u16, h: &nic_abi::packet::Header) -> bool {
+    let tag = McastTag::from_header(h.remote, 0);
+    cx.mcasts.is_live(m) && {
+        let rec = &cx.mcasts[m];
+        rec.tag.group == tag.group && rec.tag.mseq == tag.mseq && rec.parent == Some(h.src_node)
+    }
+}
+
 /// The record serving multicast (`group`, `mseq`), if any.
 pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<u16> {
     cx.mcasts.live_indices().find(|&r| {

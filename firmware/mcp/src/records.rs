@@ -857,6 +857,9 @@ pub struct McastRec {
     pub delivered: bool,
     /// When to stop waiting for children's reports.
     pub deadline: u64,
+    /// RxBufs source: when the last packet of the message came in (a
+    /// message that stops coming will not be finished: `mcast::ends_at`).
+    pub last_in: u64,
     /// RxBufs source: packets arrived, packets whose buffers went back,
     /// packets whose multicast handling was priced (once per packet, at
     /// its first copy out: further copies are only sends).
@@ -905,6 +908,7 @@ impl McastRec {
         token: NIL,
         delivered: false,
         deadline: 0,
+        last_in: 0,
         have: 0,
         released: 0,
         priced: 0,

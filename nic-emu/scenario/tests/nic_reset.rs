@@ -318,6 +318,69 @@ limit_ms = 60000
     assert_eq!((f.delivered, f.send_errors, f.cut_by_reset_us), (7, 0, None), "{f:?}");
 }
 
+#[test]
+fn a_relayed_message_that_stops_coming_ends_its_record_before_the_relays_own_multicasts_give_up() {
+    // Node 0 relays root 10's NIC-served multicasts (70,000 bytes) to
+    // node 1 and multicasts to node 1 itself (separate addressing) on the
+    // same port. Root 10 resets 24 us in, with node 0 part-way through
+    // its first message: node 0's send of it to node 1 waits for packets
+    // that never come, and node 0's own multicasts wait behind it on the
+    // stream to node 1. Their deadline (two send timeouts from posting)
+    // fell before the relay's record's (two from its first packet), and
+    // three of them ended with node 1 not reached. The relay's record now
+    // ends a send timeout and a quarter after its last packet came.
+    let text = r#"profile = "modern"
+seed = 288560444
+[fabric]
+nodes = 11
+topology = "two-switch"
+[[flows]]
+name = "own"
+src = [0, 1]
+kind = "multicast"
+group_size = 2
+scheme = "nic"
+algorithm = "separate"
+window = 3
+bytes = 70000
+messages = 5
+[[flows]]
+name = "relayed"
+src = [10, 1]
+kind = "multicast"
+group_size = 3
+scheme = "nic"
+algorithm = "k-binomial"
+window = 1
+bytes = 70000
+messages = 2
+[[faults.link_down]]
+link = "sw0.p31"
+at_us = 24
+for_us = 1000
+[[faults.nic_reset]]
+node = 10
+at_us = 24
+[firmware]
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    for mode in ["go-back-n", "selective"] {
+        let text = text.replace("[firmware]\n", &format!("[firmware]\nreliability = \"{mode}\"\n"));
+        let r = run(&Scenario::parse_validated(&text).unwrap()).unwrap();
+        assert_eq!(r.sim.stopped, "done", "{mode}: {}", r.summary());
+        assert!(r.problems.is_empty(), "{mode}: {:?}\n{}", r.problems, r.summary());
+        assert!(r.all_delivered_intact(), "{mode}: {}", r.summary());
+        let own = r.flows.iter().find(|f| f.name == "own").unwrap();
+        assert_eq!((own.delivered, own.send_errors, own.cut_by_reset_us), (5, 0, None), "{own:?}");
+        // Held up for a send timeout and a quarter (2.5 s), not more.
+        let end_ms = r.sim.end_ns as f64 / 1e6;
+        eprintln!("{mode}: ends at {end_ms:.1} ms");
+        assert!((2500.0..2600.0).contains(&end_ms), "{mode}: {}", r.summary());
+    }
+}
+
 /// An 8-member NIC-served binomial multicast whose relay (node 2, under
 /// the root) is reset after taking the first message, on lanai4-gm (a
 /// one-minute send timeout); `extra` is appended.

@@ -480,8 +480,8 @@ impl Recv {
         }
         self.rxs[r].assembly = Assembly::Idle;
         self.rxs[r].offset = 0;
-        // A relayed message cut short: its record waits out its deadline
-        // and reports its subtree as not reached.
+        // A relayed message cut short: its record ends when the rest is
+        // overdue (`mcast::ends_at`) and reports its subtree as not reached.
         self.rxs[r].mrec = NIL;
     }
 
@@ -608,6 +608,7 @@ impl Recv {
         let rec = &mut cx.mcasts[m];
         rec.bufs[rec.have as usize % RELAY_WINDOW] = buf;
         rec.have += 1;
+        rec.last_in = cx.now;
         true
     }
 
@@ -795,7 +796,13 @@ impl Recv {
                     self.advance(cx, r);
                     return;
                 }
-                let m = self.rxs[r].mrec;
+                let mut m = self.rxs[r].mrec;
+                if m != NIL && m != MREC_LEAF && !mcast::serves(cx, m, h) {
+                    // Its record finished before the whole message came
+                    // (out of time): the rest goes to the host only.
+                    self.rxs[r].mrec = NIL;
+                    m = NIL;
+                }
                 if m != NIL {
                     w.mcast_rx_packets += 1;
                 }

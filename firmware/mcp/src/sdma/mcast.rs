@@ -399,7 +399,7 @@ impl Sdma {
             let rec = cx.mcasts[r];
             let complete =
                 rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered;
-            if complete || cx.now >= rec.deadline {
+            if complete || cx.now >= mcast::ends_at(cx, r) {
                 w.timers += (!complete) as u32;
                 self.mcast_finish(cx, hw, r);
             }

@@ -496,7 +496,7 @@ impl Sdma {
         }
         if crate::MULTICAST {
             for r in cx.mcasts.live_indices() {
-                at(cx.mcasts[r].deadline);
+                at(crate::mcast::ends_at(cx, r));
             }
         }
     }
