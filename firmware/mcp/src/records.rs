@@ -267,9 +267,10 @@ pub struct TxStream {
     pub hold_until: u64,
     /// When the target first refused for lack of a buffer (0: not now).
     pub nobuf_since: u64,
-    /// Go-back-N: `NoBuffer` refusals in a row without progress. The wait
-    /// before sending the window again doubles with each, so a receiver
-    /// short of buffers is not kept busy turning it away.
+    /// `NoBuffer` refusals in a row without progress. The wait before
+    /// sending again (the window, or under selective repeat the refused
+    /// packet) doubles with each, so a receiver short of buffers is not
+    /// kept busy turning it away.
     pub refusals: u8,
     /// Sends are dropped until the host resumes (after a timeout).
     pub suspended: bool,
@@ -403,14 +404,15 @@ impl TxStream {
         once.saturating_mul(1 << backoff.min(MAX_BACKOFF)).min(cap)
     }
 
-    /// Go-back-N: how long to wait before sending the window again after
-    /// the target refused a packet for want of a buffer, counting this
+    /// How long to wait before sending again (the window, or under
+    /// selective repeat the refused packet) after the target refused a
+    /// packet for want of a buffer, counting this
     /// refusal: the profile's retry time, doubled for each refusal in a
     /// row before this one without progress, at most
     /// `2^MAX_REFUSAL_SHIFT` times it and never more than a
-    /// [`TRIES_PER_TIMEOUT`]th of the send timeout. The whole window goes
-    /// again each time, and a receiver short of buffers for long would
-    /// spend its memory bus taking in and dropping it.
+    /// [`TRIES_PER_TIMEOUT`]th of the send timeout. A receiver short of
+    /// buffers for long would otherwise spend its memory bus taking in and
+    /// dropping what its senders try again.
     pub fn refused(&mut self, nobuf_retry: u64, send_timeout: u64) -> u64 {
         let shift = self.refusals.min(MAX_REFUSAL_SHIFT);
         self.refusals = self.refusals.saturating_add(1);

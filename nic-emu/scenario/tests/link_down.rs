@@ -73,3 +73,71 @@ fn bad_outages_are_refused_with_their_key() {
         assert!(e.contains(want), "{to}: {e}");
     }
 }
+
+#[test]
+fn under_selective_repeat_a_node_back_from_an_outage_is_not_flooded_by_retries() {
+    // Node 12's cable is down for the first 30 ms of an all-to-all of
+    // 4 KiB messages on lanai4-gm (its memory bus barely outpaces its
+    // link), beside two small multicasts on the same port. Back, node 12
+    // had no buffers for the 14 streams whose messages had waited: each
+    // sender tried its refused packet again every retry time (200 us)
+    // without backing off, which kept node 12's link full of packets it
+    // took in and refused (77,560 of them), its host-DMA waited behind
+    // them, its host saw nothing for 2 s, and 12 senders timed out.
+    // Refusals now back the retries off as go-back-N's do.
+    let text = r#"profile = "lanai4-gm"
+[fabric]
+nodes = 15
+topology = "two-switch"
+[[flows]]
+name = "f0"
+src = [14, 4]
+kind = "multicast"
+group_size = 5
+scheme = "nic"
+algorithm = "binary"
+window = 3
+sizes = [64, 1]
+messages = 5
+[[flows]]
+name = "f1"
+src = [9, 2]
+kind = "multicast"
+group_size = 12
+scheme = "host"
+algorithm = "binomial"
+window = 2
+sizes = [8, 1]
+messages = 2
+[[flows]]
+name = "f2"
+src = [0, 1]
+kind = "stream"
+dst = [1, 1]
+window = 1
+priority = "low"
+bytes = 0
+messages = 1
+[[alltoall]]
+name = "a"
+port = 2
+bytes = 4096
+messages = 8
+window = 2
+[[faults.link_down]]
+link = "node12"
+at_us = 0
+for_us = 30000
+[firmware]
+reliability = "selective"
+send_timeout_us = 2000000
+[run]
+limit_ms = 60000
+"#;
+    let r = run(&Scenario::parse_validated(text).unwrap()).unwrap();
+    assert_eq!(r.sim.stopped, "done", "{}", r.summary());
+    assert!(r.problems.is_empty(), "{:?}\n{}", r.problems, r.summary());
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+    let refused = r.nics[12].no_buffer;
+    assert!(refused < 1_000, "node 12 refused {refused} packets\n{}", r.summary());
+}

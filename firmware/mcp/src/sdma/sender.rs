@@ -295,9 +295,17 @@ impl Sdma {
             NackCode::NoBuffer | NackCode::Busy => {
                 let wait = if cx.cfg.selective {
                     // The packets after it may be held there: only it
-                    // goes again.
+                    // goes again, backed off as below while the
+                    // refusals go on (every stream into a receiver short
+                    // of buffers retrying each refused packet every retry
+                    // time took its whole memory bus, and it could not
+                    // get the buffers it lacked to its host).
                     self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
-                    cx.cfg.nobuf_retry
+                    if code == NackCode::NoBuffer {
+                        self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
+                    } else {
+                        cx.cfg.nobuf_retry
+                    }
                 } else {
                     self.rewind(cx, s, seq, RetxCause::NoBuffer);
                     if code == NackCode::NoBuffer {
