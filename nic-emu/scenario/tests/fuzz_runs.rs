@@ -14,7 +14,9 @@
 //! (about 5 s).
 //! To look further: `PROPTEST_CASES=5000 PROPTEST_RNG_SEED=<any number>
 //! cargo test --release -p nic-scenario --test fuzz_runs` (some 5 ms a
-//! case).
+//! case). With `FUZZ_SCENARIOS_OUT=<dir>` each case that runs is also
+//! written there as `case-<n>.toml`, to run on the live or qemu backend
+//! with `cargo xtask sim FILE --backend live`.
 
 use nic_device::profile::Profile;
 use nic_fabric::topology::Topology;
@@ -255,6 +257,18 @@ impl Gen {
     }
 }
 
+/// Write `text` to `$FUZZ_SCENARIOS_OUT/case-<n>.toml` when that is set
+/// (n counts the cases written by this process).
+fn keep(text: &str) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let Some(dir) = std::env::var_os("FUZZ_SCENARIOS_OUT") else { return };
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::path::Path::new(&dir).join(format!("case-{n}.toml"));
+    std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(&path, text))
+        .unwrap_or_else(|e| panic!("FUZZ_SCENARIOS_OUT: cannot write {}: {e}", path.display()));
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(1024)
 }
@@ -280,6 +294,7 @@ proptest! {
         // priority) are refused by design: not a case.
         prop_assume!(!matches!(&v, Err(e) if e.to_string().contains("is also used by")));
         let v = v.map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        keep(&text);
         let r = run(&v).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert!(
             r.sim.stopped == "done" && r.all_delivered_intact(),
