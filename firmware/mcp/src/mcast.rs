@@ -36,7 +36,7 @@ use crate::shared::Shared;
 use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map;
-use nic_abi::multicast::{self as tree, levels_below, Algorithm};
+use nic_abi::multicast::{self as tree, Algorithm};
 use nic_abi::packet::McastTag;
 use nic_abi::stats::Stat;
 
@@ -136,8 +136,7 @@ pub fn count_steps(w: &mut crate::Work, alg: Algorithm, n: u16) {
 /// How long a member waits for its children's reports: a send timeout
 /// for each level of its subtree below it, and one more.
 pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {
-    let levels = levels_below(Algorithm::from_code(tag.alg, tag.k), subtree);
-    cx.cfg.send_timeout.saturating_mul(levels + 1)
+    tree::report_wait(Algorithm::from_code(tag.alg, tag.k), subtree, cx.cfg.send_timeout)
 }
 
 /// When record `r` stops waiting: its deadline, or, for a message it
@@ -164,10 +163,7 @@ pub fn ends_at(cx: &Shared, r: u16) -> u64 {
 /// (out of time) may since serve another one.
 pub fn serves(cx: &Shared, m: u16, h: &nic_abi::packet::Header) -> bool {
     let tag = McastTag::from_header(h.remote, 0);
-    cx.mcasts.is_live(m) && {
-        let rec = &cx.mcasts[m];
-        rec.tag.group == tag.group && rec.tag.mseq == tag.mseq && rec.parent == Some(h.src_node)
-    }
+    cx.mcasts.is_live(m) && cx.mcasts[m].is_for(&tag) && cx.mcasts[m].parent == Some(h.src_node)
 }
 
 /// The record serving multicast (`group`, `mseq`), if any.
@@ -209,10 +205,7 @@ pub fn rec_of(cx: &Shared, t: u16) -> Option<u16> {
     let tok = cx.tokens[t];
     let r = tok.cookie as u16;
     let tag = McastTag::from_header(tok.remote, 0);
-    let live = r != NIL && cx.mcasts.is_live(r) && {
-        let rt = cx.mcasts[r].tag;
-        rt.group == tag.group && rt.mseq == tag.mseq
-    };
+    let live = r != NIL && cx.mcasts.is_live(r) && cx.mcasts[r].is_for(&tag);
     live.then_some(r)
 }
 

@@ -388,7 +388,7 @@ fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
     let tag = McastTag::from_header(remote, 0);
     if m != NIL && cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
-        if rec.tag.group == tag.group && rec.tag.mseq == tag.mseq {
+        if rec.is_for(&tag) {
             rec.delivered = true;
             return true;
         }

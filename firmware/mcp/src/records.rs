@@ -891,6 +891,11 @@ pub enum LostOwner {
 }
 
 impl McastRec {
+    /// Is this the record of the multicast `tag` names (group and mseq)?
+    pub fn is_for(&self, tag: &nic_abi::packet::McastTag) -> bool {
+        self.tag.group == tag.group && self.tag.mseq == tag.mseq
+    }
+
     pub const EMPTY: McastRec = McastRec {
         tag: nic_abi::packet::McastTag { group: 0, mseq: 0, scheme: 0, alg: 0, k: 0, subtree: 0 },
         port: 0,

@@ -657,8 +657,7 @@ impl Report {
                 // The root waits longest: every level below it, and one more.
                 let alg = nic_abi::multicast::Algorithm::parse(&m.algorithm, m.k.unwrap_or(0));
                 // (A member's subtree counts itself: the root's is G.)
-                let below = nic_abi::multicast::levels_below(alg, m.group_size);
-                let wait = send_timeout_ns.saturating_mul(below + 1);
+                let wait = nic_abi::multicast::report_wait(alg, m.group_size, send_timeout_ns);
                 // One more send timeout for what follows (the later
                 // multicasts, which find the reset member's port closed).
                 let needed = at_ns.saturating_add(wait).saturating_add(send_timeout_ns);

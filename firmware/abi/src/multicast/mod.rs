@@ -232,6 +232,13 @@ pub fn levels_below(alg: Option<Algorithm>, subtree: u16) -> u64 {
     }
 }
 
+/// How long a member heading `subtree` members waits for its children's
+/// reports: `send_timeout` for each level below it ([`levels_below`]),
+/// and one more.
+pub fn report_wait(alg: Option<Algorithm>, subtree: u16, send_timeout: u64) -> u64 {
+    send_timeout.saturating_mul(levels_below(alg, subtree) + 1)
+}
+
 /// Send steps until the last member has the message, when every sender
 /// sends one message per step and a child starts sending in the step after
 /// it received: separate and serial G-1, binomial ceil(log2 G), binary the
