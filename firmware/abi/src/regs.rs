@@ -176,6 +176,71 @@ pub const RELIABILITY: Reg<u32> = Reg::at(0x078); // cfg
 pub const RELIABILITY_GO_BACK_N: u32 = 0;
 pub const RELIABILITY_SELECTIVE: u32 = 1;
 
+/// Smallest MTU the firmware runs with (bytes).
+pub const MTU_MIN: u32 = 64;
+
+/// The values a cfg word may hold for the firmware to start: `min..=max`.
+/// A value outside halts the firmware at boot (`FW_HALTED`, the register
+/// named); whatever writes the cfg words (a timing profile) checks them
+/// with [`BootCfg::check`] first, so that it can name its own key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CfgRange {
+    /// The register's name, as the firmware's log line gives it.
+    pub reg: &'static str,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl CfgRange {
+    pub const fn contains(&self, v: u32) -> bool {
+        self.min <= v && v <= self.max
+    }
+}
+
+/// `NUM_NODES`: 1 to `MAX_NODES`.
+pub const NUM_NODES_RANGE: CfgRange =
+    CfgRange { reg: "NUM_NODES", min: 1, max: crate::MAX_NODES as u32 };
+/// `SEND_TOKENS`: 1 to `PORT_SEND_TOKENS_MAX`.
+pub const SEND_TOKENS_RANGE: CfgRange =
+    CfgRange { reg: "SEND_TOKENS", min: 1, max: PORT_SEND_TOKENS_MAX };
+/// `RECV_TOKENS`: 1 to `PORT_RECV_TOKENS_MAX`.
+pub const RECV_TOKENS_RANGE: CfgRange =
+    CfgRange { reg: "RECV_TOKENS", min: 1, max: PORT_RECV_TOKENS_MAX };
+/// `MTU`: `MTU_MIN` to `MAX_MTU`.
+pub const MTU_RANGE: CfgRange = CfgRange { reg: "MTU", min: MTU_MIN, max: crate::MAX_MTU as u32 };
+
+/// The cfg words the firmware refuses to start with when out of range:
+/// the firmware's boot and a timing profile's validation run the same
+/// [`check`](BootCfg::check), so the two cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootCfg {
+    pub num_nodes: u32,
+    pub node_id: u32,
+    pub send_tokens: u32,
+    pub recv_tokens: u32,
+    pub mtu: u32,
+}
+
+impl BootCfg {
+    /// The first word out of its range, with that range (`NODE_ID`:
+    /// 0 to `num_nodes - 1`).
+    pub fn check(&self) -> Result<(), CfgRange> {
+        let node_id = CfgRange { reg: "NODE_ID", min: 0, max: self.num_nodes.saturating_sub(1) };
+        for (range, v) in [
+            (NUM_NODES_RANGE, self.num_nodes),
+            (node_id, self.node_id),
+            (SEND_TOKENS_RANGE, self.send_tokens),
+            (RECV_TOKENS_RANGE, self.recv_tokens),
+            (MTU_RANGE, self.mtu),
+        ] {
+            if !range.contains(v) {
+                return Err(range);
+            }
+        }
+        Ok(())
+    }
+}
+
 // Host-DMA engine (host memory <-> SRAM). Commands in `map::HDMA_RING`.
 /// Commands posted (fw), free-running.
 pub const HDMA_PROD: Reg<u32> = Reg::at(0x100); // fw
@@ -350,3 +415,30 @@ pub const FW_BOOTING: u32 = 0;
 pub const FW_RUNNING: u32 = 1;
 /// The firmware stopped: wrong ABI version or bad configuration.
 pub const FW_HALTED: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> BootCfg {
+        BootCfg { num_nodes: 4, node_id: 3, send_tokens: 32, recv_tokens: 32, mtu: 4096 }
+    }
+
+    #[test]
+    fn boot_check_names_the_first_word_out_of_range_and_its_range() {
+        assert_eq!(good().check(), Ok(()));
+        let cases: [(BootCfg, &str, u32, u32); 7] = [
+            (BootCfg { num_nodes: 0, ..good() }, "NUM_NODES", 1, crate::MAX_NODES as u32),
+            (BootCfg { num_nodes: 1025, ..good() }, "NUM_NODES", 1, 1024),
+            (BootCfg { node_id: 4, ..good() }, "NODE_ID", 0, 3),
+            (BootCfg { send_tokens: 0, ..good() }, "SEND_TOKENS", 1, PORT_SEND_TOKENS_MAX),
+            (BootCfg { recv_tokens: 33, ..good() }, "RECV_TOKENS", 1, PORT_RECV_TOKENS_MAX),
+            (BootCfg { mtu: 63, ..good() }, "MTU", 64, 4096),
+            (BootCfg { mtu: 4097, ..good() }, "MTU", 64, 4096),
+        ];
+        for (cfg, reg, min, max) in cases {
+            assert_eq!(cfg.check(), Err(CfgRange { reg, min, max }), "{cfg:?}");
+        }
+        assert_eq!(BootCfg { mtu: 64, send_tokens: 64, ..good() }.check(), Ok(()));
+    }
+}

@@ -205,30 +205,22 @@ impl Config {
         if hw.reg(regs::ABI_VERSION) != regs::ABI_VERSION_VALUE {
             return Err(InitError::AbiMismatch);
         }
-        let nodes = hw.reg(regs::NUM_NODES);
-        let node = hw.reg(regs::NODE_ID);
-        if nodes == 0 || nodes as usize > nic_abi::MAX_NODES {
-            return Err(InitError::BadConfig("NUM_NODES"));
-        }
-        if node >= nodes {
-            return Err(InitError::BadConfig("NODE_ID"));
-        }
-        // The host counts its tokens from the same registers: a value the
-        // firmware cannot honour is refused, not quietly lowered (a send
-        // past the firmware's count would wait in the ring and hold up the
-        // receive buffers posted behind it).
-        let send_tokens = hw.reg(regs::SEND_TOKENS);
-        if !(1..=PORT_SEND_TOKENS_MAX).contains(&send_tokens) {
-            return Err(InitError::BadConfig("SEND_TOKENS"));
-        }
-        let recv_tokens = hw.reg(regs::RECV_TOKENS);
-        if !(1..=PORT_RECV_TOKENS_MAX).contains(&recv_tokens) {
-            return Err(InitError::BadConfig("RECV_TOKENS"));
-        }
-        let mtu = hw.reg(regs::MTU);
-        if !(64..=nic_abi::MAX_MTU as u32).contains(&mtu) {
-            return Err(InitError::BadConfig("MTU"));
-        }
+        // A word out of its range stops the firmware here. A timing
+        // profile runs the same check (`regs::BootCfg`), so it refuses such
+        // a value first, naming its own key. The host counts its tokens
+        // from the same registers: a value the firmware cannot honour is
+        // refused, not quietly lowered (a send past the firmware's count
+        // would wait in the ring and hold up the receive buffers posted
+        // behind it).
+        let boot = regs::BootCfg {
+            num_nodes: hw.reg(regs::NUM_NODES),
+            node_id: hw.reg(regs::NODE_ID),
+            send_tokens: hw.reg(regs::SEND_TOKENS),
+            recv_tokens: hw.reg(regs::RECV_TOKENS),
+            mtu: hw.reg(regs::MTU),
+        };
+        boot.check().map_err(|r| InitError::BadConfig(r.reg))?;
+        let regs::BootCfg { num_nodes: nodes, node_id: node, send_tokens, recv_tokens, mtu } = boot;
         let c = Config {
             node: node as u16,
             nodes: nodes as u16,

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use nic_abi::{map, regs, MAX_MTU};
+use nic_abi::{map, regs};
 
 /// Built-in profiles, embedded.
 const BUILTIN: [(&str, &str); 3] = [
@@ -118,7 +118,8 @@ pub struct NicProfile {
     pub rtc_hz: u64,
     /// SRAM size in bytes (at least `map::SRAM_MIN`).
     pub sram_bytes: u32,
-    /// Payload bytes per packet (at most `nic_abi::MAX_MTU`).
+    /// Payload bytes per packet (`regs::MTU_MIN` to `nic_abi::MAX_MTU`:
+    /// the firmware's boot check, `regs::BootCfg`).
     pub mtu: u32,
     /// The translation cache (recent page-table entries in SRAM): sets (a
     /// power of two) and ways; `tlb_sets * tlb_ways` at most
@@ -382,6 +383,9 @@ impl std::str::FromStr for Reliability {
 pub enum ProfileError {
     /// Not a built-in name, and no file of that name.
     NotFound { name: String, io: String },
+    /// Not a built-in name; a file of that name that cannot be read as a
+    /// profile (not a regular file, too large, not UTF-8, no permission).
+    Unreadable { path: String, io: String },
     /// The TOML did not parse (unknown key, wrong type, ...).
     Parse { origin: String, message: String },
     /// A value is outside its domain.
@@ -396,6 +400,9 @@ impl fmt::Display for ProfileError {
                 "no timing profile `{name}`: not a built-in ({}) and not a readable file ({io})",
                 NAMES.join(", ")
             ),
+            ProfileError::Unreadable { path, io } => {
+                write!(f, "timing profile {path}: cannot be read: {io}")
+            }
             ProfileError::Parse { origin, message } => {
                 write!(f, "profile {origin}: {}", message.trim_end())
             }
@@ -415,8 +422,11 @@ impl Profile {
         }
         match read_text(Path::new(name_or_path), PROFILE_MAX_BYTES) {
             Ok(text) => Profile::from_toml(&text, name_or_path),
-            Err(e) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(ProfileError::NotFound { name: name_or_path.to_string(), io: e.to_string() })
+            }
+            Err(e) => {
+                Err(ProfileError::Unreadable { path: name_or_path.to_string(), io: e.to_string() })
             }
         }
     }
@@ -476,23 +486,50 @@ impl Profile {
                 map::TLB_MAX
             ));
         }
-        if self.nic.mtu == 0 || self.nic.mtu as usize > MAX_MTU {
-            return Err(format!("nic.mtu: {} out of range (1..={MAX_MTU})", self.nic.mtu));
+        // What the firmware would refuse at boot (it halts naming the
+        // register), refused here naming the key: the same check.
+        let boot = regs::BootCfg {
+            num_nodes: 1,
+            node_id: 0,
+            send_tokens: self.firmware.send_tokens,
+            recv_tokens: self.firmware.recv_tokens,
+            mtu: self.nic.mtu,
+        };
+        if let Err(r) = boot.check() {
+            let (key, v) = match r.reg {
+                "SEND_TOKENS" => ("firmware.send_tokens", self.firmware.send_tokens),
+                "RECV_TOKENS" => ("firmware.recv_tokens", self.firmware.recv_tokens),
+                "MTU" => ("nic.mtu", self.nic.mtu),
+                other => (other, 0),
+            };
+            return Err(format!(
+                "{key}: {v} out of range ({}..={}: the firmware does not start with {} outside \
+                 it)",
+                r.min, r.max, r.reg
+            ));
+        }
+        if !(1..=mcp::WINDOW_MAX).contains(&self.firmware.window) {
+            return Err(format!(
+                "firmware.window: {} out of range (1..={}: the firmware's most unacknowledged \
+                 packets per stream)",
+                self.firmware.window,
+                mcp::WINDOW_MAX
+            ));
         }
         positive("link.bandwidth_bytes_per_s", self.link.bandwidth_bytes_per_s)?;
         for (key, v) in
             [("link.cable_ns_per_m", self.link.cable_ns_per_m), ("link.cable_m", self.link.cable_m)]
         {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(format!("{key}: {v} must be a non-negative number"));
+                return Err(format!("{key}: {} must be a non-negative number", Short(v)));
             }
         }
         if self.cable_delay_ns() > MAX_CABLE_NS {
             return Err(format!(
                 "link.cable_m x link.cable_ns_per_m: a cable of {} m at {} ns/m takes longer \
                  than {} s",
-                self.link.cable_m,
-                self.link.cable_ns_per_m,
+                Short(self.link.cable_m),
+                Short(self.link.cable_ns_per_m),
                 MAX_CABLE_NS / 1_000_000_000
             ));
         }
@@ -512,17 +549,6 @@ impl Profile {
         }
         positive("firmware.send_timeout_ns", self.firmware.send_timeout_ns)?;
         positive("firmware.retransmit_ns", self.firmware.retransmit_ns)?;
-        for (key, v, most) in [
-            ("firmware.send_tokens", self.firmware.send_tokens, regs::PORT_SEND_TOKENS_MAX),
-            ("firmware.recv_tokens", self.firmware.recv_tokens, regs::PORT_RECV_TOKENS_MAX),
-        ] {
-            if !(1..=most).contains(&v) {
-                return Err(format!(
-                    "{key}: {v} is out of range: a port has 1 to {most} (the firmware's limit)"
-                ));
-            }
-        }
-        positive("firmware.window", self.firmware.window as u64)?;
         Ok(())
     }
 
@@ -545,12 +571,44 @@ pub const PROFILE_MAX_BYTES: u64 = 1 << 20;
 /// Longest cable delay a profile may give (1 s).
 pub const MAX_CABLE_NS: u64 = 1_000_000_000;
 
-/// Read a text file of at most `limit` bytes: a longer (or endless) file
-/// is refused after reading `limit + 1` bytes, not read whole.
+/// Read a text file of at most `limit` bytes: a longer file is refused
+/// after reading `limit + 1` bytes, not read whole, and anything but a
+/// regular file (a directory, a FIFO, a device, a socket) is refused
+/// before a byte is read. The file is opened without blocking, so a FIFO
+/// with no writer is refused at once instead of waiting for one.
 pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
     use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let regular = |kind: std::fs::FileType| {
+        if kind.is_file() {
+            return Ok(());
+        }
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a file"
+        };
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a regular file ({what})"),
+        ))
+    };
+    // Looked at before it is opened (opening a socket fails with a vague
+    // error), and again once open, in case the path changed in between.
+    regular(std::fs::metadata(path)?.file_type())?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    regular(file.metadata()?.file_type())?;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -586,9 +644,9 @@ fn bound_of(key: &str) -> f64 {
 /// its key; the error names the key.
 fn check_ranges(prefix: &str, t: &toml::Table) -> Result<(), String> {
     fn check(key: &str, v: &toml::Value) -> Result<(), String> {
-        let x = match v {
-            toml::Value::Integer(i) => *i as f64,
-            toml::Value::Float(f) => *f,
+        let (x, shown) = match v {
+            toml::Value::Integer(i) => (*i as f64, i.to_string()),
+            toml::Value::Float(f) => (*f, Short(*f).to_string()),
             toml::Value::Table(t) => return check_ranges(key, t),
             toml::Value::Array(a) => {
                 return a.iter().enumerate().try_for_each(|(i, v)| check(&format!("{key}[{i}]"), v))
@@ -599,7 +657,7 @@ fn check_ranges(prefix: &str, t: &toml::Table) -> Result<(), String> {
         if x.is_finite() && (0.0..=max).contains(&x) {
             Ok(())
         } else {
-            Err(format!("{key}: {x} out of range (0..={max:e})"))
+            Err(format!("{key}: {shown} out of range (0..={max:e})"))
         }
     }
     for (k, v) in t {
@@ -620,6 +678,23 @@ fn check_reliability(t: &toml::Table) -> Result<(), String> {
         None => Err(format!("{v} is not a string ({})", Reliability::names())),
     }
     .map_err(|m| format!("firmware.reliability: {m}"))
+}
+
+/// A number as messages print it: as written when it is of everyday size,
+/// else in scientific notation (`1e308`, `1e-9`), never hundreds of
+/// digits; the shortest form that reads back as the same number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Short(pub f64);
+
+impl fmt::Display for Short {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+            write!(f, "{x}")
+        } else {
+            write!(f, "{x:e}")
+        }
+    }
 }
 
 /// A byte rate held as femtoseconds per byte, so that a transfer's
@@ -747,13 +822,12 @@ mod tests {
         ] {
             let text = BUILTIN[0].1.replace(line, &format!("{key} = {} ", most + 1));
             let e = Profile::from_toml(&text, "t").unwrap_err().to_string();
-            let want =
-                format!("firmware.{key}: {} is out of range: a port has 1 to {most}", most + 1);
+            let want = format!("firmware.{key}: {} out of range (1..={most}: ", most + 1);
             assert!(e.contains(&want), "{e}");
         }
         let text = BUILTIN[0].1.replace("mtu = 4096", "mtu = 9000");
         let e = Profile::from_toml(&text, "t").unwrap_err();
-        assert!(e.to_string().contains("nic.mtu"), "{e}");
+        assert!(e.to_string().contains("nic.mtu: 9000 out of range (64..=4096"), "{e}");
         // Switches: 2 to 1024 ports (more than 128 take two route bytes a hop).
         let ports = |n: u32| BUILTIN[0].1.replace("ports = 16 ", &format!("ports = {n} "));
         assert_eq!(Profile::from_toml(&ports(1024), "t").unwrap().switch.ports, 1024);
@@ -815,11 +889,121 @@ mod tests {
     }
 
     #[test]
-    fn an_endless_or_huge_profile_file_is_refused_without_reading_it_all() {
-        let t = std::time::Instant::now();
-        let e = Profile::load("/dev/zero").unwrap_err();
+    fn a_huge_profile_file_is_refused_without_reading_it_all() {
+        let dir = std::env::temp_dir().join(format!("nic-emu-huge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("huge.toml");
+        std::fs::write(&path, vec![b'#'; PROFILE_MAX_BYTES as usize + 1]).unwrap();
+        let e = Profile::load(path.to_str().unwrap()).unwrap_err();
         assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
-        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_profile_path_that_is_no_regular_file_is_refused_at_once() {
+        use std::time::{Duration, Instant};
+        let dir = std::env::temp_dir().join(format!("nic-emu-nonfile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600))
+            .unwrap();
+        let sock = dir.join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let fifo_s = fifo.to_str().unwrap().to_string();
+        let sock_s = sock.to_str().unwrap().to_string();
+        let dir_s = dir.to_str().unwrap().to_string();
+        for (path, what) in [
+            (fifo_s.as_str(), "a FIFO"),
+            (dir_s.as_str(), "a directory"),
+            ("/dev/zero", "a device"),
+            (sock_s.as_str(), "a socket"),
+        ] {
+            // A FIFO with no writer would block a plain open for good: run
+            // the load on a thread and give up on it after a while.
+            let t = Instant::now();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = path.to_string();
+            std::thread::spawn(move || tx.send(Profile::load(&p).map(|_| ())));
+            let got = rx
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("loading {path} ({what}) still waits after 5 s"));
+            let e = got.unwrap_err().to_string();
+            assert!(e.contains(&format!("not a regular file ({what})")), "{path}: {e}");
+            assert!(e.contains(path), "the path is named: {e}");
+            assert!(t.elapsed() < Duration::from_secs(1), "{path}: {:?}", t.elapsed());
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn values_the_firmware_would_refuse_at_boot_are_refused_naming_key_and_range() {
+        let base = BUILTIN[1].1;
+        let with = |from: &str, to: &str| {
+            assert!(base.contains(from), "{from}");
+            Profile::from_toml(&base.replace(from, to), "t")
+        };
+        for (mtu, ok) in [(1, false), (63, false), (64, true), (4096, true), (4097, false)] {
+            let r = with("mtu = 4096 ", &format!("mtu = {mtu} "));
+            match r {
+                Ok(p) => assert!(ok && p.nic.mtu == mtu, "{mtu}"),
+                Err(e) => assert_eq!(
+                    (ok, e.to_string()),
+                    (
+                        false,
+                        format!(
+                            "profile t: nic.mtu: {mtu} out of range (64..=4096: the firmware \
+                             does not start with MTU outside it)"
+                        )
+                    )
+                ),
+            }
+        }
+        for (from, to, want) in [
+            (
+                "send_tokens = 32 ",
+                "send_tokens = 0 ",
+                "firmware.send_tokens: 0 out of range (1..=64",
+            ),
+            (
+                "recv_tokens = 32 ",
+                "recv_tokens = 0 ",
+                "firmware.recv_tokens: 0 out of range (1..=32",
+            ),
+            ("window = 16 ", "window = 0 ", "firmware.window: 0 out of range (1..=64"),
+            ("window = 16 ", "window = 65 ", "firmware.window: 65 out of range (1..=64"),
+        ] {
+            let e = with(from, to).unwrap_err().to_string();
+            assert!(e.contains(want), "{to}: {e}");
+        }
+        // Whatever the profile takes, the firmware's own check takes too.
+        for name in Profile::names() {
+            let p = Profile::load(name).unwrap();
+            let boot = regs::BootCfg {
+                num_nodes: 1,
+                node_id: 0,
+                send_tokens: p.firmware.send_tokens,
+                recv_tokens: p.firmware.recv_tokens,
+                mtu: p.nic.mtu,
+            };
+            assert_eq!(boot.check(), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn numbers_in_messages_are_short() {
+        assert_eq!(Short(1e308).to_string(), "1e308");
+        assert_eq!(Short(1e-300).to_string(), "1e-300");
+        assert_eq!(Short(1.5e-9).to_string(), "1.5e-9");
+        assert_eq!(Short(2500.0).to_string(), "2500");
+        assert_eq!(Short(0.25).to_string(), "0.25");
+        assert_eq!(Short(-3.0).to_string(), "-3");
+        assert_eq!(Short(f64::NAN).to_string(), "NaN");
+        assert_eq!(Short(f64::INFINITY).to_string(), "inf");
+        let base = BUILTIN[0].1;
+        let cable = base.lines().find(|l| l.trim_start().starts_with("cable_m")).unwrap();
+        let e = Profile::from_toml(&base.replace(cable, "cable_m = 1e308"), "t").unwrap_err();
+        assert_eq!(e.to_string(), "profile t: link.cable_m: 1e308 out of range (0..=1e6)");
     }
 
     #[test]

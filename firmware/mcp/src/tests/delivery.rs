@@ -20,6 +20,7 @@ fn init_refuses_bad_magic_and_config() {
     for (r, name, bad) in [
         (regs::SEND_TOKENS, "SEND_TOKENS", [0, regs::PORT_SEND_TOKENS_MAX + 1]),
         (regs::RECV_TOKENS, "RECV_TOKENS", [0, regs::PORT_RECV_TOKENS_MAX + 1]),
+        (regs::MTU, "MTU", [regs::MTU_MIN - 1, nic_abi::MAX_MTU as u32 + 1]),
     ] {
         for v in bad {
             let mut b = Bench::new(1);
@@ -31,6 +32,7 @@ fn init_refuses_bad_magic_and_config() {
     let mut b = Bench::new(1);
     b.nodes[0].w32(reg(regs::SEND_TOKENS), regs::PORT_SEND_TOKENS_MAX);
     b.nodes[0].w32(reg(regs::RECV_TOKENS), regs::PORT_RECV_TOKENS_MAX);
+    b.nodes[0].w32(reg(regs::MTU), regs::MTU_MIN);
     let mut mcp = Box::new(Mcp::new());
     assert_eq!(mcp.init(&mut b.nodes[0].hw()), Ok(()));
 }
