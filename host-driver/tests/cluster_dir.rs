@@ -99,7 +99,7 @@ fn create_refuses_bad_manifests_and_clusters_whose_device_lives() {
     assert!(matches!(ClusterDir::create(&path, &m), Err(ClusterError::BadManifest { .. })));
     // A cluster owned by another live process (pid 1 always runs).
     let mut m = manifest("live-owner");
-    m.pid = 1;
+    m.set_device(1);
     ClusterDir::create(&path, &m).unwrap();
     let e = ClusterDir::create(&path, &manifest("live-owner")).unwrap_err();
     assert!(matches!(e, ClusterError::Exists { pid: 1, .. }), "{e}");

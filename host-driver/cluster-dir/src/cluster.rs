@@ -26,12 +26,24 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use nic_abi::map::{port_window, PORT_WINDOW, REGS, REGS_SIZE, SRAM_MIN};
 
+use crate::identity;
 use crate::mapped::MappedFile;
+use crate::place;
+// Where a cluster may live and whose its device process is: part of the
+// contract, so reachable from here (`host_driver::cluster`) too.
+pub use crate::identity::DeviceState;
+pub use crate::place::{
+    check_marked, check_name, check_uid, claim_dir, describe_uid, open_in_cluster,
+    remove_cluster_dir, ClusterLocation, MARKER_FILE, NAME_MAX,
+};
 use nic_abi::{MAX_NODES, NUM_PORTS, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 
 /// Name of the manifest inside a cluster directory.
 pub const MANIFEST_FILE: &str = "cluster.toml";
+/// The output of a device process started in the background
+/// (`nic-cluster run --detach`), inside its cluster directory.
+pub const DETACHED_LOG: &str = "nic-cluster.log";
 /// Environment variable naming the base directory of named clusters.
 pub const CLUSTER_DIR_ENV: &str = "NIC_CLUSTER_DIR";
 /// Version of this contract, the manifest's `format` field.
@@ -101,8 +113,19 @@ pub struct ClusterManifest {
     pub sram_size: u64,
     /// Bytes of each node's `host` file, a multiple of NUM_PORTS * PAGE_SIZE.
     pub host_size: u64,
-    /// Process id of the device process (0: not known).
+    /// Process id of the device process (never 0).
     pub pid: u32,
+    /// The device process's start time: `/proc/<pid>/stat` field 22
+    /// (clock ticks since boot). With `pid_exe`, what tells the device
+    /// process from another that got its pid later (`identity`). None in
+    /// manifests written before it was recorded: such a pid is never
+    /// signalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
+    /// The device process's executable (`/proc/<pid>/exe`), when it could
+    /// be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_exe: Option<String>,
     /// When the cluster was created, seconds since the Unix epoch.
     pub created: u64,
     /// Users (uids) besides the cluster's owner and root whose host
@@ -129,7 +152,7 @@ impl ClusterManifest {
         sram_size: u64,
         host_size: u64,
     ) -> ClusterManifest {
-        ClusterManifest {
+        let mut m = ClusterManifest {
             format: CLUSTER_FORMAT,
             name: name.to_string(),
             backend,
@@ -138,10 +161,28 @@ impl ClusterManifest {
             sram_size,
             host_size,
             pid: std::process::id(),
+            pid_start: None,
+            pid_exe: None,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             users: Vec::new(),
             gdb_ports: Vec::new(),
-        }
+        };
+        m.set_device(std::process::id());
+        m
+    }
+
+    /// Name process `pid` the device process: its pid, start time and
+    /// executable (a launcher that starts the device process after making
+    /// the files calls this through `ClusterDir::update`).
+    pub fn set_device(&mut self, pid: u32) {
+        self.pid = pid;
+        self.pid_start = identity::process_start(pid);
+        self.pid_exe = identity::process_exe(pid).map(|p| p.to_string_lossy().into_owned());
+    }
+
+    /// Whether the device process the manifest names runs (`identity`).
+    pub fn device_state(&self) -> DeviceState {
+        identity::device_state(self.pid, self.pid_start, self.pid_exe.as_deref())
     }
 
     /// Check every field's domain; the error names the field.
@@ -152,8 +193,14 @@ impl ClusterManifest {
                 self.format
             ));
         }
-        if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name.starts_with('.') {
-            return Err(format!("name `{}`: empty, or a path rather than a name", self.name));
+        if let Err(why) = place::check_name(&self.name) {
+            return Err(format!("name {:?}: {why}", self.name));
+        }
+        if self.pid == 0 {
+            return Err("pid = 0: the device process's pid is required (0 is no process)".into());
+        }
+        if let Some(uid) = self.users.iter().find(|u| place::check_uid(**u).is_err()) {
+            return Err(format!("users: {}", place::check_uid(*uid).unwrap_err()));
         }
         if self.nodes == 0 || self.nodes as usize > MAX_NODES {
             return Err(format!("nodes = {} (1..={MAX_NODES})", self.nodes));
@@ -317,23 +364,20 @@ pub fn memory_temp_dir() -> PathBuf {
     }
 }
 
-/// The directory a cluster name or path stands for: something with a path
-/// separator, starting with `.`, or naming a directory here that holds a
-/// `cluster.toml` is a path; anything else is a name under `base_dir()`.
+/// The directory a cluster name or path stands for: something with a `/`
+/// is a path; anything else a name under `base_dir()` (whether it is a
+/// valid name or not: `ClusterLocation::parse` checks that).
 pub fn resolve(name_or_path: &str) -> PathBuf {
-    let p = Path::new(name_or_path);
-    if name_or_path.contains(std::path::MAIN_SEPARATOR)
-        || name_or_path.contains('/')
-        || name_or_path.starts_with('.')
-        || p.join(MANIFEST_FILE).is_file()
-    {
-        p.to_path_buf()
+    if name_or_path.contains('/') {
+        PathBuf::from(name_or_path)
     } else {
         base_dir().join(name_or_path)
     }
 }
 
 /// Is a process with this pid alive? (Linux: /proc; elsewhere: assume so.)
+/// Any process: whether it is a cluster's device process is
+/// `ClusterDir::device_alive`'s question.
 pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 {
         return false;
@@ -356,14 +400,21 @@ pub fn pid_alive(pid: u32) -> bool {
 /// process cannot map a NIC's memory or a host's.
 pub const PRIVATE: u32 = 0o600;
 
-/// Create `path` (and its parents) if missing, and make it the owner's
-/// alone (rwx------), or, when `reachable`, let others pass through it
-/// to a name they know (rwx--x--x: no listing).
+/// Create the node directory `path` in a cluster directory if missing
+/// (never through a symbolic link), and make it the owner's alone
+/// (rwx------), or, when `reachable`, let others pass through it to a
+/// name they know (rwx--x--x: no listing).
 fn private_dir(path: &Path, reachable: bool) -> Result<(), ClusterError> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::create_dir_all(path).map_err(io_err(path))?;
+    use std::os::unix::fs::DirBuilderExt;
+    match fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(path)(e)),
+    }
+    let fd = place::open_dir_nofollow(path)?;
     let mode = if reachable { 0o711 } else { 0o700 };
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err(path))
+    rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(mode))
+        .map_err(|e| io_err(path)(e.into()))
 }
 
 /// An opened (or freshly created) cluster directory: its path and manifest.
@@ -404,22 +455,29 @@ impl ClusterDir {
         manifest
             .validate()
             .map_err(|why| ClusterError::BadManifest { path: mpath.clone(), why })?;
+        // Nothing is changed before every check passed: the directory is
+        // new, or this user's cluster directory (a link, another's
+        // directory or one without the marker is refused untouched) ...
+        let reachable = !manifest.users.is_empty();
+        if fs::symlink_metadata(path).is_ok() {
+            place::check_marked(path)?;
+        }
+        // ... and no live device process serves it.
         if let Ok(old) = ClusterDir::open_path(path) {
-            if old.manifest.pid != std::process::id() && pid_alive(old.manifest.pid) {
+            if old.manifest.pid != std::process::id() && old.device_alive() {
                 return Err(ClusterError::Exists {
                     path: path.to_path_buf(),
                     pid: old.manifest.pid,
                 });
             }
         }
+        place::claim_dir(path, reachable)?;
         // A stale manifest goes first: nobody may find a half-made cluster.
         match fs::remove_file(&mpath) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&mpath)(e)),
         }
-        let reachable = !manifest.users.is_empty();
-        private_dir(path, reachable)?;
         let dir = ClusterDir { path: path.to_path_buf(), manifest: manifest.clone() };
         for node in 0..manifest.nodes {
             let nd = dir.node_dir(node);
@@ -467,6 +525,7 @@ impl ClusterDir {
             .create(true)
             .truncate(true)
             .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
             .map_err(io_err(&tmp))?;
         f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
@@ -485,9 +544,10 @@ impl ClusterDir {
         self.publish()
     }
 
-    /// Open a cluster by name (under `base_dir()`) or by path (`resolve`).
+    /// Open a cluster by name (under `base_dir()`) or by path (a `/` in
+    /// it; `ClusterLocation::parse`): a bad name is refused, saying why.
     pub fn open(name_or_path: &str) -> Result<ClusterDir, ClusterError> {
-        ClusterDir::open_path(&resolve(name_or_path))
+        ClusterDir::open_path(&ClusterLocation::parse(name_or_path)?.path())
     }
 
     /// Open the cluster at `path`: read and check `cluster.toml`.
@@ -508,15 +568,39 @@ impl ClusterDir {
 
     /// Every cluster under `base_dir()` whose manifest reads, by name.
     pub fn list() -> Vec<ClusterDir> {
+        let mut out: Vec<ClusterDir> =
+            ClusterDir::list_all().into_iter().filter_map(|(_, d)| d.ok()).collect();
+        out.sort_by(|a, b| a.manifest.name.cmp(&b.manifest.name));
+        out
+    }
+
+    /// Every entry under `base_dir()` that is or looks like a cluster, by
+    /// path: a directory holding a manifest or the marker, opened (or why
+    /// it could not be: a manifest that does not parse, none yet), and a
+    /// symbolic link, refused. Other entries are left out.
+    pub fn list_all() -> Vec<(PathBuf, Result<ClusterDir, ClusterError>)> {
         let mut out = Vec::new();
-        if let Ok(rd) = fs::read_dir(base_dir()) {
-            for e in rd.flatten() {
-                if let Ok(d) = ClusterDir::open_path(&e.path()) {
-                    out.push(d);
-                }
+        let Ok(rd) = fs::read_dir(base_dir()) else { return out };
+        for e in rd.flatten() {
+            let path = e.path();
+            let Ok(md) = fs::symlink_metadata(&path) else { continue };
+            if md.file_type().is_symlink() {
+                let e = place::open_dir_nofollow(&path).err().unwrap_or_else(|| {
+                    place::refused(&path, io::ErrorKind::PermissionDenied, "a symbolic link")
+                });
+                out.push((path, Err(e)));
+                continue;
+            }
+            if !md.is_dir() {
+                continue;
+            }
+            let has_manifest = fs::symlink_metadata(path.join(MANIFEST_FILE)).is_ok();
+            let marked = fs::symlink_metadata(path.join(place::MARKER_FILE)).is_ok();
+            if has_manifest || marked {
+                out.push((path.clone(), ClusterDir::open_path(&path)));
             }
         }
-        out.sort_by(|a, b| a.manifest.name.cmp(&b.manifest.name));
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 
@@ -536,9 +620,66 @@ impl ClusterDir {
         self.manifest.nodes
     }
 
-    /// Is the device process named in the manifest alive?
+    /// Is the device process named in the manifest alive: does the
+    /// process that has its pid have its start time and executable too
+    /// (`identity`)? A manifest that records no start time (an older one)
+    /// counts the pid alone.
     pub fn device_alive(&self) -> bool {
-        pid_alive(self.manifest.pid)
+        matches!(self.manifest.device_state(), DeviceState::Alive | DeviceState::Unverified)
+    }
+
+    /// Ask the device process to stop (SIGTERM), once it is checked to be
+    /// the one the manifest names (`signal_device`).
+    pub fn terminate_device(&self) -> Result<(), ClusterError> {
+        self.signal_device(rustix::process::Signal::TERM)
+    }
+
+    /// Send `sig` to the device process, once it is checked to be the one
+    /// the manifest names (pid, start time and executable; through a
+    /// pidfd, so the pid cannot change hands between the check and the
+    /// signal). A process that is not the device process, or a manifest
+    /// that cannot tell, is refused and never signalled; a gone one is
+    /// `NotFound`-kind.
+    pub fn signal_device(&self, sig: rustix::process::Signal) -> Result<(), ClusterError> {
+        let m = &self.manifest;
+        let mpath = self.manifest_path();
+        let refuse = |kind, why: String| place::refused(&mpath, kind, why);
+        let pid = i32::try_from(m.pid).ok().and_then(rustix::process::Pid::from_raw).ok_or_else(
+            || refuse(io::ErrorKind::InvalidData, format!("pid {} is no pid", m.pid)),
+        )?;
+        let gone =
+            || refuse(io::ErrorKind::NotFound, format!("device process {} is not running", m.pid));
+        let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::SRCH) => return Err(gone()),
+            Err(e) => return Err(io_err(&mpath)(e.into())),
+        };
+        match m.device_state() {
+            DeviceState::Alive => {}
+            DeviceState::Gone => return Err(gone()),
+            DeviceState::Other(why) => {
+                return Err(refuse(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "pid {} is not this cluster's device process ({why}: the pid was reused \
+                         or the manifest edited); not signalled",
+                        m.pid
+                    ),
+                ))
+            }
+            DeviceState::Unverified => {
+                return Err(refuse(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "the manifest records no start time for pid {} (written by an older \
+                         nic-cluster), so whether that process is the device process cannot be \
+                         told; not signalled (check it and stop it yourself)",
+                        m.pid
+                    ),
+                ))
+            }
+        }
+        rustix::process::pidfd_send_signal(&fd, sig).map_err(|e| io_err(&mpath)(e.into()))
     }
 
     /// `Ok(())` if the cluster has node `node`.
@@ -587,11 +728,21 @@ impl ClusterDir {
         self.node_dir(node).join(format!("port{port}.mem"))
     }
 
-    /// Map node `node`'s whole SRAM as the device process sees it: the
-    /// `sram` file with the register page (`regs_path`) and every port
-    /// window (`window_path`) over their places. For the device process
-    /// and the cluster's owner's tools; never for a host program.
+    /// Map node `node`'s SRAM for the cluster owner's tools: the `sram`
+    /// file with the register page (`regs_path`) over its place; the port
+    /// windows are left out (their bytes read as zeros here). A port
+    /// changes hands only once no process but the device process has its
+    /// window mapped, so a tool that mapped the windows would hold every
+    /// port of the node. Never for a host program.
     pub fn map_sram(&self, node: u32) -> io::Result<MappedFile> {
+        MappedFile::open_overlaid(&self.sram_path(node), &[(REGS as u64, self.regs_path(node))])
+    }
+
+    /// As `map_sram`, with every port window (`window_path`) over its
+    /// place too, as the device process sees the SRAM. While this mapping
+    /// lives, no port of the node can change hands: for tests that
+    /// look into the windows of a cluster they own.
+    pub fn map_sram_with_windows(&self, node: u32) -> io::Result<MappedFile> {
         let mut parts = vec![(REGS as u64, self.regs_path(node))];
         parts.extend(
             (0..NUM_PORTS as u8)
@@ -659,6 +810,7 @@ impl ClusterDir {
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&lp)
             .map_err(io_err(&lp))?;
         match f.try_lock_shared() {
@@ -673,7 +825,11 @@ impl ClusterDir {
 
     /// Delete the cluster directory and everything in it (the device
     /// process does this when the cluster stops). The manifest goes first.
+    /// Only one of this user's cluster directories (`place::check_marked`:
+    /// not a link, this user's, holding the marker) is removed; anything
+    /// else is refused untouched. Links inside are removed, never followed.
     pub fn remove(self) -> Result<(), ClusterError> {
+        place::check_marked(&self.path)?;
         let mpath = self.manifest_path();
         match fs::remove_file(&mpath) {
             Ok(()) => {}
@@ -692,7 +848,22 @@ const MANIFEST_MAX: u64 = 1 << 20;
 fn read_manifest(path: &Path) -> io::Result<String> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    fs::File::open(path)?.take(MANIFEST_MAX + 1).read_to_end(&mut bytes)?;
+    // Not through a link, and not waiting on a FIFO: only a regular file.
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(io::ErrorKind::InvalidData, "a symbolic link, not the manifest")
+            } else {
+                e
+            }
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+    }
+    f.take(MANIFEST_MAX + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MANIFEST_MAX {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -733,18 +904,119 @@ mod tests {
     }
 
     #[test]
-    fn a_manifest_that_is_a_device_or_too_large_is_refused_unread() {
+    fn a_manifest_that_is_a_link_a_fifo_or_too_large_is_refused_unread() {
         let path = std::env::temp_dir().join(format!("nic-manifest-{}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap();
         std::os::unix::fs::symlink("/dev/zero", path.join(MANIFEST_FILE)).unwrap();
         let e = ClusterDir::open_path(&path).unwrap_err().to_string();
-        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        assert!(e.ends_with("cluster.toml: a symbolic link, not the manifest"), "{e}");
+        fs::remove_file(path.join(MANIFEST_FILE)).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path.join(MANIFEST_FILE),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = ClusterDir::open_path(&path).unwrap_err().to_string();
+        assert!(e.ends_with("cluster.toml: not a regular file"), "{e}");
         fs::remove_file(path.join(MANIFEST_FILE)).unwrap();
         fs::write(path.join(MANIFEST_FILE), vec![b'#'; (MANIFEST_MAX + 1) as usize]).unwrap();
         let e = ClusterDir::open_path(&path).unwrap_err().to_string();
         assert!(e.contains("larger than"), "{e}");
         fs::remove_dir_all(&path).unwrap();
+    }
+
+    #[test]
+    fn remove_takes_only_a_marked_directory_of_this_users() {
+        let base = std::env::temp_dir().join(format!("nic-remove-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(&base).unwrap();
+        let m = ClusterManifest::new("rm", ClusterBackend::Live, 1, "p", 1 << 20, 1 << 20);
+        let d = ClusterDir::create(&base.join("rm"), &m).unwrap();
+        // Someone's directory with a manifest in it, but no marker.
+        let theirs = base.join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::copy(d.manifest_path(), theirs.join(MANIFEST_FILE)).unwrap();
+        fs::write(theirs.join("notes"), "keep").unwrap();
+        let e = ClusterDir::open_path(&theirs).unwrap().remove().unwrap_err().to_string();
+        assert!(e.contains("is not a cluster directory (no marker file"), "{e}");
+        assert_eq!(fs::read_to_string(theirs.join("notes")).unwrap(), "keep");
+        assert!(theirs.join(MANIFEST_FILE).exists(), "nothing removed");
+        // A link to a cluster directory is not one.
+        let link = base.join("link");
+        std::os::unix::fs::symlink(d.path(), &link).unwrap();
+        let e = ClusterDir::open_path(&link).unwrap().remove().unwrap_err().to_string();
+        assert!(e.contains("a symbolic link"), "{e}");
+        assert!(d.manifest_path().exists());
+        // A new cluster is not made over the unmarked directory either.
+        let e = ClusterDir::create(&theirs, &m).unwrap_err().to_string();
+        assert!(e.contains("is not a cluster directory"), "{e}");
+        assert_eq!(fs::read_to_string(theirs.join("notes")).unwrap(), "keep");
+        d.remove().unwrap();
+        assert!(!base.join("rm").exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_manifest_records_the_device_process_and_a_pid_of_0_is_refused() {
+        let mut m = ClusterManifest::new("id", ClusterBackend::Live, 1, "p", 1 << 20, 1 << 20);
+        assert_eq!(m.pid, std::process::id());
+        assert_eq!(m.pid_start, identity::process_start(std::process::id()));
+        assert!(m.pid_exe.is_some());
+        assert_eq!(m.device_state(), DeviceState::Alive);
+        let text = toml::to_string(&m).unwrap();
+        assert!(text.contains("pid_start = "), "{text}");
+        // An older manifest without the start time still reads.
+        let old: String =
+            text.lines().filter(|l| !l.starts_with("pid_")).collect::<Vec<_>>().join("\n");
+        let back: ClusterManifest = toml::from_str(&old).unwrap();
+        assert_eq!((back.pid_start, back.validate()), (None, Ok(())));
+        assert_eq!(back.device_state(), DeviceState::Unverified);
+        m.pid = 0;
+        assert_eq!(
+            m.validate(),
+            Err("pid = 0: the device process's pid is required (0 is no process)".into())
+        );
+        m.set_device(u32::MAX - 1);
+        assert_eq!((m.pid_start, m.device_state()), (None, DeviceState::Gone));
+        m.users = vec![1001, u32::MAX];
+        assert!(m.validate().unwrap_err().starts_with("users: 4294967295 is not a user id"));
+    }
+
+    #[test]
+    fn a_device_that_is_not_the_manifests_is_never_signalled() {
+        let path = std::env::temp_dir().join(format!("nic-signal-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        let m = ClusterManifest::new("sig", ClusterBackend::Live, 1, "p", 1 << 20, 1 << 20);
+        let mut d = ClusterDir::create(&path, &m).unwrap();
+        let mut sleep = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // The sleep's pid, with this process's start time: not the sleep.
+        let start = d.manifest().pid_start;
+        d.update(|m| {
+            m.pid = sleep.id();
+            m.pid_start = start;
+        })
+        .unwrap();
+        let e = d.signal_device(rustix::process::Signal::TERM).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("pid {} is not this cluster's device process", sleep.id())),
+            "{e}"
+        );
+        // Without a start time: cannot tell, not signalled either.
+        d.update(|m| m.pid_start = None).unwrap();
+        let e = d.signal_device(rustix::process::Signal::TERM).unwrap_err().to_string();
+        assert!(e.contains("records no start time"), "{e}");
+        assert_eq!(sleep.try_wait().unwrap(), None, "the sleep was signalled");
+        // Its own identity: signalled.
+        let id = sleep.id();
+        d.update(|m| m.set_device(id)).unwrap();
+        d.signal_device(rustix::process::Signal::TERM).unwrap();
+        let st = sleep.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(15));
+        d.remove().unwrap();
     }
 
     #[test]
@@ -808,6 +1080,8 @@ mod tests {
         assert_eq!(resolve("./x"), PathBuf::from("./x"));
         assert_eq!(resolve("/a/b"), PathBuf::from("/a/b"));
         assert!(resolve("no-such-cluster-name-xyz").ends_with("no-such-cluster-name-xyz"));
+        let e = ClusterDir::open("x\nb").unwrap_err().to_string();
+        assert!(e.starts_with("cluster name \"x\\nb\": it holds '\\n'"), "{e}");
     }
 
     #[test]

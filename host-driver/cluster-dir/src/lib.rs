@@ -8,6 +8,10 @@
 //! - [`control`]: the per-node control socket's messages and frames
 //!   (descriptors passed along): how a host process asks the device
 //!   process for its port.
+//! - [`place`]: where a cluster may live (names, the base directory, the
+//!   marker), checked before anything is changed.
+//! - [`identity`]: which process a pid is (start time, executable), checked
+//!   before any signal.
 //! - [`mapped`]: [`MappedFile`], a node file mapped shared, reached only
 //!   through bounds-checked atomic accesses; it implements
 //!   `nic_abi::sram::Sram`. The only module with `unsafe`.
@@ -19,8 +23,12 @@
 
 pub mod cluster;
 pub mod control;
+pub mod identity;
 #[allow(unsafe_code)]
 pub mod mapped;
+pub mod place;
 
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest, NodeFile};
+pub use identity::DeviceState;
 pub use mapped::MappedFile;
+pub use place::ClusterLocation;
