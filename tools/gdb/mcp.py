@@ -62,16 +62,31 @@ def _state(field):
     return head + brace + rest
 
 
-def _deque_len(expr, cap):
+def _array_len(expr):
+    """The length of the fixed-size array `expr` (from its type)."""
+    try:
+        lo, hi = _eval(expr).type.strip_typedefs().range()
+        return hi - lo + 1
+    except (gdb.error, RuntimeError):
+        return None
+
+
+def _deque_len(expr):
+    """The length of a heapless::Deque (its capacity is its buffer's)."""
     front, back, full = _int(expr + ".front"), _int(expr + ".back"), _int(expr + ".full")
-    if front is None or back is None or full is None:
+    cap = _array_len(expr + ".buffer")
+    if front is None or back is None or full is None or not cap:
         return None
     if full:
         return cap
     return (back - front) % cap
 
 
-def _count_true(expr, n):
+def _count_true(expr):
+    """How many elements of the bool array `expr` are true."""
+    n = _array_len(expr)
+    if n is None:
+        return None
     try:
         v = _eval(expr)
         return sum(1 for i in range(n) if bool(v[i]))
@@ -84,15 +99,18 @@ def _fmt(pairs):
 
 
 def _queues():
+    # The fields of firmware/mcp/src: sdma/mod.rs `Sdma`, send.rs `Send`,
+    # recv/mod.rs `Recv`, rdma.rs `Rdma`; pool.rs `Pool` (live records)
+    # and heapless 0.8's Vec (`len`) and Deque (`front`, `back`, `full`).
     m = "mcp_image::MCP"
     sdma = [
         ("conn queue", _int(m + ".sdma.conn_queue_len")),
         ("active streams", _int(m + ".sdma.active_tx.len")),
-        ("tx streams", _int(m + ".sdma.txs.live")),
+        ("tx streams", _int(m + ".sdma.txs.pool.live")),
     ]
     prod, done = _int(m + ".send.prod"), _int(m + ".send.done")
     send = [
-        ("in flight", _deque_len(m + ".send.in_flight", 16)),
+        ("in flight", _deque_len(m + ".send.in_flight")),
         ("queued", None if prod is None or done is None else (prod - done) % (1 << 32)),
     ]
     seen, cons = _int(m + ".recv.seen_prod"), _int(m + ".recv.cons")
@@ -102,7 +120,7 @@ def _queues():
         ("rx streams", _int(m + ".recv.rxs.live")),
     ]
     rdma = [
-        ("staged events", _count_true(m + ".rdma.staging_busy", 64)),
+        ("staged events", _count_true(m + ".rdma.staging_busy")),
         ("bytes left", _int(m + ".rdma.bytes_left")),
     ]
     return [sdma, send, recv, rdma]

@@ -726,21 +726,27 @@ pub fn run_all(
 ) -> crate::Result<ExitCode> {
     let mut sims = Vec::new();
     let code = run(profiles, quick, speed, quiet, &mut sims)?;
+    // A failed real-time section still leaves the sim's plots written;
+    // its error is the command's after them.
     let live = if realtime {
-        crate::bench_rt::run(root, rt_count, true, quiet)?;
-        Some(crate::bench_rt::live_curve(root, quick, quiet)?)
+        crate::bench_rt::run(root, rt_count, true, quiet)
+            .and_then(|()| crate::bench_rt::live_curve(root, quick, quiet))
+            .map(Some)
     } else {
-        None
+        Ok(None)
     };
+    let live_points = live.as_ref().ok().cloned().flatten();
     let all: Vec<ProfileCurves> = sims
         .into_iter()
-        .map(|(profile, sim)| ProfileCurves { profile, sim, live: live.clone() })
+        .map(|(profile, sim)| ProfileCurves { profile, sim, live: live_points.clone() })
         .collect();
     let index = write_outputs(&out_dir(), &all)?;
     println!(
-        "plots (latency and bandwidth against message size, sim and live) and their index: {}",
+        "plots (latency and bandwidth against message size, sim{}) and their index: {}",
+        if live_points.is_some() { " and live" } else { " only" },
         index.display()
     );
+    live.map_err(|e| format!("the real-time section failed (the plots hold the sim only): {e}"))?;
     Ok(code)
 }
 

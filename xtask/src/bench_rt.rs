@@ -242,6 +242,43 @@ pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Resu
 /// The largest UDP datagram the curve's latency reference sends.
 const UDP_MAX: u64 = 64_000;
 
+/// The live curve's stream: sends outstanding at the sender and receive
+/// buffers kept posted at the receiver (the `stream` program's defaults,
+/// given explicitly: the cluster's host memory is sized for them).
+const CURVE_WINDOW: u64 = 8;
+const CURVE_RECV_BUFFERS: u64 = 16;
+
+/// Room in a port's slice besides the message buffers: the port's event
+/// queue and the allocator's rounding.
+const SLICE_SPARE: u64 = 1 << 20;
+
+/// The most host memory one port of the live curve allocates at message
+/// size `size`: the stream receiver's buffers (each as large as the
+/// size's class holds: the next power of two) or the
+/// sender's window, whichever is more (a ping-pong end holds two of each),
+/// and the spare room.
+pub fn curve_port_bytes(size: u64) -> u64 {
+    use host_driver::nic_abi::{class_max_len, size_class_for};
+    let recv_buf = class_max_len(size_class_for(size));
+    let most = (CURVE_RECV_BUFFERS * recv_buf).max(CURVE_WINDOW * size).max(2 * (size + recv_buf));
+    most + SLICE_SPARE
+}
+
+/// Host memory per node for the live curve: the default, doubled until
+/// each port's slice holds what the largest size needs (a port's slice
+/// is an eighth of it, less the page tables: `cluster::port_slice`). At
+/// 1 MiB the receiver posts 16 MiB of buffers, twice what the default's
+/// slices (just under 8 MiB) hold. The file is sparse: only what the
+/// programs touch costs memory.
+pub fn curve_host_size(largest: u64) -> u64 {
+    let need = curve_port_bytes(largest);
+    let mut host = host_driver::cluster::DEFAULT_HOST_SIZE;
+    while host_driver::cluster::port_slice(host, 0).1 < need {
+        host *= 2;
+    }
+    host
+}
+
 /// nic-emu's `rt_baselines` example's JSON: a UDP ping-pong of
 /// `udp_size`-byte datagrams, `count` round trips, and a memcpy stream of
 /// `messages` messages of `size` bytes.
@@ -296,9 +333,17 @@ pub fn live_curve(
     let sizes = crate::bench::sizes();
     let pb = crate::progress::bar(sizes.len() as u64, "bench (live curve)", quiet);
     let scale = if quick { 4 } else { 1 };
-    let cfg =
+    let mut cfg =
         RtConfig::new(&format!("bench-curve-{}", std::process::id()), ClusterBackend::Live, 2);
+    cfg.host_size = curve_host_size(sizes.iter().copied().max().unwrap_or(1));
     let c = rt::start(cfg)?;
+    let stream_args = [
+        "--window".to_string(),
+        CURVE_WINDOW.to_string(),
+        "--recv-buffers".to_string(),
+        CURVE_RECV_BUFFERS.to_string(),
+    ];
+    let stream_args: Vec<&str> = stream_args.iter().map(String::as_str).collect();
     crate::progress::println(
         &pb,
         &format!(
@@ -317,7 +362,7 @@ pub fn live_curve(
         let rounds = ((64 << 20) / size).clamp(200, 2000) / scale;
         let messages = ((64 << 20) / size).clamp(64, 4000) / scale;
         let lat = rt::pingpong(&bins, c.path(), 1, size as u32, rounds, &[]);
-        let bw = rt::stream(&bins, c.path(), 2, 2, size as u32, messages, &[]);
+        let bw = rt::stream(&bins, c.path(), 2, 2, size as u32, messages, &stream_args);
         let base = baselines(&bins, size.min(UDP_MAX), rounds.min(2000), size, messages);
         let (lat, bw, (udp, memcpy)) = match (lat, bw, base) {
             (Ok(l), Ok(b), Ok(r)) => (l, b, r),
@@ -348,4 +393,37 @@ pub fn live_curve(
     c.stop().map_err(|e| e.to_string())?;
     pb.finish_and_clear();
     Ok(pts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use host_driver::cluster::{port_slice, DEFAULT_HOST_SIZE};
+
+    #[test]
+    fn the_live_curves_host_memory_holds_the_largest_sizes_buffers_in_every_port_slice() {
+        let largest = crate::bench::sizes().into_iter().max().unwrap();
+        assert_eq!(largest, 1 << 20);
+        let host = curve_host_size(largest);
+        let slice = port_slice(host, 0).1;
+        // The receiver's 16 buffers of 1 MiB and its event queue.
+        assert!(slice >= 16 * largest + SLICE_SPARE, "slice {slice} of host {host}");
+        assert!(port_slice(DEFAULT_HOST_SIZE, 0).1 < 16 * largest, "the default was enough");
+        // No more than it needs: half of it would not do.
+        assert!(port_slice(host / 2, 0).1 < curve_port_bytes(largest));
+        assert!(host.is_multiple_of(DEFAULT_HOST_SIZE));
+    }
+
+    #[test]
+    fn small_sizes_keep_the_default_host_memory() {
+        assert_eq!(curve_host_size(4), DEFAULT_HOST_SIZE);
+        assert_eq!(curve_host_size(64 << 10), DEFAULT_HOST_SIZE);
+    }
+
+    #[test]
+    fn a_sizes_receive_buffers_are_as_large_as_its_class() {
+        // 3 KiB is in the 4 KiB class: the receiver's buffers are 4 KiB.
+        assert_eq!(curve_port_bytes(3072), 16 * 4096 + SLICE_SPARE);
+        assert_eq!(curve_port_bytes(1 << 20), 16 * (1 << 20) + SLICE_SPARE);
+    }
 }

@@ -121,9 +121,6 @@ pub fn small_machine_layout(cores: &[usize]) -> Option<Layout> {
 /// can be installed, else live).
 fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
     let t0 = Instant::now();
-    println!("==> firmware image");
-    let elf = fw::build_image(root, false)?;
-    fw::report_size(&elf)?;
     let backend = match want {
         Some(Backend::Live) => ClusterBackend::Live,
         Some(Backend::Qemu) => {
@@ -141,13 +138,20 @@ fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
             }
         }
     };
+    // The live backend runs the MCP natively: only qemu needs the image.
+    let elf = if backend == ClusterBackend::Qemu {
+        println!("==> firmware image");
+        let elf = fw::build_image(root, false)?;
+        fw::report_size(&elf)?;
+        Some(elf)
+    } else {
+        None
+    };
     println!("==> host programs (pingpong, stream)");
     let bins = fw::build_host_programs(root)?;
     let name = format!("demo-{}", std::process::id());
     let mut cfg = RtConfig::new(&name, backend, 4);
-    if backend == ClusterBackend::Qemu {
-        cfg.image = Some(elf.clone());
-    }
+    cfg.image = elf.clone();
     let layout = small_machine_layout(&host_driver::affinity::current()?);
     let mut host_args = Vec::new();
     if let Some(l) = &layout {
@@ -171,7 +175,7 @@ fn run_realtime(root: &Path, want: Option<Backend>) -> crate::Result<ExitCode> {
         }
     );
     let c = rt::start(cfg)?;
-    if backend == ClusterBackend::Qemu {
+    if let Some(elf) = &elf {
         println!(
             "flashed {} into node0..node3/flash; every NIC booted it (FW_STATUS = RUNNING)",
             elf.display()

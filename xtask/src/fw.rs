@@ -7,6 +7,8 @@
 //! Also what the other commands share: where the workspace's target
 //! directory is, building workspace binaries (host-programs' `pingpong` and
 //! `stream`, nic-emu examples) with cargo, and installing missing programs.
+//! Every build says what it builds on stderr before it starts, and
+//! cargo's own progress shows.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -54,20 +56,35 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `cargo build --release ARGS` in the workspace (quiet; errors shown).
-pub fn cargo_build(root: &Path, args: &[&str], what: &str) -> crate::Result<()> {
-    let st = Command::new(cargo())
-        .current_dir(root)
-        .env("CARGO_TARGET_DIR", target_dir(root))
-        .args(["build", "--quiet", "--release"])
-        .args(args)
-        .status()
-        .map_err(|e| format!("cannot run cargo to build {what}: {e}"))?;
+/// Say on stderr what is about to be built (a line before every cargo
+/// build a command starts, so a long first build is never silent), then
+/// run `c`, a `cargo build` that shows cargo's own progress: what it
+/// compiles, and on a terminal its progress bar; an up-to-date build
+/// prints one `Finished` line.
+fn build_saying(mut c: Command, what: &str, profile: &str) -> crate::Result<()> {
+    eprintln!("{}", building_line(what, profile));
+    let st = c.status().map_err(|e| format!("cannot run cargo to build {what}: {e}"))?;
     if st.success() {
         Ok(())
     } else {
-        Err(format!("building {what} failed"))
+        Err(format!("building {what} failed ({st})"))
     }
+}
+
+/// The line printed before a build: `building WHAT (PROFILE)...`.
+pub fn building_line(what: &str, profile: &str) -> String {
+    format!("building {what} ({profile})...")
+}
+
+/// `cargo build --release ARGS` in the workspace, saying what it builds
+/// (`build_saying`); errors shown.
+pub fn cargo_build(root: &Path, args: &[&str], what: &str) -> crate::Result<()> {
+    let mut c = Command::new(cargo());
+    c.current_dir(root)
+        .env("CARGO_TARGET_DIR", target_dir(root))
+        .args(["build", "--release"])
+        .args(args);
+    build_saying(c, what, "release")
 }
 
 /// The host programs every real-time command runs: host-programs'
@@ -187,16 +204,15 @@ pub fn build_image_logging(root: &Path, selftest: bool, level: &str) -> crate::R
     c.current_dir(root.join("firmware/image"))
         .env("CARGO_TARGET_DIR", &dir)
         .env("DEFMT_LOG", level)
-        .args(["build", "--quiet", "--release"]);
+        .args(["build", "--release"]);
     if selftest {
         c.args(["--features", "selftest"]);
     }
-    let st = c.status().map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !st.success() {
-        return Err(format!(
-            "building the firmware image (firmware/image, target {FW_TARGET}) failed"
-        ));
-    }
+    let what = format!(
+        "the firmware image{} (firmware/image, {FW_TARGET}, log level {level})",
+        if selftest { " with the self-test" } else { "" }
+    );
+    build_saying(c, &what, "release")?;
     let elf = dir.join(FW_TARGET).join("release").join("mcp-image");
     if !elf.is_file() {
         return Err(format!("cargo built nothing at {}", elf.display()));
@@ -321,11 +337,7 @@ pub fn report_size(elf: &Path) -> crate::Result<SizeReport> {
 
 /// `cargo xtask build-fw [--selftest]`.
 pub fn build_fw(root: &Path, selftest: bool, log: LogLevel) -> crate::Result<ExitCode> {
-    println!(
-        "building the firmware image{} (firmware/image, {FW_TARGET}, log level {})",
-        if selftest { " (self-test)" } else { "" },
-        log.name()
-    );
+    // `build_image_logging` says what it builds.
     let elf = build_image_logging(root, selftest, log.name())?;
     report_size(&elf)?;
     if selftest {

@@ -13,9 +13,22 @@
 //! states, queues and the NIC's counters), and a substitute-path from the
 //! `/rustc/<commit>` paths in the image's debug information to the
 //! toolchain's rust-src, so stepping into core shows its source.
+//!
+//! A batch script runs under a time limit (`--timeout`, a minute by
+//! default): past it gdb is killed. However gdb ends (its own exit, the
+//! time limit, Ctrl-C of a batch session, SIGTERM or SIGHUP of this
+//! process, a crash), every NIC of a running cluster it was attached to
+//! is then detached and resumed through its gdbstub (`resume_nic`): a
+//! gdbstub keeps its guest stopped when its debugger goes away without
+//! detaching.
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use host_driver::cluster::{ClusterBackend, ClusterDir};
 use nic_emu::realtime::RtConfig;
@@ -166,8 +179,22 @@ pub struct Opts {
     /// attaching, the freshly built image otherwise).
     pub image: Option<PathBuf>,
     pub batch: Option<PathBuf>,
+    /// A batch script's time limit: gdb is killed past it.
+    pub timeout: Duration,
     pub sdma_only: bool,
     pub nx: bool,
+}
+
+/// The longest `--timeout`: a day.
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout SECS`: seconds, more than 0 and at most a day.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= MAX_TIMEOUT_S) {
+        return Err(format!("`{s}`: the time limit must be more than 0 s and at most 86400 s"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `cargo xtask gdb`.
@@ -300,21 +327,227 @@ fn print_targets(targets: &[Target]) {
     );
 }
 
-fn finish(st: std::io::Result<std::process::ExitStatus>, batch: Option<&Path>) -> ExitCode {
-    match st {
-        Ok(s) if s.success() => ExitCode::SUCCESS,
-        Ok(s) => {
-            match batch {
-                Some(b) => eprintln!("gdb: the batch script {} failed ({s})", b.display()),
-                None => eprintln!("gdb: gdb-multiarch exited with {s}"),
-            }
-            ExitCode::from(1)
+/// How a gdb session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// gdb exited by itself with this status.
+    Exited(ExitStatus),
+    /// The batch script ran past its time limit; gdb was killed.
+    TimedOut(Duration),
+    /// This process was told to stop (the signal's name); gdb was killed.
+    Signalled(&'static str),
+}
+
+/// The signals a session watches: SIGINT ends a batch session only (in an
+/// interactive one Ctrl-C is gdb's: it interrupts the guest), SIGTERM and
+/// SIGHUP end either.
+struct Signals {
+    int: Arc<AtomicBool>,
+    term: Arc<AtomicBool>,
+    hup: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn install() -> crate::Result<Signals> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let s = Signals {
+            int: Arc::new(AtomicBool::new(false)),
+            term: Arc::new(AtomicBool::new(false)),
+            hup: Arc::new(AtomicBool::new(false)),
+        };
+        for (sig, flag) in [(SIGINT, &s.int), (SIGTERM, &s.term), (SIGHUP, &s.hup)] {
+            signal_hook::flag::register(sig, flag.clone())
+                .map_err(|e| format!("gdb: cannot install a signal handler: {e}"))?;
         }
-        Err(e) => {
-            eprintln!("gdb: cannot run gdb-multiarch: {e}");
-            ExitCode::from(1)
+        Ok(s)
+    }
+
+    /// The signal that ends the session, if one came.
+    fn ending(&self, batch: bool) -> Option<&'static str> {
+        if self.term.load(Ordering::Relaxed) {
+            Some("SIGTERM")
+        } else if self.hup.load(Ordering::Relaxed) {
+            Some("SIGHUP")
+        } else if batch && self.int.load(Ordering::Relaxed) {
+            Some("SIGINT")
+        } else {
+            None
         }
     }
+}
+
+/// Run gdb (`cmd`) until it exits, a batch session's `timeout` passes or
+/// this process is told to stop; in the last two cases gdb is killed.
+fn supervise(mut cmd: Command, batch: bool, timeout: Duration) -> crate::Result<Ending> {
+    let signals = Signals::install()?;
+    let mut child = cmd.spawn().map_err(|e| format!("gdb: cannot run gdb-multiarch: {e}"))?;
+    let t0 = Instant::now();
+    let ending = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Ok(Ending::Exited(st)),
+            Ok(None) => {}
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("gdb: cannot wait for gdb-multiarch: {e}"));
+            }
+        }
+        if let Some(sig) = signals.ending(batch) {
+            break Ending::Signalled(sig);
+        }
+        if batch && t0.elapsed() >= timeout {
+            break Ending::TimedOut(timeout);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // gdb waiting on a running guest does not answer SIGTERM promptly;
+    // SIGKILL, then the NICs are detached by `resume_nic`.
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(ending)
+}
+
+/// What the session's ending means for `cargo xtask gdb`'s exit status,
+/// with the message to print when it failed.
+pub fn verdict(ending: &Ending, batch: Option<&Path>) -> Result<(), String> {
+    let what = match batch {
+        Some(b) => format!("the batch script {}", b.display()),
+        None => "the gdb session".to_string(),
+    };
+    match ending {
+        Ending::Exited(s) if s.success() => Ok(()),
+        Ending::Exited(s) => Err(match batch {
+            Some(_) => format!("gdb: {what} failed ({s})"),
+            None => format!("gdb: gdb-multiarch exited with {s}"),
+        }),
+        Ending::TimedOut(t) => Err(format!(
+            "gdb: {what} did not finish within its time limit of {} (--timeout): gdb was \
+             stopped (a `continue` that no breakpoint ends waits for ever)",
+            fmt_secs(*t)
+        )),
+        Ending::Signalled(sig) => Err(format!("gdb: {sig} received: {what} was stopped")),
+    }
+}
+
+fn fmt_secs(t: Duration) -> String {
+    let s = t.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// How long `resume_nic` waits for a gdbstub to take its connection and
+/// answer (the stub takes the next connection once it has seen the last
+/// one close).
+const RESUME_WAIT: Duration = Duration::from_secs(5);
+
+/// A gdb remote-protocol packet: `$body#cc`, cc the modulo-256 sum of
+/// body's bytes in hex.
+pub fn packet(body: &str) -> String {
+    let sum = body.bytes().fold(0u8, |a, b| a.wrapping_add(b));
+    format!("${body}#{sum:02x}")
+}
+
+/// Read one packet's body from `r` (acks `+`/`-` and stray bytes before
+/// `$` are skipped; the checksum is not checked: the link is a local TCP
+/// socket).
+fn read_packet(r: &mut impl Read) -> std::io::Result<String> {
+    let mut body = Vec::new();
+    let mut byte = [0u8; 1];
+    let mut started = false;
+    let mut sum_left = None::<u8>;
+    loop {
+        if r.read(&mut byte)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the gdbstub closed the connection",
+            ));
+        }
+        match (started, sum_left, byte[0]) {
+            (false, _, b'$') => started = true,
+            (false, _, _) => {}
+            (true, None, b'#') => sum_left = Some(2),
+            (true, None, b) => body.push(b),
+            (true, Some(n), _) => {
+                if n == 1 {
+                    return Ok(String::from_utf8_lossy(&body).into_owned());
+                }
+                sum_left = Some(n - 1);
+            }
+        }
+    }
+}
+
+/// Send `body` as a packet and return the answer's body.
+fn exchange(s: &mut TcpStream, body: &str) -> std::io::Result<String> {
+    s.write_all(packet(body).as_bytes())?;
+    let answer = read_packet(s)?;
+    s.write_all(b"+")?;
+    Ok(answer)
+}
+
+/// Detach from node `t`'s guest through its gdbstub and let it run: the
+/// stub stops its guest when a debugger connects and keeps it stopped
+/// when the debugger goes away without detaching (gdb killed or crashed).
+/// A fresh connection that detaches (`D;1`, after announcing the
+/// multiprocess protocol so the stub takes a process id) removes every
+/// breakpoint and resumes the guest.
+pub fn resume_nic(t: &Target) -> Result<(), String> {
+    let who = format!("node {}'s gdbstub 127.0.0.1:{}", t.node, t.port);
+    let addr = SocketAddr::from(([127, 0, 0, 1], t.port));
+    let mut s = TcpStream::connect_timeout(&addr, RESUME_WAIT)
+        .map_err(|e| format!("{who} does not answer ({e}): is its QEMU running?"))?;
+    let io = |e: std::io::Error| format!("{who}: {e}");
+    s.set_read_timeout(Some(RESUME_WAIT)).map_err(io)?;
+    s.set_nodelay(true).map_err(io)?;
+    exchange(&mut s, "qSupported:multiprocess+").map_err(io)?;
+    match exchange(&mut s, "D;1").map_err(io)?.as_str() {
+        "OK" => Ok(()),
+        other => Err(format!("{who} refused to detach (answer `{other}`)")),
+    }
+}
+
+/// After gdb has ended: detach every target's guest and let it run.
+/// Says which NICs run again; Err names those that may stay halted.
+fn resume_all(targets: &[Target]) -> Result<(), String> {
+    let mut failed = Vec::new();
+    for t in targets {
+        if let Err(e) = resume_nic(t) {
+            failed.push(e);
+        }
+    }
+    let nodes: Vec<String> = targets.iter().map(|t| t.node.to_string()).collect();
+    if failed.is_empty() {
+        println!("gdb ended: NIC(s) {} detached and running", nodes.join(", "));
+        Ok(())
+    } else {
+        Err(format!(
+            "gdb: after gdb ended, a NIC could not be resumed and may stay halted: {}",
+            failed.join("; ")
+        ))
+    }
+}
+
+/// Run the session and, when `resume`, resume the targets after it
+/// however it ended. Failures are printed; the exit status says whether
+/// both went well.
+fn session(
+    targets: &[Target],
+    s: &Session,
+    timeout: Duration,
+    resume: bool,
+) -> crate::Result<ExitCode> {
+    let ending = supervise(gdb_command(targets, s), s.script.is_some(), timeout);
+    let resumed = if resume { resume_all(targets) } else { Ok(()) };
+    let ending = ending?;
+    let mut ok = true;
+    for e in [verdict(&ending, s.script.as_deref()), resumed].into_iter().flat_map(Result::err) {
+        eprintln!("{e}");
+        ok = false;
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// `--cluster C`: attach to the running cluster's NICs.
@@ -324,9 +557,10 @@ fn attach(cluster: &str, o: &Opts, s: &Session) -> crate::Result<ExitCode> {
     check_reachable(&targets)?;
     println!("attaching gdb-multiarch to cluster {} (each NIC halts until detached):", cluster);
     print_targets(&targets);
-    // gdb takes Ctrl-C to interrupt the guest: this process must not die of it.
-    let _stop = rt::stop_flag()?;
-    Ok(finish(gdb_command(&targets, s).status(), o.batch.as_deref()))
+    if s.script.is_some() {
+        println!("batch script time limit: {} (--timeout)", fmt_secs(o.timeout));
+    }
+    session(&targets, s, o.timeout, true)
 }
 
 /// No `--cluster`: a new cluster, the first chosen NIC halted at its
@@ -349,7 +583,8 @@ fn start_and_attach(root: &Path, o: &Opts, s: &Session) -> crate::Result<ExitCod
         Ok(t) => {
             println!("node {first}'s QEMU is halted at its first instruction; gdb-multiarch on:");
             print_targets(&t);
-            Ok(finish(gdb_command(&t, s).status(), o.batch.as_deref()))
+            // The cluster stops with the session: nothing to resume.
+            session(&t, s, o.timeout, false)
         }
         Err(e) => Err(e),
     };
@@ -428,6 +663,119 @@ mod tests {
         assert!(e.starts_with("gdb batch script /nonexistent/x.gdb: "), "{e}");
         let e = check_script(Path::new("/")).unwrap_err();
         assert_eq!(e, "gdb batch script /: not a file");
+    }
+
+    #[test]
+    fn a_packet_carries_its_bodys_checksum() {
+        assert_eq!(packet("D"), "$D#44");
+        assert_eq!(packet("OK"), "$OK#9a");
+        assert_eq!(packet("D;1"), "$D;1#b0");
+        assert_eq!(packet(""), "$#00");
+    }
+
+    #[test]
+    fn a_packet_is_read_past_acks_and_up_to_its_checksum() {
+        let mut r: &[u8] = b"++$OK#9a$next#00";
+        assert_eq!(read_packet(&mut r).unwrap(), "OK");
+        assert_eq!(read_packet(&mut r).unwrap(), "next");
+        let e = read_packet(&mut r).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        let mut cut: &[u8] = b"+$O";
+        assert!(read_packet(&mut cut).is_err());
+    }
+
+    /// A stand-in for QEMU's gdbstub: takes one connection, answers
+    /// qSupported and then `detach` with `answer`; returns the packets it got.
+    fn fake_stub(answer: &'static str) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            for reply in ["PacketSize=1000;multiprocess+", answer] {
+                got.push(read_packet(&mut s).unwrap());
+                s.write_all(b"+").unwrap();
+                s.write_all(packet(reply).as_bytes()).unwrap();
+            }
+            got
+        });
+        (port, h)
+    }
+
+    #[test]
+    fn resuming_a_nic_detaches_its_process_through_the_gdbstub() {
+        let (port, stub) = fake_stub("OK");
+        let t = Target { node: 3, port, elf: "/e".into() };
+        resume_nic(&t).unwrap();
+        assert_eq!(stub.join().unwrap(), ["qSupported:multiprocess+", "D;1"]);
+    }
+
+    #[test]
+    fn a_stub_that_refuses_or_is_gone_is_an_error_naming_the_node_and_port() {
+        let (port, stub) = fake_stub("E22");
+        let t = Target { node: 2, port, elf: "/e".into() };
+        let e = resume_nic(&t).unwrap_err();
+        assert_eq!(
+            e,
+            format!("node 2's gdbstub 127.0.0.1:{port} refused to detach (answer `E22`)")
+        );
+        stub.join().unwrap();
+        // Nothing listens there any more.
+        let e = resume_nic(&t).unwrap_err();
+        assert!(
+            e.starts_with(&format!("node 2's gdbstub 127.0.0.1:{port} does not answer")),
+            "{e}"
+        );
+        let e = resume_all(&[t]).unwrap_err();
+        assert!(e.contains("may stay halted") && e.contains("node 2's gdbstub"), "{e}");
+    }
+
+    #[test]
+    fn the_time_limit_is_positive_finite_seconds_up_to_a_day() {
+        assert_eq!(parse_timeout("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_timeout("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_timeout("86400"), Ok(Duration::from_secs(86_400)));
+        for bad in ["0", "-1", "nan", "inf", "86401", "1e300"] {
+            let e = parse_timeout(bad).unwrap_err();
+            assert!(e.contains("more than 0 s and at most 86400 s"), "{bad}: {e}");
+        }
+        assert_eq!(parse_timeout("x").unwrap_err(), "`x` is not a number of seconds");
+    }
+
+    #[test]
+    fn each_ending_of_gdb_is_named_in_the_message() {
+        let b = Path::new("/s.gdb");
+        let e = verdict(&Ending::TimedOut(Duration::from_secs(3)), Some(b)).unwrap_err();
+        assert!(
+            e.starts_with(
+                "gdb: the batch script /s.gdb did not finish within its time limit of 3 s \
+                 (--timeout): gdb was stopped"
+            ),
+            "{e}"
+        );
+        let e = verdict(&Ending::Signalled("SIGTERM"), None).unwrap_err();
+        assert_eq!(e, "gdb: SIGTERM received: the gdb session was stopped");
+        let ok = Command::new("true").status().unwrap();
+        assert_eq!(verdict(&Ending::Exited(ok), Some(b)), Ok(()));
+        let bad = Command::new("false").status().unwrap();
+        let e = verdict(&Ending::Exited(bad), Some(b)).unwrap_err();
+        assert!(e.starts_with("gdb: the batch script /s.gdb failed ("), "{e}");
+    }
+
+    #[test]
+    fn a_batch_gdb_past_its_time_limit_is_killed() {
+        // `sleep` stands in for a gdb waiting on a guest that never stops.
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        let t0 = Instant::now();
+        let end = supervise(c, true, Duration::from_millis(300)).unwrap();
+        assert_eq!(end, Ending::TimedOut(Duration::from_millis(300)));
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        // An interactive session has no time limit: it ends when gdb does.
+        let mut c = Command::new("sleep");
+        c.arg("0.5");
+        let end = supervise(c, false, Duration::from_millis(10)).unwrap();
+        assert!(matches!(end, Ending::Exited(s) if s.success()), "{end:?}");
     }
 
     /// tools/gdb/mcp.py reads the STATS block by its own constants: they

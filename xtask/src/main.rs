@@ -341,6 +341,11 @@ enum Cmd {
         /// fails the command.
         #[arg(long)]
         batch: Option<PathBuf>,
+        /// With --batch: the script's time limit in seconds (more than 0,
+        /// at most a day); past it gdb is stopped. Either way the NICs are
+        /// detached and run on when gdb ends.
+        #[arg(long, value_name = "SECS", default_value = "60", value_parser = gdb::parse_timeout, requires = "batch")]
+        timeout: std::time::Duration,
         /// Read no gdbinit file (gdb -nx); by default the user's is read.
         #[arg(long)]
         nx: bool,
@@ -496,7 +501,7 @@ fn main() -> ExitCode {
             (None, Some(n)) => logs::run(&root, n, &cluster, image, follow),
             (None, None) => Err("say which log: --node N (of --cluster) or --file PATH".into()),
         },
-        Cmd::Gdb { node, cluster, name, nodes, image, batch, nx, sdma_only } => {
+        Cmd::Gdb { node, cluster, name, nodes, image, batch, timeout, nx, sdma_only } => {
             let o = gdb::Opts {
                 nodes: node,
                 cluster,
@@ -504,6 +509,7 @@ fn main() -> ExitCode {
                 cluster_nodes: nodes,
                 image,
                 batch,
+                timeout,
                 sdma_only,
                 nx,
             };
@@ -580,5 +586,25 @@ mod tests {
         }
         assert!(refused(&["bench", "--runs", "x"]).contains("invalid digit"));
         assert!(Cli::try_parse_from(["xtask", "bench", "--realtime", "--rt-count", "1"]).is_ok());
+    }
+
+    #[test]
+    fn a_gdb_batch_has_a_minute_unless_timeout_says_otherwise() {
+        let timeout = |args: &[&str]| {
+            let argv = ["xtask", "gdb", "--node", "0", "--cluster", "c"].into_iter();
+            match Cli::try_parse_from(argv.chain(args.iter().copied())).unwrap().cmd {
+                Cmd::Gdb { timeout, .. } => timeout,
+                _ => unreachable!("parsed as gdb"),
+            }
+        };
+        assert_eq!(timeout(&["--batch", "s.gdb"]), std::time::Duration::from_secs(60));
+        assert_eq!(
+            timeout(&["--batch", "s.gdb", "--timeout", "3"]),
+            std::time::Duration::from_secs(3)
+        );
+        let e = refused(&["gdb", "--node", "0", "--batch", "s", "--timeout", "nan"]);
+        assert!(e.contains("--timeout") && e.contains("more than 0 s"), "{e}");
+        let e = refused(&["gdb", "--node", "0", "--timeout", "5"]);
+        assert!(e.contains("--batch"), "a time limit without a batch script: {e}");
     }
 }
