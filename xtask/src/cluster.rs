@@ -20,10 +20,13 @@ pub enum ClusterCmd {
     /// wait until it is gone; a cluster whose device process died has
     /// its files removed.
     Stop {
-        /// Cluster name or directory.
+        /// Cluster name (one path component: letters, digits, `-`, `_`,
+        /// `.`) or directory (a path: it holds a `/`).
+        #[arg(value_parser = nic_emu::cli::cluster_name_or_dir)]
         name: String,
-        /// Seconds to wait.
-        #[arg(long, default_value_t = 10.0)]
+        /// Seconds to wait (a positive, finite number).
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true,
+              value_parser = nic_emu::cli::positive_secs)]
         timeout: f64,
     },
 }
@@ -33,7 +36,8 @@ pub fn nic_cluster_args(cmd: &ClusterCmd) -> Vec<String> {
     match cmd {
         ClusterCmd::List => vec!["list".into()],
         ClusterCmd::Stop { name, timeout } => {
-            vec!["stop".into(), "--name".into(), name.clone(), format!("--timeout={timeout}")]
+            let opt = if name.contains('/') { "--dir" } else { "--name" };
+            vec!["stop".into(), opt.into(), name.clone(), format!("--timeout={timeout}")]
         }
     }
 }
@@ -74,8 +78,26 @@ mod tests {
         );
         assert_eq!(
             nic_cluster_args(&parse(&["stop", "/dev/shm/x", "--timeout", "2.5"])),
-            ["stop", "--name", "/dev/shm/x", "--timeout=2.5"]
+            ["stop", "--dir", "/dev/shm/x", "--timeout=2.5"]
         );
+    }
+
+    #[test]
+    fn a_bad_name_or_timeout_is_a_usage_error_naming_it() {
+        let err = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("cluster").chain(args.iter().copied()))
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        for t in ["nan", "-1", "inf", "0"] {
+            let e = err(&["stop", "c1", "--timeout", t]);
+            assert!(e.contains("'--timeout <TIMEOUT>': must be a positive, finite number"), "{e}");
+        }
+        let e = err(&["stop", ""]);
+        assert!(e.contains("the name is empty"), "{e}");
+        let e = err(&["stop", "a b"]);
+        assert!(e.contains("it holds ' '"), "{e}");
     }
 
     #[test]

@@ -30,13 +30,20 @@ use crate::rt::{self, Backend};
 /// `cargo xtask run`'s options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true,
+          value_parser = nic_emu::cli::at_least_one::<usize>)]
     pub nodes: usize,
     #[arg(long, value_enum, default_value = "live")]
     pub backend: Backend,
-    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
-    #[arg(long, default_value = "nic")]
+    /// Cluster name: one path component of letters, digits, `-`, `_` and
+    /// `.` (the cluster lives in $NIC_CLUSTER_DIR or
+    /// /dev/shm/nic-clusters).
+    #[arg(long, default_value = "nic", value_parser = nic_emu::cli::cluster_name)]
     pub name: String,
+    /// Cluster directory instead of a name: a new one, or a cluster
+    /// directory of yours.
+    #[arg(long, conflicts_with = "name", value_parser = nic_emu::cli::cluster_dir)]
+    pub dir: Option<String>,
     /// Also start the bandwidth resource manager: its master (a
     /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
     /// NIC, deciding with the profile's stored calibration. Host
@@ -52,7 +59,8 @@ pub struct RunArgs {
     pub guest_cpus: Option<host_driver::affinity::CpuList>,
     /// Let programs of this user (a uid) use the cluster too, through
     /// each node's control socket only (repeatable; docs/design/protection.md).
-    #[arg(long = "allow-uid", value_name = "UID")]
+    #[arg(long = "allow-uid", value_name = "UID", allow_negative_numbers = true,
+          value_parser = nic_emu::cli::uid)]
     pub allow_uid: Vec<u32>,
     #[command(flatten)]
     pub cluster: ClusterOpts,
@@ -61,10 +69,14 @@ pub struct RunArgs {
 /// The `nic-cluster` arguments that serve `a` in the foreground
 /// (`image`: the firmware every NIC runs, qemu).
 pub fn nic_cluster_args(a: &RunArgs, backend: ClusterBackend, image: Option<&Path>) -> Vec<String> {
+    let (opt, place) = match &a.dir {
+        Some(d) => ("--dir", d.clone()),
+        None => ("--name", a.name.clone()),
+    };
     let mut v: Vec<String> = vec![
         "run".into(),
-        "--name".into(),
-        a.name.clone(),
+        opt.into(),
+        place,
         "--nodes".into(),
         a.nodes.to_string(),
         "--backend".into(),
@@ -176,7 +188,7 @@ pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
     let status = loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) if line.starts_with(READY_PREFIX) => {
-                print!("{}", hints(&a.name, backend));
+                print!("{}", hints(a.dir.as_ref().unwrap_or(&a.name), backend));
                 if a.cpus.is_none() && a.guest_cpus.is_none() {
                     let cores = host_driver::affinity::current().unwrap_or_default();
                     print!("{}", layout_hint(backend, small_machine_layout(&cores).as_ref()));
@@ -197,7 +209,7 @@ pub fn run(root: &Path, a: &RunArgs) -> crate::Result<ExitCode> {
     };
     let _ = reader.join();
     if status.success() {
-        println!("cluster `{}` stopped", a.name);
+        println!("cluster `{}` stopped", a.dir.as_ref().unwrap_or(&a.name));
         Ok(ExitCode::SUCCESS)
     } else {
         Err(format!("the device process ({}) ended with {status}", exe.display()))
@@ -321,6 +333,29 @@ mod tests {
         let l = layout_hint(ClusterBackend::Live, Some(&Layout { nic: 2, rest: vec![0, 1] }));
         assert!(l.contains("`--cpus 2`") && l.contains("programs `--cpus 0,1`"), "{l}");
         assert_eq!(layout_hint(ClusterBackend::Live, None), "");
+    }
+
+    #[test]
+    fn a_directory_is_handed_on_as_one_and_bad_names_uids_and_counts_are_refused() {
+        let a = parse(&["--dir", "/tmp/x/c1"]);
+        assert_eq!(
+            nic_cluster_args(&a, ClusterBackend::Live, None)[..3],
+            ["run", "--dir", "/tmp/x/c1"]
+        );
+        let err = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let e = err(&["--name", "x/../../etc"]);
+        assert!(e.contains("'--name <NAME>': it holds '/'"), "{e}");
+        let e = err(&["--allow-uid", "4294967295"]);
+        assert!(e.contains("not a user id"), "{e}");
+        let e = err(&["--allow-uid", "-1"]);
+        assert!(e.contains("must not be negative"), "{e}");
+        let e = err(&["--nodes", "-0"]);
+        assert!(e.contains("'--nodes <NODES>': must be at least 1"), "{e}");
     }
 
     #[test]

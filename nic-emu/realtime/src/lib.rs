@@ -70,7 +70,7 @@ use nic_abi::regs::{self, reg};
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 use nic_abi::NUM_PORTS;
 use nic_cluster_dir::cluster::{self, ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
-use nic_cluster_dir::MappedFile;
+use nic_cluster_dir::{ClusterLocation, MappedFile};
 
 pub use brm::{BrmSetup, FlowTableBackend, MASTER_READY};
 pub use fabric::Pacing;
@@ -93,8 +93,10 @@ use node::{NodeRt, NodeShared, ResetParams};
 /// How to start a real-time cluster.
 #[derive(Debug, Clone)]
 pub struct RtConfig {
-    /// Cluster name (under `cluster::base_dir()`) or directory path
-    /// (`cluster::resolve`).
+    /// Cluster name (one path component of letters, digits, `-`, `_` and
+    /// `.`, under `cluster::base_dir()`) or directory path (it holds a
+    /// `/`: a new directory, or a cluster directory of this user's;
+    /// `ClusterLocation::parse`).
     pub cluster: String,
     pub backend: ClusterBackend,
     pub nodes: usize,
@@ -461,14 +463,13 @@ impl RtCluster {
             None => None,
         };
 
-        let path = cluster::resolve(&cfg.cluster);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .filter(|n| !n.is_empty() && !n.starts_with('.'))
-            .ok_or_else(|| {
-                RtError::Config(format!("cluster: `{}` names no directory", cfg.cluster))
-            })?;
+        // A name (one component, under the base directory) or a path: a
+        // new directory, or one of this user's cluster directories
+        // (`ClusterDir::create_unpublished` checks before it changes
+        // anything).
+        let location = ClusterLocation::parse(&cfg.cluster)?;
+        let path = location.path();
+        let name = location.cluster_name();
         let mut manifest = ClusterManifest::new(
             &name,
             cfg.backend,

@@ -56,9 +56,11 @@ pub fn find_binary() -> Option<PathBuf> {
 /// so a built-in one, and its reliability mode, which a scenario may have
 /// set; `--foreground`).
 pub fn run_args(cfg: &RtConfig) -> Vec<String> {
+    // A path (a `/` in it) is a directory (`--dir`), anything else a name.
+    let opt = if cfg.cluster.contains('/') { "--dir" } else { "--name" };
     let mut a: Vec<String> = vec![
         "run".into(),
-        "--name".into(),
+        opt.into(),
         cfg.cluster.clone(),
         "--nodes".into(),
         cfg.nodes.to_string(),
@@ -317,6 +319,15 @@ mod tests {
         let mut c = Command::new("sh");
         c.args(["-c", script]);
         c
+    }
+
+    #[test]
+    fn a_path_is_handed_on_as_a_directory_and_a_name_as_a_name() {
+        use nic_cluster_dir::cluster::ClusterBackend;
+        let a = run_args(&RtConfig::new("c1", ClusterBackend::Live, 2));
+        assert_eq!(a[..3], ["run", "--name", "c1"]);
+        let a = run_args(&RtConfig::new("/tmp/x/c1", ClusterBackend::Live, 2));
+        assert_eq!(a[..3], ["run", "--dir", "/tmp/x/c1"]);
     }
 
     #[test]

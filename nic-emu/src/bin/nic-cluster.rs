@@ -7,19 +7,24 @@
 //! nic-cluster run --name demo --nodes 4 --backend live --detach   # returns once up
 //! nic-cluster run --name demo --nodes 4 --profile lanai4-gm --brm   # with a bandwidth manager
 //! nic-cluster run --name shared --nodes 2 --allow-uid 1001          # user 1001's programs too
+//! nic-cluster run --dir /dev/shm/mine/c1 --nodes 2                 # a directory of your choice
 //! nic-cluster stop --name demo
 //! nic-cluster list
 //! nic-cluster brm --cluster DIR --calibration FILE                 # (started by `run --brm`)
 //! ```
 //!
-//! `run` creates the cluster directory (a name lives under
-//! $NIC_CLUSTER_DIR or /dev/shm/nic-clusters; a path is used as is), resets
+//! `run` creates the cluster directory (`--name`: one path component of
+//! letters, digits, `-`, `_` and `.`, under $NIC_CLUSTER_DIR or
+//! /dev/shm/nic-clusters; `--dir`: a path, new or a cluster directory of
+//! this user's, never anything else), resets
 //! every NIC, starts the firmware, publishes the manifest, prints where
 //! the files are and `nic-cluster: ready <dir>`, then serves until
 //! SIGINT/SIGTERM, when it stops the guests and removes the directory.
 //! With `--detach` it starts itself in the background (own process group,
-//! output in `<dir>.log`, which a clean `stop` removes) and returns once
-//! the cluster is up.
+//! output in `<dir>/nic-cluster.log`, inside the cluster directory) and
+//! returns once the cluster is up. `stop` signals the device process only
+//! once it is checked to be the one the manifest names (its start time and
+//! executable), and removes only a directory the tools made (its marker).
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -30,7 +35,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use host_brm::server::{self, BrmServer};
 use host_brm::Calibration;
-use host_driver::cluster::{self, ClusterBackend, ClusterDir};
+use host_driver::cluster::{self, ClusterBackend, ClusterDir, ClusterLocation, DeviceState};
 use nic_abi::regs::{self, reg};
 use nic_emu::cli::ClusterOpts;
 use nic_emu::realtime::process::{self, READY_PREFIX};
@@ -48,22 +53,47 @@ struct Cli {
 enum Cmd {
     /// Start a cluster and serve it until Ctrl-C (SIGINT) or SIGTERM.
     Run(Box<RunArgs>),
-    /// Stop a running cluster (SIGTERM to its device process) and wait
-    /// until it is gone.
-    Stop {
-        /// Cluster name or directory.
-        #[arg(long)]
-        name: String,
-        /// Seconds to wait.
-        #[arg(long, default_value_t = 10.0)]
-        timeout: f64,
-    },
+    /// Stop a running cluster (SIGTERM to its device process, once it is
+    /// checked to be the one that started the cluster) and wait until it
+    /// is gone; a cluster whose device process died has its directory
+    /// removed.
+    Stop(StopArgs),
     /// List the clusters under $NIC_CLUSTER_DIR (or /dev/shm/nic-clusters).
     List,
     /// The bandwidth resource manager's master for a running cluster
     /// (`run --brm` starts it): serves `<dir>/brm.sock` until SIGTERM or
     /// until the device process is gone.
     Brm(BrmArgs),
+}
+
+#[derive(clap::Args, Clone)]
+#[command(group(clap::ArgGroup::new("place").required(true).args(["name", "dir"])))]
+struct StopArgs {
+    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters).
+    #[arg(long, value_parser = nic_emu::cli::cluster_name)]
+    name: Option<String>,
+    /// Cluster directory.
+    #[arg(long, value_parser = nic_emu::cli::cluster_dir)]
+    dir: Option<String>,
+    /// Seconds to wait.
+    #[arg(long, default_value_t = 10.0, value_parser = nic_emu::cli::positive_secs)]
+    timeout: f64,
+}
+
+impl StopArgs {
+    fn location(&self) -> ClusterLocation {
+        location(self.name.as_deref(), self.dir.as_deref())
+    }
+}
+
+/// Where `--name` or `--dir` (both checked as they were parsed) put the
+/// cluster.
+fn location(name: Option<&str>, dir: Option<&str>) -> ClusterLocation {
+    match (name, dir) {
+        (_, Some(d)) => ClusterLocation::Dir(PathBuf::from(d)),
+        (Some(n), None) => ClusterLocation::Name(n.to_string()),
+        (None, None) => unreachable!("clap requires --name or --dir"),
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -83,11 +113,19 @@ struct BrmArgs {
 }
 
 #[derive(clap::Args, Clone)]
+#[command(group(clap::ArgGroup::new("place").required(true).args(["name", "dir"])))]
 struct RunArgs {
-    /// Cluster name (under $NIC_CLUSTER_DIR or /dev/shm/nic-clusters) or directory.
-    #[arg(long)]
-    name: String,
-    #[arg(long, default_value_t = 2)]
+    /// Cluster name: one path component of letters, digits, `-`, `_` and
+    /// `.`, at most 64 bytes; the cluster lives in <base>/<name>, <base>
+    /// being $NIC_CLUSTER_DIR or /dev/shm/nic-clusters.
+    #[arg(long, value_parser = nic_emu::cli::cluster_name)]
+    name: Option<String>,
+    /// Cluster directory: a new one, or a cluster directory of yours
+    /// (holding the marker the tools write); anything else is refused
+    /// untouched. Its last component is the cluster's name.
+    #[arg(long, value_parser = nic_emu::cli::cluster_dir)]
+    dir: Option<String>,
+    #[arg(long, default_value_t = 2, value_parser = nic_emu::cli::at_least_one::<usize>)]
     nodes: usize,
     /// live (native MCP) or qemu (the riscv64 image under QEMU).
     #[arg(long, default_value = "live")]
@@ -100,11 +138,11 @@ struct RunArgs {
     #[arg(long)]
     image: Option<PathBuf>,
     /// Start this node's QEMU halted, waiting for gdb on its gdbstub.
-    #[arg(long)]
+    #[arg(long, value_parser = nic_emu::cli::unsigned::<usize>)]
     halted_node: Option<usize>,
     /// TCP port of the halted node's gdbstub (default: one the OS picks,
     /// printed and named in the manifest).
-    #[arg(long, requires = "halted_node")]
+    #[arg(long, requires = "halted_node", value_parser = nic_emu::cli::unsigned::<u16>)]
     gdb_port: Option<u16>,
     /// Serve in this process until Ctrl-C (the default).
     #[arg(long, conflicts_with = "detach")]
@@ -131,10 +169,10 @@ struct RunArgs {
     #[arg(long, default_value = "fast")]
     pacing: Pacing,
     /// SRAM bytes per NIC (default: the profile's; qemu: at least 8 MiB).
-    #[arg(long)]
+    #[arg(long, value_parser = nic_emu::cli::unsigned::<u64>)]
     sram_size: Option<u64>,
     /// Host memory bytes per node.
-    #[arg(long, default_value_t = cluster::DEFAULT_HOST_SIZE)]
+    #[arg(long, default_value_t = cluster::DEFAULT_HOST_SIZE, value_parser = nic_emu::cli::unsigned::<u64>)]
     host_size: u64,
     /// Override of the profile's send timeout (us).
     #[arg(long)]
@@ -146,19 +184,19 @@ struct RunArgs {
     #[arg(long)]
     busy: bool,
     /// Idle device thread: spin this long (us) after the last progress,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = nic_emu::cli::unsigned::<u64>)]
     spin_us: u64,
     /// then yield the CPU until this long (us) after it,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = nic_emu::cli::unsigned::<u64>)]
     yield_us: u64,
     /// then sleep in naps of this length (us),
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = nic_emu::cli::unsigned::<u64>)]
     nap_us: u64,
     /// growing after 50 ms of idleness up to this (us).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = nic_emu::cli::unsigned::<u64>)]
     max_nap_us: u64,
     /// Seconds to wait for every NIC's firmware to run.
-    #[arg(long, default_value_t = 30.0, value_parser = positive_secs)]
+    #[arg(long, default_value_t = 30.0, value_parser = nic_emu::cli::positive_secs)]
     boot_timeout: f64,
     /// Run a bandwidth resource manager (agents in this process, the
     /// master as `nic-cluster brm`; programs use `BrmClient::connect`).
@@ -172,7 +210,7 @@ struct RunArgs {
     /// each node's control socket only: they are handed their port's
     /// window and memory, never the cluster's files. Repeatable. (The
     /// cluster's own user and root always may.)
-    #[arg(long = "allow-uid", value_name = "UID")]
+    #[arg(long = "allow-uid", value_name = "UID", value_parser = nic_emu::cli::uid)]
     allow_uid: Vec<u32>,
     /// Write every packet the fabric carries, from when the NICs run until
     /// the cluster stops, to this pcap file (times on the cluster's
@@ -181,8 +219,16 @@ struct RunArgs {
     pcap: Option<PathBuf>,
 }
 
+impl RunArgs {
+    fn location(&self) -> ClusterLocation {
+        location(self.name.as_deref(), self.dir.as_deref())
+    }
+}
+
 fn config(a: &RunArgs) -> Result<RtConfig, String> {
-    let mut c = RtConfig::new(&a.name, a.backend, a.nodes);
+    // A directory is a path (it holds a `/`: `--dir` made it absolute),
+    // a name is not: `RtConfig::cluster` tells them apart so.
+    let mut c = RtConfig::new(&a.location().to_string(), a.backend, a.nodes);
     c.allow_uids = a.allow_uid.clone();
     c.profile = Profile::load(&a.opts.profile).map_err(|e| e.to_string())?;
     if let Some(r) = a.opts.reliability {
@@ -219,15 +265,6 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
         }
     };
     Ok(c)
-}
-
-/// A time in seconds above zero.
-fn positive_secs(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x > 0.0 && Duration::try_from_secs_f64(x).is_ok() => Ok(x),
-        Ok(_) => Err("must be a positive number of seconds".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn secs(s: f64) -> Result<Duration, String> {
@@ -280,9 +317,9 @@ fn print_where(c: &mut RtCluster, a: &RunArgs) {
         );
     }
     println!(
-        "  device process: pid {}; stop with Ctrl-C or `nic-cluster stop --name {}`",
+        "  device process: pid {}; stop with Ctrl-C or `nic-cluster stop {}`",
         std::process::id(),
-        a.name
+        a.location().args().join(" ")
     );
 }
 
@@ -373,38 +410,70 @@ fn stats_line(s: &nic_emu::realtime::RtNicStats) -> String {
 }
 
 /// Start `nic-cluster run ... --foreground` in the background and wait
-/// for the cluster to come up.
+/// for the cluster to come up. Its output goes to `nic-cluster.log` in
+/// the cluster directory, which is checked first (new, or a cluster
+/// directory of this user's that no live device process serves: a
+/// refused start touches nothing of a running cluster's).
 fn detach(a: &RunArgs) -> Result<(), String> {
+    use std::io::{Read, Seek};
     use std::os::unix::process::CommandExt;
-    let path = cluster::resolve(&a.name);
-    let log = path.with_extension("log");
-    if let Some(p) = log.parent() {
-        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let loc = a.location();
+    let path = loc.path();
+    if std::fs::symlink_metadata(&path).is_ok() {
+        cluster::check_marked(&path).map_err(|e| e.to_string())?;
+        if let Ok(d) = ClusterDir::open_path(&path) {
+            if d.device_alive() {
+                return Err(
+                    cluster::ClusterError::Exists { path, pid: d.manifest().pid }.to_string()
+                );
+            }
+        }
     }
-    let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let made = cluster::claim_dir(&path, !a.allow_uid.is_empty()).map_err(|e| e.to_string())?;
+    let log = path.join(cluster::DETACHED_LOG);
+    // What the device process said if it fails to start; then the
+    // directory this made goes (the log it holds was read first), or
+    // the log alone from a directory that was there before.
+    let give_up = |mut out: std::fs::File, why: String| -> String {
+        let mut text = String::new();
+        let _ = out.rewind().and_then(|_| out.read_to_string(&mut text));
+        if made {
+            let _ = cluster::remove_cluster_dir(&path);
+        } else if cluster::check_marked(&path).is_ok() {
+            let _ = std::fs::remove_file(&log);
+        }
+        format!("{why}:\n{text}")
+    };
+    let out =
+        cluster::open_in_cluster(&path, cluster::DETACHED_LOG, true).map_err(|e| e.to_string())?;
+    let (stdout, stderr) = match (out.try_clone(), out.try_clone()) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => return Err(give_up(out, format!("{}: {e}", log.display()))),
+    };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let args: Vec<String> = std::env::args().skip(1).filter(|x| x != "--detach").collect();
-    let mut child = Command::new(exe)
+    let spawned = Command::new(exe)
         .args(args)
         .arg("--foreground")
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
-        .spawn()
-        .map_err(|e| format!("starting the device process: {e}"))?;
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Err(give_up(out, format!("starting the device process: {e}"))),
+    };
     let except = a.halted_node.map(|n| n as u32);
     let t = Instant::now();
     let timeout = secs(a.boot_timeout)?;
+    let arg = loc.to_string();
     loop {
         if let Ok(Some(s)) = child.try_wait() {
             // Its output is the error: said here, the log is not kept.
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let _ = std::fs::remove_file(&log);
-            return Err(format!("the device process exited ({s}):\n{text}"));
+            return Err(give_up(out, format!("the device process exited ({s})")));
         }
-        match process::wait_published(&a.name, except, Duration::from_millis(50)) {
+        match process::wait_published(&arg, except, Duration::from_millis(50)) {
             Ok(d) if d.manifest().pid == child.id() => break,
             _ if t.elapsed() > timeout => {
                 let _ = child.kill();
@@ -416,82 +485,127 @@ fn detach(a: &RunArgs) -> Result<(), String> {
             _ => {}
         }
     }
-    println!("nic-cluster: cluster `{}` is up in the background", a.name);
+    println!("nic-cluster: cluster `{}` is up in the background", loc.cluster_name());
     println!("  directory:  {}", path.display());
     println!("  log:        {}", log.display());
     println!(
-        "  device process: pid {}; stop with `nic-cluster stop --name {}`",
+        "  device process: pid {}; stop with `nic-cluster stop {}`",
         child.id(),
-        a.name
+        loc.args().join(" ")
     );
     println!("{READY_PREFIX} {}", path.display());
     Ok(())
 }
 
-fn stop(name: &str, timeout: f64) -> Result<(), String> {
-    let d = ClusterDir::open(name).map_err(|e| e.to_string())?;
+/// The last `n` lines of the detached device process's log in `dir`, if
+/// it has one (said before a dead cluster's directory goes).
+fn log_tail(dir: &std::path::Path, n: usize) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(cluster::DETACHED_LOG)).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    (!lines.is_empty()).then(|| lines[lines.len().saturating_sub(n)..].join("\n"))
+}
+
+fn stop(a: &StopArgs) -> Result<(), String> {
+    let loc = a.location();
+    let name = loc.to_string();
+    let d = ClusterDir::open_path(&loc.path()).map_err(|e| e.to_string())?;
     let pid = d.manifest().pid;
-    if !d.device_alive() {
-        // It died (killed, or crashed): nothing to stop, only its files.
+    if d.manifest().device_state() == DeviceState::Gone {
+        // It died (killed, or crashed): nothing to stop, only its files
+        // (if they are a cluster directory of this user's).
         let path = d.path().to_path_buf();
-        d.remove().map_err(|e| format!("cluster `{name}`: removing {}: {e}", path.display()))?;
+        let tail = log_tail(&path, 20);
+        d.remove().map_err(|e| format!("cluster `{name}`: not removed: {e}"))?;
         println!(
             "nic-cluster: cluster `{name}`: its device process {pid} was not running (it died); \
              removed its directory {}",
             path.display()
         );
+        if let Some(t) = tail {
+            println!("  the end of its log:\n{t}");
+        }
         return Ok(());
     }
-    process::request_stop(pid).map_err(|e| format!("signalling {pid}: {e}"))?;
+    // Checked to be the device process, then signalled through a pidfd;
+    // anything else is refused and never signalled.
+    d.terminate_device().map_err(|e| format!("cluster `{name}`: not stopped: {e}"))?;
     let t = Instant::now();
-    while d.manifest_path().exists() && cluster::pid_alive(pid) {
-        if t.elapsed() > secs(timeout)? {
+    let limit = secs(a.timeout)?;
+    while d.manifest_path().exists() && d.device_alive() {
+        if t.elapsed() > limit {
             return Err(format!(
-                "cluster `{name}`: device process {pid} did not stop within {timeout} s"
+                "cluster `{name}`: device process {pid} did not stop within {} s",
+                a.timeout
             ));
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-    // A clean stop leaves nothing behind: the output of a `--detach` run
-    // goes too (a device process that died keeps its log; see above).
-    let log = d.path().with_extension("log");
-    if log.exists() {
-        std::fs::remove_file(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     }
     println!("nic-cluster: cluster `{name}` stopped");
     Ok(())
 }
 
+/// Each NIC's firmware state, as `list` shows it: `dead` for every NIC of
+/// a cluster whose device process is gone.
+fn nic_states(d: &ClusterDir) -> Vec<&'static str> {
+    let m = d.manifest();
+    if !d.device_alive() {
+        return vec!["dead"; m.nodes as usize];
+    }
+    (0..m.nodes)
+        .map(|n| {
+            d.map_sram(n)
+                .ok()
+                .and_then(|s| s.load_u32(reg(regs::FW_STATUS) as u64))
+                .map(|s| match s {
+                    regs::FW_RUNNING => "running",
+                    regs::FW_HALTED => "halted",
+                    _ => "booting",
+                })
+                .unwrap_or("?")
+        })
+        .collect()
+}
+
 fn list() {
-    let all = ClusterDir::list();
+    let all = ClusterDir::list_all();
     if all.is_empty() {
         println!("no clusters under {}", cluster::base_dir().display());
     }
-    for d in all {
+    for (path, d) in all {
+        let d = match d {
+            Ok(d) => d,
+            Err(cluster::ClusterError::NotFound { .. }) => {
+                println!(
+                    "{:<16} no manifest (starting, or its device process ended before it was \
+                     up)  {}",
+                    path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                    path.display()
+                );
+                continue;
+            }
+            Err(e) => {
+                println!(
+                    "{:<16} unreadable: {e}",
+                    path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                );
+                continue;
+            }
+        };
         let m = d.manifest();
-        let states: Vec<String> = (0..m.nodes)
-            .map(|n| {
-                d.map_sram(n)
-                    .ok()
-                    .and_then(|s| s.load_u32(reg(regs::FW_STATUS) as u64))
-                    .map(|s| match s {
-                        regs::FW_RUNNING => "running",
-                        regs::FW_HALTED => "halted",
-                        _ => "booting",
-                    })
-                    .unwrap_or("?")
-                    .to_string()
-            })
-            .collect();
+        let state = match m.device_state() {
+            DeviceState::Alive => "up  ",
+            DeviceState::Unverified => "up? ",
+            DeviceState::Gone | DeviceState::Other(_) => "dead",
+        };
         println!(
             "{:<16} {:<5} {:>3} nodes  pid {:<7} {}  {}  [{}]",
             m.name,
             m.backend,
             m.nodes,
             m.pid,
-            if d.device_alive() { "up  " } else { "dead" },
+            state,
             d.path().display(),
-            states.join(" ")
+            nic_states(&d).join(" ")
         );
     }
 }
@@ -523,10 +637,17 @@ fn brm(a: &BrmArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    // A negative number is a value its option's parser refuses by name,
+    // not an unknown argument.
+    let cmd = nic_emu::cli::allow_negative_numbers(Cli::command());
+    let cli = match cmd.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let r = match &cli.cmd {
         Cmd::Run(a) => run(a),
-        Cmd::Stop { name, timeout } => stop(name, *timeout),
+        Cmd::Stop(a) => stop(a),
         Cmd::List => {
             list();
             Ok(())
