@@ -410,7 +410,17 @@ fn xtask_gdb_attaches_to_both_nics_of_a_running_cluster_shows_their_machines_and
             counters.starts_with("  counters: PacketsSent ") && counters.contains(", Polls "),
             "NIC {node}: no counters line: `{counters}`\n{all}"
         );
+        assert_mcp_view_reads_every_field(&lines, &all);
     }
+    let single_lines: Vec<&str> = single
+        .split(&format!("NIC 1 (inferior 2, 127.0.0.1:{})", ports[1]))
+        .nth(1)
+        .unwrap_or("")
+        .lines()
+        .skip(1)
+        .take(5)
+        .collect();
+    assert_mcp_view_reads_every_field(&single_lines, &all);
     assert!(single.contains(&format!("NIC 1 (inferior 2, 127.0.0.1:{})", ports[1])), "{all}");
     assert!(!single.contains("NIC 0 ("), "`mcp` showed more than the current NIC:\n{all}");
     assert_eq!(out.matches("detached]").count(), 2, "both NICs detached:\n{all}");
@@ -422,4 +432,97 @@ fn xtask_gdb_attaches_to_both_nics_of_a_running_cluster_shows_their_machines_and
     let after = [sent(0), sent(1)];
     assert!(after[0] >= before[0] + 30 && after[1] >= before[1] + 30, "{before:?} -> {after:?}");
     eprintln!("attach, mcp on both NICs, detach, pingpong: {:?}", t0.elapsed());
+}
+
+/// The labels of `mcp`'s view, machine by machine (tools/gdb/mcp.py),
+/// then the counters shown.
+const MCP_LABELS: [(&str, &[&str]); 5] = [
+    ("SDMA", &["conn queue", "active streams", "tx streams"]),
+    ("SEND", &["in flight", "queued"]),
+    ("RECV", &["unread packets", "acks due", "rx streams"]),
+    ("RDMA", &["staged events", "bytes left"]),
+    (
+        "counters:",
+        &[
+            "PacketsSent",
+            "PacketsReceived",
+            "MessagesSent",
+            "MessagesReceived",
+            "Retransmits",
+            "Drops",
+            "Errors",
+            "Timeouts",
+            "Polls",
+        ],
+    ),
+];
+
+/// One NIC's `mcp` view (its five lines after the title) read every
+/// field of the current firmware: each label is there with a number
+/// after it, and no `?` (a field the script could not read: one that
+/// moved or was renamed in firmware/mcp/src) appears anywhere.
+fn assert_mcp_view_reads_every_field(lines: &[&str], all: &str) {
+    assert_eq!(lines.len(), 5, "an `mcp` view has five lines:\n{all}");
+    for (line, (head, labels)) in lines.iter().zip(MCP_LABELS) {
+        assert!(line.trim_start().starts_with(head), "`{line}` is not {head}'s line:\n{all}");
+        assert!(!line.contains('?'), "`mcp` could not read a field: `{line}`\n{all}");
+        for label in labels {
+            let value = line
+                .split(&format!("{label} "))
+                .nth(1)
+                .and_then(|v| v.split(',').next())
+                .unwrap_or_else(|| panic!("no `{label}` in `{line}`:\n{all}"));
+            assert!(
+                value.trim().parse::<u64>().is_ok(),
+                "`{label}` is not a number in `{line}`:\n{all}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_gdb_batch_that_never_stops_ends_at_its_time_limit_and_its_nics_run_again() {
+    rt::require_qemu();
+    require_gdb();
+    let xtask = xtask_bin();
+    let c = rt::qemu_cluster("gdbtimeout", 2);
+    let dir = std::env::temp_dir().join(format!("nic-gdb-timeout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // No breakpoint is left, so `continue` on NIC 0 waits for ever; NIC 1
+    // stays halted meanwhile (attaching halts it). Nothing after it runs.
+    let script = dir.join("never.gdb");
+    std::fs::write(&script, "delete\ncontinue\necho NOT-REACHED\\n\n").unwrap();
+    let mut cmd = Command::new(&xtask);
+    cmd.args(["gdb", "--node", "0,1", "--nx", "--cluster"])
+        .arg(c.path())
+        .arg("--batch")
+        .arg(&script)
+        .args(["--timeout", "3"]);
+    let t0 = Instant::now();
+    let o = run_with_timeout(cmd, Duration::from_secs(60));
+    let took = t0.elapsed();
+    let _ = std::fs::remove_dir_all(&dir);
+    let all = rt::text(&o);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "a timed-out batch fails the command:\n{all}");
+    assert!(
+        err.contains(&format!(
+            "gdb: the batch script {} did not finish within its time limit of 3 s (--timeout)",
+            script.display()
+        )),
+        "{all}"
+    );
+    assert!(!out.contains("NOT-REACHED"), "{all}");
+    assert!(out.contains("gdb ended: NIC(s) 0, 1 detached and running"), "{all}");
+    // The limit counts from gdb's start, after xtask's own set-up.
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(30), "{took:?}\n{all}");
+
+    // Both NICs run again: a ping-pong between them goes through and
+    // both count its packets.
+    let sent = |n: usize| c.nic_stats(n).fw[nic_abi::stats::Stat::PacketsSent as usize];
+    let before = [sent(0), sent(1)];
+    rt::pingpong(c.path(), (0, 1), (1, 1), 8, 20);
+    let after = [sent(0), sent(1)];
+    assert!(after[0] >= before[0] + 30 && after[1] >= before[1] + 30, "{before:?} -> {after:?}");
+    eprintln!("gdb batch stopped at its 3 s limit, xtask returned after {took:?}, NICs resumed");
 }

@@ -480,12 +480,24 @@ fn read_packet(r: &mut impl Read) -> std::io::Result<String> {
     }
 }
 
-/// Send `body` as a packet and return the answer's body.
-fn exchange(s: &mut TcpStream, body: &str) -> std::io::Result<String> {
+/// Is `p` a stop reply (`T..`, `S..`)? The stub sends one on its own when
+/// a connection stops the guest, so it may come before or after the
+/// answer to a request.
+fn is_stop_reply(p: &str) -> bool {
+    p.starts_with('T') || p.starts_with('S')
+}
+
+/// Send `body` as a packet and return the answer's body (stop replies
+/// the stub sends meanwhile are acknowledged and passed over).
+fn exchange(s: &mut (impl Read + Write), body: &str) -> std::io::Result<String> {
     s.write_all(packet(body).as_bytes())?;
-    let answer = read_packet(s)?;
-    s.write_all(b"+")?;
-    Ok(answer)
+    loop {
+        let answer = read_packet(s)?;
+        s.write_all(b"+")?;
+        if !is_stop_reply(&answer) {
+            return Ok(answer);
+        }
+    }
 }
 
 /// Detach from node `t`'s guest through its gdbstub and let it run: the
@@ -684,13 +696,16 @@ mod tests {
         assert!(read_packet(&mut cut).is_err());
     }
 
-    /// A stand-in for QEMU's gdbstub: takes one connection, answers
-    /// qSupported and then `detach` with `answer`; returns the packets it got.
+    /// A stand-in for QEMU's gdbstub: takes one connection, sends the
+    /// stop reply of a guest the connection stopped (QEMU does, unasked),
+    /// answers qSupported and then `detach` with `answer`; returns the
+    /// packets it got.
     fn fake_stub(answer: &'static str) -> (u16, std::thread::JoinHandle<Vec<String>>) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let h = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
+            s.write_all(packet("T02thread:p01.01;").as_bytes()).unwrap();
             let mut got = Vec::new();
             for reply in ["PacketSize=1000;multiprocess+", answer] {
                 got.push(read_packet(&mut s).unwrap());
