@@ -57,9 +57,19 @@ pub enum DriverError {
     WouldBlock,
     /// No event arrived within the timeout of a blocking wait.
     Timeout,
-    /// The NIC is gone (why): its device process or QEMU died, or its
-    /// firmware halted. A wait reports it within about 100 ms.
-    NicDown(&'static str),
+    /// The NIC of node `node` (this port's own, or a peer's this port
+    /// talked with) is down, for the reason `why`. A wait reports it
+    /// within about 100 ms.
+    NicDown { node: u16, why: DownCause },
+    /// This port's own NIC (of node `node`) was reset (reflashed, or
+    /// reset by its device process): every port of it was closed, this
+    /// one too; attach again. A wait reports it within a heartbeat.
+    NicReset { node: u16 },
+    /// The NIC of node `node`, which this port talked with (sent to,
+    /// received from, or `Port::watch`ed), was reset while this port
+    /// waited: its ports were closed, and what was on its way to or from
+    /// it is lost. Reported once per reset, within a heartbeat.
+    PeerReset { node: u16 },
     /// The firmware refused to serve the port: its registered event queue
     /// (`regs::port_evq_bus`/`port_evq_len`) is not a power of two of
     /// entries in the port's own slice of host memory. Only a
@@ -100,6 +110,31 @@ pub enum DriverError {
     FlowTableFull,
     /// A multicast group or request that cannot be (why).
     BadGroup(&'static str),
+}
+
+/// Why a NIC is down (`DriverError::NicDown`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownCause {
+    /// The device process serving the cluster died (it was killed, or
+    /// the cluster was stopped): every NIC of the cluster is gone.
+    DeviceProcess,
+    /// The node's QEMU (the NIC's processor) exited or was killed.
+    Qemu,
+    /// The node's firmware halted (a panic, a boot that did not finish
+    /// in time, or the device process stopped it).
+    Firmware,
+}
+
+impl fmt::Display for DownCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DownCause::DeviceProcess => {
+                "the cluster's device process died (killed, or the cluster was stopped)"
+            }
+            DownCause::Qemu => "its QEMU process exited or was killed",
+            DownCause::Firmware => "its firmware halted",
+        })
+    }
 }
 
 /// Why a cluster directory could not be attached to (the `Copy` summary
@@ -207,7 +242,18 @@ impl fmt::Display for DriverError {
             ),
             WouldBlock => f.write_str("no event yet and this backend cannot block"),
             Timeout => f.write_str("no event before the timeout"),
-            NicDown(why) => write!(f, "the NIC is down: {why}"),
+            NicDown { node, why } => write!(f, "node {node}'s NIC is down: {why}"),
+            NicReset { node } => write!(
+                f,
+                "node {node}'s NIC, this port's own, was reset (reflashed or reset by its device \
+                 process): its ports are closed, this one too (attach again)"
+            ),
+            PeerReset { node } => write!(
+                f,
+                "node {node}'s NIC, which this port exchanges messages with, was reset \
+                 (reflashed or reset by its device process): its ports were closed and what \
+                 was on its way to or from it is lost"
+            ),
             PortRefused(p) => write!(
                 f,
                 "the NIC refused port {p}: its event queue is not in the port's own host memory \

@@ -76,7 +76,7 @@ pub use backend::{HostOp, NicBackend, Pio};
 pub use nic_cluster_dir::{cluster, control, mapped};
 
 pub use cluster::{ClusterBackend, ClusterDir, ClusterError, ClusterManifest};
-pub use error::{ClusterFault, DriverError};
+pub use error::{ClusterFault, DownCause, DriverError};
 pub use event::{Event, Inline};
 pub use flows::{FlowInfo, FlowKey, TraceRead};
 pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend, ATTACH_WAIT};

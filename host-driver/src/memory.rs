@@ -140,28 +140,42 @@ impl PageTable {
     }
 
     /// Tell the NIC entries were cleared (`PT_GEN`); `wait`: until it says
-    /// it forgot what it cached, where a firmware runs beside us.
-    fn changed<B: NicBackend>(&self, be: &B, wait: bool) {
+    /// it forgot what it cached, where a firmware runs beside us. False
+    /// when the wait found the device process gone (its heartbeat still
+    /// for `HEARTBEAT_DEAD_MS`, then its pid dead): nothing will answer.
+    fn changed<B: NicBackend>(&self, be: &B, wait: bool) -> bool {
         let p = self.port as usize;
         let gen = be.sram_load_u32(port_reg(p, pcb::PT_GEN)).wrapping_add(1);
         be.sram_store_u32(port_reg(p, pcb::PT_GEN), gen);
         if !wait || !be.has_heartbeat() {
             // The sim runs the firmware between the driver's calls: it
             // sees the new generation before it translates again.
-            return;
+            return true;
         }
         be.doorbell();
         // Window words only (a host process maps no register): the
         // firmware answers while it serves the port and is not halted.
         let word = |off| be.sram_load_u32(port_reg(p, off));
         let start = Instant::now();
+        let (mut beat, mut beat_at) = (word(pcb::HEARTBEAT), start);
+        let still = Duration::from_millis(pcb::HEARTBEAT_DEAD_MS);
         while word(pcb::PT_ACK) != gen
             && word(pcb::FW_STATE) == pcb::STATE_OPEN
             && word(pcb::NIC_STATUS) != regs::FW_HALTED
             && start.elapsed() < FORGET_WAIT
         {
+            let b = word(pcb::HEARTBEAT);
+            if b != beat {
+                (beat, beat_at) = (b, Instant::now());
+            } else if beat_at.elapsed() >= still {
+                if !be.device_alive() {
+                    return false;
+                }
+                beat_at = Instant::now();
+            }
             std::thread::sleep(Duration::from_micros(20));
         }
+        true
     }
 
     /// Forget every entry, in the table too (the port closes): one write
@@ -251,7 +265,14 @@ impl Memory {
         Ok(())
     }
 
-    fn deregister<B: NicBackend>(&mut self, be: &B, buf: &DmaBuf) -> Result<(), DriverError> {
+    /// Deregister `buf`; Ok(false) when the wait for the NIC found the
+    /// device process gone.
+    fn deregister<B: NicBackend>(
+        &mut self,
+        be: &B,
+        buf: &DmaBuf,
+        wait: bool,
+    ) -> Result<bool, DriverError> {
         self.owns(buf)?;
         if buf.len == 0 {
             return Err(DriverError::BadSize);
@@ -260,22 +281,22 @@ impl Memory {
         if (0..n).any(|k| self.table.lookup(vpn + k).is_none()) {
             return Err(DriverError::NotRegistered);
         }
-        self.remove(be, vpn, n);
-        Ok(())
+        Ok(self.remove(be, vpn, n, wait))
     }
 
-    /// Remove `n` registered-or-not pages from `vpn` and wait for the NIC
-    /// to forget them.
-    fn remove<B: NicBackend>(&mut self, be: &B, vpn: u64, n: u64) {
+    /// Remove `n` registered-or-not pages from `vpn` and, if `wait`, wait
+    /// for the NIC to forget them. False when the wait found the device
+    /// process gone.
+    fn remove<B: NicBackend>(&mut self, be: &B, vpn: u64, n: u64, wait: bool) -> bool {
         if (0..n).all(|k| self.table.lookup(vpn + k).is_none()) {
-            return;
+            return true;
         }
         let _ = self.table.write(be, vpn, n, None);
         let _ = be.commit();
         for k in 0..n {
             self.table.pages.remove(&(vpn + k));
         }
-        self.table.changed(be, true);
+        self.table.changed(be, wait)
     }
 
     fn is_registered(&self, buf: &DmaBuf) -> bool {
@@ -352,10 +373,20 @@ impl<B: NicBackend> Port<B> {
             _ => return Err(DriverError::NotRegistered),
         }
         let (vpn, _, n) = Memory::pages(&buf);
-        self.mem.remove(&self.be, vpn, n);
+        let answered = self.mem.remove(&self.be, vpn, n, self.down().is_none());
+        self.device_answered(answered);
         self.mem.allocs.remove(&buf.bus);
         self.be.free_dma(buf.bus, buf.len);
         Ok(())
+    }
+
+    /// A wait for the NIC to forget pages found the device process gone
+    /// (`answered` false): every later wait, free or close says so at
+    /// once instead of waiting again.
+    fn device_answered(&mut self, answered: bool) {
+        if !answered {
+            self.mark_device_gone();
+        }
     }
 
     /// Register `buf` (this port's memory): page-table entries for every
@@ -368,11 +399,15 @@ impl<B: NicBackend> Port<B> {
     /// Remove `buf`'s pages from the page table. Every page must be
     /// registered (else NotRegistered, nothing changed). When it returns,
     /// the NIC has forgotten the translations it cached (real-time
-    /// backends wait for it, at most 100 ms). The memory stays allocated:
+    /// backends wait for it, at most 100 ms; not at all once the port
+    /// knows its NIC is gone, `Port::down`). The memory stays allocated:
     /// the host may still read and write it, the NIC refuses descriptors
     /// that name it.
     pub fn deregister(&mut self, buf: &DmaBuf) -> Result<(), DriverError> {
-        self.mem.deregister(&self.be, buf)
+        let wait = self.down().is_none();
+        let answered = self.mem.deregister(&self.be, buf, wait)?;
+        self.device_answered(answered);
+        Ok(())
     }
 
     /// Is every page of `buf` registered with this port?

@@ -245,6 +245,11 @@ impl<B: NicBackend> Port<B> {
         if g.root() != me {
             return Err(DriverError::BadGroup("only the group's root starts a multicast"));
         }
+        // The multicast reaches every member (through relays): a reset
+        // or a NIC gone among them ends a wait for its completion.
+        for &member in &g.members {
+            self.watch(member);
+        }
         let kids = g.children(m.algorithm, 0);
         if matches!(m.scheme, Scheme::Host | Scheme::Assisted) {
             self.be.charge(HostOp::TreeWork(kids.len() as u32));

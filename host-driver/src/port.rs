@@ -46,14 +46,14 @@ use nic_abi::event::{self as abi, EventKind, EVENT_SEQ_OFFSET, EVENT_SIZE};
 use nic_abi::map::SEND_RING_LEN;
 use nic_abi::port::{self as pcb, port_reg, send_slot};
 use nic_abi::regs;
-use nic_abi::{Priority, NUM_PORTS};
+use nic_abi::{Priority, MAX_NODES, NUM_PORTS};
 
 use crate::backend::{HostOp, NicBackend};
 use crate::event::{from_abi, token_back, token_of, token_of_byte, Event, TokenBack};
 use crate::memory::{DmaBuf, Memory};
 use crate::nic::NicInfo;
 use crate::opts::{Dest, GetOpts, PutOpts, RecvOpts, RemoteAddr, SendOpts};
-use crate::DriverError;
+use crate::{DownCause, DriverError};
 
 /// Largest event queue a port may ask for (entries).
 pub const MAX_EVENT_QUEUE_LEN: u32 = 1 << 20;
@@ -192,6 +192,43 @@ impl Quiet {
     }
 }
 
+/// The node table (`nic_abi::port::NODE_TABLE`) of the nodes a port
+/// watches, as it last saw it.
+struct News {
+    /// `NODE_NEWS` when every watched entry last matched.
+    seen: u32,
+    /// Watched nodes, a bit each.
+    watched: Box<[u64; MAX_NODES / 64]>,
+    /// Each watched node's entry as last seen.
+    entries: Box<[u16; MAX_NODES]>,
+    /// The watched nodes, in the order they were first watched.
+    list: Vec<u16>,
+    /// This port's own NIC is gone or was reset: what every check says.
+    down: Option<DriverError>,
+}
+
+impl News {
+    fn new() -> News {
+        News {
+            seen: 0,
+            watched: Box::new([0; MAX_NODES / 64]),
+            entries: Box::new([0; MAX_NODES]),
+            list: Vec::new(),
+            down: None,
+        }
+    }
+
+    fn watches(&self, n: usize) -> bool {
+        self.watched[n / 64] & (1 << (n % 64)) != 0
+    }
+
+    fn add(&mut self, n: usize, entry: u16) {
+        self.watched[n / 64] |= 1 << (n % 64);
+        self.entries[n] = entry;
+        self.list.push(n as u16);
+    }
+}
+
 /// An open port: one endpoint on a NIC, with its own DMA memory, receive
 /// buffers and event queue. Dropping it closes it.
 ///
@@ -247,6 +284,8 @@ pub struct Port<B: NicBackend> {
     heartbeat: (u32, u64),
     /// This NIC's node id (read once, at open).
     pub(crate) node: u16,
+    /// What the device publishes of the nodes this port talks with.
+    news: News,
     quiet: Quiet,
     /// Multicasts' lost heads from `McastLost` events, by the root's tag,
     /// until their Sent event comes (right after them).
@@ -307,7 +346,7 @@ impl<B: NicBackend> Port<B> {
         be.sram_store_u32(port_reg(p, pcb::STATE), pcb::STATE_OPEN);
         be.doorbell();
 
-        Ok(Port {
+        let mut port = Port {
             be,
             shared,
             num,
@@ -327,9 +366,73 @@ impl<B: NicBackend> Port<B> {
             stats: PortStats::default(),
             heartbeat: (0, 0),
             node: info.node_id,
+            news: News::new(),
             quiet: Quiet::default(),
             lost: Vec::new(),
-        })
+        };
+        // Its own NIC, watched from the open (a reset of it closes the
+        // port).
+        port.watch(port.node);
+        Ok(port)
+    }
+
+    /// Watch node `node`'s NIC: from now on a wait on this port fails
+    /// with `PeerReset { node }` when that NIC is reset (reflashed, or
+    /// reset by its device process) and with `NicDown { node, .. }` when
+    /// it goes down (its QEMU died, its firmware halted), once per
+    /// change, within a heartbeat (`HEARTBEAT_PERIOD_MS`). A port
+    /// watches its own NIC, and every node it sends to (`send`, `put`,
+    /// `get`, a multicast's members) or receives from, by itself; a
+    /// program that waits for the first message of a node it has not
+    /// talked with yet calls this first. Only on backends whose device
+    /// publishes node news (live and qemu clusters); a no-op for a node
+    /// beyond `MAX_NODES`.
+    pub fn watch(&mut self, node: u16) {
+        let n = node as usize;
+        if n >= MAX_NODES || self.news.watches(n) {
+            return;
+        }
+        let entry = self.node_entry(n);
+        self.news.add(n, entry);
+    }
+
+    /// Node `n`'s entry in this port's window's node table.
+    fn node_entry(&self, n: usize) -> u16 {
+        pcb::node_entry(self.be.sram_load_u32(port_reg(self.num as usize, pcb::node_word(n))), n)
+    }
+
+    /// Did a node this port watches change (`NODE_NEWS` moved)? The first
+    /// change found is the error (the next check looks for more); its
+    /// entry is taken as seen. A change of this port's own NIC is kept:
+    /// every later wait fails with it.
+    fn check_news(&mut self) -> Result<(), DriverError> {
+        let news = self.be.sram_load_u32(port_reg(self.num as usize, pcb::NODE_NEWS));
+        if news == self.news.seen {
+            return Ok(());
+        }
+        for i in 0..self.news.list.len() {
+            let n = self.news.list[i] as usize;
+            let (was, now) = (self.news.entries[n], self.node_entry(n));
+            if was == now {
+                continue;
+            }
+            self.news.entries[n] = now;
+            let node = n as u16;
+            let reset = (was ^ now) & pcb::NODE_RESETS != 0;
+            let e = match pcb::node_state(now) {
+                pcb::NODE_GONE => DriverError::NicDown { node, why: DownCause::Qemu },
+                pcb::NODE_HALTED => DriverError::NicDown { node, why: DownCause::Firmware },
+                _ if reset && node == self.node => DriverError::NicReset { node },
+                _ if reset => DriverError::PeerReset { node },
+                _ => continue,
+            };
+            if node == self.node {
+                self.news.down = Some(e.clone());
+            }
+            return Err(e);
+        }
+        self.news.seen = news;
+        Ok(())
     }
 
     /// Close the port: STATE = CLOSED, every registration removed, memory
@@ -733,7 +836,11 @@ impl<B: NicBackend> Port<B> {
     pub fn post_raw(&mut self, d: Descriptor) -> Result<(), DriverError> {
         let mut b = [0u8; DESC_SIZE as usize];
         d.encode(&mut b);
-        self.post(&b, token_of(d.kind))
+        self.post(&b, token_of(d.kind))?;
+        if matches!(d.kind, DescKind::Send | DescKind::Put | DescKind::Get) {
+            self.watch(d.target_node);
+        }
+        Ok(())
     }
 
     /// Post 64 raw descriptor bytes (malformed descriptors: bad kind,
@@ -886,6 +993,9 @@ impl<B: NicBackend> Port<B> {
             }
             match parsed.as_ref().and_then(from_abi) {
                 Some(mut e) => {
+                    if let Event::Received { node, .. } = e {
+                        self.watch(node);
+                    }
                     if let Event::Sent { tag, mcast: Some(ref mut m), .. } = e {
                         if let Some(i) = self.lost.iter().position(|(t, _)| *t == tag) {
                             m.lost = self.lost.swap_remove(i).1;
@@ -945,38 +1055,77 @@ impl<B: NicBackend> Port<B> {
         }
     }
 
-    /// Is the NIC alive? On a backend whose device beats (`HEARTBEAT`,
-    /// real-time clusters), a heartbeat still for `HEARTBEAT_DEAD_MS`, or
-    /// firmware that halted, is `NicDown`; a port the firmware refused
-    /// (its window rewritten behind the driver's back) is `PortRefused`.
+    /// Is the NIC alive, and the NICs this port talks with? On a backend
+    /// whose device beats (`HEARTBEAT`, real-time clusters):
+    /// - a heartbeat still for `HEARTBEAT_DEAD_MS` whose device process
+    ///   is gone is `NicDown { why: DeviceProcess }`;
+    /// - this port closed by its NIC (a reset) is `NicReset`, its
+    ///   firmware halted or its QEMU gone `NicDown` (each naming this
+    ///   node), and every later check says the same at once;
+    /// - a watched peer (`watch`) reset is `PeerReset`, gone `NicDown`
+    ///   naming it, once per change;
+    /// - a port the firmware refused (its window rewritten behind the
+    ///   driver's back) is `PortRefused`.
+    ///
     /// Waits call it; a program that polls on its own may too. Cheap: a
-    /// few SRAM loads.
+    /// few loads from the port's window, no system call (but one, to see
+    /// whether the device process lives, after a still heartbeat).
     pub fn check_alive(&mut self) -> Result<(), DriverError> {
         if !self.be.has_heartbeat() {
             return Ok(());
         }
+        if let Some(e) = &self.news.down {
+            return Err(e.clone());
+        }
+        let node = self.node;
         let now = self.be.now_ns();
         let hb = self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT));
         if hb != self.heartbeat.0 || self.heartbeat.1 == 0 {
             self.heartbeat = (hb, now);
         } else if now.saturating_sub(self.heartbeat.1) >= pcb::HEARTBEAT_DEAD_MS * 1_000_000 {
             if !self.be.device_alive() {
-                return Err(DriverError::NicDown("its device process died (cluster stopped)"));
+                return Err(self.gone(DriverError::NicDown { node, why: DownCause::DeviceProcess }));
             }
             // Alive but late (a busy machine): look again a while later.
             self.heartbeat.1 = now;
         }
+        if self.closed_by_nic() {
+            return Err(self.gone(DriverError::NicReset { node }));
+        }
+        self.check_news()?;
         // The device's copy of FW_STATUS in the window (a host process
         // maps no register).
         if self.be.sram_load_u32(port_reg(self.num as usize, pcb::NIC_STATUS))
             == nic_abi::regs::FW_HALTED
         {
-            return Err(DriverError::NicDown("its firmware halted"));
+            let why = match pcb::node_state(self.node_entry(node as usize)) {
+                pcb::NODE_GONE => DownCause::Qemu,
+                _ => DownCause::Firmware,
+            };
+            return Err(self.gone(DriverError::NicDown { node, why }));
         }
         if self.be.sram_load_u32(port_reg(self.num as usize, pcb::FW_STATE)) == pcb::STATE_REFUSED {
             return Err(DriverError::PortRefused(self.num));
         }
         Ok(())
+    }
+
+    /// A wait for the NIC found the device process gone.
+    pub(crate) fn mark_device_gone(&mut self) {
+        let node = self.node;
+        self.gone(DriverError::NicDown { node, why: DownCause::DeviceProcess });
+    }
+
+    /// This port's NIC is gone (`e`): every later check says so at once.
+    fn gone(&mut self, e: DriverError) -> DriverError {
+        self.news.down = Some(e.clone());
+        e
+    }
+
+    /// Why this port's NIC is known to be gone (a wait reported it), if
+    /// it is: then no wait, registration change or close waits for it.
+    pub fn down(&self) -> Option<&DriverError> {
+        self.news.down.as_ref()
     }
 
     /// Write EVQ_CONSUMED now if it is behind (poll does it in batches).

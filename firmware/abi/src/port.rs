@@ -69,6 +69,59 @@ pub const PT_HINT: u32 = 0x38; // u64 host
 /// Driver: how many pages that registration has (u32).
 pub const PT_HINT_PAGES: u32 = 0x40; // u32 host
 
+/// Device: moved after each change the device made to `NODE_TABLE` (the
+/// table is written first), so that a driver reads the table only when
+/// this word moved; 0 and still where nothing publishes (the sim).
+pub const NODE_NEWS: u32 = 0x44; // u32 device
+/// Device: every node's state as the device process sees it (the one
+/// process that runs every NIC of a real-time cluster, and sees a NIC
+/// reset or its QEMU exit): one `u16` entry per node ([`node_entry`]),
+/// two to a word (node `2k` in the low half of word `k`). An entry holds
+/// the node's resets so far (modulo 4096, `NODE_RESETS`) and its state
+/// (`NODE_*`, above `NODE_STATE_SHIFT`). Written into every port window
+/// of every node when an entry changes; all zero where nothing
+/// publishes (the sim). A driver remembers the entries of the nodes its
+/// port talked with and reports a change (a reset, a NIC gone).
+pub const NODE_TABLE: u32 = 0x800; // MAX_NODES x u16, device
+
+/// The bits of a `NODE_TABLE` entry that count the node's resets.
+pub const NODE_RESETS: u16 = 0x0FFF;
+/// Where a `NODE_TABLE` entry's state starts.
+pub const NODE_STATE_SHIFT: u32 = 12;
+/// Node state: its NIC runs (or boots).
+pub const NODE_UP: u16 = 0;
+/// Node state: its firmware halted (a panic, a boot that timed out, or
+/// the device process stopped it).
+pub const NODE_HALTED: u16 = 1;
+/// Node state: its NIC's processor is gone: its QEMU exited or was killed.
+pub const NODE_GONE: u16 = 2;
+
+/// Window offset of the `NODE_TABLE` word holding `node`'s entry.
+pub const fn node_word(node: usize) -> u32 {
+    NODE_TABLE + (node as u32 / 2) * 4
+}
+
+/// `node`'s entry out of the word at `node_word(node)`.
+pub const fn node_entry(word: u32, node: usize) -> u16 {
+    (word >> (16 * (node as u32 & 1))) as u16
+}
+
+/// The word at `node_word(node)` with `node`'s entry set to `entry`.
+pub const fn with_node_entry(word: u32, node: usize, entry: u16) -> u32 {
+    let shift = 16 * (node as u32 & 1);
+    (word & !(0xFFFF << shift)) | ((entry as u32) << shift)
+}
+
+/// An entry: `resets` (kept modulo 4096) and `state` (`NODE_*`).
+pub const fn node_entry_value(resets: u64, state: u16) -> u16 {
+    (resets as u16 & NODE_RESETS) | (state << NODE_STATE_SHIFT)
+}
+
+/// An entry's state (`NODE_*`).
+pub const fn node_state(entry: u16) -> u16 {
+    entry >> NODE_STATE_SHIFT
+}
+
 /// How often the device advances `HEARTBEAT`.
 pub const HEARTBEAT_PERIOD_MS: u64 = 10;
 /// A heartbeat that has not moved for this long: the driver checks that
@@ -127,6 +180,13 @@ const _: () = {
     // `touches_state` takes STATE and GENERATION to be the window's first
     // 8 bytes.
     assert!(STATE == 0 && GENERATION == 4);
+    // The control block, then the node table, then the send ring.
+    assert!(PT_HINT_PAGES + 4 <= NODE_NEWS);
+    assert!(NODE_NEWS + 4 <= NODE_TABLE);
+    assert!(NODE_TABLE + crate::MAX_NODES as u32 * 2 <= crate::map::PORT_SEND_RING);
+    assert!(NODE_TABLE.is_multiple_of(4));
+    // Every state fits above the resets.
+    assert!((NODE_GONE << NODE_STATE_SHIFT) >> NODE_STATE_SHIFT == NODE_GONE);
 };
 
 #[cfg(test)]
@@ -156,5 +216,18 @@ mod tests {
         assert!(touches_state(0, u32::MAX));
         assert!(!touches_state(port_reg(0, STATE), 0));
         assert!(!touches_state(u32::MAX, u32::MAX));
+    }
+
+    #[test]
+    fn node_entries_pack_two_to_a_word_and_keep_their_neighbour() {
+        let e = node_entry_value(4097, NODE_GONE);
+        assert_eq!((e & NODE_RESETS, node_state(e)), (1, NODE_GONE));
+        let w = with_node_entry(0, 6, node_entry_value(3, NODE_UP));
+        let w = with_node_entry(w, 7, e);
+        assert_eq!((node_entry(w, 6), node_entry(w, 7)), (3, e));
+        assert_eq!(node_entry(with_node_entry(w, 6, 0), 7), e);
+        assert_eq!(node_word(6), node_word(7));
+        assert_eq!(node_word(8), node_word(6) + 4);
+        assert!(node_word(crate::MAX_NODES - 1) + 4 <= crate::map::PORT_SEND_RING);
     }
 }

@@ -78,6 +78,11 @@ pub fn run<B: NicBackend>(
     let me = nic.node_id();
     let rank = g.rank_of(me).ok_or_else(|| format!("node {me} is not in the group"))?;
     nic.create_group(g, cfg.algorithm).map_err(err("create_group"))?;
+    // A reset or a NIC gone among the members ends a wait at once, naming
+    // the member's node.
+    for &m in g.members() {
+        port.watch(m);
+    }
     let class = nic_abi::size_class_for(cfg.size.max(1) as u64);
     let mut bufs = Vec::new();
     for i in 0..BUFS {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
+use nic_cluster_dir::MappedFile;
 
 use super::engines::{RtEngines, Service};
 use super::fabric::{Held, RtFabric};
@@ -401,5 +402,62 @@ impl NodeRt {
     pub fn counters(&self) -> NodeCounters {
         let (lent, reclaimed) = self.eng.lend_counts();
         NodeCounters { device: self.eng.counters(), lent, reclaimed, ..self.c }
+    }
+}
+
+/// Every node's state as published into every port window
+/// (`nic_abi::port::NODE_TABLE`, `NODE_NEWS`), so that a host process
+/// waiting on its port learns within a heartbeat that a NIC it talks with
+/// was reset or is gone. Kept by the supervisor thread, the one writer.
+pub(crate) struct NodeNews {
+    /// The entries last written, by node.
+    published: Vec<u16>,
+}
+
+impl NodeNews {
+    /// Entries of a fresh cluster: all zero, as its new window files read.
+    pub fn new(nodes: usize) -> NodeNews {
+        NodeNews { published: vec![0; nodes] }
+    }
+
+    /// The entry of a node: `resets` resets so far; `status` its
+    /// `FW_STATUS`; `guest_gone`: it runs under QEMU and no guest runs.
+    pub fn entry(resets: u64, status: u32, guest_gone: bool) -> u16 {
+        let state = if status != regs::FW_HALTED {
+            pcb::NODE_UP
+        } else if guest_gone {
+            pcb::NODE_GONE
+        } else {
+            pcb::NODE_HALTED
+        };
+        pcb::node_entry_value(resets, state)
+    }
+
+    /// Publish `now` (every node's entry): the words that changed go into
+    /// every port window of every node, then each window's `NODE_NEWS`
+    /// moves. Nothing is written when nothing changed.
+    pub fn publish(&mut self, srams: &[Arc<MappedFile>], now: &[u16]) {
+        let mut words: Vec<usize> = Vec::new();
+        for (node, (&e, old)) in now.iter().zip(self.published.iter_mut()).enumerate() {
+            if e != *old {
+                *old = e;
+                if words.last() != Some(&(node / 2)) {
+                    words.push(node / 2);
+                }
+            }
+        }
+        if words.is_empty() {
+            return;
+        }
+        let entry = |n: usize| self.published.get(n).copied().unwrap_or(0);
+        for sram in srams {
+            for port in 0..NUM_PORTS {
+                for &k in &words {
+                    let word = (entry(2 * k) as u32) | (entry(2 * k + 1) as u32) << 16;
+                    sram.store_u32(port_reg(port, pcb::node_word(2 * k)) as u64, word);
+                }
+                sram.fetch_add_u32(port_reg(port, pcb::NODE_NEWS) as u64, 1);
+            }
+        }
     }
 }

@@ -33,6 +33,7 @@ use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
 use nic_cluster_dir::{ClusterDir, MappedFile};
 
+use super::node::NodeNews;
 use super::qemu::QemuSpec;
 use super::{Ctx, RtError};
 
@@ -131,6 +132,7 @@ impl Supervisor {
             .enumerate()
             .map(|(node, c)| c.as_ref().filter(|_| !self.is_gdb_node(node)).map(|_| Instant::now()))
             .collect();
+        let mut news = NodeNews::new(n);
         while !self.ctx.stop.load(Ordering::Relaxed) {
             std::thread::sleep(TICK);
             self.beat(&children);
@@ -167,8 +169,23 @@ impl Supervisor {
                 }
             }
             self.reap(&mut children);
+            self.publish_news(&mut news, &children);
         }
         kill_all(&mut children);
+    }
+
+    /// Publish every node's resets and state into every port window
+    /// (`NodeNews`): a host process waiting on a port learns of a reset
+    /// or a NIC gone at its next heartbeat check.
+    fn publish_news(&self, news: &mut NodeNews, children: &[Option<Child>]) {
+        let now: Vec<u16> = (0..self.srams.len())
+            .map(|node| {
+                let resets = self.ctx.nodes[node].reset_req.load(Ordering::Acquire);
+                let status = self.srams[node].load_u32(reg(regs::FW_STATUS) as u64).unwrap_or(0);
+                NodeNews::entry(resets, status, self.qemu.is_some() && children[node].is_none())
+            })
+            .collect();
+        news.publish(&self.srams, &now);
     }
 
     /// Advance every port's HEARTBEAT of every live NIC (under qemu: whose

@@ -395,7 +395,7 @@ pub fn wait_then_kill(cluster: &Path, node: u16, kill: impl FnOnce()) -> Duratio
     kill();
     let done = rx.recv_timeout(Duration::from_secs(10)).expect("the wait returned");
     let r = waiter.join().unwrap();
-    assert!(matches!(r, Err(DriverError::NicDown(_))), "{r:?}");
+    assert!(matches!(r, Err(DriverError::NicDown { node: n, .. }) if n == node), "{r:?}");
     println!("NicDown after {:?}: {}", done - t, r.unwrap_err());
     done - t
 }

@@ -111,6 +111,10 @@ impl<'a, B: NicBackend> Run<'a, B> {
         out_stream: u32,
         in_stream: u32,
     ) -> Self {
+        // A reset or a NIC gone at the peer ends a wait at once, naming
+        // the peer's node (`PeerReset`, `NicDown`), even before its first
+        // message.
+        port.watch(peer.0);
         Run {
             port,
             timeout,
