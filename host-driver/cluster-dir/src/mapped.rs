@@ -87,6 +87,15 @@ unsafe fn bulk_copy(dst: *mut u8, src: *const u8, n: usize) -> bool {
 /// its mapped length (the cut bytes read as zeros from then on) and the
 /// access is retried; `truncations_repaired()` counts them, and
 /// `check_size` finds and repairs a changed size before anyone faults.
+///
+/// The files are sparse: a page gets its memory when first touched. When
+/// the file system cannot provide it (full, or an I/O error) the access
+/// raises SIGBUS too, though the file kept its size. The guard tells the
+/// two apart by the size, and a page that cannot be backed is never
+/// retried as it is: the process's [`FaultPolicy`] says what happens
+/// (by default a message naming the file and the cause, and exit status
+/// [`EXIT_UNBACKED`]; the device process isolates the page and stops the
+/// node, [`MappedFile::fault`]).
 pub struct MappedFile {
     map: MmapRaw,
     len: usize,
@@ -101,6 +110,8 @@ pub struct MappedFile {
 /// size through it.
 struct Part {
     file: std::fs::File,
+    /// (The guard's slot points at its bytes, for the message of
+    /// `FaultPolicy::Exit`: never changed while the slot is held.)
     path: PathBuf,
     /// Its length (it lies whole in the mapping).
     len: usize,
@@ -147,16 +158,139 @@ pub fn truncations_repaired() -> u64 {
     guard::REPAIRED.load(Ordering::Relaxed)
 }
 
+/// The exit status of a process whose mapped file could not back a page
+/// under [`FaultPolicy::Exit`] (sysexits' EX_IOERR).
+pub const EXIT_UNBACKED: i32 = 74;
+
+/// What this process does when a page of a mapped file cannot be backed
+/// (a SIGBUS on a file that kept its size: its file system is full, or
+/// failed to read or allocate the page). The access cannot simply be
+/// retried: it would fault again, for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPolicy {
+    /// Write one line on stderr naming the file and the cause, and exit
+    /// at once with status [`EXIT_UNBACKED`]. The default: a host
+    /// program cannot go on with memory the device does not see.
+    Exit,
+    /// Put a private zero page in this mapping's place for that page, so
+    /// the access completes (its bytes reach no other process), and
+    /// record it: [`pages_isolated`], [`MappedFile::fault`]. The device
+    /// process's choice: it stops the node that owns the file and goes on
+    /// with the others.
+    Isolate,
+}
+
+/// Set this process's [`FaultPolicy`] (for every mapping, now and later).
+pub fn set_fault_policy(p: FaultPolicy) {
+    guard::POLICY.store(p == FaultPolicy::Isolate, Ordering::Relaxed);
+}
+
+/// Pages replaced by private ones so far in this process
+/// ([`FaultPolicy::Isolate`]): a cheap look for whether any mapping
+/// needs a closer one ([`MappedFile::fault`]).
+pub fn pages_isolated() -> u64 {
+    guard::ISOLATED.load(Ordering::Relaxed)
+}
+
+/// Why a page of a mapped file could not be backed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultCause {
+    /// Its file system had no free block left.
+    NoSpace,
+    /// Its file system had room but did not provide the page (an I/O
+    /// error, a quota).
+    Io,
+}
+
+impl std::fmt::Display for FaultCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultCause::NoSpace => "no space left on the file system",
+            FaultCause::Io => "the file system did not provide a page (an I/O error or a quota)",
+        })
+    }
+}
+
+/// A mapped file that could not back a page ([`FaultPolicy::Isolate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFault {
+    pub path: PathBuf,
+    pub cause: FaultCause,
+    /// Its pages replaced by private ones, in every mapping of this
+    /// process.
+    pages: u64,
+}
+
+impl FileFault {
+    /// Its pages replaced by private ones so far, in every mapping of
+    /// this process.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+}
+
+/// Room on a file system (`statvfs`), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Free for an unprivileged user.
+    pub free: u64,
+    pub total: u64,
+}
+
+impl std::fmt::Display for FsSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} free of {}", bytes(self.free), bytes(self.total))
+    }
+}
+
+/// Bytes in words: "512 B", "12.0 KiB", "20.0 MiB", "3.5 GiB".
+pub fn bytes(b: u64) -> String {
+    let f = b as f64;
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..0x10_0000 => format!("{:.1} KiB", f / 1024.0),
+        0x10_0000..0x4000_0000 => format!("{:.1} MiB", f / (1u64 << 20) as f64),
+        _ => format!("{:.1} GiB", f / (1u64 << 30) as f64),
+    }
+}
+
+/// The room on the file system that holds `path`.
+pub fn fs_space(path: &Path) -> io::Result<FsSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the path"))?;
+    // SAFETY: statvfs with a NUL-terminated path and a zeroed struct of
+    // our own that it fills.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        st
+    };
+    let unit = st.f_frsize as u64;
+    Ok(FsSpace {
+        free: (st.f_bavail as u64).saturating_mul(unit),
+        total: (st.f_blocks as u64).saturating_mul(unit),
+    })
+}
+
 /// The SIGBUS guard: a table of live mappings that the signal handler
 /// reads (atomics only: it may run at any instruction), and the handler.
 mod guard {
-    use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
     use std::sync::OnceLock;
+
+    use super::{FaultCause, EXIT_UNBACKED};
 
     /// Files guarded at once: a device process maps a node's SRAM as
     /// ten files (`sram`, `regs`, eight port windows) and its host memory
     /// as nine, twice each.
     const SLOTS: usize = 16384;
+
+    /// `si_code`s of a SIGBUS for a hardware memory error: never ours.
+    const BUS_MCEERR_AR: i32 = 4;
+    const BUS_MCEERR_AO: i32 = 5;
 
     struct Slot {
         /// -1: free; -2: being filled; else the file's descriptor.
@@ -166,6 +300,13 @@ mod guard {
         /// The file (inode) and the faults repaired through this mapping.
         ino: AtomicU64,
         repairs: AtomicU64,
+        /// Pages of this mapping that could not be backed and were
+        /// replaced by private ones, and why (a `cause_code`).
+        isolated: AtomicU64,
+        cause: AtomicU8,
+        /// The file's path (bytes owned by the mapping's `Part`).
+        path: AtomicUsize,
+        path_len: AtomicUsize,
     }
 
     static TABLE: [Slot; SLOTS] = [const {
@@ -175,15 +316,32 @@ mod guard {
             len: AtomicUsize::new(0),
             ino: AtomicU64::new(0),
             repairs: AtomicU64::new(0),
+            isolated: AtomicU64::new(0),
+            cause: AtomicU8::new(0),
+            path: AtomicUsize::new(0),
+            path_len: AtomicUsize::new(0),
         }
     }; SLOTS];
     pub(super) static REPAIRED: AtomicU64 = AtomicU64::new(0);
+    pub(super) static ISOLATED: AtomicU64 = AtomicU64::new(0);
+    /// True: `FaultPolicy::Isolate`; false: `Exit`.
+    pub(super) static POLICY: AtomicBool = AtomicBool::new(false);
     /// The disposition before ours, to pass on faults that are not ours.
     static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
-    /// Guard `[start, start + len)`, backed by `fd`. None when the table
-    /// is full.
-    pub(super) fn register(start: usize, len: usize, fd: i32, ino: u64) -> Option<usize> {
+    const NO_SPACE: u8 = 1;
+    const IO: u8 = 2;
+
+    /// Guard `[start, start + len)`, backed by `fd`, the file `path`
+    /// (whose bytes must stay put until `unregister`). None when the
+    /// table is full.
+    pub(super) fn register(
+        start: usize,
+        len: usize,
+        fd: i32,
+        ino: u64,
+        path: &[u8],
+    ) -> Option<usize> {
         install();
         let i = (0..SLOTS).find(|&i| {
             TABLE[i].fd.compare_exchange(-1, -2, Ordering::AcqRel, Ordering::Relaxed).is_ok()
@@ -192,18 +350,41 @@ mod guard {
         TABLE[i].len.store(len, Ordering::Relaxed);
         TABLE[i].ino.store(ino, Ordering::Relaxed);
         TABLE[i].repairs.store(0, Ordering::Relaxed);
+        TABLE[i].isolated.store(0, Ordering::Relaxed);
+        TABLE[i].cause.store(0, Ordering::Relaxed);
+        TABLE[i].path.store(path.as_ptr() as usize, Ordering::Relaxed);
+        TABLE[i].path_len.store(path.len(), Ordering::Relaxed);
         TABLE[i].fd.store(fd, Ordering::Release);
         Some(i)
+    }
+
+    fn live_of(ino: u64) -> impl Iterator<Item = &'static Slot> {
+        TABLE.iter().filter(move |s| {
+            s.fd.load(Ordering::Acquire) >= 0 && s.ino.load(Ordering::Relaxed) == ino
+        })
     }
 
     /// Faults repaired through any live mapping of file `ino` in this
     /// process.
     pub(super) fn repairs_of(ino: u64) -> u64 {
-        TABLE
-            .iter()
-            .filter(|s| s.fd.load(Ordering::Acquire) >= 0 && s.ino.load(Ordering::Relaxed) == ino)
-            .map(|s| s.repairs.load(Ordering::Relaxed))
-            .sum()
+        live_of(ino).map(|s| s.repairs.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Pages of file `ino` isolated in any live mapping of this process,
+    /// and why (the first cause recorded).
+    pub(super) fn isolated_of(ino: u64) -> Option<(u64, FaultCause)> {
+        let (mut n, mut cause) = (0, None);
+        for s in live_of(ino) {
+            let k = s.isolated.load(Ordering::Acquire);
+            if k > 0 {
+                n += k;
+                cause = cause.or(match s.cause.load(Ordering::Relaxed) {
+                    NO_SPACE => Some(FaultCause::NoSpace),
+                    _ => Some(FaultCause::Io),
+                });
+            }
+        }
+        cause.map(|c| (n, c))
     }
 
     pub(super) fn unregister(i: usize) {
@@ -227,31 +408,123 @@ mod guard {
         });
     }
 
-    /// Async-signal-safe: atomic loads, ftruncate, sigaction.
+    /// Why the file system of `fd` did not back a page: no free block
+    /// left (less than a page free for anyone), or something else.
+    /// Async-signal-safe: one fstatfs.
+    fn cause_of(fd: i32) -> u8 {
+        // SAFETY: fstatfs fills a zeroed struct of our own.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; fd is a descriptor we hold open.
+        if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
+            return IO;
+        }
+        let free = (st.f_bfree as u64).saturating_mul(st.f_bsize as u64);
+        if free < super::PAGE {
+            NO_SPACE
+        } else {
+            IO
+        }
+    }
+
+    /// Write `parts` to stderr (async-signal-safe: write(2) only).
+    fn say(parts: &[&[u8]]) {
+        for p in parts {
+            let mut b = *p;
+            while !b.is_empty() {
+                // SAFETY: write from a valid byte slice.
+                let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+                if n <= 0 {
+                    return;
+                }
+                b = &b[n as usize..];
+            }
+        }
+    }
+
+    /// A page of `s` (a SIGBUS at `addr`) that its file kept but cannot
+    /// back. Isolate: a private zero page in its place, recorded; the
+    /// access is then retried. Exit (or no private page to be had): the
+    /// message, and `_exit`.
+    fn unbacked(s: &Slot, fd: i32, addr: usize) {
+        let cause = cause_of(fd);
+        if POLICY.load(Ordering::Relaxed) {
+            let page = addr & !(super::PAGE as usize - 1);
+            // SAFETY: `page` lies inside a live mapping of ours (the slot
+            // covers it); MAP_FIXED replaces that one page of it with
+            // private anonymous memory, which the mapping's owner unmaps
+            // with the rest. Every access to it goes through atomics made
+            // per access, so no reference into the page is invalidated.
+            let at = unsafe {
+                libc::mmap(
+                    page as *mut libc::c_void,
+                    super::PAGE as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if at != libc::MAP_FAILED {
+                s.cause.store(cause, Ordering::Relaxed);
+                s.isolated.fetch_add(1, Ordering::Release);
+                ISOLATED.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        let (p, n) = (s.path.load(Ordering::Relaxed), s.path_len.load(Ordering::Relaxed));
+        // SAFETY: the slot is live, and its path bytes belong to the
+        // mapping's `Part`, which unregisters the slot before they go.
+        let path = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
+        let why: &[u8] = if cause == NO_SPACE {
+            b"no space left on the file system"
+        } else {
+            b"the file system did not provide a page (an I/O error or a quota)"
+        };
+        say(&[b"mapped file ", path, b": a page cannot be backed: ", why, b"; exiting\n"]);
+        // SAFETY: _exit ends the process at once; async-signal-safe.
+        unsafe { libc::_exit(EXIT_UNBACKED) }
+    }
+
+    /// Async-signal-safe: atomic loads, fstat, fstatfs, ftruncate, mmap,
+    /// write, _exit, sigaction.
     extern "C" fn on_sigbus(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO
         // handler; si_addr is the faulting address for SIGBUS.
-        let addr = unsafe { (*info).si_addr() } as usize;
+        let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
         // The narrowest guarded range holding the address: a file laid
         // over part of another mapping is the one that faulted there.
         let mut best: Option<(&Slot, i32, usize)> = None;
-        for s in TABLE.iter() {
-            let fd = s.fd.load(Ordering::Acquire);
-            if fd < 0 {
-                continue;
-            }
-            let (start, len) = (s.start.load(Ordering::Relaxed), s.len.load(Ordering::Relaxed));
-            if addr >= start && addr - start < len && best.is_none_or(|(_, _, l)| len < l) {
-                best = Some((s, fd, len));
+        if code != BUS_MCEERR_AR && code != BUS_MCEERR_AO {
+            for s in TABLE.iter() {
+                let fd = s.fd.load(Ordering::Acquire);
+                if fd < 0 {
+                    continue;
+                }
+                let (start, len) = (s.start.load(Ordering::Relaxed), s.len.load(Ordering::Relaxed));
+                if addr >= start && addr - start < len && best.is_none_or(|(_, _, l)| len < l) {
+                    best = Some((s, fd, len));
+                }
             }
         }
         if let Some((s, fd, len)) = best {
+            // SAFETY: fstat on a descriptor we hold open, into a zeroed
+            // struct of our own.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let size = (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as u64);
+            if size.is_some_and(|sz| sz >= len as u64) {
+                // Not cut: the page itself cannot be had.
+                unbacked(s, fd, addr);
+                return;
+            }
             // SAFETY: ftruncate on a descriptor we hold open; growing
             // the file back makes the faulting page exist again.
             if unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0 {
                 REPAIRED.fetch_add(1, Ordering::Relaxed);
                 s.repairs.fetch_add(1, Ordering::Relaxed);
-                return; // the access is retried and now succeeds
+                // Retried; if the page still cannot be had, the file has
+                // its size then, and the next fault says so.
+                return;
             }
         }
         // Not one of ours: what was there before.
@@ -290,10 +563,14 @@ impl Part {
     /// entered in the SIGBUS guard.
     fn guarded(file: std::fs::File, path: &Path, start: usize, len: usize) -> io::Result<Part> {
         use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::MetadataExt;
         let ino = file.metadata()?.ino();
-        let slot = guard::register(start, len, file.as_raw_fd(), ino);
-        Ok(Part { file, path: path.to_path_buf(), len, slot, ino })
+        // The slot points at the PathBuf's bytes, which moving the
+        // PathBuf (into the Part) does not move.
+        let path = path.to_path_buf();
+        let slot = guard::register(start, len, file.as_raw_fd(), ino, path.as_os_str().as_bytes());
+        Ok(Part { file, path, len, slot, ino })
     }
 }
 
@@ -336,9 +613,25 @@ impl MappedFile {
     /// window are files of their own, which another process can map
     /// alone.
     pub fn open_overlaid(base: &Path, overlays: &[(u64, PathBuf)]) -> io::Result<MappedFile> {
-        let mut m = MappedFile::open(base)?;
+        MappedFile::open_overlaid_with(base, overlays, |path| {
+            OpenOptions::new().read(true).write(true).open(path)
+        })
+    }
+
+    /// As `open_overlaid`, but each file (`base` too) is what `open`
+    /// gives for its path: the device process hands in duplicates of
+    /// descriptors it holds, so that every mapping it makes of a port's
+    /// window or slice shares one open file description (which is how it
+    /// can tell whether any other process still has the file;
+    /// nic-realtime's `files` module).
+    pub fn open_overlaid_with(
+        base: &Path,
+        overlays: &[(u64, PathBuf)],
+        open: impl Fn(&Path) -> io::Result<std::fs::File>,
+    ) -> io::Result<MappedFile> {
+        let mut m = MappedFile::from_file(open(base)?, base, true)?;
         for (off, path) in overlays {
-            let f = OpenOptions::new().read(true).write(true).open(path)?;
+            let f = open(path)?;
             let len = file_len(&f)?;
             let page = PAGE as usize;
             let off = usize::try_from(*off)
@@ -390,6 +683,21 @@ impl MappedFile {
             return 0;
         }
         self.parts.iter().map(|p| guard::repairs_of(p.ino)).sum()
+    }
+
+    /// A page of one of its files that could not be backed
+    /// ([`FaultPolicy::Isolate`]; through any of this process's mappings
+    /// of the file): the first such file, why, and how many pages so far.
+    /// None (the usual case, no table walk) while no page of any file was
+    /// isolated in this process.
+    pub fn fault(&self) -> Option<FileFault> {
+        if pages_isolated() == 0 {
+            return None;
+        }
+        self.parts.iter().find_map(|p| {
+            let (pages, cause) = guard::isolated_of(p.ino)?;
+            Some(FileFault { path: p.path.clone(), cause, pages })
+        })
     }
 
     /// Has the size of one of its files changed since it was mapped

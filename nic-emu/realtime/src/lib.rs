@@ -263,6 +263,27 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RtError {
     move |err| RtError::Io { what, err }
 }
 
+/// A warning when the file system holding `dir` has less room than
+/// `nodes` nodes' files could take once every page is touched (`sram` and
+/// `host` memory each; they are sparse, so a cluster usually needs far
+/// less): the node whose file first finds no room stops then.
+fn room_warning(dir: &ClusterDir, nodes: u64, sram: u64, host: u64) -> Option<String> {
+    use nic_cluster_dir::mapped::{bytes, fs_space};
+    let need = nodes.saturating_mul(sram.saturating_add(host));
+    let space = fs_space(dir.path()).ok()?;
+    (space.free < need).then(|| {
+        format!(
+            "the file system holding {} has {space}, and the cluster's files may take up to {} \
+             ({nodes} x ({} of SRAM + {} of host memory)): a node whose files need a page that \
+             the file system cannot give will stop",
+            dir.path().display(),
+            bytes(need),
+            bytes(sram),
+            bytes(host)
+        )
+    })
+}
+
 /// What the threads share.
 pub(crate) struct Ctx {
     pub fabric: RtFabric,
@@ -287,7 +308,10 @@ impl Ctx {
     /// Record something the device process did or saw.
     pub fn note(&self, msg: String) {
         if self.log_to_stderr {
-            eprintln!("nic-cluster: {msg}");
+            // Not eprintln, which panics when stderr fails (a log file on
+            // a full file system).
+            use std::io::Write;
+            let _ = writeln!(io::stderr(), "nic-cluster: {msg}");
         }
         self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
     }
@@ -540,6 +564,10 @@ impl RtCluster {
         if let Err(e) = nic_cluster_dir::mapped::raise_open_file_limit() {
             eprintln!("nic-cluster: cannot raise the open-file limit: {e}");
         }
+        // A page of a node file that cannot be backed (a full file
+        // system) stops that node, not this process (`worker`).
+        nic_cluster_dir::mapped::set_fault_policy(nic_cluster_dir::mapped::FaultPolicy::Isolate);
+        let room = room_warning(&dir, n as u64, cfg.effective_sram_size(), cfg.host_size);
         let map_sram = |node: u32| {
             dir.map_sram(node).map_err(io_err(format!("mapping {}", dir.sram_path(node).display())))
         };
@@ -578,6 +606,9 @@ impl RtCluster {
             notes: Mutex::new(Vec::new()),
             log_to_stderr: cfg.log_to_stderr,
         });
+        if let Some(w) = room {
+            ctx.note(w);
+        }
         // Reset every NIC (and boot the native MCPs) before anyone can
         // find the cluster.
         let mut nics = Vec::with_capacity(n);
@@ -596,6 +627,20 @@ impl RtCluster {
             let mut nic = NodeRt::new(node, eng, mcp, line, cfg.profile.nic.rtc_hz);
             nic.reset(&ctx.fabric, &mut fabric::Held::none(), &ctx.params, ctx.now(), true)
                 .map_err(|message| RtError::Firmware { node, message })?;
+            if let Some(f) = nic.file_fault() {
+                return Err(RtError::Io {
+                    what: format!("node {node}: {} file {}", f.what, f.fault.path.display()),
+                    err: io::Error::new(
+                        match f.fault.cause {
+                            nic_cluster_dir::mapped::FaultCause::NoSpace => {
+                                io::ErrorKind::StorageFull
+                            }
+                            nic_cluster_dir::mapped::FaultCause::Io => io::ErrorKind::Other,
+                        },
+                        f.fault.cause.to_string(),
+                    ),
+                });
+            }
             nics.push(nic);
         }
         let threads = cfg.threads.clamp(1, n);
@@ -714,14 +759,27 @@ impl RtCluster {
     /// debugger excepted). Err names the nodes still not running, and a
     /// halted firmware fails at once.
     pub fn wait_running(&self, timeout: Duration) -> Result<(), RtError> {
+        self.wait_running_or_stop(timeout, &AtomicBool::new(false)).map(|_| ())
+    }
+
+    /// As [`RtCluster::wait_running`], but `stop` becoming true (a
+    /// signal) ends the wait at once: Ok(false).
+    pub fn wait_running_or_stop(
+        &self,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<bool, RtError> {
         let t = Instant::now();
         loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
             let st = self.fw_status();
             let pending: Vec<usize> = (0..st.len())
                 .filter(|&n| Some(n) != self.halted_node && st[n] != regs::FW_RUNNING)
                 .collect();
             if pending.is_empty() {
-                return Ok(());
+                return Ok(true);
             }
             let qemu = self.manifest().backend == ClusterBackend::Qemu;
             let dead = |n: usize| qemu && self.qemu_pid(n).is_none();
@@ -884,26 +942,79 @@ impl RtCluster {
     /// counters read after this ([`RtCluster::nic_stats`]) are final, the
     /// workers having carried out whatever was asked of them (a reset
     /// announced just before). [`RtCluster::stop`] then removes the files.
+    ///
+    /// Bounded: the threads are joined by a thread of its own, and a
+    /// thread not ended within [`HALT_WAIT`] is left behind (said in the
+    /// notes) so that a stop always completes; it ends with the process.
     pub fn halt(&mut self) {
-        // The master first: it talks to the agents.
-        if let Some(mut m) = self.master.take() {
-            m.stop();
+        let master = self.master.take();
+        let supervisor = self.supervisor.take();
+        let workers: Vec<JoinHandle<()>> = self.workers.drain(..).collect();
+        let (mut agents, mut control, mut irq) =
+            (self.agents.take(), self.control.take(), self.irq.take());
+        if master.is_none() && supervisor.is_none() && workers.is_empty() {
+            // Halted before (or never started): only what is left.
+            self.ctx.stop.store(true, Ordering::Relaxed);
         }
-        self.ctx.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.supervisor.take() {
-            let _ = h.join();
+        let ctx = self.ctx.clone();
+        let (tx, rx) = mpsc::channel::<Halting>();
+        let joiner = move || {
+            let at = |stage: &'static str| {
+                let _ = tx.send(Halting::At(stage));
+            };
+            // The master first: it talks to the agents.
+            if let Some(mut m) = master {
+                at("the bandwidth manager's master process");
+                m.stop();
+            }
+            ctx.stop.store(true, Ordering::Relaxed);
+            at("the supervisor thread");
+            if let Some(h) = supervisor {
+                let _ = h.join();
+            }
+            at("the device threads");
+            for h in workers {
+                let _ = h.join();
+            }
+            at("the bandwidth manager's agents");
+            if let Some(a) = agents.as_mut() {
+                a.join();
+            }
+            at("the control sockets' threads");
+            if let Some(c) = control.as_mut() {
+                c.join();
+            }
+            at("the interrupt sockets' thread");
+            if let Some(i) = irq.as_mut() {
+                i.join();
+            }
+            let _ = tx.send(Halting::Done(Box::new((agents, control, irq))));
+        };
+        if let Err(e) = std::thread::Builder::new().name("nic-rt-halt".into()).spawn(joiner) {
+            // (The closure is gone with the error: its threads end with
+            // the process.)
+            self.ctx.stop.store(true, Ordering::Relaxed);
+            self.ctx.note(format!("cannot start a thread to stop the cluster's threads: {e}"));
+            return;
         }
-        for h in self.workers.drain(..) {
-            let _ = h.join();
-        }
-        if let Some(a) = self.agents.as_mut() {
-            a.join();
-        }
-        if let Some(c) = self.control.as_mut() {
-            c.join();
-        }
-        if let Some(i) = self.irq.as_mut() {
-            i.join();
+        let t = Instant::now();
+        let mut stage = "the cluster's threads";
+        loop {
+            match rx.recv_timeout(HALT_WAIT.saturating_sub(t.elapsed())) {
+                Ok(Halting::At(s)) => stage = s,
+                Ok(Halting::Done(parts)) => {
+                    (self.agents, self.control, self.irq) = *parts;
+                    return;
+                }
+                Err(_) => {
+                    self.ctx.stop.store(true, Ordering::Relaxed);
+                    self.ctx.note(format!(
+                        "{stage} did not end within {HALT_WAIT:?} of the stop; stopping without \
+                         waiting for them"
+                    ));
+                    return;
+                }
+            }
         }
     }
 
@@ -920,6 +1031,20 @@ impl RtCluster {
         r.map_err(RtError::from)
     }
 }
+
+/// Longest wait for the cluster's threads to end when it stops
+/// (`RtCluster::halt`).
+pub const HALT_WAIT: Duration = Duration::from_secs(3);
+
+/// What the thread that stops a cluster's threads reports.
+enum Halting {
+    /// Now waiting for this.
+    At(&'static str),
+    /// All ended: the parts to keep (their counters stay readable).
+    Done(Box<HaltedParts>),
+}
+
+type HaltedParts = (Option<brm::Agents>, Option<control::Control>, Option<irq::IrqServer>);
 
 impl Drop for RtCluster {
     fn drop(&mut self) {

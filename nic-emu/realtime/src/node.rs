@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
+use nic_cluster_dir::mapped::{self, FileFault};
 use nic_cluster_dir::MappedFile;
 
 use super::engines::{RtEngines, Service};
@@ -105,6 +106,10 @@ pub(crate) struct NodeShared {
     pub reset_done: AtomicU64,
     /// Someone (RtCluster::reset_node) wants the supervisor to reset it.
     pub reset_wanted: AtomicBool,
+    /// The node stopped for good: a page of one of its files could not
+    /// be backed (`NodeRt::stop_for_fault`). It is not reset, and under
+    /// QEMU its guest is stopped and not started again.
+    pub stopped: AtomicBool,
     pub snapshot: Mutex<NodeCounters>,
 }
 
@@ -141,7 +146,38 @@ pub(crate) struct NodeRt {
     last_poll: u64,
     deadline_ns: u64,
     pub reset_seen: u64,
+    /// Stopped for good (`stop_for_fault`): each step only loses what
+    /// arrives.
+    stopped: bool,
+    /// `mapped::pages_isolated()` when its files were last looked at.
+    isolated_seen: u64,
     c: NodeCounters,
+}
+
+/// A file of a node that could not back a page: which of its memories
+/// ("SRAM", "host memory") and the fault.
+pub(crate) struct NodeFault {
+    pub what: &'static str,
+    pub fault: FileFault,
+}
+
+impl NodeFault {
+    /// The one log line of a node stopped for it: the file, the cause,
+    /// the room left on its file system.
+    pub fn line(&self, node: usize) -> String {
+        let f = &self.fault;
+        let space = match mapped::fs_space(&f.path) {
+            Ok(s) => format!(" ({s})"),
+            Err(_) => String::new(),
+        };
+        format!(
+            "node {node}: {} file {}: {}{space}: node {node} stopped (its NIC is marked halted; \
+             restart the cluster once the file system has room)",
+            self.what,
+            f.path.display(),
+            f.cause
+        )
+    }
 }
 
 impl NodeRt {
@@ -169,8 +205,45 @@ impl NodeRt {
             last_poll: 0,
             deadline_ns: u64::MAX,
             reset_seen: 0,
+            stopped: false,
+            isolated_seen: 0,
             c: NodeCounters::default(),
         }
+    }
+
+    /// Has a page of one of its files (through any mapping of this
+    /// process) been isolated since the last look? Cheap while no page
+    /// was (one atomic load).
+    pub fn file_fault(&mut self) -> Option<NodeFault> {
+        let now = mapped::pages_isolated();
+        if now == self.isolated_seen {
+            return None;
+        }
+        self.isolated_seen = now;
+        let m = &self.eng.mem;
+        if let Some(fault) = m.host.fault() {
+            return Some(NodeFault { what: "host memory", fault });
+        }
+        m.sram.fault().map(|fault| NodeFault { what: "SRAM", fault })
+    }
+
+    /// Stopped for good (`stop_for_fault`)?
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Stop the NIC for good: a page of its files could not be backed,
+    /// so what it reads or writes there reaches nobody. Its firmware is
+    /// marked halted (host programs waiting on it get `NicDown`), its
+    /// lent packets are taken back, and from now on each step only loses
+    /// what arrives; no reset starts it again.
+    pub fn stop_for_fault(&mut self, fab: &RtFabric, held: &mut Held) {
+        self.stopped = true;
+        self.down = true;
+        self.asleep = false;
+        self.deadline_ns = u64::MAX;
+        self.eng.mem.sram.store_u32(reg(regs::FW_STATUS) as u64, regs::FW_HALTED);
+        self.eng.unlend(fab, held);
     }
 
     /// Reset the NIC at `now`: firmware status BOOTING first, the engines
@@ -292,9 +365,13 @@ impl NodeRt {
         now: u64,
         pool: &mut Vec<Vec<u8>>,
     ) -> Service {
+        let mut s = Service::default();
+        if self.stopped {
+            self.c.down_drops += self.eng.rx_discard(fab, held, pool);
+            return s;
+        }
         let rtc = self.rtc.write(&mut self.eng.mem.sram, now);
         self.eng.begin_step();
-        let mut s = Service::default();
         let bell = self.doorbell();
         if bell != self.last_doorbell {
             self.last_doorbell = bell;
@@ -374,6 +451,13 @@ impl NodeRt {
             let r = self.eng.rx_service(fab, held, now, pool);
             let moved = moved || t.progress || r.progress;
             s.timed |= t.timed || r.timed;
+            if mapped::pages_isolated() != self.isolated_seen {
+                // A page that could not be backed (perhaps this NIC's):
+                // no poll may see what the engines just did; the worker
+                // looks (`file_fault`) and stops the NIC if it is its.
+                s.progress = true;
+                break;
+            }
             poll = native && (busy || (moved && self.news() != self.seen));
             if !(busy || moved) {
                 break;

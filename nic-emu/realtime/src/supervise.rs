@@ -15,6 +15,11 @@
 //!   set back, as they are at once by any mapping that faults on a cut
 //!   (`MappedFile`'s SIGBUS guard); either way the log says so and the NIC
 //!   is reset, since the cut bytes read as zeros (its registers, rings).
+//! - A node file that kept its size but could not back a page (its file
+//!   system full, or failing) stops its node for good: the worker that
+//!   meets it marks the NIC halted and logs one line (`worker`); here its
+//!   guest is stopped and not started again, and resets are refused. When
+//!   the cluster's file system has no room left the log says so once.
 //!
 //! Owns the QEMU child processes (started from this thread, so that
 //! `setpriv --pdeathsig` ties their lives to it) and a mapping of every
@@ -31,6 +36,7 @@ use std::time::{Duration, Instant};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg};
 use nic_abi::NUM_PORTS;
+use nic_cluster_dir::mapped;
 use nic_cluster_dir::{ClusterDir, MappedFile};
 
 use super::node::NodeNews;
@@ -50,6 +56,18 @@ pub fn reset_note(node: usize, why: &str) -> String {
 
 /// Longest wait for a worker to carry out a reset.
 const RESET_WAIT: Duration = Duration::from_secs(5);
+
+/// How often the room on the cluster's file system is looked at, and the
+/// room that makes a full one worth saying again when it fills.
+const SPACE_EVERY: Duration = Duration::from_secs(1);
+const SPACE_AGAIN: u64 = 1 << 20;
+
+/// Whether the cluster's file system was found full (`check_space`).
+#[derive(Default)]
+struct SpaceWatch {
+    last: Option<Instant>,
+    full: bool,
+}
 
 /// What identifies a version of a flash file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +144,7 @@ impl Supervisor {
             .collect();
         let (mut last_probe, mut last_flash) = (Instant::now(), Instant::now());
         let mut repairs: Vec<[u64; 2]> = vec![[0; 2]; n];
+        let mut full = SpaceWatch::default();
         // Guests started and not yet RUNNING: since when.
         let mut booting: Vec<Option<Instant>> = children
             .iter()
@@ -142,9 +161,11 @@ impl Supervisor {
                     self.reset(node, &mut children, RESET_ASKED);
                 }
             }
+            self.stop_guests_of_stopped_nodes(&mut children);
             if last_probe.elapsed() >= PROBE_EVERY {
                 last_probe = Instant::now();
                 self.check_files(&mut children, &mut repairs);
+                self.check_space(&mut full);
             }
             if last_flash.elapsed() >= FLASH_EVERY {
                 last_flash = Instant::now();
@@ -246,6 +267,42 @@ impl Supervisor {
         }
     }
 
+    /// Nodes stopped for good (a file that could not back a page): their
+    /// guests are stopped, and not started again.
+    fn stop_guests_of_stopped_nodes(&self, children: &mut [Option<Child>]) {
+        for (node, slot) in children.iter_mut().enumerate() {
+            if slot.is_some() && self.ctx.nodes[node].stopped.load(Ordering::Acquire) {
+                if let Some(mut c) = slot.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                self.ctx.qemu_pids[node].store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Once a second: is the cluster's file system full? Said once when
+    /// it becomes so (sparse node files take a page when first touched,
+    /// and a host program whose page cannot be had exits), and again only
+    /// after it had room once more.
+    fn check_space(&self, w: &mut SpaceWatch) {
+        if w.last.is_some_and(|t| t.elapsed() < SPACE_EVERY) {
+            return;
+        }
+        w.last = Some(Instant::now());
+        let Ok(space) = mapped::fs_space(self.dir.path()) else { return };
+        if space.free < nic_abi::PAGE_SIZE && !w.full {
+            w.full = true;
+            self.ctx.note(format!(
+                "the file system holding {} is full ({space}): a node whose files need a new \
+                 page stops, and a host program whose memory needs one exits",
+                self.dir.path().display()
+            ));
+        } else if space.free >= SPACE_AGAIN {
+            w.full = false;
+        }
+    }
+
     /// The node started halted for a debugger (no boot timeout).
     fn is_gdb_node(&self, node: usize) -> bool {
         self.halted.is_some_and(|h| h.0 == node)
@@ -290,6 +347,13 @@ impl Supervisor {
     /// Reset NIC `node`: stop its guest, have its worker reset it, start
     /// a new guest.
     fn reset(&self, node: usize, children: &mut [Option<Child>], why: &str) {
+        if self.ctx.nodes[node].stopped.load(Ordering::Acquire) {
+            self.ctx.note(format!(
+                "node {node}: {why}: not reset: it stopped for a file that could not back a page \
+                 (restart the cluster)"
+            ));
+            return;
+        }
         // (Its pid stays published until the new guest's replaces it, so
         // nobody takes a reflash for a guest that died.)
         if let Some(mut c) = children[node].take() {
@@ -335,6 +399,27 @@ impl Supervisor {
                     continue;
                 }
                 self.srams[node].store_u32(reg(regs::FW_STATUS) as u64, regs::FW_HALTED);
+                use std::os::unix::process::ExitStatusExt;
+                if status.signal() == Some(rustix::process::Signal::BUS.as_raw()) {
+                    // Its RAM is the node's sram file: a page of it that
+                    // could not be backed kills it.
+                    let sram = self.dir.sram_path(node as u32);
+                    let why = match mapped::fs_space(&sram) {
+                        Ok(s) if s.free < nic_abi::PAGE_SIZE => {
+                            format!("{} ({s})", mapped::FaultCause::NoSpace)
+                        }
+                        Ok(s) => format!("{} ({s})", mapped::FaultCause::Io),
+                        Err(e) => format!("{e}"),
+                    };
+                    self.ctx.nodes[node].stopped.store(true, Ordering::Release);
+                    self.ctx.note(format!(
+                        "node {node}: SRAM file {} (QEMU's RAM): {why}: QEMU died of SIGBUS; \
+                         node {node} stopped (its NIC is marked halted; restart the cluster once \
+                         the file system has room)",
+                        sram.display()
+                    ));
+                    continue;
+                }
                 self.ctx.note(format!(
                     "node {node}: QEMU exited ({status}); NIC halted (see {} and {})",
                     self.dir.node_dir(node as u32).join("qemu.log").display(),

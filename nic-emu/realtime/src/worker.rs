@@ -85,6 +85,7 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
             let s = n.step(&ctx.fabric, &mut held, now, &mut pool);
             progress |= s.progress;
             timed |= s.timed;
+            stop_if_faulted(n, &ctx, &mut held);
         }
         iter = iter.wrapping_add(1);
         if iter.is_multiple_of(SNAPSHOT_EVERY) {
@@ -127,12 +128,31 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
     snapshot(&nodes, &ctx);
 }
 
+/// A page of one of `n`'s files could not be backed (isolated, in any
+/// mapping of this process): stop the NIC for good, mark it stopped for
+/// the supervisor, and say so in one line.
+fn stop_if_faulted(n: &mut NodeRt, ctx: &Ctx, held: &mut Held) {
+    if n.stopped() {
+        return;
+    }
+    let Some(f) = n.file_fault() else { return };
+    n.stop_for_fault(&ctx.fabric, held);
+    ctx.nodes[n.node].stopped.store(true, Ordering::Release);
+    ctx.note(f.line(n.node));
+}
+
 /// Reset `n` if the supervisor asked for a reset it has not carried out;
-/// true if it did.
+/// true if it did. A NIC stopped for good is not reset (the request is
+/// acknowledged).
 fn carry_out_reset(n: &mut NodeRt, ctx: &Ctx, held: &mut Held, now: u64) -> bool {
     let sh = &ctx.nodes[n.node];
     let req = sh.reset_req.load(Ordering::Acquire);
     if req == n.reset_seen {
+        return false;
+    }
+    if n.stopped() {
+        n.reset_seen = req;
+        sh.reset_done.store(req, Ordering::Release);
         return false;
     }
     if let Err(e) = n.reset(&ctx.fabric, held, &ctx.params, now, false) {

@@ -42,6 +42,15 @@ use nic_emu::realtime::process::{self, READY_PREFIX};
 use nic_emu::realtime::{Backoff, BrmSetup, Pacing, RtCluster, RtConfig, MASTER_READY};
 use nic_emu::{Faults, Profile, Topology};
 
+/// `eprintln!` that does not panic when stderr fails: a device process's
+/// log may sit on the file system its cluster filled.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(name = "nic-cluster", about = "The device process of a live or qemu NIC cluster")]
 struct Cli {
@@ -331,14 +340,24 @@ fn run(a: &RunArgs) -> Result<(), String> {
     for sig in
         [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
     {
-        signal_hook::flag::register(sig, stop.clone())
+        // A second signal, while the first one's stop is under way, ends
+        // the process at once (exit status 1); the first sets `stop`.
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let cfg = config(a)?;
     let mut c = RtCluster::start(cfg).map_err(|e| e.to_string())?;
-    if let Err(e) = c.wait_running(secs(a.boot_timeout)?) {
-        let _ = c.stop();
-        return Err(e.to_string());
+    match c.wait_running_or_stop(secs(a.boot_timeout)?, &stop) {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = c.stop();
+            return Err("stopped by a signal before every NIC's firmware ran".into());
+        }
+        Err(e) => {
+            let _ = c.stop();
+            return Err(e.to_string());
+        }
     }
     if let Some(p) = &a.pcap {
         if let Err(e) = c.capture_to(p) {
@@ -349,18 +368,18 @@ fn run(a: &RunArgs) -> Result<(), String> {
     print_where(&mut c, a);
     println!("{READY_PREFIX} {}", c.path().display());
     c.serve_until(&stop);
-    eprintln!("nic-cluster: stopping `{}`", c.manifest().name);
+    say!("nic-cluster: stopping `{}`", c.manifest().name);
     if let Some(p) = &a.pcap {
         match c.finish_capture() {
-            Ok(n) => eprintln!("nic-cluster: captured {n} packet records to {}", p.display()),
-            Err(e) => eprintln!("nic-cluster: --pcap {}: {e}", p.display()),
+            Ok(n) => say!("nic-cluster: captured {n} packet records to {}", p.display()),
+            Err(e) => say!("nic-cluster: --pcap {}: {e}", p.display()),
         }
     }
     if a.opts.stats {
         // Final counters: the threads stopped first.
         c.halt();
         for n in 0..c.nodes() {
-            eprintln!("{}", stats_line(&c.nic_stats(n)));
+            say!("{}", stats_line(&c.nic_stats(n)));
         }
     }
     c.stop().map_err(|e| e.to_string())
@@ -657,7 +676,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nic-cluster: error: {e}");
+            say!("nic-cluster: error: {e}");
             ExitCode::FAILURE
         }
     }
