@@ -294,18 +294,22 @@ pub fn cluster_targets(
 }
 
 /// Does every target's gdbstub accept a connection? (gdb itself carries
-/// on after a failed `target` command, even in batch mode.)
+/// on after a failed `target` command, even in batch mode.) A connection
+/// stops the guest: when one target does not answer, those reached
+/// before it are resumed before the error is returned.
 fn check_reachable(targets: &[Target]) -> crate::Result<()> {
-    for t in targets {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], t.port));
-        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).map_err(
-            |e| {
-                format!(
-                    "node {}'s gdbstub 127.0.0.1:{} does not answer ({e}): is its QEMU running?",
-                    t.node, t.port
-                )
-            },
-        )?;
+    for (i, t) in targets.iter().enumerate() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], t.port));
+        if let Err(e) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            let mut msg = format!(
+                "node {}'s gdbstub 127.0.0.1:{} does not answer ({e}): is its QEMU running?",
+                t.node, t.port
+            );
+            if let Err(r) = resume_all(&targets[..i]) {
+                msg = format!("{msg}; and {r}");
+            }
+            return Err(msg);
+        }
     }
     Ok(())
 }
@@ -521,24 +525,15 @@ pub fn resume_nic(t: &Target) -> Result<(), String> {
     }
 }
 
-/// After gdb has ended: detach every target's guest and let it run.
-/// Says which NICs run again; Err names those that may stay halted.
+/// Detach every target's guest and let it run (after gdb has ended, or
+/// after `check_reachable` stopped some). Err names those that may stay
+/// halted.
 fn resume_all(targets: &[Target]) -> Result<(), String> {
-    let mut failed = Vec::new();
-    for t in targets {
-        if let Err(e) = resume_nic(t) {
-            failed.push(e);
-        }
-    }
-    let nodes: Vec<String> = targets.iter().map(|t| t.node.to_string()).collect();
+    let failed: Vec<String> = targets.iter().filter_map(|t| resume_nic(t).err()).collect();
     if failed.is_empty() {
-        println!("gdb ended: NIC(s) {} detached and running", nodes.join(", "));
         Ok(())
     } else {
-        Err(format!(
-            "gdb: after gdb ended, a NIC could not be resumed and may stay halted: {}",
-            failed.join("; ")
-        ))
+        Err(format!("a NIC could not be resumed and may stay halted: {}", failed.join("; ")))
     }
 }
 
@@ -552,7 +547,15 @@ fn session(
     resume: bool,
 ) -> crate::Result<ExitCode> {
     let ending = supervise(gdb_command(targets, s), s.script.is_some(), timeout);
-    let resumed = if resume { resume_all(targets) } else { Ok(()) };
+    let resumed = if resume {
+        resume_all(targets).map_err(|e| format!("gdb: after gdb ended, {e}"))
+    } else {
+        Ok(())
+    };
+    if resume && resumed.is_ok() {
+        let nodes: Vec<String> = targets.iter().map(|t| t.node.to_string()).collect();
+        println!("gdb ended: NIC(s) {} detached and running", nodes.join(", "));
+    }
     let ending = ending?;
     let mut ok = true;
     for e in [verdict(&ending, s.script.as_deref()), resumed].into_iter().flat_map(Result::err) {
@@ -704,15 +707,24 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let h = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            s.write_all(packet("T02thread:p01.01;").as_bytes()).unwrap();
-            let mut got = Vec::new();
-            for reply in ["PacketSize=1000;multiprocess+", answer] {
-                got.push(read_packet(&mut s).unwrap());
-                s.write_all(b"+").unwrap();
-                s.write_all(packet(reply).as_bytes()).unwrap();
+            // Connections that send nothing (a reachability check) are
+            // passed over.
+            loop {
+                let (mut s, _) = l.accept().unwrap();
+                let _ = s.write_all(packet("T02thread:p01.01;").as_bytes());
+                let mut got = Vec::new();
+                for reply in ["PacketSize=1000;multiprocess+", answer] {
+                    match read_packet(&mut s) {
+                        Ok(p) => got.push(p),
+                        Err(_) => break,
+                    }
+                    s.write_all(b"+").unwrap();
+                    s.write_all(packet(reply).as_bytes()).unwrap();
+                }
+                if !got.is_empty() {
+                    return got;
+                }
             }
-            got
         });
         (port, h)
     }
@@ -743,6 +755,26 @@ mod tests {
         );
         let e = resume_all(&[t]).unwrap_err();
         assert!(e.contains("may stay halted") && e.contains("node 2's gdbstub"), "{e}");
+    }
+
+    #[test]
+    fn nics_reached_before_one_that_does_not_answer_are_resumed() {
+        let (port, stub) = fake_stub("OK");
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let gone_port = gone.local_addr().unwrap().port();
+        drop(gone);
+        let t = [
+            Target { node: 0, port, elf: "/e".into() },
+            Target { node: 1, port: gone_port, elf: "/e".into() },
+        ];
+        let e = check_reachable(&t).unwrap_err();
+        assert!(
+            e.starts_with(&format!("node 1's gdbstub 127.0.0.1:{gone_port} does not answer")),
+            "{e}"
+        );
+        assert!(!e.contains("may stay halted"), "{e}");
+        // Node 0, stopped by the check's connection, was detached.
+        assert_eq!(stub.join().unwrap(), ["qSupported:multiprocess+", "D;1"]);
     }
 
     #[test]
