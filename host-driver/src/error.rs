@@ -81,6 +81,14 @@ pub enum DriverError {
     /// A real-time backend could not use the cluster directory at `path`
     /// (attach, or a request on its control socket later).
     Cluster { path: PathBuf, fault: ClusterFault },
+    /// The device process would not hand over port `port` now, and says
+    /// who has it (`by`: the process holding it, or an earlier holder's
+    /// process, or one it forked, that still maps the port's memory).
+    PortHeld { port: u8, by: String },
+    /// The device process of the cluster at `path` refused to hand over
+    /// a port, and why (e.g. this user may not use the cluster, or holds
+    /// as many of the node's ports as it may).
+    AttachRefused { path: PathBuf, why: String },
     /// A send's size class (given in `SendOpts::size_class`) is too small
     /// for its `len` bytes: a class holds messages of up to 2^class bytes.
     ClassTooSmall { class: u8, len: u64 },
@@ -229,6 +237,12 @@ impl fmt::Display for DriverError {
             }
             PortBusy(p) => {
                 write!(f, "port {p} is already open (held by another process or handle)")
+            }
+            PortHeld { port, by } => {
+                write!(f, "port {port} is held by another process: {by}")
+            }
+            AttachRefused { path, why } => {
+                write!(f, "cluster {}: the device process refused the port: {why}", path.display())
             }
             InvalidOption(what) => write!(f, "port option `{what}` is out of range"),
             NoSendToken => f.write_str("no send token left on this port"),

@@ -225,6 +225,10 @@ struct Inner {
     cluster: PathBuf,
     /// The device process serving the cluster.
     device_pid: u32,
+    /// Its start time and executable, as the manifest records them: a
+    /// process that got its pid later is not the device process.
+    device_start: Option<u64>,
+    device_exe: Option<String>,
     node: u16,
     port: u8,
     /// Port's slice of host memory: [slice_start, slice_end).
@@ -402,7 +406,7 @@ impl LiveBackend {
         let node32 = u32::from(node);
         dir.check_node(node32).map_err(|e| DriverError::from_cluster_error(here, &e))?;
         let m = dir.manifest();
-        if opts.require_device && m.pid != 0 && !crate::cluster::pid_alive(m.pid) {
+        if opts.require_device && !dir.device_alive() {
             return Err(DriverError::cluster(here, ClusterFault::DeviceGone { pid: m.pid }));
         }
 
@@ -438,10 +442,10 @@ impl LiveBackend {
         };
         let (slice_start, slice_len) = match reply {
             Reply::Attached { slice_start, slice_len } => (slice_start, slice_len),
-            Reply::Busy { .. } => return Err(DriverError::PortBusy(port)),
+            Reply::Busy { by, .. } => return Err(DriverError::PortHeld { port, by }),
             Reply::Refused { why } => {
-                *ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                return Err(DriverError::cluster(here, ClusterFault::Refused));
+                *ATTACH_REFUSAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+                return Err(DriverError::AttachRefused { path: here.to_path_buf(), why });
             }
             _ => return Err(DriverError::cluster(here, ClusterFault::Refused)),
         };
@@ -470,6 +474,8 @@ impl LiveBackend {
                 pending: AtomicBool::new(false),
                 cluster: dir.path().to_path_buf(),
                 device_pid: m.pid,
+                device_start: m.pid_start,
+                device_exe: m.pid_exe.clone(),
                 node,
                 port,
                 slice_start,
@@ -620,7 +626,7 @@ impl LiveBackend {
             c.pending.push(SramWrite { off, data: data.to_vec() });
             c.pending_bytes += data.len() + 16;
             self.inner.pending.store(true, Ordering::Release);
-            c.pending_bytes >= PENDING_MAX
+            c.pending_bytes >= PENDING_MAX || c.pending.len() >= control::MAX_WRITES
         };
         if full {
             let _ = self.flush();
@@ -653,8 +659,9 @@ impl Inner {
         let r = control::call(&c.s, &Request::Write { writes });
         drop(c);
         match r {
-            Ok((Reply::Written { refused }, _)) => {
+            Ok((Reply::Written { refused, more }, _)) => {
                 let any = !refused.is_empty();
+                self.refused.fetch_add(u64::from(more), Ordering::Relaxed);
                 for (_, why) in refused {
                     self.refuse(|| why);
                 }
@@ -895,8 +902,8 @@ impl NicBackend for LiveBackend {
                 entries: part.to_vec(),
             };
             let why = match self.inner.request(&req) {
-                Ok(Reply::Written { refused }) if refused.is_empty() => continue,
-                Ok(Reply::Written { refused }) => {
+                Ok(Reply::Written { refused, .. }) if refused.is_empty() => continue,
+                Ok(Reply::Written { refused, .. }) => {
                     refused.into_iter().map(|(_, w)| w).collect::<Vec<_>>().join("; ")
                 }
                 Ok(Reply::Refused { why }) => why,
@@ -916,7 +923,12 @@ impl NicBackend for LiveBackend {
     }
 
     fn device_alive(&self) -> bool {
-        crate::cluster::pid_alive(self.inner.device_pid)
+        use nic_cluster_dir::identity::{device_state, DeviceState};
+        let i = &self.inner;
+        matches!(
+            device_state(i.device_pid, i.device_start, i.device_exe.as_deref()),
+            DeviceState::Alive | DeviceState::Unverified
+        )
     }
 }
 

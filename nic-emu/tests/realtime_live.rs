@@ -24,7 +24,7 @@ fn a_live_cluster_is_published_reset_as_the_sim_resets_and_removed_at_stop() {
     let p = Profile::load("lanai9-gm").unwrap();
     let layout = Topology::Star.layout(3, p.switch.ports as usize).unwrap();
     for node in 0..3u32 {
-        let s = d.map_sram(node).unwrap();
+        let s = d.map_sram_with_windows(node).unwrap();
         let r32 = |r| s.load_u32(reg(r) as u64).unwrap();
         assert_eq!(r32(regs::MAGIC), regs::MAGIC_VALUE);
         assert_eq!(r32(regs::NODE_ID), node);
@@ -229,7 +229,7 @@ fn a_running_cluster_is_not_replaced_by_another_start() {
     assert!(e.to_string().contains("already"), "{e}");
     // From another process.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_nic-cluster"))
-        .args(["run", "--name", &path, "--nodes", "1"])
+        .args(["run", "--dir", &path, "--nodes", "1"])
         .output()
         .unwrap();
     assert!(!o.status.success(), "{}", rt::text(&o));

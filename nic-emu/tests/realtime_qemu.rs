@@ -152,7 +152,7 @@ fn an_idle_qemu_nic_sleeps_instead_of_spinning() {
     let c = rt::qemu_cluster("idle", 1);
     let pid = c.qemu_pid(0).unwrap();
     let d = ClusterDir::open_path(c.path()).unwrap();
-    let s = d.map_sram(0).unwrap();
+    let s = d.map_sram_with_windows(0).unwrap();
     let wait = || s.load_u32(reg(regs::IRQ_WAIT) as u64).unwrap();
     // The image polls a while after the last work, then waits in WFI for
     // its interrupt; with no timer pending nothing wakes it: the same odd

@@ -188,8 +188,8 @@ fn attack(
     ] {
         match ask(&req)? {
             Reply::Refused { why } => println!("{what}: refused ({why})"),
-            Reply::Busy { port } => {
-                println!("{what}: refused (port {port} is held by another process)")
+            Reply::Busy { port, by } => {
+                println!("{what}: refused (port {port} is held by another process: {by})")
             }
             r => return Err(format!("{what}: answered {r:?}")),
         }

@@ -50,12 +50,21 @@ struct AttackerBin(std::path::PathBuf);
 
 impl AttackerBin {
     fn new() -> AttackerBin {
+        AttackerBin::of("attacker")
+    }
+
+    /// The `holder` example, copied the same way.
+    fn holder() -> AttackerBin {
+        AttackerBin::of("holder")
+    }
+
+    fn of(name: &str) -> AttackerBin {
         use std::os::unix::fs::PermissionsExt;
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let to = std::env::temp_dir().join(format!("nic-attacker-{}-{n}", std::process::id()));
-        std::fs::copy(rt::example_bin("cluster-tests", "attacker"), &to)
+        let to = std::env::temp_dir().join(format!("nic-{name}-{}-{n}", std::process::id()));
+        std::fs::copy(rt::example_bin("cluster-tests", name), &to)
             .unwrap_or_else(|e| panic!("copy the attacker to {}: {e}", to.display()));
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
         AttackerBin(to)
@@ -157,7 +166,7 @@ fn attack_during_streams(c: &RtCluster) {
         "an event queue in the victim's slice: refused (event queue",
         "an event queue at the end of the bus: refused (event queue",
         "registering the victim's event queue: refused (port 5 may not write",
-        "taking the victim's port: refused (port 2 is held by another process)",
+        "taking the victim's port: refused (port 2 is held by another process: held by process",
         "taking port 200: refused",
         "reading SRAM without a port: refused",
         "garbage on the control socket: refused",
@@ -211,6 +220,158 @@ fn a_user_the_cluster_does_not_allow_is_refused_at_the_door() {
     let c = rt::live("closed", 1);
     let (ok, said) = attacker_as_nobody(&c);
     assert!(!ok && said.contains("open the cluster"), "{said}");
+}
+
+/// The `holder` program (copied where `nobody` can run it), run as
+/// `nobody` with `args` after the cluster's path; its standard streams
+/// piped.
+fn holder_as_nobody(c: &RtCluster, bin: &AttackerBin, args: &[&str]) -> std::process::Child {
+    Command::new(&bin.0)
+        .arg(c.path())
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the holder")
+}
+
+/// Lines of `out` until one containing `want` (all of them, joined);
+/// fails with what came if the stream ends first.
+fn read_until(out: &mut impl BufRead, want: &str) -> String {
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("the holder stopped before saying {want:?}:\n{said}");
+        }
+        said.push_str(&line);
+        if line.contains(want) {
+            return said;
+        }
+    }
+}
+
+/// A holder that forks and exits leaves its child mapping the port's
+/// window and slice (the child even drops the control connection, so to
+/// the device process the holder is gone). The port must not change
+/// hands while any such process maps it: the next holder is told who
+/// still has it, the child sees nothing of anyone else's, and once the
+/// child exits the port is handed over whole.
+fn a_forked_child_keeps_nothing_past_the_handover(c: &RtCluster) {
+    let bin = AttackerBin::holder();
+    let mut h = holder_as_nobody(c, &bin, &["1", "3", "fork"]);
+    let mut out = BufReader::new(h.stdout.take().unwrap());
+    let mut err = h.stderr.take().unwrap();
+    let errs = std::thread::spawn(move || {
+        let mut e = String::new();
+        let _ = err.read_to_string(&mut e);
+        e
+    });
+    let said = read_until(&mut out, "keeps the port's memory");
+    // The parent (the process we started) exits; its child lives on,
+    // until its standard input closes (`wait` would close it: keep it).
+    let stdin = h.stdin.take();
+    let status = h.wait().unwrap();
+    assert!(status.success(), "{said}");
+    let path = c.path().to_string_lossy().into_owned();
+    let t = std::time::Instant::now();
+    let e = host_driver::LiveBackend::attach(&path, 1, 3).err();
+    eprintln!("attach while a forked child maps port 3: {e:?} after {:?}", t.elapsed());
+    match e {
+        Some(host_driver::DriverError::PortHeld { port: 3, by }) => assert!(
+            by.contains("still has the port's memory mapped") || by.contains("forked"),
+            "{by}"
+        ),
+        other => {
+            drop(stdin);
+            let mut rest = String::new();
+            let _ = out.read_to_string(&mut rest);
+            panic!(
+                "the port changed hands while a forked child mapped it: {other:?}\n{said}{rest}\n\
+                 stderr: {}",
+                errs.join().unwrap_or_default()
+            )
+        }
+    }
+    let (still_mapped, _) = c.control_limits();
+    assert!(still_mapped >= 1, "counted: {:?}", c.control_limits());
+    // The child goes: the port is handed over, and a stream through it
+    // arrives whole (the child scribbled 0xAA over the slice until then).
+    drop(stdin);
+    let rest = read_until(&mut out, "foreign bytes:");
+    assert!(rest.contains("foreign bytes: 0"), "{rest}");
+    let t = std::time::Instant::now();
+    loop {
+        let o = rt::stream(c.path(), (0, 3), (1, 3), 4096, 400);
+        if String::from_utf8_lossy(&o.stdout).contains("content and order checked") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", rt::text(&o));
+    }
+}
+
+#[test]
+fn a_forked_child_keeps_nothing_past_the_handover_on_live() {
+    let c = cluster("fork", host_driver::cluster::ClusterBackend::Live);
+    a_forked_child_keeps_nothing_past_the_handover(&c);
+}
+
+#[test]
+fn a_forked_child_keeps_nothing_past_the_handover_on_qemu() {
+    let c = cluster("fork", host_driver::cluster::ClusterBackend::Qemu);
+    a_forked_child_keeps_nothing_past_the_handover(&c);
+}
+
+/// An allowed user takes every port of a node it can: it gets its share
+/// (`RtConfig::ports_per_user`), the rest are refused with the reason; a
+/// port it holds is refused to the owner naming the holder; and once it
+/// lets go, the owner has every port at once although the user's process
+/// lives on.
+fn an_allowed_user_squats_no_more_than_its_share(c: &RtCluster) {
+    let bin = AttackerBin::holder();
+    let mut h = holder_as_nobody(c, &bin, &["0", "0", "squat"]);
+    let mut out = BufReader::new(h.stdout.take().unwrap());
+    let said = read_until(&mut out, "holding");
+    let share = nic_emu::realtime::DEFAULT_PORTS_PER_USER as usize;
+    assert_eq!(said.matches(": attached").count(), share, "{said}");
+    assert!(said.contains(&format!("holds {share} of node 0's ports already")), "{said}");
+    let path = c.path().to_string_lossy().into_owned();
+    match host_driver::LiveBackend::attach(&path, 0, 0).err() {
+        Some(host_driver::DriverError::PortHeld { port: 0, by }) => {
+            assert!(by.contains(&format!("(uid {NOBODY})")), "{by}")
+        }
+        other => panic!("a held port was not refused naming its holder: {other:?}"),
+    }
+    let mut stdin = h.stdin.take().unwrap();
+    use std::io::Write;
+    writeln!(stdin).unwrap();
+    read_until(&mut out, "released");
+    let t = std::time::Instant::now();
+    let mine: Vec<_> = (0..nic_abi::NUM_PORTS as u8)
+        .map(|p| {
+            host_driver::LiveBackend::attach(&path, 0, p)
+                .unwrap_or_else(|e| panic!("port {p} after the squatter let go: {e}"))
+        })
+        .collect();
+    eprintln!("the owner took all {} ports in {:?}", mine.len(), t.elapsed());
+    drop(mine);
+    drop(stdin);
+    assert!(h.wait().unwrap().success());
+}
+
+#[test]
+fn an_allowed_user_squats_no_more_than_its_share_on_live() {
+    let c = cluster("squat", host_driver::cluster::ClusterBackend::Live);
+    an_allowed_user_squats_no_more_than_its_share(&c);
+}
+
+#[test]
+fn an_allowed_user_squats_no_more_than_its_share_on_qemu() {
+    let c = cluster("squat", host_driver::cluster::ClusterBackend::Qemu);
+    an_allowed_user_squats_no_more_than_its_share(&c);
 }
 
 /// Run the attacker as `nobody` on node 0 port 1 of `c` (no flood): did

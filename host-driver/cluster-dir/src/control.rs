@@ -44,6 +44,9 @@ pub const MAX_FRAME: u32 = 1 << 20;
 /// Largest `Read` served (bytes).
 pub const MAX_READ: u32 = 64 * 1024;
 
+/// Writes one `Request::Write` may carry (the device refuses more).
+pub const MAX_WRITES: usize = 4096;
+
 /// Descriptors a reply carries at most.
 pub const MAX_FDS: usize = 2;
 
@@ -79,14 +82,17 @@ pub enum Reply {
     /// (read-write), which starts at bus address `slice_start` and is
     /// `slice_len` bytes long.
     Attached { slice_start: u64, slice_len: u64 },
-    /// The port of an `Attach` is held by another connection (the
-    /// driver's `PortBusy`): an answer, not a refusal.
-    Busy { port: u8 },
+    /// The port of an `Attach` cannot be had now: another connection
+    /// holds it, or an earlier holder's process (or one it forked) still
+    /// maps its memory; `by` says which (the driver's `PortHeld`). An
+    /// answer, not a refusal: it may be had later.
+    Busy { port: u8, by: String },
     /// The bytes of a `Read`.
     Data { bytes: Vec<u8> },
     /// The writes of a `Write` were applied, but for those named here
-    /// (index into the request, and why), which were refused.
-    Written { refused: Vec<(u32, String)> },
+    /// (index into the request, and why), which were refused, and `more`
+    /// refused beyond those (a reply names a few refusals, not all).
+    Written { refused: Vec<(u32, String)>, more: u32 },
     /// The request was refused as a whole (why).
     Refused { why: String },
 }

@@ -25,6 +25,14 @@
 //! connection ends with its port still open (its process died or never
 //! closed it), the port is closed on its behalf.
 //!
+//! A port changes hands only once no earlier process has its window or
+//! slice open or mapped (a holder that forked keeps its mappings in the
+//! child): `files` tells. An allowed user's processes hold at most
+//! `RtConfig::ports_per_user` ports of a node at once. What a peer can
+//! make the device spend is bounded: writes per request, refusals named
+//! per reply, connections per node; refused peers and refusals are
+//! counted, and only the first few of each are noted.
+//!
 //! Owns the listening sockets, the acceptor thread and one thread per
 //! connection; touches SRAM only through the node's shared mapping.
 
@@ -42,9 +50,10 @@ use nic_abi::page_table::{pte_bus_page, PTE_SIZE};
 use nic_abi::port::{self as pcb, port_reg};
 use nic_abi::regs::{self, reg, PORT_EVQ_SIZE};
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
-use nic_cluster_dir::control::{self, FrameError, Reply, Request, SramWrite, MAX_READ};
+use nic_cluster_dir::control::{self, FrameError, Reply, Request, SramWrite, MAX_READ, MAX_WRITES};
 use nic_cluster_dir::{ClusterDir, MappedFile};
 
+use super::files::{NodeFiles, Sharing};
 use super::{Ctx, RtError};
 
 /// How long a connection's thread waits for a frame before it looks at
@@ -57,6 +66,35 @@ const TAKEOVER: Duration = Duration::from_secs(2);
 
 /// Refusals noted in the log per connection (all are counted).
 const NOTED_PER_CONNECTION: u32 = 8;
+
+/// Refusals of a node's connections noted one by one (then one in
+/// every `64 x NODE_NOTES`); all are counted.
+const NODE_NOTES: u64 = 256;
+
+/// Refused writes a `Written` reply names (the rest are counted in it).
+pub const NAMED_REFUSALS: usize = 16;
+
+/// Connections one node serves at once; more are refused at the door.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Peers refused at the door (for their uid, or past
+/// [`MAX_CONNECTIONS`]) that are noted one by one; after that, one note
+/// per [`SUMMARY_EVERY`] says how many more.
+const DOOR_NOTES: u64 = 8;
+const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+/// How long an attach waits for an earlier holder's files to be let go
+/// (a process that exits closes its socket before the kernel has
+/// released its mappings) before it answers `Busy`.
+const UNMAP_GRACE: Duration = Duration::from_millis(500);
+
+/// Who besides the device process's own user and root may attach, and
+/// how many ports of a node each such user may hold at once.
+#[derive(Debug, Clone)]
+pub(crate) struct Allowed {
+    pub uids: Vec<u32>,
+    pub ports: u8,
+}
 
 /// What the control sockets saw, over every node.
 #[derive(Debug, Default)]
@@ -71,6 +109,12 @@ pub struct ControlCounters {
     pub broken: AtomicU64,
     /// Ports closed on behalf of a holder that went away.
     pub closed_for_holder: AtomicU64,
+    /// Attaches answered `Busy` because an earlier holder's process (or
+    /// one it forked) still had the port's files.
+    pub still_mapped: AtomicU64,
+    /// Connections refused for being past [`MAX_CONNECTIONS`], and
+    /// accepts that failed for want of descriptors (EMFILE, ENFILE).
+    pub over_limit: AtomicU64,
 }
 
 /// One node as the control socket serves it.
@@ -79,10 +123,19 @@ struct NodeControl {
     sram: Arc<MappedFile>,
     host: Arc<MappedFile>,
     dir: ClusterDir,
-    /// Ports held by a connection: the pid of its process.
-    held: Mutex<[Option<u32>; NUM_PORTS]>,
+    /// The device process's own descriptors of the ports' files.
+    files: Arc<NodeFiles>,
+    /// Ports held by a connection: (pid, uid) of its process.
+    held: Mutex<[Option<(u32, u32)>; NUM_PORTS]>,
     /// Each port's last holder: (pid, uid).
     last: Mutex<[Option<(u32, u32)>; NUM_PORTS]>,
+    /// Connections being served.
+    conns: std::sync::atomic::AtomicUsize,
+    /// Refusals noted for this node so far (`may_note`).
+    noted: AtomicU64,
+    /// Ports an allowed user may hold at once; the users not limited.
+    per_user: u8,
+    unlimited: [u32; 2],
 }
 
 /// The control sockets of a cluster.
@@ -100,8 +153,10 @@ impl Control {
         dir: &ClusterDir,
         srams: &[Arc<MappedFile>],
         hosts: &[Arc<MappedFile>],
-        allowed: Vec<u32>,
+        files: &[Arc<NodeFiles>],
+        allowed: Allowed,
     ) -> Result<Control, RtError> {
+        let me = rustix::process::geteuid().as_raw();
         let mut listeners = Vec::with_capacity(srams.len());
         let mut nodes = Vec::with_capacity(srams.len());
         for (node, sram) in srams.iter().enumerate() {
@@ -121,14 +176,19 @@ impl Control {
                 sram: sram.clone(),
                 host: hosts[node as usize].clone(),
                 dir: dir.clone(),
+                files: files[node as usize].clone(),
                 held: Mutex::new([None; NUM_PORTS]),
                 last: Mutex::new([None; NUM_PORTS]),
+                conns: Default::default(),
+                noted: AtomicU64::new(0),
+                per_user: allowed.ports,
+                unlimited: [me, 0],
             }));
         }
         let counters = Arc::new(ControlCounters::default());
         let c = counters.clone();
-        let mut uids = vec![rustix::process::geteuid().as_raw(), 0];
-        uids.extend(allowed);
+        let mut uids = vec![me, 0];
+        uids.extend(allowed.uids);
         let acceptor = std::thread::Builder::new()
             .name("nic-rt-control".into())
             .spawn(move || accept_loop(ctx, listeners, nodes, c, uids))
@@ -154,7 +214,13 @@ fn accept_loop(
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     let timeout = Timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as i64 };
+    let mut door = Door::default();
+    // Out of descriptors: wait before trying again, longer each time.
+    let mut backoff = Duration::ZERO;
     while !ctx.stop.load(Ordering::Relaxed) {
+        if !backoff.is_zero() {
+            std::thread::sleep(backoff);
+        }
         let mut fds: Vec<PollFd> =
             listeners.iter().map(|l| PollFd::new(l, PollFlags::IN)).collect();
         if poll(&mut fds, Some(&timeout)).is_err() {
@@ -165,51 +231,125 @@ fn accept_loop(
         drop(fds);
         for i in ready {
             let s = match listeners[i].accept() {
-                Ok((s, _)) => s,
+                Ok((s, _)) => {
+                    backoff = Duration::ZERO;
+                    s
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                    counters.over_limit.fetch_add(1, Ordering::Relaxed);
+                    if backoff.is_zero() {
+                        ctx.note(format!(
+                            "node {i}: control socket: out of file descriptors ({e}); waiting \
+                             before accepting more connections"
+                        ));
+                    }
+                    backoff =
+                        (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    break;
+                }
                 Err(e) => {
-                    ctx.note(format!("node {i}: control socket: {e}"));
+                    door.note(&ctx, || format!("node {i}: control socket: {e}"));
                     continue;
                 }
             };
             let (uid, pid) = match rustix::net::sockopt::socket_peercred(&s) {
                 Ok(c) => (c.uid.as_raw(), c.pid.as_raw_nonzero().get() as u32),
                 Err(e) => {
-                    ctx.note(format!("node {i}: control socket: cannot tell the peer: {e}"));
+                    door.note(&ctx, || {
+                        format!("node {i}: control socket: cannot tell the peer: {e}")
+                    });
                     continue;
                 }
             };
-            if !uids.contains(&uid) {
+            let nc = &nodes[i];
+            let why = if !uids.contains(&uid) {
                 counters.peers_refused.fetch_add(1, Ordering::Relaxed);
-                ctx.note(format!(
-                    "node {i}: control socket: refused a process of uid {uid} (not allowed to \
-                     use this cluster)"
-                ));
-                let why = format!("uid {uid} may not use this cluster");
-                let _ = s.set_nonblocking(false);
+                door.note(&ctx, || {
+                    format!(
+                        "node {i}: control socket: refused a process of uid {uid} (not allowed \
+                         to use this cluster)"
+                    )
+                });
+                format!("uid {uid} may not use this cluster")
+            } else if nc.conns.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                counters.over_limit.fetch_add(1, Ordering::Relaxed);
+                door.note(&ctx, || {
+                    format!(
+                        "node {i}: control socket: refused a connection of uid {uid} (pid \
+                         {pid}): {MAX_CONNECTIONS} connections already"
+                    )
+                });
+                format!("node {i} serves {MAX_CONNECTIONS} control connections already")
+            } else {
+                String::new()
+            };
+            if !why.is_empty() {
+                // A short answer into a fresh socket's buffer: it cannot
+                // block, and a peer that never reads costs nothing.
+                let _ = s.set_nonblocking(true);
                 let _ = control::send(&s, &Reply::Refused { why }, &[]);
                 continue;
             }
-            let (cx, nc, c) = (ctx.clone(), nodes[i].clone(), counters.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("nic-rt-control-{i}"))
-                .spawn(move || serve(cx, nc, c, s, uid, pid));
+            nc.conns.fetch_add(1, Ordering::Relaxed);
+            let (cx, nc, c) = (ctx.clone(), nc.clone(), counters.clone());
+            let spawned =
+                std::thread::Builder::new().name(format!("nic-rt-control-{i}")).spawn(move || {
+                    serve(cx, &nc, c, s, uid, pid);
+                    nc.conns.fetch_sub(1, Ordering::Relaxed);
+                });
             match spawned {
                 Ok(h) => conns.push(h),
-                Err(e) => ctx.note(format!("node {i}: control thread: {e}")),
+                Err(e) => {
+                    nodes[i].conns.fetch_sub(1, Ordering::Relaxed);
+                    door.note(&ctx, || format!("node {i}: control thread: {e}"));
+                }
             }
         }
         conns.retain(|h| !h.is_finished());
+        door.summarize(&ctx);
     }
     for h in conns {
         let _ = h.join();
     }
 }
 
+/// What the door noted: the first [`DOOR_NOTES`] one by one, then a
+/// count every [`SUMMARY_EVERY`].
+#[derive(Default)]
+struct Door {
+    noted: u64,
+    unnoted: u64,
+    since: Option<std::time::Instant>,
+}
+
+impl Door {
+    fn note(&mut self, ctx: &Ctx, msg: impl FnOnce() -> String) {
+        if self.noted < DOOR_NOTES {
+            self.noted += 1;
+            ctx.note(msg());
+        } else {
+            self.unnoted += 1;
+            self.since.get_or_insert_with(std::time::Instant::now);
+        }
+    }
+
+    fn summarize(&mut self, ctx: &Ctx) {
+        if self.unnoted > 0 && self.since.is_some_and(|t| t.elapsed() >= SUMMARY_EVERY) {
+            ctx.note(format!(
+                "control sockets: {} more connections refused or failed (counted, not noted)",
+                self.unnoted
+            ));
+            self.unnoted = 0;
+            self.since = None;
+        }
+    }
+}
+
 /// One connection: its requests, then the port's release.
 fn serve(
     ctx: Arc<Ctx>,
-    nc: Arc<NodeControl>,
+    nc: &NodeControl,
     counters: Arc<ControlCounters>,
     s: UnixStream,
     uid: u32,
@@ -222,11 +362,14 @@ fn serve(
     {
         return;
     }
-    let mut conn = Conn { nc: &nc, port: None, pid, uid, noted: 0 };
+    let mut conn = Conn { nc, counters: &counters, port: None, pid, uid, noted: 0 };
+    // Noted: the first few of each connection, while the node's budget
+    // of such notes lasts (a peer may open connection after connection);
+    // every one counted.
     let refuse = |conn: &mut Conn, why: &str| {
         counters.refused.fetch_add(1, Ordering::Relaxed);
         conn.noted += 1;
-        if conn.noted <= NOTED_PER_CONNECTION {
+        if conn.noted <= NOTED_PER_CONNECTION && nc.may_note() {
             let who = conn.port.map_or(String::from("(no port)"), |p| format!("port {p}"));
             ctx.note(format!("node {node} {who} (uid {uid}): refused: {why}"));
         }
@@ -250,10 +393,13 @@ fn serve(
                 (Reply::Refused { why }, Vec::new())
             }
         };
-        if let Reply::Written { refused } = &reply {
+        if let Reply::Written { refused, more } = &reply {
             for (_, why) in refused {
                 refuse(&mut conn, why);
             }
+            // Counted, not noted one by one.
+            counters.refused.fetch_add(*more as u64, Ordering::Relaxed);
+            conn.noted = conn.noted.saturating_add(*more);
         }
         if matches!(reply, Reply::Attached { .. }) {
             counters.attaches.fetch_add(1, Ordering::Relaxed);
@@ -263,7 +409,7 @@ fn serve(
             break;
         }
     }
-    if conn.noted > NOTED_PER_CONNECTION {
+    if conn.noted > NOTED_PER_CONNECTION && nc.may_note() {
         ctx.note(format!(
             "node {node}: control connection (uid {uid}): {} refusals in all",
             conn.noted
@@ -282,6 +428,7 @@ fn serve(
 
 struct Conn<'a> {
     nc: &'a NodeControl,
+    counters: &'a ControlCounters,
     port: Option<u8>,
     /// The peer's process and user.
     pid: u32,
@@ -310,13 +457,25 @@ impl Conn<'_> {
             }
             Request::Write { writes } => {
                 let p = self.port.ok_or("attach to a port first")?;
-                let mut refused = Vec::new();
+                if writes.len() > MAX_WRITES {
+                    return Err(format!(
+                        "a request of {} writes (at most {MAX_WRITES})",
+                        writes.len()
+                    ));
+                }
+                // The first few refusals are named, the rest counted: a
+                // reply stays small whatever the request.
+                let (mut refused, mut more) = (Vec::new(), 0u32);
                 for (i, w) in writes.iter().enumerate() {
                     if let Err(why) = self.write(p, w) {
-                        refused.push((i as u32, why));
+                        if refused.len() < NAMED_REFUSALS {
+                            refused.push((i as u32, why));
+                        } else {
+                            more += 1;
+                        }
                     }
                 }
-                Ok((Reply::Written { refused }, Vec::new()))
+                Ok((Reply::Written { refused, more }, Vec::new()))
             }
             Request::PageTable { first, entries } => {
                 let p = self.port.ok_or("attach to a port first")?;
@@ -324,7 +483,7 @@ impl Conn<'_> {
                     Ok(()) => Vec::new(),
                     Err((i, why)) => vec![(i, why)],
                 };
-                Ok((Reply::Written { refused }, Vec::new()))
+                Ok((Reply::Written { refused, more: 0 }, Vec::new()))
             }
         }
     }
@@ -375,31 +534,49 @@ impl Conn<'_> {
         if port as usize >= NUM_PORTS {
             return Err(format!("no port {port} (ports 0 to {})", NUM_PORTS - 1));
         }
+        let node = self.nc.node;
         {
             let mut held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
-            if held[port as usize].is_some() {
+            if let Some((pid, uid)) = held[port as usize] {
                 // Not counted: a new holder asks again while the last
                 // one's connection is being torn down.
-                return Ok((Reply::Busy { port }, Vec::new()));
+                let by = if nic_cluster_dir::cluster::pid_alive(pid) {
+                    format!("held by process {pid} (uid {uid})")
+                } else {
+                    // Its connection outlived it: a process it forked
+                    // has the socket.
+                    format!("held by a process that process {pid} (uid {uid}, gone) forked")
+                };
+                return Ok((Reply::Busy { port, by }, Vec::new()));
             }
-            // A process keeps what it mapped after it lets go of a port: the
-            // port passes to another user only once that process is gone.
-            let last = self.nc.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize];
-            if let Some((pid, uid)) = last {
-                if uid != self.uid && pid != self.pid && nic_cluster_dir::cluster::pid_alive(pid) {
+            if !self.nc.unlimited.contains(&self.uid) {
+                let mine: Vec<usize> = (0..NUM_PORTS)
+                    .filter(|&p| held[p].is_some_and(|(_, uid)| uid == self.uid))
+                    .collect();
+                if mine.len() >= self.nc.per_user as usize {
                     return Err(format!(
-                        "port {port}'s last holder (pid {pid}, another user's) still runs and \
-                         may still map the port's memory; it changes hands once that process \
-                         exits"
+                        "uid {} holds {} of node {node}'s ports already ({mine:?}), as many as \
+                         this cluster lets an allowed user hold at once",
+                        self.uid,
+                        mine.len()
                     ));
                 }
             }
-            held[port as usize] = Some(self.pid);
-            self.nc.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize] =
-                Some((self.pid, self.uid));
+            held[port as usize] = Some((self.pid, self.uid));
         }
-        let (node, dir) = (self.nc.node, &self.nc.dir);
+        let unhold =
+            || self.nc.held.lock().unwrap_or_else(|e| e.into_inner())[port as usize] = None;
+        if let Err(by) = self.nc.let_go(port, self.pid) {
+            unhold();
+            self.counters.still_mapped.fetch_add(1, Ordering::Relaxed);
+            return Ok((Reply::Busy { port, by }, Vec::new()));
+        }
+        self.nc.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize] =
+            Some((self.pid, self.uid));
+        let dir = &self.nc.dir;
         self.nc.wipe(port);
+        // A fresh open of each file for the holder: its own open
+        // description, which `files` can tell from ours.
         let open = |path: std::path::PathBuf, write: bool| {
             std::fs::OpenOptions::new()
                 .read(true)
@@ -417,7 +594,7 @@ impl Conn<'_> {
         let fds = match fds {
             Ok(f) => f,
             Err(e) => {
-                self.nc.held.lock().unwrap_or_else(|e| e.into_inner())[port as usize] = None;
+                unhold();
                 return Err(e);
             }
         };
@@ -429,6 +606,9 @@ impl Conn<'_> {
     fn write(&self, p: u8, w: &SramWrite) -> Result<(), String> {
         let sram = &self.nc.sram;
         let len = u32::try_from(w.data.len()).map_err(|_| "a write too long".to_string())?;
+        if len == 0 {
+            return Err(format!("a write of no bytes at SRAM {:#x}", w.off));
+        }
         let (off, end) = (w.off as u64, w.off as u64 + len as u64);
         let inside = |start: u32, size: u64| off >= start as u64 && end <= start as u64 + size;
         if inside(map::GROUPS, map::GROUP_ENTRIES as u64 * map::GROUP_ENTRY_SIZE as u64) {
@@ -509,7 +689,7 @@ impl Conn<'_> {
         sram.read(port_at as u64, &mut now_port);
         let ours = |q: u8| {
             let held = self.nc.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.get(q as usize).copied().flatten() == Some(self.pid)
+            held.get(q as usize).copied().flatten().is_some_and(|(pid, _)| pid == self.pid)
         };
         if now_valid != 0 && !ours(now_port[0]) {
             return Err(format!(
@@ -531,6 +711,56 @@ impl Conn<'_> {
 }
 
 impl NodeControl {
+    /// May one more refusal be noted in the log? The first
+    /// [`NODE_NOTES`] of the node's are; after that one in every
+    /// [`NODE_NOTES`], saying how many there were, so a flood shows but
+    /// costs a bounded log.
+    fn may_note(&self) -> bool {
+        let n = self.noted.fetch_add(1, Ordering::Relaxed);
+        n < NODE_NOTES || n.is_multiple_of(NODE_NOTES * 64)
+    }
+
+    /// Wait (at most [`UNMAP_GRACE`]) until no process but this one has
+    /// port `port`'s window or slice open or mapped; else who may still
+    /// have them. A process taking back the port it held last (`pid`) need
+    /// not wait: what it or its children map is its own. Where the kernel
+    /// cannot tell, the port passes to another user only once the last
+    /// holder's process has exited.
+    fn let_go(&self, port: u8, pid: u32) -> Result<(), String> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner())[port as usize];
+        let Some((last_pid, last_uid)) = last else { return Ok(()) };
+        if last_pid == pid {
+            return Ok(());
+        }
+        let t = std::time::Instant::now();
+        loop {
+            match self.files.port_sharing(port) {
+                Sharing::Alone => return Ok(()),
+                Sharing::Shared if t.elapsed() < UNMAP_GRACE => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Sharing::Shared => {
+                    return Err(format!(
+                        "its last holder (process {last_pid}, uid {last_uid}) or a process it \
+                         forked still has the port's memory mapped; the port changes hands \
+                         once no such process does"
+                    ))
+                }
+                Sharing::Unknown => {
+                    return if nic_cluster_dir::cluster::pid_alive(last_pid) {
+                        Err(format!(
+                            "its last holder (process {last_pid}, uid {last_uid}) still runs \
+                             and may still map the port's memory; it changes hands once that \
+                             process exits"
+                        ))
+                    } else {
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
     /// Is `[bus, bus + len)` inside port `p`'s slice of host memory?
     fn in_slice(&self, p: u8, bus: u64, len: u64) -> bool {
         let (start, slice_len) = self.dir.port_slice(p);
@@ -558,14 +788,11 @@ impl NodeControl {
         // A hole punched through the whole slice file reads as zeros and
         // gives its memory back; where that fails, zeros written.
         let (start, len) = self.dir.port_slice(port);
-        let punched = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.slice_path(self.node, port))
-            .and_then(|f| {
-                use rustix::fs::{fallocate, FallocateFlags};
-                let how = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
-                fallocate(&f, how, 0, len).map_err(std::io::Error::from)
-            });
+        let punched = {
+            use rustix::fs::{fallocate, FallocateFlags};
+            let how = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            fallocate(&self.files.slices[port as usize], how, 0, len)
+        };
         if punched.is_err() {
             self.host.fill(start, len, 0);
         }

@@ -14,6 +14,13 @@
 //! device's MSI-X message, which the image aims at its CLINT's software
 //! interrupt: it ends the CPU's WFI (firmware/image/src/pci.rs).
 //!
+//! Each port window is an `ivshmem-doorbell` of its own too, connected
+//! to `node<N>/win<P>.sock`, served the same way but for its shared
+//! memory: the device process's own descriptor of the window file
+//! (`files`), so that QEMU's mapping shares the device process's open of
+//! it and a holder's is the only other one. Its vector's eventfd is
+//! never raised.
+//!
 //! Only the node's QEMU may connect: the peer must be this process's
 //! user (or root) and the process the supervisor started for the node
 //! (its pid). Anything else, and a peer that sends bytes, is refused or
@@ -67,6 +74,11 @@ impl Host for Ctx {
 
 /// The node's socket file (in its node directory).
 pub const IRQ_SOCKET: &str = "irq.sock";
+
+/// Port `port`'s window socket of node `node` of `dir`.
+pub fn window_socket_path(dir: &ClusterDir, node: u32, port: u8) -> PathBuf {
+    dir.node_dir(node).join(format!("win{port}.sock"))
+}
 
 /// How long the thread waits before it looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -126,13 +138,35 @@ pub(crate) struct IrqServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// One node's sockets: the register page's (index 0), then each port
+/// window's.
 struct NodeIrq {
     node: usize,
-    listener: UnixListener,
-    regs: PathBuf,
     line: Arc<IrqLine>,
+    ends: Vec<End>,
+}
+
+/// One shared-memory device's socket.
+struct End {
+    listener: UnixListener,
+    shm: Shm,
     /// The connection of the node's current guest.
     conn: Option<UnixStream>,
+}
+
+/// What a device's shared memory is.
+pub(crate) enum Shm {
+    /// The file at this path, opened for each guest (the register page).
+    Path(PathBuf),
+    /// This open file, a duplicate of it for each guest (a port window).
+    File(std::fs::File),
+}
+
+/// One node's devices as the server is given them: each socket and its
+/// shared memory, the register page's first.
+pub(crate) struct NodeSpec {
+    pub ends: Vec<(PathBuf, Shm)>,
+    pub line: Arc<IrqLine>,
 }
 
 impl IrqServer {
@@ -142,28 +176,39 @@ impl IrqServer {
         ctx: Arc<Ctx>,
         dir: &ClusterDir,
         lines: &[Arc<IrqLine>],
+        files: &[Arc<crate::files::NodeFiles>],
     ) -> Result<IrqServer, RtError> {
-        let nodes = lines
-            .iter()
-            .enumerate()
-            .map(|(n, l)| (socket_path(dir, n as u32), dir.regs_path(n as u32), l.clone()))
-            .collect();
+        let mut nodes = Vec::with_capacity(lines.len());
+        for (n, l) in lines.iter().enumerate() {
+            let node = n as u32;
+            let mut ends = vec![(socket_path(dir, node), Shm::Path(dir.regs_path(node)))];
+            for (p, f) in files[n].windows.iter().enumerate() {
+                let f = f.try_clone().map_err(|err| RtError::Io {
+                    what: format!("node {node}: port {p}'s window file"),
+                    err,
+                })?;
+                ends.push((window_socket_path(dir, node, p as u8), Shm::File(f)));
+            }
+            nodes.push(NodeSpec { ends, line: l.clone() });
+        }
         IrqServer::serve_at(ctx, nodes)
     }
 
-    /// Serve node i at `nodes[i]`: (socket, register file, its line).
-    fn serve_at<H: Host>(
-        host: Arc<H>,
-        nodes: Vec<(PathBuf, PathBuf, Arc<IrqLine>)>,
-    ) -> Result<IrqServer, RtError> {
+    /// Serve node i at `nodes[i]`.
+    fn serve_at<H: Host>(host: Arc<H>, nodes: Vec<NodeSpec>) -> Result<IrqServer, RtError> {
         let mut served = Vec::with_capacity(nodes.len());
-        for (node, (p, regs, line)) in nodes.into_iter().enumerate() {
-            let _ = std::fs::remove_file(&p);
-            let io = |err| RtError::Io { what: format!("interrupt socket {}", p.display()), err };
-            let listener = UnixListener::bind(&p).map_err(io)?;
-            listener.set_nonblocking(true).map_err(io)?;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-            served.push(NodeIrq { node, listener, regs, line, conn: None });
+        for (node, spec) in nodes.into_iter().enumerate() {
+            let mut ends = Vec::with_capacity(spec.ends.len());
+            for (p, shm) in spec.ends {
+                let _ = std::fs::remove_file(&p);
+                let io =
+                    |err| RtError::Io { what: format!("interrupt socket {}", p.display()), err };
+                let listener = UnixListener::bind(&p).map_err(io)?;
+                listener.set_nonblocking(true).map_err(io)?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+                ends.push(End { listener, shm, conn: None });
+            }
+            served.push(NodeIrq { node, line: spec.line, ends });
         }
         let counters = Arc::new(IrqCounters::default());
         let c = counters.clone();
@@ -185,16 +230,21 @@ impl IrqServer {
 fn serve<H: Host>(ctx: &H, mut nodes: Vec<NodeIrq>, counters: &IrqCounters) {
     let uid = rustix::process::geteuid().as_raw();
     let timeout = Timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as i64 };
+    // Every (node, end), in one order for the poll.
+    let all: Vec<(usize, usize)> =
+        (0..nodes.len()).flat_map(|n| (0..nodes[n].ends.len()).map(move |e| (n, e))).collect();
     while !ctx.stopping() {
         // Listeners first, then the open connections (a readable one has
         // sent something or hung up).
         let (accept, hangup) = {
-            let mut fds: Vec<PollFd> =
-                nodes.iter().map(|n| PollFd::new(&n.listener, PollFlags::IN)).collect();
-            let with_conn: Vec<usize> =
-                (0..nodes.len()).filter(|&i| nodes[i].conn.is_some()).collect();
-            for &i in &with_conn {
-                if let Some(c) = &nodes[i].conn {
+            let mut fds: Vec<PollFd> = all
+                .iter()
+                .map(|&(n, e)| PollFd::new(&nodes[n].ends[e].listener, PollFlags::IN))
+                .collect();
+            let with_conn: Vec<(usize, usize)> =
+                all.iter().copied().filter(|&(n, e)| nodes[n].ends[e].conn.is_some()).collect();
+            for &(n, e) in &with_conn {
+                if let Some(c) = &nodes[n].ends[e].conn {
                     fds.push(PollFd::new(c, PollFlags::IN));
                 }
             }
@@ -203,53 +253,58 @@ fn serve<H: Host>(ctx: &H, mut nodes: Vec<NodeIrq>, counters: &IrqCounters) {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
-            let n = nodes.len();
-            let accept: Vec<usize> = (0..n).filter(|&i| !fds[i].revents().is_empty()).collect();
-            let hangup: Vec<usize> = with_conn
+            let k = all.len();
+            let accept: Vec<(usize, usize)> =
+                (0..k).filter(|&i| !fds[i].revents().is_empty()).map(|i| all[i]).collect();
+            let hangup: Vec<(usize, usize)> = with_conn
                 .iter()
                 .enumerate()
-                .filter(|&(k, _)| !fds[n + k].revents().is_empty())
-                .map(|(_, &i)| i)
+                .filter(|&(j, _)| !fds[k + j].revents().is_empty())
+                .map(|(_, &ne)| ne)
                 .collect();
             (accept, hangup)
         };
-        for i in hangup {
+        for (n, e) in hangup {
             // The protocol has the client send nothing: bytes are a
             // broken peer, end of file a guest gone. Either way the
             // connection goes; the guest keeps its eventfd.
-            nodes[i].conn = None;
+            nodes[n].ends[e].conn = None;
             counters.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        for i in accept {
-            let n = &mut nodes[i];
-            let s = match n.listener.accept() {
+        for (n, e) in accept {
+            let node = &mut nodes[n];
+            let s = match node.ends[e].listener.accept() {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => {
-                    ctx.note(format!("node {}: interrupt socket: {e}", n.node));
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(err) => {
+                    ctx.note(format!("node {}: interrupt socket: {err}", node.node));
                     continue;
                 }
             };
-            match welcome(ctx, n, &s, uid) {
+            match welcome(ctx, node.node, &node.ends[e].shm, &s, uid) {
                 Ok(fd) => {
-                    n.line.set(Some(fd));
-                    n.conn = Some(s);
+                    // The register page's vector is the CPU's interrupt;
+                    // a window's is never raised.
+                    if e == 0 {
+                        node.line.set(Some(fd));
+                    }
+                    node.ends[e].conn = Some(s);
                     counters.connected.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(why) => {
                     counters.refused.fetch_add(1, Ordering::Relaxed);
-                    ctx.note(format!("node {}: interrupt socket: {why}", n.node));
+                    ctx.note(format!("node {}: interrupt socket: {why}", node.node));
                 }
             }
         }
     }
 }
 
-/// Check the peer and send it the set-up; the eventfd its interrupt is
-/// raised by.
+/// Check the peer and send it the set-up; the eventfd of its vector.
 fn welcome<H: Host>(
     ctx: &H,
-    n: &NodeIrq,
+    node: usize,
+    shm: &Shm,
     s: &UnixStream,
     uid: u32,
 ) -> Result<Arc<OwnedFd>, String> {
@@ -260,7 +315,7 @@ fn welcome<H: Host>(
         return Err(format!("refused a process of uid {peer_uid}"));
     }
     let t = Instant::now();
-    while ctx.qemu_pid(n.node) != pid {
+    while ctx.qemu_pid(node) != pid {
         if t.elapsed() > PID_GRACE || ctx.stopping() {
             return Err(format!("refused process {pid}: not the node's QEMU"));
         }
@@ -269,11 +324,14 @@ fn welcome<H: Host>(
     let sock = |e: std::io::Error| format!("socket: {e}");
     s.set_nonblocking(false).map_err(sock)?;
     s.set_write_timeout(Some(Duration::from_secs(2))).map_err(sock)?;
-    let regs = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&n.regs)
-        .map_err(|e| format!("{}: {e}", n.regs.display()))?;
+    let mem = match shm {
+        Shm::Path(p) => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(p)
+            .map_err(|e| format!("{}: {e}", p.display()))?,
+        Shm::File(f) => f.try_clone().map_err(|e| format!("a window's descriptor: {e}"))?,
+    };
     let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
         .map_err(|e| format!("eventfd: {e}"))?;
     let send = |v: i64, fd: Option<&OwnedFd>| {
@@ -281,7 +339,7 @@ fn welcome<H: Host>(
     };
     send(PROTOCOL_VERSION, None)?;
     send(0, None)?; // its peer ID
-    send(-1, Some(&OwnedFd::from(regs)))?;
+    send(-1, Some(&OwnedFd::from(mem)))?;
     send(0, Some(&efd))?; // peer 0's vector 0
     s.set_nonblocking(true).map_err(sock)?;
     Ok(Arc::new(efd))
@@ -354,8 +412,8 @@ mod tests {
         std::fs::write(&regs, vec![0u8; 4096]).unwrap();
         let host = Arc::new(TestHost { pid: AtomicU32::new(pid), ..Default::default() });
         let line = Arc::new(IrqLine::default());
-        let server =
-            IrqServer::serve_at(host.clone(), vec![(sock.clone(), regs, line.clone())]).unwrap();
+        let spec = NodeSpec { ends: vec![(sock.clone(), Shm::Path(regs))], line: line.clone() };
+        let server = IrqServer::serve_at(host.clone(), vec![spec]).unwrap();
         Setup { dir, sock, host, line, server }
     }
 

@@ -47,6 +47,7 @@ mod control;
 mod elfpack;
 mod engines;
 mod fabric;
+mod files;
 mod hw;
 mod irq;
 mod node;
@@ -152,6 +153,10 @@ pub struct RtConfig {
     /// Users (uids) besides this process's and root's whose programs may
     /// attach to the cluster's ports through the control sockets.
     pub allow_uids: Vec<u32>,
+    /// How many ports of each node one allowed user's processes may hold
+    /// at once (the cluster's owner and root: all of them), so that no
+    /// allowed user can take every port of a node.
+    pub ports_per_user: u8,
     /// The receive-DMA engines check every packet's CRC, as debug builds
     /// do, not only a corrupted one's (release builds skip the redundant
     /// check): a test's way to see that every packet arrived as its
@@ -188,6 +193,7 @@ impl RtConfig {
             log_to_stderr: false,
             brm: None,
             allow_uids: Vec::new(),
+            ports_per_user: DEFAULT_PORTS_PER_USER,
             check_crc: false,
         }
     }
@@ -285,6 +291,9 @@ fn room_warning(dir: &ClusterDir, nodes: u64, sram: u64, host: u64) -> Option<St
 }
 
 /// What the threads share.
+/// Notes a device process keeps in memory at most (`RtCluster::notes`).
+pub const MAX_NOTES: usize = 4096;
+
 pub(crate) struct Ctx {
     pub fabric: RtFabric,
     pub stop: AtomicBool,
@@ -305,7 +314,10 @@ impl Ctx {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Record something the device process did or saw.
+    /// Record something the device process did or saw. The notes kept in
+    /// memory are bounded ([`MAX_NOTES`]: the oldest quarter goes when
+    /// full); whoever may cause one note per request notes the first few
+    /// and counts the rest.
     pub fn note(&self, msg: String) {
         if self.log_to_stderr {
             // Not eprintln, which panics when stderr fails (a log file on
@@ -313,7 +325,11 @@ impl Ctx {
             use std::io::Write;
             let _ = writeln!(io::stderr(), "nic-cluster: {msg}");
         }
-        self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if notes.len() >= MAX_NOTES {
+            notes.drain(..MAX_NOTES / 4);
+        }
+        notes.push(msg);
     }
 }
 
@@ -330,6 +346,10 @@ pub struct RtNicStats {
     /// Fabric drops of packets this NIC sent.
     pub drops: SourceDrops,
 }
+
+/// Ports of a node an allowed user (`RtConfig::allow_uids`) may hold at
+/// once, unless told otherwise: half of them.
+pub const DEFAULT_PORTS_PER_USER: u8 = (NUM_PORTS / 2) as u8;
 
 /// A running real-time cluster. Dropping it stops it.
 pub struct RtCluster {
@@ -568,11 +588,22 @@ impl RtCluster {
         // system) stops that node, not this process (`worker`).
         nic_cluster_dir::mapped::set_fault_policy(nic_cluster_dir::mapped::FaultPolicy::Isolate);
         let room = room_warning(&dir, n as u64, cfg.effective_sram_size(), cfg.host_size);
+        // Each port's window and slice is opened once, and every mapping
+        // of it here (and QEMU's window) shares that open: how the control
+        // sockets tell whether an earlier holder still maps a port.
+        let files = (0..n as u32)
+            .map(|node| files::NodeFiles::open(&dir, node).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io_err("opening the ports' files"))?;
         let map_sram = |node: u32| {
-            dir.map_sram(node).map_err(io_err(format!("mapping {}", dir.sram_path(node).display())))
+            files[node as usize]
+                .map_sram(&dir, node)
+                .map_err(io_err(format!("mapping {}", dir.sram_path(node).display())))
         };
         let map_host = |node: u32| {
-            dir.map_host(node).map_err(io_err(format!("mapping {}", dir.host_path(node).display())))
+            files[node as usize]
+                .map_host(&dir, node)
+                .map_err(io_err(format!("mapping {}", dir.host_path(node).display())))
         };
         if let (Some(image), Some(_)) = (&cfg.image, &qemu_spec) {
             for node in 0..n as u32 {
@@ -665,7 +696,7 @@ impl RtCluster {
         if !lines.is_empty() {
             // Listening before any guest starts: QEMU connects at once and
             // waits for the set-up.
-            c.irq = Some(irq::IrqServer::start(ctx.clone(), &dir, &lines)?);
+            c.irq = Some(irq::IrqServer::start(ctx.clone(), &dir, &lines, &files)?);
         }
         for (i, nodes) in per.into_iter().enumerate() {
             let ctx = ctx.clone();
@@ -710,7 +741,8 @@ impl RtCluster {
             &dir,
             &c.srams,
             &hosts,
-            cfg.allow_uids.clone(),
+            &files,
+            control::Allowed { uids: cfg.allow_uids.clone(), ports: cfg.ports_per_user },
         )?);
         dir.publish()?;
         if let Some((program, cal)) = brm {
@@ -917,6 +949,16 @@ impl RtCluster {
         let c = &c.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         (l(&c.attaches), l(&c.refused), l(&c.peers_refused), l(&c.broken), l(&c.closed_for_holder))
+    }
+
+    /// More of what the control sockets saw: (attaches answered `Busy`
+    /// because an earlier holder's process, or one it forked, still
+    /// mapped the port; connections refused past the per-node limit or
+    /// failed accepts for want of descriptors).
+    pub fn control_limits(&self) -> (u64, u64) {
+        let Some(c) = self.control.as_ref() else { return (0, 0) };
+        let c = &c.counters;
+        (c.still_mapped.load(Ordering::Relaxed), c.over_limit.load(Ordering::Relaxed))
     }
 
     /// What the interrupt sockets saw (qemu): guests given their

@@ -5,7 +5,8 @@
 //! ivshmem PCI devices (the register page at slot [`REGS_PCI_SLOT`], an
 //! `ivshmem-doorbell` whose server is the device process (`irq`), so
 //! that it can interrupt the CPU; port P's window at `REGS_PCI_SLOT + 1 +
-//! P`, `ivshmem-plain`), whose BARs the image maps at 0x4000_0000 + off
+//! P`, an `ivshmem-doorbell` too, whose file the device process hands
+//! over on `node<N>/win<P>.sock`), whose BARs the image maps at 0x4000_0000 + off
 //! (firmware/image/src/pci.rs).
 //! Then the node's `flash` file as the kernel, semihosting output
 //! (raw defmt frames) captured to `<node>/console.log` and QEMU's own
@@ -30,7 +31,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use nic_abi::map::PORT_WINDOW;
 use nic_abi::NUM_PORTS;
 use nic_cluster_dir::ClusterDir;
 
@@ -309,16 +309,16 @@ impl QemuSpec {
             .arg(format!("socket,id=regs,path={}", crate::irq::socket_path(dir, node).display()))
             .arg("-device")
             .arg(format!("ivshmem-doorbell,chardev=regs,vectors=1,addr={REGS_PCI_SLOT}"));
-        let files = (0..NUM_PORTS as u8)
-            .map(|p| (format!("win{p}"), dir.window_path(node, p), PORT_WINDOW));
-        for (slot, (id, path, size)) in (REGS_PCI_SLOT + 1..).zip(files) {
-            c.arg("-object")
-                .arg(format!(
-                    "memory-backend-file,id={id},size={size},mem-path={},share=on",
-                    path.display()
-                ))
+        // Each window's file comes from the device process too (its own
+        // open of it, which QEMU then shares: how the device process tells
+        // whether anyone else still maps a port's window); its vector is
+        // never raised.
+        for (slot, p) in (REGS_PCI_SLOT + 1..).zip(0..NUM_PORTS as u8) {
+            let sock = crate::irq::window_socket_path(dir, node, p);
+            c.arg("-chardev")
+                .arg(format!("socket,id=win{p},path={}", sock.display()))
                 .arg("-device")
-                .arg(format!("ivshmem-plain,memdev={id},addr={slot}"));
+                .arg(format!("ivshmem-doorbell,chardev=win{p},vectors=1,addr={slot}"));
         }
         if let Some(l) = self.gdb.get(node as usize) {
             let fd = l.as_raw_fd();

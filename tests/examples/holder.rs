@@ -1,0 +1,154 @@
+//! A hostile holder of ports, for the isolation tests (tests/isolation.rs),
+//! run as a user the cluster allows. Two attacks, each reported line by
+//! line on standard output:
+//!
+//! - `fork`: hold PORT of NODE, fill its slice of host memory with 0x11,
+//!   fork, and let the parent exit. The child closes every descriptor but
+//!   its standard streams (the control connection too: to the device
+//!   process the holder is gone) and keeps the port's window and slice
+//!   mapped. Until its standard input closes it looks through the slice
+//!   for bytes that are not its own (neither 0, 0x11 nor 0xAA: a later
+//!   holder's data), then scribbles 0xAA over all of it, and at the end
+//!   prints `foreign bytes: N`.
+//! - `squat`: take every port of NODE one after another and keep them
+//!   (printing `port P: attached` or `port P: refused (why)`, then
+//!   `holding`); at a line on standard input let them all go
+//!   (`released`) and stay alive until standard input closes.
+//! - `connect-flood`: connect to NODE's control socket PORT thousand
+//!   times, reading each answer, and print `connections: N answered`.
+//!
+//! holder CLUSTER NODE PORT fork|squat|connect-flood
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use host_driver::nic_abi::NUM_PORTS;
+use host_driver::{LiveBackend, Nic, NicBackend, PortOptions};
+
+fn main() -> ExitCode {
+    let a: Vec<String> = std::env::args().collect();
+    let usage = || {
+        eprintln!("usage: holder CLUSTER NODE PORT fork|squat|connect-flood");
+        ExitCode::from(2)
+    };
+    if a.len() != 5 {
+        return usage();
+    }
+    let (Ok(node), Ok(port)) = (a[2].parse::<u16>(), a[3].parse::<u8>()) else {
+        return usage();
+    };
+    let r = match a[4].as_str() {
+        "fork" => fork_and_keep(&a[1], node, port),
+        "squat" => squat(&a[1], node),
+        "connect-flood" => connect_flood(&a[1], node, port as u32 * 1000),
+        _ => return usage(),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("holder: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Until standard input closes (or `limit` passes), call `f` every 10 ms.
+fn until_stdin_closes(limit: Duration, mut f: impl FnMut()) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin().lock().read_line(&mut line).unwrap_or(0) > 0 {
+            line.clear();
+        }
+        let _ = tx.send(());
+    });
+    let t = Instant::now();
+    while t.elapsed() < limit && rx.try_recv().is_err() {
+        f();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn fork_and_keep(cluster: &str, node: u16, port: u8) -> Result<(), String> {
+    let be = LiveBackend::attach(cluster, node, port).map_err(|e| e.to_string())?;
+    let nic = Nic::open(be.clone()).map_err(|e| e.to_string())?;
+    let p = nic.open_port(port, PortOptions::default()).map_err(|e| e.to_string())?;
+    let (start, len) = be.slice();
+    be.host_write(start, &vec![0x11; len as usize]);
+    // The port stays open in the NIC; the child keeps what is mapped.
+    std::mem::forget(p);
+    std::mem::forget(nic);
+    // SAFETY: fork in a process whose only other thread (if any) holds no
+    // lock the child takes: the child uses its own mappings, writes to
+    // its standard streams and exits with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid > 0 {
+        say(&format!("parent {} exits; child {pid} keeps the port's memory", std::process::id()));
+        // SAFETY: ends this process at once, as a holder that exits does.
+        unsafe { libc::_exit(0) };
+    }
+    // The child: let go of every descriptor but the standard streams (the
+    // control connection among them), keep the mappings.
+    for fd in 3..4096 {
+        // SAFETY: closing descriptors this process owns; the mappings do
+        // not depend on them.
+        unsafe { libc::close(fd) };
+    }
+    let mut foreign = 0u64;
+    let mut buf = vec![0u8; len as usize];
+    until_stdin_closes(Duration::from_secs(120), || {
+        be.host_read(start, &mut buf);
+        foreign += buf.iter().filter(|&&b| b != 0 && b != 0x11 && b != 0xAA).count() as u64;
+        be.host_write(start, &vec![0xAA; len as usize]);
+    });
+    say(&format!("foreign bytes: {foreign}"));
+    // SAFETY: ends the child without running the parent's destructors.
+    unsafe { libc::_exit(0) };
+}
+
+fn squat(cluster: &str, node: u16) -> Result<(), String> {
+    let mut held = Vec::new();
+    for p in 0..NUM_PORTS as u8 {
+        match LiveBackend::attach(cluster, node, p) {
+            Ok(be) => {
+                say(&format!("port {p}: attached"));
+                held.push(be);
+            }
+            Err(e) => say(&format!("port {p}: refused ({e})")),
+        }
+    }
+    say("holding");
+    // One line on standard input: let go of them all, and stay.
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    drop(held);
+    say("released");
+    until_stdin_closes(Duration::from_secs(120), || {});
+    Ok(())
+}
+
+fn connect_flood(cluster: &str, node: u16, n: u32) -> Result<(), String> {
+    use host_driver::control::{self, Request};
+    let dir = host_driver::ClusterDir::open(cluster).map_err(|e| e.to_string())?;
+    let sock = dir.control_socket_path(node as u32);
+    let mut answered = 0;
+    for _ in 0..n {
+        let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) else { continue };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if control::call(&s, &Request::Attach { port: 0 }).is_ok() {
+            answered += 1;
+        }
+    }
+    say(&format!("connections: {answered} answered"));
+    Ok(())
+}
