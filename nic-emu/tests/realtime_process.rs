@@ -37,7 +37,7 @@ fn a_detached_cluster_is_listed_and_stopped_by_name() {
     };
     let out = run(&["run", "--name", "bg", "--nodes", "2", "--detach"]);
     assert!(out.contains("nic-cluster: ready"), "{out}");
-    let log = base.join("bg.log");
+    let log = base.join("bg").join("nic-cluster.log");
     assert!(log.exists(), "--detach writes the device process's output to {}", log.display());
     let d = ClusterDir::open_path(&base.join("bg")).unwrap();
     assert!(d.device_alive());
@@ -45,7 +45,7 @@ fn a_detached_cluster_is_listed_and_stopped_by_name() {
     assert!(list.contains("bg") && list.contains("running running"), "{list}");
     run(&["stop", "--name", "bg"]);
     assert!(!base.join("bg").join("cluster.toml").exists());
-    assert!(!log.exists(), "a clean stop removes the log of a --detach run");
+    assert!(!log.exists(), "a clean stop removes the cluster directory with its log");
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -103,7 +103,7 @@ fn a_device_process_logs_a_reset_on_stderr_as_it_happens() {
 
     let path = rt::cluster_path("log");
     let mut child = Command::new(BIN)
-        .args(["run", "--name", &path, "--nodes", "1", "--foreground", "--stats"])
+        .args(["run", "--dir", &path, "--nodes", "1", "--foreground", "--stats"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -167,7 +167,10 @@ fn a_detached_start_that_fails_says_why_and_leaves_no_log() {
     let o = run(&["run", "--name", "big", "--nodes", "5000", "--detach"]);
     assert_eq!(o.status.code(), Some(1), "{}", rt::text(&o));
     assert!(rt::text(&o).contains("5000 is more than the ABI's 1024"), "{}", rt::text(&o));
-    assert!(!base.join("big.log").exists(), "the error was said: its log is not kept");
+    assert!(
+        !base.join("big").exists(),
+        "the error was said: the directory made for it, log and all, is not kept"
+    );
     // Counts and times that cannot work are usage errors (exit 2).
     for (opt, val) in [("--threads", "0"), ("--boot-timeout", "0"), ("--boot-timeout", "inf")] {
         let o = run(&["run", "--name", "u", "--nodes", "2", opt, val]);

@@ -914,7 +914,7 @@ mod tests {
         fs::remove_file(path.join(MANIFEST_FILE)).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &path.join(MANIFEST_FILE),
+            path.join(MANIFEST_FILE),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,
