@@ -545,3 +545,33 @@ impl NodeNews {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_news_writes_changed_entries_into_every_window_then_moves_its_count() {
+        let path = std::env::temp_dir().join(format!("node-news-{}.sram", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(nic_abi::map::SRAM_MIN as u64).unwrap();
+        let sram = Arc::new(MappedFile::open(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        let srams = [sram.clone()];
+        let at = |p: usize, off: u32| sram.load_u32(port_reg(p, off) as u64).unwrap();
+        let entry = |p: usize, n: usize| pcb::node_entry(at(p, pcb::node_word(n)), n);
+        let mut news = NodeNews::new(3);
+        news.publish(&srams, &[0, 0, 0]);
+        assert!((0..NUM_PORTS).all(|p| at(p, pcb::NODE_NEWS) == 0), "nothing changed");
+        let reset = NodeNews::entry(1, regs::FW_BOOTING, false);
+        let gone = NodeNews::entry(0, regs::FW_HALTED, true);
+        assert_eq!(pcb::node_state(gone), pcb::NODE_GONE);
+        assert_eq!(pcb::node_state(NodeNews::entry(0, regs::FW_HALTED, false)), pcb::NODE_HALTED);
+        news.publish(&srams, &[0, reset, gone]);
+        news.publish(&srams, &[0, reset, gone]);
+        for p in 0..NUM_PORTS {
+            assert_eq!(at(p, pcb::NODE_NEWS), 1, "port {p}: one change, one move");
+            assert_eq!([entry(p, 0), entry(p, 1), entry(p, 2)], [0, reset, gone], "port {p}");
+        }
+    }
+}
