@@ -321,6 +321,32 @@ fn full_file_system_stops_one_node(backend: ClusterBackend) {
     assert!(!stopped.is_empty(), "no node stopped:\n{}", diag());
     assert_eq!(log.matches("no space left").count(), stopped.len(), "{}", diag());
     assert!(!log.contains("resetting the NIC"), "a NIC was reset:\n{}", diag());
+    // Warned at the start that the cluster's files could outgrow the
+    // file system, and told once that it is full.
+    let warned = format!("the file system holding {} has ", dev.dir.display());
+    assert!(log.contains(&warned) && log.contains("may take up to"), "{}", diag());
+    let full = format!("the file system holding {} is full (", dev.dir.display());
+    let t = Instant::now();
+    while !dev.log_text().contains(&full) {
+        assert!(t.elapsed() < Duration::from_secs(5), "no word of a full file system:\n{}", diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A reflash of a stopped node does not bring it back: refused, said.
+    let node = stopped[0];
+    let flash = d.node_dir(node).join("flash");
+    match std::fs::File::options().write(true).open(&flash) {
+        Ok(f) => f.set_modified(std::time::SystemTime::now()).unwrap(),
+        Err(_) => drop(std::fs::File::create(&flash).unwrap()),
+    }
+    let refused = format!("node {node}: flash changed: not reset: it stopped");
+    let t = Instant::now();
+    while !dev.log_text().contains(&refused) {
+        assert!(t.elapsed() < Duration::from_secs(5), "no word of the reflash:\n{}", diag());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = dev.log_text();
+    assert!(!log.contains("resetting the NIC"), "a NIC was reset:\n{}", diag());
+    assert_eq!(log.matches("full (").count(), 1, "{}", diag());
     // Still serving: a control request is answered within a few seconds
     // (a port handed out on a running node; on a stopped one, an answer).
     let node = (0..2u16).find(|&n| !stopped.contains(&(n as u32))).unwrap_or(0);
