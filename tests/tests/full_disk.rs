@@ -390,3 +390,58 @@ fn a_full_file_system_stops_one_live_node_with_one_line_and_the_device_still_sto
 fn a_full_file_system_stops_one_qemu_node_with_one_line_and_the_device_still_stops_on_sigterm() {
     full_file_system_stops_one_node(ClusterBackend::Qemu);
 }
+
+/// A device process whose NICs never boot (a stand-in for QEMU that only
+/// sleeps) still stops at once on SIGTERM, removing its directory; it
+/// does not wait out its boot timeout first.
+#[test]
+fn a_device_process_stops_on_sigterm_while_its_nics_boot() {
+    let base = PathBuf::from(rt::cluster_path("boot-sigterm"));
+    std::fs::create_dir_all(&base).unwrap();
+    let fake = base.join("fake-qemu");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(rt::nic_cluster_bin())
+        .env("NIC_CLUSTER_DIR", &base)
+        .args(["run", "--name", "c", "--nodes", "2", "--backend", "qemu", "--foreground"])
+        .args(["--boot-timeout", "120", "--image"])
+        .arg(rt::firmware_image())
+        .arg("--qemu")
+        .arg(&fake)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = base.join("c");
+    let t = Instant::now();
+    while !dir.join("cluster.toml").exists() {
+        if t.elapsed() > Duration::from_secs(30) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!(
+                "the cluster was not published:\n{}",
+                rt::text(&child.wait_with_output().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Booting: no NIC can report RUNNING.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "the device process ended while booting");
+    let t = Instant::now();
+    process::request_stop(child.id()).unwrap();
+    let o = rt::finish(child, Duration::from_secs(5));
+    let took = t.elapsed();
+    println!("SIGTERM while booting -> exit in {took:?} ({})", o.status);
+    assert!(took < Duration::from_secs(3), "{took:?}\n{}", rt::text(&o));
+    assert!(o.status.code().is_some(), "ended by a signal: {}", rt::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("stopped by a signal before every NIC's firmware ran"),
+        "{}",
+        rt::text(&o)
+    );
+    assert!(!dir.exists(), "{} removed", dir.display());
+    let _ = std::fs::remove_dir_all(&base);
+}
