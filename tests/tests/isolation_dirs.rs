@@ -457,6 +457,10 @@ fn list_shows_an_unreadable_manifest_and_a_dead_clusters_nics_as_dead() {
     };
     let b = line("broken");
     assert!(b.contains("unreadable:") && b.contains("cluster.toml: TOML parse error"), "{b}");
+    assert!(
+        b.ends_with("column 6: key with no value, expected `=`"),
+        "the reason on one line: {b}"
+    );
     let d = line("dead");
     assert!(d.contains(" dead ") && d.ends_with("[dead]"), "{d}");
     // A dead cluster's directory goes with `stop`, with what its log said.

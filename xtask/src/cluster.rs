@@ -1,6 +1,6 @@
 //! `cargo xtask cluster list|stop NAME`: the running clusters on this
 //! machine, and stopping one, through `nic-cluster list` and
-//! `nic-cluster stop` (built first when missing).
+//! `nic-cluster stop` (built first, so the current rules apply).
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -43,10 +43,11 @@ pub fn nic_cluster_args(cmd: &ClusterCmd) -> Vec<String> {
 }
 
 pub fn run(root: &Path, cmd: &ClusterCmd) -> crate::Result<ExitCode> {
+    // Built every time (cargo does nothing when it is up to date): an
+    // older binary left in the target directory would list and stop by
+    // older rules.
+    fw::cargo_build(root, &["-p", "nic-emu", "--bin", process::BINARY], process::BINARY)?;
     let exe = fw::release_dir(root).join(process::BINARY);
-    if !exe.is_file() {
-        fw::cargo_build(root, &["-p", "nic-emu", "--bin", process::BINARY], process::BINARY)?;
-    }
     let st = Command::new(&exe)
         .args(nic_cluster_args(cmd))
         .status()

@@ -585,6 +585,17 @@ fn nic_states(d: &ClusterDir) -> Vec<&'static str> {
         .collect()
 }
 
+/// A message on one line: its first line and its last (a TOML error
+/// draws the place in between).
+fn one_line(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, .., last] => format!("{first}: {last}"),
+    }
+}
+
 fn list() {
     let all = ClusterDir::list_all();
     if all.is_empty() {
@@ -604,8 +615,9 @@ fn list() {
             }
             Err(e) => {
                 println!(
-                    "{:<16} unreadable: {e}",
+                    "{:<16} unreadable: {}",
                     path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+                    one_line(&e.to_string())
                 );
                 continue;
             }
