@@ -445,3 +445,24 @@ fn a_device_process_stops_on_sigterm_while_its_nics_boot() {
     assert!(!dir.exists(), "{} removed", dir.display());
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A file system too small for even the pages a NIC's reset writes: the
+/// start fails with an error naming the file and the cause, and leaves
+/// nothing behind.
+#[test]
+fn a_cluster_whose_first_pages_do_not_fit_fails_to_start_naming_the_file() {
+    let fs = Tmpfs::mount("start", "16k");
+    let path = fs.path().join("c");
+    let cfg = nic_emu::realtime::RtConfig::new(&path.to_string_lossy(), ClusterBackend::Live, 2);
+    let e = match nic_emu::realtime::RtCluster::start(cfg) {
+        Ok(c) => {
+            let _ = c.stop();
+            panic!("a cluster started on a 16 KiB file system");
+        }
+        Err(e) => e.to_string(),
+    };
+    println!("{e}");
+    assert!(e.to_lowercase().contains("no space left"), "{e}");
+    assert!(e.contains(&fs.path().display().to_string()), "names no file: {e}");
+    assert!(!path.exists() || std::fs::read_dir(&path).unwrap().next().is_none(), "{e}");
+}

@@ -668,7 +668,10 @@ impl RtCluster {
                             }
                             nic_cluster_dir::mapped::FaultCause::Io => io::ErrorKind::Other,
                         },
-                        f.fault.cause.to_string(),
+                        match nic_cluster_dir::mapped::fs_space(&f.fault.path) {
+                            Ok(s) => format!("{} ({s})", f.fault.cause),
+                            Err(_) => f.fault.cause.to_string(),
+                        },
                     ),
                 });
             }
