@@ -16,8 +16,16 @@
 //!   (`released`) and stay alive until standard input closes.
 //! - `connect-flood`: connect to NODE's control socket PORT thousand
 //!   times, reading each answer, and print `connections: N answered`.
+//! - `write-flood`: hold PORT and send the control socket requests no
+//!   driver sends: 20 `Write`s of 4096 empty writes (each reply must
+//!   name 16 refusals and count the rest), one of 50,000 writes (refused
+//!   whole) and a frame past the size limit (answered, then dropped);
+//!   prints `write flood: answered` with what came back.
+//! - `hold-conns`: at a line on standard input, open PORT connections to
+//!   NODE's control socket and keep them (`holding N`) until standard
+//!   input closes.
 //!
-//! holder CLUSTER NODE PORT fork|squat|connect-flood
+//! holder CLUSTER NODE PORT fork|squat|connect-flood|write-flood|hold-conns
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -29,7 +37,9 @@ use host_driver::{LiveBackend, Nic, NicBackend, PortOptions};
 fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().collect();
     let usage = || {
-        eprintln!("usage: holder CLUSTER NODE PORT fork|squat|connect-flood");
+        eprintln!(
+            "usage: holder CLUSTER NODE PORT fork|squat|connect-flood|write-flood|hold-conns"
+        );
         ExitCode::from(2)
     };
     if a.len() != 5 {
@@ -42,6 +52,8 @@ fn main() -> ExitCode {
         "fork" => fork_and_keep(&a[1], node, port),
         "squat" => squat(&a[1], node),
         "connect-flood" => connect_flood(&a[1], node, port as u32 * 1000),
+        "write-flood" => write_flood(&a[1], node, port),
+        "hold-conns" => hold_conns(&a[1], node, port as usize),
         _ => return usage(),
     };
     match r {
@@ -150,5 +162,65 @@ fn connect_flood(cluster: &str, node: u16, n: u32) -> Result<(), String> {
         }
     }
     say(&format!("connections: {answered} answered"));
+    Ok(())
+}
+
+fn write_flood(cluster: &str, node: u16, port: u8) -> Result<(), String> {
+    use host_driver::control::{self, Reply, Request, SramWrite};
+    use std::os::unix::net::UnixStream;
+    let dir = host_driver::ClusterDir::open(cluster).map_err(|e| e.to_string())?;
+    let sock = dir.control_socket_path(node as u32);
+    let connect = || -> Result<UnixStream, String> {
+        let s = UnixStream::connect(&sock).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(20))).map_err(|e| e.to_string())?;
+        Ok(s)
+    };
+    let s = connect()?;
+    match control::call(&s, &Request::Attach { port }).map_err(|e| e.to_string())?.0 {
+        Reply::Attached { .. } => {}
+        r => return Err(format!("attach: {r:?}")),
+    }
+    let empty = |n: usize| Request::Write {
+        writes: (0..n).map(|i| SramWrite { off: i as u32, data: Vec::new() }).collect(),
+    };
+    for round in 0..20 {
+        match control::call(&s, &empty(control::MAX_WRITES)).map_err(|e| e.to_string())?.0 {
+            Reply::Written { refused, more }
+                if refused.len() == 16 && refused.len() + more as usize == control::MAX_WRITES => {}
+            r => {
+                let r = format!("{r:?}");
+                return Err(format!("round {round}: {}", &r[..r.len().min(300)]));
+            }
+        }
+    }
+    let too_many = match control::call(&s, &empty(50_000)).map_err(|e| e.to_string())?.0 {
+        Reply::Refused { why } => why,
+        r => return Err(format!("50,000 writes: {:?}", r)),
+    };
+    // A frame past the limit: a length prefix of 2 MiB.
+    let mut s2 = connect()?;
+    s2.write_all(&(2u32 << 20).to_le_bytes()).map_err(|e| e.to_string())?;
+    let past = match control::recv::<Reply>(&s2) {
+        Ok((Reply::Refused { why }, _)) => why,
+        r => return Err(format!("an oversized frame: {r:?}")),
+    };
+    say(&format!("write flood: answered ({too_many}; {past})"));
+    Ok(())
+}
+
+fn hold_conns(cluster: &str, node: u16, n: usize) -> Result<(), String> {
+    let dir = host_driver::ClusterDir::open(cluster).map_err(|e| e.to_string())?;
+    let sock = dir.control_socket_path(node as u32);
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    let mut held = Vec::new();
+    for _ in 0..n {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(s) => held.push(s),
+            Err(e) => return Err(format!("connection {}: {e}", held.len())),
+        }
+    }
+    say(&format!("holding {}", held.len()));
+    until_stdin_closes(Duration::from_secs(120), || {});
     Ok(())
 }
