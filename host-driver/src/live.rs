@@ -621,6 +621,11 @@ impl LiveBackend {
     /// Queue a write outside the window for the control socket (sent at
     /// the next flush).
     fn remote_write(&self, off: u32, data: &[u8]) {
+        if data.is_empty() {
+            // Nothing to write (a leaf's empty child list): the device
+            // process refuses a write of no bytes.
+            return;
+        }
         let full = {
             let mut c = self.inner.lock_ctl();
             c.pending.push(SramWrite { off, data: data.to_vec() });
