@@ -140,6 +140,16 @@ pub fn uid(s: &str) -> Result<u32, String> {
     Ok(uid)
 }
 
+/// A clap value parser for `--ports-per-user`: 1 to the ports a NIC has.
+pub fn ports_per_user(s: &str) -> Result<u8, String> {
+    let n = at_least_one::<u8>(s)?;
+    let most = nic_abi::NUM_PORTS as u8;
+    if n > most {
+        return Err(format!("{n} ports: a NIC has {most}"));
+    }
+    Ok(n)
+}
+
 /// A clap value parser for a cluster name (`--name`): one path component
 /// of letters, digits, `-`, `_` and `.` (`host_driver::cluster::check_name`).
 pub fn cluster_name(s: &str) -> Result<String, String> {
@@ -192,6 +202,16 @@ mod tests {
 
     fn parse(args: &[&str]) -> ClusterOpts {
         Cli::try_parse_from(std::iter::once("t").chain(args.iter().copied())).unwrap().opts
+    }
+
+    #[test]
+    fn ports_per_user_is_one_to_the_ports_a_nic_has() {
+        assert_eq!(ports_per_user("1"), Ok(1));
+        assert_eq!(ports_per_user("8"), Ok(8));
+        assert_eq!(ports_per_user("9"), Err("9 ports: a NIC has 8".into()));
+        assert_eq!(ports_per_user("0"), Err("must be at least 1".into()));
+        assert_eq!(ports_per_user("-1"), Err("must be at least 1".into()));
+        assert!(ports_per_user("x").is_err());
     }
 
     #[test]

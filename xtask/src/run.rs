@@ -62,6 +62,10 @@ pub struct RunArgs {
     #[arg(long = "allow-uid", value_name = "UID", allow_negative_numbers = true,
           value_parser = nic_emu::cli::uid)]
     pub allow_uid: Vec<u32>,
+    /// Ports of each node one allowed user may hold at once (1 to 8).
+    #[arg(long = "ports-per-user", value_name = "N", allow_negative_numbers = true,
+          value_parser = nic_emu::cli::ports_per_user)]
+    pub ports_per_user: Option<u8>,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -91,6 +95,9 @@ pub fn nic_cluster_args(a: &RunArgs, backend: ClusterBackend, image: Option<&Pat
     }
     for uid in &a.allow_uid {
         v.push(format!("--allow-uid={uid}"));
+    }
+    if let Some(n) = a.ports_per_user {
+        v.push(format!("--ports-per-user={n}"));
     }
     if a.brm {
         v.push("--brm".into());

@@ -221,6 +221,11 @@ struct RunArgs {
     /// cluster's own user and root always may.)
     #[arg(long = "allow-uid", value_name = "UID", value_parser = nic_emu::cli::uid)]
     allow_uid: Vec<u32>,
+    /// How many ports of each node one allowed user's programs may hold at
+    /// once (1 to 8; the cluster's own user and root hold any number), so
+    /// that no allowed user can take every port of a node.
+    #[arg(long = "ports-per-user", value_name = "N", default_value_t = nic_emu::realtime::DEFAULT_PORTS_PER_USER, value_parser = nic_emu::cli::ports_per_user)]
+    ports_per_user: u8,
     /// Write every packet the fabric carries, from when the NICs run until
     /// the cluster stops, to this pcap file (times on the cluster's
     /// clock); Wireshark reads it with tools/wireshark/nic_emu.lua.
@@ -239,6 +244,7 @@ fn config(a: &RunArgs) -> Result<RtConfig, String> {
     // a name is not: `RtConfig::cluster` tells them apart so.
     let mut c = RtConfig::new(&a.location().to_string(), a.backend, a.nodes);
     c.allow_uids = a.allow_uid.clone();
+    c.ports_per_user = a.ports_per_user;
     c.profile = Profile::load(&a.opts.profile).map_err(|e| e.to_string())?;
     if let Some(r) = a.opts.reliability {
         c.profile.firmware.reliability = r;
