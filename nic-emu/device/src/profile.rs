@@ -547,7 +547,13 @@ impl Profile {
         if self.host.memory_bytes < 1 << 20 {
             return Err(format!("host.memory_bytes: {} is below 1 MiB", self.host.memory_bytes));
         }
-        positive("firmware.send_timeout_ns", self.firmware.send_timeout_ns)?;
+        let t = self.firmware.send_timeout_ns;
+        if !(SEND_TIMEOUT_MIN_NS..=SEND_TIMEOUT_MAX_NS).contains(&t) {
+            return Err(format!(
+                "firmware.send_timeout_ns: {t} out of range \
+                 ({SEND_TIMEOUT_MIN_NS}..={SEND_TIMEOUT_MAX_NS}: 10 us to an hour)"
+            ));
+        }
         positive("firmware.retransmit_ns", self.firmware.retransmit_ns)?;
         Ok(())
     }
@@ -562,6 +568,31 @@ impl Profile {
     pub fn ns_to_ticks(&self, ns: u64) -> u64 {
         let t = (ns as u128 * self.nic.rtc_hz as u128).div_ceil(1_000_000_000);
         t.min(u64::MAX as u128) as u64
+    }
+}
+
+/// Shortest send timeout (ns): 10 us, twenty ticks of a 2 MHz RTC. The
+/// send timeout is how long the firmware keeps retrying a send that finds
+/// no receive buffer (`nobuf_retry_ns` apart) before it fails the send.
+pub const SEND_TIMEOUT_MIN_NS: u64 = 10_000;
+/// Longest send timeout (ns): an hour, as every time of a profile.
+pub const SEND_TIMEOUT_MAX_NS: u64 = 3_600_000_000_000;
+
+/// A send timeout given in microseconds (a scenario's `[firmware]
+/// send_timeout_us`, `nic-cluster --send-timeout-us`) in ns; outside
+/// `SEND_TIMEOUT_MIN_NS..=SEND_TIMEOUT_MAX_NS` it is refused naming `key`,
+/// the value and the range.
+pub fn send_timeout_us_to_ns(key: &str, us: f64) -> Result<u64, String> {
+    let (min, max) = (SEND_TIMEOUT_MIN_NS as f64 / 1e3, SEND_TIMEOUT_MAX_NS as f64 / 1e3);
+    if us.is_finite() && (min..=max).contains(&us) {
+        Ok((us * 1e3).round() as u64)
+    } else {
+        Err(format!(
+            "{key}: {} out of range ({}..={} us: 10 us to an hour)",
+            Short(us),
+            Short(min),
+            Short(max)
+        ))
     }
 }
 
@@ -988,6 +1019,30 @@ mod tests {
             };
             assert_eq!(boot.check(), Ok(()), "{name}");
         }
+    }
+
+    #[test]
+    fn send_timeouts_are_refused_below_10_us_and_above_an_hour_naming_the_range() {
+        assert_eq!(send_timeout_us_to_ns("k", 10.0), Ok(10_000));
+        assert_eq!(send_timeout_us_to_ns("k", 3.6e9), Ok(3_600_000_000_000));
+        for us in [1e-9, 9.99, 0.0, -5.0, 3.7e9, f64::NAN, 1e308] {
+            let e = send_timeout_us_to_ns("firmware.send_timeout_us", us).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "firmware.send_timeout_us: {} out of range (10..=3600000000 us: 10 us to an \
+                     hour)",
+                    Short(us)
+                )
+            );
+        }
+        let base = BUILTIN[1].1;
+        let t = base.lines().find(|l| l.trim_start().starts_with("send_timeout_ns")).unwrap();
+        let e = Profile::from_toml(&base.replace(t, "send_timeout_ns = 9999"), "t").unwrap_err();
+        assert!(
+            e.to_string().contains("firmware.send_timeout_ns: 9999 out of range (10000..="),
+            "{e}"
+        );
     }
 
     #[test]

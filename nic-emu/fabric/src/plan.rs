@@ -102,12 +102,11 @@ pub fn plan_sim(
 }
 
 /// The send timeout a cluster of profile `p` runs with: `send_timeout_us`
-/// when given (a positive number of microseconds), else the profile's.
+/// when given (10 us to an hour), else the profile's.
 pub fn send_timeout_ns(p: &Profile, send_timeout_us: Option<f64>) -> Result<u64, String> {
     match send_timeout_us {
         None => Ok(p.firmware.send_timeout_ns),
-        Some(us) if us.is_finite() && us > 0.0 => Ok(((us * 1e3).round() as u64).max(1)),
-        Some(us) => Err(format!("send_timeout_us: {us} must be a positive number")),
+        Some(us) => nic_device::profile::send_timeout_us_to_ns("send_timeout_us", us),
     }
 }
 

@@ -18,7 +18,7 @@ use nic_abi::map::GROUP_ENTRIES;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
 pub use nic_device::profile::Reliability;
-use nic_device::profile::MAX_SWITCH_PORTS;
+use nic_device::profile::{send_timeout_us_to_ns, Short, MAX_SWITCH_PORTS};
 
 /// Send window used when a stream flow does not give one.
 pub const DEFAULT_WINDOW: u32 = 8;
@@ -26,6 +26,15 @@ pub const DEFAULT_WINDOW: u32 = 8;
 pub const DEFAULT_MCAST_WINDOW: u32 = 1;
 /// Virtual-time limit of a run when the scenario does not give one (ms).
 pub const DEFAULT_LIMIT_MS: f64 = 60_000.0;
+/// Most flows a scenario may have (after `[[alltoall]]` tables are
+/// expanded): a full all-to-all of 512 nodes (261,632 flows) fits, one of
+/// 1,024 (1,047,552) does not; `offsets` keep an all-to-all's flows per
+/// node fixed.
+pub const MAX_FLOWS: u64 = 1 << 18;
+/// Slowest rate a flow may reserve (MB/s): 1 KB/s.
+pub const MIN_RATE_MB_S: f64 = 0.001;
+/// Fastest rate a flow may reserve (MB/s): 1 TB/s.
+pub const MAX_RATE_MB_S: f64 = 1e6;
 
 /// A whole scenario as written in the file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -610,6 +619,8 @@ impl Scenario {
         if self.profile.trim().is_empty() {
             return err("profile: must name a timing profile".into());
         }
+        check_name("profile", &self.profile)?;
+        check_name("fabric.topology", &self.fabric.topology)?;
         let nodes = self.fabric.nodes;
         if nodes < 1 || nodes > MAX_NODES as u64 {
             return err(format!("fabric.nodes: {nodes} out of range (1..={MAX_NODES})"));
@@ -630,7 +641,7 @@ impl Scenario {
             ("faults.duplicate", self.faults.duplicate),
         ] {
             if !(0.0..1.0).contains(&p) {
-                return err(format!("{key}: {p} is not a probability in [0, 1)"));
+                return err(format!("{key}: {} is not a probability in [0, 1)", Short(p)));
             }
         }
         for (i, d) in self.faults.link_down.iter().enumerate() {
@@ -638,16 +649,17 @@ impl Scenario {
             if d.link.trim().is_empty() {
                 return err(format!("{key}.link: must name a cable (node<N> or sw<S>.p<P>)"));
             }
+            check_name(&format!("{key}.link"), &d.link)?;
             if !(d.at_us.is_finite() && (0.0..=3.6e9).contains(&d.at_us)) {
                 return err(format!(
-                    "{key}.at_us: {:?} out of range (0..=3600000000, an hour in us)",
-                    d.at_us
+                    "{key}.at_us: {} out of range (0..=3600000000, an hour in us)",
+                    Short(d.at_us)
                 ));
             }
-            if !(d.for_us.is_finite() && d.for_us > 0.0 && d.for_us <= 3.6e9) {
+            if !(d.for_us.is_finite() && (0.001..=3.6e9).contains(&d.for_us)) {
                 return err(format!(
-                    "{key}.for_us: {:?} must be a time > 0 and at most 3600000000 (an hour in us)",
-                    d.for_us
+                    "{key}.for_us: {} out of range (0.001..=3600000000: 1 ns to an hour, in us)",
+                    Short(d.for_us)
                 ));
             }
         }
@@ -662,22 +674,39 @@ impl Scenario {
             }
             if !(r.at_us.is_finite() && (0.0..=3.6e9).contains(&r.at_us)) {
                 return err(format!(
-                    "{key}.at_us: {:?} out of range (0..=3600000000, an hour in us)",
-                    r.at_us
+                    "{key}.at_us: {} out of range (0..=3600000000, an hour in us)",
+                    Short(r.at_us)
                 ));
             }
         }
         if let Some(t) = self.firmware.send_timeout_us {
-            if !(t.is_finite() && t > 0.0 && t <= 3.6e9) {
-                return err(format!(
-                    "firmware.send_timeout_us: {t} out of range (0 < t <= 3600000000, an hour \
-                     in us)"
-                ));
-            }
+            send_timeout_us_to_ns("firmware.send_timeout_us", t).map_err(ScenarioError::new)?;
         }
         let limit = self.run.limit_ms;
-        if !(limit.is_finite() && limit > 0.0 && limit <= 3.6e6) {
-            return err(format!("run.limit_ms: {limit} out of range (0 < limit_ms <= 3600000)"));
+        if !(limit.is_finite() && (0.001..=3.6e6).contains(&limit)) {
+            return err(format!(
+                "run.limit_ms: {} out of range (0.001..=3600000: 1 us to an hour, in ms)",
+                Short(limit)
+            ));
+        }
+        // The flow count before any table is expanded: a scenario of more
+        // flows than the limit is refused before it takes the memory.
+        let counted = self.flows.len() as u64
+            + self.alltoall.iter().map(|a| alltoall_flows(a, nodes)).sum::<u64>();
+        if counted > MAX_FLOWS {
+            let mut parts: Vec<String> = Vec::new();
+            if !self.flows.is_empty() {
+                parts.push(format!("{} [[flows]]", self.flows.len()));
+            }
+            for (g, a) in self.alltoall.iter().enumerate() {
+                parts.push(format!("alltoall[{g}]: {}", alltoall_flows(a, nodes)));
+            }
+            return err(format!(
+                "flows: {counted} flows ({}) is more than a scenario may have ({MAX_FLOWS}); \
+                 give [[alltoall]] `offsets` (each node sends to a few others, a shift \
+                 pattern) or fewer `nodes`",
+                parts.join(", ")
+            ));
         }
         // Every flow with the label its errors name: `flows[i]` for a
         // table of its own, `alltoall[g] (flow NAME)` for an expanded one.
@@ -742,6 +771,30 @@ impl Scenario {
     }
 }
 
+/// How many flows `[[alltoall]]` table `a` expands to (before its keys
+/// are checked: a node listed twice or out of range counts as any other).
+fn alltoall_flows(a: &AllToAll, nodes: u64) -> u64 {
+    let n = a.nodes.as_ref().map_or(nodes, |v| v.len() as u64);
+    match &a.offsets {
+        Some(o) => n.saturating_mul(o.len() as u64),
+        None => n.saturating_mul(n.saturating_sub(1)),
+    }
+}
+
+/// Names and other strings of a scenario (flow names, `[[alltoall]]`
+/// names, the profile, the topology, a cable) are one line of printable
+/// text: a newline, NUL or other control character is refused, shown
+/// escaped.
+fn check_name(key: &str, s: &str) -> Result<(), ScenarioError> {
+    match s.chars().find(|c| c.is_control()) {
+        None => Ok(()),
+        Some(c) => Err(ScenarioError::new(format!(
+            "{key}: {s:?} holds a control character ({:?}); names are one line of printable text",
+            c
+        ))),
+    }
+}
+
 /// The flows of one `[[alltoall]]` table, labelled for error messages.
 fn expand_alltoall(
     g: usize,
@@ -752,6 +805,7 @@ fn expand_alltoall(
     if a.name.trim().is_empty() {
         return Err(ScenarioError::new(format!("{label}.name: must not be empty")));
     }
+    check_name(&format!("{label}.name"), &a.name)?;
     if a.kind == FlowKind::Multicast {
         return Err(ScenarioError::new(format!(
             "{label}.kind: \"multicast\" does not apply to [[alltoall]] (give a [[flows]] table \
@@ -840,7 +894,10 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
     let err = |m: String| Err(ScenarioError::new(m));
     let name = match &f.name {
         Some(n) if n.trim().is_empty() => return err(format!("{label}.name: must not be empty")),
-        Some(n) => n.clone(),
+        Some(n) => {
+            check_name(&format!("{label}.name"), n)?;
+            n.clone()
+        }
         None => format!("flow{i}"),
     };
     let multicast = f.kind == FlowKind::Multicast;
@@ -918,7 +975,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
     if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
         return err(format!(
             "{label}.start_us: {} out of range (0..=3600000000, an hour in us)",
-            f.start_us
+            Short(f.start_us)
         ));
     }
     let window = match (f.kind, f.window) {
@@ -945,9 +1002,10 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         }
         Some(t) if !(t.is_finite() && t > f.start_us && t <= 3.6e9) => {
             return err(format!(
-                "{label}.stop_us: {t} must be a time after start_us ({}) and at most \
+                "{label}.stop_us: {} must be a time after start_us ({}) and at most \
                  3600000000 (an hour in us)",
-                f.start_us
+                Short(t),
+                Short(f.start_us)
             ));
         }
         Some(t) => Some((t * 1000.0).round() as u64),
@@ -1125,7 +1183,10 @@ fn validate_rate(label: &str, f: &Flow) -> Result<RatePlan, ScenarioError> {
     }
     if let Some(k) = f.idt_t {
         if !(k.is_finite() && (0.0..=1e6).contains(&k)) {
-            return err(format!("{label}.idt_t: {k} must be a multiple of T in 0..=1000000"));
+            return err(format!(
+                "{label}.idt_t: {} must be a multiple of T in 0..=1000000",
+                Short(k)
+            ));
         }
         return Ok(RatePlan::IdtT(k));
     }
@@ -1133,8 +1194,13 @@ fn validate_rate(label: &str, f: &Flow) -> Result<RatePlan, ScenarioError> {
         if f.kind != FlowKind::Stream {
             return err(format!("{label}.rate_mb_s: applies to stream flows only"));
         }
-        if !(b.is_finite() && b > 0.0 && b <= 1e6) {
-            return err(format!("{label}.rate_mb_s: {b} must be a rate in MB/s above 0"));
+        if !(b.is_finite() && (MIN_RATE_MB_S..=MAX_RATE_MB_S).contains(&b)) {
+            return err(format!(
+                "{label}.rate_mb_s: {} out of range ({}..={} MB/s)",
+                Short(b),
+                Short(MIN_RATE_MB_S),
+                Short(MAX_RATE_MB_S)
+            ));
         }
         return Ok(RatePlan::Reserve(b));
     }
@@ -1155,6 +1221,75 @@ fn check_size(key: &str, b: u64) -> Result<(), ScenarioError> {
         )));
     }
     Ok(())
+}
+
+/// A validation error of scenario `text` with the line of the value it
+/// names and a caret under it, as a parse error has them:
+///
+/// ```text
+/// flows[0].start_us: 1e308 out of range (0..=3600000000, an hour in us)
+/// at line 14, column 12
+///    |
+/// 14 | start_us = 1e308
+///    |            ^^^^^
+/// ```
+///
+/// An error that names no value of the file (a key that is missing, the
+/// whole scenario, a flow of an `[[alltoall]]` table) or that has an
+/// excerpt already is returned as it is.
+pub fn with_excerpt(text: &str, e: ScenarioError) -> ScenarioError {
+    if e.message.contains('\n') {
+        return e;
+    }
+    let Some((path, _)) = e.message.split_once(": ") else { return e };
+    let Some(span) = value_span(text, path) else { return e };
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let number = text[..start].matches('\n').count() + 1;
+    let column = text[line_start..start].chars().count() + 1;
+    let width = text[start..span.end.min(line_end).max(start)].chars().count().max(1);
+    let gutter = " ".repeat(number.to_string().len());
+    ScenarioError::new(format!(
+        "{}\nat line {number}, column {column}\n{gutter} |\n{number} | {line}\n{gutter} | {}{}",
+        e.message,
+        " ".repeat(column - 1),
+        "^".repeat(width)
+    ))
+}
+
+/// Where the value at `path` (`flows[0].start_us`, `firmware.send_timeout_us`,
+/// `faults.link_down[1].link`) is in `text`, if it is there and is not a
+/// table.
+fn value_span(text: &str, path: &str) -> Option<std::ops::Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut table: &DeTable<'_> = doc.get_ref();
+    let mut found: Option<&toml::Spanned<DeValue<'_>>> = None;
+    for seg in path.split('.') {
+        if let Some(v) = found {
+            match v.get_ref() {
+                DeValue::Table(t) => table = t,
+                _ => return None,
+            }
+        }
+        let (name, index) = match seg.split_once('[') {
+            Some((n, rest)) => (n, Some(rest.strip_suffix(']')?.parse::<usize>().ok()?)),
+            None => (seg, None),
+        };
+        let v = table.iter().find(|(k, _)| k.get_ref().as_ref() == name).map(|(_, v)| v)?;
+        found = match (index, v.get_ref()) {
+            (None, _) => Some(v),
+            (Some(i), DeValue::Array(a)) => Some(a.get(i)?),
+            _ => return None,
+        };
+    }
+    let v = found?;
+    match v.get_ref() {
+        DeValue::Table(_) => None,
+        _ => Some(v.span()),
+    }
 }
 
 /// The first line says where (the key path, when known) and what is
@@ -1548,6 +1683,141 @@ messages = 20
         );
         // A flow of 2^32 - 1 messages is taken (its statistics are bounded).
         assert_eq!(at("0").unwrap().flows[0].messages, u32::MAX as u64);
+    }
+
+    #[test]
+    fn huge_and_tiny_numbers_print_short_in_errors() {
+        let e = Scenario::parse_validated(&GOOD.replace("start_us = 0", "start_us = 1e308"))
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "flows[0].start_us: 1e308 out of range (0..=3600000000, an hour in us)"
+        );
+        let e = Scenario::parse_validated(&format!(
+            "{GOOD}[[faults.link_down]]\nlink = \"node1\"\nat_us = 1e300\nfor_us = 5\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.starts_with("faults.link_down[0].at_us: 1e300 out of range"), "{e}");
+    }
+
+    #[test]
+    fn send_timeouts_rates_and_run_limits_are_refused_outside_their_range() {
+        let fw = |t: &str| {
+            Scenario::parse_validated(&format!("{GOOD}[firmware]\nsend_timeout_us = {t}\n"))
+        };
+        assert_eq!(fw("10").unwrap().send_timeout_us, Some(10.0));
+        for t in ["1e-9", "9.5", "0", "-1", "4e9"] {
+            let e = fw(t).unwrap_err().message;
+            assert!(
+                e.starts_with("firmware.send_timeout_us: ")
+                    && e.ends_with("out of range (10..=3600000000 us: 10 us to an hour)"),
+                "{t}: {e}"
+            );
+        }
+        assert_eq!(
+            fw("1e-9").unwrap_err().message,
+            "firmware.send_timeout_us: 1e-9 out of range (10..=3600000000 us: 10 us to an hour)"
+        );
+        let rate = |r: &str| {
+            Scenario::parse_validated(&GOOD.replace("window = 8", &format!("rate_mb_s = {r}")))
+        };
+        assert_eq!(rate("0.001").unwrap().flows[0].rate, RatePlan::Reserve(0.001));
+        for r in ["1e-300", "0.0009", "0", "2e6"] {
+            let e = rate(r).unwrap_err().message;
+            assert!(
+                e.starts_with("flows[0].rate_mb_s: ")
+                    && e.ends_with("out of range (0.001..=1000000 MB/s)"),
+                "{r}: {e}"
+            );
+        }
+        assert!(rate("1e-300").unwrap_err().message.starts_with("flows[0].rate_mb_s: 1e-300 "));
+        let e = Scenario::parse_validated(&format!("{GOOD}[run]\nlimit_ms = 1e-9\n")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "run.limit_ms: 1e-9 out of range (0.001..=3600000: 1 us to an hour, in ms)"
+        );
+        let e = Scenario::parse_validated(&format!(
+            "{GOOD}[[faults.link_down]]\nlink = \"node1\"\nat_us = 0\nfor_us = 1e-9\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.starts_with("faults.link_down[0].for_us: 1e-9 out of range"), "{e}");
+    }
+
+    #[test]
+    fn names_with_a_newline_nul_or_other_control_character_are_refused() {
+        let cases = [
+            (GOOD.replace("name = \"f1\"", "name = \"f\\n1\""), "flows[0].name: \"f\\n1\" holds a control character ('\\n')"),
+            (GOOD.replace("name = \"f1\"", "name = \"f\\u00001\""), "flows[0].name: \"f\\01\" holds a control character ('\\0')"),
+            (GOOD.replace("\"lanai4-gm\"", "\"lanai4-gm\\n\""), "profile: \"lanai4-gm\\n\" holds a control character"),
+            (GOOD.replace("\"star\"", "\"st\\tar\""), "fabric.topology: \"st\\tar\" holds a control character ('\\t')"),
+            (
+                "profile = \"x\"\n[fabric]\nnodes = 3\n[[alltoall]]\nname = \"a\\r\"\nport = 2\nbytes = 8\nmessages = 5\n".to_string(),
+                "alltoall[0].name: \"a\\r\" holds a control character ('\\r')",
+            ),
+            (format!("{GOOD}[[faults.link_down]]\nlink = \"node1\\n\"\nat_us = 0\nfor_us = 5\n"), "faults.link_down[0].link: \"node1\\n\" holds a control character"),
+        ];
+        for (text, want) in cases {
+            let e = Scenario::parse_validated(&text).unwrap_err().message;
+            assert!(e.starts_with(want), "got `{e}`, want `{want}...`");
+        }
+        // Other characters, spaces and non-ASCII letters included, are names.
+        let v = Scenario::parse_validated(&GOOD.replace("name = \"f1\"", "name = \"flux Ä 1\""));
+        assert_eq!(v.unwrap().flows[0].name, "flux Ä 1");
+    }
+
+    #[test]
+    fn more_flows_than_the_limit_are_refused_before_they_are_expanded() {
+        let text = |nodes: u64, offsets: &str| {
+            format!(
+                "profile = \"x\"\n[fabric]\nnodes = {nodes}\n[[alltoall]]\nname = \"a\"\nport = 2\n\
+                 {offsets}bytes = 8\nmessages = 1\n"
+            )
+        };
+        let t = std::time::Instant::now();
+        let e = Scenario::parse_validated(&text(1024, "")).unwrap_err().message;
+        assert_eq!(
+            e,
+            "flows: 1047552 flows (alltoall[0]: 1047552) is more than a scenario may have \
+             (262144); give [[alltoall]] `offsets` (each node sends to a few others, a shift \
+             pattern) or fewer `nodes`"
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+        // With offsets the same nodes are four flows each.
+        assert_eq!(
+            Scenario::parse_validated(&text(1024, "offsets = [1, 2, 3, 4]\n")).unwrap().flows.len(),
+            4096
+        );
+        // A full all-to-all of 512 nodes is within the limit.
+        assert_eq!(
+            alltoall_flows(&Scenario::parse(&text(512, "")).unwrap().alltoall[0], 512),
+            261_632
+        );
+        const { assert!(261_632 <= MAX_FLOWS) };
+    }
+
+    #[test]
+    fn a_validation_error_of_a_value_in_the_file_gets_its_line_and_a_caret() {
+        let text = GOOD.replace("start_us = 0", "start_us = 1e308");
+        let e = with_excerpt(&text, Scenario::parse_validated(&text).unwrap_err());
+        let line = text.lines().position(|l| l.starts_with("start_us")).unwrap() + 1;
+        assert_eq!(
+            e.message,
+            format!(
+                "flows[0].start_us: 1e308 out of range (0..=3600000000, an hour in us)\n\
+                 at line {line}, column 12\n   |\n{line} | start_us = 1e308\n   |            ^^^^^"
+            )
+        );
+        let text = format!("{GOOD}[firmware]\nsend_timeout_us = 1e-9\n");
+        let e = with_excerpt(&text, Scenario::parse_validated(&text).unwrap_err()).message;
+        assert!(e.contains("send_timeout_us = 1e-9\n   |                   ^^^^"), "{e}");
+        let text =
+            format!("{GOOD}[[faults.link_down]]\nlink = \"node1\\n\"\nat_us = 0\nfor_us = 5\n");
+        let e = with_excerpt(&text, Scenario::parse_validated(&text).unwrap_err()).message;
+        assert!(e.contains("link = \"node1\\n\"\n   |        ^^^^^^^^^"), "{e}");
+        // Nothing in the file to point at: the message as it was.
+        let text = GOOD.replace("dst = [1, 2]", "");
+        let e = Scenario::parse_validated(&text).unwrap_err();
+        assert_eq!(with_excerpt(&text, e.clone()), e);
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub const SCENARIO_MAX_BYTES: u64 = 4 << 20;
 pub fn load_file(path: &Path) -> Result<Validated, ScenarioError> {
     let text = nic_device::profile::read_text(path, SCENARIO_MAX_BYTES)
         .map_err(|e| ScenarioError::new(format!("{}: {e}", path.display())))?;
-    Scenario::parse_validated(&text)
-        .map_err(|e| ScenarioError::new(format!("{}: {}", path.display(), e.message)))
+    Scenario::parse_validated(&text).map_err(|e| {
+        let e = format::with_excerpt(&text, e);
+        ScenarioError::new(format!("{}: {}", path.display(), e.message))
+    })
 }

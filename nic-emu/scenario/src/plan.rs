@@ -115,6 +115,12 @@ pub fn align(n: u64) -> u64 {
 /// role's send buffers one allocation (page aligned), the event queue and
 /// some slack.
 fn port_bytes(n: &NodePlan, p: &PortPlan) -> u64 {
+    port_buffer_bytes(n, p) + (1 << 20)
+}
+
+/// The message buffers of port `p` of node `n` (receive pools and send
+/// buffers, page aligned): what a run writes of its host memory.
+fn port_buffer_bytes(n: &NodePlan, p: &PortPlan) -> u64 {
     let pages = p
         .pools
         .iter()
@@ -126,10 +132,104 @@ fn port_bytes(n: &NodePlan, p: &PortPlan) -> u64 {
                 .map(|r| (r.slots as u64 * align(r.slot_len)).div_ceil(PAGE_SIZE)),
         )
         .sum::<u64>();
-    pages * PAGE_SIZE + (1 << 20)
+    pages * PAGE_SIZE
+}
+
+/// What a run costs in memory beyond its message buffers, per flow: its
+/// spec, plan, streams, ledger and report, measured at about 7.5 KB a
+/// flow on the simulator (a full all-to-all of 64 to 256 nodes, one
+/// message a flow).
+pub const FLOW_BYTES: u64 = 8 << 10;
+/// The same per node: the part of the NIC's memory the firmware writes,
+/// its engines and its host program, measured at about 2.2 MB a node (a
+/// shift of 64 to 512 nodes, `modern`).
+pub const NODE_BYTES: u64 = 5 << 19;
+/// Latency samples kept one by one, per message of a flow (8 bytes in a
+/// growing vector: up to twice that), up to `Samples::EXACT` of them.
+pub const SAMPLE_BYTES: u64 = 16;
+
+/// A run's expected memory, from its plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub flows: u64,
+    pub nodes: u64,
+    /// Message buffers: every port's receive pools and send buffers.
+    pub buffer_bytes: u64,
+    /// Latency samples of every flow.
+    pub sample_bytes: u64,
+}
+
+impl Footprint {
+    /// The whole estimate (bytes).
+    pub fn total(&self) -> u64 {
+        self.flows
+            .saturating_mul(FLOW_BYTES)
+            .saturating_add(self.nodes.saturating_mul(NODE_BYTES))
+            .saturating_add(self.buffer_bytes)
+            .saturating_add(self.sample_bytes)
+    }
+
+    /// Refused, with the estimate, the memory there is and how to lower
+    /// the estimate, when the estimate is more than `available` bytes.
+    pub fn check(&self, available: Option<u64>) -> Result<(), ScenarioError> {
+        let Some(avail) = available else { return Ok(()) };
+        let total = self.total();
+        if total <= avail {
+            return Ok(());
+        }
+        Err(ScenarioError::new(format!(
+            "flows: a run would take about {} of memory ({} flows x {} KiB, {} nodes x {} MiB, \
+             {} of message buffers, {} of latency samples), more than this machine has \
+             available ({}, MemAvailable in /proc/meminfo); lower it with fewer flows \
+             ([[alltoall]] `offsets`, fewer `nodes`), smaller `bytes` or `sizes`, a smaller \
+             `window`, or fewer `messages`",
+            human_bytes(total),
+            self.flows,
+            FLOW_BYTES >> 10,
+            self.nodes,
+            NODE_BYTES as f64 / (1 << 20) as f64,
+            human_bytes(self.buffer_bytes),
+            human_bytes(self.sample_bytes),
+            human_bytes(avail)
+        )))
+    }
+}
+
+/// Bytes as `3.2 GB`, `850 MB` or `12 kB` (powers of ten).
+pub fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.0} MB", b / 1e6)
+    } else {
+        format!("{:.0} kB", b / 1e3)
+    }
+}
+
+/// The machine's available memory (`MemAvailable` in /proc/meminfo), or
+/// None where there is no such file.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 impl Plan {
+    /// The memory a run of `v` (whose plan this is) is expected to take.
+    pub fn footprint(&self, v: &Validated) -> Footprint {
+        let buffer_bytes = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.ports.iter().map(move |p| port_buffer_bytes(n, p)))
+            .sum();
+        let exact = crate::report::Samples::EXACT as u64;
+        let sample_bytes =
+            v.flows.iter().map(|f| f.messages.min(exact) * SAMPLE_BYTES).sum::<u64>();
+        Footprint { flows: v.flows.len() as u64, nodes: v.nodes as u64, buffer_bytes, sample_bytes }
+    }
+
     /// The most host memory one port allocates (a real-time cluster gives
     /// each port a slice of its own at least this large).
     pub fn largest_port_bytes(&self) -> u64 {
@@ -287,7 +387,10 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
             )));
         }
     }
-    Ok(Plan { nodes, streams, groups })
+    let plan = Plan { nodes, streams, groups };
+    // The whole run's memory, against what the machine has.
+    plan.footprint(v).check(mem_available())?;
+    Ok(plan)
 }
 
 /// The assisted scheme lists every child of a node in one descriptor.
@@ -366,6 +469,34 @@ mod tests {
 
     fn plan_of(text: &str) -> Result<Plan, ScenarioError> {
         plan(&Scenario::parse_validated(text).unwrap(), LIM)
+    }
+
+    #[test]
+    fn the_footprint_counts_flows_nodes_buffers_and_samples_and_is_refused_past_what_is_there() {
+        let text = "profile = \"x\"\n[fabric]\nnodes = 4\n[[alltoall]]\nname = \"a\"\n\
+                    port = 2\nbytes = 65536\nmessages = 10\nwindow = 2\n";
+        let v = Scenario::parse_validated(text).unwrap();
+        let fp = plan(&v, LIM).unwrap().footprint(&v);
+        // Each of the 12 senders: 2 x 64 KiB; each port receives from 3
+        // flows, 2 buffers each: 6 x 64 KiB.
+        let buffers = 12 * 2 * 65536 + 4 * 6 * 65536;
+        assert_eq!(
+            fp,
+            Footprint { flows: 12, nodes: 4, buffer_bytes: buffers, sample_bytes: 12 * 10 * 16 }
+        );
+        assert_eq!(fp.total(), 12 * FLOW_BYTES + 4 * NODE_BYTES + buffers + 12 * 10 * 16);
+        assert_eq!(fp.check(None), Ok(()));
+        assert_eq!(fp.check(Some(fp.total())), Ok(()));
+        let e = fp.check(Some(fp.total() - 1)).unwrap_err().message;
+        assert!(
+            e.starts_with(
+                "flows: a run would take about 14 MB of memory (12 flows x 8 KiB, 4 nodes x 2.5 \
+                 MiB, 3 MB of message buffers, 2 kB of latency samples), more than this machine \
+                 has available (14 MB, MemAvailable in /proc/meminfo); lower it with fewer flows"
+            ),
+            "{e}"
+        );
+        assert!(mem_available().is_some_and(|b| b > 0), "/proc/meminfo has MemAvailable");
     }
 
     #[test]
