@@ -343,8 +343,14 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ClusterError + '_ {
 pub fn base_dir() -> PathBuf {
     match std::env::var_os(CLUSTER_DIR_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => memory_temp_dir().join("nic-clusters"),
+        _ => default_base_dir(),
     }
+}
+
+/// The base directory when `$NIC_CLUSTER_DIR` is not set:
+/// `<memory temp dir>/nic-clusters`, the tools' own.
+pub fn default_base_dir() -> PathBuf {
+    memory_temp_dir().join("nic-clusters")
 }
 
 /// A temporary directory in memory: `/dev/shm` where it is a writable

@@ -223,9 +223,10 @@ fn check_owner(dir: &Path, md: &fs::Metadata, what: &str) -> Result<(), ClusterE
 /// in, may hold it: the base directory (`base_dir()`) is created if
 /// missing (rwx------, or rwx-wx-wx and sticky when `shared`: clusters
 /// that allow other users, who must pass through it), never a symbolic
-/// link, and this user's or root's (`check_owner`); a shared cluster in a
-/// base of this user's that others cannot pass through gets `--x` for
-/// group and others added. A given path's parent is created if missing
+/// link, and this user's or root's (`check_owner`); a shared cluster in
+/// the default base (`default_base_dir`) of this user's that others
+/// cannot pass through gets `--x` for group and others added (a base the
+/// user chose is refused instead, saying so). A given path's parent is created if missing
 /// (as `mkdir -p` would) and checked the same way, through any links in
 /// it (the user named it).
 pub(crate) fn prepare_parent(path: &Path, shared: bool) -> Result<(), ClusterError> {
@@ -276,6 +277,21 @@ pub fn prepare_base(base: &Path, shared: bool) -> Result<(), ClusterError> {
             Ok(md) => {
                 check_owner(base, &md, "the base directory of clusters")?;
                 if shared && md.uid() == euid() && md.mode() & 0o011 != 0o011 {
+                    // The tools' own base is opened for passage (`--x`);
+                    // a directory the user chose is left as it is.
+                    if base != crate::cluster::default_base_dir() {
+                        return Err(refused(
+                            base,
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "the base directory of clusters is mode {:04o}: the users a \
+                                 cluster allows could not pass through it to the cluster; \
+                                 give it `--x` for them (chmod go+x) or set {} to another",
+                                md.mode() & 0o7777,
+                                crate::cluster::CLUSTER_DIR_ENV
+                            ),
+                        ));
+                    }
                     let fd = open_dir_nofollow(base)?;
                     let mode = Mode::from_raw_mode((md.mode() & 0o7777) | 0o011);
                     rustix::fs::fchmod(&fd, mode).map_err(|e| io_err(e.into()))?;
@@ -595,9 +611,11 @@ mod tests {
         assert_eq!(mode(&t.join("private")), 0o700);
         prepare_base(&t.join("shared"), true).unwrap();
         assert_eq!(mode(&t.join("shared")), 0o1733);
-        // A private base of this user's lets others pass for a shared cluster.
-        prepare_base(&t.join("private"), true).unwrap();
-        assert_eq!(mode(&t.join("private")), 0o711);
+        // A private base the user chose is not opened for a shared
+        // cluster's users: refused, as it is.
+        let e = prepare_base(&t.join("private"), true).unwrap_err().to_string();
+        assert!(e.contains("is mode 0700: the users a cluster allows could not pass"), "{e}");
+        assert_eq!(mode(&t.join("private")), 0o700);
         let decoy = t.join("decoy");
         fs::create_dir(&decoy).unwrap();
         fs::set_permissions(&decoy, fs::Permissions::from_mode(0o755)).unwrap();
