@@ -1288,6 +1288,8 @@ fn value_span(text: &str, path: &str) -> Option<std::ops::Range<usize>> {
     let v = found?;
     match v.get_ref() {
         DeValue::Table(_) => None,
+        // `[[flows]]` and the like: a list of tables, no one value.
+        DeValue::Array(a) if a.iter().any(|e| matches!(e.get_ref(), DeValue::Table(_))) => None,
         _ => Some(v.span()),
     }
 }
@@ -1818,6 +1820,8 @@ messages = 20
         let text = GOOD.replace("dst = [1, 2]", "");
         let e = Scenario::parse_validated(&text).unwrap_err();
         assert_eq!(with_excerpt(&text, e.clone()), e);
+        let e = ScenarioError::new("flows: too many");
+        assert_eq!(with_excerpt(GOOD, e.clone()), e);
     }
 
     #[test]

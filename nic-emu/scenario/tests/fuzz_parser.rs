@@ -1,9 +1,10 @@
 //! The scenario parser fed hostile text: arbitrary strings, and a valid
 //! scenario with one value swapped for an arbitrary one. Parsing and
-//! validation return a scenario or an error naming a key; they never
-//! panic. The suite runs proptest's default number of cases; `cargo xtask
+//! validation return a scenario or an error naming a key, and pointing at
+//! the value in the text adds to the message; they never panic. The suite runs proptest's default number of cases; `cargo xtask
 //! fuzz` runs them with 10^6 (PROPTEST_CASES).
 
+use nic_scenario::format::with_excerpt;
 use nic_scenario::Scenario;
 use proptest::prelude::*;
 
@@ -71,7 +72,10 @@ fn value() -> impl Strategy<Value = String> {
 proptest! {
     #[test]
     fn fuzz_arbitrary_text(text in ".{0,400}") {
-        let _ = Scenario::parse_validated(&text);
+        if let Err(e) = Scenario::parse_validated(&text) {
+            let first = e.message.clone();
+            prop_assert!(with_excerpt(&text, e).message.starts_with(&first));
+        }
     }
 
     #[test]
@@ -81,7 +85,11 @@ proptest! {
         if let Some((key, _)) = lines[i].split_once(" = ") {
             lines[i] = format!("{key} = {v}");
         }
-        let _ = Scenario::parse_validated(&lines.join("\n"));
+        let text = lines.join("\n");
+        if let Err(e) = Scenario::parse_validated(&text) {
+            let first = e.message.clone();
+            prop_assert!(with_excerpt(&text, e).message.starts_with(&first));
+        }
     }
 }
 
