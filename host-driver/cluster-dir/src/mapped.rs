@@ -409,8 +409,9 @@ mod guard {
     }
 
     /// Why the file system of `fd` did not back a page: no free block
-    /// left (less than a page free for anyone), or something else.
-    /// Async-signal-safe: one fstatfs.
+    /// left (less than a page free for an unprivileged user, as
+    /// `fs_space` counts), or something else. Async-signal-safe: one
+    /// fstatfs.
     fn cause_of(fd: i32) -> u8 {
         // SAFETY: fstatfs fills a zeroed struct of our own.
         let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -418,7 +419,7 @@ mod guard {
         if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
             return IO;
         }
-        let free = (st.f_bfree as u64).saturating_mul(st.f_bsize as u64);
+        let free = (st.f_bavail as u64).saturating_mul(st.f_bsize as u64);
         if free < super::PAGE {
             NO_SPACE
         } else {
@@ -453,7 +454,9 @@ mod guard {
             // covers it); MAP_FIXED replaces that one page of it with
             // private anonymous memory, which the mapping's owner unmaps
             // with the rest. Every access to it goes through atomics made
-            // per access, so no reference into the page is invalidated.
+            // per access, so no reference into the page is invalidated
+            // (the one slice `with_bytes` lends sees its bytes become
+            // zeros, as another process's stores could change them).
             let at = unsafe {
                 libc::mmap(
                     page as *mut libc::c_void,
