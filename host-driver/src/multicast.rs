@@ -57,8 +57,10 @@ impl Group {
         if port as usize >= nic_abi::NUM_PORTS {
             return Err(DriverError::BadPort(port));
         }
-        if members.is_empty() || members.len() > MAX_GROUP {
-            return Err(DriverError::BadGroup("a group has 1 to 1024 members"));
+        if members.len() < 2 || members.len() > MAX_GROUP {
+            return Err(DriverError::BadGroup(
+                "a group has 2 to 1024 members: the root and at least one other node",
+            ));
         }
         let mut seen = members.clone();
         seen.sort_unstable();
@@ -456,6 +458,19 @@ mod tests {
             i.lost.insert(node);
         }
         i
+    }
+
+    #[test]
+    fn a_group_is_the_root_and_at_least_one_other_distinct_node() {
+        let bad = |m: Vec<u16>| Group::new(1, 2, m).err();
+        let short = Some(DriverError::BadGroup(
+            "a group has 2 to 1024 members: the root and at least one other node",
+        ));
+        assert_eq!(bad(vec![]), short);
+        assert_eq!(bad(vec![3]), short, "the root alone");
+        assert_eq!(bad(vec![3, 3]), Some(DriverError::BadGroup("a node appears twice")));
+        assert_eq!(bad((0..1025).collect()), short);
+        assert_eq!(Group::new(1, 2, vec![3, 4]).map(|g| g.size()), Ok(2));
     }
 
     #[test]

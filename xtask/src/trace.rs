@@ -83,7 +83,7 @@ pub fn run(a: &TraceArgs) -> crate::Result<ExitCode> {
         )
     })?;
     let m = dir.manifest().clone();
-    if m.pid != 0 && !host_driver::cluster::pid_alive(m.pid) {
+    if !dir.device_alive() {
         return Err(format!(
             "--cluster {}: its device process {} is gone (start it again with `cargo xtask run`)",
             m.name, m.pid

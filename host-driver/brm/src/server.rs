@@ -261,7 +261,7 @@ pub fn serve(
     while !stop.load(Ordering::Relaxed) {
         if last_check.elapsed() > Duration::from_millis(50) {
             last_check = Instant::now();
-            if device != 0 && !host_driver::cluster::pid_alive(device) {
+            if !dir.device_alive() {
                 eprintln!("nic-cluster brm: the device process {device} is gone; stopping");
                 break;
             }

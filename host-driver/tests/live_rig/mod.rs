@@ -76,7 +76,8 @@ pub fn path_str(c: &RtCluster) -> String {
     c.path().to_string_lossy().into_owned()
 }
 
-/// Node `node`'s SRAM file, mapped (as the device process maps it).
+/// Node `node`'s SRAM file, mapped with its port windows (as the device
+/// process sees it; no port of the node changes hands while it lives).
 pub fn sram(c: &RtCluster, node: u32) -> MappedFile {
-    c.dir().map_sram(node).expect("map the SRAM file")
+    c.dir().map_sram_with_windows(node).expect("map the SRAM file")
 }

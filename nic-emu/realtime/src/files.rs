@@ -153,7 +153,13 @@ mod tests {
     fn a_file_opened_or_mapped_elsewhere_is_shared_and_alone_once_let_go() {
         let path = std::env::temp_dir().join(format!("nic-files-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let f = OpenOptions::new().read(true).write(true).create(true).open(&path).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         f.set_len(8192).unwrap();
         assert_eq!(sharing(&f), Sharing::Alone, "only our description");
         // Our own duplicate and our own mapping through it: still alone.

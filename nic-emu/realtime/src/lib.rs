@@ -290,10 +290,10 @@ fn room_warning(dir: &ClusterDir, nodes: u64, sram: u64, host: u64) -> Option<St
     })
 }
 
-/// What the threads share.
 /// Notes a device process keeps in memory at most (`RtCluster::notes`).
 pub const MAX_NOTES: usize = 4096;
 
+/// What the threads share.
 pub(crate) struct Ctx {
     pub fabric: RtFabric,
     pub stop: AtomicBool,
