@@ -213,15 +213,10 @@ fn floods(backend: ClusterBackend) {
 #[test]
 fn control_socket_floods_cost_the_device_a_bounded_amount_on_live_and_qemu() {
     assert!(
-        is_root(),
+        rt::euid_is_root(),
         "this test connects as another user (uid {STRANGER}): run `cargo xtask test` as root (CI \
          does)"
     );
     floods(ClusterBackend::Live);
     floods(ClusterBackend::Qemu);
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

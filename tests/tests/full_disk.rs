@@ -26,18 +26,6 @@ use host_driver::mapped::{self, FaultCause, FaultPolicy, MappedFile};
 use nic_abi::regs::{self, reg};
 use nic_emu::realtime::process::{self, READY_PREFIX};
 
-fn euid_is_root() -> bool {
-    // Our effective uid, the third field of /proc/self/status's Uid line.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// A tmpfs of `size` mounted on a fresh directory; unmounted (and the
 /// directory removed) when dropped.
 struct Tmpfs(PathBuf);
@@ -45,7 +33,7 @@ struct Tmpfs(PathBuf);
 impl Tmpfs {
     fn mount(tag: &str, size: &str) -> Tmpfs {
         assert!(
-            euid_is_root(),
+            rt::euid_is_root(),
             "the full-file-system tests mount a small tmpfs (mount -t tmpfs -o size={size}), \
              which needs root: run `cargo xtask test` as root (CI does)"
         );

@@ -29,7 +29,7 @@ const NOBODY: u32 = 65534;
 
 fn cluster(tag: &str, backend: host_driver::cluster::ClusterBackend) -> RtCluster {
     assert!(
-        euid_is_root(),
+        rt::euid_is_root(),
         "the isolation tests run the attacker as another user (uid {NOBODY}), which needs root: \
          run `cargo xtask test` as root (CI does)"
     );
@@ -75,18 +75,6 @@ impl Drop for AttackerBin {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-fn euid_is_root() -> bool {
-    // Our effective uid, the third field of /proc/self/status's Uid line.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
 
 fn attack_during_streams(c: &RtCluster) {
@@ -202,7 +190,10 @@ fn another_users_process_reaches_nothing_but_its_own_port_on_qemu() {
 #[test]
 fn a_user_the_cluster_does_not_allow_is_refused_at_the_door() {
     // Allowed: some other user, not the attacker's.
-    assert!(euid_is_root(), "this test runs a program as another user (uid {NOBODY}): run as root");
+    assert!(
+        rt::euid_is_root(),
+        "this test runs a program as another user (uid {NOBODY}): run as root"
+    );
     let mut cfg =
         RtConfig::new(&rt::cluster_path("door"), host_driver::cluster::ClusterBackend::Live, 1);
     cfg.allow_uids = vec![NOBODY - 1];

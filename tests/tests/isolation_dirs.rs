@@ -197,15 +197,6 @@ fn process_alive(pid: u32) -> bool {
         .is_ok_and(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
 }
 
-fn euid_is_root() -> bool {
-    fs::read_to_string("/proc/self/status").ok().is_some_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-            .unwrap_or(false)
-    })
-}
-
 #[test]
 fn a_name_that_climbs_out_of_the_base_is_refused_and_nothing_outside_is_touched() {
     let t = Tree::new("climb");
@@ -321,7 +312,10 @@ fn a_symbolic_link_planted_in_the_base_is_refused_and_its_target_untouched() {
 
 #[test]
 fn a_base_owned_by_another_user_is_refused_naming_it_and_its_owner() {
-    assert!(euid_is_root(), "this test gives the base directory to uid {NOBODY}: run it as root");
+    assert!(
+        rt::euid_is_root(),
+        "this test gives the base directory to uid {NOBODY}: run it as root"
+    );
     let t = Tree::new("owner");
     fs::create_dir(t.base()).unwrap();
     fs::set_permissions(t.base(), fs::Permissions::from_mode(0o777)).unwrap();

@@ -139,7 +139,7 @@ fn bad_rate_keys_are_refused_naming_the_key() {
         ("idt = -1", "flows[0].idt"),
         ("idt = 5000000000", "flows[0].idt: 5000000000 out of range"),
         ("idt_t = -2", "flows[0].idt_t: -2"),
-        ("rate_mb_s = 0", "flows[0].rate_mb_s: 0 must be a rate"),
+        ("rate_mb_s = 0", "flows[0].rate_mb_s: 0 out of range (0.001..=1000000 MB/s)"),
         ("rate_mb_s = \"fast\"", "flows[0].rate_mb_s"),
         ("best_effort = 1", "flows[0].best_effort"),
         ("idt = 100\nrate_mb_s = 10", "flows[0]: give at most one of"),

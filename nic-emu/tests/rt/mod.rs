@@ -111,6 +111,20 @@ pub fn example_bin(package: &str, name: &str) -> PathBuf {
     profile_dir().join("examples").join(name)
 }
 
+/// Is this process's effective uid root's? (The third field of
+/// /proc/self/status's Uid line.) Tests that run programs as another
+/// user, or mount a file system, need it.
+pub fn euid_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
 /// QEMU, or a failed test that says it is missing.
 pub fn require_qemu() {
     assert!(
