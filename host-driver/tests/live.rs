@@ -769,6 +769,10 @@ fn a_new_holder_finds_the_ports_memory_zeroed() {
     let be = attach(&c, 0, 6).unwrap();
     let x = be.alloc_dma(2 * PAGE_SIZE).unwrap();
     be.host_write(x, &[0x5E; 8192]);
+    // Its send ring: descriptors of its own (addresses, lengths, tags).
+    let ring = port_window(6) + map::PORT_SEND_RING;
+    let ring_len = (map::SEND_RING_LEN * nic_abi::desc::DESC_SIZE) as usize;
+    be.sram_write(ring, &vec![0x5E; ring_len]);
     drop(be);
     let be = attach(&c, 0, 6).unwrap();
     let y = be.alloc_dma(2 * PAGE_SIZE).unwrap();
@@ -776,4 +780,7 @@ fn a_new_holder_finds_the_ports_memory_zeroed() {
     let mut back = [0xFFu8; 8192];
     be.host_read(y, &mut back);
     assert!(back.iter().all(|&b| b == 0), "the last holder's bytes are left");
+    let mut ring_back = vec![0xFFu8; ring_len];
+    be.sram_read(ring, &mut ring_back);
+    assert!(ring_back.iter().all(|&b| b == 0), "the last holder's descriptors are left");
 }

@@ -778,7 +778,8 @@ impl NodeControl {
     /// Make port `port` fit for a new holder: closed, no longer served by
     /// the firmware (it may still write into the last holder's memory
     /// until then; waited for at most `TAKEOVER`), and its slice of host
-    /// memory zeroed, so nothing of the last holder's is left to read.
+    /// memory, its page table and its send ring zeroed, so nothing of the
+    /// last holder's is left to read.
     fn wipe(&self, port: u8) {
         let p = port as usize;
         let word = |off: u32| self.sram.load_u32(off as u64).unwrap_or(0);
@@ -793,6 +794,11 @@ impl NodeControl {
         {
             std::thread::sleep(Duration::from_micros(200));
         }
+        // Nor its descriptors (addresses, lengths, tags) in the send ring:
+        // the firmware no longer reads them, and the next holder starts
+        // the ring at 0.
+        let ring = map::port_window(p) + map::PORT_SEND_RING;
+        self.sram.fill(ring as u64, (map::SEND_RING_LEN * nic_abi::desc::DESC_SIZE) as u64, 0);
         // A hole punched through the whole slice file reads as zeros and
         // gives its memory back; where that fails, zeros written.
         let (start, len) = self.dir.port_slice(port);
