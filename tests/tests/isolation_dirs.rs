@@ -153,6 +153,9 @@ fn snapshot_except(root: &Path, inside: &[PathBuf]) -> BTreeMap<PathBuf, String>
                 todo.push(e.unwrap().path());
             }
             "dir".to_string()
+        } else if !md.is_file() {
+            // A socket or a FIFO: opening one is no way to read it.
+            format!("{:?}", md.file_type())
         } else {
             format!("file {:?}", fs::read(&p).unwrap())
         };

@@ -556,7 +556,9 @@ fn stop(a: &StopArgs) -> Result<(), String> {
     d.terminate_device().map_err(|e| format!("cluster `{name}`: not stopped: {e}"))?;
     let t = Instant::now();
     let limit = secs(a.timeout)?;
-    while d.manifest_path().exists() && d.device_alive() {
+    // Until the process is gone: it removes the manifest first and the
+    // directory after, so a gone manifest is not yet a stopped cluster.
+    while d.device_alive() {
         if t.elapsed() > limit {
             return Err(format!(
                 "cluster `{name}`: device process {pid} did not stop within {} s",
