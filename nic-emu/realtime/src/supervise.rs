@@ -400,17 +400,16 @@ impl Supervisor {
                 }
                 self.srams[node].store_u32(reg(regs::FW_STATUS) as u64, regs::FW_HALTED);
                 use std::os::unix::process::ExitStatusExt;
-                if status.signal() == Some(rustix::process::Signal::BUS.as_raw()) {
+                let sram = self.dir.sram_path(node as u32);
+                let full = mapped::fs_space(&sram).ok().filter(|s| s.free < nic_abi::PAGE_SIZE);
+                if let (Some(s), true) =
+                    (full, status.signal() == Some(rustix::process::Signal::BUS.as_raw()))
+                {
                     // Its RAM is the node's sram file: a page of it that
-                    // could not be backed kills it.
-                    let sram = self.dir.sram_path(node as u32);
-                    let why = match mapped::fs_space(&sram) {
-                        Ok(s) if s.free < nic_abi::PAGE_SIZE => {
-                            format!("{} ({s})", mapped::FaultCause::NoSpace)
-                        }
-                        Ok(s) => format!("{} ({s})", mapped::FaultCause::Io),
-                        Err(e) => format!("{e}"),
-                    };
+                    // the full file system could not back killed it. (A
+                    // cut file kills it too, with room left: that is
+                    // set back and the node reset, as below.)
+                    let why = format!("{} ({s})", mapped::FaultCause::NoSpace);
                     self.ctx.nodes[node].stopped.store(true, Ordering::Release);
                     self.ctx.note(format!(
                         "node {node}: SRAM file {} (QEMU's RAM): {why}: QEMU died of SIGBUS; \
