@@ -27,6 +27,7 @@ mod cluster;
 mod demo;
 mod flash;
 mod fw;
+mod fwbench;
 mod gdb;
 mod logs;
 mod mcast;

@@ -1,0 +1,292 @@
+//! The document `cargo xtask bench --firmware` writes (`--json`, and
+//! always `target/bench/firmware.json`): what the image's instruction
+//! counter measured per workload, and the (de)serialising structs of it.
+//! This module is the one place the document's shape is defined; every
+//! reader of the file (the simulator's firmware pricing, its drift test)
+//! parses it through these types.
+//!
+//! Instruction figures are counted by the image itself (`minstret` around
+//! each pass of the MCP, exact under QEMU's `-icount shift=0`) over a
+//! workload's measured window, with the set-up before it subtracted. They
+//! are per message over all NICs unless named per NIC.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The workloads, by the names the document keys them with, in the order
+/// the bench runs and prints them.
+pub const WORKLOADS: [&str; 11] = [
+    "pingpong-8b",
+    "stream-4k",
+    "stream-64k",
+    "loss-gbn",
+    "loss-sr",
+    "rate",
+    "mcast-host",
+    "mcast-nic",
+    "mcast-assisted",
+    "mcast-cached",
+    "port-close",
+];
+
+/// The whole document.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FirmwareReport {
+    /// Which image was measured, and how.
+    pub image: ImageInfo,
+    /// Keyed by the names of [`WORKLOADS`] (a quick run may hold fewer).
+    pub workloads: BTreeMap<String, Workload>,
+    /// The idle pass, in instructions, with few and with many ports and
+    /// streams live.
+    pub idle: Idle,
+}
+
+/// The measured image and the counting set-up.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// The ELF measured.
+    #[serde(default)]
+    pub elf: String,
+    /// The image's cargo features (`poll-stats` always among them).
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// The source's commit (`git describe --always --dirty`), if known.
+    #[serde(default)]
+    pub commit: String,
+    /// text + data + bss of the image, bytes.
+    #[serde(default)]
+    pub size_bytes: u64,
+    /// The QEMU counting mode (`-icount shift=0`).
+    #[serde(default)]
+    pub icount: String,
+    /// A short run (`--quick`): fewer messages, figures less settled.
+    #[serde(default)]
+    pub quick: bool,
+}
+
+/// The idle pass, instructions per pass.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Idle {
+    /// One port open, one stream live.
+    pub one_port: f64,
+    /// Eight ports open, 128 streams live.
+    pub eight_ports_128_streams: f64,
+}
+
+/// One workload's figures.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Workload {
+    /// Messages in the measured window (for `port-close`: closes; for
+    /// `pingpong-8b`: one-way messages, two per round trip).
+    pub messages: u64,
+    /// Instructions of the passes that did work, over all NICs, per
+    /// message.
+    pub busy_per_message: f64,
+    /// Instructions of all passes (idle ones too), over all NICs, per
+    /// message.
+    pub all_per_message: f64,
+    /// Busy-pass instructions per data packet, per NIC (in `nics`' order):
+    /// a NIC's busy instructions over the data packets it sent plus those
+    /// it received (0 for a NIC that handled none).
+    pub per_packet: Vec<f64>,
+    /// Instructions of an idle pass during the window (mean).
+    pub idle_pass: f64,
+    /// Busy-pass instructions per message by state machine.
+    pub by_machine: ByMachine,
+    /// Busy-pass instructions per message spent in each offload's code,
+    /// keyed by offload name (`multicast`, `rate`, `selective`, ...).
+    #[serde(default)]
+    pub by_offload: BTreeMap<String, f64>,
+    /// Each NIC's raw counts over the window.
+    pub nics: Vec<NicCounts>,
+    /// The busy figures in microseconds at each profile's NIC clock,
+    /// keyed by profile name.
+    #[serde(default)]
+    pub us: BTreeMap<String, Micros>,
+}
+
+/// Instructions per message by machine; `core` is the scheduler and all
+/// code outside the four machines.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ByMachine {
+    pub sdma: f64,
+    pub send: f64,
+    pub recv: f64,
+    pub rdma: f64,
+    pub core: f64,
+}
+
+impl ByMachine {
+    pub fn total(&self) -> f64 {
+        self.sdma + self.send + self.recv + self.rdma + self.core
+    }
+}
+
+/// A workload's busy figures at one profile's NIC clock.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Micros {
+    pub busy_per_message: f64,
+    pub per_packet: Vec<f64>,
+}
+
+/// One NIC's counts over a measured window (after minus before).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NicCounts {
+    pub node: u16,
+    pub passes: u64,
+    pub busy_passes: u64,
+    pub instructions_busy: u64,
+    pub instructions_all: u64,
+    /// Data packets this NIC sent and received (`work.tx_packets` +
+    /// `work.rx_packets`; acks excluded when the image tells them apart).
+    pub packets: u64,
+    /// The sum of the `mcp::Work` the passes returned, by field name.
+    pub work: WorkSum,
+}
+
+/// The sum of `mcp::Work` over a window: each field of the struct by its
+/// Rust name, a number or (for array fields) a list of numbers. Read
+/// from the image by the struct's debug information, so a field added to
+/// `mcp::Work` appears here without a change to this module.
+pub type WorkSum = BTreeMap<String, WorkValue>;
+
+/// A `mcp::Work` field's sum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WorkValue {
+    Count(u64),
+    Counts(Vec<u64>),
+}
+
+impl WorkValue {
+    /// The total (an array's elements summed).
+    pub fn total(&self) -> u64 {
+        match self {
+            WorkValue::Count(n) => *n,
+            WorkValue::Counts(v) => v.iter().sum(),
+        }
+    }
+}
+
+impl NicCounts {
+    /// A `work` field's total, 0 when absent.
+    pub fn work_total(&self, field: &str) -> u64 {
+        self.work.get(field).map_or(0, WorkValue::total)
+    }
+}
+
+impl FirmwareReport {
+    /// Read a saved document.
+    pub fn load(path: &Path) -> crate::Result<FirmwareReport> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> crate::Result<FirmwareReport> {
+        serde_json::from_str(text).map_err(|e| format!("not a firmware bench document: {e}"))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serialises")
+    }
+
+    /// Write it, creating the directory.
+    pub fn save(&self, path: &Path) -> crate::Result<()> {
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        std::fs::write(path, self.to_json() + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// Where the document is always saved: `<target>/bench/firmware.json`.
+pub fn default_path(root: &Path) -> std::path::PathBuf {
+    crate::fw::target_dir(root).join("bench").join("firmware.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> FirmwareReport {
+        let mut work = WorkSum::new();
+        work.insert("descriptors".into(), WorkValue::Count(1000));
+        work.insert("relay_steps".into(), WorkValue::Counts(vec![1, 2, 0, 0]));
+        let nic = NicCounts {
+            node: 0,
+            passes: 5000,
+            busy_passes: 3000,
+            instructions_busy: 9_000_000,
+            instructions_all: 12_000_000,
+            packets: 2000,
+            work,
+        };
+        let w = Workload {
+            messages: 2000,
+            busy_per_message: 4500.0,
+            all_per_message: 6000.0,
+            per_packet: vec![4500.0],
+            idle_pass: 1000.0,
+            by_machine: ByMachine { sdma: 1.0, send: 2.0, recv: 3.0, rdma: 4.0, core: 5.0 },
+            by_offload: [("multicast".to_string(), 0.0)].into_iter().collect(),
+            nics: vec![nic],
+            us: [(
+                "lanai9-gm".to_string(),
+                Micros { busy_per_message: 33.8, per_packet: vec![33.8] },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        FirmwareReport {
+            image: ImageInfo { features: vec!["poll-stats".into()], ..Default::default() },
+            workloads: [("pingpong-8b".to_string(), w)].into_iter().collect(),
+            idle: Idle { one_port: 90.0, eight_ports_128_streams: 95.0 },
+        }
+    }
+
+    #[test]
+    fn the_document_reads_back_as_written() {
+        let r = sample();
+        assert_eq!(FirmwareReport::parse(&r.to_json()).unwrap(), r);
+    }
+
+    #[test]
+    fn the_document_has_the_contract_keys() {
+        let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        let w = &v["workloads"]["pingpong-8b"];
+        for k in [
+            "messages",
+            "busy_per_message",
+            "all_per_message",
+            "per_packet",
+            "idle_pass",
+            "by_machine",
+            "by_offload",
+            "nics",
+            "us",
+        ] {
+            assert!(!w[k].is_null(), "workload key {k} missing");
+        }
+        for k in ["sdma", "send", "recv", "rdma", "core"] {
+            assert!(w["by_machine"][k].is_number(), "by_machine.{k}");
+        }
+        assert_eq!(w["nics"][0]["work"]["relay_steps"], serde_json::json!([1, 2, 0, 0]));
+        assert_eq!(w["nics"][0]["work"]["descriptors"], serde_json::json!(1000));
+        assert!(
+            v["idle"]["one_port"].is_number() && v["idle"]["eight_ports_128_streams"].is_number()
+        );
+    }
+
+    #[test]
+    fn an_array_field_totals_its_elements() {
+        let r = sample();
+        let nic = &r.workloads["pingpong-8b"].nics[0];
+        assert_eq!(nic.work_total("relay_steps"), 3);
+        assert_eq!(nic.work_total("descriptors"), 1000);
+        assert_eq!(nic.work_total("no_such_field"), 0);
+    }
+}
