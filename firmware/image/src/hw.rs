@@ -50,15 +50,66 @@ impl SramHw {
     }
 
     /// Guest address of SRAM offset `off`. REGS and PORTS are 4 KiB
-    /// aligned, so an aligned word never straddles a region's edge.
+    /// aligned, so an aligned word never straddles a region's edge. With
+    /// a constant `off` (a register, a field of a fixed record) the choice
+    /// folds away when inlined: the address is one add.
+    #[inline(always)]
     fn addr(&self, off: usize) -> usize {
         let page = off.wrapping_sub(map::REGS as usize) < map::REGS_SIZE as usize;
         let window = off.wrapping_sub(map::PORTS as usize) < NUM_PORTS * map::PORT_WINDOW as usize;
         (if page || window { self.files } else { SRAM_BASE }) + off
     }
 
+    /// Is `off..off + len` inside SRAM? Every SRAM is at least
+    /// `map::SRAM_MIN` long, so a range below that needs no look at the
+    /// configured size: with constant operands the check folds away.
+    #[inline(always)]
     fn ok(&self, off: u32, len: usize) -> bool {
-        (off as usize).checked_add(len).is_some_and(|e| e <= self.size as usize)
+        match (off as usize).checked_add(len) {
+            Some(e) => e <= map::SRAM_MIN as usize || e <= self.size as usize,
+            None => false,
+        }
+    }
+
+    /// The guest address of `off..end` when it lies in one place (all
+    /// RAM, or all in the port windows), the usual case: one copy.
+    #[inline(always)]
+    fn place(&self, off: usize, end: usize) -> Option<usize> {
+        const REGS_END: usize = (map::REGS + map::REGS_SIZE) as usize;
+        let ram = off >= FILES_END
+            || end <= map::REGS as usize
+            || (off >= REGS_END && end <= map::PORTS as usize);
+        if ram {
+            Some(SRAM_BASE + off)
+        } else if off >= map::PORTS as usize && end <= FILES_END {
+            Some(self.files + off)
+        } else {
+            None
+        }
+    }
+
+    /// `read` of a range over more than one place: a copy per run.
+    #[inline(never)]
+    fn read_runs(&self, off: u32, buf: &mut [u8]) {
+        let mut at = 0;
+        while at < buf.len() {
+            let o = off as usize + at;
+            let n = run_end(o, off as usize + buf.len()) - o;
+            copy_in(self.addr(o), &mut buf[at..at + n]);
+            at += n;
+        }
+    }
+
+    /// `write` of a range over more than one place: a copy per run.
+    #[inline(never)]
+    fn write_runs(&mut self, off: u32, data: &[u8]) {
+        let mut at = 0;
+        while at < data.len() {
+            let o = off as usize + at;
+            let n = run_end(o, off as usize + data.len()) - o;
+            copy_out(self.addr(o), &data[at..at + n]);
+            at += n;
+        }
     }
 
     /// Are the register page and the port windows QEMU's PCI devices?
@@ -106,6 +157,7 @@ fn run_end(off: usize, end: usize) -> usize {
 }
 
 /// Copy from guest address `src` into `dst`.
+#[inline(always)]
 fn copy_in(src: usize, dst: &mut [u8]) {
     // SAFETY: `src..src + len` is inside SRAM (the caller checked the
     // range), this CPU's RAM, or inside a BAR `pci::map_files` mapped
@@ -120,6 +172,7 @@ fn copy_in(src: usize, dst: &mut [u8]) {
 }
 
 /// Copy `src` to guest address `dst`, as `copy_in` reads.
+#[inline(always)]
 fn copy_out(dst: usize, src: &[u8]) {
     // SAFETY: as in `copy_in`, the other way: `dst..dst + len` is mapped
     // SRAM or BAR memory, written before the Release store that
@@ -135,44 +188,44 @@ fn scale(x: u64, num: u64, den: u64) -> u64 {
     q.wrapping_mul(num).wrapping_add(r.saturating_mul(num) / den)
 }
 
+// Every accessor is inlined: with a constant offset a word access is one
+// load or store (and its fence), a byte range one memcpy.
 impl Sram for SramHw {
+    #[inline(always)]
     fn read(&self, off: u32, buf: &mut [u8]) {
         if !self.ok(off, buf.len()) {
             buf.fill(0);
             return;
         }
-        let mut at = 0;
-        while at < buf.len() {
-            let o = off as usize + at;
-            let n = run_end(o, off as usize + buf.len()) - o;
-            copy_in(self.addr(o), &mut buf[at..at + n]);
-            at += n;
+        match self.place(off as usize, off as usize + buf.len()) {
+            Some(a) => copy_in(a, buf),
+            None => self.read_runs(off, buf),
         }
     }
 
+    #[inline(always)]
     fn write(&mut self, off: u32, data: &[u8]) {
         if !self.ok(off, data.len()) {
             return;
         }
-        let mut at = 0;
-        while at < data.len() {
-            let o = off as usize + at;
-            let n = run_end(o, off as usize + data.len()) - o;
-            copy_out(self.addr(o), &data[at..at + n]);
-            at += n;
+        match self.place(off as usize, off as usize + data.len()) {
+            Some(a) => copy_out(a, data),
+            None => self.write_runs(off, data),
         }
     }
 
+    #[inline(always)]
     fn load_u32(&self, off: u32) -> u32 {
         if !self.ok(off, 4) || !off.is_multiple_of(4) {
             return 0;
         }
         // SAFETY: in bounds and 4-aligned, in RAM or a mapped BAR as in
-        // `byte`; SRAM words shared with the device model are accessed
+        // `copy_in`; SRAM words shared with the device model are accessed
         // only atomically.
         unsafe { (*(self.addr(off as usize) as *const AtomicU32)).load(Ordering::Acquire) }
     }
 
+    #[inline(always)]
     fn store_u32(&mut self, off: u32, v: u32) {
         if !self.ok(off, 4) || !off.is_multiple_of(4) {
             return;
@@ -181,6 +234,7 @@ impl Sram for SramHw {
         unsafe { (*(self.addr(off as usize) as *const AtomicU32)).store(v, Ordering::Release) }
     }
 
+    #[inline(always)]
     fn load_u64(&self, off: u32) -> u64 {
         if !self.ok(off, 8) || !off.is_multiple_of(8) {
             return 0;
@@ -189,6 +243,7 @@ impl Sram for SramHw {
         unsafe { (*(self.addr(off as usize) as *const AtomicU64)).load(Ordering::Acquire) }
     }
 
+    #[inline(always)]
     fn store_u64(&mut self, off: u32, v: u64) {
         if !self.ok(off, 8) || !off.is_multiple_of(8) {
             return;
@@ -199,6 +254,7 @@ impl Sram for SramHw {
 }
 
 impl Hw for SramHw {
+    #[inline(always)]
     fn rtc(&self) -> u64 {
         self.rtc_now()
     }
