@@ -220,6 +220,69 @@ pub fn build_image_logging(root: &Path, selftest: bool, level: &str) -> crate::R
     Ok(elf)
 }
 
+/// Which offloads a measuring image is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offloads {
+    /// The image's default features: every offload compiled in.
+    All,
+    /// None: the image without its default offload features, and the
+    /// multicast paths compiled out (`--cfg mcast_off`).
+    None,
+}
+
+/// The image with its instruction counter (feature `poll-stats`: each
+/// pass's `minstret` and the sum of its work, `cargo xtask bench
+/// --firmware`), built into a target directory of its own
+/// (`<target>/fw-stats`, `<target>/fw-stats-nooff`) so the image others
+/// flash is never replaced by a measuring one. Returns the ELF.
+pub fn build_measuring_image(root: &Path, offloads: Offloads) -> crate::Result<PathBuf> {
+    ensure_fw_target()?;
+    let sub = match offloads {
+        Offloads::All => "fw-stats",
+        Offloads::None => "fw-stats-nooff",
+    };
+    let dir = target_dir(root).join(sub);
+    let image = root.join("firmware/image");
+    let mut c = Command::new(cargo());
+    c.current_dir(&image)
+        .env("CARGO_TARGET_DIR", &dir)
+        .env("DEFMT_LOG", "info")
+        .args(["build", "--release"]);
+    let mut features = vec!["poll-stats", "defmt"];
+    if offloads == Offloads::None {
+        // The offload features the image forwards to the MCP, where it
+        // has them; the old switch for multicast meanwhile.
+        c.arg("--no-default-features");
+        let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+        flags.push_str(" --cfg mcast_off");
+        c.env("RUSTFLAGS", flags.trim());
+    } else {
+        features.extend(image_offload_features(&image));
+    }
+    c.args(["--features", &features.join(",")]);
+    let what = format!(
+        "the measuring firmware image (firmware/image, features {}{})",
+        features.join(", "),
+        if offloads == Offloads::None { ", no offloads" } else { "" }
+    );
+    build_saying(c, &what, "release")?;
+    let elf = dir.join(FW_TARGET).join("release").join("mcp-image");
+    if !elf.is_file() {
+        return Err(format!("cargo built nothing at {}", elf.display()));
+    }
+    Ok(elf)
+}
+
+/// The offload features firmware/image/Cargo.toml declares (`multicast`,
+/// `rate`, `selective`, `echo`: those it has).
+fn image_offload_features(image: &Path) -> Vec<&'static str> {
+    let toml = std::fs::read_to_string(image.join("Cargo.toml")).unwrap_or_default();
+    ["multicast", "rate", "selective", "echo"]
+        .into_iter()
+        .filter(|f| toml.lines().any(|l| l.trim_start().starts_with(&format!("{f} ="))))
+        .collect()
+}
+
 /// One allocated section of an ELF (name, size, flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {

@@ -187,6 +187,35 @@ enum Cmd {
         /// run per point.
         #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost"])]
         scale: bool,
+        /// Only the firmware's cost: builds the image with its instruction
+        /// counter (feature poll-stats), runs each workload (8 B ping-pong,
+        /// 4 KiB and 64 KiB streams, a 64 KiB stream under 2% loss with
+        /// go-back-N and with selective repeat, a rate-controlled stream,
+        /// a multicast relay of each scheme, port close) on a qemu cluster
+        /// under `-icount shift=0` and prints the MCP's instructions per
+        /// message and per packet at each NIC, the idle pass (1 port and 1
+        /// stream; 8 ports and 128 streams), the split by machine and by
+        /// offload, and the same in microseconds at each profile's NIC
+        /// clock. Saves target/bench/firmware.json and
+        /// out/reports/bench/firmware.svg. --quick: a short run (figures
+        /// less settled).
+        #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost", "scale"])]
+        firmware: bool,
+        /// --firmware: print the JSON document instead of the table.
+        #[arg(long, requires = "firmware")]
+        json: bool,
+        /// --firmware: also the 15 functions (inlined code included) that
+        /// run most instructions in each workload.
+        #[arg(long, requires = "firmware")]
+        functions: bool,
+        /// --firmware: also measure the image with no offloads compiled in
+        /// and print the unicast workloads side by side with the ratio.
+        #[arg(long, requires = "firmware")]
+        no_offloads: bool,
+        /// --firmware: only these workloads (pingpong-8b, stream-4k, ...,
+        /// port-close; `idle` for the 8-port, 128-stream idle pass).
+        #[arg(long = "workload", value_name = "NAME", requires = "firmware")]
+        workloads: Vec<String>,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -482,6 +511,19 @@ fn main() -> ExitCode {
             )
         }
         Cmd::Trace(a) => trace::run(&a),
+        Cmd::Bench {
+            firmware: true,
+            quick,
+            json,
+            functions,
+            no_offloads,
+            workloads,
+            quiet,
+            ..
+        } => fwbench::run(
+            &root,
+            &fwbench::Options { quick, json, functions, no_offloads, quiet, only: workloads },
+        ),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {

@@ -162,16 +162,20 @@ fn news(hw: &hw::SramHw) -> [u32; 4] {
 fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw) -> bool {
     #[cfg(feature = "poll-stats")]
     let t = riscv::register::minstret::read64();
-    let busy = !mcp.poll(hw).is_idle();
+    let work = mcp.poll(hw);
+    let busy = !work.is_idle();
     #[cfg(feature = "poll-stats")]
-    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t));
+    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t), &work);
     busy
 }
 
 /// The cost of each pass of the MCP (`--features poll-stats`, for
 /// measuring, not for flashing): `minstret` before and after, which
 /// QEMU counts in guest instructions under `-icount shift=0` (else in
-/// host cycles). gdb: `print mcp_image::poll_stats::POLL_STATS`.
+/// host cycles), and the sum of the work they did. gdb: `print
+/// mcp_image::poll_stats::POLL_STATS`; `cargo xtask bench --firmware`
+/// reads these statics from the guest's RAM (the symbols' addresses, the
+/// layout of `mcp::Work` from the image's debug information).
 #[cfg(feature = "poll-stats")]
 pub mod poll_stats {
     /// Idle passes, then passes that did work: count, sum, min, max.
@@ -198,7 +202,17 @@ pub mod poll_stats {
         unsafe { (*core::ptr::addr_of_mut!(WAKES))[i] += 1 };
     }
 
-    pub fn record(busy: bool, n: u64) {
+    /// The sum of the `mcp::Work` every pass returned (each field wraps at
+    /// its width: a reader subtracts two readings in that width).
+    #[no_mangle]
+    // SAFETY: `Work` is plain integers, for which all zero bytes are valid.
+    pub static mut POLL_WORK: mcp::Work = unsafe { core::mem::zeroed() };
+
+    pub fn record(busy: bool, n: u64, work: &mcp::Work) {
+        // SAFETY: one hart, no interrupt handlers: the only access.
+        let w = unsafe { &mut *core::ptr::addr_of_mut!(POLL_WORK) };
+        // (Release builds wrap on overflow: a reader subtracts readings.)
+        w.add(work);
         // SAFETY: one hart, no interrupt handlers: the only access.
         let s = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_STATS))[busy as usize] };
         s[0] += 1;
@@ -209,6 +223,7 @@ pub mod poll_stats {
         let h = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_HIST))[busy as usize] };
         h[((n / 256) as usize).min(127)] += 1;
     }
+
 }
 
 /// CLINT ticks from `now` to the MCP's next timer (at least 1), if any.

@@ -78,6 +78,9 @@ pub struct RtScenarioOptions {
     /// Write every packet the fabric carries to this pcap file (times on
     /// the cluster's wall clock; docs/capture.md).
     pub pcap: Option<PathBuf>,
+    /// More QEMU arguments for every guest (qemu backend; e.g. `-icount
+    /// shift=0` for exact instruction counts).
+    pub qemu_args: Vec<String>,
 }
 
 impl RtScenarioOptions {
@@ -90,6 +93,7 @@ impl RtScenarioOptions {
             pacing: Pacing::AsFastAsPossible,
             cluster: None,
             pcap: None,
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -246,6 +250,7 @@ fn run_rt(
     cfg.profile = profile;
     cfg.topology = topology;
     cfg.image = opts.image.clone();
+    cfg.qemu_args = opts.qemu_args.clone();
     cfg.pacing = opts.pacing;
     cfg.faults =
         Faults { drop: v.faults.drop, corrupt: v.faults.corrupt, duplicate: v.faults.duplicate };

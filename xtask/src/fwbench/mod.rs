@@ -1,6 +1,257 @@
 //! `cargo xtask bench --firmware`: the MCP image's instructions counted
-//! exactly under QEMU, per workload. [`report`] is the document it writes.
+//! exactly under QEMU, per workload.
+//!
+//! The image is built with its instruction counter (feature `poll-stats`:
+//! `minstret` around each pass and the sum of the passes' `mcp::Work`,
+//! `image`), each workload runs on a qemu cluster with `-icount shift=0`
+//! (`workloads`), the counters are read from the guests' RAM files before
+//! and after the measured window (`counters`), and the figures are
+//! printed (`table`) and saved as the document of `report`.
 
-// The runner that fills it lands next; the pricing side reads it.
-#[allow(dead_code)]
+pub mod counters;
+pub mod image;
+#[allow(dead_code)] // its readers: the pricing side, the tests
 pub mod report;
+pub mod table;
+pub mod workloads;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::fw::{self, Offloads};
+use image::Image;
+use report::{FirmwareReport, ImageInfo, Micros, Workload};
+use workloads::Window;
+
+/// What `bench --firmware` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub quick: bool,
+    pub json: bool,
+    pub functions: bool,
+    pub no_offloads: bool,
+    pub quiet: bool,
+    /// Only these workloads (all when empty).
+    pub only: Vec<String>,
+}
+
+/// A profile's NIC clock: its name, cycles a second and cycles per
+/// instruction (`nic_cpu.cycles_per_instruction` where the profile has
+/// it, else 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clock {
+    pub profile: String,
+    pub hz: f64,
+    pub cpi: f64,
+    pub cpi_given: bool,
+}
+
+/// Every built-in profile's clock.
+pub fn clocks(root: &Path) -> crate::Result<Vec<Clock>> {
+    use nic_emu::profile::Profile;
+    Profile::names()
+        .iter()
+        .map(|name| {
+            let p = Profile::load(name).map_err(|e| e.to_string())?;
+            let text = std::fs::read_to_string(root.join(format!("nic-emu/profiles/{name}.toml")))
+                .unwrap_or_default();
+            let cpi = cpi_of(&text);
+            Ok(Clock {
+                profile: name.to_string(),
+                hz: p.nic.cpu_hz as f64,
+                cpi: cpi.unwrap_or(1.0),
+                cpi_given: cpi.is_some(),
+            })
+        })
+        .collect()
+}
+
+/// `cycles_per_instruction = X` in a profile's `[nic_cpu]` table.
+pub fn cpi_of(toml: &str) -> Option<f64> {
+    let mut in_cpu = false;
+    for line in toml.lines() {
+        let l = line.split('#').next().unwrap_or("").trim();
+        if l.starts_with('[') {
+            in_cpu = l == "[nic_cpu]";
+        } else if in_cpu {
+            if let Some(v) = l.strip_prefix("cycles_per_instruction") {
+                return v.trim_start().strip_prefix('=')?.trim().parse().ok();
+            }
+        }
+    }
+    None
+}
+
+/// A workload's entry of the document from its window.
+pub fn workload(w: &Window, clocks: &[Clock]) -> Workload {
+    let (busy, all, per_packet, idle) = counters::figures(&w.nics, w.messages);
+    let us = clocks
+        .iter()
+        .map(|c| {
+            let m = |x: f64| counters::micros(x, c.cpi, c.hz);
+            (
+                c.profile.clone(),
+                Micros {
+                    busy_per_message: m(busy),
+                    per_packet: per_packet.iter().map(|&p| m(p)).collect(),
+                },
+            )
+        })
+        .collect();
+    Workload {
+        messages: w.messages,
+        busy_per_message: busy,
+        all_per_message: all,
+        per_packet,
+        idle_pass: idle,
+        by_machine: Default::default(),
+        by_offload: BTreeMap::new(),
+        nics: w.nics.clone(),
+        us,
+    }
+}
+
+/// Build the measuring image and run every workload (or `opts.only`):
+/// the document.
+pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result<FirmwareReport> {
+    if !crate::rt::ensure_qemu()? {
+        return Err(format!(
+            "QEMU ({}) is not installed: the firmware bench runs the image under it",
+            nic_emu::realtime::qemu::QEMU_PROGRAM
+        ));
+    }
+    let elf = fw::build_measuring_image(root, offloads)?;
+    let img = Image::load(&elf)?;
+    let clocks = clocks(root)?;
+    let wanted = |n: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == n);
+    let specs: Vec<_> =
+        workloads::specs(opts.quick).into_iter().filter(|s| wanted(s.name)).collect();
+    let closes = wanted("port-close");
+    let many = opts.only.is_empty() || wanted("idle");
+    let steps = specs.len() as u64 + u64::from(closes) + u64::from(many);
+    let what = match offloads {
+        Offloads::All => "bench (firmware)",
+        Offloads::None => "bench (firmware, no offloads)",
+    };
+    let pb = crate::progress::bar(steps, what, opts.quiet);
+    let mut doc = FirmwareReport {
+        image: ImageInfo {
+            elf: elf.display().to_string(),
+            features: match offloads {
+                Offloads::All => vec!["poll-stats".into(), "defmt".into()],
+                Offloads::None => {
+                    vec!["poll-stats".into(), "defmt".into(), "--cfg mcast_off".into()]
+                }
+            },
+            commit: commit(root),
+            size_bytes: fw::file_sections(&elf).map(|s| fw::size_report(&s).total()).unwrap_or(0),
+            icount: workloads::ICOUNT.join(" "),
+            quick: opts.quick,
+        },
+        ..Default::default()
+    };
+    for spec in &specs {
+        pb.set_message(spec.name);
+        let w = workloads::run(spec, &img)?;
+        crate::progress::println(
+            &pb,
+            &format!(
+                "  {:<15} {:>6} messages in the window ({:.1} s)",
+                spec.name, w.messages, w.wall_s
+            ),
+        );
+        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks));
+        pb.inc(1);
+    }
+    if closes {
+        pb.set_message("port-close");
+        let w = workloads::port_close(&img, if opts.quick { 3 } else { 10 })?;
+        crate::progress::println(
+            &pb,
+            &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
+        );
+        doc.workloads.insert("port-close".into(), workload(&w, &clocks));
+        pb.inc(1);
+    }
+    if let Some(pp) = doc.workloads.get("pingpong-8b") {
+        doc.idle.one_port = pp.idle_pass;
+    }
+    if many {
+        pb.set_message("idle, 8 ports and 128 streams");
+        let w = workloads::run(&workloads::many_streams(opts.quick), &img)?;
+        crate::progress::println(
+            &pb,
+            &format!(
+                "  {:<15} {:>6} messages in the window ({:.1} s)",
+                "idle, 8 ports", w.messages, w.wall_s
+            ),
+        );
+        doc.idle.eight_ports_128_streams = workload(&w, &clocks).idle_pass;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    Ok(doc)
+}
+
+/// `git describe --always --dirty` of the source, or empty.
+fn commit(root: &Path) -> String {
+    std::process::Command::new("git")
+        .current_dir(root)
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `cargo xtask bench --firmware`.
+pub fn run(root: &Path, opts: &Options) -> crate::Result<ExitCode> {
+    let doc = measure(root, opts, Offloads::All)?;
+    let path = report::default_path(root);
+    doc.save(&path)?;
+    let without = if opts.no_offloads { Some(measure(root, opts, Offloads::None)?) } else { None };
+    if opts.json {
+        println!("{}", doc.to_json());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let clocks = clocks(root)?;
+    print!("{}", table::render(&doc, &clocks, opts.functions));
+    if let Some(w) = &without {
+        print!("{}", table::compare(&doc, w));
+    }
+    let svg = crate::bench::out_dir().join("firmware.svg");
+    match table::plot(&doc, &svg) {
+        Ok(()) => println!("plot: {}", svg.display()),
+        Err(e) => println!("(no plot: {e})"),
+    }
+    println!("document: {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The top functions per workload (`--functions`), when attributed.
+pub fn functions_table(_doc: &FirmwareReport) -> String {
+    "\n(functions: not attributed in this build)\n".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profiles_cycles_per_instruction_is_read_from_its_nic_cpu_table() {
+        let t = "[nic]\ncycles_per_instruction = 9\n[nic_cpu]\npoll = 47\ncycles_per_instruction = 1.5 # measured\n[x]\n";
+        assert_eq!(cpi_of(t), Some(1.5));
+        assert_eq!(cpi_of("[nic_cpu]\npoll = 47\n"), None);
+        assert_eq!(cpi_of("[nic]\ncycles_per_instruction = 2\n"), None, "only [nic_cpu]'s");
+    }
+
+    #[test]
+    fn every_builtin_profile_has_a_clock() {
+        let root = crate::workspace_root();
+        let c = clocks(&root).unwrap();
+        assert!(c.iter().any(|c| c.profile == "lanai9-gm" && c.hz == 133e6), "{c:?}");
+        assert!(c.iter().all(|c| c.cpi > 0.0));
+    }
+}

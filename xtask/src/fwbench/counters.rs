@@ -1,0 +1,172 @@
+//! Readings of a NIC's instruction counters from its guest RAM file, and
+//! the arithmetic that turns two readings into a window's counts and a
+//! workload's figures. Pure functions but `read`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::image::{file_offset, Field, Image};
+use super::report::{NicCounts, WorkSum, WorkValue};
+
+/// One NIC's counters at one moment: `POLL_STATS` (idle passes, then busy
+/// ones: count, instruction sum, min, max) and the bytes of `POLL_WORK`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reading {
+    pub stats: [[u64; 4]; 2],
+    pub work: Vec<u8>,
+}
+
+/// Read node's counters from its RAM file `sram`.
+pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
+    let f = std::fs::File::open(sram).map_err(|e| format!("{}: {e}", sram.display()))?;
+    let mut raw = [0u8; 64];
+    f.read_exact_at(&mut raw, file_offset(img.poll_stats)?)
+        .map_err(|e| format!("{}: reading POLL_STATS: {e}", sram.display()))?;
+    let mut stats = [[0u64; 4]; 2];
+    for (i, w) in raw.chunks_exact(8).enumerate() {
+        stats[i / 4][i % 4] = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    }
+    let mut work = vec![0u8; img.work_size as usize];
+    f.read_exact_at(&mut work, file_offset(img.poll_work)?)
+        .map_err(|e| format!("{}: reading POLL_WORK: {e}", sram.display()))?;
+    Ok(Reading { stats, work })
+}
+
+/// A little-endian unsigned integer of `width` bytes at `at` (0 past the end).
+fn uint(bytes: &[u8], at: u64, width: u64) -> u64 {
+    let (at, width) = (at as usize, width.min(8) as usize);
+    bytes
+        .get(at..at + width)
+        .map_or(0, |b| b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+}
+
+/// `after - before` in an integer of `width` bytes (a field that wrapped
+/// once in between still counts right).
+pub fn wrapping_delta(before: u64, after: u64, width: u64) -> u64 {
+    let d = after.wrapping_sub(before);
+    if width >= 8 {
+        d
+    } else {
+        d & ((1u64 << (8 * width)) - 1)
+    }
+}
+
+/// Each `mcp::Work` field's growth from `before` to `after`.
+pub fn work_delta(fields: &[Field], before: &[u8], after: &[u8]) -> WorkSum {
+    let mut out = BTreeMap::new();
+    for f in fields {
+        let one = |i: u64| {
+            let at = f.offset + i * f.width;
+            wrapping_delta(uint(before, at, f.width), uint(after, at, f.width), f.width)
+        };
+        let v = match f.count {
+            None => WorkValue::Count(one(0)),
+            Some(n) => WorkValue::Counts((0..n).map(one).collect()),
+        };
+        out.insert(f.name.clone(), v);
+    }
+    out
+}
+
+/// One NIC's counts over a window (`packets`: the data packets it sent
+/// or received in it, from the workload's definition).
+pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u64) -> NicCounts {
+    let d = |k: usize, j: usize| b.stats[k][j].wrapping_sub(a.stats[k][j]);
+    let (idle_passes, idle_insns, busy_passes, busy_insns) = (d(0, 0), d(0, 1), d(1, 0), d(1, 1));
+    NicCounts {
+        node,
+        passes: idle_passes + busy_passes,
+        busy_passes,
+        instructions_busy: busy_insns,
+        instructions_all: busy_insns + idle_insns,
+        packets,
+        work: work_delta(fields, &a.work, &b.work),
+    }
+}
+
+/// `x / n`, 0 when n is 0.
+pub fn per(x: u64, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        x as f64 / n as f64
+    }
+}
+
+/// Instructions at a NIC clock: microseconds for `insns` instructions at
+/// `cpi` cycles each and `hz` cycles a second.
+pub fn micros(insns: f64, cpi: f64, hz: f64) -> f64 {
+    insns * cpi / hz * 1e6
+}
+
+/// The figures of a window over all NICs: (busy per message, all per
+/// message, busy per packet per NIC, idle pass).
+pub fn figures(nics: &[NicCounts], messages: u64) -> (f64, f64, Vec<f64>, f64) {
+    let busy: u64 = nics.iter().map(|n| n.instructions_busy).sum();
+    let all: u64 = nics.iter().map(|n| n.instructions_all).sum();
+    let idle_passes: u64 = nics.iter().map(|n| n.passes - n.busy_passes).sum();
+    let per_packet = nics.iter().map(|n| per(n.instructions_busy, n.packets)).collect();
+    (per(busy, messages), per(all, messages), per_packet, per(all - busy, idle_passes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(name: &str, offset: u64, width: u64, count: Option<u64>) -> Field {
+        Field { name: name.into(), offset, width, count }
+    }
+
+    fn reading(stats: [[u64; 4]; 2], work: Vec<u8>) -> Reading {
+        Reading { stats, work }
+    }
+
+    #[test]
+    fn a_window_is_the_later_reading_less_the_earlier() {
+        let a = reading([[10, 1000, 90, 110], [5, 50_000, 9000, 11_000]], vec![]);
+        let b = reading([[30, 3000, 90, 110], [15, 150_000, 9000, 11_000]], vec![]);
+        let w = window(1, &[], &a, &b, 10);
+        assert_eq!(w.node, 1);
+        assert_eq!((w.passes, w.busy_passes), (30, 10));
+        assert_eq!((w.instructions_busy, w.instructions_all), (100_000, 102_000));
+        assert_eq!(w.packets, 10);
+    }
+
+    #[test]
+    fn work_fields_are_subtracted_in_their_own_width() {
+        // u32 `a` at 0, [u16; 2] `b` at 4, u8 `c` at 8.
+        let fields = [field("a", 0, 4, None), field("b", 4, 2, Some(2)), field("c", 8, 1, None)];
+        let before = [5, 0, 0, 0, 0xfe, 0xff, 1, 0, 250];
+        let after = [7, 1, 0, 0, 3, 0, 4, 0, 4];
+        let d = work_delta(&fields, &before, &after);
+        assert_eq!(d["a"], WorkValue::Count(256 + 2));
+        // 0xfffe -> 3 wrapped: 5 more; 1 -> 4: 3 more.
+        assert_eq!(d["b"], WorkValue::Counts(vec![5, 3]));
+        assert_eq!(d["c"], WorkValue::Count(10));
+    }
+
+    #[test]
+    fn per_message_and_per_packet_divide_the_window() {
+        let mut a = window(0, &[], &Reading::default(), &Reading::default(), 0);
+        a.instructions_busy = 3000;
+        a.instructions_all = 4000;
+        a.passes = 30;
+        a.busy_passes = 20;
+        a.packets = 100;
+        let mut b = a.clone();
+        b.packets = 0;
+        let (busy, all, pp, idle) = figures(&[a, b], 100);
+        assert_eq!((busy, all), (60.0, 80.0));
+        assert_eq!(pp, vec![30.0, 0.0], "a NIC with no packets has no per-packet figure");
+        assert_eq!(idle, 100.0, "2000 idle instructions over 20 idle passes");
+        assert_eq!(figures(&[], 0).0, 0.0);
+    }
+
+    #[test]
+    fn instructions_convert_to_microseconds_at_the_clock_and_cpi() {
+        // 1,330 instructions at 133 MHz and 1 cycle each: 10 us.
+        assert!((micros(1330.0, 1.0, 133e6) - 10.0).abs() < 1e-9);
+        assert!((micros(1330.0, 1.5, 133e6) - 15.0).abs() < 1e-9);
+    }
+}

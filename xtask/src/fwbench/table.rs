@@ -1,0 +1,247 @@
+//! The firmware bench's printed table, its comparison without offloads
+//! and its SVG (a bar per workload, split by machine).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::report::{FirmwareReport, Workload, WORKLOADS};
+use super::Clock;
+
+/// The workloads of `doc` in the report's order.
+fn ordered(doc: &FirmwareReport) -> Vec<(&'static str, &Workload)> {
+    WORKLOADS.iter().filter_map(|&n| doc.workloads.get(n).map(|w| (n, w))).collect()
+}
+
+fn k(x: f64) -> String {
+    if x >= 100_000.0 {
+        format!("{:.0}k", x / 1000.0)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// The table of `doc` (with the functions when `functions`).
+pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n== the MCP's instructions, counted on the image under QEMU ({}){}",
+        doc.image.icount,
+        if doc.image.quick { ", --quick" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "image {} ({} B, features {}), commit {}",
+        doc.image.elf,
+        doc.image.size_bytes,
+        doc.image.features.join(", "),
+        doc.image.commit
+    );
+    let _ = writeln!(
+        s,
+        "per message over all NICs: busy = passes that did work, all = every pass; per packet: a NIC's busy\n\
+         instructions over the data packets it sent or received (a ping-pong's message: one way)\n"
+    );
+    let _ = writeln!(
+        s,
+        "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7}",
+        "workload", "msgs", "busy/msg", "all/msg", "per packet per NIC", "idle"
+    );
+    for (name, w) in ordered(doc) {
+        let pp: Vec<String> = w.per_packet.iter().map(|&p| k(p)).collect();
+        let _ = writeln!(
+            s,
+            "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7.0}",
+            name,
+            w.messages,
+            k(w.busy_per_message),
+            k(w.all_per_message),
+            pp.join(" "),
+            w.idle_pass
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nidle pass: {:.0} instructions with 1 port and 1 stream; {:.0} with 8 ports and 128 streams",
+        doc.idle.one_port, doc.idle.eight_ports_128_streams
+    );
+    // By machine, when attributed.
+    let attributed = ordered(doc).iter().any(|(_, w)| w.by_machine.total() > 0.0);
+    if attributed {
+        let _ = writeln!(
+            s,
+            "\nby machine, instructions per message (core: the scheduler and all outside the four)\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8}   by offload",
+            "workload", "sdma", "send", "recv", "rdma", "core"
+        );
+        for (name, w) in ordered(doc) {
+            let m = &w.by_machine;
+            let off: Vec<String> = w
+                .by_offload
+                .iter()
+                .filter(|(_, &v)| v > 0.0)
+                .map(|(n, &v)| format!("{n} {}", k(v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "{:<15} {:>8} {:>8} {:>8} {:>8} {:>8}   {}",
+                name,
+                k(m.sdma),
+                k(m.send),
+                k(m.recv),
+                k(m.rdma),
+                k(m.core),
+                if off.is_empty() { "-".to_string() } else { off.join(", ") }
+            );
+        }
+    }
+    // Microseconds at each profile's clock.
+    let _ = write!(
+        s,
+        "\nbusy us per message (per packet, first NIC) at each profile's NIC clock\n{:<15}",
+        "workload"
+    );
+    for c in clocks {
+        let _ = write!(s, " {:>22}", c.profile);
+    }
+    let _ = writeln!(s);
+    for (name, w) in ordered(doc) {
+        let _ = write!(s, "{name:<15}");
+        for c in clocks {
+            match w.us.get(&c.profile) {
+                Some(u) => {
+                    let pp = u.per_packet.first().copied().unwrap_or(0.0);
+                    let _ = write!(s, " {:>12.1} ({:>7.1})", u.busy_per_message, pp);
+                }
+                None => {
+                    let _ = write!(s, " {:>22}", "-");
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    let notes: Vec<String> = clocks
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {:.0} MHz, {} cycle(s) per instruction{}",
+                c.profile,
+                c.hz / 1e6,
+                c.cpi,
+                if c.cpi_given { "" } else { " (the profile names none: 1 assumed)" }
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "({})", notes.join("; "));
+    if functions {
+        s += &super::functions_table(doc);
+    }
+    s
+}
+
+/// The unicast workloads with and without offloads, side by side.
+pub fn compare(with: &FirmwareReport, without: &FirmwareReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n== offloads compiled in against none (unicast; busy instructions per message)\n{:<15} {:>10} {:>10} {:>8}",
+        "workload", "offloads", "none", "ratio"
+    );
+    for name in ["pingpong-8b", "stream-4k", "stream-64k", "loss-gbn", "loss-sr", "port-close"] {
+        if let (Some(a), Some(b)) = (with.workloads.get(name), without.workloads.get(name)) {
+            let _ = writeln!(
+                s,
+                "{:<15} {:>10.0} {:>10.0} {:>8.3}",
+                name,
+                a.busy_per_message,
+                b.busy_per_message,
+                a.busy_per_message / b.busy_per_message
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "idle pass       {:>10.0} {:>10.0} {:>8.3}",
+        with.idle.one_port,
+        without.idle.one_port,
+        with.idle.one_port / without.idle.one_port
+    );
+    s
+}
+
+const MACHINES: [&str; 5] = ["sdma", "send", "recv", "rdma", "core"];
+
+/// A bar per workload (port close left out: its scale is another's),
+/// busy instructions per message, split by machine where attributed.
+pub fn plot(doc: &FirmwareReport, path: &Path) -> crate::Result<()> {
+    let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|x| e(&x))?;
+    }
+    let bars: Vec<(&str, [f64; 5], f64)> = ordered(doc)
+        .into_iter()
+        .filter(|(n, _)| *n != "port-close")
+        .map(|(n, w)| {
+            let m = &w.by_machine;
+            (n, [m.sdma, m.send, m.recv, m.rdma, m.core], w.busy_per_message)
+        })
+        .collect();
+    let top = bars.iter().map(|b| b.2.max(b.1.iter().sum())).fold(1.0, f64::max) * 1.1;
+    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let n = bars.len().max(1) as f64;
+    let names: Vec<String> = bars.iter().map(|b| b.0.to_string()).collect();
+    let mut ch = ChartBuilder::on(&root)
+        .caption("MCP busy instructions per message, by machine (QEMU -icount)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n, 0.0..top)
+        .map_err(|x| e(&x))?;
+    let label = |v: &f64| {
+        let i = v.floor() as usize;
+        if (v - v.floor() - 0.5).abs() < 1e-6 {
+            names.get(i).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    ch.configure_mesh()
+        .x_labels(2 * bars.len() + 1)
+        .x_label_formatter(&label)
+        .y_desc("instructions per message")
+        .disable_x_mesh()
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (_, parts, busy)) in bars.iter().enumerate() {
+        let x0 = i as f64 + 0.15;
+        let x1 = i as f64 + 0.85;
+        if parts.iter().sum::<f64>() <= 0.0 {
+            ch.draw_series([Rectangle::new([(x0, 0.0), (x1, *busy)], BLUE.mix(0.6).filled())])
+                .map_err(|x| e(&x))?;
+            continue;
+        }
+        let mut y = 0.0;
+        for (j, &v) in parts.iter().enumerate() {
+            let c = Palette99::pick(j).to_rgba();
+            ch.draw_series([Rectangle::new([(x0, y), (x1, y + v)], c.filled())])
+                .map_err(|x| e(&x))?;
+            y += v;
+        }
+    }
+    for (j, m) in MACHINES.iter().enumerate() {
+        let c = Palette99::pick(j).to_rgba();
+        ch.draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+            .map_err(|x| e(&x))?
+            .label(*m)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
