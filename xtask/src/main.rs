@@ -216,6 +216,10 @@ enum Cmd {
         /// port-close; `idle` for the 8-port, 128-stream idle pass).
         #[arg(long = "workload", value_name = "NAME", requires = "firmware")]
         workloads: Vec<String>,
+        /// --firmware: measure this image (an ELF built with the poll-stats
+        /// feature, e.g. of another commit) instead of building one.
+        #[arg(long, value_name = "ELF", requires = "firmware")]
+        image: Option<PathBuf>,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -518,11 +522,20 @@ fn main() -> ExitCode {
             functions,
             no_offloads,
             workloads,
+            image,
             quiet,
             ..
         } => fwbench::run(
             &root,
-            &fwbench::Options { quick, json, functions, no_offloads, quiet, only: workloads },
+            &fwbench::Options {
+                quick,
+                json,
+                functions,
+                no_offloads,
+                quiet,
+                only: workloads,
+                image,
+            },
         ),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),

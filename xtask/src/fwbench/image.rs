@@ -36,6 +36,8 @@ pub struct Image {
     pub poll_work: u64,
     pub work_size: u64,
     pub work_fields: Vec<Field>,
+    /// The end of the code (`.text`), a guest address.
+    pub code_end: u64,
 }
 
 impl Image {
@@ -51,7 +53,18 @@ impl Image {
         let poll_work = symbol(&obj, "POLL_WORK").map_err(|e| no_stats(elf, e))?;
         let (work_size, work_fields) =
             work_layout(&obj).map_err(|e| format!("{}: {e}", elf.display()))?;
-        Ok(Image { elf: elf.to_path_buf(), poll_stats, poll_work, work_size, work_fields })
+        let code_end = obj
+            .section_by_name(".text")
+            .map(|s| s.address() + s.size())
+            .ok_or_else(|| format!("{}: no .text", elf.display()))?;
+        Ok(Image {
+            elf: elf.to_path_buf(),
+            poll_stats,
+            poll_work,
+            work_size,
+            work_fields,
+            code_end,
+        })
     }
 }
 

@@ -10,12 +10,12 @@
 
 pub mod counters;
 pub mod image;
+pub mod profile;
 #[allow(dead_code)] // its readers: the pricing side, the tests
 pub mod report;
 pub mod table;
 pub mod workloads;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -34,6 +34,8 @@ pub struct Options {
     pub quiet: bool,
     /// Only these workloads (all when empty).
     pub only: Vec<String>,
+    /// Measure this image (built with `poll-stats`) instead of building one.
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// A profile's NIC clock: its name, cycles a second and cycles per
@@ -83,8 +85,12 @@ pub fn cpi_of(toml: &str) -> Option<f64> {
     None
 }
 
-/// A workload's entry of the document from its window.
-pub fn workload(w: &Window, clocks: &[Clock]) -> Workload {
+/// Functions listed per workload.
+pub const TOP_FUNCTIONS: usize = 15;
+
+/// A workload's entry of the document from its window (the split by
+/// machine through `sym`, when the plugin counted).
+pub fn workload(w: &Window, clocks: &[Clock], sym: Option<&profile::Symbolizer>) -> Workload {
     let (busy, all, per_packet, idle) = counters::figures(&w.nics, w.messages);
     let us = clocks
         .iter()
@@ -99,14 +105,22 @@ pub fn workload(w: &Window, clocks: &[Clock]) -> Workload {
             )
         })
         .collect();
+    let split = sym.filter(|_| !w.pcs.is_empty()).map(|s| s.split(&w.pcs)).unwrap_or_default();
+    let per = |x: u64| counters::per(x, w.messages);
+    let mut functions: Vec<(String, f64)> =
+        split.functions.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
+    functions.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    functions.truncate(TOP_FUNCTIONS);
     Workload {
         messages: w.messages,
         busy_per_message: busy,
         all_per_message: all,
         per_packet,
         idle_pass: idle,
-        by_machine: Default::default(),
-        by_offload: BTreeMap::new(),
+        by_machine: split.by_machine(w.messages),
+        by_offload: split.offloads.iter().map(|(k, &v)| (k.clone(), per(v))).collect(),
+        attributed_per_message: per(split.in_passes()),
+        functions,
         nics: w.nics.clone(),
         us,
     }
@@ -121,9 +135,17 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
             nic_emu::realtime::qemu::QEMU_PROGRAM
         ));
     }
-    let elf = fw::build_measuring_image(root, offloads)?;
+    let elf = match &opts.image {
+        Some(p) if offloads == Offloads::All => p.clone(),
+        _ => fw::build_measuring_image(root, offloads)?,
+    };
     let img = Image::load(&elf)?;
     let clocks = clocks(root)?;
+    let mut qemu_args: Vec<String> = workloads::ICOUNT.iter().map(|s| s.to_string()).collect();
+    let lib = profile::build_plugin(root)?;
+    qemu_args.extend(profile::qemu_args(&lib, img.code_end - image::RAM_BASE));
+    let setup = workloads::Setup { qemu_args, plugin: true };
+    let sym = profile::Symbolizer::load(&elf)?;
     let wanted = |n: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == n);
     let specs: Vec<_> =
         workloads::specs(opts.quick).into_iter().filter(|s| wanted(s.name)).collect();
@@ -153,7 +175,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     };
     for spec in &specs {
         pb.set_message(spec.name);
-        let w = workloads::run(spec, &img)?;
+        let w = workloads::run(spec, &img, &setup)?;
         crate::progress::println(
             &pb,
             &format!(
@@ -161,17 +183,17 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 spec.name, w.messages, w.wall_s
             ),
         );
-        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks));
+        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some(&sym)));
         pb.inc(1);
     }
     if closes {
         pb.set_message("port-close");
-        let w = workloads::port_close(&img, if opts.quick { 3 } else { 10 })?;
+        let w = workloads::port_close(&img, &setup, if opts.quick { 3 } else { 10 })?;
         crate::progress::println(
             &pb,
             &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
         );
-        doc.workloads.insert("port-close".into(), workload(&w, &clocks));
+        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some(&sym)));
         pb.inc(1);
     }
     if let Some(pp) = doc.workloads.get("pingpong-8b") {
@@ -179,7 +201,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     }
     if many {
         pb.set_message("idle, 8 ports and 128 streams");
-        let w = workloads::run(&workloads::many_streams(opts.quick), &img)?;
+        let w = workloads::run(&workloads::many_streams(opts.quick), &img, &setup)?;
         crate::progress::println(
             &pb,
             &format!(
@@ -187,7 +209,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 "idle, 8 ports", w.messages, w.wall_s
             ),
         );
-        doc.idle.eight_ports_128_streams = workload(&w, &clocks).idle_pass;
+        doc.idle.eight_ports_128_streams = workload(&w, &clocks, None).idle_pass;
         pb.inc(1);
     }
     pb.finish_and_clear();
@@ -230,9 +252,26 @@ pub fn run(root: &Path, opts: &Options) -> crate::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The top functions per workload (`--functions`), when attributed.
-pub fn functions_table(_doc: &FirmwareReport) -> String {
-    "\n(functions: not attributed in this build)\n".to_string()
+/// The top functions per workload (`--functions`): instructions per
+/// message, inlined code included (a function and the one inlined into
+/// it both count an address), and each one's share of the passes'.
+pub fn functions_table(doc: &FirmwareReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for name in report::WORKLOADS {
+        let Some(w) = doc.workloads.get(name) else { continue };
+        let _ = writeln!(
+            s,
+            "\n{name}: the top {} functions, instructions per message (inlined code included; {:.0} in the passes)",
+            w.functions.len(),
+            w.attributed_per_message
+        );
+        for (f, v) in &w.functions {
+            let share = 100.0 * v / w.attributed_per_message.max(1.0);
+            let _ = writeln!(s, "  {v:>10.0} {share:>5.1}%  {f}");
+        }
+    }
+    s
 }
 
 #[cfg(test)]

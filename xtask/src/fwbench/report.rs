@@ -93,12 +93,22 @@ pub struct Workload {
     pub per_packet: Vec<f64>,
     /// Instructions of an idle pass during the window (mean).
     pub idle_pass: f64,
-    /// Busy-pass instructions per message by state machine.
+    /// Instructions per message of the passes (idle ones included: an
+    /// address does not tell a busy pass from an idle one) by state
+    /// machine, counted per code address by the QEMU plugin; their sum is
+    /// `attributed_per_message`, close to `all_per_message`.
     pub by_machine: ByMachine,
-    /// Busy-pass instructions per message spent in each offload's code,
+    /// Instructions per message (as `by_machine`) in each offload's code,
     /// keyed by offload name (`multicast`, `rate`, `selective`, ...).
     #[serde(default)]
     pub by_offload: BTreeMap<String, f64>,
+    /// The sum of `by_machine`: what the plugin counted in the passes.
+    #[serde(default)]
+    pub attributed_per_message: f64,
+    /// The functions that ran most instructions per message (their
+    /// inlined code included), most first: (demangled name, instructions).
+    #[serde(default)]
+    pub functions: Vec<(String, f64)>,
     /// Each NIC's raw counts over the window.
     pub nics: Vec<NicCounts>,
     /// The busy figures in microseconds at each profile's NIC clock,
@@ -233,6 +243,8 @@ mod tests {
             idle_pass: 1000.0,
             by_machine: ByMachine { sdma: 1.0, send: 2.0, recv: 3.0, rdma: 4.0, core: 5.0 },
             by_offload: [("multicast".to_string(), 0.0)].into_iter().collect(),
+            attributed_per_message: 15.0,
+            functions: vec![("mcp::Mcp::poll".into(), 15.0)],
             nics: vec![nic],
             us: [(
                 "lanai9-gm".to_string(),

@@ -72,8 +72,8 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if attributed {
         let _ = writeln!(
             s,
-            "\nby machine, instructions per message (core: the scheduler and all outside the four)\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8}   by offload",
-            "workload", "sdma", "send", "recv", "rdma", "core"
+            "\nby machine and offload, instructions per message of all passes (core: the scheduler and all outside\nthe four; out-of-line helpers such as memcpy are core's). Counted per code address by the QEMU plugin:\n`plugin` is their sum, beside `all/msg` as the image counted it.\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   by offload",
+            "workload", "sdma", "send", "recv", "rdma", "core", "plugin", "all/msg"
         );
         for (name, w) in ordered(doc) {
             let m = &w.by_machine;
@@ -85,13 +85,15 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
                 .collect();
             let _ = writeln!(
                 s,
-                "{:<15} {:>8} {:>8} {:>8} {:>8} {:>8}   {}",
+                "{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   {}",
                 name,
                 k(m.sdma),
                 k(m.send),
                 k(m.recv),
                 k(m.rdma),
                 k(m.core),
+                k(w.attributed_per_message),
+                k(w.all_per_message),
                 if off.is_empty() { "-".to_string() } else { off.join(", ") }
             );
         }

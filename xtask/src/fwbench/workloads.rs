@@ -156,8 +156,57 @@ pub fn many_streams(quick: bool) -> Spec {
 pub struct Window {
     pub messages: u64,
     pub nics: Vec<NicCounts>,
+    /// Instructions at each code address over all NICs (the plugin's
+    /// counters, `profile`; empty without it).
+    pub pcs: Vec<u64>,
     /// Wall time of the whole run, s.
     pub wall_s: f64,
+}
+
+/// How the guests run: QEMU's arguments (exact counting, the plugin).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub qemu_args: Vec<String>,
+    /// The plugin's counters are read too.
+    pub plugin: bool,
+}
+
+/// Every node's readings at one moment.
+struct Snap {
+    done: u64,
+    readings: Vec<Reading>,
+    pcs: Vec<Vec<u64>>,
+}
+
+fn snap(dir: &Path, nodes: usize, img: &Image, setup: &Setup, done: u64) -> crate::Result<Snap> {
+    let readings = read_all(dir, nodes, img)?;
+    let pcs = if setup.plugin {
+        (0..nodes)
+            .map(|n| super::profile::read(&dir.join(format!("node{n}"))))
+            .collect::<crate::Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    Ok(Snap { done, readings, pcs })
+}
+
+/// The window between two snaps: each NIC's counts (`packets[i]` data
+/// packets at NIC i), the address counts summed over the NICs.
+fn between(
+    a: &Snap,
+    b: &Snap,
+    img: &Image,
+    packets: &dyn Fn(usize) -> u64,
+    pcs: &mut Vec<u64>,
+) -> Vec<NicCounts> {
+    for (x, y) in a.pcs.iter().zip(&b.pcs) {
+        super::profile::add_delta(pcs, x, y);
+    }
+    (0..a.readings.len())
+        .map(|i| {
+            counters::window(i as u16, &img.work_fields, &a.readings[i], &b.readings[i], packets(i))
+        })
+        .collect()
 }
 
 fn cluster_path(tag: &str) -> PathBuf {
@@ -172,23 +221,24 @@ fn read_all(dir: &Path, nodes: usize, img: &Image) -> crate::Result<Vec<Reading>
 }
 
 /// Run `spec` on a qemu cluster of the image `img` and measure its window.
-pub fn run(spec: &Spec, img: &Image) -> crate::Result<Window> {
+pub fn run(spec: &Spec, img: &Image, setup: &Setup) -> crate::Result<Window> {
     let v = Scenario::parse_validated(&spec.scenario)
         .map_err(|e| format!("{}: the bench's scenario is refused: {}", spec.name, e.message))?;
     let dir = cluster_path(spec.name);
     let mut opts = RtScenarioOptions::new(ClusterBackend::Qemu);
     opts.image = Some(img.elf.clone());
     opts.cluster = Some(dir.to_string_lossy().into_owned());
-    opts.qemu_args = ICOUNT.iter().map(|s| s.to_string()).collect();
+    opts.qemu_args = setup.qemu_args.clone();
     let started = Instant::now();
-    let mut seen: Vec<(u64, Vec<Reading>)> = Vec::new();
+    let (mut first, mut last): (Option<Snap>, Option<Snap>) = (None, None);
     let mut fault = None;
     let report = scenario::run_realtime_with_progress(&v, &opts, &mut |p| {
         if p.messages_done < spec.warm || fault.is_some() {
             return;
         }
-        match read_all(&dir, spec.nodes, img) {
-            Ok(r) => seen.push((p.messages_done, r)),
+        match snap(&dir, spec.nodes, img, setup, p.messages_done) {
+            Ok(s) if first.is_none() => first = Some(s),
+            Ok(s) => last = Some(s),
             Err(e) => fault = Some(e),
         }
     })
@@ -202,21 +252,20 @@ pub fn run(spec: &Spec, img: &Image) -> crate::Result<Window> {
             spec.name, report.problems
         ));
     }
-    let (Some(first), Some(last)) = (seen.first(), seen.last()) else {
-        return Err(format!("{}: no reading after the warm-up (too few messages)", spec.name));
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err(format!(
+            "{}: fewer than two readings after the warm-up (too few messages)",
+            spec.name
+        ));
     };
-    let done = last.0 - first.0;
-    let messages = done / spec.receptions;
+    let messages = (last.done - first.done) / spec.receptions;
     if messages == 0 {
         return Err(format!("{}: no message in the measured window (too few messages)", spec.name));
     }
-    let nics = (0..spec.nodes)
-        .map(|i| {
-            let packets = messages * spec.packets.get(i).copied().unwrap_or(0);
-            counters::window(i as u16, &img.work_fields, &first.1[i], &last.1[i], packets)
-        })
-        .collect();
-    Ok(Window { messages, nics, wall_s: started.elapsed().as_secs_f64() })
+    let mut pcs = Vec::new();
+    let packets = |i: usize| messages * spec.packets.get(i).copied().unwrap_or(0);
+    let nics = between(&first, &last, img, &packets, &mut pcs);
+    Ok(Window { messages, nics, pcs, wall_s: started.elapsed().as_secs_f64() })
 }
 
 /// Until node's busy passes stop growing (30 ms without one), at most 5 s;
@@ -238,24 +287,26 @@ fn settle(dir: &Path, nodes: usize, img: &Image) -> crate::Result<Vec<Reading>> 
 /// Port close: on a 2-node qemu cluster, `closes` times: open node 0's
 /// port 2 (a host program's `Port::attach`), wait until the NIC is
 /// quiet, read, close it, wait until quiet, read; the windows summed.
-pub fn port_close(img: &Image, closes: u64) -> crate::Result<Window> {
+pub fn port_close(img: &Image, setup: &Setup, closes: u64) -> crate::Result<Window> {
     let started = Instant::now();
     let dir = cluster_path("port-close");
     let mut cfg = nic_emu::realtime::RtConfig::new(&dir.to_string_lossy(), ClusterBackend::Qemu, 2);
     cfg.image = Some(img.elf.clone());
-    cfg.qemu_args = ICOUNT.iter().map(|s| s.to_string()).collect();
+    cfg.qemu_args = setup.qemu_args.clone();
     let c = crate::rt::start(cfg)?;
     let name = c.path().to_string_lossy().into_owned();
     let mut sums: Vec<NicCounts> = Vec::new();
+    let mut pcs = Vec::new();
     let result = (|| -> crate::Result<()> {
         for _ in 0..closes {
             let port = host_driver::Port::attach(&name, 0, 2)
                 .map_err(|e| format!("port-close: opening node 0's port 2: {e}"))?;
-            let before = settle(c.path(), 2, img)?;
+            settle(c.path(), 2, img)?;
+            let before = snap(c.path(), 2, img, setup, 0)?;
             drop(port);
-            let after = settle(c.path(), 2, img)?;
-            for i in 0..2 {
-                let w = counters::window(i as u16, &img.work_fields, &before[i], &after[i], 0);
+            settle(c.path(), 2, img)?;
+            let after = snap(c.path(), 2, img, setup, 1)?;
+            for (i, w) in between(&before, &after, img, &|_| 0, &mut pcs).into_iter().enumerate() {
                 match sums.get_mut(i) {
                     Some(s) => add(s, &w),
                     None => sums.push(w),
@@ -267,7 +318,7 @@ pub fn port_close(img: &Image, closes: u64) -> crate::Result<Window> {
     let stop = c.stop().map_err(|e| e.to_string());
     result?;
     stop?;
-    Ok(Window { messages: closes, nics: sums, wall_s: started.elapsed().as_secs_f64() })
+    Ok(Window { messages: closes, nics: sums, pcs, wall_s: started.elapsed().as_secs_f64() })
 }
 
 /// `s += w` (counts and work).
