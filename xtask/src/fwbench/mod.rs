@@ -286,6 +286,60 @@ mod tests {
         assert_eq!(cpi_of("[nic]\ncycles_per_instruction = 2\n"), None, "only [nic_cpu]'s");
     }
 
+    /// Under QEMU: a quick 8-byte ping-pong twice. The counts are exact
+    /// (the same deterministic workload, the same instructions per
+    /// message within a small tolerance: a window's edges fall between
+    /// passes at wall-clock moments), non-zero, busy within all, and the
+    /// plugin's per-address count of the passes within a few percent of
+    /// the image's own. FAILS, naming what is missing, without QEMU.
+    #[test]
+    fn a_quick_pingpong_counts_the_same_instructions_twice_under_qemu() {
+        use nic_emu::realtime::qemu;
+        assert!(
+            qemu::find_program(qemu::QEMU_PROGRAM).is_some(),
+            "{} is not installed (not found on PATH): the firmware bench runs the image under it \
+             (Debian/Ubuntu: apt-get install qemu-system-misc; `cargo xtask test` installs it as root)",
+            qemu::QEMU_PROGRAM
+        );
+        let root = crate::workspace_root();
+        let opts = Options {
+            quick: true,
+            quiet: true,
+            only: vec!["pingpong-8b".into()],
+            ..Default::default()
+        };
+        let run = || {
+            let d = measure(&root, &opts, Offloads::All).unwrap_or_else(|e| panic!("{e}"));
+            d.workloads["pingpong-8b"].clone()
+        };
+        let (a, b) = (run(), run());
+        for w in [&a, &b] {
+            assert!(w.messages >= 100, "{} messages in the window", w.messages);
+            assert!(w.busy_per_message > 1000.0, "{w:?}");
+            assert!(w.busy_per_message <= w.all_per_message, "{w:?}");
+            assert!(w.idle_pass > 0.0 && w.per_packet.iter().all(|&p| p > 0.0), "{w:?}");
+            for n in &w.nics {
+                assert!(n.work_total("descriptors") > 0, "node {}: {n:?}", n.node);
+                assert!(n.instructions_busy <= n.instructions_all && n.busy_passes <= n.passes);
+            }
+            let d = (w.attributed_per_message - w.all_per_message).abs() / w.all_per_message;
+            assert!(
+                d < 0.05,
+                "the plugin counted {} a message, the image {}",
+                w.attributed_per_message,
+                w.all_per_message
+            );
+            assert!(w.by_machine.sdma > 0.0 && w.by_machine.recv > 0.0 && w.by_machine.rdma > 0.0);
+        }
+        let d = (a.busy_per_message - b.busy_per_message).abs() / a.busy_per_message;
+        assert!(
+            d < 0.05,
+            "two runs: {} and {} busy instructions a message",
+            a.busy_per_message,
+            b.busy_per_message
+        );
+    }
+
     #[test]
     fn every_builtin_profile_has_a_clock() {
         let root = crate::workspace_root();

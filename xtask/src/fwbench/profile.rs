@@ -168,7 +168,11 @@ pub fn in_passes(frames: &[String]) -> bool {
 pub fn is_library(function: &str) -> bool {
     let m = module_of(function);
     let m = m.trim_start_matches('&').trim_start_matches("mut ");
-    ["core::", "alloc::", "heapless::", "compiler_builtins::"].iter().any(|p| m.starts_with(p))
+    // Raw pointers' methods (`<*mut T>::wrapping_add`) too.
+    m.starts_with('*')
+        || ["core::", "alloc::", "heapless::", "compiler_builtins::"]
+            .iter()
+            .any(|p| m.starts_with(p))
 }
 
 /// A window's instructions by where they ran.
@@ -339,6 +343,7 @@ mod tests {
         assert!(is_library(
             "<&mut core::array::drain::Drain<T,_,F> as core::ops::FnMut>::call_mut"
         ));
+        assert!(is_library("<*mut usize>::wrapping_add"));
         assert!(!is_library("mcp::sdma::Sdma::step"));
         assert!(!is_library("memcpy"));
     }
