@@ -212,3 +212,34 @@ fn member_type(
         t => Err(format!("a member of type tag {t} (not an integer or an array of them)")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symbol_is_found_by_name_and_a_missing_one_is_named() {
+        // This test binary is an ELF with a symbol table.
+        let me = std::env::current_exe().unwrap();
+        let file = std::fs::File::open(&me).unwrap();
+        // SAFETY: a read-only map of this test's own executable.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let obj = object::File::parse(&*map).unwrap();
+        assert!(symbol(&obj, "main").unwrap() > 0);
+        let e = symbol(&obj, "POLL_STATS_NOT_HERE").unwrap_err();
+        assert!(e.contains("POLL_STATS_NOT_HERE"), "{e}");
+    }
+
+    #[test]
+    fn guest_addresses_map_to_ram_file_offsets() {
+        assert_eq!(file_offset(RAM_BASE + 0x4_3000), Ok(0x4_3000));
+        assert!(file_offset(0x1000).is_err());
+    }
+
+    #[test]
+    fn an_image_without_the_counter_is_refused_saying_how_to_build_one() {
+        let me = std::env::current_exe().unwrap();
+        let e = Image::load(&me).unwrap_err();
+        assert!(e.contains("poll-stats"), "{e}");
+    }
+}
