@@ -90,7 +90,11 @@ pub const TOP_FUNCTIONS: usize = 15;
 
 /// A workload's entry of the document from its window (the split by
 /// machine through `sym`, when the plugin counted).
-pub fn workload(w: &Window, clocks: &[Clock], sym: Option<&profile::Symbolizer>) -> Workload {
+pub fn workload(
+    w: &Window,
+    clocks: &[Clock],
+    sym: Option<(&profile::Symbolizer, usize)>,
+) -> Workload {
     let (busy, all, per_packet, idle) = counters::figures(&w.nics, w.messages);
     let us = clocks
         .iter()
@@ -105,7 +109,10 @@ pub fn workload(w: &Window, clocks: &[Clock], sym: Option<&profile::Symbolizer>)
             )
         })
         .collect();
-    let split = sym.filter(|_| !w.pcs.is_empty()).map(|s| s.split(&w.pcs)).unwrap_or_default();
+    let split = sym
+        .filter(|_| !w.pcs.is_empty())
+        .map(|(s, slots)| s.split(&w.pcs, slots))
+        .unwrap_or_default();
     let per = |x: u64| counters::per(x, w.messages);
     let mut functions: Vec<(String, f64)> =
         split.functions.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
@@ -143,9 +150,16 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     let clocks = clocks(root)?;
     let mut qemu_args: Vec<String> = workloads::ICOUNT.iter().map(|s| s.to_string()).collect();
     let lib = profile::build_plugin(root)?;
-    qemu_args.extend(profile::qemu_args(&lib, img.code_end - image::RAM_BASE));
-    let setup = workloads::Setup { qemu_args, plugin: true };
+    let code = img.code_end - image::RAM_BASE;
     let sym = profile::Symbolizer::load(&elf)?;
+    let ctx = lib.with_file_name(match offloads {
+        Offloads::All => "contexts.bin",
+        Offloads::None => "contexts-nooff.bin",
+    });
+    sym.write_contexts(code / 2, &ctx)?;
+    qemu_args.extend(profile::qemu_args(&lib, code, &ctx));
+    let setup = workloads::Setup { qemu_args, plugin: true };
+    let slots = (code / 2) as usize;
     let wanted = |n: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == n);
     let specs: Vec<_> =
         workloads::specs(opts.quick).into_iter().filter(|s| wanted(s.name)).collect();
@@ -183,7 +197,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 spec.name, w.messages, w.wall_s
             ),
         );
-        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some(&sym)));
+        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some((&sym, slots))));
         pb.inc(1);
     }
     if closes {
@@ -193,7 +207,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
             &pb,
             &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
         );
-        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some(&sym)));
+        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots))));
         pb.inc(1);
     }
     if let Some(pp) = doc.workloads.get("pingpong-8b") {

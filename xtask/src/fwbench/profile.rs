@@ -12,8 +12,11 @@
 //! offload is that of the innermost frame in an offload's module. A
 //! function outside the MCP and its hardware interface (the image's run
 //! loop and its counter, the runtime) is outside the passes and left out.
-//! Out-of-line helpers (memcpy, memset, a shared record method) are
-//! charged to `core`: an address does not tell who called it.
+//! An out-of-line helper (memcpy, memset, a record method, an accessor)
+//! has no machine of its own: the plugin keeps a shadow call stack and
+//! charges it to its caller's (`write_contexts` gives it each address's
+//! context), so the split by machine and offload counts what each machine
+//! caused; the functions table is by address.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,13 +66,24 @@ pub fn build_plugin(root: &Path) -> crate::Result<PathBuf> {
 }
 
 /// The QEMU arguments that load the plugin over `size` bytes of code
-/// from RAM's start.
-pub fn qemu_args(lib: &Path, size: u64) -> Vec<String> {
+/// from RAM's start, with the context table `ctx` (`Symbolizer::contexts`).
+pub fn qemu_args(lib: &Path, size: u64, ctx: &Path) -> Vec<String> {
     vec![
         "-plugin".into(),
-        format!("{},base={RAM_BASE:#x},size={size},name={COUNTS_FILE}", lib.display()),
+        format!(
+            "{},base={RAM_BASE:#x},size={size},name={COUNTS_FILE},ctx={}",
+            lib.display(),
+            ctx.display()
+        ),
     ]
 }
+
+/// Contexts the plugin charges blocks to: the low 3 bits a machine (0:
+/// the caller's; 1-4: sdma, send, recv, rdma; 5: core; 7: outside the
+/// passes), the high 5 an offload (0: the caller's, else its number in
+/// `Symbolizer::offload_names` plus 1).
+pub const CTX_CORE: u8 = 5;
+pub const CTX_OUTSIDE: u8 = 7;
 
 /// A node's counters (empty when the file is not there yet).
 pub fn read(node_dir: &Path) -> crate::Result<Vec<u64>> {
@@ -175,6 +189,16 @@ pub fn is_library(function: &str) -> bool {
             .any(|p| m.starts_with(p))
 }
 
+/// Is this chain of frames the pass's entry (the scheduler: `Mcp::poll`
+/// and the image's wrapper around it), charged to core itself rather
+/// than to a caller?
+fn is_entry(frames: &[String]) -> bool {
+    frames.first().is_some_and(|f| {
+        let m = module_of(f);
+        m == "mcp::Mcp::poll" || m == "mcp_image::poll"
+    })
+}
+
 /// A window's instructions by where they ran.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Split {
@@ -199,12 +223,35 @@ impl Split {
     }
 }
 
+/// `split`'s machines and offloads from the plugin's sums by context
+/// (`sums[c]`: instructions charged to context c; `names`: the offloads
+/// by number less 1).
+pub fn split_sums(sums: &[u64], names: &[String], split: &mut Split) {
+    split.machines = [0; 5];
+    split.offloads.clear();
+    split.outside = 0;
+    for (c, &n) in sums.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let m = (c & 7) as u8;
+        if m == CTX_OUTSIDE {
+            split.outside += n;
+            continue;
+        }
+        let i = if (1..=4).contains(&m) { m as usize - 1 } else { 4 };
+        split.machines[i] += n;
+        if let Some(name) = (c >> 3).checked_sub(1).and_then(|k| names.get(k)) {
+            *split.offloads.entry(name.clone()).or_default() += n;
+        }
+    }
+}
+
 type Ctx = addr2line::Context<gimli::EndianSlice<'static, gimli::RunTimeEndian>>;
 
 /// Addresses to frames, through the image's DWARF.
 pub struct Symbolizer {
     ctx: Ctx,
     cache: std::cell::RefCell<BTreeMap<u64, Vec<String>>>,
+    /// The offloads the context table numbers (1 + index).
+    offload_names: std::cell::RefCell<Vec<String>>,
 }
 
 impl Symbolizer {
@@ -222,7 +269,57 @@ impl Symbolizer {
         let dwarf = super::image::dwarf(obj)?;
         let ctx = addr2line::Context::from_dwarf(dwarf)
             .map_err(|e| format!("{}: DWARF: {e}", elf.display()))?;
-        Ok(Symbolizer { ctx, cache: Default::default() })
+        Ok(Symbolizer { ctx, cache: Default::default(), offload_names: Default::default() })
+    }
+
+    /// The plugin's context table for `slots` addresses from RAM's start
+    /// (one byte each; see `CTX_CORE`), written to `path`. An address in a
+    /// machine's code is that machine's, the passes' entry is core's, the
+    /// run loop is outside, and anything else (a helper) is its caller's.
+    pub fn write_contexts(&self, slots: u64, path: &Path) -> crate::Result<()> {
+        let mut t = vec![0u8; slots as usize];
+        for (i, c) in t.iter_mut().enumerate() {
+            let frames = self.frames(RAM_BASE + 2 * i as u64);
+            if frames == ["?"] {
+                continue;
+            }
+            let m = if !in_passes(&frames) {
+                CTX_OUTSIDE
+            } else if let Some(m) = machine_of(&frames) {
+                m as u8 + 1
+            } else if is_entry(&frames) {
+                CTX_CORE
+            } else {
+                0
+            };
+            let o = match offload_of(&frames) {
+                Some(name) => {
+                    let mut names = self.offload_names.borrow_mut();
+                    let k = names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                        names.push(name);
+                        names.len() - 1
+                    });
+                    (k as u8 + 1).min(31)
+                }
+                None => 0,
+            };
+            *c = m | o << 3;
+        }
+        self.cache.borrow_mut().clear();
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        // Written aside and renamed: a QEMU starting meanwhile (another
+        // bench's) reads the whole old table or the whole new one.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &t).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The split by machine and offload from the plugin's sums by
+    /// context (`sums[c]`: instructions charged to context c).
+    pub fn split_contexts(&self, sums: &[u64], split: &mut Split) {
+        split_sums(sums, &self.offload_names.borrow(), split)
     }
 
     /// The frames at `pc`, outermost (the function the code is in) first,
@@ -250,9 +347,11 @@ impl Symbolizer {
         out
     }
 
-    /// The split of per-address counts `counts` (counter i: the
-    /// instructions at RAM_BASE + 2 i).
-    pub fn split(&self, counts: &[u64]) -> Split {
+    /// The split of the plugin's counters `counts`: `slots` per-address
+    /// counters (counter i: the instructions at RAM_BASE + 2 i), then the
+    /// sums by context, which give the machines and offloads when there.
+    pub fn split(&self, counts: &[u64], slots: usize) -> Split {
+        let (counts, sums) = counts.split_at(slots.min(counts.len()));
         let mut s = Split::default();
         for (i, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
             let frames = self.frames(RAM_BASE + 2 * i as u64);
@@ -271,6 +370,9 @@ impl Symbolizer {
                     seen.push(f);
                 }
             }
+        }
+        if sums.iter().any(|&n| n > 0) {
+            self.split_contexts(sums, &mut s);
         }
         s
     }
@@ -346,6 +448,25 @@ mod tests {
         assert!(is_library("<*mut usize>::wrapping_add"));
         assert!(!is_library("mcp::sdma::Sdma::step"));
         assert!(!is_library("memcpy"));
+    }
+
+    #[test]
+    fn context_sums_split_into_machines_offloads_and_the_outside() {
+        let mut sums = vec![0u64; 256];
+        sums[1] = 10; // sdma
+        sums[4] = 20; // rdma
+        sums[5] = 3; // core
+        sums[0] = 2; // no context: core
+        sums[7] = 100; // outside the passes
+        sums[(1 << 3) | 3] = 7; // recv, in the first offload
+        sums[(2 << 3) | 7] = 9; // outside, in the second: outside
+        let mut s = Split::default();
+        split_sums(&sums, &["multicast".into(), "rate".into()], &mut s);
+        assert_eq!(s.machines, [10, 0, 7, 20, 5]);
+        assert_eq!(s.outside, 109);
+        assert_eq!(s.offloads.get("multicast"), Some(&7));
+        assert_eq!(s.offloads.get("rate"), None);
+        assert_eq!(s.in_passes(), 42);
     }
 
     #[test]

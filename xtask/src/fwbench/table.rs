@@ -72,7 +72,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if attributed {
         let _ = writeln!(
             s,
-            "\nby machine and offload, instructions per message of all passes (core: the scheduler and all outside\nthe four; out-of-line helpers such as memcpy are core's). Counted per code address by the QEMU plugin:\n`plugin` is their sum, beside `all/msg` as the image counted it.\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   by offload",
+            "\nby machine and offload, instructions per message of all passes (core: the scheduler itself; an\nout-of-line helper such as memcpy is charged to the machine that called it). Counted by the QEMU\nplugin: `plugin` is their sum, beside `all/msg` as the image counted it.\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   by offload",
             "workload", "sdma", "send", "recv", "rdma", "core", "plugin", "all/msg"
         );
         for (name, w) in ordered(doc) {
