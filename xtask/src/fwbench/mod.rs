@@ -152,10 +152,13 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     let lib = profile::build_plugin(root)?;
     let code = img.code_end - image::RAM_BASE;
     let sym = profile::Symbolizer::load(&elf)?;
-    let ctx = lib.with_file_name(match offloads {
-        Offloads::All => "contexts.bin",
-        Offloads::None => "contexts-nooff.bin",
-    });
+    // Each run's own table: another bench (a test's) may be measuring
+    // another image meanwhile.
+    let ctx = lib.with_file_name(format!(
+        "contexts-{}-{}.bin",
+        std::process::id(),
+        if offloads == Offloads::All { "all" } else { "none" }
+    ));
     sym.write_contexts(code / 2, &ctx)?;
     qemu_args.extend(profile::qemu_args(&lib, code, &ctx));
     let setup = workloads::Setup { qemu_args, plugin: true };
@@ -227,6 +230,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let _ = std::fs::remove_file(&ctx);
     Ok(doc)
 }
 
