@@ -270,16 +270,25 @@ pub fn run(spec: &Spec, img: &Image, setup: &Setup) -> crate::Result<Window> {
     Ok(Window { messages, nics, pcs, wall_s: started.elapsed().as_secs_f64() })
 }
 
-/// Until node's busy passes stop growing (30 ms without one), at most 5 s;
-/// the reading then.
-fn settle(dir: &Path, nodes: usize, img: &Image) -> crate::Result<Vec<Reading>> {
+/// Until the NICs' busy passes have stopped growing for 100 ms (and, with
+/// `moved_from`, have grown past it first: the work asked for has
+/// started), at most 5 s; the readings then.
+fn settle(
+    dir: &Path,
+    nodes: usize,
+    img: &Image,
+    moved_from: Option<u64>,
+) -> crate::Result<Vec<Reading>> {
+    let busy = |r: &[Reading]| r.iter().map(|x| x.stats[1][0]).sum::<u64>();
     let end = Instant::now() + Duration::from_secs(5);
     let mut last = read_all(dir, nodes, img)?;
+    let mut quiet = 0;
     loop {
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(25));
         let now = read_all(dir, nodes, img)?;
-        let busy = |r: &[Reading]| r.iter().map(|x| x.stats[1][0]).sum::<u64>();
-        if busy(&now) == busy(&last) || Instant::now() > end {
+        let started = moved_from.is_none_or(|b| busy(&now) > b);
+        quiet = if busy(&now) == busy(&last) && started { quiet + 1 } else { 0 };
+        if quiet >= 4 || Instant::now() > end {
             return Ok(now);
         }
         last = now;
@@ -303,10 +312,11 @@ pub fn port_close(img: &Image, setup: &Setup, closes: u64) -> crate::Result<Wind
         for _ in 0..closes {
             let port = host_driver::Port::attach(&name, 0, 2)
                 .map_err(|e| format!("port-close: opening node 0's port 2: {e}"))?;
-            settle(c.path(), 2, img)?;
+            let quiet = settle(c.path(), 2, img, None)?;
             let before = snap(c.path(), 2, img, setup, 0)?;
             drop(port);
-            settle(c.path(), 2, img)?;
+            let busy = quiet.iter().map(|x| x.stats[1][0]).sum::<u64>();
+            settle(c.path(), 2, img, Some(busy))?;
             let after = snap(c.path(), 2, img, setup, 1)?;
             for (i, w) in between(&before, &after, img, &|_| 0, &mut pcs).into_iter().enumerate() {
                 match sums.get_mut(i) {
