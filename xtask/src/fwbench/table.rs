@@ -175,7 +175,8 @@ pub fn compare(with: &FirmwareReport, without: &FirmwareReport) -> String {
 const MACHINES: [&str; 5] = ["sdma", "send", "recv", "rdma", "core"];
 
 /// A bar per workload (port close left out: its scale is another's),
-/// busy instructions per message, split by machine where attributed.
+/// instructions per message of all passes split by machine (the busy
+/// passes' instructions, in one bar, where nothing was attributed).
 pub fn plot(doc: &FirmwareReport, path: &Path) -> crate::Result<()> {
     let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
     if let Some(d) = path.parent() {
@@ -195,7 +196,10 @@ pub fn plot(doc: &FirmwareReport, path: &Path) -> crate::Result<()> {
     let n = bars.len().max(1) as f64;
     let names: Vec<String> = bars.iter().map(|b| b.0.to_string()).collect();
     let mut ch = ChartBuilder::on(&root)
-        .caption("MCP busy instructions per message, by machine (QEMU -icount)", ("sans-serif", 18))
+        .caption(
+            "MCP instructions per message of all passes, by machine (QEMU -icount)",
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
