@@ -127,10 +127,12 @@ pub const LINK_STATE: Reg<u32> = Reg::at(0x030); // dev
 pub const IRQ_WAIT: Reg<u32> = Reg::at(0x034); // fw
 /// How many times the device model saw a host write the firmware reads
 /// change (dev): one register that moves whenever a port's `DOORBELL`,
-/// `STATE`, `EVQ_CONSUMED` or `PT_ADDED`, `HOST_DOORBELL`, the trace
-/// switches or `FLOW_GEN` did, so that a CPU waiting for news can watch
-/// one word instead of every port's. Only the qemu backend's device keeps
-/// it; 0 elsewhere.
+/// `STATE`, `EVQ_CONSUMED`, `PT_GEN` or `PT_ADDED`, `HOST_DOORBELL`, the
+/// trace switches or `FLOW_GEN` did, so that the firmware (and a CPU
+/// waiting for news) can watch one word instead of every port's. Every
+/// backend keeps it: the sim at each host write to SRAM
+/// ([`host_wrote`]), the real-time backends' device step when one of
+/// those words differs from its last look.
 pub const HOST_WRITES: Reg<u32> = Reg::at(0x03C); // dev
 /// How many times this NIC was reset (cfg): the firmware derives its boot
 /// nonce from it, so peers can tell a restarted NIC's streams apart.
@@ -295,6 +297,13 @@ pub const DISPATCH_TRACE_ENABLE: Reg<u32> = Reg::at(0x134); // host
 /// a pass need not touch the windows of ports that stay closed. Any
 /// value is harmless: a change only makes the firmware look again.
 pub const PORT_NEWS: Reg<u32> = Reg::at(0x138); // dev
+
+/// Move `HOST_WRITES`: what the device model does after a host write
+/// the firmware may read.
+pub fn host_wrote<S: crate::sram::Sram + ?Sized>(sram: &mut S) {
+    let n = sram.reg(HOST_WRITES);
+    sram.set_reg(HOST_WRITES, n.wrapping_add(1));
+}
 
 /// Trace records written (fw), free-running; slot = n % TRACE_LEN.
 pub const TRACE_PROD: Reg<u32> = Reg::at(0x140); // fw

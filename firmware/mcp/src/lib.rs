@@ -120,7 +120,38 @@ pub struct Work {
 
 impl Work {
     pub fn is_idle(&self) -> bool {
-        *self == Work::default()
+        // Field by field: no zeroed Work built to compare with.
+        let Work {
+            descriptors,
+            tx_packets,
+            rx_packets,
+            dma_cmds,
+            events,
+            timers,
+            flow_ops,
+            tree_ops,
+            relay_steps,
+            mcast_packets,
+            mcast_further,
+            mcast_rx_packets,
+            mcast_descs,
+            mcast_deliveries,
+        } = *self;
+        let arrays = relay_steps.iter().chain(&mcast_further).fold(0, |a, &x| a | x);
+        (descriptors
+            | tx_packets
+            | rx_packets
+            | dma_cmds
+            | events
+            | timers
+            | flow_ops
+            | tree_ops
+            | mcast_packets
+            | mcast_rx_packets
+            | mcast_descs
+            | mcast_deliveries
+            | arrays as u32)
+            == 0
     }
 
     pub fn add(&mut self, o: &Work) {

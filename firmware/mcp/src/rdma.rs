@@ -354,6 +354,9 @@ impl Rdma {
                 hw.store_u32(port_reg(p, EVQ_PRODUCED), self.evq[p].produced);
                 release_event_source(cx, p, ev);
             }
+            if cx.events[p].is_empty() {
+                cx.events_owed &= !(1 << p);
+            }
         }
         let next = match behind {
             Some(port) => RdmaState::HostBehind { port },

@@ -28,7 +28,6 @@ use crate::hw::Hw;
 use crate::records::HdmaAction;
 use crate::shared::Shared;
 use crate::tlb::{Tlb, TlbEntry, TlbStore};
-use nic_abi::le::*;
 use nic_abi::map;
 use nic_abi::page_table::{page_pieces, pte_bus_page, LINE_BYTES, LINE_PTES, PTE_SIZE};
 use nic_abi::port::{port_reg, PT_ACK, PT_ADDED, PT_GEN, PT_HINT, PT_HINT_PAGES};
@@ -101,27 +100,33 @@ pub struct Translator {
 /// u32, port u8, valid u8.
 struct SramTlb<'a, H: Hw>(&'a mut H);
 
+// An entry is three aligned words (`map::TLB_ENTRY_SIZE` = 24, the array
+// 8-aligned): the page number, the bus page, then the stamp (bytes 16-19),
+// the port (20) and the valid flag (21). Word loads and stores, not a
+// byte copy and a decode: a lookup reads every way of a set.
+const _: () = assert!(map::TLB_ENTRY_SIZE == 24 && map::TLB.is_multiple_of(8));
+
 impl<H: Hw> TlbStore for SramTlb<'_, H> {
+    #[inline]
     fn get(&self, i: u32) -> TlbEntry {
-        let mut b = [0u8; map::TLB_ENTRY_SIZE as usize];
-        self.0.read(map::tlb_entry(i), &mut b);
+        let at = map::tlb_entry(i);
+        let last = self.0.load_u64(at + 16);
         TlbEntry {
-            valid: b[21] != 0,
-            port: b[20],
-            vpn: get_u64(&b, 0),
-            bus_page: get_u64(&b, 8),
-            stamp: get_u32(&b, 16),
+            valid: (last >> 40) as u8 != 0,
+            port: (last >> 32) as u8,
+            vpn: self.0.load_u64(at),
+            bus_page: self.0.load_u64(at + 8),
+            stamp: last as u32,
         }
     }
 
+    #[inline]
     fn set(&mut self, i: u32, e: TlbEntry) {
-        let mut b = [0u8; map::TLB_ENTRY_SIZE as usize];
-        put_u64(&mut b, 0, e.vpn);
-        put_u64(&mut b, 8, e.bus_page);
-        put_u32(&mut b, 16, e.stamp);
-        b[20] = e.port;
-        b[21] = e.valid as u8;
-        self.0.write(map::tlb_entry(i), &b);
+        let at = map::tlb_entry(i);
+        self.0.store_u64(at, e.vpn);
+        self.0.store_u64(at + 8, e.bus_page);
+        let last = e.stamp as u64 | (e.port as u64) << 32 | (e.valid as u64) << 40;
+        self.0.store_u64(at + 16, last);
     }
 }
 

@@ -30,10 +30,10 @@ use nic_device::profile::Profile;
 
 /// Host-written words a qemu node's device watches besides the
 /// doorbells (`NodeRt::host_words`).
-const HOST_WORDS: usize = 3 + 3 * NUM_PORTS;
+const HOST_WORDS: usize = 3 + 4 * NUM_PORTS;
 
 /// Their SRAM offsets: the trace switches and `FLOW_GEN`, then each port's
-/// `EVQ_CONSUMED`, `STATE` and `PT_ADDED`.
+/// `EVQ_CONSUMED`, `STATE`, `PT_ADDED` and `PT_GEN`.
 const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
     let mut w = [0; HOST_WORDS];
     w[0] = reg(regs::TRACE_ENABLE);
@@ -41,9 +41,10 @@ const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
     w[2] = reg(regs::DISPATCH_TRACE_ENABLE);
     let mut p = 0;
     while p < NUM_PORTS {
-        w[3 + 3 * p] = port_reg(p, pcb::EVQ_CONSUMED);
-        w[4 + 3 * p] = port_reg(p, pcb::STATE);
-        w[5 + 3 * p] = port_reg(p, pcb::PT_ADDED);
+        w[3 + 4 * p] = port_reg(p, pcb::EVQ_CONSUMED);
+        w[4 + 4 * p] = port_reg(p, pcb::STATE);
+        w[5 + 4 * p] = port_reg(p, pcb::PT_ADDED);
+        w[6 + 4 * p] = port_reg(p, pcb::PT_GEN);
         p += 1;
     }
     w
@@ -386,16 +387,15 @@ impl NodeRt {
             self.eng.mem.sram.fetch_add_u32(reg(regs::PORT_NEWS) as u64, 1);
             s.progress = true;
         }
-        if self.irq.is_some() {
-            // Under QEMU: the other host writes too, counted for the
-            // guest's one-word watch.
-            let host = self.host_words();
-            if s.progress || host != self.last_host {
-                self.last_host = host;
-                let at = reg(regs::HOST_WRITES) as u64;
-                self.eng.mem.sram.fetch_add_u32(at, 1);
-                s.progress = true;
-            }
+        // The other host writes too, counted in the one word the
+        // firmware reads first to learn what changed (and a waiting guest
+        // watches).
+        let host = self.host_words();
+        if s.progress || host != self.last_host {
+            self.last_host = host;
+            let at = reg(regs::HOST_WRITES) as u64;
+            self.eng.mem.sram.fetch_add_u32(at, 1);
+            s.progress = true;
         }
         if self.down {
             // Under QEMU the guest says when it is up.

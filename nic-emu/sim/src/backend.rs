@@ -155,7 +155,8 @@ impl NicBackend for SimBackend {
 
     /// A write that reaches a port's `STATE` or `GENERATION` moves
     /// `PORT_NEWS` after it: the sim's driver layer is the privileged side
-    /// that tells the firmware to look at the port windows again.
+    /// that tells the firmware to look at the port windows again. Every
+    /// host write moves `HOST_WRITES` (the firmware's summary of news).
     fn sram_write(&self, off: u32, data: &[u8]) {
         let mut m = self.mem.borrow_mut();
         if let Some(r) = Self::sram_range(&m.sram, off, data.len()) {
@@ -163,6 +164,7 @@ impl NicBackend for SimBackend {
             if nic_abi::port::touches_state(off, data.len() as u32) {
                 nic_abi::port::move_news(&mut m.sram[..]);
             }
+            nic_abi::regs::host_wrote(&mut m.sram[..]);
         }
     }
 
@@ -212,6 +214,7 @@ impl NicBackend for SimBackend {
             if nic_abi::port::touches_state(off, 4) {
                 nic_abi::port::move_news(&mut m.sram[..]);
             }
+            nic_abi::regs::host_wrote(&mut m.sram[..]);
         }
     }
 
@@ -241,6 +244,7 @@ impl NicBackend for SimBackend {
         let o = DOORBELL_OFF as usize;
         let v = u32::from_le_bytes([m.sram[o], m.sram[o + 1], m.sram[o + 2], m.sram[o + 3]]);
         m.sram[o..o + 4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+        nic_abi::regs::host_wrote(&mut m.sram[..]);
         self.bells.borrow_mut().push((self.node, m.host_clock));
     }
 

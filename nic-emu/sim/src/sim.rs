@@ -830,6 +830,7 @@ impl SimCluster {
         let mut mem = self.nics[node].mem.borrow_mut();
         mem.sram.store_u32(reg(regs::TRACE_ENABLE), 1);
         mem.sram.store_u32(reg(regs::DISPATCH_TRACE_ENABLE), 1);
+        regs::host_wrote(&mut mem.sram[..]);
         let c = Cursors {
             transitions: mem.sram.load_u32(crate::trace::TRANSITIONS.prod_reg),
             dispatches: mem.sram.load_u32(crate::trace::DISPATCHES.prod_reg),

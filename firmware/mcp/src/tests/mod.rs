@@ -71,11 +71,13 @@ impl Node {
     /// A write as a host process makes it: no `PORT_NEWS`.
     fn w32_unannounced(&mut self, off: u32, v: u32) {
         self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
+        nic_abi::regs::host_wrote(&mut self.sram[..]);
     }
     fn port_news(&mut self, off: u32, len: u32) {
         if nic_abi::port::touches_state(off, len) {
             nic_abi::port::move_news(&mut self.sram[..]);
         }
+        nic_abi::regs::host_wrote(&mut self.sram[..]);
     }
 }
 
