@@ -43,7 +43,7 @@ pub use nic_realtime as realtime;
 pub use nic_scenario as scenario;
 
 pub use nic_device::mcast as mcast_model;
-pub use nic_device::{faults, firmware, memory, profile, rng, testfw};
+pub use nic_device::{costs, faults, firmware, memory, profile, rng, testfw};
 pub use nic_fabric::fabric::Outage;
 pub use nic_fabric::{plan, stats, topology};
 pub use nic_sim::{backend, host, sim};

@@ -28,6 +28,7 @@ mod demo;
 mod flash;
 mod fw;
 mod fwbench;
+mod fwcal;
 mod gdb;
 mod logs;
 mod mcast;
@@ -120,6 +121,11 @@ enum Cmd {
         /// reliability`: go-back-n or selective.
         #[arg(long, value_name = "MODE")]
         reliability: Option<nic_emu::profile::Reliability>,
+        /// Override the scenario's and the profile's `[nic_cpu] pricing`
+        /// (sim): published (the profile's cycle prices) or firmware (the
+        /// MCP image's measured instructions, docs/profiles.md).
+        #[arg(long, value_name = "PRICING")]
+        pricing: Option<nic_emu::profile::Pricing>,
     },
     /// Record the state-machine transitions of a running live or qemu
     /// cluster's NICs for a while, as a Chrome trace-event JSON timeline.
@@ -398,6 +404,15 @@ enum Cmd {
     /// nic-emu/profiles/<profile>.calibration.toml (built-in profiles) or
     /// <dir>/<name>.calibration.toml beside a profile file.
     Calibrate {
+        /// `firmware`: the firmware cost table instead (instructions per
+        /// unit of work, measured on the MCP image under QEMU; written to
+        /// nic-emu/profiles/firmware-costs.toml, docs/profiles.md).
+        #[arg(value_name = "WHAT")]
+        what: Option<String>,
+        /// firmware: fit a saved `cargo xtask bench --firmware --json`
+        /// document instead of running the bench.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
         /// Profiles to calibrate (default: every built-in one).
         #[arg(long = "profile", value_name = "NAME")]
         profiles: Vec<String>,
@@ -496,6 +511,7 @@ fn main() -> ExitCode {
             pcap,
             trace,
             reliability,
+            pricing,
         } => {
             let trace = trace.map(|t| sim::trace_path(t, &file));
             sim::run(
@@ -511,6 +527,7 @@ fn main() -> ExitCode {
                     pcap,
                     trace,
                     reliability,
+                    pricing,
                 },
             )
         }
@@ -577,7 +594,18 @@ fn main() -> ExitCode {
         Cmd::Fuzz { steps, seed, cases } => testing::fuzz_command(&root, steps, seed, cases),
         Cmd::Soak { messages, seed, quiet } => soak::run(messages, seed, quiet),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
-        Cmd::Calibrate { profiles, quick, no_save } => calibrate::run(&profiles, quick, !no_save),
+        Cmd::Calibrate { what: Some(w), from, quick, no_save, .. } if w == "firmware" => {
+            fwcal::run(&root, from, quick, !no_save)
+        }
+        Cmd::Calibrate { what: Some(w), .. } => Err(format!(
+            "calibrate {w}: no such calibration (`firmware`, or none for the rate-control one)"
+        )),
+        Cmd::Calibrate { from: Some(_), .. } => {
+            Err("--from applies to `calibrate firmware` only".to_string())
+        }
+        Cmd::Calibrate { profiles, quick, no_save, .. } => {
+            calibrate::run(&profiles, quick, !no_save)
+        }
         Cmd::Report { which, out, profile, quiet, .. } if which == "multicast" => {
             mcast::report(out, profile, quiet)
         }

@@ -66,6 +66,8 @@ pub struct SimArgs {
     pub trace: Option<std::path::PathBuf>,
     /// Override of the scenario's (and profile's) reliability mode.
     pub reliability: Option<nic_emu::profile::Reliability>,
+    /// Override of the scenario's (and profile's) `[nic_cpu] pricing`.
+    pub pricing: Option<nic_emu::profile::Pricing>,
 }
 
 /// `--trace` naming a directory (bare `--trace` is the current one):
@@ -93,6 +95,9 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
     }
     if let Some(r) = a.reliability {
         sc.reliability = Some(r);
+    }
+    if let Some(p) = a.pricing {
+        sc.nic_cpu.pricing = Some(p);
     }
     let label = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let rt_backend = match a.backend {

@@ -19,6 +19,7 @@
 //! the fabric or any scheduler of time: callers say when things happen.
 #![forbid(unsafe_code)]
 
+pub mod costs;
 pub mod device;
 pub mod faults;
 pub mod firmware;

@@ -199,11 +199,83 @@ pub struct SramBusProfile {
     pub bandwidth_bytes_per_s: u64,
 }
 
+/// How the NIC CPU's time per pass is priced: key `[nic_cpu] pricing`.
+/// Under `published` the cycle prices below (`poll`, `descriptor`, ...)
+/// apply, tuned to the published hardware's figures; under `firmware`
+/// each pass costs the instructions the MCP image runs for its work (the
+/// generated table, [`crate::costs`]) times `cycles_per_instruction`,
+/// at the profile's `nic.cpu_hz`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pricing {
+    /// The profile's own cycle prices (the published testbed's costs).
+    #[default]
+    Published,
+    /// The firmware's measured instructions per unit of work.
+    Firmware,
+}
+
+impl Pricing {
+    /// Every pricing, in the order the docs list them.
+    pub const ALL: [Pricing; 2] = [Pricing::Published, Pricing::Firmware];
+
+    /// The key's value: `published` or `firmware`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pricing::Published => "published",
+            Pricing::Firmware => "firmware",
+        }
+    }
+
+    /// The allowed values, for error messages: `published, firmware`.
+    pub fn names() -> String {
+        Pricing::ALL.map(Pricing::as_str).join(", ")
+    }
+}
+
+impl fmt::Display for Pricing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Pricing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Pricing, String> {
+        Pricing::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s.trim())
+            .ok_or_else(|| format!("\"{s}\" is not a pricing ({})", Pricing::names()))
+    }
+}
+
+/// Smallest and largest `nic_cpu.cycles_per_instruction`.
+pub const CPI_MIN: f64 = 0.01;
+pub const CPI_MAX: f64 = 1000.0;
+
+fn default_cpi() -> f64 {
+    1.0
+}
+
 /// NIC CPU cycles charged per unit of the firmware's reported work
-/// (`mcp::Work`), plus a fixed price per main-loop pass.
+/// (`mcp::Work`), plus a fixed price per main-loop pass (`published`
+/// pricing); which pricing applies, and the CPU's cycles per instruction
+/// (`firmware` pricing).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NicCpuProfile {
+    /// `published` (default) or `firmware`.
+    #[serde(default)]
+    pub pricing: Pricing,
+    /// Cycles the NIC CPU takes per instruction of the MCP, on average
+    /// (`firmware` pricing); 1 when absent.
+    #[serde(default = "default_cpi")]
+    pub cycles_per_instruction: f64,
+    /// Another firmware cost table instead of the built-in one
+    /// (`firmware` pricing; a path, relative to the profile file's
+    /// directory when the profile is a file).
+    #[serde(default)]
+    pub firmware_costs: Option<String>,
     pub poll: u64,
     pub descriptor: u64,
     pub tx_packet: u64,
@@ -421,7 +493,15 @@ impl Profile {
             return Profile::from_toml(text, name);
         }
         match read_text(Path::new(name_or_path), PROFILE_MAX_BYTES) {
-            Ok(text) => Profile::from_toml(&text, name_or_path),
+            Ok(text) => {
+                let mut p = Profile::from_toml(&text, name_or_path)?;
+                // A cost table's relative path is the profile file's.
+                if let Some(t) = &p.nic_cpu.firmware_costs {
+                    let dir = Path::new(name_or_path).parent().unwrap_or(Path::new(""));
+                    p.nic_cpu.firmware_costs = Some(dir.join(t).display().to_string());
+                }
+                Ok(p)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(ProfileError::NotFound { name: name_or_path.to_string(), io: e.to_string() })
             }
@@ -445,6 +525,7 @@ impl Profile {
         let table: toml::Table = toml::from_str(text).map_err(parse_err)?;
         check_ranges("", &table)
             .and_then(|()| check_reliability(&table))
+            .and_then(|()| check_pricing(&table))
             .map_err(|message| ProfileError::Invalid { origin: origin.to_string(), message })?;
         let p: Profile = toml::from_str(text).map_err(parse_err)?;
         p.validate()
@@ -555,7 +636,19 @@ impl Profile {
             ));
         }
         positive("firmware.retransmit_ns", self.firmware.retransmit_ns)?;
+        check_cpi("nic_cpu.cycles_per_instruction", self.nic_cpu.cycles_per_instruction)?;
         Ok(())
+    }
+
+    /// The firmware cost table this profile's `firmware` pricing uses:
+    /// `nic_cpu.firmware_costs`, else the built-in one. Err: the file
+    /// cannot be read or is no table (the message names it).
+    pub fn firmware_costs(&self) -> Result<crate::costs::FirmwareCosts, String> {
+        match &self.nic_cpu.firmware_costs {
+            None => Ok(crate::costs::FirmwareCosts::builtin().clone()),
+            Some(path) => crate::costs::FirmwareCosts::load(Path::new(path))
+                .map_err(|e| format!("nic_cpu.firmware_costs: {e}")),
+        }
     }
 
     /// Propagation delay of one cable, ns (rounded to the nearest ns;
@@ -675,6 +768,9 @@ fn bound_of(key: &str) -> f64 {
 /// its key; the error names the key.
 fn check_ranges(prefix: &str, t: &toml::Table) -> Result<(), String> {
     fn check(key: &str, v: &toml::Value) -> Result<(), String> {
+        if key == "nic_cpu.cycles_per_instruction" {
+            return Ok(()); // `check_cpi` names its own range
+        }
         let (x, shown) = match v {
             toml::Value::Integer(i) => (*i as f64, i.to_string()),
             toml::Value::Float(f) => (*f, Short(*f).to_string()),
@@ -709,6 +805,34 @@ fn check_reliability(t: &toml::Table) -> Result<(), String> {
         None => Err(format!("{v} is not a string ({})", Reliability::names())),
     }
     .map_err(|m| format!("firmware.reliability: {m}"))
+}
+
+/// `nic_cpu.pricing`, when given, is one of the pricings (checked on the
+/// table, so the error names the key and the allowed values).
+fn check_pricing(t: &toml::Table) -> Result<(), String> {
+    let Some(v) = t.get("nic_cpu").and_then(|f| f.get("pricing")) else {
+        return Ok(());
+    };
+    match v.as_str() {
+        Some(s) => s.parse::<Pricing>().map(|_| ()),
+        None => Err(format!("{v} is not a string ({})", Pricing::names())),
+    }
+    .map_err(|m| format!("nic_cpu.pricing: {m}"))
+}
+
+/// `nic_cpu.cycles_per_instruction` within `CPI_MIN..=CPI_MAX`; the error
+/// names `key`.
+pub fn check_cpi(key: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && (CPI_MIN..=CPI_MAX).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key}: {} out of range ({}..={} NIC CPU cycles per instruction)",
+            Short(v),
+            Short(CPI_MIN),
+            Short(CPI_MAX)
+        ))
+    }
 }
 
 /// A number as messages print it: as written when it is of everyday size,
@@ -895,6 +1019,75 @@ mod tests {
         assert!(e.to_string().contains("firmware.reliability: 1 is not a string"), "{e}");
         assert_eq!("selective".parse::<Reliability>(), Ok(Reliability::Selective));
         assert_eq!(Reliability::GoBackN.to_string(), "go-back-n");
+    }
+
+    #[test]
+    fn pricing_is_published_by_default_and_a_bad_value_names_the_key_and_the_choices() {
+        for name in Profile::names() {
+            let p = Profile::load(name).unwrap();
+            assert_eq!(p.nic_cpu.pricing, Pricing::Published, "{name}");
+            assert_eq!(p.nic_cpu.cycles_per_instruction, 1.0, "{name}");
+        }
+        let base = BUILTIN[1].1;
+        let line = base.lines().find(|l| l.trim_start().starts_with("pricing =")).unwrap();
+        let cpi = base.lines().find(|l| l.starts_with("cycles_per_instruction")).unwrap();
+        let p = Profile::from_toml(&base.replace(line, "").replace(cpi, ""), "t").unwrap();
+        assert_eq!(
+            (p.nic_cpu.pricing, p.nic_cpu.cycles_per_instruction),
+            (Pricing::Published, 1.0)
+        );
+        let p = Profile::from_toml(&base.replace(line, "pricing = \"firmware\""), "t").unwrap();
+        assert_eq!(p.nic_cpu.pricing, Pricing::Firmware);
+        let e = Profile::from_toml(&base.replace(line, "pricing = \"measured\""), "t");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "profile t: nic_cpu.pricing: \"measured\" is not a pricing (published, firmware)"
+        );
+        let e = Profile::from_toml(&base.replace(line, "pricing = 2"), "t").unwrap_err();
+        assert!(e.to_string().contains("nic_cpu.pricing: 2 is not a string"), "{e}");
+        for bad in ["0.0", "0.001", "1001", "1e300"] {
+            let text = base.replace(cpi, &format!("cycles_per_instruction = {bad}"));
+            let e = Profile::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(
+                e.starts_with("profile t: nic_cpu.cycles_per_instruction: ")
+                    && e.ends_with("out of range (0.01..=1000 NIC CPU cycles per instruction)"),
+                "{bad}: {e}"
+            );
+        }
+        let p = Profile::from_toml(&base.replace(cpi, "cycles_per_instruction = 2"), "t").unwrap();
+        assert_eq!(p.nic_cpu.cycles_per_instruction, 2.0);
+        assert_eq!("firmware".parse::<Pricing>(), Ok(Pricing::Firmware));
+    }
+
+    #[test]
+    fn a_profile_file_names_its_cost_table_relative_to_itself() {
+        let dir = std::env::temp_dir().join(format!("nic-emu-costs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mine = crate::costs::BUILTIN_TEXT
+            .lines()
+            .map(|l| if l.starts_with("idle_pass =") { "idle_pass = 7.0" } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(dir.join("mine-costs.toml"), mine).unwrap();
+        let base = BUILTIN[1].1;
+        let line = base.lines().find(|l| l.trim_start().starts_with("pricing =")).unwrap();
+        let text =
+            base.replace(line, "pricing = \"firmware\"\nfirmware_costs = \"mine-costs.toml\"");
+        let path = dir.join("p.toml");
+        std::fs::write(&path, text).unwrap();
+        let p = Profile::load(path.to_str().unwrap()).unwrap();
+        assert_eq!(p.firmware_costs().unwrap().instructions.idle_pass, 7.0);
+        // The built-in table when none is named.
+        let builtin = Profile::load("lanai9-gm").unwrap().firmware_costs().unwrap();
+        assert_eq!(&builtin, crate::costs::FirmwareCosts::builtin());
+        std::fs::remove_file(dir.join("mine-costs.toml")).unwrap();
+        let e = p.firmware_costs().unwrap_err();
+        assert!(
+            e.starts_with("nic_cpu.firmware_costs: firmware cost table ")
+                && e.contains("mine-costs.toml"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use nic_abi::map::GROUP_ENTRIES;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use nic_abi::{class_max_len, size_class_for, Priority, MAX_NODES, MAX_SIZE_CLASS, NUM_PORTS};
-pub use nic_device::profile::Reliability;
-use nic_device::profile::{send_timeout_us_to_ns, Short, MAX_SWITCH_PORTS};
+use nic_device::profile::{check_cpi, send_timeout_us_to_ns, Short, MAX_SWITCH_PORTS};
+pub use nic_device::profile::{Pricing, Reliability};
 
 /// Send window used when a stream flow does not give one.
 pub const DEFAULT_WINDOW: u32 = 8;
@@ -57,6 +57,9 @@ pub struct Scenario {
     /// Overrides of the profile's firmware parameters.
     #[serde(default)]
     pub firmware: FirmwareOverrides,
+    /// Overrides of how the profile prices the NIC CPU's work (sim).
+    #[serde(default)]
+    pub nic_cpu: NicCpuOverrides,
     /// Limits of the run.
     #[serde(default)]
     pub run: RunSettings,
@@ -306,6 +309,24 @@ pub struct FirmwareOverrides {
     /// Default: the profile's (`firmware.reliability`, go-back-N).
     #[serde(default)]
     pub reliability: Option<Reliability>,
+}
+
+/// `[nic_cpu]`: how the sim prices the NIC CPU's passes, instead of the
+/// profile's (docs/profiles.md).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicCpuOverrides {
+    /// `published` (the profile's cycle prices) or `firmware` (the
+    /// firmware cost table's instructions).
+    #[serde(default)]
+    pub pricing: Option<Pricing>,
+    /// NIC CPU cycles per instruction under `firmware` pricing.
+    #[serde(default)]
+    pub cycles_per_instruction: Option<f64>,
+    /// Another firmware cost table (a path, relative to the working
+    /// directory).
+    #[serde(default)]
+    pub firmware_costs: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -593,6 +614,8 @@ pub struct Validated {
     pub send_timeout_us: Option<f64>,
     /// `firmware.reliability`: overrides the profile's.
     pub reliability: Option<Reliability>,
+    /// `[nic_cpu]`: overrides the profile's pricing.
+    pub nic_cpu: NicCpuOverrides,
     pub limit_ns: u64,
 }
 
@@ -682,6 +705,12 @@ impl Scenario {
         if let Some(t) = self.firmware.send_timeout_us {
             send_timeout_us_to_ns("firmware.send_timeout_us", t).map_err(ScenarioError::new)?;
         }
+        if let Some(c) = self.nic_cpu.cycles_per_instruction {
+            check_cpi("nic_cpu.cycles_per_instruction", c).map_err(ScenarioError::new)?;
+        }
+        if let Some(t) = &self.nic_cpu.firmware_costs {
+            check_name("nic_cpu.firmware_costs", t)?;
+        }
         let limit = self.run.limit_ms;
         if !(limit.is_finite() && (0.001..=3.6e6).contains(&limit)) {
             return err(format!(
@@ -766,6 +795,7 @@ impl Scenario {
             faults: self.faults.clone(),
             send_timeout_us: self.firmware.send_timeout_us,
             reliability: self.firmware.reliability,
+            nic_cpu: self.nic_cpu.clone(),
             limit_ns: (limit * 1e6) as u64,
         })
     }
@@ -1387,6 +1417,41 @@ duplicate = 0.001
         assert!(e.message.contains("flood"), "{e}");
         let e = Scenario::parse(&GOOD.replace("\"low\"", "\"urgent\"")).unwrap_err();
         assert!(e.message.contains("urgent"), "{e}");
+    }
+
+    #[test]
+    fn nic_cpu_pricing_is_taken_and_bad_values_are_named_with_their_line_and_a_caret() {
+        assert_eq!(Scenario::parse_validated(GOOD).unwrap().nic_cpu, NicCpuOverrides::default());
+        let v = Scenario::parse_validated(&format!(
+            "{GOOD}[nic_cpu]\npricing = \"firmware\"\ncycles_per_instruction = 1.5\n"
+        ))
+        .unwrap();
+        assert_eq!(v.nic_cpu.pricing, Some(Pricing::Firmware));
+        assert_eq!(v.nic_cpu.cycles_per_instruction, Some(1.5));
+        let text = format!("{GOOD}[nic_cpu]\npricing = \"guessed\"\n");
+        let e = Scenario::parse_validated(&text).unwrap_err().message;
+        let line = text.lines().position(|l| l.starts_with("pricing")).unwrap() + 1;
+        assert!(
+            e.starts_with(
+                "nic_cpu.pricing: unknown variant `guessed`, expected `published` or `firmware`"
+            ),
+            "{e}"
+        );
+        assert!(e.contains(&format!("{line} | pricing = \"guessed\"")) && e.contains("^^^"), "{e}");
+        // A value out of range: key, line and a caret (`with_excerpt`).
+        let text = format!("{GOOD}[nic_cpu]\ncycles_per_instruction = 0\n");
+        let e = Scenario::parse_validated(&text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "nic_cpu.cycles_per_instruction: 0 out of range (0.01..=1000 NIC CPU cycles per \
+             instruction)"
+        );
+        let e = with_excerpt(&text, e).message;
+        let line = text.lines().position(|l| l.starts_with("cycles_per")).unwrap() + 1;
+        assert!(e.contains(&format!("at line {line}, column 26")), "{e}");
+        assert!(e.ends_with(&format!("|{}^", " ".repeat(26))), "{e}");
+        let e = Scenario::parse(&format!("{GOOD}[nic_cpu]\npoll = 3\n")).unwrap_err();
+        assert!(e.message.contains("poll"), "{e}");
     }
 
     #[test]

@@ -463,6 +463,7 @@ fn run_rt(
         problems,
         backend: backend.to_string(),
         reliability: reliability.to_string(),
+        pricing: None,
         link_down: link_down_reports(v, &outage_drops),
         nic_reset: nic_reset_reports(v, |n| reset_counts[n]),
         captured,

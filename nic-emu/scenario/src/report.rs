@@ -32,6 +32,11 @@ pub struct Report {
     /// "selective" (the profile's `firmware.reliability`, or the
     /// scenario's override).
     pub reliability: String,
+    /// How the sim priced the NIC CPU's passes when not the profile's
+    /// published cycle prices: "firmware" (absent under published pricing
+    /// and on live and qemu, where the firmware runs at its own speed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<String>,
     /// `[[faults.link_down]]`: each outage and what it cost (absent when
     /// the scenario has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -459,10 +464,14 @@ impl Report {
             } else {
                 0.0
             };
+            let pricing = match &self.pricing {
+                Some(p) => format!("  pricing {p}"),
+                None => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "profile {}  reliability {}  seed {}  {} nodes ({})  simulated {}  {} events  \
-                 {} packets  wall {:.0} ms ({:.0} ns/packet)  {state}",
+                "profile {}{pricing}  reliability {}  seed {}  {} nodes ({})  simulated {}  {} \
+                 events  {} packets  wall {:.0} ms ({:.0} ns/packet)  {state}",
                 self.profile,
                 self.reliability,
                 self.seed,

@@ -16,6 +16,7 @@ use super::report::{
     bandwidth_mb_s, FlowReport, LinkDownReport, NicReport, NicResetReport, Report, SimReport,
 };
 use super::trace::ClusterTrace;
+use nic_device::profile::Pricing;
 use nic_device::{Faults, Profile};
 use nic_fabric::fabric::Outage;
 use nic_fabric::topology::Layout;
@@ -240,6 +241,10 @@ fn run_sim(
         problems,
         backend: "sim".into(),
         reliability: cluster.profile().firmware.reliability.to_string(),
+        pricing: match cluster.profile().nic_cpu.pricing {
+            Pricing::Published => None,
+            p => Some(p.to_string()),
+        },
         link_down: link_down_reports(v, cluster.outage_drops()),
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
         captured,
@@ -380,6 +385,20 @@ pub(super) fn load_profile(v: &Validated) -> Result<(Profile, Topology), Scenari
     // writes it into `regs::RELIABILITY` at every reset, on every backend.
     if let Some(r) = v.reliability {
         profile.firmware.reliability = r;
+    }
+    // `[nic_cpu]` overrides the profile's pricing (the sim's only).
+    let c = &v.nic_cpu;
+    if let Some(p) = c.pricing {
+        profile.nic_cpu.pricing = p;
+    }
+    if let Some(x) = c.cycles_per_instruction {
+        profile.nic_cpu.cycles_per_instruction = x;
+    }
+    if let Some(t) = &c.firmware_costs {
+        profile.nic_cpu.firmware_costs = Some(t.clone());
+    }
+    if profile.nic_cpu.pricing == Pricing::Firmware {
+        profile.firmware_costs().map_err(err)?;
     }
     // `fabric.switch_ports` overrides the profile's switches.
     if let Some(p) = v.switch_ports {

@@ -33,4 +33,4 @@ pub mod trace;
 pub use backend::SimBackend;
 pub use brm::{SimBrm, SimTransport};
 pub use host::{HostApp, HostCost, HostCx, KeepAlive};
-pub use sim::{ClusterConfig, EmuError, RunLimit, RunOutcome, SimCluster};
+pub use sim::{ClusterConfig, EmuError, NicCycles, RunLimit, RunOutcome, SimCluster};

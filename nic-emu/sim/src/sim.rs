@@ -40,7 +40,7 @@ use nic_device::device::{reset_sram, ResetConfig, Rtc};
 use nic_device::faults::Faults;
 use nic_device::firmware::{mcp_firmware, Firmware, SliceHw, Work};
 use nic_device::memory::NodeMem;
-use nic_device::profile::{Clock, Profile};
+use nic_device::profile::{Clock, Pricing, Profile};
 use nic_fabric::event::{Ev, EventQueue, Next};
 use nic_fabric::fabric::{Arrival, Fabric, Freed, LinkStats, McastSpan, NEVER};
 pub use nic_fabric::plan::EmuError;
@@ -137,11 +137,25 @@ fn reset_config<'a>(
     }
 }
 
-/// NIC CPU cycle prices of firmware work.
+/// How a pass's priced units become time: whole cycles at the NIC clock
+/// (`published` pricing), or thousandths of a cycle (`firmware` pricing:
+/// instructions x cycles per instruction, not a whole number).
+#[derive(Debug, Clone, Copy)]
+enum PassClock {
+    Cycles(Clock),
+    MilliCycles { hz: u64 },
+}
+
+/// Prices of firmware work, in the units of `clock`: the profile's
+/// `[nic_cpu]` cycle prices (`pricing = "published"`), or the firmware
+/// cost table's instructions x `cycles_per_instruction` (`"firmware"`).
 #[derive(Debug, Clone, Copy)]
 struct WorkPrices {
-    cpu: Clock,
+    clock: PassClock,
+    /// Every pass.
     poll: u64,
+    /// A pass that did work, beyond `poll` (0 under published pricing).
+    busy: u64,
     descriptor: u64,
     tx_packet: u64,
     rx_packet: u64,
@@ -159,11 +173,22 @@ struct WorkPrices {
 }
 
 impl WorkPrices {
-    fn new(p: &Profile) -> WorkPrices {
+    fn new(p: &Profile) -> Result<WorkPrices, EmuError> {
+        match p.nic_cpu.pricing {
+            Pricing::Published => Ok(WorkPrices::published(p)),
+            Pricing::Firmware => {
+                let table = p.firmware_costs().map_err(EmuError::Config)?;
+                Ok(WorkPrices::firmware(p, &table.instructions))
+            }
+        }
+    }
+
+    fn published(p: &Profile) -> WorkPrices {
         let c = &p.nic_cpu;
         WorkPrices {
-            cpu: Clock::new(p.nic.cpu_hz),
+            clock: PassClock::Cycles(Clock::new(p.nic.cpu_hz)),
             poll: c.poll,
+            busy: 0,
             descriptor: c.descriptor,
             tx_packet: c.tx_packet,
             rx_packet: c.rx_packet,
@@ -186,7 +211,39 @@ impl WorkPrices {
         }
     }
 
-    /// Cycles of a pass's multicast work (none for unicast).
+    /// Thousandths of a cycle per unit of work: the table's instructions
+    /// x the profile's cycles per instruction.
+    fn firmware(p: &Profile, t: &nic_device::costs::Instructions) -> WorkPrices {
+        let cpi = p.nic_cpu.cycles_per_instruction;
+        let m = |instructions: f64| (instructions * cpi * 1000.0).round() as u64;
+        let alg = |a: &nic_device::costs::PerAlgorithm| nic_device::profile::StepPrices {
+            separate: m(a.separate),
+            serial: m(a.serial),
+            binomial: m(a.binomial),
+            binary: m(a.binary),
+        };
+        WorkPrices {
+            clock: PassClock::MilliCycles { hz: p.nic.cpu_hz.max(1) },
+            poll: m(t.idle_pass),
+            busy: m(t.busy_pass),
+            descriptor: m(t.descriptor),
+            tx_packet: m(t.tx_packet),
+            rx_packet: m(t.rx_packet),
+            dma_cmd: m(t.dma_cmd),
+            event: m(t.event),
+            timer: m(t.timer),
+            flow_op: m(t.flow_op),
+            tree_op: m(t.tree_op),
+            relay_step: alg(&t.relay_step),
+            mcast_packet: m(t.mcast_packet),
+            mcast_further: alg(&t.mcast_further),
+            mcast_rx_packet: m(t.mcast_rx_packet),
+            mcast_desc: m(t.mcast_desc),
+            mcast_delivery: m(t.mcast_delivery),
+        }
+    }
+
+    /// Units of a pass's multicast work (none for unicast).
     #[inline]
     fn multicast(&self, w: &Work) -> u64 {
         if w.mcast_packets == 0
@@ -211,11 +268,12 @@ impl WorkPrices {
             + w.mcast_deliveries as u64 * self.mcast_delivery
     }
 
-    /// NIC CPU time of one poll pass (at least 1 ns, so time advances),
-    /// `mcast` being its multicast cycles (`multicast`).
+    /// Units of one pass, `mcast` being its multicast units (`multicast`).
     #[inline]
-    fn ns(&self, w: &Work, mcast: u64) -> u64 {
-        let cycles = self.poll
+    fn units(&self, w: &Work, mcast: u64) -> u64 {
+        let busy = if self.busy != 0 && !w.is_idle() { self.busy } else { 0 };
+        self.poll
+            + busy
             + w.descriptors as u64 * self.descriptor
             + w.tx_packets as u64 * self.tx_packet
             + w.rx_packets as u64 * self.rx_packet
@@ -224,9 +282,33 @@ impl WorkPrices {
             + w.timers as u64 * self.timer
             + w.flow_ops as u64 * self.flow_op
             + w.tree_ops as u64 * self.tree_op
-            + mcast;
-        self.cpu.cycles_ns(cycles).max(1)
+            + mcast
     }
+
+    /// NIC CPU time of one pass (at least 1 ns, so time advances) and its
+    /// NIC CPU cycles in thousandths, `mcast` being its multicast units.
+    #[inline]
+    fn ns(&self, w: &Work, mcast: u64) -> (u64, u64) {
+        let units = self.units(w, mcast);
+        match self.clock {
+            PassClock::Cycles(c) => (c.cycles_ns(units).max(1), units.saturating_mul(1000)),
+            PassClock::MilliCycles { hz } => {
+                let ns = (units as u128 * 1_000_000).div_ceil(hz as u128);
+                (ns.min(u64::MAX as u128).max(1) as u64, units)
+            }
+        }
+    }
+}
+
+/// A NIC CPU's passes and their priced cycles ([`SimCluster::nic_cycles`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NicCycles {
+    pub polls: u64,
+    /// Polls that reported work.
+    pub busy_polls: u64,
+    /// NIC CPU cycles charged for every poll, and for the busy ones.
+    pub cycles: f64,
+    pub busy_cycles: f64,
 }
 
 struct NicCpu {
@@ -243,6 +325,11 @@ struct NicCpu {
     hw_faults: u64,
     /// Work reported by every poll, summed.
     work: Work,
+    /// Polls that reported work.
+    busy_polls: u64,
+    /// Priced NIC CPU cycles in thousandths: of every poll, of the busy ones.
+    milli_cycles: u128,
+    busy_milli_cycles: u128,
 }
 
 struct HostSide {
@@ -331,10 +418,14 @@ impl SimCluster {
                 busy_ns: 0,
                 hw_faults,
                 work: Work::default(),
+                busy_polls: 0,
+                milli_cycles: 0,
+                busy_milli_cycles: 0,
             });
         }
+        let prices = WorkPrices::new(&p)?;
         let mut c = SimCluster {
-            prices: WorkPrices::new(&p),
+            prices,
             profile: p,
             layout,
             routes,
@@ -689,7 +780,12 @@ impl SimCluster {
             cpu.polls += 1;
             cpu.work.add(&work);
             let mcast = self.prices.multicast(&work);
-            let cost = self.prices.ns(&work, mcast);
+            let (cost, milli_cycles) = self.prices.ns(&work, mcast);
+            cpu.milli_cycles += milli_cycles as u128;
+            if !work.is_idle() {
+                cpu.busy_polls += 1;
+                cpu.busy_milli_cycles += milli_cycles as u128;
+            }
             let te = t + cost;
             cpu.busy_until = te;
             cpu.busy_ns += cost;
@@ -857,6 +953,18 @@ impl SimCluster {
         let NicTrace { transitions, transition_ns, .. } = t;
         let first = transition_ns.len();
         transition_ns.extend(transitions[first..].iter().map(at));
+    }
+
+    /// Node `node`'s NIC CPU passes and the cycles they were priced at,
+    /// since the start (across resets).
+    pub fn nic_cycles(&self, node: usize) -> NicCycles {
+        let cpu = &self.cpus[node];
+        NicCycles {
+            polls: cpu.polls,
+            busy_polls: cpu.busy_polls,
+            cycles: cpu.milli_cycles as f64 / 1000.0,
+            busy_cycles: cpu.busy_milli_cycles as f64 / 1000.0,
+        }
     }
 
     /// Node `node`'s counters.

@@ -1,0 +1,611 @@
+//! `cargo xtask calibrate firmware`: the firmware cost table the
+//! simulator's `firmware` pricing reads (`nic_emu::costs`). Runs the
+//! firmware bench's workloads on the MCP image under QEMU with exact
+//! instruction counting (or reads a saved bench document, `--from`),
+//! fits instructions per unit of `mcp::Work` to each NIC's counted
+//! busy-pass instructions, prints the fit's residual per workload and
+//! writes `nic-emu/profiles/firmware-costs.toml` (embedded in the build).
+//!
+//! The fit. Each NIC of each workload gives one equation: its busy-pass
+//! instructions less an idle pass per busy pass (every pass costs the
+//! idle pass, measured on its own) equal `busy_pass` per busy pass plus
+//! the sum over work items of count x price. Prices are non-negative;
+//! the equations are weighted by 1/instructions, so the fit minimises
+//! the squared relative error (a 10% miss on a small workload weighs as
+//! much as one on a large). It is solved as non-negative least squares
+//! (Lawson and Hanson's active-set method): the least error with no
+//! negative price; on columns that always move together (e.g. a data
+//! packet's descriptor and its DMA command) it picks one split of their
+//! sum, deterministically. A work item no workload exercises keeps
+//! price 0. Port close is left out of the fit: its passes report no work
+//! the simulator prices (its residual is printed all the same).
+//!
+//! Owns the fit and the table's text; reads the bench document.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nic_emu::costs::{Instructions, BUILTIN_PATH, ITEMS, REFRESH_COMMAND, WORK_ITEMS};
+use serde_json::Value;
+
+/// Workloads measured but not fitted (their residual is printed).
+pub const NOT_FITTED: [&str; 1] = ["port-close"];
+
+/// Index of the `idle_pass` and `busy_pass` entries of `ITEMS`.
+const IDLE: usize = WORK_ITEMS;
+const BUSY: usize = WORK_ITEMS + 1;
+
+/// One NIC of one workload, as the fit reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NicRow {
+    pub passes: u64,
+    pub busy_passes: u64,
+    pub instructions_busy: u64,
+    pub instructions_all: u64,
+    pub counts: [u64; WORK_ITEMS],
+}
+
+/// One workload of the bench document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadRows {
+    pub messages: u64,
+    pub busy_per_message: f64,
+    pub nics: Vec<NicRow>,
+}
+
+/// What the fit reads of a bench document.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BenchCounts {
+    pub commit: String,
+    pub features: Vec<String>,
+    pub quick: bool,
+    /// The idle pass with one port open (instructions).
+    pub idle_pass: f64,
+    pub workloads: BTreeMap<String, WorkloadRows>,
+}
+
+fn num(v: &Value, key: &str, at: &str) -> crate::Result<f64> {
+    v.get(key).and_then(Value::as_f64).ok_or_else(|| format!("{at}.{key}: missing or not a number"))
+}
+
+fn count(v: &Value, key: &str, at: &str) -> crate::Result<u64> {
+    v.get(key).and_then(Value::as_u64).ok_or_else(|| format!("{at}.{key}: missing or not a count"))
+}
+
+/// A `work` object's counts in the order of `ITEMS` (a field the image
+/// did not report counts 0).
+fn work_counts(work: &Value, at: &str) -> crate::Result<[u64; WORK_ITEMS]> {
+    let mut c = [0u64; WORK_ITEMS];
+    for (i, &(_, field, index)) in ITEMS[..WORK_ITEMS].iter().enumerate() {
+        let Some(v) = work.get(field) else { continue };
+        c[i] = match (index, v) {
+            (None, v) => v.as_u64(),
+            (Some(k), Value::Array(a)) => a.get(k).and_then(Value::as_u64).or(Some(0)),
+            (Some(_), _) => None,
+        }
+        .ok_or_else(|| format!("{at}.work.{field}: not a count (or list of counts)"))?;
+    }
+    Ok(c)
+}
+
+impl BenchCounts {
+    /// Read the firmware bench's JSON document (`cargo xtask bench
+    /// --firmware --json`).
+    pub fn parse(text: &str) -> crate::Result<BenchCounts> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| format!("not a firmware bench document: {e}"))?;
+        let image = v.get("image").cloned().unwrap_or(Value::Null);
+        let s = |k: &str| image.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut out = BenchCounts {
+            commit: s("commit"),
+            features: image
+                .get("features")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+                .unwrap_or_default(),
+            quick: image.get("quick").and_then(Value::as_bool).unwrap_or(false),
+            idle_pass: num(v.get("idle").unwrap_or(&Value::Null), "one_port", "idle")?,
+            workloads: BTreeMap::new(),
+        };
+        let ws = v
+            .get("workloads")
+            .and_then(Value::as_object)
+            .ok_or("workloads: missing or not an object")?;
+        for (name, w) in ws {
+            let at = format!("workloads.{name}");
+            let nics = w
+                .get("nics")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("{at}.nics: missing or not a list"))?;
+            let mut rows = Vec::new();
+            for (i, n) in nics.iter().enumerate() {
+                let at = format!("{at}.nics[{i}]");
+                rows.push(NicRow {
+                    passes: count(n, "passes", &at)?,
+                    busy_passes: count(n, "busy_passes", &at)?,
+                    instructions_busy: count(n, "instructions_busy", &at)?,
+                    instructions_all: count(n, "instructions_all", &at)?,
+                    counts: work_counts(n.get("work").unwrap_or(&Value::Null), &at)?,
+                });
+            }
+            out.workloads.insert(
+                name.clone(),
+                WorkloadRows {
+                    messages: count(w, "messages", &at)?,
+                    busy_per_message: num(w, "busy_per_message", &at)?,
+                    nics: rows,
+                },
+            );
+        }
+        if out.workloads.is_empty() {
+            return Err("workloads: the document measured none".into());
+        }
+        Ok(out)
+    }
+}
+
+/// Non-negative least squares: minimise |A x - b|^2 subject to x >= 0
+/// (`a`: rows of A).
+pub fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
+    let n = a.first().map_or(0, Vec::len);
+    // Columns scaled to unit length (the descent converges far faster on
+    // columns of one size); x is scaled back at the end.
+    let mut scale = vec![0.0f64; n];
+    for row in a {
+        for (s, v) in scale.iter_mut().zip(row) {
+            *s += v * v;
+        }
+    }
+    let scale: Vec<f64> =
+        scale.iter().map(|s| if *s > 0.0 { 1.0 / s.sqrt() } else { 0.0 }).collect();
+    // Normal equations: H = A^T A, g0 = A^T b.
+    let mut h = vec![vec![0.0; n]; n];
+    let mut g0 = vec![0.0; n];
+    for (row, &y) in a.iter().zip(b) {
+        for j in 0..n {
+            let rj = row[j] * scale[j];
+            g0[j] += rj * y;
+            for k in 0..n {
+                h[j][k] += rj * row[k] * scale[k];
+            }
+        }
+    }
+    let x = lawson_hanson(&h, &g0);
+    x.iter().zip(&scale).map(|(x, s)| x * s).collect()
+}
+
+/// Lawson and Hanson's active-set method on the normal equations
+/// (`h` = A^T A with a unit diagonal, `g0` = A^T b): the least-squares
+/// solution with x >= 0.
+fn lawson_hanson(h: &[Vec<f64>], g0: &[f64]) -> Vec<f64> {
+    let n = g0.len();
+    let tol = 1e-10;
+    let mut x = vec![0.0; n];
+    let mut passive = vec![false; n];
+    let grad = |x: &[f64]| -> Vec<f64> {
+        (0..n).map(|j| g0[j] - (0..n).map(|k| h[j][k] * x[k]).sum::<f64>()).collect()
+    };
+    for _outer in 0..(3 * n + 10) {
+        let w = grad(&x);
+        let Some(j) = (0..n)
+            .filter(|&j| !passive[j] && h[j][j] > 0.0 && w[j] > tol)
+            .max_by(|&a, &b| w[a].total_cmp(&w[b]))
+        else {
+            break;
+        };
+        passive[j] = true;
+        for _inner in 0..(3 * n + 10) {
+            let s = solve_on(h, g0, &passive);
+            if (0..n).all(|k| !passive[k] || s[k] > tol) {
+                x = s;
+                break;
+            }
+            // Step towards s as far as x stays feasible; drop what hits 0.
+            let alpha = (0..n)
+                .filter(|&k| passive[k] && s[k] <= tol)
+                .map(|k| x[k] / (x[k] - s[k]))
+                .fold(f64::INFINITY, f64::min);
+            for k in 0..n {
+                x[k] += alpha * (s[k] - x[k]);
+                if passive[k] && x[k] <= tol {
+                    passive[k] = false;
+                    x[k] = 0.0;
+                }
+            }
+        }
+    }
+    x
+}
+
+/// The unconstrained least-squares solution on the `passive` columns
+/// (0 elsewhere), by Gaussian elimination with partial pivoting; a
+/// whisker of ridge keeps columns that move together solvable.
+fn solve_on(h: &[Vec<f64>], g0: &[f64], passive: &[bool]) -> Vec<f64> {
+    let idx: Vec<usize> = (0..g0.len()).filter(|&k| passive[k]).collect();
+    let m = idx.len();
+    let mut a: Vec<Vec<f64>> = idx
+        .iter()
+        .map(|&r| {
+            let mut row: Vec<f64> = idx.iter().map(|&c| h[r][c]).collect();
+            row.push(g0[r]);
+            row
+        })
+        .collect();
+    for (i, row) in a.iter_mut().enumerate() {
+        row[i] += 1e-12;
+    }
+    for col in 0..m {
+        let piv = (col..m).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()));
+        let Some(piv) = piv else { break };
+        a.swap(col, piv);
+        if a[col][col].abs() < 1e-300 {
+            continue;
+        }
+        for r in col + 1..m {
+            let f = a[r][col] / a[col][col];
+            if f != 0.0 {
+                let pivot_row = a[col].clone();
+                for (v, p) in a[r][col..].iter_mut().zip(&pivot_row[col..]) {
+                    *v -= f * p;
+                }
+            }
+        }
+    }
+    let mut y = vec![0.0; m];
+    for r in (0..m).rev() {
+        let s: f64 = (r + 1..m).map(|c| a[r][c] * y[c]).sum();
+        y[r] = if a[r][r].abs() < 1e-300 { 0.0 } else { (a[r][m] - s) / a[r][r] };
+    }
+    let mut out = vec![0.0; g0.len()];
+    for (k, &i) in idx.iter().enumerate() {
+        out[i] = y[k];
+    }
+    out
+}
+
+/// A workload's counted and fitted busy instructions per message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Residual {
+    pub messages: u64,
+    pub counted: f64,
+    pub fitted: f64,
+    pub in_fit: bool,
+}
+
+impl Residual {
+    /// (fitted - counted) / counted.
+    pub fn relative(&self) -> f64 {
+        if self.counted == 0.0 {
+            0.0
+        } else {
+            (self.fitted - self.counted) / self.counted
+        }
+    }
+}
+
+/// Busy instructions the table gives NIC `n`'s work.
+fn fitted_busy(t: &Instructions, n: &NicRow) -> f64 {
+    t.of(n.busy_passes, n.busy_passes, &n.counts)
+}
+
+/// The fit: the table of instructions per work item, and each
+/// workload's residual.
+pub fn fit(b: &BenchCounts) -> (Instructions, BTreeMap<String, Residual>) {
+    let idle = b.idle_pass.max(0.0);
+    // Columns: the work items, then `busy_pass`.
+    let mut rows = Vec::new();
+    let mut ys = Vec::new();
+    for (name, w) in &b.workloads {
+        if NOT_FITTED.contains(&name.as_str()) {
+            continue;
+        }
+        for n in w.nics.iter().filter(|n| n.busy_passes > 0 && n.instructions_busy > 0) {
+            let weight = 1.0 / n.instructions_busy as f64;
+            let mut row: Vec<f64> = n.counts.iter().map(|&c| c as f64 * weight).collect();
+            row.push(n.busy_passes as f64 * weight);
+            rows.push(row);
+            let y = n.instructions_busy as f64 - n.busy_passes as f64 * idle;
+            ys.push(y * weight);
+        }
+    }
+    let x = nnls(&rows, &ys);
+    let mut a = [0.0; ITEMS.len()];
+    a[..WORK_ITEMS].copy_from_slice(&x[..WORK_ITEMS]);
+    a[IDLE] = idle;
+    a[BUSY] = x.get(WORK_ITEMS).copied().unwrap_or(0.0);
+    // Whole-ish numbers: a tenth of an instruction is finer than the
+    // counts ever are.
+    for v in a.iter_mut() {
+        *v = (*v * 10.0).round() / 10.0;
+    }
+    let t = Instructions::from_array(&a);
+    let res = b
+        .workloads
+        .iter()
+        .map(|(name, w)| {
+            let m = w.messages.max(1) as f64;
+            let counted: u64 = w.nics.iter().map(|n| n.instructions_busy).sum();
+            let fitted: f64 = w.nics.iter().map(|n| fitted_busy(&t, n)).sum();
+            let r = Residual {
+                messages: w.messages,
+                counted: counted as f64 / m,
+                fitted: fitted / m,
+                in_fit: !NOT_FITTED.contains(&name.as_str()),
+            };
+            (name.clone(), r)
+        })
+        .collect();
+    (t, res)
+}
+
+/// Today's date and time, UTC, RFC 3339 (to the second).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// The table's text: header, image stamp, prices, per-workload counts.
+pub fn table_text(
+    b: &BenchCounts,
+    t: &Instructions,
+    res: &BTreeMap<String, Residual>,
+    date: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Instructions the MCP image runs per unit of work (mcp::Work): the\n\
+         # simulator's prices under `[nic_cpu] pricing = \"firmware\"` (docs/profiles.md).\n\
+         #\n\
+         # GENERATED by `{REFRESH_COMMAND}`: do not edit by hand. Run the\n\
+         # command again whenever the firmware's cost changes (a test fails,\n\
+         # naming it, when the image and this table differ by more than 10%).\n\
+         # Measured on the image built from commit {} ({}), on {date},\n\
+         # counted exactly under QEMU (-icount shift=0), by the firmware bench's\n\
+         # workloads{}; fitted as xtask/src/fwcal.rs explains.\n",
+        if b.commit.is_empty() { "unknown" } else { &b.commit },
+        if b.features.is_empty() { "default features".to_string() } else { b.features.join(", ") },
+        if b.quick { " (short run)" } else { "" }
+    );
+    let _ = writeln!(s, "[image]");
+    let _ = writeln!(s, "commit = {:?}", b.commit);
+    let _ = writeln!(s, "date = {date:?}");
+    let _ = writeln!(s, "features = {:?}", b.features);
+    let _ = writeln!(s, "quick = {}", b.quick);
+    let _ = writeln!(s, "\n[instructions]");
+    let _ = writeln!(s, "# Every pass (one that finds nothing to do costs this much).");
+    let _ = writeln!(s, "idle_pass = {:?}", t.idle_pass);
+    let _ = writeln!(s, "# A pass that does work, beyond the idle pass.");
+    let _ = writeln!(s, "busy_pass = {:?}", t.busy_pass);
+    let _ = writeln!(s, "# Per unit of each mcp::Work field.");
+    let a = t.to_array();
+    let mut i = 0;
+    while i < WORK_ITEMS {
+        let (key, _, index) = ITEMS[i];
+        if index.is_some() {
+            let name = key.split('.').next().unwrap_or(key);
+            let _ = writeln!(
+                s,
+                "{name} = {{ separate = {:?}, serial = {:?}, binomial = {:?}, binary = {:?} }}",
+                a[i],
+                a[i + 1],
+                a[i + 2],
+                a[i + 3]
+            );
+            i += 4;
+        } else {
+            let _ = writeln!(s, "{key} = {:?}", a[i]);
+            i += 1;
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n# What the image counted per workload (busy-pass instructions per\n\
+         # message over all NICs) and what the prices above give the same work."
+    );
+    for (name, r) in res {
+        let _ = writeln!(s, "\n[workloads.{name}]");
+        let _ = writeln!(s, "messages = {}", r.messages);
+        let _ = writeln!(s, "busy_per_message = {:.1}", r.counted);
+        let _ = writeln!(s, "fitted_per_message = {:.1}", r.fitted);
+        if !r.in_fit {
+            let _ = writeln!(s, "fitted = false");
+        }
+    }
+    s
+}
+
+/// The residuals as a table.
+pub fn residual_table(res: &BTreeMap<String, Residual>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>9} {:>14} {:>14} {:>9}",
+        "workload", "messages", "counted/msg", "fitted/msg", "residual"
+    );
+    for (name, r) in res {
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>9} {:>14.1} {:>14.1} {:>+8.1}%{}",
+            name,
+            r.messages,
+            r.counted,
+            r.fitted,
+            r.relative() * 100.0,
+            if r.in_fit { "" } else { "  (not fitted)" }
+        );
+    }
+    s
+}
+
+/// The bench document: read from `from`, else measured now.
+fn bench_document(root: &Path, from: Option<&Path>, quick: bool) -> crate::Result<String> {
+    if let Some(p) = from {
+        return std::fs::read_to_string(p).map_err(|e| format!("--from {}: {e}", p.display()));
+    }
+    let _ = (root, quick);
+    Err("the firmware bench (`cargo xtask bench --firmware`) is not in this build yet: give a \
+         saved bench document with --from FILE"
+        .into())
+}
+
+/// `cargo xtask calibrate firmware [--from FILE] [--quick] [--no-save]`.
+pub fn run(root: &Path, from: Option<PathBuf>, quick: bool, save: bool) -> crate::Result<ExitCode> {
+    let text = bench_document(root, from.as_deref(), quick)?;
+    let b = BenchCounts::parse(&text)?;
+    let (t, res) = fit(&b);
+    println!(
+        "firmware cost table from the image at {} ({} workloads; idle pass {:.1} instructions)",
+        if b.commit.is_empty() { "an unknown commit" } else { &b.commit },
+        b.workloads.len(),
+        b.idle_pass
+    );
+    print!("{}", residual_table(&res));
+    let text = table_text(&b, &t, &res, &utc_now());
+    if save {
+        let path = root.join(BUILTIN_PATH);
+        std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("written to {} (embedded: the next build prices with it)", path.display());
+    } else {
+        print!("\n{text}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nnls_recovers_exact_non_negative_prices_and_clamps_negative_ones() {
+        // y = 3 a + 5 b, exactly.
+        let a = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![2.0, 1.0], vec![1.0, 3.0]];
+        let y: Vec<f64> = a.iter().map(|r| 3.0 * r[0] + 5.0 * r[1]).collect();
+        let x = nnls(&a, &y);
+        assert!((x[0] - 3.0).abs() < 1e-6 && (x[1] - 5.0).abs() < 1e-6, "{x:?}");
+        // The unconstrained optimum wants b < 0: it stays at 0.
+        let y: Vec<f64> = a.iter().map(|r| 3.0 * r[0] - 1.0 * r[1]).collect();
+        let x = nnls(&a, &y);
+        assert!(x[1] == 0.0 && x[0] > 0.0, "{x:?}");
+    }
+
+    /// A document whose NICs' instructions are exactly `truth` applied to
+    /// their work.
+    fn document(truth: &Instructions) -> String {
+        let mut ws = serde_json::Map::new();
+        let shapes: [(&str, [u64; 6]); 4] = [
+            ("pingpong-8b", [2000, 2000, 2000, 4000, 4000, 0]),
+            ("stream-4k", [100, 1600, 1600, 1700, 200, 10]),
+            ("stream-64k", [100, 1600, 1600, 1600, 100, 40]),
+            ("rate", [300, 300, 300, 600, 300, 5]),
+        ];
+        let mut seed = 7u64;
+        for (wi, (name, c)) in shapes.iter().enumerate() {
+            let mut nics = Vec::new();
+            for node in 0..2u64 {
+                // Counts of the first six items that vary independently
+                // from NIC to NIC (a fixed pseudo-random sequence), flow
+                // operations on the rate workload only.
+                let mut counts = [0u64; WORK_ITEMS];
+                for (i, n) in counts.iter_mut().enumerate().take(6) {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    *n = c[i] / 2 + (seed >> 33) % 500;
+                }
+                counts[6] = if *name == "rate" { 5000 } else { 0 };
+                let busy = 1000 + 100 * wi as u64 + node * 50;
+                let passes = busy * 3;
+                let ib = truth.of(busy, busy, &counts).round() as u64;
+                let ia = ib + (passes - busy) * truth.idle_pass as u64;
+                let mut work = serde_json::Map::new();
+                for (i, &(_, field, index)) in ITEMS[..WORK_ITEMS].iter().enumerate() {
+                    match index {
+                        None => {
+                            work.insert(field.into(), counts[i].into());
+                        }
+                        Some(k) => {
+                            let e = work.entry(field).or_insert(serde_json::json!([0, 0, 0, 0]));
+                            e[k] = counts[i].into();
+                        }
+                    }
+                }
+                nics.push(serde_json::json!({"node": node, "passes": passes,
+                    "busy_passes": busy, "instructions_busy": ib, "instructions_all": ia,
+                    "packets": counts[1] + counts[2], "work": work}));
+            }
+            let ib: u64 = nics.iter().map(|n| n["instructions_busy"].as_u64().unwrap()).sum();
+            ws.insert(
+                name.to_string(),
+                serde_json::json!({"messages": 1000, "busy_per_message": ib as f64 / 1000.0,
+                    "all_per_message": 0.0, "per_packet": [0.0, 0.0], "idle_pass": 100.0,
+                    "by_machine": {"sdma": 0.0, "send": 0.0, "recv": 0.0, "rdma": 0.0, "core": 0.0},
+                    "by_offload": {}, "nics": nics, "us": {}}),
+            );
+        }
+        serde_json::json!({"image": {"commit": "abc1234", "features": ["poll-stats"],
+            "quick": true}, "workloads": ws,
+            "idle": {"one_port": truth.idle_pass, "eight_ports_128_streams": 100.0}})
+        .to_string()
+    }
+
+    #[test]
+    fn a_document_made_from_known_prices_fits_back_to_them_with_no_residual() {
+        let mut a = [0.0; ITEMS.len()];
+        for (i, v) in [900.0, 700.0, 1100.0, 300.0, 400.0, 200.0, 2.0].iter().enumerate() {
+            a[i] = *v;
+        }
+        a[IDLE] = 100.0;
+        a[BUSY] = 250.0;
+        let truth = Instructions::from_array(&a);
+        let b = BenchCounts::parse(&document(&truth)).unwrap();
+        assert_eq!(b.workloads.len(), 4);
+        assert_eq!(b.workloads["rate"].nics[0].counts[6], 5000);
+        let (t, res) = fit(&b);
+        for (name, r) in &res {
+            assert!(r.relative().abs() < 1e-3, "{name}: {r:?}");
+        }
+        assert_eq!(t.idle_pass, 100.0);
+        // Every price the workloads pin down comes back.
+        for (i, (key, _, _)) in ITEMS.iter().enumerate().take(7) {
+            let got = t.to_array()[i];
+            assert!((got - a[i]).abs() <= 0.05 * a[i].max(1.0), "{key}: {got} vs {}", a[i]);
+        }
+        // The table's text reads back as a table with those prices.
+        let text = table_text(&b, &t, &res, "2026-01-01T00:00:00Z");
+        let back = nic_emu::costs::FirmwareCosts::from_toml(&text, "t").unwrap();
+        assert_eq!(back.instructions, t);
+        assert_eq!(back.image.commit, "abc1234");
+        assert!(text.contains(REFRESH_COMMAND) && text.contains("GENERATED"), "{text}");
+        assert_eq!(back.workloads["rate"].messages, 1000);
+    }
+
+    #[test]
+    fn a_document_without_counts_is_refused_naming_the_key() {
+        let e = BenchCounts::parse("{\"idle\": {\"one_port\": 5}, \"workloads\": {\"x\": {}}}");
+        assert_eq!(e.unwrap_err(), "workloads.x.nics: missing or not a list");
+        let e = BenchCounts::parse("[]").unwrap_err();
+        assert!(e.contains("idle.one_port"), "{e}");
+    }
+
+    #[test]
+    fn utc_dates_are_rfc_3339() {
+        let d = utc_now();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(d.starts_with("20") && d.ends_with('Z') && d.as_bytes()[10] == b'T', "{d}");
+    }
+}
