@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use nic_emu::costs::{Instructions, BUILTIN_PATH, ITEMS, REFRESH_COMMAND, WORK_ITEMS};
-use serde_json::Value;
+
+use crate::fwbench::report::{FirmwareReport, WorkSum, WorkValue};
 
 /// Workloads measured but not fitted (their residual is printed).
 pub const NOT_FITTED: [&str; 1] = ["port-close"];
@@ -66,83 +67,62 @@ pub struct BenchCounts {
     pub workloads: BTreeMap<String, WorkloadRows>,
 }
 
-fn num(v: &Value, key: &str, at: &str) -> crate::Result<f64> {
-    v.get(key).and_then(Value::as_f64).ok_or_else(|| format!("{at}.{key}: missing or not a number"))
-}
-
-fn count(v: &Value, key: &str, at: &str) -> crate::Result<u64> {
-    v.get(key).and_then(Value::as_u64).ok_or_else(|| format!("{at}.{key}: missing or not a count"))
-}
-
-/// A `work` object's counts in the order of `ITEMS` (a field the image
-/// did not report counts 0).
-fn work_counts(work: &Value, at: &str) -> crate::Result<[u64; WORK_ITEMS]> {
+/// A `work` sum's counts in the order of `ITEMS` (a field the image did
+/// not report counts 0).
+fn work_counts(work: &WorkSum) -> [u64; WORK_ITEMS] {
     let mut c = [0u64; WORK_ITEMS];
     for (i, &(_, field, index)) in ITEMS[..WORK_ITEMS].iter().enumerate() {
-        let Some(v) = work.get(field) else { continue };
-        c[i] = match (index, v) {
-            (None, v) => v.as_u64(),
-            (Some(k), Value::Array(a)) => a.get(k).and_then(Value::as_u64).or(Some(0)),
-            (Some(_), _) => None,
-        }
-        .ok_or_else(|| format!("{at}.work.{field}: not a count (or list of counts)"))?;
+        c[i] = match (work.get(field), index) {
+            (Some(WorkValue::Count(n)), None) => *n,
+            (Some(WorkValue::Counts(v)), Some(k)) => v.get(k).copied().unwrap_or(0),
+            (Some(v), _) => v.total(),
+            (None, _) => 0,
+        };
     }
-    Ok(c)
+    c
 }
 
 impl BenchCounts {
-    /// Read the firmware bench's JSON document (`cargo xtask bench
-    /// --firmware --json`).
+    /// What the fit needs of the firmware bench's document.
+    pub fn of(r: &FirmwareReport) -> crate::Result<BenchCounts> {
+        if r.workloads.is_empty() {
+            return Err("the firmware bench document measured no workload".into());
+        }
+        let workloads = r
+            .workloads
+            .iter()
+            .map(|(name, w)| {
+                let nics = w
+                    .nics
+                    .iter()
+                    .map(|n| NicRow {
+                        passes: n.passes,
+                        busy_passes: n.busy_passes,
+                        instructions_busy: n.instructions_busy,
+                        instructions_all: n.instructions_all,
+                        counts: work_counts(&n.work),
+                    })
+                    .collect();
+                let rows = WorkloadRows {
+                    messages: w.messages,
+                    busy_per_message: w.busy_per_message,
+                    nics,
+                };
+                (name.clone(), rows)
+            })
+            .collect();
+        Ok(BenchCounts {
+            commit: r.image.commit.clone(),
+            features: r.image.features.clone(),
+            quick: r.image.quick,
+            idle_pass: r.idle.one_port,
+            workloads,
+        })
+    }
+
+    /// Read a saved document (`cargo xtask bench --firmware --json`).
     pub fn parse(text: &str) -> crate::Result<BenchCounts> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| format!("not a firmware bench document: {e}"))?;
-        let image = v.get("image").cloned().unwrap_or(Value::Null);
-        let s = |k: &str| image.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let mut out = BenchCounts {
-            commit: s("commit"),
-            features: image
-                .get("features")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
-                .unwrap_or_default(),
-            quick: image.get("quick").and_then(Value::as_bool).unwrap_or(false),
-            idle_pass: num(v.get("idle").unwrap_or(&Value::Null), "one_port", "idle")?,
-            workloads: BTreeMap::new(),
-        };
-        let ws = v
-            .get("workloads")
-            .and_then(Value::as_object)
-            .ok_or("workloads: missing or not an object")?;
-        for (name, w) in ws {
-            let at = format!("workloads.{name}");
-            let nics = w
-                .get("nics")
-                .and_then(Value::as_array)
-                .ok_or_else(|| format!("{at}.nics: missing or not a list"))?;
-            let mut rows = Vec::new();
-            for (i, n) in nics.iter().enumerate() {
-                let at = format!("{at}.nics[{i}]");
-                rows.push(NicRow {
-                    passes: count(n, "passes", &at)?,
-                    busy_passes: count(n, "busy_passes", &at)?,
-                    instructions_busy: count(n, "instructions_busy", &at)?,
-                    instructions_all: count(n, "instructions_all", &at)?,
-                    counts: work_counts(n.get("work").unwrap_or(&Value::Null), &at)?,
-                });
-            }
-            out.workloads.insert(
-                name.clone(),
-                WorkloadRows {
-                    messages: count(w, "messages", &at)?,
-                    busy_per_message: num(w, "busy_per_message", &at)?,
-                    nics: rows,
-                },
-            );
-        }
-        if out.workloads.is_empty() {
-            return Err("workloads: the document measured none".into());
-        }
-        Ok(out)
+        BenchCounts::of(&FirmwareReport::parse(text)?)
     }
 }
 
@@ -454,21 +434,21 @@ pub fn residual_table(res: &BTreeMap<String, Residual>) -> String {
     s
 }
 
-/// The bench document: read from `from`, else measured now.
-fn bench_document(root: &Path, from: Option<&Path>, quick: bool) -> crate::Result<String> {
+/// The bench document: read from `from`, else measured now (the
+/// firmware bench's workloads on the image under QEMU).
+fn bench_document(root: &Path, from: Option<&Path>, quick: bool) -> crate::Result<BenchCounts> {
     if let Some(p) = from {
-        return std::fs::read_to_string(p).map_err(|e| format!("--from {}: {e}", p.display()));
+        return BenchCounts::of(&FirmwareReport::load(p)?);
     }
-    let _ = (root, quick);
-    Err("the firmware bench (`cargo xtask bench --firmware`) is not in this build yet: give a \
-         saved bench document with --from FILE"
-        .into())
+    let opts = crate::fwbench::Options { quick, ..Default::default() };
+    let doc = crate::fwbench::measure(root, &opts, crate::fw::Offloads::All)?;
+    doc.save(&crate::fwbench::report::default_path(root))?;
+    BenchCounts::of(&doc)
 }
 
 /// `cargo xtask calibrate firmware [--from FILE] [--quick] [--no-save]`.
 pub fn run(root: &Path, from: Option<PathBuf>, quick: bool, save: bool) -> crate::Result<ExitCode> {
-    let text = bench_document(root, from.as_deref(), quick)?;
-    let b = BenchCounts::parse(&text)?;
+    let b = bench_document(root, from.as_deref(), quick)?;
     let (t, res) = fit(&b);
     println!(
         "firmware cost table from the image at {} ({} workloads; idle pass {:.1} instructions)",
@@ -491,6 +471,9 @@ pub fn run(root: &Path, from: Option<PathBuf>, quick: bool, save: bool) -> crate
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fwbench::workloads::{specs, Spec};
+    use nic_emu::profile::Pricing;
+    use nic_emu::scenario::{self, Scenario};
 
     #[test]
     fn nnls_recovers_exact_non_negative_prices_and_clamps_negative_ones() {
@@ -595,11 +578,87 @@ mod tests {
     }
 
     #[test]
-    fn a_document_without_counts_is_refused_naming_the_key() {
-        let e = BenchCounts::parse("{\"idle\": {\"one_port\": 5}, \"workloads\": {\"x\": {}}}");
-        assert_eq!(e.unwrap_err(), "workloads.x.nics: missing or not a list");
-        let e = BenchCounts::parse("[]").unwrap_err();
-        assert!(e.contains("idle.one_port"), "{e}");
+    fn a_document_without_workloads_is_refused() {
+        let e = BenchCounts::of(&FirmwareReport::default()).unwrap_err();
+        assert_eq!(e, "the firmware bench document measured no workload");
+        assert!(BenchCounts::parse("[]").unwrap_err().contains("not a firmware bench document"));
+    }
+
+    /// The simulator's busy-pass cycles per message of a bench workload
+    /// under firmware pricing, with set-up and tear-down taken out as the
+    /// bench's window takes them out: the short and the full run's
+    /// scenarios, the difference of their cycles over the difference of
+    /// their messages.
+    fn sim_cycles_per_message(short: &Spec, full: &Spec) -> f64 {
+        let run = |spec: &Spec| -> (f64, f64) {
+            let mut v = Scenario::parse_validated(&spec.scenario)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            v.nic_cpu.pricing = Some(Pricing::Firmware);
+            v.profile = PROFILE.to_string();
+            let mut done = 0;
+            let (r, c) = scenario::run_priced(&v, &mut |p| done = p.messages_done)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            assert!(r.complete, "{}: the sim run did not complete: {:?}", spec.name, r.problems);
+            let cycles: f64 = c.iter().map(|n| n.busy_cycles).sum();
+            (done as f64 / spec.receptions as f64, cycles)
+        };
+        let (ms, cs) = run(short);
+        let (mf, cf) = run(full);
+        assert!(mf > ms, "{}: the full run has no more messages than the short", full.name);
+        (cf - cs) / (mf - ms)
+    }
+
+    /// The profile the workloads run on in the simulator: a 1 GHz NIC
+    /// CPU at one cycle per instruction runs the MCP at the speed QEMU's
+    /// exact counting gives the image (one instruction a ns), so the work
+    /// that depends on timing (timers, acks riding on data, retransmits)
+    /// comes out as on the image; at 133 MHz (lanai9-gm) a stream's NIC
+    /// falls behind and takes more timer work a message.
+    const PROFILE: &str = "modern";
+
+    /// Workloads whose simulated work is not yet within 10% of the
+    /// image's (printed, not asserted): rate control (the bandwidth
+    /// manager paces the flow differently in the simulator: +40%) and the
+    /// multicast schemes (host -30%, nic and nic-cached +14%). Each is a
+    /// difference between the simulator's and the image's run of the same
+    /// scenario, not of the table: the fit reproduces each within 2%.
+    const NOT_YET_WITHIN_10: [&str; 4] = ["rate", "mcast-host", "mcast-nic", "mcast-cached"];
+
+    /// The table's workloads (as the image counted them) against the
+    /// simulator running the same scenarios under firmware pricing; both
+    /// sides come from the repository (the committed table, the
+    /// deterministic sim), so the check is exact and reproducible.
+    #[test]
+    fn the_simulator_prices_each_bench_workload_within_10_percent_of_the_images_count() {
+        let table = nic_emu::costs::FirmwareCosts::builtin();
+        let profile = nic_emu::Profile::load(PROFILE).unwrap();
+        let cpi = profile.nic_cpu.cycles_per_instruction;
+        let mut report = String::new();
+        let mut off = Vec::new();
+        let mut checked = 0;
+        for (short, full) in specs(true).iter().zip(specs(false).iter()) {
+            let Some(m) = table.workloads.get(full.name).filter(|m| m.fitted) else { continue };
+            let sim = sim_cycles_per_message(short, full);
+            let image = m.busy_per_message * cpi;
+            let rel = sim / image - 1.0;
+            let _ = writeln!(
+                report,
+                "  {:<16} sim {sim:>12.0} cycles/msg  image {image:>12.0}  {:+.1}%",
+                full.name,
+                rel * 100.0
+            );
+            if rel.abs() > 0.10 && !NOT_YET_WITHIN_10.contains(&full.name) {
+                off.push(full.name);
+            }
+            checked += 1;
+        }
+        assert!(checked >= 8, "the table has too few workloads to check ({checked}):\n{report}");
+        assert!(
+            off.is_empty(),
+            "the simulator's priced NIC cycles are more than 10% off the image's counted \
+             instructions x cycles_per_instruction for {off:?} (if the firmware changed, \
+             refresh the table: `{REFRESH_COMMAND}`):\n{report}"
+        );
     }
 
     #[test]

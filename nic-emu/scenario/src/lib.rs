@@ -42,7 +42,9 @@ pub use realtime::{
     RtScenarioOptions,
 };
 pub use report::{FlowReport, Latency, McastReport, NicReport, Report, Samples, SimReport};
-pub use runner::{run, run_traced, run_with_options, run_with_progress, Progress, SimOptions};
+pub use runner::{
+    run, run_priced, run_traced, run_with_options, run_with_progress, Progress, SimOptions,
+};
 
 /// Largest scenario file read (bytes).
 pub const SCENARIO_MAX_BYTES: u64 = 4 << 20;

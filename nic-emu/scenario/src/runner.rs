@@ -22,7 +22,7 @@ use nic_fabric::fabric::Outage;
 use nic_fabric::topology::Layout;
 use nic_fabric::Topology;
 use nic_sim::SimBrm;
-use nic_sim::{ClusterConfig, RunLimit, SimCluster};
+use nic_sim::{ClusterConfig, NicCycles, RunLimit, SimCluster};
 
 /// How far a run has got, for progress output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,17 @@ pub fn run_with_options(
     opts: &SimOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ScenarioError> {
-    run_sim(v, opts, false, progress).map(|(r, _)| r)
+    run_sim(v, opts, false, progress).map(|(r, _, _)| r)
+}
+
+/// As [`run_with_progress`], with each NIC's passes and the NIC CPU
+/// cycles they were priced at over the whole run
+/// (`SimCluster::nic_cycles`, in node order).
+pub fn run_priced(
+    v: &Validated,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, Vec<NicCycles>), ScenarioError> {
+    run_sim(v, &SimOptions::default(), false, progress).map(|(r, _, c)| (r, c))
 }
 
 /// As [`run_with_options`], with every NIC's transition and dispatch trace
@@ -77,7 +87,7 @@ pub fn run_traced(
     opts: &SimOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(Report, ClusterTrace), ScenarioError> {
-    let (r, t) = run_sim(v, opts, true, progress)?;
+    let (r, t, _) = run_sim(v, opts, true, progress)?;
     Ok((r, t.unwrap_or_default()))
 }
 
@@ -86,7 +96,7 @@ fn run_sim(
     opts: &SimOptions,
     trace: bool,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<(Report, Option<ClusterTrace>), ScenarioError> {
+) -> Result<(Report, Option<ClusterTrace>, Vec<NicCycles>), ScenarioError> {
     let err = |m: String| ScenarioError::new(m);
     let (profile, topology) = load_profile(v)?;
     let v = &mcast::resolve(v, &profile)?;
@@ -249,7 +259,8 @@ fn run_sim(
         nic_reset: nic_reset_reports(v, |n| cluster.nic_resets(n)),
         captured,
     };
-    Ok((report, traced))
+    let cycles = (0..v.nodes).map(|n| cluster.nic_cycles(n)).collect();
+    Ok((report, traced, cycles))
 }
 
 /// The scenario's NIC resets as (time, node), earliest first.
