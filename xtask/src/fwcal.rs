@@ -121,6 +121,7 @@ impl BenchCounts {
     }
 
     /// Read a saved document (`cargo xtask bench --firmware --json`).
+    #[cfg(test)]
     pub fn parse(text: &str) -> crate::Result<BenchCounts> {
         BenchCounts::of(&FirmwareReport::parse(text)?)
     }
