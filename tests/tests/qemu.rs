@@ -526,3 +526,53 @@ fn a_gdb_batch_that_never_stops_ends_at_its_time_limit_and_its_nics_run_again() 
     assert!(after[0] >= before[0] + 30 && after[1] >= before[1] + 30, "{before:?} -> {after:?}");
     eprintln!("gdb batch stopped at its 3 s limit, xtask returned after {took:?}, NICs resumed");
 }
+
+/// The firmware cost table the simulator's `firmware` pricing reads
+/// (nic-emu/profiles/firmware-costs.toml) against the image as built
+/// now: a short run of the firmware bench counts each workload's
+/// busy-pass instructions per message and the idle pass under QEMU
+/// (`-icount shift=0`, exact); each must be within 10% of what the table
+/// recorded when it was made. The message names the command that
+/// refreshes the table.
+#[test]
+fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
+    rt::require_qemu();
+    let xtask = xtask_bin();
+    let mut c = Command::new(&xtask);
+    c.args(["bench", "--firmware", "--quick", "--json", "--quiet"]);
+    let o = run_with_timeout(c, Duration::from_secs(1800));
+    assert!(o.status.success(), "cargo xtask bench --firmware --quick failed:\n{}", rt::text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("the bench's JSON does not parse: {e}\n{}", rt::text(&o)));
+    let table = nic_emu::costs::FirmwareCosts::builtin();
+    let mut lines = Vec::new();
+    let mut drifted = Vec::new();
+    let mut check = |what: String, now: f64, then: f64| {
+        let rel = if then > 0.0 { now / then - 1.0 } else { f64::INFINITY };
+        lines.push(format!(
+            "  {what:<24} now {now:>12.1}  table {then:>12.1}  {:+.1}%",
+            rel * 100.0
+        ));
+        if rel.abs() > 0.10 {
+            drifted.push(what);
+        }
+    };
+    let idle = doc["idle"]["one_port"].as_f64().expect("idle.one_port in the bench's JSON");
+    check("idle pass".into(), idle, table.instructions.idle_pass);
+    for (name, m) in table.workloads.iter().filter(|(_, m)| m.fitted) {
+        let now = doc["workloads"][name.as_str()]["busy_per_message"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("workload {name} missing from the bench's JSON"));
+        check(name.clone(), now, m.busy_per_message);
+    }
+    assert!(
+        drifted.is_empty(),
+        "the image and the firmware cost table ({}, measured on {} at {}) differ by more than \
+         10% in {drifted:?}; refresh the table with `{}` and commit it:\n{}",
+        nic_emu::costs::BUILTIN_PATH,
+        table.image.commit,
+        table.image.date,
+        nic_emu::costs::REFRESH_COMMAND,
+        lines.join("\n")
+    );
+}

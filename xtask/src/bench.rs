@@ -196,6 +196,71 @@ pub fn curves(
     Ok(out)
 }
 
+/// The profiles whose published figures the pricing table sets beside
+/// the simulator's: (profile, published one-way latency us, published 64
+/// KiB stream MB/s), None where the source gives no figure.
+const PUBLISHED: [(&str, Option<f64>, Option<f64>); 2] =
+    [("lanai4-gm", None, Some(82.0)), ("lanai9-gm", Some(17.0), None)];
+
+/// `text` with the sim's NIC CPU priced by `pricing` (a scenario's
+/// `[nic_cpu] pricing`).
+fn priced(text: String, pricing: nic_emu::profile::Pricing) -> String {
+    format!("{text}\n[nic_cpu]\npricing = \"{pricing}\"\n")
+}
+
+/// One-way latency (4 B ping-pong, median) and 64 KiB stream bandwidth of
+/// the LANai profiles under published and firmware pricing, beside the
+/// published figures (docs/profiles.md).
+fn pricings(quick: bool, pb: &ProgressBar, unclean: &mut Vec<String>) -> crate::Result<()> {
+    use nic_emu::profile::Pricing;
+    let scale = if quick { 4 } else { 1 };
+    let table = nic_emu::costs::FirmwareCosts::builtin();
+    progress::println(
+        pb,
+        &format!(
+            "\npricing: the profile's published cycle prices against the firmware's counted \
+             instructions (table of the image at {}, {})",
+            table.image.commit, table.image.date
+        ),
+    );
+    progress::println(
+        pb,
+        &format!(
+            "  {:<10} {:<10} {:>16} {:>16}",
+            "profile", "pricing", "one-way (4 B)", "64 KiB stream"
+        ),
+    );
+    let fig = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v} {unit}"));
+    for (profile, lat, bw) in PUBLISHED {
+        progress::println(
+            pb,
+            &format!(
+                "  {profile:<10} {:<10} {:>16} {:>16}",
+                "source",
+                fig(lat, "us"),
+                fig(bw, "MB/s")
+            ),
+        );
+        for pricing in Pricing::ALL {
+            let (pp, bad) = run_toml(&priced(pingpong_toml(profile, 4, 100 / scale), pricing))?;
+            let (st, bad2) = run_toml(&priced(stream_toml(profile, 65536, 256 / scale), pricing))?;
+            for b in [bad, bad2].into_iter().flatten() {
+                unclean.push(format!("{profile} ({pricing} pricing): {b}"));
+            }
+            progress::println(
+                pb,
+                &format!(
+                    "  {profile:<10} {:<10} {:>13.2} us {:>11.2} MB/s",
+                    pricing.as_str(),
+                    pp.flows[0].latency_ns.p50 as f64 / 1e3,
+                    st.flows[0].bandwidth_mb_s
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Non-decreasing latency over all sizes, non-decreasing bandwidth up to 64 KiB.
 pub fn shape_ok(points: &[Point]) -> (bool, bool) {
     let lat = points.windows(2).all(|w| w[1].latency_ns >= w[0].latency_ns);
@@ -262,6 +327,7 @@ pub fn run(
         }
         measured.push((profile.clone(), points));
     }
+    pricings(quick, &pb, &mut unclean)?;
     if speed {
         // The simulator runs on one core: its figures are absolute. Beside
         // each, the same cost in units of this machine, measured in the
