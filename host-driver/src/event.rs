@@ -92,6 +92,10 @@ pub enum Event {
     Alarm { tag: u64, rtc: u64 },
     /// The firmware has noticed the open and serves the port.
     PortOpened { rtc: u64 },
+    /// The answer to `Port::nic_echo`: the NIC of `node` answered (status
+    /// Ok) after `rtt` NIC clock ticks, or did not within the send timeout
+    /// (`SendStatus::Unreachable`, `rtt` 0). No token.
+    Echo { node: u16, tag: u64, status: SendStatus, rtt: u64, rtc: u64 },
 }
 
 impl Event {
@@ -104,6 +108,7 @@ impl Event {
             | Event::GetDone { rtc, .. }
             | Event::Error { rtc, .. }
             | Event::Alarm { rtc, .. }
+            | Event::Echo { rtc, .. }
             | Event::PortOpened { rtc } => rtc,
         }
     }
@@ -116,7 +121,8 @@ impl Event {
             | Event::PutDone { tag, .. }
             | Event::GetDone { tag, .. }
             | Event::Error { tag, .. }
-            | Event::Alarm { tag, .. } => tag,
+            | Event::Alarm { tag, .. }
+            | Event::Echo { tag, .. } => tag,
             Event::PortOpened { .. } => 0,
         }
     }
@@ -137,7 +143,9 @@ pub(crate) fn token_back(kind: EventKind, desc_kind: u8) -> TokenBack {
         EventKind::Sent | EventKind::PutDone | EventKind::GetDone => TokenBack::Send,
         EventKind::Received => TokenBack::Recv,
         EventKind::Error => token_of_byte(desc_kind),
-        EventKind::Alarm | EventKind::PortOpened | EventKind::McastLost => TokenBack::None,
+        EventKind::Alarm | EventKind::PortOpened | EventKind::McastLost | EventKind::Echo => {
+            TokenBack::None
+        }
     }
 }
 
@@ -198,6 +206,13 @@ pub(crate) fn from_abi(e: &abi::Event) -> Option<Event> {
         },
         EventKind::Alarm => Event::Alarm { tag, rtc },
         EventKind::PortOpened => Event::PortOpened { rtc },
+        EventKind::Echo => Event::Echo {
+            node: e.node,
+            tag,
+            status: SendStatus::from_u8(e.status)?,
+            rtt: e.addr,
+            rtc,
+        },
         // The port folds these into the Sent event that follows.
         EventKind::McastLost => return None,
     })

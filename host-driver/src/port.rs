@@ -830,6 +830,26 @@ impl<B: NicBackend> Port<B> {
         })
     }
 
+    /// Ask the NIC of `node` to answer a ping from this port's NIC (the
+    /// echo offload: no host there takes part). One `Event::Echo` carrying
+    /// `tag` comes back with the round trip in NIC clock ticks, or
+    /// `SendStatus::Unreachable` when no answer came within the send
+    /// timeout. No token. A firmware built without the echo offload
+    /// refuses it with `ErrorCause::BadKind`.
+    pub fn nic_echo(&mut self, node: u16, tag: u64) -> Result<(), DriverError> {
+        self.post_raw(Descriptor {
+            kind: DescKind::Echo,
+            priority: Priority::Low,
+            size_class: 0,
+            target_port: 0,
+            target_node: node,
+            local: 0,
+            len: 0,
+            remote: 0,
+            tag,
+        })
+    }
+
     /// Post any descriptor as given (negative tests: foreign or unregistered
     /// addresses, bad classes, bad targets). Only tokens and ring space are
     /// checked; the token of `d.kind` is taken.

@@ -59,7 +59,16 @@ pub enum DescKind {
     /// subtree it serves has the message (host scheme: when the one listed
     /// child acked it).
     Multicast = 7,
+    /// Echo offload: ask the NIC of `target_node` to answer a ping from
+    /// this NIC (no host there takes part). One `Echo` event carries
+    /// `tag` back with the round trip in RTC ticks. No token.
+    Echo = 8,
 }
+
+/// Kinds from this one on belong to offloads (`mcp::offload`): the intake
+/// hands such a descriptor to the offload that owns its kind, and refuses
+/// it as an unknown kind when none does (its offload is compiled out).
+pub const OFFLOAD_KINDS_FROM: u8 = 8;
 
 /// Children listed inside a multicast descriptor itself.
 pub const INLINE_CHILDREN: usize = 4;
@@ -156,6 +165,7 @@ impl DescKind {
             5 => DescKind::Resume,
             6 => DescKind::Alarm,
             7 => DescKind::Multicast,
+            8 => DescKind::Echo,
             _ => return None,
         })
     }

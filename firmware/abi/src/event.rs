@@ -59,6 +59,11 @@ pub enum EventKind {
     /// A piece of the [`LostHeads`] of the multicast whose Sent event (same
     /// tag) follows; no token returns.
     McastLost = 8,
+    /// Echo offload: the answer to an Echo descriptor (`tag` its tag,
+    /// `node` the NIC asked); `addr` holds the round trip in RTC ticks,
+    /// `status` a `SendStatus` (Ok, or Unreachable when no answer came
+    /// within the send timeout). No token returns.
+    Echo = 9,
 }
 
 impl EventKind {
@@ -72,6 +77,7 @@ impl EventKind {
             6 => EventKind::Alarm,
             7 => EventKind::PortOpened,
             8 => EventKind::McastLost,
+            9 => EventKind::Echo,
             _ => return None,
         })
     }

@@ -27,7 +27,9 @@
 //! 0xE5C00 RX_SLOTS     12 KiB  the firmware's records of posted receive buffers (fw)
 //! 0xE8C00 RX_GHOSTS    24 KiB  where receiving streams let go of stood (fw)
 //! 0xEEC00 SR_STAMPS     4 KiB  selective repeat: each sending stream's poll stamps (fw)
-//! 0xEFC00 (end of the map; SRAM is at least 1 MiB)
+//! 0xEFC00 ECHO        512 B    echo offload: its requests in flight (fw)
+//! 0xEFE00 OFFLOAD_EVENTS 512 B  events offloads composed, for RDMA to write (fw)
+//! 0xF0000 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -161,7 +163,20 @@ pub const SR_STAMPS: u32 = 0x000E_EC00;
 pub const SR_STREAMS: u32 = 128;
 pub const SR_STAMPS_PER_STREAM: u32 = 32;
 
-pub const MAP_END: u32 = 0x000E_FC00;
+/// Echo offload (`mcp::offload::echo`): its requests in flight,
+/// `ECHO_SLOTS` records of `ECHO_SLOT_SIZE` bytes. The layout is the
+/// firmware's own.
+pub const ECHO: u32 = 0x000E_FC00;
+pub const ECHO_SLOTS: u32 = 16;
+pub const ECHO_SLOT_SIZE: u32 = 32;
+
+/// Events the offloads composed (`mcp::offload::Services::event`), each
+/// as the record RDMA writes (`event::EVENT_SIZE` bytes), until RDMA
+/// writes it to its port's event queue: `OFFLOAD_EVENTS_LEN` of them.
+pub const OFFLOAD_EVENTS: u32 = 0x000E_FE00;
+pub const OFFLOAD_EVENTS_LEN: u32 = 8;
+
+pub const MAP_END: u32 = 0x000F_0000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -217,6 +232,11 @@ pub const fn sr_stamp(stream: u32, seq: u32) -> u32 {
     SR_STAMPS + stream * SR_STAMPS_PER_STREAM + seq % SR_STAMPS_PER_STREAM
 }
 
+/// Offload event `i` (`OFFLOAD_EVENTS`).
+pub const fn offload_event(i: u32) -> u32 {
+    OFFLOAD_EVENTS + i * crate::event::EVENT_SIZE
+}
+
 /// Inline bytes of receive slot `slot`.
 pub const fn rx_inline(slot: u32) -> u32 {
     RX_INLINE + slot * crate::event::INLINE_MAX as u32
@@ -266,7 +286,9 @@ const _: () = {
     assert!(MCAST_LOST + MCAST_LOST_LISTS * crate::event::LOST_BYTES as u32 <= RX_SLOTS);
     assert!(RX_SLOTS + RX_INLINE_SLOTS * RX_SLOT_SIZE <= RX_GHOSTS);
     assert!(RX_GHOSTS + RX_GHOSTS_LEN * RX_GHOST_SIZE <= SR_STAMPS);
-    assert!(SR_STAMPS + SR_STREAMS * SR_STAMPS_PER_STREAM <= MAP_END);
+    assert!(SR_STAMPS + SR_STREAMS * SR_STAMPS_PER_STREAM <= ECHO);
+    assert!(ECHO + ECHO_SLOTS * ECHO_SLOT_SIZE <= OFFLOAD_EVENTS);
+    assert!(OFFLOAD_EVENTS + OFFLOAD_EVENTS_LEN * crate::event::EVENT_SIZE <= MAP_END);
     assert!(RX_GHOSTS_LEN.is_power_of_two());
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);

@@ -78,7 +78,19 @@ pub enum PacketType {
     /// lists the runs of it still missing, as a `Stat`'s does (poll
     /// number 0, the gap's end as the next sequence number).
     Ustat = 10,
+    /// Echo offload: a NIC asks the NIC `dst_node` to answer at once
+    /// (`cookie` names the request, `remote` the asking NIC's RTC when it
+    /// went). Not sequenced, no payload.
+    EchoRequest = 11,
+    /// Echo offload: the answer to an `EchoRequest`, with its `cookie` and
+    /// `remote` as they came.
+    EchoReply = 12,
 }
+
+/// Types from this one on belong to offloads (`mcp::offload`): RECV hands
+/// a checked packet of such a type to the offload that owns it, and counts
+/// and drops it when none does (its offload is compiled out).
+pub const OFFLOAD_TYPES_FROM: u8 = 11;
 
 /// Most ranges a `Stat` lists.
 pub const STAT_RANGES_MAX: usize = 16;
@@ -98,6 +110,8 @@ impl PacketType {
             8 => PacketType::Poll,
             9 => PacketType::Stat,
             10 => PacketType::Ustat,
+            11 => PacketType::EchoRequest,
+            12 => PacketType::EchoReply,
             _ => return None,
         })
     }
@@ -364,6 +378,8 @@ impl Header {
                     return Err(ParseError::BadField("payload_len"));
                 }
             }
+            // The offloads' types: their owners check what they carry.
+            _ => {}
         }
         Ok(h)
     }

@@ -36,6 +36,7 @@ pub mod hw;
 #[macro_use]
 mod log;
 pub mod mcast;
+pub mod offload;
 mod pool;
 pub mod rate;
 pub mod rdma;
@@ -63,11 +64,12 @@ pub use recv::{Recv, RecvState};
 pub use sdma::{Sdma, SdmaState};
 pub use send::{Send, SendState};
 
-/// Are the multicast paths compiled in? (`--cfg mcast_off` leaves them
-/// out: multicast descriptors are refused as an unknown kind, multicast
-/// packets handled as plain data, and no multicast check is made on the
-/// unicast paths; for measuring what multicast costs unicast.)
-pub const MULTICAST: bool = !cfg!(mcast_off);
+/// Are the multicast paths compiled in? (Feature `multicast`, on by
+/// default; off, or `--cfg mcast_off`, leaves them out: multicast
+/// descriptors are refused as an unknown kind, multicast packets handled
+/// as plain data, and no multicast check is made on the unicast paths; for
+/// measuring what multicast costs unicast.)
+pub const MULTICAST: bool = cfg!(feature = "multicast") && !cfg!(mcast_off);
 
 /// What one `poll` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +287,8 @@ pub struct Mcp {
     pub recv: Recv,
     pub rdma: Rdma,
     shared: Shared,
+    /// The offloads compiled in (`offload::list`).
+    offloads: offload::Offloads,
     running: bool,
     deadline: Option<u64>,
     /// `regs::PORT_NEWS` as the last look at the port windows found it
@@ -306,6 +310,7 @@ impl Mcp {
             recv: Recv::new(),
             rdma: Rdma::new(),
             shared: Shared::new(),
+            offloads: offload::Offloads::new(),
             running: false,
             deadline: None,
             port_news: None,
@@ -347,6 +352,7 @@ impl Mcp {
             hw.store_u32(nic_abi::port::port_reg(p, nic_abi::port::FW_STATE), 0);
         }
         cx.stats.clear(hw);
+        self.offloads.init(&mut offload::Services::new(cx, hw, &mut Work::default()));
         self.port_news = None;
         self.running = true;
         hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
@@ -387,12 +393,23 @@ impl Mcp {
                     self.sdma.take_from_recv(cx, hw);
                     self.recv.accept(cx, &self.sdma, hw, a, &mut w);
                 }
+                recv::Next::Offload(p) => {
+                    let mut sv = offload::Services::new(cx, hw, &mut w);
+                    match self.offloads.packet(&mut sv, &p) {
+                        Some(offload::Received::Done) => cx.rx_release(hw, p.buf),
+                        Some(offload::Received::Kept) => {}
+                        None => self.recv.drop_unowned(cx, hw, p.buf),
+                    }
+                }
             }
         }
         self.sdma.take_from_recv(cx, hw);
         self.recv.end_pass(cx, hw, &mut w);
         self.rdma.step(cx, hw, &mut w);
-        self.sdma.step(cx, hw, &mut w);
+        if offload::Offloads::ANY {
+            self.offloads.expire(&mut offload::Services::new(cx, hw, &mut w));
+        }
+        self.sdma.step(cx, hw, &mut self.offloads, &mut w);
         self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
         self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
         self.compute_deadline();
@@ -411,6 +428,11 @@ impl Mcp {
                 HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
                 HdmaAction::EventDone(i) => self.rdma.event_written(i),
                 HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
+                HdmaAction::Offload(id, tag) => {
+                    let mut w = Work::default();
+                    let mut sv = offload::Services::new(cx, hw, &mut w);
+                    self.offloads.completion(&mut sv, id, tag);
+                }
             }
         }
     }
@@ -449,6 +471,9 @@ impl Mcp {
         self.sdma.deadline(&self.shared, &mut at);
         self.recv.deadline(&self.shared, &mut at);
         self.rdma.deadline(&self.shared, &mut at);
+        if let Some(t) = self.offloads.deadline() {
+            at(t);
+        }
         self.deadline = d;
     }
 
@@ -529,6 +554,9 @@ impl Mcp {
         self.recv.port_closed(cx, hw, p);
         self.rdma.port_closed(cx, p);
         self.sdma.port_closed(cx, p);
+        let mut w = Work::default();
+        self.offloads.port_closed(&mut offload::Services::new(cx, hw, &mut w), p as u8);
+        let cx = &mut self.shared;
         let waiting: heapless::Vec<u16, MAX_TOKENS> = cx
             .tokens
             .live_indices()

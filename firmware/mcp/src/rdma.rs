@@ -165,6 +165,7 @@ impl Rdma {
             match ev {
                 EvRef::Token(t) => cx.tokens.free(t),
                 EvRef::Slot(s) => cx.slots.free(s),
+                EvRef::Offload(i) => cx.offload.events.free(i as u16),
                 _ => {}
             }
         }
@@ -330,6 +331,7 @@ impl Rdma {
                             hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
                         }
                     }
+                    EvRef::Offload(i) => cx.offload.events.free(i as u16),
                     _ => {}
                 }
                 e.seq = q.produced.wrapping_add(1);
@@ -417,6 +419,7 @@ fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
 fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) -> Event {
     match ev {
         EvRef::PortOpened => Event::empty(EventKind::PortOpened),
+        EvRef::Offload(i) => crate::offload::CoreSide::event(hw, i),
         EvRef::Alarm => {
             let mut e = Event::empty(EventKind::Alarm);
             e.tag = sdma.alarm_tag(p);

@@ -653,6 +653,8 @@ pub enum EvRef {
     /// Piece `part` (16 bytes) of the lost-heads list root token `t`
     /// carries: a `McastLost` event before its Sent.
     Lost(u16, u8),
+    /// An event an offload composed (`offload::CoreSide::events` entry).
+    Offload(u8),
 }
 
 /// What the MCP does when a host-DMA command completes.
@@ -667,6 +669,8 @@ pub enum HdmaAction {
     EventDone(u8),
     /// Page-table line i was read from host memory.
     PtLine(u8),
+    /// A command of offload `.0` (its place in the list), its tag `.1`.
+    Offload(u8, u16),
 }
 
 /// A control packet to send: ack or nack for a receiving stream, or a

@@ -139,7 +139,13 @@ impl Send {
         hw: &mut impl Hw,
         w: &mut Work,
     ) {
-        // Acks and nacks first: they are small and unblock peers.
+        // Packets the offloads built (`offload::Services::send`), then
+        // acks and nacks: they are small and unblock peers.
+        if crate::offload::Offloads::ANY {
+            while let Some(b) = cx.offload.tx.pop_front() {
+                self.start_txdma(cx, hw, b, w);
+            }
+        }
         while let Some(&c) = cx.controls.front() {
             let Some(b) = cx.txbufs.free_one() else { break };
             cx.controls.pop_front();

@@ -451,6 +451,9 @@ pub struct Shared {
     pub trace: Trace,
     /// The translation cache and the page-table lines being read.
     pub xlat: crate::translate::Translator,
+    /// What the core keeps for the offloads (their packets for SEND, their
+    /// events for RDMA).
+    pub offload: crate::offload::CoreSide,
 }
 
 impl Shared {
@@ -522,6 +525,7 @@ impl Shared {
             stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
+            offload: crate::offload::CoreSide::new(),
         }
     }
 
@@ -671,6 +675,7 @@ impl Shared {
             match ev {
                 EvRef::Token(t) => self.tokens.free(t),
                 EvRef::Slot(s) => self.slots.free(s),
+                EvRef::Offload(i) => self.offload.events.free(i as u16),
                 _ => {}
             }
         }

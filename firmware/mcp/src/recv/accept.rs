@@ -939,6 +939,8 @@ impl Recv {
             | PacketType::Poll
             | PacketType::Stat
             | PacketType::Ustat => {}
+            // The offloads' types never come here (`Next::Offload`).
+            _ => cx.rxfree.give(hw, buf),
         }
         if let Some(j) = job {
             self.rxs[r].offset = self.rxs[r].offset.wrapping_add(plen);

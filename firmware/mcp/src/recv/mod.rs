@@ -108,6 +108,9 @@ pub enum Next {
     Handled,
     /// A data-bearing packet to place once SDMA took its ack.
     Accept(Arrived),
+    /// A packet of a type that belongs to offloads, for the core to hand
+    /// to the one that owns it (`crate::offload`).
+    Offload(crate::offload::Packet),
 }
 
 /// A data-bearing packet checked and waiting to be placed.
@@ -321,6 +324,11 @@ impl Recv {
         }
     }
 
+    /// A packet no offload compiled in owns: counted and dropped.
+    pub(crate) fn drop_unowned(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8) {
+        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+    }
+
     fn drop_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, why: Stat) {
         cx.bump(why, 1);
         cx.bump(Stat::Drops, 1);
@@ -395,6 +403,9 @@ impl Recv {
             return Next::Handled;
         }
         cx.bump(Stat::PacketsReceived, 1);
+        if crate::offload::is_offload_type(h.ptype) {
+            return Next::Offload(crate::offload::Packet { buf, header: h });
+        }
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
         // Reports, and the acks and nacks of report streams, belong to

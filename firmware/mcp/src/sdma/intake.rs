@@ -6,6 +6,7 @@
 
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
+use crate::offload::{Intake, Offloads, Services};
 use crate::records::*;
 use crate::shared::Shared;
 use crate::translate::Xlat;
@@ -37,7 +38,13 @@ const AHEAD_MAX: u32 = 32;
 impl Sdma {
     /// A step of the machine (kept out of line: a debugger breaks here).
     #[inline(never)]
-    pub fn intake(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+    pub fn intake(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        offloads: &mut Offloads,
+        w: &mut Work,
+    ) {
         let before = self.state;
         let mut budget = INTAKE_BUDGET;
         for k in 0..NUM_PORTS {
@@ -49,7 +56,7 @@ impl Sdma {
                 continue;
             }
             while budget > 0 && cx.is_open(p) {
-                match self.intake_one(cx, hw, p, w) {
+                match self.intake_one(cx, hw, p, offloads, w) {
                     Taken::Nothing => {
                         budget = self.take_ahead(cx, hw, p, budget, w);
                         break;
@@ -69,7 +76,14 @@ impl Sdma {
 
     /// Take one descriptor from port `p`'s ring. Nothing: nothing to take,
     /// or not now (no token or stream free: the descriptor stays in the ring).
-    fn intake_one(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize, w: &mut Work) -> Taken {
+    fn intake_one(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        offloads: &mut Offloads,
+        w: &mut Work,
+    ) -> Taken {
         let prod = hw.load_u32(port_reg(p, SEND_PROD));
         let cons = self.cons[p];
         if prod == cons {
@@ -87,6 +101,9 @@ impl Sdma {
         let parsed = Descriptor::decode(&b);
         let kind_byte = Descriptor::raw_kind(&b);
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
+        if Offloads::owns_kind(kind_byte) {
+            return self.intake_offload(cx, hw, p, &b, offloads, w);
+        }
         if !has_room(cx, p, &b, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
             return Taken::Nothing;
         }
@@ -118,6 +135,47 @@ impl Sdma {
         Taken::One
     }
 
+    /// Descriptor `b` at the head of port `p`'s ring is of a kind an
+    /// offload owns: decoded, handed to it, and taken or refused as it
+    /// says (a refusal is an Error event, as the core's own).
+    fn intake_offload(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        b: &[u8],
+        offloads: &mut Offloads,
+        w: &mut Work,
+    ) -> Taken {
+        let parsed = Descriptor::decode(b);
+        if !has_room(cx, p, b, &parsed) {
+            return Taken::Nothing;
+        }
+        let res = match parsed {
+            Ok(d) => {
+                let mut sv = Services::new(cx, hw, w);
+                match offloads.descriptor(&mut sv, p as u8, d.kind as u8, &d, b) {
+                    Some(r) => r,
+                    None => Intake::Refused(ErrorCause::BadKind),
+                }
+            }
+            Err(cause) => Intake::Refused(cause),
+        };
+        if res == Intake::Wait {
+            return Taken::Nothing;
+        }
+        self.go(cx, hw, SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
+        w.descriptors += 1;
+        self.cons[p] = self.cons[p].wrapping_add(1);
+        self.ahead[p] >>= 1;
+        self.checked[p] = 0;
+        hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
+        if let Intake::Refused(cause) = res {
+            refuse(cx, hw, p, b, cause, takes_send_token(b, &parsed));
+        }
+        Taken::One
+    }
+
     /// Validate and take descriptor `b` (`parsed`) of port `p`, or refuse
     /// it with an error event.
     #[allow(clippy::too_many_arguments)]
@@ -136,6 +194,8 @@ impl Sdma {
         let result = parsed
             .and_then(|d| match d.kind {
                 DescKind::Multicast => Err(ErrorCause::BadKind),
+                // An offload's kind with no offload compiled in to own it.
+                k if crate::offload::is_offload_kind(k as u8) => Err(ErrorCause::BadKind),
                 _ => Ok(d),
             })
             .and_then(|d| self.validate(cx, p as u8, &d, reg_ok).map(|_| d));
@@ -197,6 +257,9 @@ impl Sdma {
             }
             hw.read(send_slot(p, cons.wrapping_add(i)), &mut b);
             let kind = Descriptor::raw_kind(&b);
+            if Offloads::owns_kind(kind) {
+                break; // an offload's: taken in ring order only
+            }
             if kind == DescKind::Multicast as u8 {
                 // A send: behind sends it waits in their order, its
                 // continuation slots passed over; behind receive buffers
@@ -330,6 +393,8 @@ impl Sdma {
             }
             DescKind::Resume => target()?,
             DescKind::Alarm => {}
+            // The offloads' kinds are refused before (`take`).
+            _ => return Err(ErrorCause::BadKind),
         }
         Ok(())
     }
@@ -400,8 +465,8 @@ impl Sdma {
                 self.set_alarm(p, Some(cx.now.saturating_add(d.remote)));
                 self.alarm_tag[p] = d.tag;
             }
-            // Taken by `intake_mcast`.
-            DescKind::Multicast => {}
+            // Taken by `intake_mcast`; the offloads' kinds never come here.
+            _ => {}
         }
     }
 }
@@ -443,7 +508,9 @@ fn registered_range(
     let len = match d.kind {
         DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast => d.len as u64,
         DescKind::Provide => class_max_len(d.size_class),
-        DescKind::Resume | DescKind::Alarm => return Some(false),
+        // Resume, alarm, and the offloads' kinds (which the intake hands
+        // on before this check, or refuses).
+        _ => return Some(false),
     };
     if len > most {
         return Some(false); // refused for its length, not looked up

@@ -239,8 +239,14 @@ impl Sdma {
 
     /// One step: descriptors, then timers, then fills. Each part is a step
     /// function of its own, kept out of line so a debugger breaks there.
-    pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        self.intake(cx, hw, w);
+    pub fn step(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        offloads: &mut crate::offload::Offloads,
+        w: &mut Work,
+    ) {
+        self.intake(cx, hw, offloads, w);
         self.timers(cx, hw, w);
         if crate::MULTICAST && !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
             self.mcast_step(cx, hw, w);

@@ -36,7 +36,7 @@ const EVQ_ENTRIES: u32 = 256;
 /// Virtual addresses are bus addresses plus this.
 const VBASE: u64 = 0x7000_0000_0000;
 
-struct Node {
+pub(crate) struct Node {
     sram: Vec<u8>,
     host: Vec<u8>,
     mcp: Box<Mcp>,
@@ -82,11 +82,11 @@ impl Node {
 }
 
 #[derive(Default, Clone, Copy)]
-struct Faults {
+pub(crate) struct Faults {
     /// Drop every n-th packet on the wire (0: never).
-    drop_every: u32,
+    pub(crate) drop_every: u32,
     /// Drop the n-th packet on the wire only (0: none).
-    drop_at: u32,
+    pub(crate) drop_at: u32,
     corrupt_every: u32,
     dup_every: u32,
 }
@@ -110,24 +110,24 @@ impl Jitter {
     }
 }
 
-struct Bench {
-    nodes: Vec<Node>,
+pub(crate) struct Bench {
+    pub(crate) nodes: Vec<Node>,
     rtc: u64,
-    faults: Faults,
+    pub(crate) faults: Faults,
     wire_count: u32,
     /// Every packet put on the wire: (src, dst, header).
-    log: Vec<Header>,
+    pub(crate) log: Vec<Header>,
     jitter: Option<Jitter>,
     /// Packets held by `jitter`: (due round, destination, bytes).
     held: Vec<(u64, usize, Vec<u8>)>,
 }
 
 impl Bench {
-    fn new(n: usize) -> Bench {
+    pub(crate) fn new(n: usize) -> Bench {
         Bench::with(n, |_| {})
     }
 
-    fn with(n: usize, cfg: impl Fn(&mut Node)) -> Bench {
+    pub(crate) fn with(n: usize, cfg: impl Fn(&mut Node)) -> Bench {
         let mut nodes = Vec::new();
         for i in 0..n {
             let mut node = Node {
@@ -182,7 +182,7 @@ impl Bench {
     }
 
     /// One round: every NIC polls, then every engine does all it can.
-    fn round(&mut self) -> bool {
+    pub(crate) fn round(&mut self) -> bool {
         self.rtc += 1;
         let mut busy = false;
         let rtc = self.rtc;
@@ -208,13 +208,13 @@ impl Bench {
         busy
     }
 
-    fn run(&mut self, rounds: u32) {
+    pub(crate) fn run(&mut self, rounds: u32) {
         for _ in 0..rounds {
             self.round();
         }
     }
 
-    fn run_until(&mut self, max: u32, mut done: impl FnMut(&mut Bench) -> bool) -> bool {
+    pub(crate) fn run_until(&mut self, max: u32, mut done: impl FnMut(&mut Bench) -> bool) -> bool {
         for _ in 0..max {
             self.round();
             if done(self) {
@@ -224,7 +224,7 @@ impl Bench {
         false
     }
 
-    fn engines(&mut self, i: usize) -> bool {
+    pub(crate) fn engines(&mut self, i: usize) -> bool {
         let mut busy = false;
         // Host-DMA.
         let node = &mut self.nodes[i];
@@ -346,7 +346,7 @@ impl Bench {
 
     // ---- the host side, as the driver does it
 
-    fn open(&mut self, n: usize, p: usize) {
+    pub(crate) fn open(&mut self, n: usize, p: usize) {
         let evq = self.alloc(n, p, (EVQ_ENTRIES * EVENT_SIZE) as u64);
         self.open_with_evq(n, p, evq - VBASE);
         let e = self.events(n, p);
@@ -356,7 +356,7 @@ impl Bench {
 
     /// Open port p of node n with its event queue at bus address `evq`, as
     /// the driver does (no check of the outcome).
-    fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
+    pub(crate) fn open_with_evq(&mut self, n: usize, p: usize, evq: u64) {
         let node = &mut self.nodes[n];
         node.w64(evq_bus(p), evq);
         node.w32(evq_len(p), EVQ_ENTRIES);
@@ -370,14 +370,14 @@ impl Bench {
         self.run(3);
     }
 
-    fn close(&mut self, n: usize, p: usize) {
+    pub(crate) fn close(&mut self, n: usize, p: usize) {
         self.nodes[n].w32(port_reg(p, STATE), STATE_CLOSED);
         self.run(3);
         assert_eq!(self.nodes[n].r32(port_reg(p, FW_STATE)), STATE_CLOSED);
     }
 
     /// Allocate and register `len` bytes for port p; returns the vaddr.
-    fn alloc(&mut self, n: usize, p: usize, len: u64) -> u64 {
+    pub(crate) fn alloc(&mut self, n: usize, p: usize, len: u64) -> u64 {
         let node = &mut self.nodes[n];
         let bus = node.brk;
         node.brk += len.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE;
@@ -389,7 +389,7 @@ impl Bench {
 
     /// Write entry `e` for virtual page `vpn` into port p's page table
     /// (in host memory, as the privileged side does), and tell the NIC.
-    fn set_pte(&mut self, n: usize, p: usize, vpn: u64, e: u64) {
+    pub(crate) fn set_pte(&mut self, n: usize, p: usize, vpn: u64, e: u64) {
         let node = &mut self.nodes[n];
         let first = node.r64(reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
         let entries = node.r64(reg(regs::port_slice_len(p))) / PAGE_SIZE;
@@ -403,30 +403,30 @@ impl Bench {
         node.w32(port_reg(p, word), g.wrapping_add(1));
     }
 
-    fn register(&mut self, n: usize, p: usize, v: u64, len: u64) {
+    pub(crate) fn register(&mut self, n: usize, p: usize, v: u64, len: u64) {
         for (pv, _) in page_table::page_pieces(v, len.max(1)) {
             let vpn = pv / PAGE_SIZE;
             self.set_pte(n, p, vpn, pte(vpn - VBASE / PAGE_SIZE));
         }
     }
 
-    fn deregister(&mut self, n: usize, p: usize, v: u64, len: u64) {
+    pub(crate) fn deregister(&mut self, n: usize, p: usize, v: u64, len: u64) {
         for (pv, _) in page_table::page_pieces(v, len.max(1)) {
             self.set_pte(n, p, pv / PAGE_SIZE, 0);
         }
     }
 
-    fn write_host(&mut self, n: usize, v: u64, data: &[u8]) {
+    pub(crate) fn write_host(&mut self, n: usize, v: u64, data: &[u8]) {
         let b = (v - VBASE) as usize;
         self.nodes[n].host[b..b + data.len()].copy_from_slice(data);
     }
 
-    fn read_host(&self, n: usize, v: u64, len: usize) -> Vec<u8> {
+    pub(crate) fn read_host(&self, n: usize, v: u64, len: usize) -> Vec<u8> {
         let b = (v - VBASE) as usize;
         self.nodes[n].host[b..b + len].to_vec()
     }
 
-    fn post(&mut self, n: usize, p: usize, d: Descriptor) {
+    pub(crate) fn post(&mut self, n: usize, p: usize, d: Descriptor) {
         let mut b = [0u8; DESC_SIZE as usize];
         d.encode(&mut b);
         self.post_raw(n, p, &b);
@@ -434,7 +434,7 @@ impl Bench {
 
     /// Post `d` on node n port p and wait, at most `rounds` rounds, for
     /// the port's next event (its completion): that event.
-    fn complete(&mut self, n: usize, p: usize, d: Descriptor, rounds: u32) -> Event {
+    pub(crate) fn complete(&mut self, n: usize, p: usize, d: Descriptor, rounds: u32) -> Event {
         self.post(n, p, d);
         let mut evs = Vec::new();
         assert!(self.run_until(rounds, |b| {
@@ -444,7 +444,7 @@ impl Bench {
         evs[0]
     }
 
-    fn post_raw(&mut self, n: usize, p: usize, b: &[u8; 64]) {
+    pub(crate) fn post_raw(&mut self, n: usize, p: usize, b: &[u8; 64]) {
         let node = &mut self.nodes[n];
         let prod = node.r32(port_reg(p, SEND_PROD));
         let o = send_slot(p, prod) as usize;
@@ -452,7 +452,7 @@ impl Bench {
         node.w32(port_reg(p, SEND_PROD), prod.wrapping_add(1));
     }
 
-    fn events(&mut self, n: usize, p: usize) -> Vec<Event> {
+    pub(crate) fn events(&mut self, n: usize, p: usize) -> Vec<Event> {
         let mut out = Vec::new();
         let node = &mut self.nodes[n];
         let bus = u64::from_le_bytes(
@@ -475,7 +475,7 @@ impl Bench {
 
     /// Run until port p of node n has events, at most `rounds` rounds:
     /// those events, or None when none came.
-    fn await_events(&mut self, n: usize, p: usize, rounds: u32) -> Option<Vec<Event>> {
+    pub(crate) fn await_events(&mut self, n: usize, p: usize, rounds: u32) -> Option<Vec<Event>> {
         let mut got = Vec::new();
         self.run_until(rounds, |b| {
             got.extend(b.events(n, p));
@@ -484,7 +484,7 @@ impl Bench {
         .then_some(got)
     }
 
-    fn stat(&self, n: usize, s: Stat) -> u64 {
+    pub(crate) fn stat(&self, n: usize, s: Stat) -> u64 {
         self.nodes[n].mcp.stat(s)
     }
 }
