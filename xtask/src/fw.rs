@@ -28,7 +28,9 @@ use crate::prereq::FW_TARGET;
 /// under QEMU the NIC CPU's time is TCG's, about proportional to the
 /// instructions the MCP runs, and "s" runs about a third fewer per pass
 /// for 5.0 KB more code (136.1 KiB; docs/design/performance.md).
-pub const IMAGE_BUDGET: u64 = 140 * 1024;
+/// 148 KiB since the offload interface and the echo offload (about 4 KB;
+/// docs/offloads.md), with room for the next; the stack keeps over 100 KiB.
+pub const IMAGE_BUDGET: u64 = 148 * 1024;
 
 /// The cargo target directory this xtask was built into (the workspace's,
 /// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/<profile>/xtask`
