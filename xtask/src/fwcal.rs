@@ -620,10 +620,12 @@ mod tests {
     /// Workloads whose simulated work is not yet within 10% of the
     /// image's (printed, not asserted): rate control (the bandwidth
     /// manager paces the flow differently in the simulator: +40%) and the
-    /// multicast schemes (host -30%, nic and nic-cached +14%). Each is a
+    /// multicast schemes (host -19 to -30%, nic, assisted and cached +14 to
+    /// +17% with the table regenerated at bea4652). Each is a
     /// difference between the simulator's and the image's run of the same
     /// scenario, not of the table: the fit reproduces each within 2%.
-    const NOT_YET_WITHIN_10: [&str; 4] = ["rate", "mcast-host", "mcast-nic", "mcast-cached"];
+    const NOT_YET_WITHIN_10: [&str; 5] =
+        ["rate", "mcast-host", "mcast-nic", "mcast-assisted", "mcast-cached"];
 
     /// The table's workloads (as the image counted them) against the
     /// simulator running the same scenarios under firmware pricing; both

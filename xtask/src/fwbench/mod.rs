@@ -193,8 +193,9 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     for spec in &specs {
         pb.set_message(spec.name);
         let w = workloads::run(spec, &img, &setup)?;
-        crate::progress::println(
+        progress_line(
             &pb,
+            opts.quiet,
             &format!(
                 "  {:<15} {:>6} messages in the window ({:.1} s)",
                 spec.name, w.messages, w.wall_s
@@ -206,8 +207,9 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     if closes {
         pb.set_message("port-close");
         let w = workloads::port_close(&img, &setup, if opts.quick { 3 } else { 10 })?;
-        crate::progress::println(
+        progress_line(
             &pb,
+            opts.quiet,
             &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
         );
         doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots))));
@@ -219,8 +221,9 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     if many {
         pb.set_message("idle, 8 ports and 128 streams");
         let w = workloads::run(&workloads::many_streams(opts.quick), &img, &setup)?;
-        crate::progress::println(
+        progress_line(
             &pb,
+            opts.quiet,
             &format!(
                 "  {:<15} {:>6} messages in the window ({:.1} s)",
                 "idle, 8 ports", w.messages, w.wall_s
@@ -232,6 +235,14 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     pb.finish_and_clear();
     let _ = std::fs::remove_file(&ctx);
     Ok(doc)
+}
+
+/// A workload's line of progress: on stderr (stdout carries the table or
+/// the JSON document), none with `--quiet`.
+fn progress_line(pb: &indicatif::ProgressBar, quiet: bool, line: &str) {
+    if !quiet {
+        pb.suspend(|| eprintln!("{line}"));
+    }
 }
 
 /// `git describe --always --dirty` of the source, or empty.
