@@ -837,17 +837,7 @@ impl<B: NicBackend> Port<B> {
     /// timeout. No token. A firmware built without the echo offload
     /// refuses it with `ErrorCause::BadKind`.
     pub fn nic_echo(&mut self, node: u16, tag: u64) -> Result<(), DriverError> {
-        self.post_raw(Descriptor {
-            kind: DescKind::Echo,
-            priority: Priority::Low,
-            size_class: 0,
-            target_port: 0,
-            target_node: node,
-            local: 0,
-            len: 0,
-            remote: 0,
-            tag,
-        })
+        self.post_raw(Descriptor::echo(node, tag))
     }
 
     /// Post any descriptor as given (negative tests: foreign or unregistered

@@ -198,6 +198,22 @@ pub struct Descriptor {
 }
 
 impl Descriptor {
+    /// An echo request to node `node`'s NIC (the echo offload): no port,
+    /// no memory; `tag` comes back in the completion.
+    pub const fn echo(node: u16, tag: u64) -> Descriptor {
+        Descriptor {
+            kind: DescKind::Echo,
+            priority: Priority::Low,
+            size_class: 0,
+            target_port: 0,
+            target_node: node,
+            local: 0,
+            len: 0,
+            remote: 0,
+            tag,
+        }
+    }
+
     #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.kind as u8);

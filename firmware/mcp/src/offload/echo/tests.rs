@@ -7,20 +7,9 @@ use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::{ErrorCause, EventKind, SendStatus};
 use nic_abi::packet::PacketType;
 use nic_abi::stats::Stat;
-use nic_abi::Priority;
 
 fn echo(node: u16, tag: u64) -> Descriptor {
-    Descriptor {
-        kind: DescKind::Echo,
-        priority: Priority::Low,
-        size_class: 0,
-        target_port: 0,
-        target_node: node,
-        local: 0,
-        len: 0,
-        remote: 0,
-        tag,
-    }
+    Descriptor::echo(node, tag)
 }
 
 #[test]
