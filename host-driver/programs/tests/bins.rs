@@ -145,11 +145,14 @@ fn binaries_fail_clearly() {
     // Both ends up, with different sizes: the messages fit none of the
     // receiver's buffers, and both say what to check. Once with the pong
     // up first, once with the ping first, so that its first send finds
-    // the pong's port closed (which is not hearing from the pong).
+    // the pong's port closed (which is not hearing from the pong). The
+    // timeouts leave a loaded machine time to start both processes: with
+    // 1 s, a pong that took longer to open its port made the ping report
+    // a peer that never came up.
     for ping_first in [false, true] {
         let pong = || {
             pingpong(&["--cluster", &path, "--node", "1", "--port", "2", "--peer", "0"])
-                .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "1"])
+                .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "3"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -157,7 +160,7 @@ fn binaries_fail_clearly() {
         };
         let early = (!ping_first).then(pong);
         let ping = pingpong(&["--cluster", &path, "--node", "0", "--port", "2", "--peer", "1"])
-            .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "1"])
+            .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "3"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
