@@ -45,7 +45,6 @@ pub mod recv;
 pub mod reliability;
 pub mod rtt;
 pub mod sdma;
-pub mod selective;
 pub mod send;
 mod shared;
 pub mod tlb;
@@ -265,11 +264,21 @@ impl Config {
             send_tokens,
             recv_tokens,
             window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
-            selective: hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
+            // Selective repeat in an MCP built without it (feature
+            // `selective` off) is ignored: the streams run go-back-N.
+            selective: cfg!(feature = "selective")
+                && hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
         };
+        if !c.selective && hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE {
+            log_warn!("selective repeat is not compiled in: the streams run go-back-N");
+        }
         // Selective repeat tracks what each stream has in flight in a
         // bitmap of `SR_WINDOW` packets: its window is at most that.
-        let window = if c.selective { c.window.min(selective::SR_WINDOW) } else { c.window };
+        #[cfg(feature = "selective")]
+        let window =
+            if c.selective { c.window.min(offload::selective::SR_WINDOW) } else { c.window };
+        #[cfg(not(feature = "selective"))]
+        let window = c.window;
         Ok(Config { window, ..c })
     }
 }

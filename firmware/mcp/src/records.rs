@@ -298,10 +298,10 @@ pub struct TxStream {
     /// Made after this NIC let an idle stream go: its SYNC packets name
     /// its incarnation (`order`, with `Flags::INCARNATION`).
     pub reborn: bool,
-    /// Selective repeat: what was acknowledged out of order, what is to
-    /// be resent, the poll number (each packet's stamp is in SRAM,
-    /// `map::sr_stamp`).
-    pub sr: crate::selective::SrMarks,
+    /// What the window policy keeps beside the window (selective repeat:
+    /// what was acknowledged out of order, what is to be resent, the poll
+    /// number; each packet's stamp is in SRAM, `map::sr_stamp`).
+    pub marks: crate::offload::policy::StreamMarks,
 }
 
 /// Why a stream sends packets again; each has its counter
@@ -370,7 +370,7 @@ impl TxStream {
         retx_cause: RetxCause::Timeout,
         polled: false,
         reborn: false,
-        sr: crate::selective::SrMarks::NEW,
+        marks: <crate::offload::policy::StreamMarks as crate::offload::policy::Marks>::NEW,
     };
 
     pub fn outstanding(&self) -> u32 {
@@ -382,7 +382,7 @@ impl TxStream {
     /// carry their poll stamp as their round, does the poll number.
     pub fn next_round(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
-        self.sr.poll();
+        crate::offload::policy::Marks::poll(&mut self.marks);
     }
 
     /// When to poll after the last progress: the retransmission timeout,
@@ -733,6 +733,11 @@ impl Control {
 
     pub fn is_poll(&self) -> bool {
         self.code == POLL
+    }
+
+    /// A status report of the window policy (a STAT or a USTAT).
+    pub fn is_report(&self) -> bool {
+        self.code == STAT || self.code == USTAT
     }
 
     /// An ack or a nack (what a later ack or nack may fold into).

@@ -4,7 +4,7 @@
 //! machine a [`RecvWindow`] per receiving stream, and both act on what
 //! these types answer. Go-back-N: the receiver takes only the next
 //! packet in order; the sender rewinds to the first packet not
-//! acknowledged. Selective repeat ([`crate::selective`]) keeps the same
+//! acknowledged. Selective repeat (`offload::selective`) keeps the same
 //! sending window and adds marks of what was acknowledged selectively and
 //! what is to be resent; its receiver holds packets past a gap in the
 //! same [`RecvWindow`].
@@ -168,7 +168,7 @@ pub const HOLD_SPAN: u32 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvWindow {
     expected: u32,
-    high: u32,
+    pub(crate) high: u32,
     held: u32,
     cut: u8,
 }
@@ -319,45 +319,6 @@ impl RecvWindow {
     pub fn release_all(&mut self) {
         self.held = 0;
         self.cut = NO_CUT;
-    }
-
-    /// The answer to POLL `p` (selective repeat): what arrived before the
-    /// first gap and the ranges missing up to the poll's next new packet
-    /// (at most a span's worth; the next poll asks again).
-    pub fn stat(&mut self, p: crate::selective::Poll) -> crate::selective::Stat {
-        use crate::selective::Stat;
-        if seq_lt(self.high, p.ns) {
-            self.high = p.ns;
-        }
-        let end = if seq_le(p.ns, self.expected) {
-            self.expected
-        } else if p.ns.wrapping_sub(self.expected) < HOLD_SPAN {
-            p.ns
-        } else {
-            self.expected.wrapping_add(HOLD_SPAN)
-        };
-        Stat { ps: p.ps, ns: end, ack: self.expected, missing: self.missing(self.expected, end) }
-    }
-
-    /// The runs missing (not held) in `from..end`, from the expected one
-    /// on: what a STAT lists, and a USTAT of that span.
-    pub fn missing(&self, from: u32, end: u32) -> crate::selective::Gaps {
-        let mut missing = crate::selective::Gaps::new();
-        let mut s = if seq_lt(from, self.expected) { self.expected } else { from };
-        while seq_lt(s, end) {
-            if self.is_held(s) {
-                s = s.wrapping_add(1);
-                continue;
-            }
-            let lo = s;
-            while seq_lt(s, end) && !self.is_held(s) {
-                s = s.wrapping_add(1);
-            }
-            if missing.push((lo, s)).is_err() {
-                break;
-            }
-        }
-        missing
     }
 
     /// The sender (re)starts the stream at `seq` (a SYNC): nothing held.

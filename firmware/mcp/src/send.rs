@@ -12,6 +12,7 @@
 //! value to carry (RECV then owes no separate ack).
 
 use crate::hw::Hw;
+use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::Recv;
@@ -259,23 +260,16 @@ impl Send {
         // what the packet carries, or that it went stale. A nack echoes in
         // `offset` the round of the packet that drew it; a poll says there
         // the next sequence number its stream would send, and in
-        // `msg_len` its poll number (selective repeat). A STAT and a USTAT
-        // list what is missing in their payload.
+        // `msg_len` its poll number (0 under go-back-N). A status report
+        // of the window policy (a STAT, a USTAT) is its to write.
         let mut stat_len = 0;
         let (r, ptype, code, seq, offset, msg_len) = if c.is_poll() {
             let Some((r, next, round, ps)) = sdma.poll_out(cx, c.rx_stream) else { return false };
-            let ps = if cx.cfg.selective { ps as u32 } else { 0 };
-            (r, PacketType::Poll, round, r.expected, next, ps)
-        } else if c.stat_of().is_some() || c.ustat_of().is_some() {
-            let (ptype, stat) = match c.stat_of() {
-                Some(_) => (PacketType::Stat, recv.stat_out(c)),
-                None => (PacketType::Ustat, recv.ustat_out(c)),
-            };
-            let Some((r, stat)) = stat else { return false };
-            let mut p = [0u8; nic_abi::packet::STAT_PAYLOAD_MAX];
-            stat_len = stat.encode(&mut p).unwrap_or(0);
+            (r, PacketType::Poll, round, r.expected, next, ps as u32)
+        } else if c.is_report() {
             let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
-            hw.write(at, &p[..stat_len]);
+            let Some((r, ptype, len)) = Win::report_out(recv, hw, at, c) else { return false };
+            stat_len = len;
             (r, ptype, 0, 0, 0, 0)
         } else {
             let Some(r) = recv.control_out(c) else { return false };

@@ -34,6 +34,9 @@ pub mod list;
 pub mod policy;
 mod services;
 
+#[cfg(feature = "selective")]
+pub mod selective;
+
 #[cfg(feature = "echo")]
 pub mod echo;
 

@@ -1,10 +1,235 @@
 //! Policies: offloads that change a decision of the core instead of owning
 //! traffic of their own. The machine that makes the decision asks the
-//! policy compiled in; with the offload compiled out it asks the default,
-//! which is the core's own decision, and compiles to it.
+//! policy compiled in through the type alias here; with the offload
+//! compiled out the alias names the core's own policy, whose hooks are
+//! the trait's defaults (constants and empty bodies), and the calls fold
+//! away: unicast pays nothing for a policy it does not use.
 //!
-//! - The scheduler's choice of the next stream to send from (SDMA): GM's
-//!   rotation, or rate control's smallest next dispatch time
-//!   (`offload::rate`).
-//! - The window, ack and retransmit policy of a stream: go-back-N, or
-//!   selective repeat (`offload::selective`).
+//! - [`Window`]: the window, ack and retransmit policy of a stream:
+//!   go-back-N ([`GoBack`], the core's), or selective repeat
+//!   (`offload::selective`, feature `selective`), chosen at start by
+//!   `regs::RELIABILITY`.
+//!
+//! Owns: nothing but the traits and the default policies. A policy's
+//! hooks take the machine whose decision they make and may touch that
+//! machine's records (they stand in for code of the machine).
+
+use crate::hw::Hw;
+use crate::records::{Control, TxStream};
+use crate::recv::{Arrived, ControlOut, Recv};
+use crate::sdma::Sdma;
+use crate::shared::Shared;
+use crate::Config;
+use nic_abi::packet::{Header, NackCode, PacketType};
+use nic_abi::stats::Stat;
+
+/// What a window policy keeps beside each sending stream's window (in
+/// its record, `TxStream::marks`). Go-back-N keeps [`Nothing`].
+pub trait Marks: Copy {
+    const NEW: Self;
+    /// The number a transmission now is stamped with (its round).
+    fn ps(&self) -> u8 {
+        0
+    }
+    /// A poll goes out, or the stream starts a new round.
+    fn poll(&mut self) {}
+    /// Forget what was marked (the stream starts over).
+    fn clear(&mut self) {}
+    /// The window's front moved on by `n` packets.
+    fn shift(&mut self, _n: u32) {}
+    /// The stream went back to `seq`: everything from it to `high` is to
+    /// go again.
+    fn rewound(&mut self, _una: u32, _high: u32, _seq: u32) {}
+}
+
+/// What go-back-N keeps beside a stream's window, or in RECV: nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Nothing;
+
+impl Marks for Nothing {
+    const NEW: Nothing = Nothing;
+}
+
+/// A stream's window, ack and retransmit policy: the hooks SDMA (the
+/// sender's side) and RECV (the receiver's) call where the policy decides.
+/// Each default is go-back-N's decision.
+pub trait Window {
+    /// What it keeps beside each sending stream.
+    type Marks: Marks;
+    /// What it keeps in RECV (packets held past gaps).
+    type Held;
+    const HELD: Self::Held;
+
+    /// Is it in force under configuration `cfg`? (Go-back-N's hooks are
+    /// the defaults, so a policy that is not in force calls those.)
+    #[inline(always)]
+    fn on(_cfg: &Config) -> bool {
+        false
+    }
+
+    // The sender's side (SDMA).
+
+    /// A status report from the receiver of stream `key` in receive
+    /// buffer `buf` (`ustat`: unsolicited), passed on by RECV. Go-back-N
+    /// sends none and takes none: the buffer goes back, counted dropped.
+    fn report_in(
+        _sdma: &mut Sdma,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        _key: u32,
+        buf: u8,
+        _u: bool,
+    ) {
+        cx.rxfree.give(hw, buf);
+        cx.bump(Stat::BadHeaders, 1);
+        cx.bump(Stat::Drops, 1);
+    }
+
+    /// Stream `s`'s cumulative ack moved its window on: true when the
+    /// policy placed the send cursor (go-back-N: false, the core moves it
+    /// up to the ack).
+    #[inline(always)]
+    fn acked(_sdma: &mut Sdma, _cx: &mut Shared, _s: u16) -> bool {
+        false
+    }
+
+    /// Is a nack of `seq` drawn by a packet of round `round` news? None:
+    /// the core's answer (the round is the stream's epoch).
+    #[inline(always)]
+    fn nack_news(
+        _sdma: &Sdma,
+        _cx: &Shared,
+        _hw: &impl Hw,
+        _s: u16,
+        _seq: u32,
+        _round: u8,
+    ) -> Option<bool> {
+        None
+    }
+
+    /// The receiver refused `seq` for want of a buffer (`code` NoBuffer
+    /// or Busy): what goes again, and the wait before it. None: the
+    /// core's answer (the whole window goes again).
+    #[inline(always)]
+    fn refused(
+        _sdma: &mut Sdma,
+        _cx: &mut Shared,
+        _s: u16,
+        _seq: u32,
+        _code: NackCode,
+    ) -> Option<u64> {
+        None
+    }
+
+    /// The round a data packet of stream `st` carries (in `nack_code`).
+    #[inline(always)]
+    fn round(_cfg: &Config, st: &TxStream) -> u8 {
+        st.epoch as u8
+    }
+
+    /// A poll of stream `st`: the sequence number sent up to (nothing to
+    /// ask about when it is `una`) and the poll number it carries.
+    #[inline(always)]
+    fn poll_view(_cfg: &Config, st: &TxStream) -> (u32, u8) {
+        use crate::reliability::SendWindow;
+        (st.win.next(), 0)
+    }
+
+    /// Packet `seq` of stream `s` was handed to SEND.
+    #[inline(always)]
+    fn sent(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &mut impl Hw, _s: u16, _seq: u32) {}
+
+    // The receiver's side (RECV).
+
+    /// Packet `h` in `buf` of stream `r` came past a gap: true when the
+    /// policy took it (go-back-N: false, the core nacks the gap).
+    #[inline(always)]
+    fn past_gap(
+        _recv: &mut Recv,
+        _cx: &mut Shared,
+        _hw: &mut impl Hw,
+        _buf: u8,
+        _r: u16,
+        _h: &Header,
+    ) -> bool {
+        false
+    }
+
+    /// A poll `h` for synchronised stream `r`: true when the policy
+    /// answered it (go-back-N: false, an ack or nack answers).
+    #[inline(always)]
+    fn answer_poll(_recv: &mut Recv, _cx: &mut Shared, _r: u16, _h: &Header) -> bool {
+        false
+    }
+
+    /// Stream `r`'s packet `h` was refused with a nack of `code`.
+    #[inline(always)]
+    fn refused_in(
+        _recv: &mut Recv,
+        _cx: &mut Shared,
+        _hw: &mut impl Hw,
+        _r: u16,
+        _code: NackCode,
+        _h: &Header,
+    ) {
+    }
+
+    /// An in-order packet needs a receive buffer kept: the policy lets
+    /// go of what it holds past gaps until the buffers held stay under
+    /// its share.
+    #[inline(always)]
+    fn make_room(_recv: &mut Recv, _cx: &mut Shared, _hw: &mut impl Hw) {}
+
+    /// Stream `r` advanced and the packet it expects next is held.
+    #[inline(always)]
+    fn next_held(_recv: &mut Recv, _r: u16) {}
+
+    /// Is a held packet waiting to be taken?
+    #[inline(always)]
+    fn replay_pending(_recv: &Recv) -> bool {
+        false
+    }
+
+    /// The next held packet to take, as if it had just arrived.
+    #[inline(always)]
+    fn replay(_recv: &mut Recv, _cx: &mut Shared, _hw: &mut impl Hw) -> Option<Arrived> {
+        None
+    }
+
+    /// Let go of everything stream `r` holds past gaps.
+    #[inline(always)]
+    fn release(_recv: &mut Recv, _cx: &mut Shared, _hw: &mut impl Hw, _r: u16) {}
+
+    /// SEND is about to send control `c`, a status report the policy
+    /// queued: its payload written at `at`; what it carries as an ack
+    /// does, its type and payload length; None when it went stale.
+    #[inline(always)]
+    fn report_out(
+        _recv: &mut Recv,
+        _hw: &mut impl Hw,
+        _at: u32,
+        _c: Control,
+    ) -> Option<(ControlOut, PacketType, usize)> {
+        None
+    }
+}
+
+/// Go-back-N, the core's window policy: every hook its default.
+pub struct GoBack;
+
+impl Window for GoBack {
+    type Marks = Nothing;
+    type Held = Nothing;
+    const HELD: Nothing = Nothing;
+}
+
+/// The window policy compiled in.
+#[cfg(feature = "selective")]
+pub type Win = super::selective::Selective;
+#[cfg(not(feature = "selective"))]
+pub type Win = GoBack;
+
+/// What the window policy compiled in keeps beside each sending stream.
+pub type StreamMarks = <Win as Window>::Marks;
+/// What it keeps in RECV.
+pub type Held = <Win as Window>::Held;

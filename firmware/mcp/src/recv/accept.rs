@@ -1,7 +1,7 @@
 //! RECV's acceptance of data-bearing packets: the SYNC that (re)starts a
 //! stream, the sequence check ([`crate::reliability::RecvWindow`]: in
-//! order, duplicate, gap: go-back-N nacks a gap, selective repeat holds
-//! the packet and names the gap), the target port, then by packet type: a Data
+//! order, duplicate, gap: go-back-N nacks a gap, another window policy
+//! may hold the packet, `offload::policy::Window`), the target port, then by packet type: a Data
 //! message's receive buffer (exact size class and priority), a put's or
 //! get's registered memory, a get answer's waiting token. Accepted
 //! payloads go to RDMA as jobs; refusals become nacks for SEND.
@@ -9,6 +9,7 @@
 use super::{Arrived, Recv};
 use crate::hw::Hw;
 use crate::mcast;
+use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, Arrival};
@@ -48,230 +49,6 @@ impl Recv {
         cx.rxfree.give(hw, buf);
     }
 
-    /// Selective repeat: a packet past a gap. Held in its receive buffer
-    /// while there is room (within the stream's hold span, and buffers to
-    /// spare for the engine); a gap it is the first to show is named to
-    /// the sender at once (USTAT). With no room the stream is cut there:
-    /// it is dropped, the sender is told at once to send everything from
-    /// it again (a USTAT from it on), and what follows it is dropped
-    /// until it comes again.
-    fn past_gap(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16, h: &Header) {
-        let rx = self.rxs[r];
-        // After a refused message its sender numbers what follows again
-        // and sends it with a later stamp: what comes with the stamp of
-        // the refused packet or an earlier one is stale.
-        let stale = rx.nacked.is_some() && !crate::selective::ps_lt(rx.nack_round, h.nack_code);
-        // Past the cut: sent before the sender heard of it, and it sends
-        // it again.
-        let past_cut = rx.win.cut().is_some_and(|c| crate::reliability::seq_lt(c, h.seq));
-        if stale || past_cut {
-            self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
-            return;
-        }
-        self.rxs[r].win.uncut(h.seq);
-        if self.place_early(cx, hw, buf, r, h) {
-            return;
-        }
-        let room = !self.holds.is_full()
-            && cx.relay_held() + (self.holds.len() as u32) < super::SR_HOLDS as u32
-            && rx.win.can_hold(h.seq);
-        if !room {
-            // Cut: the USTAT names everything from it (and a gap just
-            // before it no packet showed yet) to the end of the span the
-            // sender's window can reach. (Measured: dropping it silently
-            // for the next poll's STAT to name leaves the stream's window
-            // full for a poll interval, and an all-to-all under 3-5 % loss
-            // fell to 0.6 of go-back-N's goodput.)
-            self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
-            let from = self.rxs[r].win.cut_at(h.seq);
-            let end = self.rxs[r].win.expected().wrapping_add(crate::reliability::HOLD_SPAN);
-            self.name_missing(cx, r, from, end);
-            return;
-        }
-        cx.bump(Stat::OutOfOrder, 1);
-        let _ = self.holds.push(super::Hold { stream: r, seq: h.seq, buf });
-        cx.bump(Stat::Held, 1);
-        if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
-            self.name_missing(cx, r, lo, hi);
-        }
-    }
-
-    /// Selective repeat: a packet past a gap of the message (or put)
-    /// being placed, whose place in host memory is known:
-    /// the rest of the message is in the packets before it, full-sized.
-    /// Its payload goes there now, and its buffer back to the engine once
-    /// copied: only its place in the window is kept (the gap's packet,
-    /// when it comes, takes it in order, [`Recv::take_placed`]). False
-    /// (nothing done) when it is not such a packet.
-    fn place_early(
-        &mut self,
-        cx: &mut Shared,
-        hw: &mut impl Hw,
-        buf: u8,
-        r: u16,
-        h: &Header,
-    ) -> bool {
-        let rx = self.rxs[r];
-        let mtu = cx.cfg.mtu as u64;
-        let port = h.dst_port;
-        let simple = rx.win.can_hold(h.seq)
-            && !h.has(Flags::MCAST)
-            && !h.has(Flags::SYNC)
-            && cx.is_open(port as usize)
-            && rx.local_port == port
-            && !cx.rdma_jobs.is_full();
-        if !simple {
-            return false;
-        }
-        // Where its message starts (sequence number, offset placed by
-        // then) and its base address.
-        let (from, placed, base) = if h.has(Flags::FIRST) {
-            // A message that follows, in the stream, one with a slot: its
-            // slot may be taken now (slots go in the stream's order).
-            if h.ptype != PacketType::Data
-                || self.early.is_full()
-                || self.msg_end(cx, hw, r) != Some(h.seq)
-            {
-                return false;
-            }
-            let Some(s) = self.claim_slot(cx, hw, port as usize, h.size_class, h.priority) else {
-                return false;
-            };
-            let mut sl = cx.slot(hw, s);
-            if !fits_slot(&sl, h) {
-                self.unclaim_slot(cx, hw, s, port as usize);
-                return false;
-            }
-            sl.mcast = 0;
-            sl.mrec = NIL;
-            fill_slot(cx, hw, s, &mut sl, buf, h);
-            let _ = self.early.push(super::Early { stream: r, seq: h.seq, slot: s });
-            (h.seq, 0, sl.vaddr)
-        } else if let Some(e) = self.early_of(cx, hw, r, h.seq) {
-            (e.seq, 0, cx.slot(hw, e.slot).vaddr)
-        } else {
-            let base = match (h.ptype, rx.assembly) {
-                (PacketType::Data, Assembly::Message { slot }) => cx.slot(hw, slot).vaddr,
-                (PacketType::Put, Assembly::Put { base }) => base,
-                // (A get's answer waits in a hold: it is the rarer case,
-                // and the image has little room.)
-                _ => return false,
-            };
-            if rx.mrec != NIL || h.msg_len != rx.msg_len {
-                return false;
-            }
-            (rx.win.expected(), rx.offset as u64, base)
-        };
-        // The packets from `from` on are full-sized, so it lies here.
-        let at = placed + h.seq.wrapping_sub(from) as u64 * mtu;
-        if h.offset as u64 != at
-            || at >= h.msg_len.max(1) as u64
-            || h.payload_len as u64 != (h.msg_len as u64 - at).min(mtu)
-        {
-            // (Only a message taken early can get here from its first
-            // packet, whose offset is 0: it is placed below.)
-            return false;
-        }
-        let _ = cx.rdma_jobs.push_back(RdmaJob {
-            rx_buf: buf,
-            port,
-            vaddr: base.wrapping_add(at),
-            len: h.payload_len as u32,
-            then: None,
-            relayed: false,
-        });
-        cx.bump(Stat::OutOfOrder, 1);
-        cx.bump(Stat::Held, 1);
-        if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
-            self.name_missing(cx, r, lo, hi);
-        }
-        true
-    }
-
-    /// One past the last packet of the last message of stream `r` with a
-    /// receive slot (the one being placed, or one taken early), if known.
-    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: u16) -> Option<u32> {
-        let mtu = cx.cfg.mtu;
-        let rx = &self.rxs[r];
-        let mut end = match rx.assembly {
-            Assembly::Message { .. } if rx.mrec == NIL => Some(
-                rx.win.expected().wrapping_add(rx.msg_len.saturating_sub(rx.offset).div_ceil(mtu)),
-            ),
-            _ => None,
-        };
-        for e in self.early.iter().filter(|e| e.stream == r) {
-            let n = cx.slot(hw, e.slot).msg_len.div_ceil(mtu).max(1);
-            end = Some(e.seq.wrapping_add(n));
-        }
-        end
-    }
-
-    /// The message taken early in stream `r` that `seq` belongs to.
-    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: u16, seq: u32) -> Option<super::Early> {
-        self.early.iter().copied().find(|e| {
-            let n = cx.slot(hw, e.slot).msg_len.div_ceil(cx.cfg.mtu).max(1);
-            e.stream == r && seq.wrapping_sub(e.seq) < n
-        })
-    }
-
-    /// Selective repeat: the packet stream `r` expects next was placed
-    /// early ([`Recv::place_early`]): take it in order, and when it ends
-    /// its message, owe the message's event after every copy queued.
-    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
-        let seq = self.rxs[r].win.expected();
-        if let Some(i) = self.early.iter().position(|e| e.stream == r && e.seq == seq) {
-            // The first packet of a message taken early: it starts now.
-            let e = self.early.remove(i);
-            let rx = &mut self.rxs[r];
-            rx.assembly = Assembly::Message { slot: e.slot };
-            rx.offset = 0;
-            rx.msg_len = cx.slot(hw, e.slot).msg_len;
-            rx.mrec = NIL;
-        }
-        let rx = &mut self.rxs[r];
-        rx.win.unhold(rx.win.expected());
-        let plen = rx.msg_len.saturating_sub(rx.offset).min(cx.cfg.mtu);
-        rx.offset = rx.offset.wrapping_add(plen);
-        if rx.offset >= rx.msg_len {
-            let then = match rx.assembly {
-                Assembly::Message { slot } => Some(EvRef::Slot(slot)),
-                _ => None,
-            };
-            rx.assembly = Assembly::Idle;
-            if let Some(then) = then {
-                // `Recv::take_replay` takes nothing while RDMA's queue is
-                // full: there is room.
-                let _ = cx.rdma_jobs.push_back(RdmaJob {
-                    rx_buf: NO_RX_BUF,
-                    port: rx.local_port,
-                    vaddr: 0,
-                    len: 0,
-                    then: Some(then),
-                    relayed: false,
-                });
-            }
-        }
-        self.advance(cx, r);
-    }
-
-    /// Queue a USTAT naming `lo..hi` of stream `r` missing. A STAT still
-    /// queued for the stream lists what is missing below its poll's next
-    /// sequence number when it leaves: the USTAT names only the rest
-    /// (naming a packet twice has it resent twice).
-    fn name_missing(&mut self, cx: &mut Shared, r: u16, lo: u32, hi: u32) {
-        let listed = cx.controls.iter().find_map(|c| match c.stat_of() {
-            Some((ns, _)) if c.rx_stream == r => Some(ns),
-            _ => None,
-        });
-        let lo = match listed {
-            Some(ns) if crate::reliability::seq_lt(lo, ns) => ns,
-            _ => lo,
-        };
-        if crate::reliability::seq_lt(lo, hi) {
-            cx.push_control(Control::ustat(r, lo, hi));
-        }
-    }
-
     /// A poll from the sender of stream `key` (`h`): answer where the
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
@@ -290,27 +67,13 @@ impl Recv {
                     return;
                 }
                 // (Slots taken early go back first: the list keeps its order.)
-                self.release_holds(cx, hw, r);
+                Win::release(self, cx, hw, r);
                 self.abort_assembly(cx, hw, r);
                 self.rxs[r].sync_seen = SyncSeen::NONE;
             }
         }
         let rx = self.rxs[r];
-        if cx.cfg.selective && rx.sync_seen.is_some() {
-            // Selective repeat answers with a STAT: what is missing up to
-            // the poll's next new packet (`offset`), its poll number in
-            // `msg_len`. One queued STAT a stream: a later poll's
-            // replaces an earlier one's, at the back of the queue (behind
-            // the USTATs queued before it: what they name goes again before
-            // the STAT comes, which then sees it resent since its poll).
-            for _ in 0..cx.controls.len() {
-                if let Some(c) = cx.controls.pop_front() {
-                    if c.rx_stream != r || c.stat_of().is_none() {
-                        let _ = cx.controls.push_back(c);
-                    }
-                }
-            }
-            cx.push_control(Control::stat(r, h.offset, h.msg_len as u8));
+        if rx.sync_seen.is_some() && Win::answer_poll(self, cx, r, h) {
             return;
         }
         let expected = rx.win.expected();
@@ -450,18 +213,7 @@ impl Recv {
     ) {
         // The round of the packet refused goes back with the nack.
         self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
-        if cx.cfg.selective {
-            // Named already: a USTAT for a gap behind it leaves it out.
-            self.rxs[r].win.refused(h.seq);
-        }
-        if cx.cfg.selective && matches!(code, NackCode::PortClosed | NackCode::RemoteAccess) {
-            // The sender numbers the messages after the refused one
-            // again: what this side holds of that round is stale, and so
-            // is what still comes of it.
-            self.release_holds(cx, hw, r);
-            self.rxs[r].nacked = Some(h.seq);
-            self.rxs[r].nack_round = h.nack_code;
-        }
+        Win::refused_in(self, cx, hw, r, code, h);
         if code == NackCode::NoBuffer {
             cx.bump(Stat::NoBuffer, 1);
         }
@@ -578,7 +330,7 @@ impl Recv {
     /// record holding none may take one over that). The other half takes
     /// the acks that let held buffers go: without this bound a few
     /// messages relayed at once could hold every buffer and wait for acks
-    /// that find none. (Packets selective repeat keeps past a gap never
+    /// that find none. (Packets the window policy keeps past a gap never
     /// make it refuse: refusing the packet that fills the gap because of
     /// them would keep them forever. They make room for it instead.)
     fn relay_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: u16, buf: u8) -> bool {
@@ -595,15 +347,11 @@ impl Recv {
         if held >= RELAY_WINDOW as u32 || (held > 0 && cx.relay_held() >= map::RX_BUF_COUNT / 2) {
             return false;
         }
-        // With the packets selective repeat holds past gaps, at most three
-        // quarters (`SR_HOLDS`): the engine keeps the rest, for the acks
-        // and the packets that let held ones go (were every buffer held,
-        // it would take nothing, the packets waiting for it would hold the
-        // links behind them, and the fabric would stop). This packet is in
-        // order, so held ones make room for it, not it for them.
-        while cx.relay_held() + self.holds.len() as u32 >= super::SR_HOLDS as u32
-            && self.evict_hold(cx, hw)
-        {}
+        // With the packets the window policy holds past gaps, at most its
+        // share: the engine keeps the rest, for the acks and the packets
+        // that let held ones go. This packet is in order, so held ones
+        // make room for it, not it for them.
+        Win::make_room(self, cx, hw);
         cx.rx_holds[buf as usize] += 1;
         let rec = &mut cx.mcasts[m];
         rec.bufs[rec.have as usize % RELAY_WINDOW] = buf;
@@ -612,28 +360,8 @@ impl Recv {
         true
     }
 
-    /// Let go of the packet held past a gap that is furthest ahead of what
-    /// its stream expects (its sender sends it again once a STAT names it
-    /// missing). False when none is held.
-    fn evict_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw) -> bool {
-        let ahead = |h: &super::Hold| match self.rxs.is_live(h.stream) {
-            true => h.seq.wrapping_sub(self.rxs[h.stream].win.expected()),
-            false => u32::MAX,
-        };
-        let Some(i) = (0..self.holds.len()).max_by_key(|&i| ahead(&self.holds[i])) else {
-            return false;
-        };
-        let h = self.holds.swap_remove(i);
-        if self.rxs.is_live(h.stream) {
-            self.rxs[h.stream].win.unhold(h.seq);
-        }
-        cx.bump(Stat::Drops, 1);
-        cx.rxfree.give(hw, h.buf);
-        true
-    }
-
     /// Take the first posted buffer of `port` with this class and priority.
-    fn claim_slot(
+    pub(crate) fn claim_slot(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
@@ -699,7 +427,7 @@ impl Recv {
             if news {
                 // The sender (re)starts the stream here.
                 // (Slots taken early go back first: the list keeps its order.)
-                self.release_holds(cx, hw, r);
+                Win::release(self, cx, hw, r);
                 self.abort_assembly(cx, hw, r);
                 let rx = &mut self.rxs[r];
                 rx.win.restart(h.seq);
@@ -727,12 +455,10 @@ impl Recv {
                 self.owe_ack(cx, r, true);
                 return;
             }
-            Arrival::Gap { .. } if cx.cfg.selective => {
-                self.past_gap(cx, hw, buf, r, h);
-                return;
-            }
             Arrival::Gap { expected } => {
-                self.gap(cx, hw, buf, r, expected, h.nack_code);
+                if !Win::past_gap(self, cx, hw, buf, r, h) {
+                    self.gap(cx, hw, buf, r, expected, h.nack_code);
+                }
                 return;
             }
         }
@@ -979,21 +705,21 @@ impl Recv {
         }
     }
 
-    fn advance(&mut self, cx: &Shared, r: u16) {
+    pub(crate) fn advance(&mut self, cx: &Shared, r: u16) {
         let rx = &mut self.rxs[r];
         let held_next = rx.win.advance();
         rx.unacked = rx.unacked.saturating_add(1);
         rx.nacked = None;
         self.owe_ack(cx, r, false);
-        if held_next && !self.replay.contains(&r) {
-            // Selective repeat: the next one is held; RECV takes it
+        if held_next {
+            // The next one is held (by the window policy): RECV takes it
             // before new packets.
-            let _ = self.replay.push(r);
+            Win::next_held(self, r);
         }
     }
 
     /// Give a claimed receive slot back to the front of its port's list.
-    pub(super) fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
+    pub(crate) fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
         let mut sl = cx.slot(hw, s);
         sl.filled = false;
         sl.next = self.slots_head[port];
@@ -1007,13 +733,20 @@ impl Recv {
 
 /// Does the message `h` starts fit the receive slot `sl` (its size class)?
 /// A sender that broke the size-class rule is refused.
-fn fits_slot(sl: &RecvSlot, h: &Header) -> bool {
+pub(crate) fn fits_slot(sl: &RecvSlot, h: &Header) -> bool {
     h.msg_len as u64 <= class_max_len(h.size_class).min(sl.len as u64)
 }
 
 /// Slot `s` (`sl`) takes the message whose first packet, `h`, is in
 /// receive buffer `buf`: what its event says, and a small message's bytes.
-fn fill_slot(cx: &mut Shared, hw: &mut impl Hw, s: u16, sl: &mut RecvSlot, buf: u8, h: &Header) {
+pub(crate) fn fill_slot(
+    cx: &mut Shared,
+    hw: &mut impl Hw,
+    s: u16,
+    sl: &mut RecvSlot,
+    buf: u8,
+    h: &Header,
+) {
     sl.filled = true;
     sl.msg_len = h.msg_len;
     sl.src_node = h.src_node;

@@ -15,10 +15,11 @@
 //! for what an ack or nack carries ([`Recv::piggyback_ack`],
 //! [`Recv::control_out`]).
 
-mod accept;
+pub(crate) mod accept;
 mod ghosts;
 
 use crate::hw::Hw;
+use crate::offload::policy::{Held, Win, Window};
 use crate::pool::{Pool, NIL};
 use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
@@ -115,9 +116,9 @@ pub enum Next {
 
 /// A data-bearing packet checked and waiting to be placed.
 pub struct Arrived {
-    buf: u8,
-    header: Header,
-    key: u32,
+    pub(crate) buf: u8,
+    pub(crate) header: Header,
+    pub(crate) key: u32,
 }
 
 /// The RECV machine.
@@ -125,7 +126,7 @@ pub struct Recv {
     state: RecvState,
     /// Why the last pass stopped taking packets, if not for want of them.
     stopped: Option<RecvState>,
-    rxs: Pool<RxStream, MAX_STREAMS>,
+    pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
     rx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     /// The put or get whose remote range is being checked (its stream,
     /// the range's start, the bytes found registered so far): the check
@@ -147,44 +148,11 @@ pub struct Recv {
     lost_since: Option<(u64, u32)>,
     /// When to look over the free ring's pending entries next.
     next_repair: u64,
-    /// Selective repeat: packets held past a gap (stream, sequence
-    /// number, receive buffer), and the streams whose next packet is one
-    /// of them (taken before new packets from the ring).
-    holds: heapless::Vec<Hold, SR_HOLDS>,
-    replay: heapless::Vec<u16, SR_HOLDS>,
-    /// Selective repeat: receive slots taken early, for messages that
-    /// follow the one being placed in their stream (or one taken early),
-    /// so that their packets past a gap go straight to host memory too.
-    early: heapless::Vec<Early, EARLY_MAX>,
+    /// What the window policy keeps here (packets held past gaps;
+    /// nothing under go-back-N).
+    #[cfg_attr(not(feature = "selective"), allow(dead_code))]
+    pub(crate) held: Held,
 }
-
-/// A receive slot taken early (selective repeat): the stream, the
-/// sequence number of its message's first packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Early {
-    stream: u16,
-    seq: u32,
-    slot: u16,
-}
-
-/// Messages taken early at most, all streams together.
-const EARLY_MAX: usize = 16;
-
-/// A packet held past a gap (selective repeat).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Hold {
-    stream: u16,
-    seq: u32,
-    buf: u8,
-}
-
-/// Receive buffers held past gaps at most, all streams together (with
-/// those a multicast relay holds, at most three quarters of the buffers:
-/// measured on 8-node all-to-alls under loss, half kept too few and
-/// seven eighths left the engine too few): the receive-DMA engine keeps
-/// the rest. A packet that finds no room is dropped, and a STAT names it
-/// missing.
-pub const SR_HOLDS: usize = map::RX_BUF_COUNT as usize * 3 / 4;
 
 impl Recv {
     pub(crate) const fn new() -> Recv {
@@ -201,20 +169,12 @@ impl Recv {
             slots_tail: [NIL; NUM_PORTS],
             lost_since: None,
             next_repair: 0,
-            holds: heapless::Vec::new(),
-            replay: heapless::Vec::new(),
-            early: heapless::Vec::new(),
+            held: <Win as Window>::HELD,
         }
     }
 
     pub fn state(&self) -> RecvState {
         self.state
-    }
-
-    /// Receive buffers kept past gaps now (selective repeat).
-    #[cfg(test)]
-    pub(crate) fn held_buffers(&self) -> usize {
-        self.holds.len()
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
@@ -249,12 +209,12 @@ impl Recv {
         // Never wait for the send side here (a full control queue, busy
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
-        if prod == self.cons && self.replay.is_empty() {
+        if prod == self.cons && !Win::replay_pending(self) {
             self.reclaim(cx, hw);
             return Next::Empty;
         }
         self.lost_since = None;
-        if let Some(a) = self.take_replay(cx, hw) {
+        if let Some(a) = Win::replay(self, cx, hw) {
             return Next::Accept(a);
         }
         if cx.rdma_jobs.is_full() {
@@ -329,7 +289,7 @@ impl Recv {
         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
     }
 
-    fn drop_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, why: Stat) {
+    pub(crate) fn drop_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, why: Stat) {
         cx.bump(why, 1);
         cx.bump(Stat::Drops, 1);
         cx.rxfree.give(hw, buf);
@@ -577,100 +537,6 @@ impl Recv {
         })
     }
 
-    /// SEND is about to send USTAT `c`: what it carries (as an ack does)
-    /// and the runs of its gap still missing now (a resend may have come
-    /// since it was queued: naming that again would have it sent twice),
-    /// as a STAT's list; None when none is.
-    pub fn ustat_out(&mut self, c: Control) -> Option<(ControlOut, crate::selective::Stat)> {
-        let (lo, hi) = c.ustat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
-            return None;
-        }
-        let w = self.rxs[c.rx_stream].win;
-        let missing = w.missing(lo, hi);
-        if missing.is_empty() {
-            return None;
-        }
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
-        Some((out, crate::selective::Stat { ps: 0, ns: hi, ack: w.expected(), missing }))
-    }
-
-    /// SEND is about to send STAT `c`: what it carries (as an ack does)
-    /// and the STAT itself, or None when the stream is gone.
-    pub fn stat_out(&mut self, c: Control) -> Option<(ControlOut, crate::selective::Stat)> {
-        let (ns, ps) = c.stat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
-            return None;
-        }
-        let stat = self.rxs[c.rx_stream].win.stat(crate::selective::Poll { ns, ps: ps as u32 });
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
-        Some((out, stat))
-    }
-
-    /// Selective repeat: the next packet a stream expects is held: take
-    /// it now, as if it had just arrived (its ack was passed on when it
-    /// did). Nothing is taken while RDMA's queue is full: a held packet's
-    /// copy needs a place in it, and so does the event of a message whose
-    /// last packet was placed early (`take_placed`); pushed without room,
-    /// either would be lost, and the message with it.
-    fn take_replay(&mut self, cx: &mut Shared, hw: &mut impl Hw) -> Option<Arrived> {
-        while !cx.rdma_jobs.is_full() {
-            let Some(r) = self.replay.pop() else { break };
-            if !self.rxs.is_live(r) {
-                continue;
-            }
-            let seq = self.rxs[r].win.expected();
-            let Some(i) = self.holds.iter().position(|h| h.stream == r && h.seq == seq) else {
-                if self.rxs[r].win.is_held(seq) {
-                    // Placed when it came: nothing to copy now.
-                    self.take_placed(cx, hw, r);
-                }
-                continue;
-            };
-            let hold = self.holds.swap_remove(i);
-            self.rxs[r].win.unhold(seq);
-            let mut hb = [0u8; HEADER_LEN];
-            hw.read(map::rx_buf(hold.buf as u32), &mut hb);
-            // It parsed when it arrived, and the buffer was ours since.
-            let at = nic_abi::packet::field::PAYLOAD_LEN;
-            let plen = u16::from_le_bytes([hb[at], hb[at + 1]]) as usize;
-            let Ok(header) = Header::parse_prefix(&hb, HEADER_LEN + plen) else {
-                self.drop_packet(cx, hw, hold.buf, Stat::BadHeaders);
-                continue;
-            };
-            // (Examined when it arrived: its placement is this pass's
-            // work, RDMA's copy and the ack, not a packet's again.)
-            return Some(Arrived { buf: hold.buf, header, key: self.rxs[r].key });
-        }
-        None
-    }
-
-    /// Let go of every packet stream `r` holds past a gap (its sender
-    /// starts again, or renumbers what follows): the buffers go back to
-    /// the engine.
-    pub(super) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
-        if self.rxs.is_live(r) {
-            self.rxs[r].win.release_all();
-        }
-        let mut i = 0;
-        while i < self.holds.len() {
-            if self.holds[i].stream == r {
-                let h = self.holds.swap_remove(i);
-                cx.rxfree.give(hw, h.buf);
-            } else {
-                i += 1;
-            }
-        }
-        self.replay.retain(|&s| s != r);
-        // Slots taken early go back to the front of their port's list,
-        // the latest first, so the list keeps its order.
-        while let Some(i) = self.early.iter().rposition(|e| e.stream == r) {
-            let e = self.early.remove(i);
-            let port = cx.slot(hw, e.slot).port as usize;
-            self.unclaim_slot(cx, hw, e.slot, port);
-        }
-    }
-
     /// Port `p` closed: partial messages into it are dropped and its
     /// posted receive buffers freed.
     pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
@@ -679,7 +545,7 @@ impl Recv {
             self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
             // (Slots taken early go back first: the list keeps its order.)
-            self.release_holds(cx, hw, r);
+            Win::release(self, cx, hw, r);
             self.abort_assembly(cx, hw, r);
         }
         let mut s = self.slots_head[p];

@@ -6,6 +6,7 @@
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
 use crate::mcast::further_index;
+use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
@@ -227,8 +228,8 @@ impl Sdma {
             flags: fl,
             priority: tok.prio,
             // The stream's round: a nack this packet draws echoes it
-            // (selective repeat: the packet's poll stamp).
-            nack_code: if cx.cfg.selective { st.sr.ps() } else { st.epoch as u8 },
+            // (as the window policy numbers rounds).
+            nack_code: Win::round(&cx.cfg, &st),
             src_node: cx.cfg.node,
             dst_node: tok.target_node,
             src_port: tok.port,
@@ -357,14 +358,6 @@ impl Sdma {
             cx.bump(Stat::RetxBytes, plen as u64);
         }
         self.watch(s);
-        if cx.cfg.selective {
-            // The packet is stamped with the poll number now current;
-            // a resend is no longer due; the cursor goes to the next
-            // resend, or back to the new packets.
-            let st = &mut self.txs[s];
-            hw.write(map::sr_stamp(s as u32, seq), &[st.sr.ps()]);
-            st.sr.resent(st.win.una(), seq);
-            self.sr_position(cx, s);
-        }
+        Win::sent(self, cx, hw, s, seq);
     }
 }

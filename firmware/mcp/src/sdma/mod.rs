@@ -24,6 +24,7 @@ mod queues;
 mod sender;
 
 use crate::hw::Hw;
+use crate::offload::policy::{Win, Window};
 use crate::pool::{Pool, NIL};
 use crate::records::*;
 use crate::reliability::SendWindow;
@@ -127,7 +128,7 @@ pub struct Sdma {
     /// The ports with an alarm pending (bit p: `alarm_at[p]` is Some), so
     /// that a pass with none does not read `alarm_at` (two cache lines).
     alarms: u8,
-    txs: TxPool,
+    pub(crate) txs: TxPool,
     /// Host builds: each sending stream's timers as of its last change
     /// (`Sdma::timer_view`).
     #[cfg(not(target_os = "none"))]
@@ -136,7 +137,7 @@ pub struct Sdma {
     /// worked out (`Sdma::active_deadline`).
     #[cfg(not(target_os = "none"))]
     dl: ActiveDeadline,
-    tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    pub(crate) tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
     conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
     /// Current connection of the circular connection queue (NIL: empty).
@@ -306,16 +307,14 @@ impl Sdma {
     /// its first unacknowledged sequence number (in `expected`), the first
     /// not yet handed to the send-DMA engine (the poll overtakes packets
     /// still in buffers: the receiver cannot have seen those), its round
-    /// and its poll number (selective repeat); None when nothing is
+    /// and its poll number (the window policy's); None when nothing is
     /// unacknowledged any more.
     pub fn poll_out(&self, cx: &Shared, s: u16) -> Option<(crate::recv::ControlOut, u32, u8, u8)> {
         if !self.txs.is_live(s) {
             return None;
         }
         let st = &self.txs[s];
-        // (Selective repeat: the cursor may stand at a resend, below
-        // packets in flight.)
-        let sent_up_to = if cx.cfg.selective { st.win.high() } else { st.win.next() };
+        let (sent_up_to, ps) = Win::poll_view(&cx.cfg, st);
         if sent_up_to == st.win.una() {
             return None;
         }
@@ -329,7 +328,7 @@ impl Sdma {
             incarnation: if st.reborn { st.order } else { 0 },
         };
         let sent = cx.txbufs.unsent_from(s, st.epoch).unwrap_or(sent_up_to);
-        Some((out, sent, st.epoch as u8, st.sr.ps()))
+        Some((out, sent, st.epoch as u8, ps))
     }
 
     /// Tests: every stream with packets unacknowledged or a hold still to
@@ -539,7 +538,7 @@ impl TimerView {
             hold_until: st.hold_until,
             expire_at: st.last_progress.saturating_add(st.poll_after(
                 cx.cfg.rto,
-                cx.cfg.selective,
+                Win::on(&cx.cfg),
                 cx.cfg.send_timeout,
             )),
             acked_at: st.acked_at,
@@ -563,7 +562,7 @@ struct ActiveDeadline {
 /// for writing (`IndexMut`, `alloc`, `free`): its timer view is taken
 /// again, and so is the active streams' deadline (`dl_stale`, also set
 /// when the active list changes: `list_changed`).
-struct TxPool {
+pub(crate) struct TxPool {
     pool: Pool<TxStream, MAX_STREAMS>,
     #[cfg(not(target_os = "none"))]
     changed: [u64; MAX_STREAMS.div_ceil(64)],

@@ -6,10 +6,10 @@
 use super::intake::complete_token;
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
+use crate::offload::policy::{Marks, Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, seq_lt, SendWindow};
-use crate::selective::{Stamps, Stat as SrStat};
 use crate::shared::{FromRecv, Shared};
 use crate::Work;
 use nic_abi::event::SendStatus;
@@ -35,80 +35,8 @@ impl Sdma {
                 }
                 FromRecv::Answer { token } => self.queue_answer(cx, token),
                 FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
-                FromRecv::Stat { key, buf, ustat } => {
-                    let stat = read_stat(hw, buf);
-                    cx.rxfree.give(hw, buf);
-                    match (self.tx_index.get(&key), stat) {
-                        (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st, ustat),
-                        (_, None) => {
-                            cx.bump(Stat::BadHeaders, 1);
-                            cx.bump(Stat::Drops, 1);
-                        }
-                        _ => {}
-                    }
-                }
+                FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
             }
-        }
-    }
-
-    /// Selective repeat: a STAT answered a poll, or a USTAT (`ustat`)
-    /// named a new gap. Everything it acknowledges is; what a USTAT lists
-    /// missing is resent at once, what a STAT lists only if it went
-    /// before that poll (its stamp says). (A go-back-N sender takes the
-    /// first gap as a gap nack.)
-    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat, ustat: bool) {
-        self.on_ack(cx, s, st.ack);
-        if !cx.cfg.selective {
-            if let Some(&(lo, _)) = st.missing.first() {
-                let round = self.txs[s].epoch as u8;
-                self.on_nack(cx, hw, s, NackCode::OutOfOrder, lo, round);
-            }
-            return;
-        }
-        if ustat {
-            for &(lo, hi) in &st.missing {
-                self.mark_resend(cx, s, lo, hi, RetxCause::Gap);
-            }
-            return;
-        }
-        let t = &mut self.txs[s];
-        let (una, high) = (t.win.una(), t.win.high());
-        if t.sr.stat(una, high, st, &SramStamps { hw, stream: s }) > 0 {
-            let cause = if t.polled { RetxCause::Timeout } else { RetxCause::Gap };
-            self.resends_marked(cx, s, una, cause);
-        }
-        self.sr_position(cx, s);
-    }
-
-    /// Selective repeat: mark `lo..hi` (of what was sent and is not
-    /// acknowledged) to be resent for `cause`, ahead of new packets.
-    fn mark_resend(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32, cause: RetxCause) {
-        let t = &mut self.txs[s];
-        if t.sr.ustat(t.win.una(), t.win.high(), lo, hi) > 0 {
-            self.resends_marked(cx, s, lo, cause);
-        }
-        self.sr_position(cx, s);
-    }
-
-    /// Packets from `from` on were marked to resend for `cause`. They get
-    /// a stamp of their own (the poll number moves on): a nack or STAT
-    /// about an earlier copy is then told apart from one about them.
-    fn resends_marked(&mut self, cx: &Shared, s: u16, from: u32, cause: RetxCause) {
-        let t = &mut self.txs[s];
-        t.sr.poll();
-        t.retx_cause = cause;
-        t.rtt.rewound(from);
-        t.last_progress = cx.now;
-    }
-
-    /// Selective repeat: the send cursor goes to the oldest packet to
-    /// resend, else back to the first new one. Not a rewind: packets
-    /// filled meanwhile stay good (the stream's epoch stays).
-    pub(crate) fn sr_position(&mut self, cx: &mut Shared, s: u16) {
-        let t = &self.txs[s];
-        let target = t.sr.next_resend(t.win.una()).unwrap_or(t.win.high());
-        if target != t.win.next() {
-            self.seek_to(cx, s, target);
         }
     }
 
@@ -134,7 +62,7 @@ impl Sdma {
 
     /// Move stream `s`'s send cursor to `seq`, leaving packets filled
     /// before good.
-    fn seek_to(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+    pub(crate) fn seek_to(&mut self, cx: &mut Shared, s: u16, seq: u32) {
         let mut first = self.txs[s].base;
         let mut t = self.txs[s].head;
         let mut cursor = NIL;
@@ -162,10 +90,11 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.cursor = cursor;
         st.win.rewind(found_seq);
-        // Selective repeat moves the cursor forward too, past packets
-        // still unacknowledged (an ack that leaves nothing to resend puts
-        // it back at the highest sent): they need their timer even if the
-        // stream, with nothing outstanding a moment ago, left the list.
+        // The window policy may move the cursor forward too, past
+        // packets still unacknowledged (an ack that leaves nothing to
+        // resend puts it back at the highest sent): they need their timer
+        // even if the stream, with nothing outstanding a moment ago, left
+        // the list.
         if st.outstanding() != 0 {
             self.watch(s);
         }
@@ -175,13 +104,13 @@ impl Sdma {
     }
 
     /// A cumulative ack for stream `s`: everything before `ack` arrived.
-    fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+    pub(crate) fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
         let st = &mut self.txs[s];
         let old = st.win.una();
         if !st.win.ack(ack) {
             return;
         }
-        st.sr.shift(ack.wrapping_sub(old));
+        st.marks.shift(ack.wrapping_sub(old));
         {
             let st = &mut self.txs[s];
             st.rtt.acked(ack, cx.now);
@@ -192,9 +121,7 @@ impl Sdma {
             st.backoff = 0;
             st.polled = false;
         }
-        if cx.cfg.selective {
-            self.sr_position(cx, s);
-        } else if seq_lt(self.txs[s].win.next(), ack) {
+        if !Win::acked(self, cx, s) && seq_lt(self.txs[s].win.next(), ack) {
             self.seek(cx, s, ack);
         }
         // Complete the tokens wholly acked.
@@ -250,7 +177,7 @@ impl Sdma {
 
     /// A nack for stream `s`: `seq` was refused for `code`, and the packet
     /// that drew it went out in `round` (the stream's epoch, low byte).
-    fn on_nack(
+    pub(crate) fn on_nack(
         &mut self,
         cx: &mut Shared,
         hw: &impl Hw,
@@ -272,14 +199,10 @@ impl Sdma {
         // is old news: what was sent again since answers for itself, and
         // acting on it would send packets the receiver may have by then
         // (on one route, packets of a stream arrive in the order sent).
-        // (Selective repeat: a packet carries its poll stamp as its round;
-        // the nack is news only if `seq` has not gone again since the
-        // packet that drew it: its stamp is not later. A resend gets a
-        // stamp of its own, `mark_resend`.)
-        let current = if cx.cfg.selective {
-            !crate::selective::ps_lt(round, SramStamps { hw, stream: s }.stamp(seq))
-        } else {
-            self.txs[s].epoch as u8 == round
+        // (The window policy may number rounds its own way.)
+        let current = match Win::nack_news(self, cx, hw, s, seq, round) {
+            Some(news) => news,
+            None => self.txs[s].epoch as u8 == round,
         };
         // The receiver holds everything before `seq`.
         self.on_ack(cx, s, seq);
@@ -293,19 +216,8 @@ impl Sdma {
                 self.rewind(cx, s, seq, cause);
             }
             NackCode::NoBuffer | NackCode::Busy => {
-                let wait = if cx.cfg.selective {
-                    // The packets after it may be held there: only it
-                    // goes again, backed off as below while the
-                    // refusals go on (every stream into a receiver short
-                    // of buffers retrying each refused packet every retry
-                    // time took its whole memory bus, and it could not
-                    // get the buffers it lacked to its host).
-                    self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
-                    if code == NackCode::NoBuffer {
-                        self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
-                    } else {
-                        cx.cfg.nobuf_retry
-                    }
+                let wait = if let Some(wait) = Win::refused(self, cx, s, seq, code) {
+                    wait
                 } else {
                     self.rewind(cx, s, seq, RetxCause::NoBuffer);
                     if code == NackCode::NoBuffer {
@@ -385,11 +297,12 @@ impl Sdma {
         );
         self.seek(cx, s, seq);
         let st = &mut self.txs[s];
-        // Everything from `seq` goes again (selective repeat too, when the
-        // receiver lost, refused or could not keep what it had): marked
-        // to resend, so the cursor comes back for each after the first.
-        st.sr.clear();
-        st.sr.ustat(st.win.una(), st.win.high(), seq, st.win.high());
+        // Everything from `seq` goes again (whatever the window policy,
+        // when the receiver lost, refused or could not keep what it had):
+        // marked to resend, so the cursor comes back for each after the
+        // first.
+        let (una, high) = (st.win.una(), st.win.high());
+        st.marks.rewound(una, high, seq);
         st.rtt.rewound(seq);
         st.retx_cause = cause;
         st.polled = false;
@@ -437,7 +350,7 @@ impl Sdma {
         st.cursor = NIL;
         st.suspended = true;
         st.nobuf_since = 0;
-        st.sr.clear();
+        st.marks.clear();
         st.next_round();
         self.ring_remove(s);
     }
@@ -479,7 +392,7 @@ impl Sdma {
     fn restart_after_head(&mut self, cx: &mut Shared, s: u16) {
         let st = &mut self.txs[s];
         st.win.abandon();
-        st.sr.clear();
+        st.marks.clear();
         st.base = st.win.high();
         st.sync_next = true;
         st.sync_gen = st.sync_gen.wrapping_add(1);
@@ -564,9 +477,9 @@ impl Sdma {
                     log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, remote_node);
                     cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
-                    // Selective repeat: what goes from now on is stamped
-                    // with this poll's number.
-                    st.sr.poll();
+                    // What goes from now on is stamped with this poll's
+                    // number (for a window policy that stamps).
+                    st.marks.poll();
                     st.polled = true;
                     st.last_progress = now;
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
@@ -592,32 +505,4 @@ impl Sdma {
             self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
         }
     }
-}
-
-/// The poll stamps of stream `stream` in SRAM (`map::sr_stamp`).
-struct SramStamps<'a, H: Hw> {
-    hw: &'a H,
-    stream: u16,
-}
-
-impl<H: Hw> Stamps for SramStamps<'_, H> {
-    fn stamp(&self, seq: u32) -> u8 {
-        let mut b = [0u8; 1];
-        self.hw.read(nic_abi::map::sr_stamp(self.stream as u32, seq), &mut b);
-        b[0]
-    }
-}
-
-/// The STAT in receive buffer `buf`, if its payload is one a receiver
-/// would send.
-fn read_stat(hw: &impl Hw, buf: u8) -> Option<SrStat> {
-    use nic_abi::packet::{field, HEADER_LEN, STAT_PAYLOAD_MAX};
-    let at = nic_abi::map::rx_buf(buf as u32);
-    let mut len = [0u8; 2];
-    hw.read(at + field::PAYLOAD_LEN as u32, &mut len);
-    let n = u16::from_le_bytes(len) as usize;
-    let mut b = [0u8; STAT_PAYLOAD_MAX];
-    let payload = b.get_mut(..n)?;
-    hw.read(at + HEADER_LEN as u32, payload);
-    SrStat::decode(payload)
 }

@@ -25,6 +25,7 @@ mod fuzz;
 mod machines;
 mod protection;
 mod recovery;
+#[cfg(feature = "selective")]
 mod selective;
 
 const SRAM: usize = map::SRAM_MIN as usize;

@@ -28,7 +28,7 @@ fn the_mode_is_read_from_its_register() {
     let b = selective(1);
     assert!(b.nodes[0].mcp.config().selective);
     // Its window fits the bitmaps that track it.
-    assert!(b.nodes[0].mcp.config().window <= crate::selective::SR_WINDOW);
+    assert!(b.nodes[0].mcp.config().window <= crate::offload::selective::SR_WINDOW);
 }
 
 #[test]

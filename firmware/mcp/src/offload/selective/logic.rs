@@ -440,6 +440,52 @@ impl SrReceiver {
     }
 }
 
+/// The receiving window's answers for selective repeat.
+impl RecvWindow {
+    /// The answer to POLL `p` (selective repeat): what arrived before the
+    /// first gap and the ranges missing up to the poll's next new packet
+    /// (at most a span's worth; the next poll asks again).
+    pub fn stat(&mut self, p: Poll) -> Stat {
+        if seq_lt(self.high, p.ns) {
+            self.high = p.ns;
+        }
+        let end = if seq_le(p.ns, self.expected()) {
+            self.expected()
+        } else if p.ns.wrapping_sub(self.expected()) < HOLD_SPAN {
+            p.ns
+        } else {
+            self.expected().wrapping_add(HOLD_SPAN)
+        };
+        Stat {
+            ps: p.ps,
+            ns: end,
+            ack: self.expected(),
+            missing: self.missing(self.expected(), end),
+        }
+    }
+
+    /// The runs missing (not held) in `from..end`, from the expected one
+    /// on: what a STAT lists, and a USTAT of that span.
+    pub fn missing(&self, from: u32, end: u32) -> Gaps {
+        let mut missing = Gaps::new();
+        let mut s = if seq_lt(from, self.expected()) { self.expected() } else { from };
+        while seq_lt(s, end) {
+            if self.is_held(s) {
+                s = s.wrapping_add(1);
+                continue;
+            }
+            let lo = s;
+            while seq_lt(s, end) && !self.is_held(s) {
+                s = s.wrapping_add(1);
+            }
+            if missing.push((lo, s)).is_err() {
+                break;
+            }
+        }
+        missing
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
