@@ -303,7 +303,24 @@ pub struct Mcp {
     /// `regs::PORT_NEWS` as the last look at the port windows found it
     /// (None: look at the next pass).
     port_news: Option<u32>,
+    /// The device's news counters ([`NEWS`]) as the last pass found them.
+    seen: [u32; NEWS.len()],
+    /// The last pass may have left work for the next whatever the news:
+    /// it had news, fell due, did work, moved a machine, or left RDMA a
+    /// timer counted from the time of the pass. Only a pass after one
+    /// that found nothing at all may end at the summary.
+    pending: bool,
 }
+
+/// The summary of what changed, as the device keeps it (a NIC's
+/// interrupt-status register): counters it moves at every host-DMA
+/// completion, send-DMA completion, arrival, host write the firmware
+/// reads (`HOST_WRITES`: a doorbell, a send ring's producer, an event
+/// queue's consumer, a page table, a trace switch, the flow table) and
+/// port open or close (`PORT_NEWS`). A pass compares them with what the
+/// last one saw: bit i of its news is counter i moved.
+pub const NEWS: [regs::Reg<u32>; 5] =
+    [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
 
 impl Default for Mcp {
     fn default() -> Self {
@@ -323,6 +340,8 @@ impl Mcp {
             running: false,
             deadline: None,
             port_news: None,
+            seen: [0; NEWS.len()],
+            pending: true,
         }
     }
 
@@ -363,6 +382,7 @@ impl Mcp {
         cx.stats.clear(hw);
         self.offloads.init(&mut offload::Services::new(cx, hw, &mut Work::default()));
         self.port_news = None;
+        self.pending = true;
         self.running = true;
         hw.set_reg(regs::FW_STATUS, regs::FW_RUNNING);
         Ok(())
@@ -372,17 +392,54 @@ impl Mcp {
         &self.shared.cfg
     }
 
-    /// One pass of the main loop: the scheduler. Completions first (they
+    /// What changed since the last pass: a bit per counter of [`NEWS`]
+    /// that moved (and the counters taken as seen). Each register is
+    /// named on its own: one load each in the image.
+    #[inline(always)]
+    fn news(&mut self, hw: &impl Hw) -> u32 {
+        let c = [
+            hw.reg(regs::HDMA_DONE),
+            hw.reg(regs::TXDMA_DONE),
+            hw.reg(regs::RXDONE_PROD),
+            hw.reg(regs::HOST_WRITES),
+            hw.reg(regs::PORT_NEWS),
+        ];
+        let mut bits = 0;
+        for (i, v) in c.into_iter().enumerate() {
+            bits |= ((v != self.seen[i]) as u32) << i;
+        }
+        self.seen = c;
+        bits
+    }
+
+    /// One pass of the main loop. It reads the summary of what changed
+    /// first ([`NEWS`]): with no news, no timer due, the receive ring's
+    /// audit not due and nothing left by the last pass, no machine has
+    /// work and the pass ends there. Otherwise [`Mcp::pass`] runs.
+    pub fn poll(&mut self, hw: &mut impl Hw) -> Work {
+        if !self.running {
+            return Work::default();
+        }
+        let now = hw.rtc();
+        let news = self.news(hw);
+        let due = self.deadline.is_some_and(|d| now >= d);
+        if news == 0 && !due && !self.pending && now < self.recv.repair_at() {
+            self.shared.stats.count_quietly(Stat::Polls);
+            return Work::default();
+        }
+        self.pass(hw, now, news != 0 || due)
+    }
+
+    /// A pass that may find work: the scheduler. Completions first (they
     /// free buffers the machines need); RECV, whose acks and nacks SDMA
     /// takes at once (they free window space); RDMA's copies; SDMA
     /// (descriptors, timers, fills); SEND; then RDMA's events.
-    pub fn poll(&mut self, hw: &mut impl Hw) -> Work {
+    #[inline(never)]
+    fn pass(&mut self, hw: &mut impl Hw, now: u64, news: bool) -> Work {
         let mut w = Work::default();
-        if !self.running {
-            return w;
-        }
         let cx = &mut self.shared;
-        cx.now = hw.rtc();
+        cx.moved = false;
+        cx.now = now;
         cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
         self.sdma.begin_pass(cx, hw, &mut w);
         cx.stats.count_quietly(Stat::Polls);
@@ -421,8 +478,17 @@ impl Mcp {
         self.sdma.step(cx, hw, &mut self.offloads, &mut w);
         self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
         self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
-        self.compute_deadline();
+        let relative = self.compute_deadline();
         self.shared.stats.write(hw);
+        let cx = &self.shared;
+        // Work in a queue between machines (say a relayed packet RDMA
+        // copies at the next pass) is left for the next pass too.
+        let queued = !(cx.rdma_jobs.is_empty()
+            && cx.tx_ready.is_empty()
+            && cx.controls.is_empty()
+            && cx.from_recv.is_empty()
+            && cx.provided.is_empty());
+        self.pending = news || relative || queued || cx.moved || !w.is_idle();
         w
     }
 
@@ -469,7 +535,10 @@ impl Mcp {
         self.shared.stats.get(s)
     }
 
-    fn compute_deadline(&mut self) {
+    /// Work out the next deadline; true when RDMA has a timer in it, which
+    /// it counts from the time of the pass (a retry while the host is
+    /// behind): each pass moves it, so no pass may be skipped then.
+    fn compute_deadline(&mut self) -> bool {
         let mut d: Option<u64> = None;
         let mut at = |t: u64| {
             d = Some(match d {
@@ -479,11 +548,16 @@ impl Mcp {
         };
         self.sdma.deadline(&self.shared, &mut at);
         self.recv.deadline(&self.shared, &mut at);
-        self.rdma.deadline(&self.shared, &mut at);
+        let mut relative = false;
+        self.rdma.deadline(&self.shared, |t| {
+            relative = true;
+            at(t)
+        });
         if let Some(t) = self.offloads.deadline() {
             at(t);
         }
         self.deadline = d;
+        relative
     }
 
     /// Open/close handshakes with the driver. The port windows' `STATE`

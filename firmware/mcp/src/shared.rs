@@ -447,6 +447,10 @@ pub struct Shared {
     /// push; RDMA clears it when it finds the queue empty): a pass looks
     /// only at those queues, not at every port's.
     pub events_owed: u8,
+    /// A machine changed state since the core last looked (set by every
+    /// [`Shared::transition`] that moves): a pass that moved one is
+    /// followed by a full pass whatever the news.
+    pub moved: bool,
     pub stats: Stats,
     pub trace: Trace,
     /// The translation cache and the page-table lines being read.
@@ -522,6 +526,7 @@ impl Shared {
             tx_ready: heapless::Deque::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
+            moved: false,
             stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
@@ -607,6 +612,7 @@ impl Shared {
             return;
         }
         let from = core::mem::replace(state, to);
+        self.moved = true;
         // (The record's operands are worked out only when tracing is on.)
         if self.trace.on {
             self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());

@@ -295,6 +295,13 @@ impl Recv {
         cx.rxfree.give(hw, buf);
     }
 
+    /// When the free ring's audit ([`Recv::reclaim`]) is next due: a pass
+    /// at or after it steps RECV whatever the news (it is no timer: it
+    /// wakes no sleeping NIC).
+    pub fn repair_at(&self) -> u64 {
+        self.next_repair
+    }
+
     /// RECV is idle. Free-ring entries that something other than this
     /// firmware overwrote are put right. And when the engine has reported
     /// every buffer it filled, yet holds buffers that are in no entry it
