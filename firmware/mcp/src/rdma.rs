@@ -30,7 +30,7 @@ use nic_abi::trace::{Cause, Machine};
 use nic_abi::NUM_PORTS;
 
 /// What RDMA is doing or waiting for (persists between polls).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub enum RdmaState {
     /// No copy in flight, no event owed that can be written.
     Idle,
@@ -56,6 +56,26 @@ impl RdmaState {
     pub const EVENT: u8 = 3;
     pub const HOST_BEHIND: u8 = 4;
     pub const TRANSLATE_WAIT: u8 = 5;
+}
+
+impl PartialEq for RdmaState {
+    /// Variant by variant, inlined: the steps' check for a change of
+    /// state is on every pass.
+    #[inline(always)]
+    fn eq(&self, other: &RdmaState) -> bool {
+        use RdmaState::*;
+        match (*self, *other) {
+            (Idle, Idle) => true,
+            (Copying { port: a, bytes_left: x }, Copying { port: b, bytes_left: y }) => {
+                a == b && x == y
+            }
+            (RingFull { jobs: a }, RingFull { jobs: b }) => a == b,
+            (Event { port: a }, Event { port: b })
+            | (HostBehind { port: a }, HostBehind { port: b })
+            | (TranslateWait { port: a }, TranslateWait { port: b }) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl MachineState for RdmaState {
@@ -134,11 +154,23 @@ impl Rdma {
         self.state
     }
 
+    /// A change of state (recorded when tracing); none, no call.
+    #[inline(always)]
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RdmaState, cause: Cause) {
-        cx.transition(hw, &mut self.state, to, cause);
+        if self.state != to {
+            cx.transition(hw, &mut self.state, to, cause);
+        }
+    }
+
+    /// Idle, and nothing to do: no job, no copy in flight (so at rest
+    /// too, once no translation is awaited).
+    #[inline(always)]
+    fn is_idle(&self, cx: &Shared) -> bool {
+        matches!(self.state, RdmaState::Idle) && cx.rdma_jobs.is_empty() && self.bytes_left == 0
     }
 
     /// What the machine waits for once it did what it could.
+    #[inline(always)]
     fn at_rest(&self, cx: &Shared) -> RdmaState {
         let bytes_left = self.bytes_left;
         if let Some(port) = self.xlat_wait {
@@ -212,6 +244,19 @@ impl Rdma {
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         self.xlat_wait = None;
+        if self.is_idle(cx) {
+            return;
+        }
+        if !cx.rdma_jobs.is_empty() {
+            self.copy_jobs(cx, hw, w);
+        }
+        let next = self.at_rest(cx);
+        self.go(cx, hw, next, Cause::NoRoom);
+    }
+
+    /// The accepted payloads' copies, in order, while there is room.
+    #[inline(never)]
+    fn copy_jobs(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         while let Some(job) = cx.rdma_jobs.front_mut() {
             if job.relayed {
                 // Forwarded first (SDMA's fill this pass), copied next pass.
@@ -285,14 +330,34 @@ impl Rdma {
                 cx.owe_event(job.port as usize, ev);
             }
         }
-        let next = self.at_rest(cx);
-        self.go(cx, hw, next, Cause::NoRoom);
     }
 
     /// Write owed events into the ports' event queues (host memory).
     /// A step of the machine (kept out of line: a debugger breaks here).
     #[inline(never)]
     pub fn flush_events(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, w: &mut Work) {
+        if cx.events_owed == 0 && self.xlat_wait.is_none() && self.is_idle(cx) {
+            return;
+        }
+        let behind = if cx.events_owed != 0 { self.write_events(cx, sdma, hw, w) } else { None };
+        let next = match behind {
+            Some(port) => RdmaState::HostBehind { port },
+            None => self.at_rest(cx),
+        };
+        let cause = if behind.is_some() { Cause::HostBehind } else { Cause::Drained };
+        self.go(cx, hw, next, cause);
+    }
+
+    /// The owed events written, port by port, while there is room; the
+    /// port whose host is behind (its queue full), if one is.
+    #[inline(never)]
+    fn write_events(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        w: &mut Work,
+    ) -> Option<u8> {
         let mut behind = None;
         // The ports owed events, in port order.
         let mut owed = cx.events_owed;
@@ -319,27 +384,11 @@ impl Rdma {
                 let Some(slot) = self.free_staging() else { break 'ports };
                 cx.events[p].pop_front();
                 self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
-                let mut e = compose_event(cx, sdma, hw, p, ev);
-                match ev {
-                    EvRef::Slot(s) => {
-                        let n = (e.inline_len as usize).min(e.inline.len());
-                        hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
-                    }
-                    EvRef::Lost(t, _) => {
-                        let list = cx.tokens[t].first_seq;
-                        if list < map::MCAST_LOST_LISTS {
-                            hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
-                        }
-                    }
-                    EvRef::Offload(i) => cx.offload.events.free(i as u16),
-                    _ => {}
-                }
-                e.seq = q.produced.wrapping_add(1);
-                e.rtc = cx.now;
-                let mut b = [0u8; EVENT_SIZE as usize];
-                e.encode(&mut b);
                 let staging = map::EVT_STAGING + slot as u32 * EVENT_SIZE;
-                hw.write(staging, &b);
+                let seq = q.produced.wrapping_add(1);
+                if !stage_unicast(cx, hw, ev, staging, seq) {
+                    stage_event(cx, sdma, hw, p, ev, staging, seq);
+                }
                 self.staging_busy[slot as usize] = true;
                 let at = q.bus + (q.produced & (q.len - 1)) as u64 * EVENT_SIZE as u64;
                 let cmd = HostDmaCmd {
@@ -360,12 +409,7 @@ impl Rdma {
                 cx.events_owed &= !(1 << p);
             }
         }
-        let next = match behind {
-            Some(port) => RdmaState::HostBehind { port },
-            None => self.at_rest(cx),
-        };
-        let cause = if behind.is_some() { Cause::HostBehind } else { Cause::Drained };
-        self.go(cx, hw, next, cause);
+        behind
     }
 
     fn free_staging(&mut self) -> Option<u8> {
@@ -379,6 +423,102 @@ impl Rdma {
         }
         None
     }
+}
+
+/// The event of a unicast message received, sent, put or got, composed
+/// as its eight words straight into staging slot `staging` (the layout
+/// of [`Event::encode`]). False for any other event: [`stage_event`]
+/// composes it.
+#[inline(always)]
+fn stage_unicast(cx: &Shared, hw: &mut impl Hw, ev: EvRef, staging: u32, seq: u32) -> bool {
+    let b = |x: u8, at: u32| (x as u64) << at;
+    let (w0, w1, addr, tag, inline) = match ev {
+        EvRef::Slot(s) => {
+            let sl = cx.slot(hw, s);
+            if sl.error != 0 || sl.mcast_tag().is_some() {
+                return false;
+            }
+            let n = (sl.inline_len as u32).min(INLINE_MAX as u32);
+            let inline = if n == 0 {
+                (0, 0)
+            } else {
+                let at = map::rx_inline(s as u32);
+                let (lo, hi) = (hw.load_u64(at), hw.load_u64(at + 8));
+                // Only the message's bytes: the rest of the slot's room
+                // holds an earlier message's.
+                let mask = |k: u32| if k >= 8 { u64::MAX } else { (1u64 << (8 * k)) - 1 };
+                (lo & mask(n), hi & mask(n.saturating_sub(8)))
+            };
+            let w0 = b(EventKind::Received as u8, 0)
+                | b(sl.prio as u8, 16)
+                | b(sl.src_port, 24)
+                | (sl.src_node as u64) << 32
+                | b(sl.size_class, 48)
+                | b(sl.inline_len, 56);
+            (w0, sl.msg_len as u64, sl.vaddr, sl.tag, inline)
+        }
+        EvRef::Token(t) => {
+            let tok = &cx.tokens[t];
+            let kind = match tok.kind {
+                TokKind::Send => EventKind::Sent,
+                TokKind::Put => EventKind::PutDone,
+                TokKind::Get => EventKind::GetDone,
+                _ => return false,
+            };
+            let status = match tok.state {
+                TokState::Completing(s) => s,
+                _ => SendStatus::Ok as u8,
+            };
+            let w0 = b(kind as u8, 0)
+                | b(status, 8)
+                | b(tok.prio as u8, 16)
+                | b(tok.target_port, 24)
+                | (tok.target_node as u64) << 32
+                | b(tok.size_class, 48);
+            (w0, tok.len as u64 | (tok.desc_kind as u64) << 32, tok.local, tok.tag, (0, 0))
+        }
+        _ => return false,
+    };
+    let words = [w0, w1, addr, tag, cx.now, inline.0, inline.1, (seq as u64) << 32];
+    for (i, &x) in words.iter().enumerate() {
+        hw.store_u64(staging + 8 * i as u32, x);
+    }
+    true
+}
+
+/// Any event, composed as an [`Event`] and encoded into staging slot
+/// `staging` (out of line: its `Event` stays off the unicast path's
+/// stack).
+#[inline(never)]
+fn stage_event(
+    cx: &mut Shared,
+    sdma: &Sdma,
+    hw: &mut impl Hw,
+    p: usize,
+    ev: EvRef,
+    staging: u32,
+    seq: u32,
+) {
+    let mut e = compose_event(cx, sdma, hw, p, ev);
+    match ev {
+        EvRef::Slot(s) => {
+            let n = (e.inline_len as usize).min(e.inline.len());
+            hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
+        }
+        EvRef::Lost(t, _) => {
+            let list = cx.tokens[t].first_seq;
+            if list < map::MCAST_LOST_LISTS {
+                hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
+            }
+        }
+        EvRef::Offload(i) => cx.offload.events.free(i as u16),
+        _ => {}
+    }
+    e.seq = seq;
+    e.rtc = cx.now;
+    let mut b = [0u8; EVENT_SIZE as usize];
+    e.encode(&mut b);
+    hw.write(staging, &b);
 }
 
 /// A multicast's message is with its host (its event is owed after the

@@ -36,7 +36,7 @@ use nic_abi::{Priority, NUM_PORTS};
 pub(crate) const RECV_BUDGET: u32 = 16;
 
 /// What RECV is doing or waiting for (persists between polls).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub enum RecvState {
     /// No packet waiting.
     Idle,
@@ -59,6 +59,23 @@ impl RecvState {
     pub const ACCEPT: u8 = 3;
     pub const RDMA_FULL: u8 = 4;
     pub const BACKLOG: u8 = 5;
+}
+
+impl PartialEq for RecvState {
+    /// Variant by variant, inlined: the step's check for a change of
+    /// state is on every pass.
+    #[inline(always)]
+    fn eq(&self, other: &RecvState) -> bool {
+        use RecvState::*;
+        match (*self, *other) {
+            (Idle, Idle) => true,
+            (Check { buf: a }, Check { buf: b }) => a == b,
+            (Ack { seq: a }, Ack { seq: b }) | (Accept { seq: a }, Accept { seq: b }) => a == b,
+            (RdmaFull { waiting: a }, RdmaFull { waiting: b })
+            | (Backlog { waiting: a }, Backlog { waiting: b }) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl MachineState for RecvState {
@@ -177,8 +194,12 @@ impl Recv {
         self.state
     }
 
+    /// A change of state (recorded when tracing); none, no call.
+    #[inline(always)]
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: RecvState, cause: Cause) {
-        cx.transition(hw, &mut self.state, to, cause);
+        if self.state != to {
+            cx.transition(hw, &mut self.state, to, cause);
+        }
     }
 
     /// Take over the engine's counters as they are (a warm restart).
@@ -202,6 +223,8 @@ impl Recv {
     /// the ack or nack it carries to SDMA. A data-bearing packet comes
     /// back to be placed ([`Recv::accept`]) once SDMA took that ack (the
     /// answer to a get is placed only once its request counts as acked).
+    /// The check for an empty ring is all a step costs when nothing came
+    /// (the packet's work is out of line, [`Recv::take_packet`]).
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Next {
         let prod = hw.reg(regs::RXDONE_PROD);
@@ -210,9 +233,20 @@ impl Recv {
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
         if prod == self.cons && !Win::replay_pending(self) {
-            self.reclaim(cx, hw);
+            // Once a retransmission timeout at most: it costs a load per
+            // entry of the free ring.
+            if cx.now >= self.next_repair {
+                self.reclaim(cx, hw);
+            }
             return Next::Empty;
         }
+        self.take_packet(cx, hw, w, prod)
+    }
+
+    /// A packet (or a held one) to take: the step's work when the ring or
+    /// the replays have one.
+    #[inline(never)]
+    fn take_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work, prod: u32) -> Next {
         self.lost_since = None;
         if let Some(a) = Win::replay(self, cx, hw) {
             return Next::Accept(a);
@@ -246,6 +280,12 @@ impl Recv {
     /// The end of RECV's part of a pass: acks that fell due go to SEND,
     /// and the state says what is left waiting.
     pub fn end_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        let quiet =
+            self.ack_list.is_empty() && self.stopped.is_none() && self.seen_prod == self.cons;
+        if quiet && self.state == RecvState::Idle {
+            // No ack owed, nothing left waiting: idle it stays.
+            return;
+        }
         self.ack_timers(cx, w);
         let next = match self.stopped {
             Some(s) => s,
@@ -311,11 +351,9 @@ impl Recv {
     /// looks lost too until it is reported, and an engine on a loaded
     /// machine may be late by milliseconds: only a wait as long as a send
     /// timeout makes a second use of a buffer it still holds unlikely.)
+    #[cold]
+    #[inline(never)]
     fn reclaim(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        // Once a retransmission timeout at most: it costs a load per entry.
-        if cx.now < self.next_repair {
-            return;
-        }
         self.next_repair = cx.now.saturating_add(cx.cfg.rto);
         let (fixed, lost) = cx.rxfree.audit(hw);
         if fixed > 0 {
