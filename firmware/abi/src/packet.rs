@@ -34,6 +34,9 @@ use crate::le::*;
 use crate::{ParseError, Priority, MAX_MTU};
 
 pub const HEADER_LEN: usize = 48;
+
+/// The header in 64-bit words.
+pub const HEADER_WORDS: usize = HEADER_LEN / 8;
 /// Route bytes have bit 7 set.
 pub const ROUTE_FLAG: u8 = 0x80;
 
@@ -315,29 +318,44 @@ impl Header {
         if b.len() < HEADER_LEN || total < HEADER_LEN {
             return Err(ParseError::Truncated);
         }
-        let ptype = PacketType::from_u8(get_u8(b, 0)).ok_or(ParseError::BadField("ptype"))?;
-        let fl = Flags::from_bits(get_u8(b, 1)).ok_or(ParseError::BadField("flags"))?;
-        let priority = Priority::from_u8(get_u8(b, 2)).ok_or(ParseError::BadField("priority"))?;
+        let w: [u64; HEADER_WORDS] = core::array::from_fn(|i| get_u64(b, 8 * i));
+        Header::from_words(&w, total)
+    }
+
+    /// Parse the header as its six little-endian words (as firmware loads
+    /// them out of SRAM), of a packet whose whole length is `total`: the
+    /// checks of [`Header::parse_prefix`], without a byte copy.
+    #[inline]
+    pub fn from_words(w: &[u64; HEADER_WORDS], total: usize) -> Result<Header, ParseError> {
+        if total < HEADER_LEN {
+            return Err(ParseError::Truncated);
+        }
+        let byte = |k: usize| (w[k / 8] >> (8 * (k % 8))) as u8;
+        let half = |k: usize| (w[k / 8] >> (8 * (k % 8))) as u16;
+        let word = |k: usize| (w[k / 8] >> (8 * (k % 8))) as u32;
+        let ptype = PacketType::from_u8(byte(0)).ok_or(ParseError::BadField("ptype"))?;
+        let fl = Flags::from_bits(byte(1)).ok_or(ParseError::BadField("flags"))?;
+        let priority = Priority::from_u8(byte(2)).ok_or(ParseError::BadField("priority"))?;
         let h = Header {
             ptype,
             flags: fl,
             priority,
-            nack_code: get_u8(b, 3),
-            src_node: get_u16(b, 4),
-            dst_node: get_u16(b, 6),
-            src_port: get_u8(b, 8),
-            dst_port: get_u8(b, 9),
-            size_class: get_u8(b, 10),
-            seq: get_u32(b, 12),
-            ack: get_u32(b, 16),
-            msg_len: get_u32(b, 20),
-            offset: get_u32(b, 24),
-            payload_len: get_u16(b, 28),
-            remote: get_u64(b, 32),
-            cookie: get_u32(b, 40),
-            sync_boot: get_u16(b, 30),
-            sync_gen: get_u8(b, 11),
-            crc: get_u32(b, 44),
+            nack_code: byte(3),
+            src_node: half(4),
+            dst_node: half(6),
+            src_port: byte(8),
+            dst_port: byte(9),
+            size_class: byte(10),
+            seq: word(12),
+            ack: word(16),
+            msg_len: word(20),
+            offset: word(24),
+            payload_len: half(28),
+            remote: w[4],
+            cookie: word(40),
+            sync_boot: half(30),
+            sync_gen: byte(11),
+            crc: word(44),
         };
         if h.payload_len as usize > MAX_MTU {
             return Err(ParseError::BadField("payload_len"));
@@ -441,6 +459,23 @@ mod tests {
     fn header_round_trips() {
         let h = data();
         assert_eq!(Header::parse(&bytes(&h)), Ok(h));
+    }
+
+    #[test]
+    fn every_field_comes_back_from_its_place_in_the_words() {
+        let h = Header {
+            nack_code: 3,
+            remote: 0x1122_3344_5566_7788,
+            cookie: 0x99aa_bbcc,
+            sync_boot: 0xddee,
+            sync_gen: 0x5a,
+            ..data()
+        };
+        let b = bytes(&h);
+        let w: [u64; HEADER_WORDS] =
+            core::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap()));
+        assert_eq!(Header::from_words(&w, b.len()), Ok(h));
+        assert_eq!(Header::from_words(&w, HEADER_LEN - 1), Err(ParseError::Truncated));
     }
 
     #[test]

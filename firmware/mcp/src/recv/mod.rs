@@ -25,7 +25,7 @@ use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_WORDS};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
@@ -394,9 +394,10 @@ impl Recv {
             self.drop_packet(cx, hw, buf, Stat::CrcErrors);
             return Next::Handled;
         }
-        let mut hb = [0u8; HEADER_LEN];
-        hw.read(map::rx_buf(d.buf), &mut hb);
-        let h = match Header::parse_prefix(&hb, d.len as usize) {
+        // The header as six word loads, parsed in registers.
+        let at = map::rx_buf(d.buf);
+        let words: [u64; HEADER_WORDS] = core::array::from_fn(|i| hw.load_u64(at + 8 * i as u32));
+        let h = match Header::from_words(&words, d.len as usize) {
             Ok(h) => h,
             Err(_) => {
                 self.drop_packet(cx, hw, buf, Stat::BadHeaders);
