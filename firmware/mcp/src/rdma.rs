@@ -270,7 +270,7 @@ impl Rdma {
             }
             // A leaf's delivery queues its report: wait for room.
             self.leaf_wait = matches!(job.then, Some(EvRef::Slot(s))
-                if cx.slot(hw, s).mrec == MREC_LEAF && cx.leaf_reports.is_full());
+                if cx.leaf_reports.is_full() && cx.slot(hw, s).mrec == MREC_LEAF);
             if self.leaf_wait {
                 break;
             }

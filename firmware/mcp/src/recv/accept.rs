@@ -369,6 +369,18 @@ impl Recv {
         class: u8,
         prio: Priority,
     ) -> Option<u16> {
+        self.claim_slot_rec(cx, hw, port, class, prio).map(|(s, _)| s)
+    }
+
+    /// [`Recv::claim_slot`], with the slot's record as now written.
+    fn claim_slot_rec(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        port: usize,
+        class: u8,
+        prio: Priority,
+    ) -> Option<(u16, RecvSlot)> {
         let mut prev = NIL;
         let mut s = self.slots_head[port];
         while s != NIL {
@@ -386,7 +398,7 @@ impl Recv {
                 }
                 sl.next = NIL;
                 cx.set_slot(hw, s, &sl);
-                return Some(s);
+                return Some((s, sl));
             }
             prev = s;
             s = sl.next;
@@ -469,15 +481,19 @@ impl Recv {
         }
         let plen = h.payload_len as u32;
         let mut job: Option<RdmaJob> = None;
+        // The receive slot's address, when its record was read already.
+        let mut base: Option<u64> = None;
         match h.ptype {
             PacketType::Data => {
                 if first {
                     self.abort_assembly(cx, hw, r);
-                    let Some(s) = self.claim_slot(cx, hw, port, h.size_class, h.priority) else {
+                    let Some((s, mut sl)) =
+                        self.claim_slot_rec(cx, hw, port, h.size_class, h.priority)
+                    else {
                         self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
                         return;
                     };
-                    let mut sl = cx.slot(hw, s);
+                    base = Some(sl.vaddr);
                     if !fits_slot(&sl, h) {
                         // A sender that broke the size-class rule: refuse.
                         self.unclaim_slot(cx, hw, s, port);
@@ -541,7 +557,11 @@ impl Recv {
                 if last {
                     self.rxs[r].mrec = NIL;
                 }
-                let vaddr = cx.slot(hw, slot).vaddr.wrapping_add(h.offset as u64);
+                let vaddr = match base {
+                    Some(v) => v,
+                    None => cx.slot(hw, slot).vaddr,
+                };
+                let vaddr = vaddr.wrapping_add(h.offset as u64);
                 job = Some(RdmaJob {
                     rx_buf: buf,
                     port: port as u8,
