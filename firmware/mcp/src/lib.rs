@@ -38,7 +38,6 @@ mod log;
 pub mod mcast;
 pub mod offload;
 mod pool;
-pub mod rate;
 pub mod rdma;
 mod records;
 pub mod recv;
@@ -522,7 +521,7 @@ impl Mcp {
     /// CPU that is late to wake costs that stream its pace, so the qemu
     /// image wakes early for this one and polls the rest of the way.
     pub fn next_dispatch(&self) -> Option<u64> {
-        self.sdma.rate_wait()
+        self.sdma.paced_until()
     }
 
     /// Current states of the four machines (for debuggers and tests).

@@ -283,9 +283,10 @@ pub struct TxStream {
     pub in_ring: bool,
     /// On the active list (streams with unacked packets).
     pub active: bool,
-    /// Rate control: pacing clock, flow-table entry (NIL: none), set-up order.
-    pub pace: crate::rate::Pace,
-    pub flow: u16,
+    /// What the scheduler policy keeps beside the stream (rate control:
+    /// its pacing clock and flow-table entry).
+    pub pace: crate::offload::policy::StreamPace,
+    /// Set-up order (ties of the scheduler; the incarnation).
     pub order: u32,
     /// The measured round trip, which sets the retransmission timeout.
     pub rtt: crate::rtt::Rtt,
@@ -363,8 +364,7 @@ impl TxStream {
         ring_prev: NIL,
         in_ring: false,
         active: false,
-        pace: crate::rate::Pace { idt: 0, ndt: 0 },
-        flow: NIL,
+        pace: <crate::offload::policy::StreamPace as crate::offload::policy::Pacing>::NEW,
         order: 0,
         rtt: crate::rtt::Rtt::new(),
         retx_cause: RetxCause::Timeout,

@@ -37,6 +37,9 @@ mod services;
 #[cfg(feature = "selective")]
 pub mod selective;
 
+#[cfg(feature = "rate")]
+pub mod rate;
+
 #[cfg(feature = "echo")]
 pub mod echo;
 

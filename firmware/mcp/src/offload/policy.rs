@@ -9,6 +9,10 @@
 //!   go-back-N ([`GoBack`], the core's), or selective repeat
 //!   (`offload::selective`, feature `selective`), chosen at start by
 //!   `regs::RELIABILITY`.
+//! - [`Scheduler`]: SDMA's choice of the next stream to send from: GM's
+//!   rotation ([`Rotation`], the core's), or IDT rate control's smallest
+//!   next dispatch time (`offload::rate`, feature `rate`) while a stream
+//!   has a rate in the flow table.
 //!
 //! Owns: nothing but the traits and the default policies. A policy's
 //! hooks take the machine whose decision they make and may touch that
@@ -19,7 +23,7 @@ use crate::records::{Control, TxStream};
 use crate::recv::{Arrived, ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
-use crate::Config;
+use crate::{Config, Work};
 use nic_abi::packet::{Header, NackCode, PacketType};
 use nic_abi::stats::Stat;
 
@@ -233,3 +237,89 @@ pub type Win = GoBack;
 pub type StreamMarks = <Win as Window>::Marks;
 /// What it keeps in RECV.
 pub type Held = <Win as Window>::Held;
+
+/// What a scheduler policy keeps beside each sending stream (in its
+/// record, `TxStream::pace`). The rotation keeps [`Nothing`].
+pub trait Pacing: Copy {
+    const NEW: Self;
+    /// A token became the first sendable one of the stream.
+    #[inline(always)]
+    fn wake(&mut self, _now: u64) {}
+    /// Has the stream no pace of its own to keep (so that it may be let
+    /// go of when idle)?
+    #[inline(always)]
+    fn unpaced(&self) -> bool {
+        true
+    }
+}
+
+impl Pacing for Nothing {
+    const NEW: Nothing = Nothing;
+}
+
+/// SDMA's choice of the next stream to send from. Its state is SDMA's
+/// field `sched`; each default is the rotation's (nothing to do).
+pub trait Scheduler: Sized {
+    /// What it keeps beside each sending stream.
+    type Pace: Pacing;
+    const NEW: Self;
+
+    /// The MCP (re)started: read what the host left for it.
+    #[inline(always)]
+    fn init(_sdma: &mut Sdma, _cx: &Shared, _hw: &mut impl Hw) {}
+
+    /// The start of a pass.
+    #[inline(always)]
+    fn begin_pass(_sdma: &mut Sdma, _cx: &Shared, _hw: &mut impl Hw, _w: &mut Work) {}
+
+    /// A sending stream was set up.
+    #[inline(always)]
+    fn stream_made(&mut self) {}
+
+    /// The fill loop starts.
+    #[inline(always)]
+    fn fill_start(_sdma: &mut Sdma, _cx: &Shared, _hw: &mut impl Hw, _w: &mut Work) {}
+
+    /// The next stream to send from, when the policy chooses (Some): the
+    /// stream, or None when none may send now. None: the rotation
+    /// chooses.
+    #[inline(always)]
+    fn pick(_sdma: &mut Sdma, _cx: &Shared, _w: &mut Work) -> Option<Option<u16>> {
+        None
+    }
+
+    /// A packet of `bytes` payload of stream `s` was filled.
+    #[inline(always)]
+    fn dispatched(
+        _sdma: &mut Sdma,
+        _cx: &Shared,
+        _hw: &mut impl Hw,
+        _s: u16,
+        _bytes: u32,
+        _w: &mut Work,
+    ) {
+    }
+
+    /// When the next stream may send, if one waits for its time.
+    #[inline(always)]
+    fn wait(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// GM's rotation, the core's scheduler: every hook its default.
+pub struct Rotation;
+
+impl Scheduler for Rotation {
+    type Pace = Nothing;
+    const NEW: Rotation = Rotation;
+}
+
+/// The scheduler policy compiled in.
+#[cfg(feature = "rate")]
+pub type Sched = super::rate::Rate;
+#[cfg(not(feature = "rate"))]
+pub type Sched = Rotation;
+
+/// What it keeps beside each sending stream.
+pub type StreamPace = <Sched as Scheduler>::Pace;

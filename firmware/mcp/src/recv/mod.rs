@@ -167,7 +167,8 @@ pub struct Recv {
     next_repair: u64,
     /// What the window policy keeps here (packets held past gaps;
     /// nothing under go-back-N).
-    #[cfg_attr(not(feature = "selective"), allow(dead_code))]
+    // (Not read when the policy keeps nothing.)
+    #[allow(dead_code)]
     pub(crate) held: Held,
 }
 

@@ -6,7 +6,7 @@
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
 use crate::mcast::further_index;
-use crate::offload::policy::{Win, Window};
+use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
@@ -38,10 +38,7 @@ impl Sdma {
     /// A step of the machine (kept out of line: a debugger breaks here).
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        if self.flow_pending {
-            self.reload_flows(cx, hw, w);
-        }
-        self.rate_wait = None;
+        Sched::fill_start(self, cx, hw, w);
         self.relay_built = false;
         let stop = loop {
             if cx.txbufs.data_busy() >= map::TX_BUF_COUNT - CONTROL_RESERVE {
@@ -66,7 +63,7 @@ impl Sdma {
             self.relay_built |= filled.mcast == McastCost::First && filled.gather != GATHER_NONE;
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
-                self.dispatched(cx, hw, s, bytes, w);
+                Sched::dispatched(self, cx, hw, s, bytes, w);
             }
         };
         self.settle(cx, hw, stop);
@@ -74,7 +71,7 @@ impl Sdma {
 
     /// After the fill loop: what the machine waits for now.
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
-        let next = match (self.state, stop, self.rate_wait) {
+        let next = match (self.state, stop, self.sched.wait()) {
             // The last fill is still in flight: that is what it waits for.
             (SdmaState::FillWait { buf, .. }, _, _)
                 if cx.txbufs.get(buf).state == TxBufState::Filling =>

@@ -1,20 +1,21 @@
 //! SDMA: host send descriptors -> send tokens -> streams and connections;
-//! the scheduler that picks the next packet (GM rotation, or the IDT
-//! scheduler when flows have rates); host-DMA of that packet's payload into
+//! the scheduler that picks the next packet (GM rotation, or the
+//! scheduler policy compiled in, `offload::policy::Scheduler`); host-DMA
+//! of that packet's payload into
 //! a transmit buffer, which then goes to SEND; and the sending half of
 //! reliability (acks and nacks from RECV, go-back-N rewinds, retransmission
 //! and send timeouts), and the ports' alarms.
 //!
-//! Owns: the sending streams ([`TxStream`], each with its go-back-N
-//! window), the connection queue, the ports' send-ring cursors and alarms,
-//! the rate-control view of the flow table. Takes from: the ports' send
+//! Owns: the sending streams ([`TxStream`], each with its window, the
+//! window policy's marks and the scheduler policy's pace), the connection queue, the ports' send-ring cursors and alarms,
+//! the scheduler policy's state (`sched`). Takes from: the ports' send
 //! rings, `Shared::from_recv`. Hands on: filled transmit buffers
 //! (`Shared::tx_ready`), posted receive buffers (`Shared::provided`), owed
 //! events. Its fields are private to this module tree: no other machine
 //! writes them.
 //!
 //! Files: `intake` (descriptors, validation), `queues` (streams,
-//! connections, the rotation and the flow table), `fill` (host-DMA into
+//! connections, the rotation), `fill` (host-DMA into
 //! transmit buffers), `sender` (acks, nacks, timers).
 
 mod fill;
@@ -24,7 +25,7 @@ mod queues;
 mod sender;
 
 use crate::hw::Hw;
-use crate::offload::policy::{Win, Window};
+use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::{Pool, NIL};
 use crate::records::*;
 use crate::reliability::SendWindow;
@@ -55,7 +56,8 @@ pub enum SdmaState {
     /// the rotation) waits for acks from `una` (window full), or holds
     /// after its target refused a packet.
     AckWait { stream: u16, una: u32 },
-    /// Rate control: the next packet is due at RTC `until`.
+    /// The scheduler policy paces the streams: the next packet is due at
+    /// RTC `until`.
     Paced { until: u64 },
     /// Handling the retransmission timeout of `stream` (from `una`).
     Timeout { stream: u16, una: u32 },
@@ -138,31 +140,19 @@ pub struct Sdma {
     #[cfg(not(target_os = "none"))]
     dl: ActiveDeadline,
     pub(crate) tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
-    conns: Pool<Conn, MAX_CONNS>,
+    pub(crate) conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
     /// Current connection of the circular connection queue (NIL: empty).
-    conn_cur: u16,
-    conn_queue_len: u16,
+    pub(crate) conn_cur: u16,
+    pub(crate) conn_queue_len: u16,
     /// Streams with unacknowledged packets (retransmit timers).
     active_tx: heapless::Vec<u16, MAX_STREAMS>,
-    /// Rate control: streams with a non-zero IDT, the flow-table generation
-    /// last read, streams set up so far, the time the scheduler waits for
-    /// (an NDT).
-    regulated: u16,
-    flow_gen: u32,
+    /// The scheduler policy compiled in (the rotation: nothing).
+    pub(crate) sched: Sched,
+    /// Sending streams set up so far.
     streams_made: u32,
     /// Idle sending streams let go of to make room (`Sdma::tx_victim`).
     evicted: u32,
-    /// Rate control: when the next regulated stream may dispatch (RTC
-    /// tick), if one waits for its NDT.
-    rate_wait: Option<u64>,
-    dispatch_trace: bool,
-    dispatch_prod: u32,
-    /// A stream was set up since the flow table was last read.
-    flow_pending: bool,
-    /// Valid flow-table entries at the last read: with none, a new stream
-    /// has no flow and the table is not searched for it.
-    flow_entries: u16,
     /// The host scheme's last multicast send taken (a token) and, once its
     /// first packet is being fetched, that packet's buffer: no further
     /// multicast descriptor is taken until the packet is ready to go, so a
@@ -194,15 +184,9 @@ impl Sdma {
             conn_cur: NIL,
             conn_queue_len: 0,
             active_tx: heapless::Vec::new(),
-            regulated: 0,
-            flow_gen: 0,
+            sched: <Sched as Scheduler>::NEW,
             streams_made: 0,
             evicted: 0,
-            rate_wait: None,
-            dispatch_trace: false,
-            dispatch_prod: 0,
-            flow_pending: false,
-            flow_entries: 0,
             mcast_lead: None,
         }
     }
@@ -211,31 +195,25 @@ impl Sdma {
         self.state
     }
 
-    /// When the next regulated stream may dispatch, if one waits for it.
-    pub fn rate_wait(&self) -> Option<u64> {
-        self.rate_wait
+    /// When the next stream the scheduler policy paces may send, if one
+    /// waits for its time.
+    pub fn paced_until(&self) -> Option<u64> {
+        self.sched.wait()
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
         cx.transition(hw, &mut self.state, to, cause);
     }
 
-    /// Start of the MCP (or a warm restart): the flow table and the
-    /// dispatch trace as the host left them.
+    /// Start of the MCP (or a warm restart): what the host left for the
+    /// scheduler policy.
     pub fn init(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        self.flow_gen = hw.reg(nic_abi::regs::FLOW_GEN);
-        self.reload_flows(cx, hw, &mut Work::default());
-        self.dispatch_prod = hw.reg(nic_abi::regs::DISPATCH_TRACE_PROD);
+        Sched::init(self, cx, hw);
     }
 
-    /// The start of a pass: tracing switches and flow-table changes.
+    /// The start of a pass: what the scheduler policy looks at each pass.
     pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        self.dispatch_trace = hw.reg(nic_abi::regs::DISPATCH_TRACE_ENABLE) != 0;
-        let gen = hw.reg(nic_abi::regs::FLOW_GEN);
-        if gen != self.flow_gen {
-            self.flow_gen = gen;
-            self.reload_flows(cx, hw, w);
-        }
+        Sched::begin_pass(self, cx, hw, w);
     }
 
     /// One step: descriptors, then timers, then fills. Each part is a step
@@ -496,7 +474,7 @@ impl Sdma {
                 at(t);
             }
         }
-        if let Some(t) = self.rate_wait {
+        if let Some(t) = self.sched.wait() {
             at(t);
         }
         if crate::MULTICAST {
@@ -654,7 +632,7 @@ impl TxPool {
         self.pool.available()
     }
 
-    fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
+    pub(crate) fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
         self.pool.live_indices()
     }
 }

@@ -1,18 +1,16 @@
 //! SDMA's queues: sending streams and the connections they belong to
 //! (GM: a circular queue of connections, each a circular queue of
 //! streams; one packet per turn, then rotate, so long messages do not
-//! starve short ones), the rotation that picks the next stream, or the IDT
-//! scheduler's "smallest next dispatch time first" when flows have rates,
-//! and the flow table's view (IDTs, counters, the dispatch trace).
+//! starve short ones), and the rotation that picks the next stream, unless
+//! the scheduler policy compiled in chooses (`offload::policy::Scheduler`).
 
 use super::Sdma;
-use crate::hw::Hw;
+use crate::offload::policy::{Pacing, Sched, Scheduler};
 use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::SendWindow;
 use crate::shared::Shared;
 use crate::Work;
-use nic_abi::map;
 use nic_abi::Priority;
 
 /// A relay's send to a child can send packet k once it arrived.
@@ -115,14 +113,13 @@ impl Sdma {
             return None;
         }
         self.streams_made = self.streams_made.wrapping_add(1);
-        // Its flow, if the table has any (rate control unused: no search).
-        self.flow_pending |= self.flow_entries > 0;
+        self.sched.stream_made();
         Some(s)
     }
 
     /// An idle sending stream that may be let go of: nothing queued,
     /// sent or waiting (no token, every packet acknowledged, no buffer,
-    /// poll, hold or suspension), and no rate of its own. The one idle
+    /// poll, hold or suspension), and no pace of its own. The one idle
     /// longest. Its peer keeps the receiving half; a stream made again for
     /// the key starts with a SYNC that names its new incarnation, so
     /// nothing the peer holds is taken for it (docs/firmware.md).
@@ -133,8 +130,7 @@ impl Sdma {
                 && st.cursor == NIL
                 && st.outstanding() == 0
                 && !st.suspended
-                && st.flow == NIL
-                && st.pace.idt == 0
+                && st.pace.unpaced()
                 && st.nobuf_since == 0
                 && st.hold_until <= cx.now
                 && !cx.txbufs.refers_to(s)
@@ -189,7 +185,8 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.tail = t;
         if st.cursor == NIL {
-            // The first sendable token of the flow: NDT = max(NDT, RTC).
+            // The first sendable token of the stream (its pace may start
+            // now).
             st.cursor = t;
             st.pace.wake(cx.now);
         }
@@ -268,7 +265,7 @@ impl Sdma {
         }
     }
 
-    fn sendable(&self, cx: &Shared, s: u16) -> bool {
+    pub(crate) fn sendable(&self, cx: &Shared, s: u16) -> bool {
         let st = &self.txs[s];
         st.cursor != NIL
             && !st.suspended
@@ -281,8 +278,8 @@ impl Sdma {
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.
     pub(crate) fn pick_stream(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
-        if self.regulated > 0 {
-            return self.pick_by_ndt(cx, w);
+        if let Some(choice) = Sched::pick(self, cx, w) {
+            return choice;
         }
         let mut c = self.conn_cur;
         let mut conns_left = self.conn_queue_len;
@@ -311,125 +308,5 @@ impl Sdma {
             c = if self.conns[c].in_queue { self.conns[c].next } else { next_c };
         }
         None
-    }
-
-    /// Rate control: the sendable stream with the smallest NDT, if it is
-    /// due; otherwise remember when it will be. The streams compared are
-    /// charged (`Work::flow_ops`) only when one is dispatched: a pass that
-    /// sends nothing is idle, so the NIC sleeps until the next dispatch
-    /// time or whatever else comes first, rather than polling again at
-    /// once for as long as a regulated stream waits (for its NDT, for acks
-    /// or a retransmission timer).
-    fn pick_by_ndt(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
-        let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
-        let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
-        let mut compared = 0;
-        let mut c = self.conn_cur;
-        for _ in 0..self.conn_queue_len {
-            if c == NIL {
-                break;
-            }
-            let mut s = self.conns[c].ring;
-            for _ in 0..self.conns[c].ring_len {
-                let st = &self.txs[s];
-                if st.cursor == NIL || st.suspended {
-                    let _ = dead.push(s);
-                } else if self.sendable(cx, s) {
-                    let _ = cands.push((s, st.pace.ndt, st.order));
-                }
-                compared += 1;
-                s = self.txs[s].ring_next;
-            }
-            c = self.conns[c].next;
-        }
-        for s in dead {
-            self.ring_remove(s);
-        }
-        match crate::rate::choose(cx.now, cands.into_iter()) {
-            crate::rate::Choice::Dispatch(s) => {
-                w.flow_ops += compared;
-                Some(s)
-            }
-            crate::rate::Choice::WaitUntil(t) => {
-                self.rate_wait = Some(t);
-                None
-            }
-            crate::rate::Choice::Idle => None,
-        }
-    }
-
-    /// Read the IDT of every stream's flow from the flow table (at start,
-    /// for new streams, and when the host bumps FLOW_GEN).
-    pub(crate) fn reload_flows(&mut self, cx: &Shared, hw: &impl Hw, w: &mut Work) {
-        self.flow_pending = false;
-        w.flow_ops += map::FLOW_ENTRIES;
-        let mut keys: [u32; map::FLOW_ENTRIES as usize] = [0; map::FLOW_ENTRIES as usize];
-        for (i, k) in keys.iter_mut().enumerate() {
-            *k = hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::KEY);
-        }
-        self.flow_entries =
-            keys.iter().filter(|&&k| k & nic_abi::flows::FLOW_VALID != 0).count() as u16;
-        log_info!("flow table changed: {=u16} flows", self.flow_entries);
-        let mut regulated = 0;
-        let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
-        for s in live {
-            let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
-            let flow = keys.iter().position(|&k| k == want);
-            let idt = match flow {
-                Some(i) => {
-                    w.flow_ops += 1;
-                    hw.load_u32(map::flow_entry(i as u32) + nic_abi::flows::IDT)
-                }
-                None => 0,
-            };
-            let now = cx.now;
-            let st = &mut self.txs[s];
-            st.flow = flow.map_or(NIL, |i| i as u16);
-            if idt != st.pace.idt {
-                // A new rate starts now: an NDT left behind while the flow
-                // ran at its old rate (or unregulated) gives no credit.
-                st.pace.idt = idt;
-                st.pace.wake(now);
-            }
-            if st.pace.idt > 0 {
-                regulated += 1;
-            }
-        }
-        self.regulated = regulated;
-    }
-
-    /// Account one dispatched packet of stream `s` (NDT, flow counters,
-    /// dispatch trace).
-    pub(crate) fn dispatched(
-        &mut self,
-        cx: &Shared,
-        hw: &mut impl Hw,
-        s: u16,
-        bytes: u32,
-        w: &mut Work,
-    ) {
-        let st = &mut self.txs[s];
-        st.pace.dispatched();
-        if st.flow != NIL {
-            // NDT, and the packet and byte counters (read, add, write).
-            w.flow_ops += 5;
-            let e = map::flow_entry(st.flow as u32);
-            hw.store_u64(e + nic_abi::flows::NDT, st.pace.ndt);
-            let p = hw.load_u64(e + nic_abi::flows::PACKETS);
-            hw.store_u64(e + nic_abi::flows::PACKETS, p.wrapping_add(1));
-            let b = hw.load_u64(e + nic_abi::flows::BYTES);
-            hw.store_u64(e + nic_abi::flows::BYTES, b.wrapping_add(bytes as u64));
-        }
-        if self.dispatch_trace {
-            let rec = nic_abi::flows::DispatchRecord { rtc: cx.now, key: self.txs[s].key, bytes };
-            let mut b = [0u8; nic_abi::flows::DISPATCH_RECORD_SIZE as usize];
-            rec.encode(&mut b);
-            let off = map::DISPATCH_TRACE
-                + (self.dispatch_prod % map::DISPATCH_TRACE_LEN)
-                    * nic_abi::flows::DISPATCH_RECORD_SIZE;
-            hw.write(off, &b);
-            self.dispatch_prod = self.dispatch_prod.wrapping_add(1);
-            hw.set_reg(nic_abi::regs::DISPATCH_TRACE_PROD, self.dispatch_prod);
-        }
     }
 }
