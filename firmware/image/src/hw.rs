@@ -50,13 +50,21 @@ impl SramHw {
     }
 
     /// Guest address of SRAM offset `off`. REGS and PORTS are 4 KiB
-    /// aligned, so an aligned word never straddles a region's edge. With
-    /// a constant `off` (a register, a field of a fixed record) the choice
-    /// folds away when inlined: the address is one add.
+    /// aligned, so an aligned word never straddles a region's edge. An
+    /// offset outside `REGS..FILES_END` (the MCP's records, buffers and
+    /// rings: nearly every offset not a constant) is RAM after one
+    /// compare; the register page and the port windows are told from the
+    /// RAM between them only inside that span. With a constant `off` (a
+    /// register, a field of a fixed record) the choice folds away: the
+    /// address is one add.
     #[inline(always)]
     fn addr(&self, off: usize) -> usize {
+        const SPAN: usize = FILES_END - map::REGS as usize;
+        if off.wrapping_sub(map::REGS as usize) >= SPAN {
+            return SRAM_BASE + off;
+        }
         let page = off.wrapping_sub(map::REGS as usize) < map::REGS_SIZE as usize;
-        let window = off.wrapping_sub(map::PORTS as usize) < NUM_PORTS * map::PORT_WINDOW as usize;
+        let window = off >= map::PORTS as usize;
         (if page || window { self.files } else { SRAM_BASE }) + off
     }
 

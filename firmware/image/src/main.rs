@@ -162,10 +162,10 @@ fn news(hw: &hw::SramHw) -> [u32; 4] {
 fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw) -> bool {
     #[cfg(feature = "poll-stats")]
     let t = riscv::register::minstret::read64();
-    let work = mcp.poll(hw);
-    let busy = !work.is_idle();
+    let _work = mcp.poll(hw);
+    let busy = mcp.busy();
     #[cfg(feature = "poll-stats")]
-    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t), &work);
+    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t), &_work);
     busy
 }
 
@@ -223,7 +223,6 @@ pub mod poll_stats {
         let h = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_HIST))[busy as usize] };
         h[((n / 256) as usize).min(127)] += 1;
     }
-
 }
 
 /// CLINT ticks from `now` to the MCP's next timer (at least 1), if any.

@@ -137,7 +137,11 @@ impl Work {
             mcast_descs,
             mcast_deliveries,
         } = *self;
-        let arrays = relay_steps.iter().chain(&mcast_further).fold(0, |a, &x| a | x);
+        // The arrays one element at a time (an iterator over both went
+        // through the stack in the image).
+        let [r0, r1, r2, r3] = relay_steps;
+        let [f0, f1, f2, f3] = mcast_further;
+        let arrays = r0 | r1 | r2 | r3 | f0 | f1 | f2 | f3;
         (descriptors
             | tx_packets
             | rx_packets
@@ -309,6 +313,8 @@ pub struct Mcp {
     /// timer counted from the time of the pass. Only a pass after one
     /// that found nothing at all may end at the summary.
     pending: bool,
+    /// The last pass did work (its [`Work`] was not idle).
+    busy: bool,
 }
 
 /// The summary of what changed, as the device keeps it (a NIC's
@@ -320,6 +326,15 @@ pub struct Mcp {
 /// last one saw: bit i of its news is counter i moved.
 pub const NEWS: [regs::Reg<u32>; 5] =
     [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
+
+/// The bits of a pass's news: which counters of [`NEWS`] moved.
+mod bit {
+    pub const HDMA: u32 = 1 << 0;
+    pub const HOST: u32 = 1 << 3;
+    pub const PORTS: u32 = 1 << 4;
+    /// Not a counter: the next timer fell due.
+    pub const TIMER_SHIFT: u32 = 5;
+}
 
 impl Default for Mcp {
     fn default() -> Self {
@@ -341,6 +356,7 @@ impl Mcp {
             port_news: None,
             seen: [0; NEWS.len()],
             pending: true,
+            busy: false,
         }
     }
 
@@ -403,12 +419,14 @@ impl Mcp {
             hw.reg(regs::HOST_WRITES),
             hw.reg(regs::PORT_NEWS),
         ];
-        let mut bits = 0;
-        for (i, v) in c.into_iter().enumerate() {
-            bits |= ((v != self.seen[i]) as u32) << i;
-        }
+        let s = self.seen;
         self.seen = c;
-        bits
+        // Spelled out: the loop over both arrays was not unrolled.
+        (c[0] != s[0]) as u32
+            | ((c[1] != s[1]) as u32) << 1
+            | ((c[2] != s[2]) as u32) << 2
+            | ((c[3] != s[3]) as u32) << 3
+            | ((c[4] != s[4]) as u32) << 4
     }
 
     /// One pass of the main loop. It reads the summary of what changed
@@ -422,11 +440,19 @@ impl Mcp {
         let now = hw.rtc();
         let news = self.news(hw);
         let due = self.deadline.is_some_and(|d| now >= d);
-        if news == 0 && !due && !self.pending && now < self.recv.repair_at() {
+        let news = news | (due as u32) << bit::TIMER_SHIFT;
+        if news == 0 && !self.pending && now < self.recv.repair_at() {
             self.shared.stats.count_quietly(Stat::Polls);
+            self.busy = false;
             return Work::default();
         }
-        self.pass(hw, now, news != 0 || due)
+        self.pass(hw, now, news)
+    }
+
+    /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
+    /// once by the pass.)
+    pub fn busy(&self) -> bool {
+        self.busy
     }
 
     /// A pass that may find work: the scheduler. Completions first (they
@@ -434,17 +460,33 @@ impl Mcp {
     /// takes at once (they free window space); RDMA's copies; SDMA
     /// (descriptors, timers, fills); SEND; then RDMA's events.
     #[inline(never)]
-    fn pass(&mut self, hw: &mut impl Hw, now: u64, news: bool) -> Work {
+    ///
+    /// A part whose inputs are only the words of a news counter runs when
+    /// that counter moved: the host's switches and tables (`HOST_WRITES`,
+    /// and `PORT_NEWS` for a port just opened), the host-DMA completions
+    /// (`HDMA_DONE`).
+    fn pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Work {
         let mut w = Work::default();
+        // (The first pass after init looks at everything.)
+        let first = self.port_news.is_none();
+        let host = first || news & (bit::HOST | bit::PORTS) != 0;
         let cx = &mut self.shared;
         cx.moved = false;
         cx.now = now;
-        cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
-        self.sdma.begin_pass(cx, hw, &mut w);
+        if host {
+            cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
+            self.sdma.begin_pass(cx, hw, &mut w);
+        }
         cx.stats.count_quietly(Stat::Polls);
-        self.check_ports(hw, &mut w);
-        self.shared.sync_tables(hw);
-        self.completions(hw);
+        if first || news & bit::PORTS != 0 {
+            self.check_ports(hw, &mut w);
+        }
+        if host {
+            self.shared.sync_tables(hw);
+        }
+        if news & bit::HDMA != 0 {
+            self.completions(hw);
+        }
         let cx = &mut self.shared;
         self.send.completions(cx, hw);
         // RECV, packet by packet: SDMA takes each packet's ack or nack
@@ -479,6 +521,7 @@ impl Mcp {
         self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
         let relative = self.compute_deadline();
         self.shared.stats.write(hw);
+        self.busy = !w.is_idle();
         let cx = &self.shared;
         // Work in a queue between machines (say a relayed packet RDMA
         // copies at the next pass) is left for the next pass too.
@@ -487,7 +530,7 @@ impl Mcp {
             && cx.controls.is_empty()
             && cx.from_recv.is_empty()
             && cx.provided.is_empty());
-        self.pending = news || relative || queued || cx.moved || !w.is_idle();
+        self.pending = news != 0 || relative || queued || cx.moved || self.busy;
         w
     }
 

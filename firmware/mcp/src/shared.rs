@@ -600,7 +600,7 @@ impl Shared {
 
     /// A machine's transition: `state` becomes `to` because of `cause`,
     /// one trace record (nothing when it is already there).
-    #[cfg_attr(not(target_os = "none"), inline)]
+    #[inline(always)]
     pub fn transition<S: MachineState>(
         &mut self,
         hw: &mut impl Hw,
@@ -613,10 +613,23 @@ impl Shared {
         }
         let from = core::mem::replace(state, to);
         self.moved = true;
-        // (The record's operands are worked out only when tracing is on.)
+        // (The record's operands are worked out only when tracing is on,
+        // out of line: a transition is a compare and two stores.)
         if self.trace.on {
-            self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
+            self.trace_transition(hw, from, to, cause);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace_transition<S: MachineState>(
+        &mut self,
+        hw: &mut impl Hw,
+        from: S,
+        to: S,
+        cause: Cause,
+    ) {
+        self.trace.record(hw, self.now, S::MACHINE, (from.code(), to.code()), cause, to.arg());
     }
 
     pub fn is_open(&self, p: usize) -> bool {
