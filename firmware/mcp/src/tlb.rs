@@ -37,7 +37,15 @@ pub struct Tlb {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
+    /// Valid entries of each port (ports below `LIVE_PORTS`): a port
+    /// with none is forgotten without a look at the store, one with some
+    /// by a walk that stops at its last.
+    live: [u32; LIVE_PORTS],
 }
+
+/// Ports whose valid entries a [`Tlb`] counts (the NIC's ports); a
+/// higher port's are looked for in the whole store.
+const LIVE_PORTS: usize = nic_abi::NUM_PORTS;
 
 /// Counts of a [`Tlb`] (what the NIC counters show).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,7 +59,14 @@ impl Tlb {
     /// A cache of `sets` sets (a power of two) of `ways` ways each.
     pub const fn new(sets: u32, ways: u32) -> Tlb {
         assert!(sets.is_power_of_two() && ways > 0);
-        Tlb { sets, ways, clock: 0, hits: 0, misses: 0, evictions: 0 }
+        Tlb { sets, ways, clock: 0, hits: 0, misses: 0, evictions: 0, live: [0; LIVE_PORTS] }
+    }
+
+    /// One more (`up`) or one fewer valid entry of `port`.
+    fn count(&mut self, port: u8, up: bool) {
+        if let Some(n) = self.live.get_mut(port as usize) {
+            *n = if up { n.wrapping_add(1) } else { n.saturating_sub(1) };
+        }
     }
 
     /// Entries the store must hold.
@@ -131,10 +146,16 @@ impl Tlb {
             None => {
                 let base = self.set_of(port, vpn) * self.ways;
                 let free = (base..base + self.ways).find(|&i| !store.get(i).valid);
-                free.unwrap_or_else(|| {
+                let i = free.unwrap_or_else(|| {
                     self.evictions += 1;
                     (base..base + self.ways).min_by_key(|&i| store.get(i).stamp).unwrap_or(base)
-                })
+                });
+                let old = store.get(i);
+                if old.valid {
+                    self.count(old.port, false);
+                }
+                self.count(port, true);
+                i
             }
         };
         let stamp = self.touch(store);
@@ -145,18 +166,31 @@ impl Tlb {
     pub fn invalidate(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> bool {
         let Some(i) = self.find(store, port, vpn) else { return false };
         store.set(i, TlbEntry::default());
+        self.count(port, false);
         true
     }
 
     /// Forget every page of `port` (it closed). Returns how many.
+    /// A port with no valid entry costs no look at the store (a port
+    /// close used to walk every entry, several times).
     pub fn invalidate_port(&mut self, store: &mut impl TlbStore, port: u8) -> u32 {
+        let known = self.live.get(port as usize).copied();
+        if known == Some(0) {
+            return 0;
+        }
         let mut n = 0;
         for i in 0..self.entries() {
+            if known.is_some_and(|k| n >= k) {
+                break;
+            }
             let e = store.get(i);
             if e.valid && e.port == port {
                 store.set(i, TlbEntry::default());
                 n += 1;
             }
+        }
+        if let Some(k) = self.live.get_mut(port as usize) {
+            *k = 0;
         }
         n
     }
@@ -316,6 +350,13 @@ mod tests {
                 }
                 let cached = (0..t.entries()).filter(|&i| m.get(i).valid).count() as u32;
                 prop_assert!(cached <= t.entries());
+                // Each port's count of valid entries is the store's.
+                for q in 0..3u8 {
+                    let n = (0..t.entries())
+                        .filter(|&i| m.get(i).valid && m.get(i).port == q)
+                        .count() as u32;
+                    prop_assert_eq!(t.live[q as usize], n);
+                }
             }
             prop_assert_eq!(t.hits + t.misses, lookups);
         }
