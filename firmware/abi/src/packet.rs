@@ -280,6 +280,33 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header as the six little-endian 64-bit words [`Header::encode`]
+    /// writes (word `i` is bytes `8 i..8 i + 8`): firmware stores them as
+    /// words, not byte by byte.
+    #[inline]
+    pub fn words(&self) -> [u64; HEADER_WORDS] {
+        let b8 = |v: u8, at: u32| (v as u64) << at;
+        let b16 = |v: u16, at: u32| (v as u64) << at;
+        let b32 = |v: u32, at: u32| (v as u64) << at;
+        [
+            b8(self.ptype as u8, 0)
+                | b8(self.flags.bits(), 8)
+                | b8(self.priority as u8, 16)
+                | b8(self.nack_code, 24)
+                | b16(self.src_node, 32)
+                | b16(self.dst_node, 48),
+            b8(self.src_port, 0)
+                | b8(self.dst_port, 8)
+                | b8(self.size_class, 16)
+                | b8(self.sync_gen, 24)
+                | b32(self.seq, 32),
+            b32(self.ack, 0) | b32(self.msg_len, 32),
+            b32(self.offset, 0) | b16(self.payload_len, 32) | b16(self.sync_boot, 48),
+            self.remote,
+            b32(self.cookie, 0) | b32(self.crc, 32),
+        ]
+    }
+
     #[inline]
     pub fn encode(&self, b: &mut [u8]) {
         put_u8(b, 0, self.ptype as u8);
@@ -447,6 +474,38 @@ mod tests {
             sync_gen: 0,
             crc: 0xabcd,
         }
+    }
+
+    #[test]
+    fn words_are_the_encoded_bytes() {
+        let h = Header {
+            ptype: PacketType::Put,
+            flags: Flags::FIRST | Flags::SYNC,
+            priority: Priority::High,
+            nack_code: 0xa1,
+            src_node: 0x1234,
+            dst_node: 0x5678,
+            src_port: 3,
+            dst_port: 5,
+            size_class: 12,
+            seq: 0xdead_beef,
+            ack: 0x0102_0304,
+            msg_len: 0x1111_2222,
+            offset: 0x3333_4444,
+            payload_len: 0x0fed,
+            remote: 0x7000_0001_2345_6789,
+            cookie: 0x5555_6666,
+            sync_boot: 0xbeef,
+            sync_gen: 0x42,
+            crc: 0x7777_8888,
+        };
+        let mut b = [0u8; HEADER_LEN];
+        h.encode(&mut b);
+        let mut from_words = [0u8; HEADER_LEN];
+        for (i, w) in h.words().iter().enumerate() {
+            from_words[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(from_words, b);
     }
 
     fn bytes(h: &Header) -> [u8; HEADER_LEN + 4] {

@@ -130,9 +130,32 @@ impl Send {
         }
     }
 
-    /// A step of the machine (kept out of line: a debugger breaks here).
+    /// A step: with nothing queued (no offload packet, no ack or nack,
+    /// no filled buffer) only what the machine waits for is settled.
+    /// Kept out of line (a debugger breaks here) and short.
     #[inline(never)]
     pub fn step(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        recv: &mut Recv,
+        hw: &mut impl Hw,
+        w: &mut Work,
+    ) {
+        let offload_tx = crate::offload::Offloads::ANY && !cx.offload.tx.is_empty();
+        if !offload_tx && cx.controls.is_empty() && cx.tx_ready.is_empty() {
+            let next = self.at_rest(cx);
+            if next != self.state {
+                self.go(cx, hw, next, Cause::Drained);
+            }
+            return;
+        }
+        self.send_queued(cx, sdma, recv, hw, w);
+    }
+
+    /// Start what is queued (kept out of line: its frame is large).
+    #[inline(never)]
+    fn send_queued(
         &mut self,
         cx: &mut Shared,
         sdma: &Sdma,

@@ -93,15 +93,33 @@ pub struct TxBufs {
     bufs: [TxBuf; map::TX_BUF_COUNT as usize],
     /// Data buffers not free (control packets may take the rest).
     data_busy: u32,
+    /// Bit `b`: buffer `b` is not free (`free_one` is one look, not a
+    /// scan of the records).
+    held: u32,
 }
+
+const _: () = assert!(map::TX_BUF_COUNT <= 32);
 
 impl TxBufs {
     const fn new() -> TxBufs {
-        TxBufs { bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize], data_busy: 0 }
+        TxBufs { bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize], data_busy: 0, held: 0 }
     }
 
+    /// The lowest-numbered free buffer.
+    #[inline]
     pub fn free_one(&self) -> Option<u8> {
-        self.bufs.iter().position(|b| b.state == TxBufState::Free).map(|i| i as u8)
+        let free = !self.held & (u32::MAX >> (32 - map::TX_BUF_COUNT));
+        (free != 0).then(|| free.trailing_zeros() as u8)
+    }
+
+    /// Buffer `b`'s bit in `held` as its state now is.
+    #[inline]
+    fn note(&mut self, b: u8) {
+        let bit = 1u32 << (b as u32 % 32);
+        match self.bufs[b as usize].state {
+            TxBufState::Free => self.held &= !bit,
+            _ => self.held |= bit,
+        }
     }
 
     pub fn data_busy(&self) -> u32 {
@@ -119,6 +137,7 @@ impl TxBufs {
             self.data_busy += 1;
         }
         self.bufs[b as usize] = buf;
+        self.note(b);
     }
 
     /// Filling -> Filled. False when `b` was not filling.
@@ -175,6 +194,7 @@ impl TxBufs {
 
     pub fn sending(&mut self, b: u8) {
         self.bufs[b as usize].state = TxBufState::Sending;
+        self.note(b);
     }
 
     pub fn release(&mut self, b: u8) {
@@ -183,6 +203,7 @@ impl TxBufs {
             self.data_busy = self.data_busy.saturating_sub(1);
         }
         *buf = TxBuf::EMPTY;
+        self.note(b);
     }
 }
 
@@ -479,6 +500,7 @@ impl Shared {
         let seq = self.txbufs.get(b).seq;
         if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {
             self.txbufs.bufs[b as usize].state = TxBufState::Held;
+            self.txbufs.note(b);
         } else {
             let _ = self.tx_ready.push_back(b);
         }
@@ -497,6 +519,7 @@ impl Shared {
                 break;
             }
             self.txbufs.bufs[h as usize].state = TxBufState::Filled;
+            self.txbufs.note(h);
             let _ = self.tx_ready.push_back(h);
         }
     }

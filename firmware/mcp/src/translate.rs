@@ -421,21 +421,43 @@ impl Shared {
         port: u8,
         vaddr: u64,
         len: u32,
-    ) -> (heapless::Vec<Piece, 4>, Xlat) {
-        let mut out = heapless::Vec::new();
+    ) -> (heapless::Vec<Piece, MAX_PIECES>, Xlat) {
+        let mut out = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
+        let (n, x) = self.pieces_into(hw, port, vaddr, len, &mut out);
+        (out[..n].iter().copied().collect(), x)
+    }
+
+    /// `pieces` into `out`: how many pieces, and the answer. (No vector
+    /// returned by value: the fill path's pieces stay in its frame.)
+    #[inline]
+    pub fn pieces_into(
+        &mut self,
+        hw: &mut impl Hw,
+        port: u8,
+        vaddr: u64,
+        len: u32,
+        out: &mut [Piece; MAX_PIECES],
+    ) -> (usize, Xlat) {
+        let mut n = 0;
         let mut at = 0u32;
         let mut wait = false;
-        for (v, n) in page_pieces(vaddr, len as u64) {
+        for (v, k) in page_pieces(vaddr, len as u64) {
             match self.translate(hw, port, v) {
-                Xlat::Bus(bus) if out.push(Piece { bus, len: n as u32, at }).is_ok() => {}
+                Xlat::Bus(bus) if n < MAX_PIECES => {
+                    out[n] = Piece { bus, len: k as u32, at };
+                    n += 1;
+                }
                 Xlat::Wait => wait = true,
-                _ => return (out, Xlat::Fault),
+                _ => return (n, Xlat::Fault),
             }
-            at += n as u32;
+            at += k as u32;
         }
-        (out, if wait { Xlat::Wait } else { Xlat::Bus(0) })
+        (n, if wait { Xlat::Wait } else { Xlat::Bus(0) })
     }
 }
+
+/// The most page pieces a packet's payload takes (an MTU over pages).
+pub const MAX_PIECES: usize = 4;
 
 /// Where port `p`'s table stands.
 fn version(hw: &impl Hw, p: usize) -> Version {

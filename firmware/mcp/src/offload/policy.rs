@@ -276,6 +276,14 @@ pub trait Scheduler: Sized {
     #[inline(always)]
     fn stream_made(&mut self) {}
 
+    /// Might it pick a stream when none is queued in the rotation
+    /// (streams of its own to pace, a table to reload)? When not, and no
+    /// stream is queued, the fill loop is not entered.
+    #[inline(always)]
+    fn may_pick(&self) -> bool {
+        false
+    }
+
     /// The fill loop starts.
     #[inline(always)]
     fn fill_start(_sdma: &mut Sdma, _cx: &Shared, _hw: &mut impl Hw, _w: &mut Work) {}

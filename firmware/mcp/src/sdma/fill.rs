@@ -11,7 +11,7 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
 use crate::shared::{write_route, Shared};
-use crate::translate::Xlat;
+use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::{Work, CONTROL_RESERVE};
 use nic_abi::event::SendStatus;
 use nic_abi::map;
@@ -35,9 +35,27 @@ enum Stop {
 }
 
 impl Sdma {
-    /// A step of the machine (kept out of line: a debugger breaks here).
+    /// Fills: with no stream queued to send (and no rate control or flow
+    /// table to look at), the scheduler would pick nothing, so the fill
+    /// loop is not entered; only what the machine waits for is settled.
+    /// A step of the machine, kept out of line (a debugger breaks here)
+    /// and short.
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        if self.conn_queue_len == 0 && !self.sched.may_pick() {
+            // (Clears a wait the scheduler kept from an earlier pass.)
+            Sched::fill_start(self, cx, hw, w);
+            self.relay_built = false;
+            // (Out of buffers or not, the stop says the same then.)
+            self.settle(cx, hw, Stop::NothingDue);
+            return;
+        }
+        self.fill_streams(cx, hw, w);
+    }
+
+    /// The fill loop (kept out of line: its frame is large).
+    #[inline(never)]
+    fn fill_streams(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         Sched::fill_start(self, cx, hw, w);
         self.relay_built = false;
         let stop = loop {
@@ -121,6 +139,9 @@ impl Sdma {
 
     /// Fill buffer `b` with stream `s`'s next packet. Err(port): its
     /// payload's translation is being read (nothing was changed).
+    ///
+    /// The token's and the stream's fields are read where they are used
+    /// (no copy of either record), the header is stored as six words.
     fn fill_packet(
         &mut self,
         cx: &mut Shared,
@@ -129,75 +150,58 @@ impl Sdma {
         b: u8,
         w: &mut Work,
     ) -> Result<(), u8> {
-        let st = self.txs[s];
-        let t = st.cursor;
-        let pkt = cx.tokens[t].next_pkt;
+        let t = self.txs[s].cursor;
+        let mtu = cx.cfg.mtu;
+        let (kind, port, len, local, pkt) = {
+            let tok = &cx.tokens[t];
+            (tok.kind, tok.port, tok.len, tok.local, tok.next_pkt)
+        };
         // The payload's pieces first: a translation still being read
         // leaves everything as it was. (A report's payload is in the
         // buffer already, a relayed packet's in a receive buffer, a get
         // has none: no host memory.)
-        let tok = cx.tokens[t];
-        let from_rx = tok.kind == TokKind::McastFwd
+        let from_rx = kind == TokKind::McastFwd
             && crate::mcast::rec_of(cx, t)
                 .is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs);
-        let host_len = match tok.kind {
+        let off = pkt * mtu;
+        let host_len = match kind {
             TokKind::Report | TokKind::Get => 0,
             _ if from_rx => 0,
-            _ => tok.len.saturating_sub(pkt * cx.cfg.mtu).min(cx.cfg.mtu),
+            _ => len.saturating_sub(off).min(mtu),
         };
-        let host_at = tok.local.wrapping_add((pkt * cx.cfg.mtu) as u64);
-        let (pieces, xlat) = cx.pieces(hw, tok.port, host_at, host_len);
+        let host_at = local.wrapping_add(off as u64);
+        let mut pieces = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
+        let (n, xlat) = cx.pieces_into(hw, port, host_at, host_len, &mut pieces);
         if xlat == Xlat::Wait {
-            return Err(tok.port);
+            return Err(port);
         }
-        let seq = st.win.next();
+        let seq = self.txs[s].win.next();
         if pkt == 0 {
             cx.tokens[t].first_seq = seq;
-            if st.sync_next {
+            if self.txs[s].sync_next {
                 cx.tokens[t].sync = true;
                 self.txs[s].sync_next = false;
             }
         }
-        let tok = cx.tokens[t];
-        let mtu = cx.cfg.mtu;
+        let tok = &cx.tokens[t];
+        let (target_node, npkts) = (tok.target_node, tok.npkts);
         // A report's payload: the heads of the subtrees it lost, the
         // bitmap up to its last byte with a bit set (none: no payload).
-        let lost = match tok.kind {
-            TokKind::Report => crate::mcast::read_list(hw, tok.local.min(255) as u8),
-            _ => [0; nic_abi::event::LOST_BYTES],
+        let plen = match kind {
+            TokKind::Report => {
+                let lost = crate::mcast::read_list(hw, tok.local.min(255) as u8);
+                lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
+            }
+            TokKind::Get => 0,
+            _ => len.saturating_sub(off).min(mtu),
         };
-        let (off, plen) = if tok.kind == TokKind::Report {
-            (0, lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1))
-        } else if tok.kind == TokKind::Get {
-            (0, 0)
-        } else {
-            let off = pkt * mtu;
-            (off, tok.len.saturating_sub(off).min(mtu))
-        };
-        let route_len = write_route(hw, b, tok.target_node);
-        let ptype = match tok.kind {
-            TokKind::Send | TokKind::McastSend | TokKind::McastFwd => PacketType::Data,
-            TokKind::Put => PacketType::Put,
-            TokKind::Get => PacketType::GetReq,
-            TokKind::Report => PacketType::Report,
-            _ => PacketType::GetResp,
-        };
+        let off = if matches!(kind, TokKind::Report | TokKind::Get) { 0 } else { off };
+        let route_len = write_route(hw, b, target_node);
         // A relayed packet's payload stays in the receive buffer it came in.
-        let gather = match tok.kind {
-            TokKind::McastFwd if crate::MULTICAST => match crate::mcast::rec_of(cx, t) {
-                Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
-                    let rec = &mut cx.mcasts[r];
-                    let first = pkt >= rec.priced;
-                    rec.priced = rec.priced.max(pkt + 1);
-                    let cost = if first {
-                        McastCost::First
-                    } else {
-                        McastCost::Further(further_index(rec))
-                    };
-                    Some((rec.bufs[pkt as usize % RELAY_WINDOW], cost))
-                }
-                Some(_) => None,
-                None => {
+        let gather = match kind {
+            TokKind::McastFwd if crate::MULTICAST => match self.relay_source(cx, t, pkt) {
+                Ok(g) => g,
+                Err(()) => {
                     // Its record finished without it (out of time): this
                     // message goes no further, the others to that port do.
                     self.cut_message(cx, s, t);
@@ -206,9 +210,128 @@ impl Sdma {
             },
             _ => None,
         };
+        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
+        self.write_header(cx, hw, s, t, hdr_at, (seq, off, plen, pkt + 1 >= npkts));
+        if kind == TokKind::Report {
+            let lost = crate::mcast::read_list(hw, cx.tokens[t].local.min(255) as u8);
+            hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
+        }
+
+        let buf = TxBuf {
+            state: TxBufState::Filling,
+            stream: s,
+            epoch: self.txs[s].epoch,
+            route_len,
+            len: (HEADER_LEN as u32) + plen,
+            control: false,
+            seq,
+            gather: GATHER_NONE,
+            mcast: match kind {
+                TokKind::McastFwd if cx.tokens[t].further => match crate::mcast::rec_of(cx, t) {
+                    Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
+                    None => McastCost::First,
+                },
+                TokKind::McastFwd => McastCost::First,
+                _ => McastCost::None,
+            },
+        };
+        if let Some((rx, cost)) = gather {
+            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: cost, ..buf };
+            cx.txbufs.take(b, filled);
+            cx.ready(b);
+            cx.bump(Stat::McastForwarded, 1);
+            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
+            self.advance_stream(cx, hw, s, t, plen);
+            return Ok(());
+        }
+        // Payload: one host-DMA command per page piece.
+        if xlat == Xlat::Fault {
+            // The memory was deregistered under a queued send.
+            cx.bump(Stat::Errors, 1);
+            self.abandon_stream(cx, s, Some(SendStatus::Dropped));
+            return Ok(());
+        }
+        cx.txbufs.take(b, buf);
+        if crate::MULTICAST && pkt == 0 && matches!(self.mcast_lead, Some((lt, _)) if lt == t) {
+            self.mcast_lead = if n == 0 { None } else { Some((t, Some(b))) };
+        }
+        if n == 0 {
+            cx.txbufs.filled(b);
+            cx.ready(b);
+            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
+        } else {
+            self.go(
+                cx,
+                hw,
+                SdmaState::FillWait { token: t, packet: pkt, buf: b },
+                Cause::Scheduled,
+            );
+        }
+        for (k, piece) in pieces[..n].iter().enumerate() {
+            let action = if k + 1 == n { HdmaAction::TxFilled(b) } else { HdmaAction::Nothing };
+            let cmd = HostDmaCmd {
+                dir: DmaDir::HostToSram,
+                len: piece.len,
+                sram: hdr_at + HEADER_LEN as u32 + piece.at,
+                host: piece.bus,
+                cookie: b as u64,
+            };
+            cx.hdma.post(hw, cmd, action);
+            w.dma_cmds += 1;
+        }
+
+        self.advance_stream(cx, hw, s, t, plen);
+        Ok(())
+    }
+
+    /// A relayed packet (`pkt` of multicast token `t`): the receive buffer
+    /// its payload stays in and what its send costs, or None when the
+    /// payload comes from host memory; Err when its record finished
+    /// without it.
+    fn relay_source(
+        &mut self,
+        cx: &mut Shared,
+        t: u16,
+        pkt: u32,
+    ) -> Result<Option<(u8, McastCost)>, ()> {
+        match crate::mcast::rec_of(cx, t) {
+            Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
+                let rec = &mut cx.mcasts[r];
+                let first = pkt >= rec.priced;
+                rec.priced = rec.priced.max(pkt + 1);
+                let cost =
+                    if first { McastCost::First } else { McastCost::Further(further_index(rec)) };
+                Ok(Some((rec.bufs[pkt as usize % RELAY_WINDOW], cost)))
+            }
+            Some(_) => Ok(None),
+            None => Err(()),
+        }
+    }
+
+    /// Store the header of token `t`'s packet (`seq`, at payload offset
+    /// `off`, `plen` bytes, `last`: the message's last) of stream `s` at
+    /// `hdr_at`: six word stores.
+    fn write_header(
+        &self,
+        cx: &Shared,
+        hw: &mut impl Hw,
+        s: u16,
+        t: u16,
+        hdr_at: u32,
+        (seq, off, plen, last): (u32, u32, u32, bool),
+    ) {
+        let st = &self.txs[s];
+        let tok = &cx.tokens[t];
+        let ptype = match tok.kind {
+            TokKind::Send | TokKind::McastSend | TokKind::McastFwd => PacketType::Data,
+            TokKind::Put => PacketType::Put,
+            TokKind::Get => PacketType::GetReq,
+            TokKind::Report => PacketType::Report,
+            _ => PacketType::GetResp,
+        };
         let mcast = matches!(tok.kind, TokKind::McastSend | TokKind::McastFwd);
         let mut fl = if mcast { Flags::MCAST } else { Flags::empty() };
-        if pkt == 0 {
+        if tok.next_pkt == 0 {
             fl |= Flags::FIRST;
             if tok.sync {
                 fl |= Flags::SYNC;
@@ -217,7 +340,7 @@ impl Sdma {
                 }
             }
         }
-        if pkt + 1 >= tok.npkts {
+        if last {
             fl |= Flags::LAST;
         }
         let h = Header {
@@ -226,7 +349,7 @@ impl Sdma {
             priority: tok.prio,
             // The stream's round: a nack this packet draws echoes it
             // (as the window policy numbers rounds).
-            nack_code: Win::round(&cx.cfg, &st),
+            nack_code: Win::round(&cx.cfg, st),
             src_node: cx.cfg.node,
             dst_node: tok.target_node,
             src_port: tok.port,
@@ -255,80 +378,9 @@ impl Sdma {
             sync_gen: if tok.sync { st.sync_gen } else { 0 },
             crc: 0,
         };
-        let mut hb = [0u8; HEADER_LEN];
-        h.encode(&mut hb);
-        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
-        hw.write(hdr_at, &hb);
-        if tok.kind == TokKind::Report {
-            hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
+        for (i, word) in h.words().into_iter().enumerate() {
+            hw.store_u64(hdr_at + 8 * i as u32, word);
         }
-
-        let buf = TxBuf {
-            state: TxBufState::Filling,
-            stream: s,
-            epoch: st.epoch,
-            route_len,
-            len: (HEADER_LEN as u32) + plen,
-            control: false,
-            seq,
-            gather: GATHER_NONE,
-            mcast: match tok.kind {
-                TokKind::McastFwd if tok.further => match crate::mcast::rec_of(cx, t) {
-                    Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
-                    None => McastCost::First,
-                },
-                TokKind::McastFwd => McastCost::First,
-                _ => McastCost::None,
-            },
-        };
-        if let Some((rx, cost)) = gather {
-            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: cost, ..buf };
-            cx.txbufs.take(b, filled);
-            cx.ready(b);
-            cx.bump(Stat::McastForwarded, 1);
-            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
-            self.advance_stream(cx, hw, s, t, plen);
-            return Ok(());
-        }
-        // Payload: one host-DMA command per page piece.
-        if xlat == Xlat::Fault {
-            // The memory was deregistered under a queued send.
-            cx.bump(Stat::Errors, 1);
-            self.abandon_stream(cx, s, Some(SendStatus::Dropped));
-            return Ok(());
-        }
-        cx.txbufs.take(b, buf);
-        let n = pieces.len();
-        if pkt == 0 && matches!(self.mcast_lead, Some((lt, _)) if lt == t) {
-            self.mcast_lead = if n == 0 { None } else { Some((t, Some(b))) };
-        }
-        if n == 0 {
-            cx.txbufs.filled(b);
-            cx.ready(b);
-            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
-        } else {
-            self.go(
-                cx,
-                hw,
-                SdmaState::FillWait { token: t, packet: pkt, buf: b },
-                Cause::Scheduled,
-            );
-        }
-        for (k, piece) in pieces.into_iter().enumerate() {
-            let action = if k + 1 == n { HdmaAction::TxFilled(b) } else { HdmaAction::Nothing };
-            let cmd = HostDmaCmd {
-                dir: DmaDir::HostToSram,
-                len: piece.len,
-                sram: hdr_at + HEADER_LEN as u32 + piece.at,
-                host: piece.bus,
-                cookie: b as u64,
-            };
-            cx.hdma.post(hw, cmd, action);
-            w.dma_cmds += 1;
-        }
-
-        self.advance_stream(cx, hw, s, t, plen);
-        Ok(())
     }
 
     /// Token `t`'s packet (`plen` payload bytes) went into a buffer:

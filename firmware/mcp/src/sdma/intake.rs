@@ -36,9 +36,32 @@ pub(crate) const INTAKE_BUDGET: u32 = 8;
 const AHEAD_MAX: u32 = 32;
 
 impl Sdma {
-    /// A step of the machine (kept out of line: a debugger breaks here).
+    /// Descriptors: a pass no open port posted to since the last look
+    /// only moves the round robin on (one load per open port); otherwise
+    /// the ports' rings are read (`intake_ports`). A step of the machine,
+    /// kept out of line (a debugger breaks here) and short.
     #[inline(never)]
     pub fn intake(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        offloads: &mut Offloads,
+        w: &mut Work,
+    ) {
+        let posted = (0..NUM_PORTS)
+            .any(|p| cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p]);
+        if posted {
+            self.intake_ports(cx, hw, offloads, w);
+        } else {
+            // Nothing to take, none to look past (`take_ahead` needs two
+            // posted): the machine's state stays.
+            self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
+        }
+    }
+
+    /// Take what the ports posted (kept out of line: its frame is large).
+    #[inline(never)]
+    fn intake_ports(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,

@@ -427,9 +427,23 @@ impl Sdma {
         self.restart_after_head(cx, s);
     }
 
-    /// A step of the machine (kept out of line: a debugger breaks here).
+    /// Retransmission and send timeouts, and the ports' alarms. A step of
+    /// the machine, kept out of line (a debugger breaks here) and short.
     #[inline(never)]
     pub fn timers(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        // No stream on the timer list, no alarm: nothing can fall due.
+        if self.active_tx.is_empty() && self.alarms == 0 {
+            if let SdmaState::Timeout { .. } = self.state {
+                self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
+            }
+            return;
+        }
+        self.timers_due(cx, hw, w);
+    }
+
+    /// The timer scan (kept out of line: its frame is large).
+    #[inline(never)]
+    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         let now = cx.now;
         // Retransmission and send timeouts.
         let mut i = if self.timers_idle(cx, now) { self.active_tx.len() } else { 0 };

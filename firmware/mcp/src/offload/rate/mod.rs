@@ -131,6 +131,11 @@ impl Scheduler for Rate {
     }
 
     #[inline(always)]
+    fn may_pick(&self) -> bool {
+        self.regulated != 0 || self.pending
+    }
+
+    #[inline(always)]
     fn pick(sdma: &mut Sdma, cx: &Shared, w: &mut Work) -> Option<Option<u16>> {
         if sdma.sched.regulated == 0 {
             return None;
