@@ -33,6 +33,10 @@ use crate::Priority;
 
 pub const DESC_SIZE: u32 = 64;
 
+/// The words of a descriptor that hold a core kind's fields (bytes
+/// `0..40`; the rest is a multicast's or an offload's).
+pub const DESC_CORE_WORDS: usize = 5;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DescKind {
     /// Send `len` bytes at `local` to (target_node, target_port) into a
@@ -258,6 +262,30 @@ impl Descriptor {
         })
     }
 
+    /// Parse a descriptor from its first [`DESC_CORE_WORDS`] little-endian
+    /// 64-bit words (bytes `0..40`, every field a core kind has), as
+    /// [`Descriptor::decode`] parses the bytes: for firmware that loads
+    /// words rather than copying the slot and decoding it byte by byte.
+    #[inline]
+    pub fn decode_words(w: &[u64; DESC_CORE_WORDS]) -> Result<Descriptor, ErrorCause> {
+        let kind = DescKind::from_u8(w[0] as u8).ok_or(ErrorCause::BadKind)?;
+        let priority = Priority::from_u8((w[0] >> 8) as u8).ok_or(ErrorCause::BadPriority)?;
+        if (w[0] >> 48) as u16 != 0 {
+            return Err(ErrorCause::BadDescriptor);
+        }
+        Ok(Descriptor {
+            kind,
+            priority,
+            size_class: (w[0] >> 16) as u8,
+            target_port: (w[0] >> 24) as u8,
+            target_node: (w[0] >> 32) as u16,
+            local: w[1],
+            len: w[2] as u32,
+            remote: w[3],
+            tag: w[4],
+        })
+    }
+
     /// The tag of a descriptor that failed to parse (0 if truncated).
     pub fn raw_tag(b: &[u8]) -> u64 {
         get_u64(b, 32)
@@ -294,6 +322,27 @@ mod tests {
         let mut b = [0xAAu8; 64];
         d.encode(&mut b);
         assert_eq!(Descriptor::decode(&b), Ok(d));
+    }
+
+    #[test]
+    fn descriptor_words_decode_as_its_bytes() {
+        let mut b = [0u8; 64];
+        sample().encode(&mut b);
+        let word = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+        let words: [u64; DESC_CORE_WORDS] = core::array::from_fn(word);
+        assert_eq!(Descriptor::decode_words(&words), Descriptor::decode(&b));
+        for (at, v, cause) in [
+            (0, 0, ErrorCause::BadKind),
+            (1, 9, ErrorCause::BadPriority),
+            (6, 1, ErrorCause::BadDescriptor),
+        ] {
+            let mut bad = b;
+            bad[at] = v;
+            let word = |i: usize| u64::from_le_bytes(bad[8 * i..8 * i + 8].try_into().unwrap());
+            let words: [u64; DESC_CORE_WORDS] = core::array::from_fn(word);
+            assert_eq!(Descriptor::decode_words(&words), Err(cause));
+            assert_eq!(Descriptor::decode(&bad), Err(cause));
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::records::*;
 use crate::shared::Shared;
 use crate::translate::Xlat;
 use crate::Work;
-use nic_abi::desc::{DescKind, Descriptor};
+use nic_abi::desc::{DescKind, Descriptor, DESC_CORE_WORDS};
 use nic_abi::event::{ErrorCause, SendStatus};
 use nic_abi::port::{port_reg, send_slot, SEND_CONS, SEND_PROD};
 use nic_abi::stats::Stat;
@@ -48,8 +48,14 @@ impl Sdma {
         offloads: &mut Offloads,
         w: &mut Work,
     ) {
-        let posted = (0..NUM_PORTS)
-            .any(|p| cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p]);
+        // (A port is served from its opening to its closing: `serving`.)
+        let mut ports = self.serving;
+        let mut posted = false;
+        while ports != 0 && !posted {
+            let p = ports.trailing_zeros() as usize;
+            ports &= ports - 1;
+            posted = cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p];
+        }
         if posted {
             self.intake_ports(cx, hw, offloads, w);
         } else {
@@ -119,15 +125,15 @@ impl Sdma {
             hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
             return Taken::Passed;
         }
-        let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
-        hw.read(send_slot(p, cons), &mut b);
-        let parsed = Descriptor::decode(&b);
-        let kind_byte = Descriptor::raw_kind(&b);
+        let (raw, parsed) = read_core(hw, send_slot(p, cons));
+        let kind_byte = raw.kind;
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
         if Offloads::owns_kind(kind_byte) {
+            let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
+            hw.read(send_slot(p, cons), &mut b);
             return self.intake_offload(cx, hw, p, &b, offloads, w);
         }
-        if !has_room(cx, p, &b, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
+        if !has_room(cx, p, raw, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
             return Taken::Nothing;
         }
         // The memory it names, page by page through the translation cache:
@@ -144,6 +150,8 @@ impl Sdma {
             if self.mcast_lead_pending(cx) {
                 return Taken::Nothing;
             }
+            let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
+            hw.read(send_slot(p, cons), &mut b);
             return match self.intake_mcast(cx, hw, p, (prod, cons), &b, reg_ok, w) {
                 true => Taken::Multicast,
                 false => Taken::Nothing,
@@ -154,7 +162,7 @@ impl Sdma {
         self.ahead[p] >>= 1;
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
-        self.take(cx, hw, p, &b, parsed, reg_ok, w);
+        self.take(cx, hw, p, raw, &parsed, reg_ok, w);
         Taken::One
     }
 
@@ -171,7 +179,8 @@ impl Sdma {
         w: &mut Work,
     ) -> Taken {
         let parsed = Descriptor::decode(b);
-        if !has_room(cx, p, b, &parsed) {
+        let raw = RawDesc::of(b);
+        if !has_room(cx, p, raw, &parsed) {
             return Taken::Nothing;
         }
         let res = match parsed {
@@ -194,7 +203,7 @@ impl Sdma {
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Intake::Refused(cause) = res {
-            refuse(cx, hw, p, b, cause, takes_send_token(b, &parsed));
+            refuse(cx, hw, p, raw, cause, takes_send_token(raw, &parsed));
         }
         Taken::One
     }
@@ -207,24 +216,25 @@ impl Sdma {
         cx: &mut Shared,
         hw: &mut impl Hw,
         p: usize,
-        b: &[u8],
-        parsed: Result<Descriptor, ErrorCause>,
+        raw: RawDesc,
+        parsed: &Result<Descriptor, ErrorCause>,
         reg_ok: bool,
         w: &mut Work,
     ) {
         w.descriptors += 1;
-        let takes_send = takes_send_token(b, &parsed);
-        let result = parsed
-            .and_then(|d| match d.kind {
+        let takes_send = takes_send_token(raw, parsed);
+        let result = match parsed {
+            Ok(d) => match d.kind {
                 DescKind::Multicast => Err(ErrorCause::BadKind),
                 // An offload's kind with no offload compiled in to own it.
                 k if crate::offload::is_offload_kind(k as u8) => Err(ErrorCause::BadKind),
-                _ => Ok(d),
-            })
-            .and_then(|d| self.validate(cx, p as u8, &d, reg_ok).map(|_| d));
+                _ => self.validate(cx, p as u8, d, reg_ok).map(|_| d),
+            },
+            Err(cause) => Err(*cause),
+        };
         match result {
-            Ok(d) => self.accept_descriptor(cx, hw, p, &d),
-            Err(cause) => refuse(cx, hw, p, b, cause, takes_send),
+            Ok(d) => self.accept_descriptor(cx, hw, p, d),
+            Err(cause) => refuse(cx, hw, p, raw, cause, takes_send),
         }
     }
 
@@ -300,7 +310,8 @@ impl Sdma {
                 continue; // waits behind the head, in its kind's order
             }
             let parsed = Descriptor::decode(&b);
-            if !has_room(cx, p, &b, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
+            let raw = RawDesc::of(&b);
+            if !has_room(cx, p, raw, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
                 break;
             }
             let mut checked = 0;
@@ -310,7 +321,7 @@ impl Sdma {
             };
             self.ahead[p] |= 1 << i;
             budget -= 1;
-            self.take(cx, hw, p, &b, parsed, reg_ok, w);
+            self.take(cx, hw, p, raw, &parsed, reg_ok, w);
             i += 1;
         }
         budget
@@ -497,24 +508,50 @@ impl Sdma {
 /// Does descriptor `b` of port `p` find what taking it needs: a receive
 /// buffer a slot and a receive token, anything else a token from the
 /// table (and a send token of the port when it takes one)?
-fn has_room(cx: &Shared, p: usize, b: &[u8], parsed: &Result<Descriptor, ErrorCause>) -> bool {
+fn has_room(cx: &Shared, p: usize, raw: RawDesc, parsed: &Result<Descriptor, ErrorCause>) -> bool {
     let credits = cx.credits[p];
-    if Descriptor::raw_kind(b) == DescKind::Provide as u8 {
+    if raw.kind == DescKind::Provide as u8 {
         cx.slots.available() > 0 && credits.recv_in_use() < cx.cfg.recv_tokens
     } else {
         cx.tokens.available() > INTERNAL_TOKENS + MCAST_TOKENS
-            && (!takes_send_token(b, parsed) || credits.send_in_use() < cx.cfg.send_tokens)
+            && (!takes_send_token(raw, parsed) || credits.send_in_use() < cx.cfg.send_tokens)
     }
 }
 
 /// Does descriptor `b` (`parsed`) take a send token? A broken descriptor
 /// of a known kind takes that kind's token; a kind byte that names no
 /// kind takes a send token.
-fn takes_send_token(b: &[u8], parsed: &Result<Descriptor, ErrorCause>) -> bool {
+fn takes_send_token(raw: RawDesc, parsed: &Result<Descriptor, ErrorCause>) -> bool {
     match parsed {
         Ok(d) => d.kind.uses_send_token(),
-        Err(_) => DescKind::from_u8(Descriptor::raw_kind(b)).is_none_or(|k| k.uses_send_token()),
+        Err(_) => DescKind::from_u8(raw.kind).is_none_or(|k| k.uses_send_token()),
     }
+}
+
+/// What the intake keeps of a descriptor's raw bytes for its error event
+/// when it does not parse: its kind byte and its tag.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawDesc {
+    pub kind: u8,
+    pub tag: u64,
+}
+
+impl RawDesc {
+    pub(crate) fn of(b: &[u8]) -> RawDesc {
+        RawDesc { kind: Descriptor::raw_kind(b), tag: Descriptor::raw_tag(b) }
+    }
+}
+
+// A ring slot is read as aligned words.
+const _: () = assert!(send_slot(0, 0).is_multiple_of(8) && send_slot(1, 1).is_multiple_of(8));
+
+/// The descriptor in the ring slot at `at`, as five word loads (bytes
+/// 0..40: every field a core kind has): its raw kind and tag, and the
+/// parse.
+#[inline]
+fn read_core(hw: &impl Hw, at: u32) -> (RawDesc, Result<Descriptor, ErrorCause>) {
+    let w: [u64; DESC_CORE_WORDS] = core::array::from_fn(|i| hw.load_u64(at + 8 * i as u32));
+    (RawDesc { kind: w[0] as u8, tag: w[4] }, Descriptor::decode_words(&w))
 }
 
 /// `range_check` for descriptor `d` of port `p`, its progress (bytes found
@@ -552,14 +589,13 @@ pub(crate) fn refuse(
     cx: &mut Shared,
     hw: &mut impl Hw,
     p: usize,
-    b: &[u8],
+    raw: RawDesc,
     cause: ErrorCause,
     takes_send: bool,
 ) {
     cx.bump(Stat::Errors, 1);
     log_warn!("port {=usize}: descriptor refused: {}", p, cause);
-    let tag = Descriptor::raw_tag(b);
-    let kind_byte = Descriptor::raw_kind(b);
+    let (tag, kind_byte) = (raw.tag, raw.kind);
     if kind_byte == DescKind::Provide as u8 {
         let mut s = RecvSlot::EMPTY;
         s.port = p as u8;

@@ -113,7 +113,7 @@ impl Sdma {
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {
-            refuse(cx, hw, p, b, cause, true);
+            refuse(cx, hw, p, super::intake::RawDesc::of(b), cause, true);
         }
         true
     }

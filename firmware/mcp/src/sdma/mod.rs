@@ -124,6 +124,9 @@ pub struct Sdma {
     checked: [u64; NUM_PORTS],
     /// The port intake starts at next pass (round robin).
     port_rr: u8,
+    /// The ports served (bit p: opened, with its event queue, and not
+    /// closed since): the ports whose rings a pass looks at.
+    serving: u8,
     /// Per port: a pending alarm (when, tag).
     alarm_at: [Option<u64>; NUM_PORTS],
     alarm_tag: [u64; NUM_PORTS],
@@ -170,6 +173,7 @@ impl Sdma {
             ahead: [0; NUM_PORTS],
             checked: [0; NUM_PORTS],
             port_rr: 0,
+            serving: 0,
             alarm_at: [None; NUM_PORTS],
             alarm_tag: [0; NUM_PORTS],
             alarms: 0,
@@ -235,6 +239,7 @@ impl Sdma {
 
     /// Port `p` opened: its send ring starts at 0.
     pub fn port_opened(&mut self, p: usize) {
+        self.serving |= 1 << p;
         self.cons[p] = 0;
         self.ahead[p] = 0;
         self.checked[p] = 0;
@@ -254,6 +259,7 @@ impl Sdma {
         self.alarm_tag[p] = 0;
         self.cons[p] = 0;
         self.ahead[p] = 0;
+        self.serving &= !(1 << p);
     }
 
     /// The tag of port `p`'s alarm (for its event).
@@ -477,7 +483,7 @@ impl Sdma {
         if let Some(t) = self.sched.wait() {
             at(t);
         }
-        if crate::MULTICAST {
+        if crate::MULTICAST && !cx.mcasts.is_empty() {
             for r in cx.mcasts.live_indices() {
                 at(crate::mcast::ends_at(cx, r));
             }

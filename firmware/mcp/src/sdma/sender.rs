@@ -20,7 +20,15 @@ use nic_abi::trace::Cause;
 impl Sdma {
     /// Take what RECV passed on this pass: acks and nacks for the sending
     /// streams, answers to peers' gets to queue.
+    #[inline]
     pub fn take_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        if !cx.from_recv.is_empty() {
+            self.take_all_from_recv(cx, hw);
+        }
+    }
+
+    #[inline(never)]
+    fn take_all_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(m) = cx.from_recv.pop_front() {
             match m {
                 FromRecv::Ack { key, ack } => {
