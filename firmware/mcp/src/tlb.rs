@@ -25,6 +25,28 @@ pub struct TlbEntry {
 pub trait TlbStore {
     fn get(&self, i: u32) -> TlbEntry;
     fn set(&mut self, i: u32, e: TlbEntry);
+
+    /// Is entry `i` a valid translation of (port, vpn)? (A store whose
+    /// entries are words in memory reads only what it needs to answer.)
+    #[inline]
+    fn holds(&self, i: u32, port: u8, vpn: u64) -> bool {
+        let e = self.get(i);
+        e.valid && e.port == port && e.vpn == vpn
+    }
+
+    /// Entry `i`'s bus page.
+    #[inline]
+    fn bus_page(&self, i: u32) -> u64 {
+        self.get(i).bus_page
+    }
+
+    /// Entry `i` was used: its stamp is now `stamp`.
+    #[inline]
+    fn set_stamp(&mut self, i: u32, stamp: u32) {
+        let mut e = self.get(i);
+        e.stamp = stamp;
+        self.set(i, e);
+    }
 }
 
 /// The cache's shape and counters (the entries are in a [`TlbStore`]).
@@ -92,10 +114,7 @@ impl Tlb {
     /// The index of (port, vpn)'s entry, if cached.
     fn find(&self, store: &impl TlbStore, port: u8, vpn: u64) -> Option<u32> {
         let base = self.set_of(port, vpn) * self.ways;
-        (base..base + self.ways).find(|&i| {
-            let e = store.get(i);
-            e.valid && e.port == port && e.vpn == vpn
-        })
+        (base..base + self.ways).find(|&i| store.holds(i, port, vpn))
     }
 
     /// Is (port, vpn) cached? (Counts nothing, touches nothing.)
@@ -125,10 +144,9 @@ impl Tlb {
         match self.find(store, port, vpn) {
             Some(i) => {
                 self.hits += 1;
-                let mut e = store.get(i);
-                e.stamp = self.touch(store);
-                store.set(i, e);
-                Some(e.bus_page)
+                let stamp = self.touch(store);
+                store.set_stamp(i, stamp);
+                Some(store.bus_page(i))
             }
             None => {
                 self.misses += 1;

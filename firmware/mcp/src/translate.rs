@@ -128,6 +128,30 @@ impl<H: Hw> TlbStore for SramTlb<'_, H> {
         let last = e.stamp as u64 | (e.port as u64) << 32 | (e.valid as u64) << 40;
         self.0.store_u64(at + 16, last);
     }
+
+    /// The page number first: a way of another page is one load.
+    #[inline]
+    fn holds(&self, i: u32, port: u8, vpn: u64) -> bool {
+        let at = map::tlb_entry(i);
+        if self.0.load_u64(at) != vpn {
+            return false;
+        }
+        let last = self.0.load_u64(at + 16);
+        (last >> 40) as u8 != 0 && (last >> 32) as u8 == port
+    }
+
+    #[inline]
+    fn bus_page(&self, i: u32) -> u64 {
+        self.0.load_u64(map::tlb_entry(i) + 8)
+    }
+
+    /// The stamp's half of the last word, the rest as it was.
+    #[inline]
+    fn set_stamp(&mut self, i: u32, stamp: u32) {
+        let at = map::tlb_entry(i) + 16;
+        let last = self.0.load_u64(at);
+        self.0.store_u64(at, (last & !0xffff_ffff) | stamp as u64);
+    }
 }
 
 impl Translator {
@@ -499,4 +523,28 @@ pub struct Piece {
     pub bus: u64,
     pub len: u32,
     pub at: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::SliceHw;
+
+    #[test]
+    fn the_sram_cache_answers_its_word_reads_as_its_whole_entries_say() {
+        let mut sram = std::vec![0u8; map::SRAM_MIN as usize];
+        let mut hw = SliceHw::new(&mut sram);
+        let mut store = SramTlb(&mut hw);
+        let e = TlbEntry { valid: true, port: 3, vpn: 0x1234_5678, bus_page: 0xabcd, stamp: 7 };
+        store.set(5, e);
+        store.set(6, TlbEntry { valid: false, ..e });
+        store.set(7, TlbEntry { port: 4, ..e });
+        assert!(store.holds(5, 3, 0x1234_5678));
+        assert!(!store.holds(5, 3, 0x1234_5679), "another page");
+        assert!(!store.holds(6, 3, 0x1234_5678), "not valid");
+        assert!(!store.holds(7, 3, 0x1234_5678), "another port's");
+        assert_eq!(store.bus_page(5), 0xabcd);
+        store.set_stamp(5, 0xffff_fff0);
+        assert_eq!(store.get(5), TlbEntry { stamp: 0xffff_fff0, ..e });
+    }
 }
