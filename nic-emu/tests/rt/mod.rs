@@ -431,7 +431,11 @@ pub fn cut_node_files(c: &RtCluster, count: u64) {
     }
     let t = Instant::now();
     while c.nic_stats(1).counters.resets == 0 {
-        assert!(t.elapsed() < Duration::from_secs(10), "no reset after node 1's files were cut");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no reset after node 1's files were cut: {:?}",
+            c.notes()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // (Under qemu the guest died of the cut and is being started again.)
