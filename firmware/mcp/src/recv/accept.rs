@@ -360,22 +360,9 @@ impl Recv {
         true
     }
 
-    /// Take the first posted buffer of `port` with this class and priority.
-    // (A window policy that takes slots early calls it; go-back-N does not.)
-    #[allow(dead_code)]
-    pub(crate) fn claim_slot(
-        &mut self,
-        cx: &mut Shared,
-        hw: &mut impl Hw,
-        port: usize,
-        class: u8,
-        prio: Priority,
-    ) -> Option<u16> {
-        self.claim_slot_rec(cx, hw, port, class, prio).map(|(s, _)| s)
-    }
-
-    /// [`Recv::claim_slot`], with the slot's record as now written.
-    fn claim_slot_rec(
+    /// Take the first posted buffer of `port` with this class and
+    /// priority: the slot, with its record as now written.
+    pub(crate) fn claim_slot_rec(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,

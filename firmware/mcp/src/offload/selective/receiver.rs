@@ -168,7 +168,8 @@ impl Recv {
             {
                 return false;
             }
-            let Some(s) = self.claim_slot(cx, hw, port as usize, h.size_class, h.priority) else {
+            let Some((s, _)) = self.claim_slot_rec(cx, hw, port as usize, h.size_class, h.priority)
+            else {
                 return false;
             };
             let mut sl = cx.slot(hw, s);
