@@ -39,9 +39,9 @@ use crate::fwbench::report::{FirmwareReport, WorkSum, WorkValue};
 /// Workloads measured but not fitted (their residual is printed).
 pub const NOT_FITTED: [&str; 1] = ["port-close"];
 
-/// Index of the `idle_pass` and `busy_pass` entries of `ITEMS`.
+/// Index of the `idle_pass` entry of `ITEMS` (`busy_pass`, the next,
+/// is not fitted and stays 0).
 const IDLE: usize = WORK_ITEMS;
-const BUSY: usize = WORK_ITEMS + 1;
 
 /// One NIC of one workload, as the fit reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -289,8 +289,7 @@ pub fn fit(b: &BenchCounts) -> (Instructions, BTreeMap<String, Residual>) {
         }
         for n in w.nics.iter().filter(|n| n.busy_passes > 0 && n.instructions_busy > 0) {
             let weight = 1.0 / n.instructions_busy as f64;
-            let mut row: Vec<f64> = n.counts.iter().map(|&c| c as f64 * weight).collect();
-            rows.push(row);
+            rows.push(n.counts.iter().map(|&c| c as f64 * weight).collect::<Vec<f64>>());
             let y = n.instructions_busy as f64 - n.busy_passes as f64 * idle;
             ys.push(y * weight);
         }
@@ -299,7 +298,6 @@ pub fn fit(b: &BenchCounts) -> (Instructions, BTreeMap<String, Residual>) {
     let mut a = [0.0; ITEMS.len()];
     a[..WORK_ITEMS].copy_from_slice(&x[..WORK_ITEMS]);
     a[IDLE] = idle;
-    a[BUSY] = 0.0;
     // Whole-ish numbers: a tenth of an instruction is finer than the
     // counts ever are.
     for v in a.iter_mut() {
@@ -557,9 +555,8 @@ mod tests {
         for (i, v) in [900.0, 700.0, 1100.0, 300.0, 400.0, 200.0, 2.0].iter().enumerate() {
             a[i] = *v;
         }
+        // (`busy_pass` stays 0, as the fit leaves it.)
         a[IDLE] = 100.0;
-        // (The fit leaves `busy_pass` at 0.)
-        a[BUSY] = 0.0;
         let truth = Instructions::from_array(&a);
         let b = BenchCounts::parse(&document(&truth)).unwrap();
         assert_eq!(b.workloads.len(), 4);
