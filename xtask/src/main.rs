@@ -214,6 +214,11 @@ enum Cmd {
         /// run most instructions in each workload.
         #[arg(long, requires = "firmware")]
         functions: bool,
+        /// --firmware: also the 40 source lines (the innermost frame's file
+        /// and line, with its function) that run most instructions in
+        /// each workload: where inside a function the cost is.
+        #[arg(long, requires = "firmware")]
+        lines: bool,
         /// --firmware: also measure the image with no offloads compiled in
         /// and print the unicast workloads side by side with the ratio.
         #[arg(long, requires = "firmware")]
@@ -537,6 +542,7 @@ fn main() -> ExitCode {
             quick,
             json,
             functions,
+            lines,
             no_offloads,
             workloads,
             image,
@@ -548,6 +554,7 @@ fn main() -> ExitCode {
                 quick,
                 json,
                 functions,
+                lines,
                 no_offloads,
                 quiet,
                 only: workloads,

@@ -30,6 +30,8 @@ pub struct Options {
     pub quick: bool,
     pub json: bool,
     pub functions: bool,
+    /// Also the top source lines (`--lines`).
+    pub lines: bool,
     pub no_offloads: bool,
     pub quiet: bool,
     /// Only these workloads (all when empty).
@@ -87,6 +89,8 @@ pub fn cpi_of(toml: &str) -> Option<f64> {
 
 /// Functions listed per workload.
 pub const TOP_FUNCTIONS: usize = 15;
+/// Source lines in `--lines`.
+pub const TOP_LINES: usize = 40;
 
 /// A workload's entry of the document from its window (the split by
 /// machine through `sym`, when the plugin counted).
@@ -118,6 +122,10 @@ pub fn workload(
         split.functions.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
     functions.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     functions.truncate(TOP_FUNCTIONS);
+    let mut lines: Vec<(String, f64)> =
+        split.lines.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
+    lines.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    lines.truncate(TOP_LINES);
     Workload {
         messages: w.messages,
         busy_per_message: busy,
@@ -128,6 +136,7 @@ pub fn workload(
         by_offload: split.offloads.iter().map(|(k, &v)| (k.clone(), per(v))).collect(),
         attributed_per_message: per(split.in_passes()),
         functions,
+        lines,
         nics: w.nics.clone(),
         us,
     }
@@ -269,6 +278,9 @@ pub fn run(root: &Path, opts: &Options) -> crate::Result<ExitCode> {
     }
     let clocks = clocks(root)?;
     print!("{}", table::render(&doc, &clocks, opts.functions));
+    if opts.lines {
+        print!("{}", lines_table(&doc));
+    }
     if let Some(w) = &without {
         print!("{}", table::compare(&doc, w));
     }
@@ -279,6 +291,28 @@ pub fn run(root: &Path, opts: &Options) -> crate::Result<ExitCode> {
     }
     println!("document: {}", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The top source lines per workload (`--lines`): instructions per
+/// message at each line of the innermost frame (the code written there,
+/// whichever function it was inlined into), with that frame's function.
+pub fn lines_table(doc: &FirmwareReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for name in report::WORKLOADS {
+        let Some(w) = doc.workloads.get(name) else { continue };
+        let _ = writeln!(
+            s,
+            "\n{name}: the top {} source lines, instructions per message ({:.0} in the passes)",
+            w.lines.len(),
+            w.attributed_per_message
+        );
+        for (l, v) in &w.lines {
+            let share = 100.0 * v / w.attributed_per_message.max(1.0);
+            let _ = writeln!(s, "  {v:>10.0} {share:>5.1}%  {l}");
+        }
+    }
+    s
 }
 
 /// The top functions per workload (`--functions`): instructions per

@@ -207,6 +207,9 @@ pub struct Split {
     pub offloads: BTreeMap<String, u64>,
     /// Each function's instructions, its inlined code included.
     pub functions: BTreeMap<String, u64>,
+    /// Each source line's instructions (innermost frame: `file:line
+    /// function`).
+    pub lines: BTreeMap<String, u64>,
     /// Outside the passes (the run loop).
     pub outside: u64,
 }
@@ -347,6 +350,28 @@ impl Symbolizer {
         out
     }
 
+    /// `file:line function` of the innermost frame at `pc` (`frames`: its
+    /// chain), the file relative to the crate's `src/`.
+    pub fn line(&self, pc: u64, frames: &[String]) -> String {
+        let f = frames.last().map(String::as_str).unwrap_or("?");
+        let f = f
+            .rsplit("::")
+            .take(2)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("::");
+        match self.ctx.find_location(pc) {
+            Ok(Some(l)) => {
+                let file = l.file.unwrap_or("?");
+                let file = file.rsplit_once("/src/").map_or(file, |(_, r)| r);
+                format!("{file}:{} {f}", l.line.unwrap_or(0))
+            }
+            _ => format!("? {f}"),
+        }
+    }
+
     /// The split of the plugin's counters `counts`: `slots` per-address
     /// counters (counter i: the instructions at RAM_BASE + 2 i), then the
     /// sums by context, which give the machines and offloads when there.
@@ -363,6 +388,7 @@ impl Symbolizer {
             if let Some(o) = offload_of(&frames) {
                 *s.offloads.entry(o).or_default() += n;
             }
+            *s.lines.entry(self.line(RAM_BASE + 2 * i as u64, &frames)).or_default() += n;
             let mut seen: Vec<&String> = Vec::new();
             for f in frames.iter().filter(|f| !is_library(f)) {
                 if !seen.contains(&f) {

@@ -109,6 +109,10 @@ pub struct Workload {
     /// inlined code included), most first: (demangled name, instructions).
     #[serde(default)]
     pub functions: Vec<(String, f64)>,
+    /// The source lines that ran most instructions per message (the
+    /// innermost frame's `file:line function`), most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<(String, f64)>,
     /// Each NIC's raw counts over the window.
     pub nics: Vec<NicCounts>,
     /// The busy figures in microseconds at each profile's NIC clock,
@@ -245,6 +249,7 @@ mod tests {
             by_offload: [("multicast".to_string(), 0.0)].into_iter().collect(),
             attributed_per_message: 15.0,
             functions: vec![("mcp::Mcp::poll".into(), 15.0)],
+            lines: Vec::new(),
             nics: vec![nic],
             us: [(
                 "lanai9-gm".to_string(),
