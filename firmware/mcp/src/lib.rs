@@ -308,10 +308,12 @@ pub struct Mcp {
     port_news: Option<u32>,
     /// The device's news counters ([`NEWS`]) as the last pass found them.
     seen: [u32; NEWS.len()],
-    /// The last pass may have left work for the next whatever the news:
-    /// it had news, fell due, did work, moved a machine, or left RDMA a
-    /// timer counted from the time of the pass. Only a pass after one
-    /// that found nothing at all may end at the summary.
+    /// The last pass left work for the next whatever the news: a queue
+    /// between machines not empty, packets left in the receive ring,
+    /// descriptors left in a send ring, a fill that may go on, a
+    /// multicast in progress, or RDMA's retry counted from the time of
+    /// the pass. Only then does a pass without news run whole (feature
+    /// `check-gating` checks that a pass it skips would find nothing).
     pending: bool,
     /// The last pass did work (its [`Work`] was not idle).
     busy: bool,
@@ -442,11 +444,34 @@ impl Mcp {
         let due = self.deadline.is_some_and(|d| now >= d);
         let news = news | (due as u32) << bit::TIMER_SHIFT;
         if news == 0 && !self.pending && now < self.recv.repair_at() {
-            self.shared.stats.count_quietly(Stat::Polls);
-            self.busy = false;
-            return Work::default();
+            #[cfg(any(test, feature = "check-gating"))]
+            return self.check_gating(hw, now);
+            #[allow(unreachable_code)]
+            {
+                self.shared.stats.count_quietly(Stat::Polls);
+                self.busy = false;
+                return Work::default();
+            }
         }
         self.pass(hw, now, news)
+    }
+
+    /// Feature `check-gating` (and this crate's tests): a pass that would
+    /// end at the summary runs whole instead, and must find no work and
+    /// leave the next deadline as it was; else the gating hid work, and
+    /// this panics with what the pass found.
+    #[cfg(any(test, feature = "check-gating"))]
+    fn check_gating(&mut self, hw: &mut impl Hw, now: u64) -> Work {
+        let (deadline, states) = (self.deadline, self.states());
+        let w = self.pass(hw, now, 0);
+        assert!(
+            w.is_idle() && deadline == self.deadline,
+            "a pass the summary would have skipped at RTC {now} did {w:?}; deadline {deadline:?} \
+             -> {:?}; states {states:?} -> {:?}",
+            self.deadline,
+            self.states()
+        );
+        w
     }
 
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
@@ -529,8 +554,13 @@ impl Mcp {
             && cx.tx_ready.is_empty()
             && cx.controls.is_empty()
             && cx.from_recv.is_empty()
-            && cx.provided.is_empty());
-        self.pending = news != 0 || relative || queued || cx.moved || self.busy;
+            && cx.provided.is_empty()
+            && cx.leaf_reports.is_empty())
+            // (A multicast's next child starts once SEND sent the last
+            // one's packets, later in the pass: looked at every pass.)
+            || (MULTICAST && !cx.mcasts.is_empty());
+        self.pending =
+            relative || queued || self.recv.leftover() || self.sdma.leftover(&self.shared);
         w
     }
 

@@ -122,6 +122,11 @@ impl TxBufs {
         }
     }
 
+    /// Bit `b`: buffer `b` is not free.
+    pub fn held(&self) -> u32 {
+        self.held
+    }
+
     pub fn data_busy(&self) -> u32 {
         self.data_busy
     }

@@ -308,6 +308,15 @@ impl Recv {
         self.go(cx, hw, next, cause);
     }
 
+    /// Has RECV work it would do at the next pass whatever the news?
+    /// Packets left in the ring (the budget ran out, or RDMA's queue was
+    /// full), or packets held for replay.
+    pub fn leftover(&self) -> bool {
+        matches!(self.state, RecvState::Backlog { .. } | RecvState::RdmaFull { .. })
+            || self.seen_prod != self.cons
+            || Win::replay_pending(self)
+    }
+
     /// Receive buffers the host posted (through SDMA's intake) join their
     /// port's list, in posting order.
     fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
@@ -533,8 +542,13 @@ impl Recv {
 
     /// The earliest RTC tick an owed ack falls due.
     pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
+        // (A stream whose ack went out meanwhile, piggybacked by SEND
+        // after RECV's part of the pass, stays on the list until the next
+        // ack check: its time is no deadline.)
         for &r in self.ack_list.iter() {
-            at(self.rxs[r].ack_due);
+            if self.rxs.is_live(r) && self.rxs[r].ack_pending {
+                at(self.rxs[r].ack_due);
+            }
         }
         if let Some((t, _)) = self.lost_since {
             at(t.saturating_add(cx.cfg.send_timeout));

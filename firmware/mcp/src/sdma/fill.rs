@@ -21,7 +21,8 @@ use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
 
 /// Why the fill loop stopped.
-enum Stop {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
     /// No transmit buffer or host-DMA ring room.
     NoRoom,
     /// The scheduler had nothing to dispatch now.
@@ -32,6 +33,16 @@ enum Stop {
     /// The next packet's payload waits for a translation into `port`'s
     /// memory.
     Translate { port: u8 },
+}
+
+/// A transmit buffer for the next fill, if the data packets may take one
+/// and the host-DMA ring has room for its commands.
+#[inline(always)]
+fn room(cx: &Shared) -> Option<u8> {
+    if cx.txbufs.data_busy() >= map::TX_BUF_COUNT - CONTROL_RESERVE || cx.hdma.space() < 2 {
+        return None;
+    }
+    cx.txbufs.free_one()
 }
 
 impl Sdma {
@@ -59,14 +70,8 @@ impl Sdma {
         Sched::fill_start(self, cx, hw, w);
         self.relay_built = false;
         let stop = loop {
-            if cx.txbufs.data_busy() >= map::TX_BUF_COUNT - CONTROL_RESERVE {
-                break Stop::NoRoom;
-            }
-            if cx.hdma.space() < 2 {
-                break Stop::NoRoom;
-            }
             // Acks and nacks may hold buffers too: look before choosing.
-            let Some(b) = cx.txbufs.free_one() else { break Stop::NoRoom };
+            let Some(b) = room(cx) else { break Stop::NoRoom };
             let Some(s) = self.pick_stream(cx, w) else {
                 // A relayed packet's next first copy waits for the next pass.
                 break if self.relay_built { Stop::Yield } else { Stop::NothingDue };
@@ -87,8 +92,33 @@ impl Sdma {
         self.settle(cx, hw, stop);
     }
 
+    /// Would the fill find room now, after it stopped for want of it?
+    /// (SEND may free a transmit buffer later in the pass that stopped.)
+    /// Has the fill work it would do at the next pass whatever the news?
+    /// It yielded to it; or it stopped for room that is there now (SEND
+    /// may free a transmit buffer later in the pass); or for a
+    /// translation (looked for again at each pass); or a multicast lead
+    /// held the next multicast back (it may be ready to go now); or it
+    /// found nothing due among queued packets and the transmit buffers
+    /// changed hands since (SEND took or freed one later in the pass:
+    /// what the next fill finds, and the scheduler's next wait, may
+    /// differ).
+    pub(crate) fn fill_left(&self, cx: &Shared) -> bool {
+        match self.stopped {
+            Stop::Yield | Stop::Translate { .. } => true,
+            Stop::NoRoom => self.conn_queue_len > 0 && room(cx).is_some(),
+            Stop::NothingDue => {
+                (crate::MULTICAST && self.mcast_lead.is_some())
+                    || ((self.conn_queue_len > 0 || self.sched.may_pick())
+                        && cx.txbufs.held() != self.held_at_stop)
+            }
+        }
+    }
+
     /// After the fill loop: what the machine waits for now.
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
+        self.stopped = stop;
+        self.held_at_stop = cx.txbufs.held();
         let next = match (self.state, stop, self.sched.wait()) {
             // The last fill is still in flight: that is what it waits for.
             (SdmaState::FillWait { buf, .. }, _, _)

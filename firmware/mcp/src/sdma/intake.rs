@@ -99,6 +99,19 @@ impl Sdma {
             }
         }
         self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
+        // Descriptors left in a ring (the budget ran out, or they wait
+        // for tokens or translations): the next pass looks again whatever
+        // the news.
+        let mut ports = self.serving;
+        self.intake_left = false;
+        while ports != 0 {
+            let p = ports.trailing_zeros() as usize;
+            ports &= ports - 1;
+            if cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p] {
+                self.intake_left = true;
+                break;
+            }
+        }
         // Back to what the machine was waiting for before.
         self.go(cx, hw, before, Cause::Descriptor);
     }

@@ -162,6 +162,12 @@ pub struct Sdma {
     /// sender's deepest child is not kept waiting behind the intake of its
     /// siblings' descriptors.
     mcast_lead: Option<(u16, Option<u8>)>,
+    /// The last intake left descriptors in a port's ring.
+    intake_left: bool,
+    /// Why the last fill loop stopped.
+    stopped: fill::Stop,
+    /// The transmit buffers held when it stopped (`TxBufs::held`).
+    held_at_stop: u32,
 }
 
 impl Sdma {
@@ -192,6 +198,9 @@ impl Sdma {
             streams_made: 0,
             evicted: 0,
             mcast_lead: None,
+            intake_left: false,
+            stopped: fill::Stop::NothingDue,
+            held_at_stop: 0,
         }
     }
 
@@ -235,6 +244,13 @@ impl Sdma {
             self.mcast_step(cx, hw, w);
         }
         self.fill(cx, hw, w);
+    }
+
+    /// Has SDMA work it would do at the next pass whatever the news?
+    /// Descriptors left in a ring, or a fill that may go on
+    /// ([`Sdma::fill_left`]).
+    pub fn leftover(&self, cx: &Shared) -> bool {
+        self.intake_left || self.fill_left(cx)
     }
 
     /// Port `p` opened: its send ring starts at 0.
