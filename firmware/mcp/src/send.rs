@@ -131,8 +131,10 @@ impl Send {
     }
 
     /// A step: with nothing queued (no offload packet, no ack or nack,
-    /// no filled buffer) only what the machine waits for is settled.
-    /// Kept out of line (a debugger breaks here) and short.
+    /// no filled buffer) there is nothing to do: what the machine waits
+    /// for was settled when the queues or the engine last moved (the end
+    /// of `send_queued`, `completions`), and only those move it. Kept out
+    /// of line (a debugger breaks here) and short.
     #[inline(never)]
     pub fn step(
         &mut self,
@@ -144,10 +146,8 @@ impl Send {
     ) {
         let offload_tx = crate::offload::Offloads::ANY && !cx.offload.tx.is_empty();
         if !offload_tx && cx.controls.is_empty() && cx.tx_ready.is_empty() {
-            let next = self.at_rest(cx);
-            if next != self.state {
-                self.go(cx, hw, next, Cause::Drained);
-            }
+            #[cfg(any(test, feature = "check-timers"))]
+            assert_eq!(self.at_rest(cx), self.state, "SEND at rest in another state");
             return;
         }
         self.send_queued(cx, sdma, recv, hw, w);

@@ -21,6 +21,7 @@ use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
 
 /// Why the fill loop stopped.
+#[derive(Clone, Copy)]
 enum Stop {
     /// No transmit buffer or host-DMA ring room.
     NoRoom,
@@ -37,9 +38,11 @@ enum Stop {
 impl Sdma {
     /// Fills: with no stream queued to send (and no rate control or flow
     /// table to look at), the scheduler would pick nothing, so the fill
-    /// loop is not entered; only what the machine waits for is settled.
-    /// A step of the machine, kept out of line (a debugger breaks here)
-    /// and short.
+    /// loop is not entered; only what the machine waits for is settled,
+    /// and only when something it depends on may have changed since it
+    /// last was (a stream or the timer list written, a transition, the
+    /// scheduler's wait). A step of the machine, kept out of line (a
+    /// debugger breaks here) and short.
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         if self.conn_queue_len == 0 && !self.sched.may_pick() {
@@ -47,7 +50,19 @@ impl Sdma {
             Sched::fill_start(self, cx, hw, w);
             self.relay_built = false;
             // (Out of buffers or not, the stop says the same then.)
-            self.settle(cx, hw, Stop::NothingDue);
+            if self.txs.unsettled || self.sched.wait() != self.settled_wait {
+                self.settle(cx, hw, Stop::NothingDue);
+            } else {
+                #[cfg(any(test, feature = "check-timers"))]
+                {
+                    let next = self.next_state(cx, Stop::NothingDue);
+                    assert!(
+                        next.is_none_or(|(s, _)| s == self.state),
+                        "SDMA settled in {:?} but would go to {next:?}",
+                        self.state
+                    );
+                }
+            }
             return;
         }
         self.fill_streams(cx, hw, w);
@@ -89,12 +104,22 @@ impl Sdma {
 
     /// After the fill loop: what the machine waits for now.
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
+        if let Some((next, cause)) = self.next_state(cx, stop) {
+            self.go(cx, hw, next, cause);
+        }
+        self.txs.unsettled = false;
+        self.settled_wait = self.sched.wait();
+    }
+
+    /// What the machine waits for after the fill loop stopped at `stop`,
+    /// and why; None: what it waits for now (a fill in flight).
+    fn next_state(&self, cx: &Shared, stop: Stop) -> Option<(SdmaState, Cause)> {
         let next = match (self.state, stop, self.sched.wait()) {
             // The last fill is still in flight: that is what it waits for.
             (SdmaState::FillWait { buf, .. }, _, _)
                 if cx.txbufs.get(buf).state == TxBufState::Filling =>
             {
-                return;
+                return None;
             }
             (_, Stop::Yield, _) => SdmaState::Ready,
             (_, Stop::Translate { port }, _) => SdmaState::TranslateWait { port },
@@ -108,7 +133,7 @@ impl Sdma {
             SdmaState::AckWait { .. } => Cause::Window,
             _ => Cause::Drained,
         };
-        self.go(cx, hw, next, cause);
+        Some((next, cause))
     }
 
     /// AckWait for the next stream of the rotation, or for any stream with

@@ -161,6 +161,9 @@ pub struct Sdma {
     /// sender's deepest child is not kept waiting behind the intake of its
     /// siblings' descriptors.
     mcast_lead: Option<(u16, Option<u8>)>,
+    /// The scheduler policy's wait when the machine's state was last
+    /// settled (`Sdma::fill`).
+    settled_wait: Option<u64>,
 }
 
 impl Sdma {
@@ -190,6 +193,7 @@ impl Sdma {
             streams_made: 0,
             evicted: 0,
             mcast_lead: None,
+            settled_wait: None,
         }
     }
 
@@ -204,6 +208,8 @@ impl Sdma {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
+        // (What the machine waits for is settled again: `fill`.)
+        self.txs.unsettled = true;
         cx.transition(hw, &mut self.state, to, cause);
     }
 
@@ -552,6 +558,9 @@ pub(crate) struct TxPool {
     /// A stream was handed out for writing (`IndexMut`) since
     /// `Sdma::settle_views` last looked: its view may have changed.
     touched: bool,
+    /// A stream or the timer list was written, or the machine moved,
+    /// since what it waits for was last settled (`Sdma::fill`).
+    pub(super) unsettled: bool,
 }
 
 impl TxPool {
@@ -562,6 +571,7 @@ impl TxPool {
             changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
             dl_stale: true,
             touched: false,
+            unsettled: true,
         }
     }
 
@@ -574,6 +584,7 @@ impl TxPool {
             *w |= 1 << (_i % 64);
         }
         self.touched = true;
+        self.unsettled = true;
     }
 
     /// Stream `i` was set up or let go of: its view is taken again, and
@@ -588,6 +599,7 @@ impl TxPool {
     #[inline]
     fn list_changed(&mut self) {
         self.dl_stale = true;
+        self.unsettled = true;
     }
 
     /// Did stream `i` change since the last call for it?

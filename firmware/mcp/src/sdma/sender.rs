@@ -446,15 +446,23 @@ impl Sdma {
             }
             return;
         }
-        self.timers_due(cx, hw, w);
+        // Nothing written since the deadline was worked out, nothing due
+        // by now, no alarm: the scan would find nothing either.
+        let idle = !self.active_tx.is_empty() && self.timers_idle(cx, cx.now);
+        if idle && self.alarms == 0 && !matches!(self.state, SdmaState::Timeout { .. }) {
+            return;
+        }
+        self.timers_due(cx, hw, w, idle);
     }
 
-    /// The timer scan (kept out of line: its frame is large).
+    /// The timer scan (kept out of line: its frame is large); `idle`: the
+    /// streams' timers have nothing to do (`timers_idle`), only the
+    /// alarms may.
     #[inline(never)]
-    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work, idle: bool) {
         let now = cx.now;
         // Retransmission and send timeouts.
-        let mut i = if self.timers_idle(cx, now) { self.active_tx.len() } else { 0 };
+        let mut i = if idle { self.active_tx.len() } else { 0 };
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
             // What the timers need, not a copy of the whole record.
