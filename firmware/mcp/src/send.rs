@@ -74,6 +74,9 @@ impl MachineState for SendState {
     }
 }
 
+// A send-DMA command is four aligned words (`Send::start_txdma`).
+const _: () = assert!(map::TXDMA_RING.is_multiple_of(8) && rings::TXDMA_CMD_SIZE == 32);
+
 /// The SEND machine.
 pub struct Send {
     state: SendState,
@@ -249,11 +252,13 @@ impl Send {
             tail_sram,
             tail_len,
         };
+        // Four word stores of `TxDmaCmd::encode`'s layout.
         let slot =
             rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.prod);
-        let mut rec = [0u8; rings::TXDMA_CMD_SIZE as usize];
-        cmd.encode(&mut rec);
-        hw.write(slot, &rec);
+        hw.store_u64(slot, cmd.sram as u64 | (cmd.len as u64) << 32);
+        hw.store_u64(slot + 8, cmd.route_len as u64 | (cmd.cookie as u64) << 32);
+        hw.store_u64(slot + 16, cmd.tail_sram as u64 | (cmd.tail_len as u64) << 32);
+        hw.store_u64(slot + 24, 0);
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::TXDMA_PROD, self.prod);
         cx.txbufs.sending(b);

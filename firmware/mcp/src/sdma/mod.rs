@@ -142,6 +142,10 @@ pub struct Sdma {
     /// (`Sdma::active_deadline`).
     dl: ActiveDeadline,
     pub(crate) tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    /// The sending stream found or made last (`Sdma::stream_of`): the
+    /// next descriptor or ack is most often for it again, and a look at
+    /// its key is cheaper than hashing one.
+    last_stream: u16,
     pub(crate) conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
     /// Current connection of the circular connection queue (NIL: empty).
@@ -184,6 +188,7 @@ impl Sdma {
             views: [TimerView::NONE; MAX_STREAMS],
             dl: ActiveDeadline { at: 0, busy: None, hold: None, removable: true },
             tx_index: heapless::FnvIndexMap::new(),
+            last_stream: NIL,
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
             conn_cur: NIL,

@@ -32,12 +32,12 @@ impl Sdma {
         while let Some(m) = cx.from_recv.pop_front() {
             match m {
                 FromRecv::Ack { key, ack } => {
-                    if let Some(&s) = self.tx_index.get(&key) {
+                    if let Some(s) = self.stream_of(key) {
                         self.on_ack(cx, s, ack);
                     }
                 }
                 FromRecv::Nack { key, code, seq, round } => {
-                    if let Some(&s) = self.tx_index.get(&key) {
+                    if let Some(s) = self.stream_of(key) {
                         self.on_nack(cx, hw, s, code, seq, round);
                     }
                 }
