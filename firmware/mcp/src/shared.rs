@@ -96,13 +96,21 @@ pub struct TxBufs {
     /// Bit `b`: buffer `b` is not free (`free_one` is one look, not a
     /// scan of the records).
     held: u32,
+    /// Bit `b`: buffer `b` is `Held` (a completed fill looks for the
+    /// packets it held back only when there are some).
+    waiting: u32,
 }
 
 const _: () = assert!(map::TX_BUF_COUNT <= 32);
 
 impl TxBufs {
     const fn new() -> TxBufs {
-        TxBufs { bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize], data_busy: 0, held: 0 }
+        TxBufs {
+            bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize],
+            data_busy: 0,
+            held: 0,
+            waiting: 0,
+        }
     }
 
     /// The lowest-numbered free buffer.
@@ -119,6 +127,10 @@ impl TxBufs {
         match self.bufs[b as usize].state {
             TxBufState::Free => self.held &= !bit,
             _ => self.held |= bit,
+        }
+        match self.bufs[b as usize].state {
+            TxBufState::Held => self.waiting |= bit,
+            _ => self.waiting &= !bit,
         }
     }
 
@@ -516,6 +528,9 @@ impl Shared {
             return;
         }
         let _ = self.tx_ready.push_back(b);
+        if self.txbufs.waiting == 0 {
+            return;
+        }
         while let Some(h) = self.txbufs.first_of(b, TxBufState::Held, None) {
             let seq = self.txbufs.get(h).seq;
             if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {

@@ -27,6 +27,8 @@ impl Sdma {
         }
     }
 
+    /// Acks, the usual news, are taken here; the rest out of line
+    /// (`take_other`), so this frame stays small.
     #[inline(never)]
     fn take_all_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(m) = cx.from_recv.pop_front() {
@@ -36,15 +38,25 @@ impl Sdma {
                         self.on_ack(cx, s, ack);
                     }
                 }
-                FromRecv::Nack { key, code, seq, round } => {
-                    if let Some(s) = self.stream_of(key) {
-                        self.on_nack(cx, hw, s, code, seq, round);
-                    }
-                }
-                FromRecv::Answer { token } => self.queue_answer(cx, token),
-                FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
-                FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
+                other => self.take_other(cx, hw, other),
             }
+        }
+    }
+
+    /// What RECV passed on besides an ack: nacks, get answers, multicast
+    /// starts and the window policy's reports.
+    #[inline(never)]
+    fn take_other(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: FromRecv) {
+        match m {
+            FromRecv::Ack { .. } => {}
+            FromRecv::Nack { key, code, seq, round } => {
+                if let Some(s) = self.stream_of(key) {
+                    self.on_nack(cx, hw, s, code, seq, round);
+                }
+            }
+            FromRecv::Answer { token } => self.queue_answer(cx, token),
+            FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
+            FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
         }
     }
 
@@ -112,7 +124,19 @@ impl Sdma {
     }
 
     /// A cumulative ack for stream `s`: everything before `ack` arrived.
+    /// One that moves nothing (most piggybacked acks repeat the last) is
+    /// let go at a look at the window, the stream not written.
+    #[inline]
     pub(crate) fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+        let win = &self.txs[s].win;
+        if seq_lt(win.una(), ack) && seq_le(ack, win.high()) {
+            self.on_new_ack(cx, s, ack);
+        }
+    }
+
+    /// `on_ack` for an ack that moves the window on.
+    #[inline(never)]
+    fn on_new_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
         let st = &mut self.txs[s];
         let old = st.win.una();
         if !st.win.ack(ack) {
