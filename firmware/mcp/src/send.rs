@@ -74,6 +74,23 @@ impl MachineState for SendState {
     }
 }
 
+/// Where the flags are in a header's first word (`Header::words`).
+const FLAGS_SHIFT: u32 = 8 * field::FLAGS as u32;
+// The ack and the offset are the low halves of aligned words; a header
+// starts on a word.
+const _: () = assert!(field::ACK.is_multiple_of(8) && field::OFFSET.is_multiple_of(8));
+const _: () = assert!(field::FLAGS < 8 && (map::TX_BUFS + map::ROUTE_ROOM).is_multiple_of(8));
+
+/// Store `v` in the low half of the header word at `at`, the high half
+/// as it was.
+fn set_low_half(hw: &mut impl Hw, at: u32, v: u32) {
+    let w = hw.load_u64(at);
+    hw.store_u64(at, (w & !0xffff_ffff) | v as u64);
+}
+
+// A send-DMA command is four aligned words (`Send::start_txdma`).
+const _: () = assert!(map::TXDMA_RING.is_multiple_of(8) && rings::TXDMA_CMD_SIZE == 32);
+
 /// The SEND machine.
 pub struct Send {
     state: SendState,
@@ -131,8 +148,10 @@ impl Send {
     }
 
     /// A step: with nothing queued (no offload packet, no ack or nack,
-    /// no filled buffer) only what the machine waits for is settled.
-    /// Kept out of line (a debugger breaks here) and short.
+    /// no filled buffer) there is nothing to do: what the machine waits
+    /// for was settled when the queues or the engine last moved (the end
+    /// of `send_queued`, `completions`), and only those move it. Kept out
+    /// of line (a debugger breaks here) and short.
     #[inline(never)]
     pub fn step(
         &mut self,
@@ -144,10 +163,8 @@ impl Send {
     ) {
         let offload_tx = crate::offload::Offloads::ANY && !cx.offload.tx.is_empty();
         if !offload_tx && cx.controls.is_empty() && cx.tx_ready.is_empty() {
-            let next = self.at_rest(cx);
-            if next != self.state {
-                self.go(cx, hw, next, Cause::Drained);
-            }
+            #[cfg(any(test, feature = "check-timers"))]
+            assert_eq!(self.at_rest(cx), self.state, "SEND at rest in another state");
             return;
         }
         self.send_queued(cx, sdma, recv, hw, w);
@@ -200,15 +217,15 @@ impl Send {
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
             let key = sdma.stream_key(buf.stream);
-            let flags = hdr + field::FLAGS as u32;
-            let mut fl = [0u8; 1];
-            hw.read(flags, &mut fl);
+            // The header's first word holds the flags (`Header::words`).
+            let w0 = hw.load_u64(hdr);
+            let fl = (w0 >> FLAGS_SHIFT) as u8;
             let mut add = Flags::empty();
             // (A SYNC naming its incarnation has no room for an ack.)
-            if fl[0] & Flags::INCARNATION.bits() == 0 {
+            if fl & Flags::INCARNATION.bits() == 0 {
                 if let Some(ack) = recv.piggyback_ack(key) {
                     add |= Flags::ACK_VALID;
-                    hw.write(hdr + field::ACK as u32, &ack.to_le_bytes());
+                    set_low_half(hw, hdr + field::ACK as u32, ack);
                 }
             }
             // A report also acks the data stream its message came on (in
@@ -218,11 +235,11 @@ impl Send {
             if key & REPORT_STREAM != 0 {
                 if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
                     add |= Flags::MCAST;
-                    hw.write(hdr + field::OFFSET as u32, &ack.to_le_bytes());
+                    set_low_half(hw, hdr + field::OFFSET as u32, ack);
                 }
             }
             if !add.is_empty() {
-                hw.write(flags, &[fl[0] | add.bits()]);
+                hw.store_u64(hdr, w0 | (add.bits() as u64) << FLAGS_SHIFT);
             }
             self.start_txdma(cx, hw, b, w);
             built |= builds;
@@ -249,11 +266,13 @@ impl Send {
             tail_sram,
             tail_len,
         };
+        // Four word stores of `TxDmaCmd::encode`'s layout.
         let slot =
             rings::slot(map::TXDMA_RING, map::TXDMA_RING_LEN, rings::TXDMA_CMD_SIZE, self.prod);
-        let mut rec = [0u8; rings::TXDMA_CMD_SIZE as usize];
-        cmd.encode(&mut rec);
-        hw.write(slot, &rec);
+        hw.store_u64(slot, cmd.sram as u64 | (cmd.len as u64) << 32);
+        hw.store_u64(slot + 8, cmd.route_len as u64 | (cmd.cookie as u64) << 32);
+        hw.store_u64(slot + 16, cmd.tail_sram as u64 | (cmd.tail_len as u64) << 32);
+        hw.store_u64(slot + 24, 0);
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::TXDMA_PROD, self.prod);
         cx.txbufs.sending(b);

@@ -96,13 +96,21 @@ pub struct TxBufs {
     /// Bit `b`: buffer `b` is not free (`free_one` is one look, not a
     /// scan of the records).
     held: u32,
+    /// Bit `b`: buffer `b` is `Held` (a completed fill looks for the
+    /// packets it held back only when there are some).
+    waiting: u32,
 }
 
 const _: () = assert!(map::TX_BUF_COUNT <= 32);
 
 impl TxBufs {
     const fn new() -> TxBufs {
-        TxBufs { bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize], data_busy: 0, held: 0 }
+        TxBufs {
+            bufs: [TxBuf::EMPTY; map::TX_BUF_COUNT as usize],
+            data_busy: 0,
+            held: 0,
+            waiting: 0,
+        }
     }
 
     /// The lowest-numbered free buffer.
@@ -119,6 +127,10 @@ impl TxBufs {
         match self.bufs[b as usize].state {
             TxBufState::Free => self.held &= !bit,
             _ => self.held |= bit,
+        }
+        match self.bufs[b as usize].state {
+            TxBufState::Held => self.waiting |= bit,
+            _ => self.waiting &= !bit,
         }
     }
 
@@ -240,11 +252,14 @@ impl HostDmaRing {
         map::HDMA_RING_LEN - self.prod.wrapping_sub(self.done)
     }
 
+    /// Post `cmd`: four word stores of `HostDmaCmd::encode`'s layout (no
+    /// record built and copied), then the producer index.
     pub fn post(&mut self, hw: &mut impl Hw, cmd: HostDmaCmd, action: HdmaAction) {
         let slot = rings::slot(map::HDMA_RING, map::HDMA_RING_LEN, rings::HDMA_CMD_SIZE, self.prod);
-        let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
-        cmd.encode(&mut b);
-        hw.write(slot, &b);
+        hw.store_u64(slot, cmd.dir as u64 | (cmd.len as u64) << 32);
+        hw.store_u64(slot + 8, cmd.sram as u64);
+        hw.store_u64(slot + 16, cmd.host);
+        hw.store_u64(slot + 24, cmd.cookie);
         self.actions[(self.prod & (map::HDMA_RING_LEN - 1)) as usize] = action;
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::HDMA_PROD, self.prod);
@@ -518,6 +533,9 @@ impl Shared {
             return;
         }
         let _ = self.tx_ready.push_back(b);
+        if self.txbufs.waiting == 0 {
+            return;
+        }
         while let Some(h) = self.txbufs.first_of(b, TxBufState::Held, None) {
             let seq = self.txbufs.get(h).seq;
             if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {
@@ -730,15 +748,24 @@ impl Shared {
 }
 
 /// Write the route to `node` in front of transmit buffer `b`'s header;
-/// its length.
+/// its length. The entry is one word (`[len, b0..b6]`) and so is what is
+/// stored: the word before the header, its last `len` bytes the route
+/// (the bytes before them are route room nothing reads).
 pub fn write_route(hw: &mut impl Hw, b: u8, node: u16) -> u8 {
-    let mut e = [0u8; map::ROUTE_ENTRY as usize];
-    hw.read(map::route_entry(node as usize), &mut e);
-    let len = (e[0] as usize).min(map::ROUTE_MAX);
-    let at = map::tx_buf(b as u32) + map::ROUTE_ROOM - len as u32;
-    hw.write(at, &e[1..1 + len]);
+    let e = hw.load_u64(map::route_entry(node as usize));
+    let len = ((e & 0xff) as usize).min(map::ROUTE_MAX);
+    let route = (e >> 8).checked_shl(8 * (8 - len as u32)).unwrap_or(0);
+    hw.store_u64(map::tx_buf(b as u32) + map::ROUTE_ROOM - 8, route);
     len as u8
 }
+
+// The route entry is one aligned word, and so is the word before each
+// transmit buffer's header; a host-DMA command is four aligned words.
+const _: () = assert!(map::ROUTE_ENTRY == 8 && map::ROUTES.is_multiple_of(8));
+const _: () = assert!(map::ROUTE_MAX <= 7 && map::ROUTE_ROOM >= 8);
+const _: () = assert!(map::TX_BUFS.is_multiple_of(8) && map::BUF_STRIDE.is_multiple_of(8));
+const _: () = assert!(map::ROUTE_ROOM.is_multiple_of(8));
+const _: () = assert!(map::HDMA_RING.is_multiple_of(8) && rings::HDMA_CMD_SIZE == 32);
 
 #[cfg(test)]
 mod tests {
@@ -776,6 +803,37 @@ mod tests {
         let mut again = [0u8; map::RX_SLOT_SIZE as usize];
         cx.slot(&hw, 3).encode(&mut again);
         assert_eq!(again, b);
+    }
+
+    #[test]
+    fn a_posted_host_dma_command_reads_back_as_the_command_and_a_route_ends_at_the_header() {
+        let mut sram = std::vec![0u8; map::SRAM_MIN as usize];
+        let mut hw = crate::hw::SliceHw::new(&mut sram);
+        let mut ring = HostDmaRing::new();
+        let cmd = HostDmaCmd {
+            dir: rings::DmaDir::SramToHost,
+            len: 4096,
+            sram: 0x8_1234,
+            host: 0xdead_beef_0000_1000,
+            cookie: u64::MAX - 5,
+        };
+        ring.post(&mut hw, cmd, HdmaAction::Nothing);
+        let at = map::HDMA_RING as usize;
+        let got = HostDmaCmd::decode(&hw.sram[at..at + rings::HDMA_CMD_SIZE as usize]);
+        assert_eq!(got, Ok(cmd));
+        let mut b = [0u8; rings::HDMA_CMD_SIZE as usize];
+        cmd.encode(&mut b);
+        assert_eq!(&hw.sram[at..at + b.len()], &b[..]);
+        // A route of 3 bytes: the 3 bytes before buffer 2's header.
+        let e = map::route_entry(9) as usize;
+        hw.sram[e..e + 8].copy_from_slice(&[3, 0xa1, 0xa2, 0xa3, 0x77, 0x77, 0x77, 0x77]);
+        assert_eq!(write_route(&mut hw, 2, 9), 3);
+        let hdr = (map::tx_buf(2) + map::ROUTE_ROOM) as usize;
+        assert_eq!(&hw.sram[hdr - 3..hdr], &[0xa1, 0xa2, 0xa3]);
+        // The longest route fills the word.
+        hw.sram[e..e + 8].copy_from_slice(&[7, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(write_route(&mut hw, 2, 9), 7);
+        assert_eq!(&hw.sram[hdr - 7..hdr], &[1, 2, 3, 4, 5, 6, 7]);
     }
 
     fn take(cx: &mut Shared, b: u8, stream: u16, seq: u32, state: TxBufState) {

@@ -94,6 +94,8 @@ pub struct Translator {
     versions: [Version; NUM_PORTS],
     missed: [(u8, u64); MISSED_LEN],
     missed_at: u8,
+    /// Entries of `missed` in use (none: a hit looks at none of them).
+    missed_live: u8,
 }
 
 /// The cache's entries in SRAM (`map::TLB`): vpn u64, bus page u64, stamp
@@ -163,6 +165,7 @@ impl Translator {
             versions: [Version { gen: 0, added: 0 }; NUM_PORTS],
             missed: [(u8::MAX, 0); MISSED_LEN],
             missed_at: 0,
+            missed_live: 0,
         }
     }
 
@@ -272,20 +275,38 @@ impl Shared {
         }
     }
 
-    /// Bus address of `port`'s virtual address `vaddr`.
+    /// Bus address of `port`'s virtual address `vaddr`, with the port's
+    /// table as the driver left it (taken again first: `sync_port`).
     pub fn translate(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64) -> Xlat {
+        if port as usize >= NUM_PORTS {
+            return Xlat::Fault;
+        }
+        self.sync_port(hw, port as usize);
+        self.translate_synced(hw, port, vaddr)
+    }
+
+    /// `translate` with the port's table as last taken: at the start of
+    /// every pass the host wrote anything (`sync_tables`) and at every
+    /// range check (`registered`). A packet's payload was range-checked
+    /// when its descriptor was taken, so its pieces need no new look: a
+    /// table changed since then is taken at the next pass, before the
+    /// change is acknowledged (the driver reuses nothing before that).
+    fn translate_synced(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64) -> Xlat {
         let p = port as usize;
         if p >= NUM_PORTS {
             return Xlat::Fault;
         }
         let vpn = vaddr / PAGE_SIZE;
-        self.sync_port(hw, p);
         let x = &mut self.xlat;
-        let slot = x.missed.iter().position(|&m| m == (port, vpn));
+        let slot =
+            if x.missed_live == 0 { None } else { x.missed.iter().position(|&m| m == (port, vpn)) };
         if let Some(page) = x.tlb.lookup(&mut SramTlb(hw), port, vpn) {
             match slot {
                 // The retry of a miss: counted as the miss it was.
-                Some(i) => x.missed[i] = (u8::MAX, 0),
+                Some(i) => {
+                    x.missed[i] = (u8::MAX, 0);
+                    x.missed_live -= 1;
+                }
                 None => self.stats.bump(Stat::TlbHits, 1),
             }
             return bus_in_slice(hw, p, page, vaddr);
@@ -350,6 +371,9 @@ impl Shared {
         // Entries past the table's end read as not valid.
         hw.write(map::pt_line(i as u32), &[0u8; LINE_BYTES as usize]);
         x.lines[i] = Line { state: LineState::Reading, port, first_vpn: first, version };
+        if x.missed[x.missed_at as usize].0 == u8::MAX {
+            x.missed_live += 1;
+        }
         x.missed[x.missed_at as usize] = (port, vpn);
         x.missed_at = (x.missed_at + 1) % MISSED_LEN as u8;
         let cmd = HostDmaCmd {
@@ -408,9 +432,13 @@ impl Shared {
         from: &mut u64,
     ) -> Xlat {
         let Some(end) = vaddr.checked_add(len) else { return Xlat::Fault };
+        // The table as the driver left it, once for the whole range.
+        if (port as usize) < NUM_PORTS {
+            self.sync_port(hw, port as usize);
+        }
         let start = vaddr.saturating_add(*from).min(end);
         for (v, n) in page_pieces(start, end - start) {
-            match self.translate(hw, port, v) {
+            match self.translate_synced(hw, port, v) {
                 Xlat::Bus(_) => *from += n,
                 Xlat::Wait => {
                     self.read_range_ahead(hw, port, v, end);
@@ -466,7 +494,7 @@ impl Shared {
         let mut at = 0u32;
         let mut wait = false;
         for (v, k) in page_pieces(vaddr, len as u64) {
-            match self.translate(hw, port, v) {
+            match self.translate_synced(hw, port, v) {
                 Xlat::Bus(bus) if n < MAX_PIECES => {
                     out[n] = Piece { bus, len: k as u32, at };
                     n += 1;

@@ -48,9 +48,11 @@ fn room(cx: &Shared) -> Option<u8> {
 impl Sdma {
     /// Fills: with no stream queued to send (and no rate control or flow
     /// table to look at), the scheduler would pick nothing, so the fill
-    /// loop is not entered; only what the machine waits for is settled.
-    /// A step of the machine, kept out of line (a debugger breaks here)
-    /// and short.
+    /// loop is not entered; only what the machine waits for is settled,
+    /// and only when something it depends on may have changed since it
+    /// last was (a stream or the timer list written, a transition, the
+    /// scheduler's wait). A step of the machine, kept out of line (a
+    /// debugger breaks here) and short.
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         if self.conn_queue_len == 0 && !self.sched.may_pick() {
@@ -58,7 +60,22 @@ impl Sdma {
             Sched::fill_start(self, cx, hw, w);
             self.relay_built = false;
             // (Out of buffers or not, the stop says the same then.)
-            self.settle(cx, hw, Stop::NothingDue);
+            if self.txs.unsettled || self.sched.wait() != self.settled_wait {
+                self.settle(cx, hw, Stop::NothingDue);
+            } else {
+                // (What `settle` would note of this stop.)
+                self.stopped = Stop::NothingDue;
+                self.held_at_stop = cx.txbufs.held();
+                #[cfg(any(test, feature = "check-timers"))]
+                {
+                    let next = self.next_state(cx, Stop::NothingDue);
+                    assert!(
+                        next.is_none_or(|(s, _)| s == self.state),
+                        "SDMA settled in {:?} but would go to {next:?}",
+                        self.state
+                    );
+                }
+            }
             return;
         }
         self.fill_streams(cx, hw, w);
@@ -92,8 +109,6 @@ impl Sdma {
         self.settle(cx, hw, stop);
     }
 
-    /// Would the fill find room now, after it stopped for want of it?
-    /// (SEND may free a transmit buffer later in the pass that stopped.)
     /// Has the fill work it would do at the next pass whatever the news?
     /// It yielded to it; or it stopped for room that is there now (SEND
     /// may free a transmit buffer later in the pass); or for a
@@ -119,12 +134,22 @@ impl Sdma {
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
         self.stopped = stop;
         self.held_at_stop = cx.txbufs.held();
+        if let Some((next, cause)) = self.next_state(cx, stop) {
+            self.go(cx, hw, next, cause);
+        }
+        self.txs.unsettled = false;
+        self.settled_wait = self.sched.wait();
+    }
+
+    /// What the machine waits for after the fill loop stopped at `stop`,
+    /// and why; None: what it waits for now (a fill in flight).
+    fn next_state(&self, cx: &Shared, stop: Stop) -> Option<(SdmaState, Cause)> {
         let next = match (self.state, stop, self.sched.wait()) {
             // The last fill is still in flight: that is what it waits for.
             (SdmaState::FillWait { buf, .. }, _, _)
                 if cx.txbufs.get(buf).state == TxBufState::Filling =>
             {
-                return;
+                return None;
             }
             (_, Stop::Yield, _) => SdmaState::Ready,
             (_, Stop::Translate { port }, _) => SdmaState::TranslateWait { port },
@@ -138,7 +163,7 @@ impl Sdma {
             SdmaState::AckWait { .. } => Cause::Window,
             _ => Cause::Drained,
         };
-        self.go(cx, hw, next, cause);
+        Some((next, cause))
     }
 
     /// AckWait for the next stream of the rotation, or for any stream with

@@ -76,8 +76,16 @@ impl Sdma {
     ) {
         let before = self.state;
         let mut budget = INTAKE_BUDGET;
-        for k in 0..NUM_PORTS {
-            let p = (self.port_rr as usize + k) % NUM_PORTS;
+        // The ports served, in round-robin order from `port_rr`: bit k of
+        // `order` is port `port_rr + k` (the others are not looked at).
+        let rr = self.port_rr as u32 % NUM_PORTS as u32;
+        let all = (1u32 << NUM_PORTS) - 1;
+        let served = self.serving as u32;
+        let mut order = ((served >> rr) | (served << (NUM_PORTS as u32 - rr))) & all;
+        while order != 0 {
+            let k = order.trailing_zeros() as usize;
+            order &= order - 1;
+            let p = (rr as usize + k) % NUM_PORTS;
             // A closed port is passed over before anything is set up for
             // taking from its ring (the compiler hoists that set-up out
             // of the loop below, to here).
@@ -503,7 +511,7 @@ impl Sdma {
             }
             DescKind::Resume => {
                 let key = stream_key(d.target_node, p as u8, d.target_port, d.priority);
-                if let Some(&s) = self.tx_index.get(&key) {
+                if let Some(s) = self.stream_of(key) {
                     self.txs[s].suspended = false;
                     self.txs[s].nobuf_since = 0;
                 }

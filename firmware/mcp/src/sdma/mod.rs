@@ -138,11 +138,14 @@ pub struct Sdma {
     /// (`Sdma::timer_view`).
     #[cfg(not(target_os = "none"))]
     views: [TimerView; MAX_STREAMS],
-    /// Host builds: the active streams' part of the deadline, as last
-    /// worked out (`Sdma::active_deadline`).
-    #[cfg(not(target_os = "none"))]
+    /// The active streams' part of the deadline, as last worked out
+    /// (`Sdma::active_deadline`).
     dl: ActiveDeadline,
     pub(crate) tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    /// The sending stream found or made last (`Sdma::stream_of`): the
+    /// next descriptor or ack is most often for it again, and a look at
+    /// its key is cheaper than hashing one.
+    last_stream: u16,
     pub(crate) conns: Pool<Conn, MAX_CONNS>,
     conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
     /// Current connection of the circular connection queue (NIL: empty).
@@ -168,6 +171,9 @@ pub struct Sdma {
     stopped: fill::Stop,
     /// The transmit buffers held when it stopped (`TxBufs::held`).
     held_at_stop: u32,
+    /// The scheduler policy's wait when the machine's state was last
+    /// settled (`Sdma::fill`).
+    settled_wait: Option<u64>,
 }
 
 impl Sdma {
@@ -186,9 +192,9 @@ impl Sdma {
             txs: TxPool::new(),
             #[cfg(not(target_os = "none"))]
             views: [TimerView::NONE; MAX_STREAMS],
-            #[cfg(not(target_os = "none"))]
             dl: ActiveDeadline { at: 0, busy: None, hold: None, removable: true },
             tx_index: heapless::FnvIndexMap::new(),
+            last_stream: NIL,
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
             conn_cur: NIL,
@@ -201,6 +207,7 @@ impl Sdma {
             intake_left: false,
             stopped: fill::Stop::NothingDue,
             held_at_stop: 0,
+            settled_wait: None,
         }
     }
 
@@ -215,6 +222,8 @@ impl Sdma {
     }
 
     fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
+        // (What the machine waits for is settled again: `fill`.)
+        self.txs.unsettled = true;
         cx.transition(hw, &mut self.state, to, cause);
     }
 
@@ -400,6 +409,19 @@ impl Sdma {
         }
     }
 
+    /// The image keeps no views: a stream handed out for writing since
+    /// the last look counts the active streams' deadline stale (one flag
+    /// for them all, so a pass that wrote no stream neither scans the
+    /// timer list nor works the deadline out again).
+    #[cfg(target_os = "none")]
+    #[inline]
+    fn settle_views(&mut self, _cx: &Shared) {
+        if self.txs.touched {
+            self.txs.touched = false;
+            self.txs.dl_stale = true;
+        }
+    }
+
     /// What the timers of sending stream `s` depend on. Host builds keep
     /// it from one look to the next and take it again only after the
     /// stream changed (`TxPool` notes every change): the timer scan and
@@ -423,23 +445,21 @@ impl Sdma {
 
     /// The active streams' timers: the earliest retransmission or send
     /// timeout of those with packets unacknowledged, and the earliest hold
-    /// still to end. Host builds keep it while no stream changed and the
-    /// list stayed the same (the first only depends on the streams; the
-    /// second also on the time, and stays while that hold has not ended).
+    /// still to end. Kept while no stream changed and the list stayed
+    /// the same (the first only depends on the streams; the second also
+    /// on the time, and stays while that hold has not ended).
     #[inline]
     fn active_deadline(&mut self, cx: &Shared) -> (Option<u64>, Option<u64>) {
-        #[cfg(not(target_os = "none"))]
         self.settle_views(cx);
-        #[cfg(not(target_os = "none"))]
         if !self.txs.dl_stale && cx.now >= self.dl.at && self.dl.hold.is_none_or(|h| h > cx.now) {
             return (self.dl.busy, self.dl.hold);
         }
         let (mut busy, mut hold) = (None::<u64>, None::<u64>);
-        let mut _removable = false;
+        let mut removable = false;
         for k in 0..self.active_tx.len() {
             let s = self.active_tx[k];
             let v = self.timer_view(cx, s);
-            _removable |= !self.txs.is_live(s) || (!v.busy && v.hold_until <= cx.now);
+            removable |= !self.txs.is_live(s) || (!v.busy && v.hold_until <= cx.now);
             if v.busy {
                 let t = v.expire_at.min(v.acked_at.saturating_add(cx.cfg.send_timeout));
                 busy = Some(busy.map_or(t, |b| b.min(t)));
@@ -448,33 +468,24 @@ impl Sdma {
                 hold = Some(hold.map_or(v.hold_until, |h| h.min(v.hold_until)));
             }
         }
-        #[cfg(not(target_os = "none"))]
-        {
-            self.dl = ActiveDeadline { at: cx.now, busy, hold, removable: _removable };
-            self.txs.dl_stale = false;
-        }
+        self.dl = ActiveDeadline { at: cx.now, busy, hold, removable };
+        self.txs.dl_stale = false;
         (busy, hold)
     }
 
-    /// Host builds: would the timer scan at `now` find nothing to do (no
-    /// stream to take off the list, none timed out)? Known when nothing
-    /// changed since the active streams' deadline was worked out, no hold
-    /// has ended since and no timer falls due by `now`.
+    /// Would the timer scan at `now` find nothing to do (no stream to
+    /// take off the list, none timed out)? Known when nothing changed
+    /// since the active streams' deadline was worked out, no hold has
+    /// ended since and no timer falls due by `now`.
     #[inline]
-    fn timers_idle(&mut self, _cx: &Shared, _now: u64) -> bool {
-        #[cfg(not(target_os = "none"))]
-        {
-            self.settle_views(_cx);
-            let now = _now;
-            !self.txs.dl_stale
-                && now >= self.dl.at
-                && now < u64::MAX
-                && !self.dl.removable
-                && self.dl.hold.is_none_or(|h| h > now)
-                && self.dl.busy.is_none_or(|b| b > now)
-        }
-        #[cfg(target_os = "none")]
-        false
+    fn timers_idle(&mut self, cx: &Shared, now: u64) -> bool {
+        self.settle_views(cx);
+        !self.txs.dl_stale
+            && now >= self.dl.at
+            && now < u64::MAX
+            && !self.dl.removable
+            && self.dl.hold.is_none_or(|h| h > now)
+            && self.dl.busy.is_none_or(|b| b > now)
     }
 
     /// The earliest RTC tick one of SDMA's timers falls due.
@@ -510,10 +521,8 @@ impl Sdma {
 /// Bytes of SDMA's state that only host builds have (the timer views and
 /// the changed bits): not part of the image's budget.
 #[cfg(not(target_os = "none"))]
-pub const HOST_ONLY_BYTES: usize = core::mem::size_of::<[TimerView; MAX_STREAMS]>()
-    + MAX_STREAMS.div_ceil(64) * 8
-    + core::mem::size_of::<ActiveDeadline>()
-    + 8;
+pub const HOST_ONLY_BYTES: usize =
+    core::mem::size_of::<[TimerView; MAX_STREAMS]>() + MAX_STREAMS.div_ceil(64) * 8;
 
 /// What a sending stream's timers depend on (`Sdma::timer_view`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -547,7 +556,6 @@ impl TimerView {
 }
 
 /// `Sdma::active_deadline` as worked out at RTC `at`.
-#[cfg(not(target_os = "none"))]
 #[derive(Debug, Clone, Copy)]
 struct ActiveDeadline {
     at: u64,
@@ -558,20 +566,22 @@ struct ActiveDeadline {
     removable: bool,
 }
 
-/// The sending streams' pool. Host builds note each stream handed out
-/// for writing (`IndexMut`, `alloc`, `free`): its timer view is taken
-/// again, and so is the active streams' deadline (`dl_stale`, also set
-/// when the active list changes: `list_changed`).
+/// The sending streams' pool. It notes each stream handed out for
+/// writing (`IndexMut`, `alloc`, `free`): the active streams' deadline is
+/// worked out again (`dl_stale`, also set when the active list changes:
+/// `list_changed`), and in host builds that stream's timer view is taken
+/// again.
 pub(crate) struct TxPool {
     pool: Pool<TxStream, MAX_STREAMS>,
     #[cfg(not(target_os = "none"))]
     changed: [u64; MAX_STREAMS.div_ceil(64)],
-    #[cfg(not(target_os = "none"))]
     dl_stale: bool,
     /// A stream was handed out for writing (`IndexMut`) since
     /// `Sdma::settle_views` last looked: its view may have changed.
-    #[cfg(not(target_os = "none"))]
     touched: bool,
+    /// A stream or the timer list was written, or the machine moved,
+    /// since what it waits for was last settled (`Sdma::fill`).
+    pub(super) unsettled: bool,
 }
 
 impl TxPool {
@@ -580,10 +590,9 @@ impl TxPool {
             pool: Pool::new(TxStream::EMPTY),
             #[cfg(not(target_os = "none"))]
             changed: [u64::MAX; MAX_STREAMS.div_ceil(64)],
-            #[cfg(not(target_os = "none"))]
             dl_stale: true,
-            #[cfg(not(target_os = "none"))]
             touched: false,
+            unsettled: true,
         }
     }
 
@@ -592,12 +601,11 @@ impl TxPool {
     #[inline]
     fn note(&mut self, _i: u16) {
         #[cfg(not(target_os = "none"))]
-        {
-            if let Some(w) = self.changed.get_mut(_i as usize / 64) {
-                *w |= 1 << (_i % 64);
-            }
-            self.touched = true;
+        if let Some(w) = self.changed.get_mut(_i as usize / 64) {
+            *w |= 1 << (_i % 64);
         }
+        self.touched = true;
+        self.unsettled = true;
     }
 
     /// Stream `i` was set up or let go of: its view is taken again, and
@@ -605,19 +613,14 @@ impl TxPool {
     #[inline]
     fn note_live(&mut self, i: u16) {
         self.note(i);
-        #[cfg(not(target_os = "none"))]
-        {
-            self.dl_stale = true;
-        }
+        self.dl_stale = true;
     }
 
     /// The active list (`Sdma::active_tx`) gained or lost a stream.
     #[inline]
     fn list_changed(&mut self) {
-        #[cfg(not(target_os = "none"))]
-        {
-            self.dl_stale = true;
-        }
+        self.dl_stale = true;
+        self.unsettled = true;
     }
 
     /// Did stream `i` change since the last call for it?

@@ -30,10 +30,22 @@ fn relayed_packet_here(cx: &Shared, t: u16, built: bool) -> bool {
 }
 
 impl Sdma {
+    /// The sending stream with `key`, if there is one: the one found
+    /// last when it is live and has that key (keys are unique among live
+    /// streams), else the index's.
+    #[inline]
+    pub(crate) fn stream_of(&self, key: u32) -> Option<u16> {
+        let s = self.last_stream;
+        if self.txs.is_live(s) && self.txs[s].key == key {
+            return Some(s);
+        }
+        self.tx_index.get(&key).copied()
+    }
+
     /// Is there a stream for `key` (to `node`), or room for one (a free
     /// record, or an idle stream to let go of)?
     pub fn stream_room(&self, cx: &Shared, key: u32, node: u16) -> bool {
-        self.tx_index.contains_key(&key)
+        self.stream_of(key).is_some()
             || (self.txs.available() > 0
                 && self.tx_index.len() < self.tx_index.capacity()
                 && (self.conn_index.contains_key(&node) || self.conns.available() > 0))
@@ -63,7 +75,8 @@ impl Sdma {
         rport: u8,
         prio: Priority,
     ) -> Option<u16> {
-        if let Some(&s) = self.tx_index.get(&key) {
+        if let Some(s) = self.stream_of(key) {
+            self.last_stream = s;
             return Some(s);
         }
         let full = self.txs.available() == 0
@@ -114,6 +127,7 @@ impl Sdma {
         }
         self.streams_made = self.streams_made.wrapping_add(1);
         self.sched.stream_made();
+        self.last_stream = s;
         Some(s)
     }
 

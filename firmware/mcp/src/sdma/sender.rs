@@ -27,24 +27,36 @@ impl Sdma {
         }
     }
 
+    /// Acks, the usual news, are taken here; the rest out of line
+    /// (`take_other`), so this frame stays small.
     #[inline(never)]
     fn take_all_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(m) = cx.from_recv.pop_front() {
             match m {
                 FromRecv::Ack { key, ack } => {
-                    if let Some(&s) = self.tx_index.get(&key) {
+                    if let Some(s) = self.stream_of(key) {
                         self.on_ack(cx, s, ack);
                     }
                 }
-                FromRecv::Nack { key, code, seq, round } => {
-                    if let Some(&s) = self.tx_index.get(&key) {
-                        self.on_nack(cx, hw, s, code, seq, round);
-                    }
-                }
-                FromRecv::Answer { token } => self.queue_answer(cx, token),
-                FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
-                FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
+                other => self.take_other(cx, hw, other),
             }
+        }
+    }
+
+    /// What RECV passed on besides an ack: nacks, get answers, multicast
+    /// starts and the window policy's reports.
+    #[inline(never)]
+    fn take_other(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: FromRecv) {
+        match m {
+            FromRecv::Ack { .. } => {}
+            FromRecv::Nack { key, code, seq, round } => {
+                if let Some(s) = self.stream_of(key) {
+                    self.on_nack(cx, hw, s, code, seq, round);
+                }
+            }
+            FromRecv::Answer { token } => self.queue_answer(cx, token),
+            FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
+            FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
         }
     }
 
@@ -112,7 +124,19 @@ impl Sdma {
     }
 
     /// A cumulative ack for stream `s`: everything before `ack` arrived.
+    /// One that moves nothing (most piggybacked acks repeat the last) is
+    /// let go at a look at the window, the stream not written.
+    #[inline]
     pub(crate) fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+        let win = &self.txs[s].win;
+        if seq_lt(win.una(), ack) && seq_le(ack, win.high()) {
+            self.on_new_ack(cx, s, ack);
+        }
+    }
+
+    /// `on_ack` for an ack that moves the window on.
+    #[inline(never)]
+    fn on_new_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
         let st = &mut self.txs[s];
         let old = st.win.una();
         if !st.win.ack(ack) {
@@ -446,15 +470,23 @@ impl Sdma {
             }
             return;
         }
-        self.timers_due(cx, hw, w);
+        // Nothing written since the deadline was worked out, nothing due
+        // by now, no alarm: the scan would find nothing either.
+        let idle = !self.active_tx.is_empty() && self.timers_idle(cx, cx.now);
+        if idle && self.alarms == 0 && !matches!(self.state, SdmaState::Timeout { .. }) {
+            return;
+        }
+        self.timers_due(cx, hw, w, idle);
     }
 
-    /// The timer scan (kept out of line: its frame is large).
+    /// The timer scan (kept out of line: its frame is large); `idle`: the
+    /// streams' timers have nothing to do (`timers_idle`), only the
+    /// alarms may.
     #[inline(never)]
-    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work, idle: bool) {
         let now = cx.now;
         // Retransmission and send timeouts.
-        let mut i = if self.timers_idle(cx, now) { self.active_tx.len() } else { 0 };
+        let mut i = if idle { self.active_tx.len() } else { 0 };
         while i < self.active_tx.len() {
             let s = self.active_tx[i];
             // What the timers need, not a copy of the whole record.
