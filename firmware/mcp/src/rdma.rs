@@ -16,7 +16,7 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::{MachineState, Shared};
-use crate::translate::Xlat;
+use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, SendStatus, EVENT_SIZE, INLINE_MAX};
@@ -240,13 +240,20 @@ impl Rdma {
     }
 
     /// A step of the machine (kept out of line: a debugger breaks here):
-    /// accepted payloads to host memory.
+    /// accepted payloads to host memory. Idle, it returns before any
+    /// register is saved (the work is a tail call).
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         self.xlat_wait = None;
         if self.is_idle(cx) {
             return;
         }
+        self.copy_step(cx, hw, w);
+    }
+
+    /// The step's work: the copies, then the state.
+    #[inline(never)]
+    fn copy_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         if !cx.rdma_jobs.is_empty() {
             self.copy_jobs(cx, hw, w);
         }
@@ -286,7 +293,9 @@ impl Rdma {
                 }
                 continue;
             }
-            let (pieces, xlat) = cx.pieces(hw, job.port, job.vaddr, job.len);
+            let mut pieces = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
+            let (n, xlat) = cx.pieces_into(hw, job.port, job.vaddr, job.len, &mut pieces);
+            let pieces = &pieces[..n];
             if xlat == Xlat::Wait {
                 self.xlat_wait = Some(job.port);
                 break;
@@ -297,7 +306,6 @@ impl Rdma {
                 // cannot be placed; the event still comes.
                 cx.bump(Stat::Errors, 1);
             }
-            let n = pieces.len();
             if n == 0 {
                 cx.rx_release(hw, job.rx_buf);
             } else {
@@ -309,7 +317,7 @@ impl Rdma {
                 self.go(cx, hw, to, Cause::Accepted);
             }
             let src = map::rx_buf(job.rx_buf as u32) + HEADER_LEN as u32;
-            for (k, piece) in pieces.into_iter().enumerate() {
+            for (k, piece) in pieces.iter().enumerate() {
                 let action =
                     if k + 1 == n { HdmaAction::RxDone(job.rx_buf) } else { HdmaAction::Nothing };
                 let cmd = HostDmaCmd {
@@ -334,11 +342,19 @@ impl Rdma {
 
     /// Write owed events into the ports' event queues (host memory).
     /// A step of the machine (kept out of line: a debugger breaks here).
+    /// With nothing owed and nothing moving it returns before any
+    /// register is saved (the work is a tail call).
     #[inline(never)]
     pub fn flush_events(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, w: &mut Work) {
         if cx.events_owed == 0 && self.xlat_wait.is_none() && self.is_idle(cx) {
             return;
         }
+        self.flush_step(cx, sdma, hw, w);
+    }
+
+    /// The flush's work: the events, then the state.
+    #[inline(never)]
+    fn flush_step(&mut self, cx: &mut Shared, sdma: &Sdma, hw: &mut impl Hw, w: &mut Work) {
         let behind = if cx.events_owed != 0 { self.write_events(cx, sdma, hw, w) } else { None };
         let next = match behind {
             Some(port) => RdmaState::HostBehind { port },
@@ -524,6 +540,10 @@ fn stage_event(
 /// A multicast's message is with its host (its event is owed after the
 /// copy): its record may report. True for a NIC-served multicast's.
 fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
+    // (A unicast's: its multicast word says so, no more is read.)
+    if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
+        return false;
+    }
     let sl = cx.slot(hw, s);
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     if m == MREC_LEAF {

@@ -145,7 +145,10 @@ impl SendToken {
     }
 }
 
-/// A posted receive buffer.
+/// A posted receive buffer: what the host's Provide gave (written whole
+/// when it is posted), its link in its port's list while it waits, then
+/// what the message it takes says (written by RECV when the message's
+/// first packet comes: [`SlotFill`]).
 #[derive(Debug, Clone, Copy)]
 pub struct RecvSlot {
     pub port: u8,
@@ -154,8 +157,6 @@ pub struct RecvSlot {
     pub vaddr: u64,
     pub len: u32,
     pub tag: u64,
-    /// Filled: message details for the event.
-    pub filled: bool,
     pub msg_len: u32,
     pub src_node: u16,
     pub src_port: u8,
@@ -170,7 +171,9 @@ pub struct RecvSlot {
     pub mcast: u64,
     /// The multicast record this delivery counts for (NIL: none).
     pub mrec: u16,
-    /// Next slot in the port's free list (posting order).
+    /// The next slot in its port's list of posted slots (posting order;
+    /// NIL: the last, or not posted). A message that takes the slot
+    /// writes NIL over it.
     pub next: u16,
 }
 
@@ -182,7 +185,6 @@ impl RecvSlot {
         vaddr: 0,
         len: 0,
         tag: 0,
-        filled: false,
         msg_len: 0,
         src_node: 0,
         src_port: 0,
@@ -192,6 +194,50 @@ impl RecvSlot {
         mrec: NIL,
         next: NIL,
     };
+
+    /// What a message that takes the slot writes over it.
+    pub fn fill(&self) -> SlotFill {
+        SlotFill {
+            msg_len: self.msg_len,
+            src_node: self.src_node,
+            src_port: self.src_port,
+            inline_len: self.inline_len,
+            mcast: self.mcast,
+            mrec: self.mrec,
+        }
+    }
+}
+
+/// Where a receive slot's link (`RecvSlot::next`) lies in its fifth word.
+pub const SLOT_NEXT_SHIFT: u32 = 48;
+
+/// The part of a receive slot's record a message that takes it writes
+/// (its last three words, `Shared::fill_slot`): the rest is the host's.
+/// The slot is taken off its port's list then: its link becomes NIL.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotFill {
+    pub msg_len: u32,
+    pub src_node: u16,
+    pub src_port: u8,
+    pub inline_len: u8,
+    pub mcast: u64,
+    pub mrec: u16,
+}
+
+impl SlotFill {
+    /// The record's words 3, 4 and 5 (`RecvSlot::encode`'s layout).
+    #[inline(always)]
+    pub fn words(&self) -> [u64; 3] {
+        [
+            self.mcast,
+            self.src_port as u64
+                | (self.inline_len as u64) << 8
+                | (self.src_node as u64) << 16
+                | (self.mrec as u64) << 32
+                | (NIL as u64) << SLOT_NEXT_SHIFT,
+            self.msg_len as u64,
+        ]
+    }
 }
 
 /// The last SYNC a receiving stream adopted: (sync_boot, incarnation,
@@ -579,24 +625,27 @@ pub enum McastCost {
 pub const MCAST_PRESENT: u64 = 1 << 51;
 
 impl RecvSlot {
-    /// The record as kept in SRAM (`map::rx_slot`).
+    /// The record as kept in SRAM (`map::rx_slot`): six words, the
+    /// host's first (port, priority, size class, error, length; address;
+    /// tag), then the message's ([`SlotFill::words`]: multicast tag;
+    /// source port, inline length, source node, record, and the link;
+    /// message length).
     pub fn encode(&self, b: &mut [u8; map::RX_SLOT_SIZE as usize]) {
         use nic_abi::le::*;
         put_u8(b, 0, self.port);
         put_u8(b, 1, self.prio as u8);
         put_u8(b, 2, self.size_class);
-        put_u8(b, 3, self.filled as u8);
-        put_u8(b, 4, self.src_port);
-        put_u8(b, 5, self.inline_len);
-        put_u8(b, 6, self.error);
+        put_u8(b, 3, self.error);
+        put_u32(b, 4, self.len);
         put_u64(b, 8, self.vaddr);
         put_u64(b, 16, self.tag);
         put_u64(b, 24, self.mcast);
-        put_u32(b, 32, self.len);
-        put_u32(b, 36, self.msg_len);
-        put_u16(b, 40, self.src_node);
-        put_u16(b, 42, self.mrec);
-        put_u16(b, 44, self.next);
+        put_u8(b, 32, self.src_port);
+        put_u8(b, 33, self.inline_len);
+        put_u16(b, 34, self.src_node);
+        put_u16(b, 36, self.mrec);
+        put_u16(b, 38, self.next);
+        put_u32(b, 40, self.msg_len);
     }
 
     pub fn decode(b: &[u8; map::RX_SLOT_SIZE as usize]) -> RecvSlot {
@@ -605,18 +654,17 @@ impl RecvSlot {
             port: get_u8(b, 0),
             prio: Priority::from_u8(get_u8(b, 1)).unwrap_or(Priority::Low),
             size_class: get_u8(b, 2),
-            filled: get_u8(b, 3) != 0,
-            src_port: get_u8(b, 4),
-            inline_len: get_u8(b, 5),
-            error: get_u8(b, 6),
+            error: get_u8(b, 3),
+            len: get_u32(b, 4),
             vaddr: get_u64(b, 8),
             tag: get_u64(b, 16),
             mcast: get_u64(b, 24),
-            len: get_u32(b, 32),
-            msg_len: get_u32(b, 36),
-            src_node: get_u16(b, 40),
-            mrec: get_u16(b, 42),
-            next: get_u16(b, 44),
+            src_port: get_u8(b, 32),
+            inline_len: get_u8(b, 33),
+            src_node: get_u16(b, 34),
+            mrec: get_u16(b, 36),
+            next: get_u16(b, 38),
+            msg_len: get_u32(b, 40),
         }
     }
 

@@ -593,43 +593,96 @@ impl Shared {
             port: w[0] as u8,
             prio: nic_abi::Priority::from_u8((w[0] >> 8) as u8).unwrap_or(nic_abi::Priority::Low),
             size_class: (w[0] >> 16) as u8,
-            filled: (w[0] >> 24) as u8 != 0,
-            src_port: (w[0] >> 32) as u8,
-            inline_len: (w[0] >> 40) as u8,
-            error: (w[0] >> 48) as u8,
+            error: (w[0] >> 24) as u8,
+            len: (w[0] >> 32) as u32,
             vaddr: w[1],
             tag: w[2],
             mcast: w[3],
-            len: w[4] as u32,
-            msg_len: (w[4] >> 32) as u32,
-            src_node: w[5] as u16,
-            mrec: (w[5] >> 16) as u16,
-            next: (w[5] >> 32) as u16,
+            src_port: w[4] as u8,
+            inline_len: (w[4] >> 8) as u8,
+            src_node: (w[4] >> 16) as u16,
+            mrec: (w[4] >> 32) as u16,
+            next: (w[4] >> SLOT_NEXT_SHIFT) as u16,
+            msg_len: w[5] as u32,
         }
     }
 
     /// Write receive slot `s`'s record, as `slot` reads it.
     pub fn set_slot(&self, hw: &mut impl Hw, s: u16, v: &RecvSlot) {
         if (s as usize) < MAX_SLOTS {
-            let b = |x: u8, at: u32| (x as u64) << at;
-            let w = [
-                b(v.port, 0)
-                    | b(v.prio as u8, 8)
-                    | b(v.size_class, 16)
-                    | b(v.filled as u8, 24)
-                    | b(v.src_port, 32)
-                    | b(v.inline_len, 40)
-                    | b(v.error, 48),
-                v.vaddr,
-                v.tag,
-                v.mcast,
-                v.len as u64 | (v.msg_len as u64) << 32,
-                v.src_node as u64 | (v.mrec as u64) << 16 | (v.next as u64) << 32,
-            ];
             let at = map::rx_slot(s as u32);
-            for (i, x) in w.into_iter().enumerate() {
-                hw.store_u64(at + 8 * i as u32, x);
-            }
+            let w0 = v.port as u64
+                | (v.prio as u64) << 8
+                | (v.size_class as u64) << 16
+                | (v.error as u64) << 24
+                | (v.len as u64) << 32;
+            hw.store_u64(at, w0);
+            hw.store_u64(at + 8, v.vaddr);
+            hw.store_u64(at + 16, v.tag);
+            let [w3, w4, w5] = v.fill().words();
+            let link = (v.next as u64) << SLOT_NEXT_SHIFT;
+            hw.store_u64(at + 24, w3);
+            hw.store_u64(at + 32, (w4 & !(0xFFFF << SLOT_NEXT_SHIFT)) | link);
+            hw.store_u64(at + 40, w5);
+        }
+    }
+
+    /// Receive slot `s`'s link in its port's list (`RecvSlot::next`).
+    #[inline]
+    pub fn slot_link(&self, hw: &impl Hw, s: u16) -> u16 {
+        if s as usize >= MAX_SLOTS {
+            return crate::pool::NIL;
+        }
+        (hw.load_u64(map::rx_slot(s as u32) + 32) >> SLOT_NEXT_SHIFT) as u16
+    }
+
+    /// Posted slot `s` links to `next`: its fifth word (what a message
+    /// wrote there means nothing while the slot waits for the next one)
+    /// is the link alone.
+    #[inline]
+    pub fn link_slot(&self, hw: &mut impl Hw, s: u16, next: u16) {
+        if (s as usize) < MAX_SLOTS {
+            hw.store_u64(map::rx_slot(s as u32) + 32, (next as u64) << SLOT_NEXT_SHIFT);
+        }
+    }
+
+    /// Receive slot `s`'s first word: its port, priority, size class and
+    /// length, as the host's Provide gave them.
+    #[inline]
+    pub fn slot_posted(&self, hw: &impl Hw, s: u16) -> (u8, nic_abi::Priority, u8, u32) {
+        let w = if (s as usize) < MAX_SLOTS { hw.load_u64(map::rx_slot(s as u32)) } else { 0 };
+        let prio = nic_abi::Priority::from_u8((w >> 8) as u8).unwrap_or(nic_abi::Priority::Low);
+        (w as u8, prio, (w >> 16) as u8, (w >> 32) as u32)
+    }
+
+    /// Receive slot `s`'s buffer address (one word).
+    #[inline]
+    pub fn slot_vaddr(&self, hw: &impl Hw, s: u16) -> u64 {
+        if s as usize >= MAX_SLOTS {
+            return 0;
+        }
+        hw.load_u64(map::rx_slot(s as u32) + 8)
+    }
+
+    /// Receive slot `s`'s multicast tag word (`RecvSlot::mcast`).
+    #[inline]
+    pub fn slot_mcast(&self, hw: &impl Hw, s: u16) -> u64 {
+        if s as usize >= MAX_SLOTS {
+            return 0;
+        }
+        hw.load_u64(map::rx_slot(s as u32) + 24)
+    }
+
+    /// Receive slot `s` takes a message: the three words of its record
+    /// the message writes (the host's stay as they are).
+    #[inline]
+    pub fn fill_slot(&self, hw: &mut impl Hw, s: u16, f: &SlotFill) {
+        if (s as usize) < MAX_SLOTS {
+            let at = map::rx_slot(s as u32) + 24;
+            let [a, b, c] = f.words();
+            hw.store_u64(at, a);
+            hw.store_u64(at + 8, b);
+            hw.store_u64(at + 16, c);
         }
     }
 
@@ -783,7 +836,6 @@ mod tests {
             vaddr: 0x1234_5678_9abc_def0,
             len: 4096,
             tag: u64::MAX - 3,
-            filled: true,
             msg_len: 3000,
             src_node: 0xBEEF,
             src_port: 7,
@@ -791,7 +843,7 @@ mod tests {
             error: 9,
             mcast: MCAST_PRESENT | 77,
             mrec: 0x1234,
-            next: 0xFFFF,
+            next: 0x0042,
         };
         // Written by words, it is the byte layout `encode` gives...
         cx.set_slot(&mut hw, 3, &v);

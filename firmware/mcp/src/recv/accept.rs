@@ -226,8 +226,7 @@ impl Recv {
         if let Assembly::Message { slot } = self.rxs[r].assembly {
             // The buffer was never reported: back to the front of its port's list.
             if cx.slots.is_live(slot) {
-                let p = cx.slot(hw, slot).port as usize;
-                self.unclaim_slot(cx, hw, slot, p);
+                self.unclaim_slot(cx, hw, slot);
             }
         }
         self.rxs[r].assembly = Assembly::Idle;
@@ -361,36 +360,34 @@ impl Recv {
     }
 
     /// Take the first posted buffer of `port` with this class and
-    /// priority: the slot, with its record as now written.
-    pub(crate) fn claim_slot_rec(
+    /// priority: the slot and its length. Two words read per slot looked
+    /// at (what it matches on, its link), the link of the one before it
+    /// written when it is not the first.
+    pub(crate) fn claim_slot(
         &mut self,
-        cx: &mut Shared,
+        cx: &Shared,
         hw: &mut impl Hw,
         port: usize,
         class: u8,
         prio: Priority,
-    ) -> Option<(u16, RecvSlot)> {
+    ) -> Option<(u16, u32)> {
         let mut prev = NIL;
-        let mut s = self.slots_head[port];
+        let mut s = *self.slots_head.get(port)?;
         while s != NIL {
-            let mut sl = cx.slot(hw, s);
-            if sl.size_class == class && sl.prio == prio {
-                if prev == NIL {
-                    self.slots_head[port] = sl.next;
-                } else {
-                    let mut p = cx.slot(hw, prev);
-                    p.next = sl.next;
-                    cx.set_slot(hw, prev, &p);
+            let (_, p, c, len) = cx.slot_posted(hw, s);
+            let next = cx.slot_link(hw, s);
+            if c == class && p == prio {
+                match prev {
+                    NIL => self.slots_head[port] = next,
+                    before => cx.link_slot(hw, before, next),
                 }
                 if self.slots_tail[port] == s {
                     self.slots_tail[port] = prev;
                 }
-                sl.next = NIL;
-                cx.set_slot(hw, s, &sl);
-                return Some((s, sl));
+                return Some((s, len));
             }
             prev = s;
-            s = sl.next;
+            s = next;
         }
         None
     }
@@ -470,22 +467,18 @@ impl Recv {
         }
         let plen = h.payload_len as u32;
         let mut job: Option<RdmaJob> = None;
-        // The receive slot's address, when its record was read already.
-        let mut base: Option<u64> = None;
         match h.ptype {
             PacketType::Data => {
                 if first {
                     self.abort_assembly(cx, hw, r);
-                    let Some((s, mut sl)) =
-                        self.claim_slot_rec(cx, hw, port, h.size_class, h.priority)
+                    let Some((s, len)) = self.claim_slot(cx, hw, port, h.size_class, h.priority)
                     else {
                         self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
                         return;
                     };
-                    base = Some(sl.vaddr);
-                    if !fits_slot(&sl, h) {
+                    if !fits_slot(len, h) {
                         // A sender that broke the size-class rule: refuse.
-                        self.unclaim_slot(cx, hw, s, port);
+                        self.unclaim_slot(cx, hw, s);
                         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
                         self.advance(cx, r);
                         return;
@@ -496,7 +489,7 @@ impl Recv {
                         match self.mcast_first(cx, sdma, hw, h, w) {
                             Ok(m) => m,
                             Err(code) => {
-                                self.unclaim_slot(cx, hw, s, port);
+                                self.unclaim_slot(cx, hw, s);
                                 self.nack(cx, hw, buf, r, code, h);
                                 return;
                             }
@@ -505,13 +498,12 @@ impl Recv {
                         NIL
                     };
                     self.rxs[r].mrec = mrec;
-                    sl.mcast = if crate::MULTICAST && h.has(Flags::MCAST) {
+                    let mcast = if crate::MULTICAST && h.has(Flags::MCAST) {
                         h.remote | MCAST_PRESENT
                     } else {
                         0
                     };
-                    sl.mrec = mrec;
-                    fill_slot(cx, hw, s, &mut sl, buf, h);
+                    fill_slot(cx, hw, s, buf, h, mcast, mrec);
                     self.rxs[r].assembly = Assembly::Message { slot: s };
                     self.rxs[r].offset = 0;
                     self.rxs[r].msg_len = h.msg_len;
@@ -546,11 +538,7 @@ impl Recv {
                 if last {
                     self.rxs[r].mrec = NIL;
                 }
-                let vaddr = match base {
-                    Some(v) => v,
-                    None => cx.slot(hw, slot).vaddr,
-                };
-                let vaddr = vaddr.wrapping_add(h.offset as u64);
+                let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(h.offset as u64);
                 job = Some(RdmaJob {
                     rx_buf: buf,
                     port: port as u8,
@@ -728,11 +716,10 @@ impl Recv {
     }
 
     /// Give a claimed receive slot back to the front of its port's list.
-    pub(crate) fn unclaim_slot(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, port: usize) {
-        let mut sl = cx.slot(hw, s);
-        sl.filled = false;
-        sl.next = self.slots_head[port];
-        cx.set_slot(hw, s, &sl);
+    pub(crate) fn unclaim_slot(&mut self, cx: &Shared, hw: &mut impl Hw, s: u16) {
+        let port = cx.slot_posted(hw, s).0 as usize;
+        let Some(&head) = self.slots_head.get(port) else { return };
+        cx.link_slot(hw, s, head);
         self.slots_head[port] = s;
         if self.slots_tail[port] == NIL {
             self.slots_tail[port] = s;
@@ -740,33 +727,40 @@ impl Recv {
     }
 }
 
-/// Does the message `h` starts fit the receive slot `sl` (its size class)?
-/// A sender that broke the size-class rule is refused.
-pub(crate) fn fits_slot(sl: &RecvSlot, h: &Header) -> bool {
-    h.msg_len as u64 <= class_max_len(h.size_class).min(sl.len as u64)
+/// Does the message `h` starts fit a receive slot of `len` bytes (and its
+/// size class)? A sender that broke the size-class rule is refused.
+pub(crate) fn fits_slot(len: u32, h: &Header) -> bool {
+    h.msg_len as u64 <= class_max_len(h.size_class).min(len as u64)
 }
 
-/// Slot `s` (`sl`) takes the message whose first packet, `h`, is in
-/// receive buffer `buf`: what its event says, and a small message's bytes.
+/// Slot `s` takes the message whose first packet, `h`, is in receive
+/// buffer `buf`: what its event says (three words of its record), and a
+/// small message's bytes (two words: the event masks what is past them).
 pub(crate) fn fill_slot(
     cx: &mut Shared,
     hw: &mut impl Hw,
     s: u16,
-    sl: &mut RecvSlot,
     buf: u8,
     h: &Header,
+    mcast: u64,
+    mrec: u16,
 ) {
-    sl.filled = true;
-    sl.msg_len = h.msg_len;
-    sl.src_node = h.src_node;
-    sl.src_port = h.src_port;
-    sl.inline_len = 0;
+    let mut inline_len = 0;
     if h.msg_len as usize <= INLINE_MAX {
-        let n = (h.payload_len as usize).min(INLINE_MAX);
-        let mut tmp = [0u8; INLINE_MAX];
-        hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut tmp[..n]);
-        hw.write(map::rx_inline(s as u32), &tmp[..n]);
-        sl.inline_len = n as u8;
+        const _: () = assert!(INLINE_MAX == 16 && HEADER_LEN % 8 == 0);
+        let from = map::rx_buf(buf as u32) + HEADER_LEN as u32;
+        let to = map::rx_inline(s as u32);
+        hw.store_u64(to, hw.load_u64(from));
+        hw.store_u64(to + 8, hw.load_u64(from + 8));
+        inline_len = (h.payload_len as usize).min(INLINE_MAX) as u8;
     }
-    cx.set_slot(hw, s, sl);
+    let f = SlotFill {
+        msg_len: h.msg_len,
+        src_node: h.src_node,
+        src_port: h.src_port,
+        inline_len,
+        mcast,
+        mrec,
+    };
+    cx.fill_slot(hw, s, &f);
 }

@@ -155,7 +155,8 @@ pub struct Recv {
     seen_prod: u32,
     /// Receiving streams owing an ack.
     ack_list: heapless::Vec<u16, MAX_STREAMS>,
-    /// Per port: posted receive buffers, FIFO (head, tail).
+    /// Per port: posted receive buffers, FIFO (head, tail), linked
+    /// through their records (`RecvSlot::next`).
     slots_head: [u16; NUM_PORTS],
     slots_tail: [u16; NUM_PORTS],
     /// Since when the engine has reported everything and holds buffers
@@ -213,9 +214,13 @@ impl Recv {
     }
 
     /// The start of RECV's part of a pass: receive buffers SDMA took from
-    /// the host join their ports' lists.
+    /// the host join their ports' lists. (Inlined: on most passes it is
+    /// a check of an empty queue.)
+    #[inline(always)]
     pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        self.take_provided(cx, hw);
+        if !cx.provided.is_empty() {
+            self.take_provided(cx, hw);
+        }
         self.stopped = None;
     }
 
@@ -321,14 +326,14 @@ impl Recv {
     /// port's list, in posting order.
     fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         while let Some(i) = cx.provided.pop_front() {
-            let p = cx.slot(hw, i).port as usize;
-            if self.slots_tail[p] == NIL {
-                self.slots_head[p] = i;
-            } else {
-                let t = self.slots_tail[p];
-                let mut tail = cx.slot(hw, t);
-                tail.next = i;
-                cx.set_slot(hw, t, &tail);
+            let p = cx.slot_posted(hw, i).0 as usize;
+            let Some(&tail) = self.slots_tail.get(p) else {
+                cx.slots.free(i);
+                continue;
+            };
+            match tail {
+                NIL => self.slots_head[p] = i,
+                t => cx.link_slot(hw, t, i),
             }
             self.slots_tail[p] = i;
         }
@@ -611,7 +616,7 @@ impl Recv {
         }
         let mut s = self.slots_head[p];
         while s != NIL {
-            let next = cx.slot(hw, s).next;
+            let next = cx.slot_link(hw, s);
             cx.slots.free(s);
             s = next;
         }

@@ -168,25 +168,23 @@ impl Recv {
             {
                 return false;
             }
-            let Some((s, _)) = self.claim_slot_rec(cx, hw, port as usize, h.size_class, h.priority)
+            let Some((s, len)) = self.claim_slot(cx, hw, port as usize, h.size_class, h.priority)
             else {
                 return false;
             };
-            let mut sl = cx.slot(hw, s);
-            if !fits_slot(&sl, h) {
-                self.unclaim_slot(cx, hw, s, port as usize);
+            if !fits_slot(len, h) {
+                self.unclaim_slot(cx, hw, s);
                 return false;
             }
-            sl.mcast = 0;
-            sl.mrec = NIL;
-            fill_slot(cx, hw, s, &mut sl, buf, h);
+            let vaddr = cx.slot_vaddr(hw, s);
+            fill_slot(cx, hw, s, buf, h, 0, NIL);
             let _ = self.held.early.push(Early { stream: r, seq: h.seq, slot: s });
-            (h.seq, 0, sl.vaddr)
+            (h.seq, 0, vaddr)
         } else if let Some(e) = self.early_of(cx, hw, r, h.seq) {
-            (e.seq, 0, cx.slot(hw, e.slot).vaddr)
+            (e.seq, 0, cx.slot_vaddr(hw, e.slot))
         } else {
             let base = match (h.ptype, rx.assembly) {
-                (PacketType::Data, Assembly::Message { slot }) => cx.slot(hw, slot).vaddr,
+                (PacketType::Data, Assembly::Message { slot }) => cx.slot_vaddr(hw, slot),
                 (PacketType::Put, Assembly::Put { base }) => base,
                 // (A get's answer waits in a hold: it is the rarer case,
                 // and the image has little room.)
@@ -486,8 +484,7 @@ impl Recv {
         // the latest first, so the list keeps its order.
         while let Some(i) = self.held.early.iter().rposition(|e| e.stream == r) {
             let e = self.held.early.remove(i);
-            let port = cx.slot(hw, e.slot).port as usize;
-            self.unclaim_slot(cx, hw, e.slot, port);
+            self.unclaim_slot(cx, hw, e.slot);
         }
     }
 }
