@@ -94,7 +94,7 @@ impl Recv {
         key: u32,
         h: &Header,
     ) -> Option<u16> {
-        if let Some(&r) = self.rx_index.get(&key) {
+        if let Some(r) = self.rx_of(key) {
             return Some(r);
         }
         if self.rxs.available() == 0 {
@@ -179,6 +179,9 @@ impl Recv {
         if let Some(r) = victim {
             self.rx_index.remove(&self.rxs[r].key);
             self.rxs.free(r);
+            if self.last_rx.1 == r {
+                self.last_rx = (0, NIL);
+            }
             cx.bump(Stat::StreamsEvicted, 1);
         }
     }
@@ -747,7 +750,7 @@ pub(crate) fn fill_slot(
 ) {
     let mut inline_len = 0;
     if h.msg_len as usize <= INLINE_MAX {
-        const _: () = assert!(INLINE_MAX == 16 && HEADER_LEN % 8 == 0);
+        const _: () = assert!(INLINE_MAX == 16 && HEADER_LEN.is_multiple_of(8));
         let from = map::rx_buf(buf as u32) + HEADER_LEN as u32;
         let to = map::rx_inline(s as u32);
         hw.store_u64(to, hw.load_u64(from));

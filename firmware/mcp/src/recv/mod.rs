@@ -145,6 +145,10 @@ pub struct Recv {
     stopped: Option<RecvState>,
     pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
     rx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    /// The stream the last lookup found (its key, its index; NIL: none):
+    /// the packets of a stream and the acks its reverse stream carries
+    /// look it up once, not in the map each time.
+    last_rx: (u32, u16),
     /// The put or get whose remote range is being checked (its stream,
     /// the range's start, the bytes found registered so far): the check
     /// waits for translations, the sender is told Busy and comes again.
@@ -180,6 +184,7 @@ impl Recv {
             stopped: None,
             rxs: Pool::new(RxStream::EMPTY),
             rx_index: heapless::FnvIndexMap::new(),
+            last_rx: (0, NIL),
             remote_checked: (crate::pool::NIL, 0, 0),
             cons: 0,
             seen_prod: 0,
@@ -267,20 +272,17 @@ impl Recv {
             // The replays were of packets placed when they came.
             return Next::Handled;
         }
+        // The record as two words: buffer and length, then status.
         let slot =
             rings::slot(map::RXDONE_RING, map::RXDONE_RING_LEN, rings::RXDONE_SIZE, self.cons);
-        let mut rec = [0u8; rings::RXDONE_SIZE as usize];
-        hw.read(slot, &mut rec);
+        let (first, status) = (hw.load_u64(slot), hw.load_u32(slot + 8));
         self.cons = self.cons.wrapping_add(1);
         hw.set_reg(regs::RXDONE_CONS, self.cons);
         w.rx_packets += 1;
-        match RxDone::decode(&rec) {
-            Ok(d) => {
-                self.go(cx, hw, RecvState::Check { buf: d.buf }, Cause::Packet);
-                self.check_packet(cx, hw, d)
-            }
-            Err(_) => Next::Handled,
-        }
+        let Some(status) = RxStatus::from_bits(status) else { return Next::Handled };
+        let d = RxDone { buf: first as u32, len: (first >> 32) as u32, status };
+        self.go(cx, hw, RecvState::Check { buf: d.buf }, Cause::Packet);
+        self.check_packet(cx, hw, d)
     }
 
     /// The end of RECV's part of a pass: acks that fell due go to SEND,
@@ -348,6 +350,18 @@ impl Recv {
         cx.bump(why, 1);
         cx.bump(Stat::Drops, 1);
         cx.rxfree.give(hw, buf);
+    }
+
+    /// The receiving stream of `key`, if there is one.
+    #[inline]
+    pub(crate) fn rx_of(&mut self, key: u32) -> Option<u16> {
+        let (k, r) = self.last_rx;
+        if r != NIL && k == key {
+            return Some(r);
+        }
+        let &r = self.rx_index.get(&key)?;
+        self.last_rx = (key, r);
+        Some(r)
     }
 
     /// When the free ring's audit ([`Recv::reclaim`]) is next due: a pass
@@ -563,7 +577,7 @@ impl Recv {
     /// SEND is about to send a data packet on the sending stream `key`:
     /// the ack it can carry for the reverse stream, which then owes none.
     pub fn piggyback_ack(&mut self, key: u32) -> Option<u32> {
-        let &r = self.rx_index.get(&key)?;
+        let r = self.rx_of(key)?;
         let rx = &mut self.rxs[r];
         rx.ack_pending = false;
         rx.unacked = 0;
