@@ -327,6 +327,8 @@ impl Recv {
     /// Receive buffers the host posted (through SDMA's intake) join their
     /// port's list, in posting order.
     fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+        // (SDMA wrote each record unlinked: a word read, the port; a word
+        // written, the tail's link.)
         while let Some(i) = cx.provided.pop_front() {
             let p = cx.slot_posted(hw, i).0 as usize;
             let Some(&tail) = self.slots_tail.get(p) else {
