@@ -60,7 +60,11 @@ impl Sdma {
             Sched::fill_start(self, cx, hw, w);
             self.relay_built = false;
             // (Out of buffers or not, the stop says the same then.)
-            if self.txs.unsettled || self.sched.wait() != self.settled_wait {
+            // (A fill that yielded left `Ready`: it settles now.)
+            if self.txs.unsettled
+                || self.sched.wait() != self.settled_wait
+                || self.state == SdmaState::Ready
+            {
                 self.settle(cx, hw, Stop::NothingDue);
             } else {
                 // (What `settle` would note of this stop.)
