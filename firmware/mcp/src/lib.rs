@@ -35,7 +35,6 @@
 pub mod hw;
 #[macro_use]
 mod log;
-pub mod mcast;
 pub mod offload;
 mod pool;
 pub mod rdma;

@@ -665,7 +665,7 @@ fn release_event_source(cx: &mut Shared, p: usize, ev: EvRef) {
                     c.send_returned = c.send_returned.wrapping_add(1);
                 }
             }
-            crate::mcast::drop_list(cx, t);
+            crate::offload::multicast::drop_list(cx, t);
             cx.tokens.free(t);
         }
         EvRef::Slot(s) => {

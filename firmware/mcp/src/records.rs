@@ -8,6 +8,10 @@ use crate::reliability::{GoBackN, RecvWindow, SendWindow};
 use nic_abi::map;
 use nic_abi::Priority;
 
+// Multicast's records live in its module; the machines still name them
+// here until its hooks go through the offload interface.
+pub use crate::offload::multicast::records::*;
+
 /// Send tokens per port at most (the configured count may be lower).
 pub const PORT_SEND_TOKENS_MAX: u32 = nic_abi::regs::PORT_SEND_TOKENS_MAX;
 /// Receive tokens per port at most.
@@ -833,155 +837,6 @@ pub struct RdmaJob {
 
 /// [`RdmaJob::rx_buf`] of a job that copies nothing.
 pub const NO_RX_BUF: u8 = u8::MAX;
-
-/// Where a multicast's data comes from at this NIC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum McastSource {
-    /// Host memory of `port` at the token's `local` (root; assisted relay).
-    Host,
-    /// The receive buffers its packets arrived in (NIC relay, pipelined).
-    RxBufs,
-}
-
-/// Where a multicast's child list is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildList {
-    /// In `map::mcast_list(record)` (listed by the host, or computed here).
-    Scratch,
-    /// In the group table (cached at group creation).
-    Cached,
-    /// Not known yet (an assisted relay waits for its host's list).
-    Awaiting,
-}
-
-/// `RecvSlot::mrec` (and `RxStream::mrec`) of a leaf's multicast: no
-/// record, its report goes out when the message is delivered.
-pub const MREC_LEAF: u16 = NIL - 1;
-
-/// Where a report goes and which multicast it speaks of: a relay's when
-/// its record finishes, a leaf's queued by RDMA at delivery
-/// (`Shared::leaf_reports`) for SDMA to send.
-#[derive(Debug, Clone, Copy)]
-pub struct ReportTo {
-    /// The multicast's tag (`McastTag::remote`).
-    pub remote: u64,
-    pub parent: u16,
-    pub port: u8,
-    pub prio: Priority,
-}
-
-/// Leaf reports waiting for SDMA; RDMA holds a delivery back while full.
-pub const LEAF_REPORTS: usize = 16;
-
-/// Set in a stream key: the stream carries reports, apart from the data
-/// streams between the same two ports. A report is never refused, so it
-/// must not queue behind a data packet its receiver refused for want of
-/// a multicast record: that record may be waiting for this very report.
-/// On the wire: `PacketType::Report`, and acks/nacks with `Flags::MCAST`.
-pub const REPORT_STREAM: u32 = 1 << 23;
-
-/// Receive buffers of a relayed message a relay keeps at once (packet k
-/// in `bufs[k % RELAY_WINDOW]`).
-pub const RELAY_WINDOW: usize = 16;
-/// Most children a relay forwards to out of its receive buffers.
-pub const RELAY_CHILDREN: usize = 12;
-
-/// A multicast this NIC serves: as root, relay or leaf (module `mcast`).
-#[derive(Debug, Clone, Copy)]
-pub struct McastRec {
-    pub tag: nic_abi::packet::McastTag,
-    pub port: u8,
-    pub prio: Priority,
-    pub size_class: u8,
-    pub len: u32,
-    pub npkts: u32,
-    /// Host memory address of the message (Host source).
-    pub local: u64,
-    pub source: McastSource,
-    pub list: ChildList,
-    /// Size of the subtree this NIC heads (itself included).
-    pub subtree: u16,
-    pub nchildren: u16,
-    /// Children whose send token was made.
-    pub started: u16,
-    /// Children done (reported, or their send failed).
-    pub done: u16,
-    /// Members of the children's subtrees known to have the message.
-    pub reached: u16,
-    /// The parent to report to (None: this NIC is the root).
-    pub parent: Option<u16>,
-    /// The descriptor token to complete (root; assisted relay), NIL: none.
-    pub token: u16,
-    /// This NIC's own host has the message (always, at the root).
-    pub delivered: bool,
-    /// When to stop waiting for children's reports.
-    pub deadline: u64,
-    /// RxBufs source: when the last packet of the message came in (a
-    /// message that stops coming will not be finished: `mcast::ends_at`).
-    pub last_in: u64,
-    /// RxBufs source: packets arrived, packets whose buffers went back,
-    /// packets whose multicast handling was priced (once per packet, at
-    /// its first copy out: further copies are only sends).
-    pub have: u32,
-    pub released: u32,
-    pub priced: u32,
-    pub bufs: [u8; RELAY_WINDOW],
-    /// RxBufs source: the children's send tokens, and packets each has
-    /// acked (u32::MAX once done).
-    pub kids: [u16; RELAY_CHILDREN],
-    pub kid_acked: [u16; RELAY_CHILDREN],
-    /// The heads of the subtrees below this member not reached: a list
-    /// in SRAM (`map::mcast_lost`), taken at the first one; `NO_LIST`.
-    pub lost: u8,
-}
-
-/// No lost-heads list.
-pub const NO_LIST: u8 = u8::MAX;
-
-/// Who holds lost-heads list i (`map::mcast_lost`): a multicast record
-/// while it collects the heads, then the token that carries them on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LostOwner {
-    Free,
-    Record(u16),
-    Token(u16),
-}
-
-impl McastRec {
-    /// Is this the record of the multicast `tag` names (group and mseq)?
-    pub fn is_for(&self, tag: &nic_abi::packet::McastTag) -> bool {
-        self.tag.group == tag.group && self.tag.mseq == tag.mseq
-    }
-
-    pub const EMPTY: McastRec = McastRec {
-        tag: nic_abi::packet::McastTag { group: 0, mseq: 0, scheme: 0, alg: 0, k: 0, subtree: 0 },
-        port: 0,
-        prio: Priority::Low,
-        size_class: 0,
-        len: 0,
-        npkts: 1,
-        local: 0,
-        source: McastSource::Host,
-        list: ChildList::Awaiting,
-        subtree: 1,
-        nchildren: 0,
-        started: 0,
-        done: 0,
-        reached: 0,
-        parent: None,
-        token: NIL,
-        delivered: false,
-        deadline: 0,
-        last_in: 0,
-        have: 0,
-        released: 0,
-        priced: 0,
-        bufs: [0; RELAY_WINDOW],
-        kids: [NIL; RELAY_CHILDREN],
-        kid_acked: [0; RELAY_CHILDREN],
-        lost: NO_LIST,
-    };
-}
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,10 @@ pub mod list;
 pub mod policy;
 mod services;
 
+// Compiled whatever the features: `crate::MULTICAST` gates its paths in
+// the machines.
+pub mod multicast;
+
 #[cfg(feature = "selective")]
 pub mod selective;
 

@@ -8,7 +8,7 @@
 
 use super::{Arrived, Recv};
 use crate::hw::Hw;
-use crate::mcast;
+use crate::offload::multicast as mcast;
 use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;

@@ -5,7 +5,7 @@
 
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
-use crate::mcast::further_index;
+use crate::offload::multicast::further_index;
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
@@ -220,7 +220,7 @@ impl Sdma {
         // buffer already, a relayed packet's in a receive buffer, a get
         // has none: no host memory.)
         let from_rx = kind == TokKind::McastFwd
-            && crate::mcast::rec_of(cx, t)
+            && crate::offload::multicast::rec_of(cx, t)
                 .is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs);
         let off = pkt * mtu;
         let host_len = match kind {
@@ -248,7 +248,7 @@ impl Sdma {
         // bitmap up to its last byte with a bit set (none: no payload).
         let plen = match kind {
             TokKind::Report => {
-                let lost = crate::mcast::read_list(hw, tok.local.min(255) as u8);
+                let lost = crate::offload::multicast::read_list(hw, tok.local.min(255) as u8);
                 lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
             }
             TokKind::Get => 0,
@@ -272,7 +272,7 @@ impl Sdma {
         let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         self.write_header(cx, hw, s, t, hdr_at, (seq, off, plen, pkt + 1 >= npkts));
         if kind == TokKind::Report {
-            let lost = crate::mcast::read_list(hw, cx.tokens[t].local.min(255) as u8);
+            let lost = crate::offload::multicast::read_list(hw, cx.tokens[t].local.min(255) as u8);
             hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
         }
 
@@ -286,10 +286,12 @@ impl Sdma {
             seq,
             gather: GATHER_NONE,
             mcast: match kind {
-                TokKind::McastFwd if cx.tokens[t].further => match crate::mcast::rec_of(cx, t) {
-                    Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
-                    None => McastCost::First,
-                },
+                TokKind::McastFwd if cx.tokens[t].further => {
+                    match crate::offload::multicast::rec_of(cx, t) {
+                        Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
+                        None => McastCost::First,
+                    }
+                }
                 TokKind::McastFwd => McastCost::First,
                 _ => McastCost::None,
             },
@@ -353,7 +355,7 @@ impl Sdma {
         t: u16,
         pkt: u32,
     ) -> Result<Option<(u8, McastCost)>, ()> {
-        match crate::mcast::rec_of(cx, t) {
+        match crate::offload::multicast::rec_of(cx, t) {
             Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
                 let rec = &mut cx.mcasts[r];
                 let first = pkt >= rec.priced;

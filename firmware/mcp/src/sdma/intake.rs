@@ -296,7 +296,7 @@ impl Sdma {
         } else if !crate::MULTICAST {
             return budget;
         } else {
-            match super::mcast::continuation_slots(&b) {
+            match crate::offload::multicast::continuation_slots(&b) {
                 Some(extra) => 1 + extra,
                 None => return budget,
             }
@@ -318,7 +318,7 @@ impl Sdma {
                 // A send: behind sends it waits in their order, its
                 // continuation slots passed over; behind receive buffers
                 // the look-ahead stops there.
-                match super::mcast::continuation_slots(&b) {
+                match crate::offload::multicast::continuation_slots(&b) {
                     Some(extra) if !head_provides && crate::MULTICAST => {
                         i += 1 + extra;
                         continue;
@@ -381,7 +381,7 @@ impl Sdma {
     /// registered by the port (`range_check`). (A send, put or get has its
     /// stream record already: it waited in the ring for one,
     /// `stream_waits`.)
-    pub(super) fn validate(
+    pub(crate) fn validate(
         &self,
         cx: &Shared,
         p: u8,
@@ -656,7 +656,7 @@ pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
 pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
     if cx.tokens[t].is_internal() {
         if crate::MULTICAST {
-            crate::mcast::token_ended(cx, t, status == SendStatus::Ok);
+            crate::offload::multicast::token_ended(cx, t, status == SendStatus::Ok);
         }
         cx.tokens.free(t);
         return;

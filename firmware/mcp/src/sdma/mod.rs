@@ -19,8 +19,7 @@
 //! transmit buffers), `sender` (acks, nacks, timers).
 
 mod fill;
-mod intake;
-mod mcast;
+pub(crate) mod intake;
 mod queues;
 mod sender;
 
@@ -114,14 +113,14 @@ pub struct Sdma {
     /// for further children may follow, another packet's first may not.
     relay_built: bool,
     /// Per port: descriptors taken from the send ring.
-    cons: [u32; NUM_PORTS],
+    pub(crate) cons: [u32; NUM_PORTS],
     /// Per port: receive buffers taken from the ring ahead of a send that
     /// waits for a token, bit `i` for the slot `cons + i` (skipped when
     /// the intake reaches it).
-    ahead: [u32; NUM_PORTS],
+    pub(crate) ahead: [u32; NUM_PORTS],
     /// Per port: bytes of the next descriptor's range found registered
     /// so far (its check waits for translations; 0 for a new one).
-    checked: [u64; NUM_PORTS],
+    pub(crate) checked: [u64; NUM_PORTS],
     /// The port intake starts at next pass (round robin).
     port_rr: u8,
     /// The ports served (bit p: opened, with its event queue, and not
@@ -164,7 +163,7 @@ pub struct Sdma {
     /// multicast descriptor is taken until the packet is ready to go, so a
     /// sender's deepest child is not kept waiting behind the intake of its
     /// siblings' descriptors.
-    mcast_lead: Option<(u16, Option<u8>)>,
+    pub(crate) mcast_lead: Option<(u16, Option<u8>)>,
     /// The last intake left descriptors in a port's ring.
     intake_left: bool,
     /// Why the last fill loop stopped.
@@ -221,7 +220,7 @@ impl Sdma {
         self.sched.wait()
     }
 
-    fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
+    pub(crate) fn go(&mut self, cx: &mut Shared, hw: &mut impl Hw, to: SdmaState, cause: Cause) {
         // (What the machine waits for is settled again: `fill`.)
         self.txs.unsettled = true;
         cx.transition(hw, &mut self.state, to, cause);
@@ -512,7 +511,7 @@ impl Sdma {
         }
         if crate::MULTICAST && !cx.mcasts.is_empty() {
             for r in cx.mcasts.live_indices() {
-                at(crate::mcast::ends_at(cx, r));
+                at(crate::offload::multicast::ends_at(cx, r));
             }
         }
     }

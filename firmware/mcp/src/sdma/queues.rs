@@ -19,7 +19,7 @@ fn relayed_packet_here(cx: &Shared, t: u16, built: bool) -> bool {
     if tok.kind != TokKind::McastFwd {
         return true;
     }
-    match crate::mcast::rec_of(cx, t) {
+    match crate::offload::multicast::rec_of(cx, t) {
         Some(r) => {
             let rec = &cx.mcasts[r];
             rec.source != McastSource::RxBufs

@@ -186,7 +186,7 @@ impl Sdma {
         if crate::MULTICAST && head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
             let tok = cx.tokens[head];
             let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
-            crate::mcast::kid_progress(cx, head, acked);
+            crate::offload::multicast::kid_progress(cx, head, acked);
         }
     }
 

@@ -1,15 +1,15 @@
-//! SDMA's part of multicast (module `crate::mcast` says how a multicast
+//! SDMA's part of multicast (the module above says how a multicast
 //! goes): the multicast descriptor at a root (or an assisted relay's
 //! child list), the send tokens to children, the reports children send
 //! back, and finishing a record: its report to the parent, or at the root
 //! the one completion event.
 
-use super::intake::{complete_token, packets_for, refuse};
-use super::Sdma;
+use super::{self as mcast, child};
 use crate::hw::Hw;
-use crate::mcast::{self, child};
 use crate::pool::NIL;
 use crate::records::*;
+use crate::sdma::intake::{complete_token, packets_for, refuse};
+use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
 use nic_abi::desc::{self, DescKind, Descriptor, ListedChild, McastFields};
@@ -40,7 +40,7 @@ fn descriptor_token(kind: TokKind, p: usize, d: &Descriptor, tag: &McastTag) -> 
 /// The ring slots after multicast descriptor `b` that hold its child
 /// list (0 for a list too long to take: it is refused alone); None when
 /// its fields do not decode.
-pub(super) fn continuation_slots(b: &[u8]) -> Option<u32> {
+pub(crate) fn continuation_slots(b: &[u8]) -> Option<u32> {
     Some(list_slots(McastFields::decode(b).ok()?.nchildren))
 }
 
@@ -58,7 +58,7 @@ fn list_slots(n: u16) -> u32 {
 impl Sdma {
     /// Whether the host scheme's last multicast send still has its first
     /// packet to get ready (`mcast_lead`); forgets a lead that went.
-    pub(super) fn mcast_lead_pending(&mut self, cx: &Shared) -> bool {
+    pub(crate) fn mcast_lead_pending(&mut self, cx: &Shared) -> bool {
         let Some((t, buf)) = self.mcast_lead else { return false };
         let tok = &cx.tokens[t];
         let pending = cx.tokens.is_live(t)
@@ -74,7 +74,7 @@ impl Sdma {
     /// continuation slots. False: not all of it is posted yet, or no
     /// multicast record is free (it waits in the ring).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn intake_mcast(
+    pub(crate) fn intake_mcast(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
@@ -100,7 +100,7 @@ impl Sdma {
         if needs_record && cx.mcasts.available() == 0 {
             return false;
         }
-        self.go(cx, hw, super::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
+        self.go(cx, hw, crate::SdmaState::Intake { port: p as u8 }, Cause::Descriptor);
         w.descriptors += 1 + extra as u32;
         let parsed = desc.and_then(|d| {
             self.validate(cx, p as u8, &d, reg_ok)?;
@@ -113,7 +113,7 @@ impl Sdma {
         self.checked[p] = 0;
         hw.store_u32(port_reg(p, SEND_CONS), self.cons[p]);
         if let Err(cause) = result {
-            refuse(cx, hw, p, super::intake::RawDesc::of(b), cause, true);
+            refuse(cx, hw, p, crate::sdma::intake::RawDesc::of(b), cause, true);
         }
         true
     }
@@ -339,7 +339,7 @@ impl Sdma {
     /// RECV took the first packet of a message this NIC relays out of its
     /// receive buffers: every child's send token now (RECV made sure
     /// there are enough).
-    pub(super) fn mcast_start(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16) {
+    pub(crate) fn mcast_start(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16) {
         if !cx.mcasts.is_live(r) {
             return;
         }
@@ -361,7 +361,7 @@ impl Sdma {
     /// multicasts of a group taken from the ring in one pass may sit in
     /// their slots in reverse order, and the children of each must get
     /// them on their streams in the order they were posted.
-    pub(super) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+    pub(crate) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         let mut live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
             cx.mcasts.live_indices().collect();
         let before = |a: u16, b: u16| {

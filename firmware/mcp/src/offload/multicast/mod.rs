@@ -29,6 +29,11 @@
 //! are the shared part: child lists, the tree computation, release of
 //! relayed receive buffers and the bookkeeping when a token ends.
 
+pub mod records;
+mod sender;
+
+pub(crate) use sender::continuation_slots;
+
 use crate::hw::Hw;
 use crate::pool::NIL;
 use crate::records::*;
