@@ -12,16 +12,15 @@
 //! ports' tokens (`Shared::credits`, once their event is written).
 
 use crate::hw::Hw;
-use crate::pool::NIL;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::{MachineState, Shared};
 use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::Work;
 use nic_abi::desc::DescKind;
-use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, SendStatus, EVENT_SIZE, INLINE_MAX};
+use nic_abi::event::{Event, EventKind, SendStatus, EVENT_SIZE, INLINE_MAX};
 use nic_abi::map;
-use nic_abi::packet::McastTag;
 use nic_abi::packet::HEADER_LEN;
 use nic_abi::port::{port_reg, EVQ_CONSUMED, EVQ_PRODUCED};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
@@ -333,7 +332,7 @@ impl Rdma {
             if let Some(ev) = job.then {
                 if let EvRef::Slot(s) = ev {
                     cx.bump(Stat::MessagesReceived, 1);
-                    w.mcast_deliveries += delivered(cx, hw, s) as u32;
+                    Fan::delivered(cx, hw, s, w);
                 }
                 cx.owe_event(job.port as usize, ev);
             }
@@ -451,7 +450,7 @@ fn stage_unicast(cx: &Shared, hw: &mut impl Hw, ev: EvRef, staging: u32, seq: u3
     let (w0, w1, addr, tag, inline) = match ev {
         EvRef::Slot(s) => {
             let sl = cx.slot(hw, s);
-            if sl.error != 0 || sl.mcast_tag().is_some() {
+            if sl.error != 0 || Fan::slot_is_its(&sl) {
                 return false;
             }
             let n = (sl.inline_len as u32).min(INLINE_MAX as u32);
@@ -521,12 +520,6 @@ fn stage_event(
             let n = (e.inline_len as usize).min(e.inline.len());
             hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
         }
-        EvRef::Lost(t, _) => {
-            let list = cx.tokens[t].first_seq;
-            if list < map::MCAST_LOST_LISTS {
-                hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
-            }
-        }
         EvRef::Offload(i) => cx.offload.events.free(i as u16),
         _ => {}
     }
@@ -535,45 +528,6 @@ fn stage_event(
     let mut b = [0u8; EVENT_SIZE as usize];
     e.encode(&mut b);
     hw.write(staging, &b);
-}
-
-/// A multicast's message is with its host (its event is owed after the
-/// copy): its record may report. True for a NIC-served multicast's.
-fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
-    // (A unicast's: its multicast word says so, no more is read.)
-    if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
-        return false;
-    }
-    let sl = cx.slot(hw, s);
-    let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
-    if m == MREC_LEAF {
-        let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
-        return cx.leaf_reports.push_back(r).is_ok();
-    }
-    let tag = McastTag::from_header(remote, 0);
-    if m != NIL && cx.mcasts.is_live(m) {
-        let rec = &mut cx.mcasts[m];
-        if rec.is_for(&tag) {
-            rec.delivered = true;
-            return true;
-        }
-    }
-    false
-}
-
-/// The multicast an event speaks of.
-fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
-    let t = McastTag::from_header(remote, 0);
-    let lost = LostHeads::NONE;
-    McastInfo {
-        group: t.group,
-        mseq: t.mseq,
-        scheme: t.scheme,
-        alg: t.alg,
-        k: t.k,
-        unreached,
-        lost,
-    }
 }
 
 fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) -> Event {
@@ -592,10 +546,10 @@ fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) ->
                 _ => SendStatus::Ok as u8,
             };
             let kind = match tok.kind {
-                TokKind::Send | TokKind::McastSend | TokKind::McastRoot => EventKind::Sent,
+                TokKind::Send => EventKind::Sent,
                 TokKind::Put => EventKind::PutDone,
                 TokKind::Get => EventKind::GetDone,
-                _ => EventKind::Error,
+                k => Fan::token_kind(k).unwrap_or(EventKind::Error),
             };
             let mut e = Event::empty(kind);
             e.status = status;
@@ -607,23 +561,10 @@ fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) ->
             e.addr = tok.local;
             e.tag = tok.tag;
             e.desc_kind = tok.desc_kind;
-            match tok.kind {
-                TokKind::McastSend => e.mcast = Some(mcast_info(tok.remote, 0)),
-                TokKind::McastRoot => {
-                    e.mcast = Some(mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16))
-                }
-                _ => {}
-            }
+            Fan::token_event(&tok, &mut e);
             e
         }
-        EvRef::Lost(t, part) => {
-            // The bytes are read from the list by the caller.
-            let mut e = Event::empty(EventKind::McastLost);
-            e.tag = cx.tokens[t].tag;
-            e.len = part as u32 * INLINE_MAX as u32;
-            e.inline_len = INLINE_MAX as u8;
-            e
-        }
+        EvRef::Lost(t, part) => Fan::lost_event(cx, hw, t, part),
         EvRef::Slot(s) => {
             let sl = cx.slot(hw, s);
             if sl.error != 0 {
@@ -642,7 +583,7 @@ fn compose_event(cx: &Shared, sdma: &Sdma, hw: &impl Hw, p: usize, ev: EvRef) ->
             e.addr = sl.vaddr;
             e.tag = sl.tag;
             e.inline_len = sl.inline_len;
-            e.mcast = sl.mcast_tag().map(|r| mcast_info(r, 0));
+            Fan::slot_event(&sl, &mut e);
             e
         }
     }
@@ -665,7 +606,7 @@ fn release_event_source(cx: &mut Shared, p: usize, ev: EvRef) {
                     c.send_returned = c.send_returned.wrapping_add(1);
                 }
             }
-            crate::offload::multicast::drop_list(cx, t);
+            Fan::token_freed(cx, t);
             cx.tokens.free(t);
         }
         EvRef::Slot(s) => {

@@ -12,6 +12,7 @@
 //! value to carry (RECV then owes no separate ack).
 
 use crate::hw::Hw;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
@@ -83,7 +84,7 @@ const _: () = assert!(field::FLAGS < 8 && (map::TX_BUFS + map::ROUTE_ROOM).is_mu
 
 /// Store `v` in the low half of the header word at `at`, the high half
 /// as it was.
-fn set_low_half(hw: &mut impl Hw, at: u32, v: u32) {
+pub(crate) fn set_low_half(hw: &mut impl Hw, at: u32, v: u32) {
     let w = hw.load_u64(at);
     hw.store_u64(at, (w & !0xffff_ffff) | v as u64);
 }
@@ -195,16 +196,14 @@ impl Send {
                 self.start_txdma(cx, hw, b, w);
             }
         }
-        // One multicast packet built per pass: the NIC CPU's work for it is
+        // One fan-out packet built per pass: the NIC CPU's work for it is
         // paid before the next leaves, so a sender's children get the
         // message one send time apart, not in a batch at the end of a
-        // pass. Copies of a relayed packet for further children (out of
-        // the same receive buffer) go with it.
+        // pass (the copies that go with it are not built).
         let mut built = false;
         while let Some(&b) = cx.tx_ready.front() {
             let buf = cx.txbufs.get(b);
-            let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;
-            let builds = buf.mcast != McastCost::None && !copy;
+            let builds = Fan::builds(&buf);
             if built && builds {
                 break;
             }
@@ -228,16 +227,7 @@ impl Send {
                     set_low_half(hw, hdr + field::ACK as u32, ack);
                 }
             }
-            // A report also acks the data stream its message came on (in
-            // `offset`, flagged MCAST): the parent may let go of its
-            // record once it has every report, and must know by then that
-            // the packets it sent arrived.
-            if key & REPORT_STREAM != 0 {
-                if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
-                    add |= Flags::MCAST;
-                    set_low_half(hw, hdr + field::OFFSET as u32, ack);
-                }
-            }
+            add |= Fan::piggyback(recv, hw, key, hdr);
             if !add.is_empty() {
                 hw.store_u64(hdr, w0 | (add.bits() as u64) << FLAGS_SHIFT);
             }
@@ -279,11 +269,7 @@ impl Send {
         let _ = self.in_flight.push_back(b);
         cx.bump(Stat::PacketsSent, 1);
         w.tx_packets += 1;
-        match buf.mcast {
-            McastCost::None => {}
-            McastCost::First => w.mcast_packets += 1,
-            McastCost::Further(i) => w.mcast_further[i as usize % 4] += 1,
-        }
+        Fan::priced(&buf, w);
     }
 
     /// Write control packet `c` (an ack, a nack or a poll) into free
@@ -322,9 +308,7 @@ impl Send {
         };
         let route_len = write_route(hw, b, r.remote_node);
         let mut flags = if ptype == PacketType::Poll { Flags::empty() } else { Flags::ACK_VALID };
-        if r.report {
-            flags |= Flags::MCAST;
-        }
+        flags |= Fan::control_flags(&r);
         if r.incarnation != 0 {
             flags |= Flags::INCARNATION;
         }
@@ -365,7 +349,7 @@ impl Send {
                 control: true,
                 seq,
                 gather: GATHER_NONE,
-                mcast: McastCost::None,
+                ..TxBuf::EMPTY
             },
         );
         match ptype {

@@ -30,6 +30,7 @@
 //! none compiled in every hook is a constant and the unicast paths are the
 //! code they were without offloads.
 
+pub mod fanout;
 pub mod list;
 pub mod policy;
 mod services;

@@ -29,10 +29,14 @@
 //! are the shared part: child lists, the tree computation, release of
 //! relayed receive buffers and the bookkeeping when a token ends.
 
+mod hooks;
 pub mod records;
 mod sender;
 
 pub(crate) use sender::continuation_slots;
+
+/// Multicast, the fan-out compiled in (`offload::fanout::Fan`).
+pub struct Multicast;
 
 use crate::hw::Hw;
 use crate::pool::NIL;

@@ -1,0 +1,98 @@
+//! Fan-out: an offload that sends one message on to several nodes over
+//! the core's own reliable streams, and whose packets, tokens and events
+//! therefore pass through the machines (multicast, `offload::multicast`,
+//! feature `multicast`). The machines call the hooks of the alias [`Fan`]
+//! where a message that fans out differs from a unicast; with the offload
+//! compiled out (or `--cfg mcast_off`) the alias names [`Unicast`], whose
+//! hooks are the trait's defaults (constants and empty bodies), and the
+//! calls fold away: unicast pays nothing for it.
+//!
+//! Owns: nothing but the trait and the unicast default. A hook takes the
+//! machine's records it stands in for, as a window policy's do.
+
+use crate::hw::Hw;
+use crate::records::{RecvSlot, SendToken, TokKind, TxBuf};
+use crate::recv::{ControlOut, Recv};
+use crate::shared::Shared;
+use crate::Work;
+use nic_abi::event::{Event, EventKind};
+use nic_abi::packet::Flags;
+
+/// The hooks. Each default is what a unicast does.
+pub trait Fanout {
+    // SEND.
+
+    /// Is buffer `buf` a packet SEND builds at most one of a pass (so
+    /// that a sender's children get the message one send time apart)?
+    #[inline(always)]
+    fn builds(_buf: &TxBuf) -> bool {
+        false
+    }
+
+    /// Buffer `buf` went on the wire: price its send.
+    #[inline(always)]
+    fn priced(_buf: &TxBuf, _w: &mut Work) {}
+
+    /// A data packet of the stream `key` is about to leave with its header
+    /// at `hdr`: the flags to add for what the offload piggybacks on it.
+    #[inline(always)]
+    fn piggyback(_recv: &mut Recv, _hw: &mut impl Hw, _key: u32, _hdr: u32) -> Flags {
+        Flags::empty()
+    }
+
+    /// The flags an ack, nack or poll of stream `r` carries for it.
+    #[inline(always)]
+    fn control_flags(_r: &ControlOut) -> Flags {
+        Flags::empty()
+    }
+
+    // RDMA.
+
+    /// Receive slot `s`'s message is with its host (its event is owed).
+    #[inline(always)]
+    fn delivered(_cx: &mut Shared, _hw: &impl Hw, _s: u16, _w: &mut Work) {}
+
+    /// Is slot `sl`'s Received event one the offload adds to (so not
+    /// composed on the unicast fast path)?
+    #[inline(always)]
+    fn slot_is_its(_sl: &RecvSlot) -> bool {
+        false
+    }
+
+    /// The Received event `e` of slot `sl`: what it adds.
+    #[inline(always)]
+    fn slot_event(_sl: &RecvSlot, _e: &mut Event) {}
+
+    /// The event kind of a token of a kind of its own (None: not its).
+    #[inline(always)]
+    fn token_kind(_k: TokKind) -> Option<EventKind> {
+        None
+    }
+
+    /// The completion event `e` of token `tok`: what it adds.
+    #[inline(always)]
+    fn token_event(_tok: &SendToken, _e: &mut Event) {}
+
+    /// An event the offload owes through a token (`EvRef::Lost`), part
+    /// `part`: composed whole here, its inline bytes included.
+    #[inline(always)]
+    fn lost_event(_cx: &Shared, _hw: &impl Hw, _t: u16, _part: u8) -> Event {
+        Event::empty(EventKind::Error)
+    }
+
+    /// Token `t`'s event is written and the token freed: let go of what
+    /// the offload kept for it.
+    #[inline(always)]
+    fn token_freed(_cx: &mut Shared, _t: u16) {}
+}
+
+/// No fan-out: every hook its default.
+pub struct Unicast;
+
+impl Fanout for Unicast {}
+
+/// The fan-out compiled in.
+#[cfg(all(feature = "multicast", not(mcast_off)))]
+pub type Fan = super::multicast::Multicast;
+#[cfg(not(all(feature = "multicast", not(mcast_off))))]
+pub type Fan = Unicast;

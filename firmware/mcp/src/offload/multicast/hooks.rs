@@ -1,0 +1,150 @@
+//! Multicast behind the fan-out hooks (`offload::fanout::Fanout`): what
+//! SEND and RDMA do differently for a multicast's packets, tokens and
+//! events. Owns: the pricing a transmit buffer carries (`McastCost`),
+//! the `MCAST` flag on reports and on the acks of report streams, the
+//! multicast part of Received and Sent events, the `McastLost` events.
+//! May touch: the receive slot and token it is handed, the multicast
+//! records and leaf reports in `Shared`.
+
+use super::Multicast;
+use crate::hw::Hw;
+use crate::offload::fanout::Fanout;
+use crate::pool::NIL;
+use crate::records::*;
+use crate::recv::{ControlOut, Recv};
+use crate::shared::Shared;
+use crate::Work;
+use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, INLINE_MAX};
+use nic_abi::map;
+use nic_abi::packet::{field, Flags, McastTag};
+
+impl Fanout for Multicast {
+    #[inline(always)]
+    fn builds(buf: &TxBuf) -> bool {
+        let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;
+        buf.mcast != McastCost::None && !copy
+    }
+
+    #[inline(always)]
+    fn priced(buf: &TxBuf, w: &mut Work) {
+        match buf.mcast {
+            McastCost::None => {}
+            McastCost::First => w.mcast_packets += 1,
+            McastCost::Further(i) => w.mcast_further[i as usize % 4] += 1,
+        }
+    }
+
+    /// A report also acks the data stream its message came on (in
+    /// `offset`, flagged MCAST): the parent may let go of its record once
+    /// it has every report, and must know by then that the packets it
+    /// sent arrived.
+    #[inline(always)]
+    fn piggyback(recv: &mut Recv, hw: &mut impl Hw, key: u32, hdr: u32) -> Flags {
+        if key & REPORT_STREAM != 0 {
+            if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
+                crate::send::set_low_half(hw, hdr + field::OFFSET as u32, ack);
+                return Flags::MCAST;
+            }
+        }
+        Flags::empty()
+    }
+
+    #[inline(always)]
+    fn control_flags(r: &ControlOut) -> Flags {
+        if r.report {
+            Flags::MCAST
+        } else {
+            Flags::empty()
+        }
+    }
+
+    #[inline(always)]
+    fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16, w: &mut Work) {
+        w.mcast_deliveries += delivered(cx, hw, s) as u32;
+    }
+
+    #[inline(always)]
+    fn slot_is_its(sl: &RecvSlot) -> bool {
+        sl.mcast_tag().is_some()
+    }
+
+    #[inline(always)]
+    fn slot_event(sl: &RecvSlot, e: &mut Event) {
+        e.mcast = sl.mcast_tag().map(|r| mcast_info(r, 0));
+    }
+
+    #[inline(always)]
+    fn token_kind(k: TokKind) -> Option<EventKind> {
+        match k {
+            TokKind::McastSend | TokKind::McastRoot => Some(EventKind::Sent),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn token_event(tok: &SendToken, e: &mut Event) {
+        match tok.kind {
+            TokKind::McastSend => e.mcast = Some(mcast_info(tok.remote, 0)),
+            TokKind::McastRoot => {
+                e.mcast = Some(mcast_info(tok.remote, tok.cookie.min(u16::MAX as u32) as u16))
+            }
+            _ => {}
+        }
+    }
+
+    fn lost_event(cx: &Shared, hw: &impl Hw, t: u16, part: u8) -> Event {
+        let mut e = Event::empty(EventKind::McastLost);
+        e.tag = cx.tokens[t].tag;
+        e.len = part as u32 * INLINE_MAX as u32;
+        e.inline_len = INLINE_MAX as u8;
+        let list = cx.tokens[t].first_seq;
+        if list < map::MCAST_LOST_LISTS {
+            hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
+        }
+        e
+    }
+
+    #[inline(always)]
+    fn token_freed(cx: &mut Shared, t: u16) {
+        super::drop_list(cx, t);
+    }
+}
+
+/// A multicast's message is with its host (its event is owed after the
+/// copy): its record may report. True for a NIC-served multicast's.
+fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
+    // (A unicast's: its multicast word says so, no more is read.)
+    if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
+        return false;
+    }
+    let sl = cx.slot(hw, s);
+    let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
+    if m == MREC_LEAF {
+        let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
+        return cx.leaf_reports.push_back(r).is_ok();
+    }
+    let tag = McastTag::from_header(remote, 0);
+    if m != NIL && cx.mcasts.is_live(m) {
+        let rec = &mut cx.mcasts[m];
+        if rec.is_for(&tag) {
+            rec.delivered = true;
+            return true;
+        }
+    }
+    false
+}
+
+/// The multicast an event speaks of.
+fn mcast_info(remote: u64, unreached: u16) -> McastInfo {
+    let t = McastTag::from_header(remote, 0);
+    let lost = LostHeads::NONE;
+    McastInfo {
+        group: t.group,
+        mseq: t.mseq,
+        scheme: t.scheme,
+        alg: t.alg,
+        k: t.k,
+        unreached,
+        lost,
+    }
+}
