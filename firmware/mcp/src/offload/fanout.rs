@@ -11,12 +11,14 @@
 //! machine's records it stands in for, as a window policy's do.
 
 use crate::hw::Hw;
+use crate::pool::NIL;
 use crate::records::{RecvSlot, SendToken, TokKind, TxBuf};
 use crate::recv::{ControlOut, Recv};
+use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
 use nic_abi::event::{Event, EventKind};
-use nic_abi::packet::Flags;
+use nic_abi::packet::{Flags, Header, NackCode};
 
 /// The hooks. Each default is what a unicast does.
 pub trait Fanout {
@@ -44,6 +46,55 @@ pub trait Fanout {
     #[inline(always)]
     fn control_flags(_r: &ControlOut) -> Flags {
         Flags::empty()
+    }
+
+    // RECV.
+
+    /// The stream key packet `h` of our sending stream `key` speaks
+    /// about (a stream of the offload's own between the same two ports),
+    /// having passed on to SDMA what else it acks.
+    #[inline(always)]
+    fn stream_of(_recv: &mut Recv, _cx: &mut Shared, _h: &Header, key: u32) -> u32 {
+        key
+    }
+
+    /// The first packet `h` of a message: the record the offload serves
+    /// it with (NIL: none; RECV keeps it in the receiving stream's `mrec`
+    /// and the slot) and the slot's tag word (0: none), or the nack that
+    /// refuses it now.
+    #[inline(always)]
+    fn first_packet(
+        _recv: &mut Recv,
+        _cx: &mut Shared,
+        _sdma: &Sdma,
+        _hw: &mut impl Hw,
+        _h: &Header,
+        _w: &mut Work,
+    ) -> Result<(u16, u64), NackCode> {
+        Ok((NIL, 0))
+    }
+
+    /// A packet `h` in `buf` of the message receiving stream `r`
+    /// assembles (`last`: its last): true when the offload sends its
+    /// payload on from the receive buffer (RDMA's copy waits a pass);
+    /// None: refused now (RECV nacks it Busy).
+    #[inline(always)]
+    fn data_packet(
+        _recv: &mut Recv,
+        _cx: &mut Shared,
+        _hw: &mut impl Hw,
+        _at: (u16, u8, bool),
+        _h: &Header,
+        _w: &mut Work,
+    ) -> Option<bool> {
+        Some(false)
+    }
+
+    /// A packet of type `Report` in `buf`: the buffer goes back when the
+    /// offload is done with it.
+    #[inline(always)]
+    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, _h: &Header) {
+        cx.rxfree.give(hw, buf);
     }
 
     // RDMA.

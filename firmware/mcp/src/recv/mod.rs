@@ -19,6 +19,7 @@ pub(crate) mod accept;
 mod ghosts;
 
 use crate::hw::Hw;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Held, Win, Window};
 use crate::pool::{Pool, NIL};
 use crate::records::*;
@@ -111,7 +112,7 @@ pub struct ControlOut {
     pub prio: Priority,
     /// The cumulative ack: the next sequence number expected.
     pub expected: u32,
-    /// Of a report stream (`REPORT_STREAM`): sent with `Flags::MCAST`.
+    /// Of a report stream (`REPORT_STREAM`): flagged as the fan-out says.
     pub report: bool,
     /// A poll of a stream made again after an eviction: its incarnation
     /// (`Flags::INCARNATION`); 0 otherwise.
@@ -445,22 +446,8 @@ impl Recv {
         }
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
-        // Reports, and the acks and nacks of report streams, belong to
-        // the report stream between the two ports.
-        let report = match h.ptype {
-            PacketType::Report => true,
-            PacketType::Ack
-            | PacketType::Nack
-            | PacketType::Poll
-            | PacketType::Stat
-            | PacketType::Ustat => h.has(Flags::MCAST),
-            _ => false,
-        };
-        if h.ptype == PacketType::Report && h.has(Flags::MCAST) {
-            // The data stream's ack a report carries.
-            self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.offset });
-        }
-        let key = if report { key | REPORT_STREAM } else { key };
+        // A fan-out's own streams between the two ports (reports).
+        let key = Fan::stream_of(self, cx, &h, key);
         if h.has(Flags::ACK_VALID) {
             self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
             self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
@@ -504,7 +491,7 @@ impl Recv {
     /// The queue holds two messages per packet of a pass and SDMA drains
     /// it every pass: it cannot fill; should it, the loss is counted (a
     /// lost ack or nack costs the sender a timeout, nothing more).
-    fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
+    pub(crate) fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
         if cx.from_recv.push_back(m).is_err() {
             cx.bump(Stat::ControlDrops, 1);
         }

@@ -6,17 +6,18 @@
 //! May touch: the receive slot and token it is handed, the multicast
 //! records and leaf reports in `Shared`.
 
-use super::Multicast;
+use super::{receiver, Multicast};
 use crate::hw::Hw;
 use crate::offload::fanout::Fanout;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::{ControlOut, Recv};
+use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, INLINE_MAX};
 use nic_abi::map;
-use nic_abi::packet::{field, Flags, McastTag};
+use nic_abi::packet::{field, Flags, Header, McastTag, NackCode};
 
 impl Fanout for Multicast {
     #[inline(always)]
@@ -56,6 +57,39 @@ impl Fanout for Multicast {
         } else {
             Flags::empty()
         }
+    }
+
+    #[inline(always)]
+    fn stream_of(recv: &mut Recv, cx: &mut Shared, h: &Header, key: u32) -> u32 {
+        receiver::stream_of(recv, cx, h, key)
+    }
+
+    #[inline(always)]
+    fn first_packet(
+        recv: &mut Recv,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        h: &Header,
+        w: &mut Work,
+    ) -> Result<(u16, u64), NackCode> {
+        receiver::first_packet(recv, cx, sdma, hw, h, w)
+    }
+
+    #[inline(always)]
+    fn data_packet(
+        recv: &mut Recv,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        at: (u16, u8, bool),
+        h: &Header,
+        w: &mut Work,
+    ) -> Option<bool> {
+        receiver::data_packet(recv, cx, hw, at, h, w)
+    }
+
+    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, h: &Header) {
+        receiver::report_in(cx, hw, buf, h);
     }
 
     #[inline(always)]

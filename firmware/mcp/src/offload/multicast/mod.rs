@@ -30,6 +30,7 @@
 //! relayed receive buffers and the bookkeeping when a token ends.
 
 mod hooks;
+mod receiver;
 pub mod records;
 mod sender;
 
