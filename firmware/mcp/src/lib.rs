@@ -461,10 +461,14 @@ impl Mcp {
     /// this panics with what the pass found.
     #[cfg(any(test, feature = "check-gating"))]
     fn check_gating(&mut self, hw: &mut impl Hw, now: u64) -> Work {
-        let (deadline, states) = (self.deadline, self.states());
+        let (deadline, states, seen) = (self.deadline, self.states(), self.seen);
         let w = self.pass(hw, now, 0);
+        // On the real-time backends the host and the device run beside
+        // the MCP: what came with news moved after the summary was read
+        // is the next pass's, not hidden work.
+        let later = NEWS.iter().zip(seen).any(|(&r, s)| hw.reg(r) != s);
         assert!(
-            w.is_idle() && deadline == self.deadline,
+            later || (w.is_idle() && deadline == self.deadline),
             "a pass the summary would have skipped at RTC {now} did {w:?}; deadline {deadline:?} \
              -> {:?}; states {states:?} -> {:?}",
             self.deadline,
