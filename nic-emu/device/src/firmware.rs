@@ -11,7 +11,7 @@
 pub use mcp::hw::{Hw, SliceHw, Sram};
 
 /// What one poll pass did; the profile prices each unit in NIC CPU cycles.
-pub use mcp::{SdmaState, Work, MULTICAST};
+pub use mcp::{check_gating_here, SdmaState, Work, MULTICAST};
 
 /// A NIC control program as the event core drives it.
 pub trait Firmware {
