@@ -48,21 +48,28 @@ impl Sdma {
         offloads: &mut Offloads,
         w: &mut Work,
     ) {
-        // (A port is served from its opening to its closing: `serving`.)
-        let mut ports = self.serving;
-        let mut posted = false;
-        while ports != 0 && !posted {
-            let p = ports.trailing_zeros() as usize;
-            ports &= ports - 1;
-            posted = cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p];
-        }
-        if posted {
+        if self.posted(cx, hw) {
             self.intake_ports(cx, hw, offloads, w);
         } else {
             // Nothing to take, none to look past (`take_ahead` needs two
             // posted): the machine's state stays.
             self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
         }
+    }
+
+    /// Has an open port descriptors in its ring not yet taken? (A port is
+    /// served from its opening to its closing: `serving`.)
+    #[inline(always)]
+    fn posted(&self, cx: &Shared, hw: &impl Hw) -> bool {
+        let mut ports = self.serving;
+        while ports != 0 {
+            let p = ports.trailing_zeros() as usize;
+            ports &= ports - 1;
+            if cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p] {
+                return true;
+            }
+        }
+        false
     }
 
     /// Take what the ports posted (kept out of line: its frame is large).
@@ -110,16 +117,7 @@ impl Sdma {
         // Descriptors left in a ring (the budget ran out, or they wait
         // for tokens or translations): the next pass looks again whatever
         // the news.
-        let mut ports = self.serving;
-        self.intake_left = false;
-        while ports != 0 {
-            let p = ports.trailing_zeros() as usize;
-            ports &= ports - 1;
-            if cx.is_open(p) && hw.load_u32(port_reg(p, SEND_PROD)) != self.cons[p] {
-                self.intake_left = true;
-                break;
-            }
-        }
+        self.intake_left = self.posted(cx, hw);
         // Back to what the machine was waiting for before.
         self.go(cx, hw, before, Cause::Descriptor);
     }
