@@ -35,6 +35,11 @@ use nic_abi::{Priority, NUM_PORTS};
 
 /// Packets examined per pass.
 pub(crate) const RECV_BUDGET: u32 = 16;
+/// The longest wait between two audits of the receive-free ring that
+/// found nothing amiss, in retransmission timeouts. The audit reads every
+/// entry the engine has yet to take: run each timeout, it was a tenth of
+/// a ping-pong's instructions.
+const REPAIR_BACKOFF_MAX: u64 = 64;
 
 /// What RECV is doing or waiting for (persists between polls).
 #[derive(Debug, Clone, Copy, Eq)]
@@ -171,6 +176,8 @@ pub struct Recv {
     lost_since: Option<(u64, u32)>,
     /// When to look over the free ring's pending entries next.
     next_repair: u64,
+    /// The wait from one audit to the next (see `reclaim`).
+    repair_every: u64,
     /// What the window policy keeps here (packets held past gaps;
     /// nothing under go-back-N).
     // (Not read when the policy keeps nothing.)
@@ -194,6 +201,7 @@ impl Recv {
             slots_tail: [NIL; NUM_PORTS],
             lost_since: None,
             next_repair: 0,
+            repair_every: 0,
             held: <Win as Window>::HELD,
         }
     }
@@ -245,8 +253,8 @@ impl Recv {
         // transmit buffers): a receiver that stops taking packets while
         // it waits to send can deadlock the fabric with its peers.
         if prod == self.cons && !Win::replay_pending(self) {
-            // Once a retransmission timeout at most: it costs a load per
-            // entry of the free ring.
+            // Once a retransmission timeout at most, less often while the
+            // ring stays as written: it costs a load per entry.
             if cx.now >= self.next_repair {
                 self.reclaim(cx, hw);
             }
@@ -386,8 +394,17 @@ impl Recv {
     #[cold]
     #[inline(never)]
     fn reclaim(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        self.next_repair = cx.now.saturating_add(cx.cfg.rto);
         let (fixed, lost) = cx.rxfree.audit(hw);
+        // A clean audit doubles the wait for the next (up to
+        // `REPAIR_BACKOFF_MAX` retransmission timeouts); anything amiss
+        // brings it back to one timeout.
+        let rto = cx.cfg.rto.max(1);
+        self.repair_every = if fixed == 0 && lost == 0 {
+            self.repair_every.saturating_mul(2).clamp(rto, rto.saturating_mul(REPAIR_BACKOFF_MAX))
+        } else {
+            rto
+        };
+        self.next_repair = cx.now.saturating_add(self.repair_every);
         if fixed > 0 {
             cx.bump(Stat::Errors, fixed as u64);
             log_warn!("receive ring repaired: {=u32} entries", fixed);

@@ -37,7 +37,9 @@ const AHEAD_MAX: u32 = 32;
 
 impl Sdma {
     /// Descriptors: a pass no open port posted to since the last look
-    /// only moves the round robin on (one load per open port); otherwise
+    /// costs one load per open port and changes nothing (the round robin
+    /// moves on only when the rings are read, so a pass the summary lets
+    /// the core skip leaves the machine as running it would); otherwise
     /// the ports' rings are read (`intake_ports`). A step of the machine,
     /// kept out of line (a debugger breaks here) and short.
     #[inline(never)]
@@ -48,12 +50,10 @@ impl Sdma {
         offloads: &mut Offloads,
         w: &mut Work,
     ) {
+        // Nothing posted: nothing to take, none to look past (`take_ahead`
+        // needs two posted), and the machine's state stays.
         if self.posted(cx, hw) {
             self.intake_ports(cx, hw, offloads, w);
-        } else {
-            // Nothing to take, none to look past (`take_ahead` needs two
-            // posted): the machine's state stays.
-            self.port_rr = ((self.port_rr as usize + 1) % NUM_PORTS) as u8;
         }
     }
 
