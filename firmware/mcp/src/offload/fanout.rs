@@ -7,8 +7,11 @@
 //! hooks are the trait's defaults (constants and empty bodies), and the
 //! calls fold away: unicast pays nothing for it.
 //!
-//! Owns: nothing but the trait and the unicast default. A hook takes the
-//! machine's records it stands in for, as a window policy's do.
+//! Owns: nothing but the trait, the unicast default, and what the core
+//! keeps for a fan-out whether it is compiled in or not: its descriptor
+//! kind ([`DESC_KIND`], refused without it) and the tokens reserved for
+//! its own sends ([`TOKENS`]). A hook takes the machine's records it
+//! stands in for, as a window policy's do.
 
 use crate::hw::Hw;
 use crate::pool::NIL;
@@ -17,11 +20,56 @@ use crate::recv::{ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
+use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind};
 use nic_abi::packet::{Flags, Header, NackCode};
 
+/// The descriptor kind a fan-out owns (a send whose continuation slots
+/// follow it in the ring). Without the offload the intake refuses it.
+pub const DESC_KIND: DescKind = DescKind::Multicast;
+
+/// Tokens of the table kept for a fan-out's own sends (to children, and
+/// their reports): the hosts' descriptors never take them.
+pub const TOKENS: usize = crate::records::MCAST_TOKENS;
+
 /// The hooks. Each default is what a unicast does.
 pub trait Fanout {
+    // SDMA.
+
+    /// Is `kind` (a descriptor's kind byte) the fan-out's, compiled in?
+    #[inline(always)]
+    fn owns_kind(_kind: u8) -> bool {
+        false
+    }
+
+    /// Take the fan-out's descriptor at `at.1` of port `p`'s ring (`at.0`:
+    /// the ring's producer index), the memory it names registered or not
+    /// (`reg_ok`). True: taken or refused (the intake stops for this pass:
+    /// its first packet leaves first); false: it waits in the ring.
+    #[inline(always)]
+    fn intake(
+        _sdma: &mut Sdma,
+        _cx: &mut Shared,
+        _hw: &mut impl Hw,
+        _p: usize,
+        _at: (u32, u32),
+        _reg_ok: bool,
+        _w: &mut Work,
+    ) -> bool {
+        false
+    }
+
+    /// The ring slots the fan-out's descriptor `b` takes, its
+    /// continuation slots included; None: the look-ahead does not pass it.
+    #[inline(always)]
+    fn span(_b: &[u8]) -> Option<u32> {
+        None
+    }
+
+    /// The NIC's own token `t` ended (`ok`: delivered); it is freed next.
+    #[inline(always)]
+    fn token_ended(_cx: &mut Shared, _t: u16, _ok: bool) {}
+
     // SEND.
 
     /// Is buffer `buf` a packet SEND builds at most one of a pass (so

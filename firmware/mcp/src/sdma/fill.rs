@@ -127,7 +127,7 @@ impl Sdma {
             Stop::Yield | Stop::Translate { .. } => true,
             Stop::NoRoom => self.conn_queue_len > 0 && room(cx).is_some(),
             Stop::NothingDue => {
-                (crate::MULTICAST && self.mcast_lead.is_some())
+                (crate::MULTICAST && self.lead.is_some())
                     || ((self.conn_queue_len > 0 || self.sched.may_pick())
                         && cx.txbufs.held() != self.held_at_stop)
             }
@@ -188,8 +188,8 @@ impl Sdma {
     /// The host-DMA of transmit buffer `b` completed: it goes to SEND.
     pub fn filled(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
         cx.filled(b);
-        if matches!(self.mcast_lead, Some((_, Some(lb))) if lb == b) {
-            self.mcast_lead = None;
+        if matches!(self.lead, Some((_, Some(lb))) if lb == b) {
+            self.lead = None;
         }
         if matches!(self.state, SdmaState::FillWait { buf, .. } if buf == b) {
             self.go(cx, hw, SdmaState::Ready, Cause::DmaDone);
@@ -313,8 +313,8 @@ impl Sdma {
             return Ok(());
         }
         cx.txbufs.take(b, buf);
-        if crate::MULTICAST && pkt == 0 && matches!(self.mcast_lead, Some((lt, _)) if lt == t) {
-            self.mcast_lead = if n == 0 { None } else { Some((t, Some(b))) };
+        if crate::MULTICAST && pkt == 0 && matches!(self.lead, Some((lt, _)) if lt == t) {
+            self.lead = if n == 0 { None } else { Some((t, Some(b))) };
         }
         if n == 0 {
             cx.txbufs.filled(b);

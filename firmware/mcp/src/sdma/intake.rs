@@ -6,6 +6,7 @@
 
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
+use crate::offload::fanout::{self, Fan, Fanout, DESC_KIND as FAN_KIND};
 use crate::offload::{Intake, Offloads, Services};
 use crate::records::*;
 use crate::shared::Shared;
@@ -27,7 +28,10 @@ enum Taken {
     /// passed over such slots would do no work, and the descriptors after
     /// them would wait for the next doorbell).
     Passed,
-    Multicast,
+    /// Taken, and the intake stops for the pass: a fan-out's first packet
+    /// leaves before the next descriptor is taken (a relay's deepest
+    /// child first).
+    Last,
 }
 
 /// Descriptors taken per pass, all ports together.
@@ -107,9 +111,7 @@ impl Sdma {
                     }
                     Taken::One => budget -= 1,
                     Taken::Passed => {}
-                    // A multicast's first packet leaves before the next
-                    // descriptor is taken: a relay's deepest child first.
-                    Taken::Multicast => budget = 0,
+                    Taken::Last => budget = 0,
                 }
             }
         }
@@ -165,14 +167,9 @@ impl Sdma {
                 return Taken::Nothing;
             }
         };
-        if crate::MULTICAST && kind_byte == DescKind::Multicast as u8 {
-            if self.mcast_lead_pending(cx) {
-                return Taken::Nothing;
-            }
-            let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
-            hw.read(send_slot(p, cons), &mut b);
-            return match self.intake_mcast(cx, hw, p, (prod, cons), &b, reg_ok, w) {
-                true => Taken::Multicast,
+        if Fan::owns_kind(kind_byte) {
+            return match Fan::intake(self, cx, hw, p, (prod, cons), reg_ok, w) {
+                true => Taken::Last,
                 false => Taken::Nothing,
             };
         }
@@ -244,10 +241,12 @@ impl Sdma {
         let takes_send = takes_send_token(raw, parsed);
         let result = match parsed {
             Ok(d) => match d.kind {
-                DescKind::Multicast => Err(ErrorCause::BadKind),
-                // An offload's kind with no offload compiled in to own it.
+                // A fan-out's kind is its hook's (`Fanout::intake`); with
+                // none compiled in, as an offload's kind with no offload
+                // compiled in to own it, it is refused.
+                FAN_KIND => Err(ErrorCause::BadKind),
                 k if crate::offload::is_offload_kind(k as u8) => Err(ErrorCause::BadKind),
-                _ => self.validate(cx, p as u8, d, reg_ok).map(|_| d),
+                _ => self.validate(cx, d, reg_ok).map(|_| d),
             },
             Err(cause) => Err(*cause),
         };
@@ -266,9 +265,9 @@ impl Sdma {
     /// receive, and a peer's message may wait for this port's buffers: so
     /// neither kind ever waits for the other. Each kind keeps its own
     /// order: the look-ahead stops at the first of the other kind that
-    /// cannot be taken now. A multicast is a send whose continuation
-    /// slots (its child list) are passed over; behind receive buffers
-    /// the look-ahead stops at one. Returns the budget left.
+    /// cannot be taken now. A fan-out's descriptor is a send whose
+    /// continuation slots (`Fanout::span`) are passed over; behind receive
+    /// buffers the look-ahead stops at one. Returns the budget left.
     fn take_ahead(
         &mut self,
         cx: &mut Shared,
@@ -286,16 +285,14 @@ impl Sdma {
         let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
         hw.read(send_slot(p, cons), &mut b);
         let head = Descriptor::raw_kind(&b);
-        // A multicast at the head waits as a send does (for a record, or
-        // for the multicast before it to leave): what is posted behind
-        // its continuation slots may go ahead.
-        let first = if head != DescKind::Multicast as u8 {
+        // A fan-out's descriptor at the head waits as a send does (for a
+        // record, or for the one before it to leave): what is posted
+        // behind its continuation slots may go ahead.
+        let first = if head != FAN_KIND as u8 {
             1
-        } else if !crate::MULTICAST {
-            return budget;
         } else {
-            match crate::offload::multicast::continuation_slots(&b) {
-                Some(extra) => 1 + extra,
+            match Fan::span(&b) {
+                Some(n) => n,
                 None => return budget,
             }
         };
@@ -312,13 +309,13 @@ impl Sdma {
             if Offloads::owns_kind(kind) {
                 break; // an offload's: taken in ring order only
             }
-            if kind == DescKind::Multicast as u8 {
+            if kind == FAN_KIND as u8 {
                 // A send: behind sends it waits in their order, its
                 // continuation slots passed over; behind receive buffers
                 // the look-ahead stops there.
-                match crate::offload::multicast::continuation_slots(&b) {
-                    Some(extra) if !head_provides && crate::MULTICAST => {
-                        i += 1 + extra;
+                match Fan::span(&b) {
+                    Some(n) if !head_provides => {
+                        i += n;
                         continue;
                     }
                     _ => break,
@@ -375,17 +372,10 @@ impl Sdma {
         registered_range(cx, hw, p, d, &mut self.checked[p])
     }
 
-    /// Check descriptor `d` of port `p`; `reg_ok`: the memory it names is
-    /// registered by the port (`range_check`). (A send, put or get has its
-    /// stream record already: it waited in the ring for one,
-    /// `stream_waits`.)
-    pub(crate) fn validate(
-        &self,
-        cx: &Shared,
-        p: u8,
-        d: &Descriptor,
-        reg_ok: bool,
-    ) -> Result<(), ErrorCause> {
+    /// Check descriptor `d`; `reg_ok`: the memory it names is registered
+    /// by its port (`range_check`). (A send, put or get has its stream
+    /// record already: it waited in the ring for one, `stream_waits`.)
+    fn validate(&self, cx: &Shared, d: &Descriptor, reg_ok: bool) -> Result<(), ErrorCause> {
         let target = || {
             if d.target_port as usize >= NUM_PORTS {
                 Err(ErrorCause::BadPort)
@@ -396,21 +386,6 @@ impl Sdma {
             }
         };
         match d.kind {
-            DescKind::Multicast => {
-                // The group's port is the sender's: members use one port.
-                if d.target_port != p {
-                    return Err(ErrorCause::BadPort);
-                }
-                if d.size_class > MAX_SIZE_CLASS {
-                    return Err(ErrorCause::BadSizeClass);
-                }
-                if d.len as u64 > class_max_len(d.size_class) {
-                    return Err(ErrorCause::BadLength);
-                }
-                if !reg_ok {
-                    return Err(ErrorCause::NotRegistered);
-                }
-            }
             DescKind::Send => {
                 target()?;
                 if d.size_class > MAX_SIZE_CLASS {
@@ -446,7 +421,8 @@ impl Sdma {
             }
             DescKind::Resume => target()?,
             DescKind::Alarm => {}
-            // The offloads' kinds are refused before (`take`).
+            // The offloads' and the fan-out's kinds are refused before
+            // (`take`).
             _ => return Err(ErrorCause::BadKind),
         }
         Ok(())
@@ -518,7 +494,7 @@ impl Sdma {
                 self.set_alarm(p, Some(cx.now.saturating_add(d.remote)));
                 self.alarm_tag[p] = d.tag;
             }
-            // Taken by `intake_mcast`; the offloads' kinds never come here.
+            // The offloads' and the fan-out's kinds never come here.
             _ => {}
         }
     }
@@ -532,7 +508,7 @@ fn has_room(cx: &Shared, p: usize, raw: RawDesc, parsed: &Result<Descriptor, Err
     if raw.kind == DescKind::Provide as u8 {
         cx.slots.available() > 0 && credits.recv_in_use() < cx.cfg.recv_tokens
     } else {
-        cx.tokens.available() > INTERNAL_TOKENS + MCAST_TOKENS
+        cx.tokens.available() > INTERNAL_TOKENS + fanout::TOKENS
             && (!takes_send_token(raw, parsed) || credits.send_in_use() < cx.cfg.send_tokens)
     }
 }
@@ -585,7 +561,7 @@ fn registered_range(
     let Some(d) = d else { return Some(false) };
     let most = class_max_len(MAX_SIZE_CLASS);
     let len = match d.kind {
-        DescKind::Send | DescKind::Put | DescKind::Get | DescKind::Multicast => d.len as u64,
+        DescKind::Send | DescKind::Put | DescKind::Get | FAN_KIND => d.len as u64,
         DescKind::Provide => class_max_len(d.size_class),
         // Resume, alarm, and the offloads' kinds (which the intake hands
         // on before this check, or refuses).
@@ -650,12 +626,10 @@ pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
 }
 
 /// Token `t` is done with `status`: its event is owed to its port (the
-/// NIC's own tokens are freed, a multicast's after its record counted it).
+/// NIC's own tokens are freed, once a fan-out counted them).
 pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
     if cx.tokens[t].is_internal() {
-        if crate::MULTICAST {
-            crate::offload::multicast::token_ended(cx, t, status == SendStatus::Ok);
-        }
+        Fan::token_ended(cx, t, status == SendStatus::Ok);
         cx.tokens.free(t);
         return;
     }

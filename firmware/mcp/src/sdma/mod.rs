@@ -158,12 +158,12 @@ pub struct Sdma {
     streams_made: u32,
     /// Idle sending streams let go of to make room (`Sdma::tx_victim`).
     evicted: u32,
-    /// The host scheme's last multicast send taken (a token) and, once its
-    /// first packet is being fetched, that packet's buffer: no further
-    /// multicast descriptor is taken until the packet is ready to go, so a
-    /// sender's deepest child is not kept waiting behind the intake of its
-    /// siblings' descriptors.
-    pub(crate) mcast_lead: Option<(u16, Option<u8>)>,
+    /// A fan-out's lead send (a token) and, once its first packet is
+    /// being fetched, that packet's buffer: the fan-out's hooks take no
+    /// further descriptor of its kind until the packet is ready to go, so
+    /// a sender's deepest child is not kept waiting behind the intake of
+    /// its siblings' descriptors (`offload::fanout`).
+    pub(crate) lead: Option<(u16, Option<u8>)>,
     /// The last intake left descriptors in a port's ring.
     intake_left: bool,
     /// Why the last fill loop stopped.
@@ -202,7 +202,7 @@ impl Sdma {
             sched: <Sched as Scheduler>::NEW,
             streams_made: 0,
             evicted: 0,
-            mcast_lead: None,
+            lead: None,
             intake_left: false,
             stopped: fill::Stop::NothingDue,
             held_at_stop: 0,

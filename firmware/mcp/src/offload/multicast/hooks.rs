@@ -6,7 +6,7 @@
 //! May touch: the receive slot and token it is handed, the multicast
 //! records and leaf reports in `Shared`.
 
-use super::{receiver, Multicast};
+use super::{intake, receiver, Multicast};
 use crate::hw::Hw;
 use crate::offload::fanout::Fanout;
 use crate::pool::NIL;
@@ -15,11 +15,37 @@ use crate::recv::{ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
+use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, INLINE_MAX};
 use nic_abi::map;
 use nic_abi::packet::{field, Flags, Header, McastTag, NackCode};
 
 impl Fanout for Multicast {
+    #[inline(always)]
+    fn owns_kind(kind: u8) -> bool {
+        kind == DescKind::Multicast as u8
+    }
+
+    fn intake(
+        sdma: &mut Sdma,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        p: usize,
+        at: (u32, u32),
+        reg_ok: bool,
+        w: &mut Work,
+    ) -> bool {
+        intake::intake(sdma, cx, hw, p, at, reg_ok, w)
+    }
+
+    fn span(b: &[u8]) -> Option<u32> {
+        intake::continuation_slots(b).map(|extra| 1 + extra)
+    }
+
+    fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
+        super::token_ended(cx, t, ok);
+    }
+
     #[inline(always)]
     fn builds(buf: &TxBuf) -> bool {
         let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;

@@ -30,11 +30,10 @@
 //! relayed receive buffers and the bookkeeping when a token ends.
 
 mod hooks;
+mod intake;
 mod receiver;
 pub mod records;
 mod sender;
-
-pub(crate) use sender::continuation_slots;
 
 /// Multicast, the fan-out compiled in (`offload::fanout::Fan`).
 pub struct Multicast;
