@@ -348,6 +348,7 @@ std::thread_local! {
 /// The bits of a pass's news: which counters of [`NEWS`] moved.
 mod bit {
     pub const HDMA: u32 = 1 << 0;
+    pub const TXDMA: u32 = 1 << 1;
     pub const HOST: u32 = 1 << 3;
     pub const PORTS: u32 = 1 << 4;
     /// Not a counter: the next timer fell due.
@@ -450,7 +451,10 @@ impl Mcp {
     /// One pass of the main loop. It reads the summary of what changed
     /// first ([`NEWS`]): with no news, no timer due, the receive ring's
     /// audit not due and nothing left by the last pass, no machine has
-    /// work and the pass ends there. Otherwise [`Mcp::pass`] runs.
+    /// work and the pass ends there. When only the engines' completion
+    /// counters moved, the completions are taken and the pass ends there
+    /// unless one gave a machine work ([`Mcp::completions_pass`]).
+    /// Otherwise [`Mcp::pass`] runs.
     pub fn poll(&mut self, hw: &mut impl Hw) -> Work {
         if !self.running {
             return Work::default();
@@ -471,7 +475,47 @@ impl Mcp {
                 return Work::default();
             }
         }
+        if news & !(bit::HDMA | bit::TXDMA) == 0 && !self.pending && now < self.recv.repair_at() {
+            if let Some(w) = self.completions_pass(hw, now, news) {
+                return w;
+            }
+        }
         self.pass(hw, now, news)
+    }
+
+    /// A pass whose only news is the engines' completions (the most
+    /// common after a busy pass: the packet left, the event was written):
+    /// the completions are taken, and unless one of them gave a machine
+    /// work (a filled buffer, a payload copied, a translation read, an
+    /// offload's, freed transmit buffers a fill waits for, owed events),
+    /// the pass ends there. None: a whole pass is needed (it finds the
+    /// completions taken).
+    fn completions_pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Option<Work> {
+        self.shared.now = now;
+        if news & bit::HDMA != 0 && self.completions(hw) {
+            return None;
+        }
+        self.send.completions(&mut self.shared, hw);
+        let cx = &self.shared;
+        if cx.events_owed != 0
+            || !self.rdma.waits_for_completions(cx)
+            || self.queued()
+            || self.recv.leftover()
+            || self.sdma.leftover(cx)
+        {
+            return None;
+        }
+        #[cfg(any(test, feature = "check-gating"))]
+        if GATING_CHECKED.with(|c| c.get()) {
+            return Some(self.check_gating(hw, now));
+        }
+        #[allow(unreachable_code)]
+        {
+            self.shared.stats.count_quietly(Stat::Polls);
+            self.shared.stats.write(hw);
+            self.busy = false;
+            Some(Work::default())
+        }
     }
 
     /// Feature `check-gating` (and this crate's tests): a pass that would
@@ -569,10 +613,17 @@ impl Mcp {
         let relative = self.compute_deadline();
         self.shared.stats.write(hw);
         self.busy = !w.is_idle();
-        let cx = &self.shared;
         // Work in a queue between machines (say a relayed packet RDMA
         // copies at the next pass) is left for the next pass too.
-        let queued = !(cx.rdma_jobs.is_empty()
+        self.pending =
+            relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
+        w
+    }
+
+    /// Is there work in a queue between machines?
+    fn queued(&self) -> bool {
+        let cx = &self.shared;
+        !(cx.rdma_jobs.is_empty()
             && cx.tx_ready.is_empty()
             && cx.controls.is_empty()
             && cx.from_recv.is_empty()
@@ -580,30 +631,37 @@ impl Mcp {
             && cx.leaf_reports.is_empty())
             // (A multicast's next child starts once SEND sent the last
             // one's packets, later in the pass: looked at every pass.)
-            || (MULTICAST && !cx.mcasts.is_empty());
-        self.pending =
-            relative || queued || self.recv.leftover() || self.sdma.leftover(&self.shared);
-        w
+            || (MULTICAST && !cx.mcasts.is_empty())
     }
 
     /// Host-DMA commands the engine finished, in order: each completion
     /// goes to the machine that posted it.
-    fn completions(&mut self, hw: &mut impl Hw) {
+    /// True if one of them may have given a machine work that the
+    /// machines' own state does not show (a filled buffer, an offload's
+    /// completion); a payload copied, an event written or a translation
+    /// read leave what the waiting machine needs in its state.
+    fn completions(&mut self, hw: &mut impl Hw) -> bool {
         let cx = &mut self.shared;
+        let mut work = false;
         for _ in 0..cx.hdma.finished(hw) {
             match cx.hdma.complete_one() {
                 HdmaAction::Nothing => {}
-                HdmaAction::TxFilled(b) => self.sdma.filled(cx, hw, b),
-                HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
                 HdmaAction::EventDone(i) => self.rdma.event_written(i),
+                HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
                 HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
+                HdmaAction::TxFilled(b) => {
+                    self.sdma.filled(cx, hw, b);
+                    work = true;
+                }
                 HdmaAction::Offload(id, tag) => {
                     let mut w = Work::default();
                     let mut sv = offload::Services::new(cx, hw, &mut w);
                     self.offloads.completion(&mut sv, id, tag);
+                    work = true;
                 }
             }
         }
+        work
     }
 
     /// RTC tick when a timer falls due, if any.

@@ -164,6 +164,15 @@ impl Rdma {
     /// Idle, and nothing to do: no job, no copy in flight (so at rest
     /// too, once no translation is awaited).
     #[inline(always)]
+    /// Would a step or a flush find nothing to do until a completion
+    /// comes? Nothing to copy, no translation or host waited for (copies
+    /// in flight wait for their completions).
+    pub(crate) fn waits_for_completions(&self, cx: &Shared) -> bool {
+        self.xlat_wait.is_none()
+            && cx.rdma_jobs.is_empty()
+            && matches!(self.state, RdmaState::Idle | RdmaState::Copying { .. })
+    }
+
     fn is_idle(&self, cx: &Shared) -> bool {
         matches!(self.state, RdmaState::Idle) && cx.rdma_jobs.is_empty() && self.bytes_left == 0
     }
