@@ -35,8 +35,11 @@
 pub mod hw;
 #[macro_use]
 mod log;
+mod config;
+mod gating;
 pub mod offload;
 mod pool;
+mod ports;
 pub mod rdma;
 mod records;
 pub mod recv;
@@ -47,6 +50,7 @@ pub mod send;
 mod shared;
 pub mod tlb;
 mod translate;
+mod work;
 
 use hw::Hw;
 use nic_abi::regs;
@@ -55,11 +59,16 @@ use nic_abi::NUM_PORTS;
 use records::*;
 use shared::Shared;
 
+pub use config::{Config, InitError};
+pub use gating::check_gating_here;
+#[cfg(any(test, feature = "check-gating"))]
+use gating::GATING_CHECKED;
 pub use rdma::{Rdma, RdmaState};
 pub use records::{PORT_RECV_TOKENS_MAX, PORT_SEND_TOKENS_MAX, WINDOW_MAX};
 pub use recv::{Recv, RecvState};
 pub use sdma::{Sdma, SdmaState};
 pub use send::{Send, SendState};
+pub use work::Work;
 
 /// Are the multicast paths compiled in? (Feature `multicast`, on by
 /// default; off, or `--cfg mcast_off`, leaves them out: multicast
@@ -67,223 +76,6 @@ pub use send::{Send, SendState};
 /// as plain data, and no multicast check is made on the unicast paths; for
 /// measuring what multicast costs unicast.)
 pub const MULTICAST: bool = cfg!(feature = "multicast") && !cfg!(mcast_off);
-
-/// What one `poll` did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Work {
-    /// Send-ring descriptors taken and validated.
-    pub descriptors: u32,
-    /// Packets handed to the send-DMA engine.
-    pub tx_packets: u32,
-    /// Received packets examined.
-    pub rx_packets: u32,
-    /// Host-DMA commands posted.
-    pub dma_cmds: u32,
-    /// Events composed.
-    pub events: u32,
-    /// Timers handled.
-    pub timers: u32,
-    /// Rate control's own work, in flow-table words read or written and
-    /// streams compared: a dispatched packet's NDT and flow counters (5),
-    /// a flow-table rescan (on FLOW_GEN and when a stream is first used:
-    /// one key word per entry, the IDT of each stream's flow), each stream
-    /// the NDT scheduler compares. With no flow entries only the rescans
-    /// remain, once per new stream.
-    pub flow_ops: u32,
-    /// Multicast tree work: children of a tree the NIC computed itself
-    /// (the NIC-based scheme, per message), or relayed packets it set up.
-    pub tree_ops: u32,
-    /// Multicast steps the NIC served itself, by algorithm code (a relay
-    /// or root with children computing its share of the tree; separate
-    /// addressing: one per destination). The study's NIC-based scheme
-    /// spent most of its time here; the profile prices each algorithm.
-    pub relay_steps: [u16; 4],
-    /// Packets of a NIC-served multicast (not the host scheme's) sent:
-    /// the multicast header built besides the data.
-    pub mcast_packets: u32,
-    /// Packets of a multicast sent to a further child of the same sender
-    /// (the packet went to an earlier child already: only its destination
-    /// and sequence change), by algorithm as `relay_steps`. The published
-    /// model charges a tree's further children nothing on the deepest
-    /// path and separate addressing a full send per destination: the
-    /// profile prices each algorithm's.
-    pub mcast_further: [u16; 4],
-    /// Packets of a multicast received into a multicast record: the
-    /// header and the record read besides the data.
-    pub mcast_rx_packets: u32,
-    /// Multicast descriptors taken (root, assisted relay), and multicast
-    /// messages delivered to the host, of the NIC-served schemes.
-    pub mcast_descs: u32,
-    pub mcast_deliveries: u32,
-}
-
-impl Work {
-    pub fn is_idle(&self) -> bool {
-        // Field by field: no zeroed Work built to compare with.
-        let Work {
-            descriptors,
-            tx_packets,
-            rx_packets,
-            dma_cmds,
-            events,
-            timers,
-            flow_ops,
-            tree_ops,
-            relay_steps,
-            mcast_packets,
-            mcast_further,
-            mcast_rx_packets,
-            mcast_descs,
-            mcast_deliveries,
-        } = *self;
-        // The arrays one element at a time (an iterator over both went
-        // through the stack in the image).
-        let [r0, r1, r2, r3] = relay_steps;
-        let [f0, f1, f2, f3] = mcast_further;
-        let arrays = r0 | r1 | r2 | r3 | f0 | f1 | f2 | f3;
-        (descriptors
-            | tx_packets
-            | rx_packets
-            | dma_cmds
-            | events
-            | timers
-            | flow_ops
-            | tree_ops
-            | mcast_packets
-            | mcast_rx_packets
-            | mcast_descs
-            | mcast_deliveries
-            | arrays as u32)
-            == 0
-    }
-
-    pub fn add(&mut self, o: &Work) {
-        self.descriptors += o.descriptors;
-        self.tx_packets += o.tx_packets;
-        self.rx_packets += o.rx_packets;
-        self.dma_cmds += o.dma_cmds;
-        self.events += o.events;
-        self.timers += o.timers;
-        self.flow_ops += o.flow_ops;
-        self.tree_ops += o.tree_ops;
-        for (a, b) in self.relay_steps.iter_mut().zip(o.relay_steps) {
-            *a += b;
-        }
-        self.mcast_packets += o.mcast_packets;
-        for (a, b) in self.mcast_further.iter_mut().zip(o.mcast_further) {
-            *a += b;
-        }
-        self.mcast_rx_packets += o.mcast_rx_packets;
-        self.mcast_descs += o.mcast_descs;
-        self.mcast_deliveries += o.mcast_deliveries;
-    }
-}
-
-/// Why the firmware would not start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InitError {
-    BadMagic,
-    AbiMismatch,
-    BadConfig(&'static str),
-}
-
-impl InitError {
-    /// The register that stopped it, for a log line (few bytes: the
-    /// image is small).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            InitError::BadMagic => "MAGIC",
-            InitError::AbiMismatch => "ABI_VERSION",
-            InitError::BadConfig(reg) => reg,
-        }
-    }
-}
-
-/// Configuration read from the register block at init.
-#[derive(Debug, Clone, Copy)]
-pub struct Config {
-    pub node: u16,
-    pub nodes: u16,
-    pub mtu: u32,
-    pub send_timeout: u64,
-    pub rto: u64,
-    pub ack_delay: u64,
-    pub nobuf_retry: u64,
-    pub send_tokens: u32,
-    pub recv_tokens: u32,
-    pub window: u32,
-    /// Selective repeat (`regs::RELIABILITY_SELECTIVE`) instead of
-    /// go-back-N.
-    pub selective: bool,
-}
-
-impl Config {
-    pub(crate) const EMPTY: Config = Config {
-        node: 0,
-        nodes: 0,
-        mtu: 0,
-        send_timeout: 0,
-        rto: 0,
-        ack_delay: 0,
-        nobuf_retry: 0,
-        send_tokens: 0,
-        recv_tokens: 0,
-        window: 0,
-        selective: false,
-    };
-
-    fn read(hw: &impl Hw) -> Result<Config, InitError> {
-        if hw.reg(regs::MAGIC) != regs::MAGIC_VALUE {
-            return Err(InitError::BadMagic);
-        }
-        if hw.reg(regs::ABI_VERSION) != regs::ABI_VERSION_VALUE {
-            return Err(InitError::AbiMismatch);
-        }
-        // A word out of its range stops the firmware here. A timing
-        // profile runs the same check (`regs::BootCfg`), so it refuses such
-        // a value first, naming its own key. The host counts its tokens
-        // from the same registers: a value the firmware cannot honour is
-        // refused, not quietly lowered (a send past the firmware's count
-        // would wait in the ring and hold up the receive buffers posted
-        // behind it).
-        let boot = regs::BootCfg {
-            num_nodes: hw.reg(regs::NUM_NODES),
-            node_id: hw.reg(regs::NODE_ID),
-            send_tokens: hw.reg(regs::SEND_TOKENS),
-            recv_tokens: hw.reg(regs::RECV_TOKENS),
-            mtu: hw.reg(regs::MTU),
-        };
-        boot.check().map_err(|r| InitError::BadConfig(r.reg))?;
-        let regs::BootCfg { num_nodes: nodes, node_id: node, send_tokens, recv_tokens, mtu } = boot;
-        let c = Config {
-            node: node as u16,
-            nodes: nodes as u16,
-            mtu,
-            send_timeout: hw.reg(regs::SEND_TIMEOUT_TICKS).max(1),
-            rto: hw.reg(regs::RETRANSMIT_TICKS).max(1),
-            ack_delay: hw.reg(regs::ACK_DELAY_TICKS),
-            nobuf_retry: hw.reg(regs::NOBUF_RETRY_TICKS).max(1),
-            send_tokens,
-            recv_tokens,
-            window: hw.reg(regs::WINDOW).clamp(1, WINDOW_MAX),
-            // Selective repeat in an MCP built without it (feature
-            // `selective` off) is ignored: the streams run go-back-N.
-            selective: cfg!(feature = "selective")
-                && hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE,
-        };
-        if !c.selective && hw.reg(regs::RELIABILITY) == regs::RELIABILITY_SELECTIVE {
-            log_warn!("selective repeat is not compiled in: the streams run go-back-N");
-        }
-        // Selective repeat tracks what each stream has in flight in a
-        // bitmap of `SR_WINDOW` packets: its window is at most that.
-        #[cfg(feature = "selective")]
-        let window =
-            if c.selective { c.window.min(offload::selective::SR_WINDOW) } else { c.window };
-        #[cfg(not(feature = "selective"))]
-        let window = c.window;
-        Ok(Config { window, ..c })
-    }
-}
 
 /// Data transmit buffers may not take the last few: acks and nacks must
 /// always find one.
@@ -327,23 +119,6 @@ pub struct Mcp {
 /// last one saw: bit i of its news is counter i moved.
 pub const NEWS: [regs::Reg<u32>; 5] =
     [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
-
-/// Feature `check-gating`: check, on this thread, the passes the summary
-/// skips ([`Mcp::poll`]: each runs whole and must find nothing). Only a
-/// deterministic backend can check: on the real-time ones the host writes
-/// beside the pass, before the device counts the write, so a whole pass
-/// may find what the next one would have been told of. The simulator
-/// turns it on for its thread (this crate's tests have it from the
-/// start); without the feature this does nothing.
-pub fn check_gating_here(_on: bool) {
-    #[cfg(any(test, feature = "check-gating"))]
-    GATING_CHECKED.with(|c| c.set(_on));
-}
-
-#[cfg(any(test, feature = "check-gating"))]
-std::thread_local! {
-    static GATING_CHECKED: core::cell::Cell<bool> = const { core::cell::Cell::new(cfg!(test)) };
-}
 
 /// The bits of a pass's news: which counters of [`NEWS`] moved.
 mod bit {
@@ -518,28 +293,6 @@ impl Mcp {
         }
     }
 
-    /// Feature `check-gating` (and this crate's tests): a pass that would
-    /// end at the summary runs whole instead, and must find no work and
-    /// leave the next deadline as it was; else the gating hid work, and
-    /// this panics with what the pass found.
-    #[cfg(any(test, feature = "check-gating"))]
-    fn check_gating(&mut self, hw: &mut impl Hw, now: u64) -> Work {
-        let (deadline, states, seen) = (self.deadline, self.states(), self.seen);
-        let w = self.pass(hw, now, 0);
-        // On the real-time backends the host and the device run beside
-        // the MCP: what came with news moved after the summary was read
-        // is the next pass's, not hidden work.
-        let later = NEWS.iter().zip(seen).any(|(&r, s)| hw.reg(r) != s);
-        assert!(
-            later || (w.is_idle() && deadline == self.deadline),
-            "a pass the summary would have skipped at RTC {now} did {w:?}; deadline {deadline:?} \
-             -> {:?}; states {states:?} -> {:?}",
-            self.deadline,
-            self.states()
-        );
-        w
-    }
-
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
     /// once by the pass.)
     pub fn busy(&self) -> bool {
@@ -710,103 +463,6 @@ impl Mcp {
         }
         self.deadline = d;
         relative
-    }
-
-    /// Open/close handshakes with the driver. The port windows' `STATE`
-    /// and `GENERATION` are read only when `PORT_NEWS` moved since the
-    /// last look (every port's, on eight cache lines of their own, at
-    /// every pass, was most of what a pass missed in the host's caches
-    /// on a large simulated cluster); the privileged side moves it after
-    /// any of those words may have changed, and a value it did not mean
-    /// only costs one look.
-    fn check_ports(&mut self, hw: &mut impl Hw, w: &mut Work) {
-        use nic_abi::port::*;
-        let news = hw.reg(regs::PORT_NEWS);
-        if self.port_news == Some(news) {
-            return;
-        }
-        self.port_news = Some(news);
-        for p in 0..NUM_PORTS {
-            let cur = self.shared.ports[p];
-            if hw.load_u32(port_reg(p, STATE)) == STATE_OPEN {
-                // A port that stays closed needs no second word.
-                let gen = hw.load_u32(port_reg(p, GENERATION));
-                if !cur.open || cur.generation != gen {
-                    if cur.open {
-                        self.close_port(hw, p);
-                    }
-                    self.open_port(hw, p, gen);
-                    w.events += 1;
-                }
-            } else if cur.open {
-                self.close_port(hw, p);
-                w.events += 1;
-            }
-        }
-    }
-
-    fn open_port(&mut self, hw: &mut impl Hw, p: usize, gen: u32) {
-        use nic_abi::port::*;
-        let evq_len = hw.reg(nic_abi::regs::port_evq_len(p));
-        let evq_bus = hw.reg(nic_abi::regs::port_evq_bus(p));
-        let cx = &mut self.shared;
-        // The event queue: a power of two of entries, all of it in the
-        // port's slice of host memory (which also keeps its end below 2^64).
-        let evq_bytes = evq_len as u64 * nic_abi::event::EVENT_SIZE as u64;
-        let evq_ok = evq_len.is_power_of_two()
-            && crate::translate::in_slice(hw, p as u8, evq_bus, evq_bytes);
-        cx.ports[p] = shared::PortOpen { open: true, generation: gen, refused: !evq_ok };
-        cx.credits[p] = shared::Credits::default();
-        hw.store_u32(port_reg(p, FW_GENERATION), gen);
-        if !evq_ok {
-            // No event queue of its own: the port is not served, and says
-            // so (the driver reports it); nothing is written anywhere.
-            cx.bump(Stat::Errors, 1);
-            log_warn!("port {=usize} refused: its event queue is not in its memory", p);
-            hw.store_u32(port_reg(p, FW_STATE), STATE_REFUSED);
-            return;
-        }
-        self.rdma.port_opened(p, evq_bus, evq_len);
-        // The driver zeroes SEND_PROD and SEND_CONS before opening.
-        self.sdma.port_opened(p);
-        hw.store_u32(port_reg(p, SEND_CONS), 0);
-        cx.events[p].clear();
-        let _ = cx.events[p].push_back(EvRef::PortOpened);
-        cx.events_owed |= 1 << p;
-        hw.store_u32(port_reg(p, EVQ_PRODUCED), 0);
-        hw.store_u32(port_reg(p, FW_STATE), STATE_OPEN);
-        log_info!("port {=usize} open (generation {=u32})", p, gen);
-    }
-
-    /// Close a port: each machine drops its part (RECV its partial
-    /// messages and receive buffers, RDMA the events owed, SDMA the queued
-    /// sends; streams keep their sequence numbers, later sends SYNC), and
-    /// gets still waiting for an answer go.
-    fn close_port(&mut self, hw: &mut impl Hw, p: usize) {
-        use nic_abi::port::*;
-        log_info!("port {=usize} closed", p);
-        let cx = &mut self.shared;
-        self.recv.port_closed(cx, hw, p);
-        self.rdma.port_closed(cx, p);
-        self.sdma.port_closed(cx, p);
-        let mut w = Work::default();
-        self.offloads.port_closed(&mut offload::Services::new(cx, hw, &mut w), p as u8);
-        let cx = &mut self.shared;
-        let waiting: heapless::Vec<u16, MAX_TOKENS> = cx
-            .tokens
-            .live_indices()
-            .filter(|&t| {
-                let tok = &cx.tokens[t];
-                tok.port as usize == p && !tok.is_internal() && tok.state == TokState::AwaitGet
-            })
-            .collect();
-        for t in waiting {
-            cx.tokens.free(t);
-        }
-        cx.ports[p] = shared::PortOpen { open: false, generation: 0, refused: false };
-        cx.credits[p] = shared::Credits::default();
-        cx.port_tables_closed(hw, p);
-        hw.store_u32(port_reg(p, FW_STATE), STATE_CLOSED);
     }
 }
 
