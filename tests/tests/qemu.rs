@@ -335,7 +335,7 @@ fn xtask_gdb_attaches_to_both_nics_of_a_running_cluster_shows_their_machines_and
         ("SDMA", enum_variants("sdma/mod.rs", "SdmaState")),
         ("SEND", enum_variants("send.rs", "SendState")),
         ("RECV", enum_variants("recv/mod.rs", "RecvState")),
-        ("RDMA", enum_variants("rdma.rs", "RdmaState")),
+        ("RDMA", enum_variants("rdma/mod.rs", "RdmaState")),
     ];
     for (m, v) in &machines {
         assert!(v.contains(&"Idle".to_string()), "{m}: no Idle among {v:?}");

@@ -100,7 +100,7 @@ def _fmt(pairs):
 
 def _queues():
     # The fields of firmware/mcp/src: sdma/mod.rs `Sdma`, send.rs `Send`,
-    # recv/mod.rs `Recv`, rdma.rs `Rdma`; pool.rs `Pool` (live records)
+    # recv/mod.rs `Recv`, rdma/mod.rs `Rdma`; pool.rs `Pool` (live records)
     # and heapless 0.8's Vec (`len`) and Deque (`front`, `back`, `full`).
     m = "mcp_image::MCP"
     sdma = [
