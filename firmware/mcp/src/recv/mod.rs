@@ -16,6 +16,8 @@
 //! [`Recv::control_out`]).
 
 pub(crate) mod accept;
+mod acks;
+mod freering;
 mod ghosts;
 
 use crate::hw::Hw;
@@ -35,11 +37,6 @@ use nic_abi::{Priority, NUM_PORTS};
 
 /// Packets examined per pass.
 pub(crate) const RECV_BUDGET: u32 = 16;
-/// The longest wait between two audits of the receive-free ring that
-/// found nothing amiss, in retransmission timeouts. The audit reads every
-/// entry the engine has yet to take: run each timeout, it was a tenth of
-/// a ping-pong's instructions.
-const REPAIR_BACKOFF_MAX: u64 = 64;
 
 /// What RECV is doing or waiting for (persists between polls).
 #[derive(Debug, Clone, Copy, Eq)]
@@ -375,61 +372,6 @@ impl Recv {
         Some(r)
     }
 
-    /// When the free ring's audit ([`Recv::reclaim`]) is next due: a pass
-    /// at or after it steps RECV whatever the news (it is no timer: it
-    /// wakes no sleeping NIC).
-    pub fn repair_at(&self) -> u64 {
-        self.next_repair
-    }
-
-    /// RECV is idle. Free-ring entries that something other than this
-    /// firmware overwrote are put right. And when the engine has reported
-    /// every buffer it filled, yet holds buffers that are in no entry it
-    /// has still to take, it skipped or misused overwritten entries: once
-    /// the same buffers have been lost so for a send timeout, they are
-    /// posted again, and counted as errors. (A buffer the engine is filling
-    /// looks lost too until it is reported, and an engine on a loaded
-    /// machine may be late by milliseconds: only a wait as long as a send
-    /// timeout makes a second use of a buffer it still holds unlikely.)
-    #[cold]
-    #[inline(never)]
-    fn reclaim(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        let (fixed, lost) = cx.rxfree.audit(hw);
-        // A clean audit doubles the wait for the next (up to
-        // `REPAIR_BACKOFF_MAX` retransmission timeouts); anything amiss
-        // brings it back to one timeout.
-        let rto = cx.cfg.rto.max(1);
-        self.repair_every = if fixed == 0 && lost == 0 {
-            self.repair_every.saturating_mul(2).clamp(rto, rto.saturating_mul(REPAIR_BACKOFF_MAX))
-        } else {
-            rto
-        };
-        self.next_repair = cx.now.saturating_add(self.repair_every);
-        if fixed > 0 {
-            cx.bump(Stat::Errors, fixed as u64);
-            log_warn!("receive ring repaired: {=u32} entries", fixed);
-        }
-        let since = match self.lost_since {
-            _ if lost == 0 => None,
-            Some((t, set)) if set == lost => Some(t),
-            _ => Some(cx.now),
-        };
-        self.lost_since = since.map(|t| (t, lost));
-        let Some(t) = since else { return };
-        if cx.now.saturating_sub(t) < cx.cfg.send_timeout {
-            return;
-        }
-        self.lost_since = None;
-        log_warn!("receive buffers {=u32:#x} lost by the engine: taken back", lost);
-        for b in 0..map::RX_BUF_COUNT {
-            if lost & (1 << b) != 0 {
-                cx.rxfree.back(b);
-                cx.rxfree.give(hw, b as u8);
-                cx.bump(Stat::Errors, 1);
-            }
-        }
-    }
-
     fn check_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, d: RxDone) -> Next {
         if !cx.rxfree.back(d.buf) {
             // Not one of ours (out of range, or not with the engine):
@@ -503,124 +445,6 @@ impl Recv {
                 Next::Accept(Arrived { buf, header: h, key })
             }
         }
-    }
-
-    /// The queue holds two messages per packet of a pass and SDMA drains
-    /// it every pass: it cannot fill; should it, the loss is counted (a
-    /// lost ack or nack costs the sender a timeout, nothing more).
-    pub(crate) fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
-        if cx.from_recv.push_back(m).is_err() {
-            cx.bump(Stat::ControlDrops, 1);
-        }
-    }
-
-    /// Queue an ack or nack for receiving stream `r` (false when the
-    /// queue is full: the loss is counted; acks are owed again by the ack
-    /// timer, a lost nack costs the sender a timeout and a poll). The
-    /// receive path never waits for it. A stream has one entry at most: a
-    /// later ack or nack folds into the queued one ([`Control::merge`]),
-    /// so the queue holds no more than the streams with news.
-    fn queue_control(
-        &mut self,
-        cx: &mut Shared,
-        r: u16,
-        nack: Option<(u8, u32)>,
-        round: u8,
-    ) -> bool {
-        // (A STAT or USTAT queued carries the ack too; a nack folds only
-        // into an ack or nack.)
-        let folds = |c: &Control| {
-            c.rx_stream == r && (c.is_ack_or_nack() || (nack.is_none() && !c.is_poll()))
-        };
-        if let Some(c) = cx.controls.iter_mut().find(|c| folds(c)) {
-            c.merge(nack, round);
-            return true;
-        }
-        let mut c = Control::new(r, nack);
-        c.round = round;
-        cx.push_control(c)
-    }
-
-    /// Acks that fell due go to SEND.
-    fn ack_timers(&mut self, cx: &mut Shared, w: &mut Work) {
-        let now = cx.now;
-        let mut i = 0;
-        while i < self.ack_list.len() {
-            let r = self.ack_list[i];
-            if !self.rxs.is_live(r) || !self.rxs[r].ack_pending {
-                if self.rxs.is_live(r) {
-                    self.rxs[r].on_ack_list = false;
-                }
-                self.ack_list.swap_remove(i);
-                continue;
-            }
-            if now >= self.rxs[r].ack_due && self.queue_control(cx, r, None, 0) {
-                self.rxs[r].ack_pending = false;
-                self.rxs[r].on_ack_list = false;
-                self.ack_list.swap_remove(i);
-                w.timers += 1;
-                continue;
-            }
-            i += 1;
-        }
-    }
-
-    /// The earliest RTC tick an owed ack falls due.
-    pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
-        // (A stream whose ack went out meanwhile, piggybacked by SEND
-        // after RECV's part of the pass, stays on the list until the next
-        // ack check: its time is no deadline.)
-        for &r in self.ack_list.iter() {
-            if self.rxs.is_live(r) && self.rxs[r].ack_pending {
-                at(self.rxs[r].ack_due);
-            }
-        }
-        if let Some((t, _)) = self.lost_since {
-            at(t.saturating_add(cx.cfg.send_timeout));
-        }
-    }
-
-    /// SEND is about to send a data packet on the sending stream `key`:
-    /// the ack it can carry for the reverse stream, which then owes none.
-    pub fn piggyback_ack(&mut self, key: u32) -> Option<u32> {
-        let r = self.rx_of(key)?;
-        let rx = &mut self.rxs[r];
-        rx.ack_pending = false;
-        rx.unacked = 0;
-        Some(rx.win.expected())
-    }
-
-    /// SEND is about to send ack or nack `c`: what it carries, or None
-    /// when it went stale (the stream is gone; a nack's packet was taken
-    /// since, or the stream got its SYNC: sending it would contradict an
-    /// ack that went out before it).
-    pub fn control_out(&mut self, c: Control) -> Option<ControlOut> {
-        if !self.rxs.is_live(c.rx_stream) {
-            return None;
-        }
-        let r = self.rxs[c.rx_stream];
-        if let Some((code, seq)) = c.nack() {
-            let stale = if code == NackCode::Unsynced as u8 {
-                r.sync_seen.is_some()
-            } else {
-                seq != r.win.expected()
-            };
-            if stale {
-                return None;
-            }
-        }
-        let rx = &mut self.rxs[c.rx_stream];
-        rx.ack_pending = false;
-        rx.unacked = 0;
-        Some(ControlOut {
-            remote_node: r.remote_node,
-            local_port: r.local_port,
-            remote_port: r.remote_port,
-            prio: r.prio,
-            expected: r.win.expected(),
-            report: r.key & REPORT_STREAM != 0,
-            incarnation: 0,
-        })
     }
 
     /// Port `p` closed: partial messages into it are dropped and its
