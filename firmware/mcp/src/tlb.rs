@@ -8,7 +8,7 @@
 //! page of a port that closes, is gone from the cache at once, so a
 //! translation is never used after the privileged side took it back.
 //!
-//! The firmware's cache is this over `map::TLB` (`translate.rs`).
+//! The firmware's cache is this over `map::TLB` (`translate/`).
 
 /// One cached translation. `stamp` orders the ways of a set by last use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

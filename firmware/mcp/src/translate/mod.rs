@@ -24,12 +24,16 @@
 //! Every host-DMA the machines post goes through here, so a port reaches
 //! only memory it registered, and only inside its slice.
 
+mod ranges;
+
+pub use ranges::{Piece, MAX_PIECES};
+
 use crate::hw::Hw;
 use crate::records::HdmaAction;
 use crate::shared::Shared;
 use crate::tlb::{Tlb, TlbEntry, TlbStore};
 use nic_abi::map;
-use nic_abi::page_table::{page_pieces, pte_bus_page, LINE_BYTES, LINE_PTES, PTE_SIZE};
+use nic_abi::page_table::{pte_bus_page, LINE_BYTES, LINE_PTES, PTE_SIZE};
 use nic_abi::port::{port_reg, PT_ACK, PT_ADDED, PT_GEN, PT_HINT, PT_HINT_PAGES};
 use nic_abi::regs;
 use nic_abi::rings::{DmaDir, HostDmaCmd};
@@ -419,97 +423,7 @@ impl Shared {
     pub fn port_tables_closed(&mut self, hw: &mut impl Hw, p: usize) {
         self.xlat.flush(hw, p, version(hw, p), true);
     }
-
-    /// Is every byte of `[vaddr, vaddr + len)` registered by `port`?
-    /// `from` bytes at the start are known to be (a check resumed after a
-    /// wait); on `Wait`, it says how far the check got.
-    pub fn registered(
-        &mut self,
-        hw: &mut impl Hw,
-        port: u8,
-        vaddr: u64,
-        len: u64,
-        from: &mut u64,
-    ) -> Xlat {
-        let Some(end) = vaddr.checked_add(len) else { return Xlat::Fault };
-        // The table as the driver left it, once for the whole range.
-        if (port as usize) < NUM_PORTS {
-            self.sync_port(hw, port as usize);
-        }
-        let start = vaddr.saturating_add(*from).min(end);
-        for (v, n) in page_pieces(start, end - start) {
-            match self.translate_synced(hw, port, v) {
-                Xlat::Bus(_) => *from += n,
-                Xlat::Wait => {
-                    self.read_range_ahead(hw, port, v, end);
-                    return Xlat::Wait;
-                }
-                Xlat::Fault => return Xlat::Fault,
-            }
-        }
-        Xlat::Bus(0)
-    }
-
-    /// A range check waits at `vaddr`: read the lines of the pages after
-    /// it (up to `end`) into the line slots that are free, so the check
-    /// does not wait once per line.
-    fn read_range_ahead(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64, end: u64) {
-        let mut v = (vaddr / PAGE_SIZE + LINE_PTES as u64) * PAGE_SIZE;
-        while v < end && self.xlat.lines.iter().any(|l| l.state == LineState::Free) {
-            let cached = self.xlat.tlb.contains(&SramTlb(hw), port, v / PAGE_SIZE);
-            if !cached && self.line_of(hw, port, v) == Xlat::Fault {
-                return;
-            }
-            v = v.saturating_add(LINE_PTES as u64 * PAGE_SIZE);
-        }
-    }
-
-    /// A packet's payload (at most an MTU: it spans at most a few pages)
-    /// as host-DMA pieces: `Bus` when every page is registered, `Wait`
-    /// while a translation is being read, `Fault` when a page is not.
-    pub fn pieces(
-        &mut self,
-        hw: &mut impl Hw,
-        port: u8,
-        vaddr: u64,
-        len: u32,
-    ) -> (heapless::Vec<Piece, MAX_PIECES>, Xlat) {
-        let mut out = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
-        let (n, x) = self.pieces_into(hw, port, vaddr, len, &mut out);
-        (out[..n].iter().copied().collect(), x)
-    }
-
-    /// `pieces` into `out`: how many pieces, and the answer. (No vector
-    /// returned by value: the fill path's pieces stay in its frame.)
-    #[inline]
-    pub fn pieces_into(
-        &mut self,
-        hw: &mut impl Hw,
-        port: u8,
-        vaddr: u64,
-        len: u32,
-        out: &mut [Piece; MAX_PIECES],
-    ) -> (usize, Xlat) {
-        let mut n = 0;
-        let mut at = 0u32;
-        let mut wait = false;
-        for (v, k) in page_pieces(vaddr, len as u64) {
-            match self.translate_synced(hw, port, v) {
-                Xlat::Bus(bus) if n < MAX_PIECES => {
-                    out[n] = Piece { bus, len: k as u32, at };
-                    n += 1;
-                }
-                Xlat::Wait => wait = true,
-                _ => return (n, Xlat::Fault),
-            }
-            at += k as u32;
-        }
-        (n, if wait { Xlat::Wait } else { Xlat::Bus(0) })
-    }
 }
-
-/// The most page pieces a packet's payload takes (an MTU over pages).
-pub const MAX_PIECES: usize = 4;
 
 /// Where port `p`'s table stands.
 fn version(hw: &impl Hw, p: usize) -> Version {
@@ -542,15 +456,6 @@ pub fn in_slice(hw: &impl Hw, port: u8, bus: u64, len: u64) -> bool {
     let size = hw.load_u64(regs::reg(regs::port_slice_len(port as usize)));
     bus >= base
         && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
-}
-
-/// One page's part of a transfer: `len` bytes at bus address `bus`, `at`
-/// bytes into the transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Piece {
-    pub bus: u64,
-    pub len: u32,
-    pub at: u32,
 }
 
 #[cfg(test)]
