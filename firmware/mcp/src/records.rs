@@ -206,7 +206,7 @@ impl RecvSlot {
             src_node: self.src_node,
             src_port: self.src_port,
             inline_len: self.inline_len,
-            mcast: self.mcast,
+            tag_word: self.mcast,
             mrec: self.mrec,
         }
     }
@@ -224,7 +224,7 @@ pub struct SlotFill {
     pub src_node: u16,
     pub src_port: u8,
     pub inline_len: u8,
-    pub mcast: u64,
+    pub tag_word: u64,
     pub mrec: u16,
 }
 
@@ -233,7 +233,7 @@ impl SlotFill {
     #[inline(always)]
     pub fn words(&self) -> [u64; 3] {
         [
-            self.mcast,
+            self.tag_word,
             self.src_port as u64
                 | (self.inline_len as u64) << 8
                 | (self.src_node as u64) << 16

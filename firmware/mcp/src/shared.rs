@@ -43,9 +43,10 @@ pub enum FromRecv {
     /// A peer's get was accepted: send the answer that `token` (GetResp)
     /// describes.
     Answer { token: u16 },
-    /// A multicast arrived that this NIC relays out of its receive
-    /// buffers: make its children's send tokens (record `rec`).
-    McastStart { rec: u16 },
+    /// A fan-out's message arrived that this NIC relays out of its
+    /// receive buffers: make its children's send tokens (record `rec`;
+    /// `Fanout::start`).
+    FanStart { rec: u16 },
     /// Selective repeat: a STAT (or, `ustat`, a USTAT) for the sending
     /// stream `key`, in receive buffer `buf` (its payload); SDMA gives
     /// the buffer back.

@@ -70,6 +70,95 @@ pub trait Fanout {
     #[inline(always)]
     fn token_ended(_cx: &mut Shared, _t: u16, _ok: bool) {}
 
+    /// SDMA's step for the offload (after its timers, before the fill).
+    #[inline(always)]
+    fn sdma_step(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &mut impl Hw, _w: &mut Work) {}
+
+    /// Its deadlines, each to `at`.
+    #[inline(always)]
+    fn deadlines(_cx: &Shared, _at: &mut impl FnMut(u64)) {}
+
+    /// RECV made record `rec`, served out of receive buffers
+    /// (`FromRecv::FanStart`): start it.
+    #[inline(always)]
+    fn start(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &impl Hw, _rec: u16) {}
+
+    /// An ack moved stream `s`'s window on (its head token, if any, the
+    /// first not wholly acknowledged): what the offload keeps for the
+    /// acknowledged part may go.
+    #[inline(always)]
+    fn head_acked(_sdma: &Sdma, _cx: &mut Shared, _s: u16) {}
+
+    /// May the packet of token `t` at a stream's cursor be filled now
+    /// (`built`: a packet [`Fanout::yields`] for was filled this pass)?
+    #[inline(always)]
+    fn packet_here(_cx: &Shared, _t: u16, _built: bool) -> bool {
+        true
+    }
+
+    /// Is token `t` (of kind `kind`) one whose payload is already in
+    /// SRAM (receive buffers the offload holds): no host memory?
+    #[inline(always)]
+    fn payload_in_sram(_cx: &Shared, _t: u16, _kind: TokKind) -> bool {
+        false
+    }
+
+    /// Packet `pkt` of token `t` (of kind `kind`) goes into `buf` (its
+    /// header not yet written): what the offload sets in it. Some(true):
+    /// its payload is gathered from the receive buffer set in `buf` (it is
+    /// filled at once); None: the message can go no further (dropped from
+    /// its stream alone).
+    #[inline(always)]
+    fn fill(
+        _cx: &mut Shared,
+        _t: u16,
+        _kind: TokKind,
+        _pkt: u32,
+        _buf: &mut TxBuf,
+    ) -> Option<bool> {
+        Some(false)
+    }
+
+    /// After buffer `buf` was filled: is it a packet built for one
+    /// receiver of several (the fill yields to SEND after it, and fills
+    /// only copies of it for the others this pass)?
+    #[inline(always)]
+    fn yields(_buf: &TxBuf) -> bool {
+        false
+    }
+
+    /// The payload length of a `Report` token `tok`'s packet.
+    #[inline(always)]
+    fn report_len(_hw: &impl Hw, _tok: &SendToken) -> u32 {
+        0
+    }
+
+    /// Write the payload (`plen` bytes) of `Report` token `tok`'s packet
+    /// at `at`.
+    #[inline(always)]
+    fn write_report(_hw: &mut impl Hw, _tok: &SendToken, _at: u32, _plen: u32) {}
+
+    /// What token `tok`'s packet header `h` carries for the offload (its
+    /// own token kinds' type, flags and fields).
+    #[inline(always)]
+    fn header(_tok: &SendToken, _h: &mut Header) {}
+
+    /// Packet `pkt` of token `t` took buffer `b` with `n` host-DMA
+    /// commands to fetch its payload (`Sdma::lead`).
+    #[inline(always)]
+    fn lead_filling(_sdma: &mut Sdma, _t: u16, _pkt: u32, _n: usize, _b: u8) {}
+
+    /// Buffer `b`'s host-DMA completed (`Sdma::lead`).
+    #[inline(always)]
+    fn buffer_filled(_sdma: &mut Sdma, _b: u8) {}
+
+    /// Has the fill work for the offload at the next pass whatever the
+    /// news (a lead held its next descriptor back: it may be ready now)?
+    #[inline(always)]
+    fn lead_left(_sdma: &Sdma) -> bool {
+        false
+    }
+
     // SEND.
 
     /// Is buffer `buf` a packet SEND builds at most one of a pass (so

@@ -582,7 +582,7 @@ pub(crate) fn fill_slot(
     s: u16,
     buf: u8,
     h: &Header,
-    mcast: u64,
+    tag_word: u64,
     mrec: u16,
 ) {
     let mut inline_len = 0;
@@ -599,7 +599,7 @@ pub(crate) fn fill_slot(
         src_node: h.src_node,
         src_port: h.src_port,
         inline_len,
-        mcast,
+        tag_word,
         mrec,
     };
     cx.fill_slot(hw, s, &f);

@@ -5,7 +5,7 @@
 
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
-use crate::offload::multicast::further_index;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
@@ -27,8 +27,9 @@ pub(crate) enum Stop {
     NoRoom,
     /// The scheduler had nothing to dispatch now.
     NothingDue,
-    /// A multicast packet to a child was set up: it goes out before the
-    /// next child's (each child's packet is its own pass of work).
+    /// A packet a fan-out builds for one receiver of several was set up
+    /// (`Fanout::yields`): it goes out before the next one's (each
+    /// receiver's packet is its own pass of work).
     Yield,
     /// The next packet's payload waits for a translation into `port`'s
     /// memory.
@@ -100,11 +101,9 @@ impl Sdma {
             if let Err(port) = self.fill_packet(cx, hw, s, b, w) {
                 break Stop::Translate { port };
             }
-            // After a relayed packet's first copy, only its copies for
-            // further children are filled this pass (SEND sends one built
-            // multicast packet a pass; the copies go along with it).
-            let filled = cx.txbufs.get(b);
-            self.relay_built |= filled.mcast == McastCost::First && filled.gather != GATHER_NONE;
+            // After a packet a fan-out builds for one receiver of several,
+            // only its copies for the others are filled this pass.
+            self.relay_built |= Fan::yields(&cx.txbufs.get(b));
             if self.txs.is_live(s) {
                 let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
                 Sched::dispatched(self, cx, hw, s, bytes, w);
@@ -116,8 +115,8 @@ impl Sdma {
     /// Has the fill work it would do at the next pass whatever the news?
     /// It yielded to it; or it stopped for room that is there now (SEND
     /// may free a transmit buffer later in the pass); or for a
-    /// translation (looked for again at each pass); or a multicast lead
-    /// held the next multicast back (it may be ready to go now); or it
+    /// translation (looked for again at each pass); or a fan-out's lead
+    /// held its next descriptor back (it may be ready to go now); or it
     /// found nothing due among queued packets and the transmit buffers
     /// changed hands since (SEND took or freed one later in the pass:
     /// what the next fill finds, and the scheduler's next wait, may
@@ -127,7 +126,7 @@ impl Sdma {
             Stop::Yield | Stop::Translate { .. } => true,
             Stop::NoRoom => self.conn_queue_len > 0 && room(cx).is_some(),
             Stop::NothingDue => {
-                (crate::MULTICAST && self.lead.is_some())
+                Fan::lead_left(self)
                     || ((self.conn_queue_len > 0 || self.sched.may_pick())
                         && cx.txbufs.held() != self.held_at_stop)
             }
@@ -188,9 +187,7 @@ impl Sdma {
     /// The host-DMA of transmit buffer `b` completed: it goes to SEND.
     pub fn filled(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
         cx.filled(b);
-        if matches!(self.lead, Some((_, Some(lb))) if lb == b) {
-            self.lead = None;
-        }
+        Fan::buffer_filled(self, b);
         if matches!(self.state, SdmaState::FillWait { buf, .. } if buf == b) {
             self.go(cx, hw, SdmaState::Ready, Cause::DmaDone);
         }
@@ -219,13 +216,10 @@ impl Sdma {
         // leaves everything as it was. (A report's payload is in the
         // buffer already, a relayed packet's in a receive buffer, a get
         // has none: no host memory.)
-        let from_rx = kind == TokKind::McastFwd
-            && crate::offload::multicast::rec_of(cx, t)
-                .is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs);
         let off = pkt * mtu;
         let host_len = match kind {
             TokKind::Report | TokKind::Get => 0,
-            _ if from_rx => 0,
+            _ if Fan::payload_in_sram(cx, t, kind) => 0,
             _ => len.saturating_sub(off).min(mtu),
         };
         let host_at = local.wrapping_add(off as u64);
@@ -234,6 +228,85 @@ impl Sdma {
         if xlat == Xlat::Wait {
             return Err(port);
         }
+        let seq = self.number(cx, s, t, pkt);
+        let tok = &cx.tokens[t];
+        let (target_node, npkts) = (tok.target_node, tok.npkts);
+        // A report's payload is the fan-out's.
+        let plen = match kind {
+            TokKind::Report => Fan::report_len(hw, tok),
+            TokKind::Get => 0,
+            _ => len.saturating_sub(off).min(mtu),
+        };
+        let off = if matches!(kind, TokKind::Report | TokKind::Get) { 0 } else { off };
+        let route_len = write_route(hw, b, target_node);
+        let mut buf = TxBuf {
+            state: TxBufState::Filling,
+            stream: s,
+            epoch: self.txs[s].epoch,
+            route_len,
+            len: (HEADER_LEN as u32) + plen,
+            seq,
+            // (Not a control packet; its payload is its own.)
+            ..TxBuf::EMPTY
+        };
+        // What a fan-out sets for its packet: the price of its send, and
+        // the receive buffer a relayed payload stays in (`gathered`).
+        let Some(gathered) = Fan::fill(cx, t, kind, pkt, &mut buf) else {
+            // Its record finished without it (out of time): this message
+            // goes no further, the others to that port do.
+            self.cut_message(cx, s, t);
+            return Ok(());
+        };
+        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
+        self.write_header(cx, hw, s, t, hdr_at, (seq, off, plen, pkt + 1 >= npkts));
+        if kind == TokKind::Report {
+            Fan::write_report(hw, &cx.tokens[t], hdr_at + HEADER_LEN as u32, plen);
+        }
+        if gathered {
+            // Its payload is in SRAM already: SEND gathers it.
+            cx.txbufs.take(b, TxBuf { state: TxBufState::Filled, ..buf });
+            cx.ready(b);
+            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
+        } else if !self.fill_from_host(cx, hw, (s, t, pkt, b), buf, (xlat, &pieces[..n]), w) {
+            return Ok(());
+        }
+        self.advance_stream(cx, hw, s, t, plen);
+        Ok(())
+    }
+
+    /// Packet `pkt` of token `t` of stream `s` goes into buffer `b`
+    /// (`buf`, its header written) with its payload fetched from the host
+    /// memory `pieces` (`xlat`: how its translation went). False: that
+    /// memory is gone, and the stream with it.
+    #[inline(always)]
+    fn fill_from_host(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        (s, t, pkt, b): (u16, u16, u32, u8),
+        buf: TxBuf,
+        (xlat, pieces): (Xlat, &[Piece]),
+        w: &mut Work,
+    ) -> bool {
+        // Payload: one host-DMA command per page piece.
+        if xlat == Xlat::Fault {
+            // The memory was deregistered under a queued send.
+            cx.bump(Stat::Errors, 1);
+            self.abandon_stream(cx, s, Some(SendStatus::Dropped));
+            return false;
+        }
+        cx.txbufs.take(b, buf);
+        Fan::lead_filling(self, t, pkt, pieces.len(), b);
+        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
+        self.fetch_payload(cx, hw, (t, pkt, b), hdr_at, pieces, w);
+        true
+    }
+
+    /// The sequence number of stream `s`'s next packet, `pkt` of token
+    /// `t`: a message's first packet notes it in the token, and carries
+    /// the stream's SYNC when one is owed.
+    #[inline(always)]
+    fn number(&mut self, cx: &mut Shared, s: u16, t: u16, pkt: u32) -> u32 {
         let seq = self.txs[s].win.next();
         if pkt == 0 {
             cx.tokens[t].first_seq = seq;
@@ -242,80 +315,23 @@ impl Sdma {
                 self.txs[s].sync_next = false;
             }
         }
-        let tok = &cx.tokens[t];
-        let (target_node, npkts) = (tok.target_node, tok.npkts);
-        // A report's payload: the heads of the subtrees it lost, the
-        // bitmap up to its last byte with a bit set (none: no payload).
-        let plen = match kind {
-            TokKind::Report => {
-                let lost = crate::offload::multicast::read_list(hw, tok.local.min(255) as u8);
-                lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
-            }
-            TokKind::Get => 0,
-            _ => len.saturating_sub(off).min(mtu),
-        };
-        let off = if matches!(kind, TokKind::Report | TokKind::Get) { 0 } else { off };
-        let route_len = write_route(hw, b, target_node);
-        // A relayed packet's payload stays in the receive buffer it came in.
-        let gather = match kind {
-            TokKind::McastFwd if crate::MULTICAST => match self.relay_source(cx, t, pkt) {
-                Ok(g) => g,
-                Err(()) => {
-                    // Its record finished without it (out of time): this
-                    // message goes no further, the others to that port do.
-                    self.cut_message(cx, s, t);
-                    return Ok(());
-                }
-            },
-            _ => None,
-        };
-        let hdr_at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
-        self.write_header(cx, hw, s, t, hdr_at, (seq, off, plen, pkt + 1 >= npkts));
-        if kind == TokKind::Report {
-            let lost = crate::offload::multicast::read_list(hw, cx.tokens[t].local.min(255) as u8);
-            hw.write(hdr_at + HEADER_LEN as u32, &lost[..plen as usize]);
-        }
+        seq
+    }
 
-        let buf = TxBuf {
-            state: TxBufState::Filling,
-            stream: s,
-            epoch: self.txs[s].epoch,
-            route_len,
-            len: (HEADER_LEN as u32) + plen,
-            control: false,
-            seq,
-            gather: GATHER_NONE,
-            mcast: match kind {
-                TokKind::McastFwd if cx.tokens[t].further => {
-                    match crate::offload::multicast::rec_of(cx, t) {
-                        Some(r) => McastCost::Further(further_index(&cx.mcasts[r])),
-                        None => McastCost::First,
-                    }
-                }
-                TokKind::McastFwd => McastCost::First,
-                _ => McastCost::None,
-            },
-        };
-        if let Some((rx, cost)) = gather {
-            let filled = TxBuf { state: TxBufState::Filled, gather: rx, mcast: cost, ..buf };
-            cx.txbufs.take(b, filled);
-            cx.ready(b);
-            cx.bump(Stat::McastForwarded, 1);
-            self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
-            self.advance_stream(cx, hw, s, t, plen);
-            return Ok(());
-        }
-        // Payload: one host-DMA command per page piece.
-        if xlat == Xlat::Fault {
-            // The memory was deregistered under a queued send.
-            cx.bump(Stat::Errors, 1);
-            self.abandon_stream(cx, s, Some(SendStatus::Dropped));
-            return Ok(());
-        }
-        cx.txbufs.take(b, buf);
-        if crate::MULTICAST && pkt == 0 && matches!(self.lead, Some((lt, _)) if lt == t) {
-            self.lead = if n == 0 { None } else { Some((t, Some(b))) };
-        }
+    /// Packet `pkt` of token `t` took buffer `b` (its header at
+    /// `hdr_at`): its payload comes by one host-DMA command per page
+    /// piece; with none it is ready to go now.
+    #[inline(always)]
+    fn fetch_payload(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        (t, pkt, b): (u16, u32, u8),
+        hdr_at: u32,
+        pieces: &[Piece],
+        w: &mut Work,
+    ) {
+        let n = pieces.len();
         if n == 0 {
             cx.txbufs.filled(b);
             cx.ready(b);
@@ -328,7 +344,7 @@ impl Sdma {
                 Cause::Scheduled,
             );
         }
-        for (k, piece) in pieces[..n].iter().enumerate() {
+        for (k, piece) in pieces.iter().enumerate() {
             let action = if k + 1 == n { HdmaAction::TxFilled(b) } else { HdmaAction::Nothing };
             let cmd = HostDmaCmd {
                 dir: DmaDir::HostToSram,
@@ -339,33 +355,6 @@ impl Sdma {
             };
             cx.hdma.post(hw, cmd, action);
             w.dma_cmds += 1;
-        }
-
-        self.advance_stream(cx, hw, s, t, plen);
-        Ok(())
-    }
-
-    /// A relayed packet (`pkt` of multicast token `t`): the receive buffer
-    /// its payload stays in and what its send costs, or None when the
-    /// payload comes from host memory; Err when its record finished
-    /// without it.
-    fn relay_source(
-        &mut self,
-        cx: &mut Shared,
-        t: u16,
-        pkt: u32,
-    ) -> Result<Option<(u8, McastCost)>, ()> {
-        match crate::offload::multicast::rec_of(cx, t) {
-            Some(r) if cx.mcasts[r].source == McastSource::RxBufs => {
-                let rec = &mut cx.mcasts[r];
-                let first = pkt >= rec.priced;
-                rec.priced = rec.priced.max(pkt + 1);
-                let cost =
-                    if first { McastCost::First } else { McastCost::Further(further_index(rec)) };
-                Ok(Some((rec.bufs[pkt as usize % RELAY_WINDOW], cost)))
-            }
-            Some(_) => Ok(None),
-            None => Err(()),
         }
     }
 
@@ -384,14 +373,13 @@ impl Sdma {
         let st = &self.txs[s];
         let tok = &cx.tokens[t];
         let ptype = match tok.kind {
-            TokKind::Send | TokKind::McastSend | TokKind::McastFwd => PacketType::Data,
+            TokKind::Send => PacketType::Data,
             TokKind::Put => PacketType::Put,
             TokKind::Get => PacketType::GetReq,
             TokKind::Report => PacketType::Report,
             _ => PacketType::GetResp,
         };
-        let mcast = matches!(tok.kind, TokKind::McastSend | TokKind::McastFwd);
-        let mut fl = if mcast { Flags::MCAST } else { Flags::empty() };
+        let mut fl = Flags::empty();
         if tok.next_pkt == 0 {
             fl |= Flags::FIRST;
             if tok.sync {
@@ -404,7 +392,7 @@ impl Sdma {
         if last {
             fl |= Flags::LAST;
         }
-        let h = Header {
+        let mut h = Header {
             ptype,
             flags: fl,
             priority: tok.prio,
@@ -423,22 +411,20 @@ impl Sdma {
             offset: off,
             payload_len: plen as u16,
             remote: match tok.kind {
-                TokKind::Put
-                | TokKind::Get
-                | TokKind::McastSend
-                | TokKind::McastFwd
-                | TokKind::Report => tok.remote,
+                TokKind::Put | TokKind::Get | TokKind::Report => tok.remote,
                 _ => 0,
             },
             cookie: match tok.kind {
                 // The receiver's subtree size.
-                TokKind::McastFwd | TokKind::Report => tok.tag as u32,
+                TokKind::Report => tok.tag as u32,
                 _ => tok.cookie,
             },
             sync_boot: if tok.sync { cx.boot } else { 0 },
             sync_gen: if tok.sync { st.sync_gen } else { 0 },
             crc: 0,
         };
+        // A fan-out's own kinds: their type, flags and fields.
+        Fan::header(tok, &mut h);
         for (i, word) in h.words().into_iter().enumerate() {
             hw.store_u64(hdr_at + 8 * i as u32, word);
         }

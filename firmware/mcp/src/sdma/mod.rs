@@ -24,6 +24,7 @@ mod queues;
 mod sender;
 
 use crate::hw::Hw;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::{Pool, NIL};
 use crate::records::*;
@@ -248,9 +249,7 @@ impl Sdma {
     ) {
         self.intake(cx, hw, offloads, w);
         self.timers(cx, hw, w);
-        if crate::MULTICAST && !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
-            self.mcast_step(cx, hw, w);
-        }
+        Fan::sdma_step(self, cx, hw, w);
         self.fill(cx, hw, w);
     }
 
@@ -509,11 +508,7 @@ impl Sdma {
         if let Some(t) = self.sched.wait() {
             at(t);
         }
-        if crate::MULTICAST && !cx.mcasts.is_empty() {
-            for r in cx.mcasts.live_indices() {
-                at(crate::offload::multicast::ends_at(cx, r));
-            }
-        }
+        Fan::deadlines(cx, &mut at);
     }
 }
 

@@ -5,6 +5,7 @@
 //! the scheduler policy compiled in chooses (`offload::policy::Scheduler`).
 
 use super::Sdma;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Pacing, Sched, Scheduler};
 use crate::pool::NIL;
 use crate::records::*;
@@ -12,22 +13,6 @@ use crate::reliability::SendWindow;
 use crate::shared::Shared;
 use crate::Work;
 use nic_abi::Priority;
-
-/// A relay's send to a child can send packet k once it arrived.
-fn relayed_packet_here(cx: &Shared, t: u16, built: bool) -> bool {
-    let tok = &cx.tokens[t];
-    if tok.kind != TokKind::McastFwd {
-        return true;
-    }
-    match crate::offload::multicast::rec_of(cx, t) {
-        Some(r) => {
-            let rec = &cx.mcasts[r];
-            rec.source != McastSource::RxBufs
-                || (tok.next_pkt < rec.have && !(built && tok.next_pkt >= rec.priced))
-        }
-        None => true,
-    }
-}
 
 impl Sdma {
     /// The sending stream with `key`, if there is one: the one found
@@ -285,7 +270,7 @@ impl Sdma {
             && !st.suspended
             && st.win.has_room(cx.cfg.window)
             && st.hold_until <= cx.now
-            && (!crate::MULTICAST || relayed_packet_here(cx, st.cursor, self.relay_built))
+            && Fan::packet_here(cx, st.cursor, self.relay_built)
     }
 
     /// GM rotation: the first sendable stream, starting at the current

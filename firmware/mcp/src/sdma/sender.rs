@@ -6,6 +6,7 @@
 use super::intake::complete_token;
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;
+use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Marks, Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
@@ -43,8 +44,8 @@ impl Sdma {
         }
     }
 
-    /// What RECV passed on besides an ack: nacks, get answers, multicast
-    /// starts and the window policy's reports.
+    /// What RECV passed on besides an ack: nacks, get answers, a
+    /// fan-out's starts and the window policy's reports.
     #[inline(never)]
     fn take_other(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: FromRecv) {
         match m {
@@ -55,7 +56,7 @@ impl Sdma {
                 }
             }
             FromRecv::Answer { token } => self.queue_answer(cx, token),
-            FromRecv::McastStart { rec } => self.mcast_start(cx, hw, rec),
+            FromRecv::FanStart { rec } => Fan::start(self, cx, hw, rec),
             FromRecv::Stat { key, buf, ustat } => Win::report_in(self, cx, hw, key, buf, ustat),
         }
     }
@@ -178,16 +179,10 @@ impl Sdma {
                 }
             }
         }
-        // A relay's child acknowledged part of a relayed message (the
-        // head now, once the messages before it, wholly acknowledged by
-        // the same ack, are done): the receive buffers every child has
-        // acknowledged can go back.
-        let head = self.txs[s].head;
-        if crate::MULTICAST && head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
-            let tok = cx.tokens[head];
-            let acked = self.txs[s].win.una().wrapping_sub(self.txs[s].base).min(tok.npkts);
-            crate::offload::multicast::kid_progress(cx, head, acked);
-        }
+        // The head now, once the messages before it, wholly acknowledged
+        // by the same ack, are done: what a fan-out keeps for its
+        // acknowledged part may go.
+        Fan::head_acked(self, cx, s);
     }
 
     fn pop_head(&mut self, cx: &mut Shared, s: u16) {
@@ -351,7 +346,7 @@ impl Sdma {
             // The NIC's own send (a relay's to a child): the host was not
             // told, so it would never resume the stream, and its own sends
             // to that port would be dropped from now on. That send alone
-            // times out (its multicast counts the child not reached); the
+            // times out (its fan-out counts the child not reached); the
             // rest go on, with SYNC (the receiver may hold packets after
             // `seq` of the old numbering).
             log_warn!(
@@ -388,7 +383,7 @@ impl Sdma {
     }
 
     /// Stream `s`'s message at the cursor, `t`, can go no further (a
-    /// relayed multicast whose record ended without it): it alone is
+    /// fan-out's relayed message whose record ended without it): it alone is
     /// dropped, not the messages queued behind it on the same stream
     /// (the host's own sends to that port among them). Packets of it may
     /// be on their way or held at the receiver, so once everything before
@@ -451,7 +446,7 @@ impl Sdma {
             match status {
                 Some(st) => complete_token(cx, t, st),
                 // The port closed: no event; the NIC's own tokens still
-                // count as failed where a multicast waits for them.
+                // count as failed where a fan-out waits for them.
                 None if cx.tokens[t].is_internal() => complete_token(cx, t, SendStatus::Dropped),
                 None => cx.tokens.free(t),
             }

@@ -6,19 +6,20 @@
 //! May touch: the receive slot and token it is handed, the multicast
 //! records and leaf reports in `Shared`.
 
-use super::{intake, receiver, Multicast};
+use super::{intake, receiver, relay, Multicast};
 use crate::hw::Hw;
 use crate::offload::fanout::Fanout;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::{ControlOut, Recv};
+use crate::reliability::SendWindow;
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, INLINE_MAX};
 use nic_abi::map;
-use nic_abi::packet::{field, Flags, Header, McastTag, NackCode};
+use nic_abi::packet::{field, Flags, Header, McastTag, NackCode, PacketType};
 
 impl Fanout for Multicast {
     #[inline(always)]
@@ -44,6 +45,119 @@ impl Fanout for Multicast {
 
     fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
         super::token_ended(cx, t, ok);
+    }
+
+    #[inline(always)]
+    fn sdma_step(sdma: &mut Sdma, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
+        if !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
+            sdma.mcast_step(cx, hw, w);
+        }
+    }
+
+    #[inline(always)]
+    fn deadlines(cx: &Shared, at: &mut impl FnMut(u64)) {
+        if !cx.mcasts.is_empty() {
+            for r in cx.mcasts.live_indices() {
+                at(super::ends_at(cx, r));
+            }
+        }
+    }
+
+    fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: u16) {
+        sdma.mcast_start(cx, hw, rec);
+    }
+
+    /// A relay's child acknowledged part of a relayed message: the
+    /// receive buffers every child has acknowledged can go back.
+    #[inline(always)]
+    fn head_acked(sdma: &Sdma, cx: &mut Shared, s: u16) {
+        let st = &sdma.txs[s];
+        let head = st.head;
+        if head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+            let tok = cx.tokens[head];
+            let acked = st.win.una().wrapping_sub(st.base).min(tok.npkts);
+            super::kid_progress(cx, head, acked);
+        }
+    }
+
+    #[inline(always)]
+    fn packet_here(cx: &Shared, t: u16, built: bool) -> bool {
+        relay::packet_here(cx, t, built)
+    }
+
+    #[inline(always)]
+    fn payload_in_sram(cx: &Shared, t: u16, kind: TokKind) -> bool {
+        relay::from_rx(cx, t, kind)
+    }
+
+    #[inline(always)]
+    fn fill(cx: &mut Shared, t: u16, kind: TokKind, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
+        if kind != TokKind::McastFwd {
+            return Some(false);
+        }
+        relay::fill(cx, t, pkt, buf)
+    }
+
+    /// After a relayed packet's first copy, only its copies for further
+    /// children are filled this pass (SEND sends one built multicast
+    /// packet a pass; the copies go along with it).
+    #[inline(always)]
+    fn yields(buf: &TxBuf) -> bool {
+        buf.mcast == McastCost::First && buf.gather != GATHER_NONE
+    }
+
+    /// A report's payload: the heads of the subtrees it lost, the bitmap
+    /// up to its last byte with a bit set (none: no payload).
+    fn report_len(hw: &impl Hw, tok: &SendToken) -> u32 {
+        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
+    }
+
+    fn write_report(hw: &mut impl Hw, tok: &SendToken, at: u32, plen: u32) {
+        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        hw.write(at, &lost[..plen as usize]);
+    }
+
+    /// A multicast's packets are data, flagged MCAST, with its tag in
+    /// `remote`; a relay's to a child says the child's subtree size in
+    /// `cookie`.
+    #[inline(always)]
+    fn header(tok: &SendToken, h: &mut Header) {
+        match tok.kind {
+            TokKind::McastSend => {
+                h.ptype = PacketType::Data;
+                h.flags |= Flags::MCAST;
+                h.remote = tok.remote;
+            }
+            TokKind::McastFwd => {
+                h.ptype = PacketType::Data;
+                h.flags |= Flags::MCAST;
+                h.remote = tok.remote;
+                h.cookie = tok.tag as u32;
+            }
+            _ => {}
+        }
+    }
+
+    /// The host scheme's lead send: its first packet's buffer, while its
+    /// payload is fetched.
+    #[inline(always)]
+    fn lead_filling(sdma: &mut Sdma, t: u16, pkt: u32, n: usize, b: u8) {
+        if pkt == 0 && matches!(sdma.lead, Some((lt, _)) if lt == t) {
+            sdma.lead = if n == 0 { None } else { Some((t, Some(b))) };
+        }
+    }
+
+    #[inline(always)]
+    fn buffer_filled(sdma: &mut Sdma, b: u8) {
+        if matches!(sdma.lead, Some((_, Some(lb))) if lb == b) {
+            sdma.lead = None;
+        }
+    }
+
+    #[inline(always)]
+    fn lead_left(sdma: &Sdma) -> bool {
+        sdma.lead.is_some()
     }
 
     #[inline(always)]

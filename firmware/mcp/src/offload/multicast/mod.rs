@@ -33,6 +33,7 @@ mod hooks;
 mod intake;
 mod receiver;
 pub mod records;
+mod relay;
 mod sender;
 
 /// Multicast, the fan-out compiled in (`offload::fanout::Fan`).

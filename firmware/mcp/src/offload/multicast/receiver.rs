@@ -197,7 +197,7 @@ impl Recv {
         rec.nchildren = n;
         if n > 0 {
             rec.source = McastSource::RxBufs;
-            let _ = cx.from_recv.push_back(FromRecv::McastStart { rec: r });
+            let _ = cx.from_recv.push_back(FromRecv::FanStart { rec: r });
         }
         Ok(r)
     }
