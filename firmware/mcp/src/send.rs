@@ -307,34 +307,7 @@ impl Send {
             }
         };
         let route_len = write_route(hw, b, r.remote_node);
-        let mut flags = if ptype == PacketType::Poll { Flags::empty() } else { Flags::ACK_VALID };
-        flags |= Fan::control_flags(&r);
-        if r.incarnation != 0 {
-            flags |= Flags::INCARNATION;
-        }
-        let h = Header {
-            ptype,
-            flags,
-            priority: r.prio,
-            nack_code: code,
-            src_node: cx.cfg.node,
-            dst_node: r.remote_node,
-            src_port: r.local_port,
-            dst_port: r.remote_port,
-            size_class: 0,
-            seq,
-            ack: if ptype == PacketType::Poll { r.incarnation } else { r.expected },
-            msg_len,
-            offset,
-            payload_len: stat_len as u16,
-            remote: 0,
-            cookie: 0,
-            // A poll says which boot of this NIC asks (the receiver may
-            // hold the stream of an earlier one).
-            sync_boot: if ptype == PacketType::Poll { cx.boot } else { 0 },
-            sync_gen: 0,
-            crc: 0,
-        };
+        let h = control_header(cx, &r, ptype, code, seq, offset, msg_len, stat_len);
         let mut hb = [0u8; HEADER_LEN];
         h.encode(&mut hb);
         hw.write(map::tx_buf(b as u32) + map::ROUTE_ROOM, &hb);
@@ -352,13 +325,61 @@ impl Send {
                 ..TxBuf::EMPTY
             },
         );
-        match ptype {
-            PacketType::Nack => cx.bump(Stat::NacksSent, 1),
-            PacketType::Ack => cx.bump(Stat::AcksSent, 1),
-            PacketType::Stat => cx.bump(Stat::StatsSent, 1),
-            PacketType::Ustat => cx.bump(Stat::UstatsSent, 1),
-            _ => cx.bump(Stat::PollsSent, 1),
-        }
+        cx.bump(sent_stat(ptype), 1);
         true
+    }
+}
+
+/// The header of a control packet (an ack, a nack, a poll, a window
+/// policy's report) of stream `r`.
+#[allow(clippy::too_many_arguments)]
+fn control_header(
+    cx: &Shared,
+    r: &crate::recv::ControlOut,
+    ptype: PacketType,
+    code: u8,
+    seq: u32,
+    offset: u32,
+    msg_len: u32,
+    stat_len: usize,
+) -> Header {
+    let mut flags = if ptype == PacketType::Poll { Flags::empty() } else { Flags::ACK_VALID };
+    flags |= Fan::control_flags(r);
+    if r.incarnation != 0 {
+        flags |= Flags::INCARNATION;
+    }
+    Header {
+        ptype,
+        flags,
+        priority: r.prio,
+        nack_code: code,
+        src_node: cx.cfg.node,
+        dst_node: r.remote_node,
+        src_port: r.local_port,
+        dst_port: r.remote_port,
+        size_class: 0,
+        seq,
+        ack: if ptype == PacketType::Poll { r.incarnation } else { r.expected },
+        msg_len,
+        offset,
+        payload_len: stat_len as u16,
+        remote: 0,
+        cookie: 0,
+        // A poll says which boot of this NIC asks (the receiver may
+        // hold the stream of an earlier one).
+        sync_boot: if ptype == PacketType::Poll { cx.boot } else { 0 },
+        sync_gen: 0,
+        crc: 0,
+    }
+}
+
+/// The counter of control packets of type `ptype` sent.
+fn sent_stat(ptype: PacketType) -> Stat {
+    match ptype {
+        PacketType::Nack => Stat::NacksSent,
+        PacketType::Ack => Stat::AcksSent,
+        PacketType::Stat => Stat::StatsSent,
+        PacketType::Ustat => Stat::UstatsSent,
+        _ => Stat::PollsSent,
     }
 }
