@@ -6,15 +6,15 @@
 //! get's registered memory, a get answer's waiting token. Accepted
 //! payloads go to RDMA as jobs; refusals become nacks for SEND.
 
+use super::take::Take;
 use super::{Arrived, Recv};
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
 use crate::pool::NIL;
 use crate::records::*;
-use crate::reliability::{seq_le, Arrival};
-use crate::sdma::{packets_for, Sdma};
-use crate::shared::{FromRecv, Shared};
+use crate::sdma::Sdma;
+use crate::shared::Shared;
 use crate::translate::Xlat;
 use nic_abi::event::INLINE_MAX;
 use nic_abi::map;
@@ -26,7 +26,7 @@ impl Recv {
     /// A packet beyond a gap: nack the expected one and drop it. The
     /// packets behind the gap that the sender sent in the same round (see
     /// [`Header::nack_code`]) draw no more nacks: one per gap and round.
-    fn gap(
+    pub(super) fn gap(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
@@ -185,7 +185,7 @@ impl Recv {
     }
 
     /// Owe an ack on `r`, due after the ack delay (or now when `urgent`).
-    fn owe_ack(&mut self, cx: &Shared, r: u16, urgent: bool) {
+    pub(super) fn owe_ack(&mut self, cx: &Shared, r: u16, urgent: bool) {
         let now = cx.now;
         let delay = cx.cfg.ack_delay;
         let half_window = (cx.cfg.window / 2).max(1);
@@ -203,7 +203,7 @@ impl Recv {
         }
     }
 
-    fn nack(
+    pub(super) fn nack(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
@@ -285,31 +285,8 @@ impl Recv {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;
         };
-        let first = h.has(Flags::FIRST);
-        let last = h.has(Flags::LAST);
-        if first && h.has(Flags::SYNC) {
-            let rx = self.rxs[r];
-            let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
-            let news = match rx.sync_seen.get() {
-                None => true,
-                Some((boot, _, _)) if boot != h.sync_boot => true,
-                // The sender let the stream go and made it again: a later
-                // incarnation starts afresh, an earlier one's is stale.
-                Some((_, was, _)) if was != inc => crate::reliability::seq_lt(was, inc),
-                // A later resync of the same boot may not roll back over
-                // what was taken (a redundant SYNC raced an earlier one).
-                Some((_, _, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
-            };
-            if news {
-                // The sender (re)starts the stream here.
-                // (Slots taken early go back first: the list keeps its order.)
-                Win::release(self, cx, hw, r);
-                self.abort_assembly(cx, hw, r);
-                let rx = &mut self.rxs[r];
-                rx.win.restart(h.seq);
-                rx.nacked = None;
-                rx.sync_seen = SyncSeen::new(h.sync_boot, inc, h.sync_gen);
-            }
+        if h.has(Flags::FIRST) && h.has(Flags::SYNC) {
+            self.sync_in(cx, hw, r, h);
         }
         if self.rxs[r].sync_seen.is_none() {
             // Every stream starts with SYNC: without one this NIC lost the
@@ -317,200 +294,46 @@ impl Recv {
             self.nack(cx, hw, buf, r, NackCode::Unsynced, h);
             return;
         }
-        match self.rxs[r].win.check(h.seq) {
-            Arrival::InOrder => {
-                log_trace!(
-                    "from node {=u16} port {=u8}: seq {=u32} in order",
-                    h.src_node,
-                    h.src_port,
-                    h.seq
-                );
-            }
-            Arrival::Duplicate => {
-                self.drop_packet(cx, hw, buf, Stat::Duplicates);
-                self.owe_ack(cx, r, true);
-                return;
-            }
-            Arrival::Gap { expected } => {
-                if !Win::past_gap(self, cx, hw, buf, r, h) {
-                    self.gap(cx, hw, buf, r, expected, h.nack_code);
-                }
-                return;
-            }
+        if !self.in_order(cx, hw, buf, r, h) {
+            return;
         }
         let port = h.dst_port as usize;
         if !cx.is_open(port) {
             self.nack(cx, hw, buf, r, NackCode::PortClosed, h);
             return;
         }
-        let plen = h.payload_len as u32;
-        let mut job: Option<RdmaJob> = None;
-        match h.ptype {
-            PacketType::Data => {
-                if first {
-                    self.abort_assembly(cx, hw, r);
-                    let Some((s, len)) = self.claim_slot(cx, hw, port, h.size_class, h.priority)
-                    else {
-                        self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
-                        return;
-                    };
-                    if !fits_slot(len, h) {
-                        // A sender that broke the size-class rule: refuse.
-                        self.unclaim_slot(cx, hw, s);
-                        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                        self.advance(cx, r);
-                        return;
-                    }
-                    // A fan-out's message: what it keeps for it.
-                    let (mrec, tag) = match Fan::first_packet(self, cx, sdma, hw, h, w) {
-                        Ok(m) => m,
-                        Err(code) => {
-                            self.unclaim_slot(cx, hw, s);
-                            self.nack(cx, hw, buf, r, code, h);
-                            return;
-                        }
-                    };
-                    self.rxs[r].mrec = mrec;
-                    fill_slot(cx, hw, s, buf, h, tag, mrec);
-                    self.rxs[r].assembly = Assembly::Message { slot: s };
-                    self.rxs[r].offset = 0;
-                    self.rxs[r].msg_len = h.msg_len;
-                }
-                let Assembly::Message { slot } = self.rxs[r].assembly else {
-                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                    self.advance(cx, r);
-                    return;
-                };
-                if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
-                    self.abort_assembly(cx, hw, r);
-                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                    self.advance(cx, r);
-                    return;
-                }
-                let Some(relayed) = Fan::data_packet(self, cx, hw, (r, buf, last), h, w) else {
-                    // A relay that holds all the buffers it may: later.
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h);
-                    return;
-                };
-                let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(h.offset as u64);
-                job = Some(RdmaJob {
-                    rx_buf: buf,
-                    port: port as u8,
-                    vaddr,
-                    len: plen,
-                    then: if last { Some(EvRef::Slot(slot)) } else { None },
-                    relayed,
-                });
+        let at = (buf, r, port);
+        let take = match h.ptype {
+            PacketType::Data => self.take_data(cx, sdma, hw, at, h, w),
+            PacketType::Put => self.take_put(cx, hw, at, h),
+            PacketType::GetReq => self.take_get_req(cx, sdma, hw, at, key, h),
+            PacketType::GetResp => self.take_get_resp(cx, hw, at, h),
+            PacketType::Report => {
+                Fan::report_in(cx, hw, buf, h);
+                Take::Taken
             }
-            PacketType::Put => {
-                if first {
-                    if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
-                        self.nack(cx, hw, buf, r, code, h);
-                        return;
-                    }
-                    self.rxs[r].assembly = Assembly::Put { base: h.remote };
-                    self.rxs[r].offset = 0;
-                    self.rxs[r].msg_len = h.msg_len;
-                }
-                let Assembly::Put { base } = self.rxs[r].assembly else {
-                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                    self.advance(cx, r);
-                    return;
-                };
-                job = Some(RdmaJob {
-                    rx_buf: buf,
-                    port: port as u8,
-                    vaddr: base.wrapping_add(h.offset as u64),
-                    len: plen,
-                    then: None,
-                    relayed: false,
-                });
-            }
-            PacketType::GetReq => {
-                if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
-                    self.nack(cx, hw, buf, r, code, h);
-                    return;
-                }
-                // The answer needs an internal token and a stream back to
-                // the requester: SDMA queues it (FromRecv::Answer).
-                let can = cx.internal_tokens() < INTERNAL_TOKENS
-                    && cx.tokens.available() > 0
-                    && sdma.stream_room(cx, key, h.src_node);
-                if !can {
-                    self.nack(cx, hw, buf, r, NackCode::Busy, h);
-                    return;
-                }
-                let mut t = SendToken::EMPTY;
-                t.kind = TokKind::GetResp;
-                t.port = h.dst_port;
-                t.prio = h.priority;
-                t.target_node = h.src_node;
-                t.target_port = h.src_port;
-                t.local = h.remote;
-                t.len = h.msg_len;
-                t.cookie = h.cookie;
-                t.npkts = packets_for(cx, TokKind::GetResp, h.msg_len);
-                if let Some(i) = cx.tokens.alloc(t) {
-                    // Room for one per packet of the pass: it cannot fill.
-                    if cx.from_recv.push_back(FromRecv::Answer { token: i }).is_err() {
-                        cx.tokens.free(i);
-                    }
-                }
-                cx.rxfree.give(hw, buf);
-            }
-            PacketType::GetResp => {
-                if first {
-                    let t = h.cookie as u16;
-                    let ok = cx.tokens.is_live(t) && {
-                        let tok = cx.tokens[t];
-                        tok.kind == TokKind::Get
-                            && tok.state == TokState::AwaitGet
-                            && tok.port as usize == port
-                            && tok.target_node == h.src_node
-                            && tok.len == h.msg_len
-                    };
-                    if !ok {
-                        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                        self.advance(cx, r);
-                        return;
-                    }
-                    self.rxs[r].assembly = Assembly::GetResp { token: t };
-                    self.rxs[r].offset = 0;
-                    self.rxs[r].msg_len = h.msg_len;
-                }
-                let Assembly::GetResp { token } = self.rxs[r].assembly else {
-                    self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                    self.advance(cx, r);
-                    return;
-                };
-                if last {
-                    cx.tokens[token].state =
-                        TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
-                }
-                job = Some(RdmaJob {
-                    rx_buf: buf,
-                    port: port as u8,
-                    vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
-                    len: plen,
-                    then: if last { Some(EvRef::Token(token)) } else { None },
-                    relayed: false,
-                });
-            }
-            PacketType::Report => Fan::report_in(cx, hw, buf, h),
             PacketType::Ack
             | PacketType::Nack
             | PacketType::Poll
             | PacketType::Stat
-            | PacketType::Ustat => {}
+            | PacketType::Ustat => Take::Taken,
             // The offloads' types never come here (`Next::Offload`).
-            _ => cx.rxfree.give(hw, buf),
-        }
-        if let Some(j) = job {
-            self.rxs[r].offset = self.rxs[r].offset.wrapping_add(plen);
-            if last {
-                self.rxs[r].assembly = Assembly::Idle;
+            _ => {
+                cx.rxfree.give(hw, buf);
+                Take::Taken
             }
-            let _ = cx.rdma_jobs.push_back(j);
+        };
+        match take {
+            Take::Stopped => return,
+            Take::Taken => {}
+            Take::Job(j) => {
+                let last = h.has(Flags::LAST);
+                self.rxs[r].offset = self.rxs[r].offset.wrapping_add(j.len);
+                if last {
+                    self.rxs[r].assembly = Assembly::Idle;
+                }
+                let _ = cx.rdma_jobs.push_back(j);
+            }
         }
         self.advance(cx, r);
     }
@@ -521,7 +344,7 @@ impl Recv {
     /// registered (RemoteAccess), or not known yet (Busy: a translation is
     /// being read; the check goes on from where it got when the sender
     /// comes again).
-    fn remote_check(
+    pub(super) fn remote_check(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,

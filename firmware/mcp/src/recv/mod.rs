@@ -19,6 +19,7 @@ pub(crate) mod accept;
 mod acks;
 mod freering;
 mod ghosts;
+mod take;
 
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};

@@ -1,0 +1,278 @@
+//! RECV's in-order packets by type: a SYNC restarting the stream, the
+//! window's check, and what each type of packet takes (a receive slot, a
+//! put's range, a get's answer, a get response's token) and hands RDMA.
+
+use super::accept::{fill_slot, fits_slot};
+use super::Recv;
+use crate::hw::Hw;
+use crate::offload::fanout::{Fan, Fanout};
+use crate::offload::policy::{Win, Window};
+use crate::records::*;
+use crate::reliability::{seq_le, Arrival};
+use crate::sdma::{packets_for, Sdma};
+use crate::shared::{FromRecv, Shared};
+use nic_abi::packet::{Flags, Header, NackCode};
+use nic_abi::stats::Stat;
+
+/// What taking an in-order packet came to.
+pub(super) enum Take {
+    /// Its payload goes to host memory: RDMA's job.
+    Job(RdmaJob),
+    /// Taken, nothing to copy: the window moves on.
+    Taken,
+    /// Refused or dropped (nacked, or dropped with the window moved on
+    /// already): nothing more.
+    Stopped,
+}
+
+/// An in-order packet: its receive buffer, its stream, its port.
+type At = (u8, u16, usize);
+
+impl Recv {
+    /// A SYNC on a first packet: the sender (re)starts the stream, unless
+    /// it is stale (an earlier incarnation's, or a redundant one of the
+    /// same boot that would roll back over what was taken).
+    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, h: &Header) {
+        let rx = self.rxs[r];
+        let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
+        let news = match rx.sync_seen.get() {
+            None => true,
+            Some((boot, _, _)) if boot != h.sync_boot => true,
+            // The sender let the stream go and made it again: a later
+            // incarnation starts afresh, an earlier one's is stale.
+            Some((_, was, _)) if was != inc => crate::reliability::seq_lt(was, inc),
+            // A later resync of the same boot may not roll back over
+            // what was taken (a redundant SYNC raced an earlier one).
+            Some((_, _, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
+        };
+        if news {
+            // The sender (re)starts the stream here.
+            // (Slots taken early go back first: the list keeps its order.)
+            Win::release(self, cx, hw, r);
+            self.abort_assembly(cx, hw, r);
+            let rx = &mut self.rxs[r];
+            rx.win.restart(h.seq);
+            rx.nacked = None;
+            rx.sync_seen = SyncSeen::new(h.sync_boot, inc, h.sync_gen);
+        }
+    }
+
+    /// Is the packet the one the window expects? A duplicate is dropped
+    /// and acked at once, a gap held or nacked: false.
+    pub(super) fn in_order(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        r: u16,
+        h: &Header,
+    ) -> bool {
+        match self.rxs[r].win.check(h.seq) {
+            Arrival::InOrder => {
+                log_trace!(
+                    "from node {=u16} port {=u8}: seq {=u32} in order",
+                    h.src_node,
+                    h.src_port,
+                    h.seq
+                );
+            }
+            Arrival::Duplicate => {
+                self.drop_packet(cx, hw, buf, Stat::Duplicates);
+                self.owe_ack(cx, r, true);
+                return false;
+            }
+            Arrival::Gap { expected } => {
+                if !Win::past_gap(self, cx, hw, buf, r, h) {
+                    self.gap(cx, hw, buf, r, expected, h.nack_code);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    #[inline(always)]
+    pub(super) fn take_data(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        (buf, r, port): At,
+        h: &Header,
+        w: &mut crate::Work,
+    ) -> Take {
+        let (first, last, plen) = (h.has(Flags::FIRST), h.has(Flags::LAST), h.payload_len as u32);
+        if first {
+            self.abort_assembly(cx, hw, r);
+            let Some((s, len)) = self.claim_slot(cx, hw, port, h.size_class, h.priority) else {
+                self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
+                return Take::Stopped;
+            };
+            if !fits_slot(len, h) {
+                // A sender that broke the size-class rule: refuse.
+                self.unclaim_slot(cx, hw, s);
+                self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                self.advance(cx, r);
+                return Take::Stopped;
+            }
+            // A fan-out's message: what it keeps for it.
+            let (mrec, tag) = match Fan::first_packet(self, cx, sdma, hw, h, w) {
+                Ok(m) => m,
+                Err(code) => {
+                    self.unclaim_slot(cx, hw, s);
+                    self.nack(cx, hw, buf, r, code, h);
+                    return Take::Stopped;
+                }
+            };
+            self.rxs[r].mrec = mrec;
+            fill_slot(cx, hw, s, buf, h, tag, mrec);
+            self.rxs[r].assembly = Assembly::Message { slot: s };
+            self.rxs[r].offset = 0;
+            self.rxs[r].msg_len = h.msg_len;
+        }
+        let Assembly::Message { slot } = self.rxs[r].assembly else {
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            self.advance(cx, r);
+            return Take::Stopped;
+        };
+        if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
+            self.abort_assembly(cx, hw, r);
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            self.advance(cx, r);
+            return Take::Stopped;
+        }
+        let Some(relayed) = Fan::data_packet(self, cx, hw, (r, buf, last), h, w) else {
+            // A relay that holds all the buffers it may: later.
+            self.nack(cx, hw, buf, r, NackCode::Busy, h);
+            return Take::Stopped;
+        };
+        let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(h.offset as u64);
+        Take::Job(RdmaJob {
+            rx_buf: buf,
+            port: port as u8,
+            vaddr,
+            len: plen,
+            then: if last { Some(EvRef::Slot(slot)) } else { None },
+            relayed,
+        })
+    }
+
+    pub(super) fn take_put(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        (buf, r, port): At,
+        h: &Header,
+    ) -> Take {
+        let (first, plen) = (h.has(Flags::FIRST), h.payload_len as u32);
+        if first {
+            if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
+                self.nack(cx, hw, buf, r, code, h);
+                return Take::Stopped;
+            }
+            self.rxs[r].assembly = Assembly::Put { base: h.remote };
+            self.rxs[r].offset = 0;
+            self.rxs[r].msg_len = h.msg_len;
+        }
+        let Assembly::Put { base } = self.rxs[r].assembly else {
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            self.advance(cx, r);
+            return Take::Stopped;
+        };
+        Take::Job(RdmaJob {
+            rx_buf: buf,
+            port: port as u8,
+            vaddr: base.wrapping_add(h.offset as u64),
+            len: plen,
+            then: None,
+            relayed: false,
+        })
+    }
+
+    pub(super) fn take_get_req(
+        &mut self,
+        cx: &mut Shared,
+        sdma: &Sdma,
+        hw: &mut impl Hw,
+        (buf, r, port): At,
+        key: u32,
+        h: &Header,
+    ) -> Take {
+        if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
+            self.nack(cx, hw, buf, r, code, h);
+            return Take::Stopped;
+        }
+        // The answer needs an internal token and a stream back to
+        // the requester: SDMA queues it (FromRecv::Answer).
+        let can = cx.internal_tokens() < INTERNAL_TOKENS
+            && cx.tokens.available() > 0
+            && sdma.stream_room(cx, key, h.src_node);
+        if !can {
+            self.nack(cx, hw, buf, r, NackCode::Busy, h);
+            return Take::Stopped;
+        }
+        let mut t = SendToken::EMPTY;
+        t.kind = TokKind::GetResp;
+        t.port = h.dst_port;
+        t.prio = h.priority;
+        t.target_node = h.src_node;
+        t.target_port = h.src_port;
+        t.local = h.remote;
+        t.len = h.msg_len;
+        t.cookie = h.cookie;
+        t.npkts = packets_for(cx, TokKind::GetResp, h.msg_len);
+        if let Some(i) = cx.tokens.alloc(t) {
+            // Room for one per packet of the pass: it cannot fill.
+            if cx.from_recv.push_back(FromRecv::Answer { token: i }).is_err() {
+                cx.tokens.free(i);
+            }
+        }
+        cx.rxfree.give(hw, buf);
+        Take::Taken
+    }
+
+    pub(super) fn take_get_resp(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        (buf, r, port): At,
+        h: &Header,
+    ) -> Take {
+        let (first, last, plen) = (h.has(Flags::FIRST), h.has(Flags::LAST), h.payload_len as u32);
+        if first {
+            let t = h.cookie as u16;
+            let ok = cx.tokens.is_live(t) && {
+                let tok = cx.tokens[t];
+                tok.kind == TokKind::Get
+                    && tok.state == TokState::AwaitGet
+                    && tok.port as usize == port
+                    && tok.target_node == h.src_node
+                    && tok.len == h.msg_len
+            };
+            if !ok {
+                self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+                self.advance(cx, r);
+                return Take::Stopped;
+            }
+            self.rxs[r].assembly = Assembly::GetResp { token: t };
+            self.rxs[r].offset = 0;
+            self.rxs[r].msg_len = h.msg_len;
+        }
+        let Assembly::GetResp { token } = self.rxs[r].assembly else {
+            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+            self.advance(cx, r);
+            return Take::Stopped;
+        };
+        if last {
+            cx.tokens[token].state = TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
+        }
+        Take::Job(RdmaJob {
+            rx_buf: buf,
+            port: port as u8,
+            vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
+            len: plen,
+            then: if last { Some(EvRef::Token(token)) } else { None },
+            relayed: false,
+        })
+    }
+}
