@@ -160,25 +160,7 @@ impl Recv {
         // Where its message starts (sequence number, offset placed by
         // then) and its base address.
         let (from, placed, base) = if h.has(Flags::FIRST) {
-            // A message that follows, in the stream, one with a slot: its
-            // slot may be taken now (slots go in the stream's order).
-            if h.ptype != PacketType::Data
-                || self.held.early.is_full()
-                || self.msg_end(cx, hw, r) != Some(h.seq)
-            {
-                return false;
-            }
-            let Some((s, len)) = self.claim_slot(cx, hw, port as usize, h.size_class, h.priority)
-            else {
-                return false;
-            };
-            if !fits_slot(len, h) {
-                self.unclaim_slot(cx, hw, s);
-                return false;
-            }
-            let vaddr = cx.slot_vaddr(hw, s);
-            fill_slot(cx, hw, s, buf, h, 0, NIL);
-            let _ = self.held.early.push(Early { stream: r, seq: h.seq, slot: s });
+            let Some(vaddr) = self.early_slot(cx, hw, buf, r, h) else { return false };
             (h.seq, 0, vaddr)
         } else if let Some(e) = self.early_of(cx, hw, r, h.seq) {
             (e.seq, 0, cx.slot_vaddr(hw, e.slot))
@@ -219,6 +201,35 @@ impl Recv {
             self.name_missing(cx, r, lo, hi);
         }
         true
+    }
+
+    /// A first packet ahead of the expected one: the message that
+    /// follows, in the stream, one with a slot may take its slot now
+    /// (slots go in the stream's order). Its base address, if it did.
+    fn early_slot(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        r: u16,
+        h: &Header,
+    ) -> Option<u64> {
+        let port = h.dst_port as usize;
+        if h.ptype != PacketType::Data
+            || self.held.early.is_full()
+            || self.msg_end(cx, hw, r) != Some(h.seq)
+        {
+            return None;
+        }
+        let (s, len) = self.claim_slot(cx, hw, port, h.size_class, h.priority)?;
+        if !fits_slot(len, h) {
+            self.unclaim_slot(cx, hw, s);
+            return None;
+        }
+        let vaddr = cx.slot_vaddr(hw, s);
+        fill_slot(cx, hw, s, buf, h, 0, NIL);
+        let _ = self.held.early.push(Early { stream: r, seq: h.seq, slot: s });
+        Some(vaddr)
     }
 
     /// One past the last packet of the last message of stream `r` with a
