@@ -157,28 +157,7 @@ impl Recv {
             cx.mcasts[r].list = ChildList::Awaiting;
             return Ok(r);
         }
-        // NIC-based: children from the group table, computed now or
-        // cached at group creation. A NIC without the group (or with
-        // another tree cached) serves as a leaf: its subtree counts as
-        // not reached.
-        let alg = Algorithm::from_code(tag.alg, tag.k);
-        let n = match (mcast::group_head(hw, tag.group), alg) {
-            (Some(g), Some(alg)) if g.port == h.dst_port => {
-                if scheme == Scheme::NicCached {
-                    if g.alg == tag.alg && g.k == tag.k {
-                        cx.mcasts[r].list = ChildList::Cached;
-                        g.nchildren
-                    } else {
-                        0
-                    }
-                } else {
-                    let n = mcast::compute_children(hw, cx, r, tag.group, &g, alg).unwrap_or(0);
-                    mcast::count_steps(w, alg, n);
-                    n
-                }
-            }
-            _ => 0,
-        };
+        let n = nic_children(cx, hw, r, h, &tag, scheme, w);
         // Relaying out of receive buffers needs a token per child now and
         // room to hold buffers; more children than a relay tracks: leaf.
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
@@ -237,5 +216,38 @@ impl Recv {
         rec.have += 1;
         rec.last_in = cx.now;
         true
+    }
+}
+
+/// NIC-based: children from the group table, computed now or
+/// cached at group creation. A NIC without the group (or with
+/// another tree cached) serves as a leaf: its subtree counts as
+/// not reached.
+fn nic_children(
+    cx: &mut Shared,
+    hw: &mut impl Hw,
+    r: u16,
+    h: &Header,
+    tag: &McastTag,
+    scheme: Scheme,
+    w: &mut crate::Work,
+) -> u16 {
+    let alg = Algorithm::from_code(tag.alg, tag.k);
+    match (mcast::group_head(hw, tag.group), alg) {
+        (Some(g), Some(alg)) if g.port == h.dst_port => {
+            if scheme == Scheme::NicCached {
+                if g.alg == tag.alg && g.k == tag.k {
+                    cx.mcasts[r].list = ChildList::Cached;
+                    g.nchildren
+                } else {
+                    0
+                }
+            } else {
+                let n = mcast::compute_children(hw, cx, r, tag.group, &g, alg).unwrap_or(0);
+                mcast::count_steps(w, alg, n);
+                n
+            }
+        }
+        _ => 0,
     }
 }
