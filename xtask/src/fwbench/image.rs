@@ -101,7 +101,8 @@ pub fn dwarf<'a>(obj: &'a object::File<'a>) -> crate::Result<gimli::Dwarf<Slice<
 }
 
 /// `mcp::Work`'s size and fields, from the DWARF: the structure type named
-/// `Work` inside the namespace `mcp`.
+/// `Work` inside the namespace `mcp`, or inside its module `work` (where
+/// it is defined; `mcp::Work` re-exports it).
 fn work_layout(obj: &object::File<'_>) -> crate::Result<(u64, Vec<Field>)> {
     let dwarf = dwarf(obj)?;
     let err = |e: gimli::Error| format!("DWARF: {e}");
@@ -116,38 +117,59 @@ fn work_layout(obj: &object::File<'_>) -> crate::Result<(u64, Vec<Field>)> {
             if e.tag() != gimli::DW_TAG_namespace || name_of(&dwarf, &unit, e)? != "mcp" {
                 continue;
             }
-            let mut inner = node.children();
-            while let Some(n) = inner.next().map_err(err)? {
-                let e = n.entry();
-                if e.tag() != gimli::DW_TAG_structure_type || name_of(&dwarf, &unit, e)? != "Work" {
-                    continue;
-                }
-                if e.attr_value(gimli::DW_AT_declaration).map_err(err)?.is_some() {
-                    continue;
-                }
-                let size = udata(e, gimli::DW_AT_byte_size)?.ok_or("mcp::Work without a size")?;
-                let mut fields = Vec::new();
-                let mut members = n.children();
-                while let Some(m) = members.next().map_err(err)? {
-                    let m = m.entry();
-                    if m.tag() != gimli::DW_TAG_member {
-                        continue;
-                    }
-                    let name = name_of(&dwarf, &unit, m)?;
-                    let offset = udata(m, gimli::DW_AT_data_member_location)?
-                        .ok_or_else(|| format!("mcp::Work.{name} without an offset"))?;
-                    let (width, count) =
-                        member_type(&unit, m).map_err(|e| format!("mcp::Work.{name}: {e}"))?;
-                    fields.push(Field { name, offset, width, count });
-                }
-                if fields.is_empty() {
-                    return Err("mcp::Work has no fields in the DWARF".into());
-                }
-                return Ok((size, fields));
+            if let Some(found) = work_in(&dwarf, &unit, node, true)? {
+                return Ok(found);
             }
         }
     }
     Err("no mcp::Work in the image's DWARF (built without debug information?)".into())
+}
+
+/// `Work`'s layout among the children of namespace `node` (`nested`: and
+/// in its child namespace `work`), if it is defined there.
+fn work_in(
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+    unit: &gimli::Unit<Slice<'_>>,
+    node: gimli::EntriesTreeNode<'_, '_, '_, Slice<'_>>,
+    nested: bool,
+) -> crate::Result<Option<(u64, Vec<Field>)>> {
+    let err = |e: gimli::Error| format!("DWARF: {e}");
+    let mut inner = node.children();
+    while let Some(n) = inner.next().map_err(err)? {
+        let e = n.entry();
+        if nested && e.tag() == gimli::DW_TAG_namespace && name_of(dwarf, unit, e)? == "work" {
+            if let Some(found) = work_in(dwarf, unit, n, false)? {
+                return Ok(Some(found));
+            }
+            continue;
+        }
+        if e.tag() != gimli::DW_TAG_structure_type || name_of(dwarf, unit, e)? != "Work" {
+            continue;
+        }
+        if e.attr_value(gimli::DW_AT_declaration).map_err(err)?.is_some() {
+            continue;
+        }
+        let size = udata(e, gimli::DW_AT_byte_size)?.ok_or("mcp::Work without a size")?;
+        let mut fields = Vec::new();
+        let mut members = n.children();
+        while let Some(m) = members.next().map_err(err)? {
+            let m = m.entry();
+            if m.tag() != gimli::DW_TAG_member {
+                continue;
+            }
+            let name = name_of(dwarf, unit, m)?;
+            let offset = udata(m, gimli::DW_AT_data_member_location)?
+                .ok_or_else(|| format!("mcp::Work.{name} without an offset"))?;
+            let (width, count) =
+                member_type(unit, m).map_err(|e| format!("mcp::Work.{name}: {e}"))?;
+            fields.push(Field { name, offset, width, count });
+        }
+        if fields.is_empty() {
+            return Err("mcp::Work has no fields in the DWARF".into());
+        }
+        return Ok(Some((size, fields)));
+    }
+    Ok(None)
 }
 
 fn name_of(
