@@ -1,0 +1,264 @@
+//! What moves between the machines and the engines: transmit buffers,
+//! owed events, host-DMA completions' actions, controls (acks, nacks,
+//! polls, reports) and RDMA's jobs.
+
+use super::*;
+
+/// A transmit buffer's life: Free -> Filling (host-DMA) -> Filled -> Sending
+/// (send-DMA) -> Free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxBufState {
+    Free = 0,
+    Filling = 1,
+    Filled = 2,
+    Sending = 3,
+    /// Ready without a host-DMA (a relayed packet, a report), but an
+    /// earlier packet of its stream is still filling: it waits so the
+    /// stream's packets leave in order.
+    Held = 4,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TxBuf {
+    pub state: TxBufState,
+    /// Data packet: its stream and the stream's epoch when filled.
+    pub stream: u16,
+    pub epoch: u16,
+    /// Route length and packet length (header + payload).
+    pub route_len: u8,
+    pub len: u32,
+    /// Control packet (ack/nack): no stream.
+    pub control: bool,
+    pub seq: u32,
+    /// The payload is gathered from this receive buffer (a relayed
+    /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
+    pub gather: u8,
+    /// A packet of a NIC-served multicast: how its send is priced.
+    pub mcast: McastCost,
+}
+
+/// How a transmit buffer's send is priced (`crate::Work`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McastCost {
+    /// Not a NIC-served multicast packet.
+    None,
+    /// A multicast packet built for its first child (`Work::mcast_packets`).
+    First,
+    /// The same packet for a further child (`Work::mcast_further`, at this
+    /// algorithm index).
+    Further(u8),
+}
+
+/// Marks `RecvSlot::mcast` as holding a tag (a bit no tag uses: the
+/// scheme field's top bit).
+pub const MCAST_PRESENT: u64 = 1 << 51;
+
+impl RecvSlot {
+    /// The record as kept in SRAM (`map::rx_slot`): six words, the
+    /// host's first (port, priority, size class, error, length; address;
+    /// tag), then the message's ([`SlotFill::words`]: multicast tag;
+    /// source port, inline length, source node, record, and the link;
+    /// message length).
+    pub fn encode(&self, b: &mut [u8; map::RX_SLOT_SIZE as usize]) {
+        use nic_abi::le::*;
+        put_u8(b, 0, self.port);
+        put_u8(b, 1, self.prio as u8);
+        put_u8(b, 2, self.size_class);
+        put_u8(b, 3, self.error);
+        put_u32(b, 4, self.len);
+        put_u64(b, 8, self.vaddr);
+        put_u64(b, 16, self.tag);
+        put_u64(b, 24, self.mcast);
+        put_u8(b, 32, self.src_port);
+        put_u8(b, 33, self.inline_len);
+        put_u16(b, 34, self.src_node);
+        put_u16(b, 36, self.mrec);
+        put_u16(b, 38, self.next);
+        put_u32(b, 40, self.msg_len);
+    }
+
+    pub fn decode(b: &[u8; map::RX_SLOT_SIZE as usize]) -> RecvSlot {
+        use nic_abi::le::*;
+        RecvSlot {
+            port: get_u8(b, 0),
+            prio: Priority::from_u8(get_u8(b, 1)).unwrap_or(Priority::Low),
+            size_class: get_u8(b, 2),
+            error: get_u8(b, 3),
+            len: get_u32(b, 4),
+            vaddr: get_u64(b, 8),
+            tag: get_u64(b, 16),
+            mcast: get_u64(b, 24),
+            src_port: get_u8(b, 32),
+            inline_len: get_u8(b, 33),
+            src_node: get_u16(b, 34),
+            mrec: get_u16(b, 36),
+            next: get_u16(b, 38),
+            msg_len: get_u32(b, 40),
+        }
+    }
+
+    /// The multicast tag of the message, if it is one.
+    pub fn mcast_tag(&self) -> Option<u64> {
+        (self.mcast & MCAST_PRESENT != 0).then_some(self.mcast & !MCAST_PRESENT)
+    }
+}
+
+/// `TxBuf::gather` of a buffer that holds its own payload.
+pub const GATHER_NONE: u8 = u8::MAX;
+
+impl TxBuf {
+    pub const EMPTY: TxBuf = TxBuf {
+        state: TxBufState::Free,
+        stream: NIL,
+        epoch: 0,
+        route_len: 0,
+        len: 0,
+        control: false,
+        seq: 0,
+        gather: GATHER_NONE,
+        mcast: McastCost::None,
+    };
+}
+
+/// An event owed to a port, by reference to what holds its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvRef {
+    Token(u16),
+    Slot(u16),
+    Alarm,
+    PortOpened,
+    /// Piece `part` (16 bytes) of the lost-heads list root token `t`
+    /// carries: a `McastLost` event before its Sent.
+    Lost(u16, u8),
+    /// An event an offload composed (`offload::CoreSide::events` entry).
+    Offload(u8),
+}
+
+/// What the MCP does when a host-DMA command completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HdmaAction {
+    Nothing,
+    /// The payload of transmit buffer i is in SRAM.
+    TxFilled(u8),
+    /// Receive buffer i was copied out: give it back to the rx-DMA engine.
+    RxDone(u8),
+    /// Event staging slot i was written to host memory.
+    EventDone(u8),
+    /// Page-table line i was read from host memory.
+    PtLine(u8),
+    /// A command of offload `.0` (its place in the list), its tag `.1`.
+    Offload(u8, u16),
+}
+
+/// A control packet to send: ack or nack for a receiving stream, or a
+/// poll for a sending one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    /// The receiving stream the ack or nack is for (a poll: the sending
+    /// stream that asks).
+    pub rx_stream: u16,
+    /// 0: a plain ack; else a nack with this code for `seq` (8 bytes a
+    /// record, not the 16 of an `Option` of a pair).
+    code: u8,
+    /// A nack: the sender's round of the packet that drew it, echoed so
+    /// the sender can tell a nack about packets it has since sent again.
+    pub round: u8,
+    seq: u32,
+}
+
+impl Control {
+    /// An ack (`nack` None) or a nack (code, seq) for stream `rx_stream`.
+    pub fn new(rx_stream: u16, nack: Option<(u8, u32)>) -> Control {
+        let (code, seq) = nack.unwrap_or((0, 0));
+        Control { rx_stream, code, round: 0, seq }
+    }
+
+    /// Fold a later ack (`nack` None) or nack for the same stream into
+    /// this queued entry: a nack carries the ack too; a later nack for
+    /// another sequence number replaces it; a gap nack for the same one
+    /// keeps the code it found (a no-buffer nack says more) and takes the
+    /// later round.
+    pub fn merge(&mut self, nack: Option<(u8, u32)>, round: u8) {
+        let Some((code, seq)) = nack else { return };
+        if self.nack().map(|(_, s)| s) != Some(seq)
+            || code != nic_abi::packet::NackCode::OutOfOrder as u8
+        {
+            self.code = code;
+            self.seq = seq;
+        }
+        self.round = round;
+    }
+
+    /// A poll for the sending stream `tx_stream` (what it carries is read
+    /// when it leaves).
+    pub fn poll(tx_stream: u16) -> Control {
+        Control { rx_stream: tx_stream, code: POLL, round: 0, seq: 0 }
+    }
+
+    /// Selective repeat: a STAT answering poll number `ps` whose next new
+    /// sequence number was `ns` (what it lists is read when it leaves).
+    pub fn stat(rx_stream: u16, ns: u32, ps: u8) -> Control {
+        Control { rx_stream, code: STAT, round: ps, seq: ns }
+    }
+
+    /// Selective repeat: a USTAT naming `lo..hi` missing (at most a hold
+    /// span: the length fits in `round`).
+    pub fn ustat(rx_stream: u16, lo: u32, hi: u32) -> Control {
+        let n = hi.wrapping_sub(lo).min(crate::reliability::HOLD_SPAN) as u8;
+        Control { rx_stream, code: USTAT, round: n, seq: lo }
+    }
+
+    pub fn is_poll(&self) -> bool {
+        self.code == POLL
+    }
+
+    /// A status report of the window policy (a STAT or a USTAT).
+    pub fn is_report(&self) -> bool {
+        self.code == STAT || self.code == USTAT
+    }
+
+    /// An ack or a nack (what a later ack or nack may fold into).
+    pub fn is_ack_or_nack(&self) -> bool {
+        self.code < USTAT
+    }
+
+    pub fn nack(&self) -> Option<(u8, u32)> {
+        (self.code != 0 && self.code < USTAT).then_some((self.code, self.seq))
+    }
+
+    /// A STAT: the poll's next sequence number and poll number.
+    pub fn stat_of(&self) -> Option<(u32, u8)> {
+        (self.code == STAT).then_some((self.seq, self.round))
+    }
+
+    /// A USTAT: the range missing.
+    pub fn ustat_of(&self) -> Option<(u32, u32)> {
+        (self.code == USTAT).then_some((self.seq, self.seq.wrapping_add(self.round as u32)))
+    }
+}
+
+/// [`Control::code`] of a poll, a STAT and a USTAT: no nack code has
+/// these values (nack codes are below `USTAT`).
+const POLL: u8 = 0xff;
+const STAT: u8 = 0xfe;
+const USTAT: u8 = 0xfd;
+
+/// An accepted data-bearing packet waiting for RDMA.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaJob {
+    /// The receive buffer the payload is in (`NO_RX_BUF`: none; the job
+    /// owes only its event).
+    pub rx_buf: u8,
+    pub port: u8,
+    /// Virtual address the payload goes to (in `port`'s space).
+    pub vaddr: u64,
+    pub len: u32,
+    /// After the payload: the event to owe (a receive slot or get token).
+    pub then: Option<EvRef>,
+    /// A relayed multicast packet: its copy to this host waits a pass, so
+    /// the forward to the children goes first (the two overlap).
+    pub relayed: bool,
+}
+
+/// [`RdmaJob::rx_buf`] of a job that copies nothing.
+pub const NO_RX_BUF: u8 = u8::MAX;
