@@ -4,7 +4,7 @@
 //! timeout, retransmission timers; and the ports' alarms.
 
 use super::intake::complete_token;
-use super::{Sdma, SdmaState};
+use super::Sdma;
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Marks, Win, Window};
@@ -12,11 +12,9 @@ use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, seq_lt, SendWindow};
 use crate::shared::{FromRecv, Shared};
-use crate::Work;
 use nic_abi::event::SendStatus;
 use nic_abi::packet::NackCode;
 use nic_abi::stats::Stat;
-use nic_abi::trace::Cause;
 
 impl Sdma {
     /// Take what RECV passed on this pass: acks and nacks for the sending
@@ -452,106 +450,5 @@ impl Sdma {
             }
         }
         self.restart_after_head(cx, s);
-    }
-
-    /// Retransmission and send timeouts, and the ports' alarms. A step of
-    /// the machine, kept out of line (a debugger breaks here) and short.
-    #[inline(never)]
-    pub fn timers(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        // No stream on the timer list, no alarm: nothing can fall due.
-        if self.active_tx.is_empty() && self.alarms == 0 {
-            if let SdmaState::Timeout { .. } = self.state {
-                self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
-            }
-            return;
-        }
-        // Nothing written since the deadline was worked out, nothing due
-        // by now, no alarm: the scan would find nothing either.
-        let idle = !self.active_tx.is_empty() && self.timers_idle(cx, cx.now);
-        if idle && self.alarms == 0 && !matches!(self.state, SdmaState::Timeout { .. }) {
-            return;
-        }
-        self.timers_due(cx, hw, w, idle);
-    }
-
-    /// The timer scan (kept out of line: its frame is large); `idle`: the
-    /// streams' timers have nothing to do (`timers_idle`), only the
-    /// alarms may.
-    #[inline(never)]
-    fn timers_due(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work, idle: bool) {
-        let now = cx.now;
-        // Retransmission and send timeouts.
-        let mut i = if idle { self.active_tx.len() } else { 0 };
-        while i < self.active_tx.len() {
-            let s = self.active_tx[i];
-            // What the timers need, not a copy of the whole record.
-            let live = self.txs.is_live(s);
-            let v = self.timer_view(cx, s);
-            if !live || (!v.busy && v.hold_until <= now) {
-                if live {
-                    self.txs[s].active = false;
-                }
-                self.active_tx.swap_remove(i);
-                self.txs.list_changed();
-                continue;
-            }
-            if !v.busy {
-                // Held, with nothing to time out.
-                i += 1;
-                continue;
-            }
-            // A peer silent for the send timeout is given up on then, not
-            // at the next retransmission timeout after (which backoff may
-            // put far later).
-            let expired = now >= v.expire_at;
-            let silent = now.saturating_sub(v.acked_at) >= cx.cfg.send_timeout;
-            if expired || silent {
-                let st = &self.txs[s];
-                let (una, remote_node) = (st.win.una(), st.remote_node);
-                w.timers += 1;
-                self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
-                if silent {
-                    cx.bump(Stat::Timeouts, 1);
-                    log_warn!(
-                        "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
-                        s,
-                        remote_node
-                    );
-                    self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
-                } else {
-                    // Ask where the stream stands rather than resend what
-                    // may be queued at a busy receiver: its answer comes
-                    // after every packet sent before it (one route, in
-                    // order), and names the first one really missing.
-                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, remote_node);
-                    cx.push_control(Control::poll(s));
-                    let st = &mut self.txs[s];
-                    // What goes from now on is stamped with this poll's
-                    // number (for a window policy that stamps).
-                    st.marks.poll();
-                    st.polled = true;
-                    st.last_progress = now;
-                    st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
-                }
-            }
-            i += 1;
-        }
-        // Alarms, in port order (only the ports that have one).
-        let mut alarms = self.alarms;
-        while alarms != 0 {
-            let p = alarms.trailing_zeros() as usize;
-            alarms &= alarms - 1;
-            if let Some(t) = self.alarm_at[p] {
-                if now >= t && cx.is_open(p) {
-                    self.set_alarm(p, None);
-                    cx.owe_event(p, EvRef::Alarm);
-                    w.timers += 1;
-                }
-            }
-        }
-        // A rewind leaves packets to send again.
-        if let SdmaState::Timeout { .. } = self.state {
-            self.go(cx, hw, SdmaState::Ready, Cause::Timeout);
-        }
     }
 }
