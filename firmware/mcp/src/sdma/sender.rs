@@ -240,31 +240,7 @@ impl Sdma {
                 let cause = if st.polled { RetxCause::Timeout } else { RetxCause::Gap };
                 self.rewind(cx, s, seq, cause);
             }
-            NackCode::NoBuffer | NackCode::Busy => {
-                let wait = if let Some(wait) = Win::refused(self, cx, s, seq, code) {
-                    wait
-                } else {
-                    self.rewind(cx, s, seq, RetxCause::NoBuffer);
-                    if code == NackCode::NoBuffer {
-                        // The whole window goes again, backed off while
-                        // the refusals go on (a `Busy` target is at work
-                        // on the packet, a remote range's check going on
-                        // only as the sender comes again: it is not).
-                        self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
-                    } else {
-                        cx.cfg.nobuf_retry
-                    }
-                };
-                self.hold(cx, s, wait);
-                let st = &mut self.txs[s];
-                if code == NackCode::NoBuffer {
-                    if st.nobuf_since == 0 {
-                        st.nobuf_since = cx.now.max(1);
-                    } else if cx.now.saturating_sub(st.nobuf_since) >= cx.cfg.send_timeout {
-                        self.send_timed_out(cx, s, seq);
-                    }
-                }
-            }
+            NackCode::NoBuffer | NackCode::Busy => self.on_refusal(cx, s, code, seq),
             NackCode::PortClosed | NackCode::RemoteAccess => {
                 let status = if code == NackCode::PortClosed {
                     SendStatus::TargetPortClosed
@@ -285,6 +261,36 @@ impl Sdma {
                 self.rewind(cx, s, seq, RetxCause::Refused);
             }
             NackCode::Unsynced => {}
+        }
+    }
+
+    /// A packet refused for want of a buffer (`NoBuffer`) or because the
+    /// target is at work on it (`Busy`): the window policy's answer, or
+    /// a rewind; the stream holds for the wait, and a refusal that lasts
+    /// a send timeout fails the message.
+    fn on_refusal(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32) {
+        let wait = if let Some(wait) = Win::refused(self, cx, s, seq, code) {
+            wait
+        } else {
+            self.rewind(cx, s, seq, RetxCause::NoBuffer);
+            if code == NackCode::NoBuffer {
+                // The whole window goes again, backed off while
+                // the refusals go on (a `Busy` target is at work
+                // on the packet, a remote range's check going on
+                // only as the sender comes again: it is not).
+                self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
+            } else {
+                cx.cfg.nobuf_retry
+            }
+        };
+        self.hold(cx, s, wait);
+        let st = &mut self.txs[s];
+        if code == NackCode::NoBuffer {
+            if st.nobuf_since == 0 {
+                st.nobuf_since = cx.now.max(1);
+            } else if cx.now.saturating_sub(st.nobuf_since) >= cx.cfg.send_timeout {
+                self.send_timed_out(cx, s, seq);
+            }
         }
     }
 

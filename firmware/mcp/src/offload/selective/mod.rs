@@ -18,6 +18,7 @@
 
 mod logic;
 mod receiver;
+mod reports;
 mod sender;
 
 pub use logic::*;

@@ -3,7 +3,8 @@
 //! known, `place_early`), the gap named to the sender (USTAT), a poll
 //! answered with a STAT, held packets taken in order once the gap fills
 //! (`take_replay`), and let go of when the stream restarts, when a
-//! message is refused or when an in-order packet needs the room.
+//! message is refused or when an in-order packet needs the room. The
+//! reports' packets are written in `reports.rs`.
 //!
 //! Owns: RECV's `held` ([`Held`]). May touch: RECV's receiving streams
 //! and posted receive slots, through the hooks of
@@ -13,7 +14,7 @@ use crate::hw::Hw;
 use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::accept::{fill_slot, fits_slot};
-use crate::recv::{Arrived, ControlOut, Recv};
+use crate::recv::{Arrived, Recv};
 use crate::shared::Shared;
 use nic_abi::map;
 use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
@@ -384,56 +385,6 @@ impl Recv {
         cx.bump(Stat::Drops, 1);
         cx.rxfree.give(hw, h.buf);
         true
-    }
-
-    /// SEND is about to send USTAT `c`: what it carries (as an ack does)
-    /// and the runs of its gap still missing now (a resend may have come
-    /// since it was queued: naming that again would have it sent twice),
-    /// as a STAT's list; None when none is.
-    /// SEND is about to send control `c`, a STAT or USTAT: its payload
-    /// written at `at`; what it carries as an ack does, its type and
-    /// payload length; None when it went stale.
-    pub(super) fn report_out(
-        &mut self,
-        hw: &mut impl Hw,
-        at: u32,
-        c: Control,
-    ) -> Option<(ControlOut, PacketType, usize)> {
-        let (ptype, stat) = match c.stat_of() {
-            Some(_) => (PacketType::Stat, self.stat_out(c)),
-            None => (PacketType::Ustat, self.ustat_out(c)),
-        };
-        let (r, stat) = stat?;
-        let mut p = [0u8; nic_abi::packet::STAT_PAYLOAD_MAX];
-        let len = stat.encode(&mut p).unwrap_or(0);
-        hw.write(at, &p[..len]);
-        Some((r, ptype, len))
-    }
-
-    fn ustat_out(&mut self, c: Control) -> Option<(ControlOut, super::Stat)> {
-        let (lo, hi) = c.ustat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
-            return None;
-        }
-        let w = self.rxs[c.rx_stream].win;
-        let missing = w.missing(lo, hi);
-        if missing.is_empty() {
-            return None;
-        }
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
-        Some((out, super::Stat { ps: 0, ns: hi, ack: w.expected(), missing }))
-    }
-
-    /// SEND is about to send STAT `c`: what it carries (as an ack does)
-    /// and the STAT itself, or None when the stream is gone.
-    fn stat_out(&mut self, c: Control) -> Option<(ControlOut, super::Stat)> {
-        let (ns, ps) = c.stat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
-            return None;
-        }
-        let stat = self.rxs[c.rx_stream].win.stat(super::Poll { ns, ps: ps as u32 });
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
-        Some((out, stat))
     }
 
     /// Selective repeat: the next packet a stream expects is held: take
