@@ -40,9 +40,11 @@ use nic_abi::trace::{Cause, Machine};
 use nic_abi::NUM_PORTS;
 
 pub(crate) use intake::{packets_for, INTAKE_BUDGET};
+use timers::ActiveDeadline;
+#[cfg(not(target_os = "none"))]
+use timers::TimerView;
 #[cfg(not(target_os = "none"))]
 pub use timers::HOST_ONLY_BYTES;
-use timers::{ActiveDeadline, TimerView};
 use txpool::TxPool;
 
 /// What SDMA is doing or waiting for. It persists between polls: a
