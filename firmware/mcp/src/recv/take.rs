@@ -111,9 +111,7 @@ impl Recv {
             if !fits_slot(len, h) {
                 // A sender that broke the size-class rule: refuse.
                 self.unclaim_slot(cx, hw, s);
-                self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                self.advance(cx, r);
-                return Take::Stopped;
+                return self.bad_packet(cx, hw, buf, r);
             }
             // A fan-out's message: what it keeps for it.
             let (mrec, tag) = match Fan::first_packet(self, cx, sdma, hw, h, w) {
@@ -126,20 +124,14 @@ impl Recv {
             };
             self.rxs[r].mrec = mrec;
             fill_slot(cx, hw, s, buf, h, tag, mrec);
-            self.rxs[r].assembly = Assembly::Message { slot: s };
-            self.rxs[r].offset = 0;
-            self.rxs[r].msg_len = h.msg_len;
+            self.begin_assembly(r, Assembly::Message { slot: s }, h.msg_len);
         }
         let Assembly::Message { slot } = self.rxs[r].assembly else {
-            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-            self.advance(cx, r);
-            return Take::Stopped;
+            return self.bad_packet(cx, hw, buf, r);
         };
         if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
             self.abort_assembly(cx, hw, r);
-            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-            self.advance(cx, r);
-            return Take::Stopped;
+            return self.bad_packet(cx, hw, buf, r);
         }
         let Some(relayed) = Fan::data_packet(self, cx, hw, (r, buf, last), h, w) else {
             // A relay that holds all the buffers it may: later.
@@ -170,14 +162,10 @@ impl Recv {
                 self.nack(cx, hw, buf, r, code, h);
                 return Take::Stopped;
             }
-            self.rxs[r].assembly = Assembly::Put { base: h.remote };
-            self.rxs[r].offset = 0;
-            self.rxs[r].msg_len = h.msg_len;
+            self.begin_assembly(r, Assembly::Put { base: h.remote }, h.msg_len);
         }
         let Assembly::Put { base } = self.rxs[r].assembly else {
-            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-            self.advance(cx, r);
-            return Take::Stopped;
+            return self.bad_packet(cx, hw, buf, r);
         };
         Take::Job(RdmaJob {
             rx_buf: buf,
@@ -250,18 +238,12 @@ impl Recv {
                     && tok.len == h.msg_len
             };
             if !ok {
-                self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-                self.advance(cx, r);
-                return Take::Stopped;
+                return self.bad_packet(cx, hw, buf, r);
             }
-            self.rxs[r].assembly = Assembly::GetResp { token: t };
-            self.rxs[r].offset = 0;
-            self.rxs[r].msg_len = h.msg_len;
+            self.begin_assembly(r, Assembly::GetResp { token: t }, h.msg_len);
         }
         let Assembly::GetResp { token } = self.rxs[r].assembly else {
-            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-            self.advance(cx, r);
-            return Take::Stopped;
+            return self.bad_packet(cx, hw, buf, r);
         };
         if last {
             cx.tokens[token].state = TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
@@ -274,5 +256,22 @@ impl Recv {
             then: if last { Some(EvRef::Token(token)) } else { None },
             relayed: false,
         })
+    }
+
+    /// A packet that breaks its message's assembly (or the size-class
+    /// rule): dropped and counted; the window moves on past it.
+    fn bad_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16) -> Take {
+        self.drop_packet(cx, hw, buf, Stat::BadHeaders);
+        self.advance(cx, r);
+        Take::Stopped
+    }
+
+    /// Stream `r`'s first packet of a message of `msg_len` bytes: the
+    /// message assembles as `a` from offset 0.
+    fn begin_assembly(&mut self, r: u16, a: Assembly, msg_len: u32) {
+        let rx = &mut self.rxs[r];
+        rx.assembly = a;
+        rx.offset = 0;
+        rx.msg_len = msg_len;
     }
 }
