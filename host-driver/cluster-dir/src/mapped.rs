@@ -304,6 +304,9 @@ mod guard {
         /// replaced by private ones, and why (a `cause_code`).
         isolated: AtomicU64,
         cause: AtomicU8,
+        /// The page last retried because its file was whole by the time
+        /// the handler looked (set back meanwhile: `on_sigbus`).
+        retried: AtomicUsize,
         /// The file's path (bytes owned by the mapping's `Part`).
         path: AtomicUsize,
         path_len: AtomicUsize,
@@ -318,6 +321,7 @@ mod guard {
             repairs: AtomicU64::new(0),
             isolated: AtomicU64::new(0),
             cause: AtomicU8::new(0),
+            retried: AtomicUsize::new(usize::MAX),
             path: AtomicUsize::new(0),
             path_len: AtomicUsize::new(0),
         }
@@ -352,6 +356,7 @@ mod guard {
         TABLE[i].repairs.store(0, Ordering::Relaxed);
         TABLE[i].isolated.store(0, Ordering::Relaxed);
         TABLE[i].cause.store(0, Ordering::Relaxed);
+        TABLE[i].retried.store(usize::MAX, Ordering::Relaxed);
         TABLE[i].path.store(path.as_ptr() as usize, Ordering::Relaxed);
         TABLE[i].path_len.store(path.len(), Ordering::Relaxed);
         TABLE[i].fd.store(fd, Ordering::Release);
@@ -516,7 +521,14 @@ mod guard {
             // SAFETY: as above.
             let size = (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as u64);
             if size.is_some_and(|sz| sz >= len as u64) {
-                // Not cut: the page itself cannot be had.
+                // The file is whole: it was set back after the fault (by
+                // another thread's fault, or the supervisor) and the
+                // access is retried once; a page that faults again with
+                // its file whole cannot be had.
+                let page = addr & !(super::PAGE as usize - 1);
+                if s.retried.swap(page, Ordering::AcqRel) != page {
+                    return;
+                }
                 unbacked(s, fd, addr);
                 return;
             }
