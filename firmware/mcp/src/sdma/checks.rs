@@ -37,15 +37,7 @@ impl Sdma {
         match d.kind {
             DescKind::Send => {
                 target()?;
-                if d.size_class > MAX_SIZE_CLASS {
-                    return Err(ErrorCause::BadSizeClass);
-                }
-                if d.len as u64 > class_max_len(d.size_class) {
-                    return Err(ErrorCause::BadLength);
-                }
-                if !reg_ok {
-                    return Err(ErrorCause::NotRegistered);
-                }
+                send_bounds(d, reg_ok)?;
             }
             DescKind::Put | DescKind::Get => {
                 target()?;
@@ -220,4 +212,19 @@ pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
     cx.tokens[t].next = crate::pool::NIL;
     let p = cx.tokens[t].port as usize;
     cx.owe_event(p, EvRef::Token(t));
+}
+
+/// A send's size class, its length within the class, and its buffer
+/// registered (in that order): the checks a send and a multicast share.
+pub(crate) fn send_bounds(d: &Descriptor, reg_ok: bool) -> Result<(), ErrorCause> {
+    if d.size_class > MAX_SIZE_CLASS {
+        return Err(ErrorCause::BadSizeClass);
+    }
+    if d.len as u64 > class_max_len(d.size_class) {
+        return Err(ErrorCause::BadLength);
+    }
+    if !reg_ok {
+        return Err(ErrorCause::NotRegistered);
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //! becomes an error event. A descriptor is taken only when what it (or its
 //! error event) needs is there: otherwise it waits in the ring.
 
-pub(crate) use super::checks::{complete_token, packets_for, refuse, RawDesc};
+pub(crate) use super::checks::{complete_token, packets_for, refuse, send_bounds, RawDesc};
 use super::checks::{has_room, read_core, registered_range, takes_send_token};
 use super::{Sdma, SdmaState};
 use crate::hw::Hw;

@@ -10,7 +10,7 @@
 use super::{self as mcast};
 use crate::hw::Hw;
 use crate::records::*;
-use crate::sdma::intake::{complete_token, packets_for, refuse, RawDesc};
+use crate::sdma::intake::{complete_token, packets_for, refuse, send_bounds, RawDesc};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
@@ -20,7 +20,6 @@ use nic_abi::multicast::{Algorithm, Scheme};
 use nic_abi::packet::McastTag;
 use nic_abi::port::{port_reg, send_slot, SEND_CONS};
 use nic_abi::trace::Cause;
-use nic_abi::{class_max_len, MAX_SIZE_CLASS};
 
 /// The send token of multicast descriptor `d` on port `p` (its event
 /// names the multicast `tag`).
@@ -91,16 +90,7 @@ fn validate(p: u8, d: &Descriptor, reg_ok: bool) -> Result<(), ErrorCause> {
     if d.target_port != p {
         return Err(ErrorCause::BadPort);
     }
-    if d.size_class > MAX_SIZE_CLASS {
-        return Err(ErrorCause::BadSizeClass);
-    }
-    if d.len as u64 > class_max_len(d.size_class) {
-        return Err(ErrorCause::BadLength);
-    }
-    if !reg_ok {
-        return Err(ErrorCause::NotRegistered);
-    }
-    Ok(())
+    send_bounds(d, reg_ok)
 }
 
 /// The intake's hook: the multicast descriptor at `cons` of port `p`'s
