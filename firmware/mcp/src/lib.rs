@@ -124,10 +124,14 @@ pub const NEWS: [regs::Reg<u32>; 5] =
 mod bit {
     pub const HDMA: u32 = 1 << 0;
     pub const TXDMA: u32 = 1 << 1;
+    pub const RX: u32 = 1 << 2;
     pub const HOST: u32 = 1 << 3;
     pub const PORTS: u32 = 1 << 4;
     /// Not a counter: the next timer fell due.
     pub const TIMER_SHIFT: u32 = 5;
+    /// Every bit: what a pass that must look at everything is given.
+    #[cfg(any(test, feature = "check-gating"))]
+    pub const ALL: u32 = (1 << (TIMER_SHIFT + 1)) - 1;
 }
 
 impl Default for Mcp {
@@ -255,7 +259,9 @@ impl Mcp {
                 return w;
             }
         }
-        self.pass(hw, now, news)
+        let mut w = Work::default();
+        self.pass(hw, now, news, &mut w);
+        w
     }
 
     /// A pass whose only news is the engines' completions (the most
@@ -270,7 +276,9 @@ impl Mcp {
         if news & bit::HDMA != 0 && self.completions(hw) {
             return None;
         }
-        self.send.completions(&mut self.shared, hw);
+        if news & bit::TXDMA != 0 {
+            self.send.completions(&mut self.shared, hw);
+        }
         let cx = &self.shared;
         if cx.events_owed != 0
             || !self.rdma.waits_for_completions(cx)
@@ -309,8 +317,9 @@ impl Mcp {
     /// that counter moved: the host's switches and tables (`HOST_WRITES`,
     /// and `PORT_NEWS` for a port just opened), the host-DMA completions
     /// (`HDMA_DONE`).
-    fn pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Work {
-        let mut w = Work::default();
+    /// The pass counts its work into `w` (zero when it starts), which the
+    /// caller owns: no copy of it on the way out.
+    fn pass(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
         // (The first pass after init looks at everything.)
         let first = self.port_news.is_none();
         let host = first || news & (bit::HOST | bit::PORTS) != 0;
@@ -319,11 +328,11 @@ impl Mcp {
         cx.now = now;
         if host {
             cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
-            self.sdma.begin_pass(cx, hw, &mut w);
+            self.sdma.begin_pass(cx, hw, w);
         }
         cx.stats.count_quietly(Stat::Polls);
         if first || news & bit::PORTS != 0 {
-            self.check_ports(hw, &mut w);
+            self.check_ports(hw, w);
         }
         if host {
             self.shared.sync_tables(hw);
@@ -332,20 +341,25 @@ impl Mcp {
             self.completions(hw);
         }
         let cx = &mut self.shared;
-        self.send.completions(cx, hw);
+        if news & bit::TXDMA != 0 {
+            self.send.completions(cx, hw);
+        }
         // RECV, packet by packet: SDMA takes each packet's ack or nack
-        // before RECV places the packet.
+        // before RECV places the packet. With no packet stored since the
+        // last pass, none left in the ring or held, and the free ring's
+        // audit not due, RECV's steps would find nothing.
         self.recv.begin_pass(cx, hw);
-        for _ in 0..recv::RECV_BUDGET {
-            match self.recv.step(cx, hw, &mut w) {
+        let rx = news & bit::RX != 0 || self.recv.leftover() || now >= self.recv.repair_at();
+        for _ in 0..if rx { recv::RECV_BUDGET } else { 0 } {
+            match self.recv.step(cx, hw, w) {
                 recv::Next::Empty => break,
                 recv::Next::Handled => {}
                 recv::Next::Accept(a) => {
                     self.sdma.take_from_recv(cx, hw);
-                    self.recv.accept(cx, &self.sdma, hw, a, &mut w);
+                    self.recv.accept(cx, &self.sdma, hw, a, w);
                 }
                 recv::Next::Offload(p) => {
-                    let mut sv = offload::Services::new(cx, hw, &mut w);
+                    let mut sv = offload::Services::new(cx, hw, w);
                     match self.offloads.packet(&mut sv, &p) {
                         Some(offload::Received::Done) => cx.rx_release(hw, p.buf),
                         Some(offload::Received::Kept) => {}
@@ -355,14 +369,14 @@ impl Mcp {
             }
         }
         self.sdma.take_from_recv(cx, hw);
-        self.recv.end_pass(cx, hw, &mut w);
-        self.rdma.step(cx, hw, &mut w);
+        self.recv.end_pass(cx, hw, w);
+        self.rdma.step(cx, hw, w);
         if offload::Offloads::ANY {
-            self.offloads.expire(&mut offload::Services::new(cx, hw, &mut w));
+            self.offloads.expire(&mut offload::Services::new(cx, hw, w));
         }
-        self.sdma.step(cx, hw, &mut self.offloads, &mut w);
-        self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
-        self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
+        self.sdma.step(cx, hw, &mut self.offloads, host, w);
+        self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
+        self.rdma.flush_events(cx, &self.sdma, hw, w);
         let relative = self.compute_deadline();
         self.shared.stats.write(hw);
         self.busy = !w.is_idle();
@@ -370,7 +384,6 @@ impl Mcp {
         // copies at the next pass) is left for the next pass too.
         self.pending =
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
-        w
     }
 
     /// Is there work in a queue between machines?

@@ -249,16 +249,22 @@ impl Sdma {
         Sched::begin_pass(self, cx, hw, w);
     }
 
-    /// One step: descriptors, then timers, then fills. Each part is a step
+    /// One step: descriptors (`host`: the host wrote since the last
+    /// pass), then timers, then fills. Each part is a step
     /// function of its own, kept out of line so a debugger breaks there.
     pub fn step(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         offloads: &mut crate::offload::Offloads,
+        host: bool,
         w: &mut Work,
     ) {
-        self.intake(cx, hw, offloads, w);
+        // Descriptors come with a host write (the doorbell after the
+        // producer index), or were left in a ring by the last intake.
+        if host || self.intake_left {
+            self.intake(cx, hw, offloads, w);
+        }
         self.timers(cx, hw, w);
         Fan::sdma_step(self, cx, hw, w);
         self.fill(cx, hw, w);
