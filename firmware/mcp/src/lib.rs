@@ -44,6 +44,7 @@ pub mod rdma;
 mod records;
 pub mod recv;
 pub mod reliability;
+mod ring;
 pub mod rtt;
 pub mod sdma;
 pub mod send;

@@ -96,14 +96,14 @@ const _: () = assert!(map::TXDMA_RING.is_multiple_of(8) && rings::TXDMA_CMD_SIZE
 pub struct Send {
     state: SendState,
     /// Buffers handed to the send-DMA engine, in order.
-    in_flight: heapless::Deque<u8, { map::TX_BUF_COUNT as usize }>,
+    in_flight: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
     prod: u32,
     done: u32,
 }
 
 impl Send {
     pub(crate) const fn new() -> Send {
-        Send { state: SendState::Idle, in_flight: heapless::Deque::new(), prod: 0, done: 0 }
+        Send { state: SendState::Idle, in_flight: crate::ring::Ring::new(), prod: 0, done: 0 }
     }
 
     pub fn state(&self) -> SendState {

@@ -28,7 +28,7 @@ pub const OFFLOAD_TX: usize = 4;
 /// (`tx`) and RDMA (`events`).
 pub struct CoreSide {
     /// Transmit buffers holding an offload's packet, in the order built.
-    pub tx: heapless::Deque<u8, OFFLOAD_TX>,
+    pub tx: crate::ring::Ring<u8, OFFLOAD_TX>,
     /// Events an offload composed (`EvRef::Offload(i)` names entry `i`,
     /// whose record is at `map::offload_event(i)`).
     pub events: Pool<(), OFFLOAD_EVENTS>,
@@ -43,7 +43,7 @@ impl CoreSide {
     }
 
     pub const fn new() -> CoreSide {
-        CoreSide { tx: heapless::Deque::new(), events: Pool::new(()) }
+        CoreSide { tx: crate::ring::Ring::new(), events: Pool::new(()) }
     }
 }
 

@@ -262,3 +262,16 @@ pub struct RdmaJob {
 
 /// [`RdmaJob::rx_buf`] of a job that copies nothing.
 pub const NO_RX_BUF: u8 = u8::MAX;
+
+impl crate::ring::Vacant for EvRef {
+    const VACANT: EvRef = EvRef::Alarm;
+}
+
+impl crate::ring::Vacant for Control {
+    const VACANT: Control = Control { rx_stream: 0, code: 0, round: 0, seq: 0 };
+}
+
+impl crate::ring::Vacant for RdmaJob {
+    const VACANT: RdmaJob =
+        RdmaJob { rx_buf: 0, port: 0, vaddr: 0, len: 0, then: None, relayed: false };
+}

@@ -94,7 +94,7 @@ impl Credits {
     }
 }
 
-const EMPTY_EVENTS: heapless::Deque<EvRef, 128> = heapless::Deque::new();
+const EMPTY_EVENTS: crate::ring::Ring<EvRef, 128> = crate::ring::Ring::new();
 
 /// Everything the machines share or hand over (see the module doc).
 pub struct Shared {
@@ -116,20 +116,20 @@ pub struct Shared {
     /// forwarding): the buffer goes back to the engine when the last
     /// owner lets go ([`Shared::rx_release`]).
     pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
-    pub leaf_reports: heapless::Deque<ReportTo, LEAF_REPORTS>,
+    pub leaf_reports: crate::ring::Ring<ReportTo, LEAF_REPORTS>,
     /// Who holds each lost-heads list, and children whose sends failed
     /// still to be named in their record's list (record, node).
     pub lost_owner: [LostOwner; map::MCAST_LOST_LISTS as usize],
-    pub lost_pending: heapless::Deque<(u16, u16), 16>,
+    pub lost_pending: crate::ring::Ring<(u16, u16), 16>,
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
-    pub from_recv: heapless::Deque<FromRecv, FROM_RECV_LEN>,
-    pub provided: heapless::Deque<u16, PROVIDED_LEN>,
-    pub controls: heapless::Deque<Control, 64>,
-    pub rdma_jobs: heapless::Deque<RdmaJob, { map::RX_BUF_COUNT as usize }>,
-    pub tx_ready: heapless::Deque<u8, { map::TX_BUF_COUNT as usize }>,
-    pub events: [heapless::Deque<EvRef, 128>; NUM_PORTS],
+    pub from_recv: crate::ring::Ring<FromRecv, FROM_RECV_LEN>,
+    pub provided: crate::ring::Ring<u16, PROVIDED_LEN>,
+    pub controls: crate::ring::Ring<Control, 64>,
+    pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
+    pub tx_ready: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
+    pub events: [crate::ring::Ring<EvRef, 128>; NUM_PORTS],
     /// A bit per port whose `events` may hold something (set at every
     /// push; RDMA clears it when it finds the queue empty): a pass looks
     /// only at those queues, not at every port's.
@@ -205,17 +205,17 @@ impl Shared {
             slots: Pool::new(()),
             mcasts: Pool::new(McastRec::EMPTY),
             rx_holds: [0; map::RX_BUF_COUNT as usize],
-            leaf_reports: heapless::Deque::new(),
+            leaf_reports: crate::ring::Ring::new(),
             lost_owner: [LostOwner::Free; map::MCAST_LOST_LISTS as usize],
-            lost_pending: heapless::Deque::new(),
+            lost_pending: crate::ring::Ring::new(),
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
             rxfree: RxFreeRing::new(),
-            from_recv: heapless::Deque::new(),
-            provided: heapless::Deque::new(),
-            controls: heapless::Deque::new(),
-            rdma_jobs: heapless::Deque::new(),
-            tx_ready: heapless::Deque::new(),
+            from_recv: crate::ring::Ring::new(),
+            provided: crate::ring::Ring::new(),
+            controls: crate::ring::Ring::new(),
+            rdma_jobs: crate::ring::Ring::new(),
+            tx_ready: crate::ring::Ring::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
             moved: false,
@@ -468,3 +468,7 @@ const _: () = assert!(map::HDMA_RING.is_multiple_of(8) && rings::HDMA_CMD_SIZE =
 
 #[cfg(test)]
 mod tests;
+
+impl crate::ring::Vacant for FromRecv {
+    const VACANT: FromRecv = FromRecv::Answer { token: 0 };
+}

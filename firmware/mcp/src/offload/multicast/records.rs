@@ -154,3 +154,7 @@ impl McastRec {
         lost: NO_LIST,
     };
 }
+
+impl crate::ring::Vacant for ReportTo {
+    const VACANT: ReportTo = ReportTo { remote: 0, parent: 0, port: 0, prio: Priority::Low };
+}
