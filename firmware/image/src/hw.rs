@@ -4,8 +4,11 @@
 //! except the register page and the port windows: files of their own,
 //! seen as PCI devices at `pci::MMIO_BASE + offset` when QEMU has them
 //! (`pci.rs`; RAM too otherwise).
-//! Words the device or the host also touch are accessed as atomics with
-//! Acquire/Release; byte ranges with one memcpy per run of one place (a
+//! The words of the register page and the port windows, which publish
+//! (counters, producer indices, switches), are accessed as atomics with
+//! Acquire/Release; the other words (RAM: rings, buffers, the firmware's
+//! tables) with volatile loads and stores, no fence: what they hold is
+//! published by a register; byte ranges with one memcpy per run of one place (a
 //! volatile loop ran several instructions a byte, and under QEMU the NIC
 //! CPU's time is its instructions). Every access is bounds-checked
 //! against the SRAM size the device model configured.
@@ -66,6 +69,20 @@ impl SramHw {
         let page = off.wrapping_sub(map::REGS as usize) < map::REGS_SIZE as usize;
         let window = off >= map::PORTS as usize;
         (if page || window { self.files } else { SRAM_BASE }) + off
+    }
+
+    /// Is the aligned word at `off` in RAM (not the register page or a
+    /// port window)? RAM's words are the firmware's, or the device's
+    /// published by a register (a ring's entries before its producer
+    /// count, a buffer before its completion): they are read and written
+    /// with plain loads and stores, and only the registers and the port
+    /// windows' words, which publish, with Acquire and Release. With a
+    /// constant `off` this folds away.
+    #[inline(always)]
+    fn in_ram(off: usize) -> bool {
+        const REGS_END: usize = (map::REGS + map::REGS_SIZE) as usize;
+        off.wrapping_sub(map::REGS as usize) >= FILES_END - map::REGS as usize
+            || (off >= REGS_END && off < map::PORTS as usize)
     }
 
     /// Is `off..off + len` inside SRAM? Every SRAM is at least
@@ -227,15 +244,31 @@ impl Sram for SramHw {
         if !self.ok(off, 4) || !off.is_multiple_of(4) {
             return 0;
         }
+        if Self::in_ram(off as usize) {
+            // SAFETY: in bounds and aligned, in this CPU's RAM. A volatile
+            // load: one load instruction, never merged with another or
+            // taken from what this code stored there (the device or the
+            // host may have written the word since); what it reads was
+            // published by a register read with Acquire before it.
+            return unsafe { ((SRAM_BASE + off as usize) as *const u32).read_volatile() };
+        }
         // SAFETY: in bounds and 4-aligned, in RAM or a mapped BAR as in
-        // `copy_in`; SRAM words shared with the device model are accessed
-        // only atomically.
+        // `copy_in`; the register page's and the port windows' words, which
+        // publish, are accessed only atomically.
         unsafe { (*(self.addr(off as usize) as *const AtomicU32)).load(Ordering::Acquire) }
     }
 
     #[inline(always)]
     fn store_u32(&mut self, off: u32, v: u32) {
         if !self.ok(off, 4) || !off.is_multiple_of(4) {
+            return;
+        }
+        if Self::in_ram(off as usize) {
+            // SAFETY: in bounds and aligned, in this CPU's RAM; a volatile
+            // store (one store instruction, never dropped), published to
+            // the device or the host, where they read it, by a Release
+            // store of a register after it.
+            unsafe { ((SRAM_BASE + off as usize) as *mut u32).write_volatile(v) };
             return;
         }
         // SAFETY: as in `load_u32`.
@@ -247,6 +280,14 @@ impl Sram for SramHw {
         if !self.ok(off, 8) || !off.is_multiple_of(8) {
             return 0;
         }
+        if Self::in_ram(off as usize) {
+            // SAFETY: in bounds and aligned, in this CPU's RAM. A volatile
+            // load: one load instruction, never merged with another or
+            // taken from what this code stored there (the device or the
+            // host may have written the word since); what it reads was
+            // published by a register read with Acquire before it.
+            return unsafe { ((SRAM_BASE + off as usize) as *const u64).read_volatile() };
+        }
         // SAFETY: in bounds and 8-aligned, as in `load_u32`.
         unsafe { (*(self.addr(off as usize) as *const AtomicU64)).load(Ordering::Acquire) }
     }
@@ -254,6 +295,14 @@ impl Sram for SramHw {
     #[inline(always)]
     fn store_u64(&mut self, off: u32, v: u64) {
         if !self.ok(off, 8) || !off.is_multiple_of(8) {
+            return;
+        }
+        if Self::in_ram(off as usize) {
+            // SAFETY: in bounds and aligned, in this CPU's RAM; a volatile
+            // store (one store instruction, never dropped), published to
+            // the device or the host, where they read it, by a Release
+            // store of a register after it.
+            unsafe { ((SRAM_BASE + off as usize) as *mut u64).write_volatile(v) };
             return;
         }
         // SAFETY: as in `load_u64`.
