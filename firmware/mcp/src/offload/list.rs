@@ -17,11 +17,21 @@ macro_rules! offloads {
         /// Every offload compiled in, one field each.
         pub struct Offloads {
             $( $(#[$m])* pub $name: $ty, )*
+            /// The earliest of their deadlines as last worked out, and
+            /// whether it still holds: an offload's deadline depends on
+            /// its own state only, which changes only when the core calls
+            /// it, so a pass that called none asks none of them again.
+            due: Option<u64>,
+            due_known: bool,
         }
 
         impl Offloads {
             pub const fn new() -> Offloads {
-                Offloads { $( $(#[$m])* $name: <$ty as Offload>::NEW, )* }
+                Offloads {
+                    $( $(#[$m])* $name: <$ty as Offload>::NEW, )*
+                    due: None,
+                    due_known: false,
+                }
             }
 
             /// Is any offload compiled in?
@@ -47,6 +57,7 @@ macro_rules! offloads {
             }
 
             pub fn init<H: Hw>(&mut self, _sv: &mut Services<'_, H>) {
+                self.due_known = false;
                 $( $(#[$m])* self.$name.init(_sv); )*
             }
 
@@ -61,6 +72,7 @@ macro_rules! offloads {
                 _raw: &[u8],
             ) -> Option<Intake> {
                 $( $(#[$m])* if <$ty as Offload>::owns_kind(_kind) {
+                    self.due_known = false;
                     return Some(self.$name.descriptor(_sv, _port, _d, _raw));
                 } )*
                 None
@@ -75,23 +87,34 @@ macro_rules! offloads {
             ) -> Option<Received> {
                 let _t = _p.header.ptype as u8;
                 $( $(#[$m])* if <$ty as Offload>::owns_type(_t) {
+                    self.due_known = false;
                     return Some(self.$name.packet(_sv, _p));
                 } )*
                 None
             }
 
-            /// The earliest deadline of any offload.
-            pub fn deadline(&self) -> Option<u64> {
-                let _d: Option<u64> = None;
-                $( $(#[$m])* let _d = match (_d, self.$name.deadline()) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }; )*
-                _d
+            /// The earliest deadline of any offload (worked out again only
+            /// after the core called one).
+            #[inline]
+            pub fn deadline(&mut self) -> Option<u64> {
+                if !self.due_known {
+                    let _d: Option<u64> = None;
+                    $( $(#[$m])* let _d = match (_d, self.$name.deadline()) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    }; )*
+                    self.due = _d;
+                    self.due_known = true;
+                }
+                self.due
             }
 
             /// Call `expire` of each offload whose deadline came.
             pub fn expire<H: Hw>(&mut self, _sv: &mut Services<'_, H>) {
+                if self.deadline().is_none_or(|t| t > _sv.now()) {
+                    return;
+                }
+                self.due_known = false;
                 $( $(#[$m])* if self.$name.deadline().is_some_and(|t| t <= _sv.now()) {
                     self.$name.expire(_sv);
                 } )*
@@ -102,6 +125,7 @@ macro_rules! offloads {
                 let mut _k = 0u8;
                 $( $(#[$m])* {
                     if _k == _id {
+                        self.due_known = false;
                         self.$name.completion(_sv, _tag);
                         return;
                     }
@@ -111,6 +135,7 @@ macro_rules! offloads {
 
             /// Port `port` closed.
             pub fn port_closed<H: Hw>(&mut self, _sv: &mut Services<'_, H>, _port: u8) {
+                self.due_known = false;
                 $( $(#[$m])* self.$name.port_closed(_sv, _port); )*
             }
 

@@ -131,7 +131,9 @@ pub trait Offload {
         Received::Done
     }
 
-    /// When it next wants to be called (`expire`), if at all.
+    /// When it next wants to be called (`expire`), if at all. It must
+    /// depend on the offload's own state only, as the core's calls left
+    /// it: the core keeps the answer until it calls the offload again.
     fn deadline(&self) -> Option<u64> {
         None
     }
