@@ -67,6 +67,15 @@ pub trait Sram {
     fn set_reg<W: Width>(&mut self, r: Reg<W>, v: W) {
         W::store(self, r.addr(), v)
     }
+
+    /// Read the 32-bit registers `rs` together, each as [`Sram::reg`]
+    /// would. What they publish is seen once all of them were read: a
+    /// backing may load them plainly and order them with one Acquire
+    /// fence after the last.
+    #[inline]
+    fn regs<const N: usize>(&self, rs: [Reg<u32>; N]) -> [u32; N] {
+        rs.map(|r| self.reg(r))
+    }
 }
 
 /// The byte range `[off, off + len)` of a backing of `size` bytes, if it

@@ -275,6 +275,23 @@ impl Sram for SramHw {
         unsafe { (*(self.addr(off as usize) as *const AtomicU32)).store(v, Ordering::Release) }
     }
 
+    /// Relaxed loads, then one Acquire fence: the registers of the page
+    /// are at constant offsets, so each is a load at the page's base.
+    #[inline(always)]
+    fn regs<const N: usize>(&self, rs: [regs::Reg<u32>; N]) -> [u32; N] {
+        let v = rs.map(|r| {
+            let off = r.addr();
+            if !self.ok(off, 4) || !off.is_multiple_of(4) {
+                return 0;
+            }
+            // SAFETY: as in `load_u32`; the fence below orders what the
+            // registers publish after all of them.
+            unsafe { (*(self.addr(off as usize) as *const AtomicU32)).load(Ordering::Relaxed) }
+        });
+        core::sync::atomic::fence(Ordering::Acquire);
+        v
+    }
+
     #[inline(always)]
     fn load_u64(&self, off: u32) -> u64 {
         if !self.ok(off, 8) || !off.is_multiple_of(8) {

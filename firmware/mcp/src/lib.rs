@@ -207,17 +207,11 @@ impl Mcp {
     }
 
     /// What changed since the last pass: a bit per counter of [`NEWS`]
-    /// that moved (and the counters taken as seen). Each register is
-    /// named on its own: one load each in the image.
+    /// that moved (and the counters taken as seen). The registers are
+    /// read together: in the image, a load each and one fence.
     #[inline(always)]
     fn news(&mut self, hw: &impl Hw) -> u32 {
-        let c = [
-            hw.reg(regs::HDMA_DONE),
-            hw.reg(regs::TXDMA_DONE),
-            hw.reg(regs::RXDONE_PROD),
-            hw.reg(regs::HOST_WRITES),
-            hw.reg(regs::PORT_NEWS),
-        ];
+        let c = hw.regs(NEWS);
         let s = self.seen;
         self.seen = c;
         // Spelled out: the loop over both arrays was not unrolled.
