@@ -795,7 +795,7 @@ pub fn run_all(
     // A failed real-time section still leaves the sim's plots written;
     // its error is the command's after them.
     let live = if realtime {
-        crate::bench_rt::run(root, rt_count, true, quiet)
+        crate::bench_rt::run(root, rt_count, true, true, quiet)
             .and_then(|()| crate::bench_rt::live_curve(root, quick, quiet))
             .map(Some)
     } else {

@@ -63,7 +63,13 @@ pub fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// The `--realtime` figures of `cargo xtask bench`.
-pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Result<()> {
+pub fn run(
+    root: &Path,
+    count: u64,
+    with_live: bool,
+    with_qemu: bool,
+    quiet: bool,
+) -> crate::Result<()> {
     println!("\n== real-time backends (live and qemu), this machine ({} cores)", num_cpus());
     let elf = fw::build_image(root, false)?;
     let bins = fw::build_host_programs(root)?;
@@ -78,6 +84,7 @@ pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Resu
     // (a NIC has its own processor).
     let cores = affinity::current()?;
     let layouts: Vec<(String, Vec<usize>, Vec<String>)> = match cores.split_last() {
+        _ if !with_live => vec![],
         Some((&nic, rest)) if !rest.is_empty() => vec![
             ("".to_string(), vec![], vec![]),
             (format!(", NIC on cpu {nic}"), vec![nic], vec!["--cpus".to_string(), cpu_list(rest)]),
@@ -189,13 +196,15 @@ pub fn run(root: &Path, count: u64, with_qemu: bool, quiet: bool) -> crate::Resu
         );
     }
     let best = live.iter().map(|l| l.2).fold(0.0, f64::max);
-    println!(
-        "{:<54} {:>12} {:>7.0} MB/s {:>8.2}",
-        "  (memcpy of one 64 KiB buffer again and again, hot)",
-        "",
-        memcpy_hot,
-        best / memcpy_hot
-    );
+    if !live.is_empty() {
+        println!(
+            "{:<54} {:>12} {:>7.0} MB/s {:>8.2}",
+            "  (memcpy of one 64 KiB buffer again and again, hot)",
+            "",
+            memcpy_hot,
+            best / memcpy_hot
+        );
+    }
     for (label, ql) in &q {
         println!(
             "{:<54} {:>9.2} us {:>9.2} us {:>8.2}  <= 40 us: {}",

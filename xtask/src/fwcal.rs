@@ -665,6 +665,8 @@ mod tests {
             }
             checked += 1;
         }
+        // (Shown with --nocapture.)
+        println!("{report}");
         assert!(checked >= 8, "the table has too few workloads to check ({checked}):\n{report}");
         assert!(
             off.is_empty(),

@@ -169,6 +169,10 @@ enum Cmd {
         /// idle qemu NIC).
         #[arg(long, requires = "realtime")]
         no_qemu: bool,
+        /// With --realtime: only the qemu figures (no live ping-pong or
+        /// stream; the UDP and memcpy baselines still run).
+        #[arg(long, requires = "realtime", conflicts_with = "no_qemu")]
+        no_live: bool,
         /// Round trips of the real-time ping-pongs.
         #[arg(long, default_value_t = 10000, value_parser = at_least_one::<u64>)]
         rt_count: u64,
@@ -566,8 +570,8 @@ fn main() -> ExitCode {
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {
             mcast::bench_cost(&root, rt_count, runs)
         }
-        Cmd::Bench { rt_count, realtime: true, no_qemu, quiet, .. } => {
-            bench_rt::run(&root, rt_count, !no_qemu, quiet).map(|_| ExitCode::SUCCESS)
+        Cmd::Bench { rt_count, realtime: true, no_qemu, no_live, quiet, .. } => {
+            bench_rt::run(&root, rt_count, !no_live, !no_qemu, quiet).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Bench { profiles, quick, no_speed, no_realtime, rt_count, quiet, .. } => {
             bench::run_all(&root, &profiles, quick, !no_speed, !no_realtime, rt_count, quiet)
