@@ -624,16 +624,18 @@ mod tests {
     /// simulator's and the image's run of the same scenario, not of the
     /// table (the fit reproduces each within 10%):
     /// - rate: the bandwidth manager paces the flow differently in the
-    ///   simulator (+17% with the table regenerated at f7c5acc);
-    /// - the multicast schemes (host -30%, nic and cached +15 to +17%);
-    /// - stream-4k (+20%): the schedule. Under QEMU the image's NIC runs
-    ///   slower than the devices and the host beside it, so it takes 2.5
-    ///   sends a busy pass at the sender and 4 packets a pass at the
-    ///   receiver, and acks one packet in 8; the simulator's 1 GHz NIC
-    ///   keeps up and takes about one each, acking one in 2.7. Every
-    ///   busy pass carries the pass's own cost (the idle pass, 451) and
-    ///   every ack a packet's, so the per-message figure follows the
-    ///   batching. A leaner pass shrinks the gap.
+    ///   simulator (+12% with the table of 39901a8);
+    /// - the multicast schemes (host -30%, nic and cached +15%, assisted
+    ///   +23%);
+    /// - stream-4k (+21%): the schedule. Under QEMU the image's NIC runs
+    ///   slower than the devices and the host beside it, so it takes
+    ///   several sends a busy pass at the sender and several packets a
+    ///   pass at the receiver, and acks fewer packets; the simulator's
+    ///   1 GHz NIC keeps up and takes about one each. Every busy pass
+    ///   carries the pass's own cost (the idle pass, 312 instructions,
+    ///   and more in a whole pass) and every ack a packet's, so the
+    ///   per-message figure follows the batching. A leaner pass shrinks
+    ///   the gap.
     const NOT_YET_WITHIN_10: [&str; 6] =
         ["rate", "mcast-host", "mcast-nic", "mcast-assisted", "mcast-cached", "stream-4k"];
 
