@@ -71,15 +71,9 @@ def _array_len(expr):
         return None
 
 
-def _deque_len(expr):
-    """The length of a heapless::Deque (its capacity is its buffer's)."""
-    front, back, full = _int(expr + ".front"), _int(expr + ".back"), _int(expr + ".full")
-    cap = _array_len(expr + ".buffer")
-    if front is None or back is None or full is None or not cap:
-        return None
-    if full:
-        return cap
-    return (back - front) % cap
+def _ring_len(expr):
+    """How many items a `Ring` (firmware/mcp/src/ring.rs) holds."""
+    return _int(expr + ".len")
 
 
 def _count_true(expr):
@@ -100,8 +94,8 @@ def _fmt(pairs):
 
 def _queues():
     # The fields of firmware/mcp/src: sdma/mod.rs `Sdma`, send.rs `Send`,
-    # recv/mod.rs `Recv`, rdma/mod.rs `Rdma`; pool.rs `Pool` (live records)
-    # and heapless 0.8's Vec (`len`) and Deque (`front`, `back`, `full`).
+    # recv/mod.rs `Recv`, rdma/mod.rs `Rdma`; pool.rs `Pool` (live records),
+    # heapless 0.8's Vec (`len`) and ring.rs `Ring` (`len`).
     m = "mcp_image::MCP"
     sdma = [
         ("conn queue", _int(m + ".sdma.conn_queue_len")),
@@ -110,7 +104,7 @@ def _queues():
     ]
     prod, done = _int(m + ".send.prod"), _int(m + ".send.done")
     send = [
-        ("in flight", _deque_len(m + ".send.in_flight")),
+        ("in flight", _ring_len(m + ".send.in_flight")),
         ("queued", None if prod is None or done is None else (prod - done) % (1 << 32)),
     ]
     seen, cons = _int(m + ".recv.seen_prod"), _int(m + ".recv.cons")
