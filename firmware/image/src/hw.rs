@@ -52,32 +52,27 @@ impl SramHw {
         self.files
     }
 
-    /// Guest address of SRAM offset `off`. REGS and PORTS are 4 KiB
-    /// aligned, so an aligned word never straddles a region's edge. An
-    /// offset outside `REGS..FILES_END` (the MCP's records, buffers and
-    /// rings: nearly every offset not a constant) is RAM after one
-    /// compare; the register page and the port windows are told from the
-    /// RAM between them only inside that span. With a constant `off` (a
-    /// register, a field of a fixed record) the choice folds away: the
-    /// address is one add.
+    /// Guest address of SRAM offset `off`: in RAM ([`SramHw::in_ram`]) at
+    /// `SRAM_BASE`, in the register page or a port window at the files'
+    /// base. REGS and PORTS are 4 KiB aligned, so an aligned word never
+    /// straddles a region's edge. With a constant `off` (a register, a
+    /// field of a fixed record) the choice folds away: the address is one
+    /// add.
     #[inline(always)]
     fn addr(&self, off: usize) -> usize {
-        const SPAN: usize = FILES_END - map::REGS as usize;
-        if off.wrapping_sub(map::REGS as usize) >= SPAN {
-            return SRAM_BASE + off;
-        }
-        let page = off.wrapping_sub(map::REGS as usize) < map::REGS_SIZE as usize;
-        let window = off >= map::PORTS as usize;
-        (if page || window { self.files } else { SRAM_BASE }) + off
+        (if Self::in_ram(off) { SRAM_BASE } else { self.files }) + off
     }
 
-    /// Is the aligned word at `off` in RAM (not the register page or a
-    /// port window)? RAM's words are the firmware's, or the device's
-    /// published by a register (a ring's entries before its producer
-    /// count, a buffer before its completion): they are read and written
-    /// with plain loads and stores, and only the registers and the port
-    /// windows' words, which publish, with Acquire and Release. With a
-    /// constant `off` this folds away.
+    /// Is SRAM offset `off` in RAM (not the register page or a port
+    /// window)? An offset outside `REGS..FILES_END` (the MCP's records,
+    /// buffers and rings: nearly every offset not a constant) is RAM
+    /// after one compare; the RAM between the page and the windows is
+    /// told apart only inside that span. RAM's words are the firmware's,
+    /// or the device's published by a register (a ring's entries before
+    /// its producer count, a buffer before its completion): they are read
+    /// and written with plain loads and stores, and only the registers
+    /// and the port windows' words, which publish, with Acquire and
+    /// Release. With a constant `off` this folds away.
     #[inline(always)]
     fn in_ram(off: usize) -> bool {
         const REGS_END: usize = (map::REGS + map::REGS_SIZE) as usize;

@@ -345,7 +345,8 @@ impl Mcp {
         // audit not due, RECV's steps would find nothing.
         self.recv.begin_pass(cx, hw);
         let rx = news & bit::RX != 0 || self.recv.leftover() || now >= self.recv.repair_at();
-        for _ in 0..if rx { recv::RECV_BUDGET } else { 0 } {
+        let budget = if rx { recv::RECV_BUDGET } else { 0 };
+        for _ in 0..budget {
             match self.recv.step(cx, hw, w) {
                 recv::Next::Empty => break,
                 recv::Next::Handled => {}

@@ -37,12 +37,6 @@ pub struct Ring<T: Vacant, const N: usize> {
     len: u16,
 }
 
-impl<T: Vacant, const N: usize> Default for Ring<T, N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<T: Vacant, const N: usize> Ring<T, N> {
     const FITS: () = assert!(N > 0 && N < u16::MAX as usize, "a ring holds 1 to 65,534 items");
 
@@ -65,10 +59,6 @@ impl<T: Vacant, const N: usize> Ring<T, N> {
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.len as usize
-    }
-
-    pub const fn capacity(&self) -> usize {
-        N
     }
 
     /// The slot of the `k`th item from the oldest (`k` at most `N`).

@@ -58,6 +58,10 @@ pub enum FromRecv {
     Stat { key: u32, buf: u8, ustat: bool },
 }
 
+impl crate::ring::Vacant for FromRecv {
+    const VACANT: FromRecv = FromRecv::Answer { token: 0 };
+}
+
 /// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass
 /// (a piggybacked ack and a nack or answer), drained every pass.
 pub const FROM_RECV_LEN: usize = 2 * crate::recv::RECV_BUDGET as usize;
@@ -468,7 +472,3 @@ const _: () = assert!(map::HDMA_RING.is_multiple_of(8) && rings::HDMA_CMD_SIZE =
 
 #[cfg(test)]
 mod tests;
-
-impl crate::ring::Vacant for FromRecv {
-    const VACANT: FromRecv = FromRecv::Answer { token: 0 };
-}
