@@ -193,8 +193,9 @@ impl Mcp {
         for p in 0..NUM_PORTS {
             hw.store_u32(nic_abi::port::port_reg(p, nic_abi::port::FW_STATE), 0);
         }
-        cx.stats.clear(hw);
+        shared::Stats::clear(hw);
         self.offloads.init(&mut offload::Services::new(cx, hw, &mut Work::default()));
+        shared::Stats::flush(hw, &mut self.shared.later);
         self.port_news = None;
         self.pending = true;
         self.running = true;
@@ -233,6 +234,7 @@ impl Mcp {
         if !self.running {
             return Work::default();
         }
+        shared::Stats::bump(hw, Stat::Polls, 1);
         let now = hw.rtc();
         let news = self.news(hw);
         let due = self.deadline.is_some_and(|d| now >= d);
@@ -244,7 +246,6 @@ impl Mcp {
             }
             #[allow(unreachable_code)]
             {
-                self.shared.stats.count_quietly(Stat::Polls);
                 self.busy = false;
                 return Work::default();
             }
@@ -289,8 +290,7 @@ impl Mcp {
         }
         #[allow(unreachable_code)]
         {
-            self.shared.stats.count_quietly(Stat::Polls);
-            self.shared.stats.write(hw);
+            shared::Stats::flush(hw, &mut self.shared.later);
             self.busy = false;
             Some(Work::default())
         }
@@ -325,7 +325,6 @@ impl Mcp {
             cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
             self.sdma.begin_pass(cx, hw, w);
         }
-        cx.stats.count_quietly(Stat::Polls);
         if first || news & bit::PORTS != 0 {
             self.check_ports(hw, w);
         }
@@ -374,7 +373,7 @@ impl Mcp {
         self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
         self.rdma.flush_events(cx, &self.sdma, hw, w);
         let relative = self.compute_deadline();
-        self.shared.stats.write(hw);
+        shared::Stats::flush(hw, &mut self.shared.later);
         self.busy = !w.is_idle();
         // Work in a queue between machines (say a relayed packet RDMA
         // copies at the next pass) is left for the next pass too.
@@ -442,11 +441,6 @@ impl Mcp {
     /// Current states of the four machines (for debuggers and tests).
     pub fn states(&self) -> (SdmaState, SendState, RecvState, RdmaState) {
         (self.sdma.state(), self.send.state(), self.recv.state(), self.rdma.state())
-    }
-
-    /// A counter as the firmware holds it.
-    pub fn stat(&self, s: Stat) -> u64 {
-        self.shared.stats.get(s)
     }
 
     /// Work out the next deadline; true when RDMA has a timer in it, which

@@ -59,7 +59,7 @@ impl Mcp {
         if !evq_ok {
             // No event queue of its own: the port is not served, and says
             // so (the driver reports it); nothing is written anywhere.
-            cx.bump(Stat::Errors, 1);
+            cx.bump(hw, Stat::Errors, 1);
             log_warn!("port {=usize} refused: its event queue is not in its memory", p);
             hw.store_u32(port_reg(p, FW_STATE), STATE_REFUSED);
             return;

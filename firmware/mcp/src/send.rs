@@ -267,7 +267,7 @@ impl Send {
         hw.set_reg(regs::TXDMA_PROD, self.prod);
         cx.txbufs.sending(b);
         let _ = self.in_flight.push_back(b);
-        cx.bump(Stat::PacketsSent, 1);
+        cx.bump(hw, Stat::PacketsSent, 1);
         w.tx_packets += 1;
         Fan::priced(&buf, w);
     }
@@ -325,7 +325,7 @@ impl Send {
                 ..TxBuf::EMPTY
             },
         );
-        cx.bump(sent_stat(ptype), 1);
+        cx.bump(hw, sent_stat(ptype), 1);
         true
     }
 }

@@ -85,8 +85,8 @@ pub trait Window {
         _u: bool,
     ) {
         cx.rxfree.give(hw, buf);
-        cx.bump(Stat::BadHeaders, 1);
-        cx.bump(Stat::Drops, 1);
+        cx.bump(hw, Stat::BadHeaders, 1);
+        cx.bump(hw, Stat::Drops, 1);
     }
 
     /// Stream `s`'s cumulative ack moved its window on: true when the

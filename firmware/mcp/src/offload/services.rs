@@ -88,7 +88,7 @@ impl<'a, H: Hw> Services<'a, H> {
 
     /// Count `n` of NIC counter `s`.
     pub fn count(&mut self, s: Stat, n: u64) {
-        self.cx.bump(s, n);
+        self.cx.bump(self.hw, s, n);
     }
 
     /// One timer handled (`Work::timers`).

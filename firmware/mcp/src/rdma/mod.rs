@@ -296,7 +296,7 @@ impl Rdma {
                 cx.rdma_jobs.pop_front();
                 if let Some(ev) = job.then {
                     if matches!(ev, EvRef::Slot(_)) {
-                        cx.bump(Stat::MessagesReceived, 1);
+                        cx.bump(hw, Stat::MessagesReceived, 1);
                     }
                     cx.owe_event(job.port as usize, ev);
                 }
@@ -313,7 +313,7 @@ impl Rdma {
             if xlat == Xlat::Fault {
                 // Deregistered while the message was arriving: the bytes
                 // cannot be placed; the event still comes.
-                cx.bump(Stat::Errors, 1);
+                cx.bump(hw, Stat::Errors, 1);
             }
             if n == 0 {
                 cx.rx_release(hw, job.rx_buf);
@@ -341,7 +341,7 @@ impl Rdma {
             }
             if let Some(ev) = job.then {
                 if let EvRef::Slot(s) = ev {
-                    cx.bump(Stat::MessagesReceived, 1);
+                    cx.bump(hw, Stat::MessagesReceived, 1);
                     Fan::delivered(cx, hw, s, w);
                 }
                 cx.owe_event(job.port as usize, ev);

@@ -35,7 +35,7 @@ impl Recv {
         expected: u32,
         round: u8,
     ) {
-        cx.bump(Stat::OutOfOrder, 1);
+        cx.bump(hw, Stat::OutOfOrder, 1);
         let rx = &mut self.rxs[r];
         if rx.nacked != Some(expected) || rx.nack_round != round {
             rx.nacked = Some(expected);
@@ -43,7 +43,7 @@ impl Recv {
             rx.nack_time = cx.now;
             self.queue_control(cx, r, Some((NackCode::OutOfOrder as u8, expected)), round);
         }
-        cx.bump(Stat::Drops, 1);
+        cx.bump(hw, Stat::Drops, 1);
         cx.rxfree.give(hw, buf);
     }
 
@@ -180,7 +180,7 @@ impl Recv {
             if self.last_rx.1 == r {
                 self.last_rx = (0, NIL);
             }
-            cx.bump(Stat::StreamsEvicted, 1);
+            cx.bump(hw, Stat::StreamsEvicted, 1);
         }
     }
 
@@ -216,9 +216,9 @@ impl Recv {
         self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
         Win::refused_in(self, cx, hw, r, code, h);
         if code == NackCode::NoBuffer {
-            cx.bump(Stat::NoBuffer, 1);
+            cx.bump(hw, Stat::NoBuffer, 1);
         }
-        cx.bump(Stat::Drops, 1);
+        cx.bump(hw, Stat::Drops, 1);
         cx.rxfree.give(hw, buf);
     }
 

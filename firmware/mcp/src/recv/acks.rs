@@ -11,7 +11,7 @@ impl Recv {
     /// lost ack or nack costs the sender a timeout, nothing more).
     pub(crate) fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
         if cx.from_recv.push_back(m).is_err() {
-            cx.bump(Stat::ControlDrops, 1);
+            cx.count_later(Stat::ControlDrops, 1);
         }
     }
 

@@ -42,7 +42,7 @@ impl Recv {
         };
         self.next_repair = cx.now.saturating_add(self.repair_every);
         if fixed > 0 {
-            cx.bump(Stat::Errors, fixed as u64);
+            cx.bump(hw, Stat::Errors, fixed as u64);
             log_warn!("receive ring repaired: {=u32} entries", fixed);
         }
         let since = match self.lost_since {
@@ -61,7 +61,7 @@ impl Recv {
             if lost & (1 << b) != 0 {
                 cx.rxfree.back(b);
                 cx.rxfree.give(hw, b as u8);
-                cx.bump(Stat::Errors, 1);
+                cx.bump(hw, Stat::Errors, 1);
             }
         }
     }

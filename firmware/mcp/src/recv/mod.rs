@@ -356,8 +356,8 @@ impl Recv {
     }
 
     pub(crate) fn drop_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, why: Stat) {
-        cx.bump(why, 1);
-        cx.bump(Stat::Drops, 1);
+        cx.bump(hw, why, 1);
+        cx.bump(hw, Stat::Drops, 1);
         cx.rxfree.give(hw, buf);
     }
 
@@ -377,8 +377,8 @@ impl Recv {
         if !cx.rxfree.back(d.buf) {
             // Not one of ours (out of range, or not with the engine):
             // nothing to give back.
-            cx.bump(Stat::BadHeaders, 1);
-            cx.bump(Stat::Drops, 1);
+            cx.bump(hw, Stat::BadHeaders, 1);
+            cx.bump(hw, Stat::Drops, 1);
             return Next::Handled;
         }
         let buf = d.buf as u8;
@@ -400,7 +400,7 @@ impl Recv {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return Next::Handled;
         }
-        cx.bump(Stat::PacketsReceived, 1);
+        cx.bump(hw, Stat::PacketsReceived, 1);
         if crate::offload::is_offload_type(h.ptype) {
             return Next::Offload(crate::offload::Packet { buf, header: h });
         }
@@ -426,7 +426,7 @@ impl Recv {
                 // SDMA reads the payload and gives the buffer back.
                 let ustat = h.ptype == PacketType::Ustat;
                 if cx.from_recv.push_back(FromRecv::Stat { key, buf, ustat }).is_err() {
-                    cx.bump(Stat::ControlDrops, 1);
+                    cx.bump(hw, Stat::ControlDrops, 1);
                     cx.rxfree.give(hw, buf);
                 }
                 Next::Handled

@@ -163,7 +163,7 @@ pub(crate) fn refuse(
     cause: ErrorCause,
     takes_send: bool,
 ) {
-    cx.bump(Stat::Errors, 1);
+    cx.bump(hw, Stat::Errors, 1);
     log_warn!("port {=usize}: descriptor refused: {}", p, cause);
     let (tag, kind_byte) = (raw.tag, raw.kind);
     if kind_byte == DescKind::Provide as u8 {

@@ -291,7 +291,7 @@ impl Sdma {
         // Payload: one host-DMA command per page piece.
         if xlat == Xlat::Fault {
             // The memory was deregistered under a queued send.
-            cx.bump(Stat::Errors, 1);
+            cx.bump(hw, Stat::Errors, 1);
             self.abandon_stream(cx, s, Some(SendStatus::Dropped));
             return false;
         }
@@ -449,9 +449,9 @@ impl Sdma {
             self.txs[s].cursor = cx.tokens[t].next;
         }
         if sent == Sent::Retransmit {
-            cx.bump(Stat::Retransmits, 1);
-            cx.bump(self.txs[s].retx_cause.stat(), 1);
-            cx.bump(Stat::RetxBytes, plen as u64);
+            cx.bump(hw, Stat::Retransmits, 1);
+            cx.bump(hw, self.txs[s].retx_cause.stat(), 1);
+            cx.bump(hw, Stat::RetxBytes, plen as u64);
         }
         self.watch(s);
         Win::sent(self, cx, hw, s, seq);

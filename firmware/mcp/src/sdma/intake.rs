@@ -424,7 +424,7 @@ impl Sdma {
                     // (the queue holds a pass's intake: it cannot fill).
                     if cx.provided.push_back(i).is_err() {
                         cx.slots.free(i);
-                        cx.bump(Stat::Errors, 1);
+                        cx.bump(hw, Stat::Errors, 1);
                     }
                 }
             }

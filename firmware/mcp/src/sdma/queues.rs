@@ -155,7 +155,7 @@ impl Sdma {
         self.txs.free(s);
         self.free_conn_if_unused(st.conn);
         self.evicted = self.evicted.wrapping_add(1);
-        cx.bump(nic_abi::stats::Stat::StreamsEvicted, 1);
+        cx.count_later(nic_abi::stats::Stat::StreamsEvicted, 1);
         log_trace!("stream to node {=u16} let go", st.remote_node);
     }
 

@@ -172,7 +172,7 @@ impl Sdma {
                 TokKind::GetResp => cx.tokens.free(t),
                 _ if cx.tokens[t].is_internal() => complete_token(cx, t, SendStatus::Ok),
                 _ => {
-                    cx.bump(Stat::MessagesSent, 1);
+                    cx.count_later(Stat::MessagesSent, 1);
                     complete_token(cx, t, SendStatus::Ok)
                 }
             }
@@ -344,7 +344,7 @@ impl Sdma {
     /// the whole send timeout: that send times out, the rest queued on the
     /// stream are dropped, and the stream stays suspended until Resume.
     fn send_timed_out(&mut self, cx: &mut Shared, s: u16, seq: u32) {
-        cx.bump(Stat::Timeouts, 1);
+        cx.count_later(Stat::Timeouts, 1);
         let head = self.txs[s].head;
         if head != NIL && cx.tokens[head].is_internal() {
             // The NIC's own send (a relay's to a child): the host was not

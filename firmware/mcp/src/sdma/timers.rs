@@ -67,7 +67,7 @@ impl Sdma {
                 w.timers += 1;
                 self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
                 if silent {
-                    cx.bump(Stat::Timeouts, 1);
+                    cx.bump(hw, Stat::Timeouts, 1);
                     log_warn!(
                         "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
                         s,

@@ -25,7 +25,7 @@ mod bufs;
 mod trace;
 
 pub use bufs::{HostDmaRing, RxFreeRing, TxBufs};
-pub use trace::{MachineState, Stats, Trace};
+pub use trace::{Deferred, MachineState, Stats, Trace};
 
 use crate::hw::Hw;
 use crate::pool::Pool;
@@ -34,7 +34,7 @@ use crate::Config;
 use nic_abi::map;
 use nic_abi::packet::NackCode;
 use nic_abi::rings;
-use nic_abi::stats::{Stat, STAT_COUNT};
+use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
 use nic_abi::NUM_PORTS;
 
@@ -142,7 +142,8 @@ pub struct Shared {
     /// [`Shared::transition`] that moves): a pass that moved one is
     /// followed by a full pass whatever the news.
     pub moved: bool,
-    pub stats: Stats,
+    /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
+    pub later: Deferred,
     pub trace: Trace,
     /// The translation cache and the page-table lines being read.
     pub xlat: crate::translate::Translator,
@@ -156,7 +157,7 @@ impl Shared {
     /// (the loss is counted: its stream's timers cover for it).
     pub fn push_control(&mut self, c: Control) -> bool {
         if self.controls.push_back(c).is_err() {
-            self.bump(Stat::ControlDrops, 1);
+            self.count_later(Stat::ControlDrops, 1);
             return false;
         }
         true
@@ -223,7 +224,7 @@ impl Shared {
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
             moved: false,
-            stats: Stats { counts: [0; STAT_COUNT], dirty: 0 },
+            later: Deferred::new(),
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
             offload: crate::offload::CoreSide::new(),
@@ -343,8 +344,16 @@ impl Shared {
         Some(s)
     }
 
-    pub fn bump(&mut self, s: Stat, n: u64) {
-        self.stats.bump(s, n);
+    /// Add `n` to counter `s` at the end of the pass (where no `Hw` is
+    /// at hand: rare paths).
+    pub fn count_later(&mut self, s: Stat, n: u64) {
+        Stats::later(&mut self.later, s, n);
+    }
+
+    /// Add `n` to counter `s` (in SRAM).
+    #[inline(always)]
+    pub fn bump(&self, hw: &mut impl Hw, s: Stat, n: u64) {
+        Stats::bump(hw, s, n);
     }
 
     /// A machine's transition: `state` becomes `to` because of `cause`,
@@ -439,7 +448,7 @@ impl Shared {
             self.events_owed |= 1 << p;
         }
         if !pushed {
-            self.bump(Stat::Errors, 1);
+            self.count_later(Stat::Errors, 1);
             match ev {
                 EvRef::Token(t) => self.tokens.free(t),
                 EvRef::Slot(s) => self.slots.free(s),

@@ -1,5 +1,5 @@
 //! The transition trace (a ring in SRAM, when tracing is on) and the
-//! counters (kept here, written to SRAM once a pass when one moved).
+//! counters (in SRAM, bumped in place).
 
 use crate::hw::Hw;
 use nic_abi::map;
@@ -48,51 +48,65 @@ impl Trace {
     }
 }
 
-/// The NIC's counters, mirrored into SRAM at the end of a pass.
-pub struct Stats {
-    pub(super) counts: [u64; STAT_COUNT],
-    /// A bit per counter bumped since the SRAM copy was last written
-    /// (the pass counter's is not kept: it goes out with any other).
-    pub(super) dirty: u64,
+/// The NIC's counters. They live in SRAM (`map::STATS`, which the host
+/// reads) and are bumped there in place: no copy to keep and write back
+/// at the end of a pass.
+pub struct Stats;
+
+/// Counts kept for [`Stats::flush`].
+pub struct Deferred {
+    counts: [u64; STAT_COUNT],
+    /// A bit per counter with a count kept.
+    dirty: u64,
+}
+
+impl Deferred {
+    pub const fn new() -> Deferred {
+        Deferred { counts: [0; STAT_COUNT], dirty: 0 }
+    }
 }
 
 const _: () = assert!(STAT_COUNT <= 64, "a dirty bit per counter");
 const _: () = assert!(NUM_PORTS <= 8, "an owed-events bit per port");
 
 impl Stats {
-    pub fn bump(&mut self, s: Stat, n: u64) {
-        self.counts[s as usize] += n;
-        self.dirty |= 1 << s as u32;
+    #[inline(always)]
+    pub fn bump(hw: &mut impl Hw, s: Stat, n: u64) {
+        let at = stat_offset(s);
+        let v = hw.load_u64(at);
+        hw.store_u64(at, v.wrapping_add(n));
     }
 
-    /// Counted without marking the SRAM copy stale (the pass counter).
-    pub fn count_quietly(&mut self, s: Stat) {
-        self.counts[s as usize] += 1;
+    /// Counted where no `Hw` is at hand (rare paths: drops, errors,
+    /// evictions, timeouts): added to SRAM at the end of the pass.
+    pub fn later(d: &mut Deferred, s: Stat, n: u64) {
+        d.counts[s as usize] += n;
+        d.dirty |= 1 << s as u32;
     }
 
-    pub fn get(&self, s: Stat) -> u64 {
-        self.counts[s as usize]
-    }
-
-    pub fn clear(&mut self, hw: &mut impl Hw) {
-        for s in ALL_STATS {
-            hw.store_u64(stat_offset(s), 0);
+    /// Add what was counted for later to SRAM.
+    #[inline(always)]
+    pub fn flush(hw: &mut impl Hw, d: &mut Deferred) {
+        if d.dirty != 0 {
+            Self::flush_all(hw, d);
         }
     }
 
-    /// Bring the SRAM copy up to date: the counters bumped since the
-    /// last write, and the pass counter with them (only the firmware
-    /// writes the block: the others hold what was written last).
-    pub fn write(&mut self, hw: &mut impl Hw) {
-        if self.dirty == 0 {
-            return;
-        }
-        let mut bits = self.dirty | 1 << Stat::Polls as u32;
-        self.dirty = 0;
+    #[inline(never)]
+    fn flush_all(hw: &mut impl Hw, d: &mut Deferred) {
+        let mut bits = core::mem::take(&mut d.dirty);
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            hw.store_u64(nic_abi::map::STATS + i as u32 * 8, self.counts[i]);
+            let at = nic_abi::map::STATS + i as u32 * 8;
+            let v = hw.load_u64(at);
+            hw.store_u64(at, v.wrapping_add(core::mem::take(&mut d.counts[i])));
+        }
+    }
+
+    pub fn clear(hw: &mut impl Hw) {
+        for s in ALL_STATS {
+            hw.store_u64(stat_offset(s), 0);
         }
     }
 }

@@ -367,7 +367,7 @@ impl Bench {
     }
 
     pub(crate) fn stat(&self, n: usize, s: Stat) -> u64 {
-        self.nodes[n].mcp.stat(s)
+        self.nodes[n].r64(nic_abi::stats::stat_offset(s))
     }
 }
 

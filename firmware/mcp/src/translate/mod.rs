@@ -311,7 +311,7 @@ impl Shared {
                     x.missed[i] = (u8::MAX, 0);
                     x.missed_live -= 1;
                 }
-                None => self.stats.bump(Stat::TlbHits, 1),
+                None => crate::shared::Stats::bump(hw, Stat::TlbHits, 1),
             }
             return bus_in_slice(hw, p, page, vaddr);
         }
@@ -388,7 +388,7 @@ impl Shared {
             cookie: i as u64,
         };
         self.hdma.post(hw, cmd, HdmaAction::PtLine(i as u8));
-        self.stats.bump(Stat::TlbMisses, 1);
+        crate::shared::Stats::bump(hw, Stat::TlbMisses, 1);
         Xlat::Wait
     }
 
@@ -415,7 +415,7 @@ impl Shared {
             }
         }
         let evicted = x.tlb.evictions - before;
-        self.stats.bump(Stat::TlbEvictions, evicted);
+        crate::shared::Stats::bump(hw, Stat::TlbEvictions, evicted);
     }
 
     /// Port `p` closed: its cached translations go (a port opened again

@@ -114,7 +114,7 @@ pub fn compute_children(
         set_child(hw, r, n, node, c.subtree);
         n += 1;
     }
-    cx.bump(Stat::McastTreeOps, n as u64);
+    cx.bump(hw, Stat::McastTreeOps, n as u64);
     Some(n)
 }
 

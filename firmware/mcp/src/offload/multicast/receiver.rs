@@ -91,7 +91,7 @@ pub(super) fn data_packet(
     }
     if m != NIL && !recv.relay_hold(cx, hw, m, buf) {
         // The relay holds all the buffers it may: later.
-        cx.bump(Stat::McastBusy, 1);
+        cx.bump(hw, Stat::McastBusy, 1);
         return None;
     }
     if last {
@@ -137,7 +137,7 @@ impl Recv {
             return Ok(MREC_LEAF);
         }
         if cx.mcasts.available() == 0 {
-            cx.bump(Stat::McastBusy, 1);
+            cx.bump(hw, Stat::McastBusy, 1);
             return Err(NackCode::Busy);
         }
         let mut rec = McastRec::EMPTY;
@@ -169,7 +169,7 @@ impl Recv {
             });
         if n > 0 && !room {
             cx.mcasts.free(r);
-            cx.bump(Stat::McastBusy, 1);
+            cx.bump(hw, Stat::McastBusy, 1);
             return Err(NackCode::Busy);
         }
         let rec = &mut cx.mcasts[r];

@@ -52,6 +52,6 @@ pub(super) fn fill(cx: &mut Shared, t: u16, pkt: u32, buf: &mut TxBuf) -> Option
     rec.priced = rec.priced.max(pkt + 1);
     buf.mcast = if first { McastCost::First } else { McastCost::Further(further_index(rec)) };
     buf.gather = rec.bufs[pkt as usize % RELAY_WINDOW];
-    cx.bump(Stat::McastForwarded, 1);
+    cx.count_later(Stat::McastForwarded, 1);
     Some(true)
 }

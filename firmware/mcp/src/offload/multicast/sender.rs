@@ -179,7 +179,7 @@ impl Sdma {
             st.sync_next = true;
             st.sync_gen = st.sync_gen.wrapping_add(1);
         }
-        cx.bump(Stat::McastReports, 1);
+        cx.count_later(Stat::McastReports, 1);
         if self.txs[s].suspended {
             mcast::drop_list(cx, k);
             cx.tokens.free(k);
@@ -220,7 +220,7 @@ impl Sdma {
             }
             let status = if unreached == 0 { SendStatus::Ok } else { SendStatus::Incomplete };
             if rec.parent.is_none() {
-                cx.bump(Stat::McastCompleted, 1);
+                cx.bump(hw, Stat::McastCompleted, 1);
             }
             complete_token(cx, t, status);
         }

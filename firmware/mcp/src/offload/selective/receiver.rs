@@ -123,9 +123,9 @@ impl Recv {
             self.name_missing(cx, r, from, end);
             return;
         }
-        cx.bump(Stat::OutOfOrder, 1);
+        cx.bump(hw, Stat::OutOfOrder, 1);
         let _ = self.held.holds.push(Hold { stream: r, seq: h.seq, buf });
-        cx.bump(Stat::Held, 1);
+        cx.bump(hw, Stat::Held, 1);
         if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
             self.name_missing(cx, r, lo, hi);
         }
@@ -196,8 +196,8 @@ impl Recv {
             then: None,
             relayed: false,
         });
-        cx.bump(Stat::OutOfOrder, 1);
-        cx.bump(Stat::Held, 1);
+        cx.bump(hw, Stat::OutOfOrder, 1);
+        cx.bump(hw, Stat::Held, 1);
         if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
             self.name_missing(cx, r, lo, hi);
         }
@@ -382,7 +382,7 @@ impl Recv {
         if self.rxs.is_live(h.stream) {
             self.rxs[h.stream].win.unhold(h.seq);
         }
-        cx.bump(Stat::Drops, 1);
+        cx.bump(hw, Stat::Drops, 1);
         cx.rxfree.give(hw, h.buf);
         true
     }

@@ -33,8 +33,8 @@ impl Sdma {
         match (self.tx_index.get(&key), stat) {
             (Some(&s), Some(st)) => self.on_stat(cx, hw, s, &st, ustat),
             (_, None) => {
-                cx.bump(Stat::BadHeaders, 1);
-                cx.bump(Stat::Drops, 1);
+                cx.bump(hw, Stat::BadHeaders, 1);
+                cx.bump(hw, Stat::Drops, 1);
             }
             _ => {}
         }
