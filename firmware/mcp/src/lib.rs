@@ -121,6 +121,17 @@ pub struct Mcp {
 pub const NEWS: [regs::Reg<u32>; 5] =
     [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
 
+/// What the host-DMA completions of a pass gave the machines
+/// ([`Mcp::completions`]), least to most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Gave {
+    Nothing,
+    /// A transmit buffer filled: SEND has it.
+    Filled,
+    /// An offload's completion: a whole pass.
+    Other,
+}
+
 /// The bits of a pass's news: which counters of [`NEWS`] moved.
 mod bit {
     pub const HDMA: u32 = 1 << 0;
@@ -261,39 +272,62 @@ impl Mcp {
     }
 
     /// A pass whose only news is the engines' completions (the most
-    /// common after a busy pass: the packet left, the event was written):
-    /// the completions are taken, and unless one of them gave a machine
-    /// work (a filled buffer, a payload copied, a translation read, an
-    /// offload's, freed transmit buffers a fill waits for, owed events),
-    /// the pass ends there. None: a whole pass is needed (it finds the
-    /// completions taken).
+    /// common after a busy pass: the packet left, the event was written,
+    /// the payload is in its transmit buffer). The completions are
+    /// taken; then, when nothing else waits (no queue between machines,
+    /// nothing left in a ring, no fill to go on), only the parts they
+    /// gave work run: SEND for a filled transmit buffer (and SDMA's fill,
+    /// which finds no stream to fill and settles), RDMA's flush for owed
+    /// events. Completions that gave other work (a translation read, an
+    /// offload's) need a whole pass. None: a whole pass is needed (it
+    /// finds the completions taken).
     fn completions_pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Option<Work> {
         self.shared.now = now;
-        if news & bit::HDMA != 0 && self.completions(hw) {
-            return None;
+        let mut filled = false;
+        if news & bit::HDMA != 0 {
+            match self.completions(hw) {
+                Gave::Nothing => {}
+                Gave::Filled => filled = true,
+                Gave::Other => return None,
+            }
         }
         if news & bit::TXDMA != 0 {
             self.send.completions(&mut self.shared, hw);
         }
         let cx = &self.shared;
-        if cx.events_owed != 0
-            || !self.rdma.waits_for_completions(cx)
-            || self.queued()
+        if !self.rdma.waits_for_completions(cx)
+            || self.queued_besides_ready()
+            || (!filled && !cx.tx_ready.is_empty())
+            || (filled && !self.sdma.fills_nothing())
             || self.recv.leftover()
             || self.sdma.leftover(cx)
         {
             return None;
         }
+        let mut w = Work::default();
+        if filled || cx.events_owed != 0 {
+            let cx = &mut self.shared;
+            if filled {
+                self.sdma.fill(cx, hw, &mut w);
+                self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
+            }
+            self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
+            let relative = self.compute_deadline();
+            self.pending = relative
+                || self.queued()
+                || self.recv.leftover()
+                || self.sdma.leftover(&self.shared);
+        }
+        shared::Stats::flush(hw, &mut self.shared.later);
+        self.busy = !w.is_idle();
         #[cfg(any(test, feature = "check-gating"))]
-        if GATING_CHECKED.with(|c| c.get()) {
-            return Some(self.check_gating(hw, now));
+        if !self.pending && GATING_CHECKED.with(|c| c.get()) {
+            // What the parts left undone would have found: nothing.
+            let busy = self.busy;
+            self.check_gating(hw, now);
+            self.busy = busy;
         }
-        #[allow(unreachable_code)]
-        {
-            shared::Stats::flush(hw, &mut self.shared.later);
-            self.busy = false;
-            Some(Work::default())
-        }
+        Some(w)
     }
 
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
@@ -319,7 +353,6 @@ impl Mcp {
         let first = self.port_news.is_none();
         let host = first || news & (bit::HOST | bit::PORTS) != 0;
         let cx = &mut self.shared;
-        cx.moved = false;
         cx.now = now;
         if host {
             cx.trace.on = hw.reg(regs::TRACE_ENABLE) != 0;
@@ -383,9 +416,14 @@ impl Mcp {
 
     /// Is there work in a queue between machines?
     fn queued(&self) -> bool {
+        !self.shared.tx_ready.is_empty() || self.queued_besides_ready()
+    }
+
+    /// Is there work in a queue between machines other than SEND's
+    /// filled buffers?
+    fn queued_besides_ready(&self) -> bool {
         let cx = &self.shared;
         !(cx.rdma_jobs.is_empty()
-            && cx.tx_ready.is_empty()
             && cx.controls.is_empty()
             && cx.from_recv.is_empty()
             && cx.provided.is_empty()
@@ -396,14 +434,14 @@ impl Mcp {
     }
 
     /// Host-DMA commands the engine finished, in order: each completion
-    /// goes to the machine that posted it.
-    /// True if one of them may have given a machine work that the
-    /// machines' own state does not show (a filled buffer, an offload's
-    /// completion); a payload copied, an event written or a translation
-    /// read leave what the waiting machine needs in its state.
-    fn completions(&mut self, hw: &mut impl Hw) -> bool {
+    /// goes to the machine that posted it. What they gave the machines
+    /// beyond what the machines' own state shows: a filled buffer for
+    /// SEND, an offload's completion; a payload copied, an event written
+    /// or a translation read leave what the waiting machine needs in its
+    /// state.
+    fn completions(&mut self, hw: &mut impl Hw) -> Gave {
         let cx = &mut self.shared;
-        let mut work = false;
+        let mut gave = Gave::Nothing;
         for _ in 0..cx.hdma.finished(hw) {
             match cx.hdma.complete_one() {
                 HdmaAction::Nothing => {}
@@ -412,17 +450,17 @@ impl Mcp {
                 HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
                 HdmaAction::TxFilled(b) => {
                     self.sdma.filled(cx, hw, b);
-                    work = true;
+                    gave = gave.max(Gave::Filled);
                 }
                 HdmaAction::Offload(id, tag) => {
                     let mut w = Work::default();
                     let mut sv = offload::Services::new(cx, hw, &mut w);
                     self.offloads.completion(&mut sv, id, tag);
-                    work = true;
+                    gave = Gave::Other;
                 }
             }
         }
-        work
+        gave
     }
 
     /// RTC tick when a timer falls due, if any.

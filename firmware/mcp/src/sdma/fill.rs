@@ -56,7 +56,7 @@ impl Sdma {
     /// debugger breaks here) and short.
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        if self.conn_queue_len == 0 && !self.sched.may_pick() {
+        if self.fills_nothing() {
             // (Clears a wait the scheduler kept from an earlier pass.)
             Sched::fill_start(self, cx, hw, w);
             self.relay_built = false;
@@ -110,6 +110,13 @@ impl Sdma {
             }
         };
         self.settle(cx, hw, stop);
+    }
+
+    /// Would the fill find no stream to fill (none queued, and the
+    /// scheduler policy would pick none)? Then it only settles what the
+    /// machine waits for.
+    pub(crate) fn fills_nothing(&self) -> bool {
+        self.conn_queue_len == 0 && !self.sched.may_pick()
     }
 
     /// Has the fill work it would do at the next pass whatever the news?

@@ -138,10 +138,6 @@ pub struct Shared {
     /// push; RDMA clears it when it finds the queue empty): a pass looks
     /// only at those queues, not at every port's.
     pub events_owed: u8,
-    /// A machine changed state since the core last looked (set by every
-    /// [`Shared::transition`] that moves): a pass that moved one is
-    /// followed by a full pass whatever the news.
-    pub moved: bool,
     /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
     pub later: Deferred,
     pub trace: Trace,
@@ -223,7 +219,6 @@ impl Shared {
             tx_ready: crate::ring::Ring::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
-            moved: false,
             later: Deferred::new(),
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),
@@ -370,9 +365,8 @@ impl Shared {
             return;
         }
         let from = core::mem::replace(state, to);
-        self.moved = true;
         // (The record's operands are worked out only when tracing is on,
-        // out of line: a transition is a compare and two stores.)
+        // out of line: a transition is a compare and a store.)
         if self.trace.on {
             self.trace_transition(hw, from, to, cause);
         }
