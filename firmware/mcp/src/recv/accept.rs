@@ -107,6 +107,7 @@ impl Recv {
         let r = self.rxs.alloc(rx)?;
         if self.rx_index.insert(key, r).is_err() {
             self.rxs.free(r);
+            self.ack_next = 0;
             return None;
         }
         // A stream let go of earlier comes back where it stood.
@@ -177,6 +178,7 @@ impl Recv {
         if let Some(r) = victim {
             self.rx_index.remove(&self.rxs[r].key);
             self.rxs.free(r);
+            self.ack_next = 0;
             if self.last_rx.1 == r {
                 self.last_rx = (0, NIL);
             }
@@ -197,6 +199,7 @@ impl Recv {
         if urgent || u32::from(rx.unacked) >= half_window {
             rx.ack_due = now;
         }
+        self.ack_next = self.ack_next.min(rx.ack_due);
         if !rx.on_ack_list {
             rx.on_ack_list = true;
             let _ = self.ack_list.push(r);

@@ -45,6 +45,7 @@ impl Recv {
     /// Acks that fell due go to SEND.
     pub(super) fn ack_timers(&mut self, cx: &mut Shared, w: &mut Work) {
         let now = cx.now;
+        let mut next = u64::MAX;
         let mut i = 0;
         while i < self.ack_list.len() {
             let r = self.ack_list[i];
@@ -62,8 +63,10 @@ impl Recv {
                 w.timers += 1;
                 continue;
             }
+            next = next.min(self.rxs[r].ack_due);
             i += 1;
         }
+        self.ack_next = next;
     }
 
     /// The earliest RTC tick an owed ack falls due.
@@ -88,6 +91,8 @@ impl Recv {
         let rx = &mut self.rxs[r];
         rx.ack_pending = false;
         rx.unacked = 0;
+        // (Off the list at the next pass.)
+        self.ack_next = 0;
         Some(rx.win.expected())
     }
 
@@ -113,6 +118,7 @@ impl Recv {
         let rx = &mut self.rxs[c.rx_stream];
         rx.ack_pending = false;
         rx.unacked = 0;
+        self.ack_next = 0;
         Some(ControlOut {
             remote_node: r.remote_node,
             local_port: r.local_port,

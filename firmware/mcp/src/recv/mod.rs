@@ -163,6 +163,11 @@ pub struct Recv {
     seen_prod: u32,
     /// Receiving streams owing an ack.
     ack_list: heapless::Vec<u16, MAX_STREAMS>,
+    /// No ack on the list falls due before this RTC tick (u64::MAX: none
+    /// owed), and none went out piggybacked since the ack timers last
+    /// looked (`ack_next` is then 0: the list is tidied at the next
+    /// pass): the ack timers are not looked at before it.
+    ack_next: u64,
     /// Per port: posted receive buffers, FIFO (head, tail), linked
     /// through their records (`RecvSlot::next`).
     slots_head: [u16; NUM_PORTS],
@@ -195,6 +200,7 @@ impl Recv {
             cons: 0,
             seen_prod: 0,
             ack_list: heapless::Vec::new(),
+            ack_next: u64::MAX,
             slots_head: [NIL; NUM_PORTS],
             slots_tail: [NIL; NUM_PORTS],
             lost_since: None,
@@ -295,10 +301,9 @@ impl Recv {
     /// The end of RECV's part of a pass: acks that fell due go to SEND,
     /// and the state says what is left waiting.
     pub fn end_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        let quiet =
-            self.ack_list.is_empty() && self.stopped.is_none() && self.seen_prod == self.cons;
+        let quiet = cx.now < self.ack_next && self.stopped.is_none() && self.seen_prod == self.cons;
         if quiet && self.state == RecvState::Idle {
-            // No ack owed, nothing left waiting: idle it stays.
+            // No ack due, nothing left waiting: idle it stays.
             return;
         }
         self.ack_timers(cx, w);
