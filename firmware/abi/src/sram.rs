@@ -12,7 +12,12 @@
 //! `store_*` of its producer counter.
 //!
 //! Out-of-range accesses never panic: reads yield zero, writes are
-//! dropped. A backing may count them (`SliceHw::faults`).
+//! dropped. A backing may count them (`SliceHw::faults`, with word
+//! accesses off their alignment). One backing trades the check for speed:
+//! the NIC CPU's image wraps a word access into the first
+//! `map::SRAM_MIN` bytes, aligned down (one AND: it stays inside SRAM
+//! whatever the offset), which gives the same result for every offset in
+//! range and aligned, the only kind the MCP makes.
 //!
 //! Owns nothing; touches only the memory of the backing it is implemented
 //! for. `[u8]` is the plain backing: the sim's SRAM, a test's buffer.

@@ -211,6 +211,14 @@ fn run_sim(
     let l = ledger.borrow();
     let brm_ref = brm.as_ref().map(|b| b.borrow());
     let mut problems = l.problems.clone();
+    for n in 0..v.nodes {
+        let f = cluster.nic_stats(n).hw_faults;
+        if f > 0 {
+            problems.push(format!(
+                "node {n}: the MCP made {f} SRAM accesses out of range or off alignment"
+            ));
+        }
+    }
     if let Some(b) = &brm_ref {
         problems.extend(b.master().failures.iter().map(|e| format!("bandwidth manager: {e}")));
     }

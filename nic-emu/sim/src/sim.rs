@@ -406,7 +406,7 @@ impl SimCluster {
             let mut fw = make(node);
             let mut hw = SliceHw::new(&mut mem.sram);
             fw.init(&mut hw).map_err(|message| EmuError::FirmwareHalted { node, message })?;
-            let hw_faults = hw.faults as u64;
+            let hw_faults = hw.faults.get() as u64;
             let mem = Rc::new(RefCell::new(mem));
             backends.push(SimBackend::new(node, mem.clone(), bells.clone(), host_prices, rtc));
             nics.push(NicDevice::new(node, mem, &p));
@@ -525,7 +525,7 @@ impl SimCluster {
             self.rtc.write(&mut mem.sram[..], now);
             let mut hw = SliceHw::new(&mut mem.sram);
             let r = fw.init(&mut hw);
-            self.cpus[node].hw_faults += hw.faults as u64;
+            self.cpus[node].hw_faults += hw.faults.get() as u64;
             r
         };
         if self.traces.is_some() {
@@ -770,7 +770,7 @@ impl SimCluster {
                 self.rtc.write(&mut mem.sram[..], t);
                 let mut hw = SliceHw::new(&mut mem.sram);
                 let w = cpu.fw.poll(&mut hw);
-                cpu.hw_faults += hw.faults as u64;
+                cpu.hw_faults += hw.faults.get() as u64;
                 w
             };
             // One pass writes far fewer records than a ring holds: read

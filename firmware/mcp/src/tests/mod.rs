@@ -204,7 +204,7 @@ impl Bench {
             node.w64(reg(regs::RTC), rtc);
             let mut hw = SliceHw::new(&mut node.sram);
             let w = node.mcp.poll(&mut hw);
-            assert_eq!(hw.faults, 0, "firmware touched memory outside SRAM");
+            assert_eq!(hw.faults.get(), 0, "firmware touched SRAM out of range or off alignment");
             busy |= !w.is_idle();
             busy |= self.engines(i);
         }
