@@ -276,9 +276,10 @@ impl Mcp {
     /// the payload is in its transmit buffer). The completions are
     /// taken; then, when nothing else waits (no queue between machines,
     /// nothing left in a ring, no fill to go on), only the parts they
-    /// gave work run: SEND for a filled transmit buffer (and SDMA's fill,
-    /// which finds no stream to fill and settles), RDMA's flush for owed
-    /// events. Completions that gave other work (a translation read, an
+    /// gave work run: SEND for a filled transmit buffer (with RDMA's and
+    /// SDMA's steps before it, which find no copy and no stream to fill
+    /// and settle what they wait for as a whole pass would), RDMA's flush
+    /// for owed events. Completions that gave other work (a translation read, an
     /// offload's) need a whole pass. None: a whole pass is needed (it
     /// finds the completions taken).
     fn completions_pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Option<Work> {
@@ -308,7 +309,11 @@ impl Mcp {
         if filled || cx.events_owed != 0 {
             let cx = &mut self.shared;
             if filled {
-                self.sdma.fill(cx, hw, &mut w);
+                // As a whole pass would (RDMA's state and SDMA's timer
+                // list settle as there, in the same order): each finds
+                // nothing to do but what the filled buffer gave.
+                self.rdma.step(cx, hw, &mut w);
+                self.sdma.step(cx, hw, &mut self.offloads, false, &mut w);
                 self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
             }
             self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
@@ -485,13 +490,9 @@ impl Mcp {
     /// it counts from the time of the pass (a retry while the host is
     /// behind): each pass moves it, so no pass may be skipped then.
     fn compute_deadline(&mut self) -> bool {
-        let mut d: Option<u64> = None;
-        let mut at = |t: u64| {
-            d = Some(match d {
-                Some(x) => x.min(t),
-                None => t,
-            });
-        };
+        // (u64::MAX: none; a timer at the end of time is none either.)
+        let mut d = u64::MAX;
+        let mut at = |t: u64| d = d.min(t);
         self.sdma.deadline(&self.shared, &mut at);
         self.recv.deadline(&self.shared, &mut at);
         let mut relative = false;
@@ -502,7 +503,7 @@ impl Mcp {
         if let Some(t) = self.offloads.deadline() {
             at(t);
         }
-        self.deadline = d;
+        self.deadline = (d != u64::MAX).then_some(d);
         relative
     }
 }
