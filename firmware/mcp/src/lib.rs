@@ -276,10 +276,10 @@ impl Mcp {
     /// the payload is in its transmit buffer). The completions are
     /// taken; then, when nothing else waits (no queue between machines,
     /// nothing left in a ring, no fill to go on), only the parts they
-    /// gave work run: SEND for a filled transmit buffer (with RDMA's and
-    /// SDMA's steps before it, which find no copy and no stream to fill
-    /// and settle what they wait for as a whole pass would), RDMA's flush
-    /// for owed events. Completions that gave other work (a translation read, an
+    /// gave work run: SEND for a filled transmit buffer, RDMA's flush
+    /// for owed events (with RDMA's and SDMA's steps before them, which
+    /// find no copy and no stream to fill and settle what they wait for
+    /// as a whole pass would). Completions that gave other work (a translation read, an
     /// offload's) need a whole pass. None: a whole pass is needed (it
     /// finds the completions taken).
     fn completions_pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Option<Work> {
@@ -308,14 +308,13 @@ impl Mcp {
         let mut w = Work::default();
         if filled || cx.events_owed != 0 {
             let cx = &mut self.shared;
-            if filled {
-                // As a whole pass would (RDMA's state and SDMA's timer
-                // list settle as there, in the same order): each finds
-                // nothing to do but what the filled buffer gave.
-                self.rdma.step(cx, hw, &mut w);
-                self.sdma.step(cx, hw, &mut self.offloads, false, &mut w);
-                self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
-            }
+            // As a whole pass would, in its order (RECV's ack list, RDMA's
+            // state and SDMA's timer list are tidied and settle as there):
+            // each finds nothing to do but what the completions gave.
+            self.recv.end_pass(cx, hw, &mut w);
+            self.rdma.step(cx, hw, &mut w);
+            self.sdma.step(cx, hw, &mut self.offloads, false, &mut w);
+            self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
             self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
             let relative = self.compute_deadline();
             self.pending = relative
