@@ -61,6 +61,23 @@ pub trait Sram {
         self.write(off, &v.to_le_bytes())
     }
 
+    /// Load a u64 word of RAM: a word outside the register page and the
+    /// port windows (`map::REGS`, `map::PORTS`), which publish. A backing
+    /// that keeps those apart from the rest (the NIC CPU's image, where
+    /// they are PCI BARs) need not tell them apart here: a plain load. The
+    /// plain backings load as `load_u64` (and count a fault on a register
+    /// or port window word, where they count faults).
+    #[inline]
+    fn load_ram_u64(&self, off: u32) -> u64 {
+        self.load_u64(off)
+    }
+
+    /// Store a u64 word of RAM (as [`Sram::load_ram_u64`]).
+    #[inline]
+    fn store_ram_u64(&mut self, off: u32, v: u64) {
+        self.store_u64(off, v)
+    }
+
     /// Read register `r`, as wide as it is.
     #[inline]
     fn reg<W: Width>(&self, r: Reg<W>) -> W {

@@ -281,6 +281,20 @@ impl Sram for SramHw {
         unsafe { (*(self.addr(off) as *const AtomicU32)).store(v, Ordering::Release) }
     }
 
+    #[inline(always)]
+    fn load_ram_u64(&self, off: u32) -> u64 {
+        // SAFETY: `word` keeps the offset inside SRAM, aligned; RAM is this
+        // CPU's, read with a volatile load as in `load_u64` (a caller
+        // names only RAM here: the sim counts it a fault otherwise).
+        unsafe { ((SRAM_BASE + word::<8>(off)) as *const u64).read_volatile() }
+    }
+
+    #[inline(always)]
+    fn store_ram_u64(&mut self, off: u32, v: u64) {
+        // SAFETY: as in `load_ram_u64`, a volatile store as in `store_u64`.
+        unsafe { ((SRAM_BASE + word::<8>(off)) as *mut u64).write_volatile(v) }
+    }
+
     /// Relaxed loads, then one Acquire fence: the registers of the page
     /// are at constant offsets, so each is a load at the page's base.
     #[inline(always)]

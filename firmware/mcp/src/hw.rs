@@ -41,6 +41,19 @@ impl<'a> SliceHw<'a> {
         SliceHw { sram, faults: core::cell::Cell::new(0) }
     }
 
+    /// Count a fault when `off` is a word of the register page or a port
+    /// window (a RAM accessor's offset must not be).
+    #[inline]
+    fn check_ram(&self, off: u32) {
+        use nic_abi::map;
+        let files = |lo: u32, len: u32| off >= lo && off < lo + len;
+        if files(map::REGS, map::REGS_SIZE)
+            || files(map::PORTS, map::PORT_WINDOW * nic_abi::NUM_PORTS as u32)
+        {
+            self.faults.set(self.faults.get() + 1);
+        }
+    }
+
     /// Count a fault when `off..off + len` leaves SRAM or, for a word
     /// (`len` 4 or 8), `off` is not a multiple of `len`.
     #[inline]
@@ -93,6 +106,18 @@ impl Sram for SliceHw<'_> {
     fn store_u64(&mut self, off: u32, v: u64) {
         self.check(off, 8, true);
         self.sram.write(off, &v.to_le_bytes())
+    }
+
+    #[inline]
+    fn load_ram_u64(&self, off: u32) -> u64 {
+        self.check_ram(off);
+        self.load_u64(off)
+    }
+
+    #[inline]
+    fn store_ram_u64(&mut self, off: u32, v: u64) {
+        self.check_ram(off);
+        self.store_u64(off, v)
     }
 }
 

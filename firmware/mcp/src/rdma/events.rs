@@ -136,7 +136,7 @@ fn stage_unicast(cx: &Shared, hw: &mut impl Hw, ev: EvRef, staging: u32, seq: u3
                 (0, 0)
             } else {
                 let at = map::rx_inline(s as u32);
-                let (lo, hi) = (hw.load_u64(at), hw.load_u64(at + 8));
+                let (lo, hi) = (hw.load_ram_u64(at), hw.load_ram_u64(at + 8));
                 // Only the message's bytes: the rest of the slot's room
                 // holds an earlier message's.
                 let mask = |k: u32| if k >= 8 { u64::MAX } else { (1u64 << (8 * k)) - 1 };
@@ -174,7 +174,7 @@ fn stage_unicast(cx: &Shared, hw: &mut impl Hw, ev: EvRef, staging: u32, seq: u3
     };
     let words = [w0, w1, addr, tag, cx.now, inline.0, inline.1, (seq as u64) << 32];
     for (i, &x) in words.iter().enumerate() {
-        hw.store_u64(staging + 8 * i as u32, x);
+        hw.store_ram_u64(staging + 8 * i as u32, x);
     }
     true
 }

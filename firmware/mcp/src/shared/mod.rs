@@ -234,7 +234,7 @@ impl Shared {
             return RecvSlot::decode(&[0; map::RX_SLOT_SIZE as usize]);
         }
         let at = map::rx_slot(s as u32);
-        let w: [u64; 6] = core::array::from_fn(|i| hw.load_u64(at + 8 * i as u32));
+        let w: [u64; 6] = core::array::from_fn(|i| hw.load_ram_u64(at + 8 * i as u32));
         RecvSlot {
             port: w[0] as u8,
             prio: nic_abi::Priority::from_u8((w[0] >> 8) as u8).unwrap_or(nic_abi::Priority::Low),
@@ -262,14 +262,14 @@ impl Shared {
                 | (v.size_class as u64) << 16
                 | (v.error as u64) << 24
                 | (v.len as u64) << 32;
-            hw.store_u64(at, w0);
-            hw.store_u64(at + 8, v.vaddr);
-            hw.store_u64(at + 16, v.tag);
+            hw.store_ram_u64(at, w0);
+            hw.store_ram_u64(at + 8, v.vaddr);
+            hw.store_ram_u64(at + 16, v.tag);
             let [w3, w4, w5] = v.fill().words();
             let link = (v.next as u64) << SLOT_NEXT_SHIFT;
-            hw.store_u64(at + 24, w3);
-            hw.store_u64(at + 32, (w4 & !(0xFFFF << SLOT_NEXT_SHIFT)) | link);
-            hw.store_u64(at + 40, w5);
+            hw.store_ram_u64(at + 24, w3);
+            hw.store_ram_u64(at + 32, (w4 & !(0xFFFF << SLOT_NEXT_SHIFT)) | link);
+            hw.store_ram_u64(at + 40, w5);
         }
     }
 
@@ -279,7 +279,7 @@ impl Shared {
         if s as usize >= MAX_SLOTS {
             return crate::pool::NIL;
         }
-        (hw.load_u64(map::rx_slot(s as u32) + 32) >> SLOT_NEXT_SHIFT) as u16
+        (hw.load_ram_u64(map::rx_slot(s as u32) + 32) >> SLOT_NEXT_SHIFT) as u16
     }
 
     /// Posted slot `s` links to `next`: its fifth word (what a message
@@ -288,7 +288,7 @@ impl Shared {
     #[inline]
     pub fn link_slot(&self, hw: &mut impl Hw, s: u16, next: u16) {
         if (s as usize) < MAX_SLOTS {
-            hw.store_u64(map::rx_slot(s as u32) + 32, (next as u64) << SLOT_NEXT_SHIFT);
+            hw.store_ram_u64(map::rx_slot(s as u32) + 32, (next as u64) << SLOT_NEXT_SHIFT);
         }
     }
 
@@ -296,7 +296,7 @@ impl Shared {
     /// length, as the host's Provide gave them.
     #[inline]
     pub fn slot_posted(&self, hw: &impl Hw, s: u16) -> (u8, nic_abi::Priority, u8, u32) {
-        let w = if (s as usize) < MAX_SLOTS { hw.load_u64(map::rx_slot(s as u32)) } else { 0 };
+        let w = if (s as usize) < MAX_SLOTS { hw.load_ram_u64(map::rx_slot(s as u32)) } else { 0 };
         let prio = nic_abi::Priority::from_u8((w >> 8) as u8).unwrap_or(nic_abi::Priority::Low);
         (w as u8, prio, (w >> 16) as u8, (w >> 32) as u32)
     }
@@ -307,7 +307,7 @@ impl Shared {
         if s as usize >= MAX_SLOTS {
             return 0;
         }
-        hw.load_u64(map::rx_slot(s as u32) + 8)
+        hw.load_ram_u64(map::rx_slot(s as u32) + 8)
     }
 
     /// Receive slot `s`'s multicast tag word (`RecvSlot::mcast`).
@@ -316,7 +316,7 @@ impl Shared {
         if s as usize >= MAX_SLOTS {
             return 0;
         }
-        hw.load_u64(map::rx_slot(s as u32) + 24)
+        hw.load_ram_u64(map::rx_slot(s as u32) + 24)
     }
 
     /// Receive slot `s` takes a message: the three words of its record
@@ -326,9 +326,9 @@ impl Shared {
         if (s as usize) < MAX_SLOTS {
             let at = map::rx_slot(s as u32) + 24;
             let [a, b, c] = f.words();
-            hw.store_u64(at, a);
-            hw.store_u64(at + 8, b);
-            hw.store_u64(at + 16, c);
+            hw.store_ram_u64(at, a);
+            hw.store_ram_u64(at + 8, b);
+            hw.store_ram_u64(at + 16, c);
         }
     }
 

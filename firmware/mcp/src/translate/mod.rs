@@ -116,12 +116,12 @@ impl<H: Hw> TlbStore for SramTlb<'_, H> {
     #[inline]
     fn get(&self, i: u32) -> TlbEntry {
         let at = map::tlb_entry(i);
-        let last = self.0.load_u64(at + 16);
+        let last = self.0.load_ram_u64(at + 16);
         TlbEntry {
             valid: (last >> 40) as u8 != 0,
             port: (last >> 32) as u8,
-            vpn: self.0.load_u64(at),
-            bus_page: self.0.load_u64(at + 8),
+            vpn: self.0.load_ram_u64(at),
+            bus_page: self.0.load_ram_u64(at + 8),
             stamp: last as u32,
         }
     }
@@ -129,34 +129,34 @@ impl<H: Hw> TlbStore for SramTlb<'_, H> {
     #[inline]
     fn set(&mut self, i: u32, e: TlbEntry) {
         let at = map::tlb_entry(i);
-        self.0.store_u64(at, e.vpn);
-        self.0.store_u64(at + 8, e.bus_page);
+        self.0.store_ram_u64(at, e.vpn);
+        self.0.store_ram_u64(at + 8, e.bus_page);
         let last = e.stamp as u64 | (e.port as u64) << 32 | (e.valid as u64) << 40;
-        self.0.store_u64(at + 16, last);
+        self.0.store_ram_u64(at + 16, last);
     }
 
     /// The page number first: a way of another page is one load.
     #[inline]
     fn holds(&self, i: u32, port: u8, vpn: u64) -> bool {
         let at = map::tlb_entry(i);
-        if self.0.load_u64(at) != vpn {
+        if self.0.load_ram_u64(at) != vpn {
             return false;
         }
-        let last = self.0.load_u64(at + 16);
+        let last = self.0.load_ram_u64(at + 16);
         (last >> 40) as u8 != 0 && (last >> 32) as u8 == port
     }
 
     #[inline]
     fn bus_page(&self, i: u32) -> u64 {
-        self.0.load_u64(map::tlb_entry(i) + 8)
+        self.0.load_ram_u64(map::tlb_entry(i) + 8)
     }
 
     /// The stamp's half of the last word, the rest as it was.
     #[inline]
     fn set_stamp(&mut self, i: u32, stamp: u32) {
         let at = map::tlb_entry(i) + 16;
-        let last = self.0.load_u64(at);
-        self.0.store_u64(at, (last & !0xffff_ffff) | stamp as u64);
+        let last = self.0.load_ram_u64(at);
+        self.0.store_ram_u64(at, (last & !0xffff_ffff) | stamp as u64);
     }
 }
 
