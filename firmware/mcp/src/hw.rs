@@ -54,6 +54,24 @@ impl<'a> SliceHw<'a> {
         }
     }
 
+    /// The `N`-byte word at `off` (zeros out of range), counted as
+    /// [`SliceHw::check`] says.
+    #[inline]
+    fn load_word<const N: usize>(&self, off: u32) -> [u8; N] {
+        self.check(off, N, true);
+        let mut b = [0u8; N];
+        self.sram.read(off, &mut b);
+        b
+    }
+
+    /// Store the word `b` at `off` (dropped out of range), counted as
+    /// [`SliceHw::check`] says.
+    #[inline]
+    fn store_word(&mut self, off: u32, b: &[u8]) {
+        self.check(off, b.len(), true);
+        self.sram.write(off, b)
+    }
+
     /// Count a fault when `off..off + len` leaves SRAM or, for a word
     /// (`len` 4 or 8), `off` is not a multiple of `len`.
     #[inline]
@@ -74,38 +92,28 @@ impl Sram for SliceHw<'_> {
 
     #[inline]
     fn write(&mut self, off: u32, data: &[u8]) {
-        match nic_abi::sram::span(self.sram.len(), off, data.len()) {
-            Some(r) => self.sram[r].copy_from_slice(data),
-            None => self.faults.set(self.faults.get() + 1),
-        }
+        self.check(off, data.len(), false);
+        self.sram.write(off, data)
     }
 
     #[inline]
     fn load_u32(&self, off: u32) -> u32 {
-        self.check(off, 4, true);
-        let mut b = [0u8; 4];
-        self.sram.read(off, &mut b);
-        u32::from_le_bytes(b)
+        u32::from_le_bytes(self.load_word(off))
     }
 
     #[inline]
     fn store_u32(&mut self, off: u32, v: u32) {
-        self.check(off, 4, true);
-        self.sram.write(off, &v.to_le_bytes())
+        self.store_word(off, &v.to_le_bytes())
     }
 
     #[inline]
     fn load_u64(&self, off: u32) -> u64 {
-        self.check(off, 8, true);
-        let mut b = [0u8; 8];
-        self.sram.read(off, &mut b);
-        u64::from_le_bytes(b)
+        u64::from_le_bytes(self.load_word(off))
     }
 
     #[inline]
     fn store_u64(&mut self, off: u32, v: u64) {
-        self.check(off, 8, true);
-        self.sram.write(off, &v.to_le_bytes())
+        self.store_word(off, &v.to_le_bytes())
     }
 
     #[inline]

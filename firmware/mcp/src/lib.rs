@@ -35,6 +35,7 @@
 pub mod hw;
 #[macro_use]
 mod log;
+mod completions;
 mod config;
 mod gating;
 pub mod offload;
@@ -57,7 +58,6 @@ use hw::Hw;
 use nic_abi::regs;
 use nic_abi::stats::Stat;
 use nic_abi::NUM_PORTS;
-use records::*;
 use shared::Shared;
 
 pub use config::{Config, InitError};
@@ -120,17 +120,6 @@ pub struct Mcp {
 /// last one saw: bit i of its news is counter i moved.
 pub const NEWS: [regs::Reg<u32>; 5] =
     [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
-
-/// What the host-DMA completions of a pass gave the machines
-/// ([`Mcp::completions`]), least to most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Gave {
-    Nothing,
-    /// A transmit buffer filled: SEND has it.
-    Filled,
-    /// An offload's completion: a whole pass.
-    Other,
-}
 
 /// The bits of a pass's news: which counters of [`NEWS`] moved.
 mod bit {
@@ -271,69 +260,6 @@ impl Mcp {
         w
     }
 
-    /// A pass whose only news is the engines' completions (the most
-    /// common after a busy pass: the packet left, the event was written,
-    /// the payload is in its transmit buffer). The completions are
-    /// taken; then, when nothing else waits (no queue between machines,
-    /// nothing left in a ring, no fill to go on), only the parts they
-    /// gave work run: SEND for a filled transmit buffer, RDMA's flush
-    /// for owed events (with RDMA's and SDMA's steps before them, which
-    /// find no copy and no stream to fill and settle what they wait for
-    /// as a whole pass would). Completions that gave other work (a translation read, an
-    /// offload's) need a whole pass. None: a whole pass is needed (it
-    /// finds the completions taken).
-    fn completions_pass(&mut self, hw: &mut impl Hw, now: u64, news: u32) -> Option<Work> {
-        self.shared.now = now;
-        let mut filled = false;
-        if news & bit::HDMA != 0 {
-            match self.completions(hw) {
-                Gave::Nothing => {}
-                Gave::Filled => filled = true,
-                Gave::Other => return None,
-            }
-        }
-        if news & bit::TXDMA != 0 {
-            self.send.completions(&mut self.shared, hw);
-        }
-        let cx = &self.shared;
-        if !self.rdma.waits_for_completions(cx)
-            || self.queued_besides_ready()
-            || (!filled && !cx.tx_ready.is_empty())
-            || (filled && !self.sdma.fills_nothing())
-            || self.recv.leftover()
-            || self.sdma.leftover(cx)
-        {
-            return None;
-        }
-        let mut w = Work::default();
-        if filled || cx.events_owed != 0 {
-            let cx = &mut self.shared;
-            // As a whole pass would, in its order (RECV's ack list, RDMA's
-            // state and SDMA's timer list are tidied and settle as there):
-            // each finds nothing to do but what the completions gave.
-            self.recv.end_pass(cx, hw, &mut w);
-            self.rdma.step(cx, hw, &mut w);
-            self.sdma.step(cx, hw, &mut self.offloads, false, &mut w);
-            self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
-            self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
-            let relative = self.compute_deadline();
-            self.pending = relative
-                || self.queued()
-                || self.recv.leftover()
-                || self.sdma.leftover(&self.shared);
-        }
-        shared::Stats::flush(hw, &mut self.shared.later);
-        self.busy = !w.is_idle();
-        #[cfg(any(test, feature = "check-gating"))]
-        if !self.pending && GATING_CHECKED.with(|c| c.get()) {
-            // What the parts left undone would have found: nothing.
-            let busy = self.busy;
-            self.check_gating(hw, now);
-            self.busy = busy;
-        }
-        Some(w)
-    }
-
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
     /// once by the pass.)
     pub fn busy(&self) -> bool {
@@ -409,11 +335,17 @@ impl Mcp {
         self.sdma.step(cx, hw, &mut self.offloads, host, w);
         self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
         self.rdma.flush_events(cx, &self.sdma, hw, w);
-        let relative = self.compute_deadline();
+        self.settle();
         shared::Stats::flush(hw, &mut self.shared.later);
         self.busy = !w.is_idle();
-        // Work in a queue between machines (say a relayed packet RDMA
-        // copies at the next pass) is left for the next pass too.
+    }
+
+    /// After a pass that stepped the machines: the next deadline, and
+    /// whether the next pass must run whole. Work in a queue between
+    /// machines (say a relayed packet RDMA copies at the next pass) is
+    /// left for the next pass too.
+    fn settle(&mut self) {
+        let relative = self.compute_deadline();
         self.pending =
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
     }
@@ -435,36 +367,6 @@ impl Mcp {
             // (A multicast's next child starts once SEND sent the last
             // one's packets, later in the pass: looked at every pass.)
             || (MULTICAST && !cx.mcasts.is_empty())
-    }
-
-    /// Host-DMA commands the engine finished, in order: each completion
-    /// goes to the machine that posted it. What they gave the machines
-    /// beyond what the machines' own state shows: a filled buffer for
-    /// SEND, an offload's completion; a payload copied, an event written
-    /// or a translation read leave what the waiting machine needs in its
-    /// state.
-    fn completions(&mut self, hw: &mut impl Hw) -> Gave {
-        let cx = &mut self.shared;
-        let mut gave = Gave::Nothing;
-        for _ in 0..cx.hdma.finished(hw) {
-            match cx.hdma.complete_one() {
-                HdmaAction::Nothing => {}
-                HdmaAction::EventDone(i) => self.rdma.event_written(i),
-                HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
-                HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
-                HdmaAction::TxFilled(b) => {
-                    self.sdma.filled(cx, hw, b);
-                    gave = gave.max(Gave::Filled);
-                }
-                HdmaAction::Offload(id, tag) => {
-                    let mut w = Work::default();
-                    let mut sv = offload::Services::new(cx, hw, &mut w);
-                    self.offloads.completion(&mut sv, id, tag);
-                    gave = Gave::Other;
-                }
-            }
-        }
-        gave
     }
 
     /// RTC tick when a timer falls due, if any.

@@ -72,7 +72,12 @@ const _: () = assert!(NUM_PORTS <= 8, "an owed-events bit per port");
 impl Stats {
     #[inline(always)]
     pub fn bump(hw: &mut impl Hw, s: Stat, n: u64) {
-        let at = stat_offset(s);
+        Self::add(hw, stat_offset(s), n);
+    }
+
+    /// Add `n` to the counter at SRAM offset `at`.
+    #[inline(always)]
+    fn add(hw: &mut impl Hw, at: u32, n: u64) {
         let v = hw.load_u64(at);
         hw.store_u64(at, v.wrapping_add(n));
     }
@@ -98,9 +103,8 @@ impl Stats {
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let at = nic_abi::map::STATS + i as u32 * 8;
-            let v = hw.load_u64(at);
-            hw.store_u64(at, v.wrapping_add(core::mem::take(&mut d.counts[i])));
+            // (Counter i's offset, as `stat_offset` works it out.)
+            Self::add(hw, map::STATS + i as u32 * 8, core::mem::take(&mut d.counts[i]));
         }
     }
 
