@@ -224,11 +224,20 @@ impl Translator {
     /// Take port `p`'s current table version (flushing if it moved).
     /// True when entries were added since: the caller may read the lines
     /// the driver's hint names ahead.
+    /// (Inline: on nearly every call the table is as it was, two loads
+    /// and a compare; the rest is out of line.)
+    #[inline(always)]
     fn sync(&mut self, hw: &mut impl Hw, p: usize) -> bool {
         let v = version(hw, p);
         if v == self.versions[p] {
             return false;
         }
+        self.moved(hw, p, v)
+    }
+
+    /// Port `p`'s table moved to `v`: flush what it invalidates.
+    #[inline(never)]
+    fn moved(&mut self, hw: &mut impl Hw, p: usize, v: Version) -> bool {
         let (added, cleared) = (v.added != self.versions[p].added, v.gen != self.versions[p].gen);
         self.flush(hw, p, v, cleared);
         added

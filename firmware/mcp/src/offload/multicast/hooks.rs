@@ -27,6 +27,9 @@ impl Fanout for Multicast {
         kind == DescKind::Multicast as u8
     }
 
+    // (Out of line: inlined, its frame made the unicast intake save and
+    // restore more registers.)
+    #[inline(never)]
     fn intake(
         sdma: &mut Sdma,
         cx: &mut Shared,

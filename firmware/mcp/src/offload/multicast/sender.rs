@@ -93,6 +93,9 @@ impl Sdma {
     /// multicasts of a group taken from the ring in one pass may sit in
     /// their slots in reverse order, and the children of each must get
     /// them on their streams in the order they were posted.
+    /// (Out of line: inlined into SDMA's step, its frame made every
+    /// step save and restore a dozen registers, multicast or not.)
+    #[inline(never)]
     pub(crate) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         let mut live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
             cx.mcasts.live_indices().collect();
