@@ -76,6 +76,9 @@ fn main() -> ! {
     let mut window = POLL_START;
     let mut sleep = MIN_SLEEP;
     let mut wait = 0u32;
+    // What a pass did: zero at the start of each (a pass that did nothing
+    // left it zero).
+    let mut work = mcp::Work::default();
     // After an idle pass (with the doorbell): the device's counters as
     // they were before it, and the mtime of the MCP's next timer. Until
     // one of them moves or the timer falls due, a pass would be idle too:
@@ -89,7 +92,7 @@ fn main() -> ! {
             Some((seen, due)) if news(&hw) == seen && now < due => {}
             _ => {
                 let seen = news(&hw);
-                if poll(mcp, &mut hw) {
+                if poll(mcp, &mut hw, &mut work) {
                     last_work = now;
                     sleep = MIN_SLEEP;
                     quiet = None;
@@ -156,16 +159,25 @@ fn news(hw: &hw::SramHw) -> [u32; 4] {
     [HDMA_DONE, TXDMA_DONE, RXDONE_PROD, HOST_WRITES].map(|r| hw.reg(r))
 }
 
-/// One pass of the MCP; true if it did something.
+/// One pass of the MCP; true if it did something (`work`: zero before,
+/// zero after).
 #[cfg_attr(not(feature = "poll-stats"), inline(always))]
 #[cfg_attr(feature = "poll-stats", inline(never))]
-fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw) -> bool {
+fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw, work: &mut mcp::Work) -> bool {
     #[cfg(feature = "poll-stats")]
     let t = riscv::register::minstret::read64();
-    let _work = mcp.poll(hw);
+    mcp.poll_into(hw, work);
     let busy = mcp.busy();
     #[cfg(feature = "poll-stats")]
-    poll_stats::record(busy, riscv::register::minstret::read64().wrapping_sub(t), &_work);
+    poll_stats::record(
+        busy,
+        mcp.pass_kind(),
+        riscv::register::minstret::read64().wrapping_sub(t),
+        work,
+    );
+    if busy {
+        *work = mcp::Work::default();
+    }
     busy
 }
 
@@ -185,6 +197,11 @@ pub mod poll_stats {
     /// 256 i to 256 i + 255 (the last: all above).
     #[no_mangle]
     pub static mut POLL_HIST: [[u32; 128]; 2] = [[0; 128]; 2];
+
+    /// Passes by what they ran (`mcp::PassKind`: quiet, completions,
+    /// whole), then by whether they did work: count, instruction sum.
+    #[no_mangle]
+    pub static mut POLL_KINDS: [[[u64; 2]; 2]; 3] = [[[0; 2]; 2]; 3];
 
     /// Waits ended by: the software interrupt (the doorbell), the
     /// timer, both, neither.
@@ -208,11 +225,14 @@ pub mod poll_stats {
     // SAFETY: `Work` is plain integers, for which all zero bytes are valid.
     pub static mut POLL_WORK: mcp::Work = unsafe { core::mem::zeroed() };
 
-    pub fn record(busy: bool, n: u64, work: &mcp::Work) {
+    #[inline(never)]
+    pub fn record(busy: bool, kind: mcp::PassKind, n: u64, work: &mcp::Work) {
         // SAFETY: one hart, no interrupt handlers: the only access.
         let w = unsafe { &mut *core::ptr::addr_of_mut!(POLL_WORK) };
         // (Release builds wrap on overflow: a reader subtracts readings.)
-        w.add(work);
+        if busy {
+            w.add(work);
+        }
         // SAFETY: one hart, no interrupt handlers: the only access.
         let s = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_STATS))[busy as usize] };
         s[0] += 1;
@@ -222,6 +242,10 @@ pub mod poll_stats {
         // SAFETY: as above.
         let h = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_HIST))[busy as usize] };
         h[((n / 256) as usize).min(127)] += 1;
+        // SAFETY: as above.
+        let k = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_KINDS))[kind as usize][busy as usize] };
+        k[0] += 1;
+        k[1] += n;
     }
 }
 

@@ -29,21 +29,22 @@ impl Mcp {
     /// for owed events (with RDMA's and SDMA's steps before them, which
     /// find no copy and no stream to fill and settle what they wait for
     /// as a whole pass would). Completions that gave other work (a
-    /// translation read, an offload's) need a whole pass. None: a whole
+    /// translation read, an offload's) need a whole pass. False: a whole
     /// pass is needed (it finds the completions taken).
     pub(crate) fn completions_pass(
         &mut self,
         hw: &mut impl Hw,
         now: u64,
         news: u32,
-    ) -> Option<Work> {
+        w: &mut Work,
+    ) -> bool {
         self.shared.now = now;
         let mut filled = false;
         if news & bit::HDMA != 0 {
             match self.completions(hw) {
                 Gave::Nothing => {}
                 Gave::Filled => filled = true,
-                Gave::Other => return None,
+                Gave::Other => return false,
             }
         }
         if news & bit::TXDMA != 0 {
@@ -57,19 +58,18 @@ impl Mcp {
             || self.recv.leftover()
             || self.sdma.leftover(cx)
         {
-            return None;
+            return false;
         }
-        let mut w = Work::default();
         if filled || cx.events_owed != 0 {
             let cx = &mut self.shared;
             // As a whole pass would, in its order (RECV's ack list, RDMA's
             // state and SDMA's timer list are tidied and settle as there):
             // each finds nothing to do but what the completions gave.
-            self.recv.end_pass(cx, hw, &mut w);
-            self.rdma.step(cx, hw, &mut w);
-            self.sdma.step(cx, hw, &mut self.offloads, false, &mut w);
-            self.send.step(cx, &self.sdma, &mut self.recv, hw, &mut w);
-            self.rdma.flush_events(cx, &self.sdma, hw, &mut w);
+            self.recv.end_pass(cx, hw, w);
+            self.rdma.step(cx, hw, w);
+            self.sdma.step(cx, hw, &mut self.offloads, false, w);
+            self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
+            self.rdma.flush_events(cx, &self.sdma, hw, w);
             self.settle();
         }
         shared::Stats::flush(hw, &mut self.shared.later);
@@ -81,7 +81,7 @@ impl Mcp {
             self.check_gating(hw, now);
             self.busy = busy;
         }
-        Some(w)
+        true
     }
 
     /// Host-DMA commands the engine finished, in order: each completion

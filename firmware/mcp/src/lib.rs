@@ -109,6 +109,23 @@ pub struct Mcp {
     pending: bool,
     /// The last pass did work (its [`Work`] was not idle).
     busy: bool,
+    /// What the last pass was.
+    kind: PassKind,
+}
+
+/// What a pass of [`Mcp::poll`] was, by how much of the MCP it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum PassKind {
+    /// No news, no timer due, nothing left by the last pass: it read the
+    /// summary of what changed and stopped there (or the MCP is halted).
+    #[default]
+    Quiet = 0,
+    /// Its only news was the engines' completions, and it ran only what
+    /// they gave work ([`Mcp::poll`]).
+    Completions = 1,
+    /// It stepped the machines.
+    Whole = 2,
 }
 
 /// The summary of what changed, as the device keeps it (a NIC's
@@ -156,6 +173,7 @@ impl Mcp {
             seen: [0; NEWS.len()],
             pending: true,
             busy: false,
+            kind: PassKind::Quiet,
         }
     }
 
@@ -230,9 +248,21 @@ impl Mcp {
     /// counters moved, the completions are taken and the pass ends there
     /// unless one gave a machine work ([`Mcp::completions_pass`]).
     /// Otherwise [`Mcp::pass`] runs.
+    #[inline(always)]
     pub fn poll(&mut self, hw: &mut impl Hw) -> Work {
+        let mut w = Work::default();
+        self.poll_into(hw, &mut w);
+        w
+    }
+
+    /// [`Mcp::poll`], counting the pass's work into `w`, which must be
+    /// zero: a caller that keeps one `Work` (and zeroes it only after a
+    /// pass that did work) spares a quiet pass the zeroing.
+    #[inline(always)]
+    pub fn poll_into(&mut self, hw: &mut impl Hw, w: &mut Work) {
+        self.kind = PassKind::Quiet;
         if !self.running {
-            return Work::default();
+            return;
         }
         shared::Stats::bump(hw, Stat::Polls, 1);
         let now = hw.rtc();
@@ -242,22 +272,34 @@ impl Mcp {
         if news == 0 && !self.pending && now < self.recv.repair_at() {
             #[cfg(any(test, feature = "check-gating"))]
             if GATING_CHECKED.with(|c| c.get()) {
-                return self.check_gating(hw, now);
+                *w = self.check_gating(hw, now);
+                return;
             }
-            #[allow(unreachable_code)]
-            {
-                self.busy = false;
-                return Work::default();
-            }
+            self.busy = false;
+            return;
         }
-        if news & !(bit::HDMA | bit::TXDMA) == 0 && !self.pending && now < self.recv.repair_at() {
-            if let Some(w) = self.completions_pass(hw, now, news) {
-                return w;
-            }
+        self.poll_news(hw, now, news, w);
+    }
+
+    /// The rest of a pass that has news (out of line: a quiet pass saves
+    /// no register for it).
+    #[inline(never)]
+    fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
+        if news & !(bit::HDMA | bit::TXDMA) == 0
+            && !self.pending
+            && now < self.recv.repair_at()
+            && self.completions_pass(hw, now, news, w)
+        {
+            self.kind = PassKind::Completions;
+            return;
         }
-        let mut w = Work::default();
-        self.pass(hw, now, news, &mut w);
-        w
+        self.kind = PassKind::Whole;
+        self.pass(hw, now, news, w);
+    }
+
+    /// What the last [`Mcp::poll`] was.
+    pub fn pass_kind(&self) -> PassKind {
+        self.kind
     }
 
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out

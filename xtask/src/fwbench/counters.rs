@@ -7,13 +7,16 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::image::{file_offset, Field, Image};
-use super::report::{NicCounts, WorkSum, WorkValue};
+use super::report::{KindCounts, KindFigures, NicCounts, WorkSum, WorkValue};
 
 /// One NIC's counters at one moment: `POLL_STATS` (idle passes, then busy
 /// ones: count, instruction sum, min, max) and the bytes of `POLL_WORK`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Reading {
     pub stats: [[u64; 4]; 2],
+    /// `POLL_KINDS`: passes by kind (quiet, completions, whole), idle
+    /// then busy: count, instruction sum (zero for an older image).
+    pub kinds: [[[u64; 2]; 2]; 3],
     pub work: Vec<u8>,
 }
 
@@ -30,7 +33,16 @@ pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
     let mut work = vec![0u8; img.work_size as usize];
     f.read_exact_at(&mut work, file_offset(img.poll_work)?)
         .map_err(|e| format!("{}: reading POLL_WORK: {e}", sram.display()))?;
-    Ok(Reading { stats, work })
+    let mut kinds = [[[0u64; 2]; 2]; 3];
+    if let Some(at) = img.poll_kinds {
+        let mut raw = [0u8; 96];
+        f.read_exact_at(&mut raw, file_offset(at)?)
+            .map_err(|e| format!("{}: reading POLL_KINDS: {e}", sram.display()))?;
+        for (i, w) in raw.chunks_exact(8).enumerate() {
+            kinds[i / 4][(i / 2) % 2][i % 2] = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        }
+    }
+    Ok(Reading { stats, kinds, work })
 }
 
 /// A little-endian unsigned integer of `width` bytes at `at` (0 past the end).
@@ -81,8 +93,53 @@ pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u6
         instructions_busy: busy_insns,
         instructions_all: busy_insns + idle_insns,
         packets,
+        kinds: PASS_KINDS
+            .iter()
+            .enumerate()
+            .map(|(k, name)| {
+                let d =
+                    |busy: usize, j: usize| b.kinds[k][busy][j].wrapping_sub(a.kinds[k][busy][j]);
+                let c = KindCounts {
+                    idle_passes: d(0, 0),
+                    idle_instructions: d(0, 1),
+                    busy_passes: d(1, 0),
+                    busy_instructions: d(1, 1),
+                };
+                (name.to_string(), c)
+            })
+            .collect(),
         work: work_delta(fields, &a.work, &b.work),
     }
+}
+
+/// The kinds of pass (`mcp::PassKind`, in its order).
+pub const PASS_KINDS: [&str; 3] = ["quiet", "completions", "whole"];
+
+/// Each kind of pass over all NICs: (kind, passes per message, mean
+/// instructions of a pass, of which idle: passes per message, mean
+/// instructions). Empty when the image does not count kinds.
+pub fn kinds(nics: &[NicCounts], messages: u64) -> Vec<KindFigures> {
+    PASS_KINDS
+        .iter()
+        .filter_map(|&k| {
+            let mut c = KindCounts::default();
+            for n in nics {
+                let x = n.kinds.get(k)?;
+                c.idle_passes += x.idle_passes;
+                c.idle_instructions += x.idle_instructions;
+                c.busy_passes += x.busy_passes;
+                c.busy_instructions += x.busy_instructions;
+            }
+            let passes = c.idle_passes + c.busy_passes;
+            Some(KindFigures {
+                kind: k.to_string(),
+                passes_per_message: per(passes, messages),
+                instructions_per_pass: per(c.idle_instructions + c.busy_instructions, passes),
+                idle_passes_per_message: per(c.idle_passes, messages),
+                instructions_per_idle_pass: per(c.idle_instructions, c.idle_passes),
+            })
+        })
+        .collect()
 }
 
 /// `x / n`, 0 when n is 0.
@@ -119,7 +176,29 @@ mod tests {
     }
 
     fn reading(stats: [[u64; 4]; 2], work: Vec<u8>) -> Reading {
-        Reading { stats, work }
+        Reading { stats, kinds: [[[0; 2]; 2]; 3], work }
+    }
+
+    #[test]
+    fn passes_are_counted_by_kind_over_all_nics() {
+        let a = reading([[0; 4]; 2], vec![]);
+        let mut b = a.clone();
+        // Node 0: 20 quiet passes of 90; 10 completions passes, 4 of them
+        // idle (400 each) and 6 busy (600 each); 5 whole busy passes.
+        b.kinds[0][0] = [20, 1800];
+        b.kinds[1] = [[4, 1600], [6, 3600]];
+        b.kinds[2][1] = [5, 10_000];
+        let mut c = a.clone();
+        c.kinds[0][0] = [30, 3000];
+        let nics = [window(0, &[], &a, &b, 0), window(1, &[], &a, &c, 0)];
+        assert_eq!(nics[0].kinds["completions"].busy_instructions, 3600);
+        let k = kinds(&nics, 10);
+        let names: Vec<&str> = k.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(names, ["quiet", "completions", "whole"]);
+        assert_eq!((k[0].passes_per_message, k[0].instructions_per_pass), (5.0, 96.0));
+        assert_eq!((k[1].passes_per_message, k[1].instructions_per_pass), (1.0, 520.0));
+        assert_eq!((k[1].idle_passes_per_message, k[1].instructions_per_idle_pass), (0.4, 400.0));
+        assert_eq!((k[2].idle_passes_per_message, k[2].instructions_per_idle_pass), (0.0, 0.0));
     }
 
     #[test]

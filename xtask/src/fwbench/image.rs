@@ -34,6 +34,9 @@ pub struct Image {
     pub poll_stats: u64,
     /// Guest address of `POLL_WORK: mcp::Work`, and the struct's size.
     pub poll_work: u64,
+    /// Guest address of `POLL_KINDS: [[[u64; 2]; 2]; 3]` (passes by kind,
+    /// idle then busy: count, instructions); None in an older image.
+    pub poll_kinds: Option<u64>,
     pub work_size: u64,
     pub work_fields: Vec<Field>,
     /// The end of the code (`.text`), a guest address.
@@ -51,6 +54,7 @@ impl Image {
         let obj = object::File::parse(&*map).map_err(|e| format!("{}: {e}", elf.display()))?;
         let poll_stats = symbol(&obj, "POLL_STATS").map_err(|e| no_stats(elf, e))?;
         let poll_work = symbol(&obj, "POLL_WORK").map_err(|e| no_stats(elf, e))?;
+        let poll_kinds = symbol(&obj, "POLL_KINDS").ok();
         let (work_size, work_fields) =
             work_layout(&obj).map_err(|e| format!("{}: {e}", elf.display()))?;
         let code_end = obj
@@ -61,6 +65,7 @@ impl Image {
             elf: elf.to_path_buf(),
             poll_stats,
             poll_work,
+            poll_kinds,
             work_size,
             work_fields,
             code_end,

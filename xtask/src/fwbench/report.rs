@@ -66,13 +66,20 @@ pub struct ImageInfo {
     pub quick: bool,
 }
 
-/// The idle pass, instructions per pass.
+/// The idle pass, instructions per pass: the mean of the passes that did
+/// no work (what the simulator prices an idle poll at), and the quiet
+/// pass (nothing new: the summary read and nothing more; 0 for an image
+/// that does not count the kinds of pass).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Idle {
     /// One port open, one stream live.
     pub one_port: f64,
     /// Eight ports open, 128 streams live.
     pub eight_ports_128_streams: f64,
+    #[serde(default)]
+    pub quiet_one_port: f64,
+    #[serde(default)]
+    pub quiet_eight_ports_128_streams: f64,
 }
 
 /// One workload's figures.
@@ -93,6 +100,10 @@ pub struct Workload {
     pub per_packet: Vec<f64>,
     /// Instructions of an idle pass during the window (mean).
     pub idle_pass: f64,
+    /// Passes by kind, per message (empty for an image that does not
+    /// count them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_kinds: Vec<KindFigures>,
     /// Instructions per message of the passes (idle ones included: an
     /// address does not tell a busy pass from an idle one) by state
     /// machine, counted per code address by the QEMU plugin; their sum is
@@ -156,8 +167,35 @@ pub struct NicCounts {
     /// Data packets this NIC sent and received (`work.tx_packets` +
     /// `work.rx_packets`; acks excluded when the image tells them apart).
     pub packets: u64,
+    /// Passes by kind (`quiet`, `completions`, `whole`: what of the MCP
+    /// they ran); empty for an image that does not count them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kinds: BTreeMap<String, KindCounts>,
     /// The sum of the `mcp::Work` the passes returned, by field name.
     pub work: WorkSum,
+}
+
+/// One kind of pass at one NIC over a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KindCounts {
+    pub idle_passes: u64,
+    pub idle_instructions: u64,
+    pub busy_passes: u64,
+    pub busy_instructions: u64,
+}
+
+/// One kind of pass over all NICs: how many a message and what one costs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct KindFigures {
+    /// `quiet` (no news: the summary read and nothing else),
+    /// `completions` (only the engines' completions, and what they gave
+    /// work), `whole` (the machines stepped).
+    pub kind: String,
+    pub passes_per_message: f64,
+    pub instructions_per_pass: f64,
+    /// The passes of this kind that did no work.
+    pub idle_passes_per_message: f64,
+    pub instructions_per_idle_pass: f64,
 }
 
 /// The sum of `mcp::Work` over a window: each field of the struct by its
@@ -237,6 +275,7 @@ mod tests {
             instructions_busy: 9_000_000,
             instructions_all: 12_000_000,
             packets: 2000,
+            kinds: BTreeMap::new(),
             work,
         };
         let w = Workload {
@@ -245,6 +284,7 @@ mod tests {
             all_per_message: 6000.0,
             per_packet: vec![4500.0],
             idle_pass: 1000.0,
+            pass_kinds: Vec::new(),
             by_machine: ByMachine { sdma: 1.0, send: 2.0, recv: 3.0, rdma: 4.0, core: 5.0 },
             by_offload: [("multicast".to_string(), 0.0)].into_iter().collect(),
             attributed_per_message: 15.0,
@@ -261,7 +301,7 @@ mod tests {
         FirmwareReport {
             image: ImageInfo { features: vec!["poll-stats".into()], ..Default::default() },
             workloads: [("pingpong-8b".to_string(), w)].into_iter().collect(),
-            idle: Idle { one_port: 90.0, eight_ports_128_streams: 95.0 },
+            idle: Idle { one_port: 90.0, eight_ports_128_streams: 95.0, ..Idle::default() },
         }
     }
 

@@ -63,15 +63,58 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
         );
     }
     // (The many-ports run is left out when `--workload` names others.)
-    let many = match doc.idle.eight_ports_128_streams {
+    let many = |x: f64| match x {
         x if x > 0.0 => format!("{x:.0}"),
         _ => "not measured".to_string(),
     };
     let _ = writeln!(
         s,
-        "\nidle pass: {:.0} instructions with 1 port and 1 stream; {many} with 8 ports and 128 streams",
-        doc.idle.one_port
+        "\nidle pass (the mean of the passes that did no work): {:.0} instructions with 1 port and 1 stream; {} \
+         with 8 ports and 128 streams",
+        doc.idle.one_port,
+        many(doc.idle.eight_ports_128_streams)
     );
+    if doc.idle.quiet_one_port > 0.0 {
+        let _ = writeln!(
+            s,
+            "quiet pass (nothing new: the summary read and nothing more): {:.0} with 1 port and 1 stream; {} with 8 ports \
+             and 128 streams",
+            doc.idle.quiet_one_port,
+            many(doc.idle.quiet_eight_ports_128_streams)
+        );
+    }
+    // Passes by kind, when the image counts them.
+    if ordered(doc).iter().any(|(_, w)| !w.pass_kinds.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\npasses by kind, per message over all NICs (x mean instructions a pass); quiet: no news, the summary\n\
+             read and nothing more; completions: only the engines' completions; whole: the machines stepped;\n\
+             idle: the passes of any kind that did no work\n\
+             {:<15} {:>16} {:>16} {:>16} {:>16}",
+            "workload", "quiet", "completions", "whole", "of them idle"
+        );
+        for (name, w) in ordered(doc) {
+            let cell = |n: f64, i: f64| format!("{n:.2} x {i:.0}");
+            let mut cells: Vec<String> = w
+                .pass_kinds
+                .iter()
+                .map(|f| cell(f.passes_per_message, f.instructions_per_pass))
+                .collect();
+            let idle: f64 = w.pass_kinds.iter().map(|f| f.idle_passes_per_message).sum();
+            let idle_insns: f64 = w
+                .pass_kinds
+                .iter()
+                .map(|f| f.idle_passes_per_message * f.instructions_per_idle_pass)
+                .sum();
+            cells.push(cell(idle, if idle > 0.0 { idle_insns / idle } else { 0.0 }));
+            let _ = writeln!(
+                s,
+                "{:<15} {}",
+                name,
+                cells.iter().map(|c| format!("{c:>16}")).collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
     // By machine, when attributed.
     let attributed = ordered(doc).iter().any(|(_, w)| w.by_machine.total() > 0.0);
     if attributed {
