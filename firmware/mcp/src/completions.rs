@@ -61,19 +61,12 @@ impl Mcp {
             return false;
         }
         if filled || cx.events_owed != 0 {
-            let cx = &mut self.shared;
-            // As a whole pass would, in its order (RECV's ack list, RDMA's
-            // state and SDMA's timer list are tidied and settle as there):
-            // each finds nothing to do but what the completions gave.
-            self.recv.end_pass(cx, hw, w);
-            self.rdma.step(cx, hw, w);
-            self.sdma.step(cx, hw, &mut self.offloads, false, w);
-            self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
-            self.rdma.flush_events(cx, &self.sdma, hw, w);
-            self.settle();
+            self.light_pass(hw, w);
+        } else {
+            // Nothing ran that counts work: `w` is still zero.
+            self.busy = false;
         }
         shared::Stats::flush(hw, &mut self.shared.later);
-        self.busy = !w.is_idle();
         #[cfg(any(test, feature = "check-gating"))]
         if !self.pending && GATING_CHECKED.with(|c| c.get()) {
             // What the parts left undone would have found: nothing.
@@ -82,6 +75,23 @@ impl Mcp {
             self.busy = busy;
         }
         true
+    }
+
+    /// The parts a filled buffer or owed events give work, as a whole
+    /// pass would run them, in its order (RECV's ack list, RDMA's state
+    /// and SDMA's timer list are tidied and settle as there): each finds
+    /// nothing to do but what the completions gave. Out of line: a
+    /// completions pass that gave none saves no register for it.
+    #[inline(never)]
+    fn light_pass(&mut self, hw: &mut impl Hw, w: &mut Work) {
+        let cx = &mut self.shared;
+        self.recv.end_pass(cx, hw, w);
+        self.rdma.step(cx, hw, w);
+        self.sdma.step(cx, hw, &mut self.offloads, false, w);
+        self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
+        self.rdma.flush_events(cx, &self.sdma, hw, w);
+        self.settle();
+        self.busy = !w.is_idle();
     }
 
     /// Host-DMA commands the engine finished, in order: each completion

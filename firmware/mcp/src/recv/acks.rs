@@ -71,17 +71,41 @@ impl Recv {
 
     /// The earliest RTC tick an owed ack falls due.
     pub fn deadline(&self, cx: &Shared, mut at: impl FnMut(u64)) {
-        // (A stream whose ack went out meanwhile, piggybacked by SEND
-        // after RECV's part of the pass, stays on the list until the next
-        // ack check: its time is no deadline.)
-        for &r in self.ack_list.iter() {
-            if self.rxs.is_live(r) && self.rxs[r].ack_pending {
-                at(self.rxs[r].ack_due);
+        // `ack_next`, when not 0, is the earliest owed ack's time already:
+        // only the ack timers and `owe_ack` set it so, and every change
+        // that could raise it (an ack gone out, a stream freed) sets 0.
+        #[cfg(any(test, feature = "check-timers"))]
+        if self.ack_next != 0 {
+            let walked = self.walk_acks();
+            assert_eq!(self.ack_next, walked, "RECV's ack_next against its ack list");
+        }
+        match self.ack_next {
+            0 => {
+                let t = self.walk_acks();
+                if t != u64::MAX {
+                    at(t);
+                }
             }
+            u64::MAX => {}
+            t => at(t),
         }
         if let Some((t, _)) = self.lost_since {
             at(t.saturating_add(cx.cfg.send_timeout));
         }
+    }
+
+    /// The earliest time of an owed ack on the list (u64::MAX: none).
+    /// (A stream whose ack went out meanwhile, piggybacked by SEND after
+    /// RECV's part of the pass, stays on the list until the next ack
+    /// check: its time is no deadline.)
+    fn walk_acks(&self) -> u64 {
+        let mut t = u64::MAX;
+        for &r in self.ack_list.iter() {
+            if self.rxs.is_live(r) && self.rxs[r].ack_pending {
+                t = t.min(self.rxs[r].ack_due);
+            }
+        }
+        t
     }
 
     /// SEND is about to send a data packet on the sending stream `key`:
