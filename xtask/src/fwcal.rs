@@ -624,14 +624,16 @@ mod tests {
     /// simulator's and the image's run of the same scenario, not of the
     /// table (the fit reproduces each within 10%):
     /// - rate: the bandwidth manager paces the flow differently in the
-    ///   simulator (+14% with the table of dfe52cb);
-    /// - the multicast schemes but the NIC-based one: host -16%,
-    ///   assisted +19%, cached +12% with that table. The cached scheme
-    ///   read +6.6% and +9.0% with the two tables before it: the image's
-    ///   count of a multicast run moves a few percent between bench runs
-    ///   (its schedule), and the cached scheme sits near the bound. The
-    ///   NIC-based scheme (+9.5%, +5.9%, +7.5%) is checked;
-    /// - stream-4k (+25%): the schedule. Under QEMU the image's NIC runs
+    ///   simulator (+16% with the table of 5735d05);
+    /// - the multicast schemes but the NIC-based one: host -22%,
+    ///   assisted +18%, cached +19% with that table. The cached scheme
+    ///   read +6.6%, +9.0% and +11.6% with the three tables before it:
+    ///   the image's count of a multicast run moves a few percent between
+    ///   bench runs (its schedule), the fitted prices move with it, and
+    ///   the simulator's run of the cached scheme follows the prices more
+    ///   than the others. The NIC-based scheme (+7.2%, +9.5%, +5.9%,
+    ///   +7.5%) is checked;
+    /// - stream-4k (+28%): the schedule. Under QEMU the image's NIC runs
     ///   slower than the devices and the host beside it, so it takes
     ///   several sends a busy pass at the sender and several packets a
     ///   pass at the receiver, and acks fewer packets; the simulator's
