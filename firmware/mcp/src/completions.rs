@@ -78,20 +78,13 @@ impl Mcp {
     }
 
     /// The parts a filled buffer or owed events give work, as a whole
-    /// pass would run them, in its order (RECV's ack list, RDMA's state
-    /// and SDMA's timer list are tidied and settle as there): each finds
-    /// nothing to do but what the completions gave. Out of line: a
-    /// completions pass that gave none saves no register for it.
+    /// pass runs them ([`Mcp::step_machines`], without the offloads'
+    /// timers, none due, or the host's descriptors, no news of them):
+    /// each finds nothing to do but what the completions gave. Out of
+    /// line: a completions pass that gave none saves no register for it.
     #[inline(never)]
     fn light_pass(&mut self, hw: &mut impl Hw, w: &mut Work) {
-        let cx = &mut self.shared;
-        self.recv.end_pass(cx, hw, w);
-        self.rdma.step(cx, hw, w);
-        self.sdma.step(cx, hw, &mut self.offloads, false, w);
-        self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
-        self.rdma.flush_events(cx, &self.sdma, hw, w);
-        self.settle();
-        self.busy = !w.is_idle();
+        self.step_machines(hw, false, false, w);
     }
 
     /// Host-DMA commands the engine finished, in order: each completion

@@ -369,16 +369,28 @@ impl Mcp {
             }
         }
         self.sdma.take_from_recv(cx, hw);
+        self.step_machines(hw, true, host, w);
+        shared::Stats::flush(hw, &mut self.shared.later);
+    }
+
+    /// The machines' steps after RECV's packets, in the one order a whole
+    /// pass and a completions pass's light part share: RECV's end of pass
+    /// (acks due), RDMA's copies, the offloads' timers (`timers`), SDMA
+    /// (descriptors when `host`, then timers and fills), SEND, RDMA's
+    /// events; then the next deadline, what the next pass must do, and
+    /// whether this one did work.
+    #[inline(always)]
+    fn step_machines(&mut self, hw: &mut impl Hw, timers: bool, host: bool, w: &mut Work) {
+        let cx = &mut self.shared;
         self.recv.end_pass(cx, hw, w);
         self.rdma.step(cx, hw, w);
-        if offload::Offloads::ANY {
+        if offload::Offloads::ANY && timers {
             self.offloads.expire(&mut offload::Services::new(cx, hw, w));
         }
         self.sdma.step(cx, hw, &mut self.offloads, host, w);
         self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
         self.rdma.flush_events(cx, &self.sdma, hw, w);
         self.settle();
-        shared::Stats::flush(hw, &mut self.shared.later);
         self.busy = !w.is_idle();
     }
 

@@ -100,13 +100,9 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
                 .iter()
                 .map(|f| cell(f.passes_per_message, f.instructions_per_pass))
                 .collect();
+            // (Their mean is the idle pass's.)
             let idle: f64 = w.pass_kinds.iter().map(|f| f.idle_passes_per_message).sum();
-            let idle_insns: f64 = w
-                .pass_kinds
-                .iter()
-                .map(|f| f.idle_passes_per_message * f.instructions_per_idle_pass)
-                .sum();
-            cells.push(cell(idle, if idle > 0.0 { idle_insns / idle } else { 0.0 }));
+            cells.push(cell(idle, w.idle_pass));
             let _ = writeln!(
                 s,
                 "{:<15} {}",
