@@ -7,7 +7,10 @@
 #[path = "../../tests/live_rig/mod.rs"]
 mod live_rig;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use host_driver::nic_abi::port::{self as pcb, port_reg};
 
 use live_rig::{cluster, path_str, Regs};
 
@@ -112,6 +115,27 @@ fn stream_processes_check_every_size_in_turn() {
     }
 }
 
+/// Wait until node `node`'s firmware serves port `port`, which `holder`
+/// (a program just started) opens, and give the holder back; fail with
+/// its output if it exits first or the port is not served within 30 s.
+fn served(c: &nic_emu::realtime::RtCluster, node: u32, port: usize, mut holder: Child) -> Child {
+    let sram = live_rig::sram(c, node);
+    let start = Instant::now();
+    while sram.load_u32(port_reg(port, pcb::FW_STATE) as u64) != Some(pcb::STATE_OPEN) {
+        if let Ok(Some(_)) = holder.try_wait() {
+            let out = holder.wait_with_output().unwrap();
+            panic!("the program opening node {node} port {port} exited: {}", text(&out));
+        }
+        let waited = start.elapsed();
+        assert!(
+            waited < Duration::from_secs(30),
+            "node {node} port {port} not served in {waited:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    holder
+}
+
 #[test]
 fn binaries_fail_clearly() {
     let c = cluster("bin-errors", 2, Regs::default());
@@ -144,21 +168,25 @@ fn binaries_fail_clearly() {
     );
     // Both ends up, with different sizes: the messages fit none of the
     // receiver's buffers, and both say what to check. Once with the pong
-    // up first, once with the ping first, so that its first send finds
-    // the pong's port closed (which is not hearing from the pong). The
-    // timeouts leave a loaded machine time to start both processes: with
-    // 1 s, a pong that took longer to open its port made the ping report
-    // a peer that never came up.
+    // up first (the ping starts once the firmware serves the pong's
+    // port), once with the ping first, so that its first send finds the
+    // pong's port closed (which is not hearing from the pong). The pong
+    // waits twice as long as the ping, so that it outlives it: a pong
+    // that gave up first closed its port, and the ping's next resend
+    // (the NIC resends a message refused for want of a buffer) came back
+    // refused by a closed port, which reads as a peer that went away.
+    // The ping's 3 s also leave a loaded machine time to start the late
+    // pong.
     for ping_first in [false, true] {
         let pong = || {
             pingpong(&["--cluster", &path, "--node", "1", "--port", "2", "--peer", "0"])
-                .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "3"])
+                .args(["--peer-port", "2", "--role", "pong", "--size", "8", "--timeout", "6"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         };
-        let early = (!ping_first).then(pong);
+        let early = (!ping_first).then(|| served(&c, 1, 2, pong()));
         let ping = pingpong(&["--cluster", &path, "--node", "0", "--port", "2", "--peer", "1"])
             .args(["--peer-port", "2", "--role", "ping", "--size", "100", "--timeout", "3"])
             .stdout(Stdio::piped())
@@ -171,13 +199,10 @@ fn binaries_fail_clearly() {
         });
         let o = ping.wait_with_output().unwrap();
         let pong = early.or(late).unwrap().wait_with_output().unwrap();
+        let both = format!("ping first {ping_first}:\nping {}\npong {}", text(&o), text(&pong));
         for (o, peer) in [(&o, "node 1 port 2"), (&pong, "node 0 port 2")] {
-            assert_eq!(o.status.code(), Some(1), "ping first {ping_first}: {}", text(o));
-            assert!(
-                text(o).contains(&format!("is the program at {peer} running")),
-                "ping first {ping_first}: {}",
-                text(o)
-            );
+            assert_eq!(o.status.code(), Some(1), "{both}");
+            assert!(text(o).contains(&format!("is the program at {peer} running")), "{both}");
         }
     }
     // A node the cluster does not have.
