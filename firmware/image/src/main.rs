@@ -169,12 +169,11 @@ fn poll(mcp: &mut Mcp, hw: &mut hw::SramHw, work: &mut mcp::Work) -> bool {
     mcp.poll_into(hw, work);
     let busy = mcp.busy();
     #[cfg(feature = "poll-stats")]
-    poll_stats::record(
-        busy,
-        mcp.pass_kind(),
-        riscv::register::minstret::read64().wrapping_sub(t),
-        work,
-    );
+    {
+        // (The count first: what the record reads is not the pass's.)
+        let n = riscv::register::minstret::read64().wrapping_sub(t);
+        poll_stats::record(busy, mcp.pass_kind(), mcp.pass_cause(), n, work);
+    }
     if busy {
         *work = mcp::Work::default();
     }
@@ -203,6 +202,13 @@ pub mod poll_stats {
     #[no_mangle]
     pub static mut POLL_KINDS: [[[u64; 2]; 2]; 3] = [[[0; 2]; 2]; 3];
 
+    /// Passes by why they ran, then by whether they did work: count,
+    /// instruction sum. Entry `c` is a quiet pass (0) or a completions
+    /// pass (1 to 3) of cause `c`, entry 128 + `c` a whole pass of cause
+    /// `c` (`mcp::Mcp::pass_cause`: the news bits, the timer, work left).
+    #[no_mangle]
+    pub static mut POLL_CAUSES: [[[u64; 2]; 2]; 256] = [[[0; 2]; 2]; 256];
+
     /// Waits ended by: the software interrupt (the doorbell), the
     /// timer, both, neither.
     #[no_mangle]
@@ -226,7 +232,7 @@ pub mod poll_stats {
     pub static mut POLL_WORK: mcp::Work = unsafe { core::mem::zeroed() };
 
     #[inline(never)]
-    pub fn record(busy: bool, kind: mcp::PassKind, n: u64, work: &mcp::Work) {
+    pub fn record(busy: bool, kind: mcp::PassKind, cause: u32, n: u64, work: &mcp::Work) {
         // SAFETY: one hart, no interrupt handlers: the only access.
         let w = unsafe { &mut *core::ptr::addr_of_mut!(POLL_WORK) };
         // (Release builds wrap on overflow: a reader subtracts readings.)
@@ -246,6 +252,11 @@ pub mod poll_stats {
         let k = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_KINDS))[kind as usize][busy as usize] };
         k[0] += 1;
         k[1] += n;
+        let at = (cause & 127) as usize | ((kind == mcp::PassKind::Whole) as usize) << 7;
+        // SAFETY: as above.
+        let c = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_CAUSES))[at][busy as usize] };
+        c[0] += 1;
+        c[1] += n;
     }
 }
 

@@ -111,6 +111,8 @@ pub struct Mcp {
     busy: bool,
     /// What the last pass was.
     kind: PassKind,
+    /// Why the last pass that was not quiet ran ([`Mcp::pass_cause`]).
+    cause: u8,
 }
 
 /// What a pass of [`Mcp::poll`] was, by how much of the MCP it ran.
@@ -127,6 +129,10 @@ pub enum PassKind {
     /// It stepped the machines.
     Whole = 2,
 }
+
+/// [`Mcp::pass_cause`]'s bit for work the last pass left (the bits
+/// below it are the news and the timer).
+pub const CAUSE_PENDING_SHIFT: u32 = 6;
 
 /// The summary of what changed, as the device keeps it (a NIC's
 /// interrupt-status register): counters it moves at every host-DMA
@@ -174,6 +180,7 @@ impl Mcp {
             pending: true,
             busy: false,
             kind: PassKind::Quiet,
+            cause: 0,
         }
     }
 
@@ -285,6 +292,7 @@ impl Mcp {
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
+        self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0
             && !self.pending
             && now < self.recv.repair_at()
@@ -300,6 +308,19 @@ impl Mcp {
     /// What the last [`Mcp::poll`] was.
     pub fn pass_kind(&self) -> PassKind {
         self.kind
+    }
+
+    /// Why the last [`Mcp::poll`] ran (0 for a quiet pass): bit i for
+    /// counter i of [`NEWS`] that moved, bit 5 for a timer that fell due,
+    /// bit 6 ([`CAUSE_PENDING_SHIFT`]) for work the pass before left. A
+    /// measuring build counts passes by it (`cargo xtask bench
+    /// --firmware` prints them), to show which news costs whole passes.
+    pub fn pass_cause(&self) -> u32 {
+        if self.kind == PassKind::Quiet {
+            0
+        } else {
+            u32::from(self.cause)
+        }
     }
 
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::image::{file_offset, Field, Image};
-use super::report::{KindCounts, KindFigures, NicCounts, WorkSum, WorkValue};
+use super::report::{CauseFigures, KindCounts, KindFigures, NicCounts, WorkSum, WorkValue};
 
 /// One NIC's counters at one moment: `POLL_STATS` (idle passes, then busy
 /// ones: count, instruction sum, min, max) and the bytes of `POLL_WORK`.
@@ -17,8 +17,14 @@ pub struct Reading {
     /// `POLL_KINDS`: passes by kind (quiet, completions, whole), idle
     /// then busy: count, instruction sum (zero for an older image).
     pub kinds: [[[u64; 2]; 2]; 3],
+    /// `POLL_CAUSES`: passes by kind and cause ([`cause_name`]), idle
+    /// then busy: count, instruction sum (empty for an older image).
+    pub causes: Vec<[[u64; 2]; 2]>,
     pub work: Vec<u8>,
 }
+
+/// Entries of `POLL_CAUSES`.
+pub const CAUSES: usize = 256;
 
 /// Read node's counters from its RAM file `sram`.
 pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
@@ -42,7 +48,41 @@ pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
             kinds[i / 4][(i / 2) % 2][i % 2] = u64::from_le_bytes(w.try_into().expect("8 bytes"));
         }
     }
-    Ok(Reading { stats, kinds, work })
+    let mut causes = Vec::new();
+    if let Some(at) = img.poll_causes {
+        let mut raw = vec![0u8; CAUSES * 32];
+        f.read_exact_at(&mut raw, file_offset(at)?)
+            .map_err(|e| format!("{}: reading POLL_CAUSES: {e}", sram.display()))?;
+        let word =
+            |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        causes = (0..CAUSES)
+            .map(|c| {
+                let at = 4 * c;
+                [[word(at), word(at + 1)], [word(at + 2), word(at + 3)]]
+            })
+            .collect();
+    }
+    Ok(Reading { stats, kinds, causes, work })
+}
+
+/// What entry `c` of `POLL_CAUSES` counts: the kind of pass, then the
+/// news that ran it (`mcp::Mcp::pass_cause`'s bits: the engines' host-DMA
+/// and send-DMA completions, arrivals, host writes, ports opened or
+/// closed, a timer due, work the last pass left), e.g. `whole: rx left`.
+pub fn cause_name(c: usize) -> String {
+    const BITS: [&str; 7] = ["hdma", "txdma", "rx", "host", "ports", "timer", "left"];
+    let kind = match (c >= 128, c & 127) {
+        (true, _) => "whole",
+        (false, 0) => return "quiet".into(),
+        (false, _) => "completions",
+    };
+    let bits: Vec<&str> =
+        BITS.iter().enumerate().filter(|(i, _)| c & (1 << i) != 0).map(|(_, b)| *b).collect();
+    if bits.is_empty() {
+        format!("{kind}: nothing")
+    } else {
+        format!("{kind}: {}", bits.join(" "))
+    }
 }
 
 /// A little-endian unsigned integer of `width` bytes at `at` (0 past the end).
@@ -108,8 +148,59 @@ pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u6
                 (name.to_string(), c)
             })
             .collect(),
+        causes: a
+            .causes
+            .iter()
+            .zip(&b.causes)
+            .enumerate()
+            .filter_map(|(c, (x, y))| {
+                let d = |busy: usize, j: usize| y[busy][j].wrapping_sub(x[busy][j]);
+                let k = KindCounts {
+                    idle_passes: d(0, 0),
+                    idle_instructions: d(0, 1),
+                    busy_passes: d(1, 0),
+                    busy_instructions: d(1, 1),
+                };
+                (k.idle_passes + k.busy_passes > 0).then(|| (cause_name(c), k))
+            })
+            .collect(),
         work: work_delta(fields, &a.work, &b.work),
     }
+}
+
+/// Passes by kind and cause over all NICs, the costliest (instructions
+/// per message) first. Empty when the image does not count causes.
+pub fn causes(nics: &[NicCounts], messages: u64) -> Vec<CauseFigures> {
+    let mut sum: BTreeMap<&str, KindCounts> = BTreeMap::new();
+    for n in nics {
+        for (name, x) in &n.causes {
+            let c = sum.entry(name).or_default();
+            c.idle_passes += x.idle_passes;
+            c.idle_instructions += x.idle_instructions;
+            c.busy_passes += x.busy_passes;
+            c.busy_instructions += x.busy_instructions;
+        }
+    }
+    let mut out: Vec<CauseFigures> = sum
+        .into_iter()
+        .map(|(name, c)| {
+            let passes = c.idle_passes + c.busy_passes;
+            let insns = c.idle_instructions + c.busy_instructions;
+            CauseFigures {
+                cause: name.to_string(),
+                passes_per_message: per(passes, messages),
+                instructions_per_pass: per(insns, passes),
+                instructions_per_message: per(insns, messages),
+                idle_passes_per_message: per(c.idle_passes, messages),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.instructions_per_message
+            .total_cmp(&a.instructions_per_message)
+            .then(a.cause.cmp(&b.cause))
+    });
+    out
 }
 
 /// The kinds of pass (`mcp::PassKind`, in its order).
@@ -176,7 +267,7 @@ mod tests {
     }
 
     fn reading(stats: [[u64; 4]; 2], work: Vec<u8>) -> Reading {
-        Reading { stats, kinds: [[[0; 2]; 2]; 3], work }
+        Reading { stats, kinds: [[[0; 2]; 2]; 3], causes: Vec::new(), work }
     }
 
     #[test]
@@ -199,6 +290,43 @@ mod tests {
         assert_eq!((k[1].passes_per_message, k[1].instructions_per_pass), (1.0, 520.0));
         assert_eq!((k[1].idle_passes_per_message, k[1].instructions_per_idle_pass), (0.4, 400.0));
         assert_eq!((k[2].idle_passes_per_message, k[2].instructions_per_idle_pass), (0.0, 0.0));
+    }
+
+    #[test]
+    fn causes_are_named_by_kind_and_news() {
+        assert_eq!(cause_name(0), "quiet");
+        assert_eq!(cause_name(1), "completions: hdma");
+        assert_eq!(cause_name(3), "completions: hdma txdma");
+        assert_eq!(cause_name(128 | 4 | 64), "whole: rx left");
+        assert_eq!(cause_name(128 | 8 | 32), "whole: host timer");
+        assert_eq!(cause_name(128), "whole: nothing");
+    }
+
+    #[test]
+    fn passes_are_counted_by_cause_over_all_nics_costliest_first() {
+        let mut a = reading([[0; 4]; 2], vec![]);
+        a.causes = vec![[[0; 2]; 2]; CAUSES];
+        a.causes[128 | 4] = [[1, 500], [2, 4000]];
+        let mut b = a.clone();
+        // Node 0: 10 more busy whole passes on arrivals (2000 each), 4
+        // idle whole passes on work left (600 each).
+        b.causes[128 | 4][1] = [12, 24_000];
+        b.causes[128 | 64][0] = [4, 2400];
+        // Node 1: 10 completions passes (500 each), 5 of them idle.
+        let mut c = a.clone();
+        c.causes[1] = [[5, 2500], [5, 2500]];
+        let nics = [window(0, &[], &a, &b, 0), window(1, &[], &a, &c, 0)];
+        assert_eq!(nics[0].causes.len(), 2, "only the causes seen in the window");
+        assert_eq!(nics[0].causes["whole: rx"].busy_instructions, 20_000);
+        let k = causes(&nics, 10);
+        let names: Vec<&str> = k.iter().map(|f| f.cause.as_str()).collect();
+        assert_eq!(names, ["whole: rx", "completions: hdma", "whole: left"]);
+        assert_eq!((k[0].passes_per_message, k[0].instructions_per_pass), (1.0, 2000.0));
+        assert_eq!(k[0].instructions_per_message, 2000.0);
+        assert_eq!((k[1].passes_per_message, k[1].idle_passes_per_message), (1.0, 0.5));
+        assert_eq!((k[2].instructions_per_pass, k[2].idle_passes_per_message), (600.0, 0.4));
+        // An older image counts no causes: none.
+        assert!(causes(&[window(0, &[], &reading([[0; 4]; 2], vec![]), &b, 0)], 10).is_empty());
     }
 
     #[test]

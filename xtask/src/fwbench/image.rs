@@ -37,6 +37,10 @@ pub struct Image {
     /// Guest address of `POLL_KINDS: [[[u64; 2]; 2]; 3]` (passes by kind,
     /// idle then busy: count, instructions); None in an older image.
     pub poll_kinds: Option<u64>,
+    /// Guest address of `POLL_CAUSES: [[[u64; 2]; 2]; 256]` (passes by
+    /// kind and cause, idle then busy: count, instructions); None in an
+    /// older image.
+    pub poll_causes: Option<u64>,
     pub work_size: u64,
     pub work_fields: Vec<Field>,
     /// The end of the code (`.text`), a guest address.
@@ -55,6 +59,7 @@ impl Image {
         let poll_stats = symbol(&obj, "POLL_STATS").map_err(|e| no_stats(elf, e))?;
         let poll_work = symbol(&obj, "POLL_WORK").map_err(|e| no_stats(elf, e))?;
         let poll_kinds = symbol(&obj, "POLL_KINDS").ok();
+        let poll_causes = symbol(&obj, "POLL_CAUSES").ok();
         let (work_size, work_fields) =
             work_layout(&obj).map_err(|e| format!("{}: {e}", elf.display()))?;
         let code_end = obj
@@ -66,6 +71,7 @@ impl Image {
             poll_stats,
             poll_work,
             poll_kinds,
+            poll_causes,
             work_size,
             work_fields,
             code_end,

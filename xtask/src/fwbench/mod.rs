@@ -139,6 +139,7 @@ pub fn workload(
         per_packet,
         idle_pass: idle,
         pass_kinds: counters::kinds(&w.nics, w.messages),
+        pass_causes: counters::causes(&w.nics, w.messages),
         by_machine: split.by_machine(w.messages),
         by_offload: split.offloads.iter().map(|(k, &v)| (k.clone(), per(v))).collect(),
         attributed_per_message: per(split.in_passes()),

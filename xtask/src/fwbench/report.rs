@@ -104,6 +104,11 @@ pub struct Workload {
     /// count them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_kinds: Vec<KindFigures>,
+    /// Passes by kind and by what ran them (the news, a timer, work the
+    /// last pass left), per message, the costliest first; empty for an
+    /// image that does not count them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_causes: Vec<CauseFigures>,
     /// Instructions per message of the passes (idle ones included: an
     /// address does not tell a busy pass from an idle one) by state
     /// machine, counted per code address by the QEMU plugin; their sum is
@@ -171,6 +176,11 @@ pub struct NicCounts {
     /// they ran); empty for an image that does not count them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kinds: BTreeMap<String, KindCounts>,
+    /// Passes by kind and cause (`whole: rx left`: see
+    /// `counters::cause_name`), the causes seen; empty for an image that
+    /// does not count them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub causes: BTreeMap<String, KindCounts>,
     /// The sum of the `mcp::Work` the passes returned, by field name.
     pub work: WorkSum,
 }
@@ -196,6 +206,18 @@ pub struct KindFigures {
     /// The passes of this kind that did no work.
     pub idle_passes_per_message: f64,
     pub instructions_per_idle_pass: f64,
+}
+
+/// Passes of one kind and cause over all NICs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CauseFigures {
+    /// The kind, then the news bits (`counters::cause_name`).
+    pub cause: String,
+    pub passes_per_message: f64,
+    pub instructions_per_pass: f64,
+    pub instructions_per_message: f64,
+    /// The passes of this cause that did no work.
+    pub idle_passes_per_message: f64,
 }
 
 /// The sum of `mcp::Work` over a window: each field of the struct by its
@@ -276,6 +298,7 @@ mod tests {
             instructions_all: 12_000_000,
             packets: 2000,
             kinds: BTreeMap::new(),
+            causes: BTreeMap::new(),
             work,
         };
         let w = Workload {
@@ -285,6 +308,7 @@ mod tests {
             per_packet: vec![4500.0],
             idle_pass: 1000.0,
             pass_kinds: Vec::new(),
+            pass_causes: Vec::new(),
             by_machine: ByMachine { sdma: 1.0, send: 2.0, recv: 3.0, rdma: 4.0, core: 5.0 },
             by_offload: [("multicast".to_string(), 0.0)].into_iter().collect(),
             attributed_per_message: 15.0,

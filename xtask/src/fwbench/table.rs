@@ -9,6 +9,9 @@ use plotters::prelude::*;
 use super::report::{FirmwareReport, Workload, WORKLOADS};
 use super::Clock;
 
+/// Causes of pass the table shows per workload.
+const TOP_CAUSES: usize = 6;
+
 /// The workloads of `doc` in the report's order.
 fn ordered(doc: &FirmwareReport) -> Vec<(&'static str, &Workload)> {
     WORKLOADS.iter().filter_map(|&n| doc.workloads.get(n).map(|w| (n, w))).collect()
@@ -109,6 +112,30 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
                 name,
                 cells.iter().map(|c| format!("{c:>16}")).collect::<Vec<_>>().join(" ")
             );
+        }
+    }
+    // Passes by cause, when the image counts them.
+    if ordered(doc).iter().any(|(_, w)| !w.pass_causes.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\npasses by cause, over all NICs, the {TOP_CAUSES} that cost most a message: the kind of pass, then what ran\n\
+             it (hdma, txdma: the engines' completions; rx: arrivals; host: host writes; ports: a port opened\n\
+             or closed; timer: a timer due; left: work the pass before left); passes per message x mean\n\
+             instructions = instructions per message (idle: passes per message that did no work)"
+        );
+        for (name, w) in ordered(doc) {
+            for (i, c) in w.pass_causes.iter().take(TOP_CAUSES).enumerate() {
+                let _ = writeln!(
+                    s,
+                    "{:<15} {:<32} {:>6.2} x {:>6.0} = {:>7.0}   (idle {:.2})",
+                    if i == 0 { name } else { "" },
+                    c.cause,
+                    c.passes_per_message,
+                    c.instructions_per_pass,
+                    c.instructions_per_message,
+                    c.idle_passes_per_message
+                );
+            }
         }
     }
     // By machine, when attributed.
