@@ -127,12 +127,14 @@ pub const LINK_STATE: Reg<u32> = Reg::at(0x030); // dev
 pub const IRQ_WAIT: Reg<u32> = Reg::at(0x034); // fw
 /// How many times the device model saw a host write the firmware reads
 /// change (dev): one register that moves whenever a port's `DOORBELL`,
-/// `STATE`, `EVQ_CONSUMED`, `PT_GEN` or `PT_ADDED`, `HOST_DOORBELL`, the
-/// trace switches or `FLOW_GEN` did, so that the firmware (and a CPU
-/// waiting for news) can watch one word instead of every port's. Every
-/// backend keeps it: the sim at each host write to SRAM
-/// ([`host_wrote`]), the real-time backends' device step when one of
-/// those words differs from its last look.
+/// `STATE`, `PT_GEN` or `PT_ADDED`, `HOST_DOORBELL`, the trace switches
+/// or `FLOW_GEN` did, so that the firmware (and a CPU waiting for news)
+/// can watch one word instead of every port's. Every backend keeps it:
+/// the sim at each host write to SRAM ([`host_wrote`]), the real-time
+/// backends' device step when one of those words differs from its last
+/// look. A port's `EVQ_CONSUMED` need not move it (the real-time backends'
+/// does not): the firmware reads it only while that port's event queue is
+/// full, and then looks again every `NOBUF_RETRY_TICKS` by itself.
 pub const HOST_WRITES: Reg<u32> = Reg::at(0x03C); // dev
 /// How many times this NIC was reset (cfg): the firmware derives its boot
 /// nonce from it, so peers can tell a restarted NIC's streams apart.

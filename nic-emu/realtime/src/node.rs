@@ -30,10 +30,13 @@ use nic_device::profile::Profile;
 
 /// Host-written words a qemu node's device watches besides the
 /// doorbells (`NodeRt::host_words`).
-const HOST_WORDS: usize = 3 + 4 * NUM_PORTS;
+const HOST_WORDS: usize = 3 + 3 * NUM_PORTS;
 
 /// Their SRAM offsets: the trace switches and `FLOW_GEN`, then each port's
-/// `EVQ_CONSUMED`, `STATE`, `PT_ADDED` and `PT_GEN`.
+/// `STATE`, `PT_ADDED` and `PT_GEN`. Not `EVQ_CONSUMED`: the host writes
+/// it after every event it reads, and the firmware needs it only while a
+/// port's event queue is full, when it looks again every `NOBUF_RETRY`
+/// (as news, each one ran a whole pass that found nothing).
 const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
     let mut w = [0; HOST_WORDS];
     w[0] = reg(regs::TRACE_ENABLE);
@@ -41,10 +44,9 @@ const HOST_WORD_OFFSETS: [u32; HOST_WORDS] = {
     w[2] = reg(regs::DISPATCH_TRACE_ENABLE);
     let mut p = 0;
     while p < NUM_PORTS {
-        w[3 + 4 * p] = port_reg(p, pcb::EVQ_CONSUMED);
-        w[4 + 4 * p] = port_reg(p, pcb::STATE);
-        w[5 + 4 * p] = port_reg(p, pcb::PT_ADDED);
-        w[6 + 4 * p] = port_reg(p, pcb::PT_GEN);
+        w[3 + 3 * p] = port_reg(p, pcb::STATE);
+        w[4 + 3 * p] = port_reg(p, pcb::PT_ADDED);
+        w[5 + 3 * p] = port_reg(p, pcb::PT_GEN);
         p += 1;
     }
     w
@@ -321,10 +323,10 @@ impl NodeRt {
     }
 
     /// Under QEMU, the words besides the doorbells that a host writes
-    /// without ringing and the firmware reads: every port's `STATE`,
-    /// `EVQ_CONSUMED` (a full event queue drained) and `PT_ADDED` (a
-    /// registration, whose first page-table lines the firmware reads
-    /// ahead), the trace switches and `FLOW_GEN`. Compared word by word:
+    /// without ringing and the firmware reads: every port's `STATE` and
+    /// `PT_ADDED` (a registration, whose first page-table lines the
+    /// firmware reads ahead) and `PT_GEN`, the trace switches and
+    /// `FLOW_GEN`. Compared word by word:
     /// a change of any one is news.
     fn host_words(&self) -> [u32; HOST_WORDS] {
         HOST_WORD_OFFSETS.map(|off| self.eng.mem.sram.load_u32(off as u64).unwrap_or(0))
