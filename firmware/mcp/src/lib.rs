@@ -409,6 +409,11 @@ impl Mcp {
             self.offloads.expire(&mut offload::Services::new(cx, hw, w));
         }
         self.sdma.step(cx, hw, &mut self.offloads, host, w);
+        // Receive buffers the host posted this pass join RECV's lists now:
+        // left in the queue, they alone would run the next pass whole.
+        if !cx.provided.is_empty() {
+            self.recv.take_provided(cx, hw);
+        }
         self.send.step(cx, &self.sdma, &mut self.recv, hw, w);
         self.rdma.flush_events(cx, &self.sdma, hw, w);
         self.settle();

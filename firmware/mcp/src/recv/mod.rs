@@ -338,7 +338,7 @@ impl Recv {
 
     /// Receive buffers the host posted (through SDMA's intake) join their
     /// port's list, in posting order.
-    fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
+    pub(crate) fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         // (SDMA wrote each record unlinked: a word read, the port; a word
         // written, the tail's link.)
         while let Some(i) = cx.provided.pop_front() {

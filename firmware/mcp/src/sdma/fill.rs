@@ -124,18 +124,18 @@ impl Sdma {
     /// may free a transmit buffer later in the pass); or for a
     /// translation (looked for again at each pass); or a fan-out's lead
     /// held its next descriptor back (it may be ready to go now); or it
-    /// found nothing due among queued packets and the transmit buffers
-    /// changed hands since (SEND took or freed one later in the pass:
-    /// what the next fill finds, and the scheduler's next wait, may
-    /// differ).
+    /// found nothing due, a scheduler policy paces streams, and the
+    /// transmit buffers changed hands since (SEND took or freed one later
+    /// in the pass: the policy's next wait may differ). Without a policy
+    /// that picks, what the rotation finds due does not depend on the
+    /// buffers (it stopped for want of one: `NoRoom`).
     pub(crate) fn fill_left(&self, cx: &Shared) -> bool {
         match self.stopped {
             Stop::Yield | Stop::Translate { .. } => true,
             Stop::NoRoom => self.conn_queue_len > 0 && room(cx).is_some(),
             Stop::NothingDue => {
                 Fan::lead_left(self)
-                    || ((self.conn_queue_len > 0 || self.sched.may_pick())
-                        && cx.txbufs.held() != self.held_at_stop)
+                    || (self.sched.may_pick() && cx.txbufs.held() != self.held_at_stop)
             }
         }
     }
