@@ -444,9 +444,10 @@ impl Mcp {
             && cx.from_recv.is_empty()
             && cx.provided.is_empty()
             && cx.leaf_reports.is_empty())
-            // (A multicast's next child starts once SEND sent the last
-            // one's packets, later in the pass: looked at every pass.)
-            || (MULTICAST && !cx.mcasts.is_empty())
+            // (A multicast's next child starts once the last one's
+            // packets are filled, later in the pass: the fan-out says
+            // whether its step would act.)
+            || <offload::fanout::Fan as offload::fanout::Fanout>::step_due(&self.sdma, cx)
     }
 
     /// RTC tick when a timer falls due, if any.

@@ -78,6 +78,15 @@ pub trait Fanout {
     #[inline(always)]
     fn deadlines(_cx: &Shared, _at: &mut impl FnMut(u64)) {}
 
+    /// Would its step (`sdma_step`) act at the next pass whatever the
+    /// news? Asked after the pass's machines ran: what a later part of
+    /// the pass did for it (a child's last packet filled, an event that
+    /// delivered the local copy) is the next pass's to act on.
+    #[inline(always)]
+    fn step_due(_sdma: &Sdma, _cx: &Shared) -> bool {
+        false
+    }
+
     /// RECV made record `rec`, served out of receive buffers
     /// (`FromRecv::FanStart`): start it.
     #[inline(always)]

@@ -66,6 +66,11 @@ impl Fanout for Multicast {
         }
     }
 
+    #[inline(always)]
+    fn step_due(sdma: &Sdma, cx: &Shared) -> bool {
+        !cx.mcasts.is_empty() && sdma.mcast_step_due(cx)
+    }
+
     fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: u16) {
         sdma.mcast_start(cx, hw, rec);
     }

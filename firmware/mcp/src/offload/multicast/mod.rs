@@ -184,16 +184,29 @@ pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<u16> {
     })
 }
 
-/// Give back the receive buffers of relayed packets every child has
-/// acknowledged (and RDMA copied: `Shared::rx_release` counts both).
-pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
-    let rec = cx.mcasts[r];
+/// How far record `r`'s relayed packets are acknowledged by every child
+/// (None: not a relay out of receive buffers).
+fn acked_upto(cx: &Shared, r: u16) -> Option<u32> {
+    let rec = &cx.mcasts[r];
     if rec.source != McastSource::RxBufs {
-        return;
+        return None;
     }
     let kids = rec.nchildren.min(RELAY_CHILDREN as u16) as usize;
     let all = rec.kid_acked[..kids].iter().copied().min().unwrap_or(KID_DONE);
-    let upto = if all == KID_DONE { rec.have } else { (all as u32).min(rec.have) };
+    Some(if all == KID_DONE { rec.have } else { (all as u32).min(rec.have) })
+}
+
+/// Has record `r` relayed packets every child acknowledged whose
+/// buffers [`release_acked`] would give back?
+pub fn acked_to_release(cx: &Shared, r: u16) -> bool {
+    acked_upto(cx, r).is_some_and(|upto| upto > cx.mcasts[r].released)
+}
+
+/// Give back the receive buffers of relayed packets every child has
+/// acknowledged (and RDMA copied: `Shared::rx_release` counts both).
+pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    let Some(upto) = acked_upto(cx, r) else { return };
+    let rec = cx.mcasts[r];
     let mut k = rec.released;
     while k < upto {
         let b = rec.bufs[k as usize % RELAY_WINDOW];

@@ -87,6 +87,27 @@ impl Sdma {
         }
     }
 
+    /// Would [`Sdma::mcast_step`] act now: a failed child to name, a
+    /// child to start, relayed buffers to give back, a record to finish
+    /// (its end time is a deadline of its own)? Each record's conditions
+    /// as the step tests them, without acting.
+    #[inline(never)]
+    pub(crate) fn mcast_step_due(&self, cx: &Shared) -> bool {
+        if !cx.lost_pending.is_empty() {
+            return true;
+        }
+        cx.mcasts.live_indices().any(|r| {
+            let rec = &cx.mcasts[r];
+            (rec.source == McastSource::Host
+                && rec.list != ChildList::Awaiting
+                && rec.started < rec.nchildren
+                && self.last_child_sent(cx, r))
+                || mcast::acked_to_release(cx, r)
+                || (rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered)
+                || cx.now >= mcast::ends_at(cx, r)
+        })
+    }
+
     /// The multicast records' step: children to start, buffers to give
     /// back, records to finish. Records are taken group by group in mseq
     /// order, not in slot order: a slot freed late is taken early, so two
