@@ -532,8 +532,9 @@ fn a_gdb_batch_that_never_stops_ends_at_its_time_limit_and_its_nics_run_again() 
 /// now: a short run of the firmware bench counts each workload's
 /// busy-pass instructions per message and the idle pass under QEMU
 /// (`-icount shift=0`, exact); each must be within 10% of what the table
-/// recorded when it was made. The message names the command that
-/// refreshes the table.
+/// recorded when it was made (the idle pass within 10% or
+/// [`IDLE_SLACK`] instructions, whichever is more). The message names the
+/// command that refreshes the table.
 /// The workloads the drift test measures: the 8 B ping-pong, whose
 /// busy-pass count a quick run repeats within about 1% (with the idle
 /// pass it gives). A quick stream or loss run may end before its window
@@ -542,6 +543,15 @@ fn a_gdb_batch_that_never_stops_ends_at_its_time_limit_and_its_nics_run_again() 
 /// their work batches into passes follows wall time); the full bench
 /// (`cargo xtask bench --firmware`) shows them.
 const DRIFT_WORKLOADS: [&str; 1] = ["pingpong-8b"];
+
+/// Instructions the idle pass may move between runs of one image: it is
+/// the mean of quiet passes (about 90) and of completions passes that
+/// took a completion and found no work (350 to 400), in a ratio QEMU's
+/// schedule sets; a quick run read 204 and a full one 229 of the same
+/// image. 25 is about one completions pass more or less in every
+/// twelve idle passes; a change to the firmware's idle passes of more
+/// than that still fails.
+const IDLE_SLACK: f64 = 25.0;
 
 #[test]
 fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
@@ -559,18 +569,18 @@ fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
     let table = nic_emu::costs::FirmwareCosts::builtin();
     let mut lines = Vec::new();
     let mut drifted = Vec::new();
-    let mut check = |what: String, now: f64, then: f64| {
+    let mut check = |what: String, now: f64, then: f64, slack: f64| {
         let rel = if then > 0.0 { now / then - 1.0 } else { f64::INFINITY };
         lines.push(format!(
             "  {what:<24} now {now:>12.1}  table {then:>12.1}  {:+.1}%",
             rel * 100.0
         ));
-        if rel.abs() > 0.10 {
+        if rel.abs() > 0.10 && (now - then).abs() > slack {
             drifted.push(what);
         }
     };
     let idle = doc["idle"]["one_port"].as_f64().expect("idle.one_port in the bench's JSON");
-    check("idle pass".into(), idle, table.instructions.idle_pass);
+    check("idle pass".into(), idle, table.instructions.idle_pass, IDLE_SLACK);
     for name in DRIFT_WORKLOADS {
         let m = table
             .workloads
@@ -579,7 +589,7 @@ fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
         let now = doc["workloads"][name]["busy_per_message"]
             .as_f64()
             .unwrap_or_else(|| panic!("workload {name} missing from the bench's JSON"));
-        check(name.to_string(), now, m.busy_per_message);
+        check(name.to_string(), now, m.busy_per_message, 0.0);
     }
     assert!(
         drifted.is_empty(),
