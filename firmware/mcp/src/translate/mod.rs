@@ -403,6 +403,7 @@ impl Shared {
 
     /// Page-table line `i` is in SRAM: cache its valid entries, unless the
     /// table changed since it was asked for.
+    #[inline(never)]
     pub fn pt_line_read(&mut self, hw: &mut impl Hw, i: u8) {
         let x = &mut self.xlat;
         let Some(l) = x.lines.get(i as usize).copied() else { return };
