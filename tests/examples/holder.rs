@@ -91,7 +91,10 @@ fn until_stdin_closes(limit: Duration, mut f: impl FnMut()) {
 fn fork_and_keep(cluster: &str, node: u16, port: u8) -> Result<(), String> {
     let be = LiveBackend::attach(cluster, node, port).map_err(|e| e.to_string())?;
     let nic = Nic::open(be.clone()).map_err(|e| e.to_string())?;
-    let p = nic.open_port(port, PortOptions::default()).map_err(|e| e.to_string())?;
+    let mut p = nic.open_port(port, PortOptions::default()).map_err(|e| e.to_string())?;
+    // The NIC's answer to the open (PortOpened, into the event queue in
+    // the slice) first: written after the fill, it read as foreign bytes.
+    p.wait_served(Duration::from_secs(10)).map_err(|e| e.to_string())?;
     let (start, len) = be.slice();
     be.host_write(start, &vec![0x11; len as usize]);
     // The port stays open in the NIC; the child keeps what is mapped.
