@@ -546,12 +546,13 @@ const DRIFT_WORKLOADS: [&str; 1] = ["pingpong-8b"];
 
 /// Instructions the idle pass may move between runs of one image: it is
 /// the mean of quiet passes (about 90) and of completions passes that
-/// took a completion and found no work (350 to 400), in a ratio QEMU's
-/// schedule sets; a quick run read 204 and a full one 229 of the same
-/// image. 25 is about one completions pass more or less in every
-/// twelve idle passes; a change to the firmware's idle passes of more
-/// than that still fails.
-const IDLE_SLACK: f64 = 25.0;
+/// took a completion and found no work (about 370), in a ratio QEMU's
+/// schedule sets. Quick runs in CI, beside other tests, read 201 and 204
+/// where full runs on an idle machine read 223 to 229 (images of
+/// bb99895 and 3b61e4c). 40 is about one completions pass more or less
+/// in every seven idle passes; a change to the firmware's idle passes of
+/// more than that still fails.
+const IDLE_SLACK: f64 = 40.0;
 
 #[test]
 fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
