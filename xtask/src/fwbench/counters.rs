@@ -136,17 +136,7 @@ pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u6
         kinds: PASS_KINDS
             .iter()
             .enumerate()
-            .map(|(k, name)| {
-                let d =
-                    |busy: usize, j: usize| b.kinds[k][busy][j].wrapping_sub(a.kinds[k][busy][j]);
-                let c = KindCounts {
-                    idle_passes: d(0, 0),
-                    idle_instructions: d(0, 1),
-                    busy_passes: d(1, 0),
-                    busy_instructions: d(1, 1),
-                };
-                (name.to_string(), c)
-            })
+            .map(|(k, name)| (name.to_string(), KindCounts::between(&a.kinds[k], &b.kinds[k])))
             .collect(),
         causes: a
             .causes
@@ -154,13 +144,7 @@ pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u6
             .zip(&b.causes)
             .enumerate()
             .filter_map(|(c, (x, y))| {
-                let d = |busy: usize, j: usize| y[busy][j].wrapping_sub(x[busy][j]);
-                let k = KindCounts {
-                    idle_passes: d(0, 0),
-                    idle_instructions: d(0, 1),
-                    busy_passes: d(1, 0),
-                    busy_instructions: d(1, 1),
-                };
+                let k = KindCounts::between(x, y);
                 (k.idle_passes + k.busy_passes > 0).then(|| (cause_name(c), k))
             })
             .collect(),
@@ -174,11 +158,7 @@ pub fn causes(nics: &[NicCounts], messages: u64) -> Vec<CauseFigures> {
     let mut sum: BTreeMap<&str, KindCounts> = BTreeMap::new();
     for n in nics {
         for (name, x) in &n.causes {
-            let c = sum.entry(name).or_default();
-            c.idle_passes += x.idle_passes;
-            c.idle_instructions += x.idle_instructions;
-            c.busy_passes += x.busy_passes;
-            c.busy_instructions += x.busy_instructions;
+            sum.entry(name).or_default().add(x);
         }
     }
     let mut out: Vec<CauseFigures> = sum
@@ -215,11 +195,7 @@ pub fn kinds(nics: &[NicCounts], messages: u64) -> Vec<KindFigures> {
         .filter_map(|&k| {
             let mut c = KindCounts::default();
             for n in nics {
-                let x = n.kinds.get(k)?;
-                c.idle_passes += x.idle_passes;
-                c.idle_instructions += x.idle_instructions;
-                c.busy_passes += x.busy_passes;
-                c.busy_instructions += x.busy_instructions;
+                c.add(n.kinds.get(k)?);
             }
             let passes = c.idle_passes + c.busy_passes;
             Some(KindFigures {

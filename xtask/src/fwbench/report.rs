@@ -194,6 +194,28 @@ pub struct KindCounts {
     pub busy_instructions: u64,
 }
 
+impl KindCounts {
+    /// The counts between two readings of an image's `[idle, busy]` x
+    /// `[passes, instructions]` counters (each wraps at 64 bits).
+    pub fn between(a: &[[u64; 2]; 2], b: &[[u64; 2]; 2]) -> KindCounts {
+        let d = |busy: usize, j: usize| b[busy][j].wrapping_sub(a[busy][j]);
+        KindCounts {
+            idle_passes: d(0, 0),
+            idle_instructions: d(0, 1),
+            busy_passes: d(1, 0),
+            busy_instructions: d(1, 1),
+        }
+    }
+
+    /// Add `o`'s counts (another NIC's) to these.
+    pub fn add(&mut self, o: &KindCounts) {
+        self.idle_passes += o.idle_passes;
+        self.idle_instructions += o.idle_instructions;
+        self.busy_passes += o.busy_passes;
+        self.busy_instructions += o.busy_instructions;
+    }
+}
+
 /// One kind of pass over all NICs: how many a message and what one costs.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct KindFigures {
