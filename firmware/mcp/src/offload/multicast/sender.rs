@@ -97,15 +97,23 @@ impl Sdma {
             return true;
         }
         cx.mcasts.live_indices().any(|r| {
-            let rec = &cx.mcasts[r];
-            (rec.source == McastSource::Host
-                && rec.list != ChildList::Awaiting
-                && rec.started < rec.nchildren
-                && self.last_child_sent(cx, r))
+            self.next_child_due(cx, r)
                 || mcast::acked_to_release(cx, r)
-                || (rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered)
+                || complete(&cx.mcasts[r])
                 || cx.now >= mcast::ends_at(cx, r)
         })
+    }
+
+    /// Is record `r`'s next child (from host memory) due to start? From
+    /// host memory, children go one after another, deepest subtree
+    /// first: the next starts once the last has sent every packet
+    /// (relays' packets, from receive buffers, interleave).
+    fn next_child_due(&self, cx: &Shared, r: u16) -> bool {
+        let rec = &cx.mcasts[r];
+        rec.source == McastSource::Host
+            && rec.list != ChildList::Awaiting
+            && rec.started < rec.nchildren
+            && self.last_child_sent(cx, r)
     }
 
     /// The multicast records' step: children to start, buffers to give
@@ -140,21 +148,11 @@ impl Sdma {
             cx.leaf_reports.pop_front();
         }
         for r in live {
-            let rec = cx.mcasts[r];
-            // From host memory, children go one after another, deepest
-            // subtree first: the next starts once the last has sent every
-            // packet (relays' packets, from receive buffers, interleave).
-            if rec.source == McastSource::Host
-                && rec.list != ChildList::Awaiting
-                && rec.started < rec.nchildren
-                && self.last_child_sent(cx, r)
-            {
-                self.start_child(cx, hw, r, rec.started);
+            if self.next_child_due(cx, r) {
+                self.start_child(cx, hw, r, cx.mcasts[r].started);
             }
             mcast::release_acked(cx, hw, r);
-            let rec = cx.mcasts[r];
-            let complete =
-                rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered;
+            let complete = complete(&cx.mcasts[r]);
             if complete || cx.now >= mcast::ends_at(cx, r) {
                 w.timers += (!complete) as u32;
                 self.mcast_finish(cx, hw, r);
@@ -256,4 +254,9 @@ impl Sdma {
         }
         cx.mcasts.free(r);
     }
+}
+
+/// Has record `rec` its children's answers and the local copy delivered?
+fn complete(rec: &McastRec) -> bool {
+    rec.list != ChildList::Awaiting && rec.done >= rec.nchildren && rec.delivered
 }
