@@ -425,6 +425,7 @@ impl Mcp {
     /// machines (say a relayed packet RDMA copies at the next pass) is
     /// left for the next pass too.
     fn settle(&mut self) {
+        debug_assert!(self.shared.provided.is_empty(), "posted receive buffers left for RECV");
         let relative = self.compute_deadline();
         self.pending =
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
@@ -442,8 +443,9 @@ impl Mcp {
         !(cx.rdma_jobs.is_empty()
             && cx.controls.is_empty()
             && cx.from_recv.is_empty()
-            && cx.provided.is_empty()
             && cx.leaf_reports.is_empty())
+            // (Posted receive buffers are not among them: RECV takes them
+            // in the pass SDMA's intake queued them, `step_machines`.)
             // (A multicast's next child starts once the last one's
             // packets are filled, later in the pass: the fan-out says
             // whether its step would act.)
