@@ -23,6 +23,9 @@ const SRAM_BASE: usize = 0x8000_0000;
 pub struct SramHw {
     size: u32,
     rtc_hz: u64,
+    /// mtime to RTC ticks, worked out once from the two rates
+    /// ([`RtcScale::of`]): the RTC is read at the start of every pass.
+    rtc_scale: RtcScale,
     /// Guest address of SRAM offset 0 for the register page and the port
     /// windows: `pci::MMIO_BASE` once their BARs are mapped, else SRAM_BASE.
     files: usize,
@@ -33,7 +36,12 @@ impl SramHw {
     /// the SRAM size and the clock rate are registers.
     pub fn new() -> SramHw {
         let files = if pci::map_files() { pci::MMIO_BASE } else { SRAM_BASE };
-        let mut hw = SramHw { size: map::SRAM_MIN, rtc_hz: clint::MTIME_HZ, files };
+        let mut hw = SramHw {
+            size: map::SRAM_MIN,
+            rtc_hz: clint::MTIME_HZ,
+            rtc_scale: RtcScale::of(clint::MTIME_HZ, clint::MTIME_HZ),
+            files,
+        };
         let size = hw.load_u32(regs::reg(regs::SRAM_SIZE));
         if size >= map::SRAM_MIN {
             hw.size = size;
@@ -41,6 +49,7 @@ impl SramHw {
         let hz = hw.load_u64(regs::reg(regs::RTC_HZ));
         if hz != 0 {
             hw.rtc_hz = hz;
+            hw.rtc_scale = RtcScale::of(hz, clint::MTIME_HZ);
         }
         hw
     }
@@ -143,8 +152,13 @@ impl SramHw {
     }
 
     /// The RTC at mtime `t`.
+    #[inline(always)]
     pub fn rtc_at(&self, t: u64) -> u64 {
-        scale(t, self.rtc_hz, clint::MTIME_HZ)
+        match self.rtc_scale {
+            RtcScale::Times(k) => t.wrapping_mul(k),
+            RtcScale::Over { inverse } => mul_high(t, inverse),
+            RtcScale::Ratio => scale(t, self.rtc_hz, clint::MTIME_HZ),
+        }
     }
 
     pub fn rtc_to_clint(&self, ticks: u64) -> u64 {
@@ -198,6 +212,46 @@ fn copy_out(dst: usize, src: &[u8]) {
     // SRAM or BAR memory, written before the Release store that
     // publishes it.
     unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
+}
+
+/// How mtime turns into RTC ticks, from the two clock rates: where one
+/// rate is a whole multiple of the other (every profile's is: the RTC at
+/// 2 MHz is mtime's 10 MHz over 5, at 100 MHz times 10) one multiply, not
+/// the two divisions of the general [`scale`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RtcScale {
+    /// The RTC runs `k` times as fast as mtime (1: the same clock).
+    Times(u64),
+    /// mtime runs `k` times as fast as the RTC (`k` from 2 to 1,000):
+    /// `t / k` is the high word of `t * inverse`, `inverse` =
+    /// ceil(2^64 / k). The rounded-up inverse adds under one k-th of a
+    /// tick while `t` is below 2^64 / k: exact for 58 years of mtime at
+    /// 10 MHz with `k` = 1,000, 11,700 years with the profiles' 5.
+    Over { inverse: u64 },
+    /// Neither: [`scale`].
+    Ratio,
+}
+
+impl RtcScale {
+    /// The scale from mtime at `den` Hz to an RTC at `num` Hz.
+    fn of(num: u64, den: u64) -> RtcScale {
+        if num.is_multiple_of(den) {
+            RtcScale::Times(num / den)
+        } else if den.is_multiple_of(num) && den / num <= 1_000 {
+            let k = den / num;
+            // k >= 2 here: ceil(2^64 / k) fits 64 bits.
+            let inverse = ((1u128 << 64).div_ceil(k as u128)) as u64;
+            RtcScale::Over { inverse }
+        } else {
+            RtcScale::Ratio
+        }
+    }
+}
+
+/// The high word of the 128-bit product `a * b` (one `mulhu`).
+#[inline(always)]
+fn mul_high(a: u64, b: u64) -> u64 {
+    ((a as u128 * b as u128) >> 64) as u64
 }
 
 /// `x * num / den` rounded down, in 64-bit arithmetic (no 128-bit
