@@ -12,7 +12,12 @@ use crate::{bit, offload, shared, Mcp, Work};
 /// ([`Mcp::completions`]), least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Gave {
+    /// Nothing a machine waits on: event writes done (their staging
+    /// slots free; only RDMA's flush of owed events waits for those).
     Nothing,
+    /// A payload copied or a translation read: what the waiting machine
+    /// needs is in its state now.
+    Moved,
     /// A transmit buffer filled: SEND has it.
     Filled,
     /// An offload's completion: a whole pass.
@@ -39,16 +44,25 @@ impl Mcp {
         w: &mut Work,
     ) -> bool {
         self.shared.now = now;
-        let mut filled = false;
-        if news & bit::HDMA != 0 {
-            match self.completions(hw) {
-                Gave::Nothing => {}
-                Gave::Filled => filled = true,
-                Gave::Other => return false,
-            }
+        let gave = if news & bit::HDMA != 0 { self.completions(hw) } else { Gave::Nothing };
+        if gave == Gave::Other {
+            return false;
         }
+        let filled = gave == Gave::Filled;
         if news & bit::TXDMA != 0 {
             self.send.completions(&mut self.shared, hw);
+        } else if gave == Gave::Nothing
+            && self.shared.events_owed == 0
+            && !self.sdma.leftover(&self.shared)
+        {
+            // Only event writes finished: their staging slots are free,
+            // which no event waits for, and their host-DMA ring slots,
+            // which a fill that stopped for room may take now. Else what
+            // the last pass left (nothing, or this would be a whole pass)
+            // is all there is.
+            self.busy = false;
+            self.checked_gating(hw, now);
+            return true;
         }
         let cx = &self.shared;
         if !self.rdma.waits_for_completions(cx)
@@ -67,14 +81,21 @@ impl Mcp {
             self.busy = false;
         }
         shared::Stats::flush(hw, &mut self.shared.later);
+        self.checked_gating(hw, now);
+        true
+    }
+
+    /// Feature `check-gating`: what the parts a completions pass left
+    /// undone would have found (nothing, or the pass was wrong to skip
+    /// them). Otherwise nothing.
+    #[inline(always)]
+    fn checked_gating(&mut self, _hw: &mut impl Hw, _now: u64) {
         #[cfg(any(test, feature = "check-gating"))]
         if !self.pending && GATING_CHECKED.with(|c| c.get()) {
-            // What the parts left undone would have found: nothing.
             let busy = self.busy;
-            self.check_gating(hw, now);
+            self.check_gating(_hw, _now);
             self.busy = busy;
         }
-        true
     }
 
     /// The parts a filled buffer or owed events give work, as a whole
@@ -100,8 +121,14 @@ impl Mcp {
             match cx.hdma.complete_one() {
                 HdmaAction::Nothing => {}
                 HdmaAction::EventDone(i) => self.rdma.event_written(i),
-                HdmaAction::RxDone(b) => self.rdma.copied(cx, hw, b),
-                HdmaAction::PtLine(i) => cx.pt_line_read(hw, i),
+                HdmaAction::RxDone(b) => {
+                    self.rdma.copied(cx, hw, b);
+                    gave = gave.max(Gave::Moved);
+                }
+                HdmaAction::PtLine(i) => {
+                    cx.pt_line_read(hw, i);
+                    gave = gave.max(Gave::Moved);
+                }
                 HdmaAction::TxFilled(b) => {
                     self.sdma.filled(cx, hw, b);
                     gave = gave.max(Gave::Filled);
