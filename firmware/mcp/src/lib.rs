@@ -50,6 +50,7 @@ pub mod rtt;
 pub mod sdma;
 pub mod send;
 mod shared;
+mod summary;
 pub mod tlb;
 mod translate;
 mod work;
@@ -59,6 +60,8 @@ use nic_abi::regs;
 use nic_abi::stats::Stat;
 use nic_abi::NUM_PORTS;
 use shared::Shared;
+use summary::bit;
+pub use summary::{PassKind, CAUSE_PENDING_SHIFT, NEWS};
 
 pub use config::{Config, InitError};
 pub use gating::check_gating_here;
@@ -113,49 +116,9 @@ pub struct Mcp {
     kind: PassKind,
     /// Why the last pass that was not quiet ran ([`Mcp::pass_cause`]).
     cause: u8,
-}
-
-/// What a pass of [`Mcp::poll`] was, by how much of the MCP it ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-pub enum PassKind {
-    /// No news, no timer due, nothing left by the last pass: it read the
-    /// summary of what changed and stopped there (or the MCP is halted).
-    #[default]
-    Quiet = 0,
-    /// Its only news was the engines' completions, and it ran only what
-    /// they gave work ([`Mcp::poll`]).
-    Completions = 1,
-    /// It stepped the machines.
-    Whole = 2,
-}
-
-/// [`Mcp::pass_cause`]'s bit for work the last pass left (the bits
-/// below it are the news and the timer).
-pub const CAUSE_PENDING_SHIFT: u32 = 6;
-
-/// The summary of what changed, as the device keeps it (a NIC's
-/// interrupt-status register): counters it moves at every host-DMA
-/// completion, send-DMA completion, arrival, host write the firmware
-/// reads (`HOST_WRITES`: a doorbell, a send ring's producer, an event
-/// queue's consumer, a page table, a trace switch, the flow table) and
-/// port open or close (`PORT_NEWS`). A pass compares them with what the
-/// last one saw: bit i of its news is counter i moved.
-pub const NEWS: [regs::Reg<u32>; 5] =
-    [regs::HDMA_DONE, regs::TXDMA_DONE, regs::RXDONE_PROD, regs::HOST_WRITES, regs::PORT_NEWS];
-
-/// The bits of a pass's news: which counters of [`NEWS`] moved.
-mod bit {
-    pub const HDMA: u32 = 1 << 0;
-    pub const TXDMA: u32 = 1 << 1;
-    pub const RX: u32 = 1 << 2;
-    pub const HOST: u32 = 1 << 3;
-    pub const PORTS: u32 = 1 << 4;
-    /// Not a counter: the next timer fell due.
-    pub const TIMER_SHIFT: u32 = 5;
-    /// Every bit: what a pass that must look at everything is given.
-    #[cfg(any(test, feature = "check-gating"))]
-    pub const ALL: u32 = (1 << (TIMER_SHIFT + 1)) - 1;
+    /// Send completions a quiet pass left for the next one with other
+    /// news (nothing waited for the transmit buffers they free).
+    sent_owed: bool,
 }
 
 impl Default for Mcp {
@@ -181,6 +144,7 @@ impl Mcp {
             busy: false,
             kind: PassKind::Quiet,
             cause: 0,
+            sent_owed: false,
         }
     }
 
@@ -232,22 +196,6 @@ impl Mcp {
         &self.shared.cfg
     }
 
-    /// What changed since the last pass: a bit per counter of [`NEWS`]
-    /// that moved (and the counters taken as seen). The registers are
-    /// read together: in the image, a load each and one fence.
-    #[inline(always)]
-    fn news(&mut self, hw: &impl Hw) -> u32 {
-        let c = hw.regs(NEWS);
-        let s = self.seen;
-        self.seen = c;
-        // Spelled out: the loop over both arrays was not unrolled.
-        (c[0] != s[0]) as u32
-            | ((c[1] != s[1]) as u32) << 1
-            | ((c[2] != s[2]) as u32) << 2
-            | ((c[3] != s[3]) as u32) << 3
-            | ((c[4] != s[4]) as u32) << 4
-    }
-
     /// One pass of the main loop. It reads the summary of what changed
     /// first ([`NEWS`]): with no news, no timer due, the receive ring's
     /// audit not due and nothing left by the last pass, no machine has
@@ -292,6 +240,23 @@ impl Mcp {
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
+        if news == bit::TXDMA
+            && !self.pending
+            && now < self.recv.repair_at()
+            && !self.wants_tx_bufs()
+        {
+            // Packets that left: their buffers come back with the next
+            // news (SEND's state shows them in flight till then).
+            self.sent_owed = true;
+            #[cfg(any(test, feature = "check-gating"))]
+            if GATING_CHECKED.with(|c| c.get()) {
+                *w = self.check_gating(hw, now);
+                return;
+            }
+            self.busy = false;
+            return;
+        }
+        let news = news | if core::mem::take(&mut self.sent_owed) { bit::TXDMA } else { 0 };
         self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0
             && !self.pending
@@ -303,30 +268,6 @@ impl Mcp {
         }
         self.kind = PassKind::Whole;
         self.pass(hw, now, news, w);
-    }
-
-    /// What the last [`Mcp::poll`] was.
-    pub fn pass_kind(&self) -> PassKind {
-        self.kind
-    }
-
-    /// Why the last [`Mcp::poll`] ran (0 for a quiet pass): bit i for
-    /// counter i of [`NEWS`] that moved, bit 5 for a timer that fell due,
-    /// bit 6 ([`CAUSE_PENDING_SHIFT`]) for work the pass before left. A
-    /// measuring build counts passes by it (`cargo xtask bench
-    /// --firmware` prints them), to show which news costs whole passes.
-    pub fn pass_cause(&self) -> u32 {
-        if self.kind == PassKind::Quiet {
-            0
-        } else {
-            u32::from(self.cause)
-        }
-    }
-
-    /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out
-    /// once by the pass.)
-    pub fn busy(&self) -> bool {
-        self.busy
     }
 
     /// A pass that may find work: the scheduler. Completions first (they
@@ -429,6 +370,15 @@ impl Mcp {
         let relative = self.compute_deadline();
         self.pending =
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
+    }
+
+    /// Would transmit buffers coming free give a machine work? SDMA's
+    /// fill or its scheduler policy, or an offload's packet for SEND.
+    /// (SEND's acks and filled buffers are work left: no pass is quiet
+    /// while they wait.)
+    fn wants_tx_bufs(&self) -> bool {
+        self.sdma.waits_for_tx_bufs()
+            || (offload::Offloads::ANY && !self.shared.offload.tx.is_empty())
     }
 
     /// Is there work in a queue between machines?

@@ -140,6 +140,13 @@ impl Sdma {
         }
     }
 
+    /// Would transmit buffers coming free let SDMA go on? Its fill
+    /// stopped for want of one with streams queued, or a scheduler policy
+    /// paces streams (what it waits for depends on the buffers held).
+    pub(crate) fn waits_for_tx_bufs(&self) -> bool {
+        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0) || self.sched.may_pick()
+    }
+
     /// After the fill loop: what the machine waits for now.
     fn settle(&mut self, cx: &mut Shared, hw: &mut impl Hw, stop: Stop) {
         self.stopped = stop;
