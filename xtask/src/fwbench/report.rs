@@ -68,7 +68,7 @@ pub struct ImageInfo {
 
 /// The idle pass, instructions per pass: the mean of the passes that did
 /// no work (what the simulator prices an idle poll at), and the quiet
-/// pass (nothing new: the summary read and nothing more; 0 for an image
+/// pass (no news that gives work: the summary read and nothing more; 0 for an image
 /// that does not count the kinds of pass).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Idle {

@@ -80,7 +80,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if doc.idle.quiet_one_port > 0.0 {
         let _ = writeln!(
             s,
-            "quiet pass (nothing new: the summary read and nothing more): {:.0} with 1 port and 1 stream; {} with 8 ports \
+            "quiet pass (no news that gives work: the summary read and nothing more): {:.0} with 1 port and 1 stream; {} with 8 ports \
              and 128 streams",
             doc.idle.quiet_one_port,
             many(doc.idle.quiet_eight_ports_128_streams)
