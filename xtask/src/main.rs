@@ -223,6 +223,10 @@ enum Cmd {
         /// each workload: where inside a function the cost is.
         #[arg(long, requires = "firmware")]
         lines: bool,
+        /// --firmware --functions/--lines: list N functions and N source
+        /// lines (default 15 and 40).
+        #[arg(long, value_name = "N", requires = "firmware")]
+        top: Option<usize>,
         /// --firmware: also measure the image with no offloads compiled in
         /// and print the unicast workloads side by side with the ratio.
         #[arg(long, requires = "firmware")]
@@ -547,6 +551,7 @@ fn main() -> ExitCode {
             json,
             functions,
             lines,
+            top,
             no_offloads,
             workloads,
             image,
@@ -559,6 +564,7 @@ fn main() -> ExitCode {
                 json,
                 functions,
                 lines,
+                top,
                 no_offloads,
                 quiet,
                 only: workloads,

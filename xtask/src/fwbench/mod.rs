@@ -32,6 +32,9 @@ pub struct Options {
     pub functions: bool,
     /// Also the top source lines (`--lines`).
     pub lines: bool,
+    /// How many functions and source lines to list (`--top`; default
+    /// [`TOP_FUNCTIONS`] and [`TOP_LINES`]).
+    pub top: Option<usize>,
     pub no_offloads: bool,
     pub quiet: bool,
     /// Only these workloads (all when empty).
@@ -104,6 +107,7 @@ pub fn workload(
     w: &Window,
     clocks: &[Clock],
     sym: Option<(&profile::Symbolizer, usize)>,
+    top: Option<usize>,
 ) -> Workload {
     let (busy, all, per_packet, idle) = counters::figures(&w.nics, w.messages);
     let us = clocks
@@ -127,11 +131,11 @@ pub fn workload(
     let mut functions: Vec<(String, f64)> =
         split.functions.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
     functions.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    functions.truncate(TOP_FUNCTIONS);
+    functions.truncate(top.unwrap_or(TOP_FUNCTIONS));
     let mut lines: Vec<(String, f64)> =
         split.lines.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
     lines.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    lines.truncate(TOP_LINES);
+    lines.truncate(top.unwrap_or(TOP_LINES));
     Workload {
         messages: w.messages,
         busy_per_message: busy,
@@ -222,7 +226,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 spec.name, w.messages, w.wall_s
             ),
         );
-        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some((&sym, slots))));
+        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
         pb.inc(1);
     }
     if closes {
@@ -233,7 +237,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
             opts.quiet,
             &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
         );
-        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots))));
+        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
         pb.inc(1);
     }
     if let Some(pp) = doc.workloads.get("pingpong-8b") {
@@ -251,7 +255,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 "idle, 8 ports", w.messages, w.wall_s
             ),
         );
-        let many = workload(&w, &clocks, None);
+        let many = workload(&w, &clocks, None, opts.top);
         doc.idle.eight_ports_128_streams = many.idle_pass;
         doc.idle.quiet_eight_ports_128_streams = quiet(&many);
         pb.inc(1);
