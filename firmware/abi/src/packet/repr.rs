@@ -122,7 +122,7 @@ impl SeqRepr {
     #[inline(always)]
     fn parse(v: super::SeqView<'_>) -> SeqRepr {
         SeqRepr {
-            addr: v.addr(),
+            addr: v.addr().repr(),
             size_class: v.size_class(),
             seq: v.seq(),
             round: v.round(),
@@ -493,12 +493,12 @@ impl PacketRepr {
                 lost_len: v.lost_len(),
             }),
             PacketView::Ack(v) => PacketRepr::Ack(AckRepr {
-                addr: v.addr(),
+                addr: v.addr().repr(),
                 ack: v.ack(),
                 report_stream: v.report_stream(),
             }),
             PacketView::Nack(v) => PacketRepr::Nack(NackRepr {
-                addr: v.addr(),
+                addr: v.addr().repr(),
                 code: v.code().ok_or(ParseError::BadField("nack_code"))?,
                 seq: v.seq(),
                 round: v.round(),
@@ -506,7 +506,7 @@ impl PacketRepr {
                 report_stream: v.report_stream(),
             }),
             PacketView::Poll(v) => PacketRepr::Poll(PollRepr {
-                addr: v.addr(),
+                addr: v.addr().repr(),
                 una: v.una(),
                 next: v.next(),
                 round: v.round(),
@@ -516,14 +516,14 @@ impl PacketRepr {
                 report_stream: v.report_stream(),
             }),
             PacketView::Stat(v) => PacketRepr::Stat(StatRepr {
-                addr: v.addr(),
+                addr: v.addr().repr(),
                 ustat: v.is_ustat(),
                 ack: v.ack(),
                 payload_len: v.payload_len(),
                 report_stream: v.report_stream(),
             }),
             PacketView::Echo(v) => PacketRepr::Echo(EchoRepr {
-                addr: v.addr(),
+                addr: v.addr().repr(),
                 reply: v.is_reply(),
                 cookie: v.cookie(),
                 sent: v.sent(),

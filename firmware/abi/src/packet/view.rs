@@ -7,6 +7,49 @@
 
 use super::repr::{Addr, DataKind, SyncStamp};
 use super::{Flags, Header, McastTag, NackCode, PacketType};
+use crate::Priority;
+
+/// The ends of a packet, of any type ([`Addr`]'s fields).
+#[derive(Debug, Clone, Copy)]
+pub struct AddrView<'a>(&'a Header);
+
+impl AddrView<'_> {
+    /// The sending NIC.
+    #[inline(always)]
+    pub fn src_node(&self) -> u16 {
+        self.0.src_node
+    }
+
+    /// The sending port.
+    #[inline(always)]
+    pub fn src_port(&self) -> u8 {
+        self.0.src_port
+    }
+
+    /// The receiving NIC.
+    #[inline(always)]
+    pub fn dst_node(&self) -> u16 {
+        self.0.dst_node
+    }
+
+    /// The receiving port.
+    #[inline(always)]
+    pub fn dst_port(&self) -> u8 {
+        self.0.dst_port
+    }
+
+    /// The priority.
+    #[inline(always)]
+    pub fn priority(&self) -> Priority {
+        self.0.priority
+    }
+
+    /// The ends as a value.
+    #[inline(always)]
+    pub fn repr(&self) -> Addr {
+        Addr::of(self.0)
+    }
+}
 
 /// A header seen as its type. Made by [`Header::view`].
 #[derive(Debug, Clone, Copy)]
@@ -68,8 +111,8 @@ impl<'a> PacketView<'a> {
 
     /// The ends: nodes, ports, priority.
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.header())
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.header())
     }
 
     /// The cumulative ack of the reverse stream the packet carries
@@ -131,8 +174,8 @@ impl<'a> SeqView<'a> {
     }
 
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// The message's size class.
@@ -323,10 +366,10 @@ impl<'a> ReportView<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct AckView<'a>(&'a Header);
 
-impl AckView<'_> {
+impl<'a> AckView<'a> {
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// `Flags::ACK_VALID`: the cumulative ack.
@@ -347,10 +390,10 @@ impl AckView<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct NackView<'a>(&'a Header);
 
-impl NackView<'_> {
+impl<'a> NackView<'a> {
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// Why. None only in a header that was not parsed (parsing refuses
@@ -390,10 +433,10 @@ impl NackView<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct PollView<'a>(&'a Header);
 
-impl PollView<'_> {
+impl<'a> PollView<'a> {
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// The sender's first unacknowledged sequence number.
@@ -448,10 +491,10 @@ impl PollView<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct StatView<'a>(&'a Header);
 
-impl StatView<'_> {
+impl<'a> StatView<'a> {
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// A `Ustat` (a gap named at once), not a `Stat` (a poll's answer).
@@ -484,10 +527,10 @@ impl StatView<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct EchoView<'a>(&'a Header);
 
-impl EchoView<'_> {
+impl<'a> EchoView<'a> {
     #[inline(always)]
-    pub fn addr(&self) -> Addr {
-        Addr::of(self.0)
+    pub fn addr(&self) -> AddrView<'a> {
+        AddrView(self.0)
     }
 
     /// An `EchoReply`, not an `EchoRequest`.
