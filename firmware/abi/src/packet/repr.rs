@@ -198,16 +198,17 @@ pub struct DataRepr {
 impl DataRepr {
     #[inline(always)]
     pub fn emit(&self) -> Header {
-        let (ptype, remote, cookie) = match self.kind {
-            DataKind::Data { mcast: None } => (PacketType::Data, 0, 0),
-            DataKind::Data { mcast: Some(t) } => (PacketType::Data, t.remote(), t.cookie()),
-            DataKind::Put { remote_addr } => (PacketType::Put, remote_addr, 0),
-            DataKind::GetResp { get } => (PacketType::GetResp, 0, get),
+        let (ptype, mcast, remote, cookie) = match self.kind {
+            DataKind::Data { mcast: None } => (PacketType::Data, Flags::empty(), 0, 0),
+            DataKind::Data { mcast: Some(t) } => {
+                (PacketType::Data, Flags::MCAST, t.remote(), t.cookie())
+            }
+            DataKind::Put { remote_addr } => (PacketType::Put, Flags::empty(), remote_addr, 0),
+            DataKind::GetResp { get } => (PacketType::GetResp, Flags::empty(), 0, get),
         };
         let h = self.stream.header(ptype);
-        let mcast = matches!(self.kind, DataKind::Data { mcast: Some(_) });
         Header {
-            flags: if mcast { h.flags | Flags::MCAST } else { h.flags },
+            flags: h.flags | mcast,
             msg_len: self.msg_len,
             offset: self.offset,
             payload_len: self.payload_len,

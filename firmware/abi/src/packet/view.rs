@@ -156,6 +156,33 @@ fn ack_of(h: &Header) -> Option<u32> {
 #[derive(Debug, Clone, Copy)]
 pub struct SeqView<'a>(&'a Header);
 
+/// A header known to be of a sequenced type, kept by value (a packet
+/// waiting to be placed): its view needs no check again.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqHeader(Header);
+
+impl SeqHeader {
+    /// `h`, if its type is sequenced.
+    #[inline(always)]
+    pub fn new(h: Header) -> Option<SeqHeader> {
+        if h.ptype.is_sequenced() {
+            Some(SeqHeader(h))
+        } else {
+            None
+        }
+    }
+
+    #[inline(always)]
+    pub fn view(&self) -> SeqView<'_> {
+        SeqView(&self.0)
+    }
+
+    #[inline(always)]
+    pub fn header(&self) -> &Header {
+        &self.0
+    }
+}
+
 impl<'a> SeqView<'a> {
     /// The stream part of `h`, if its type is sequenced.
     #[inline(always)]
@@ -171,6 +198,12 @@ impl<'a> SeqView<'a> {
     #[inline(always)]
     pub fn packet(&self) -> PacketView<'a> {
         self.0.view()
+    }
+
+    /// The header, kept by value.
+    #[inline(always)]
+    pub fn to_header(&self) -> SeqHeader {
+        SeqHeader(*self.0)
     }
 
     #[inline(always)]

@@ -287,12 +287,7 @@ impl Recv {
         a: Arrived,
         w: &mut crate::Work,
     ) {
-        let (buf, key) = (a.buf, a.key);
-        // (Only sequenced packets come here: `check_packet`'s, replays.)
-        let Some(s) = SeqView::of(&a.header) else {
-            self.drop_packet(cx, hw, buf, Stat::BadHeaders);
-            return;
-        };
+        let (buf, key, s) = (a.buf, a.key, a.header.view());
         let Some(r) = self.find_or_make_rx(cx, hw, key, s.addr()) else {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;

@@ -29,7 +29,7 @@ use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{Header, PacketView, HEADER_WORDS};
+use nic_abi::packet::{Header, PacketView, SeqHeader, SeqView, HEADER_WORDS};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
@@ -138,7 +138,7 @@ pub enum Next {
 /// A data-bearing packet checked and waiting to be placed.
 pub struct Arrived {
     pub(crate) buf: u8,
-    pub(crate) header: Header,
+    pub(crate) header: SeqHeader,
     pub(crate) key: u32,
 }
 
@@ -446,14 +446,30 @@ impl Recv {
                 cx.rxfree.give(hw, buf);
                 Next::Handled
             }
-            // Data, Put, GetReq, GetResp, Report (the offloads' types
-            // went to them above).
-            _ => {
-                let seq = p.stream().map_or(0, |s| s.seq());
-                self.go(cx, hw, RecvState::Accept { seq }, Cause::Accepted);
-                Next::Accept(Arrived { buf, header: h, key })
+            PacketView::Data(d) => self.arrived(cx, hw, buf, d.stream(), key),
+            PacketView::GetReq(g) => self.arrived(cx, hw, buf, g.stream(), key),
+            PacketView::Report(r) => self.arrived(cx, hw, buf, r.stream(), key),
+            // (The offloads' types went to them above.)
+            PacketView::Echo(_) => {
+                self.drop_unowned(cx, hw, buf);
+                Next::Handled
             }
         }
+    }
+
+    /// Sequenced packet `s` in `buf`, of our sending stream `key`: to be
+    /// placed once SDMA took its ack.
+    #[inline(always)]
+    fn arrived(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        s: SeqView,
+        key: u32,
+    ) -> Next {
+        self.go(cx, hw, RecvState::Accept { seq: s.seq() }, Cause::Accepted);
+        Next::Accept(Arrived { buf, header: s.to_header(), key })
     }
 
     /// Port `p` closed: partial messages into it are dropped and its

@@ -411,20 +411,10 @@ impl Sdma {
             },
             incarnation: (first && sync && st.reborn).then_some(st.order),
         };
-        let data = |kind| DataRepr {
-            stream,
-            kind,
-            msg_len: tok.len,
-            offset: off,
-            payload_len: plen as u16,
-        };
         let h = match tok.kind {
-            TokKind::Send => data(DataKind::Data { mcast: None }).emit(),
-            TokKind::Put => data(DataKind::Put { remote_addr: tok.remote }).emit(),
             TokKind::Get => {
                 GetReqRepr { stream, remote_addr: tok.remote, len: tok.len, get: tok.cookie }.emit()
             }
-            TokKind::GetResp => data(DataKind::GetResp { get: tok.cookie }).emit(),
             // Its payload is the fan-out's (the heads lost); `cookie`
             // counts the members not reached, `tag` its subtree.
             TokKind::Report => ReportRepr {
@@ -436,8 +426,16 @@ impl Sdma {
                 lost_len: plen as u16,
             }
             .emit(),
-            // A fan-out's own kinds: its multicasts' data.
-            _ => data(DataKind::Data { mcast: Fan::mcast_tag(tok) }).emit(),
+            k => {
+                let kind = match k {
+                    TokKind::Put => DataKind::Put { remote_addr: tok.remote },
+                    TokKind::GetResp => DataKind::GetResp { get: tok.cookie },
+                    // A send's; a fan-out's own kinds: its multicasts'.
+                    _ => DataKind::Data { mcast: Fan::mcast_tag(tok) },
+                };
+                let (msg_len, offset, payload_len) = (tok.len, off, plen as u16);
+                DataRepr { stream, kind, msg_len, offset, payload_len }.emit()
+            }
         };
         for (i, word) in h.words().into_iter().enumerate() {
             hw.store_u64(hdr_at + 8 * i as u32, word);

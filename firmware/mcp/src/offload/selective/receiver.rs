@@ -18,7 +18,7 @@ use crate::recv::{Arrived, Recv};
 use crate::shared::Shared;
 use nic_abi::map;
 use nic_abi::packet::{
-    DataKind, DataView, Header, NackCode, PacketView, PollView, SeqView, HEADER_LEN,
+    DataKind, DataView, Header, NackCode, PacketView, PollView, SeqHeader, SeqView, HEADER_LEN,
 };
 use nic_abi::stats::Stat;
 
@@ -418,7 +418,8 @@ impl Recv {
             // It parsed when it arrived, and the buffer was ours since.
             let at = nic_abi::packet::field::PAYLOAD_LEN;
             let plen = u16::from_le_bytes([hb[at], hb[at + 1]]) as usize;
-            let Ok(header) = Header::parse_prefix(&hb, HEADER_LEN + plen) else {
+            let parsed = Header::parse_prefix(&hb, HEADER_LEN + plen);
+            let Some(header) = parsed.ok().and_then(SeqHeader::new) else {
                 self.drop_packet(cx, hw, hold.buf, Stat::BadHeaders);
                 continue;
             };
