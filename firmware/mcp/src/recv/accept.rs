@@ -7,7 +7,7 @@
 //! payloads go to RDMA as jobs; refusals become nacks for SEND.
 
 use super::take::Take;
-use super::{Arrived, Recv};
+use super::{Arrived, Next, Recv, RecvState};
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
@@ -22,6 +22,7 @@ use nic_abi::packet::{
     AddrView, DataKind, DataView, NackCode, PacketView, PollView, SeqView, HEADER_LEN,
 };
 use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
 use nic_abi::{class_max_len, Priority};
 
 impl Recv {
@@ -52,7 +53,7 @@ impl Recv {
     /// A poll from the sender of stream `key` (`q`): answer where the
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
-    pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, q: PollView, key: u32) {
+    pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, q: PollView<'_>, key: u32) {
         let Some(r) = self.find_or_make_rx(cx, hw, key, q.addr()) else { return };
         // A poll names the sender's boot and the incarnation of a stream
         // made again. This side, still synchronised to an earlier boot or
@@ -94,7 +95,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         key: u32,
-        a: AddrView,
+        a: AddrView<'_>,
     ) -> Option<u16> {
         if let Some(r) = self.rx_of(key) {
             return Some(r);
@@ -217,7 +218,7 @@ impl Recv {
         buf: u8,
         r: u16,
         code: NackCode,
-        s: SeqView,
+        s: SeqView<'_>,
     ) {
         // The round of the packet refused goes back with the nack.
         self.queue_control(cx, r, Some((code as u8, s.seq())), s.round());
@@ -275,6 +276,21 @@ impl Recv {
             s = next;
         }
         None
+    }
+
+    /// Sequenced packet `s` in `buf`, of our sending stream `key`, checked:
+    /// to be placed once SDMA took its ack.
+    #[inline(always)]
+    pub(super) fn arrived(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        s: SeqView<'_>,
+        key: u32,
+    ) -> Next {
+        self.go(cx, hw, RecvState::Accept { seq: s.seq() }, Cause::Accepted);
+        Next::Accept(Arrived { buf, header: s.to_header(), key })
     }
 
     /// Place data-bearing packet `a` (its ack is with SDMA already).
@@ -395,7 +411,7 @@ impl Recv {
 
 /// Does the message `d` starts fit a receive slot of `len` bytes (and its
 /// size class)? A sender that broke the size-class rule is refused.
-pub(crate) fn fits_slot(len: u32, d: DataView) -> bool {
+pub(crate) fn fits_slot(len: u32, d: DataView<'_>) -> bool {
     d.msg_len() as u64 <= class_max_len(d.stream().size_class()).min(len as u64)
 }
 
@@ -407,7 +423,7 @@ pub(crate) fn fill_slot(
     hw: &mut impl Hw,
     s: u16,
     buf: u8,
-    d: DataView,
+    d: DataView<'_>,
     tag_word: u64,
     mrec: u16,
 ) {

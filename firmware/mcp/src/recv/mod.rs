@@ -29,7 +29,7 @@ use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{Header, PacketView, SeqHeader, SeqView, HEADER_WORDS};
+use nic_abi::packet::{Header, PacketView, SeqHeader, HEADER_WORDS};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
@@ -455,21 +455,6 @@ impl Recv {
                 Next::Handled
             }
         }
-    }
-
-    /// Sequenced packet `s` in `buf`, of our sending stream `key`: to be
-    /// placed once SDMA took its ack.
-    #[inline(always)]
-    fn arrived(
-        &mut self,
-        cx: &mut Shared,
-        hw: &mut impl Hw,
-        buf: u8,
-        s: SeqView,
-        key: u32,
-    ) -> Next {
-        self.go(cx, hw, RecvState::Accept { seq: s.seq() }, Cause::Accepted);
-        Next::Accept(Arrived { buf, header: s.to_header(), key })
     }
 
     /// Port `p` closed: partial messages into it are dropped and its

@@ -32,7 +32,7 @@ impl Recv {
     /// A SYNC on a first packet: the sender (re)starts the stream, unless
     /// it is stale (an earlier incarnation's, or a redundant one of the
     /// same boot that would roll back over what was taken).
-    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, s: SeqView) {
+    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, s: SeqView<'_>) {
         let rx = self.rxs[r];
         let inc = s.incarnation().unwrap_or(0);
         let stamp = s.stamp();
@@ -66,7 +66,7 @@ impl Recv {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        s: SeqView,
+        s: SeqView<'_>,
     ) -> bool {
         match self.rxs[r].win.check(s.seq()) {
             Arrival::InOrder => {
@@ -99,7 +99,7 @@ impl Recv {
         sdma: &Sdma,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        d: DataView,
+        d: DataView<'_>,
         w: &mut crate::Work,
     ) -> Take {
         let st = d.stream();
@@ -158,7 +158,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        d: DataView,
+        d: DataView<'_>,
         remote_addr: u64,
     ) -> Take {
         let (first, plen) = (d.stream().first(), d.payload_len() as u32);
@@ -190,7 +190,7 @@ impl Recv {
         hw: &mut impl Hw,
         (buf, r, port): At,
         key: u32,
-        g: GetReqView,
+        g: GetReqView<'_>,
     ) -> Take {
         let a = g.stream().addr();
         if let Some(code) = self.remote_check(cx, hw, r, port as u8, (g.remote_addr(), g.len())) {
@@ -232,7 +232,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        d: DataView,
+        d: DataView<'_>,
         get: u32,
     ) -> Take {
         let st = d.stream();
