@@ -33,6 +33,15 @@
 use crate::le::*;
 use crate::{ParseError, Priority, MAX_MTU};
 
+pub mod piggyback;
+mod repr;
+#[cfg(test)]
+mod repr_tests;
+mod view;
+
+pub use repr::*;
+pub use view::*;
+
 pub const HEADER_LEN: usize = 48;
 
 /// The header in 64-bit words.
@@ -185,13 +194,17 @@ bitflags::bitflags! {
         const SYNC = 8;
         /// A packet of a multicast message: `remote` holds its
         /// [`McastTag`] (group, message number, scheme, algorithm, and the
-        /// receiver's subtree size).
+        /// receiver's subtree size). On a Report: `offset` holds the ack of
+        /// the data stream the multicast came on. On an Ack, Nack, Poll,
+        /// Stat or Ustat: it is of the report stream between the two ports.
         const MCAST = 16;
-        /// With SYNC: `ack` holds the stream's incarnation, not an ack. A
-        /// sender that let an idle stream go (its table was full) and makes
-        /// it again numbers the new one; the receiver takes a SYNC of a
-        /// later incarnation as news even where a new `sync_gen` would not
-        /// be (the new stream's sequence numbers start elsewhere).
+        /// With SYNC, and on a Poll: `ack` holds the stream's incarnation,
+        /// not an ack (whatever `ACK_VALID` says, a packet with it carries
+        /// none). A sender that let an idle stream go (its table was full)
+        /// and makes it again numbers the new one; the receiver takes a
+        /// SYNC of a later incarnation as news even where a new `sync_gen`
+        /// would not be (the new stream's sequence numbers start
+        /// elsewhere).
         const INCARNATION = 32;
     }
 }
@@ -207,7 +220,7 @@ bitflags::bitflags! {
 /// bits 56..64 k         the k of a k-binomial tree (else 0)
 /// ```
 /// and into `cookie`: the size of the subtree the receiver heads (itself
-/// included; 1 for a leaf).
+/// included; 1 for a leaf); a Report's: the reporting member's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct McastTag {
     pub group: u16,
@@ -253,7 +266,13 @@ pub mod field {
     pub const CRC: usize = 44;
 }
 
-/// A packet header as a plain struct.
+/// A packet header as a plain struct: the wire's fields as they are, for
+/// the codecs (`words`, `encode`, `parse`), the simulator, captures and
+/// tools. Several fields mean different things by packet type and flags
+/// (`nack_code`, `ack`, `msg_len`, `offset`, `remote`, `cookie`, the sync
+/// fields): code that acts on a packet reads it through its type's view
+/// ([`Header::view`]) and builds it from its type's repr ([`PacketRepr`]),
+/// which name each field for what it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub ptype: PacketType,
@@ -272,9 +291,11 @@ pub struct Header {
     pub payload_len: u16,
     pub remote: u64,
     pub cookie: u32,
-    /// With SYNC: the sender NIC's boot nonce (changes when it restarts).
+    /// The sender NIC's boot nonce (changes when it restarts): on each
+    /// packet of a message sent with SYNC ([`SyncStamp`]), and in a Poll.
     pub sync_boot: u16,
-    /// With SYNC: which resynchronisation of the stream, in this boot.
+    /// Which resynchronisation of the stream, in this boot: on each
+    /// packet of a message sent with SYNC ([`SyncStamp`]).
     pub sync_gen: u8,
     pub crc: u32,
 }

@@ -21,7 +21,9 @@ use crate::sdma::Sdma;
 use crate::shared::{write_route, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{field, Flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{
+    piggyback, AckRepr, Addr, Flags, NackCode, NackRepr, PacketType, PollRepr, StatRepr, HEADER_LEN,
+};
 use nic_abi::regs;
 use nic_abi::rings::{self, TxDmaCmd};
 use nic_abi::stats::Stat;
@@ -75,19 +77,9 @@ impl MachineState for SendState {
     }
 }
 
-/// Where the flags are in a header's first word (`Header::words`).
-const FLAGS_SHIFT: u32 = 8 * field::FLAGS as u32;
-// The ack and the offset are the low halves of aligned words; a header
-// starts on a word.
-const _: () = assert!(field::ACK.is_multiple_of(8) && field::OFFSET.is_multiple_of(8));
-const _: () = assert!(field::FLAGS < 8 && (map::TX_BUFS + map::ROUTE_ROOM).is_multiple_of(8));
-
-/// Store `v` in the low half of the header word at `at`, the high half
-/// as it was.
-pub(crate) fn set_low_half(hw: &mut impl Hw, at: u32, v: u32) {
-    let w = hw.load_u64(at);
-    hw.store_u64(at, (w & !0xffff_ffff) | v as u64);
-}
+// A header in a transmit buffer starts on a word (`piggyback` edits it
+// word by word).
+const _: () = assert!((map::TX_BUFS + map::ROUTE_ROOM).is_multiple_of(8));
 
 // A send-DMA command is four aligned words (`Send::start_txdma`).
 const _: () = assert!(map::TXDMA_RING.is_multiple_of(8) && rings::TXDMA_CMD_SIZE == 32);
@@ -216,20 +208,20 @@ impl Send {
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
             let key = sdma.stream_key(buf.stream);
-            // The header's first word holds the flags (`Header::words`).
-            let w0 = hw.load_u64(hdr);
-            let fl = (w0 >> FLAGS_SHIFT) as u8;
+            // The acks piggybacked, written into the header's words.
+            let w0 = hw.load_u64(hdr + piggyback::FLAGS_WORD);
             let mut add = Flags::empty();
             // (A SYNC naming its incarnation has no room for an ack.)
-            if fl & Flags::INCARNATION.bits() == 0 {
+            if piggyback::has_ack_room(w0) {
                 if let Some(ack) = recv.piggyback_ack(key) {
                     add |= Flags::ACK_VALID;
-                    set_low_half(hw, hdr + field::ACK as u32, ack);
+                    let at = hdr + piggyback::ACK_WORD;
+                    hw.store_u64(at, piggyback::with_ack(hw.load_u64(at), ack));
                 }
             }
             add |= Fan::piggyback(recv, hw, key, hdr);
             if !add.is_empty() {
-                hw.store_u64(hdr, w0 | (add.bits() as u64) << FLAGS_SHIFT);
+                hw.store_u64(hdr + piggyback::FLAGS_WORD, piggyback::with_flags(w0, add));
             }
             self.start_txdma(cx, hw, b, w);
             built |= builds;
@@ -272,9 +264,9 @@ impl Send {
         Fan::priced(&buf, w);
     }
 
-    /// Write control packet `c` (an ack, a nack or a poll) into free
-    /// transmit buffer `b` and take it; false when it went stale (nothing
-    /// to send, `b` stays free).
+    /// Write control packet `c` (an ack, a nack, a poll or a window
+    /// policy's status report) into free transmit buffer `b` and take it;
+    /// false when it went stale (nothing to send, `b` stays free).
     fn send_control(
         &mut self,
         cx: &mut Shared,
@@ -285,29 +277,51 @@ impl Send {
         c: Control,
     ) -> bool {
         // SDMA (a poll) or RECV (an ack, a nack, a STAT or a USTAT) says
-        // what the packet carries, or that it went stale. A nack echoes in
-        // `offset` the round of the packet that drew it; a poll says there
-        // the next sequence number its stream would send, and in
-        // `msg_len` its poll number (0 under go-back-N). A status report
-        // of the window policy (a STAT, a USTAT) is its to write.
+        // what the packet carries, or that it went stale. A nack echoes
+        // the round of the packet that drew it. A status report of the
+        // window policy (a STAT, a USTAT) is its to write.
         let mut stat_len = 0;
-        let (r, ptype, code, seq, offset, msg_len) = if c.is_poll() {
-            let Some((r, next, round, ps)) = sdma.poll_out(cx, c.rx_stream) else { return false };
-            (r, PacketType::Poll, round, r.expected, next, ps as u32)
+        let (r, h, seq) = if c.is_poll() {
+            let Some((r, next, round, poll)) = sdma.poll_out(cx, c.rx_stream) else { return false };
+            let p = PollRepr {
+                addr: control_addr(cx, &r),
+                una: r.expected,
+                next,
+                round,
+                poll,
+                // Which boot of this NIC asks (the receiver may hold the
+                // stream of an earlier one).
+                boot: cx.boot,
+                incarnation: (r.incarnation != 0).then_some(r.incarnation),
+                report_stream: Fan::report_stream(&r),
+            };
+            (r, p.emit(), r.expected)
         } else if c.is_report() {
             let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
             let Some((r, ptype, len)) = Win::report_out(recv, hw, at, c) else { return false };
             stat_len = len;
-            (r, ptype, 0, 0, 0, 0)
+            let p = StatRepr {
+                addr: control_addr(cx, &r),
+                ustat: ptype == PacketType::Ustat,
+                ack: Some(r.expected),
+                payload_len: len as u16,
+                report_stream: Fan::report_stream(&r),
+            };
+            (r, p.emit(), 0)
         } else {
             let Some(r) = recv.control_out(c) else { return false };
-            match c.nack() {
-                Some((code, seq)) => (r, PacketType::Nack, code, seq, c.round as u32, 0),
-                None => (r, PacketType::Ack, 0, 0, 0, 0),
+            let (addr, ack) = (control_addr(cx, &r), Some(r.expected));
+            let report_stream = Fan::report_stream(&r);
+            // (Every code queued is a `NackCode`'s.)
+            match c.nack().and_then(|(code, seq)| Some((NackCode::from_u8(code)?, seq))) {
+                Some((code, seq)) => {
+                    let p = NackRepr { addr, code, seq, round: c.round, ack, report_stream };
+                    (r, p.emit(), seq)
+                }
+                None => (r, AckRepr { addr, ack, report_stream }.emit(), 0),
             }
         };
         let route_len = write_route(hw, b, r.remote_node);
-        let h = control_header(cx, &r, ptype, code, seq, offset, msg_len, stat_len);
         let mut hb = [0u8; HEADER_LEN];
         h.encode(&mut hb);
         hw.write(map::tx_buf(b as u32) + map::ROUTE_ROOM, &hb);
@@ -325,51 +339,20 @@ impl Send {
                 ..TxBuf::EMPTY
             },
         );
-        cx.bump(hw, sent_stat(ptype), 1);
+        cx.bump(hw, sent_stat(h.ptype), 1);
         true
     }
 }
 
-/// The header of a control packet (an ack, a nack, a poll, a window
+/// The ends of a control packet (an ack, a nack, a poll, a window
 /// policy's report) of stream `r`.
-#[allow(clippy::too_many_arguments)]
-fn control_header(
-    cx: &Shared,
-    r: &crate::recv::ControlOut,
-    ptype: PacketType,
-    code: u8,
-    seq: u32,
-    offset: u32,
-    msg_len: u32,
-    stat_len: usize,
-) -> Header {
-    let mut flags = if ptype == PacketType::Poll { Flags::empty() } else { Flags::ACK_VALID };
-    flags |= Fan::control_flags(r);
-    if r.incarnation != 0 {
-        flags |= Flags::INCARNATION;
-    }
-    Header {
-        ptype,
-        flags,
-        priority: r.prio,
-        nack_code: code,
+fn control_addr(cx: &Shared, r: &crate::recv::ControlOut) -> Addr {
+    Addr {
         src_node: cx.cfg.node,
-        dst_node: r.remote_node,
         src_port: r.local_port,
+        dst_node: r.remote_node,
         dst_port: r.remote_port,
-        size_class: 0,
-        seq,
-        ack: if ptype == PacketType::Poll { r.incarnation } else { r.expected },
-        msg_len,
-        offset,
-        payload_len: stat_len as u16,
-        remote: 0,
-        cookie: 0,
-        // A poll says which boot of this NIC asks (the receiver may
-        // hold the stream of an earlier one).
-        sync_boot: if ptype == PacketType::Poll { cx.boot } else { 0 },
-        sync_gen: 0,
-        crc: 0,
+        priority: r.prio,
     }
 }
 

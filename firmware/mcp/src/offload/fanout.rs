@@ -22,7 +22,7 @@ use crate::shared::Shared;
 use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind};
-use nic_abi::packet::{Flags, Header, NackCode};
+use nic_abi::packet::{DataView, Flags, McastTag, NackCode, PacketView, ReportView};
 
 /// The descriptor kind a fan-out owns (a send whose continuation slots
 /// follow it in the ring). Without the offload the intake refuses it.
@@ -147,10 +147,13 @@ pub trait Fanout {
     #[inline(always)]
     fn write_report(_hw: &mut impl Hw, _tok: &SendToken, _at: u32, _plen: u32) {}
 
-    /// What token `tok`'s packet header `h` carries for the offload (its
-    /// own token kinds' type, flags and fields).
+    /// The multicast a data packet of token `tok` belongs to (its tag,
+    /// with the receiver's subtree size), for the offload's own token
+    /// kinds; None: a unicast's.
     #[inline(always)]
-    fn header(_tok: &SendToken, _h: &mut Header) {}
+    fn mcast_tag(_tok: &SendToken) -> Option<McastTag> {
+        None
+    }
 
     /// Packet `pkt` of token `t` took buffer `b` with `n` host-DMA
     /// commands to fetch its payload (`Sdma::lead`).
@@ -182,29 +185,32 @@ pub trait Fanout {
     fn priced(_buf: &TxBuf, _w: &mut Work) {}
 
     /// A data packet of the stream `key` is about to leave with its header
-    /// at `hdr`: the flags to add for what the offload piggybacks on it.
+    /// at `hdr`: the flags to add for what the offload piggybacks on it
+    /// (`nic_abi::packet::piggyback`).
     #[inline(always)]
     fn piggyback(_recv: &mut Recv, _hw: &mut impl Hw, _key: u32, _hdr: u32) -> Flags {
         Flags::empty()
     }
 
-    /// The flags an ack, nack or poll of stream `r` carries for it.
+    /// Is an ack, nack, poll or status report of stream `r` one of the
+    /// offload's own streams (flagged as such, `report_stream` of its
+    /// repr)?
     #[inline(always)]
-    fn control_flags(_r: &ControlOut) -> Flags {
-        Flags::empty()
+    fn report_stream(_r: &ControlOut) -> bool {
+        false
     }
 
     // RECV.
 
-    /// The stream key packet `h` of our sending stream `key` speaks
+    /// The stream key packet `p` of our sending stream `key` speaks
     /// about (a stream of the offload's own between the same two ports),
     /// having passed on to SDMA what else it acks.
     #[inline(always)]
-    fn stream_of(_recv: &mut Recv, _cx: &mut Shared, _h: &Header, key: u32) -> u32 {
+    fn stream_of(_recv: &mut Recv, _cx: &mut Shared, _p: PacketView<'_>, key: u32) -> u32 {
         key
     }
 
-    /// The first packet `h` of a message: the record the offload serves
+    /// The first packet `d` of a message: the record the offload serves
     /// it with (NIL: none; RECV keeps it in the receiving stream's `mrec`
     /// and the slot) and the slot's tag word (0: none), or the nack that
     /// refuses it now.
@@ -214,13 +220,13 @@ pub trait Fanout {
         _cx: &mut Shared,
         _sdma: &Sdma,
         _hw: &mut impl Hw,
-        _h: &Header,
+        _d: DataView<'_>,
         _w: &mut Work,
     ) -> Result<(u16, u64), NackCode> {
         Ok((NIL, 0))
     }
 
-    /// A packet `h` in `buf` of the message receiving stream `r`
+    /// A packet `d` in `buf` of the message receiving stream `r`
     /// assembles (`last`: its last): true when the offload sends its
     /// payload on from the receive buffer (RDMA's copy waits a pass);
     /// None: refused now (RECV nacks it Busy).
@@ -230,16 +236,16 @@ pub trait Fanout {
         _cx: &mut Shared,
         _hw: &mut impl Hw,
         _at: (u16, u8, bool),
-        _h: &Header,
+        _d: DataView<'_>,
         _w: &mut Work,
     ) -> Option<bool> {
         Some(false)
     }
 
-    /// A packet of type `Report` in `buf`: the buffer goes back when the
-    /// offload is done with it.
+    /// A `Report` (`r`) in `buf`: the buffer goes back when the offload
+    /// is done with it.
     #[inline(always)]
-    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, _h: &Header) {
+    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, _r: ReportView<'_>) {
         cx.rxfree.give(hw, buf);
     }
 

@@ -24,7 +24,7 @@ use crate::recv::{Arrived, ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::{Config, Work};
-use nic_abi::packet::{Header, NackCode, PacketType};
+use nic_abi::packet::{NackCode, PacketType, PollView, SeqView};
 use nic_abi::stats::Stat;
 
 /// What a window policy keeps beside each sending stream's window (in
@@ -145,7 +145,7 @@ pub trait Window {
 
     // The receiver's side (RECV).
 
-    /// Packet `h` in `buf` of stream `r` came past a gap: true when the
+    /// Packet `s` in `buf` of stream `r` came past a gap: true when the
     /// policy took it (go-back-N: false, the core nacks the gap).
     #[inline(always)]
     fn past_gap(
@@ -154,19 +154,19 @@ pub trait Window {
         _hw: &mut impl Hw,
         _buf: u8,
         _r: u16,
-        _h: &Header,
+        _s: SeqView<'_>,
     ) -> bool {
         false
     }
 
-    /// A poll `h` for synchronised stream `r`: true when the policy
+    /// A poll `q` for synchronised stream `r`: true when the policy
     /// answered it (go-back-N: false, an ack or nack answers).
     #[inline(always)]
-    fn answer_poll(_recv: &mut Recv, _cx: &mut Shared, _r: u16, _h: &Header) -> bool {
+    fn answer_poll(_recv: &mut Recv, _cx: &mut Shared, _r: u16, _q: PollView<'_>) -> bool {
         false
     }
 
-    /// Stream `r`'s packet `h` was refused with a nack of `code`.
+    /// Stream `r`'s packet `s` was refused with a nack of `code`.
     #[inline(always)]
     fn refused_in(
         _recv: &mut Recv,
@@ -174,7 +174,7 @@ pub trait Window {
         _hw: &mut impl Hw,
         _r: u16,
         _code: NackCode,
-        _h: &Header,
+        _s: SeqView<'_>,
     ) {
     }
 

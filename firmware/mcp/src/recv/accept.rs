@@ -7,7 +7,7 @@
 //! payloads go to RDMA as jobs; refusals become nacks for SEND.
 
 use super::take::Take;
-use super::{Arrived, Recv};
+use super::{Arrived, Next, Recv, RecvState};
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
@@ -18,14 +18,17 @@ use crate::shared::Shared;
 use crate::translate::Xlat;
 use nic_abi::event::INLINE_MAX;
 use nic_abi::map;
-use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{
+    AddrView, DataKind, DataView, NackCode, PacketView, PollView, SeqView, HEADER_LEN,
+};
 use nic_abi::stats::Stat;
+use nic_abi::trace::Cause;
 use nic_abi::{class_max_len, Priority};
 
 impl Recv {
     /// A packet beyond a gap: nack the expected one and drop it. The
     /// packets behind the gap that the sender sent in the same round (see
-    /// [`Header::nack_code`]) draw no more nacks: one per gap and round.
+    /// [`SeqView::round`]) draw no more nacks: one per gap and round.
     pub(super) fn gap(
         &mut self,
         cx: &mut Shared,
@@ -47,21 +50,21 @@ impl Recv {
         cx.rxfree.give(hw, buf);
     }
 
-    /// A poll from the sender of stream `key` (`h`): answer where the
+    /// A poll from the sender of stream `key` (`q`): answer where the
     /// stream stands. Every packet it sent before the poll has arrived
     /// or been dropped by now, so a gap named here is really missing.
-    pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, h: &Header, key: u32) {
-        let Some(r) = self.find_or_make_rx(cx, hw, key, h) else { return };
+    pub(super) fn poll_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, q: PollView<'_>, key: u32) {
+        let Some(r) = self.find_or_make_rx(cx, hw, key, q.addr()) else { return };
         // A poll names the sender's boot and the incarnation of a stream
         // made again. This side, still synchronised to an earlier boot or
         // incarnation, has lost the new one's SYNC: it forgets the old
         // stream (everything of it was acknowledged, or its sender is
         // gone) and says Unsynced, so the sender starts again with SYNC.
         // A poll of an earlier incarnation is stale.
-        let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
+        let inc = q.incarnation().unwrap_or(0);
         if let Some((boot, was, _)) = self.rxs[r].sync_seen.get() {
-            if boot != h.sync_boot || was != inc {
-                if boot == h.sync_boot && !crate::reliability::seq_lt(was, inc) {
+            if boot != q.boot() || was != inc {
+                if boot == q.boot() && !crate::reliability::seq_lt(was, inc) {
                     return;
                 }
                 // (Slots taken early go back first: the list keeps its order.)
@@ -71,26 +74,28 @@ impl Recv {
             }
         }
         let rx = self.rxs[r];
-        if rx.sync_seen.is_some() && Win::answer_poll(self, cx, r, h) {
+        if rx.sync_seen.is_some() && Win::answer_poll(self, cx, r, q) {
             return;
         }
         let expected = rx.win.expected();
         let nack = if rx.sync_seen.is_none() {
-            Some((NackCode::Unsynced as u8, h.seq))
-        } else if crate::reliability::seq_lt(expected, h.offset) {
+            Some((NackCode::Unsynced as u8, q.una()))
+        } else if crate::reliability::seq_lt(expected, q.next()) {
             Some((NackCode::OutOfOrder as u8, expected))
         } else {
             None
         };
-        self.queue_control(cx, r, nack, h.nack_code);
+        self.queue_control(cx, r, nack, q.round());
     }
 
+    /// The receiving stream of `key`, made (between the ends `a`) if
+    /// there is none.
     fn find_or_make_rx(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         key: u32,
-        h: &Header,
+        a: AddrView<'_>,
     ) -> Option<u16> {
         if let Some(r) = self.rx_of(key) {
             return Some(r);
@@ -100,10 +105,10 @@ impl Recv {
         }
         let mut rx = RxStream::EMPTY;
         rx.key = key;
-        rx.remote_node = h.src_node;
-        rx.local_port = h.dst_port;
-        rx.remote_port = h.src_port;
-        rx.prio = h.priority;
+        rx.remote_node = a.src_node();
+        rx.local_port = a.dst_port();
+        rx.remote_port = a.src_port();
+        rx.prio = a.priority();
         let r = self.rxs.alloc(rx)?;
         if self.rx_index.insert(key, r).is_err() {
             self.rxs.free(r);
@@ -213,11 +218,11 @@ impl Recv {
         buf: u8,
         r: u16,
         code: NackCode,
-        h: &Header,
+        s: SeqView<'_>,
     ) {
         // The round of the packet refused goes back with the nack.
-        self.queue_control(cx, r, Some((code as u8, h.seq)), h.nack_code);
-        Win::refused_in(self, cx, hw, r, code, h);
+        self.queue_control(cx, r, Some((code as u8, s.seq())), s.round());
+        Win::refused_in(self, cx, hw, r, code, s);
         if code == NackCode::NoBuffer {
             cx.bump(hw, Stat::NoBuffer, 1);
         }
@@ -273,6 +278,21 @@ impl Recv {
         None
     }
 
+    /// Sequenced packet `s` in `buf`, of our sending stream `key`, checked:
+    /// to be placed once SDMA took its ack.
+    #[inline(always)]
+    pub(super) fn arrived(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        buf: u8,
+        s: SeqView<'_>,
+        key: u32,
+    ) -> Next {
+        self.go(cx, hw, RecvState::Accept { seq: s.seq() }, Cause::Accepted);
+        Next::Accept(Arrived { buf, header: s.to_header(), key })
+    }
+
     /// Place data-bearing packet `a` (its ack is with SDMA already).
     #[inline(never)]
     pub fn accept(
@@ -283,44 +303,41 @@ impl Recv {
         a: Arrived,
         w: &mut crate::Work,
     ) {
-        let (buf, h, key) = (a.buf, &a.header, a.key);
-        let Some(r) = self.find_or_make_rx(cx, hw, key, h) else {
+        let (buf, key, s) = (a.buf, a.key, a.header.view());
+        let Some(r) = self.find_or_make_rx(cx, hw, key, s.addr()) else {
             self.drop_packet(cx, hw, buf, Stat::BadHeaders);
             return;
         };
-        if h.has(Flags::FIRST) && h.has(Flags::SYNC) {
-            self.sync_in(cx, hw, r, h);
+        if s.first() && s.sync() {
+            self.sync_in(cx, hw, r, s);
         }
         if self.rxs[r].sync_seen.is_none() {
             // Every stream starts with SYNC: without one this NIC lost the
             // stream's state (a reset). Ask the sender to start again.
-            self.nack(cx, hw, buf, r, NackCode::Unsynced, h);
+            self.nack(cx, hw, buf, r, NackCode::Unsynced, s);
             return;
         }
-        if !self.in_order(cx, hw, buf, r, h) {
+        if !self.in_order(cx, hw, buf, r, s) {
             return;
         }
-        let port = h.dst_port as usize;
+        let port = s.addr().dst_port() as usize;
         if !cx.is_open(port) {
-            self.nack(cx, hw, buf, r, NackCode::PortClosed, h);
+            self.nack(cx, hw, buf, r, NackCode::PortClosed, s);
             return;
         }
         let at = (buf, r, port);
-        let take = match h.ptype {
-            PacketType::Data => self.take_data(cx, sdma, hw, at, h, w),
-            PacketType::Put => self.take_put(cx, hw, at, h),
-            PacketType::GetReq => self.take_get_req(cx, sdma, hw, at, key, h),
-            PacketType::GetResp => self.take_get_resp(cx, hw, at, h),
-            PacketType::Report => {
-                Fan::report_in(cx, hw, buf, h);
+        let take = match s.packet() {
+            PacketView::Data(d) => match d.kind() {
+                DataKind::Data { .. } => self.take_data(cx, sdma, hw, at, d, w),
+                DataKind::Put { remote_addr } => self.take_put(cx, hw, at, d, remote_addr),
+                DataKind::GetResp { get } => self.take_get_resp(cx, hw, at, d, get),
+            },
+            PacketView::GetReq(g) => self.take_get_req(cx, sdma, hw, at, key, g),
+            PacketView::Report(rp) => {
+                Fan::report_in(cx, hw, buf, rp);
                 Take::Taken
             }
-            PacketType::Ack
-            | PacketType::Nack
-            | PacketType::Poll
-            | PacketType::Stat
-            | PacketType::Ustat => Take::Taken,
-            // The offloads' types never come here (`Next::Offload`).
+            // (No other type is sequenced.)
             _ => {
                 cx.rxfree.give(hw, buf);
                 Take::Taken
@@ -330,9 +347,8 @@ impl Recv {
             Take::Stopped => return,
             Take::Taken => {}
             Take::Job(j) => {
-                let last = h.has(Flags::LAST);
                 self.rxs[r].offset = self.rxs[r].offset.wrapping_add(j.len);
-                if last {
+                if s.last() {
                     self.rxs[r].assembly = Assembly::Idle;
                 }
                 let _ = cx.rdma_jobs.push_back(j);
@@ -342,7 +358,7 @@ impl Recv {
     }
 
     /// The in-order packet was taken (placed or consciously discarded).
-    /// Is the range a put or get names (`h.remote`, `h.msg_len`)
+    /// Is the range a put or get names (`len` bytes from `remote`)
     /// registered by `port`? None: yes. Else the nack to send: not
     /// registered (RemoteAccess), or not known yet (Busy: a translation is
     /// being read; the check goes on from where it got when the sender
@@ -353,14 +369,14 @@ impl Recv {
         hw: &mut impl Hw,
         r: u16,
         port: u8,
-        h: &Header,
+        (remote, len): (u64, u32),
     ) -> Option<NackCode> {
         // One check is remembered at a time (the stream, the range's
         // start, the bytes found so far): the one a sender comes back for.
         let (s, at, bytes) = self.remote_checked;
-        let mut from = if (s, at) == (r, h.remote) { bytes } else { 0 };
-        let x = cx.registered(hw, port, h.remote, h.msg_len as u64, &mut from);
-        self.remote_checked = if x == Xlat::Wait { (r, h.remote, from) } else { (NIL, 0, 0) };
+        let mut from = if (s, at) == (r, remote) { bytes } else { 0 };
+        let x = cx.registered(hw, port, remote, len as u64, &mut from);
+        self.remote_checked = if x == Xlat::Wait { (r, remote, from) } else { (NIL, 0, 0) };
         match x {
             Xlat::Bus(_) => None,
             Xlat::Wait => Some(NackCode::Busy),
@@ -393,13 +409,13 @@ impl Recv {
     }
 }
 
-/// Does the message `h` starts fit a receive slot of `len` bytes (and its
+/// Does the message `d` starts fit a receive slot of `len` bytes (and its
 /// size class)? A sender that broke the size-class rule is refused.
-pub(crate) fn fits_slot(len: u32, h: &Header) -> bool {
-    h.msg_len as u64 <= class_max_len(h.size_class).min(len as u64)
+pub(crate) fn fits_slot(len: u32, d: DataView<'_>) -> bool {
+    d.msg_len() as u64 <= class_max_len(d.stream().size_class()).min(len as u64)
 }
 
-/// Slot `s` takes the message whose first packet, `h`, is in receive
+/// Slot `s` takes the message whose first packet, `d`, is in receive
 /// buffer `buf`: what its event says (three words of its record), and a
 /// small message's bytes (two words: the event masks what is past them).
 pub(crate) fn fill_slot(
@@ -407,23 +423,23 @@ pub(crate) fn fill_slot(
     hw: &mut impl Hw,
     s: u16,
     buf: u8,
-    h: &Header,
+    d: DataView<'_>,
     tag_word: u64,
     mrec: u16,
 ) {
     let mut inline_len = 0;
-    if h.msg_len as usize <= INLINE_MAX {
+    if d.msg_len() as usize <= INLINE_MAX {
         const _: () = assert!(INLINE_MAX == 16 && HEADER_LEN.is_multiple_of(8));
         let from = map::rx_buf(buf as u32) + HEADER_LEN as u32;
         let to = map::rx_inline(s as u32);
         hw.store_u64(to, hw.load_u64(from));
         hw.store_u64(to + 8, hw.load_u64(from + 8));
-        inline_len = (h.payload_len as usize).min(INLINE_MAX) as u8;
+        inline_len = (d.payload_len() as usize).min(INLINE_MAX) as u8;
     }
     let f = SlotFill {
-        msg_len: h.msg_len,
-        src_node: h.src_node,
-        src_port: h.src_port,
+        msg_len: d.msg_len(),
+        src_node: d.stream().addr().src_node(),
+        src_port: d.stream().addr().src_port(),
         inline_len,
         tag_word,
         mrec,

@@ -4,6 +4,7 @@
 //! SEND asks of it (the ack to piggyback, what a control carries).
 
 use super::*;
+use nic_abi::packet::NackCode;
 
 impl Recv {
     /// The queue holds two messages per packet of a pass and SDMA drains

@@ -29,7 +29,7 @@ use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
 use nic_abi::map;
-use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_WORDS};
+use nic_abi::packet::{Header, PacketView, SeqHeader, HEADER_WORDS};
 use nic_abi::regs;
 use nic_abi::rings::{self, RxDone, RxStatus};
 use nic_abi::stats::Stat;
@@ -138,7 +138,7 @@ pub enum Next {
 /// A data-bearing packet checked and waiting to be placed.
 pub struct Arrived {
     pub(crate) buf: u8,
-    pub(crate) header: Header,
+    pub(crate) header: SeqHeader,
     pub(crate) key: u32,
 }
 
@@ -411,44 +411,48 @@ impl Recv {
         }
         // Our sending stream this packet speaks about: us:dst_port -> src.
         let key = stream_key(h.src_node, h.dst_port, h.src_port, h.priority);
+        let p = h.view();
         // A fan-out's own streams between the two ports (reports).
-        let key = Fan::stream_of(self, cx, &h, key);
-        if h.has(Flags::ACK_VALID) {
-            self.go(cx, hw, RecvState::Ack { seq: h.ack }, Cause::AckIn);
-            self.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.ack });
+        let key = Fan::stream_of(self, cx, p, key);
+        if let Some(ack) = p.ack() {
+            self.go(cx, hw, RecvState::Ack { seq: ack }, Cause::AckIn);
+            self.pass_to_sdma(cx, FromRecv::Ack { key, ack });
         }
-        match h.ptype {
-            PacketType::Ack => {
+        match p {
+            PacketView::Ack(_) => {
                 cx.rxfree.give(hw, buf);
                 Next::Handled
             }
-            PacketType::Poll => {
+            PacketView::Poll(q) => {
                 cx.rxfree.give(hw, buf);
-                self.poll_in(cx, hw, &h, key);
+                self.poll_in(cx, hw, q, key);
                 Next::Handled
             }
-            PacketType::Stat | PacketType::Ustat => {
+            PacketView::Stat(st) => {
                 // SDMA reads the payload and gives the buffer back.
-                let ustat = h.ptype == PacketType::Ustat;
+                let ustat = st.is_ustat();
                 if cx.from_recv.push_back(FromRecv::Stat { key, buf, ustat }).is_err() {
                     cx.bump(hw, Stat::ControlDrops, 1);
                     cx.rxfree.give(hw, buf);
                 }
                 Next::Handled
             }
-            PacketType::Nack => {
-                if let Some(code) = NackCode::from_u8(h.nack_code) {
-                    self.go(cx, hw, RecvState::Ack { seq: h.seq }, Cause::AckIn);
-                    // `offset`: the round of the packet that drew it.
-                    let round = h.offset as u8;
-                    self.pass_to_sdma(cx, FromRecv::Nack { key, code, seq: h.seq, round });
+            PacketView::Nack(n) => {
+                if let Some(code) = n.code() {
+                    let (seq, round) = (n.seq(), n.round());
+                    self.go(cx, hw, RecvState::Ack { seq }, Cause::AckIn);
+                    self.pass_to_sdma(cx, FromRecv::Nack { key, code, seq, round });
                 }
                 cx.rxfree.give(hw, buf);
                 Next::Handled
             }
-            _ => {
-                self.go(cx, hw, RecvState::Accept { seq: h.seq }, Cause::Accepted);
-                Next::Accept(Arrived { buf, header: h, key })
+            PacketView::Data(d) => self.arrived(cx, hw, buf, d.stream(), key),
+            PacketView::GetReq(g) => self.arrived(cx, hw, buf, g.stream(), key),
+            PacketView::Report(r) => self.arrived(cx, hw, buf, r.stream(), key),
+            // (The offloads' types went to them above.)
+            PacketView::Echo(_) => {
+                self.drop_unowned(cx, hw, buf);
+                Next::Handled
             }
         }
     }

@@ -11,7 +11,7 @@ use crate::records::*;
 use crate::reliability::{seq_le, Arrival};
 use crate::sdma::{packets_for, Sdma};
 use crate::shared::{FromRecv, Shared};
-use nic_abi::packet::{Flags, Header, NackCode};
+use nic_abi::packet::{DataView, GetReqView, NackCode, SeqView};
 use nic_abi::stats::Stat;
 
 /// What taking an in-order packet came to.
@@ -32,18 +32,19 @@ impl Recv {
     /// A SYNC on a first packet: the sender (re)starts the stream, unless
     /// it is stale (an earlier incarnation's, or a redundant one of the
     /// same boot that would roll back over what was taken).
-    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, h: &Header) {
+    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, s: SeqView<'_>) {
         let rx = self.rxs[r];
-        let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
+        let inc = s.incarnation().unwrap_or(0);
+        let stamp = s.stamp();
         let news = match rx.sync_seen.get() {
             None => true,
-            Some((boot, _, _)) if boot != h.sync_boot => true,
+            Some((boot, _, _)) if boot != stamp.boot => true,
             // The sender let the stream go and made it again: a later
             // incarnation starts afresh, an earlier one's is stale.
             Some((_, was, _)) if was != inc => crate::reliability::seq_lt(was, inc),
             // A later resync of the same boot may not roll back over
             // what was taken (a redundant SYNC raced an earlier one).
-            Some((_, _, gen)) => gen != h.sync_gen && seq_le(rx.win.expected(), h.seq),
+            Some((_, _, gen)) => gen != stamp.gen && seq_le(rx.win.expected(), s.seq()),
         };
         if news {
             // The sender (re)starts the stream here.
@@ -51,9 +52,9 @@ impl Recv {
             Win::release(self, cx, hw, r);
             self.abort_assembly(cx, hw, r);
             let rx = &mut self.rxs[r];
-            rx.win.restart(h.seq);
+            rx.win.restart(s.seq());
             rx.nacked = None;
-            rx.sync_seen = SyncSeen::new(h.sync_boot, inc, h.sync_gen);
+            rx.sync_seen = SyncSeen::new(stamp.boot, inc, stamp.gen);
         }
     }
 
@@ -65,15 +66,15 @@ impl Recv {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        h: &Header,
+        s: SeqView<'_>,
     ) -> bool {
-        match self.rxs[r].win.check(h.seq) {
+        match self.rxs[r].win.check(s.seq()) {
             Arrival::InOrder => {
                 log_trace!(
                     "from node {=u16} port {=u8}: seq {=u32} in order",
-                    h.src_node,
-                    h.src_port,
-                    h.seq
+                    s.addr().src_node(),
+                    s.addr().src_port(),
+                    s.seq()
                 );
             }
             Arrival::Duplicate => {
@@ -82,8 +83,8 @@ impl Recv {
                 return false;
             }
             Arrival::Gap { expected } => {
-                if !Win::past_gap(self, cx, hw, buf, r, h) {
-                    self.gap(cx, hw, buf, r, expected, h.nack_code);
+                if !Win::past_gap(self, cx, hw, buf, r, s) {
+                    self.gap(cx, hw, buf, r, expected, s.round());
                 }
                 return false;
             }
@@ -98,47 +99,49 @@ impl Recv {
         sdma: &Sdma,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        h: &Header,
+        d: DataView<'_>,
         w: &mut crate::Work,
     ) -> Take {
-        let (first, last, plen) = (h.has(Flags::FIRST), h.has(Flags::LAST), h.payload_len as u32);
+        let st = d.stream();
+        let (first, last, plen) = (st.first(), st.last(), d.payload_len() as u32);
         if first {
             self.abort_assembly(cx, hw, r);
-            let Some((s, len)) = self.claim_slot(cx, hw, port, h.size_class, h.priority) else {
-                self.nack(cx, hw, buf, r, NackCode::NoBuffer, h);
+            let prio = st.addr().priority();
+            let Some((s, len)) = self.claim_slot(cx, hw, port, st.size_class(), prio) else {
+                self.nack(cx, hw, buf, r, NackCode::NoBuffer, st);
                 return Take::Stopped;
             };
-            if !fits_slot(len, h) {
+            if !fits_slot(len, d) {
                 // A sender that broke the size-class rule: refuse.
                 self.unclaim_slot(cx, hw, s);
                 return self.bad_packet(cx, hw, buf, r);
             }
             // A fan-out's message: what it keeps for it.
-            let (mrec, tag) = match Fan::first_packet(self, cx, sdma, hw, h, w) {
+            let (mrec, tag) = match Fan::first_packet(self, cx, sdma, hw, d, w) {
                 Ok(m) => m,
                 Err(code) => {
                     self.unclaim_slot(cx, hw, s);
-                    self.nack(cx, hw, buf, r, code, h);
+                    self.nack(cx, hw, buf, r, code, st);
                     return Take::Stopped;
                 }
             };
             self.rxs[r].mrec = mrec;
-            fill_slot(cx, hw, s, buf, h, tag, mrec);
-            self.begin_assembly(r, Assembly::Message { slot: s }, h.msg_len);
+            fill_slot(cx, hw, s, buf, d, tag, mrec);
+            self.begin_assembly(r, Assembly::Message { slot: s }, d.msg_len());
         }
         let Assembly::Message { slot } = self.rxs[r].assembly else {
             return self.bad_packet(cx, hw, buf, r);
         };
-        if h.offset != self.rxs[r].offset || h.msg_len != self.rxs[r].msg_len {
+        if d.offset() != self.rxs[r].offset || d.msg_len() != self.rxs[r].msg_len {
             self.abort_assembly(cx, hw, r);
             return self.bad_packet(cx, hw, buf, r);
         }
-        let Some(relayed) = Fan::data_packet(self, cx, hw, (r, buf, last), h, w) else {
+        let Some(relayed) = Fan::data_packet(self, cx, hw, (r, buf, last), d, w) else {
             // A relay that holds all the buffers it may: later.
-            self.nack(cx, hw, buf, r, NackCode::Busy, h);
+            self.nack(cx, hw, buf, r, NackCode::Busy, st);
             return Take::Stopped;
         };
-        let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(h.offset as u64);
+        let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(d.offset() as u64);
         Take::Job(RdmaJob {
             rx_buf: buf,
             port: port as u8,
@@ -149,20 +152,23 @@ impl Recv {
         })
     }
 
+    /// A put's packet `d`, for the memory from `remote_addr` on.
     pub(super) fn take_put(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        h: &Header,
+        d: DataView<'_>,
+        remote_addr: u64,
     ) -> Take {
-        let (first, plen) = (h.has(Flags::FIRST), h.payload_len as u32);
+        let (first, plen) = (d.stream().first(), d.payload_len() as u32);
         if first {
-            if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
-                self.nack(cx, hw, buf, r, code, h);
+            let range = (remote_addr, d.msg_len());
+            if let Some(code) = self.remote_check(cx, hw, r, port as u8, range) {
+                self.nack(cx, hw, buf, r, code, d.stream());
                 return Take::Stopped;
             }
-            self.begin_assembly(r, Assembly::Put { base: h.remote }, h.msg_len);
+            self.begin_assembly(r, Assembly::Put { base: remote_addr }, d.msg_len());
         }
         let Assembly::Put { base } = self.rxs[r].assembly else {
             return self.bad_packet(cx, hw, buf, r);
@@ -170,7 +176,7 @@ impl Recv {
         Take::Job(RdmaJob {
             rx_buf: buf,
             port: port as u8,
-            vaddr: base.wrapping_add(h.offset as u64),
+            vaddr: base.wrapping_add(d.offset() as u64),
             len: plen,
             then: None,
             relayed: false,
@@ -184,31 +190,32 @@ impl Recv {
         hw: &mut impl Hw,
         (buf, r, port): At,
         key: u32,
-        h: &Header,
+        g: GetReqView<'_>,
     ) -> Take {
-        if let Some(code) = self.remote_check(cx, hw, r, port as u8, h) {
-            self.nack(cx, hw, buf, r, code, h);
+        let a = g.stream().addr();
+        if let Some(code) = self.remote_check(cx, hw, r, port as u8, (g.remote_addr(), g.len())) {
+            self.nack(cx, hw, buf, r, code, g.stream());
             return Take::Stopped;
         }
         // The answer needs an internal token and a stream back to
         // the requester: SDMA queues it (FromRecv::Answer).
         let can = cx.internal_tokens() < INTERNAL_TOKENS
             && cx.tokens.available() > 0
-            && sdma.stream_room(cx, key, h.src_node);
+            && sdma.stream_room(cx, key, a.src_node());
         if !can {
-            self.nack(cx, hw, buf, r, NackCode::Busy, h);
+            self.nack(cx, hw, buf, r, NackCode::Busy, g.stream());
             return Take::Stopped;
         }
         let mut t = SendToken::EMPTY;
         t.kind = TokKind::GetResp;
-        t.port = h.dst_port;
-        t.prio = h.priority;
-        t.target_node = h.src_node;
-        t.target_port = h.src_port;
-        t.local = h.remote;
-        t.len = h.msg_len;
-        t.cookie = h.cookie;
-        t.npkts = packets_for(cx, TokKind::GetResp, h.msg_len);
+        t.port = a.dst_port();
+        t.prio = a.priority();
+        t.target_node = a.src_node();
+        t.target_port = a.src_port();
+        t.local = g.remote_addr();
+        t.len = g.len();
+        t.cookie = g.get();
+        t.npkts = packets_for(cx, TokKind::GetResp, g.len());
         if let Some(i) = cx.tokens.alloc(t) {
             // Room for one per packet of the pass: it cannot fill.
             if cx.from_recv.push_back(FromRecv::Answer { token: i }).is_err() {
@@ -219,28 +226,31 @@ impl Recv {
         Take::Taken
     }
 
+    /// A packet `d` of the answer to the get `get` names.
     pub(super) fn take_get_resp(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         (buf, r, port): At,
-        h: &Header,
+        d: DataView<'_>,
+        get: u32,
     ) -> Take {
-        let (first, last, plen) = (h.has(Flags::FIRST), h.has(Flags::LAST), h.payload_len as u32);
+        let st = d.stream();
+        let (first, last, plen) = (st.first(), st.last(), d.payload_len() as u32);
         if first {
-            let t = h.cookie as u16;
+            let t = get as u16;
             let ok = cx.tokens.is_live(t) && {
                 let tok = cx.tokens[t];
                 tok.kind == TokKind::Get
                     && tok.state == TokState::AwaitGet
                     && tok.port as usize == port
-                    && tok.target_node == h.src_node
-                    && tok.len == h.msg_len
+                    && tok.target_node == st.addr().src_node()
+                    && tok.len == d.msg_len()
             };
             if !ok {
                 return self.bad_packet(cx, hw, buf, r);
             }
-            self.begin_assembly(r, Assembly::GetResp { token: t }, h.msg_len);
+            self.begin_assembly(r, Assembly::GetResp { token: t }, d.msg_len());
         }
         let Assembly::GetResp { token } = self.rxs[r].assembly else {
             return self.bad_packet(cx, hw, buf, r);
@@ -251,7 +261,7 @@ impl Recv {
         Take::Job(RdmaJob {
             rx_buf: buf,
             port: port as u8,
-            vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
+            vaddr: cx.tokens[token].local.wrapping_add(d.offset() as u64),
             len: plen,
             then: if last { Some(EvRef::Token(token)) } else { None },
             relayed: false,

@@ -15,7 +15,9 @@ use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::{Work, CONTROL_RESERVE};
 use nic_abi::event::SendStatus;
 use nic_abi::map;
-use nic_abi::packet::{Flags, Header, PacketType, HEADER_LEN};
+use nic_abi::packet::{
+    Addr, DataKind, DataRepr, GetReqRepr, McastTag, ReportRepr, SeqRepr, SyncStamp, HEADER_LEN,
+};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
@@ -389,59 +391,59 @@ impl Sdma {
     ) {
         let st = &self.txs[s];
         let tok = &cx.tokens[t];
-        let ptype = match tok.kind {
-            TokKind::Send => PacketType::Data,
-            TokKind::Put => PacketType::Put,
-            TokKind::Get => PacketType::GetReq,
-            TokKind::Report => PacketType::Report,
-            _ => PacketType::GetResp,
-        };
-        let mut fl = Flags::empty();
-        if tok.next_pkt == 0 {
-            fl |= Flags::FIRST;
-            if tok.sync {
-                fl |= Flags::SYNC;
-                if st.reborn {
-                    fl |= Flags::INCARNATION;
-                }
-            }
-        }
-        if last {
-            fl |= Flags::LAST;
-        }
-        let mut h = Header {
-            ptype,
-            flags: fl,
-            priority: tok.prio,
-            // The stream's round: a nack this packet draws echoes it
-            // (as the window policy numbers rounds).
-            nack_code: Win::round(&cx.cfg, st),
-            src_node: cx.cfg.node,
-            dst_node: tok.target_node,
-            src_port: tok.port,
-            dst_port: tok.target_port,
+        let (first, sync) = (tok.next_pkt == 0, tok.sync);
+        let stream = SeqRepr {
+            addr: Addr {
+                src_node: cx.cfg.node,
+                src_port: tok.port,
+                dst_node: tok.target_node,
+                dst_port: tok.target_port,
+                priority: tok.prio,
+            },
             size_class: tok.size_class,
             seq,
-            ack: if fl.contains(Flags::INCARNATION) { st.order } else { 0 },
-            // A report counts the members not reached.
-            msg_len: if tok.kind == TokKind::Report { tok.cookie } else { tok.len },
-            offset: off,
-            payload_len: plen as u16,
-            remote: match tok.kind {
-                TokKind::Put | TokKind::Get | TokKind::Report => tok.remote,
-                _ => 0,
+            // The stream's round: a nack this packet draws echoes it
+            // (as the window policy numbers rounds).
+            round: Win::round(&cx.cfg, st),
+            first,
+            last,
+            // (SEND writes the ack in as the packet leaves.)
+            ack: None,
+            sync: first && sync,
+            // Every packet of a message sent with SYNC says which.
+            stamp: if sync {
+                SyncStamp { boot: cx.boot, gen: st.sync_gen }
+            } else {
+                SyncStamp::NONE
             },
-            cookie: match tok.kind {
-                // The receiver's subtree size.
-                TokKind::Report => tok.tag as u32,
-                _ => tok.cookie,
-            },
-            sync_boot: if tok.sync { cx.boot } else { 0 },
-            sync_gen: if tok.sync { st.sync_gen } else { 0 },
-            crc: 0,
+            incarnation: (first && sync && st.reborn).then_some(st.order),
         };
-        // A fan-out's own kinds: their type, flags and fields.
-        Fan::header(tok, &mut h);
+        let h = match tok.kind {
+            TokKind::Get => {
+                GetReqRepr { stream, remote_addr: tok.remote, len: tok.len, get: tok.cookie }.emit()
+            }
+            // Its payload is the fan-out's (the heads lost); `cookie`
+            // counts the members not reached, `tag` its subtree.
+            TokKind::Report => ReportRepr {
+                stream,
+                tag: McastTag::from_header(tok.remote, tok.tag as u32),
+                unreached: tok.cookie,
+                // (SEND writes it in as the report leaves.)
+                data_ack: None,
+                lost_len: plen as u16,
+            }
+            .emit(),
+            k => {
+                let kind = match k {
+                    TokKind::Put => DataKind::Put { remote_addr: tok.remote },
+                    TokKind::GetResp => DataKind::GetResp { get: tok.cookie },
+                    // A send's; a fan-out's own kinds: its multicasts'.
+                    _ => DataKind::Data { mcast: Fan::mcast_tag(tok) },
+                };
+                let (msg_len, offset, payload_len) = (tok.len, off, plen as u16);
+                DataRepr { stream, kind, msg_len, offset, payload_len }.emit()
+            }
+        };
         for (i, word) in h.words().into_iter().enumerate() {
             hw.store_u64(hdr_at + 8 * i as u32, word);
         }

@@ -18,7 +18,7 @@ use crate::hw::Hw;
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::{ErrorCause, Event, EventKind, SendStatus};
 use nic_abi::map::{ECHO, ECHO_SLOTS, ECHO_SLOT_SIZE};
-use nic_abi::packet::{Flags, Header, PacketType};
+use nic_abi::packet::{Addr, EchoRepr, EchoView, PacketType, PacketView};
 use nic_abi::stats::Stat;
 use nic_abi::Priority;
 
@@ -88,9 +88,9 @@ impl Echo {
     /// Send request `i` if a transmit buffer is free; true if it went.
     fn send_request<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: u32) -> bool {
         let mut r = Request::load(sv.hw, i);
-        let h = header(PacketType::EchoRequest, sv.config().node, r.node, r.port, r.cookie, 0);
         r.sent = sv.now();
-        let h = Header { remote: r.sent, ..h };
+        let to = (sv.config().node, r.node, (r.port, r.port));
+        let h = EchoRepr { addr: addr(to), reply: false, cookie: r.cookie, sent: r.sent }.emit();
         if !sv.send(&h, &[]) {
             return false;
         }
@@ -152,26 +152,25 @@ impl Echo {
         self.timeout_at = next;
     }
 
-    /// Answer request `p` from another NIC.
-    fn answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet) {
-        let q = &p.header;
-        let h =
-            header(PacketType::EchoReply, sv.config().node, q.src_node, q.dst_port, q.cookie, 0);
-        let h = Header { dst_port: q.src_port, remote: q.remote, ..h };
+    /// Answer request `q` from another NIC.
+    fn answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: EchoView<'_>) {
+        let a = q.addr();
+        let to = (sv.config().node, a.src_node(), (a.dst_port(), a.src_port()));
+        let h = EchoRepr { addr: addr(to), reply: true, cookie: q.cookie(), sent: q.sent() }.emit();
         if !sv.send(&h, &[]) {
             // No transmit buffer: the asker times out.
             sv.count(Stat::Drops, 1);
         }
     }
 
-    /// A reply: the request it answers is done.
-    fn replied<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet) {
+    /// A reply `p`: the request it answers is done.
+    fn replied<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: EchoView<'_>) {
         let mut waiting = self.live & !self.unsent & !self.done;
         while waiting != 0 {
             let i = waiting.trailing_zeros();
             waiting &= waiting - 1;
             let r = Request::load(sv.hw, i);
-            if r.cookie == p.header.cookie && r.node == p.header.src_node {
+            if r.cookie == p.cookie() && r.node == p.addr().src_node() {
                 let rtt = sv.now().saturating_sub(r.sent);
                 self.finish(sv, i, SendStatus::Ok, rtt);
                 return;
@@ -182,28 +181,15 @@ impl Echo {
     }
 }
 
-/// An echo packet's header: from `port` of this node to `node`.
-fn header(ptype: PacketType, me: u16, node: u16, port: u8, cookie: u32, len: u32) -> Header {
-    Header {
-        ptype,
-        flags: Flags::empty(),
-        priority: Priority::Low,
-        nack_code: 0,
+/// An echo packet's ends: from node `me` to node `node`, from port
+/// `ports.0` to port `ports.1`.
+fn addr((me, node, ports): (u16, u16, (u8, u8))) -> Addr {
+    Addr {
         src_node: me,
+        src_port: ports.0,
         dst_node: node,
-        src_port: port,
-        dst_port: port,
-        size_class: 0,
-        sync_gen: 0,
-        seq: 0,
-        ack: 0,
-        msg_len: len,
-        offset: 0,
-        payload_len: 0,
-        sync_boot: 0,
-        remote: 0,
-        cookie,
-        crc: 0,
+        dst_port: ports.1,
+        priority: Priority::Low,
     }
 }
 
@@ -245,9 +231,11 @@ impl Offload for Echo {
     }
 
     fn packet<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet) -> Received {
-        match p.header.ptype {
-            PacketType::EchoRequest => self.answer(sv, p),
-            _ => self.replied(sv, p),
+        match p.header.view() {
+            PacketView::Echo(q) if !q.is_reply() => self.answer(sv, q),
+            PacketView::Echo(q) => self.replied(sv, q),
+            // (Only its own types come to it.)
+            _ => {}
         }
         Received::Done
     }

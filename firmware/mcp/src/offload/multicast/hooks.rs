@@ -19,7 +19,7 @@ use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind, LostHeads, McastInfo, INLINE_MAX};
 use nic_abi::map;
-use nic_abi::packet::{field, Flags, Header, McastTag, NackCode, PacketType};
+use nic_abi::packet::{piggyback, DataView, Flags, McastTag, NackCode, PacketView, ReportView};
 
 impl Fanout for Multicast {
     #[inline(always)]
@@ -126,24 +126,15 @@ impl Fanout for Multicast {
         hw.write(at, &lost[..plen as usize]);
     }
 
-    /// A multicast's packets are data, flagged MCAST, with its tag in
-    /// `remote`; a relay's to a child says the child's subtree size in
-    /// `cookie`.
+    /// A multicast's packets are data, flagged MCAST, with its tag and
+    /// the child's subtree size (a host-scheme send's in its `cookie`, a
+    /// relay's in its `tag`).
     #[inline(always)]
-    fn header(tok: &SendToken, h: &mut Header) {
+    fn mcast_tag(tok: &SendToken) -> Option<McastTag> {
         match tok.kind {
-            TokKind::McastSend => {
-                h.ptype = PacketType::Data;
-                h.flags |= Flags::MCAST;
-                h.remote = tok.remote;
-            }
-            TokKind::McastFwd => {
-                h.ptype = PacketType::Data;
-                h.flags |= Flags::MCAST;
-                h.remote = tok.remote;
-                h.cookie = tok.tag as u32;
-            }
-            _ => {}
+            TokKind::McastSend => Some(McastTag::from_header(tok.remote, tok.cookie)),
+            TokKind::McastFwd => Some(McastTag::from_header(tok.remote, tok.tag as u32)),
+            _ => None,
         }
     }
 
@@ -183,15 +174,16 @@ impl Fanout for Multicast {
         }
     }
 
-    /// A report also acks the data stream its message came on (in
-    /// `offset`, flagged MCAST): the parent may let go of its record once
-    /// it has every report, and must know by then that the packets it
-    /// sent arrived.
+    /// A report also acks the data stream its message came on (its
+    /// `data_ack`, flagged MCAST): the parent may let go of its record
+    /// once it has every report, and must know by then that the packets
+    /// it sent arrived.
     #[inline(always)]
     fn piggyback(recv: &mut Recv, hw: &mut impl Hw, key: u32, hdr: u32) -> Flags {
         if key & REPORT_STREAM != 0 {
             if let Some(ack) = recv.piggyback_ack(key & !REPORT_STREAM) {
-                crate::send::set_low_half(hw, hdr + field::OFFSET as u32, ack);
+                let at = hdr + piggyback::DATA_ACK_WORD;
+                hw.store_u64(at, piggyback::with_data_ack(hw.load_u64(at), ack));
                 return Flags::MCAST;
             }
         }
@@ -199,17 +191,13 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn control_flags(r: &ControlOut) -> Flags {
-        if r.report {
-            Flags::MCAST
-        } else {
-            Flags::empty()
-        }
+    fn report_stream(r: &ControlOut) -> bool {
+        r.report
     }
 
     #[inline(always)]
-    fn stream_of(recv: &mut Recv, cx: &mut Shared, h: &Header, key: u32) -> u32 {
-        receiver::stream_of(recv, cx, h, key)
+    fn stream_of(recv: &mut Recv, cx: &mut Shared, p: PacketView<'_>, key: u32) -> u32 {
+        receiver::stream_of(recv, cx, p, key)
     }
 
     #[inline(always)]
@@ -218,10 +206,10 @@ impl Fanout for Multicast {
         cx: &mut Shared,
         sdma: &Sdma,
         hw: &mut impl Hw,
-        h: &Header,
+        d: DataView<'_>,
         w: &mut Work,
     ) -> Result<(u16, u64), NackCode> {
-        receiver::first_packet(recv, cx, sdma, hw, h, w)
+        receiver::first_packet(recv, cx, sdma, hw, d, w)
     }
 
     #[inline(always)]
@@ -230,14 +218,14 @@ impl Fanout for Multicast {
         cx: &mut Shared,
         hw: &mut impl Hw,
         at: (u16, u8, bool),
-        h: &Header,
+        d: DataView<'_>,
         w: &mut Work,
     ) -> Option<bool> {
-        receiver::data_packet(recv, cx, hw, at, h, w)
+        receiver::data_packet(recv, cx, hw, at, d, w)
     }
 
-    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, h: &Header) {
-        receiver::report_in(cx, hw, buf, h);
+    fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: ReportView<'_>) {
+        receiver::report_in(cx, hw, buf, r);
     }
 
     #[inline(always)]

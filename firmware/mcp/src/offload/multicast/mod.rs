@@ -169,11 +169,13 @@ pub fn ends_at(cx: &Shared, r: u16) -> u64 {
 }
 
 /// Does record `m` (a `RxStream::mrec`) still serve the multicast whose
-/// packet `h` is? A record that finished before the whole message came
+/// packet `d` is? A record that finished before the whole message came
 /// (out of time) may since serve another one.
-pub fn serves(cx: &Shared, m: u16, h: &nic_abi::packet::Header) -> bool {
-    let tag = McastTag::from_header(h.remote, 0);
-    cx.mcasts.is_live(m) && cx.mcasts[m].is_for(&tag) && cx.mcasts[m].parent == Some(h.src_node)
+pub fn serves(cx: &Shared, m: u16, d: nic_abi::packet::DataView<'_>) -> bool {
+    let from = d.stream().addr().src_node();
+    cx.mcasts.is_live(m)
+        && d.mcast().is_some_and(|tag| cx.mcasts[m].is_for(&tag))
+        && cx.mcasts[m].parent == Some(from)
 }
 
 /// The record serving multicast (`group`, `mseq`), if any.

@@ -17,30 +17,31 @@ use crate::sdma::{packets_for, Sdma};
 use crate::shared::{FromRecv, Shared};
 use nic_abi::map;
 use nic_abi::multicast::{Algorithm, Scheme};
-use nic_abi::packet::{Flags, Header, McastTag, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{DataView, McastTag, NackCode, PacketView, ReportView, HEADER_LEN};
 use nic_abi::stats::Stat;
 
-/// The stream key packet `h` of sending stream `key` speaks about: its
+/// The stream key packet `p` of sending stream `key` speaks about: its
 /// report stream's for a report and for the acks, nacks, polls and
 /// status reports of report streams; and the data stream's ack a report
 /// carries, passed to SDMA.
 #[inline(always)]
-pub(super) fn stream_of(recv: &mut Recv, cx: &mut Shared, h: &Header, key: u32) -> u32 {
+pub(super) fn stream_of(recv: &mut Recv, cx: &mut Shared, p: PacketView<'_>, key: u32) -> u32 {
     // Reports, and the acks and nacks of report streams, belong to
     // the report stream between the two ports.
-    let report = match h.ptype {
-        PacketType::Report => true,
-        PacketType::Ack
-        | PacketType::Nack
-        | PacketType::Poll
-        | PacketType::Stat
-        | PacketType::Ustat => h.has(Flags::MCAST),
+    let report = match p {
+        PacketView::Report(r) => {
+            if let Some(ack) = r.data_ack() {
+                // The data stream's ack a report carries.
+                recv.pass_to_sdma(cx, FromRecv::Ack { key, ack });
+            }
+            true
+        }
+        PacketView::Ack(a) => a.report_stream(),
+        PacketView::Nack(n) => n.report_stream(),
+        PacketView::Poll(q) => q.report_stream(),
+        PacketView::Stat(s) => s.report_stream(),
         _ => false,
     };
-    if h.ptype == PacketType::Report && h.has(Flags::MCAST) {
-        // The data stream's ack a report carries.
-        recv.pass_to_sdma(cx, FromRecv::Ack { key, ack: h.offset });
-    }
     if report {
         key | REPORT_STREAM
     } else {
@@ -48,7 +49,7 @@ pub(super) fn stream_of(recv: &mut Recv, cx: &mut Shared, h: &Header, key: u32) 
     }
 }
 
-/// The first packet `h` of a message: the record this NIC serves it
+/// The first packet `d` of a message: the record this NIC serves it
 /// with (NIL: none, the host scheme or a unicast) and the tag word its
 /// slot carries (0: a unicast), or why it is refused now.
 #[inline(always)]
@@ -57,17 +58,17 @@ pub(super) fn first_packet(
     cx: &mut Shared,
     sdma: &Sdma,
     hw: &mut impl Hw,
-    h: &Header,
+    d: DataView<'_>,
     w: &mut crate::Work,
 ) -> Result<(u16, u64), NackCode> {
-    if !h.has(Flags::MCAST) {
+    let Some(tag) = d.mcast() else {
         return Ok((NIL, 0));
-    }
-    let mrec = recv.mcast_first(cx, sdma, hw, h, w)?;
-    Ok((mrec, h.remote | MCAST_PRESENT))
+    };
+    let mrec = recv.mcast_first(cx, sdma, hw, d, &tag, w)?;
+    Ok((mrec, tag.remote() | MCAST_PRESENT))
 }
 
-/// A packet `h` (in `buf`) of the message receiving stream `r`
+/// A packet `d` (in `buf`) of the message receiving stream `r`
 /// assembles: true when this NIC relays it out of its receive buffer;
 /// None when the relay holds all the buffers it may (refused: Busy).
 #[inline(always)]
@@ -76,11 +77,11 @@ pub(super) fn data_packet(
     cx: &mut Shared,
     hw: &mut impl Hw,
     (r, buf, last): (u16, u8, bool),
-    h: &Header,
+    d: DataView<'_>,
     w: &mut crate::Work,
 ) -> Option<bool> {
     let mut m = recv.rxs[r].mrec;
-    if m != NIL && m != MREC_LEAF && !mcast::serves(cx, m, h) {
+    if m != NIL && m != MREC_LEAF && !mcast::serves(cx, m, d) {
         // Its record finished before the whole message came
         // (out of time): the rest goes to the host only.
         recv.rxs[r].mrec = NIL;
@@ -100,33 +101,34 @@ pub(super) fn data_packet(
     Some(m != NIL && cx.mcasts.is_live(m) && cx.mcasts[m].source == McastSource::RxBufs)
 }
 
-/// A report `h` in receive buffer `buf`: its subtree's count and lost
+/// A report `rp` in receive buffer `buf`: its subtree's count and lost
 /// heads to the record it speaks of; the buffer goes back.
-pub(super) fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, h: &Header) {
-    let tag = McastTag::from_header(h.remote, h.cookie);
+pub(super) fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, rp: ReportView<'_>) {
+    let tag = rp.tag();
     // The heads of the subtrees it lost: the first bytes of
     // a bitmap (parsing bounded the length).
     let mut raw = [0u8; nic_abi::event::LOST_BYTES];
-    let n = (h.payload_len as usize).min(raw.len());
+    let n = (rp.lost_len() as usize).min(raw.len());
     hw.read(map::rx_buf(buf as u32) + HEADER_LEN as u32, &mut raw[..n]);
-    let unreached = h.msg_len.min(u16::MAX as u32) as u16;
-    let who = (h.src_node, tag.group, tag.mseq);
+    let unreached = rp.unreached().min(u16::MAX as u32) as u16;
+    let who = (rp.stream().addr().src_node(), tag.group, tag.mseq);
     mcast::report_in(cx, hw, who, tag.subtree, unreached, &raw[..n]);
     cx.rxfree.give(hw, buf);
 }
 
 impl Recv {
-    /// The first packet of a multicast message (tagged `h`): the record
-    /// this NIC serves it with (NIL for the host scheme), or why not now.
+    /// The first packet `d` of a multicast message (tagged `tag`): the
+    /// record this NIC serves it with (NIL for the host scheme), or why
+    /// not now.
     fn mcast_first(
         &mut self,
         cx: &mut Shared,
         sdma: &Sdma,
         hw: &mut impl Hw,
-        h: &Header,
+        d: DataView<'_>,
+        tag: &McastTag,
         w: &mut crate::Work,
     ) -> Result<u16, NackCode> {
-        let tag = McastTag::from_header(h.remote, h.cookie);
         let scheme = match Scheme::from_code(tag.scheme) {
             Some(Scheme::Host) | None => return Ok(NIL),
             Some(s) => s,
@@ -140,24 +142,25 @@ impl Recv {
             cx.bump(hw, Stat::McastBusy, 1);
             return Err(NackCode::Busy);
         }
+        let (s, a) = (d.stream(), d.stream().addr());
         let mut rec = McastRec::EMPTY;
-        rec.tag = tag;
-        rec.port = h.dst_port;
-        rec.prio = h.priority;
-        rec.size_class = h.size_class;
-        rec.len = h.msg_len;
-        rec.npkts = packets_for(cx, TokKind::Send, h.msg_len);
-        rec.parent = Some(h.src_node);
+        rec.tag = *tag;
+        rec.port = a.dst_port();
+        rec.prio = a.priority();
+        rec.size_class = s.size_class();
+        rec.len = d.msg_len();
+        rec.npkts = packets_for(cx, TokKind::Send, d.msg_len());
+        rec.parent = Some(a.src_node());
         rec.subtree = tag.subtree;
         rec.list = ChildList::Scratch;
-        rec.deadline = cx.now.saturating_add(mcast::wait_for(cx, &tag, rec.subtree));
+        rec.deadline = cx.now.saturating_add(mcast::wait_for(cx, tag, rec.subtree));
         let Some(r) = mcast::new_record(cx, hw, rec) else { return Err(NackCode::Busy) };
         if scheme == Scheme::Assisted {
             // Its host hands over the child list once it has the message.
             cx.mcasts[r].list = ChildList::Awaiting;
             return Ok(r);
         }
-        let n = nic_children(cx, hw, r, h, &tag, scheme, w);
+        let n = nic_children(cx, hw, r, a.dst_port(), tag, scheme, w);
         // Relaying out of receive buffers needs a token per child now and
         // room to hold buffers; more children than a relay tracks: leaf.
         let n = if n as usize > RELAY_CHILDREN { 0 } else { n };
@@ -165,7 +168,8 @@ impl Recv {
             && cx.relay_held() < map::RX_BUF_COUNT / 2
             && (0..n).all(|i| {
                 let (node, _) = mcast::child(hw, cx, r, i);
-                sdma.stream_room(cx, stream_key(node, h.dst_port, h.dst_port, h.priority), node)
+                let port = a.dst_port();
+                sdma.stream_room(cx, stream_key(node, port, port, a.priority()), node)
             });
         if n > 0 && !room {
             cx.mcasts.free(r);
@@ -221,20 +225,21 @@ impl Recv {
 
 /// NIC-based: children from the group table, computed now or
 /// cached at group creation. A NIC without the group (or with
-/// another tree cached) serves as a leaf: its subtree counts as
+/// another tree cached, or the group on another port than the
+/// message's `port`) serves as a leaf: its subtree counts as
 /// not reached.
 fn nic_children(
     cx: &mut Shared,
     hw: &mut impl Hw,
     r: u16,
-    h: &Header,
+    port: u8,
     tag: &McastTag,
     scheme: Scheme,
     w: &mut crate::Work,
 ) -> u16 {
     let alg = Algorithm::from_code(tag.alg, tag.k);
     match (mcast::group_head(hw, tag.group), alg) {
-        (Some(g), Some(alg)) if g.port == h.dst_port => {
+        (Some(g), Some(alg)) if g.port == port => {
             if scheme == Scheme::NicCached {
                 if g.alg == tag.alg && g.k == tag.k {
                     cx.mcasts[r].list = ChildList::Cached;

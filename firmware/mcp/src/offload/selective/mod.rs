@@ -32,7 +32,7 @@ use crate::reliability::SendWindow;
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Config;
-use nic_abi::packet::{Header, NackCode, PacketType};
+use nic_abi::packet::{NackCode, PacketType, PollView, SeqView};
 
 /// Selective repeat as the window policy compiled in.
 pub struct Selective;
@@ -145,21 +145,21 @@ impl Window for Selective {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        h: &Header,
+        s: SeqView<'_>,
     ) -> bool {
         if !cx.cfg.selective {
             return false;
         }
-        recv.past_gap(cx, hw, buf, r, h);
+        recv.past_gap(cx, hw, buf, r, s);
         true
     }
 
     #[inline(always)]
-    fn answer_poll(recv: &mut Recv, cx: &mut Shared, r: u16, h: &Header) -> bool {
+    fn answer_poll(recv: &mut Recv, cx: &mut Shared, r: u16, q: PollView<'_>) -> bool {
         if !cx.cfg.selective {
             return false;
         }
-        recv.answer_poll(cx, r, h);
+        recv.answer_poll(cx, r, q);
         true
     }
 
@@ -170,10 +170,10 @@ impl Window for Selective {
         hw: &mut impl Hw,
         r: u16,
         code: NackCode,
-        h: &Header,
+        s: SeqView<'_>,
     ) {
         if cx.cfg.selective {
-            recv.sr_refused(cx, hw, r, code, h);
+            recv.sr_refused(cx, hw, r, code, s);
         }
     }
 

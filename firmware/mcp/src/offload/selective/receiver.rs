@@ -17,7 +17,9 @@ use crate::recv::accept::{fill_slot, fits_slot};
 use crate::recv::{Arrived, Recv};
 use crate::shared::Shared;
 use nic_abi::map;
-use nic_abi::packet::{Flags, Header, NackCode, PacketType, HEADER_LEN};
+use nic_abi::packet::{
+    DataKind, DataView, Header, NackCode, PacketView, PollView, SeqHeader, SeqView, HEADER_LEN,
+};
 use nic_abi::stats::Stat;
 
 /// A receive slot taken early (selective repeat): the stream, the
@@ -89,27 +91,28 @@ impl Recv {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        h: &Header,
+        s: SeqView<'_>,
     ) {
         let rx = self.rxs[r];
+        let seq = s.seq();
         // After a refused message its sender numbers what follows again
         // and sends it with a later stamp: what comes with the stamp of
         // the refused packet or an earlier one is stale.
-        let stale = rx.nacked.is_some() && !super::ps_lt(rx.nack_round, h.nack_code);
+        let stale = rx.nacked.is_some() && !super::ps_lt(rx.nack_round, s.round());
         // Past the cut: sent before the sender heard of it, and it sends
         // it again.
-        let past_cut = rx.win.cut().is_some_and(|c| crate::reliability::seq_lt(c, h.seq));
+        let past_cut = rx.win.cut().is_some_and(|c| crate::reliability::seq_lt(c, seq));
         if stale || past_cut {
             self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
             return;
         }
-        self.rxs[r].win.uncut(h.seq);
-        if self.place_early(cx, hw, buf, r, h) {
+        self.rxs[r].win.uncut(seq);
+        if self.place_early(cx, hw, buf, r, s) {
             return;
         }
         let room = !self.held.holds.is_full()
             && cx.relay_held() + (self.held.holds.len() as u32) < SR_HOLDS as u32
-            && rx.win.can_hold(h.seq);
+            && rx.win.can_hold(seq);
         if !room {
             // Cut: the USTAT names everything from it (and a gap just
             // before it no packet showed yet) to the end of the span the
@@ -118,15 +121,15 @@ impl Recv {
             // full for a poll interval, and an all-to-all under 3-5 % loss
             // fell to 0.6 of go-back-N's goodput.)
             self.drop_packet(cx, hw, buf, Stat::OutOfOrder);
-            let from = self.rxs[r].win.cut_at(h.seq);
+            let from = self.rxs[r].win.cut_at(seq);
             let end = self.rxs[r].win.expected().wrapping_add(crate::reliability::HOLD_SPAN);
             self.name_missing(cx, r, from, end);
             return;
         }
         cx.bump(hw, Stat::OutOfOrder, 1);
-        let _ = self.held.holds.push(Hold { stream: r, seq: h.seq, buf });
+        let _ = self.held.holds.push(Hold { stream: r, seq, buf });
         cx.bump(hw, Stat::Held, 1);
-        if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
+        if let Some((lo, hi)) = self.rxs[r].win.hold(seq) {
             self.name_missing(cx, r, lo, hi);
         }
     }
@@ -144,14 +147,16 @@ impl Recv {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        h: &Header,
+        s: SeqView<'_>,
     ) -> bool {
+        // (A get's request or a report is one packet: never early.)
+        let PacketView::Data(d) = s.packet() else { return false };
         let rx = self.rxs[r];
         let mtu = cx.cfg.mtu as u64;
-        let port = h.dst_port;
-        let simple = rx.win.can_hold(h.seq)
-            && !h.has(Flags::MCAST)
-            && !h.has(Flags::SYNC)
+        let (port, seq) = (s.addr().dst_port(), s.seq());
+        let simple = rx.win.can_hold(seq)
+            && d.mcast().is_none()
+            && !s.sync()
             && cx.is_open(port as usize)
             && rx.local_port == port
             && !cx.rdma_jobs.is_full();
@@ -160,30 +165,28 @@ impl Recv {
         }
         // Where its message starts (sequence number, offset placed by
         // then) and its base address.
-        let (from, placed, base) = if h.has(Flags::FIRST) {
-            let Some(vaddr) = self.early_slot(cx, hw, buf, r, h) else { return false };
-            (h.seq, 0, vaddr)
-        } else if let Some(e) = self.early_of(cx, hw, r, h.seq) {
+        let (from, placed, base) = if s.first() {
+            let Some(vaddr) = self.early_slot(cx, hw, buf, r, d) else { return false };
+            (seq, 0, vaddr)
+        } else if let Some(e) = self.early_of(cx, hw, r, seq) {
             (e.seq, 0, cx.slot_vaddr(hw, e.slot))
         } else {
-            let base = match (h.ptype, rx.assembly) {
-                (PacketType::Data, Assembly::Message { slot }) => cx.slot_vaddr(hw, slot),
-                (PacketType::Put, Assembly::Put { base }) => base,
+            let base = match (d.kind(), rx.assembly) {
+                (DataKind::Data { .. }, Assembly::Message { slot }) => cx.slot_vaddr(hw, slot),
+                (DataKind::Put { .. }, Assembly::Put { base }) => base,
                 // (A get's answer waits in a hold: it is the rarer case,
                 // and the image has little room.)
                 _ => return false,
             };
-            if rx.mrec != NIL || h.msg_len != rx.msg_len {
+            if rx.mrec != NIL || d.msg_len() != rx.msg_len {
                 return false;
             }
             (rx.win.expected(), rx.offset as u64, base)
         };
         // The packets from `from` on are full-sized, so it lies here.
-        let at = placed + h.seq.wrapping_sub(from) as u64 * mtu;
-        if h.offset as u64 != at
-            || at >= h.msg_len.max(1) as u64
-            || h.payload_len as u64 != (h.msg_len as u64 - at).min(mtu)
-        {
+        let (msg_len, plen) = (d.msg_len() as u64, d.payload_len() as u64);
+        let at = placed + seq.wrapping_sub(from) as u64 * mtu;
+        if d.offset() as u64 != at || at >= msg_len.max(1) || plen != (msg_len - at).min(mtu) {
             // (Only a message taken early can get here from its first
             // packet, whose offset is 0: it is placed below.)
             return false;
@@ -192,13 +195,13 @@ impl Recv {
             rx_buf: buf,
             port,
             vaddr: base.wrapping_add(at),
-            len: h.payload_len as u32,
+            len: plen as u32,
             then: None,
             relayed: false,
         });
         cx.bump(hw, Stat::OutOfOrder, 1);
         cx.bump(hw, Stat::Held, 1);
-        if let Some((lo, hi)) = self.rxs[r].win.hold(h.seq) {
+        if let Some((lo, hi)) = self.rxs[r].win.hold(seq) {
             self.name_missing(cx, r, lo, hi);
         }
         true
@@ -213,23 +216,24 @@ impl Recv {
         hw: &mut impl Hw,
         buf: u8,
         r: u16,
-        h: &Header,
+        d: DataView<'_>,
     ) -> Option<u64> {
-        let port = h.dst_port as usize;
-        if h.ptype != PacketType::Data
+        let st = d.stream();
+        let port = st.addr().dst_port() as usize;
+        if !matches!(d.kind(), DataKind::Data { .. })
             || self.held.early.is_full()
-            || self.msg_end(cx, hw, r) != Some(h.seq)
+            || self.msg_end(cx, hw, r) != Some(st.seq())
         {
             return None;
         }
-        let (s, len) = self.claim_slot(cx, hw, port, h.size_class, h.priority)?;
-        if !fits_slot(len, h) {
+        let (s, len) = self.claim_slot(cx, hw, port, st.size_class(), st.addr().priority())?;
+        if !fits_slot(len, d) {
             self.unclaim_slot(cx, hw, s);
             return None;
         }
         let vaddr = cx.slot_vaddr(hw, s);
-        fill_slot(cx, hw, s, buf, h, 0, NIL);
-        let _ = self.held.early.push(Early { stream: r, seq: h.seq, slot: s });
+        fill_slot(cx, hw, s, buf, d, 0, NIL);
+        let _ = self.held.early.push(Early { stream: r, seq: st.seq(), slot: s });
         Some(vaddr)
     }
 
@@ -317,13 +321,13 @@ impl Recv {
         }
     }
 
-    /// A poll for synchronised stream `r` (`h`): answered with a STAT:
-    /// what is missing up to the poll's next new packet (`offset`), its
-    /// poll number in `msg_len`. One queued STAT a stream: a later poll's
+    /// A poll for synchronised stream `r` (`q`): answered with a STAT:
+    /// what is missing up to the poll's next new packet, with its poll
+    /// number. One queued STAT a stream: a later poll's
     /// replaces an earlier one's, at the back of the queue (behind the
     /// USTATs queued before it: what they name goes again before the STAT
     /// comes, which then sees it resent since its poll).
-    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: u16, h: &Header) {
+    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: u16, q: PollView<'_>) {
         for _ in 0..cx.controls.len() {
             if let Some(c) = cx.controls.pop_front() {
                 if c.rx_stream != r || c.stat_of().is_none() {
@@ -331,27 +335,27 @@ impl Recv {
                 }
             }
         }
-        cx.push_control(Control::stat(r, h.offset, h.msg_len as u8));
+        cx.push_control(Control::stat(r, q.next(), q.poll()));
     }
 
-    /// Packet `h` of stream `r` was refused with a nack of `code`.
+    /// Packet `s` of stream `r` was refused with a nack of `code`.
     pub(super) fn sr_refused(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         r: u16,
         code: NackCode,
-        h: &Header,
+        s: SeqView<'_>,
     ) {
         // Named already: a USTAT for a gap behind it leaves it out.
-        self.rxs[r].win.refused(h.seq);
+        self.rxs[r].win.refused(s.seq());
         if matches!(code, NackCode::PortClosed | NackCode::RemoteAccess) {
             // The sender numbers the messages after the refused one
             // again: what this side holds of that round is stale, and so
             // is what still comes of it.
             self.release_holds(cx, hw, r);
-            self.rxs[r].nacked = Some(h.seq);
-            self.rxs[r].nack_round = h.nack_code;
+            self.rxs[r].nacked = Some(s.seq());
+            self.rxs[r].nack_round = s.round();
         }
     }
 
@@ -414,7 +418,8 @@ impl Recv {
             // It parsed when it arrived, and the buffer was ours since.
             let at = nic_abi::packet::field::PAYLOAD_LEN;
             let plen = u16::from_le_bytes([hb[at], hb[at + 1]]) as usize;
-            let Ok(header) = Header::parse_prefix(&hb, HEADER_LEN + plen) else {
+            let parsed = Header::parse_prefix(&hb, HEADER_LEN + plen);
+            let Some(header) = parsed.ok().and_then(SeqHeader::new) else {
                 self.drop_packet(cx, hw, hold.buf, Stat::BadHeaders);
                 continue;
             };
