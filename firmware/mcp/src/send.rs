@@ -14,7 +14,6 @@
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::Recv;
 use crate::sdma::Sdma;
@@ -191,7 +190,8 @@ impl Send {
         while let Some(&c) = cx.controls.front() {
             let Some(b) = cx.txbufs.free_one() else { break };
             cx.controls.pop_front();
-            self.go(cx, hw, SendState::Control { stream: c.rx_stream }, Cause::ControlOut);
+            let stream = c.stream_raw();
+            self.go(cx, hw, SendState::Control { stream }, Cause::ControlOut);
             if self.send_control(cx, sdma, recv, hw, b, c) {
                 self.start_txdma(cx, hw, b, w);
             }
@@ -208,14 +208,15 @@ impl Send {
                 break;
             }
             cx.tx_ready.pop_front();
-            if !sdma.is_current(buf.stream, buf.epoch) {
+            let current = buf.stream.filter(|&s| sdma.is_current(s, buf.epoch));
+            let Some(stream) = current else {
                 // Filled before a rewind: the stream will send it again.
                 cx.txbufs.release(b);
                 continue;
-            }
+            };
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
-            let key = sdma.stream_key(buf.stream);
+            let key = sdma.stream_key(stream);
             // The header's first word holds the flags (`Header::words`).
             let w0 = hw.load_u64(hdr);
             let fl = (w0 >> FLAGS_SHIFT) as u8;
@@ -291,8 +292,8 @@ impl Send {
         // `msg_len` its poll number (0 under go-back-N). A status report
         // of the window policy (a STAT, a USTAT) is its to write.
         let mut stat_len = 0;
-        let (r, ptype, code, seq, offset, msg_len) = if c.is_poll() {
-            let Some((r, next, round, ps)) = sdma.poll_out(cx, c.rx_stream) else { return false };
+        let (r, ptype, code, seq, offset, msg_len) = if let Some(s) = c.tx_stream() {
+            let Some((r, next, round, ps)) = sdma.poll_out(cx, s) else { return false };
             (r, PacketType::Poll, round, r.expected, next, ps as u32)
         } else if c.is_report() {
             let at = map::tx_buf(b as u32) + map::ROUTE_ROOM + HEADER_LEN as u32;
@@ -315,7 +316,7 @@ impl Send {
             b,
             TxBuf {
                 state: TxBufState::Filled,
-                stream: NIL,
+                stream: None,
                 epoch: 0,
                 route_len,
                 len: (HEADER_LEN + stat_len) as u32,

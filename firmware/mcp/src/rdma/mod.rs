@@ -206,7 +206,7 @@ impl Rdma {
             match ev {
                 EvRef::Token(t) => cx.tokens.free(t),
                 EvRef::Slot(s) => cx.slots.free(s),
-                EvRef::Offload(i) => cx.offload.events.free(i as u16),
+                EvRef::Offload(i) => cx.offload.events.free(i),
                 _ => {}
             }
         }
@@ -289,7 +289,7 @@ impl Rdma {
             }
             // A leaf's delivery queues its report: wait for room.
             self.leaf_wait = matches!(job.then, Some(EvRef::Slot(s))
-                if cx.leaf_reports.is_full() && cx.slot(hw, s).mrec == MREC_LEAF);
+                if cx.leaf_reports.is_full() && cx.slot(hw, s).mrec == Mrec::LEAF);
             if self.leaf_wait {
                 break;
             }

@@ -26,13 +26,13 @@ pub(super) enum Take {
 }
 
 /// An in-order packet: its receive buffer, its stream, its port.
-type At = (u8, u16, usize);
+type At = (u8, RxId, usize);
 
 impl Recv {
     /// A SYNC on a first packet: the sender (re)starts the stream, unless
     /// it is stale (an earlier incarnation's, or a redundant one of the
     /// same boot that would roll back over what was taken).
-    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, h: &Header) {
+    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId, h: &Header) {
         let rx = self.rxs[r];
         let inc = if h.has(Flags::INCARNATION) { h.ack } else { 0 };
         let news = match rx.sync_seen.get() {
@@ -64,7 +64,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         h: &Header,
     ) -> bool {
         match self.rxs[r].win.check(h.seq) {
@@ -228,8 +228,8 @@ impl Recv {
     ) -> Take {
         let (first, last, plen) = (h.has(Flags::FIRST), h.has(Flags::LAST), h.payload_len as u32);
         if first {
-            let t = h.cookie as u16;
-            let ok = cx.tokens.is_live(t) && {
+            // The cookie names the get's token (`Sdma::intake`).
+            let ok = |t: TokenId| {
                 let tok = cx.tokens[t];
                 tok.kind == TokKind::Get
                     && tok.state == TokState::AwaitGet
@@ -237,9 +237,10 @@ impl Recv {
                     && tok.target_node == h.src_node
                     && tok.len == h.msg_len
             };
-            if !ok {
+            let t = TokenId::from_raw(h.cookie as u16).filter(|&t| cx.tokens.is_live(t) && ok(t));
+            let Some(t) = t else {
                 return self.bad_packet(cx, hw, buf, r);
-            }
+            };
             self.begin_assembly(r, Assembly::GetResp { token: t }, h.msg_len);
         }
         let Assembly::GetResp { token } = self.rxs[r].assembly else {
@@ -260,7 +261,7 @@ impl Recv {
 
     /// A packet that breaks its message's assembly (or the size-class
     /// rule): dropped and counted; the window moves on past it.
-    fn bad_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16) -> Take {
+    fn bad_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: RxId) -> Take {
         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
         self.advance(cx, r);
         Take::Stopped
@@ -268,7 +269,7 @@ impl Recv {
 
     /// Stream `r`'s first packet of a message of `msg_len` bytes: the
     /// message assembles as `a` from offset 0.
-    fn begin_assembly(&mut self, r: u16, a: Assembly, msg_len: u32) {
+    fn begin_assembly(&mut self, r: RxId, a: Assembly, msg_len: u32) {
         let rx = &mut self.rxs[r];
         rx.assembly = a;
         rx.offset = 0;

@@ -9,7 +9,6 @@
 use super::{intake, receiver, relay, Multicast};
 use crate::hw::Hw;
 use crate::offload::fanout::Fanout;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::{ControlOut, Recv};
 use crate::reliability::SendWindow;
@@ -46,7 +45,7 @@ impl Fanout for Multicast {
         intake::continuation_slots(b).map(|extra| 1 + extra)
     }
 
-    fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
+    fn token_ended(cx: &mut Shared, t: TokenId, ok: bool) {
         super::token_ended(cx, t, ok);
     }
 
@@ -71,17 +70,17 @@ impl Fanout for Multicast {
         !cx.mcasts.is_empty() && sdma.mcast_step_due(cx)
     }
 
-    fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: u16) {
+    fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: McastId) {
         sdma.mcast_start(cx, hw, rec);
     }
 
     /// A relay's child acknowledged part of a relayed message: the
     /// receive buffers every child has acknowledged can go back.
     #[inline(always)]
-    fn head_acked(sdma: &Sdma, cx: &mut Shared, s: u16) {
+    fn head_acked(sdma: &Sdma, cx: &mut Shared, s: TxId) {
         let st = &sdma.txs[s];
-        let head = st.head;
-        if head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+        let Some(head) = st.head else { return };
+        if cx.tokens[head].kind == TokKind::McastFwd {
             let tok = cx.tokens[head];
             let acked = st.win.una().wrapping_sub(st.base).min(tok.npkts);
             super::kid_progress(cx, head, acked);
@@ -89,17 +88,17 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn packet_here(cx: &Shared, t: u16, built: bool) -> bool {
+    fn packet_here(cx: &Shared, t: TokenId, built: bool) -> bool {
         relay::packet_here(cx, t, built)
     }
 
     #[inline(always)]
-    fn payload_in_sram(cx: &Shared, t: u16, kind: TokKind) -> bool {
+    fn payload_in_sram(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
         relay::from_rx(cx, t, kind)
     }
 
     #[inline(always)]
-    fn fill(cx: &mut Shared, t: u16, kind: TokKind, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
+    fn fill(cx: &mut Shared, t: TokenId, kind: TokKind, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
         if kind != TokKind::McastFwd {
             return Some(false);
         }
@@ -150,7 +149,7 @@ impl Fanout for Multicast {
     /// The host scheme's lead send: its first packet's buffer, while its
     /// payload is fetched.
     #[inline(always)]
-    fn lead_filling(sdma: &mut Sdma, t: u16, pkt: u32, n: usize, b: u8) {
+    fn lead_filling(sdma: &mut Sdma, t: TokenId, pkt: u32, n: usize, b: u8) {
         if pkt == 0 && matches!(sdma.lead, Some((lt, _)) if lt == t) {
             sdma.lead = if n == 0 { None } else { Some((t, Some(b))) };
         }
@@ -220,7 +219,7 @@ impl Fanout for Multicast {
         hw: &mut impl Hw,
         h: &Header,
         w: &mut Work,
-    ) -> Result<(u16, u64), NackCode> {
+    ) -> Result<(Mrec, u64), NackCode> {
         receiver::first_packet(recv, cx, sdma, hw, h, w)
     }
 
@@ -229,7 +228,7 @@ impl Fanout for Multicast {
         recv: &mut Recv,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        at: (u16, u8, bool),
+        at: (RxId, u8, bool),
         h: &Header,
         w: &mut Work,
     ) -> Option<bool> {
@@ -241,7 +240,7 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16, w: &mut Work) {
+    fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId, w: &mut Work) {
         w.mcast_deliveries += delivered(cx, hw, s) as u32;
     }
 
@@ -274,7 +273,7 @@ impl Fanout for Multicast {
         }
     }
 
-    fn lost_event(cx: &Shared, hw: &impl Hw, t: u16, part: u8) -> Event {
+    fn lost_event(cx: &Shared, hw: &impl Hw, t: TokenId, part: u8) -> Event {
         let mut e = Event::empty(EventKind::McastLost);
         e.tag = cx.tokens[t].tag;
         e.len = part as u32 * INLINE_MAX as u32;
@@ -287,26 +286,27 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn token_freed(cx: &mut Shared, t: u16) {
+    fn token_freed(cx: &mut Shared, t: TokenId) {
         super::drop_list(cx, t);
     }
 }
 
 /// A multicast's message is with its host (its event is owed after the
 /// copy): its record may report. True for a NIC-served multicast's.
-fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
+fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId) -> bool {
     // (A unicast's: its multicast word says so, no more is read.)
     if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
         return false;
     }
     let sl = cx.slot(hw, s);
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
-    if m == MREC_LEAF {
+    if m == Mrec::LEAF {
         let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
         return cx.leaf_reports.push_back(r).is_ok();
     }
+    let Some(m) = m.rec() else { return false };
     let tag = McastTag::from_header(remote, 0);
-    if m != NIL && cx.mcasts.is_live(m) {
+    if cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
         if rec.is_for(&tag) {
             rec.delivered = true;

@@ -11,7 +11,6 @@
 //! [`Window`](crate::offload::policy::Window) it stands behind.
 
 use crate::hw::Hw;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::accept::{fill_slot, fits_slot};
 use crate::recv::{Arrived, Recv};
@@ -24,9 +23,9 @@ use nic_abi::stats::Stat;
 /// sequence number of its message's first packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Early {
-    stream: u16,
+    stream: RxId,
     seq: u32,
-    slot: u16,
+    slot: SlotId,
 }
 
 /// Messages taken early at most, all streams together.
@@ -35,7 +34,7 @@ const EARLY_MAX: usize = 16;
 /// A packet held past a gap (selective repeat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hold {
-    stream: u16,
+    stream: RxId,
     seq: u32,
     buf: u8,
 }
@@ -54,7 +53,7 @@ pub struct Held {
     /// and the streams whose next packet is one of them (taken before new
     /// packets from the ring).
     holds: heapless::Vec<Hold, SR_HOLDS>,
-    pub(super) replay: heapless::Vec<u16, SR_HOLDS>,
+    pub(super) replay: heapless::Vec<RxId, SR_HOLDS>,
     /// Receive slots taken early, for messages that follow the one being
     /// placed in their stream (or one taken early), so that their packets
     /// past a gap go straight to host memory too.
@@ -88,7 +87,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         h: &Header,
     ) {
         let rx = self.rxs[r];
@@ -143,7 +142,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         h: &Header,
     ) -> bool {
         let rx = self.rxs[r];
@@ -173,7 +172,7 @@ impl Recv {
                 // and the image has little room.)
                 _ => return false,
             };
-            if rx.mrec != NIL || h.msg_len != rx.msg_len {
+            if rx.mrec != Mrec::NONE || h.msg_len != rx.msg_len {
                 return false;
             }
             (rx.win.expected(), rx.offset as u64, base)
@@ -212,7 +211,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         h: &Header,
     ) -> Option<u64> {
         let port = h.dst_port as usize;
@@ -228,18 +227,18 @@ impl Recv {
             return None;
         }
         let vaddr = cx.slot_vaddr(hw, s);
-        fill_slot(cx, hw, s, buf, h, 0, NIL);
+        fill_slot(cx, hw, s, buf, h, 0, Mrec::NONE);
         let _ = self.held.early.push(Early { stream: r, seq: h.seq, slot: s });
         Some(vaddr)
     }
 
     /// One past the last packet of the last message of stream `r` with a
     /// receive slot (the one being placed, or one taken early), if known.
-    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: u16) -> Option<u32> {
+    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: RxId) -> Option<u32> {
         let mtu = cx.cfg.mtu;
         let rx = &self.rxs[r];
         let mut end = match rx.assembly {
-            Assembly::Message { .. } if rx.mrec == NIL => Some(
+            Assembly::Message { .. } if rx.mrec == Mrec::NONE => Some(
                 rx.win.expected().wrapping_add(rx.msg_len.saturating_sub(rx.offset).div_ceil(mtu)),
             ),
             _ => None,
@@ -252,7 +251,7 @@ impl Recv {
     }
 
     /// The message taken early in stream `r` that `seq` belongs to.
-    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: u16, seq: u32) -> Option<Early> {
+    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: RxId, seq: u32) -> Option<Early> {
         self.held.early.iter().copied().find(|e| {
             let n = cx.slot(hw, e.slot).msg_len.div_ceil(cx.cfg.mtu).max(1);
             e.stream == r && seq.wrapping_sub(e.seq) < n
@@ -262,7 +261,7 @@ impl Recv {
     /// Selective repeat: the packet stream `r` expects next was placed
     /// early ([`Recv::place_early`]): take it in order, and when it ends
     /// its message, owe the message's event after every copy queued.
-    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         let seq = self.rxs[r].win.expected();
         if let Some(i) = self.held.early.iter().position(|e| e.stream == r && e.seq == seq) {
             // The first packet of a message taken early: it starts now.
@@ -271,7 +270,7 @@ impl Recv {
             rx.assembly = Assembly::Message { slot: e.slot };
             rx.offset = 0;
             rx.msg_len = cx.slot(hw, e.slot).msg_len;
-            rx.mrec = NIL;
+            rx.mrec = Mrec::NONE;
         }
         let rx = &mut self.rxs[r];
         rx.win.unhold(rx.win.expected());
@@ -303,9 +302,9 @@ impl Recv {
     /// queued for the stream lists what is missing below its poll's next
     /// sequence number when it leaves: the USTAT names only the rest
     /// (naming a packet twice has it resent twice).
-    fn name_missing(&mut self, cx: &mut Shared, r: u16, lo: u32, hi: u32) {
+    fn name_missing(&mut self, cx: &mut Shared, r: RxId, lo: u32, hi: u32) {
         let listed = cx.controls.iter().find_map(|c| match c.stat_of() {
-            Some((ns, _)) if c.rx_stream == r => Some(ns),
+            Some((ns, _)) if c.rx_stream() == Some(r) => Some(ns),
             _ => None,
         });
         let lo = match listed {
@@ -323,10 +322,10 @@ impl Recv {
     /// replaces an earlier one's, at the back of the queue (behind the
     /// USTATs queued before it: what they name goes again before the STAT
     /// comes, which then sees it resent since its poll).
-    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: u16, h: &Header) {
+    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: RxId, h: &Header) {
         for _ in 0..cx.controls.len() {
             if let Some(c) = cx.controls.pop_front() {
-                if c.rx_stream != r || c.stat_of().is_none() {
+                if c.rx_stream() != Some(r) || c.stat_of().is_none() {
                     let _ = cx.controls.push_back(c);
                 }
             }
@@ -339,7 +338,7 @@ impl Recv {
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        r: u16,
+        r: RxId,
         code: NackCode,
         h: &Header,
     ) {
@@ -428,7 +427,7 @@ impl Recv {
     /// Let go of every packet stream `r` holds past a gap (its sender
     /// starts again, or renumbers what follows): the buffers go back to
     /// the engine.
-    pub(crate) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    pub(crate) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         if self.rxs.is_live(r) {
             self.rxs[r].win.release_all();
         }
