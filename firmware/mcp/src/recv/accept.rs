@@ -144,9 +144,7 @@ impl Recv {
                 && !rx.ack_pending
                 && !rx.on_ack_list
                 && rx.mrec == Mrec::NONE
-                // (A poll queued for the sending stream of the same index
-                // counts too, as it always did.)
-                && !cx.controls.iter().any(|c| c.stream_raw() == r.raw())
+                && !cx.controls.iter().any(|c| c.rx_stream() == Some(r))
         };
         let mut victim = self.rxs.live_indices().find(|&r| idle(r) && quiet(&self.rxs[r]));
         // Otherwise the idle ones, quiet longest first, until one's ghost
