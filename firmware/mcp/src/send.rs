@@ -243,11 +243,12 @@ impl Send {
         let buf = cx.txbufs.get(b);
         let start = map::tx_buf(b as u32) + map::ROUTE_ROOM - buf.route_len as u32;
         // A relayed packet: its payload is gathered from its receive buffer.
-        let (head, tail_sram, tail_len) = if buf.gather == GATHER_NONE {
-            (buf.len, 0, 0)
-        } else {
-            let tail = buf.len.saturating_sub(HEADER_LEN as u32);
-            (HEADER_LEN as u32, map::rx_buf(buf.gather as u32) + HEADER_LEN as u32, tail)
+        let (head, tail_sram, tail_len) = match buf.gather {
+            None => (buf.len, 0, 0),
+            Some(g) => {
+                let tail = buf.len.saturating_sub(HEADER_LEN as u32);
+                (HEADER_LEN as u32, map::rx_buf(g as u32) + HEADER_LEN as u32, tail)
+            }
         };
         let cmd = TxDmaCmd {
             sram: start,
@@ -322,7 +323,7 @@ impl Send {
                 len: (HEADER_LEN + stat_len) as u32,
                 control: true,
                 seq,
-                gather: GATHER_NONE,
+                gather: None,
                 ..TxBuf::EMPTY
             },
         );

@@ -9,7 +9,7 @@
 
 use crate::hw::Hw;
 use crate::pool::{Id, Pool};
-use crate::records::{EvRef, HdmaAction, McastCost, TxBuf, TxBufState, GATHER_NONE};
+use crate::records::{EvRef, HdmaAction, McastCost, TxBuf, TxBufState};
 use crate::shared::{write_route, Shared};
 use crate::{Config, Work};
 use nic_abi::event::Event;
@@ -139,7 +139,7 @@ impl<'a, H: Hw> Services<'a, H> {
                 len: (HEADER_LEN + payload.len()) as u32,
                 control: true,
                 seq: 0,
-                gather: GATHER_NONE,
+                gather: None,
                 mcast: McastCost::None,
             },
         );

@@ -32,8 +32,8 @@ pub struct TxBuf {
     pub control: bool,
     pub seq: u32,
     /// The payload is gathered from this receive buffer (a relayed
-    /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
-    pub gather: u8,
+    /// multicast packet; None: the payload is in this buffer).
+    pub gather: Option<u8>,
     /// A packet of a NIC-served multicast: how its send is priced.
     pub mcast: McastCost,
 }
@@ -104,9 +104,6 @@ impl RecvSlot {
     }
 }
 
-/// `TxBuf::gather` of a buffer that holds its own payload.
-pub const GATHER_NONE: u8 = u8::MAX;
-
 impl TxBuf {
     pub const EMPTY: TxBuf = TxBuf {
         state: TxBufState::Free,
@@ -116,7 +113,7 @@ impl TxBuf {
         len: 0,
         control: false,
         seq: 0,
-        gather: GATHER_NONE,
+        gather: None,
         mcast: McastCost::None,
     };
 }
@@ -274,9 +271,9 @@ const USTAT: u8 = 0xfd;
 /// An accepted data-bearing packet waiting for RDMA.
 #[derive(Debug, Clone, Copy)]
 pub struct RdmaJob {
-    /// The receive buffer the payload is in (`NO_RX_BUF`: none; the job
-    /// owes only its event).
-    pub rx_buf: u8,
+    /// The receive buffer the payload is in (None: the job owes only its
+    /// event).
+    pub rx_buf: Option<u8>,
     pub port: u8,
     /// Virtual address the payload goes to (in `port`'s space).
     pub vaddr: u64,
@@ -288,9 +285,6 @@ pub struct RdmaJob {
     pub relayed: bool,
 }
 
-/// [`RdmaJob::rx_buf`] of a job that copies nothing.
-pub const NO_RX_BUF: u8 = u8::MAX;
-
 impl crate::ring::Vacant for EvRef {
     const VACANT: EvRef = EvRef::Alarm;
 }
@@ -301,5 +295,5 @@ impl crate::ring::Vacant for Control {
 
 impl crate::ring::Vacant for RdmaJob {
     const VACANT: RdmaJob =
-        RdmaJob { rx_buf: 0, port: 0, vaddr: 0, len: 0, then: None, relayed: false };
+        RdmaJob { rx_buf: None, port: 0, vaddr: 0, len: 0, then: None, relayed: false };
 }

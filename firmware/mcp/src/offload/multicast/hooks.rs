@@ -110,18 +110,18 @@ impl Fanout for Multicast {
     /// packet a pass; the copies go along with it).
     #[inline(always)]
     fn yields(buf: &TxBuf) -> bool {
-        buf.mcast == McastCost::First && buf.gather != GATHER_NONE
+        buf.mcast == McastCost::First && buf.gather.is_some()
     }
 
     /// A report's payload: the heads of the subtrees it lost, the bitmap
     /// up to its last byte with a bit set (none: no payload).
     fn report_len(hw: &impl Hw, tok: &SendToken) -> u32 {
-        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        let lost = super::read_list(hw, list_from_raw(tok.local));
         lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
     }
 
     fn write_report(hw: &mut impl Hw, tok: &SendToken, at: u32, plen: u32) {
-        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        let lost = super::read_list(hw, list_from_raw(tok.local));
         hw.write(at, &lost[..plen as usize]);
     }
 
@@ -169,7 +169,7 @@ impl Fanout for Multicast {
 
     #[inline(always)]
     fn builds(buf: &TxBuf) -> bool {
-        let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;
+        let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather.is_some();
         buf.mcast != McastCost::None && !copy
     }
 
@@ -278,9 +278,8 @@ impl Fanout for Multicast {
         e.tag = cx.tokens[t].tag;
         e.len = part as u32 * INLINE_MAX as u32;
         e.inline_len = INLINE_MAX as u8;
-        let list = cx.tokens[t].first_seq;
-        if list < map::MCAST_LOST_LISTS {
-            hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
+        if let Some(list) = list_from_raw(cx.tokens[t].first_seq as u64) {
+            hw.read(map::mcast_lost(list as u32) + e.len, &mut e.inline);
         }
         e
     }

@@ -232,15 +232,15 @@ pub fn rec_of(cx: &Shared, t: TokenId) -> Option<McastId> {
 }
 
 /// The lost-heads list token `t` carries on (a Report's, or the root's
-/// completion's), or `NO_LIST`.
-fn token_list(tok: &SendToken) -> u8 {
+/// completion's), if any.
+fn token_list(tok: &SendToken) -> Option<u8> {
     match tok.kind {
-        TokKind::Report => tok.local.min(NO_LIST as u64) as u8,
+        TokKind::Report => list_from_raw(tok.local),
         // Set when it completes (before that `first_seq` means nothing).
         TokKind::McastRoot if matches!(tok.state, TokState::Completing(_)) => {
-            tok.first_seq.min(NO_LIST as u32) as u8
+            list_from_raw(tok.first_seq as u64)
         }
-        _ => NO_LIST,
+        _ => None,
     }
 }
 
@@ -249,8 +249,8 @@ fn token_list(tok: &SendToken) -> u8 {
 fn list_held(cx: &Shared, i: u8) -> bool {
     match cx.lost_owner[i as usize] {
         LostOwner::Free => false,
-        LostOwner::Record(r) => cx.mcasts.is_live(r) && cx.mcasts[r].lost == i,
-        LostOwner::Token(t) => cx.tokens.is_live(t) && token_list(&cx.tokens[t]) == i,
+        LostOwner::Record(r) => cx.mcasts.is_live(r) && cx.mcasts[r].lost == Some(i),
+        LostOwner::Token(t) => cx.tokens.is_live(t) && token_list(&cx.tokens[t]) == Some(i),
     }
 }
 
@@ -258,13 +258,12 @@ fn list_held(cx: &Shared, i: u8) -> bool {
 /// when every list is in use: the members lost are then counted, not
 /// named.
 fn lost_list(cx: &mut Shared, hw: &mut impl Hw, r: McastId) -> Option<u8> {
-    let have = cx.mcasts[r].lost;
-    if have != NO_LIST {
+    if let Some(have) = cx.mcasts[r].lost {
         return Some(have);
     }
     let i = (0..map::MCAST_LOST_LISTS as u8).find(|&i| !list_held(cx, i))?;
     cx.lost_owner[i as usize] = LostOwner::Record(r);
-    cx.mcasts[r].lost = i;
+    cx.mcasts[r].lost = Some(i);
     hw.write(map::mcast_lost(i as u32), &[0u8; LOST_BYTES]);
     Some(i)
 }
@@ -307,29 +306,29 @@ fn merge_lost(cx: &mut Shared, hw: &mut impl Hw, r: McastId, bytes: &[u8]) {
     }
 }
 
-/// Record `r` is finishing: its list (`NO_LIST`: none) goes to token `t`,
-/// which carries it on (a Report, or the root's completion).
-pub fn hand_list(cx: &mut Shared, r: McastId, t: TokenId) -> u8 {
-    let i = cx.mcasts[r].lost;
-    if i != NO_LIST {
+/// Record `r` is finishing: its list, if any, goes to token `t`, which
+/// carries it on (a Report, or the root's completion).
+pub fn hand_list(cx: &mut Shared, r: McastId, t: TokenId) -> Option<u8> {
+    let i = cx.mcasts[r].lost.take();
+    if let Some(i) = i {
         cx.lost_owner[i as usize] = LostOwner::Token(t);
-        cx.mcasts[r].lost = NO_LIST;
     }
     i
 }
 
 /// Token `t` is done with the list it carried.
 pub fn drop_list(cx: &mut Shared, t: TokenId) {
-    let i = token_list(&cx.tokens[t]);
-    if i != NO_LIST && cx.lost_owner[i as usize] == LostOwner::Token(t) {
-        cx.lost_owner[i as usize] = LostOwner::Free;
+    if let Some(i) = token_list(&cx.tokens[t]) {
+        if cx.lost_owner[i as usize] == LostOwner::Token(t) {
+            cx.lost_owner[i as usize] = LostOwner::Free;
+        }
     }
 }
 
-/// List `i`'s bytes (all of them).
-pub fn read_list(hw: &impl Hw, i: u8) -> [u8; LOST_BYTES] {
+/// List `i`'s bytes (all of them; none: all zero).
+pub fn read_list(hw: &impl Hw, i: Option<u8>) -> [u8; LOST_BYTES] {
     let mut b = [0u8; LOST_BYTES];
-    if (i as u32) < map::MCAST_LOST_LISTS {
+    if let Some(i) = i.filter(|&i| (i as u32) < map::MCAST_LOST_LISTS) {
         hw.read(map::mcast_lost(i as u32), &mut b);
     }
     b

@@ -157,12 +157,27 @@ pub struct McastRec {
     pub kids: [Option<TokenId>; RELAY_CHILDREN],
     pub kid_acked: [u16; RELAY_CHILDREN],
     /// The heads of the subtrees below this member not reached: a list
-    /// in SRAM (`map::mcast_lost`), taken at the first one; `NO_LIST`.
-    pub lost: u8,
+    /// in SRAM (`map::mcast_lost`), taken at the first one (None: none).
+    pub lost: Option<u8>,
 }
 
-/// No lost-heads list.
+/// A lost-heads list as a token's raw field carries it (a `Report`'s
+/// `local`, a completed `McastRoot`'s `first_seq`): its number, this for
+/// none ([`list_raw`], [`list_from_raw`]).
 pub const NO_LIST: u8 = u8::MAX;
+
+/// List `l` as a token's raw field carries it.
+pub fn list_raw(l: Option<u8>) -> u8 {
+    l.unwrap_or(NO_LIST)
+}
+
+/// The list a token's raw field names: none for `NO_LIST` (or any
+/// number past the lists).
+pub fn list_from_raw(v: u64) -> Option<u8> {
+    (v < nic_abi::map::MCAST_LOST_LISTS as u64).then_some(v as u8)
+}
+
+const _: () = assert!(nic_abi::map::MCAST_LOST_LISTS <= NO_LIST as u32);
 
 /// Who holds lost-heads list i (`map::mcast_lost`): a multicast record
 /// while it collects the heads, then the token that carries them on.
@@ -205,7 +220,7 @@ impl McastRec {
         bufs: [0; RELAY_WINDOW],
         kids: [None; RELAY_CHILDREN],
         kid_acked: [0; RELAY_CHILDREN],
-        lost: NO_LIST,
+        lost: None,
     };
 }
 

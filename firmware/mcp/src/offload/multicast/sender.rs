@@ -183,12 +183,12 @@ impl Sdma {
         t.remote = to.remote;
         t.cookie = unreached as u32;
         t.tag = subtree as u64;
-        t.local = NO_LIST as u64;
+        t.local = list_raw(None) as u64;
         t.npkts = 1;
         let s = self.find_or_make_stream(cx, key, to.parent, to.port, to.port, to.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
         if let Some(r) = rec {
-            cx.tokens[k].local = mcast::hand_list(cx, r, k) as u64;
+            cx.tokens[k].local = list_raw(mcast::hand_list(cx, r, k)) as u64;
         }
         let st = &mut self.txs[s];
         if st.head.is_none() && st.outstanding() == 0 && !st.sync_next {
@@ -229,8 +229,8 @@ impl Sdma {
             // The root names the heads lost in McastLost events before
             // its Sent (a relay's went with its report).
             let list = mcast::hand_list(cx, r, t);
-            cx.tokens[t].first_seq = list as u32;
-            if list != NO_LIST {
+            cx.tokens[t].first_seq = list_raw(list) as u32;
+            if list.is_some() {
                 let bytes = mcast::read_list(hw, list);
                 for (k, part) in bytes.chunks(nic_abi::event::INLINE_MAX).enumerate() {
                     if part.iter().any(|&b| b != 0) {

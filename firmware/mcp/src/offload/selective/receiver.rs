@@ -188,7 +188,7 @@ impl Recv {
             return false;
         }
         let _ = cx.rdma_jobs.push_back(RdmaJob {
-            rx_buf: buf,
+            rx_buf: Some(buf),
             port,
             vaddr: base.wrapping_add(at),
             len: h.payload_len as u32,
@@ -286,7 +286,7 @@ impl Recv {
                 // `Recv::take_replay` takes nothing while RDMA's queue is
                 // full: there is room.
                 let _ = cx.rdma_jobs.push_back(RdmaJob {
-                    rx_buf: NO_RX_BUF,
+                    rx_buf: None,
                     port: rx.local_port,
                     vaddr: 0,
                     len: 0,
