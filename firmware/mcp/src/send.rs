@@ -31,7 +31,9 @@ use nic_abi::trace::{Cause, Machine};
 pub enum SendState {
     /// Nothing queued, nothing on the wire.
     Idle,
-    /// Starting an ack or nack of receiving stream `stream`.
+    /// Starting a control packet of stream `stream` (its index: the
+    /// receiving stream's for an ack, a nack or a report, the sending
+    /// stream's for a poll).
     Control { stream: u16 },
     /// Starting data packet `seq` from transmit buffer `buf`.
     Data { buf: u8, seq: u32 },

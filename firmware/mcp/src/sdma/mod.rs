@@ -48,7 +48,8 @@ pub use timers::HOST_ONLY_BYTES;
 use txpool::TxPool;
 
 /// What SDMA is doing or waiting for. It persists between polls: a
-/// debugger stopped anywhere reads what the machine waits for.
+/// debugger stopped anywhere reads what the machine waits for (a token or
+/// a stream by its index, `Id::raw`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SdmaState {
     /// No stream has a packet to send, and no fill is in flight.
