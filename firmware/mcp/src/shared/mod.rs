@@ -2,10 +2,10 @@
 //! than one of them uses. No machine's own state lives here: a machine's
 //! records are fields of its struct, written only by its module.
 //!
-//! - Record pools addressed by index, whose records change owner as they
-//!   move on: send tokens (SDMA while queued; the event queue once
-//!   complete), receive slots (RECV while posted; the event queue once
-//!   filled).
+//! - Record pools addressed by id (`pool::Id`), whose records change
+//!   owner as they move on: send tokens (SDMA while queued; the event
+//!   queue once complete), receive slots (RECV while posted; the event
+//!   queue once filled).
 //! - Transmit buffers, each with a visible owner: free, Filling (SDMA),
 //!   Filled and queued for SEND, Sending (SEND, until the send-DMA engine
 //!   is done).
