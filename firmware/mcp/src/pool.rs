@@ -54,10 +54,11 @@ impl<T> Id<T> {
         self.raw.get() - 1
     }
 
-    /// The index into the pool's arrays.
+    /// The index into the pool's arrays. (Less one in `usize`: the raw
+    /// number is at least one, and no 16-bit wrap is to be kept.)
     #[inline(always)]
     pub const fn index(self) -> usize {
-        (self.raw.get() - 1) as usize
+        self.raw.get() as usize - 1
     }
 
     /// An optional id as a raw number: its index, [`RAW_NONE`] for none.

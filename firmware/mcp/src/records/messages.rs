@@ -183,6 +183,13 @@ impl Control {
         }
     }
 
+    /// Is this an ack, a nack or a report for receiving stream `r`? (What
+    /// `rx_stream() == Some(r)` says, in two compares.)
+    #[inline]
+    pub fn is_for(&self, r: RxId) -> bool {
+        self.stream == r.raw() && !self.is_poll()
+    }
+
     /// The sending stream a poll asks for (None: not a poll).
     #[inline]
     pub fn tx_stream(&self) -> Option<TxId> {

@@ -76,6 +76,7 @@ fn a_poll_is_neither_an_ack_nor_a_nack() {
     assert_eq!((p.tx_stream(), p.rx_stream()), (Some(TxId::new(5)), None));
     let a = Control::new(RxId::new(5), None);
     assert_eq!((a.tx_stream(), a.rx_stream()), (None, Some(RxId::new(5))));
+    assert!(a.is_for(RxId::new(5)) && !a.is_for(RxId::new(4)) && !p.is_for(RxId::new(5)));
 }
 
 #[test]

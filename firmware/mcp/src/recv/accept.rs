@@ -144,7 +144,7 @@ impl Recv {
                 && !rx.ack_pending
                 && !rx.on_ack_list
                 && rx.mrec == Mrec::NONE
-                && !cx.controls.iter().any(|c| c.rx_stream() == Some(r))
+                && !cx.controls.iter().any(|c| c.is_for(r))
         };
         let mut victim = self.rxs.live_indices().find(|&r| idle(r) && quiet(&self.rxs[r]));
         // Otherwise the idle ones, quiet longest first, until one's ghost

@@ -30,9 +30,7 @@ impl Recv {
     ) -> bool {
         // (A STAT or USTAT queued carries the ack too; a nack folds only
         // into an ack or nack.)
-        let folds = |c: &Control| {
-            c.rx_stream() == Some(r) && (c.is_ack_or_nack() || (nack.is_none() && !c.is_poll()))
-        };
+        let folds = |c: &Control| c.is_for(r) && (c.is_ack_or_nack() || nack.is_none());
         if let Some(c) = cx.controls.iter_mut().find(|c| folds(c)) {
             c.merge(nack, round);
             return true;

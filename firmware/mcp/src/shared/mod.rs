@@ -230,10 +230,9 @@ impl Shared {
     /// layout, read a word at a time rather than copied and decoded byte
     /// by byte).
     pub fn slot(&self, hw: &impl Hw, s: SlotId) -> RecvSlot {
-        if s.index() >= MAX_SLOTS {
+        let Some(at) = slot_at(s) else {
             return RecvSlot::decode(&[0; map::RX_SLOT_SIZE as usize]);
-        }
-        let at = map::rx_slot(s.raw() as u32);
+        };
         let w: [u64; 6] = core::array::from_fn(|i| hw.load_ram_u64(at + 8 * i as u32));
         RecvSlot {
             port: w[0] as u8,
@@ -255,8 +254,7 @@ impl Shared {
 
     /// Write receive slot `s`'s record, as `slot` reads it.
     pub fn set_slot(&self, hw: &mut impl Hw, s: SlotId, v: &RecvSlot) {
-        if s.index() < MAX_SLOTS {
-            let at = map::rx_slot(s.raw() as u32);
+        if let Some(at) = slot_at(s) {
             let w0 = v.port as u64
                 | (v.prio as u64) << 8
                 | (v.size_class as u64) << 16
@@ -276,12 +274,8 @@ impl Shared {
     /// Receive slot `s`'s link in its port's list (`RecvSlot::next`).
     #[inline]
     pub fn slot_link(&self, hw: &impl Hw, s: SlotId) -> Option<SlotId> {
-        if s.index() >= MAX_SLOTS {
-            return None;
-        }
-        SlotId::from_raw(
-            (hw.load_ram_u64(map::rx_slot(s.raw() as u32) + 32) >> SLOT_NEXT_SHIFT) as u16,
-        )
+        let at = slot_at(s)?;
+        SlotId::from_raw((hw.load_ram_u64(at + 32) >> SLOT_NEXT_SHIFT) as u16)
     }
 
     /// Posted slot `s` links to `next`: its fifth word (what a message
@@ -289,9 +283,8 @@ impl Shared {
     /// is the link alone.
     #[inline]
     pub fn link_slot(&self, hw: &mut impl Hw, s: SlotId, next: Option<SlotId>) {
-        if s.index() < MAX_SLOTS {
-            let link = (SlotId::raw_of(next) as u64) << SLOT_NEXT_SHIFT;
-            hw.store_ram_u64(map::rx_slot(s.raw() as u32) + 32, link);
+        if let Some(at) = slot_at(s) {
+            hw.store_ram_u64(at + 32, (SlotId::raw_of(next) as u64) << SLOT_NEXT_SHIFT);
         }
     }
 
@@ -299,8 +292,7 @@ impl Shared {
     /// length, as the host's Provide gave them.
     #[inline]
     pub fn slot_posted(&self, hw: &impl Hw, s: SlotId) -> (u8, nic_abi::Priority, u8, u32) {
-        let w =
-            if s.index() < MAX_SLOTS { hw.load_ram_u64(map::rx_slot(s.raw() as u32)) } else { 0 };
+        let w = slot_at(s).map_or(0, |at| hw.load_ram_u64(at));
         let prio = nic_abi::Priority::from_u8((w >> 8) as u8).unwrap_or(nic_abi::Priority::Low);
         (w as u8, prio, (w >> 16) as u8, (w >> 32) as u32)
     }
@@ -308,27 +300,21 @@ impl Shared {
     /// Receive slot `s`'s buffer address (one word).
     #[inline]
     pub fn slot_vaddr(&self, hw: &impl Hw, s: SlotId) -> u64 {
-        if s.index() >= MAX_SLOTS {
-            return 0;
-        }
-        hw.load_ram_u64(map::rx_slot(s.raw() as u32) + 8)
+        slot_at(s).map_or(0, |at| hw.load_ram_u64(at + 8))
     }
 
     /// Receive slot `s`'s multicast tag word (`RecvSlot::mcast`).
     #[inline]
     pub fn slot_mcast(&self, hw: &impl Hw, s: SlotId) -> u64 {
-        if s.index() >= MAX_SLOTS {
-            return 0;
-        }
-        hw.load_ram_u64(map::rx_slot(s.raw() as u32) + 24)
+        slot_at(s).map_or(0, |at| hw.load_ram_u64(at + 24))
     }
 
     /// Receive slot `s` takes a message: the three words of its record
     /// the message writes (the host's stay as they are).
     #[inline]
     pub fn fill_slot(&self, hw: &mut impl Hw, s: SlotId, f: &SlotFill) {
-        if s.index() < MAX_SLOTS {
-            let at = map::rx_slot(s.raw() as u32) + 24;
+        if let Some(at) = slot_at(s) {
+            let at = at + 24;
             let [a, b, c] = f.words();
             hw.store_ram_u64(at, a);
             hw.store_ram_u64(at + 8, b);
@@ -455,6 +441,15 @@ impl Shared {
             }
         }
     }
+}
+
+/// Where receive slot `s`'s record is in SRAM (`map::rx_slot`); None for
+/// an id past the slots. (The bound and the address come from the same
+/// index, so the compiler knows the address is in range.)
+#[inline(always)]
+fn slot_at(s: SlotId) -> Option<u32> {
+    let i = s.index();
+    (i < MAX_SLOTS).then(|| map::rx_slot(i as u32))
 }
 
 /// Write the route to `node` in front of transmit buffer `b`'s header;

@@ -304,7 +304,7 @@ impl Recv {
     /// (naming a packet twice has it resent twice).
     fn name_missing(&mut self, cx: &mut Shared, r: RxId, lo: u32, hi: u32) {
         let listed = cx.controls.iter().find_map(|c| match c.stat_of() {
-            Some((ns, _)) if c.rx_stream() == Some(r) => Some(ns),
+            Some((ns, _)) if c.is_for(r) => Some(ns),
             _ => None,
         });
         let lo = match listed {
@@ -325,7 +325,7 @@ impl Recv {
     pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: RxId, h: &Header) {
         for _ in 0..cx.controls.len() {
             if let Some(c) = cx.controls.pop_front() {
-                if c.rx_stream() != Some(r) || c.stat_of().is_none() {
+                if !c.is_for(r) || c.stat_of().is_none() {
                     let _ = cx.controls.push_back(c);
                 }
             }
