@@ -117,7 +117,7 @@ impl<T> core::hash::Hash for Id<T> {
 
 impl<T> core::fmt::Debug for Id<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "#{}", self.raw())
+        write!(f, "Id({})", self.raw())
     }
 }
 
@@ -239,6 +239,6 @@ mod tests {
         assert_eq!(Id::raw_of(Some(i)), 5);
         assert_eq!(Id::<u32>::raw_of(None), RAW_NONE);
         assert_eq!(Id::<u32>::from_raw(Id::raw_of(Some(Id::<u32>::new(0)))), Some(Id::new(0)));
-        assert_eq!(format!("{i:?}"), "#5");
+        assert_eq!(format!("{:?}", Some(i)), "Some(Id(5))");
     }
 }
