@@ -249,7 +249,7 @@ impl Send {
             None => (buf.len, 0, 0),
             Some(g) => {
                 let tail = buf.len.saturating_sub(HEADER_LEN as u32);
-                (HEADER_LEN as u32, map::rx_buf(g as u32) + HEADER_LEN as u32, tail)
+                (HEADER_LEN as u32, map::rx_buf(g.get() as u32) + HEADER_LEN as u32, tail)
             }
         };
         let cmd = TxDmaCmd {

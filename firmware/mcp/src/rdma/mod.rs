@@ -293,7 +293,7 @@ impl Rdma {
             if self.leaf_wait {
                 break;
             }
-            let Some(rx_buf) = job.rx_buf else {
+            let Some(rx_buf) = job.rx_buf.map(NonMaxU8::get) else {
                 // Only the event of a message whose packets were placed
                 // (copied) before.
                 cx.rdma_jobs.pop_front();

@@ -33,10 +33,44 @@ pub struct TxBuf {
     pub seq: u32,
     /// The payload is gathered from this receive buffer (a relayed
     /// multicast packet; None: the payload is in this buffer).
-    pub gather: Option<u8>,
+    pub gather: Option<NonMaxU8>,
     /// A packet of a NIC-served multicast: how its send is priced.
     pub mcast: McastCost,
 }
+
+/// A byte that is never `u8::MAX`, so that an `Option` of it is one byte,
+/// as the `u8` with `u8::MAX` for none it replaces (a receive buffer's
+/// number in a transmit buffer's record or an RDMA job: measured, the
+/// two-byte `Option<u8>` cost the copies of those records eight
+/// instructions a packet). Kept inverted in a `NonZeroU8`: `u8::MAX` is
+/// the niche, `None` is 0.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NonMaxU8(core::num::NonZeroU8);
+
+impl NonMaxU8 {
+    /// `v`, or None for `u8::MAX`.
+    #[inline(always)]
+    pub const fn new(v: u8) -> Option<NonMaxU8> {
+        match core::num::NonZeroU8::new(!v) {
+            Some(n) => Some(NonMaxU8(n)),
+            None => None,
+        }
+    }
+
+    #[inline(always)]
+    pub const fn get(self) -> u8 {
+        !self.0.get()
+    }
+}
+
+impl core::fmt::Debug for NonMaxU8 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+const _: () = assert!(size_of::<Option<NonMaxU8>>() == 1);
+const _: () = assert!(map::RX_BUF_COUNT <= u8::MAX as u32);
 
 /// How a transmit buffer's send is priced (`crate::Work`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +314,7 @@ const USTAT: u8 = 0xfd;
 pub struct RdmaJob {
     /// The receive buffer the payload is in (None: the job owes only its
     /// event).
-    pub rx_buf: Option<u8>,
+    pub rx_buf: Option<NonMaxU8>,
     pub port: u8,
     /// Virtual address the payload goes to (in `port`'s space).
     pub vaddr: u64,

@@ -140,7 +140,7 @@ impl Recv {
         };
         let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(h.offset as u64);
         Take::Job(RdmaJob {
-            rx_buf: Some(buf),
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr,
             len: plen,
@@ -168,7 +168,7 @@ impl Recv {
             return self.bad_packet(cx, hw, buf, r);
         };
         Take::Job(RdmaJob {
-            rx_buf: Some(buf),
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr: base.wrapping_add(h.offset as u64),
             len: plen,
@@ -250,7 +250,7 @@ impl Recv {
             cx.tokens[token].state = TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
         }
         Take::Job(RdmaJob {
-            rx_buf: Some(buf),
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr: cx.tokens[token].local.wrapping_add(h.offset as u64),
             len: plen,

@@ -51,7 +51,7 @@ pub(super) fn fill(cx: &mut Shared, t: TokenId, pkt: u32, buf: &mut TxBuf) -> Op
     let first = pkt >= rec.priced;
     rec.priced = rec.priced.max(pkt + 1);
     buf.mcast = if first { McastCost::First } else { McastCost::Further(further_index(rec)) };
-    buf.gather = Some(rec.bufs[pkt as usize % RELAY_WINDOW]);
+    buf.gather = NonMaxU8::new(rec.bufs[pkt as usize % RELAY_WINDOW]);
     cx.count_later(Stat::McastForwarded, 1);
     Some(true)
 }

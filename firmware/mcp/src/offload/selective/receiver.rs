@@ -188,7 +188,7 @@ impl Recv {
             return false;
         }
         let _ = cx.rdma_jobs.push_back(RdmaJob {
-            rx_buf: Some(buf),
+            rx_buf: NonMaxU8::new(buf),
             port,
             vaddr: base.wrapping_add(at),
             len: h.payload_len as u32,
