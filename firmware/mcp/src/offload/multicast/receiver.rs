@@ -78,17 +78,20 @@ pub(super) fn data_packet(
     h: &Header,
     w: &mut crate::Work,
 ) -> Option<bool> {
-    let mut m = recv.rxs[r].mrec;
-    if m.rec().is_some_and(|rec| !mcast::serves(cx, rec, h)) {
+    let m = recv.rxs[r].mrec;
+    if m == Mrec::NONE {
+        // A unicast's packet (or the host scheme's): nothing to do.
+        return Some(false);
+    }
+    let rec = m.rec();
+    if rec.is_some_and(|rec| !mcast::serves(cx, rec, h)) {
         // Its record finished before the whole message came
         // (out of time): the rest goes to the host only.
         recv.rxs[r].mrec = Mrec::NONE;
-        m = Mrec::NONE;
+        return Some(false);
     }
-    if m != Mrec::NONE {
-        w.mcast_rx_packets += 1;
-    }
-    if let Some(rec) = m.rec() {
+    w.mcast_rx_packets += 1;
+    if let Some(rec) = rec {
         if !recv.relay_hold(cx, hw, rec, buf) {
             // The relay holds all the buffers it may: later.
             cx.bump(hw, Stat::McastBusy, 1);
@@ -98,9 +101,7 @@ pub(super) fn data_packet(
     if last {
         recv.rxs[r].mrec = Mrec::NONE;
     }
-    Some(
-        m.rec().is_some_and(|m| cx.mcasts.is_live(m) && cx.mcasts[m].source == McastSource::RxBufs),
-    )
+    Some(rec.is_some_and(|m| cx.mcasts.is_live(m) && cx.mcasts[m].source == McastSource::RxBufs))
 }
 
 /// A report `h` in receive buffer `buf`: its subtree's count and lost
