@@ -90,7 +90,7 @@ impl Mcp {
         let mut w = Work::default();
         self.offloads.port_closed(&mut offload::Services::new(cx, hw, &mut w), p as u8);
         let cx = &mut self.shared;
-        let waiting: heapless::Vec<u16, MAX_TOKENS> = cx
+        let waiting: heapless::Vec<TokenId, MAX_TOKENS> = cx
             .tokens
             .live_indices()
             .filter(|&t| {

@@ -27,6 +27,14 @@ impl Vacant for (u16, u16) {
     const VACANT: (u16, u16) = (0, 0);
 }
 
+impl<T> Vacant for crate::pool::Id<T> {
+    const VACANT: Self = crate::pool::Id::new(0);
+}
+
+impl<T> Vacant for (crate::pool::Id<T>, u16) {
+    const VACANT: Self = (crate::pool::Id::new(0), 0);
+}
+
 /// At most `N` items (`N` below 65,536), oldest first.
 #[derive(Debug, Clone)]
 pub struct Ring<T: Vacant, const N: usize> {

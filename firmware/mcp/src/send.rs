@@ -14,7 +14,6 @@
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::Recv;
 use crate::sdma::Sdma;
@@ -34,7 +33,9 @@ use nic_abi::trace::{Cause, Machine};
 pub enum SendState {
     /// Nothing queued, nothing on the wire.
     Idle,
-    /// Starting an ack or nack of receiving stream `stream`.
+    /// Starting a control packet of stream `stream` (its index: the
+    /// receiving stream's for an ack, a nack or a report, the sending
+    /// stream's for a poll).
     Control { stream: u16 },
     /// Starting data packet `seq` from transmit buffer `buf`.
     Data { buf: u8, seq: u32 },
@@ -183,7 +184,8 @@ impl Send {
         while let Some(&c) = cx.controls.front() {
             let Some(b) = cx.txbufs.free_one() else { break };
             cx.controls.pop_front();
-            self.go(cx, hw, SendState::Control { stream: c.rx_stream }, Cause::ControlOut);
+            let stream = c.stream_raw();
+            self.go(cx, hw, SendState::Control { stream }, Cause::ControlOut);
             if self.send_control(cx, sdma, recv, hw, b, c) {
                 self.start_txdma(cx, hw, b, w);
             }
@@ -200,14 +202,15 @@ impl Send {
                 break;
             }
             cx.tx_ready.pop_front();
-            if !sdma.is_current(buf.stream, buf.epoch) {
+            let current = buf.stream.filter(|&s| sdma.is_current(s, buf.epoch));
+            let Some(stream) = current else {
                 // Filled before a rewind: the stream will send it again.
                 cx.txbufs.release(b);
                 continue;
-            }
+            };
             self.go(cx, hw, SendState::Data { buf: b, seq: buf.seq }, Cause::DataOut);
             let hdr = map::tx_buf(b as u32) + map::ROUTE_ROOM;
-            let key = sdma.stream_key(buf.stream);
+            let key = sdma.stream_key(stream);
             // The acks piggybacked, written into the header's words.
             let w0 = hw.load_u64(hdr + piggyback::FLAGS_WORD);
             let mut add = Flags::empty();
@@ -234,11 +237,12 @@ impl Send {
         let buf = cx.txbufs.get(b);
         let start = map::tx_buf(b as u32) + map::ROUTE_ROOM - buf.route_len as u32;
         // A relayed packet: its payload is gathered from its receive buffer.
-        let (head, tail_sram, tail_len) = if buf.gather == GATHER_NONE {
-            (buf.len, 0, 0)
-        } else {
-            let tail = buf.len.saturating_sub(HEADER_LEN as u32);
-            (HEADER_LEN as u32, map::rx_buf(buf.gather as u32) + HEADER_LEN as u32, tail)
+        let (head, tail_sram, tail_len) = match buf.gather {
+            None => (buf.len, 0, 0),
+            Some(g) => {
+                let tail = buf.len.saturating_sub(HEADER_LEN as u32);
+                (HEADER_LEN as u32, map::rx_buf(g.get() as u32) + HEADER_LEN as u32, tail)
+            }
         };
         let cmd = TxDmaCmd {
             sram: start,
@@ -281,8 +285,8 @@ impl Send {
         // the round of the packet that drew it. A status report of the
         // window policy (a STAT, a USTAT) is its to write.
         let mut stat_len = 0;
-        let (r, h, seq) = if c.is_poll() {
-            let Some((r, next, round, poll)) = sdma.poll_out(cx, c.rx_stream) else { return false };
+        let (r, h, seq) = if let Some(s) = c.tx_stream() {
+            let Some((r, next, round, poll)) = sdma.poll_out(cx, s) else { return false };
             let p = PollRepr {
                 addr: control_addr(cx, &r),
                 una: r.expected,
@@ -329,13 +333,13 @@ impl Send {
             b,
             TxBuf {
                 state: TxBufState::Filled,
-                stream: NIL,
+                stream: None,
                 epoch: 0,
                 route_len,
                 len: (HEADER_LEN + stat_len) as u32,
                 control: true,
                 seq,
-                gather: GATHER_NONE,
+                gather: None,
                 ..TxBuf::EMPTY
             },
         );

@@ -14,8 +14,9 @@
 //! stands in for, as a window policy's do.
 
 use crate::hw::Hw;
-use crate::pool::NIL;
-use crate::records::{RecvSlot, SendToken, TokKind, TxBuf};
+use crate::records::{
+    McastId, Mrec, RecvSlot, RxId, SendToken, SlotId, TokKind, TokenId, TxBuf, TxId,
+};
 use crate::recv::{ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
@@ -68,7 +69,7 @@ pub trait Fanout {
 
     /// The NIC's own token `t` ended (`ok`: delivered); it is freed next.
     #[inline(always)]
-    fn token_ended(_cx: &mut Shared, _t: u16, _ok: bool) {}
+    fn token_ended(_cx: &mut Shared, _t: TokenId, _ok: bool) {}
 
     /// SDMA's step for the offload (after its timers, before the fill).
     #[inline(always)]
@@ -90,25 +91,25 @@ pub trait Fanout {
     /// RECV made record `rec`, served out of receive buffers
     /// (`FromRecv::FanStart`): start it.
     #[inline(always)]
-    fn start(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &impl Hw, _rec: u16) {}
+    fn start(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &impl Hw, _rec: McastId) {}
 
     /// An ack moved stream `s`'s window on (its head token, if any, the
     /// first not wholly acknowledged): what the offload keeps for the
     /// acknowledged part may go.
     #[inline(always)]
-    fn head_acked(_sdma: &Sdma, _cx: &mut Shared, _s: u16) {}
+    fn head_acked(_sdma: &Sdma, _cx: &mut Shared, _s: TxId) {}
 
     /// May the packet of token `t` at a stream's cursor be filled now
     /// (`built`: a packet [`Fanout::yields`] for was filled this pass)?
     #[inline(always)]
-    fn packet_here(_cx: &Shared, _t: u16, _built: bool) -> bool {
+    fn packet_here(_cx: &Shared, _t: TokenId, _built: bool) -> bool {
         true
     }
 
     /// Is token `t` (of kind `kind`) one whose payload is already in
     /// SRAM (receive buffers the offload holds): no host memory?
     #[inline(always)]
-    fn payload_in_sram(_cx: &Shared, _t: u16, _kind: TokKind) -> bool {
+    fn payload_in_sram(_cx: &Shared, _t: TokenId, _kind: TokKind) -> bool {
         false
     }
 
@@ -120,7 +121,7 @@ pub trait Fanout {
     #[inline(always)]
     fn fill(
         _cx: &mut Shared,
-        _t: u16,
+        _t: TokenId,
         _kind: TokKind,
         _pkt: u32,
         _buf: &mut TxBuf,
@@ -158,7 +159,7 @@ pub trait Fanout {
     /// Packet `pkt` of token `t` took buffer `b` with `n` host-DMA
     /// commands to fetch its payload (`Sdma::lead`).
     #[inline(always)]
-    fn lead_filling(_sdma: &mut Sdma, _t: u16, _pkt: u32, _n: usize, _b: u8) {}
+    fn lead_filling(_sdma: &mut Sdma, _t: TokenId, _pkt: u32, _n: usize, _b: u8) {}
 
     /// Buffer `b`'s host-DMA completed (`Sdma::lead`).
     #[inline(always)]
@@ -210,10 +211,10 @@ pub trait Fanout {
         key
     }
 
-    /// The first packet `d` of a message: the record the offload serves
-    /// it with (NIL: none; RECV keeps it in the receiving stream's `mrec`
-    /// and the slot) and the slot's tag word (0: none), or the nack that
-    /// refuses it now.
+    /// The first packet `d` of a message: what the offload serves it
+    /// with (`Mrec::NONE`: nothing; RECV keeps it in the receiving
+    /// stream's `mrec` and the slot) and the slot's tag word (0: none),
+    /// or the nack that refuses it now.
     #[inline(always)]
     fn first_packet(
         _recv: &mut Recv,
@@ -222,8 +223,8 @@ pub trait Fanout {
         _hw: &mut impl Hw,
         _d: DataView<'_>,
         _w: &mut Work,
-    ) -> Result<(u16, u64), NackCode> {
-        Ok((NIL, 0))
+    ) -> Result<(Mrec, u64), NackCode> {
+        Ok((Mrec::NONE, 0))
     }
 
     /// A packet `d` in `buf` of the message receiving stream `r`
@@ -235,7 +236,7 @@ pub trait Fanout {
         _recv: &mut Recv,
         _cx: &mut Shared,
         _hw: &mut impl Hw,
-        _at: (u16, u8, bool),
+        _at: (RxId, u8, bool),
         _d: DataView<'_>,
         _w: &mut Work,
     ) -> Option<bool> {
@@ -253,7 +254,7 @@ pub trait Fanout {
 
     /// Receive slot `s`'s message is with its host (its event is owed).
     #[inline(always)]
-    fn delivered(_cx: &mut Shared, _hw: &impl Hw, _s: u16, _w: &mut Work) {}
+    fn delivered(_cx: &mut Shared, _hw: &impl Hw, _s: SlotId, _w: &mut Work) {}
 
     /// Is slot `sl`'s Received event one the offload adds to (so not
     /// composed on the unicast fast path)?
@@ -279,14 +280,14 @@ pub trait Fanout {
     /// An event the offload owes through a token (`EvRef::Lost`), part
     /// `part`: composed whole here, its inline bytes included.
     #[inline(always)]
-    fn lost_event(_cx: &Shared, _hw: &impl Hw, _t: u16, _part: u8) -> Event {
+    fn lost_event(_cx: &Shared, _hw: &impl Hw, _t: TokenId, _part: u8) -> Event {
         Event::empty(EventKind::Error)
     }
 
     /// Token `t`'s event is written and the token freed: let go of what
     /// the offload kept for it.
     #[inline(always)]
-    fn token_freed(_cx: &mut Shared, _t: u16) {}
+    fn token_freed(_cx: &mut Shared, _t: TokenId) {}
 }
 
 /// No fan-out: every hook its default.

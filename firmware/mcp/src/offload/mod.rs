@@ -49,7 +49,7 @@ pub mod rate;
 pub mod echo;
 
 pub use list::Offloads;
-pub use services::{CoreSide, Services};
+pub use services::{CoreSide, OffloadEventId, Services};
 
 use crate::hw::Hw;
 use nic_abi::desc::Descriptor;

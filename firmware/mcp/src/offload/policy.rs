@@ -19,7 +19,7 @@
 //! machine's records (they stand in for code of the machine).
 
 use crate::hw::Hw;
-use crate::records::{Control, TxStream};
+use crate::records::{Control, RxId, TxId, TxStream};
 use crate::recv::{Arrived, ControlOut, Recv};
 use crate::sdma::Sdma;
 use crate::shared::Shared;
@@ -93,7 +93,7 @@ pub trait Window {
     /// policy placed the send cursor (go-back-N: false, the core moves it
     /// up to the ack).
     #[inline(always)]
-    fn acked(_sdma: &mut Sdma, _cx: &mut Shared, _s: u16) -> bool {
+    fn acked(_sdma: &mut Sdma, _cx: &mut Shared, _s: TxId) -> bool {
         false
     }
 
@@ -104,7 +104,7 @@ pub trait Window {
         _sdma: &Sdma,
         _cx: &Shared,
         _hw: &impl Hw,
-        _s: u16,
+        _s: TxId,
         _seq: u32,
         _round: u8,
     ) -> Option<bool> {
@@ -118,7 +118,7 @@ pub trait Window {
     fn refused(
         _sdma: &mut Sdma,
         _cx: &mut Shared,
-        _s: u16,
+        _s: TxId,
         _seq: u32,
         _code: NackCode,
     ) -> Option<u64> {
@@ -141,7 +141,7 @@ pub trait Window {
 
     /// Packet `seq` of stream `s` was handed to SEND.
     #[inline(always)]
-    fn sent(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &mut impl Hw, _s: u16, _seq: u32) {}
+    fn sent(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &mut impl Hw, _s: TxId, _seq: u32) {}
 
     // The receiver's side (RECV).
 
@@ -153,7 +153,7 @@ pub trait Window {
         _cx: &mut Shared,
         _hw: &mut impl Hw,
         _buf: u8,
-        _r: u16,
+        _r: RxId,
         _s: SeqView<'_>,
     ) -> bool {
         false
@@ -162,7 +162,7 @@ pub trait Window {
     /// A poll `q` for synchronised stream `r`: true when the policy
     /// answered it (go-back-N: false, an ack or nack answers).
     #[inline(always)]
-    fn answer_poll(_recv: &mut Recv, _cx: &mut Shared, _r: u16, _q: PollView<'_>) -> bool {
+    fn answer_poll(_recv: &mut Recv, _cx: &mut Shared, _r: RxId, _q: PollView<'_>) -> bool {
         false
     }
 
@@ -172,7 +172,7 @@ pub trait Window {
         _recv: &mut Recv,
         _cx: &mut Shared,
         _hw: &mut impl Hw,
-        _r: u16,
+        _r: RxId,
         _code: NackCode,
         _s: SeqView<'_>,
     ) {
@@ -186,7 +186,7 @@ pub trait Window {
 
     /// Stream `r` advanced and the packet it expects next is held.
     #[inline(always)]
-    fn next_held(_recv: &mut Recv, _r: u16) {}
+    fn next_held(_recv: &mut Recv, _r: RxId) {}
 
     /// Is a held packet waiting to be taken?
     #[inline(always)]
@@ -202,7 +202,7 @@ pub trait Window {
 
     /// Let go of everything stream `r` holds past gaps.
     #[inline(always)]
-    fn release(_recv: &mut Recv, _cx: &mut Shared, _hw: &mut impl Hw, _r: u16) {}
+    fn release(_recv: &mut Recv, _cx: &mut Shared, _hw: &mut impl Hw, _r: RxId) {}
 
     /// SEND is about to send control `c`, a status report the policy
     /// queued: its payload written at `at`; what it carries as an ack
@@ -292,7 +292,7 @@ pub trait Scheduler: Sized {
     /// stream, or None when none may send now. None: the rotation
     /// chooses.
     #[inline(always)]
-    fn pick(_sdma: &mut Sdma, _cx: &Shared, _w: &mut Work) -> Option<Option<u16>> {
+    fn pick(_sdma: &mut Sdma, _cx: &Shared, _w: &mut Work) -> Option<Option<TxId>> {
         None
     }
 
@@ -302,7 +302,7 @@ pub trait Scheduler: Sized {
         _sdma: &mut Sdma,
         _cx: &Shared,
         _hw: &mut impl Hw,
-        _s: u16,
+        _s: TxId,
         _bytes: u32,
         _w: &mut Work,
     ) {

@@ -8,8 +8,8 @@
 //! counter).
 
 use crate::hw::Hw;
-use crate::pool::{Pool, NIL};
-use crate::records::{EvRef, HdmaAction, McastCost, TxBuf, TxBufState, GATHER_NONE};
+use crate::pool::{Id, Pool};
+use crate::records::{EvRef, HdmaAction, McastCost, TxBuf, TxBufState};
 use crate::shared::{write_route, Shared};
 use crate::{Config, Work};
 use nic_abi::event::Event;
@@ -24,6 +24,13 @@ pub const OFFLOAD_EVENTS: usize = map::OFFLOAD_EVENTS_LEN as usize;
 /// Packets offloads built that SEND has not yet taken.
 pub const OFFLOAD_TX: usize = 4;
 
+/// An event an offload composed, kept in SRAM (`map::offload_event`):
+/// what an [`OffloadEventId`] names.
+pub enum OffloadEvent {}
+
+/// An entry of `CoreSide::events`.
+pub type OffloadEventId = Id<OffloadEvent>;
+
 /// The core's records for the offloads: kept in `Shared`, read by SEND
 /// (`tx`) and RDMA (`events`).
 pub struct CoreSide {
@@ -31,14 +38,14 @@ pub struct CoreSide {
     pub tx: crate::ring::Ring<u8, OFFLOAD_TX>,
     /// Events an offload composed (`EvRef::Offload(i)` names entry `i`,
     /// whose record is at `map::offload_event(i)`).
-    pub events: Pool<(), OFFLOAD_EVENTS>,
+    pub events: Pool<(), OFFLOAD_EVENTS, OffloadEvent>,
 }
 
 impl CoreSide {
     /// Offload event `i` as composed (RDMA fills in `seq` and `rtc`).
-    pub fn event(hw: &impl Hw, i: u8) -> Event {
+    pub fn event(hw: &impl Hw, i: OffloadEventId) -> Event {
         let mut b = [0u8; nic_abi::event::EVENT_SIZE as usize];
-        hw.read(map::offload_event(i as u32), &mut b);
+        hw.read(map::offload_event(i.raw() as u32), &mut b);
         Event::decode(&b).unwrap_or(Event::empty(nic_abi::event::EventKind::Error))
     }
 
@@ -126,13 +133,13 @@ impl<'a, H: Hw> Services<'a, H> {
             b,
             TxBuf {
                 state: TxBufState::Filled,
-                stream: NIL,
+                stream: None,
                 epoch: 0,
                 route_len,
                 len: (HEADER_LEN + payload.len()) as u32,
                 control: true,
                 seq: 0,
-                gather: GATHER_NONE,
+                gather: None,
                 mcast: McastCost::None,
             },
         );
@@ -163,8 +170,8 @@ impl<'a, H: Hw> Services<'a, H> {
         let Some(i) = self.cx.offload.events.alloc(()) else { return false };
         let mut b = [0u8; nic_abi::event::EVENT_SIZE as usize];
         e.encode(&mut b);
-        self.hw.write(map::offload_event(i as u32), &b);
-        self.cx.owe_event(p, EvRef::Offload(i as u8));
+        self.hw.write(map::offload_event(i.raw() as u32), &b);
+        self.cx.owe_event(p, EvRef::Offload(i));
         true
     }
 

@@ -135,7 +135,7 @@ fn stage_unicast(cx: &Shared, hw: &mut impl Hw, ev: EvRef, staging: u32, seq: u3
             let inline = if n == 0 {
                 (0, 0)
             } else {
-                let at = map::rx_inline(s as u32);
+                let at = map::rx_inline(s.raw() as u32);
                 let (lo, hi) = (hw.load_ram_u64(at), hw.load_ram_u64(at + 8));
                 // Only the message's bytes: the rest of the slot's room
                 // holds an earlier message's.
@@ -196,9 +196,9 @@ fn stage_event(
     match ev {
         EvRef::Slot(s) => {
             let n = (e.inline_len as usize).min(e.inline.len());
-            hw.read(map::rx_inline(s as u32), &mut e.inline[..n]);
+            hw.read(map::rx_inline(s.raw() as u32), &mut e.inline[..n]);
         }
-        EvRef::Offload(i) => cx.offload.events.free(i as u16),
+        EvRef::Offload(i) => cx.offload.events.free(i),
         _ => {}
     }
     e.seq = seq;

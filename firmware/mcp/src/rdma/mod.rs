@@ -206,7 +206,7 @@ impl Rdma {
             match ev {
                 EvRef::Token(t) => cx.tokens.free(t),
                 EvRef::Slot(s) => cx.slots.free(s),
-                EvRef::Offload(i) => cx.offload.events.free(i as u16),
+                EvRef::Offload(i) => cx.offload.events.free(i),
                 _ => {}
             }
         }
@@ -289,11 +289,11 @@ impl Rdma {
             }
             // A leaf's delivery queues its report: wait for room.
             self.leaf_wait = matches!(job.then, Some(EvRef::Slot(s))
-                if cx.leaf_reports.is_full() && cx.slot(hw, s).mrec == MREC_LEAF);
+                if cx.leaf_reports.is_full() && cx.slot(hw, s).mrec == Mrec::LEAF);
             if self.leaf_wait {
                 break;
             }
-            if job.rx_buf == NO_RX_BUF {
+            let Some(rx_buf) = job.rx_buf.map(NonMaxU8::get) else {
                 // Only the event of a message whose packets were placed
                 // (copied) before.
                 cx.rdma_jobs.pop_front();
@@ -304,7 +304,7 @@ impl Rdma {
                     cx.owe_event(job.port as usize, ev);
                 }
                 continue;
-            }
+            };
             let mut pieces = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
             let (n, xlat) = cx.pieces_into(hw, job.port, job.vaddr, job.len, &mut pieces);
             let pieces = &pieces[..n];
@@ -319,19 +319,19 @@ impl Rdma {
                 cx.bump(hw, Stat::Errors, 1);
             }
             if n == 0 {
-                cx.rx_release(hw, job.rx_buf);
+                cx.rx_release(hw, rx_buf);
             } else {
                 let bytes: u32 = pieces.iter().map(|p| p.len).sum();
-                self.copying[job.rx_buf as usize] = bytes;
+                self.copying[rx_buf as usize] = bytes;
                 self.bytes_left = self.bytes_left.saturating_add(bytes);
                 self.last_port = job.port;
                 let to = RdmaState::Copying { port: job.port, bytes_left: self.bytes_left };
                 self.go(cx, hw, to, Cause::Accepted);
             }
-            let src = map::rx_buf(job.rx_buf as u32) + HEADER_LEN as u32;
+            let src = map::rx_buf(rx_buf as u32) + HEADER_LEN as u32;
             for (k, piece) in pieces.iter().enumerate() {
                 let action =
-                    if k + 1 == n { HdmaAction::RxDone(job.rx_buf) } else { HdmaAction::Nothing };
+                    if k + 1 == n { HdmaAction::RxDone(rx_buf) } else { HdmaAction::Nothing };
                 let cmd = HostDmaCmd {
                     dir: DmaDir::SramToHost,
                     len: piece.len,

@@ -21,8 +21,9 @@ pub enum TxBufState {
 #[derive(Debug, Clone, Copy)]
 pub struct TxBuf {
     pub state: TxBufState,
-    /// Data packet: its stream and the stream's epoch when filled.
-    pub stream: u16,
+    /// Data packet: its stream and the stream's epoch when filled (no
+    /// stream: a control packet, an offload's).
+    pub stream: Option<TxId>,
     pub epoch: u16,
     /// Route length and packet length (header + payload).
     pub route_len: u8,
@@ -31,11 +32,45 @@ pub struct TxBuf {
     pub control: bool,
     pub seq: u32,
     /// The payload is gathered from this receive buffer (a relayed
-    /// multicast packet; `GATHER_NONE`: the payload is in this buffer).
-    pub gather: u8,
+    /// multicast packet; None: the payload is in this buffer).
+    pub gather: Option<NonMaxU8>,
     /// A packet of a NIC-served multicast: how its send is priced.
     pub mcast: McastCost,
 }
+
+/// A byte that is never `u8::MAX`, so that an `Option` of it is one byte,
+/// as the `u8` with `u8::MAX` for none it replaces (a receive buffer's
+/// number in a transmit buffer's record or an RDMA job: measured, the
+/// two-byte `Option<u8>` cost the copies of those records eight
+/// instructions a packet). Kept inverted in a `NonZeroU8`: `u8::MAX` is
+/// the niche, `None` is 0.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NonMaxU8(core::num::NonZeroU8);
+
+impl NonMaxU8 {
+    /// `v`, or None for `u8::MAX`.
+    #[inline(always)]
+    pub const fn new(v: u8) -> Option<NonMaxU8> {
+        match core::num::NonZeroU8::new(!v) {
+            Some(n) => Some(NonMaxU8(n)),
+            None => None,
+        }
+    }
+
+    #[inline(always)]
+    pub const fn get(self) -> u8 {
+        !self.0.get()
+    }
+}
+
+impl core::fmt::Debug for NonMaxU8 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+const _: () = assert!(size_of::<Option<NonMaxU8>>() == 1);
+const _: () = assert!(map::RX_BUF_COUNT <= u8::MAX as u32);
 
 /// How a transmit buffer's send is priced (`crate::Work`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +107,8 @@ impl RecvSlot {
         put_u8(b, 32, self.src_port);
         put_u8(b, 33, self.inline_len);
         put_u16(b, 34, self.src_node);
-        put_u16(b, 36, self.mrec);
-        put_u16(b, 38, self.next);
+        put_u16(b, 36, self.mrec.raw());
+        put_u16(b, 38, Id::raw_of(self.next));
         put_u32(b, 40, self.msg_len);
     }
 
@@ -91,8 +126,8 @@ impl RecvSlot {
             src_port: get_u8(b, 32),
             inline_len: get_u8(b, 33),
             src_node: get_u16(b, 34),
-            mrec: get_u16(b, 36),
-            next: get_u16(b, 38),
+            mrec: Mrec::from_raw(get_u16(b, 36)),
+            next: Id::from_raw(get_u16(b, 38)),
             msg_len: get_u32(b, 40),
         }
     }
@@ -103,19 +138,16 @@ impl RecvSlot {
     }
 }
 
-/// `TxBuf::gather` of a buffer that holds its own payload.
-pub const GATHER_NONE: u8 = u8::MAX;
-
 impl TxBuf {
     pub const EMPTY: TxBuf = TxBuf {
         state: TxBufState::Free,
-        stream: NIL,
+        stream: None,
         epoch: 0,
         route_len: 0,
         len: 0,
         control: false,
         seq: 0,
-        gather: GATHER_NONE,
+        gather: None,
         mcast: McastCost::None,
     };
 }
@@ -123,15 +155,15 @@ impl TxBuf {
 /// An event owed to a port, by reference to what holds its content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvRef {
-    Token(u16),
-    Slot(u16),
+    Token(TokenId),
+    Slot(SlotId),
     Alarm,
     PortOpened,
     /// Piece `part` (16 bytes) of the lost-heads list root token `t`
     /// carries: a `McastLost` event before its Sent.
-    Lost(u16, u8),
+    Lost(TokenId, u8),
     /// An event an offload composed (`offload::CoreSide::events` entry).
-    Offload(u8),
+    Offload(crate::offload::OffloadEventId),
 }
 
 /// What the MCP does when a host-DMA command completes.
@@ -154,9 +186,10 @@ pub enum HdmaAction {
 /// poll for a sending one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Control {
-    /// The receiving stream the ack or nack is for (a poll: the sending
-    /// stream that asks).
-    pub rx_stream: u16,
+    /// The index of the receiving stream the ack, nack or report is for
+    /// (a poll: of the sending stream that asks): [`Control::rx_stream`],
+    /// [`Control::tx_stream`].
+    stream: u16,
     /// 0: a plain ack; else a nack with this code for `seq` (8 bytes a
     /// record, not the 16 of an `Option` of a pair).
     code: u8,
@@ -168,9 +201,42 @@ pub struct Control {
 
 impl Control {
     /// An ack (`nack` None) or a nack (code, seq) for stream `rx_stream`.
-    pub fn new(rx_stream: u16, nack: Option<(u8, u32)>) -> Control {
+    pub fn new(rx_stream: RxId, nack: Option<(u8, u32)>) -> Control {
         let (code, seq) = nack.unwrap_or((0, 0));
-        Control { rx_stream, code, round: 0, seq }
+        Control { stream: rx_stream.raw(), code, round: 0, seq }
+    }
+
+    /// The receiving stream an ack, a nack or a report is for (None: a
+    /// poll).
+    #[inline]
+    pub fn rx_stream(&self) -> Option<RxId> {
+        if self.is_poll() {
+            None
+        } else {
+            RxId::from_raw(self.stream)
+        }
+    }
+
+    /// Is this an ack, a nack or a report for receiving stream `r`? (What
+    /// `rx_stream() == Some(r)` says, in two compares.)
+    #[inline]
+    pub fn is_for(&self, r: RxId) -> bool {
+        self.stream == r.raw() && !self.is_poll()
+    }
+
+    /// The sending stream a poll asks for (None: not a poll).
+    #[inline]
+    pub fn tx_stream(&self) -> Option<TxId> {
+        if self.is_poll() {
+            TxId::from_raw(self.stream)
+        } else {
+            None
+        }
+    }
+
+    /// The stream's index, whichever way (what SEND's state shows).
+    pub fn stream_raw(&self) -> u16 {
+        self.stream
     }
 
     /// Fold a later ack (`nack` None) or nack for the same stream into
@@ -191,21 +257,21 @@ impl Control {
 
     /// A poll for the sending stream `tx_stream` (what it carries is read
     /// when it leaves).
-    pub fn poll(tx_stream: u16) -> Control {
-        Control { rx_stream: tx_stream, code: POLL, round: 0, seq: 0 }
+    pub fn poll(tx_stream: TxId) -> Control {
+        Control { stream: tx_stream.raw(), code: POLL, round: 0, seq: 0 }
     }
 
     /// Selective repeat: a STAT answering poll number `ps` whose next new
     /// sequence number was `ns` (what it lists is read when it leaves).
-    pub fn stat(rx_stream: u16, ns: u32, ps: u8) -> Control {
-        Control { rx_stream, code: STAT, round: ps, seq: ns }
+    pub fn stat(rx_stream: RxId, ns: u32, ps: u8) -> Control {
+        Control { stream: rx_stream.raw(), code: STAT, round: ps, seq: ns }
     }
 
     /// Selective repeat: a USTAT naming `lo..hi` missing (at most a hold
     /// span: the length fits in `round`).
-    pub fn ustat(rx_stream: u16, lo: u32, hi: u32) -> Control {
+    pub fn ustat(rx_stream: RxId, lo: u32, hi: u32) -> Control {
         let n = hi.wrapping_sub(lo).min(crate::reliability::HOLD_SPAN) as u8;
-        Control { rx_stream, code: USTAT, round: n, seq: lo }
+        Control { stream: rx_stream.raw(), code: USTAT, round: n, seq: lo }
     }
 
     pub fn is_poll(&self) -> bool {
@@ -246,9 +312,9 @@ const USTAT: u8 = 0xfd;
 /// An accepted data-bearing packet waiting for RDMA.
 #[derive(Debug, Clone, Copy)]
 pub struct RdmaJob {
-    /// The receive buffer the payload is in (`NO_RX_BUF`: none; the job
-    /// owes only its event).
-    pub rx_buf: u8,
+    /// The receive buffer the payload is in (None: the job owes only its
+    /// event).
+    pub rx_buf: Option<NonMaxU8>,
     pub port: u8,
     /// Virtual address the payload goes to (in `port`'s space).
     pub vaddr: u64,
@@ -260,18 +326,15 @@ pub struct RdmaJob {
     pub relayed: bool,
 }
 
-/// [`RdmaJob::rx_buf`] of a job that copies nothing.
-pub const NO_RX_BUF: u8 = u8::MAX;
-
 impl crate::ring::Vacant for EvRef {
     const VACANT: EvRef = EvRef::Alarm;
 }
 
 impl crate::ring::Vacant for Control {
-    const VACANT: Control = Control { rx_stream: 0, code: 0, round: 0, seq: 0 };
+    const VACANT: Control = Control { stream: 0, code: 0, round: 0, seq: 0 };
 }
 
 impl crate::ring::Vacant for RdmaJob {
     const VACANT: RdmaJob =
-        RdmaJob { rx_buf: 0, port: 0, vaddr: 0, len: 0, then: None, relayed: false };
+        RdmaJob { rx_buf: None, port: 0, vaddr: 0, len: 0, then: None, relayed: false };
 }

@@ -9,10 +9,27 @@ mod streams;
 pub use messages::*;
 pub use streams::*;
 
-use crate::pool::NIL;
+use crate::pool::Id;
 use crate::reliability::{GoBackN, RecvWindow, SendWindow};
 use nic_abi::map;
 use nic_abi::Priority;
+
+/// A send token's id (`Shared::tokens`).
+pub type TokenId = Id<SendToken>;
+/// A receive slot's id (`Shared::slots`; the record is in SRAM).
+pub type SlotId = Id<RecvSlot>;
+/// A sending stream's id (`Sdma::txs`).
+pub type TxId = Id<TxStream>;
+/// A receiving stream's id (`Recv::rxs`).
+pub type RxId = Id<RxStream>;
+/// A connection's id (`Sdma::conns`).
+pub type ConnId = Id<Conn>;
+/// A multicast record's id (`Shared::mcasts`).
+pub type McastId = Id<McastRec>;
+
+// A link to a record, or none, is two bytes, as the bare index was.
+const _: () = assert!(size_of::<Option<TokenId>>() == 2);
+const _: () = assert!(size_of::<Option<TxId>>() == 2 && size_of::<Mrec>() == 2);
 
 // Multicast's records live in its module, re-exported here beside the
 // records that carry its fields (a transmit buffer's, a receive slot's).
@@ -111,9 +128,9 @@ pub struct SendToken {
     /// The first packet carries SYNC (earlier sequence numbers abandoned).
     pub sync: bool,
     /// Next token on the stream's list.
-    pub next: u16,
+    pub next: Option<TokenId>,
     /// Stream the token is on.
-    pub stream: u16,
+    pub stream: Option<TxId>,
     /// Descriptor kind byte (for error events).
     pub desc_kind: u8,
     /// A multicast child after the sender's first (`McastCost::Further`).
@@ -138,8 +155,8 @@ impl SendToken {
         next_pkt: 0,
         first_seq: 0,
         sync: false,
-        next: NIL,
-        stream: NIL,
+        next: None,
+        stream: None,
         desc_kind: 0,
         further: false,
     };
@@ -179,12 +196,13 @@ pub struct RecvSlot {
     /// `MCAST_PRESENT` set; 0 for a unicast (kept in one word: there are
     /// many slots).
     pub mcast: u64,
-    /// The multicast record this delivery counts for (NIL: none).
-    pub mrec: u16,
+    /// The multicast record this delivery counts for, or a leaf's
+    /// multicast, or none.
+    pub mrec: Mrec,
     /// The next slot in its port's list of posted slots (posting order;
-    /// NIL: the last, or not posted). A message that takes the slot
-    /// writes NIL over it.
-    pub next: u16,
+    /// None: the last, or not posted). A message that takes the slot
+    /// writes None over it.
+    pub next: Option<SlotId>,
 }
 
 impl RecvSlot {
@@ -201,8 +219,8 @@ impl RecvSlot {
         inline_len: 0,
         error: 0,
         mcast: 0,
-        mrec: NIL,
-        next: NIL,
+        mrec: Mrec::NONE,
+        next: None,
     };
 
     /// What a message that takes the slot writes over it.
@@ -218,12 +236,13 @@ impl RecvSlot {
     }
 }
 
-/// Where a receive slot's link (`RecvSlot::next`) lies in its fifth word.
+/// Where a receive slot's link (`RecvSlot::next`) lies in its fifth word
+/// (as `Id::raw_of`: the index, `pool::RAW_NONE` for none).
 pub const SLOT_NEXT_SHIFT: u32 = 48;
 
 /// The part of a receive slot's record a message that takes it writes
 /// (its last three words, `Shared::fill_slot`): the rest is the host's.
-/// The slot is taken off its port's list then: its link becomes NIL.
+/// The slot is taken off its port's list then: its link becomes none.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotFill {
     pub msg_len: u32,
@@ -231,7 +250,7 @@ pub struct SlotFill {
     pub src_port: u8,
     pub inline_len: u8,
     pub tag_word: u64,
-    pub mrec: u16,
+    pub mrec: Mrec,
 }
 
 impl SlotFill {
@@ -243,8 +262,8 @@ impl SlotFill {
             self.src_port as u64
                 | (self.inline_len as u64) << 8
                 | (self.src_node as u64) << 16
-                | (self.mrec as u64) << 32
-                | (NIL as u64) << SLOT_NEXT_SHIFT,
+                | (self.mrec.raw() as u64) << 32
+                | (crate::pool::RAW_NONE as u64) << SLOT_NEXT_SHIFT,
             self.msg_len as u64,
         ]
     }

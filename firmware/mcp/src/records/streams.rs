@@ -34,11 +34,11 @@ pub struct TxStream {
     /// doubles with each (exponential backoff), so a congested receiver is
     /// not buried in go-back-N resends.
     pub backoff: u8,
-    /// Token list, oldest first.
-    pub head: u16,
-    pub tail: u16,
-    /// Token being sent (NIL: all sent).
-    pub cursor: u16,
+    /// Token list, oldest first (None: empty).
+    pub head: Option<TokenId>,
+    pub tail: Option<TokenId>,
+    /// Token being sent (None: all sent).
+    pub cursor: Option<TokenId>,
     /// When acks last made progress (or the timer was restarted).
     pub last_progress: u64,
     /// Do not send before this (no-buffer or busy retry).
@@ -54,11 +54,11 @@ pub struct TxStream {
     pub suspended: bool,
     /// Bumped at every rewind: filled buffers of an older epoch are stale.
     pub epoch: u16,
-    /// Connection this stream belongs to, and its ring links.
-    pub conn: u16,
-    pub ring_next: u16,
-    pub ring_prev: u16,
-    pub in_ring: bool,
+    /// Connection this stream belongs to (set when the stream is made).
+    pub conn: Option<ConnId>,
+    /// Its links in the connection's ring of streams while it is on it
+    /// (None: not on the ring).
+    pub ring: Option<Links<TxStream>>,
     /// On the active list (streams with unacked packets).
     pub active: bool,
     /// What the scheduler policy keeps beside the stream (rate control:
@@ -128,19 +128,17 @@ impl TxStream {
         sync_gen: 0,
         acked_at: 0,
         backoff: 0,
-        head: NIL,
-        tail: NIL,
-        cursor: NIL,
+        head: None,
+        tail: None,
+        cursor: None,
         last_progress: 0,
         hold_until: 0,
         nobuf_since: 0,
         refusals: 0,
         suspended: false,
         epoch: 0,
-        conn: NIL,
-        ring_next: NIL,
-        ring_prev: NIL,
-        in_ring: false,
+        conn: None,
+        ring: None,
         active: false,
         pace: <crate::offload::policy::StreamPace as crate::offload::policy::Pacing>::NEW,
         order: 0,
@@ -219,7 +217,7 @@ pub enum Assembly {
     Idle,
     /// A message into receive slot `slot`.
     Message {
-        slot: u16,
+        slot: SlotId,
     },
     /// A put into the local port's memory at `base`.
     Put {
@@ -227,7 +225,7 @@ pub enum Assembly {
     },
     /// A get answer for local token `token`.
     GetResp {
-        token: u16,
+        token: TokenId,
     },
 }
 
@@ -260,8 +258,8 @@ pub struct RxStream {
     pub msg_len: u32,
     /// On the ack list.
     pub on_ack_list: bool,
-    /// The multicast record of the message being assembled (NIL: none).
-    pub mrec: u16,
+    /// What the message being assembled counts for as a multicast.
+    pub mrec: Mrec,
 }
 
 impl RxStream {
@@ -283,7 +281,7 @@ impl RxStream {
         offset: 0,
         msg_len: 0,
         on_ack_list: false,
-        mrec: NIL,
+        mrec: Mrec::NONE,
     };
 }
 
@@ -292,17 +290,23 @@ impl RxStream {
 #[derive(Debug, Clone, Copy)]
 pub struct Conn {
     pub node: u16,
-    /// Current stream of the ring (the next to serve), NIL if empty.
-    pub ring: u16,
+    /// Current stream of the ring (the next to serve), None if empty.
+    pub ring: Option<TxId>,
     /// Streams on the ring.
     pub ring_len: u16,
-    /// Links of the circular connection queue.
-    pub next: u16,
-    pub prev: u16,
-    pub in_queue: bool,
+    /// Its links in the circular connection queue while it is on it
+    /// (None: not on the queue).
+    pub queue: Option<Links<Conn>>,
 }
 
 impl Conn {
-    pub const EMPTY: Conn =
-        Conn { node: 0, ring: NIL, ring_len: 0, next: NIL, prev: NIL, in_queue: false };
+    pub const EMPTY: Conn = Conn { node: 0, ring: None, ring_len: 0, queue: None };
+}
+
+/// A record's links in a circular list (a member of a one-record list
+/// links to itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Links<T> {
+    pub next: Id<T>,
+    pub prev: Id<T>,
 }

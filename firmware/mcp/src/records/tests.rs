@@ -9,7 +9,7 @@ const NOBUF: u8 = NackCode::NoBuffer as u8;
 #[test]
 fn a_queued_control_folds_later_news_for_its_stream() {
     // An ack becomes a nack (which carries the ack too).
-    let mut c = Control::new(3, None);
+    let mut c = Control::new(RxId::new(3), None);
     c.merge(Some((GAP, 10)), 2);
     assert_eq!((c.nack(), c.round), (Some((GAP, 10)), 2));
     // A later ack adds nothing.
@@ -67,9 +67,35 @@ fn a_refused_window_waits_twice_as_long_each_time_up_to_a_cap() {
 
 #[test]
 fn a_poll_is_neither_an_ack_nor_a_nack() {
-    let p = Control::poll(5);
+    let p = Control::poll(TxId::new(5));
     assert!(p.is_poll());
     assert_eq!(p.nack(), None);
-    assert!(!Control::new(5, Some((GAP, 1))).is_poll());
-    assert!(!Control::new(5, None).is_poll());
+    assert!(!Control::new(RxId::new(5), Some((GAP, 1))).is_poll());
+    assert!(!Control::new(RxId::new(5), None).is_poll());
+    // A poll names a sending stream, the others a receiving one.
+    assert_eq!((p.tx_stream(), p.rx_stream()), (Some(TxId::new(5)), None));
+    let a = Control::new(RxId::new(5), None);
+    assert_eq!((a.tx_stream(), a.rx_stream()), (None, Some(RxId::new(5))));
+    assert!(a.is_for(RxId::new(5)) && !a.is_for(RxId::new(4)) && !p.is_for(RxId::new(5)));
+}
+
+#[test]
+fn a_receive_slots_links_keep_their_raw_layout() {
+    // None is written as `pool::RAW_NONE`, a leaf one below it, a
+    // record and a slot as their index: what the image always wrote.
+    let mut v = RecvSlot::EMPTY;
+    let mut b = [0u8; map::RX_SLOT_SIZE as usize];
+    v.encode(&mut b);
+    assert_eq!((&b[36..38], &b[38..40]), (&[0xff, 0xff][..], &[0xff, 0xff][..]));
+    v.mrec = Mrec::LEAF;
+    v.next = Some(SlotId::new(0x42));
+    v.encode(&mut b);
+    assert_eq!((&b[36..38], &b[38..40]), (&[0xfe, 0xff][..], &[0x42, 0][..]));
+    let back = RecvSlot::decode(&b);
+    assert_eq!((back.mrec, back.next), (Mrec::LEAF, Some(SlotId::new(0x42))));
+    let seven = McastId::new(7);
+    for (m, rec) in [(Mrec::NONE, None), (Mrec::LEAF, None), (Mrec::rec_of(seven), Some(seven))] {
+        assert_eq!((Mrec::from_raw(m.raw()), m.rec()), (m, rec));
+    }
+    assert_eq!(size_of::<Mrec>(), 2);
 }

@@ -11,7 +11,6 @@ use super::{Arrived, Next, Recv, RecvState};
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::Shared;
@@ -34,7 +33,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         expected: u32,
         round: u8,
     ) {
@@ -96,7 +95,7 @@ impl Recv {
         hw: &mut impl Hw,
         key: u32,
         a: AddrView<'_>,
-    ) -> Option<u16> {
+    ) -> Option<RxId> {
         if let Some(r) = self.rx_of(key) {
             return Some(r);
         }
@@ -143,20 +142,20 @@ impl Recv {
                 || rx.key & REPORT_STREAM != 0
                 || cx.now.saturating_sub(last(rx)) >= cx.cfg.send_timeout
         };
-        let idle = |r: u16| {
+        let idle = |r: RxId| {
             let rx = &self.rxs[r];
             matches!(rx.assembly, Assembly::Idle)
                 && rx.win.held() == 0
                 && !rx.ack_pending
                 && !rx.on_ack_list
-                && rx.mrec == NIL
-                && !cx.controls.iter().any(|c| c.rx_stream == r)
+                && rx.mrec == Mrec::NONE
+                && !cx.controls.iter().any(|c| c.is_for(r))
         };
         let mut victim = self.rxs.live_indices().find(|&r| idle(r) && quiet(&self.rxs[r]));
         // Otherwise the idle ones, quiet longest first, until one's ghost
         // finds room (no sort: it would cost the image more than the
         // rare repeated search costs time).
-        let mut after: Option<(u64, u16)> = None;
+        let mut after: Option<(u64, RxId)> = None;
         while victim.is_none() {
             let Some((l, r)) = self
                 .rxs
@@ -184,15 +183,15 @@ impl Recv {
             self.rx_index.remove(&self.rxs[r].key);
             self.rxs.free(r);
             self.ack_next = 0;
-            if self.last_rx.1 == r {
-                self.last_rx = (0, NIL);
+            if self.last_rx.1 == Some(r) {
+                self.last_rx = (0, None);
             }
             cx.bump(hw, Stat::StreamsEvicted, 1);
         }
     }
 
     /// Owe an ack on `r`, due after the ack delay (or now when `urgent`).
-    pub(super) fn owe_ack(&mut self, cx: &Shared, r: u16, urgent: bool) {
+    pub(super) fn owe_ack(&mut self, cx: &Shared, r: RxId, urgent: bool) {
         let now = cx.now;
         let delay = cx.cfg.ack_delay;
         let half_window = (cx.cfg.window / 2).max(1);
@@ -216,7 +215,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         code: NackCode,
         s: SeqView<'_>,
     ) {
@@ -231,7 +230,7 @@ impl Recv {
     }
 
     /// Drop a receiving stream's partial message (its sender gave it up).
-    pub(super) fn abort_assembly(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    pub(super) fn abort_assembly(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         if let Assembly::Message { slot } = self.rxs[r].assembly {
             // The buffer was never reported: back to the front of its port's list.
             if cx.slots.is_live(slot) {
@@ -242,7 +241,7 @@ impl Recv {
         self.rxs[r].offset = 0;
         // A relayed message cut short: its fan-out's record ends when the
         // rest is overdue and counts its subtree as not reached.
-        self.rxs[r].mrec = NIL;
+        self.rxs[r].mrec = Mrec::NONE;
     }
 
     /// Take the first posted buffer of `port` with this class and
@@ -256,24 +255,24 @@ impl Recv {
         port: usize,
         class: u8,
         prio: Priority,
-    ) -> Option<(u16, u32)> {
-        let mut prev = NIL;
-        let mut s = *self.slots_head.get(port)?;
-        while s != NIL {
+    ) -> Option<(SlotId, u32)> {
+        let mut prev = None;
+        let mut at = *self.slots_head.get(port)?;
+        while let Some(s) = at {
             let (_, p, c, len) = cx.slot_posted(hw, s);
             let next = cx.slot_link(hw, s);
             if c == class && p == prio {
                 match prev {
-                    NIL => self.slots_head[port] = next,
-                    before => cx.link_slot(hw, before, next),
+                    None => self.slots_head[port] = next,
+                    Some(before) => cx.link_slot(hw, before, next),
                 }
-                if self.slots_tail[port] == s {
+                if self.slots_tail[port] == Some(s) {
                     self.slots_tail[port] = prev;
                 }
                 return Some((s, len));
             }
-            prev = s;
-            s = next;
+            prev = Some(s);
+            at = next;
         }
         None
     }
@@ -367,16 +366,16 @@ impl Recv {
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        r: u16,
+        r: RxId,
         port: u8,
         (remote, len): (u64, u32),
     ) -> Option<NackCode> {
         // One check is remembered at a time (the stream, the range's
         // start, the bytes found so far): the one a sender comes back for.
         let (s, at, bytes) = self.remote_checked;
-        let mut from = if (s, at) == (r, remote) { bytes } else { 0 };
+        let mut from = if (s, at) == (Some(r), remote) { bytes } else { 0 };
         let x = cx.registered(hw, port, remote, len as u64, &mut from);
-        self.remote_checked = if x == Xlat::Wait { (r, remote, from) } else { (NIL, 0, 0) };
+        self.remote_checked = if x == Xlat::Wait { (Some(r), remote, from) } else { (None, 0, 0) };
         match x {
             Xlat::Bus(_) => None,
             Xlat::Wait => Some(NackCode::Busy),
@@ -384,7 +383,7 @@ impl Recv {
         }
     }
 
-    pub(crate) fn advance(&mut self, cx: &Shared, r: u16) {
+    pub(crate) fn advance(&mut self, cx: &Shared, r: RxId) {
         let rx = &mut self.rxs[r];
         let held_next = rx.win.advance();
         rx.unacked = rx.unacked.saturating_add(1);
@@ -398,13 +397,13 @@ impl Recv {
     }
 
     /// Give a claimed receive slot back to the front of its port's list.
-    pub(crate) fn unclaim_slot(&mut self, cx: &Shared, hw: &mut impl Hw, s: u16) {
+    pub(crate) fn unclaim_slot(&mut self, cx: &Shared, hw: &mut impl Hw, s: SlotId) {
         let port = cx.slot_posted(hw, s).0 as usize;
         let Some(&head) = self.slots_head.get(port) else { return };
         cx.link_slot(hw, s, head);
-        self.slots_head[port] = s;
-        if self.slots_tail[port] == NIL {
-            self.slots_tail[port] = s;
+        self.slots_head[port] = Some(s);
+        if self.slots_tail[port].is_none() {
+            self.slots_tail[port] = Some(s);
         }
     }
 }
@@ -421,17 +420,17 @@ pub(crate) fn fits_slot(len: u32, d: DataView<'_>) -> bool {
 pub(crate) fn fill_slot(
     cx: &mut Shared,
     hw: &mut impl Hw,
-    s: u16,
+    s: SlotId,
     buf: u8,
     d: DataView<'_>,
     tag_word: u64,
-    mrec: u16,
+    mrec: Mrec,
 ) {
     let mut inline_len = 0;
     if d.msg_len() as usize <= INLINE_MAX {
         const _: () = assert!(INLINE_MAX == 16 && HEADER_LEN.is_multiple_of(8));
         let from = map::rx_buf(buf as u32) + HEADER_LEN as u32;
-        let to = map::rx_inline(s as u32);
+        let to = map::rx_inline(s.raw() as u32);
         hw.store_u64(to, hw.load_u64(from));
         hw.store_u64(to + 8, hw.load_u64(from + 8));
         inline_len = (d.payload_len() as usize).min(INLINE_MAX) as u8;

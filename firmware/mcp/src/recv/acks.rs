@@ -25,15 +25,13 @@ impl Recv {
     pub(super) fn queue_control(
         &mut self,
         cx: &mut Shared,
-        r: u16,
+        r: RxId,
         nack: Option<(u8, u32)>,
         round: u8,
     ) -> bool {
         // (A STAT or USTAT queued carries the ack too; a nack folds only
         // into an ack or nack.)
-        let folds = |c: &Control| {
-            c.rx_stream == r && (c.is_ack_or_nack() || (nack.is_none() && !c.is_poll()))
-        };
+        let folds = |c: &Control| c.is_for(r) && (c.is_ack_or_nack() || nack.is_none());
         if let Some(c) = cx.controls.iter_mut().find(|c| folds(c)) {
             c.merge(nack, round);
             return true;
@@ -126,10 +124,11 @@ impl Recv {
     /// since, or the stream got its SYNC: sending it would contradict an
     /// ack that went out before it).
     pub fn control_out(&mut self, c: Control) -> Option<ControlOut> {
-        if !self.rxs.is_live(c.rx_stream) {
+        let s = c.rx_stream()?;
+        if !self.rxs.is_live(s) {
             return None;
         }
-        let r = self.rxs[c.rx_stream];
+        let r = self.rxs[s];
         if let Some((code, seq)) = c.nack() {
             let stale = if code == NackCode::Unsynced as u8 {
                 r.sync_seen.is_some()
@@ -140,7 +139,7 @@ impl Recv {
                 return None;
             }
         }
-        let rx = &mut self.rxs[c.rx_stream];
+        let rx = &mut self.rxs[s];
         rx.ack_pending = false;
         rx.unacked = 0;
         self.ack_next = 0;

@@ -24,7 +24,7 @@ mod take;
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Held, Win, Window};
-use crate::pool::{Pool, NIL};
+use crate::pool::Pool;
 use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
@@ -148,21 +148,21 @@ pub struct Recv {
     /// Why the last pass stopped taking packets, if not for want of them.
     stopped: Option<RecvState>,
     pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
-    rx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
-    /// The stream the last lookup found (its key, its index; NIL: none):
-    /// the packets of a stream and the acks its reverse stream carries
-    /// look it up once, not in the map each time.
-    last_rx: (u32, u16),
+    rx_index: heapless::FnvIndexMap<u32, RxId, MAX_STREAMS>,
+    /// The stream the last lookup found (its key and id, if any): the
+    /// packets of a stream and the acks its reverse stream carries look
+    /// it up once, not in the map each time.
+    last_rx: (u32, Option<RxId>),
     /// The put or get whose remote range is being checked (its stream,
     /// the range's start, the bytes found registered so far): the check
     /// waits for translations, the sender is told Busy and comes again.
-    pub(crate) remote_checked: (u16, u64, u64),
+    pub(crate) remote_checked: (Option<RxId>, u64, u64),
     /// Receive-done records taken.
     cons: u32,
     /// RXDONE_PROD as the last step read it.
     seen_prod: u32,
     /// Receiving streams owing an ack.
-    ack_list: heapless::Vec<u16, MAX_STREAMS>,
+    ack_list: heapless::Vec<RxId, MAX_STREAMS>,
     /// No ack on the list falls due before this RTC tick (u64::MAX: none
     /// owed), and none went out piggybacked since the ack timers last
     /// looked (`ack_next` is then 0: the list is tidied at the next
@@ -170,8 +170,8 @@ pub struct Recv {
     ack_next: u64,
     /// Per port: posted receive buffers, FIFO (head, tail), linked
     /// through their records (`RecvSlot::next`).
-    slots_head: [u16; NUM_PORTS],
-    slots_tail: [u16; NUM_PORTS],
+    slots_head: [Option<SlotId>; NUM_PORTS],
+    slots_tail: [Option<SlotId>; NUM_PORTS],
     /// Since when the engine has reported everything and holds buffers
     /// that are in no entry it has still to take (`RxFreeRing::audit`), and
     /// which: buffers lost to a ring entry the firmware did not write.
@@ -195,14 +195,14 @@ impl Recv {
             stopped: None,
             rxs: Pool::new(RxStream::EMPTY),
             rx_index: heapless::FnvIndexMap::new(),
-            last_rx: (0, NIL),
-            remote_checked: (crate::pool::NIL, 0, 0),
+            last_rx: (0, None),
+            remote_checked: (None, 0, 0),
             cons: 0,
             seen_prod: 0,
             ack_list: heapless::Vec::new(),
             ack_next: u64::MAX,
-            slots_head: [NIL; NUM_PORTS],
-            slots_tail: [NIL; NUM_PORTS],
+            slots_head: [None; NUM_PORTS],
+            slots_tail: [None; NUM_PORTS],
             lost_since: None,
             next_repair: 0,
             repair_every: 0,
@@ -348,10 +348,10 @@ impl Recv {
                 continue;
             };
             match tail {
-                NIL => self.slots_head[p] = i,
-                t => cx.link_slot(hw, t, i),
+                None => self.slots_head[p] = Some(i),
+                Some(t) => cx.link_slot(hw, t, Some(i)),
             }
-            self.slots_tail[p] = i;
+            self.slots_tail[p] = Some(i);
         }
     }
 
@@ -368,13 +368,14 @@ impl Recv {
 
     /// The receiving stream of `key`, if there is one.
     #[inline]
-    pub(crate) fn rx_of(&mut self, key: u32) -> Option<u16> {
-        let (k, r) = self.last_rx;
-        if r != NIL && k == key {
-            return Some(r);
+    pub(crate) fn rx_of(&mut self, key: u32) -> Option<RxId> {
+        if let (k, Some(r)) = self.last_rx {
+            if k == key {
+                return Some(r);
+            }
         }
         let &r = self.rx_index.get(&key)?;
-        self.last_rx = (key, r);
+        self.last_rx = (key, Some(r));
         Some(r)
     }
 
@@ -461,21 +462,20 @@ impl Recv {
     /// posted receive buffers freed.
     pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
         self.take_provided(cx, hw);
-        let rx: heapless::Vec<u16, MAX_STREAMS> =
+        let rx: heapless::Vec<RxId, MAX_STREAMS> =
             self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
         for r in rx {
             // (Slots taken early go back first: the list keeps its order.)
             Win::release(self, cx, hw, r);
             self.abort_assembly(cx, hw, r);
         }
-        let mut s = self.slots_head[p];
-        while s != NIL {
-            let next = cx.slot_link(hw, s);
+        let mut next = self.slots_head[p];
+        while let Some(s) = next {
+            next = cx.slot_link(hw, s);
             cx.slots.free(s);
-            s = next;
         }
-        self.slots_head[p] = NIL;
-        self.slots_tail[p] = NIL;
+        self.slots_head[p] = None;
+        self.slots_tail[p] = None;
     }
 
     /// For tests: the highest sequence number expected on any stream.

@@ -26,13 +26,13 @@ pub(super) enum Take {
 }
 
 /// An in-order packet: its receive buffer, its stream, its port.
-type At = (u8, u16, usize);
+type At = (u8, RxId, usize);
 
 impl Recv {
     /// A SYNC on a first packet: the sender (re)starts the stream, unless
     /// it is stale (an earlier incarnation's, or a redundant one of the
     /// same boot that would roll back over what was taken).
-    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16, s: SeqView<'_>) {
+    pub(super) fn sync_in(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId, s: SeqView<'_>) {
         let rx = self.rxs[r];
         let inc = s.incarnation().unwrap_or(0);
         let stamp = s.stamp();
@@ -65,7 +65,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         s: SeqView<'_>,
     ) -> bool {
         match self.rxs[r].win.check(s.seq()) {
@@ -143,7 +143,7 @@ impl Recv {
         };
         let vaddr = cx.slot_vaddr(hw, slot).wrapping_add(d.offset() as u64);
         Take::Job(RdmaJob {
-            rx_buf: buf,
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr,
             len: plen,
@@ -174,7 +174,7 @@ impl Recv {
             return self.bad_packet(cx, hw, buf, r);
         };
         Take::Job(RdmaJob {
-            rx_buf: buf,
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr: base.wrapping_add(d.offset() as u64),
             len: plen,
@@ -238,8 +238,8 @@ impl Recv {
         let st = d.stream();
         let (first, last, plen) = (st.first(), st.last(), d.payload_len() as u32);
         if first {
-            let t = get as u16;
-            let ok = cx.tokens.is_live(t) && {
+            // The get's token, which the response names (`Sdma::intake`).
+            let ok = |t: TokenId| {
                 let tok = cx.tokens[t];
                 tok.kind == TokKind::Get
                     && tok.state == TokState::AwaitGet
@@ -247,9 +247,10 @@ impl Recv {
                     && tok.target_node == st.addr().src_node()
                     && tok.len == d.msg_len()
             };
-            if !ok {
+            let t = TokenId::from_raw(get as u16).filter(|&t| cx.tokens.is_live(t) && ok(t));
+            let Some(t) = t else {
                 return self.bad_packet(cx, hw, buf, r);
-            }
+            };
             self.begin_assembly(r, Assembly::GetResp { token: t }, d.msg_len());
         }
         let Assembly::GetResp { token } = self.rxs[r].assembly else {
@@ -259,7 +260,7 @@ impl Recv {
             cx.tokens[token].state = TokState::Completing(nic_abi::event::SendStatus::Ok as u8);
         }
         Take::Job(RdmaJob {
-            rx_buf: buf,
+            rx_buf: NonMaxU8::new(buf),
             port: port as u8,
             vaddr: cx.tokens[token].local.wrapping_add(d.offset() as u64),
             len: plen,
@@ -270,7 +271,7 @@ impl Recv {
 
     /// A packet that breaks its message's assembly (or the size-class
     /// rule): dropped and counted; the window moves on past it.
-    fn bad_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: u16) -> Take {
+    fn bad_packet(&mut self, cx: &mut Shared, hw: &mut impl Hw, buf: u8, r: RxId) -> Take {
         self.drop_packet(cx, hw, buf, Stat::BadHeaders);
         self.advance(cx, r);
         Take::Stopped
@@ -278,7 +279,7 @@ impl Recv {
 
     /// Stream `r`'s first packet of a message of `msg_len` bytes: the
     /// message assembles as `a` from offset 0.
-    fn begin_assembly(&mut self, r: u16, a: Assembly, msg_len: u32) {
+    fn begin_assembly(&mut self, r: RxId, a: Assembly, msg_len: u32) {
         let rx = &mut self.rxs[r];
         rx.assembly = a;
         rx.offset = 0;

@@ -202,14 +202,14 @@ pub(crate) fn packets_for(cx: &Shared, kind: TokKind, len: u32) -> u32 {
 
 /// Token `t` is done with `status`: its event is owed to its port (the
 /// NIC's own tokens are freed, once a fan-out counted them).
-pub(crate) fn complete_token(cx: &mut Shared, t: u16, status: SendStatus) {
+pub(crate) fn complete_token(cx: &mut Shared, t: TokenId, status: SendStatus) {
     if cx.tokens[t].is_internal() {
         Fan::token_ended(cx, t, status == SendStatus::Ok);
         cx.tokens.free(t);
         return;
     }
     cx.tokens[t].state = TokState::Completing(status as u8);
-    cx.tokens[t].next = crate::pool::NIL;
+    cx.tokens[t].next = None;
     let p = cx.tokens[t].port as usize;
     cx.owe_event(p, EvRef::Token(t));
 }

@@ -7,7 +7,6 @@ use super::{Sdma, SdmaState};
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
 use crate::shared::{write_route, Shared};
@@ -188,14 +187,11 @@ impl Sdma {
     /// AckWait for the next stream of the rotation, or for any stream with
     /// packets unacknowledged; Idle when there is none.
     fn waiting_for_acks(&self) -> SdmaState {
-        let queued = if self.conn_cur != NIL { self.conns[self.conn_cur].ring } else { NIL };
-        let s = if queued != NIL {
-            Some(queued)
-        } else {
-            self.active_tx.iter().copied().find(|&s| self.txs[s].outstanding() != 0)
-        };
+        let queued = self.conn_cur.and_then(|c| self.conns[c].ring);
+        let s = queued
+            .or_else(|| self.active_tx.iter().copied().find(|&s| self.txs[s].outstanding() != 0));
         match s {
-            Some(stream) => SdmaState::AckWait { stream, una: self.txs[stream].win.una() },
+            Some(s) => SdmaState::AckWait { stream: s.raw(), una: self.txs[s].win.una() },
             None => SdmaState::Idle,
         }
     }
@@ -216,16 +212,21 @@ impl Sdma {
     /// payload's translation is being read (nothing was changed).
     ///
     /// The token's and the stream's fields are read where they are used
-    /// (no copy of either record), the header is stored as six words.
+    /// (no copy of either record), the header is stored as six words. (A
+    /// stream with no token at its cursor, which neither the rotation nor
+    /// the scheduler policy picks, is only taken off the ring.)
     fn fill_packet(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        s: u16,
+        s: TxId,
         b: u8,
         w: &mut Work,
     ) -> Result<(), u8> {
-        let t = self.txs[s].cursor;
+        let Some(t) = self.txs[s].cursor else {
+            self.ring_remove(s);
+            return Ok(());
+        };
         let mtu = cx.cfg.mtu;
         let (kind, port, len, local, pkt) = {
             let tok = &cx.tokens[t];
@@ -260,7 +261,7 @@ impl Sdma {
         let route_len = write_route(hw, b, target_node);
         let mut buf = TxBuf {
             state: TxBufState::Filling,
-            stream: s,
+            stream: Some(s),
             epoch: self.txs[s].epoch,
             route_len,
             len: (HEADER_LEN as u32) + plen,
@@ -302,7 +303,7 @@ impl Sdma {
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        (s, t, pkt, b): (u16, u16, u32, u8),
+        (s, t, pkt, b): (TxId, TokenId, u32, u8),
         buf: TxBuf,
         (xlat, pieces): (Xlat, &[Piece]),
         w: &mut Work,
@@ -325,7 +326,7 @@ impl Sdma {
     /// `t`: a message's first packet notes it in the token, and carries
     /// the stream's SYNC when one is owed.
     #[inline(always)]
-    fn number(&mut self, cx: &mut Shared, s: u16, t: u16, pkt: u32) -> u32 {
+    fn number(&mut self, cx: &mut Shared, s: TxId, t: TokenId, pkt: u32) -> u32 {
         let seq = self.txs[s].win.next();
         if pkt == 0 {
             cx.tokens[t].first_seq = seq;
@@ -345,7 +346,7 @@ impl Sdma {
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        (t, pkt, b): (u16, u32, u8),
+        (t, pkt, b): (TokenId, u32, u8),
         hdr_at: u32,
         pieces: &[Piece],
         w: &mut Work,
@@ -359,7 +360,7 @@ impl Sdma {
             self.go(
                 cx,
                 hw,
-                SdmaState::FillWait { token: t, packet: pkt, buf: b },
+                SdmaState::FillWait { token: t.raw(), packet: pkt, buf: b },
                 Cause::Scheduled,
             );
         }
@@ -384,8 +385,8 @@ impl Sdma {
         &self,
         cx: &Shared,
         hw: &mut impl Hw,
-        s: u16,
-        t: u16,
+        s: TxId,
+        t: TokenId,
         hdr_at: u32,
         (seq, off, plen, last): (u32, u32, u32, bool),
     ) {
@@ -451,7 +452,14 @@ impl Sdma {
 
     /// Token `t`'s packet (`plen` payload bytes) went into a buffer:
     /// stream `s` moves on.
-    fn advance_stream(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, t: u16, plen: u32) {
+    fn advance_stream(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        s: TxId,
+        t: TokenId,
+        plen: u32,
+    ) {
         let now = cx.now;
         let st = &mut self.txs[s];
         if st.outstanding() == 0 {

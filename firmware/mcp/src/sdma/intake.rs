@@ -402,7 +402,8 @@ impl Sdma {
                 let Some(i) = cx.tokens.alloc(t) else { return };
                 cx.credits[p].send_taken = cx.credits[p].send_taken.wrapping_add(1);
                 if kind == TokKind::Get {
-                    cx.tokens[i].cookie = i as u32;
+                    // (The answer names it: `recv::take`.)
+                    cx.tokens[i].cookie = i.raw() as u32;
                 }
                 if self.txs[s].suspended {
                     complete_token(cx, i, SendStatus::Dropped);

@@ -31,7 +31,7 @@ mod txpool;
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
-use crate::pool::{Pool, NIL};
+use crate::pool::Pool;
 use crate::records::*;
 use crate::reliability::SendWindow;
 use crate::shared::{MachineState, Shared};
@@ -48,7 +48,8 @@ pub use timers::HOST_ONLY_BYTES;
 use txpool::TxPool;
 
 /// What SDMA is doing or waiting for. It persists between polls: a
-/// debugger stopped anywhere reads what the machine waits for.
+/// debugger stopped anywhere reads what the machine waits for (a token or
+/// a stream by its index, `Id::raw`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SdmaState {
     /// No stream has a packet to send, and no fill is in flight.
@@ -152,18 +153,18 @@ pub struct Sdma {
     /// The active streams' part of the deadline, as last worked out
     /// (`Sdma::active_deadline`).
     dl: ActiveDeadline,
-    pub(crate) tx_index: heapless::FnvIndexMap<u32, u16, MAX_STREAMS>,
+    pub(crate) tx_index: heapless::FnvIndexMap<u32, TxId, MAX_STREAMS>,
     /// The sending stream found or made last (`Sdma::stream_of`): the
     /// next descriptor or ack is most often for it again, and a look at
     /// its key is cheaper than hashing one.
-    last_stream: u16,
+    last_stream: Option<TxId>,
     pub(crate) conns: Pool<Conn, MAX_CONNS>,
-    conn_index: heapless::FnvIndexMap<u16, u16, MAX_CONNS>,
-    /// Current connection of the circular connection queue (NIL: empty).
-    pub(crate) conn_cur: u16,
+    conn_index: heapless::FnvIndexMap<u16, ConnId, MAX_CONNS>,
+    /// Current connection of the circular connection queue (None: empty).
+    pub(crate) conn_cur: Option<ConnId>,
     pub(crate) conn_queue_len: u16,
     /// Streams with unacknowledged packets (retransmit timers).
-    active_tx: heapless::Vec<u16, MAX_STREAMS>,
+    active_tx: heapless::Vec<TxId, MAX_STREAMS>,
     /// The scheduler policy compiled in (the rotation: nothing).
     pub(crate) sched: Sched,
     /// Sending streams set up so far.
@@ -175,7 +176,7 @@ pub struct Sdma {
     /// further descriptor of its kind until the packet is ready to go, so
     /// a sender's deepest child is not kept waiting behind the intake of
     /// its siblings' descriptors (`offload::fanout`).
-    pub(crate) lead: Option<(u16, Option<u8>)>,
+    pub(crate) lead: Option<(TokenId, Option<u8>)>,
     /// The last intake left descriptors in a port's ring.
     intake_left: bool,
     /// Why the last fill loop stopped.
@@ -205,10 +206,10 @@ impl Sdma {
             views: [TimerView::NONE; MAX_STREAMS],
             dl: ActiveDeadline { at: 0, busy: None, hold: None, removable: true },
             tx_index: heapless::FnvIndexMap::new(),
-            last_stream: NIL,
+            last_stream: None,
             conns: Pool::new(Conn::EMPTY),
             conn_index: heapless::FnvIndexMap::new(),
-            conn_cur: NIL,
+            conn_cur: None,
             conn_queue_len: 0,
             active_tx: heapless::Vec::new(),
             sched: <Sched as Scheduler>::NEW,
@@ -290,7 +291,7 @@ impl Sdma {
     /// Port `p` closed: its streams' tokens are abandoned (streams keep
     /// their sequence numbers: later sends SYNC); its alarm goes.
     pub fn port_closed(&mut self, cx: &mut Shared, p: usize) {
-        let streams: heapless::Vec<u16, MAX_STREAMS> =
+        let streams: heapless::Vec<TxId, MAX_STREAMS> =
             self.txs.live_indices().filter(|&i| self.txs[i].local_port as usize == p).collect();
         for st in streams {
             self.abandon_stream(cx, st, None);
@@ -318,12 +319,12 @@ impl Sdma {
 
     /// Is `stream` alive and still at `epoch` (no rewind since a buffer
     /// was filled for it)?
-    pub fn is_current(&self, stream: u16, epoch: u16) -> bool {
-        stream != NIL && self.txs.is_live(stream) && self.txs[stream].epoch == epoch
+    pub(crate) fn is_current(&self, stream: TxId, epoch: u16) -> bool {
+        self.txs.is_live(stream) && self.txs[stream].epoch == epoch
     }
 
     /// The key of sending stream `s` (remote node, ports, priority).
-    pub fn stream_key(&self, s: u16) -> u32 {
+    pub(crate) fn stream_key(&self, s: TxId) -> u32 {
         self.txs[s].key
     }
 
@@ -333,7 +334,11 @@ impl Sdma {
     /// still in buffers: the receiver cannot have seen those), its round
     /// and its poll number (the window policy's); None when nothing is
     /// unacknowledged any more.
-    pub fn poll_out(&self, cx: &Shared, s: u16) -> Option<(crate::recv::ControlOut, u32, u8, u8)> {
+    pub(crate) fn poll_out(
+        &self,
+        cx: &Shared,
+        s: TxId,
+    ) -> Option<(crate::recv::ControlOut, u32, u8, u8)> {
         if !self.txs.is_live(s) {
             return None;
         }

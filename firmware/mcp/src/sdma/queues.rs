@@ -7,7 +7,6 @@
 use super::Sdma;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Pacing, Sched, Scheduler};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::SendWindow;
 use crate::shared::Shared;
@@ -19,10 +18,11 @@ impl Sdma {
     /// last when it is live and has that key (keys are unique among live
     /// streams), else the index's.
     #[inline]
-    pub(crate) fn stream_of(&self, key: u32) -> Option<u16> {
-        let s = self.last_stream;
-        if self.txs.is_live(s) && self.txs[s].key == key {
-            return Some(s);
+    pub(crate) fn stream_of(&self, key: u32) -> Option<TxId> {
+        if let Some(s) = self.last_stream {
+            if self.txs.is_live(s) && self.txs[s].key == key {
+                return Some(s);
+            }
         }
         self.tx_index.get(&key).copied()
     }
@@ -44,7 +44,7 @@ impl Sdma {
         lport: u8,
         rport: u8,
         prio: Priority,
-    ) -> Option<u16> {
+    ) -> Option<TxId> {
         self.find_or_make_stream(cx, stream_key(node, lport, rport, prio), node, lport, rport, prio)
     }
 
@@ -59,9 +59,9 @@ impl Sdma {
         lport: u8,
         rport: u8,
         prio: Priority,
-    ) -> Option<u16> {
+    ) -> Option<TxId> {
         if let Some(s) = self.stream_of(key) {
-            self.last_stream = s;
+            self.last_stream = Some(s);
             return Some(s);
         }
         let full = self.txs.available() == 0
@@ -90,7 +90,7 @@ impl Sdma {
         st.local_port = lport;
         st.remote_port = rport;
         st.prio = prio;
-        st.conn = c;
+        st.conn = Some(c);
         st.order = self.streams_made;
         if self.evicted > 0 {
             // This NIC has let streams go: the peer may still hold this
@@ -102,17 +102,17 @@ impl Sdma {
             st.win = crate::reliability::GoBackN::starting_at(self.streams_made << 20);
         }
         let Some(s) = self.txs.alloc(st) else {
-            self.free_conn_if_unused(c);
+            self.free_conn_if_unused(Some(c));
             return None;
         };
         if self.tx_index.insert(key, s).is_err() {
             self.txs.free(s);
-            self.free_conn_if_unused(c);
+            self.free_conn_if_unused(Some(c));
             return None;
         }
         self.streams_made = self.streams_made.wrapping_add(1);
         self.sched.stream_made();
-        self.last_stream = s;
+        self.last_stream = Some(s);
         Some(s)
     }
 
@@ -122,18 +122,18 @@ impl Sdma {
     /// longest. Its peer keeps the receiving half; a stream made again for
     /// the key starts with a SYNC that names its new incarnation, so
     /// nothing the peer holds is taken for it (docs/firmware.md).
-    fn tx_victim(&self, cx: &Shared) -> Option<u16> {
-        let idle = |s: u16| {
+    fn tx_victim(&self, cx: &Shared) -> Option<TxId> {
+        let idle = |s: TxId| {
             let st = &self.txs[s];
-            st.head == NIL
-                && st.cursor == NIL
+            st.head.is_none()
+                && st.cursor.is_none()
                 && st.outstanding() == 0
                 && !st.suspended
                 && st.pace.unpaced()
                 && st.nobuf_since == 0
                 && st.hold_until <= cx.now
                 && !cx.txbufs.refers_to(s)
-                && !cx.controls.iter().any(|c| c.is_poll() && c.rx_stream == s)
+                && !cx.controls.iter().any(|c| c.tx_stream() == Some(s))
         };
         self.txs
             .live_indices()
@@ -142,7 +142,7 @@ impl Sdma {
     }
 
     /// Let idle stream `s` go (and its connection, if it was the last).
-    fn evict_tx(&mut self, cx: &mut Shared, s: u16) {
+    fn evict_tx(&mut self, cx: &mut Shared, s: TxId) {
         // Off the rotation and the timer list (both let idle streams go
         // lazily).
         self.ring_remove(s);
@@ -159,34 +159,35 @@ impl Sdma {
         log_trace!("stream to node {=u16} let go", st.remote_node);
     }
 
-    fn free_conn_if_unused(&mut self, c: u16) {
-        if c == NIL || !self.conns.is_live(c) || self.conns[c].in_queue {
+    fn free_conn_if_unused(&mut self, c: Option<ConnId>) {
+        let Some(c) = c else { return };
+        if !self.conns.is_live(c) || self.conns[c].queue.is_some() {
             return;
         }
-        if self.txs.live_indices().any(|s| self.txs[s].conn == c) {
+        if self.txs.live_indices().any(|s| self.txs[s].conn == Some(c)) {
             return;
         }
         self.conn_index.remove(&self.conns[c].node);
         self.conns.free(c);
     }
 
-    pub(crate) fn append_token(&mut self, cx: &mut Shared, s: u16, t: u16) {
-        cx.tokens[t].stream = s;
-        cx.tokens[t].next = NIL;
+    pub(crate) fn append_token(&mut self, cx: &mut Shared, s: TxId, t: TokenId) {
+        cx.tokens[t].stream = Some(s);
+        cx.tokens[t].next = None;
         let st = &mut self.txs[s];
-        if st.tail == NIL {
-            st.head = t;
-            st.base = st.win.next();
-        } else {
-            let tail = st.tail;
-            cx.tokens[tail].next = t;
+        match st.tail {
+            None => {
+                st.head = Some(t);
+                st.base = st.win.next();
+            }
+            Some(tail) => cx.tokens[tail].next = Some(t),
         }
         let st = &mut self.txs[s];
-        st.tail = t;
-        if st.cursor == NIL {
+        st.tail = Some(t);
+        if st.cursor.is_none() {
             // The first sendable token of the stream (its pace may start
             // now).
-            st.cursor = t;
+            st.cursor = Some(t);
             st.pace.wake(cx.now);
         }
         self.ring_insert(s);
@@ -194,117 +195,143 @@ impl Sdma {
 
     /// Put stream `s` on its connection's ring, and the connection on the
     /// connection queue.
-    pub(crate) fn ring_insert(&mut self, s: u16) {
-        if self.txs[s].in_ring {
+    pub(crate) fn ring_insert(&mut self, s: TxId) {
+        let Some(c) = self.txs[s].conn else { return };
+        if self.txs[s].ring.is_some() {
             return;
         }
-        let c = self.txs[s].conn;
-        let head = self.conns[c].ring;
-        if head == NIL {
-            self.txs[s].ring_next = s;
-            self.txs[s].ring_prev = s;
-            self.conns[c].ring = s;
-        } else {
-            let tail = self.txs[head].ring_prev;
-            self.txs[s].ring_next = head;
-            self.txs[s].ring_prev = tail;
-            self.txs[tail].ring_next = s;
-            self.txs[head].ring_prev = s;
-        }
-        self.txs[s].in_ring = true;
-        self.conns[c].ring_len += 1;
-        if !self.conns[c].in_queue {
-            if self.conn_cur == NIL {
-                self.conns[c].next = c;
-                self.conns[c].prev = c;
-                self.conn_cur = c;
-            } else {
-                let head = self.conn_cur;
-                let tail = self.conns[head].prev;
-                self.conns[c].next = head;
-                self.conns[c].prev = tail;
-                self.conns[tail].next = c;
-                self.conns[head].prev = c;
+        // The ring's current stream and the one before it (the ring's
+        // last), if the ring has any.
+        let ends = self.conns[c].ring.and_then(|h| Some((h, self.txs[h].ring?.prev)));
+        match ends {
+            None => {
+                self.txs[s].ring = Some(Links { next: s, prev: s });
+                self.conns[c].ring = Some(s);
             }
-            self.conns[c].in_queue = true;
+            Some((head, tail)) => {
+                self.txs[s].ring = Some(Links { next: head, prev: tail });
+                self.set_ring_next(tail, s);
+                self.set_ring_prev(head, s);
+            }
+        }
+        self.conns[c].ring_len += 1;
+        if self.conns[c].queue.is_none() {
+            let ends = self.conn_cur.and_then(|h| Some((h, self.conns[h].queue?.prev)));
+            match ends {
+                None => {
+                    self.conns[c].queue = Some(Links { next: c, prev: c });
+                    self.conn_cur = Some(c);
+                }
+                Some((head, tail)) => {
+                    self.conns[c].queue = Some(Links { next: head, prev: tail });
+                    if let Some(l) = &mut self.conns[tail].queue {
+                        l.next = c;
+                    }
+                    if let Some(l) = &mut self.conns[head].queue {
+                        l.prev = c;
+                    }
+                }
+            }
             self.conn_queue_len += 1;
         }
     }
 
-    pub(crate) fn ring_remove(&mut self, s: u16) {
-        if !self.txs[s].in_ring {
+    /// Stream `s`, on its ring, is followed by `next`.
+    #[inline(always)]
+    fn set_ring_next(&mut self, s: TxId, next: TxId) {
+        if let Some(l) = &mut self.txs[s].ring {
+            l.next = next;
+        }
+    }
+
+    /// Stream `s`, on its ring, follows `prev`.
+    #[inline(always)]
+    fn set_ring_prev(&mut self, s: TxId, prev: TxId) {
+        if let Some(l) = &mut self.txs[s].ring {
+            l.prev = prev;
+        }
+    }
+
+    pub(crate) fn ring_remove(&mut self, s: TxId) {
+        let Some(Links { next: n, prev: p }) = self.txs[s].ring else { return };
+        let Some(c) = self.txs[s].conn else { return };
+        if n == s {
+            self.conns[c].ring = None;
+        } else {
+            self.set_ring_next(p, n);
+            self.set_ring_prev(n, p);
+            if self.conns[c].ring == Some(s) {
+                self.conns[c].ring = Some(n);
+            }
+        }
+        self.txs[s].ring = None;
+        self.conns[c].ring_len -= 1;
+        if self.conns[c].ring.is_some() {
             return;
         }
-        let c = self.txs[s].conn;
-        let (n, p) = (self.txs[s].ring_next, self.txs[s].ring_prev);
-        if n == s {
-            self.conns[c].ring = NIL;
-        } else {
-            self.txs[p].ring_next = n;
-            self.txs[n].ring_prev = p;
-            if self.conns[c].ring == s {
-                self.conns[c].ring = n;
-            }
-        }
-        self.txs[s].in_ring = false;
-        self.conns[c].ring_len -= 1;
-        if self.conns[c].ring == NIL && self.conns[c].in_queue {
-            let (n, p) = (self.conns[c].next, self.conns[c].prev);
+        if let Some(Links { next: n, prev: p }) = self.conns[c].queue {
             if n == c {
-                self.conn_cur = NIL;
+                self.conn_cur = None;
             } else {
-                self.conns[p].next = n;
-                self.conns[n].prev = p;
-                if self.conn_cur == c {
-                    self.conn_cur = n;
+                if let Some(l) = &mut self.conns[p].queue {
+                    l.next = n;
+                }
+                if let Some(l) = &mut self.conns[n].queue {
+                    l.prev = p;
+                }
+                if self.conn_cur == Some(c) {
+                    self.conn_cur = Some(n);
                 }
             }
-            self.conns[c].in_queue = false;
+            self.conns[c].queue = None;
             self.conn_queue_len -= 1;
         }
     }
 
-    pub(crate) fn sendable(&self, cx: &Shared, s: u16) -> bool {
+    pub(crate) fn sendable(&self, cx: &Shared, s: TxId) -> bool {
         let st = &self.txs[s];
-        st.cursor != NIL
-            && !st.suspended
+        let Some(cursor) = st.cursor else { return false };
+        !st.suspended
             && st.win.has_room(cx.cfg.window)
             && st.hold_until <= cx.now
-            && Fan::packet_here(cx, st.cursor, self.relay_built)
+            && Fan::packet_here(cx, cursor, self.relay_built)
     }
 
     /// GM rotation: the first sendable stream, starting at the current
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.
-    pub(crate) fn pick_stream(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
+    pub(crate) fn pick_stream(&mut self, cx: &Shared, w: &mut Work) -> Option<TxId> {
         if let Some(choice) = Sched::pick(self, cx, w) {
             return choice;
         }
         let mut c = self.conn_cur;
         let mut conns_left = self.conn_queue_len;
-        while conns_left > 0 && c != NIL {
+        while let (true, Some(ci)) = (conns_left > 0, c) {
             conns_left -= 1;
-            let next_c = self.conns[c].next;
-            let mut s = self.conns[c].ring;
-            let mut left = self.conns[c].ring_len;
-            while left > 0 && s != NIL {
+            let next_c = self.conns[ci].queue.map(|l| l.next);
+            let mut s = self.conns[ci].ring;
+            let mut left = self.conns[ci].ring_len;
+            while let (true, Some(si)) = (left > 0, s) {
                 left -= 1;
-                let next_s = self.txs[s].ring_next;
-                if self.txs[s].cursor == NIL || self.txs[s].suspended {
+                let next_s = self.txs[si].ring.map(|l| l.next);
+                if self.txs[si].cursor.is_none() || self.txs[si].suspended {
                     // Nothing to send: off the ring until a token or a rewind.
-                    self.ring_remove(s);
-                } else if self.sendable(cx, s) {
-                    if self.txs[s].in_ring && self.conns[c].ring != NIL {
-                        self.conns[c].ring = self.txs[s].ring_next;
+                    self.ring_remove(si);
+                } else if self.sendable(cx, si) {
+                    if let (Some(l), Some(_)) = (self.txs[si].ring, self.conns[ci].ring) {
+                        self.conns[ci].ring = Some(l.next);
                     }
-                    if self.conns[c].in_queue {
-                        self.conn_cur = self.conns[c].next;
+                    if let Some(l) = self.conns[ci].queue {
+                        self.conn_cur = Some(l.next);
                     }
-                    return Some(s);
+                    return Some(si);
                 }
                 s = next_s;
             }
-            c = if self.conns[c].in_queue { self.conns[c].next } else { next_c };
+            c = match self.conns[ci].queue {
+                Some(l) => Some(l.next),
+                None => next_c,
+            };
         }
         None
     }

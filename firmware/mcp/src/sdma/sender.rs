@@ -8,7 +8,6 @@ use super::Sdma;
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Marks, Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::reliability::{seq_le, seq_lt, SendWindow};
 use crate::shared::{FromRecv, Shared};
@@ -61,7 +60,7 @@ impl Sdma {
 
     /// A get answer (an internal GetResp token RECV made) joins the stream
     /// back to the requester.
-    fn queue_answer(&mut self, cx: &mut Shared, token: u16) {
+    fn queue_answer(&mut self, cx: &mut Shared, token: TokenId) {
         let t = cx.tokens[token];
         match self.find_or_make_tx(cx, t.target_node, t.port, t.target_port, t.prio) {
             Some(s) if !self.txs[s].suspended => self.append_token(cx, s, token),
@@ -74,25 +73,25 @@ impl Sdma {
     /// Move stream `s`'s send cursor to sequence number `seq` (within the
     /// tokens on its list), renumbering the tokens from `base`; packets
     /// filled before are stale (the stream's epoch moves on).
-    pub(crate) fn seek(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+    pub(crate) fn seek(&mut self, cx: &mut Shared, s: TxId, seq: u32) {
         self.txs[s].next_round();
         self.seek_to(cx, s, seq);
     }
 
     /// Move stream `s`'s send cursor to `seq`, leaving packets filled
     /// before good.
-    pub(crate) fn seek_to(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+    pub(crate) fn seek_to(&mut self, cx: &mut Shared, s: TxId, seq: u32) {
         let mut first = self.txs[s].base;
-        let mut t = self.txs[s].head;
-        let mut cursor = NIL;
+        let mut next = self.txs[s].head;
+        let mut cursor = None;
         let mut found_seq = first;
-        while t != NIL {
+        while let Some(t) = next {
             let n = cx.tokens[t].npkts;
             cx.tokens[t].first_seq = first;
-            if cursor == NIL {
+            if cursor.is_none() {
                 let end = first.wrapping_add(n);
                 if seq_lt(seq, end) {
-                    cursor = t;
+                    cursor = Some(t);
                     let k = seq.wrapping_sub(first).min(n);
                     cx.tokens[t].next_pkt = k;
                     found_seq = first.wrapping_add(k);
@@ -104,7 +103,7 @@ impl Sdma {
                 cx.tokens[t].next_pkt = 0;
             }
             first = first.wrapping_add(n);
-            t = cx.tokens[t].next;
+            next = cx.tokens[t].next;
         }
         let st = &mut self.txs[s];
         st.cursor = cursor;
@@ -117,7 +116,7 @@ impl Sdma {
         if st.outstanding() != 0 {
             self.watch(s);
         }
-        if cursor != NIL {
+        if cursor.is_some() {
             self.ring_insert(s);
         }
     }
@@ -126,7 +125,7 @@ impl Sdma {
     /// One that moves nothing (most piggybacked acks repeat the last) is
     /// let go at a look at the window, the stream not written.
     #[inline]
-    pub(crate) fn on_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+    pub(crate) fn on_ack(&mut self, cx: &mut Shared, s: TxId, ack: u32) {
         let win = &self.txs[s].win;
         if seq_lt(win.una(), ack) && seq_le(ack, win.high()) {
             self.on_new_ack(cx, s, ack);
@@ -135,7 +134,7 @@ impl Sdma {
 
     /// `on_ack` for an ack that moves the window on.
     #[inline(never)]
-    fn on_new_ack(&mut self, cx: &mut Shared, s: u16, ack: u32) {
+    fn on_new_ack(&mut self, cx: &mut Shared, s: TxId, ack: u32) {
         let st = &mut self.txs[s];
         let old = st.win.una();
         if !st.win.ack(ack) {
@@ -156,11 +155,7 @@ impl Sdma {
             self.seek(cx, s, ack);
         }
         // Complete the tokens wholly acked.
-        loop {
-            let t = self.txs[s].head;
-            if t == NIL {
-                break;
-            }
+        while let Some(t) = self.txs[s].head {
             let end = self.txs[s].base.wrapping_add(cx.tokens[t].npkts);
             if !seq_le(end, self.txs[s].win.una()) {
                 break;
@@ -183,21 +178,20 @@ impl Sdma {
         Fan::head_acked(self, cx, s);
     }
 
-    fn pop_head(&mut self, cx: &mut Shared, s: u16) {
-        let t = self.txs[s].head;
-        if t == NIL {
-            return;
-        }
+    /// Take stream `s`'s head token off its list: the token, if any.
+    fn pop_head(&mut self, cx: &mut Shared, s: TxId) -> Option<TokenId> {
+        let t = self.txs[s].head?;
         let next = cx.tokens[t].next;
         let st = &mut self.txs[s];
         st.head = next;
-        if next == NIL {
-            st.tail = NIL;
+        if next.is_none() {
+            st.tail = None;
         }
-        if st.cursor == t {
+        if st.cursor == Some(t) {
             st.cursor = next;
         }
-        cx.tokens[t].next = NIL;
+        cx.tokens[t].next = None;
+        Some(t)
     }
 
     /// A nack for stream `s`: `seq` was refused for `code`, and the packet
@@ -206,7 +200,7 @@ impl Sdma {
         &mut self,
         cx: &mut Shared,
         hw: &impl Hw,
-        s: u16,
+        s: TxId,
         code: NackCode,
         seq: u32,
         round: u8,
@@ -251,12 +245,13 @@ impl Sdma {
                 // before it is acked): that message fails, even when the port
                 // closed in its middle; the receiver expects `seq` next, so the
                 // following messages start there.
-                let t = self.txs[s].head;
                 let base = self.txs[s].base;
-                if t != NIL && seq_lt(seq, base.wrapping_add(cx.tokens[t].npkts)) {
-                    self.pop_head(cx, s);
-                    complete_token(cx, t, status);
-                    self.txs[s].base = seq;
+                if let Some(t) = self.txs[s].head {
+                    if seq_lt(seq, base.wrapping_add(cx.tokens[t].npkts)) {
+                        self.pop_head(cx, s);
+                        complete_token(cx, t, status);
+                        self.txs[s].base = seq;
+                    }
                 }
                 self.rewind(cx, s, seq, RetxCause::Refused);
             }
@@ -268,7 +263,7 @@ impl Sdma {
     /// target is at work on it (`Busy`): the window policy's answer, or
     /// a rewind; the stream holds for the wait, and a refusal that lasts
     /// a send timeout fails the message.
-    fn on_refusal(&mut self, cx: &mut Shared, s: u16, code: NackCode, seq: u32) {
+    fn on_refusal(&mut self, cx: &mut Shared, s: TxId, code: NackCode, seq: u32) {
         let wait = if let Some(wait) = Win::refused(self, cx, s, seq, code) {
             wait
         } else {
@@ -295,19 +290,18 @@ impl Sdma {
     }
 
     /// Resend from the first unfinished message, with a new SYNC.
-    fn resync(&mut self, cx: &mut Shared, s: u16) {
+    fn resync(&mut self, cx: &mut Shared, s: TxId) {
         log_info!(
             "stream {=u16}: node {=u16} lost it (reset?): resynchronising",
-            s,
+            s.raw(),
             self.txs[s].remote_node
         );
         let st = &mut self.txs[s];
         st.sync_gen = st.sync_gen.wrapping_add(1);
-        let head = st.head;
-        if head == NIL {
+        let Some(head) = st.head else {
             st.sync_next = true;
             return;
-        }
+        };
         cx.tokens[head].sync = true;
         let base = self.txs[s].base;
         // The old receiver may have acknowledged packets of the head
@@ -318,10 +312,10 @@ impl Sdma {
         self.rewind(cx, s, base, RetxCause::Resync);
     }
 
-    fn rewind(&mut self, cx: &mut Shared, s: u16, seq: u32, cause: RetxCause) {
+    fn rewind(&mut self, cx: &mut Shared, s: TxId, seq: u32, cause: RetxCause) {
         log_debug!(
             "stream {=u16} to node {=u16}: back to {=u32}: {}",
-            s,
+            s.raw(),
             self.txs[s].remote_node,
             seq,
             cause
@@ -343,10 +337,9 @@ impl Sdma {
     /// The target refused `seq` (a message start) for want of a buffer for
     /// the whole send timeout: that send times out, the rest queued on the
     /// stream are dropped, and the stream stays suspended until Resume.
-    fn send_timed_out(&mut self, cx: &mut Shared, s: u16, seq: u32) {
+    fn send_timed_out(&mut self, cx: &mut Shared, s: TxId, seq: u32) {
         cx.count_later(Stat::Timeouts, 1);
-        let head = self.txs[s].head;
-        if head != NIL && cx.tokens[head].is_internal() {
+        if self.txs[s].head.is_some_and(|head| cx.tokens[head].is_internal()) {
             // The NIC's own send (a relay's to a child): the host was not
             // told, so it would never resume the stream, and its own sends
             // to that port would be dropped from now on. That send alone
@@ -355,7 +348,7 @@ impl Sdma {
             // `seq` of the old numbering).
             log_warn!(
                 "stream {=u16} to node {=u16}: no buffer there for a relayed send",
-                s,
+                s.raw(),
                 self.txs[s].remote_node
             );
             self.end_head(cx, s, SendStatus::TimedOut);
@@ -363,13 +356,11 @@ impl Sdma {
         }
         log_warn!(
             "stream {=u16} to node {=u16}: no buffer there for the send timeout: suspended",
-            s,
+            s.raw(),
             self.txs[s].remote_node
         );
         let mut first = true;
-        while self.txs[s].head != NIL {
-            let t = self.txs[s].head;
-            self.pop_head(cx, s);
+        while let Some(t) = self.pop_head(cx, s) {
             let status = if first { SendStatus::TimedOut } else { SendStatus::Dropped };
             first = false;
             complete_token(cx, t, status);
@@ -378,7 +369,7 @@ impl Sdma {
         let st = &mut self.txs[s];
         st.base = seq;
         st.win.restart(seq);
-        st.cursor = NIL;
+        st.cursor = None;
         st.suspended = true;
         st.nobuf_since = 0;
         st.marks.clear();
@@ -395,14 +386,14 @@ impl Sdma {
     /// rest start again with SYNC, which makes the receiver let go of its
     /// part of it. Until then the stream is held for a retry interval at
     /// a time (the messages before it may still need resending).
-    pub(crate) fn cut_message(&mut self, cx: &mut Shared, s: u16, t: u16) {
-        if self.txs[s].head != t {
+    pub(crate) fn cut_message(&mut self, cx: &mut Shared, s: TxId, t: TokenId) {
+        if self.txs[s].head != Some(t) {
             self.hold(cx, s, cx.cfg.nobuf_retry);
             return;
         }
         log_debug!(
             "stream {=u16} to node {=u16}: head message cut short: restarting",
-            s,
+            s.raw(),
             self.txs[s].remote_node
         );
         self.end_head(cx, s, SendStatus::Dropped);
@@ -410,17 +401,17 @@ impl Sdma {
 
     /// Stream `s`'s head message ends with `status`, alone: the rest start
     /// again (`restart_after_head`).
-    fn end_head(&mut self, cx: &mut Shared, s: u16, status: SendStatus) {
-        let t = self.txs[s].head;
-        self.pop_head(cx, s);
-        complete_token(cx, t, status);
+    fn end_head(&mut self, cx: &mut Shared, s: TxId, status: SendStatus) {
+        if let Some(t) = self.pop_head(cx, s) {
+            complete_token(cx, t, status);
+        }
         self.restart_after_head(cx, s);
     }
 
     /// The stream goes on from a fresh sequence number with SYNC, its
     /// queued messages (all unsent now) first. (The next message starts
     /// afresh: its first timeout is not the last one's, doubled.)
-    fn restart_after_head(&mut self, cx: &mut Shared, s: u16) {
+    fn restart_after_head(&mut self, cx: &mut Shared, s: TxId) {
         let st = &mut self.txs[s];
         st.win.abandon();
         st.marks.clear();
@@ -430,8 +421,8 @@ impl Sdma {
         st.nobuf_since = 0;
         st.backoff = 0;
         st.last_progress = cx.now;
-        if st.head == NIL {
-            st.cursor = NIL;
+        if st.head.is_none() {
+            st.cursor = None;
             st.next_round();
             self.ring_remove(s);
         } else {
@@ -443,10 +434,8 @@ impl Sdma {
     /// Give up every token of stream `s` (with `status` events, or silently
     /// when the port closed). The receiver's state is unknown, so the next
     /// message carries SYNC with a fresh sequence number.
-    pub(crate) fn abandon_stream(&mut self, cx: &mut Shared, s: u16, status: Option<SendStatus>) {
-        while self.txs[s].head != NIL {
-            let t = self.txs[s].head;
-            self.pop_head(cx, s);
+    pub(crate) fn abandon_stream(&mut self, cx: &mut Shared, s: TxId, status: Option<SendStatus>) {
+        while let Some(t) = self.pop_head(cx, s) {
             match status {
                 Some(st) => complete_token(cx, t, st),
                 // The port closed: no event; the NIC's own tokens still

@@ -65,12 +65,12 @@ impl Sdma {
                 let st = &self.txs[s];
                 let (una, remote_node) = (st.win.una(), st.remote_node);
                 w.timers += 1;
-                self.go(cx, hw, SdmaState::Timeout { stream: s, una }, Cause::Timeout);
+                self.go(cx, hw, SdmaState::Timeout { stream: s.raw(), una }, Cause::Timeout);
                 if silent {
                     cx.bump(hw, Stat::Timeouts, 1);
                     log_warn!(
                         "stream {=u16}: node {=u16} silent for the send timeout: unreachable",
-                        s,
+                        s.raw(),
                         remote_node
                     );
                     self.abandon_stream(cx, s, Some(SendStatus::Unreachable));
@@ -79,7 +79,7 @@ impl Sdma {
                     // may be queued at a busy receiver: its answer comes
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
-                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s, remote_node);
+                    log_debug!("stream {=u16} to node {=u16}: timeout: poll", s.raw(), remote_node);
                     cx.push_control(Control::poll(s));
                     let st = &mut self.txs[s];
                     // What goes from now on is stamped with this poll's
@@ -121,8 +121,9 @@ impl Sdma {
             let timed = st.outstanding() != 0 || st.hold_until > cx.now;
             assert!(
                 !timed || (st.active && self.active_tx.contains(&s)),
-                "stream {s} to node {} has a timer to keep (una {}, next {}, high {}, hold until \
+                "stream {} to node {} has a timer to keep (una {}, next {}, high {}, hold until \
                  {} at {}) but is not on the timer list",
+                s.raw(),
                 st.remote_node,
                 st.win.una(),
                 st.win.next(),
@@ -136,7 +137,7 @@ impl Sdma {
     /// Stream `s` has a timer to keep (packets unacknowledged, or a hold
     /// to end): on the timer list (`active_tx`) if it is not there yet.
     /// (A stream is on it at most once, so the list has room.)
-    pub(crate) fn watch(&mut self, s: u16) {
+    pub(crate) fn watch(&mut self, s: TxId) {
         if !self.txs[s].active {
             self.txs[s].active = true;
             let _ = self.active_tx.push(s);
@@ -146,7 +147,7 @@ impl Sdma {
 
     /// Stream `s` sends nothing for `wait` ticks; the timer list wakes
     /// the NIC when they are over.
-    pub(crate) fn hold(&mut self, cx: &Shared, s: u16, wait: u64) {
+    pub(crate) fn hold(&mut self, cx: &Shared, s: TxId, wait: u64) {
         self.txs[s].hold_until = cx.now.saturating_add(wait);
         self.watch(s);
     }
@@ -169,11 +170,11 @@ impl Sdma {
         for w in 0..self.txs.changed.len() {
             let mut bits = core::mem::take(&mut self.txs.changed[w]);
             while bits != 0 {
-                let s = (w * 64) as u16 + bits.trailing_zeros() as u16;
+                let s = TxId::new((w * 64) as u16 + bits.trailing_zeros() as u16);
                 bits &= bits - 1;
                 let v = TimerView::of(&self.txs[s], cx);
-                if v != self.views[s as usize] {
-                    self.views[s as usize] = v;
+                if v != self.views[s.index()] {
+                    self.views[s.index()] = v;
                     self.txs.dl_stale = true;
                 }
             }
@@ -200,14 +201,14 @@ impl Sdma {
     /// cache line of its own per stream made those scans a large part of
     /// a pass in the simulator. The image reads the record each time.
     #[inline]
-    fn timer_view(&mut self, cx: &Shared, s: u16) -> TimerView {
+    fn timer_view(&mut self, cx: &Shared, s: TxId) -> TimerView {
         #[cfg(not(target_os = "none"))]
         {
             if !self.txs.take_changed(s) {
-                return self.views[s as usize];
+                return self.views[s.index()];
             }
             let v = TimerView::of(&self.txs[s], cx);
-            self.views[s as usize] = v;
+            self.views[s.index()] = v;
             v
         }
         #[cfg(target_os = "none")]

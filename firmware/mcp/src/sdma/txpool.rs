@@ -36,10 +36,10 @@ impl TxPool {
     /// Stream `i` was handed out for writing: its view is taken again
     /// (`Sdma::settle_views`, `Sdma::timer_view`).
     #[inline]
-    pub(super) fn note(&mut self, _i: u16) {
+    pub(super) fn note(&mut self, _i: TxId) {
         #[cfg(not(target_os = "none"))]
-        if let Some(w) = self.changed.get_mut(_i as usize / 64) {
-            *w |= 1 << (_i % 64);
+        if let Some(w) = self.changed.get_mut(_i.index() / 64) {
+            *w |= 1 << (_i.index() % 64);
         }
         self.touched = true;
         self.unsettled = true;
@@ -48,7 +48,7 @@ impl TxPool {
     /// Stream `i` was set up or let go of: its view is taken again, and
     /// the deadline too (the liveness of a stream on the list counts).
     #[inline]
-    pub(super) fn note_live(&mut self, i: u16) {
+    pub(super) fn note_live(&mut self, i: TxId) {
         self.note(i);
         self.dl_stale = true;
     }
@@ -63,10 +63,10 @@ impl TxPool {
     /// Did stream `i` change since the last call for it?
     #[cfg(not(target_os = "none"))]
     #[inline]
-    pub(super) fn take_changed(&mut self, i: u16) -> bool {
-        match self.changed.get_mut(i as usize / 64) {
+    pub(super) fn take_changed(&mut self, i: TxId) -> bool {
+        match self.changed.get_mut(i.index() / 64) {
             Some(w) => {
-                let bit = 1 << (i % 64);
+                let bit = 1 << (i.index() % 64);
                 let was = *w & bit != 0;
                 *w &= !bit;
                 was
@@ -75,18 +75,18 @@ impl TxPool {
         }
     }
 
-    pub(super) fn alloc(&mut self, v: TxStream) -> Option<u16> {
+    pub(super) fn alloc(&mut self, v: TxStream) -> Option<TxId> {
         let i = self.pool.alloc(v)?;
         self.note_live(i);
         Some(i)
     }
 
-    pub(super) fn free(&mut self, i: u16) {
+    pub(super) fn free(&mut self, i: TxId) {
         self.note_live(i);
         self.pool.free(i)
     }
 
-    pub(super) fn is_live(&self, i: u16) -> bool {
+    pub(super) fn is_live(&self, i: TxId) -> bool {
         self.pool.is_live(i)
     }
 
@@ -94,22 +94,22 @@ impl TxPool {
         self.pool.available()
     }
 
-    pub(crate) fn live_indices(&self) -> impl Iterator<Item = u16> + '_ {
+    pub(crate) fn live_indices(&self) -> impl Iterator<Item = TxId> + '_ {
         self.pool.live_indices()
     }
 }
 
-impl core::ops::Index<u16> for TxPool {
+impl core::ops::Index<TxId> for TxPool {
     type Output = TxStream;
     #[inline]
-    fn index(&self, i: u16) -> &TxStream {
+    fn index(&self, i: TxId) -> &TxStream {
         &self.pool[i]
     }
 }
 
-impl core::ops::IndexMut<u16> for TxPool {
+impl core::ops::IndexMut<TxId> for TxPool {
     #[inline]
-    fn index_mut(&mut self, i: u16) -> &mut TxStream {
+    fn index_mut(&mut self, i: TxId) -> &mut TxStream {
         self.note(i);
         &mut self.pool[i]
     }

@@ -91,9 +91,9 @@ impl TxBufs {
     /// The first sequence number of stream `stream` (at `epoch`) not yet
     /// handed to the send-DMA engine: the lowest one still filling or
     /// waiting in a buffer; None when it has none.
-    pub fn unsent_from(&self, stream: u16, epoch: u16) -> Option<u32> {
+    pub fn unsent_from(&self, stream: TxId, epoch: u16) -> Option<u32> {
         let waiting = |s| matches!(s, TxBufState::Filling | TxBufState::Filled | TxBufState::Held);
-        self.lowest(stream, epoch, waiting, None).map(|(_, seq)| seq)
+        self.lowest(Some(stream), epoch, waiting, None).map(|(_, seq)| seq)
     }
 
     /// The buffer of `b`'s stream and epoch in `state` with the lowest
@@ -108,7 +108,7 @@ impl TxBufs {
     /// its index and sequence number.
     fn lowest(
         &self,
-        stream: u16,
+        stream: Option<TxId>,
         epoch: u16,
         wanted: impl Fn(TxBufState) -> bool,
         before: Option<u32>,
@@ -125,8 +125,8 @@ impl TxBufs {
     }
 
     /// Does a buffer hold a data packet of sending stream `s`?
-    pub fn refers_to(&self, s: u16) -> bool {
-        self.bufs.iter().any(|x| x.state != TxBufState::Free && !x.control && x.stream == s)
+    pub fn refers_to(&self, s: TxId) -> bool {
+        self.bufs.iter().any(|x| x.state != TxBufState::Free && !x.control && x.stream == Some(s))
     }
 
     pub fn sending(&mut self, b: u8) {

@@ -2,10 +2,10 @@
 //! than one of them uses. No machine's own state lives here: a machine's
 //! records are fields of its struct, written only by its module.
 //!
-//! - Record pools addressed by index, whose records change owner as they
-//!   move on: send tokens (SDMA while queued; the event queue once
-//!   complete), receive slots (RECV while posted; the event queue once
-//!   filled).
+//! - Record pools addressed by id (`pool::Id`), whose records change
+//!   owner as they move on: send tokens (SDMA while queued; the event
+//!   queue once complete), receive slots (RECV while posted; the event
+//!   queue once filled).
 //! - Transmit buffers, each with a visible owner: free, Filling (SDMA),
 //!   Filled and queued for SEND, Sending (SEND, until the send-DMA engine
 //!   is done).
@@ -47,11 +47,11 @@ pub enum FromRecv {
     Nack { key: u32, code: NackCode, seq: u32, round: u8 },
     /// A peer's get was accepted: send the answer that `token` (GetResp)
     /// describes.
-    Answer { token: u16 },
+    Answer { token: TokenId },
     /// A fan-out's message arrived that this NIC relays out of its
     /// receive buffers: make its children's send tokens (record `rec`;
     /// `Fanout::start`).
-    FanStart { rec: u16 },
+    FanStart { rec: McastId },
     /// Selective repeat: a STAT (or, `ustat`, a USTAT) for the sending
     /// stream `key`, in receive buffer `buf` (its payload); SDMA gives
     /// the buffer back.
@@ -59,7 +59,7 @@ pub enum FromRecv {
 }
 
 impl crate::ring::Vacant for FromRecv {
-    const VACANT: FromRecv = FromRecv::Answer { token: 0 };
+    const VACANT: FromRecv = FromRecv::Answer { token: TokenId::new(0) };
 }
 
 /// Entries of the RECV -> SDMA queue: two per packet RECV takes in a pass
@@ -112,7 +112,7 @@ pub struct Shared {
     pub tokens: Pool<SendToken, MAX_TOKENS>,
     /// Which receive slots are taken; their records are in SRAM
     /// (`map::rx_slot`, [`Shared::slot`]).
-    pub slots: Pool<(), MAX_SLOTS>,
+    pub slots: Pool<(), MAX_SLOTS, RecvSlot>,
     /// Multicasts this NIC serves (module `mcast`); record i's child list
     /// is `map::mcast_list(i)`.
     pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
@@ -124,12 +124,12 @@ pub struct Shared {
     /// Who holds each lost-heads list, and children whose sends failed
     /// still to be named in their record's list (record, node).
     pub lost_owner: [LostOwner; map::MCAST_LOST_LISTS as usize],
-    pub lost_pending: crate::ring::Ring<(u16, u16), 16>,
+    pub lost_pending: crate::ring::Ring<(McastId, u16), 16>,
     pub txbufs: TxBufs,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
     pub from_recv: crate::ring::Ring<FromRecv, FROM_RECV_LEN>,
-    pub provided: crate::ring::Ring<u16, PROVIDED_LEN>,
+    pub provided: crate::ring::Ring<SlotId, PROVIDED_LEN>,
     pub controls: crate::ring::Ring<Control, 64>,
     pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
     pub tx_ready: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
@@ -229,11 +229,10 @@ impl Shared {
     /// Receive slot `s`'s record: six aligned words (`RecvSlot::encode`'s
     /// layout, read a word at a time rather than copied and decoded byte
     /// by byte).
-    pub fn slot(&self, hw: &impl Hw, s: u16) -> RecvSlot {
-        if s as usize >= MAX_SLOTS {
+    pub fn slot(&self, hw: &impl Hw, s: SlotId) -> RecvSlot {
+        let Some(at) = slot_at(s) else {
             return RecvSlot::decode(&[0; map::RX_SLOT_SIZE as usize]);
-        }
-        let at = map::rx_slot(s as u32);
+        };
         let w: [u64; 6] = core::array::from_fn(|i| hw.load_ram_u64(at + 8 * i as u32));
         RecvSlot {
             port: w[0] as u8,
@@ -247,16 +246,15 @@ impl Shared {
             src_port: w[4] as u8,
             inline_len: (w[4] >> 8) as u8,
             src_node: (w[4] >> 16) as u16,
-            mrec: (w[4] >> 32) as u16,
-            next: (w[4] >> SLOT_NEXT_SHIFT) as u16,
+            mrec: Mrec::from_raw((w[4] >> 32) as u16),
+            next: SlotId::from_raw((w[4] >> SLOT_NEXT_SHIFT) as u16),
             msg_len: w[5] as u32,
         }
     }
 
     /// Write receive slot `s`'s record, as `slot` reads it.
-    pub fn set_slot(&self, hw: &mut impl Hw, s: u16, v: &RecvSlot) {
-        if (s as usize) < MAX_SLOTS {
-            let at = map::rx_slot(s as u32);
+    pub fn set_slot(&self, hw: &mut impl Hw, s: SlotId, v: &RecvSlot) {
+        if let Some(at) = slot_at(s) {
             let w0 = v.port as u64
                 | (v.prio as u64) << 8
                 | (v.size_class as u64) << 16
@@ -266,7 +264,7 @@ impl Shared {
             hw.store_ram_u64(at + 8, v.vaddr);
             hw.store_ram_u64(at + 16, v.tag);
             let [w3, w4, w5] = v.fill().words();
-            let link = (v.next as u64) << SLOT_NEXT_SHIFT;
+            let link = (SlotId::raw_of(v.next) as u64) << SLOT_NEXT_SHIFT;
             hw.store_ram_u64(at + 24, w3);
             hw.store_ram_u64(at + 32, (w4 & !(0xFFFF << SLOT_NEXT_SHIFT)) | link);
             hw.store_ram_u64(at + 40, w5);
@@ -275,56 +273,48 @@ impl Shared {
 
     /// Receive slot `s`'s link in its port's list (`RecvSlot::next`).
     #[inline]
-    pub fn slot_link(&self, hw: &impl Hw, s: u16) -> u16 {
-        if s as usize >= MAX_SLOTS {
-            return crate::pool::NIL;
-        }
-        (hw.load_ram_u64(map::rx_slot(s as u32) + 32) >> SLOT_NEXT_SHIFT) as u16
+    pub fn slot_link(&self, hw: &impl Hw, s: SlotId) -> Option<SlotId> {
+        let at = slot_at(s)?;
+        SlotId::from_raw((hw.load_ram_u64(at + 32) >> SLOT_NEXT_SHIFT) as u16)
     }
 
     /// Posted slot `s` links to `next`: its fifth word (what a message
     /// wrote there means nothing while the slot waits for the next one)
     /// is the link alone.
     #[inline]
-    pub fn link_slot(&self, hw: &mut impl Hw, s: u16, next: u16) {
-        if (s as usize) < MAX_SLOTS {
-            hw.store_ram_u64(map::rx_slot(s as u32) + 32, (next as u64) << SLOT_NEXT_SHIFT);
+    pub fn link_slot(&self, hw: &mut impl Hw, s: SlotId, next: Option<SlotId>) {
+        if let Some(at) = slot_at(s) {
+            hw.store_ram_u64(at + 32, (SlotId::raw_of(next) as u64) << SLOT_NEXT_SHIFT);
         }
     }
 
     /// Receive slot `s`'s first word: its port, priority, size class and
     /// length, as the host's Provide gave them.
     #[inline]
-    pub fn slot_posted(&self, hw: &impl Hw, s: u16) -> (u8, nic_abi::Priority, u8, u32) {
-        let w = if (s as usize) < MAX_SLOTS { hw.load_ram_u64(map::rx_slot(s as u32)) } else { 0 };
+    pub fn slot_posted(&self, hw: &impl Hw, s: SlotId) -> (u8, nic_abi::Priority, u8, u32) {
+        let w = slot_at(s).map_or(0, |at| hw.load_ram_u64(at));
         let prio = nic_abi::Priority::from_u8((w >> 8) as u8).unwrap_or(nic_abi::Priority::Low);
         (w as u8, prio, (w >> 16) as u8, (w >> 32) as u32)
     }
 
     /// Receive slot `s`'s buffer address (one word).
     #[inline]
-    pub fn slot_vaddr(&self, hw: &impl Hw, s: u16) -> u64 {
-        if s as usize >= MAX_SLOTS {
-            return 0;
-        }
-        hw.load_ram_u64(map::rx_slot(s as u32) + 8)
+    pub fn slot_vaddr(&self, hw: &impl Hw, s: SlotId) -> u64 {
+        slot_at(s).map_or(0, |at| hw.load_ram_u64(at + 8))
     }
 
     /// Receive slot `s`'s multicast tag word (`RecvSlot::mcast`).
     #[inline]
-    pub fn slot_mcast(&self, hw: &impl Hw, s: u16) -> u64 {
-        if s as usize >= MAX_SLOTS {
-            return 0;
-        }
-        hw.load_ram_u64(map::rx_slot(s as u32) + 24)
+    pub fn slot_mcast(&self, hw: &impl Hw, s: SlotId) -> u64 {
+        slot_at(s).map_or(0, |at| hw.load_ram_u64(at + 24))
     }
 
     /// Receive slot `s` takes a message: the three words of its record
     /// the message writes (the host's stay as they are).
     #[inline]
-    pub fn fill_slot(&self, hw: &mut impl Hw, s: u16, f: &SlotFill) {
-        if (s as usize) < MAX_SLOTS {
-            let at = map::rx_slot(s as u32) + 24;
+    pub fn fill_slot(&self, hw: &mut impl Hw, s: SlotId, f: &SlotFill) {
+        if let Some(at) = slot_at(s) {
+            let at = at + 24;
             let [a, b, c] = f.words();
             hw.store_ram_u64(at, a);
             hw.store_ram_u64(at + 8, b);
@@ -333,7 +323,7 @@ impl Shared {
     }
 
     /// Take a free receive slot for `v`; None when all are taken.
-    pub fn new_slot(&mut self, hw: &mut impl Hw, v: &RecvSlot) -> Option<u16> {
+    pub fn new_slot(&mut self, hw: &mut impl Hw, v: &RecvSlot) -> Option<SlotId> {
         let s = self.slots.alloc(())?;
         self.set_slot(hw, s, v);
         Some(s)
@@ -446,11 +436,20 @@ impl Shared {
             match ev {
                 EvRef::Token(t) => self.tokens.free(t),
                 EvRef::Slot(s) => self.slots.free(s),
-                EvRef::Offload(i) => self.offload.events.free(i as u16),
+                EvRef::Offload(i) => self.offload.events.free(i),
                 _ => {}
             }
         }
     }
+}
+
+/// Where receive slot `s`'s record is in SRAM (`map::rx_slot`); None for
+/// an id past the slots. (The bound and the address come from the same
+/// index, so the compiler knows the address is in range.)
+#[inline(always)]
+fn slot_at(s: SlotId) -> Option<u32> {
+    let i = s.index();
+    (i < MAX_SLOTS).then(|| map::rx_slot(i as u32))
 }
 
 /// Write the route to `node` in front of transmit buffer `b`'s header;

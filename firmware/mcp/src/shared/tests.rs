@@ -21,18 +21,18 @@ fn a_receive_slot_read_by_words_is_the_record_encode_wrote() {
         inline_len: 64,
         error: 9,
         mcast: MCAST_PRESENT | 77,
-        mrec: 0x1234,
-        next: 0x0042,
+        mrec: Mrec::rec_of(McastId::new(0x1234)),
+        next: Some(SlotId::new(0x0042)),
     };
     // Written by words, it is the byte layout `encode` gives...
-    cx.set_slot(&mut hw, 3, &v);
+    cx.set_slot(&mut hw, SlotId::new(3), &v);
     let mut b = [0u8; map::RX_SLOT_SIZE as usize];
     v.encode(&mut b);
     let at = map::rx_slot(3) as usize;
     assert_eq!(&hw.sram[at..at + b.len()], &b[..]);
     // ...and read back by words, the same record.
     let mut again = [0u8; map::RX_SLOT_SIZE as usize];
-    cx.slot(&hw, 3).encode(&mut again);
+    cx.slot(&hw, SlotId::new(3)).encode(&mut again);
     assert_eq!(again, b);
 }
 
@@ -68,6 +68,7 @@ fn a_posted_host_dma_command_reads_back_as_the_command_and_a_route_ends_at_the_h
 }
 
 fn take(cx: &mut Shared, b: u8, stream: u16, seq: u32, state: TxBufState) {
+    let stream = Some(TxId::new(stream));
     cx.txbufs.take(b, TxBuf { state, stream, seq, ..TxBuf::EMPTY });
 }
 
@@ -102,7 +103,7 @@ fn a_packet_ready_without_host_dma_waits_for_the_earlier_fills_of_its_stream() {
     for b in 0..3 {
         cx.txbufs.sending(b);
     }
-    assert_eq!(cx.txbufs.unsent_from(1, 0), None);
+    assert_eq!(cx.txbufs.unsent_from(TxId::new(1), 0), None);
 }
 
 #[test]
@@ -113,7 +114,7 @@ fn the_first_unsent_packet_of_a_stream_is_the_lowest_still_in_a_buffer() {
     take(&mut cx, 2, 1, 7, TxBufState::Sending);
     // Across the wrap, u32::MAX comes before 0; a buffer with the
     // engine is sent.
-    assert_eq!(cx.txbufs.unsent_from(1, 0), Some(u32::MAX));
+    assert_eq!(cx.txbufs.unsent_from(TxId::new(1), 0), Some(u32::MAX));
     // Another epoch's buffers are stale: they do not count.
-    assert_eq!(cx.txbufs.unsent_from(1, 1), None);
+    assert_eq!(cx.txbufs.unsent_from(TxId::new(1), 1), None);
 }

@@ -9,7 +9,6 @@
 use super::{intake, receiver, relay, Multicast};
 use crate::hw::Hw;
 use crate::offload::fanout::Fanout;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::{ControlOut, Recv};
 use crate::reliability::SendWindow;
@@ -46,7 +45,7 @@ impl Fanout for Multicast {
         intake::continuation_slots(b).map(|extra| 1 + extra)
     }
 
-    fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
+    fn token_ended(cx: &mut Shared, t: TokenId, ok: bool) {
         super::token_ended(cx, t, ok);
     }
 
@@ -71,17 +70,17 @@ impl Fanout for Multicast {
         !cx.mcasts.is_empty() && sdma.mcast_step_due(cx)
     }
 
-    fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: u16) {
+    fn start(sdma: &mut Sdma, cx: &mut Shared, hw: &impl Hw, rec: McastId) {
         sdma.mcast_start(cx, hw, rec);
     }
 
     /// A relay's child acknowledged part of a relayed message: the
     /// receive buffers every child has acknowledged can go back.
     #[inline(always)]
-    fn head_acked(sdma: &Sdma, cx: &mut Shared, s: u16) {
+    fn head_acked(sdma: &Sdma, cx: &mut Shared, s: TxId) {
         let st = &sdma.txs[s];
-        let head = st.head;
-        if head != NIL && cx.tokens[head].kind == TokKind::McastFwd {
+        let Some(head) = st.head else { return };
+        if cx.tokens[head].kind == TokKind::McastFwd {
             let tok = cx.tokens[head];
             let acked = st.win.una().wrapping_sub(st.base).min(tok.npkts);
             super::kid_progress(cx, head, acked);
@@ -89,17 +88,17 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn packet_here(cx: &Shared, t: u16, built: bool) -> bool {
+    fn packet_here(cx: &Shared, t: TokenId, built: bool) -> bool {
         relay::packet_here(cx, t, built)
     }
 
     #[inline(always)]
-    fn payload_in_sram(cx: &Shared, t: u16, kind: TokKind) -> bool {
+    fn payload_in_sram(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
         relay::from_rx(cx, t, kind)
     }
 
     #[inline(always)]
-    fn fill(cx: &mut Shared, t: u16, kind: TokKind, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
+    fn fill(cx: &mut Shared, t: TokenId, kind: TokKind, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
         if kind != TokKind::McastFwd {
             return Some(false);
         }
@@ -111,18 +110,18 @@ impl Fanout for Multicast {
     /// packet a pass; the copies go along with it).
     #[inline(always)]
     fn yields(buf: &TxBuf) -> bool {
-        buf.mcast == McastCost::First && buf.gather != GATHER_NONE
+        buf.mcast == McastCost::First && buf.gather.is_some()
     }
 
     /// A report's payload: the heads of the subtrees it lost, the bitmap
     /// up to its last byte with a bit set (none: no payload).
     fn report_len(hw: &impl Hw, tok: &SendToken) -> u32 {
-        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        let lost = super::read_list(hw, list_from_raw(tok.local));
         lost.iter().rposition(|&b| b != 0).map_or(0, |i| i as u32 + 1)
     }
 
     fn write_report(hw: &mut impl Hw, tok: &SendToken, at: u32, plen: u32) {
-        let lost = super::read_list(hw, tok.local.min(255) as u8);
+        let lost = super::read_list(hw, list_from_raw(tok.local));
         hw.write(at, &lost[..plen as usize]);
     }
 
@@ -141,7 +140,7 @@ impl Fanout for Multicast {
     /// The host scheme's lead send: its first packet's buffer, while its
     /// payload is fetched.
     #[inline(always)]
-    fn lead_filling(sdma: &mut Sdma, t: u16, pkt: u32, n: usize, b: u8) {
+    fn lead_filling(sdma: &mut Sdma, t: TokenId, pkt: u32, n: usize, b: u8) {
         if pkt == 0 && matches!(sdma.lead, Some((lt, _)) if lt == t) {
             sdma.lead = if n == 0 { None } else { Some((t, Some(b))) };
         }
@@ -161,7 +160,7 @@ impl Fanout for Multicast {
 
     #[inline(always)]
     fn builds(buf: &TxBuf) -> bool {
-        let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather != GATHER_NONE;
+        let copy = matches!(buf.mcast, McastCost::Further(_)) && buf.gather.is_some();
         buf.mcast != McastCost::None && !copy
     }
 
@@ -208,7 +207,7 @@ impl Fanout for Multicast {
         hw: &mut impl Hw,
         d: DataView<'_>,
         w: &mut Work,
-    ) -> Result<(u16, u64), NackCode> {
+    ) -> Result<(Mrec, u64), NackCode> {
         receiver::first_packet(recv, cx, sdma, hw, d, w)
     }
 
@@ -217,7 +216,7 @@ impl Fanout for Multicast {
         recv: &mut Recv,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        at: (u16, u8, bool),
+        at: (RxId, u8, bool),
         d: DataView<'_>,
         w: &mut Work,
     ) -> Option<bool> {
@@ -229,7 +228,7 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
-    fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16, w: &mut Work) {
+    fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId, w: &mut Work) {
         w.mcast_deliveries += delivered(cx, hw, s) as u32;
     }
 
@@ -262,39 +261,39 @@ impl Fanout for Multicast {
         }
     }
 
-    fn lost_event(cx: &Shared, hw: &impl Hw, t: u16, part: u8) -> Event {
+    fn lost_event(cx: &Shared, hw: &impl Hw, t: TokenId, part: u8) -> Event {
         let mut e = Event::empty(EventKind::McastLost);
         e.tag = cx.tokens[t].tag;
         e.len = part as u32 * INLINE_MAX as u32;
         e.inline_len = INLINE_MAX as u8;
-        let list = cx.tokens[t].first_seq;
-        if list < map::MCAST_LOST_LISTS {
-            hw.read(map::mcast_lost(list) + e.len, &mut e.inline);
+        if let Some(list) = list_from_raw(cx.tokens[t].first_seq as u64) {
+            hw.read(map::mcast_lost(list as u32) + e.len, &mut e.inline);
         }
         e
     }
 
     #[inline(always)]
-    fn token_freed(cx: &mut Shared, t: u16) {
+    fn token_freed(cx: &mut Shared, t: TokenId) {
         super::drop_list(cx, t);
     }
 }
 
 /// A multicast's message is with its host (its event is owed after the
 /// copy): its record may report. True for a NIC-served multicast's.
-fn delivered(cx: &mut Shared, hw: &impl Hw, s: u16) -> bool {
+fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId) -> bool {
     // (A unicast's: its multicast word says so, no more is read.)
     if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
         return false;
     }
     let sl = cx.slot(hw, s);
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
-    if m == MREC_LEAF {
+    if m == Mrec::LEAF {
         let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
         return cx.leaf_reports.push_back(r).is_ok();
     }
+    let Some(m) = m.rec() else { return false };
     let tag = McastTag::from_header(remote, 0);
-    if m != NIL && cx.mcasts.is_live(m) {
+    if cx.mcasts.is_live(m) {
         let rec = &mut cx.mcasts[m];
         if rec.is_for(&tag) {
             rec.delivered = true;

@@ -303,14 +303,14 @@ impl Sdma {
         cx: &mut Shared,
         p: usize,
         (d, tag): (&Descriptor, &McastTag),
-        (r, fresh): (u16, bool),
+        (r, fresh): (McastId, bool),
         (list, nchildren, members): (ChildList, u16, u16),
         w: &mut Work,
     ) -> Result<(), ErrorCause> {
         w.mcast_descs += 1;
         let mut t = descriptor_token(TokKind::McastRoot, p, d, tag);
         t.target_node = tag.group;
-        t.cookie = r as u32;
+        t.cookie = r.raw() as u32;
         let Some(i) = cx.tokens.alloc(t) else {
             if fresh {
                 cx.mcasts.free(r);
@@ -326,7 +326,7 @@ impl Sdma {
         if fresh {
             rec.subtree = members;
         }
-        rec.token = i;
+        rec.token = Some(i);
         let wait = mcast::wait_for(cx, &cx.mcasts[r].tag, cx.mcasts[r].subtree);
         cx.mcasts[r].deadline = cx.now.saturating_add(wait);
         Ok(())
@@ -340,7 +340,7 @@ impl Sdma {
 fn group_list(
     cx: &mut Shared,
     hw: &mut impl Hw,
-    (p, r, group): (usize, u16, u16),
+    (p, r, group): (usize, McastId, u16),
     scheme: Scheme,
     f: &McastFields,
     alg: Algorithm,

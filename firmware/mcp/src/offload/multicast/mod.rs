@@ -40,7 +40,6 @@ mod sender;
 pub struct Multicast;
 
 use crate::hw::Hw;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::shared::Shared;
 use nic_abi::event::LOST_BYTES;
@@ -61,8 +60,8 @@ fn st16(hw: &mut impl Hw, at: u32, v: u16) {
 }
 
 /// Write child `i` of record `r`'s own list.
-pub fn set_child(hw: &mut impl Hw, r: u16, i: u16, node: u16, subtree: u16) {
-    let at = map::mcast_list(r as u32) + 4 * i as u32;
+pub fn set_child(hw: &mut impl Hw, r: McastId, i: u16, node: u16, subtree: u16) {
+    let at = map::mcast_list(r.raw() as u32) + 4 * i as u32;
     st16(hw, at, node);
     st16(hw, at + 2, subtree);
 }
@@ -78,7 +77,7 @@ pub fn group_head(hw: &impl Hw, id: u16) -> Option<GroupHead> {
 }
 
 /// Child `i` of record `r`: (node, subtree size).
-pub fn child(hw: &impl Hw, cx: &Shared, r: u16, i: u16) -> (u16, u16) {
+pub fn child(hw: &impl Hw, cx: &Shared, r: McastId, i: u16) -> (u16, u16) {
     let rec = &cx.mcasts[r];
     match rec.list {
         ChildList::Cached => {
@@ -88,7 +87,7 @@ pub fn child(hw: &impl Hw, cx: &Shared, r: u16, i: u16) -> (u16, u16) {
             (ld16(hw, group::member(id, rank)), subtree)
         }
         _ => {
-            let at = map::mcast_list(r as u32) + 4 * i as u32;
+            let at = map::mcast_list(r.raw() as u32) + 4 * i as u32;
             (ld16(hw, at), ld16(hw, at + 2))
         }
     }
@@ -100,7 +99,7 @@ pub fn child(hw: &impl Hw, cx: &Shared, r: u16, i: u16) -> (u16, u16) {
 pub fn compute_children(
     hw: &mut impl Hw,
     cx: &mut Shared,
-    r: u16,
+    r: McastId,
     id: u16,
     g: &GroupHead,
     alg: Algorithm,
@@ -158,7 +157,7 @@ pub fn wait_for(cx: &Shared, tag: &McastTag, subtree: u16) -> u64 {
 /// hold up every message queued behind them on their streams until the
 /// deadline (several send timeouts away), long enough for those to give
 /// up. The quarter covers the ack's trip and the parent's last retry.
-pub fn ends_at(cx: &Shared, r: u16) -> u64 {
+pub fn ends_at(cx: &Shared, r: McastId) -> u64 {
     let rec = &cx.mcasts[r];
     let t = cx.cfg.send_timeout;
     if rec.source == McastSource::RxBufs && rec.have < rec.npkts {
@@ -171,7 +170,7 @@ pub fn ends_at(cx: &Shared, r: u16) -> u64 {
 /// Does record `m` (a `RxStream::mrec`) still serve the multicast whose
 /// packet `d` is? A record that finished before the whole message came
 /// (out of time) may since serve another one.
-pub fn serves(cx: &Shared, m: u16, d: nic_abi::packet::DataView<'_>) -> bool {
+pub fn serves(cx: &Shared, m: McastId, d: nic_abi::packet::DataView<'_>) -> bool {
     let from = d.stream().addr().src_node();
     cx.mcasts.is_live(m)
         && d.mcast().is_some_and(|tag| cx.mcasts[m].is_for(&tag))
@@ -179,7 +178,7 @@ pub fn serves(cx: &Shared, m: u16, d: nic_abi::packet::DataView<'_>) -> bool {
 }
 
 /// The record serving multicast (`group`, `mseq`), if any.
-pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<u16> {
+pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<McastId> {
     cx.mcasts.live_indices().find(|&r| {
         let t = cx.mcasts[r].tag;
         t.group == group && t.mseq == mseq
@@ -188,7 +187,7 @@ pub fn find(cx: &Shared, group: u16, mseq: u32) -> Option<u16> {
 
 /// How far record `r`'s relayed packets are acknowledged by every child
 /// (None: not a relay out of receive buffers).
-fn acked_upto(cx: &Shared, r: u16) -> Option<u32> {
+fn acked_upto(cx: &Shared, r: McastId) -> Option<u32> {
     let rec = &cx.mcasts[r];
     if rec.source != McastSource::RxBufs {
         return None;
@@ -200,13 +199,13 @@ fn acked_upto(cx: &Shared, r: u16) -> Option<u32> {
 
 /// Has record `r` relayed packets every child acknowledged whose
 /// buffers [`release_acked`] would give back?
-pub fn acked_to_release(cx: &Shared, r: u16) -> bool {
+pub fn acked_to_release(cx: &Shared, r: McastId) -> bool {
     acked_upto(cx, r).is_some_and(|upto| upto > cx.mcasts[r].released)
 }
 
 /// Give back the receive buffers of relayed packets every child has
 /// acknowledged (and RDMA copied: `Shared::rx_release` counts both).
-pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: McastId) {
     let Some(upto) = acked_upto(cx, r) else { return };
     let rec = cx.mcasts[r];
     let mut k = rec.released;
@@ -219,31 +218,31 @@ pub fn release_acked(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
 }
 
 /// Which of record `r`'s relay children is token `t`.
-fn kid_of(cx: &Shared, r: u16, t: u16) -> Option<usize> {
+fn kid_of(cx: &Shared, r: McastId, t: TokenId) -> Option<usize> {
     let rec = &cx.mcasts[r];
-    rec.kids[..rec.started.min(RELAY_CHILDREN as u16) as usize].iter().position(|&k| k == t)
+    rec.kids[..rec.started.min(RELAY_CHILDREN as u16) as usize].iter().position(|&k| k == Some(t))
 }
 
 /// The record token `t` (a NIC multicast token) belongs to, if it is
 /// still live and the same multicast.
-pub fn rec_of(cx: &Shared, t: u16) -> Option<u16> {
+pub fn rec_of(cx: &Shared, t: TokenId) -> Option<McastId> {
     let tok = cx.tokens[t];
-    let r = tok.cookie as u16;
+    // (Its cookie names the record: `Sdma::start_child`, `intake`.)
     let tag = McastTag::from_header(tok.remote, 0);
-    let live = r != NIL && cx.mcasts.is_live(r) && cx.mcasts[r].is_for(&tag);
-    live.then_some(r)
+    McastId::from_raw(tok.cookie as u16)
+        .filter(|&r| cx.mcasts.is_live(r) && cx.mcasts[r].is_for(&tag))
 }
 
 /// The lost-heads list token `t` carries on (a Report's, or the root's
-/// completion's), or `NO_LIST`.
-fn token_list(tok: &SendToken) -> u8 {
+/// completion's), if any.
+fn token_list(tok: &SendToken) -> Option<u8> {
     match tok.kind {
-        TokKind::Report => tok.local.min(NO_LIST as u64) as u8,
+        TokKind::Report => list_from_raw(tok.local),
         // Set when it completes (before that `first_seq` means nothing).
         TokKind::McastRoot if matches!(tok.state, TokState::Completing(_)) => {
-            tok.first_seq.min(NO_LIST as u32) as u8
+            list_from_raw(tok.first_seq as u64)
         }
-        _ => NO_LIST,
+        _ => None,
     }
 }
 
@@ -252,28 +251,27 @@ fn token_list(tok: &SendToken) -> u8 {
 fn list_held(cx: &Shared, i: u8) -> bool {
     match cx.lost_owner[i as usize] {
         LostOwner::Free => false,
-        LostOwner::Record(r) => cx.mcasts.is_live(r) && cx.mcasts[r].lost == i,
-        LostOwner::Token(t) => cx.tokens.is_live(t) && token_list(&cx.tokens[t]) == i,
+        LostOwner::Record(r) => cx.mcasts.is_live(r) && cx.mcasts[r].lost == Some(i),
+        LostOwner::Token(t) => cx.tokens.is_live(t) && token_list(&cx.tokens[t]) == Some(i),
     }
 }
 
 /// Record `r`'s lost-heads list, taken (and cleared) if it has none; None
 /// when every list is in use: the members lost are then counted, not
 /// named.
-fn lost_list(cx: &mut Shared, hw: &mut impl Hw, r: u16) -> Option<u8> {
-    let have = cx.mcasts[r].lost;
-    if have != NO_LIST {
+fn lost_list(cx: &mut Shared, hw: &mut impl Hw, r: McastId) -> Option<u8> {
+    if let Some(have) = cx.mcasts[r].lost {
         return Some(have);
     }
     let i = (0..map::MCAST_LOST_LISTS as u8).find(|&i| !list_held(cx, i))?;
     cx.lost_owner[i as usize] = LostOwner::Record(r);
-    cx.mcasts[r].lost = i;
+    cx.mcasts[r].lost = Some(i);
     hw.write(map::mcast_lost(i as u32), &[0u8; LOST_BYTES]);
     Some(i)
 }
 
 /// Name `node` the head of a subtree record `r` did not reach.
-pub fn name_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, node: u16) {
+pub fn name_lost(cx: &mut Shared, hw: &mut impl Hw, r: McastId, node: u16) {
     if node as usize >= nic_abi::MAX_NODES {
         return;
     }
@@ -295,7 +293,7 @@ fn set_bit(hw: &mut impl Hw, at: u32, mask: u8) -> bool {
 
 /// Add the heads a child's report names (`bytes`: the first bytes of its
 /// bitmap) to record `r`'s list.
-fn merge_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, bytes: &[u8]) {
+fn merge_lost(cx: &mut Shared, hw: &mut impl Hw, r: McastId, bytes: &[u8]) {
     if bytes.iter().all(|&b| b == 0) {
         return;
     }
@@ -310,29 +308,29 @@ fn merge_lost(cx: &mut Shared, hw: &mut impl Hw, r: u16, bytes: &[u8]) {
     }
 }
 
-/// Record `r` is finishing: its list (`NO_LIST`: none) goes to token `t`,
-/// which carries it on (a Report, or the root's completion).
-pub fn hand_list(cx: &mut Shared, r: u16, t: u16) -> u8 {
-    let i = cx.mcasts[r].lost;
-    if i != NO_LIST {
+/// Record `r` is finishing: its list, if any, goes to token `t`, which
+/// carries it on (a Report, or the root's completion).
+pub fn hand_list(cx: &mut Shared, r: McastId, t: TokenId) -> Option<u8> {
+    let i = cx.mcasts[r].lost.take();
+    if let Some(i) = i {
         cx.lost_owner[i as usize] = LostOwner::Token(t);
-        cx.mcasts[r].lost = NO_LIST;
     }
     i
 }
 
 /// Token `t` is done with the list it carried.
-pub fn drop_list(cx: &mut Shared, t: u16) {
-    let i = token_list(&cx.tokens[t]);
-    if i != NO_LIST && cx.lost_owner[i as usize] == LostOwner::Token(t) {
-        cx.lost_owner[i as usize] = LostOwner::Free;
+pub fn drop_list(cx: &mut Shared, t: TokenId) {
+    if let Some(i) = token_list(&cx.tokens[t]) {
+        if cx.lost_owner[i as usize] == LostOwner::Token(t) {
+            cx.lost_owner[i as usize] = LostOwner::Free;
+        }
     }
 }
 
-/// List `i`'s bytes (all of them).
-pub fn read_list(hw: &impl Hw, i: u8) -> [u8; LOST_BYTES] {
+/// List `i`'s bytes (all of them; none: all zero).
+pub fn read_list(hw: &impl Hw, i: Option<u8>) -> [u8; LOST_BYTES] {
     let mut b = [0u8; LOST_BYTES];
-    if (i as u32) < map::MCAST_LOST_LISTS {
+    if let Some(i) = i.filter(|&i| (i as u32) < map::MCAST_LOST_LISTS) {
         hw.read(map::mcast_lost(i as u32), &mut b);
     }
     b
@@ -352,19 +350,19 @@ pub fn name_failed(cx: &mut Shared, hw: &mut impl Hw) {
 }
 
 /// Take a multicast record for `rec`, its heard-from set empty.
-pub fn new_record(cx: &mut Shared, hw: &mut impl Hw, rec: McastRec) -> Option<u16> {
+pub fn new_record(cx: &mut Shared, hw: &mut impl Hw, rec: McastRec) -> Option<McastId> {
     let r = cx.mcasts.alloc(rec)?;
-    let (at, _) = map::mcast_heard(r as u32, 0);
+    let (at, _) = map::mcast_heard(r.raw() as u32, 0);
     hw.write(at, &[0u8; map::MCAST_HEARD_SIZE as usize]);
     Some(r)
 }
 
 /// Has record `r` had a report from child `node`?
-fn heard(hw: &impl Hw, r: u16, node: u16) -> bool {
+fn heard(hw: &impl Hw, r: McastId, node: u16) -> bool {
     if node as usize >= nic_abi::MAX_NODES {
         return true;
     }
-    let (at, bit) = map::mcast_heard(r as u32, node);
+    let (at, bit) = map::mcast_heard(r.raw() as u32, node);
     let mut b = [0u8; 1];
     hw.read(at, &mut b);
     b[0] & bit != 0
@@ -373,18 +371,18 @@ fn heard(hw: &impl Hw, r: u16, node: u16) -> bool {
 /// First report from child `node` for record `r`? Marks it heard: a
 /// report taken twice (its stream was let go and it came again with SYNC)
 /// counts once.
-fn first_word(hw: &mut impl Hw, r: u16, node: u16) -> bool {
+fn first_word(hw: &mut impl Hw, r: McastId, node: u16) -> bool {
     if node as usize >= nic_abi::MAX_NODES {
         return false;
     }
-    let (at, bit) = map::mcast_heard(r as u32, node);
+    let (at, bit) = map::mcast_heard(r.raw() as u32, node);
     set_bit(hw, at, bit)
 }
 
 /// Record `r` finishes before every child answered (its deadline
 /// passed): the children it has not heard from head subtrees it counts
 /// as not reached, so they are named too (a failed child already is).
-pub fn name_silent(cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+pub fn name_silent(cx: &mut Shared, hw: &mut impl Hw, r: McastId) {
     let rec = cx.mcasts[r];
     if rec.done >= rec.nchildren || rec.list == ChildList::Awaiting {
         return;
@@ -418,7 +416,7 @@ pub fn report_in(
     }
     let kid = cx.tokens.live_indices().find(|&t| {
         let tok = cx.tokens[t];
-        tok.kind == TokKind::McastFwd && tok.cookie == r as u32 && tok.target_node == node
+        tok.kind == TokKind::McastFwd && tok.cookie == r.raw() as u32 && tok.target_node == node
     });
     if let Some(t) = kid {
         cx.tokens[t].desc_kind = KID_REPORTED;
@@ -434,7 +432,7 @@ pub const KID_DONE: u16 = u16::MAX;
 
 /// A child send token of record `r` acknowledged `acked` packets so far
 /// (its buffers go back at SDMA's next multicast step).
-pub fn kid_progress(cx: &mut Shared, t: u16, acked: u32) {
+pub fn kid_progress(cx: &mut Shared, t: TokenId, acked: u32) {
     let Some(r) = rec_of(cx, t) else { return };
     if let Some(i) = kid_of(cx, r, t) {
         let a = &mut cx.mcasts[r].kid_acked[i];
@@ -448,7 +446,7 @@ pub const KID_REPORTED: u8 = 1;
 
 /// A NIC multicast token ends (`ok`: fully acknowledged). A child's send
 /// that failed counts its whole subtree as not reached.
-pub fn token_ended(cx: &mut Shared, t: u16, ok: bool) {
+pub fn token_ended(cx: &mut Shared, t: TokenId, ok: bool) {
     let tok = cx.tokens[t];
     if tok.kind == TokKind::Report {
         drop_list(cx, t);

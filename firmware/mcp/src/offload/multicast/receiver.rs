@@ -10,7 +10,6 @@
 use crate::hw::Hw;
 use crate::offload::multicast as mcast;
 use crate::offload::policy::{Win, Window};
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::Recv;
 use crate::sdma::{packets_for, Sdma};
@@ -50,7 +49,7 @@ pub(super) fn stream_of(recv: &mut Recv, cx: &mut Shared, p: PacketView<'_>, key
 }
 
 /// The first packet `d` of a message: the record this NIC serves it
-/// with (NIL: none, the host scheme or a unicast) and the tag word its
+/// with (`Mrec::NONE`: the host scheme or a unicast) and the tag word its
 /// slot carries (0: a unicast), or why it is refused now.
 #[inline(always)]
 pub(super) fn first_packet(
@@ -60,9 +59,9 @@ pub(super) fn first_packet(
     hw: &mut impl Hw,
     d: DataView<'_>,
     w: &mut crate::Work,
-) -> Result<(u16, u64), NackCode> {
+) -> Result<(Mrec, u64), NackCode> {
     let Some(tag) = d.mcast() else {
-        return Ok((NIL, 0));
+        return Ok((Mrec::NONE, 0));
     };
     let mrec = recv.mcast_first(cx, sdma, hw, d, &tag, w)?;
     Ok((mrec, tag.remote() | MCAST_PRESENT))
@@ -76,29 +75,34 @@ pub(super) fn data_packet(
     recv: &mut Recv,
     cx: &mut Shared,
     hw: &mut impl Hw,
-    (r, buf, last): (u16, u8, bool),
+    (r, buf, last): (RxId, u8, bool),
     d: DataView<'_>,
     w: &mut crate::Work,
 ) -> Option<bool> {
-    let mut m = recv.rxs[r].mrec;
-    if m != NIL && m != MREC_LEAF && !mcast::serves(cx, m, d) {
+    let m = recv.rxs[r].mrec;
+    if m == Mrec::NONE {
+        // A unicast's packet (or the host scheme's): nothing to do.
+        return Some(false);
+    }
+    let rec = m.rec();
+    if rec.is_some_and(|rec| !mcast::serves(cx, rec, d)) {
         // Its record finished before the whole message came
         // (out of time): the rest goes to the host only.
-        recv.rxs[r].mrec = NIL;
-        m = NIL;
+        recv.rxs[r].mrec = Mrec::NONE;
+        return Some(false);
     }
-    if m != NIL {
-        w.mcast_rx_packets += 1;
-    }
-    if m != NIL && !recv.relay_hold(cx, hw, m, buf) {
-        // The relay holds all the buffers it may: later.
-        cx.bump(hw, Stat::McastBusy, 1);
-        return None;
+    w.mcast_rx_packets += 1;
+    if let Some(rec) = rec {
+        if !recv.relay_hold(cx, hw, rec, buf) {
+            // The relay holds all the buffers it may: later.
+            cx.bump(hw, Stat::McastBusy, 1);
+            return None;
+        }
     }
     if last {
-        recv.rxs[r].mrec = NIL;
+        recv.rxs[r].mrec = Mrec::NONE;
     }
-    Some(m != NIL && cx.mcasts.is_live(m) && cx.mcasts[m].source == McastSource::RxBufs)
+    Some(rec.is_some_and(|m| cx.mcasts.is_live(m) && cx.mcasts[m].source == McastSource::RxBufs))
 }
 
 /// A report `rp` in receive buffer `buf`: its subtree's count and lost
@@ -118,7 +122,7 @@ pub(super) fn report_in(cx: &mut Shared, hw: &mut impl Hw, buf: u8, rp: ReportVi
 
 impl Recv {
     /// The first packet `d` of a multicast message (tagged `tag`): the
-    /// record this NIC serves it with (NIL for the host scheme), or why
+    /// record this NIC serves it with (none for the host scheme), or why
     /// not now.
     fn mcast_first(
         &mut self,
@@ -128,15 +132,15 @@ impl Recv {
         d: DataView<'_>,
         tag: &McastTag,
         w: &mut crate::Work,
-    ) -> Result<u16, NackCode> {
+    ) -> Result<Mrec, NackCode> {
         let scheme = match Scheme::from_code(tag.scheme) {
-            Some(Scheme::Host) | None => return Ok(NIL),
+            Some(Scheme::Host) | None => return Ok(Mrec::NONE),
             Some(s) => s,
         };
         if tag.subtree <= 1 {
             // A leaf keeps no record: it reports when its host has the
             // message (RDMA queues the report).
-            return Ok(MREC_LEAF);
+            return Ok(Mrec::LEAF);
         }
         if cx.mcasts.available() == 0 {
             cx.bump(hw, Stat::McastBusy, 1);
@@ -158,7 +162,7 @@ impl Recv {
         if scheme == Scheme::Assisted {
             // Its host hands over the child list once it has the message.
             cx.mcasts[r].list = ChildList::Awaiting;
-            return Ok(r);
+            return Ok(Mrec::rec_of(r));
         }
         let n = nic_children(cx, hw, r, a.dst_port(), tag, scheme, w);
         // Relaying out of receive buffers needs a token per child now and
@@ -182,7 +186,7 @@ impl Recv {
             rec.source = McastSource::RxBufs;
             let _ = cx.from_recv.push_back(FromRecv::FanStart { rec: r });
         }
-        Ok(r)
+        Ok(Mrec::rec_of(r))
     }
 
     /// Packet of a relayed message in receive buffer `buf`: record `m`
@@ -195,7 +199,7 @@ impl Recv {
     /// that find none. (Packets the window policy keeps past a gap never
     /// make it refuse: refusing the packet that fills the gap because of
     /// them would keep them forever. They make room for it instead.)
-    fn relay_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: u16, buf: u8) -> bool {
+    fn relay_hold(&mut self, cx: &mut Shared, hw: &mut impl Hw, m: McastId, buf: u8) -> bool {
         if !cx.mcasts.is_live(m) || cx.mcasts[m].source != McastSource::RxBufs {
             return true;
         }
@@ -231,7 +235,7 @@ impl Recv {
 fn nic_children(
     cx: &mut Shared,
     hw: &mut impl Hw,
-    r: u16,
+    r: McastId,
     port: u8,
     tag: &McastTag,
     scheme: Scheme,

@@ -3,7 +3,7 @@
 //! the reports a leaf owes, the lost-heads lists, and the limits of a
 //! relay. Plain data; the logic is in this module's siblings.
 
-use crate::pool::NIL;
+use crate::records::{McastId, TokenId};
 use nic_abi::Priority;
 
 /// Where a multicast's data comes from at this NIC.
@@ -26,9 +26,63 @@ pub enum ChildList {
     Awaiting,
 }
 
-/// `RecvSlot::mrec` (and `RxStream::mrec`) of a leaf's multicast: no
-/// record, its report goes out when the message is delivered.
-pub const MREC_LEAF: u16 = NIL - 1;
+/// What a receiving stream's message (`RxStream::mrec`), and the receive
+/// slot it fills (`RecvSlot::mrec`), count for as a multicast: nothing
+/// (a unicast, or a multicast the hosts serve), a leaf's multicast (no
+/// record: its report goes out when the message is delivered), or the
+/// record that serves it ([`Mrec::rec`]). Two bytes, as the record's id
+/// (an enum of the three would take four, and grow every receiving
+/// stream by eight): what it holds is the number a receive slot keeps in
+/// SRAM ([`Mrec::raw`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Mrec(u16);
+
+impl Mrec {
+    /// Nothing.
+    pub const NONE: Mrec = Mrec(crate::pool::RAW_NONE);
+    /// A leaf's multicast. (No record has this index: the pool is
+    /// smaller, as checked below.)
+    pub const LEAF: Mrec = Mrec(crate::pool::RAW_NONE - 1);
+
+    /// Record `m` serves it.
+    #[inline(always)]
+    pub fn rec_of(m: McastId) -> Mrec {
+        Mrec(m.raw())
+    }
+
+    /// The record that serves it, if one does.
+    #[inline(always)]
+    pub fn rec(self) -> Option<McastId> {
+        McastId::from_raw(self.0).filter(|_| self != Mrec::LEAF)
+    }
+
+    /// As kept in a receive slot's record in SRAM: the record's index,
+    /// `pool::RAW_NONE` for nothing, one less for a leaf.
+    #[inline(always)]
+    pub fn raw(self) -> u16 {
+        self.0
+    }
+
+    /// What `raw` gave. (Whether the record is live is `Shared::mcasts`'
+    /// to say.)
+    #[inline(always)]
+    pub fn from_raw(v: u16) -> Mrec {
+        Mrec(v)
+    }
+}
+
+impl core::fmt::Debug for Mrec {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match (*self, self.rec()) {
+            (Mrec::NONE, _) => f.write_str("None"),
+            (_, Some(m)) => write!(f, "Rec({m:?})"),
+            _ => f.write_str("Leaf"),
+        }
+    }
+}
+
+// Every record's id is below the two numbers `Mrec` keeps for itself.
+const _: () = assert!((nic_abi::map::MCAST_LISTS_LEN as usize) < Mrec::LEAF.0 as usize);
 
 /// Where a report goes and which multicast it speaks of: a relay's when
 /// its record finishes, a leaf's queued by RDMA at delivery
@@ -82,8 +136,8 @@ pub struct McastRec {
     pub reached: u16,
     /// The parent to report to (None: this NIC is the root).
     pub parent: Option<u16>,
-    /// The descriptor token to complete (root; assisted relay), NIL: none.
-    pub token: u16,
+    /// The descriptor token to complete (root; assisted relay), if any.
+    pub token: Option<TokenId>,
     /// This NIC's own host has the message (always, at the root).
     pub delivered: bool,
     /// When to stop waiting for children's reports.
@@ -98,25 +152,40 @@ pub struct McastRec {
     pub released: u32,
     pub priced: u32,
     pub bufs: [u8; RELAY_WINDOW],
-    /// RxBufs source: the children's send tokens, and packets each has
-    /// acked (u32::MAX once done).
-    pub kids: [u16; RELAY_CHILDREN],
+    /// RxBufs source: the children's send tokens (None: not made), and
+    /// packets each has acked (`KID_DONE` once done).
+    pub kids: [Option<TokenId>; RELAY_CHILDREN],
     pub kid_acked: [u16; RELAY_CHILDREN],
     /// The heads of the subtrees below this member not reached: a list
-    /// in SRAM (`map::mcast_lost`), taken at the first one; `NO_LIST`.
-    pub lost: u8,
+    /// in SRAM (`map::mcast_lost`), taken at the first one (None: none).
+    pub lost: Option<u8>,
 }
 
-/// No lost-heads list.
+/// A lost-heads list as a token's raw field carries it (a `Report`'s
+/// `local`, a completed `McastRoot`'s `first_seq`): its number, this for
+/// none ([`list_raw`], [`list_from_raw`]).
 pub const NO_LIST: u8 = u8::MAX;
+
+/// List `l` as a token's raw field carries it.
+pub fn list_raw(l: Option<u8>) -> u8 {
+    l.unwrap_or(NO_LIST)
+}
+
+/// The list a token's raw field names: none for `NO_LIST` (or any
+/// number past the lists).
+pub fn list_from_raw(v: u64) -> Option<u8> {
+    (v < nic_abi::map::MCAST_LOST_LISTS as u64).then_some(v as u8)
+}
+
+const _: () = assert!(nic_abi::map::MCAST_LOST_LISTS <= NO_LIST as u32);
 
 /// Who holds lost-heads list i (`map::mcast_lost`): a multicast record
 /// while it collects the heads, then the token that carries them on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LostOwner {
     Free,
-    Record(u16),
-    Token(u16),
+    Record(McastId),
+    Token(TokenId),
 }
 
 impl McastRec {
@@ -141,7 +210,7 @@ impl McastRec {
         done: 0,
         reached: 0,
         parent: None,
-        token: NIL,
+        token: None,
         delivered: false,
         deadline: 0,
         last_in: 0,
@@ -149,9 +218,9 @@ impl McastRec {
         released: 0,
         priced: 0,
         bufs: [0; RELAY_WINDOW],
-        kids: [NIL; RELAY_CHILDREN],
+        kids: [None; RELAY_CHILDREN],
         kid_acked: [0; RELAY_CHILDREN],
-        lost: NO_LIST,
+        lost: None,
     };
 }
 

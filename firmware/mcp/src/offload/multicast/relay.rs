@@ -14,7 +14,7 @@ use nic_abi::stats::Stat;
 /// Is token `t` (of kind `kind`) a send to a child whose payload is in
 /// receive buffers (no host memory)?
 #[inline(always)]
-pub(super) fn from_rx(cx: &Shared, t: u16, kind: TokKind) -> bool {
+pub(super) fn from_rx(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
     kind == TokKind::McastFwd
         && rec_of(cx, t).is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs)
 }
@@ -22,7 +22,7 @@ pub(super) fn from_rx(cx: &Shared, t: u16, kind: TokKind) -> bool {
 /// A relay's send to a child can send packet k once it arrived (and,
 /// `built`: a first copy was built this pass, only a copy of one built
 /// before).
-pub(super) fn packet_here(cx: &Shared, t: u16, built: bool) -> bool {
+pub(super) fn packet_here(cx: &Shared, t: TokenId, built: bool) -> bool {
     let tok = &cx.tokens[t];
     if tok.kind != TokKind::McastFwd {
         return true;
@@ -40,7 +40,7 @@ pub(super) fn packet_here(cx: &Shared, t: u16, built: bool) -> bool {
 /// Packet `pkt` of token `t`, a send to a child, goes into `buf`: its
 /// price, and for a relayed packet the receive buffer its payload stays
 /// in (then true). None when its record finished without it.
-pub(super) fn fill(cx: &mut Shared, t: u16, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
+pub(super) fn fill(cx: &mut Shared, t: TokenId, pkt: u32, buf: &mut TxBuf) -> Option<bool> {
     let further = cx.tokens[t].further;
     let r = rec_of(cx, t)?;
     let rec = &mut cx.mcasts[r];
@@ -51,7 +51,7 @@ pub(super) fn fill(cx: &mut Shared, t: u16, pkt: u32, buf: &mut TxBuf) -> Option
     let first = pkt >= rec.priced;
     rec.priced = rec.priced.max(pkt + 1);
     buf.mcast = if first { McastCost::First } else { McastCost::Further(further_index(rec)) };
-    buf.gather = rec.bufs[pkt as usize % RELAY_WINDOW];
+    buf.gather = NonMaxU8::new(rec.bufs[pkt as usize % RELAY_WINDOW]);
     cx.count_later(Stat::McastForwarded, 1);
     Some(true)
 }

@@ -5,7 +5,6 @@
 
 use super::{self as mcast, child};
 use crate::hw::Hw;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::intake::complete_token;
 use crate::sdma::Sdma;
@@ -17,7 +16,7 @@ use nic_abi::stats::Stat;
 impl Sdma {
     /// A send token to child `i` of record `r`, on its stream; false if
     /// no token or stream is free now.
-    fn start_child(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16, i: u16) -> bool {
+    fn start_child(&mut self, cx: &mut Shared, hw: &impl Hw, r: McastId, i: u16) -> bool {
         let rec = cx.mcasts[r];
         let (node, subtree) = child(hw, cx, r, i);
         let key = stream_key(node, rec.port, rec.port, rec.prio);
@@ -35,7 +34,7 @@ impl Sdma {
         t.len = rec.len;
         t.npkts = rec.npkts;
         t.remote = rec.tag.remote();
-        t.cookie = r as u32;
+        t.cookie = r.raw() as u32;
         t.tag = subtree as u64;
         t.further = i > 0;
         let s = self.find_or_make_tx(cx, node, rec.port, rec.port, rec.prio);
@@ -43,7 +42,7 @@ impl Sdma {
         // Relays track each child; a send from host memory only its last.
         let slot = if rec.source == McastSource::RxBufs { i as usize } else { 0 };
         if slot < RELAY_CHILDREN {
-            cx.mcasts[r].kids[slot] = k;
+            cx.mcasts[r].kids[slot] = Some(k);
         }
         cx.mcasts[r].started += 1;
         if self.txs[s].suspended {
@@ -56,22 +55,22 @@ impl Sdma {
 
     /// Has record `r`'s last started child (from host memory) sent all
     /// its packets (or ended)?
-    fn last_child_sent(&self, cx: &Shared, r: u16) -> bool {
+    fn last_child_sent(&self, cx: &Shared, r: McastId) -> bool {
         let rec = &cx.mcasts[r];
         if rec.started == 0 {
             return true;
         }
-        let t = rec.kids[0];
+        let Some(t) = rec.kids[0] else { return true };
         !cx.tokens.is_live(t)
             || cx.tokens[t].kind != TokKind::McastFwd
-            || cx.tokens[t].cookie != r as u32
+            || cx.tokens[t].cookie != r.raw() as u32
             || cx.tokens[t].next_pkt >= cx.tokens[t].npkts
     }
 
     /// RECV took the first packet of a message this NIC relays out of its
     /// receive buffers: every child's send token now (RECV made sure
     /// there are enough).
-    pub(crate) fn mcast_start(&mut self, cx: &mut Shared, hw: &impl Hw, r: u16) {
+    pub(crate) fn mcast_start(&mut self, cx: &mut Shared, hw: &impl Hw, r: McastId) {
         if !cx.mcasts.is_live(r) {
             return;
         }
@@ -108,7 +107,7 @@ impl Sdma {
     /// host memory, children go one after another, deepest subtree
     /// first: the next starts once the last has sent every packet
     /// (relays' packets, from receive buffers, interleave).
-    fn next_child_due(&self, cx: &Shared, r: u16) -> bool {
+    fn next_child_due(&self, cx: &Shared, r: McastId) -> bool {
         let rec = &cx.mcasts[r];
         rec.source == McastSource::Host
             && rec.list != ChildList::Awaiting
@@ -126,9 +125,9 @@ impl Sdma {
     /// step save and restore a dozen registers, multicast or not.)
     #[inline(never)]
     pub(crate) fn mcast_step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        let mut live: heapless::Vec<u16, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
+        let mut live: heapless::Vec<McastId, { nic_abi::map::MCAST_LISTS_LEN as usize }> =
             cx.mcasts.live_indices().collect();
-        let before = |a: u16, b: u16| {
+        let before = |a: McastId, b: McastId| {
             let (x, y) = (cx.mcasts[a].tag, cx.mcasts[b].tag);
             x.group < y.group || (x.group == y.group && (y.mseq.wrapping_sub(x.mseq) as i32) > 0)
         };
@@ -169,7 +168,7 @@ impl Sdma {
         cx: &mut Shared,
         to: &ReportTo,
         (subtree, unreached): (u16, u16),
-        rec: Option<u16>,
+        rec: Option<McastId>,
     ) -> bool {
         let key = stream_key(to.parent, to.port, to.port, to.prio) | REPORT_STREAM;
         if !cx.mcast_tokens_free(1, TokKind::Report) || !self.stream_room(cx, key, to.parent) {
@@ -184,15 +183,15 @@ impl Sdma {
         t.remote = to.remote;
         t.cookie = unreached as u32;
         t.tag = subtree as u64;
-        t.local = NO_LIST as u64;
+        t.local = list_raw(None) as u64;
         t.npkts = 1;
         let s = self.find_or_make_stream(cx, key, to.parent, to.port, to.port, to.prio);
         let (Some(s), Some(k)) = (s, cx.tokens.alloc(t)) else { return false };
         if let Some(r) = rec {
-            cx.tokens[k].local = mcast::hand_list(cx, r, k) as u64;
+            cx.tokens[k].local = list_raw(mcast::hand_list(cx, r, k)) as u64;
         }
         let st = &mut self.txs[s];
-        if st.head == NIL && st.outstanding() == 0 && !st.sync_next {
+        if st.head.is_none() && st.outstanding() == 0 && !st.sync_next {
             // Every earlier report was acknowledged: this one (re)starts
             // the stream. A root with more children than its stream table
             // holds lets report streams go (RECV's `evict_rx`); with the
@@ -213,7 +212,7 @@ impl Sdma {
 
     /// Record `r` is done (or out of time): report to the parent, or at
     /// the root complete the descriptor; the record goes.
-    fn mcast_finish(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    fn mcast_finish(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: McastId) {
         mcast::name_failed(cx, hw);
         mcast::name_silent(cx, hw, r);
         let rec = cx.mcasts[r];
@@ -225,14 +224,13 @@ impl Sdma {
                 return; // try again next pass
             }
         }
-        if rec.token != NIL && cx.tokens.is_live(rec.token) {
-            let t = rec.token;
+        if let Some(t) = rec.token.filter(|&t| cx.tokens.is_live(t)) {
             cx.tokens[t].cookie = unreached as u32;
             // The root names the heads lost in McastLost events before
             // its Sent (a relay's went with its report).
             let list = mcast::hand_list(cx, r, t);
-            cx.tokens[t].first_seq = list as u32;
-            if list != NO_LIST {
+            cx.tokens[t].first_seq = list_raw(list) as u32;
+            if list.is_some() {
                 let bytes = mcast::read_list(hw, list);
                 for (k, part) in bytes.chunks(nic_abi::event::INLINE_MAX).enumerate() {
                     if part.iter().any(|&b| b != 0) {

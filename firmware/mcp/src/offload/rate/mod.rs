@@ -23,19 +23,19 @@ pub use logic::*;
 
 use crate::hw::Hw;
 use crate::offload::policy::{Pacing, Scheduler};
-use crate::pool::NIL;
+use crate::records::TxId;
 use crate::sdma::Sdma;
 use crate::shared::Shared;
 use crate::Work;
 
 /// What rate control keeps beside each sending stream: its pacing clock
 /// ([`Pace`]'s two words, kept flat so the record packs) and its
-/// flow-table entry (NIL: none).
+/// flow-table entry (its index, if it has one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamPace {
     pub idt: u32,
     pub ndt: u64,
-    pub flow: u16,
+    pub flow: Option<u16>,
 }
 
 impl StreamPace {
@@ -53,7 +53,7 @@ impl StreamPace {
 }
 
 impl Pacing for StreamPace {
-    const NEW: StreamPace = StreamPace { idt: 0, ndt: 0, flow: NIL };
+    const NEW: StreamPace = StreamPace { idt: 0, ndt: 0, flow: None };
 
     /// The first sendable token of the flow: NDT = max(NDT, RTC).
     #[inline(always)]
@@ -64,7 +64,7 @@ impl Pacing for StreamPace {
     /// No flow entry and no rate of its own.
     #[inline(always)]
     fn unpaced(&self) -> bool {
-        self.flow == NIL && self.idt == 0
+        self.flow.is_none() && self.idt == 0
     }
 }
 
@@ -136,7 +136,7 @@ impl Scheduler for Rate {
     }
 
     #[inline(always)]
-    fn pick(sdma: &mut Sdma, cx: &Shared, w: &mut Work) -> Option<Option<u16>> {
+    fn pick(sdma: &mut Sdma, cx: &Shared, w: &mut Work) -> Option<Option<TxId>> {
         if sdma.sched.regulated == 0 {
             return None;
         }
@@ -148,7 +148,7 @@ impl Scheduler for Rate {
         sdma: &mut Sdma,
         cx: &Shared,
         hw: &mut impl Hw,
-        s: u16,
+        s: TxId,
         bytes: u32,
         w: &mut Work,
     ) {

@@ -10,7 +10,6 @@
 
 use crate::hw::Hw;
 use crate::offload::policy::Pacing;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::sdma::Sdma;
 use crate::shared::Shared;
@@ -25,27 +24,26 @@ impl Sdma {
     /// time or whatever else comes first, rather than polling again at
     /// once for as long as a regulated stream waits (for its NDT, for acks
     /// or a retransmission timer).
-    pub(super) fn pick_by_ndt(&mut self, cx: &Shared, w: &mut Work) -> Option<u16> {
-        let mut dead: heapless::Vec<u16, MAX_STREAMS> = heapless::Vec::new();
-        let mut cands: heapless::Vec<(u16, u64, u32), MAX_STREAMS> = heapless::Vec::new();
+    pub(super) fn pick_by_ndt(&mut self, cx: &Shared, w: &mut Work) -> Option<TxId> {
+        let mut dead: heapless::Vec<TxId, MAX_STREAMS> = heapless::Vec::new();
+        let mut cands: heapless::Vec<(TxId, u64, u32), MAX_STREAMS> = heapless::Vec::new();
         let mut compared = 0;
-        let mut c = self.conn_cur;
+        let mut next_c = self.conn_cur;
         for _ in 0..self.conn_queue_len {
-            if c == NIL {
-                break;
-            }
-            let mut s = self.conns[c].ring;
+            let Some(c) = next_c else { break };
+            let mut next_s = self.conns[c].ring;
             for _ in 0..self.conns[c].ring_len {
+                let Some(s) = next_s else { break };
                 let st = &self.txs[s];
-                if st.cursor == NIL || st.suspended {
+                if st.cursor.is_none() || st.suspended {
                     let _ = dead.push(s);
                 } else if self.sendable(cx, s) {
                     let _ = cands.push((s, st.pace.ndt, st.order));
                 }
                 compared += 1;
-                s = self.txs[s].ring_next;
+                next_s = st.ring.map(|l| l.next);
             }
-            c = self.conns[c].next;
+            next_c = self.conns[c].queue.map(|l| l.next);
         }
         for s in dead {
             self.ring_remove(s);
@@ -76,7 +74,7 @@ impl Sdma {
             keys.iter().filter(|&&k| k & nic_abi::flows::FLOW_VALID != 0).count() as u16;
         log_info!("flow table changed: {=u16} flows", self.sched.entries);
         let mut regulated = 0;
-        let live: heapless::Vec<u16, MAX_STREAMS> = self.txs.live_indices().collect();
+        let live: heapless::Vec<TxId, MAX_STREAMS> = self.txs.live_indices().collect();
         for s in live {
             let want = self.txs[s].key | nic_abi::flows::FLOW_VALID;
             let flow = keys.iter().position(|&k| k == want);
@@ -89,7 +87,7 @@ impl Sdma {
             };
             let now = cx.now;
             let st = &mut self.txs[s];
-            st.pace.flow = flow.map_or(NIL, |i| i as u16);
+            st.pace.flow = flow.map(|i| i as u16);
             if idt != st.pace.idt {
                 // A new rate starts now: an NDT left behind while the flow
                 // ran at its old rate (or unregulated) gives no credit.
@@ -109,16 +107,16 @@ impl Sdma {
         &mut self,
         cx: &Shared,
         hw: &mut impl Hw,
-        s: u16,
+        s: TxId,
         bytes: u32,
         w: &mut Work,
     ) {
         let st = &mut self.txs[s];
         st.pace.dispatched();
-        if st.pace.flow != NIL {
+        if let Some(flow) = st.pace.flow {
             // NDT, and the packet and byte counters (read, add, write).
             w.flow_ops += 5;
-            let e = map::flow_entry(st.pace.flow as u32);
+            let e = map::flow_entry(flow as u32);
             hw.store_u64(e + nic_abi::flows::NDT, st.pace.ndt);
             let p = hw.load_u64(e + nic_abi::flows::PACKETS);
             hw.store_u64(e + nic_abi::flows::PACKETS, p.wrapping_add(1));

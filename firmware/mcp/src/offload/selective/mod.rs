@@ -26,7 +26,7 @@ pub use receiver::Held;
 
 use crate::hw::Hw;
 use crate::offload::policy::{Marks, Window};
-use crate::records::{Control, TxStream};
+use crate::records::{Control, RxId, TxId, TxStream};
 use crate::recv::{Arrived, ControlOut, Recv};
 use crate::reliability::SendWindow;
 use crate::sdma::Sdma;
@@ -82,7 +82,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn acked(sdma: &mut Sdma, cx: &mut Shared, s: u16) -> bool {
+    fn acked(sdma: &mut Sdma, cx: &mut Shared, s: TxId) -> bool {
         if !cx.cfg.selective {
             return false;
         }
@@ -95,7 +95,7 @@ impl Window for Selective {
         sdma: &Sdma,
         cx: &Shared,
         hw: &impl Hw,
-        s: u16,
+        s: TxId,
         seq: u32,
         round: u8,
     ) -> Option<bool> {
@@ -103,7 +103,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn refused(sdma: &mut Sdma, cx: &mut Shared, s: u16, seq: u32, code: NackCode) -> Option<u64> {
+    fn refused(sdma: &mut Sdma, cx: &mut Shared, s: TxId, seq: u32, code: NackCode) -> Option<u64> {
         if !cx.cfg.selective {
             return None;
         }
@@ -132,7 +132,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn sent(sdma: &mut Sdma, cx: &mut Shared, hw: &mut impl Hw, s: u16, seq: u32) {
+    fn sent(sdma: &mut Sdma, cx: &mut Shared, hw: &mut impl Hw, s: TxId, seq: u32) {
         if cx.cfg.selective {
             sdma.sr_sent(cx, hw, s, seq);
         }
@@ -144,7 +144,7 @@ impl Window for Selective {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         s: SeqView<'_>,
     ) -> bool {
         if !cx.cfg.selective {
@@ -155,7 +155,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn answer_poll(recv: &mut Recv, cx: &mut Shared, r: u16, q: PollView<'_>) -> bool {
+    fn answer_poll(recv: &mut Recv, cx: &mut Shared, r: RxId, q: PollView<'_>) -> bool {
         if !cx.cfg.selective {
             return false;
         }
@@ -168,7 +168,7 @@ impl Window for Selective {
         recv: &mut Recv,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        r: u16,
+        r: RxId,
         code: NackCode,
         s: SeqView<'_>,
     ) {
@@ -183,7 +183,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn next_held(recv: &mut Recv, r: u16) {
+    fn next_held(recv: &mut Recv, r: RxId) {
         if !recv.held.replay.contains(&r) {
             let _ = recv.held.replay.push(r);
         }
@@ -203,7 +203,7 @@ impl Window for Selective {
     }
 
     #[inline(always)]
-    fn release(recv: &mut Recv, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    fn release(recv: &mut Recv, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         recv.release_holds(cx, hw, r)
     }
 

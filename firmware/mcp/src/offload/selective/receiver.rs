@@ -11,7 +11,6 @@
 //! [`Window`](crate::offload::policy::Window) it stands behind.
 
 use crate::hw::Hw;
-use crate::pool::NIL;
 use crate::records::*;
 use crate::recv::accept::{fill_slot, fits_slot};
 use crate::recv::{Arrived, Recv};
@@ -26,9 +25,9 @@ use nic_abi::stats::Stat;
 /// sequence number of its message's first packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Early {
-    stream: u16,
+    stream: RxId,
     seq: u32,
-    slot: u16,
+    slot: SlotId,
 }
 
 /// Messages taken early at most, all streams together.
@@ -37,7 +36,7 @@ const EARLY_MAX: usize = 16;
 /// A packet held past a gap (selective repeat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hold {
-    stream: u16,
+    stream: RxId,
     seq: u32,
     buf: u8,
 }
@@ -56,7 +55,7 @@ pub struct Held {
     /// and the streams whose next packet is one of them (taken before new
     /// packets from the ring).
     holds: heapless::Vec<Hold, SR_HOLDS>,
-    pub(super) replay: heapless::Vec<u16, SR_HOLDS>,
+    pub(super) replay: heapless::Vec<RxId, SR_HOLDS>,
     /// Receive slots taken early, for messages that follow the one being
     /// placed in their stream (or one taken early), so that their packets
     /// past a gap go straight to host memory too.
@@ -90,7 +89,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         s: SeqView<'_>,
     ) {
         let rx = self.rxs[r];
@@ -146,7 +145,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         s: SeqView<'_>,
     ) -> bool {
         // (A get's request or a report is one packet: never early.)
@@ -178,7 +177,7 @@ impl Recv {
                 // and the image has little room.)
                 _ => return false,
             };
-            if rx.mrec != NIL || d.msg_len() != rx.msg_len {
+            if rx.mrec != Mrec::NONE || d.msg_len() != rx.msg_len {
                 return false;
             }
             (rx.win.expected(), rx.offset as u64, base)
@@ -192,7 +191,7 @@ impl Recv {
             return false;
         }
         let _ = cx.rdma_jobs.push_back(RdmaJob {
-            rx_buf: buf,
+            rx_buf: NonMaxU8::new(buf),
             port,
             vaddr: base.wrapping_add(at),
             len: plen as u32,
@@ -215,7 +214,7 @@ impl Recv {
         cx: &mut Shared,
         hw: &mut impl Hw,
         buf: u8,
-        r: u16,
+        r: RxId,
         d: DataView<'_>,
     ) -> Option<u64> {
         let st = d.stream();
@@ -232,18 +231,18 @@ impl Recv {
             return None;
         }
         let vaddr = cx.slot_vaddr(hw, s);
-        fill_slot(cx, hw, s, buf, d, 0, NIL);
+        fill_slot(cx, hw, s, buf, d, 0, Mrec::NONE);
         let _ = self.held.early.push(Early { stream: r, seq: st.seq(), slot: s });
         Some(vaddr)
     }
 
     /// One past the last packet of the last message of stream `r` with a
     /// receive slot (the one being placed, or one taken early), if known.
-    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: u16) -> Option<u32> {
+    fn msg_end(&self, cx: &Shared, hw: &mut impl Hw, r: RxId) -> Option<u32> {
         let mtu = cx.cfg.mtu;
         let rx = &self.rxs[r];
         let mut end = match rx.assembly {
-            Assembly::Message { .. } if rx.mrec == NIL => Some(
+            Assembly::Message { .. } if rx.mrec == Mrec::NONE => Some(
                 rx.win.expected().wrapping_add(rx.msg_len.saturating_sub(rx.offset).div_ceil(mtu)),
             ),
             _ => None,
@@ -256,7 +255,7 @@ impl Recv {
     }
 
     /// The message taken early in stream `r` that `seq` belongs to.
-    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: u16, seq: u32) -> Option<Early> {
+    fn early_of(&self, cx: &Shared, hw: &mut impl Hw, r: RxId, seq: u32) -> Option<Early> {
         self.held.early.iter().copied().find(|e| {
             let n = cx.slot(hw, e.slot).msg_len.div_ceil(cx.cfg.mtu).max(1);
             e.stream == r && seq.wrapping_sub(e.seq) < n
@@ -266,7 +265,7 @@ impl Recv {
     /// Selective repeat: the packet stream `r` expects next was placed
     /// early ([`Recv::place_early`]): take it in order, and when it ends
     /// its message, owe the message's event after every copy queued.
-    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    pub(super) fn take_placed(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         let seq = self.rxs[r].win.expected();
         if let Some(i) = self.held.early.iter().position(|e| e.stream == r && e.seq == seq) {
             // The first packet of a message taken early: it starts now.
@@ -275,7 +274,7 @@ impl Recv {
             rx.assembly = Assembly::Message { slot: e.slot };
             rx.offset = 0;
             rx.msg_len = cx.slot(hw, e.slot).msg_len;
-            rx.mrec = NIL;
+            rx.mrec = Mrec::NONE;
         }
         let rx = &mut self.rxs[r];
         rx.win.unhold(rx.win.expected());
@@ -291,7 +290,7 @@ impl Recv {
                 // `Recv::take_replay` takes nothing while RDMA's queue is
                 // full: there is room.
                 let _ = cx.rdma_jobs.push_back(RdmaJob {
-                    rx_buf: NO_RX_BUF,
+                    rx_buf: None,
                     port: rx.local_port,
                     vaddr: 0,
                     len: 0,
@@ -307,9 +306,9 @@ impl Recv {
     /// queued for the stream lists what is missing below its poll's next
     /// sequence number when it leaves: the USTAT names only the rest
     /// (naming a packet twice has it resent twice).
-    fn name_missing(&mut self, cx: &mut Shared, r: u16, lo: u32, hi: u32) {
+    fn name_missing(&mut self, cx: &mut Shared, r: RxId, lo: u32, hi: u32) {
         let listed = cx.controls.iter().find_map(|c| match c.stat_of() {
-            Some((ns, _)) if c.rx_stream == r => Some(ns),
+            Some((ns, _)) if c.is_for(r) => Some(ns),
             _ => None,
         });
         let lo = match listed {
@@ -327,10 +326,10 @@ impl Recv {
     /// replaces an earlier one's, at the back of the queue (behind the
     /// USTATs queued before it: what they name goes again before the STAT
     /// comes, which then sees it resent since its poll).
-    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: u16, q: PollView<'_>) {
+    pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: RxId, q: PollView<'_>) {
         for _ in 0..cx.controls.len() {
             if let Some(c) = cx.controls.pop_front() {
-                if c.rx_stream != r || c.stat_of().is_none() {
+                if !c.is_for(r) || c.stat_of().is_none() {
                     let _ = cx.controls.push_back(c);
                 }
             }
@@ -343,7 +342,7 @@ impl Recv {
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
-        r: u16,
+        r: RxId,
         code: NackCode,
         s: SeqView<'_>,
     ) {
@@ -433,7 +432,7 @@ impl Recv {
     /// Let go of every packet stream `r` holds past a gap (its sender
     /// starts again, or renumbers what follows): the buffers go back to
     /// the engine.
-    pub(crate) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: u16) {
+    pub(crate) fn release_holds(&mut self, cx: &mut Shared, hw: &mut impl Hw, r: RxId) {
         if self.rxs.is_live(r) {
             self.rxs[r].win.release_all();
         }

@@ -33,15 +33,16 @@ impl Recv {
 
     fn ustat_out(&mut self, c: Control) -> Option<(ControlOut, super::Stat)> {
         let (lo, hi) = c.ustat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
+        let r = c.rx_stream()?;
+        if !self.rxs.is_live(r) {
             return None;
         }
-        let w = self.rxs[c.rx_stream].win;
+        let w = self.rxs[r].win;
         let missing = w.missing(lo, hi);
         if missing.is_empty() {
             return None;
         }
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
+        let out = self.control_out(Control::new(r, None))?;
         Some((out, super::Stat { ps: 0, ns: hi, ack: w.expected(), missing }))
     }
 
@@ -49,11 +50,12 @@ impl Recv {
     /// and the STAT itself, or None when the stream is gone.
     fn stat_out(&mut self, c: Control) -> Option<(ControlOut, super::Stat)> {
         let (ns, ps) = c.stat_of()?;
-        if !self.rxs.is_live(c.rx_stream) {
+        let r = c.rx_stream()?;
+        if !self.rxs.is_live(r) {
             return None;
         }
-        let stat = self.rxs[c.rx_stream].win.stat(super::Poll { ns, ps: ps as u32 });
-        let out = self.control_out(Control::new(c.rx_stream, None))?;
+        let stat = self.rxs[r].win.stat(super::Poll { ns, ps: ps as u32 });
+        let out = self.control_out(Control::new(r, None))?;
         Some((out, stat))
     }
 }

@@ -45,7 +45,7 @@ impl Sdma {
     /// missing is resent at once, what a STAT lists only if it went
     /// before that poll (its stamp says). (A go-back-N sender takes the
     /// first gap as a gap nack.)
-    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: u16, st: &SrStat, ustat: bool) {
+    fn on_stat(&mut self, cx: &mut Shared, hw: &impl Hw, s: TxId, st: &SrStat, ustat: bool) {
         self.on_ack(cx, s, st.ack);
         if !cx.cfg.selective {
             if let Some(&(lo, _)) = st.missing.first() {
@@ -71,7 +71,7 @@ impl Sdma {
 
     /// Selective repeat: mark `lo..hi` (of what was sent and is not
     /// acknowledged) to be resent for `cause`, ahead of new packets.
-    fn mark_resend(&mut self, cx: &mut Shared, s: u16, lo: u32, hi: u32, cause: RetxCause) {
+    fn mark_resend(&mut self, cx: &mut Shared, s: TxId, lo: u32, hi: u32, cause: RetxCause) {
         let t = &mut self.txs[s];
         if t.marks.ustat(t.win.una(), t.win.high(), lo, hi) > 0 {
             self.resends_marked(cx, s, lo, cause);
@@ -82,7 +82,7 @@ impl Sdma {
     /// Packets from `from` on were marked to resend for `cause`. They get
     /// a stamp of their own (the poll number moves on): a nack or STAT
     /// about an earlier copy is then told apart from one about them.
-    fn resends_marked(&mut self, cx: &Shared, s: u16, from: u32, cause: RetxCause) {
+    fn resends_marked(&mut self, cx: &Shared, s: TxId, from: u32, cause: RetxCause) {
         let t = &mut self.txs[s];
         t.marks.poll();
         t.retx_cause = cause;
@@ -93,7 +93,7 @@ impl Sdma {
     /// Selective repeat: the send cursor goes to the oldest packet to
     /// resend, else back to the first new one. Not a rewind: packets
     /// filled meanwhile stay good (the stream's epoch stays).
-    pub(super) fn sr_position(&mut self, cx: &mut Shared, s: u16) {
+    pub(super) fn sr_position(&mut self, cx: &mut Shared, s: TxId) {
         let t = &self.txs[s];
         let target = t.marks.next_resend(t.win.una()).unwrap_or(t.win.high());
         if target != t.win.next() {
@@ -106,7 +106,7 @@ impl Sdma {
     /// buffers retrying each refused packet every retry time took its
     /// whole memory bus, and it could not get the buffers it lacked to its
     /// host). Returns the wait.
-    pub(super) fn sr_refused(&mut self, cx: &mut Shared, s: u16, seq: u32, code: NackCode) -> u64 {
+    pub(super) fn sr_refused(&mut self, cx: &mut Shared, s: TxId, seq: u32, code: NackCode) -> u64 {
         self.mark_resend(cx, s, seq, seq.wrapping_add(1), RetxCause::NoBuffer);
         if code == NackCode::NoBuffer {
             self.txs[s].refused(cx.cfg.nobuf_retry, cx.cfg.send_timeout)
@@ -118,16 +118,16 @@ impl Sdma {
     /// A nack of `seq` drawn by a packet stamped `round`: news only if
     /// `seq` has not gone again since that packet (its stamp is not
     /// later; a resend gets a stamp of its own, `mark_resend`).
-    pub(super) fn sr_nack_news(&self, hw: &impl Hw, s: u16, seq: u32, round: u8) -> bool {
+    pub(super) fn sr_nack_news(&self, hw: &impl Hw, s: TxId, seq: u32, round: u8) -> bool {
         !ps_lt(round, SramStamps { hw, stream: s }.stamp(seq))
     }
 
     /// Packet `seq` of stream `s` went to SEND: it is stamped with the
     /// poll number now current; a resend of it is no longer due; the
     /// cursor goes to the next resend, or back to the new packets.
-    pub(super) fn sr_sent(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: u16, seq: u32) {
+    pub(super) fn sr_sent(&mut self, cx: &mut Shared, hw: &mut impl Hw, s: TxId, seq: u32) {
         let st = &mut self.txs[s];
-        hw.write(nic_abi::map::sr_stamp(s as u32, seq), &[st.marks.ps()]);
+        hw.write(nic_abi::map::sr_stamp(s.raw() as u32, seq), &[st.marks.ps()]);
         st.marks.resent(st.win.una(), seq);
         self.sr_position(cx, s);
     }
@@ -136,13 +136,13 @@ impl Sdma {
 /// The poll stamps of stream `stream` in SRAM (`map::sr_stamp`).
 struct SramStamps<'a, H: Hw> {
     hw: &'a H,
-    stream: u16,
+    stream: TxId,
 }
 
 impl<H: Hw> Stamps for SramStamps<'_, H> {
     fn stamp(&self, seq: u32) -> u8 {
         let mut b = [0u8; 1];
-        self.hw.read(nic_abi::map::sr_stamp(self.stream as u32, seq), &mut b);
+        self.hw.read(nic_abi::map::sr_stamp(self.stream.raw() as u32, seq), &mut b);
         b[0]
     }
 }
