@@ -226,7 +226,8 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
                 spec.name, w.messages, w.wall_s
             ),
         );
-        doc.workloads.insert(spec.name.to_string(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
+        doc.workloads
+            .insert(spec.name.to_string(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
         pb.inc(1);
     }
     if closes {
@@ -237,7 +238,8 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
             opts.quiet,
             &format!("  {:<15} {:>6} closes ({:.1} s)", "port-close", w.messages, w.wall_s),
         );
-        doc.workloads.insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
+        doc.workloads
+            .insert("port-close".into(), workload(&w, &clocks, Some((&sym, slots)), opts.top));
         pb.inc(1);
     }
     if let Some(pp) = doc.workloads.get("pingpong-8b") {
