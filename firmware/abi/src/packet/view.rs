@@ -395,27 +395,41 @@ impl<'a> ReportView<'a> {
     }
 }
 
+/// The accessors several views share, each the same for every packet
+/// type that has it: `addr` (the two ends), `ack` (`Flags::ACK_VALID`:
+/// the cumulative ack) and `report_stream` (`Flags::MCAST`: of the
+/// report stream between the two ports).
+macro_rules! shared_accessors {
+    ($($part:ident),*) => { $(shared_accessors!(@ $part);)* };
+    (@ addr) => {
+        /// The two ends.
+        #[inline(always)]
+        pub fn addr(&self) -> AddrView<'a> {
+            AddrView(self.0)
+        }
+    };
+    (@ ack) => {
+        /// `Flags::ACK_VALID`: the cumulative ack.
+        #[inline(always)]
+        pub fn ack(&self) -> Option<u32> {
+            ack_of(self.0)
+        }
+    };
+    (@ report_stream) => {
+        /// `Flags::MCAST`: of the report stream between the two ports.
+        #[inline(always)]
+        pub fn report_stream(&self) -> bool {
+            self.0.has(Flags::MCAST)
+        }
+    };
+}
+
 /// A cumulative ack alone ([`AckRepr`](super::AckRepr)'s fields).
 #[derive(Debug, Clone, Copy)]
 pub struct AckView<'a>(&'a Header);
 
 impl<'a> AckView<'a> {
-    #[inline(always)]
-    pub fn addr(&self) -> AddrView<'a> {
-        AddrView(self.0)
-    }
-
-    /// `Flags::ACK_VALID`: the cumulative ack.
-    #[inline(always)]
-    pub fn ack(&self) -> Option<u32> {
-        ack_of(self.0)
-    }
-
-    /// `Flags::MCAST`: of the report stream between the two ports.
-    #[inline(always)]
-    pub fn report_stream(&self) -> bool {
-        self.0.has(Flags::MCAST)
-    }
+    shared_accessors!(addr, ack, report_stream);
 }
 
 /// The refusal of one sequence number ([`NackRepr`](super::NackRepr)'s
@@ -424,10 +438,7 @@ impl<'a> AckView<'a> {
 pub struct NackView<'a>(&'a Header);
 
 impl<'a> NackView<'a> {
-    #[inline(always)]
-    pub fn addr(&self) -> AddrView<'a> {
-        AddrView(self.0)
-    }
+    shared_accessors!(addr, ack, report_stream);
 
     /// Why. None only in a header that was not parsed (parsing refuses
     /// an unknown code).
@@ -447,18 +458,6 @@ impl<'a> NackView<'a> {
     pub fn round(&self) -> u8 {
         self.0.offset as u8
     }
-
-    /// `Flags::ACK_VALID`: the cumulative ack.
-    #[inline(always)]
-    pub fn ack(&self) -> Option<u32> {
-        ack_of(self.0)
-    }
-
-    /// `Flags::MCAST`: of the report stream between the two ports.
-    #[inline(always)]
-    pub fn report_stream(&self) -> bool {
-        self.0.has(Flags::MCAST)
-    }
 }
 
 /// A sender's question where its stream stands
@@ -467,10 +466,7 @@ impl<'a> NackView<'a> {
 pub struct PollView<'a>(&'a Header);
 
 impl<'a> PollView<'a> {
-    #[inline(always)]
-    pub fn addr(&self) -> AddrView<'a> {
-        AddrView(self.0)
-    }
+    shared_accessors!(addr, report_stream);
 
     /// The sender's first unacknowledged sequence number.
     #[inline(always)]
@@ -511,12 +507,6 @@ impl<'a> PollView<'a> {
             None
         }
     }
-
-    /// `Flags::MCAST`: of the report stream between the two ports.
-    #[inline(always)]
-    pub fn report_stream(&self) -> bool {
-        self.0.has(Flags::MCAST)
-    }
 }
 
 /// Selective repeat's `Stat` or `Ustat` ([`StatRepr`](super::StatRepr)'s
@@ -525,10 +515,7 @@ impl<'a> PollView<'a> {
 pub struct StatView<'a>(&'a Header);
 
 impl<'a> StatView<'a> {
-    #[inline(always)]
-    pub fn addr(&self) -> AddrView<'a> {
-        AddrView(self.0)
-    }
+    shared_accessors!(addr, ack, report_stream);
 
     /// A `Ustat` (a gap named at once), not a `Stat` (a poll's answer).
     #[inline(always)]
@@ -536,22 +523,10 @@ impl<'a> StatView<'a> {
         self.0.ptype == PacketType::Ustat
     }
 
-    /// `Flags::ACK_VALID`: the cumulative ack.
-    #[inline(always)]
-    pub fn ack(&self) -> Option<u32> {
-        ack_of(self.0)
-    }
-
     /// The bytes of its list of missing ranges.
     #[inline(always)]
     pub fn payload_len(&self) -> u16 {
         self.0.payload_len
-    }
-
-    /// `Flags::MCAST`: of the report stream between the two ports.
-    #[inline(always)]
-    pub fn report_stream(&self) -> bool {
-        self.0.has(Flags::MCAST)
     }
 }
 
@@ -561,10 +536,7 @@ impl<'a> StatView<'a> {
 pub struct EchoView<'a>(&'a Header);
 
 impl<'a> EchoView<'a> {
-    #[inline(always)]
-    pub fn addr(&self) -> AddrView<'a> {
-        AddrView(self.0)
-    }
+    shared_accessors!(addr);
 
     /// An `EchoReply`, not an `EchoRequest`.
     #[inline(always)]
