@@ -9,6 +9,48 @@ use super::repr::{Addr, DataKind, SyncStamp};
 use super::{Flags, Header, McastTag, NackCode, PacketType};
 use crate::Priority;
 
+/// The accessors several views share, each the same for every packet
+/// type that has it: `addr` (the two ends), `ack` (`Flags::ACK_VALID`:
+/// the cumulative ack), `incarnation` (`Flags::INCARNATION`) and
+/// `report_stream` (`Flags::MCAST`: of the report stream between the two
+/// ports).
+macro_rules! shared_accessors {
+    ($($part:ident),*) => { $(shared_accessors!(@ $part);)* };
+    (@ addr) => {
+        /// The two ends.
+        #[inline(always)]
+        pub fn addr(&self) -> AddrView<'a> {
+            AddrView(self.0)
+        }
+    };
+    (@ ack) => {
+        /// `Flags::ACK_VALID`: the cumulative ack.
+        #[inline(always)]
+        pub fn ack(&self) -> Option<u32> {
+            ack_of(self.0)
+        }
+    };
+    (@ incarnation) => {
+        /// `Flags::INCARNATION`: the incarnation of a stream made again
+        /// (carried in the ack's room).
+        #[inline(always)]
+        pub fn incarnation(&self) -> Option<u32> {
+            if self.0.has(Flags::INCARNATION) {
+                Some(self.0.ack)
+            } else {
+                None
+            }
+        }
+    };
+    (@ report_stream) => {
+        /// `Flags::MCAST`: of the report stream between the two ports.
+        #[inline(always)]
+        pub fn report_stream(&self) -> bool {
+            self.0.has(Flags::MCAST)
+        }
+    };
+}
+
 /// The ends of a packet, of any type ([`Addr`]'s fields).
 #[derive(Debug, Clone, Copy)]
 pub struct AddrView<'a>(&'a Header);
@@ -261,15 +303,7 @@ impl<'a> SeqView<'a> {
         SyncStamp { boot: self.0.sync_boot, gen: self.0.sync_gen }
     }
 
-    /// `Flags::INCARNATION`: the stream's incarnation (in the ack's room).
-    #[inline(always)]
-    pub fn incarnation(&self) -> Option<u32> {
-        if self.0.has(Flags::INCARNATION) {
-            Some(self.0.ack)
-        } else {
-            None
-        }
-    }
+    shared_accessors!(incarnation);
 }
 
 /// A fragment of a message: `Data`, `Put` or `GetResp`
@@ -395,35 +429,6 @@ impl<'a> ReportView<'a> {
     }
 }
 
-/// The accessors several views share, each the same for every packet
-/// type that has it: `addr` (the two ends), `ack` (`Flags::ACK_VALID`:
-/// the cumulative ack) and `report_stream` (`Flags::MCAST`: of the
-/// report stream between the two ports).
-macro_rules! shared_accessors {
-    ($($part:ident),*) => { $(shared_accessors!(@ $part);)* };
-    (@ addr) => {
-        /// The two ends.
-        #[inline(always)]
-        pub fn addr(&self) -> AddrView<'a> {
-            AddrView(self.0)
-        }
-    };
-    (@ ack) => {
-        /// `Flags::ACK_VALID`: the cumulative ack.
-        #[inline(always)]
-        pub fn ack(&self) -> Option<u32> {
-            ack_of(self.0)
-        }
-    };
-    (@ report_stream) => {
-        /// `Flags::MCAST`: of the report stream between the two ports.
-        #[inline(always)]
-        pub fn report_stream(&self) -> bool {
-            self.0.has(Flags::MCAST)
-        }
-    };
-}
-
 /// A cumulative ack alone ([`AckRepr`](super::AckRepr)'s fields).
 #[derive(Debug, Clone, Copy)]
 pub struct AckView<'a>(&'a Header);
@@ -466,7 +471,7 @@ impl<'a> NackView<'a> {
 pub struct PollView<'a>(&'a Header);
 
 impl<'a> PollView<'a> {
-    shared_accessors!(addr, report_stream);
+    shared_accessors!(addr, report_stream, incarnation);
 
     /// The sender's first unacknowledged sequence number.
     #[inline(always)]
@@ -496,16 +501,6 @@ impl<'a> PollView<'a> {
     #[inline(always)]
     pub fn boot(&self) -> u16 {
         self.0.sync_boot
-    }
-
-    /// `Flags::INCARNATION`: the incarnation of a stream made again.
-    #[inline(always)]
-    pub fn incarnation(&self) -> Option<u32> {
-        if self.0.has(Flags::INCARNATION) {
-            Some(self.0.ack)
-        } else {
-            None
-        }
     }
 }
 
