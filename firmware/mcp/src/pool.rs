@@ -14,8 +14,8 @@ use core::num::NonZeroU16;
 /// The name of a record of kind `T` (`Pool<_, N, T>`): its index in the
 /// pool. Made by [`Pool::alloc`] and, where a raw number crosses in (a
 /// record in SRAM, a wire field, a const), by [`Id::new`] or
-/// [`Id::from_raw`]. It prints (`Debug`) as its index; a debugger shows
-/// the field inside, the index plus one (`raw`, a `NonZeroU16`; an
+/// [`Id::from_raw`]. It prints (`Debug`) as `Id(index)`; a debugger
+/// shows the field inside, the index plus one (`raw`, a `NonZeroU16`; an
 /// `Option` of it is 0 for `None`).
 pub struct Id<T> {
     raw: NonZeroU16,
@@ -23,7 +23,7 @@ pub struct Id<T> {
 }
 
 /// The raw number of "none" where an optional id crosses into a raw
-/// `u16` ([`Id::raw_of`], [`Id::from_raw`]): SRAM layouts, trace records.
+/// `u16` ([`Id::raw_of`], [`Id::from_raw`]): SRAM layouts, wire fields.
 pub const RAW_NONE: u16 = u16::MAX;
 
 impl<T> Id<T> {
@@ -47,7 +47,7 @@ impl<T> Id<T> {
         }
     }
 
-    /// The index as a raw number (for SRAM layouts, trace records, the
+    /// The index as a raw number (for SRAM layouts, wire fields, the
     /// state enums a debugger shows, log lines).
     #[inline(always)]
     pub const fn raw(self) -> u16 {
