@@ -224,43 +224,48 @@ impl Mcp {
         let news = self.news(hw);
         let due = self.deadline.is_some_and(|d| now >= d);
         let news = news | (due as u32) << bit::TIMER_SHIFT;
-        if news == 0 && !self.pending && now < self.recv.repair_at() {
-            #[cfg(any(test, feature = "check-gating"))]
-            if GATING_CHECKED.with(|c| c.get()) {
-                *w = self.check_gating(hw, now);
-                return;
-            }
-            self.busy = false;
+        if news == 0 && self.nothing_left(now) {
+            self.end_quiet(hw, now, w);
             return;
         }
         self.poll_news(hw, now, news, w);
+    }
+
+    /// Did the last pass leave nothing behind, with the receive ring's
+    /// audit not due? Then only news gives a machine work.
+    #[inline(always)]
+    fn nothing_left(&self, now: u64) -> bool {
+        !self.pending && now < self.recv.repair_at()
+    }
+
+    /// A pass ends at the summary: it did nothing. (Feature
+    /// `check-gating`, and this crate's tests: it runs whole instead, and
+    /// must find nothing.)
+    #[inline(always)]
+    fn end_quiet(&mut self, _hw: &mut impl Hw, _now: u64, _w: &mut Work) {
+        #[cfg(any(test, feature = "check-gating"))]
+        if GATING_CHECKED.with(|c| c.get()) {
+            *_w = self.check_gating(_hw, _now);
+            return;
+        }
+        self.busy = false;
     }
 
     /// The rest of a pass that has news (out of line: a quiet pass saves
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
-        if news == bit::TXDMA
-            && !self.pending
-            && now < self.recv.repair_at()
-            && !self.wants_tx_bufs()
-        {
+        if news == bit::TXDMA && self.nothing_left(now) && !self.wants_tx_bufs() {
             // Packets that left: their buffers come back with the next
             // news (SEND's state shows them in flight till then).
             self.sent_owed = true;
-            #[cfg(any(test, feature = "check-gating"))]
-            if GATING_CHECKED.with(|c| c.get()) {
-                *w = self.check_gating(hw, now);
-                return;
-            }
-            self.busy = false;
+            self.end_quiet(hw, now, w);
             return;
         }
         let news = news | if core::mem::take(&mut self.sent_owed) { bit::TXDMA } else { 0 };
         self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0
-            && !self.pending
-            && now < self.recv.repair_at()
+            && self.nothing_left(now)
             && self.completions_pass(hw, now, news, w)
         {
             self.kind = PassKind::Completions;
