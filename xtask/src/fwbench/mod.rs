@@ -101,6 +101,20 @@ pub const TOP_FUNCTIONS: usize = 15;
 /// Source lines in `--lines`.
 pub const TOP_LINES: usize = 40;
 
+/// The `n` entries of `counts` that ran the most instructions, per
+/// message (of `messages`), most first (ties by name).
+fn ranked(
+    counts: &std::collections::BTreeMap<String, u64>,
+    messages: u64,
+    n: usize,
+) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> =
+        counts.iter().map(|(f, &x)| (f.clone(), counters::per(x, messages))).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
 /// A workload's entry of the document from its window (the split by
 /// machine through `sym`, when the plugin counted).
 pub fn workload(
@@ -128,14 +142,8 @@ pub fn workload(
         .map(|(s, slots)| s.split(&w.pcs, slots))
         .unwrap_or_default();
     let per = |x: u64| counters::per(x, w.messages);
-    let mut functions: Vec<(String, f64)> =
-        split.functions.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
-    functions.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    functions.truncate(top.unwrap_or(TOP_FUNCTIONS));
-    let mut lines: Vec<(String, f64)> =
-        split.lines.iter().map(|(f, &n)| (f.clone(), per(n))).collect();
-    lines.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    lines.truncate(top.unwrap_or(TOP_LINES));
+    let functions = ranked(&split.functions, w.messages, top.unwrap_or(TOP_FUNCTIONS));
+    let lines = ranked(&split.lines, w.messages, top.unwrap_or(TOP_LINES));
     Workload {
         messages: w.messages,
         busy_per_message: busy,
