@@ -31,8 +31,8 @@ impl<T> Id<T> {
     /// index a pool handed out); a raw number from SRAM or the wire goes
     /// through [`Id::from_raw`] and the pool's liveness check instead.
     pub const fn new(i: u16) -> Id<T> {
-        match NonZeroU16::new(i.wrapping_add(1)) {
-            Some(raw) => Id { raw, kind: PhantomData },
+        match Id::from_raw(i) {
+            Some(id) => id,
             None => panic!("u16::MAX names no record"),
         }
     }
