@@ -116,10 +116,9 @@ pub struct Mcp {
     kind: PassKind,
     /// Why the last pass that was not quiet ran ([`Mcp::pass_cause`]).
     cause: u8,
-    /// Completions a quiet pass left for the next one with other news
-    /// (their bits of the news, [`bit::TXDMA`] and [`bit::HDMA`]): nothing
-    /// waited for what they free.
-    owed: u32,
+    /// Send completions a quiet pass left for the next one with other
+    /// news (nothing waited for the transmit buffers they free).
+    sent_owed: bool,
 }
 
 impl Default for Mcp {
@@ -145,7 +144,7 @@ impl Mcp {
             busy: false,
             kind: PassKind::Quiet,
             cause: 0,
-            owed: 0,
+            sent_owed: false,
         }
     }
 
@@ -256,17 +255,14 @@ impl Mcp {
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
-        if news & !(bit::HDMA | bit::TXDMA) == 0 && self.nothing_left(now) && !self.waits_on(news)
-        {
-            // Packets that left, events written: the transmit buffers,
-            // staging slots and ring room they free come back with the
-            // next news (SEND's state shows the packets in flight till
-            // then).
-            self.owed |= news;
+        if news == bit::TXDMA && self.nothing_left(now) && !self.wants_tx_bufs() {
+            // Packets that left: their buffers come back with the next
+            // news (SEND's state shows them in flight till then).
+            self.sent_owed = true;
             self.end_quiet(hw, now, w);
             return;
         }
-        let news = news | core::mem::take(&mut self.owed);
+        let news = news | if core::mem::take(&mut self.sent_owed) { bit::TXDMA } else { 0 };
         self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0
             && self.nothing_left(now)
@@ -381,17 +377,13 @@ impl Mcp {
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
     }
 
-    /// Does a machine wait for what the completions in `news` free? For
-    /// transmit buffers (or host-DMA ring room): SDMA's fill or its
-    /// scheduler policy, or an offload's packet for SEND. (SEND's acks and
-    /// filled buffers are work left: no pass is quiet while they wait.)
-    /// For a host-DMA completion other than an event write's, or for an
-    /// event staging slot: RDMA's owed events.
-    fn waits_on(&self, news: u32) -> bool {
-        let cx = &self.shared;
+    /// Would transmit buffers coming free give a machine work? SDMA's
+    /// fill or its scheduler policy, or an offload's packet for SEND.
+    /// (SEND's acks and filled buffers are work left: no pass is quiet
+    /// while they wait.)
+    fn wants_tx_bufs(&self) -> bool {
         self.sdma.waits_for_tx_bufs()
-            || (offload::Offloads::ANY && !cx.offload.tx.is_empty())
-            || (news & bit::HDMA != 0 && !(cx.hdma.only_events() && cx.events_owed == 0))
+            || (offload::Offloads::ANY && !self.shared.offload.tx.is_empty())
     }
 
     /// Is there work in a queue between machines?

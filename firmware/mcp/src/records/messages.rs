@@ -182,15 +182,6 @@ pub enum HdmaAction {
     Offload(u8, u16),
 }
 
-impl HdmaAction {
-    /// Does a machine wait for this completion? (An event write's frees
-    /// only its staging slot; a copy's first pieces carry nothing.)
-    #[inline(always)]
-    pub fn waited(self) -> bool {
-        !matches!(self, HdmaAction::Nothing | HdmaAction::EventDone(_))
-    }
-}
-
 /// A control packet to send: ack or nack for a receiving stream, or a
 /// poll for a sending one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -149,10 +149,6 @@ impl TxBufs {
 pub struct HostDmaRing {
     prod: u32,
     done: u32,
-    /// Commands in flight whose completion a machine waits for: all but
-    /// event writes (and the first pieces of a copy, whose last piece
-    /// carries its action).
-    waited: u32,
     actions: [HdmaAction; map::HDMA_RING_LEN as usize],
 }
 
@@ -161,7 +157,6 @@ impl HostDmaRing {
         HostDmaRing {
             prod: 0,
             done: 0,
-            waited: 0,
             actions: [HdmaAction::Nothing; map::HDMA_RING_LEN as usize],
         }
     }
@@ -171,8 +166,6 @@ impl HostDmaRing {
         self.prod = hw.reg(regs::HDMA_DONE);
         hw.set_reg(regs::HDMA_PROD, self.prod);
         self.done = self.prod;
-        self.waited = 0;
-        self.actions = [HdmaAction::Nothing; map::HDMA_RING_LEN as usize];
     }
 
     pub fn space(&self) -> u32 {
@@ -188,7 +181,6 @@ impl HostDmaRing {
         hw.store_u64(slot + 16, cmd.host);
         hw.store_u64(slot + 24, cmd.cookie);
         self.actions[(self.prod & (map::HDMA_RING_LEN - 1)) as usize] = action;
-        self.waited += action.waited() as u32;
         self.prod = self.prod.wrapping_add(1);
         hw.set_reg(regs::HDMA_PROD, self.prod);
     }
@@ -204,17 +196,7 @@ impl HostDmaRing {
     pub fn complete_one(&mut self) -> HdmaAction {
         let i = (self.done & (map::HDMA_RING_LEN - 1)) as usize;
         self.done = self.done.wrapping_add(1);
-        let action = core::mem::replace(&mut self.actions[i], HdmaAction::Nothing);
-        self.waited = self.waited.wrapping_sub(action.waited() as u32);
-        action
-    }
-
-    /// Are the commands in flight only event writes (and copies' first
-    /// pieces)? Then their completions give no machine work but the
-    /// staging slots and ring room they free.
-    #[inline(always)]
-    pub fn only_events(&self) -> bool {
-        self.waited == 0
+        core::mem::replace(&mut self.actions[i], HdmaAction::Nothing)
     }
 }
 
