@@ -351,7 +351,7 @@ impl Mcp {
         let cx = &mut self.shared;
         self.recv.end_pass(cx, hw, w);
         self.rdma.step(cx, hw, w);
-        if offload::Offloads::ANY && timers {
+        if offload::Offloads::ANY && timers && self.offloads.due(cx.now) {
             self.offloads.expire(&mut offload::Services::new(cx, hw, w));
         }
         self.sdma.step(cx, hw, &mut self.offloads, host, w);

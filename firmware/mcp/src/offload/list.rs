@@ -94,10 +94,18 @@ macro_rules! offloads {
             }
 
             /// The earliest deadline of any offload (worked out again only
-            /// after the core called one).
-            #[inline]
+            /// after the core called one: then out of line).
+            #[inline(always)]
             pub fn deadline(&mut self) -> Option<u64> {
                 if !self.due_known {
+                    self.work_out_deadline();
+                }
+                self.due
+            }
+
+            #[inline(never)]
+            fn work_out_deadline(&mut self) {
+                {
                     let _d: Option<u64> = None;
                     $( $(#[$m])* let _d = match (_d, self.$name.deadline()) {
                         (Some(a), Some(b)) => Some(a.min(b)),
@@ -106,10 +114,17 @@ macro_rules! offloads {
                     self.due = _d;
                     self.due_known = true;
                 }
-                self.due
+            }
+
+            /// Is an offload's deadline at or before `now`? (Inline: a
+            /// pass asks before it sets up the offloads' services.)
+            #[inline(always)]
+            pub fn due(&mut self, now: u64) -> bool {
+                self.deadline().is_some_and(|t| t <= now)
             }
 
             /// Call `expire` of each offload whose deadline came.
+            #[inline(never)]
             pub fn expire<H: Hw>(&mut self, _sv: &mut Services<'_, H>) {
                 if self.deadline().is_none_or(|t| t > _sv.now()) {
                     return;

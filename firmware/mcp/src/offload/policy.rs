@@ -296,7 +296,8 @@ pub trait Scheduler: Sized {
         None
     }
 
-    /// A packet of `bytes` payload of stream `s` was filled.
+    /// A packet of `bytes` payload of stream `s` was filled (`s` may have
+    /// been let go of by the fill: `sdma.txs.is_live(s)` says).
     #[inline(always)]
     fn dispatched(
         _sdma: &mut Sdma,

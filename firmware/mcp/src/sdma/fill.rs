@@ -104,11 +104,11 @@ impl Sdma {
             }
             // After a packet a fan-out builds for one receiver of several,
             // only its copies for the others are filled this pass.
-            self.relay_built |= Fan::yields(&cx.txbufs.get(b));
-            if self.txs.is_live(s) {
-                let bytes = cx.txbufs.get(b).len.saturating_sub(HEADER_LEN as u32);
-                Sched::dispatched(self, cx, hw, s, bytes, w);
-            }
+            let buf = cx.txbufs.get(b);
+            self.relay_built |= Fan::yields(&buf);
+            // (The policy looks whether the stream is still there: the
+            // fill may have let it go.)
+            Sched::dispatched(self, cx, hw, s, buf.len.saturating_sub(HEADER_LEN as u32), w);
         };
         self.settle(cx, hw, stop);
     }

@@ -151,9 +151,7 @@ impl Sdma {
         let kind_byte = raw.kind;
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
         if Offloads::owns_kind(kind_byte) {
-            let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
-            hw.read(send_slot(p, cons), &mut b);
-            return self.intake_offload(cx, hw, p, &b, offloads, w);
+            return self.intake_offload(cx, hw, p, offloads, w);
         }
         if !has_room(cx, p, raw, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
             return Taken::Nothing;
@@ -183,18 +181,24 @@ impl Sdma {
         Taken::One
     }
 
-    /// Descriptor `b` at the head of port `p`'s ring is of a kind an
-    /// offload owns: decoded, handed to it, and taken or refused as it
-    /// says (a refusal is an Error event, as the core's own).
+    /// The descriptor at the head of port `p`'s ring is of a kind an
+    /// offload owns: read whole, decoded, handed to it, and taken or
+    /// refused as it says (a refusal is an Error event, as the core's
+    /// own). Cold and out of line: its frame (the descriptor's bytes) is
+    /// not the unicast intake's.
+    #[cold]
+    #[inline(never)]
     fn intake_offload(
         &mut self,
         cx: &mut Shared,
         hw: &mut impl Hw,
         p: usize,
-        b: &[u8],
         offloads: &mut Offloads,
         w: &mut Work,
     ) -> Taken {
+        let mut b = [0u8; nic_abi::desc::DESC_SIZE as usize];
+        hw.read(send_slot(p, self.cons[p]), &mut b);
+        let b = &b[..];
         let parsed = Descriptor::decode(b);
         let raw = RawDesc::of(b);
         if !has_room(cx, p, raw, &parsed) {

@@ -86,7 +86,7 @@ impl TxPool {
         self.pool.free(i)
     }
 
-    pub(super) fn is_live(&self, i: TxId) -> bool {
+    pub(crate) fn is_live(&self, i: TxId) -> bool {
         self.pool.is_live(i)
     }
 

@@ -89,12 +89,14 @@ impl Fanout for Multicast {
 
     #[inline(always)]
     fn packet_here(cx: &Shared, t: TokenId, built: bool) -> bool {
-        relay::packet_here(cx, t, built)
+        // (Only a relay's send to a child waits for its packets: no call
+        // for any other token.)
+        cx.tokens[t].kind != TokKind::McastFwd || relay::packet_here(cx, t, built)
     }
 
     #[inline(always)]
     fn payload_in_sram(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
-        relay::from_rx(cx, t, kind)
+        kind == TokKind::McastFwd && relay::from_rx(cx, t, kind)
     }
 
     #[inline(always)]
@@ -220,6 +222,11 @@ impl Fanout for Multicast {
         d: DataView<'_>,
         w: &mut Work,
     ) -> Option<bool> {
+        // A unicast's packet (or the host scheme's): nothing to do, and
+        // no call.
+        if recv.rxs[at.0].mrec == Mrec::NONE {
+            return Some(false);
+        }
         receiver::data_packet(recv, cx, hw, at, d, w)
     }
 
@@ -229,7 +236,10 @@ impl Fanout for Multicast {
 
     #[inline(always)]
     fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId, w: &mut Work) {
-        w.mcast_deliveries += delivered(cx, hw, s) as u32;
+        // (A unicast's: its multicast word says so, no more is read.)
+        if cx.slot_mcast(hw, s) & MCAST_PRESENT != 0 {
+            w.mcast_deliveries += delivered(cx, hw, s) as u32;
+        }
     }
 
     #[inline(always)]
@@ -280,11 +290,9 @@ impl Fanout for Multicast {
 
 /// A multicast's message is with its host (its event is owed after the
 /// copy): its record may report. True for a NIC-served multicast's.
+/// (Out of line: the hook looked at the slot's multicast word first.)
+#[inline(never)]
 fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId) -> bool {
-    // (A unicast's: its multicast word says so, no more is read.)
-    if cx.slot_mcast(hw, s) & MCAST_PRESENT == 0 {
-        return false;
-    }
     let sl = cx.slot(hw, s);
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     if m == Mrec::LEAF {

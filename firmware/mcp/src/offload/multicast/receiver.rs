@@ -70,7 +70,7 @@ pub(super) fn first_packet(
 /// A packet `d` (in `buf`) of the message receiving stream `r`
 /// assembles: true when this NIC relays it out of its receive buffer;
 /// None when the relay holds all the buffers it may (refused: Busy).
-#[inline(always)]
+#[inline(never)]
 pub(super) fn data_packet(
     recv: &mut Recv,
     cx: &mut Shared,

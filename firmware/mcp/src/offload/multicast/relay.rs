@@ -13,7 +13,7 @@ use nic_abi::stats::Stat;
 
 /// Is token `t` (of kind `kind`) a send to a child whose payload is in
 /// receive buffers (no host memory)?
-#[inline(always)]
+#[inline(never)]
 pub(super) fn from_rx(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
     kind == TokKind::McastFwd
         && rec_of(cx, t).is_some_and(|r| cx.mcasts[r].source == McastSource::RxBufs)
@@ -22,6 +22,7 @@ pub(super) fn from_rx(cx: &Shared, t: TokenId, kind: TokKind) -> bool {
 /// A relay's send to a child can send packet k once it arrived (and,
 /// `built`: a first copy was built this pass, only a copy of one built
 /// before).
+#[inline(never)]
 pub(super) fn packet_here(cx: &Shared, t: TokenId, built: bool) -> bool {
     let tok = &cx.tokens[t];
     if tok.kind != TokKind::McastFwd {

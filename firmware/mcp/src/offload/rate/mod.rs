@@ -152,7 +152,15 @@ impl Scheduler for Rate {
         bytes: u32,
         w: &mut Work,
     ) {
-        sdma.account(cx, hw, s, bytes, w)
+        // A stream with no rate (no flow entry, no IDT of its own) keeps
+        // no clock: nothing to account but the dispatch trace.
+        if !sdma.txs.is_live(s) {
+            return;
+        }
+        let pace = &sdma.txs[s].pace;
+        if pace.idt != 0 || pace.flow.is_some() || sdma.sched.trace {
+            sdma.account(cx, hw, s, bytes, w)
+        }
     }
 
     #[inline(always)]
