@@ -88,21 +88,21 @@ const CONTROL_RESERVE: u32 = 2;
 /// The MCP: the four machines and what they share. The field names are
 /// what a debugger prints: `MCP.sdma.state`, `MCP.send.state`,
 /// `MCP.recv.state`, `MCP.rdma.state`.
+///
+/// `repr(C)`, in this order: what every pass reads first (the image reaches
+/// a field within 2 KiB of the struct's start with one load, one further
+/// out with three), then the small machines, then the large records
+/// (RECV's and SDMA's streams, the shared pools), each of which keeps its
+/// own busiest fields first.
+#[repr(C)]
 pub struct Mcp {
-    pub sdma: Sdma,
-    pub send: Send,
-    pub recv: Recv,
-    pub rdma: Rdma,
-    shared: Shared,
-    /// The offloads compiled in (`offload::list`).
-    offloads: offload::Offloads,
-    running: bool,
     deadline: Option<u64>,
+    /// The device's news counters ([`NEWS`]) as the last pass found them.
+    seen: [u32; NEWS.len()],
     /// `regs::PORT_NEWS` as the last look at the port windows found it
     /// (None: look at the next pass).
     port_news: Option<u32>,
-    /// The device's news counters ([`NEWS`]) as the last pass found them.
-    seen: [u32; NEWS.len()],
+    running: bool,
     /// The last pass left work for the next whatever the news: a queue
     /// between machines not empty, packets left in the receive ring,
     /// descriptors left in a send ring, a fill that may go on, a
@@ -119,6 +119,13 @@ pub struct Mcp {
     /// Send completions a quiet pass left for the next one with other
     /// news (nothing waited for the transmit buffers they free).
     sent_owed: bool,
+    pub send: Send,
+    pub rdma: Rdma,
+    shared: Shared,
+    pub recv: Recv,
+    /// The offloads compiled in (`offload::list`).
+    offloads: offload::Offloads,
+    pub sdma: Sdma,
 }
 
 impl Default for Mcp {

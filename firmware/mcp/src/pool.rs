@@ -124,9 +124,11 @@ impl<T> core::fmt::Debug for Id<T> {
 /// `N` records of type `T`, named by `Id<K>`: `K` is `T` unless the
 /// records are elsewhere (receive slots and offload events are in SRAM;
 /// their pools keep `()` and only say which are taken).
+///
+/// (`repr(C)`, the counts first: `is_empty` is one load at a short
+/// offset however large the records.)
+#[repr(C)]
 pub struct Pool<T: Copy, const N: usize, K = T> {
-    items: [T; N],
-    used: [bool; N],
     /// Indices below this have been handed out at least once.
     high: u16,
     /// Where the search for a free record starts: the lowest index freed
@@ -135,6 +137,8 @@ pub struct Pool<T: Copy, const N: usize, K = T> {
     hint: u16,
     live: u16,
     kind: PhantomData<fn() -> K>,
+    used: [bool; N],
+    items: [T; N],
 }
 
 impl<T: Copy, const N: usize, K> Pool<T, N, K> {

@@ -35,14 +35,18 @@ impl<T> Vacant for (crate::pool::Id<T>, u16) {
     const VACANT: Self = (crate::pool::Id::new(0), 0);
 }
 
-/// At most `N` items (`N` below 65,536), oldest first.
+/// At most `N` items (`N` below 65,536), oldest first. (`repr(C)`, the
+/// count and head first: where a ring's items run to kilobytes, the word
+/// a pass tests most, its count, stays at a short offset from what holds
+/// the ring, one load in the image.)
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Ring<T: Vacant, const N: usize> {
-    items: [T; N],
     /// Where the oldest item is.
     head: u16,
     /// How many items there are.
     len: u16,
+    items: [T; N],
 }
 
 impl<T: Vacant, const N: usize> Ring<T, N> {

@@ -143,12 +143,14 @@ pub struct Arrived {
 }
 
 /// The RECV machine.
+///
+/// (`repr(C)`: the machine's state, cursors and timers first, its
+/// stream tables last.)
+#[repr(C)]
 pub struct Recv {
     state: RecvState,
     /// Why the last pass stopped taking packets, if not for want of them.
     stopped: Option<RecvState>,
-    pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
-    rx_index: heapless::FnvIndexMap<u32, RxId, MAX_STREAMS>,
     /// The stream the last lookup found (its key and id, if any): the
     /// packets of a stream and the acks its reverse stream carries look
     /// it up once, not in the map each time.
@@ -161,8 +163,6 @@ pub struct Recv {
     cons: u32,
     /// RXDONE_PROD as the last step read it.
     seen_prod: u32,
-    /// Receiving streams owing an ack.
-    ack_list: heapless::Vec<RxId, MAX_STREAMS>,
     /// No ack on the list falls due before this RTC tick (u64::MAX: none
     /// owed), and none went out piggybacked since the ack timers last
     /// looked (`ack_next` is then 0: the list is tidied at the next
@@ -181,11 +181,15 @@ pub struct Recv {
     next_repair: u64,
     /// The wait from one audit to the next (see `reclaim`).
     repair_every: u64,
+    /// Receiving streams owing an ack.
+    ack_list: heapless::Vec<RxId, MAX_STREAMS>,
     /// What the window policy keeps here (packets held past gaps;
     /// nothing under go-back-N).
     // (Not read when the policy keeps nothing.)
     #[allow(dead_code)]
     pub(crate) held: Held,
+    rx_index: heapless::FnvIndexMap<u32, RxId, MAX_STREAMS>,
+    pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
 }
 
 impl Recv {

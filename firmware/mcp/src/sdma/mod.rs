@@ -120,6 +120,11 @@ impl MachineState for SdmaState {
 }
 
 /// The SDMA machine.
+///
+/// (`repr(C)`: the machine's state, cursors and flags first, its stream
+/// and connection tables last, so that a pass reaches the first with one
+/// load in the image.)
+#[repr(C)]
 pub struct Sdma {
     state: SdmaState,
     /// This pass's fills made a relayed packet's first copy: its copies
@@ -145,26 +150,16 @@ pub struct Sdma {
     /// The ports with an alarm pending (bit p: `alarm_at[p]` is Some), so
     /// that a pass with none does not read `alarm_at` (two cache lines).
     alarms: u8,
-    pub(crate) txs: TxPool,
-    /// Host builds: each sending stream's timers as of its last change
-    /// (`Sdma::timer_view`).
-    #[cfg(not(target_os = "none"))]
-    views: [TimerView; MAX_STREAMS],
     /// The active streams' part of the deadline, as last worked out
     /// (`Sdma::active_deadline`).
     dl: ActiveDeadline,
-    pub(crate) tx_index: heapless::FnvIndexMap<u32, TxId, MAX_STREAMS>,
     /// The sending stream found or made last (`Sdma::stream_of`): the
     /// next descriptor or ack is most often for it again, and a look at
     /// its key is cheaper than hashing one.
     last_stream: Option<TxId>,
-    pub(crate) conns: Pool<Conn, MAX_CONNS>,
-    conn_index: heapless::FnvIndexMap<u16, ConnId, MAX_CONNS>,
     /// Current connection of the circular connection queue (None: empty).
     pub(crate) conn_cur: Option<ConnId>,
     pub(crate) conn_queue_len: u16,
-    /// Streams with unacknowledged packets (retransmit timers).
-    active_tx: heapless::Vec<TxId, MAX_STREAMS>,
     /// The scheduler policy compiled in (the rotation: nothing).
     pub(crate) sched: Sched,
     /// Sending streams set up so far.
@@ -186,6 +181,16 @@ pub struct Sdma {
     /// The scheduler policy's wait when the machine's state was last
     /// settled (`Sdma::fill`).
     settled_wait: Option<u64>,
+    pub(crate) txs: TxPool,
+    /// Host builds: each sending stream's timers as of its last change
+    /// (`Sdma::timer_view`).
+    #[cfg(not(target_os = "none"))]
+    views: [TimerView; MAX_STREAMS],
+    pub(crate) tx_index: heapless::FnvIndexMap<u32, TxId, MAX_STREAMS>,
+    pub(crate) conns: Pool<Conn, MAX_CONNS>,
+    conn_index: heapless::FnvIndexMap<u16, ConnId, MAX_CONNS>,
+    /// Streams with unacknowledged packets (retransmit timers).
+    active_tx: heapless::Vec<TxId, MAX_STREAMS>,
 }
 
 impl Sdma {

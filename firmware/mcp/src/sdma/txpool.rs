@@ -8,10 +8,10 @@ use super::*;
 /// worked out again (`dl_stale`, also set when the active list changes:
 /// `list_changed`), and in host builds that stream's timer view is taken
 /// again.
+///
+/// (`repr(C)`: the flags first, the streams last.)
+#[repr(C)]
 pub(crate) struct TxPool {
-    pub(super) pool: Pool<TxStream, MAX_STREAMS>,
-    #[cfg(not(target_os = "none"))]
-    pub(super) changed: [u64; MAX_STREAMS.div_ceil(64)],
     pub(super) dl_stale: bool,
     /// A stream was handed out for writing (`IndexMut`) since
     /// `Sdma::settle_views` last looked: its view may have changed.
@@ -19,6 +19,9 @@ pub(crate) struct TxPool {
     /// A stream or the timer list was written, or the machine moved,
     /// since what it waits for was last settled (`Sdma::fill`).
     pub(super) unsettled: bool,
+    #[cfg(not(target_os = "none"))]
+    pub(super) changed: [u64; MAX_STREAMS.div_ceil(64)],
+    pub(super) pool: Pool<TxStream, MAX_STREAMS>,
 }
 
 impl TxPool {

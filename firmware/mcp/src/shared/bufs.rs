@@ -8,9 +8,10 @@ use nic_abi::map;
 use nic_abi::regs;
 use nic_abi::rings::{self, HostDmaCmd};
 
-/// The transmit buffers and who holds each.
+/// The transmit buffers and who holds each. (`repr(C)`, the counts and
+/// sets first: a pass tests them most.)
+#[repr(C)]
 pub struct TxBufs {
-    pub(super) bufs: [TxBuf; map::TX_BUF_COUNT as usize],
     /// Data buffers not free (control packets may take the rest).
     data_busy: u32,
     /// Bit `b`: buffer `b` is not free (`free_one` is one look, not a
@@ -19,6 +20,7 @@ pub struct TxBufs {
     /// Bit `b`: buffer `b` is `Held` (a completed fill looks for the
     /// packets it held back only when there are some).
     pub(super) waiting: u32,
+    pub(super) bufs: [TxBuf; map::TX_BUF_COUNT as usize],
 }
 
 const _: () = assert!(map::TX_BUF_COUNT <= 32);

@@ -101,14 +101,50 @@ impl Credits {
 const EMPTY_EVENTS: crate::ring::Ring<EvRef, 128> = crate::ring::Ring::new();
 
 /// Everything the machines share or hand over (see the module doc).
+///
+/// `repr(C)`, in this order: the time, the configuration and the
+/// counters and queue heads a pass tests first, within the 2 KiB of the
+/// struct's start that the image reaches with one load; the large
+/// tables (tokens, receive slots, multicast records) last.
+#[repr(C)]
 pub struct Shared {
-    pub cfg: Config,
     /// The RTC at the start of this pass: the only time the machines see.
     pub now: u64,
+    pub cfg: Config,
+    /// A bit per port whose `events` may hold something (set at every
+    /// push; RDMA clears it when it finds the queue empty): a pass looks
+    /// only at those queues, not at every port's.
+    pub events_owed: u8,
     /// Differs between boots of this NIC: SYNC packets carry it.
     pub boot: u16,
+    pub trace: Trace,
+    pub hdma: HostDmaRing,
+    pub rxfree: RxFreeRing,
+    pub tx_ready: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
+    pub provided: crate::ring::Ring<SlotId, PROVIDED_LEN>,
+    pub from_recv: crate::ring::Ring<FromRecv, FROM_RECV_LEN>,
+    pub txbufs: TxBufs,
     pub ports: [PortOpen; NUM_PORTS],
     pub credits: [Credits; NUM_PORTS],
+    /// What the core keeps for the offloads (their packets for SEND, their
+    /// events for RDMA).
+    pub offload: crate::offload::CoreSide,
+    /// The translation cache and the page-table lines being read.
+    pub xlat: crate::translate::Translator,
+    /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
+    pub later: Deferred,
+    pub controls: crate::ring::Ring<Control, 64>,
+    pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
+    pub leaf_reports: crate::ring::Ring<ReportTo, LEAF_REPORTS>,
+    pub lost_pending: crate::ring::Ring<(McastId, u16), 16>,
+    /// Extra owners of each receive buffer besides RDMA's copy (a relay's
+    /// forwarding): the buffer goes back to the engine when the last
+    /// owner lets go ([`Shared::rx_release`]).
+    pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
+    /// Who holds each lost-heads list, and children whose sends failed
+    /// still to be named in their record's list (record, node).
+    pub lost_owner: [LostOwner; map::MCAST_LOST_LISTS as usize],
+    pub events: [crate::ring::Ring<EvRef, 128>; NUM_PORTS],
     pub tokens: Pool<SendToken, MAX_TOKENS>,
     /// Which receive slots are taken; their records are in SRAM
     /// (`map::rx_slot`, [`Shared::slot`]).
@@ -116,36 +152,6 @@ pub struct Shared {
     /// Multicasts this NIC serves (module `mcast`); record i's child list
     /// is `map::mcast_list(i)`.
     pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
-    /// Extra owners of each receive buffer besides RDMA's copy (a relay's
-    /// forwarding): the buffer goes back to the engine when the last
-    /// owner lets go ([`Shared::rx_release`]).
-    pub rx_holds: [u8; map::RX_BUF_COUNT as usize],
-    pub leaf_reports: crate::ring::Ring<ReportTo, LEAF_REPORTS>,
-    /// Who holds each lost-heads list, and children whose sends failed
-    /// still to be named in their record's list (record, node).
-    pub lost_owner: [LostOwner; map::MCAST_LOST_LISTS as usize],
-    pub lost_pending: crate::ring::Ring<(McastId, u16), 16>,
-    pub txbufs: TxBufs,
-    pub hdma: HostDmaRing,
-    pub rxfree: RxFreeRing,
-    pub from_recv: crate::ring::Ring<FromRecv, FROM_RECV_LEN>,
-    pub provided: crate::ring::Ring<SlotId, PROVIDED_LEN>,
-    pub controls: crate::ring::Ring<Control, 64>,
-    pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
-    pub tx_ready: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
-    pub events: [crate::ring::Ring<EvRef, 128>; NUM_PORTS],
-    /// A bit per port whose `events` may hold something (set at every
-    /// push; RDMA clears it when it finds the queue empty): a pass looks
-    /// only at those queues, not at every port's.
-    pub events_owed: u8,
-    /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
-    pub later: Deferred,
-    pub trace: Trace,
-    /// The translation cache and the page-table lines being read.
-    pub xlat: crate::translate::Translator,
-    /// What the core keeps for the offloads (their packets for SEND, their
-    /// events for RDMA).
-    pub offload: crate::offload::CoreSide,
 }
 
 impl Shared {

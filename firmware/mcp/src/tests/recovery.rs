@@ -55,6 +55,42 @@ fn mcp_fits_the_firmware_budget() {
 }
 
 #[test]
+fn what_a_pass_reads_first_lies_within_2_kib_of_its_struct() {
+    // The image reaches a field up to 2 KiB from the pointer it holds with
+    // one load, and one further out with three: the records a pass tests
+    // first are laid out ahead of the large tables (`repr(C)`).
+    use crate::shared::Shared;
+    use core::mem::offset_of;
+    let mcp = [
+        ("running", offset_of!(Mcp, running)),
+        ("pending", offset_of!(Mcp, pending)),
+        ("seen", offset_of!(Mcp, seen)),
+        ("deadline", offset_of!(Mcp, deadline)),
+        ("kind", offset_of!(Mcp, kind)),
+        ("send", offset_of!(Mcp, send)),
+        ("rdma", offset_of!(Mcp, rdma)),
+        ("shared", offset_of!(Mcp, shared)),
+    ];
+    let shared = [
+        ("now", offset_of!(Shared, now)),
+        ("cfg", offset_of!(Shared, cfg)),
+        ("events_owed", offset_of!(Shared, events_owed)),
+        ("trace", offset_of!(Shared, trace)),
+        ("hdma", offset_of!(Shared, hdma)),
+        ("rxfree", offset_of!(Shared, rxfree)),
+        ("tx_ready", offset_of!(Shared, tx_ready)),
+        ("from_recv", offset_of!(Shared, from_recv)),
+        ("txbufs", offset_of!(Shared, txbufs)),
+        ("ports", offset_of!(Shared, ports)),
+        ("offload", offset_of!(Shared, offload)),
+        ("xlat", offset_of!(Shared, xlat)),
+    ];
+    for (name, at) in mcp.iter().chain(shared.iter()) {
+        assert!(*at < 2048, "{name} at {at}");
+    }
+}
+
+#[test]
 fn acks_holding_buffers_do_not_wedge_the_scheduler() {
     // Many peers sending to node 0 while node 0 sends to all of them: acks
     // and data compete for transmit buffers; every poll must end.

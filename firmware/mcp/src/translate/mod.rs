@@ -89,17 +89,20 @@ const AHEAD_LINES: u64 = 4;
 /// same miss, not a hit.
 const MISSED_LEN: usize = 4;
 
+/// The translation cache and the page-table lines being read into it.
+/// (`repr(C)`: what a hit reads first, the lines being read last.)
+#[repr(C)]
 pub struct Translator {
     tlb: Tlb,
-    lines: [Line; map::PT_LINES_LEN as usize],
     /// The slot the next read takes when none is free (round robin).
     next_line: u8,
-    /// The version of each port's table the cache holds.
-    versions: [Version; NUM_PORTS],
-    missed: [(u8, u64); MISSED_LEN],
     missed_at: u8,
     /// Entries of `missed` in use (none: a hit looks at none of them).
     missed_live: u8,
+    /// The version of each port's table the cache holds.
+    versions: [Version; NUM_PORTS],
+    missed: [(u8, u64); MISSED_LEN],
+    lines: [Line; map::PT_LINES_LEN as usize],
 }
 
 /// The cache's entries in SRAM (`map::TLB`): vpn u64, bus page u64, stamp
