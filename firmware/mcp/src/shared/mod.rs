@@ -105,7 +105,8 @@ const EMPTY_EVENTS: crate::ring::Ring<EvRef, 128> = crate::ring::Ring::new();
 /// `repr(C)`, in this order: the time, the configuration and the
 /// counters and queue heads a pass tests first, within the 2 KiB of the
 /// struct's start that the image reaches with one load; the large
-/// tables (tokens, receive slots, multicast records) last.
+/// tables (tokens, receive slots) last. (The multicast records' count is
+/// tested every pass: their pool comes early.)
 #[repr(C)]
 pub struct Shared {
     /// The RTC at the start of this pass: the only time the machines see.
@@ -129,13 +130,16 @@ pub struct Shared {
     /// What the core keeps for the offloads (their packets for SEND, their
     /// events for RDMA).
     pub offload: crate::offload::CoreSide,
+    pub leaf_reports: crate::ring::Ring<ReportTo, LEAF_REPORTS>,
+    /// Multicasts this NIC serves (module `mcast`); record i's child list
+    /// is `map::mcast_list(i)`.
+    pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
     /// The translation cache and the page-table lines being read.
     pub xlat: crate::translate::Translator,
     /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
     pub later: Deferred,
     pub controls: crate::ring::Ring<Control, 64>,
     pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
-    pub leaf_reports: crate::ring::Ring<ReportTo, LEAF_REPORTS>,
     pub lost_pending: crate::ring::Ring<(McastId, u16), 16>,
     /// Extra owners of each receive buffer besides RDMA's copy (a relay's
     /// forwarding): the buffer goes back to the engine when the last
@@ -149,9 +153,6 @@ pub struct Shared {
     /// Which receive slots are taken; their records are in SRAM
     /// (`map::rx_slot`, [`Shared::slot`]).
     pub slots: Pool<(), MAX_SLOTS, RecvSlot>,
-    /// Multicasts this NIC serves (module `mcast`); record i's child list
-    /// is `map::mcast_list(i)`.
-    pub mcasts: Pool<McastRec, { map::MCAST_LISTS_LEN as usize }>,
 }
 
 impl Shared {

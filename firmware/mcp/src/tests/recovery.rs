@@ -83,7 +83,8 @@ fn what_a_pass_reads_first_lies_within_2_kib_of_its_struct() {
         ("txbufs", offset_of!(Shared, txbufs)),
         ("ports", offset_of!(Shared, ports)),
         ("offload", offset_of!(Shared, offload)),
-        ("xlat", offset_of!(Shared, xlat)),
+        ("leaf_reports", offset_of!(Shared, leaf_reports)),
+        ("mcasts", offset_of!(Shared, mcasts)),
     ];
     for (name, at) in mcp.iter().chain(shared.iter()) {
         assert!(*at < 2048, "{name} at {at}");
