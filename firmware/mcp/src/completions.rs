@@ -68,7 +68,7 @@ impl Mcp {
         if !self.rdma.waits_for_completions(cx)
             || self.queued_besides_ready()
             || (!filled && !cx.tx_ready.is_empty())
-            || (filled && !self.sdma.fills_nothing())
+            || (filled && !self.sdma.fills_nothing(cx))
             || self.recv.leftover()
             || self.sdma.leftover(cx)
         {
@@ -134,6 +134,7 @@ impl Mcp {
                     gave = gave.max(Gave::Filled);
                 }
                 HdmaAction::Offload(id, tag) => {
+                    cx.offloads_live = true;
                     let mut w = Work::default();
                     let mut sv = offload::Services::new(cx, hw, &mut w);
                     self.offloads.completion(&mut sv, id, tag);

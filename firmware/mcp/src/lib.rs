@@ -333,6 +333,7 @@ impl Mcp {
                     self.recv.accept(cx, &self.sdma, hw, a, w);
                 }
                 recv::Next::Offload(p) => {
+                    cx.offloads_live = true;
                     let mut sv = offload::Services::new(cx, hw, w);
                     match self.offloads.packet(&mut sv, &p) {
                         Some(offload::Received::Done) => cx.rx_release(hw, p.buf),
@@ -358,7 +359,7 @@ impl Mcp {
         let cx = &mut self.shared;
         self.recv.end_pass(cx, hw, w);
         self.rdma.step(cx, hw, w);
-        if offload::Offloads::ANY && timers && self.offloads.due(cx.now) {
+        if offload::Offloads::ANY && timers && cx.offloads_live && self.offloads.due(cx.now) {
             self.offloads.expire(&mut offload::Services::new(cx, hw, w));
         }
         self.sdma.step(cx, hw, &mut self.offloads, host, w);
@@ -379,6 +380,14 @@ impl Mcp {
     /// left for the next pass too.
     fn settle(&mut self) {
         debug_assert!(self.shared.provided.is_empty(), "posted receive buffers left for RECV");
+        if self.shared.offloads_live {
+            self.shared.offloads_live = self.offloads_hold_state();
+        }
+        #[cfg(any(test, feature = "check-gating"))]
+        assert!(
+            self.shared.offloads_live || !self.offloads_hold_state(),
+            "an offload holds state that no hook set offloads_live for"
+        );
         let relative = self.compute_deadline();
         self.pending =
             relative || self.queued() || self.recv.leftover() || self.sdma.leftover(&self.shared);
@@ -389,8 +398,20 @@ impl Mcp {
     /// (SEND's acks and filled buffers are work left: no pass is quiet
     /// while they wait.)
     fn wants_tx_bufs(&self) -> bool {
-        self.sdma.waits_for_tx_bufs()
-            || (offload::Offloads::ANY && !self.shared.offload.tx.is_empty())
+        let cx = &self.shared;
+        self.sdma.waits_for_tx_bufs(cx)
+            || (offload::Offloads::ANY && cx.offloads_live && !cx.offload.tx.is_empty())
+    }
+
+    /// Does an offload hold state the per-pass hooks look at? (What
+    /// `Shared::offloads_live` stands for: worked out at the end of a pass
+    /// that had it set.)
+    fn offloads_hold_state(&mut self) -> bool {
+        let cx = &self.shared;
+        <offload::fanout::Fan as offload::fanout::Fanout>::live(&self.sdma, cx)
+            || <offload::policy::Sched as offload::policy::Scheduler>::live(&self.sdma.sched)
+            || (offload::Offloads::ANY
+                && (!cx.offload.tx.is_empty() || self.offloads.deadline().is_some()))
     }
 
     /// Is there work in a queue between machines?
@@ -411,7 +432,8 @@ impl Mcp {
             // (A multicast's next child starts once the last one's
             // packets are filled, later in the pass: the fan-out says
             // whether its step would act.)
-            || <offload::fanout::Fan as offload::fanout::Fanout>::step_due(&self.sdma, cx)
+            || (cx.offloads_live
+                && <offload::fanout::Fan as offload::fanout::Fanout>::step_due(&self.sdma, cx))
     }
 
     /// RTC tick when a timer falls due, if any.
@@ -424,6 +446,9 @@ impl Mcp {
     /// CPU that is late to wake costs that stream its pace, so the qemu
     /// image wakes early for this one and polls the rest of the way.
     pub fn next_dispatch(&self) -> Option<u64> {
+        if !self.shared.offloads_live {
+            return None;
+        }
         self.sdma.paced_until()
     }
 
@@ -446,8 +471,10 @@ impl Mcp {
             relative = true;
             at(t)
         });
-        if let Some(t) = self.offloads.deadline() {
-            at(t);
+        if self.shared.offloads_live {
+            if let Some(t) = self.offloads.deadline() {
+                at(t);
+            }
         }
         self.deadline = (d != u64::MAX).then_some(d);
         relative

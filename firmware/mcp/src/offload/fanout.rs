@@ -71,6 +71,13 @@ pub trait Fanout {
     #[inline(always)]
     fn token_ended(_cx: &mut Shared, _t: TokenId, _ok: bool) {}
 
+    /// Does it hold state the per-pass hooks look at (`Shared::offloads_live`
+    /// stays set while it does)?
+    #[inline(always)]
+    fn live(_sdma: &Sdma, _cx: &Shared) -> bool {
+        false
+    }
+
     /// SDMA's step for the offload (after its timers, before the fill).
     #[inline(always)]
     fn sdma_step(_sdma: &mut Sdma, _cx: &mut Shared, _hw: &mut impl Hw, _w: &mut Work) {}

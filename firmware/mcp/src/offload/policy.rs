@@ -314,6 +314,13 @@ pub trait Scheduler: Sized {
     fn wait(&self) -> Option<u64> {
         None
     }
+
+    /// Does it hold state the per-pass hooks look at (streams to pace or
+    /// a table to read: `Shared::offloads_live` stays set while it does)?
+    #[inline(always)]
+    fn live(&self) -> bool {
+        self.may_pick() || self.wait().is_some()
+    }
 }
 
 /// GM's rotation, the core's scheduler: every hook its default.

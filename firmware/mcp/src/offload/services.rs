@@ -144,6 +144,7 @@ impl<'a, H: Hw> Services<'a, H> {
             },
         );
         let _ = self.cx.offload.tx.push_back(b);
+        self.cx.offloads_live = true;
         true
     }
 

@@ -57,9 +57,11 @@ impl Sdma {
     /// debugger breaks here) and short.
     #[inline(never)]
     pub fn fill(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        if self.fills_nothing() {
+        if self.fills_nothing(cx) {
             // (Clears a wait the scheduler kept from an earlier pass.)
-            Sched::fill_start(self, cx, hw, w);
+            if cx.offloads_live {
+                Sched::fill_start(self, cx, hw, w);
+            }
             self.relay_built = false;
             // (Out of buffers or not, the stop says the same then.)
             // (A fill that yielded left `Ready`: it settles now.)
@@ -116,8 +118,8 @@ impl Sdma {
     /// Would the fill find no stream to fill (none queued, and the
     /// scheduler policy would pick none)? Then it only settles what the
     /// machine waits for.
-    pub(crate) fn fills_nothing(&self) -> bool {
-        self.conn_queue_len == 0 && !self.sched.may_pick()
+    pub(crate) fn fills_nothing(&self, cx: &Shared) -> bool {
+        self.conn_queue_len == 0 && !(cx.offloads_live && self.sched.may_pick())
     }
 
     /// Has the fill work it would do at the next pass whatever the news?
@@ -135,8 +137,9 @@ impl Sdma {
             Stop::Yield | Stop::Translate { .. } => true,
             Stop::NoRoom => self.conn_queue_len > 0 && room(cx).is_some(),
             Stop::NothingDue => {
-                Fan::lead_left(self)
-                    || (self.sched.may_pick() && cx.txbufs.held() != self.held_at_stop)
+                cx.offloads_live
+                    && (Fan::lead_left(self)
+                        || (self.sched.may_pick() && cx.txbufs.held() != self.held_at_stop))
             }
         }
     }
@@ -144,8 +147,9 @@ impl Sdma {
     /// Would transmit buffers coming free let SDMA go on? Its fill
     /// stopped for want of one with streams queued, or a scheduler policy
     /// paces streams (what it waits for depends on the buffers held).
-    pub(crate) fn waits_for_tx_bufs(&self) -> bool {
-        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0) || self.sched.may_pick()
+    pub(crate) fn waits_for_tx_bufs(&self, cx: &Shared) -> bool {
+        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0)
+            || (cx.offloads_live && self.sched.may_pick())
     }
 
     /// After the fill loop: what the machine waits for now.

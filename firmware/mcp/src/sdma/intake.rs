@@ -151,6 +151,7 @@ impl Sdma {
         let kind_byte = raw.kind;
         log_trace!("port {=usize}: descriptor {=u32} of kind {=u8}", p, cons, kind_byte);
         if Offloads::owns_kind(kind_byte) {
+            cx.offloads_live = true;
             return self.intake_offload(cx, hw, p, offloads, w);
         }
         if !has_room(cx, p, raw, &parsed) || self.stream_waits(cx, p, parsed.as_ref().ok()) {
@@ -167,6 +168,7 @@ impl Sdma {
             }
         };
         if Fan::owns_kind(kind_byte) {
+            cx.offloads_live = true;
             return match Fan::intake(self, cx, hw, p, (prod, cons), reg_ok, w) {
                 true => Taken::Last,
                 false => Taken::Nothing,

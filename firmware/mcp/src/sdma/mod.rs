@@ -253,6 +253,8 @@ impl Sdma {
     /// The start of a pass: what the scheduler policy looks at each pass.
     pub fn begin_pass(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         Sched::begin_pass(self, cx, hw, w);
+        // (A flow table read may have given streams rates.)
+        cx.offloads_live |= self.sched.live();
     }
 
     /// One step: descriptors (`host`: the host wrote since the last
@@ -272,7 +274,9 @@ impl Sdma {
             self.intake(cx, hw, offloads, w);
         }
         self.timers(cx, hw, w);
-        Fan::sdma_step(self, cx, hw, w);
+        if cx.offloads_live {
+            Fan::sdma_step(self, cx, hw, w);
+        }
         self.fill(cx, hw, w);
     }
 

@@ -112,6 +112,7 @@ impl Sdma {
         }
         self.streams_made = self.streams_made.wrapping_add(1);
         self.sched.stream_made();
+        cx.offloads_live |= self.sched.live();
         self.last_stream = Some(s);
         Some(s)
     }

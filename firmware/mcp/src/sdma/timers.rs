@@ -279,10 +279,12 @@ impl Sdma {
                 at(t);
             }
         }
-        if let Some(t) = self.sched.wait() {
-            at(t);
+        if cx.offloads_live {
+            if let Some(t) = self.sched.wait() {
+                at(t);
+            }
+            Fan::deadlines(cx, &mut at);
         }
-        Fan::deadlines(cx, &mut at);
     }
 }
 

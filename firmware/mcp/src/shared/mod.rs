@@ -116,6 +116,13 @@ pub struct Shared {
     /// push; RDMA clears it when it finds the queue empty): a pass looks
     /// only at those queues, not at every port's.
     pub events_owed: u8,
+    /// An offload may hold state that the core's per-pass hooks look at
+    /// (a multicast record, a leaf report, a fan-out's lead send, a paced
+    /// or regulated stream, an offload's timer or packet). Set where such
+    /// state is made; cleared at the end of a pass that finds none
+    /// (`Mcp::settle`). While it is clear a pass asks no offload anything:
+    /// unicast pays one load for the offloads compiled in.
+    pub offloads_live: bool,
     /// Differs between boots of this NIC: SYNC packets carry it.
     pub boot: u16,
     pub trace: Trace,
@@ -226,6 +233,7 @@ impl Shared {
             tx_ready: crate::ring::Ring::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
+            offloads_live: true,
             later: Deferred::new(),
             trace: Trace { on: false, prod: 0 },
             xlat: crate::translate::Translator::new(),

@@ -50,6 +50,11 @@ impl Fanout for Multicast {
     }
 
     #[inline(always)]
+    fn live(sdma: &Sdma, cx: &Shared) -> bool {
+        !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) || sdma.lead.is_some()
+    }
+
+    #[inline(always)]
     fn sdma_step(sdma: &mut Sdma, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
         if !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
             sdma.mcast_step(cx, hw, w);
@@ -297,6 +302,7 @@ fn delivered(cx: &mut Shared, hw: &impl Hw, s: SlotId) -> bool {
     let (Some(remote), m) = (sl.mcast_tag(), sl.mrec) else { return false };
     if m == Mrec::LEAF {
         let r = ReportTo { remote, parent: sl.src_node, port: sl.port, prio: sl.prio };
+        cx.offloads_live = true;
         return cx.leaf_reports.push_back(r).is_ok();
     }
     let Some(m) = m.rec() else { return false };

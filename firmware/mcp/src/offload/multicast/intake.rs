@@ -290,6 +290,7 @@ impl Sdma {
         } else {
             self.append_token(cx, s, i);
             self.lead = Some((i, None));
+            cx.offloads_live = true;
         }
         Ok(())
     }

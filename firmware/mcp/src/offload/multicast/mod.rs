@@ -352,6 +352,7 @@ pub fn name_failed(cx: &mut Shared, hw: &mut impl Hw) {
 /// Take a multicast record for `rec`, its heard-from set empty.
 pub fn new_record(cx: &mut Shared, hw: &mut impl Hw, rec: McastRec) -> Option<McastId> {
     let r = cx.mcasts.alloc(rec)?;
+    cx.offloads_live = true;
     let (at, _) = map::mcast_heard(r.raw() as u32, 0);
     hw.write(at, &[0u8; map::MCAST_HEARD_SIZE as usize]);
     Some(r)
