@@ -545,14 +545,21 @@ fn a_gdb_batch_that_never_stops_ends_at_its_time_limit_and_its_nics_run_again() 
 const DRIFT_WORKLOADS: [&str; 1] = ["pingpong-8b"];
 
 /// Instructions the idle pass may move between runs of one image: it is
-/// the mean of quiet passes (about 90) and of completions passes that
-/// took a completion and found no work (about 370), in a ratio QEMU's
-/// schedule sets. Quick runs in CI, beside other tests, read 201 and 204
-/// where full runs on an idle machine read 223 to 229 (images of
-/// bb99895 and 3b61e4c). 40 is about one completions pass more or less
-/// in every seven idle passes; a change to the firmware's idle passes of
-/// more than that still fails.
-const IDLE_SLACK: f64 = 40.0;
+/// the mean of quiet passes (about 85) and of completions passes that
+/// took a completion and found no work (about 450), in a ratio QEMU's
+/// schedule sets. Quick runs of the image of 2cdc1bd read 147, 151 and
+/// 206 (the last the first run after a build), where the full run the
+/// table came from read 149. 80 is about one completions pass more or
+/// less in every five idle passes. What the firmware's idle passes cost
+/// is checked by the quiet pass, which the schedule does not move
+/// (`QUIET_SLACK`).
+const IDLE_SLACK: f64 = 80.0;
+
+/// Instructions the quiet pass (the summary read, nothing more) may move
+/// between runs of one image: it is the same code every time (85 to 86
+/// in runs of one image), but a few quiet passes also take deferred send
+/// completions.
+const QUIET_SLACK: f64 = 6.0;
 
 #[test]
 fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
@@ -582,6 +589,15 @@ fn the_firmware_cost_table_is_within_10_percent_of_the_image_as_built_now() {
     };
     let idle = doc["idle"]["one_port"].as_f64().expect("idle.one_port in the bench's JSON");
     check("idle pass".into(), idle, table.instructions.idle_pass, IDLE_SLACK);
+    let quiet =
+        doc["idle"]["quiet_one_port"].as_f64().expect("idle.quiet_one_port in the bench's JSON");
+    assert!(
+        table.passes.quiet > 0.0,
+        "the firmware cost table ({}) has no [passes] quiet: refresh it with `{}`",
+        nic_emu::costs::BUILTIN_PATH,
+        nic_emu::costs::REFRESH_COMMAND
+    );
+    check("quiet pass".into(), quiet, table.passes.quiet, QUIET_SLACK);
     for name in DRIFT_WORKLOADS {
         let m = table
             .workloads

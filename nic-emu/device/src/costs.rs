@@ -234,11 +234,23 @@ fn yes() -> bool {
     true
 }
 
+/// Pass costs measured beside the prices (not used to price).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Passes {
+    /// A pass that read the summary of news and found none (instructions;
+    /// 0: not measured).
+    #[serde(default)]
+    pub quiet: f64,
+}
+
 /// A whole table.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FirmwareCosts {
     pub image: ImageStamp,
+    #[serde(default)]
+    pub passes: Passes,
     pub instructions: Instructions,
     /// Keyed by the bench's workload names.
     #[serde(default)]
