@@ -92,7 +92,9 @@ impl Sdma {
     /// The fill loop (kept out of line: its frame is large).
     #[inline(never)]
     fn fill_streams(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        Sched::fill_start(self, cx, hw, w);
+        if cx.offloads_live {
+            Sched::fill_start(self, cx, hw, w);
+        }
         self.relay_built = false;
         let stop = loop {
             // Acks and nacks may hold buffers too: look before choosing.
@@ -105,12 +107,16 @@ impl Sdma {
                 break Stop::Translate { port };
             }
             // After a packet a fan-out builds for one receiver of several,
-            // only its copies for the others are filled this pass.
-            let buf = cx.txbufs.get(b);
-            self.relay_built |= Fan::yields(&buf);
-            // (The policy looks whether the stream is still there: the
-            // fill may have let it go.)
-            Sched::dispatched(self, cx, hw, s, buf.len.saturating_sub(HEADER_LEN as u32), w);
+            // only its copies for the others are filled this pass. (A
+            // packet of neither offload: no question asked.)
+            if cx.offloads_live {
+                let buf = cx.txbufs.get(b);
+                self.relay_built |= Fan::yields(&buf);
+                // (The policy looks whether the stream is still there: the
+                // fill may have let it go.)
+                let bytes = buf.len.saturating_sub(HEADER_LEN as u32);
+                Sched::dispatched(self, cx, hw, s, bytes, w);
+            }
         };
         self.settle(cx, hw, stop);
     }

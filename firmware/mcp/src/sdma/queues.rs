@@ -302,8 +302,10 @@ impl Sdma {
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.
     pub(crate) fn pick_stream(&mut self, cx: &Shared, w: &mut Work) -> Option<TxId> {
-        if let Some(choice) = Sched::pick(self, cx, w) {
-            return choice;
+        if cx.offloads_live {
+            if let Some(choice) = Sched::pick(self, cx, w) {
+                return choice;
+            }
         }
         let mut c = self.conn_cur;
         let mut conns_left = self.conn_queue_len;

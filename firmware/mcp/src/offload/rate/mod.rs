@@ -135,6 +135,13 @@ impl Scheduler for Rate {
         self.regulated != 0 || self.pending
     }
 
+    /// Besides streams to pace: flow entries whose counters a dispatch
+    /// moves, and the dispatch trace.
+    #[inline(always)]
+    fn live(&self) -> bool {
+        self.may_pick() || self.wait.is_some() || self.entries > 0 || self.trace
+    }
+
     #[inline(always)]
     fn pick(sdma: &mut Sdma, cx: &Shared, w: &mut Work) -> Option<Option<TxId>> {
         if sdma.sched.regulated == 0 {
