@@ -126,7 +126,7 @@ macro_rules! offloads {
             /// Call `expire` of each offload whose deadline came.
             #[inline(never)]
             pub fn expire<H: Hw>(&mut self, _sv: &mut Services<'_, H>) {
-                if self.deadline().is_none_or(|t| t > _sv.now()) {
+                if !self.due(_sv.now()) {
                     return;
                 }
                 self.due_known = false;

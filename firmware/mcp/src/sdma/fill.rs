@@ -121,11 +121,18 @@ impl Sdma {
         self.settle(cx, hw, stop);
     }
 
+    /// Might the scheduler policy pick a stream none queued (asked only
+    /// while an offload holds state: `Shared::offloads_live`)?
+    #[inline(always)]
+    fn policy_may_pick(&self, cx: &Shared) -> bool {
+        cx.offloads_live && self.sched.may_pick()
+    }
+
     /// Would the fill find no stream to fill (none queued, and the
     /// scheduler policy would pick none)? Then it only settles what the
     /// machine waits for.
     pub(crate) fn fills_nothing(&self, cx: &Shared) -> bool {
-        self.conn_queue_len == 0 && !(cx.offloads_live && self.sched.may_pick())
+        self.conn_queue_len == 0 && !self.policy_may_pick(cx)
     }
 
     /// Has the fill work it would do at the next pass whatever the news?
@@ -145,7 +152,7 @@ impl Sdma {
             Stop::NothingDue => {
                 cx.offloads_live
                     && (Fan::lead_left(self)
-                        || (self.sched.may_pick() && cx.txbufs.held() != self.held_at_stop))
+                        || (self.policy_may_pick(cx) && cx.txbufs.held() != self.held_at_stop))
             }
         }
     }
@@ -154,8 +161,7 @@ impl Sdma {
     /// stopped for want of one with streams queued, or a scheduler policy
     /// paces streams (what it waits for depends on the buffers held).
     pub(crate) fn waits_for_tx_bufs(&self, cx: &Shared) -> bool {
-        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0)
-            || (cx.offloads_live && self.sched.may_pick())
+        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0) || self.policy_may_pick(cx)
     }
 
     /// After the fill loop: what the machine waits for now.

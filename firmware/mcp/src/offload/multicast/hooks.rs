@@ -51,12 +51,12 @@ impl Fanout for Multicast {
 
     #[inline(always)]
     fn live(sdma: &Sdma, cx: &Shared) -> bool {
-        !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) || sdma.lead.is_some()
+        steps(cx) || sdma.lead.is_some()
     }
 
     #[inline(always)]
     fn sdma_step(sdma: &mut Sdma, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        if !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty()) {
+        if steps(cx) {
             sdma.mcast_step(cx, hw, w);
         }
     }
@@ -291,6 +291,13 @@ impl Fanout for Multicast {
     fn token_freed(cx: &mut Shared, t: TokenId) {
         super::drop_list(cx, t);
     }
+}
+
+/// Has SDMA's multicast step anything to look at: a record this NIC
+/// serves, or a leaf's report to send?
+#[inline(always)]
+fn steps(cx: &Shared) -> bool {
+    !(cx.mcasts.is_empty() && cx.leaf_reports.is_empty())
 }
 
 /// A multicast's message is with its host (its event is owed after the

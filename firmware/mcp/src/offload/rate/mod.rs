@@ -164,8 +164,7 @@ impl Scheduler for Rate {
         if !sdma.txs.is_live(s) {
             return;
         }
-        let pace = &sdma.txs[s].pace;
-        if pace.idt != 0 || pace.flow.is_some() || sdma.sched.trace {
+        if !sdma.txs[s].pace.unpaced() || sdma.sched.trace {
             sdma.account(cx, hw, s, bytes, w)
         }
     }
