@@ -440,7 +440,7 @@ const MCP_LABELS: [(&str, &[&str]); 5] = [
     ("SDMA", &["conn queue", "active streams", "tx streams"]),
     ("SEND", &["in flight", "queued"]),
     ("RECV", &["unread packets", "acks due", "rx streams"]),
-    ("RDMA", &["staged events", "bytes left"]),
+    ("RDMA", &["host-DMA commands", "bytes left"]),
     (
         "counters:",
         &[

@@ -62,30 +62,9 @@ def _state(field):
     return head + brace + rest
 
 
-def _array_len(expr):
-    """The length of the fixed-size array `expr` (from its type)."""
-    try:
-        lo, hi = _eval(expr).type.strip_typedefs().range()
-        return hi - lo + 1
-    except (gdb.error, RuntimeError):
-        return None
-
-
 def _ring_len(expr):
     """How many items a `Ring` (firmware/mcp/src/ring.rs) holds."""
     return _int(expr + ".len")
-
-
-def _count_true(expr):
-    """How many elements of the bool array `expr` are true."""
-    n = _array_len(expr)
-    if n is None:
-        return None
-    try:
-        v = _eval(expr)
-        return sum(1 for i in range(n) if bool(v[i]))
-    except gdb.error:
-        return None
 
 
 def _fmt(pairs):
@@ -113,8 +92,10 @@ def _queues():
         ("acks due", _int(m + ".recv.ack_list.len")),
         ("rx streams", _int(m + ".recv.rxs.live")),
     ]
+    hprod, hdone = _int(m + ".shared.hdma.prod"), _int(m + ".shared.hdma.done")
     rdma = [
-        ("staged events", _count_true(m + ".rdma.staging_busy")),
+        ("host-DMA commands",
+         None if hprod is None or hdone is None else (hprod - hdone) % (1 << 32)),
         ("bytes left", _int(m + ".rdma.bytes_left")),
     ]
     return [sdma, send, recv, rdma]

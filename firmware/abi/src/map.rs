@@ -60,7 +60,9 @@ pub const RXFREE_RING_LEN: u32 = 64;
 pub const RXDONE_RING: u32 = 0x0004_4000;
 pub const RXDONE_RING_LEN: u32 = 64;
 
-/// Event staging slots: `EVT_STAGING_LEN` slots of `event::EVENT_SIZE`.
+/// Event staging slots: `EVT_STAGING_LEN` slots of `event::EVENT_SIZE`,
+/// one per slot of the host-DMA ring (an event is staged in the slot of
+/// the number of the ring slot its write takes).
 pub const EVT_STAGING: u32 = 0x0004_4400;
 pub const EVT_STAGING_LEN: u32 = 64;
 
@@ -268,6 +270,7 @@ const _: () = {
     assert!(RXFREE_RING + RXFREE_RING_LEN * crate::rings::RXFREE_SIZE <= RXDONE_RING);
     assert!(RXDONE_RING + RXDONE_RING_LEN * crate::rings::RXDONE_SIZE <= EVT_STAGING);
     assert!(EVT_STAGING + EVT_STAGING_LEN * crate::event::EVENT_SIZE <= TRACE);
+    assert!(EVT_STAGING_LEN == HDMA_RING_LEN);
     assert!(TRACE + TRACE_LEN * crate::trace::TRACE_RECORD_SIZE <= FLOWS);
     assert!(FLOWS + FLOW_ENTRIES * crate::flows::FLOW_ENTRY_SIZE <= PORTS);
     assert!(PORT_SEND_RING + SEND_RING_LEN * crate::desc::DESC_SIZE <= PORT_WINDOW);

@@ -120,7 +120,6 @@ impl Mcp {
         for _ in 0..cx.hdma.finished(hw) {
             match cx.hdma.complete_one() {
                 HdmaAction::Nothing => {}
-                HdmaAction::EventDone(i) => self.rdma.event_written(i),
                 HdmaAction::RxDone(b) => {
                     self.rdma.copied(cx, hw, b);
                     gave = gave.max(Gave::Moved);

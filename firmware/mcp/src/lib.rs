@@ -56,9 +56,9 @@ mod translate;
 mod work;
 
 use hw::Hw;
-use nic_abi::regs;
 use nic_abi::stats::Stat;
 use nic_abi::NUM_PORTS;
+use nic_abi::{map, regs};
 use shared::Shared;
 use summary::bit;
 pub use summary::{PassKind, CAUSE_PENDING_SHIFT, NEWS};
@@ -99,6 +99,10 @@ pub struct Mcp {
     deadline: Option<u64>,
     /// The device's news counters ([`NEWS`]) as the last pass found them.
     seen: [u32; NEWS.len()],
+    /// Their sum (wrapping): the counters only move forward, so the sum
+    /// of the ones read moved if and only if one of them did (short of
+    /// 2^32 moves between two passes).
+    seen_sum: u32,
     /// `regs::PORT_NEWS` as the last look at the port windows found it
     /// (None: look at the next pass).
     port_news: Option<u32>,
@@ -116,9 +120,11 @@ pub struct Mcp {
     kind: PassKind,
     /// Why the last pass that was not quiet ran ([`Mcp::pass_cause`]).
     cause: u8,
-    /// Send completions a quiet pass left for the next one with other
-    /// news (nothing waited for the transmit buffers they free).
-    sent_owed: bool,
+    /// News a quiet pass left for the next one with other news: send
+    /// completions (nothing waited for the transmit buffers they free),
+    /// host-DMA completions (receive buffers copied out, for the rx-DMA
+    /// engine that had others).
+    owed: u32,
     pub send: Send,
     pub rdma: Rdma,
     shared: Shared,
@@ -147,11 +153,12 @@ impl Mcp {
             deadline: None,
             port_news: None,
             seen: [0; NEWS.len()],
+            seen_sum: 0,
             pending: true,
             busy: false,
             kind: PassKind::Quiet,
             cause: 0,
-            sent_owed: false,
+            owed: 0,
         }
     }
 
@@ -258,18 +265,56 @@ impl Mcp {
         self.busy = false;
     }
 
+    /// Is news of the engines' completions all there is, and does it give
+    /// no machine work? Then it is left for the next pass with other news
+    /// (`owed`), or taken if that costs less. Packets that left, when no
+    /// machine waits for transmit buffers: their buffers come back then
+    /// (SEND's state shows them in flight till then). Host-DMA commands
+    /// no machine waits for, when neither owed events, a fill nor a live
+    /// offload wait for the ring room they free: events written are
+    /// taken; receive buffers copied out go back to the engine then,
+    /// while it has half its buffers or more (the next packet's arrival
+    /// is news, and a burst finds room).
+    #[inline(always)]
+    fn no_work_in(&mut self, hw: &mut impl Hw, news: u32) -> bool {
+        if news & bit::TXDMA != 0 && self.wants_tx_bufs() {
+            return false;
+        }
+        if news & bit::HDMA != 0 {
+            let cx = &self.shared;
+            if !cx.hdma.none_waited()
+                || cx.events_owed != 0
+                || self.sdma.waits_for_room()
+                || cx.offloads_live
+            {
+                return false;
+            }
+            if cx.hdma.none_acted() {
+                self.shared.hdma.take_inactive(hw);
+            } else {
+                let engine = cx.rxfree.out();
+                if engine.count_ones() < map::RX_BUF_COUNT / 2 {
+                    return false;
+                }
+                self.owed |= bit::HDMA;
+            }
+        }
+        self.owed |= news & bit::TXDMA;
+        true
+    }
+
     /// The rest of a pass that has news (out of line: a quiet pass saves
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
-        if news == bit::TXDMA && self.nothing_left(now) && !self.wants_tx_bufs() {
-            // Packets that left: their buffers come back with the next
-            // news (SEND's state shows them in flight till then).
-            self.sent_owed = true;
+        if news & !(bit::HDMA | bit::TXDMA) == 0
+            && self.nothing_left(now)
+            && self.no_work_in(hw, news)
+        {
             self.end_quiet(hw, now, w);
             return;
         }
-        let news = news | if core::mem::take(&mut self.sent_owed) { bit::TXDMA } else { 0 };
+        let news = news | core::mem::take(&mut self.owed);
         self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0
             && self.nothing_left(now)

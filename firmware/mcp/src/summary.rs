@@ -12,8 +12,10 @@ use nic_abi::regs;
 pub enum PassKind {
     /// No news, no timer due, nothing left by the last pass: it read the
     /// summary of what changed and stopped there (or the MCP is halted).
-    /// Send completions that nothing waits for are no news: the transmit
-    /// buffers they free are taken back at the next pass with other news.
+    /// Completions that give no machine work are no news: the transmit
+    /// buffers send completions free are taken back, and the receive
+    /// buffers copied out given back, at the next pass with other news;
+    /// events written are taken at once (`Mcp::no_work_in`).
     #[default]
     Quiet = 0,
     /// Its only news was the engines' completions, and it ran only what
@@ -55,9 +57,15 @@ impl Mcp {
     /// What changed since the last pass: a bit per counter of [`NEWS`]
     /// that moved (and the counters taken as seen). The registers are
     /// read together: in the image, a load each and one fence.
+    /// A quiet pass compares their sum with the last one's, and no more.
     #[inline(always)]
     pub(crate) fn news(&mut self, hw: &impl Hw) -> u32 {
         let c = hw.regs(NEWS);
+        let sum = c[0].wrapping_add(c[1]).wrapping_add(c[2]).wrapping_add(c[3]).wrapping_add(c[4]);
+        if sum == self.seen_sum {
+            return 0;
+        }
+        self.seen_sum = sum;
         let s = self.seen;
         self.seen = c;
         // Spelled out: the loop over both arrays was not unrolled.

@@ -74,15 +74,14 @@ impl Rdma {
                 if cx.hdma.space() == 0 {
                     break 'ports;
                 }
-                let Some(slot) = self.free_staging() else { break 'ports };
                 cx.events[p].pop_front();
                 self.go(cx, hw, RdmaState::Event { port: p as u8 }, Cause::EventOwed);
-                let staging = map::EVT_STAGING + slot as u32 * EVENT_SIZE;
+                // The staging slot of the ring slot the command takes.
+                let staging = map::EVT_STAGING + cx.hdma.next_slot() * EVENT_SIZE;
                 let seq = q.produced.wrapping_add(1);
                 if !stage_unicast(cx, hw, ev, staging, seq) {
                     stage_event(cx, sdma, hw, p, ev, staging, seq);
                 }
-                self.staging_busy[slot as usize] = true;
                 let at = q.bus + (q.produced & (q.len - 1)) as u64 * EVENT_SIZE as u64;
                 let cmd = HostDmaCmd {
                     dir: DmaDir::SramToHost,
@@ -91,7 +90,7 @@ impl Rdma {
                     host: at,
                     cookie: 0,
                 };
-                cx.hdma.post(hw, cmd, HdmaAction::EventDone(slot));
+                cx.hdma.post(hw, cmd, HdmaAction::Nothing);
                 w.dma_cmds += 1;
                 w.events += 1;
                 self.evq[p].produced = q.produced.wrapping_add(1);
@@ -103,18 +102,6 @@ impl Rdma {
             }
         }
         behind
-    }
-
-    fn free_staging(&mut self) -> Option<u8> {
-        let n = map::EVT_STAGING_LEN;
-        for k in 0..n {
-            let i = (self.staging_next + k) % n;
-            if !self.staging_busy[i as usize] {
-                self.staging_next = (i + 1) % n;
-                return Some(i as u8);
-            }
-        }
-        None
     }
 }
 

@@ -6,7 +6,8 @@
 //! event before the data.
 //!
 //! Owns: the ports' event queues in host memory (where, how long, how far
-//! written), the event staging slots in SRAM, the copies in flight. Takes
+//! written), the event staging slots in SRAM (one per host-DMA ring
+//! slot: an event is staged in its write's), the copies in flight. Takes
 //! from: `Shared::rdma_jobs` (RECV), `Shared::events` (every machine).
 //! Gives back: receive buffers (to the rx-DMA engine, once copied), the
 //! ports' tokens (`Shared::credits`, once their event is written).
@@ -121,8 +122,6 @@ impl EventQueue {
 pub struct Rdma {
     state: RdmaState,
     evq: [EventQueue; NUM_PORTS],
-    staging_busy: [bool; map::EVT_STAGING_LEN as usize],
-    staging_next: u32,
     /// Bytes copied out of each receive buffer, until its copy completes.
     copying: [u32; map::RX_BUF_COUNT as usize],
     /// Their sum.
@@ -140,8 +139,6 @@ impl Rdma {
         Rdma {
             state: RdmaState::Idle,
             evq: [EventQueue::NONE; NUM_PORTS],
-            staging_busy: [false; map::EVT_STAGING_LEN as usize],
-            staging_next: 0,
             copying: [0; map::RX_BUF_COUNT as usize],
             bytes_left: 0,
             last_port: 0,
@@ -241,13 +238,6 @@ impl Rdma {
             // SDMA sends leaf reports after RDMA's step: look again.
             let retry = if cx.leaf_reports.is_full() { cx.cfg.nobuf_retry } else { 0 };
             at(cx.now.saturating_add(retry));
-        }
-    }
-
-    /// Event staging slot `i` was written to host memory.
-    pub fn event_written(&mut self, i: u8) {
-        if let Some(s) = self.staging_busy.get_mut(i as usize) {
-            *s = false;
         }
     }
 

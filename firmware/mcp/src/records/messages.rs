@@ -169,17 +169,28 @@ pub enum EvRef {
 /// What the MCP does when a host-DMA command completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HdmaAction {
+    /// No machine waits for this one: an event written to host memory
+    /// (from the staging slot of its ring slot's number), a piece of a
+    /// copy before its last.
     Nothing,
     /// The payload of transmit buffer i is in SRAM.
     TxFilled(u8),
     /// Receive buffer i was copied out: give it back to the rx-DMA engine.
     RxDone(u8),
-    /// Event staging slot i was written to host memory.
-    EventDone(u8),
     /// Page-table line i was read from host memory.
     PtLine(u8),
     /// A command of offload `.0` (its place in the list), its tag `.1`.
     Offload(u8, u16),
+}
+
+impl HdmaAction {
+    /// Does a machine wait for this completion? A receive buffer copied
+    /// out only goes back to the rx-DMA engine, which may wait for the
+    /// next pass with news (`Mcp::poll`); a transmit buffer filled, a
+    /// page-table line read or an offload's command give work.
+    pub fn waited(self) -> bool {
+        !matches!(self, HdmaAction::Nothing | HdmaAction::RxDone(_))
+    }
 }
 
 /// A control packet to send: ack or nack for a receiving stream, or a

@@ -157,11 +157,17 @@ impl Sdma {
         }
     }
 
+    /// Did the fill stop for want of host-DMA ring room or a transmit
+    /// buffer, with streams queued?
+    pub(crate) fn waits_for_room(&self) -> bool {
+        self.stopped == Stop::NoRoom && self.conn_queue_len > 0
+    }
+
     /// Would transmit buffers coming free let SDMA go on? Its fill
     /// stopped for want of one with streams queued, or a scheduler policy
     /// paces streams (what it waits for depends on the buffers held).
     pub(crate) fn waits_for_tx_bufs(&self, cx: &Shared) -> bool {
-        (self.stopped == Stop::NoRoom && self.conn_queue_len > 0) || self.policy_may_pick(cx)
+        self.waits_for_room() || self.policy_may_pick(cx)
     }
 
     /// After the fill loop: what the machine waits for now.

@@ -151,6 +151,13 @@ impl TxBufs {
 pub struct HostDmaRing {
     prod: u32,
     done: u32,
+    /// `prod` just after the last command posted whose completion a
+    /// machine waits for ([`HdmaAction::waited`]): once `done` is at or
+    /// past it, the engine's completions give no machine work.
+    waited: u32,
+    /// `prod` just after the last command posted with an action (one
+    /// that is `Nothing` needs none when it completes).
+    acted: u32,
     actions: [HdmaAction; map::HDMA_RING_LEN as usize],
 }
 
@@ -159,6 +166,8 @@ impl HostDmaRing {
         HostDmaRing {
             prod: 0,
             done: 0,
+            waited: 0,
+            acted: 0,
             actions: [HdmaAction::Nothing; map::HDMA_RING_LEN as usize],
         }
     }
@@ -168,6 +177,8 @@ impl HostDmaRing {
         self.prod = hw.reg(regs::HDMA_DONE);
         hw.set_reg(regs::HDMA_PROD, self.prod);
         self.done = self.prod;
+        self.waited = self.prod;
+        self.acted = self.prod;
     }
 
     pub fn space(&self) -> u32 {
@@ -182,9 +193,45 @@ impl HostDmaRing {
         hw.store_u64(slot + 8, cmd.sram as u64);
         hw.store_u64(slot + 16, cmd.host);
         hw.store_u64(slot + 24, cmd.cookie);
-        self.actions[(self.prod & (map::HDMA_RING_LEN - 1)) as usize] = action;
+        self.actions[self.next_slot() as usize] = action;
         self.prod = self.prod.wrapping_add(1);
+        if action != HdmaAction::Nothing {
+            self.acted = self.prod;
+        }
+        if action.waited() {
+            self.waited = self.prod;
+        }
         hw.set_reg(regs::HDMA_PROD, self.prod);
+    }
+
+    /// The ring slot the next command takes. (An event is staged in the
+    /// staging slot of the same number: free whenever the ring has room,
+    /// as the command that last used it has completed.)
+    #[inline(always)]
+    pub fn next_slot(&self) -> u32 {
+        self.prod & (map::HDMA_RING_LEN - 1)
+    }
+
+    /// Is no machine waiting for a command the engine has not completed,
+    /// or whose completion was not taken yet?
+    #[inline(always)]
+    pub fn none_waited(&self) -> bool {
+        self.waited.wrapping_sub(self.done) as i32 <= 0
+    }
+
+    /// Has no command the engine has not completed (or whose completion
+    /// was not taken yet) an action?
+    #[inline(always)]
+    pub fn none_acted(&self) -> bool {
+        self.acted.wrapping_sub(self.done) as i32 <= 0
+    }
+
+    /// The engine's finished commands taken without looking at their
+    /// actions: for when none has one ([`HostDmaRing::none_acted`]).
+    #[inline(always)]
+    pub fn take_inactive(&mut self, hw: &impl Hw) {
+        debug_assert!(self.none_acted());
+        self.done = self.done.wrapping_add(self.finished(hw));
     }
 
     /// Commands the engine finished since the last call (never more than
