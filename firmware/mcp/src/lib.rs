@@ -238,7 +238,10 @@ impl Mcp {
         let news = self.news(hw);
         let due = self.deadline.is_some_and(|d| now >= d);
         let news = news | (due as u32) << bit::TIMER_SHIFT;
-        if news == 0 && self.nothing_left(now) {
+        if news & !(bit::HDMA | bit::TXDMA) == 0
+            && self.nothing_left(now)
+            && (news == 0 || self.no_work_in(hw, news))
+        {
             self.end_quiet(hw, now, w);
             return;
         }
@@ -307,13 +310,6 @@ impl Mcp {
     /// no register for it).
     #[inline(never)]
     fn poll_news(&mut self, hw: &mut impl Hw, now: u64, news: u32, w: &mut Work) {
-        if news & !(bit::HDMA | bit::TXDMA) == 0
-            && self.nothing_left(now)
-            && self.no_work_in(hw, news)
-        {
-            self.end_quiet(hw, now, w);
-            return;
-        }
         let news = news | core::mem::take(&mut self.owed);
         self.cause = news as u8 | (self.pending as u8) << CAUSE_PENDING_SHIFT;
         if news & !(bit::HDMA | bit::TXDMA) == 0

@@ -63,6 +63,12 @@ pub struct Tlb {
     /// with none is forgotten without a look at the store, one with some
     /// by a walk that stops at its last.
     live: [u32; LIVE_PORTS],
+    /// The entry the last hit or insert found, as (port, vpn, index): a
+    /// lookup of the same page (the next packet of a stream, most often)
+    /// takes it without searching its set. Any other write of an entry
+    /// goes through `insert` (which makes its own entry the last) or the
+    /// invalidations (which forget it), so it always holds what it says.
+    last: Option<(u8, u64, u32)>,
 }
 
 /// Ports whose valid entries a [`Tlb`] counts (the NIC's ports); a
@@ -81,7 +87,16 @@ impl Tlb {
     /// A cache of `sets` sets (a power of two) of `ways` ways each.
     pub const fn new(sets: u32, ways: u32) -> Tlb {
         assert!(sets.is_power_of_two() && ways > 0);
-        Tlb { sets, ways, clock: 0, hits: 0, misses: 0, evictions: 0, live: [0; LIVE_PORTS] }
+        Tlb {
+            sets,
+            ways,
+            clock: 0,
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+            live: [0; LIVE_PORTS],
+            last: None,
+        }
     }
 
     /// One more (`up`) or one fewer valid entry of `port`.
@@ -141,8 +156,13 @@ impl Tlb {
     /// The bus page of (port, vpn) if cached (a hit), else None (a miss:
     /// the caller fetches the page-table entry and `insert`s it).
     pub fn lookup(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> Option<u64> {
-        match self.find(store, port, vpn) {
+        let found = match self.last {
+            Some((p, v, i)) if p == port && v == vpn => Some(i),
+            _ => self.find(store, port, vpn),
+        };
+        match found {
             Some(i) => {
+                self.last = Some((port, vpn, i));
                 self.hits += 1;
                 let stamp = self.touch(store);
                 store.set_stamp(i, stamp);
@@ -178,11 +198,13 @@ impl Tlb {
         };
         let stamp = self.touch(store);
         store.set(i, TlbEntry { valid: true, port, vpn, bus_page, stamp });
+        self.last = Some((port, vpn, i));
     }
 
     /// Forget (port, vpn) (its page was deregistered). True if cached.
     pub fn invalidate(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> bool {
         let Some(i) = self.find(store, port, vpn) else { return false };
+        self.last = None;
         store.set(i, TlbEntry::default());
         self.count(port, false);
         true
@@ -196,6 +218,7 @@ impl Tlb {
         if known == Some(0) {
             return 0;
         }
+        self.last = None;
         let mut n = 0;
         for i in 0..self.entries() {
             if known.is_some_and(|k| n >= k) {
@@ -365,6 +388,10 @@ mod tests {
                         table.retain(|&(q, _), _| q != p);
                         t.invalidate_port(&mut m, p);
                     }
+                }
+                // The last entry found still holds its page.
+                if let Some((p, v, i)) = t.last {
+                    prop_assert!(m.holds(i, p, v), "the last entry found went stale");
                 }
                 let cached = (0..t.entries()).filter(|&i| m.get(i).valid).count() as u32;
                 prop_assert!(cached <= t.entries());
