@@ -203,9 +203,11 @@ pub mod poll_stats {
     pub static mut POLL_KINDS: [[[u64; 2]; 2]; 3] = [[[0; 2]; 2]; 3];
 
     /// Passes by why they ran, then by whether they did work: count,
-    /// instruction sum. Entry `c` is a quiet pass (0) or a completions
-    /// pass (1 to 3) of cause `c`, entry 128 + `c` a whole pass of cause
-    /// `c` (`mcp::Mcp::pass_cause`: the news bits, the timer, work left).
+    /// instruction sum. Entry 0 is a quiet pass that read the summary and
+    /// nothing more, entry `c` (1 to 3) a completions pass of cause `c`,
+    /// 64 + `c` a quiet pass that took or left completions `c`, 128 + `c`
+    /// a whole pass of cause `c` (`mcp::Mcp::pass_cause`: the news bits,
+    /// the timer, work left).
     #[no_mangle]
     pub static mut POLL_CAUSES: [[[u64; 2]; 2]; 256] = [[[0; 2]; 2]; 256];
 
@@ -252,7 +254,14 @@ pub mod poll_stats {
         let k = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_KINDS))[kind as usize][busy as usize] };
         k[0] += 1;
         k[1] += n;
-        let at = (cause & 127) as usize | ((kind == mcp::PassKind::Whole) as usize) << 7;
+        // Whole passes from 128, quiet passes that took completions from
+        // 64 (no pass short of a whole one has work left: bit 6 is free).
+        let at = (cause & 63) as usize
+            | match kind {
+                mcp::PassKind::Whole => 128 | (cause & 64) as usize,
+                mcp::PassKind::Quiet if cause != 0 => 64,
+                _ => 0,
+            };
         // SAFETY: as above.
         let c = unsafe { &mut (*core::ptr::addr_of_mut!(POLL_CAUSES))[at][busy as usize] };
         c[0] += 1;

@@ -242,6 +242,8 @@ impl Mcp {
             && self.nothing_left(now)
             && (news == 0 || self.no_work_in(hw, news))
         {
+            // (The completions it took or left, if any: `pass_cause`.)
+            self.cause = news as u8;
             self.end_quiet(hw, now, w);
             return;
         }

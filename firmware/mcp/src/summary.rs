@@ -81,17 +81,15 @@ impl Mcp {
         self.kind
     }
 
-    /// Why the last [`Mcp::poll`] ran (0 for a quiet pass): bit i for
-    /// counter i of [`NEWS`] that moved, bit 5 for a timer that fell due,
-    /// bit 6 ([`CAUSE_PENDING_SHIFT`]) for work the pass before left. A
-    /// measuring build counts passes by it (`cargo xtask bench
-    /// --firmware` prints them), to show which news costs whole passes.
+    /// Why the last [`Mcp::poll`] ran: bit i for counter i of [`NEWS`]
+    /// that moved, bit 5 for a timer that fell due, bit 6
+    /// ([`CAUSE_PENDING_SHIFT`]) for work the pass before left. For a
+    /// quiet pass, the engines' completions it took or left for later
+    /// (none: 0, the summary read and nothing more). A measuring build
+    /// counts passes by it (`cargo xtask bench --firmware` prints them),
+    /// to show which news costs whole passes.
     pub fn pass_cause(&self) -> u32 {
-        if self.kind == PassKind::Quiet {
-            0
-        } else {
-            u32::from(self.cause)
-        }
+        u32::from(self.cause)
     }
 
     /// Did the last [`Mcp::poll`] do work? (`!work.is_idle()`, worked out

@@ -71,10 +71,13 @@ pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
 /// closed, a timer due, work the last pass left), e.g. `whole: rx left`.
 pub fn cause_name(c: usize) -> String {
     const BITS: [&str; 7] = ["hdma", "txdma", "rx", "host", "ports", "timer", "left"];
-    let kind = match (c >= 128, c & 127) {
-        (true, _) => "whole",
+    // Below 128, bit 6 (work left, which only a whole pass has) marks a
+    // quiet pass that took or left completions.
+    let (kind, c) = match (c >= 128, c & 127) {
+        (true, _) => ("whole", c),
         (false, 0) => return "quiet".into(),
-        (false, _) => "completions",
+        (false, b) if b & 64 != 0 => ("quiet", b & 63),
+        (false, b) => ("completions", b),
     };
     let bits: Vec<&str> =
         BITS.iter().enumerate().filter(|(i, _)| c & (1 << i) != 0).map(|(_, b)| *b).collect();
@@ -276,6 +279,9 @@ mod tests {
         assert_eq!(cause_name(128 | 4 | 64), "whole: rx left");
         assert_eq!(cause_name(128 | 8 | 32), "whole: host timer");
         assert_eq!(cause_name(128), "whole: nothing");
+        assert_eq!(cause_name(0), "quiet");
+        assert_eq!(cause_name(64 | 1 | 2), "quiet: hdma txdma");
+        assert_eq!(cause_name(2), "completions: txdma");
     }
 
     #[test]

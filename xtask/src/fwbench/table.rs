@@ -80,7 +80,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if doc.idle.quiet_one_port > 0.0 {
         let _ = writeln!(
             s,
-            "quiet pass (no news that gives work: the summary read and nothing more): {:.0} with 1 port and 1 stream; {} with 8 ports \
+            "quiet pass (no news: the summary read and nothing more): {:.0} with 1 port and 1 stream; {} with 8 ports \
              and 128 streams",
             doc.idle.quiet_one_port,
             many(doc.idle.quiet_eight_ports_128_streams)
@@ -90,9 +90,9 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if ordered(doc).iter().any(|(_, w)| !w.pass_kinds.is_empty()) {
         let _ = writeln!(
             s,
-            "\npasses by kind, per message over all NICs (x mean instructions a pass); quiet: no news, the summary\n\
-             read and nothing more; completions: only the engines' completions; whole: the machines stepped;\n\
-             idle: the passes of any kind that did no work\n\
+            "\npasses by kind, per message over all NICs (x mean instructions a pass); quiet: no news that gives\n\
+             work (none, or completions no machine waits for), the summary read; completions: only the engines'\n\
+             completions; whole: the machines stepped; idle: the passes of any kind that did no work\n\
              {:<15} {:>16} {:>16} {:>16} {:>16}",
             "workload", "quiet", "completions", "whole", "of them idle"
         );
