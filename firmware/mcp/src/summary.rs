@@ -1,10 +1,13 @@
 //! The summary of what changed that each pass reads first (the device's
-//! news counters, as a NIC's interrupt-status register), and what the
+//! news counters, as a NIC's interrupt-status register); whether the news
+//! gives a machine work, or the pass ends there (quiet); and what the
 //! last pass was: its kind, why it ran, whether it did work.
 
 use crate::hw::Hw;
-use crate::Mcp;
-use nic_abi::regs;
+#[cfg(any(test, feature = "check-gating"))]
+use crate::GATING_CHECKED;
+use crate::{offload, Mcp, Work};
+use nic_abi::{map, regs};
 
 /// What a pass of [`Mcp::poll`] was, by how much of the MCP it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,6 +57,74 @@ pub(crate) mod bit {
 }
 
 impl Mcp {
+    /// Did the last pass leave nothing behind, with the receive ring's
+    /// audit not due? Then only news gives a machine work.
+    #[inline(always)]
+    pub(crate) fn nothing_left(&self, now: u64) -> bool {
+        !self.pending && now < self.recv.repair_at()
+    }
+
+    /// A pass ends at the summary: it did nothing. (Feature
+    /// `check-gating`, and this crate's tests: it runs whole instead, and
+    /// must find nothing.)
+    #[inline(always)]
+    pub(crate) fn end_quiet(&mut self, _hw: &mut impl Hw, _now: u64, _w: &mut Work) {
+        #[cfg(any(test, feature = "check-gating"))]
+        if GATING_CHECKED.with(|c| c.get()) {
+            *_w = self.check_gating(_hw, _now);
+            return;
+        }
+        self.busy = false;
+    }
+
+    /// Is news of the engines' completions all there is, and does it give
+    /// no machine work? Then it is left for the next pass with other news
+    /// (`owed`), or taken if that costs less. Packets that left, when no
+    /// machine waits for transmit buffers: their buffers come back then
+    /// (SEND's state shows them in flight till then). Host-DMA commands
+    /// no machine waits for, when neither owed events, a fill nor a live
+    /// offload wait for the ring room they free: events written are
+    /// taken; receive buffers copied out go back to the engine then,
+    /// while it has half its buffers or more (the next packet's arrival
+    /// is news, and a burst finds room).
+    #[inline(always)]
+    pub(crate) fn no_work_in(&mut self, hw: &mut impl Hw, news: u32) -> bool {
+        if news & bit::TXDMA != 0 && self.wants_tx_bufs() {
+            return false;
+        }
+        if news & bit::HDMA != 0 {
+            let cx = &self.shared;
+            if !cx.hdma.none_waited()
+                || cx.events_owed != 0
+                || self.sdma.waits_for_room()
+                || cx.offloads_live
+            {
+                return false;
+            }
+            if cx.hdma.none_acted() {
+                self.shared.hdma.take_inactive(hw);
+            } else {
+                let engine = cx.rxfree.out();
+                if engine.count_ones() < map::RX_BUF_COUNT / 2 {
+                    return false;
+                }
+                self.owed |= bit::HDMA;
+            }
+        }
+        self.owed |= news & bit::TXDMA;
+        true
+    }
+
+    /// Would transmit buffers coming free give a machine work? SDMA's
+    /// fill or its scheduler policy, or an offload's packet for SEND.
+    /// (SEND's acks and filled buffers are work left: no pass is quiet
+    /// while they wait.)
+    pub(crate) fn wants_tx_bufs(&self) -> bool {
+        let cx = &self.shared;
+        self.sdma.waits_for_tx_bufs(cx)
+            || (offload::Offloads::ANY && cx.offloads_live && !cx.offload.tx.is_empty())
+    }
+
     /// What changed since the last pass: a bit per counter of [`NEWS`]
     /// that moved (and the counters taken as seen). The registers are
     /// read together: in the image, a load each and one fence.

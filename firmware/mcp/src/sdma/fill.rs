@@ -124,7 +124,7 @@ impl Sdma {
     /// Might the scheduler policy pick a stream none queued (asked only
     /// while an offload holds state: `Shared::offloads_live`)?
     #[inline(always)]
-    fn policy_may_pick(&self, cx: &Shared) -> bool {
+    pub(super) fn policy_may_pick(&self, cx: &Shared) -> bool {
         cx.offloads_live && self.sched.may_pick()
     }
 
@@ -155,19 +155,6 @@ impl Sdma {
                         || (self.policy_may_pick(cx) && cx.txbufs.held() != self.held_at_stop))
             }
         }
-    }
-
-    /// Did the fill stop for want of host-DMA ring room or a transmit
-    /// buffer, with streams queued?
-    pub(crate) fn waits_for_room(&self) -> bool {
-        self.stopped == Stop::NoRoom && self.conn_queue_len > 0
-    }
-
-    /// Would transmit buffers coming free let SDMA go on? Its fill
-    /// stopped for want of one with streams queued, or a scheduler policy
-    /// paces streams (what it waits for depends on the buffers held).
-    pub(crate) fn waits_for_tx_bufs(&self, cx: &Shared) -> bool {
-        self.waits_for_room() || self.policy_may_pick(cx)
     }
 
     /// After the fill loop: what the machine waits for now.

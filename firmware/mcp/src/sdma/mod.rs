@@ -287,6 +287,19 @@ impl Sdma {
         self.intake_left || self.fill_left(cx)
     }
 
+    /// Did the fill stop for want of host-DMA ring room or a transmit
+    /// buffer, with streams queued?
+    pub(crate) fn waits_for_room(&self) -> bool {
+        self.stopped == fill::Stop::NoRoom && self.conn_queue_len > 0
+    }
+
+    /// Would transmit buffers coming free let SDMA go on? Its fill
+    /// stopped for want of one with streams queued, or a scheduler policy
+    /// paces streams (what it waits for depends on the buffers held).
+    pub(crate) fn waits_for_tx_bufs(&self, cx: &Shared) -> bool {
+        self.waits_for_room() || self.policy_may_pick(cx)
+    }
+
     /// Port `p` opened: its send ring starts at 0.
     pub fn port_opened(&mut self, p: usize) {
         self.serving |= 1 << p;
