@@ -48,11 +48,11 @@ impl Mcp {
         let evq_len = hw.reg(nic_abi::regs::port_evq_len(p));
         let evq_bus = hw.reg(nic_abi::regs::port_evq_bus(p));
         let cx = &mut self.shared;
+        cx.xlat.read_slice(hw, p);
         // The event queue: a power of two of entries, all of it in the
         // port's slice of host memory (which also keeps its end below 2^64).
         let evq_bytes = evq_len as u64 * nic_abi::event::EVENT_SIZE as u64;
-        let evq_ok = evq_len.is_power_of_two()
-            && crate::translate::in_slice(hw, p as u8, evq_bus, evq_bytes);
+        let evq_ok = evq_len.is_power_of_two() && cx.xlat.in_slice(p as u8, evq_bus, evq_bytes);
         cx.ports[p] = shared::PortOpen { open: true, generation: gen, refused: !evq_ok };
         cx.credits[p] = shared::Credits::default();
         hw.store_u32(port_reg(p, FW_GENERATION), gen);

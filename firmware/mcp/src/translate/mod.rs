@@ -101,6 +101,12 @@ pub struct Translator {
     missed_live: u8,
     /// The version of each port's table the cache holds.
     versions: [Version; NUM_PORTS],
+    /// Each port's slice of host memory (base, bytes) as the privileged
+    /// side recorded it (`regs::PORT_SLICES`), read at start and again
+    /// when the port opens ([`Translator::read_slice`]): the device writes
+    /// them when it is made, so a translation checks against these with
+    /// no register read.
+    slices: [(u64, u64); NUM_PORTS],
     missed: [(u8, u64); MISSED_LEN],
     lines: [Line; map::PT_LINES_LEN as usize],
 }
@@ -170,6 +176,7 @@ impl Translator {
             lines: [NO_LINE; map::PT_LINES_LEN as usize],
             next_line: 0,
             versions: [Version { gen: 0, added: 0 }; NUM_PORTS],
+            slices: [(0, 0); NUM_PORTS],
             missed: [(u8::MAX, 0); MISSED_LEN],
             missed_at: 0,
             missed_live: 0,
@@ -204,7 +211,25 @@ impl Translator {
         for p in 0..NUM_PORTS {
             self.versions[p] = version(hw, p);
             hw.store_u32(port_reg(p, PT_ACK), self.versions[p].gen);
+            self.read_slice(hw, p);
         }
+    }
+
+    /// Take port `p`'s slice of host memory as the privileged side
+    /// recorded it (at start, and as the port opens).
+    pub fn read_slice(&mut self, hw: &impl Hw, p: usize) {
+        let base = hw.load_u64(regs::reg(regs::port_slice_base(p)));
+        let len = hw.load_u64(regs::reg(regs::port_slice_len(p)));
+        self.slices[p] = (base, len);
+    }
+
+    /// Is `[bus, bus + len)` inside `port`'s slice of host memory?
+    /// Never wraps; a port out of range has none.
+    #[inline]
+    pub fn in_slice(&self, port: u8, bus: u64, len: u64) -> bool {
+        let Some(&(base, size)) = self.slices.get(port as usize) else { return false };
+        bus >= base
+            && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
     }
 
     /// Port `p`'s table is at version `v`: forget what it no longer says:
@@ -325,7 +350,7 @@ impl Shared {
                 }
                 None => crate::shared::Stats::bump(hw, Stat::TlbHits, 1),
             }
-            return bus_in_slice(hw, p, page, vaddr);
+            return bus_in_slice(x, p, page, vaddr);
         }
         // Not cached (a page outside the table never is: `line_of`
         // refuses it).
@@ -354,7 +379,7 @@ impl Shared {
             let e = hw.load_u64(map::pt_line(i as u32) + (vpn - first) as u32 * PTE_SIZE);
             let Some(page) = pte_bus_page(e) else { return Xlat::Fault };
             x.tlb.insert(&mut SramTlb(hw), port, vpn, page);
-            return bus_in_slice(hw, p, page, vaddr);
+            return bus_in_slice(x, p, page, vaddr);
         }
         // A miss: read the line, if a slot and the engine have room.
         if self.hdma.space() == 0 {
@@ -453,22 +478,13 @@ fn table_index(hw: &impl Hw, p: usize, vpn: u64) -> Option<u64> {
 /// `vaddr`'s bus address in bus page `page`, if the whole page is in port
 /// `p`'s slice (an entry written wrongly, or by someone it does not belong
 /// to, is no translation) and its end fits the bus's addresses.
-fn bus_in_slice(hw: &impl Hw, p: usize, page: u64, vaddr: u64) -> Xlat {
+fn bus_in_slice(x: &Translator, p: usize, page: u64, vaddr: u64) -> Xlat {
     match page.checked_mul(PAGE_SIZE) {
-        Some(start) if in_slice(hw, p as u8, start, PAGE_SIZE) => {
+        Some(start) if x.in_slice(p as u8, start, PAGE_SIZE) => {
             Xlat::Bus(start + vaddr % PAGE_SIZE)
         }
         _ => Xlat::Fault,
     }
-}
-
-/// Is `[bus, bus + len)` inside `port`'s slice of host memory, as the
-/// privileged side recorded it (`regs::PORT_SLICES`)? Never wraps.
-pub fn in_slice(hw: &impl Hw, port: u8, bus: u64, len: u64) -> bool {
-    let base = hw.load_u64(regs::reg(regs::port_slice_base(port as usize)));
-    let size = hw.load_u64(regs::reg(regs::port_slice_len(port as usize)));
-    bus >= base
-        && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
 }
 
 #[cfg(test)]
