@@ -64,8 +64,8 @@ pub struct Tlb {
     /// by a walk that stops at its last.
     live: [u32; LIVE_PORTS],
     /// The entry the last hit or insert found, as (port, vpn, index): a
-    /// lookup of the same page (the next packet of a stream, most often)
-    /// takes it without searching its set. Any other write of an entry
+    /// lookup of the same page (a buffer used again, as a ping-pong's
+    /// message after message) takes it without searching its set. Any other write of an entry
     /// goes through `insert` (which makes its own entry the last) or the
     /// invalidations (which forget it), so it always holds what it says.
     last: Option<(u8, u64, u32)>,
