@@ -25,8 +25,10 @@
 //! only memory it registered, and only inside its slice.
 
 mod ranges;
+mod slices;
 
 pub use ranges::{Piece, MAX_PIECES};
+use slices::bus_in_slice;
 
 use crate::hw::Hw;
 use crate::records::HdmaAction;
@@ -213,23 +215,6 @@ impl Translator {
             hw.store_u32(port_reg(p, PT_ACK), self.versions[p].gen);
             self.read_slice(hw, p);
         }
-    }
-
-    /// Take port `p`'s slice of host memory as the privileged side
-    /// recorded it (at start, and as the port opens).
-    pub fn read_slice(&mut self, hw: &impl Hw, p: usize) {
-        let base = hw.load_u64(regs::reg(regs::port_slice_base(p)));
-        let len = hw.load_u64(regs::reg(regs::port_slice_len(p)));
-        self.slices[p] = (base, len);
-    }
-
-    /// Is `[bus, bus + len)` inside `port`'s slice of host memory?
-    /// Never wraps; a port out of range has none.
-    #[inline]
-    pub fn in_slice(&self, port: u8, bus: u64, len: u64) -> bool {
-        let Some(&(base, size)) = self.slices.get(port as usize) else { return false };
-        bus >= base
-            && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
     }
 
     /// Port `p`'s table is at version `v`: forget what it no longer says:
@@ -473,18 +458,6 @@ fn table_index(hw: &impl Hw, p: usize, vpn: u64) -> Option<u64> {
     let first = hw.load_u64(regs::reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
     let entries = hw.load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
     vpn.checked_sub(first).filter(|&i| i < entries)
-}
-
-/// `vaddr`'s bus address in bus page `page`, if the whole page is in port
-/// `p`'s slice (an entry written wrongly, or by someone it does not belong
-/// to, is no translation) and its end fits the bus's addresses.
-fn bus_in_slice(x: &Translator, p: usize, page: u64, vaddr: u64) -> Xlat {
-    match page.checked_mul(PAGE_SIZE) {
-        Some(start) if x.in_slice(p as u8, start, PAGE_SIZE) => {
-            Xlat::Bus(start + vaddr % PAGE_SIZE)
-        }
-        _ => Xlat::Fault,
-    }
 }
 
 #[cfg(test)]
