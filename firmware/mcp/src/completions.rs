@@ -55,11 +55,10 @@ impl Mcp {
             && self.shared.events_owed == 0
             && !self.sdma.leftover(&self.shared)
         {
-            // Only event writes finished: their staging slots are free,
-            // which no event waits for, and their host-DMA ring slots,
-            // which a fill that stopped for room may take now. Else what
-            // the last pass left (nothing, or this would be a whole pass)
-            // is all there is.
+            // Only commands with no action finished (events written, a
+            // copy's first pieces): they free host-DMA ring slots, which a
+            // fill that stopped for room may take now. Else what the last pass left (nothing, or this
+            // would be a whole pass) is all there is.
             self.busy = false;
             self.checked_gating(hw, now);
             return true;

@@ -119,7 +119,7 @@ impl Mcp {
     /// fill or its scheduler policy, or an offload's packet for SEND.
     /// (SEND's acks and filled buffers are work left: no pass is quiet
     /// while they wait.)
-    pub(crate) fn wants_tx_bufs(&self) -> bool {
+    fn wants_tx_bufs(&self) -> bool {
         let cx = &self.shared;
         self.sdma.waits_for_tx_bufs(cx)
             || (offload::Offloads::ANY && cx.offloads_live && !cx.offload.tx.is_empty())
