@@ -276,15 +276,24 @@ impl<B: NicBackend> Nic<B> {
             (cursor, 0)
         };
         let n = prod.wrapping_sub(from);
-        let mut records = Vec::with_capacity(n as usize);
-        let mut b = [0u8; DISPATCH_RECORD_SIZE as usize];
-        for k in 0..n {
-            let slot = from.wrapping_add(k) % DISPATCH_TRACE_LEN;
-            be.sram_read(map::DISPATCH_TRACE + slot * DISPATCH_RECORD_SIZE, &mut b);
-            if let Some(r) = DispatchRecord::decode(&b) {
-                records.push(r);
-            }
+        // The records in one read, or two where the ring wraps: on a live
+        // NIC the trace is read through the device process, a request
+        // each, and a host program that polls it as it sends must not pay
+        // a round trip per packet.
+        let mut bytes = vec![0u8; (n * DISPATCH_RECORD_SIZE) as usize];
+        let start = from % DISPATCH_TRACE_LEN;
+        let first = n.min(DISPATCH_TRACE_LEN - start);
+        let (a, b) = bytes.split_at_mut((first * DISPATCH_RECORD_SIZE) as usize);
+        if !a.is_empty() {
+            be.sram_read(map::DISPATCH_TRACE + start * DISPATCH_RECORD_SIZE, a);
         }
+        if !b.is_empty() {
+            be.sram_read(map::DISPATCH_TRACE, b);
+        }
+        let records = bytes
+            .chunks_exact(DISPATCH_RECORD_SIZE as usize)
+            .filter_map(DispatchRecord::decode)
+            .collect();
         TraceRead { records, cursor: prod, lost }
     }
 }

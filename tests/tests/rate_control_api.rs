@@ -73,6 +73,41 @@ fn a_flow_idt_paces_the_stream_and_its_counters_and_trace_show_it() {
 }
 
 #[test]
+fn the_dispatch_trace_is_read_in_order_across_the_rings_end_and_counts_what_was_overwritten() {
+    use host_driver::NicBackend;
+    use nic_abi::flows::{DispatchRecord, DISPATCH_RECORD_SIZE};
+    use nic_abi::map::{DISPATCH_TRACE, DISPATCH_TRACE_LEN};
+    use nic_abi::regs;
+    let rig = Rig::new("lanai4-gm", 2, None);
+    let nic = rig.nic(0);
+    // Records written as the NIC writes them (no flow dispatches here):
+    // record k in slot k mod the ring's length, its RTC k.
+    let write = |from: u32, to: u32| {
+        let mut b = [0u8; DISPATCH_RECORD_SIZE as usize];
+        for k in from..to {
+            DispatchRecord { rtc: k as u64, key: 7, bytes: 4096 }.encode(&mut b);
+            let slot = k % DISPATCH_TRACE_LEN;
+            nic.backend().sram_write(DISPATCH_TRACE + slot * DISPATCH_RECORD_SIZE, &b);
+        }
+        nic.backend().sram_store_u32(regs::reg(regs::DISPATCH_TRACE_PROD), to);
+    };
+    let rtcs = |t: &host_driver::TraceRead| t.records.iter().map(|r| r.rtc).collect::<Vec<_>>();
+    // Across the end of the ring: the last 6 slots, then the first 4.
+    let end = DISPATCH_TRACE_LEN;
+    write(end - 6, end + 4);
+    let t = nic.dispatch_trace_since(end - 6);
+    assert_eq!((t.cursor, t.lost), (end + 4, 0));
+    assert_eq!(rtcs(&t), ((end - 6) as u64..(end + 4) as u64).collect::<Vec<_>>());
+    // More than the ring holds since the cursor: the oldest are lost,
+    // the ring's worth read in order.
+    write(end + 4, 3 * end + 100);
+    let t = nic.dispatch_trace_since(end + 4);
+    assert_eq!((t.cursor, t.lost), (3 * end + 100, end + 96));
+    assert_eq!(rtcs(&t), ((2 * end + 100) as u64..(3 * end + 100) as u64).collect::<Vec<_>>());
+    assert!(nic.dispatch_trace_since(t.cursor).records.is_empty());
+}
+
+#[test]
 fn the_flow_table_refuses_bad_flows_and_fills_up() {
     let rig = Rig::new("lanai4-gm", 2, None);
     let nic = rig.nic(0);

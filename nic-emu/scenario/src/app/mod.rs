@@ -47,8 +47,9 @@ const BARRIER_POLL_NS: u64 = 2_000;
 /// before the port counts as ready anyway.
 const READY_STALL_NS: u64 = 50_000;
 
-/// While a flow is traced, its NIC's dispatch trace is read this often
-/// (the ring holds 4096 records).
+/// While a flow is traced, the program asks to be called again at least
+/// this often, so that its NIC's dispatch trace is read (`read_trace`
+/// reads it when due; the ring holds 4096 records).
 const TRACE_POLL_NS: u64 = 10_000_000;
 
 /// A node receiving a flow that may end early (stopped, or refused by the
@@ -111,6 +112,8 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     brm: Option<BrmClient<T>>,
     /// Dispatch trace cursor, while a role of this node is traced.
     trace_cursor: Option<u32>,
+    /// When `read_trace` last read it, and when it reads it next.
+    trace_read: (u64, u64),
     /// Events taken from the ports so far.
     events: u64,
     /// The multicast groups this node is a member of (root included).
@@ -191,6 +194,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             incoming_may_end,
             brm,
             trace_cursor: None,
+            trace_read: (0, 0),
             events: 0,
             mcasts: Vec::new(),
             lent: BTreeMap::new(),
@@ -388,7 +392,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         self.retry_relays(began, wake_at);
         self.release_finished();
-        self.read_trace();
+        self.read_trace(self.host.now_ns());
         let ready = {
             let l = self.ledger.borrow();
             l.ports_ready >= l.ports_total

@@ -134,6 +134,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         if self.roles.iter().any(|r| r.trace) {
             self.trace_cursor = Some(nic.set_dispatch_trace(true));
+            let now = self.host.now_ns();
+            self.trace_read = (now, now);
         }
         self.create_groups(&nic)?;
         self.nic = Some(nic);
