@@ -41,6 +41,7 @@ mod gating;
 pub mod offload;
 mod pool;
 mod ports;
+mod queue;
 pub mod rdma;
 mod records;
 pub mod recv;

@@ -14,6 +14,7 @@
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Win, Window};
+use crate::queue::{self, Consumer};
 use crate::records::*;
 use crate::recv::Recv;
 use crate::sdma::Sdma;
@@ -92,11 +93,22 @@ pub struct Send {
     in_flight: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
     prod: u32,
     done: u32,
+    /// Its halves of the queues between machines (`crate::queue`): the
+    /// filled buffers and the control packets it sends.
+    ready: Consumer<queue::ToSend>,
+    controls: Consumer<queue::Controls>,
 }
 
 impl Send {
     pub(crate) const fn new() -> Send {
-        Send { state: SendState::Idle, in_flight: crate::ring::Ring::new(), prod: 0, done: 0 }
+        Send {
+            state: SendState::Idle,
+            in_flight: crate::ring::Ring::new(),
+            prod: 0,
+            done: 0,
+            ready: queue::consumer(),
+            controls: queue::consumer(),
+        }
     }
 
     pub fn state(&self) -> SendState {
@@ -183,7 +195,7 @@ impl Send {
         }
         while let Some(&c) = cx.controls.front() {
             let Some(b) = cx.txbufs.free_one() else { break };
-            cx.controls.pop_front();
+            cx.controls.pop_front(&self.controls);
             let stream = c.stream_raw();
             self.go(cx, hw, SendState::Control { stream }, Cause::ControlOut);
             if self.send_control(cx, sdma, recv, hw, b, c) {
@@ -201,7 +213,7 @@ impl Send {
             if built && builds {
                 break;
             }
-            cx.tx_ready.pop_front();
+            cx.tx_ready.pop_front(&self.ready);
             let current = buf.stream.filter(|&s| sdma.is_current(s, buf.epoch));
             let Some(stream) = current else {
                 // Filled before a rewind: the stream will send it again.

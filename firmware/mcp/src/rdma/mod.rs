@@ -19,6 +19,7 @@ mod events;
 
 use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
+use crate::queue::{self, Consumer};
 use crate::records::*;
 use crate::shared::{MachineState, Shared};
 use crate::translate::{Piece, Xlat, MAX_PIECES};
@@ -132,6 +133,8 @@ pub struct Rdma {
     leaf_wait: bool,
     /// The next copy waits for a translation into this port's memory.
     xlat_wait: Option<u8>,
+    /// Its half of the queue of payloads to copy (`crate::queue`).
+    jobs: Consumer<queue::Jobs>,
 }
 
 impl Rdma {
@@ -144,6 +147,7 @@ impl Rdma {
             last_port: 0,
             leaf_wait: false,
             xlat_wait: None,
+            jobs: queue::consumer(),
         }
     }
 
@@ -266,7 +270,7 @@ impl Rdma {
     /// The accepted payloads' copies, in order, while there is room.
     #[inline(never)]
     fn copy_jobs(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) {
-        while let Some(job) = cx.rdma_jobs.front_mut() {
+        while let Some(job) = cx.rdma_jobs.front_mut(&self.jobs) {
             if job.relayed {
                 // Forwarded first (SDMA's fill this pass), copied next pass.
                 job.relayed = false;
@@ -286,7 +290,7 @@ impl Rdma {
             let Some(rx_buf) = job.rx_buf.map(NonMaxU8::get) else {
                 // Only the event of a message whose packets were placed
                 // (copied) before.
-                cx.rdma_jobs.pop_front();
+                cx.rdma_jobs.pop_front(&self.jobs);
                 if let Some(ev) = job.then {
                     if matches!(ev, EvRef::Slot(_)) {
                         cx.bump(hw, Stat::MessagesReceived, 1);
@@ -302,7 +306,7 @@ impl Rdma {
                 self.xlat_wait = Some(job.port);
                 break;
             }
-            cx.rdma_jobs.pop_front();
+            cx.rdma_jobs.pop_front(&self.jobs);
             if xlat == Xlat::Fault {
                 // Deregistered while the message was arriving: the bytes
                 // cannot be placed; the event still comes.

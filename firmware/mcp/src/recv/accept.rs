@@ -4,7 +4,8 @@
 //! may hold the packet, `offload::policy::Window`), the target port, then by packet type: a Data
 //! message's receive buffer (exact size class and priority), a put's or
 //! get's registered memory, a get answer's waiting token. Accepted
-//! payloads go to RDMA as jobs; refusals become nacks for SEND.
+//! payloads go to RDMA as jobs; refusals become nacks for SEND. And a
+//! port's close: its partial messages and posted receive buffers dropped.
 
 use super::take::Take;
 use super::{Arrived, Next, Recv, RecvState};
@@ -25,6 +26,26 @@ use nic_abi::trace::Cause;
 use nic_abi::{class_max_len, Priority};
 
 impl Recv {
+    /// Port `p` closed: partial messages into it are dropped and its
+    /// posted receive buffers freed.
+    pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
+        self.take_provided(cx, hw);
+        let rx: heapless::Vec<RxId, MAX_STREAMS> =
+            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
+        for r in rx {
+            // (Slots taken early go back first: the list keeps its order.)
+            Win::release(self, cx, hw, r);
+            self.abort_assembly(cx, hw, r);
+        }
+        let mut next = self.slots_head[p];
+        while let Some(s) = next {
+            next = cx.slot_link(hw, s);
+            cx.slots.free(s);
+        }
+        self.slots_head[p] = None;
+        self.slots_tail[p] = None;
+    }
+
     /// A packet beyond a gap: nack the expected one and drop it. The
     /// packets behind the gap that the sender sent in the same round (see
     /// [`SeqView::round`]) draw no more nacks: one per gap and round.
@@ -350,7 +371,7 @@ impl Recv {
                 if s.last() {
                     self.rxs[r].assembly = Assembly::Idle;
                 }
-                let _ = cx.rdma_jobs.push_back(j);
+                let _ = cx.rdma_jobs.push_back(&self.to_rdma, j);
             }
         }
         self.advance(cx, r);

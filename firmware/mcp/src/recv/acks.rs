@@ -11,7 +11,7 @@ impl Recv {
     /// it every pass: it cannot fill; should it, the loss is counted (a
     /// lost ack or nack costs the sender a timeout, nothing more).
     pub(crate) fn pass_to_sdma(&mut self, cx: &mut Shared, m: FromRecv) {
-        if cx.from_recv.push_back(m).is_err() {
+        if cx.from_recv.push_back(&self.to_sdma, m).is_err() {
             cx.count_later(Stat::ControlDrops, 1);
         }
     }
@@ -32,13 +32,13 @@ impl Recv {
         // (A STAT or USTAT queued carries the ack too; a nack folds only
         // into an ack or nack.)
         let folds = |c: &Control| c.is_for(r) && (c.is_ack_or_nack() || nack.is_none());
-        if let Some(c) = cx.controls.iter_mut().find(|c| folds(c)) {
+        if let Some(c) = cx.controls.iter_mut(&self.controls).find(|c| folds(c)) {
             c.merge(nack, round);
             return true;
         }
         let mut c = Control::new(r, nack);
         c.round = round;
-        cx.push_control(c)
+        cx.push_control(&self.controls, c)
     }
 
     /// Acks that fell due go to SEND.

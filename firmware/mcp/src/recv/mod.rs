@@ -25,6 +25,7 @@ use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Held, Win, Window};
 use crate::pool::Pool;
+use crate::queue::{self, Consumer, Producer};
 use crate::records::*;
 use crate::shared::{FromRecv, MachineState, Shared};
 use crate::Work;
@@ -188,6 +189,12 @@ pub struct Recv {
     // (Not read when the policy keeps nothing.)
     #[allow(dead_code)]
     pub(crate) held: Held,
+    /// Its halves of the queues between machines (`crate::queue`): what
+    /// it hands SDMA, RDMA and SEND, and the receive buffers SDMA took.
+    pub(crate) to_sdma: Producer<queue::ToSdma>,
+    pub(crate) to_rdma: Producer<queue::Jobs>,
+    pub(crate) controls: Producer<queue::Controls>,
+    posted: Consumer<queue::Posted>,
     rx_index: heapless::FnvIndexMap<u32, RxId, MAX_STREAMS>,
     pub(crate) rxs: Pool<RxStream, MAX_STREAMS>,
 }
@@ -211,6 +218,10 @@ impl Recv {
             next_repair: 0,
             repair_every: 0,
             held: <Win as Window>::HELD,
+            to_sdma: queue::producer(),
+            to_rdma: queue::producer(),
+            controls: queue::producer(),
+            posted: queue::consumer(),
         }
     }
 
@@ -345,7 +356,7 @@ impl Recv {
     pub(crate) fn take_provided(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         // (SDMA wrote each record unlinked: a word read, the port; a word
         // written, the tail's link.)
-        while let Some(i) = cx.provided.pop_front() {
+        while let Some(i) = cx.provided.pop_front(&self.posted) {
             let p = cx.slot_posted(hw, i).0 as usize;
             let Some(&tail) = self.slots_tail.get(p) else {
                 cx.slots.free(i);
@@ -435,8 +446,8 @@ impl Recv {
             }
             PacketView::Stat(st) => {
                 // SDMA reads the payload and gives the buffer back.
-                let ustat = st.is_ustat();
-                if cx.from_recv.push_back(FromRecv::Stat { key, buf, ustat }).is_err() {
+                let m = FromRecv::Stat { key, buf, ustat: st.is_ustat() };
+                if cx.from_recv.push_back(&self.to_sdma, m).is_err() {
                     cx.bump(hw, Stat::ControlDrops, 1);
                     cx.rxfree.give(hw, buf);
                 }
@@ -460,26 +471,6 @@ impl Recv {
                 Next::Handled
             }
         }
-    }
-
-    /// Port `p` closed: partial messages into it are dropped and its
-    /// posted receive buffers freed.
-    pub fn port_closed(&mut self, cx: &mut Shared, hw: &mut impl Hw, p: usize) {
-        self.take_provided(cx, hw);
-        let rx: heapless::Vec<RxId, MAX_STREAMS> =
-            self.rxs.live_indices().filter(|&i| self.rxs[i].local_port as usize == p).collect();
-        for r in rx {
-            // (Slots taken early go back first: the list keeps its order.)
-            Win::release(self, cx, hw, r);
-            self.abort_assembly(cx, hw, r);
-        }
-        let mut next = self.slots_head[p];
-        while let Some(s) = next {
-            next = cx.slot_link(hw, s);
-            cx.slots.free(s);
-        }
-        self.slots_head[p] = None;
-        self.slots_tail[p] = None;
     }
 
     /// For tests: the highest sequence number expected on any stream.

@@ -218,7 +218,7 @@ impl Recv {
         t.npkts = packets_for(cx, TokKind::GetResp, g.len());
         if let Some(i) = cx.tokens.alloc(t) {
             // Room for one per packet of the pass: it cannot fill.
-            if cx.from_recv.push_back(FromRecv::Answer { token: i }).is_err() {
+            if cx.from_recv.push_back(&self.to_sdma, FromRecv::Answer { token: i }).is_err() {
                 cx.tokens.free(i);
             }
         }

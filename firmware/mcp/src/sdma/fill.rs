@@ -210,7 +210,7 @@ impl Sdma {
     /// completion save a dozen registers.)
     #[inline(never)]
     pub fn filled(&mut self, cx: &mut Shared, hw: &mut impl Hw, b: u8) {
-        cx.filled(b);
+        cx.filled(&self.to_send, b);
         Fan::buffer_filled(self, b);
         if matches!(self.state, SdmaState::FillWait { buf, .. } if buf == b) {
             self.go(cx, hw, SdmaState::Ready, Cause::DmaDone);
@@ -294,7 +294,7 @@ impl Sdma {
         if gathered {
             // Its payload is in SRAM already: SEND gathers it.
             cx.txbufs.take(b, TxBuf { state: TxBufState::Filled, ..buf });
-            cx.ready(b);
+            cx.ready(&self.to_send, b);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
         } else if !self.fill_from_host(cx, hw, (s, t, pkt, b), buf, (xlat, &pieces[..n]), w) {
             return Ok(());
@@ -363,7 +363,7 @@ impl Sdma {
         let n = pieces.len();
         if n == 0 {
             cx.txbufs.filled(b);
-            cx.ready(b);
+            cx.ready(&self.to_send, b);
             self.go(cx, hw, SdmaState::Ready, Cause::Scheduled);
         } else {
             self.go(

@@ -429,7 +429,7 @@ impl Sdma {
                     cx.credits[p].recv_taken = cx.credits[p].recv_taken.wrapping_add(1);
                     // RECV posts it on the port's list at its next step
                     // (the queue holds a pass's intake: it cannot fill).
-                    if cx.provided.push_back(i).is_err() {
+                    if cx.provided.push_back(&self.to_recv, i).is_err() {
                         cx.slots.free(i);
                         cx.bump(hw, Stat::Errors, 1);
                     }

@@ -32,6 +32,7 @@ use crate::hw::Hw;
 use crate::offload::fanout::{Fan, Fanout};
 use crate::offload::policy::{Sched, Scheduler, Win, Window};
 use crate::pool::Pool;
+use crate::queue::{self, Consumer, Producer};
 use crate::records::*;
 use crate::reliability::SendWindow;
 use crate::shared::{MachineState, Shared};
@@ -191,11 +192,22 @@ pub struct Sdma {
     conn_index: heapless::FnvIndexMap<u16, ConnId, MAX_CONNS>,
     /// Streams with unacknowledged packets (retransmit timers).
     active_tx: heapless::Vec<TxId, MAX_STREAMS>,
+    /// Its halves of the queues between machines (`crate::queue`): filled
+    /// buffers for SEND, posted receive buffers for RECV, RECV's acks and
+    /// answers, its polls for SEND.
+    pub(crate) to_send: Producer<queue::ToSend>,
+    pub(crate) to_recv: Producer<queue::Posted>,
+    pub(crate) from_recv: Consumer<queue::ToSdma>,
+    pub(crate) polls: Producer<queue::Controls>,
 }
 
 impl Sdma {
     pub(crate) const fn new() -> Sdma {
         Sdma {
+            to_send: queue::producer(),
+            to_recv: queue::producer(),
+            from_recv: queue::consumer(),
+            polls: queue::producer(),
             state: SdmaState::Idle,
             relay_built: false,
             cons: [0; NUM_PORTS],

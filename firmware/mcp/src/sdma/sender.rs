@@ -29,7 +29,7 @@ impl Sdma {
     /// (`take_other`), so this frame stays small.
     #[inline(never)]
     fn take_all_from_recv(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
-        while let Some(m) = cx.from_recv.pop_front() {
+        while let Some(m) = cx.from_recv.pop_front(&self.from_recv) {
             match m {
                 FromRecv::Ack { key, ack } => {
                     if let Some(s) = self.stream_of(key) {

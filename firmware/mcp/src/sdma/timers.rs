@@ -80,7 +80,7 @@ impl Sdma {
                     // after every packet sent before it (one route, in
                     // order), and names the first one really missing.
                     log_debug!("stream {=u16} to node {=u16}: timeout: poll", s.raw(), remote_node);
-                    cx.push_control(Control::poll(s));
+                    cx.push_control(&self.polls, Control::poll(s));
                     let st = &mut self.txs[s];
                     // What goes from now on is stamped with this poll's
                     // number (for a window policy that stamps).

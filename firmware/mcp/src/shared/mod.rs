@@ -9,11 +9,13 @@
 //! - Transmit buffers, each with a visible owner: free, Filling (SDMA),
 //!   Filled and queued for SEND, Sending (SEND, until the send-DMA engine
 //!   is done).
-//! - The bounded queues between machines: [`FromRecv`] (RECV -> SDMA: acks,
-//!   nacks, get answers to send), `provided` (SDMA -> RECV: receive buffers
-//!   posted by the host), `controls` (RECV -> SEND: acks and nacks to send),
+//! - The bounded queues between machines, whose producer and consumer
+//!   halves the machines at their ends hold (`crate::queue`):
+//!   `from_recv` (RECV -> SDMA: [`FromRecv`]: acks, nacks, get answers to
+//!   send), `provided` (SDMA -> RECV: receive buffers posted by the host),
+//!   `controls` (RECV and SDMA -> SEND: acks, nacks and polls to send),
 //!   `rdma_jobs` (RECV -> RDMA: accepted payloads), `tx_ready` (SDMA ->
-//!   SEND: filled transmit buffers) and the owed events per port (any
+//!   SEND: filled transmit buffers); and the owed events per port (any
 //!   machine -> RDMA).
 //! - Rings shared with the hardware that more than one machine writes: the
 //!   host-DMA command ring (SDMA fills, RDMA copies and events), the
@@ -29,6 +31,7 @@ pub use trace::{Deferred, MachineState, Stats, Trace};
 
 use crate::hw::Hw;
 use crate::pool::Pool;
+use crate::queue::{self, Producer, Queue};
 use crate::records::*;
 use crate::Config;
 use nic_abi::map;
@@ -128,9 +131,9 @@ pub struct Shared {
     pub trace: Trace,
     pub hdma: HostDmaRing,
     pub rxfree: RxFreeRing,
-    pub tx_ready: crate::ring::Ring<u8, { map::TX_BUF_COUNT as usize }>,
-    pub provided: crate::ring::Ring<SlotId, PROVIDED_LEN>,
-    pub from_recv: crate::ring::Ring<FromRecv, FROM_RECV_LEN>,
+    pub tx_ready: Queue<u8, { map::TX_BUF_COUNT as usize }, queue::ToSend>,
+    pub provided: Queue<SlotId, PROVIDED_LEN, queue::Posted>,
+    pub from_recv: Queue<FromRecv, FROM_RECV_LEN, queue::ToSdma>,
     pub txbufs: TxBufs,
     pub ports: [PortOpen; NUM_PORTS],
     pub credits: [Credits; NUM_PORTS],
@@ -145,8 +148,8 @@ pub struct Shared {
     pub xlat: crate::translate::Translator,
     /// Counts for SRAM at the end of the pass ([`Shared::count_later`]).
     pub later: Deferred,
-    pub controls: crate::ring::Ring<Control, 64>,
-    pub rdma_jobs: crate::ring::Ring<RdmaJob, { map::RX_BUF_COUNT as usize }>,
+    pub controls: Queue<Control, 64, queue::Controls>,
+    pub rdma_jobs: Queue<RdmaJob, { map::RX_BUF_COUNT as usize }, queue::Jobs>,
     pub lost_pending: crate::ring::Ring<(McastId, u16), 16>,
     /// Extra owners of each receive buffer besides RDMA's copy (a relay's
     /// forwarding): the buffer goes back to the engine when the last
@@ -165,8 +168,8 @@ pub struct Shared {
 impl Shared {
     /// Queue control packet `c` for SEND; false when the queue is full
     /// (the loss is counted: its stream's timers cover for it).
-    pub fn push_control(&mut self, c: Control) -> bool {
-        if self.controls.push_back(c).is_err() {
+    pub fn push_control(&mut self, half: &Producer<queue::Controls>, c: Control) -> bool {
+        if self.controls.push_back(half, c).is_err() {
             self.count_later(Stat::ControlDrops, 1);
             return false;
         }
@@ -177,23 +180,23 @@ impl Shared {
     /// packet of its stream is still filling (then it is held until that
     /// one is filled: a stream's packets leave in sequence order, which
     /// the receiver's gap nacks and a poll's answer rely on).
-    pub fn ready(&mut self, b: u8) {
+    pub fn ready(&mut self, half: &Producer<queue::ToSend>, b: u8) {
         let seq = self.txbufs.get(b).seq;
         if self.txbufs.first_of(b, TxBufState::Filling, Some(seq)).is_some() {
             self.txbufs.bufs[b as usize].state = TxBufState::Held;
             self.txbufs.note(b);
         } else {
-            let _ = self.tx_ready.push_back(b);
+            let _ = self.tx_ready.push_back(half, b);
         }
     }
 
     /// Buffer `b`'s host-DMA completed: it goes to SEND, and after it the
     /// held packets of its stream that no earlier fill holds back.
-    pub fn filled(&mut self, b: u8) {
+    pub fn filled(&mut self, half: &Producer<queue::ToSend>, b: u8) {
         if !self.txbufs.filled(b) {
             return;
         }
-        let _ = self.tx_ready.push_back(b);
+        let _ = self.tx_ready.push_back(half, b);
         if self.txbufs.waiting == 0 {
             return;
         }
@@ -204,7 +207,7 @@ impl Shared {
             }
             self.txbufs.bufs[h as usize].state = TxBufState::Filled;
             self.txbufs.note(h);
-            let _ = self.tx_ready.push_back(h);
+            let _ = self.tx_ready.push_back(half, h);
         }
     }
 
@@ -226,11 +229,11 @@ impl Shared {
             txbufs: TxBufs::new(),
             hdma: HostDmaRing::new(),
             rxfree: RxFreeRing::new(),
-            from_recv: crate::ring::Ring::new(),
-            provided: crate::ring::Ring::new(),
-            controls: crate::ring::Ring::new(),
-            rdma_jobs: crate::ring::Ring::new(),
-            tx_ready: crate::ring::Ring::new(),
+            from_recv: Queue::new(),
+            provided: Queue::new(),
+            controls: Queue::new(),
+            rdma_jobs: Queue::new(),
+            tx_ready: Queue::new(),
             events: [EMPTY_EVENTS; NUM_PORTS],
             events_owed: 0,
             offloads_live: true,

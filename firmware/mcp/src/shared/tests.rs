@@ -74,7 +74,9 @@ fn take(cx: &mut Shared, b: u8, stream: u16, seq: u32, state: TxBufState) {
 
 fn ready(cx: &mut Shared) -> std::vec::Vec<u32> {
     let mut v = std::vec::Vec::new();
-    while let Some(b) = cx.tx_ready.pop_front() {
+    // (SEND's half of the queue, as the test plays it.)
+    let half = crate::queue::consumer();
+    while let Some(b) = cx.tx_ready.pop_front(&half) {
         v.push(cx.txbufs.get(b).seq);
     }
     v
@@ -83,21 +85,23 @@ fn ready(cx: &mut Shared) -> std::vec::Vec<u32> {
 #[test]
 fn a_packet_ready_without_host_dma_waits_for_the_earlier_fills_of_its_stream() {
     let mut cx = Shared::new();
+    // (SDMA's half of the queue, as the test plays it.)
+    let sdma = crate::queue::producer();
     // Stream 1: seq 4 and 6 filling by host-DMA; seq 5 (a relayed
     // packet, ready at once) must not overtake 4. Stream 2's packet
     // has nothing before it.
     take(&mut cx, 0, 1, 4, TxBufState::Filling);
     take(&mut cx, 1, 1, 5, TxBufState::Filled);
-    cx.ready(1);
+    cx.ready(&sdma, 1);
     take(&mut cx, 2, 1, 6, TxBufState::Filling);
     take(&mut cx, 3, 2, 9, TxBufState::Filled);
-    cx.ready(3);
+    cx.ready(&sdma, 3);
     assert_eq!(cx.txbufs.get(1).state, TxBufState::Held);
     assert_eq!(ready(&mut cx), [9]);
     // Host-DMA completes in order: 4, then the held 5 (6 is after it).
-    cx.filled(0);
+    cx.filled(&sdma, 0);
     assert_eq!(ready(&mut cx), [4, 5]);
-    cx.filled(2);
+    cx.filled(&sdma, 2);
     assert_eq!(ready(&mut cx), [6]);
     // The buffers it names are no longer waiting: nothing unsent.
     for b in 0..3 {

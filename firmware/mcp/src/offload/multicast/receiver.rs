@@ -184,7 +184,7 @@ impl Recv {
         rec.nchildren = n;
         if n > 0 {
             rec.source = McastSource::RxBufs;
-            let _ = cx.from_recv.push_back(FromRecv::FanStart { rec: r });
+            let _ = cx.from_recv.push_back(&self.to_sdma, FromRecv::FanStart { rec: r });
         }
         Ok(Mrec::rec_of(r))
     }

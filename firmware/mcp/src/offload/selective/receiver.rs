@@ -190,14 +190,17 @@ impl Recv {
             // packet, whose offset is 0: it is placed below.)
             return false;
         }
-        let _ = cx.rdma_jobs.push_back(RdmaJob {
-            rx_buf: NonMaxU8::new(buf),
-            port,
-            vaddr: base.wrapping_add(at),
-            len: plen as u32,
-            then: None,
-            relayed: false,
-        });
+        let _ = cx.rdma_jobs.push_back(
+            &self.to_rdma,
+            RdmaJob {
+                rx_buf: NonMaxU8::new(buf),
+                port,
+                vaddr: base.wrapping_add(at),
+                len: plen as u32,
+                then: None,
+                relayed: false,
+            },
+        );
         cx.bump(hw, Stat::OutOfOrder, 1);
         cx.bump(hw, Stat::Held, 1);
         if let Some((lo, hi)) = self.rxs[r].win.hold(seq) {
@@ -289,14 +292,17 @@ impl Recv {
             if let Some(then) = then {
                 // `Recv::take_replay` takes nothing while RDMA's queue is
                 // full: there is room.
-                let _ = cx.rdma_jobs.push_back(RdmaJob {
-                    rx_buf: None,
-                    port: rx.local_port,
-                    vaddr: 0,
-                    len: 0,
-                    then: Some(then),
-                    relayed: false,
-                });
+                let _ = cx.rdma_jobs.push_back(
+                    &self.to_rdma,
+                    RdmaJob {
+                        rx_buf: None,
+                        port: rx.local_port,
+                        vaddr: 0,
+                        len: 0,
+                        then: Some(then),
+                        relayed: false,
+                    },
+                );
             }
         }
         self.advance(cx, r);
@@ -316,7 +322,7 @@ impl Recv {
             _ => lo,
         };
         if crate::reliability::seq_lt(lo, hi) {
-            cx.push_control(Control::ustat(r, lo, hi));
+            cx.push_control(&self.controls, Control::ustat(r, lo, hi));
         }
     }
 
@@ -327,14 +333,8 @@ impl Recv {
     /// USTATs queued before it: what they name goes again before the STAT
     /// comes, which then sees it resent since its poll).
     pub(super) fn answer_poll(&mut self, cx: &mut Shared, r: RxId, q: PollView<'_>) {
-        for _ in 0..cx.controls.len() {
-            if let Some(c) = cx.controls.pop_front() {
-                if !c.is_for(r) || c.stat_of().is_none() {
-                    let _ = cx.controls.push_back(c);
-                }
-            }
-        }
-        cx.push_control(Control::stat(r, q.next(), q.poll()));
+        cx.controls.retain(&self.controls, |c| !c.is_for(r) || c.stat_of().is_none());
+        cx.push_control(&self.controls, Control::stat(r, q.next(), q.poll()));
     }
 
     /// Packet `s` of stream `r` was refused with a nack of `code`.
