@@ -23,7 +23,10 @@ use crate::shared::Shared;
 use crate::Work;
 use nic_abi::desc::DescKind;
 use nic_abi::event::{Event, EventKind};
-use nic_abi::packet::{DataView, Flags, McastTag, NackCode, PacketView, ReportView};
+use nic_abi::packet::{
+    DataKind, DataView, Flags, Header, McastTag, NackCode, PacketView, ReportRepr, ReportView,
+    SeqRepr,
+};
 
 /// The descriptor kind a fan-out owns (a send whose continuation slots
 /// follow it in the ring). Without the offload the intake refuses it.
@@ -161,6 +164,30 @@ pub trait Fanout {
     #[inline(always)]
     fn mcast_tag(_tok: &SendToken) -> Option<McastTag> {
         None
+    }
+
+    /// The kind of a data packet of a send's token `tok`, or of the
+    /// offload's own kinds: a message for a receive buffer, with its
+    /// fan-out's tag if it has one ([`Fanout::mcast_tag`]).
+    #[inline(always)]
+    fn data_kind(tok: &SendToken) -> DataKind {
+        DataKind::Data { mcast: Self::mcast_tag(tok) }
+    }
+
+    /// The header of `Report` token `tok`'s packet (`stream` its place in
+    /// the stream, `plen` its payload: the heads lost). `cookie` counts
+    /// the members not reached, `tag` names the subtree.
+    #[inline(always)]
+    fn report_header(stream: SeqRepr, tok: &SendToken, plen: u32) -> Header {
+        ReportRepr {
+            stream,
+            tag: McastTag::from_header(tok.remote, tok.tag as u32),
+            unreached: tok.cookie,
+            // (SEND writes it in as the report leaves.)
+            data_ack: None,
+            lost_len: plen as u16,
+        }
+        .emit()
     }
 
     /// Packet `pkt` of token `t` took buffer `b` with `n` host-DMA

@@ -215,7 +215,7 @@ pub(crate) fn complete_token(cx: &mut Shared, t: TokenId, status: SendStatus) {
 }
 
 /// A send's size class, its length within the class, and its buffer
-/// registered (in that order): the checks a send and a multicast share.
+/// registered (in that order): the checks a send and a fan-out's message share.
 pub(crate) fn send_bounds(d: &Descriptor, reg_ok: bool) -> Result<(), ErrorCause> {
     if d.size_class > MAX_SIZE_CLASS {
         return Err(ErrorCause::BadSizeClass);

@@ -14,9 +14,7 @@ use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::{Work, CONTROL_RESERVE};
 use nic_abi::event::SendStatus;
 use nic_abi::map;
-use nic_abi::packet::{
-    Addr, DataKind, DataRepr, GetReqRepr, McastTag, ReportRepr, SeqRepr, SyncStamp, HEADER_LEN,
-};
+use nic_abi::packet::{Addr, DataKind, DataRepr, GetReqRepr, SeqRepr, SyncStamp, HEADER_LEN};
 use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
 use nic_abi::trace::Cause;
@@ -48,7 +46,7 @@ fn room(cx: &Shared) -> Option<u8> {
 }
 
 impl Sdma {
-    /// Fills: with no stream queued to send (and no rate control or flow
+    /// Fills: with no stream queued to send (and no scheduler policy or flow
     /// table to look at), the scheduler would pick nothing, so the fill
     /// loop is not entered; only what the machine waits for is settled,
     /// and only when something it depends on may have changed since it
@@ -432,23 +430,14 @@ impl Sdma {
             TokKind::Get => {
                 GetReqRepr { stream, remote_addr: tok.remote, len: tok.len, get: tok.cookie }.emit()
             }
-            // Its payload is the fan-out's (the heads lost); `cookie`
-            // counts the members not reached, `tag` its subtree.
-            TokKind::Report => ReportRepr {
-                stream,
-                tag: McastTag::from_header(tok.remote, tok.tag as u32),
-                unreached: tok.cookie,
-                // (SEND writes it in as the report leaves.)
-                data_ack: None,
-                lost_len: plen as u16,
-            }
-            .emit(),
+            // A fan-out's report: its header and payload are the fan-out's.
+            TokKind::Report => Fan::report_header(stream, tok, plen),
             k => {
                 let kind = match k {
                     TokKind::Put => DataKind::Put { remote_addr: tok.remote },
                     TokKind::GetResp => DataKind::GetResp { get: tok.cookie },
-                    // A send's; a fan-out's own kinds: its multicasts'.
-                    _ => DataKind::Data { mcast: Fan::mcast_tag(tok) },
+                    // A send's; a fan-out's own kinds: its messages'.
+                    _ => Fan::data_kind(tok),
                 };
                 let (msg_len, offset, payload_len) = (tok.len, off, plen as u16);
                 DataRepr { stream, kind, msg_len, offset, payload_len }.emit()

@@ -29,6 +29,7 @@ mod recovery;
 mod restarts;
 #[cfg(feature = "selective")]
 mod selective;
+mod shape;
 
 const SRAM: usize = map::SRAM_MIN as usize;
 const HOST: usize = 8 << 20;
