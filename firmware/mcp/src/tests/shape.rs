@@ -1,6 +1,6 @@
 //! The MCP's shape, checked on its source: the four machines name none
-//! of the offloads that live beside them, and no source file grows past
-//! 500 lines.
+//! of the offloads that live beside them, no source file grows past 500
+//! lines and no function past 80.
 
 use std::path::{Path, PathBuf};
 use std::string::String;
@@ -74,5 +74,43 @@ fn no_source_file_is_over_500_lines() {
             (n > 500).then(|| std::format!("{}: {n} lines", p.display()))
         })
         .collect();
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+#[test]
+fn no_function_is_over_80_lines() {
+    // (rustfmt's layout: a function ends at the first line that is its
+    // own indentation and a closing brace.)
+    let mut long = Vec::new();
+    for p in sources(&src()) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let decl = body
+                .strip_prefix("pub ")
+                .or_else(|| body.strip_prefix("pub(crate) "))
+                .or_else(|| body.strip_prefix("pub(super) "))
+                .unwrap_or(body);
+            let decl = decl.strip_prefix("const ").unwrap_or(decl);
+            let Some(name) = decl.strip_prefix("fn ") else { continue };
+            let name: String =
+                name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let close = std::format!("{indent}}}");
+            // The signature ends with the body's `{`, or a declaration's `;`.
+            let Some(sig) = lines[i..].iter().position(|l| l.ends_with('{') || l.ends_with(';'))
+            else {
+                continue;
+            };
+            if lines[i + sig].ends_with(';') {
+                continue;
+            }
+            let Some(n) = lines[i..].iter().position(|l| *l == close) else { continue };
+            if n + 1 > 80 {
+                long.push(std::format!("{}:{}: {name}: {} lines", p.display(), i + 1, n + 1));
+            }
+        }
+    }
     assert!(long.is_empty(), "{}", long.join("\n"));
 }
