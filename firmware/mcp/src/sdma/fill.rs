@@ -104,19 +104,34 @@ impl Sdma {
             if let Err(port) = self.fill_packet(cx, hw, s, b, w) {
                 break Stop::Translate { port };
             }
-            // After a packet a fan-out builds for one receiver of several,
-            // only its copies for the others are filled this pass. (A
-            // packet of neither offload: no question asked.)
+            // (A packet of neither offload: no question asked.)
             if cx.offloads_live {
-                let buf = cx.txbufs.get(b);
-                self.relay_built |= Fan::yields(&buf);
-                // (The policy looks whether the stream is still there: the
-                // fill may have let it go.)
-                let bytes = buf.len.saturating_sub(HEADER_LEN as u32);
-                Sched::dispatched(self, cx, hw, s, bytes, w);
+                self.filled_for_offloads(cx, hw, s, b, w);
             }
         };
         self.settle(cx, hw, stop);
+    }
+
+    /// What the offloads make of stream `s`'s packet in buffer `b`: after
+    /// a packet a fan-out builds for one receiver of several, only its
+    /// copies for the others are filled this pass; the scheduler policy
+    /// counts the dispatch. (Out of line: the fill loop keeps the frame
+    /// it has with no offload compiled in.)
+    #[inline(never)]
+    fn filled_for_offloads(
+        &mut self,
+        cx: &mut Shared,
+        hw: &mut impl Hw,
+        s: TxId,
+        b: u8,
+        w: &mut Work,
+    ) {
+        let buf = cx.txbufs.get(b);
+        self.relay_built |= Fan::yields(&buf);
+        // (The policy looks whether the stream is still there: the fill
+        // may have let it go.)
+        let bytes = buf.len.saturating_sub(HEADER_LEN as u32);
+        Sched::dispatched(self, cx, hw, s, bytes, w);
     }
 
     /// Might the scheduler policy pick a stream none queued (asked only
