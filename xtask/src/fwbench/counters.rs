@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use host_driver::nic_abi::stats::{stat_offset, Stat};
+
 use super::image::{file_offset, Field, Image};
 use super::report::{CauseFigures, KindCounts, KindFigures, NicCounts, WorkSum, WorkValue};
 
@@ -21,7 +23,14 @@ pub struct Reading {
     /// then busy: count, instruction sum (empty for an older image).
     pub causes: Vec<[[u64; 2]; 2]>,
     pub work: Vec<u8>,
+    /// The NIC's own counters of the control packets it sent (SRAM
+    /// `STATS`): acks, nacks, polls, each a packet of its own (an ack a
+    /// data packet carries is not one).
+    pub controls: [u64; 3],
 }
+
+/// The counters [`Reading::controls`] holds, in order.
+const CONTROLS: [Stat; 3] = [Stat::AcksSent, Stat::NacksSent, Stat::PollsSent];
 
 /// Entries of `POLL_CAUSES`.
 pub const CAUSES: usize = 256;
@@ -62,7 +71,15 @@ pub fn read(sram: &Path, img: &Image) -> crate::Result<Reading> {
             })
             .collect();
     }
-    Ok(Reading { stats, kinds, causes, work })
+    let mut controls = [0u64; 3];
+    for (c, s) in controls.iter_mut().zip(CONTROLS) {
+        let mut w = [0u8; 8];
+        // (SRAM offset k is offset k of the RAM file.)
+        f.read_exact_at(&mut w, u64::from(stat_offset(s)))
+            .map_err(|e| format!("{}: reading the NIC's counters: {e}", sram.display()))?;
+        *c = u64::from_le_bytes(w);
+    }
+    Ok(Reading { stats, kinds, causes, work, controls })
 }
 
 /// What entry `c` of `POLL_CAUSES` counts: the kind of pass, then the
@@ -152,6 +169,9 @@ pub fn window(node: u16, fields: &[Field], a: &Reading, b: &Reading, packets: u6
             })
             .collect(),
         work: work_delta(fields, &a.work, &b.work),
+        acks_sent: b.controls[0].wrapping_sub(a.controls[0]),
+        nacks_sent: b.controls[1].wrapping_sub(a.controls[1]),
+        polls_sent: b.controls[2].wrapping_sub(a.controls[2]),
     }
 }
 
@@ -246,7 +266,7 @@ mod tests {
     }
 
     fn reading(stats: [[u64; 4]; 2], work: Vec<u8>) -> Reading {
-        Reading { stats, kinds: [[[0; 2]; 2]; 3], causes: Vec::new(), work }
+        Reading { stats, kinds: [[[0; 2]; 2]; 3], causes: Vec::new(), work, controls: [0; 3] }
     }
 
     #[test]

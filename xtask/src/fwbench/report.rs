@@ -100,6 +100,11 @@ pub struct Workload {
     pub per_packet: Vec<f64>,
     /// Instructions of an idle pass during the window (mean).
     pub idle_pass: f64,
+    /// Acks sent as packets of their own, over all NICs, per message
+    /// (an ack a data packet carries is not one): a ping-pong whose
+    /// hosts answer after the ack delay draws one a message.
+    #[serde(default)]
+    pub acks_per_message: f64,
     /// Passes by kind, per message (empty for an image that does not
     /// count them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -183,6 +188,14 @@ pub struct NicCounts {
     pub causes: BTreeMap<String, KindCounts>,
     /// The sum of the `mcp::Work` the passes returned, by field name.
     pub work: WorkSum,
+    /// Control packets of their own this NIC sent (its counters): acks
+    /// (not those a data packet carried), nacks, polls.
+    #[serde(default)]
+    pub acks_sent: u64,
+    #[serde(default)]
+    pub nacks_sent: u64,
+    #[serde(default)]
+    pub polls_sent: u64,
 }
 
 /// One kind of pass at one NIC over a window.
@@ -322,6 +335,9 @@ mod tests {
             kinds: BTreeMap::new(),
             causes: BTreeMap::new(),
             work,
+            acks_sent: 2000,
+            nacks_sent: 0,
+            polls_sent: 0,
         };
         let w = Workload {
             messages: 2000,
@@ -329,6 +345,7 @@ mod tests {
             all_per_message: 6000.0,
             per_packet: vec![4500.0],
             idle_pass: 1000.0,
+            acks_per_message: 1.0,
             pass_kinds: Vec::new(),
             pass_causes: Vec::new(),
             by_machine: ByMachine { sdma: 1.0, send: 2.0, recv: 3.0, rdma: 4.0, core: 5.0 },

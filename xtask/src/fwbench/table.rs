@@ -49,20 +49,21 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     );
     let _ = writeln!(
         s,
-        "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7}",
-        "workload", "msgs", "busy/msg", "all/msg", "per packet per NIC", "idle"
+        "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7} {:>9}",
+        "workload", "msgs", "busy/msg", "all/msg", "per packet per NIC", "idle", "acks/msg"
     );
     for (name, w) in ordered(doc) {
         let pp: Vec<String> = w.per_packet.iter().map(|&p| k(p)).collect();
         let _ = writeln!(
             s,
-            "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7.0}",
+            "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7.0} {:>9.2}",
             name,
             w.messages,
             k(w.busy_per_message),
             k(w.all_per_message),
             pp.join(" "),
-            w.idle_pass
+            w.idle_pass,
+            w.acks_per_message
         );
     }
     // (The many-ports run is left out when `--workload` names others.)
