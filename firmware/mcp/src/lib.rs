@@ -319,13 +319,7 @@ impl Mcp {
                     self.recv.accept(cx, &self.sdma, hw, a, w);
                 }
                 recv::Next::Offload(p) => {
-                    cx.offloads_live = true;
-                    let mut sv = offload::Services::new(cx, hw, w);
-                    match self.offloads.packet(&mut sv, &p) {
-                        Some(offload::Received::Done) => cx.rx_release(hw, p.buf),
-                        Some(offload::Received::Kept) => {}
-                        None => self.recv.drop_unowned(cx, hw, p.buf),
-                    }
+                    offload_packet(&mut self.offloads, &mut self.recv, cx, hw, &p, w)
                 }
             }
         }
@@ -381,7 +375,8 @@ impl Mcp {
 
     /// Does an offload hold state the per-pass hooks look at? (What
     /// `Shared::offloads_live` stands for: worked out at the end of a pass
-    /// that had it set.)
+    /// that had it set; out of line, as a unicast pass never asks.)
+    #[inline(never)]
     fn offloads_hold_state(&mut self) -> bool {
         let cx = &self.shared;
         <offload::fanout::Fan as offload::fanout::Fanout>::live(&self.sdma, cx)
@@ -454,6 +449,26 @@ impl Mcp {
         }
         self.deadline = (d != u64::MAX).then_some(d);
         relative
+    }
+}
+
+/// A packet of a type that belongs to offloads, to the one that owns it
+/// (out of line: the pass's frame stays the one it has for unicast).
+#[inline(never)]
+fn offload_packet(
+    offloads: &mut offload::Offloads,
+    recv: &mut Recv,
+    cx: &mut Shared,
+    hw: &mut impl Hw,
+    p: &offload::Packet,
+    w: &mut Work,
+) {
+    cx.offloads_live = true;
+    let mut sv = offload::Services::new(cx, hw, w);
+    match offloads.packet(&mut sv, p) {
+        Some(offload::Received::Done) => cx.rx_release(hw, p.buf),
+        Some(offload::Received::Kept) => {}
+        None => recv.drop_unowned(cx, hw, p.buf),
     }
 }
 

@@ -62,7 +62,10 @@ impl Sdma {
     }
 
     /// Read the IDT of every stream's flow from the flow table (at start,
-    /// for new streams, and when the host bumps FLOW_GEN).
+    /// for new streams, and when the host bumps FLOW_GEN). Out of line
+    /// and cold: rare, and inlined it made every pass's frame larger.
+    #[cold]
+    #[inline(never)]
     pub(super) fn reload_flows(&mut self, cx: &Shared, hw: &impl Hw, w: &mut Work) {
         self.sched.pending = false;
         w.flow_ops += map::FLOW_ENTRIES;
