@@ -17,18 +17,19 @@
 //! Each machine is a struct that owns its records and its state enum; the
 //! state persists between polls and names what the machine is doing or
 //! waiting for, with its operands. Machines hand work to each other only
-//! through bounded queues and buffers whose owner is visible ([`shared`]);
-//! one may ask another a question through a method, never write its
-//! fields (they are private to its module).
+//! through bounded queues and buffers whose owner is visible (`shared`):
+//! a queue's producer half and consumer half are fields of the machines
+//! at its ends (`queue`). One may ask another a question through a
+//! method, never write its fields (they are private to its module).
 //!
 //! `Mcp::poll` is one pass of the main loop, a short scheduler that steps
 //! each machine in turn; it returns the [`Work`] done so a simulator can
 //! charge NIC CPU time. Time is only ever the RTC read at the start of a
 //! pass. Every transition is a trace record (machine, from, to, cause) in
 //! an SRAM ring when tracing is on. Reliability's sequence and window
-//! logic is a pure module ([`reliability`]), as is rate control
-//! ([`rate`]). No heap, no panics on input from the host or the wire, no
-//! unsafe.
+//! logic is a pure module ([`reliability`]), as is rate control's
+//! (`offload::rate`). No heap, no panics on input from the host or the
+//! wire, no unsafe.
 #![cfg_attr(not(any(test, feature = "check-gating")), no_std)]
 #![forbid(unsafe_code)]
 
