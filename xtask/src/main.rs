@@ -199,7 +199,8 @@ enum Cmd {
         scale: bool,
         /// Only the firmware's cost: builds the image with its instruction
         /// counter (feature poll-stats), runs each workload (8 B ping-pong,
-        /// 4 KiB and 64 KiB streams, a 64 KiB stream under 2% loss with
+        /// the same with its acks carried by the replies (ack delay 500
+        /// us), 4 KiB and 64 KiB streams, a 64 KiB stream under 2% loss with
         /// go-back-N and with selective repeat, a rate-controlled stream,
         /// a multicast relay of each scheme, port close) on a qemu cluster
         /// under `-icount shift=0` and prints the MCP's instructions per

@@ -298,6 +298,10 @@ impl LinkDown {
     }
 }
 
+/// The longest `firmware.ack_delay_us` taken (a second). (An ack held
+/// past the senders' retransmission timeout has them send again first.)
+pub const MAX_ACK_DELAY_US: f64 = 1e6;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FirmwareOverrides {
@@ -309,6 +313,10 @@ pub struct FirmwareOverrides {
     /// Default: the profile's (`firmware.reliability`, go-back-N).
     #[serde(default)]
     pub reliability: Option<Reliability>,
+    /// How long (us) a receiver waits for data to carry an ack before it
+    /// sends the ack alone. Default: the profile's (`firmware.ack_delay_ns`).
+    #[serde(default)]
+    pub ack_delay_us: Option<f64>,
 }
 
 /// `[nic_cpu]`: how the sim prices the NIC CPU's passes, instead of the
@@ -614,6 +622,8 @@ pub struct Validated {
     pub send_timeout_us: Option<f64>,
     /// `firmware.reliability`: overrides the profile's.
     pub reliability: Option<Reliability>,
+    /// `firmware.ack_delay_us`: overrides the profile's, in ns.
+    pub ack_delay_ns: Option<u64>,
     /// `[nic_cpu]`: overrides the profile's pricing.
     pub nic_cpu: NicCpuOverrides,
     pub limit_ns: u64,
@@ -705,6 +715,14 @@ impl Scenario {
         if let Some(t) = self.firmware.send_timeout_us {
             send_timeout_us_to_ns("firmware.send_timeout_us", t).map_err(ScenarioError::new)?;
         }
+        if let Some(t) = self.firmware.ack_delay_us {
+            if !(t.is_finite() && (0.0..=MAX_ACK_DELAY_US).contains(&t)) {
+                return err(format!(
+                    "firmware.ack_delay_us: {} out of range (0..={MAX_ACK_DELAY_US}, a second in us)",
+                    Short(t)
+                ));
+            }
+        }
         if let Some(c) = self.nic_cpu.cycles_per_instruction {
             check_cpi("nic_cpu.cycles_per_instruction", c).map_err(ScenarioError::new)?;
         }
@@ -795,6 +813,7 @@ impl Scenario {
             faults: self.faults.clone(),
             send_timeout_us: self.firmware.send_timeout_us,
             reliability: self.firmware.reliability,
+            ack_delay_ns: self.firmware.ack_delay_us.map(|t| (t * 1000.0).round() as u64),
             nic_cpu: self.nic_cpu.clone(),
             limit_ns: (limit * 1e6) as u64,
         })
@@ -1765,6 +1784,23 @@ messages = 20
         ))
         .unwrap_err();
         assert!(e.message.starts_with("faults.link_down[0].at_us: 1e300 out of range"), "{e}");
+    }
+
+    #[test]
+    fn an_ack_delay_is_taken_in_us_and_refused_outside_its_range_by_name() {
+        let fw =
+            |t: &str| Scenario::parse_validated(&format!("{GOOD}[firmware]\nack_delay_us = {t}\n"));
+        assert_eq!(Scenario::parse_validated(GOOD).unwrap().ack_delay_ns, None);
+        assert_eq!(fw("0").unwrap().ack_delay_ns, Some(0));
+        assert_eq!(fw("2.5").unwrap().ack_delay_ns, Some(2_500));
+        assert_eq!(fw("1e6").unwrap().ack_delay_ns, Some(1_000_000_000));
+        for t in ["-1", "1000001", "1e300", "nan", "inf"] {
+            let e = fw(t).unwrap_err().message;
+            assert!(
+                e.starts_with("firmware.ack_delay_us: ") && e.contains("out of range (0..=1000000"),
+                "{t}: {e}"
+            );
+        }
     }
 
     #[test]

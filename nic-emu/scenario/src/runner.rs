@@ -405,6 +405,11 @@ pub(super) fn load_profile(v: &Validated) -> Result<(Profile, Topology), Scenari
     if let Some(r) = v.reliability {
         profile.firmware.reliability = r;
     }
+    // So does `[firmware] ack_delay_us` (written into `regs::ACK_DELAY_TICKS`
+    // at every reset, on every backend).
+    if let Some(t) = v.ack_delay_ns {
+        profile.firmware.ack_delay_ns = t;
+    }
     // `[nic_cpu]` overrides the profile's pricing (the sim's only).
     let c = &v.nic_cpu;
     if let Some(p) = c.pricing {

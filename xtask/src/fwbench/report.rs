@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 
 /// The workloads, by the names the document keys them with, in the order
 /// the bench runs and prints them.
-pub const WORKLOADS: [&str; 11] = [
+pub const WORKLOADS: [&str; 12] = [
     "pingpong-8b",
+    "pingpong-8b-carried",
     "stream-4k",
     "stream-64k",
     "loss-gbn",

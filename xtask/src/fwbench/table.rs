@@ -49,14 +49,14 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     );
     let _ = writeln!(
         s,
-        "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7} {:>9}",
+        "{:<19} {:>7} {:>9} {:>9} {:>19} {:>7} {:>9}",
         "workload", "msgs", "busy/msg", "all/msg", "per packet per NIC", "idle", "acks/msg"
     );
     for (name, w) in ordered(doc) {
         let pp: Vec<String> = w.per_packet.iter().map(|&p| k(p)).collect();
         let _ = writeln!(
             s,
-            "{:<15} {:>7} {:>9} {:>9} {:>19} {:>7.0} {:>9.2}",
+            "{:<19} {:>7} {:>9} {:>9} {:>19} {:>7.0} {:>9.2}",
             name,
             w.messages,
             k(w.busy_per_message),
@@ -94,7 +94,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
             "\npasses by kind, per message over all NICs (x mean instructions a pass); quiet: no news that gives\n\
              work (none, or completions no machine waits for), the summary read; completions: only the engines'\n\
              completions; whole: the machines stepped; idle: the passes of any kind that did no work\n\
-             {:<15} {:>16} {:>16} {:>16} {:>16}",
+             {:<19} {:>16} {:>16} {:>16} {:>16}",
             "workload", "quiet", "completions", "whole", "of them idle"
         );
         for (name, w) in ordered(doc) {
@@ -109,7 +109,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
             cells.push(cell(idle, w.idle_pass));
             let _ = writeln!(
                 s,
-                "{:<15} {}",
+                "{:<19} {}",
                 name,
                 cells.iter().map(|c| format!("{c:>16}")).collect::<Vec<_>>().join(" ")
             );
@@ -128,7 +128,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
             for (i, c) in w.pass_causes.iter().take(TOP_CAUSES).enumerate() {
                 let _ = writeln!(
                     s,
-                    "{:<15} {:<32} {:>6.2} x {:>6.0} = {:>7.0}   (idle {:.2})",
+                    "{:<19} {:<32} {:>6.2} x {:>6.0} = {:>7.0}   (idle {:.2})",
                     if i == 0 { name } else { "" },
                     c.cause,
                     c.passes_per_message,
@@ -144,7 +144,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     if attributed {
         let _ = writeln!(
             s,
-            "\nby machine and offload, instructions per message of all passes (core: the scheduler itself; an\nout-of-line helper such as memcpy is charged to the machine that called it). Counted by the QEMU\nplugin: `plugin` is their sum, beside `all/msg` as the image counted it.\n{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   by offload",
+            "\nby machine and offload, instructions per message of all passes (core: the scheduler itself; an\nout-of-line helper such as memcpy is charged to the machine that called it). Counted by the QEMU\nplugin: `plugin` is their sum, beside `all/msg` as the image counted it.\n{:<19} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   by offload",
             "workload", "sdma", "send", "recv", "rdma", "core", "plugin", "all/msg"
         );
         for (name, w) in ordered(doc) {
@@ -157,7 +157,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
                 .collect();
             let _ = writeln!(
                 s,
-                "{:<15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   {}",
+                "{:<19} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}   {}",
                 name,
                 k(m.sdma),
                 k(m.send),
@@ -173,7 +173,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     // Microseconds at each profile's clock.
     let _ = write!(
         s,
-        "\nbusy us per message (per packet, first NIC) at each profile's NIC clock\n{:<15}",
+        "\nbusy us per message (per packet, first NIC) at each profile's NIC clock\n{:<19}",
         "workload"
     );
     for c in clocks {
@@ -181,7 +181,7 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
     }
     let _ = writeln!(s);
     for (name, w) in ordered(doc) {
-        let _ = write!(s, "{name:<15}");
+        let _ = write!(s, "{name:<19}");
         for c in clocks {
             match w.us.get(&c.profile) {
                 Some(u) => {
@@ -218,22 +218,29 @@ pub fn render(doc: &FirmwareReport, clocks: &[Clock], functions: bool) -> String
 /// with all of them: the unicast ones (a multicast descriptor is an
 /// unknown kind to an MCP without the multicast offload; selective repeat
 /// falls back to go-back-N without its offload, as the stream would).
-pub const COMPARED: [&str; 6] =
-    ["pingpong-8b", "stream-4k", "stream-64k", "loss-gbn", "loss-sr", "port-close"];
+pub const COMPARED: [&str; 7] = [
+    "pingpong-8b",
+    "pingpong-8b-carried",
+    "stream-4k",
+    "stream-64k",
+    "loss-gbn",
+    "loss-sr",
+    "port-close",
+];
 
 /// The unicast workloads with and without offloads, side by side.
 pub fn compare(with: &FirmwareReport, without: &FirmwareReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\n== offloads compiled in against none (unicast; busy instructions per message)\n{:<15} {:>10} {:>10} {:>8}",
+        "\n== offloads compiled in against none (unicast; busy instructions per message)\n{:<19} {:>10} {:>10} {:>8}",
         "workload", "offloads", "none", "ratio"
     );
     for name in COMPARED {
         if let (Some(a), Some(b)) = (with.workloads.get(name), without.workloads.get(name)) {
             let _ = writeln!(
                 s,
-                "{:<15} {:>10.0} {:>10.0} {:>8.3}",
+                "{:<19} {:>10.0} {:>10.0} {:>8.3}",
                 name,
                 a.busy_per_message,
                 b.busy_per_message,
