@@ -196,10 +196,10 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     qemu_args.extend(profile::qemu_args(&lib, code, &ctx));
     let setup = workloads::Setup { qemu_args, plugin: true };
     let slots = (code / 2) as usize;
-    // With no offloads, only what the comparison shows (`table::COMPARED`).
+    // With no offloads, only what the comparison shows (`table::compared`).
     let wanted = |n: &str| {
         (opts.only.is_empty() || opts.only.iter().any(|o| o == n))
-            && (offloads == Offloads::All || table::COMPARED.contains(&n) || n == "idle")
+            && (offloads == Offloads::All || table::compared(n) || n == "idle")
     };
     let specs: Vec<_> =
         workloads::specs(opts.quick).into_iter().filter(|s| wanted(s.name)).collect();
