@@ -6,7 +6,7 @@
 //! multicast` are built on it; the scenario runner's multicast flows
 //! measure the same way with content checks on every backend.
 //!
-//! Every member runs [`Member`], an ordinary host-driver program: it
+//! Every member runs `Member`, an ordinary host-driver program: it
 //! installs the group, keeps receive buffers posted, relays (host and
 //! assisted schemes) and stamps each Received event with its host clock.
 

@@ -307,8 +307,8 @@ enum Cmd {
     /// Build the bare-metal MCP image (riscv64imac-unknown-none-elf;
     /// installs the Rust target when missing) and print its size.
     ///
-    /// The ELF lands in <target>/fw/riscv64imac-unknown-none-elf/release/
-    /// mcp-image (<target>/fw-selftest/... with --selftest). Fails when
+    /// The ELF lands in `<target>/fw/riscv64imac-unknown-none-elf/release/
+    /// mcp-image` (`<target>/fw-selftest/...` with --selftest). Fails when
     /// text + data + bss reach `fw::IMAGE_BUDGET` (192 KiB).
     BuildFw {
         /// The self-test image: checks run on the NIC CPU, QEMU exits 0 on pass.
@@ -344,7 +344,7 @@ enum Cmd {
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
     /// Decode NIC N's defmt log (qemu clusters): one line per frame with
-    /// level, timestamp and message, from <cluster>/node<N>/console.log.
+    /// level, timestamp and message, from `<cluster>/node<N>/console.log`.
     ///
     /// The format strings come from the image the node runs (its flash
     /// file; else the built image) unless --image names one.
@@ -415,8 +415,8 @@ enum Cmd {
     /// table: bandwidth stays at Bmax while IDT <= T and falls as
     /// T / IDT * Bmax beyond. Then three nodes A -> B -> C: the most B
     /// sends to C while A sends to B at several rates. Writes
-    /// nic-emu/profiles/<profile>.calibration.toml (built-in profiles) or
-    /// <dir>/<name>.calibration.toml beside a profile file.
+    /// `nic-emu/profiles/<profile>.calibration.toml` (built-in profiles) or
+    /// `<dir>/<name>.calibration.toml` beside a profile file.
     Calibrate {
         /// `firmware`: the firmware cost table instead (instructions per
         /// unit of work, measured on the MCP image under QEMU; written to
@@ -461,7 +461,7 @@ enum Cmd {
     Report {
         /// Which report: rate-control, multicast or reliability.
         which: String,
-        /// Output directory (default: out/reports/<which>/ under the
+        /// Output directory (default: `out/reports/<which>/` under the
         /// workspace).
         #[arg(long)]
         out: Option<PathBuf>,

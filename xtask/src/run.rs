@@ -45,7 +45,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "name", value_parser = nic_emu::cli::cluster_dir)]
     pub dir: Option<String>,
     /// Also start the bandwidth resource manager: its master (a
-    /// `nic-cluster brm` process on <cluster>/brm.sock) and an agent per
+    /// `nic-cluster brm` process on `<cluster>/brm.sock`) and an agent per
     /// NIC, deciding with the profile's stored calibration. Host
     /// programs then ask it for bandwidth (`BrmClient::connect`).
     #[arg(long)]

@@ -9,7 +9,7 @@
 use crate::{hw::Hw, Mcp, Work, NEWS};
 
 /// Feature `check-gating`: check, on this thread, the passes the summary
-/// skips ([`Mcp::poll`]: each runs whole and must find nothing). Only a
+/// skips (`Mcp::poll`: each runs whole and must find nothing). Only a
 /// deterministic backend can check: on the real-time ones the host writes
 /// beside the pass, before the device counts the write, so a whole pass
 /// may find what the next one would have been told of. The simulator

@@ -217,8 +217,8 @@ impl Mcp {
     /// audit not due and nothing left by the last pass, no machine has
     /// work and the pass ends there. When only the engines' completion
     /// counters moved, the completions are taken and the pass ends there
-    /// unless one gave a machine work ([`Mcp::completions_pass`]).
-    /// Otherwise [`Mcp::pass`] runs.
+    /// unless one gave a machine work (`Mcp::completions_pass`).
+    /// Otherwise `Mcp::pass` runs.
     #[inline(always)]
     pub fn poll(&mut self, hw: &mut impl Hw) -> Work {
         let mut w = Work::default();

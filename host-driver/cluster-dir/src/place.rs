@@ -13,7 +13,7 @@
 //!   open to others' renames (sticky, or writable by its owner alone);
 //!   the base is never a symbolic link, and is created rwx------ (or
 //!   rwx-wx-wx with the sticky bit for clusters that allow other users)
-//!   ([`prepare_parent`]);
+//!   (`prepare_parent`);
 //! - a cluster directory is never reached through a symbolic link: it is
 //!   opened `O_NOFOLLOW | O_DIRECTORY` and checked to be this user's.
 

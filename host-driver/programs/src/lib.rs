@@ -1,7 +1,7 @@
 //! host-programs: what is built on the host driver to measure it, as any
 //! user's program would be: the `pingpong`, `stream` and `multicast` binaries
 //! (`src/bin/`), the measuring loops they are thin shells around
-//! ([`bench`]: ping-pong latency, streaming bandwidth; also called by
+//! ([`mod@bench`]: ping-pong latency, streaming bandwidth; also called by
 //! tests and `cargo xtask bench`; [`mcast`]: one member of a multicast),
 //! and checkable message contents
 //! ([`pattern`], shared with the scenario runner's simulated programs).

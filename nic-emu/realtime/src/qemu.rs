@@ -373,7 +373,7 @@ pub fn gdb_listeners(n: usize, given: Option<(usize, u16)>) -> io::Result<Vec<Tc
 }
 
 /// CPU time (user + system, seconds) process `pid` has used, from
-/// /proc/<pid>/stat. None if it cannot be read.
+/// `/proc/<pid>/stat`. None if it cannot be read.
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) in parentheses.

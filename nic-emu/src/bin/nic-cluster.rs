@@ -125,7 +125,7 @@ struct BrmArgs {
 #[command(group(clap::ArgGroup::new("place").required(true).args(["name", "dir"])))]
 struct RunArgs {
     /// Cluster name: one path component of letters, digits, `-`, `_` and
-    /// `.`, at most 64 bytes; the cluster lives in <base>/<name>, <base>
+    /// `.`, at most 64 bytes; the cluster lives in `<base>/<name>`, `<base>`
     /// being $NIC_CLUSTER_DIR or /dev/shm/nic-clusters.
     #[arg(long, value_parser = nic_emu::cli::cluster_name)]
     name: Option<String>,

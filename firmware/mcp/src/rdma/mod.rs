@@ -13,7 +13,7 @@
 //! ports' tokens (`Shared::credits`, once their event is written).
 //!
 //! The copies are here; the events (composing, staging, writing them)
-//! in [`events`].
+//! in `events`.
 
 mod events;
 

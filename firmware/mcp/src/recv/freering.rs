@@ -11,7 +11,7 @@ use super::*;
 const REPAIR_BACKOFF_MAX: u64 = 64;
 
 impl Recv {
-    /// When the free ring's audit ([`Recv::reclaim`]) is next due: a pass
+    /// When the free ring's audit (`Recv::reclaim`) is next due: a pass
     /// at or after it steps RECV whatever the news (it is no timer: it
     /// wakes no sleeping NIC).
     pub fn repair_at(&self) -> u64 {

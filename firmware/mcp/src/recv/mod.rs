@@ -6,7 +6,7 @@
 //! delay, or at once when half a window is unacked) and queues them and
 //! nacks for SEND.
 //!
-//! Owns: the receiving streams ([`RxStream`], each with its receive
+//! Owns: the receiving streams (`RxStream`, each with its receive
 //! window), the ports' posted receive buffers (in posting order), the
 //! receive-done ring's consumer side, the ack timers. Takes from: the
 //! receive-done ring, `Shared::provided` (SDMA). Hands on:
@@ -263,7 +263,7 @@ impl Recv {
     /// back to be placed ([`Recv::accept`]) once SDMA took that ack (the
     /// answer to a get is placed only once its request counts as acked).
     /// The check for an empty ring is all a step costs when nothing came
-    /// (the packet's work is out of line, [`Recv::take_packet`]).
+    /// (the packet's work is out of line, `Recv::take_packet`).
     #[inline(never)]
     pub fn step(&mut self, cx: &mut Shared, hw: &mut impl Hw, w: &mut Work) -> Next {
         let prod = hw.reg(regs::RXDONE_PROD);

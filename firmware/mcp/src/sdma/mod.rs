@@ -6,7 +6,7 @@
 //! reliability (acks and nacks from RECV, go-back-N rewinds, retransmission
 //! and send timeouts), and the ports' alarms.
 //!
-//! Owns: the sending streams ([`TxStream`], each with its window, the
+//! Owns: the sending streams (`TxStream`, each with its window, the
 //! window policy's marks and the scheduler policy's pace), the connection queue, the ports' send-ring cursors and alarms,
 //! the scheduler policy's state (`sched`). Takes from: the ports' send
 //! rings, `Shared::from_recv`. Hands on: filled transmit buffers
@@ -294,7 +294,7 @@ impl Sdma {
 
     /// Has SDMA work it would do at the next pass whatever the news?
     /// Descriptors left in a ring, or a fill that may go on
-    /// ([`Sdma::fill_left`]).
+    /// (`Sdma::fill_left`).
     pub fn leftover(&self, cx: &Shared) -> bool {
         self.intake_left || self.fill_left(cx)
     }
