@@ -152,8 +152,7 @@ pub fn workload(
         all_per_message: all,
         per_packet,
         idle_pass: idle,
-        acks_per_message: w.nics.iter().map(|n| n.acks_sent).sum::<u64>() as f64
-            / w.messages.max(1) as f64,
+        acks_per_message: per(w.nics.iter().map(|n| n.acks_sent).sum()),
         pass_kinds: counters::kinds(&w.nics, w.messages),
         pass_causes: counters::causes(&w.nics, w.messages),
         by_machine: split.by_machine(w.messages),

@@ -91,18 +91,17 @@ impl Role {
 }
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
-    /// Read the dispatch trace into the traced flows' ledgers.
-    /// Read the NIC's dispatch trace into the ledger: when a quarter of
-    /// its ring may have filled since the last read, at the rate the
-    /// records came then (at least every ms), and at each
-    /// call once the program's work is done (so the last dispatches are
+    /// Read the NIC's dispatch trace into the traced flows' ledgers: when
+    /// a quarter of its ring may have filled since the last read, at the
+    /// rate the records came then (at least every ms), and at each call
+    /// once the program's work is done (so the last dispatches are
     /// read). A live NIC's trace is read through the device process, a
     /// request each time: a program that read it at every step would
     /// spend its time waiting on that process (on a loaded machine, long
     /// enough for a paced flow's window to run dry).
     pub(super) fn read_trace(&mut self, now: u64) {
         let (last, next) = self.trace_read;
-        if self.trace_cursor.is_none() || (now < next && !self.my_work_done()) {
+        if now < next && !self.my_work_done() {
             return;
         }
         let (Some(cursor), Some(nic)) = (self.trace_cursor, self.nic.as_ref()) else { return };
