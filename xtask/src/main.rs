@@ -228,6 +228,12 @@ enum Cmd {
         /// lines (default 15 and 40).
         #[arg(long, value_name = "N", requires = "firmware")]
         top: Option<usize>,
+        /// --firmware: the functions, lines and split by machine and
+        /// offload count only NIC N's instructions (0 sends a stream, 1
+        /// receives it; a ping-pong's NICs do both). The per-message and
+        /// per-packet figures stay both NICs'.
+        #[arg(long, value_name = "N", requires = "firmware")]
+        nic: Option<usize>,
         /// --firmware: also measure the image with no offloads compiled in
         /// and print the unicast workloads side by side with the ratio.
         #[arg(long, requires = "firmware")]
@@ -553,6 +559,7 @@ fn main() -> ExitCode {
             functions,
             lines,
             top,
+            nic,
             no_offloads,
             workloads,
             image,
@@ -570,6 +577,7 @@ fn main() -> ExitCode {
                 quiet,
                 only: workloads,
                 image,
+                nic,
             },
         ),
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),

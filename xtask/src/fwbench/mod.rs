@@ -41,6 +41,9 @@ pub struct Options {
     pub only: Vec<String>,
     /// Measure this image (built with `poll-stats`) instead of building one.
     pub image: Option<std::path::PathBuf>,
+    /// Attribute only this NIC's instructions (`--nic`): the functions,
+    /// lines and split by machine of one side of a workload.
+    pub nic: Option<usize>,
 }
 
 /// A profile's NIC clock: its name, cycles a second and cycles per
@@ -193,7 +196,7 @@ pub fn measure(root: &Path, opts: &Options, offloads: Offloads) -> crate::Result
     ));
     sym.write_contexts(code / 2, &ctx)?;
     qemu_args.extend(profile::qemu_args(&lib, code, &ctx));
-    let setup = workloads::Setup { qemu_args, plugin: true };
+    let setup = workloads::Setup { qemu_args, plugin: true, nic: opts.nic };
     let slots = (code / 2) as usize;
     // With no offloads, only what the comparison shows (`table::compared`).
     let wanted = |n: &str| {
@@ -310,6 +313,11 @@ pub fn run(root: &Path, opts: &Options) -> crate::Result<ExitCode> {
     }
     let clocks = clocks(root)?;
     print!("{}", table::render(&doc, &clocks, opts.functions));
+    if let (Some(n), true) = (opts.nic, opts.functions || opts.lines) {
+        println!(
+            "(the functions, lines and split by machine and offload are NIC {n}'s only: --nic)"
+        );
+    }
     if opts.lines {
         print!("{}", lines_table(&doc));
     }

@@ -178,6 +178,8 @@ pub struct Setup {
     pub qemu_args: Vec<String>,
     /// The plugin's counters are read too.
     pub plugin: bool,
+    /// Only this NIC's addresses are counted (`--nic`; all when None).
+    pub nic: Option<usize>,
 }
 
 /// Every node's readings at one moment.
@@ -206,10 +208,12 @@ fn between(
     b: &Snap,
     img: &Image,
     packets: &dyn Fn(usize) -> u64,
-    pcs: &mut Vec<u64>,
+    (pcs, nic): (&mut Vec<u64>, Option<usize>),
 ) -> Vec<NicCounts> {
-    for (x, y) in a.pcs.iter().zip(&b.pcs) {
-        super::profile::add_delta(pcs, x, y);
+    for (i, (x, y)) in a.pcs.iter().zip(&b.pcs).enumerate() {
+        if nic.is_none_or(|n| n == i) {
+            super::profile::add_delta(pcs, x, y);
+        }
     }
     (0..a.readings.len())
         .map(|i| {
@@ -273,7 +277,7 @@ pub fn run(spec: &Spec, img: &Image, setup: &Setup) -> crate::Result<Window> {
     }
     let mut pcs = Vec::new();
     let packets = |i: usize| messages * spec.packets.get(i).copied().unwrap_or(0);
-    let nics = between(&first, &last, img, &packets, &mut pcs);
+    let nics = between(&first, &last, img, &packets, (&mut pcs, setup.nic));
     Ok(Window { messages, nics, pcs, wall_s: started.elapsed().as_secs_f64() })
 }
 
@@ -325,7 +329,9 @@ pub fn port_close(img: &Image, setup: &Setup, closes: u64) -> crate::Result<Wind
             let busy = quiet.iter().map(|x| x.stats[1][0]).sum::<u64>();
             settle(c.path(), 2, img, Some(busy))?;
             let after = snap(c.path(), 2, img, setup, 1)?;
-            for (i, w) in between(&before, &after, img, &|_| 0, &mut pcs).into_iter().enumerate() {
+            for (i, w) in
+                between(&before, &after, img, &|_| 0, (&mut pcs, setup.nic)).into_iter().enumerate()
+            {
                 match sums.get_mut(i) {
                     Some(s) => add(s, &w),
                     None => sums.push(w),

@@ -6,6 +6,7 @@ use super::{LineState, SramTlb, Xlat};
 use crate::hw::Hw;
 use crate::shared::Shared;
 use nic_abi::page_table::{page_pieces, LINE_PTES};
+use nic_abi::stats::Stat;
 use nic_abi::{NUM_PORTS, PAGE_SIZE};
 
 /// The most page pieces a packet's payload takes (an MTU over pages).
@@ -38,6 +39,10 @@ impl Shared {
             self.sync_port(hw, port as usize);
         }
         let start = vaddr.saturating_add(*from).min(end);
+        if self.span(hw, port, start, end - start).is_some() {
+            *from = len;
+            return Xlat::Bus(0);
+        }
         for (v, n) in page_pieces(start, end - start) {
             match self.translate_synced(hw, port, v) {
                 Xlat::Bus(_) => *from += n,
@@ -49,6 +54,36 @@ impl Shared {
             }
         }
         Xlat::Bus(0)
+    }
+
+    /// The bus address of `[vaddr, vaddr + len)` of `port` when all its
+    /// pages are known at consecutive bus pages (one of the cache's runs:
+    /// a buffer whose pages were looked up before), inside the port's
+    /// slice: a hit per page, with no search. None: look page by page
+    /// (nothing counted), as also while a retried miss is owed its count.
+    #[inline]
+    fn span(&mut self, hw: &mut impl Hw, port: u8, vaddr: u64, len: u64) -> Option<u64> {
+        let x = &mut self.xlat;
+        if len == 0 || x.missed_live != 0 {
+            return None;
+        }
+        let vpn = vaddr / PAGE_SIZE;
+        let pages = (vaddr % PAGE_SIZE + len).div_ceil(PAGE_SIZE);
+        // A page is cached as its table entry says, inside the slice or
+        // not: the range is used only inside the port's slice, as each
+        // page looked up is (`bus_in_slice`).
+        let (tlb, slices) = (&mut x.tlb, &x.slices);
+        let inside = |page: u64| {
+            let (Some(start), Some(bytes)) =
+                (page.checked_mul(PAGE_SIZE), pages.checked_mul(PAGE_SIZE))
+            else {
+                return false;
+            };
+            super::slices::within(slices, port, start, bytes)
+        };
+        let page = tlb.span(&mut SramTlb(hw), (port, vpn, pages), inside)?;
+        crate::shared::Stats::bump(hw, Stat::TlbHits, pages);
+        Some(page * PAGE_SIZE + vaddr % PAGE_SIZE)
     }
 
     /// A range check waits at `vaddr`: read the lines of the pages after
@@ -93,6 +128,17 @@ impl Shared {
     ) -> (usize, Xlat) {
         let mut n = 0;
         let mut at = 0u32;
+        if let Some(bus) = self.span(hw, port, vaddr, len as u64) {
+            // The same pieces, one per page, from the run's pages.
+            for (v, k) in page_pieces(vaddr, len as u64) {
+                if n < MAX_PIECES {
+                    out[n] = Piece { bus: bus + (v - vaddr), len: k as u32, at };
+                    n += 1;
+                }
+                at += k as u32;
+            }
+            return (n, Xlat::Bus(0));
+        }
         let mut wait = false;
         for (v, k) in page_pieces(vaddr, len as u64) {
             match self.translate_synced(hw, port, v) {

@@ -20,10 +20,16 @@ impl Translator {
     /// Never wraps; a port out of range has none.
     #[inline]
     pub fn in_slice(&self, port: u8, bus: u64, len: u64) -> bool {
-        let Some(&(base, size)) = self.slices.get(port as usize) else { return false };
-        bus >= base
-            && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
+        within(&self.slices, port, bus, len)
     }
+}
+
+/// Is `[bus, bus + len)` inside port `port`'s slice of `slices`?
+#[inline]
+pub(super) fn within(slices: &[(u64, u64)], port: u8, bus: u64, len: u64) -> bool {
+    let Some(&(base, size)) = slices.get(port as usize) else { return false };
+    bus >= base
+        && bus.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, top)| end <= top)
 }
 
 /// `vaddr`'s bus address in bus page `page`, if the whole page is in port

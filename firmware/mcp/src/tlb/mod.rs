@@ -63,12 +63,47 @@ pub struct Tlb {
     /// with none is forgotten without a look at the store, one with some
     /// by a walk that stops at its last.
     live: [u32; LIVE_PORTS],
-    /// The entry the last hit or insert found, as (port, vpn, index): a
-    /// lookup of the same page (a buffer used again, as a ping-pong's
-    /// message after message) takes it without searching its set. Any other write of an entry
-    /// goes through `insert` (which makes its own entry the last) or the
-    /// invalidations (which forget it), so it always holds what it says.
-    last: Option<(u8, u64, u32)>,
+    /// Runs of pages found cached at consecutive bus pages (a buffer's
+    /// pages as the driver mapped them): a lookup inside one is answered
+    /// without searching a set or touching the store, as a packet of a
+    /// stream whose pages were all found once (by the descriptor's
+    /// range check) is. Every page of a run is cached at the bus page
+    /// the run says: a run only grows by a page found cached there, and
+    /// whatever removes or changes a cached page (`insert` over it or
+    /// evicting it, the invalidations) cuts the runs that hold it.
+    runs: [Run; RUNS],
+    /// The run the next new one replaces (round robin).
+    next_run: u8,
+}
+
+/// Runs a [`Tlb`] remembers: a sender's buffer and a receiver's several
+/// (a stream's receive buffers are used in turn).
+const RUNS: usize = 4;
+
+/// The most pages a run holds (a 64 KiB message's pages, and more).
+const RUN_PAGES: usize = 32;
+
+/// `pages` pages of `port` from `vpn` on, at bus pages from `bus` on
+/// (`pages` 0: none), page `d`'s entry at index `entry[d]` of the store
+/// (its use is stamped there, as any hit's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    port: u8,
+    pages: u32,
+    vpn: u64,
+    bus: u64,
+    entry: [u16; RUN_PAGES],
+}
+
+impl Run {
+    const NONE: Run = Run { port: 0, pages: 0, vpn: 0, bus: 0, entry: [0; RUN_PAGES] };
+
+    /// How far into the run (port, vpn) is, if in it.
+    #[inline(always)]
+    fn offset(&self, port: u8, vpn: u64) -> Option<u64> {
+        let d = vpn.wrapping_sub(self.vpn);
+        (self.port == port && d < self.pages as u64).then_some(d)
+    }
 }
 
 /// Ports whose valid entries a [`Tlb`] counts (the NIC's ports); a
@@ -95,7 +130,8 @@ impl Tlb {
             misses: 0,
             evictions: 0,
             live: [0; LIVE_PORTS],
-            last: None,
+            runs: [Run::NONE; RUNS],
+            next_run: 0,
         }
     }
 
@@ -154,23 +190,95 @@ impl Tlb {
     }
 
     /// The bus page of (port, vpn) if cached (a hit), else None (a miss:
-    /// the caller fetches the page-table entry and `insert`s it).
+    /// the caller fetches the page-table entry and `insert`s it). A page
+    /// in a run is a hit with no search of its set: only its entry's use
+    /// stamp is written.
     pub fn lookup(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> Option<u64> {
-        let found = match self.last {
-            Some((p, v, i)) if p == port && v == vpn => Some(i),
-            _ => self.find(store, port, vpn),
-        };
-        match found {
+        match self.span(store, (port, vpn, 1), |_| true) {
+            Some(page) => Some(page),
+            None => self.lookup_set(store, port, vpn),
+        }
+    }
+
+    /// The bus page of (port, vpn) when it and the `pages - 1` pages
+    /// after it are all in one run (so at consecutive bus pages) and
+    /// `ok` takes that bus page: a hit for each page, each stamped as
+    /// used. None: not known that way, or not `ok` (nothing counted:
+    /// `lookup` each page).
+    #[inline]
+    pub fn span(
+        &mut self,
+        store: &mut impl TlbStore,
+        (port, vpn, pages): (u8, u64, u64),
+        ok: impl FnOnce(u64) -> bool,
+    ) -> Option<u64> {
+        for k in 0..RUNS {
+            let r = &self.runs[k];
+            let Some(d) = r.offset(port, vpn) else { continue };
+            if d.saturating_add(pages) > r.pages as u64 || !ok(r.bus.wrapping_add(d)) {
+                return None;
+            }
+            self.hits += pages;
+            for j in d..d + pages {
+                let stamp = self.touch(store);
+                store.set_stamp(self.runs[k].entry[j as usize] as u32, stamp);
+            }
+            return Some(self.runs[k].bus.wrapping_add(d));
+        }
+        None
+    }
+
+    /// `lookup` past the runs: the page's set searched (out of line: a
+    /// stream's packets find their pages in a run).
+    #[inline(never)]
+    fn lookup_set(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> Option<u64> {
+        match self.find(store, port, vpn) {
             Some(i) => {
-                self.last = Some((port, vpn, i));
                 self.hits += 1;
                 let stamp = self.touch(store);
                 store.set_stamp(i, stamp);
-                Some(store.bus_page(i))
+                let page = store.bus_page(i);
+                self.grow(port, vpn, page, i);
+                Some(page)
             }
             None => {
                 self.misses += 1;
                 None
+            }
+        }
+    }
+
+    /// (port, vpn) is cached at `page` in entry `i`: the run it continues
+    /// grows by it, else it starts a run of its own in place of the
+    /// oldest.
+    fn grow(&mut self, port: u8, vpn: u64, page: u64, i: u32) {
+        let Ok(i) = u16::try_from(i) else { return };
+        for r in self.runs.iter_mut() {
+            let n = r.pages as u64;
+            if r.port == port
+                && n != 0
+                && (n as usize) < RUN_PAGES
+                && vpn == r.vpn.wrapping_add(n)
+                && page == r.bus.wrapping_add(n)
+            {
+                r.entry[n as usize] = i;
+                r.pages += 1;
+                return;
+            }
+        }
+        let k = self.next_run as usize % RUNS;
+        let mut entry = [0; RUN_PAGES];
+        entry[0] = i;
+        self.runs[k] = Run { port, pages: 1, vpn, bus: page, entry };
+        self.next_run = ((k + 1) % RUNS) as u8;
+    }
+
+    /// (port, vpn)'s cached translation is going or changing: no run
+    /// holds it any more (a run that did is forgotten whole).
+    fn cut(&mut self, port: u8, vpn: u64) {
+        for r in self.runs.iter_mut() {
+            if r.offset(port, vpn).is_some() {
+                *r = Run::NONE;
             }
         }
     }
@@ -180,7 +288,10 @@ impl Tlb {
     /// (an eviction).
     pub fn insert(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64, bus_page: u64) {
         let i = match self.find(store, port, vpn) {
-            Some(i) => i,
+            Some(i) => {
+                self.cut(port, vpn);
+                i
+            }
             None => {
                 let base = self.set_of(port, vpn) * self.ways;
                 let free = (base..base + self.ways).find(|&i| !store.get(i).valid);
@@ -191,6 +302,7 @@ impl Tlb {
                 let old = store.get(i);
                 if old.valid {
                     self.count(old.port, false);
+                    self.cut(old.port, old.vpn);
                 }
                 self.count(port, true);
                 i
@@ -198,13 +310,13 @@ impl Tlb {
         };
         let stamp = self.touch(store);
         store.set(i, TlbEntry { valid: true, port, vpn, bus_page, stamp });
-        self.last = Some((port, vpn, i));
+        self.grow(port, vpn, bus_page, i);
     }
 
     /// Forget (port, vpn) (its page was deregistered). True if cached.
     pub fn invalidate(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> bool {
         let Some(i) = self.find(store, port, vpn) else { return false };
-        self.last = None;
+        self.cut(port, vpn);
         store.set(i, TlbEntry::default());
         self.count(port, false);
         true
@@ -218,7 +330,11 @@ impl Tlb {
         if known == Some(0) {
             return 0;
         }
-        self.last = None;
+        for r in self.runs.iter_mut() {
+            if r.port == port {
+                *r = Run::NONE;
+            }
+        }
         let mut n = 0;
         for i in 0..self.entries() {
             if known.is_some_and(|k| n >= k) {
@@ -238,172 +354,4 @@ impl Tlb {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use std::collections::HashMap;
-    use std::vec;
-    use std::vec::Vec;
-
-    struct Mem(Vec<TlbEntry>);
-
-    impl TlbStore for Mem {
-        fn get(&self, i: u32) -> TlbEntry {
-            self.0[i as usize]
-        }
-        fn set(&mut self, i: u32, e: TlbEntry) {
-            self.0[i as usize] = e;
-        }
-    }
-
-    fn cache(sets: u32, ways: u32) -> (Tlb, Mem) {
-        let t = Tlb::new(sets, ways);
-        let m = Mem(vec![TlbEntry::default(); t.entries() as usize]);
-        (t, m)
-    }
-
-    #[test]
-    fn a_miss_then_an_insert_then_hits() {
-        let (mut t, mut m) = cache(4, 2);
-        assert_eq!(t.lookup(&mut m, 1, 42), None);
-        t.insert(&mut m, 1, 42, 0x777);
-        assert_eq!(t.lookup(&mut m, 1, 42), Some(0x777));
-        assert_eq!(t.lookup(&mut m, 1, 42), Some(0x777));
-        assert_eq!(t.counts(), TlbCounts { hits: 2, misses: 1, evictions: 0 });
-    }
-
-    #[test]
-    fn ports_do_not_share_translations() {
-        let (mut t, mut m) = cache(4, 2);
-        t.insert(&mut m, 1, 42, 0x100);
-        assert_eq!(t.lookup(&mut m, 2, 42), None);
-        t.insert(&mut m, 2, 42, 0x200);
-        assert_eq!(t.lookup(&mut m, 1, 42), Some(0x100));
-        assert_eq!(t.lookup(&mut m, 2, 42), Some(0x200));
-    }
-
-    #[test]
-    fn a_full_set_evicts_its_least_recently_used_entry() {
-        // One set of two ways: every page maps to it.
-        let (mut t, mut m) = cache(1, 2);
-        t.insert(&mut m, 0, 1, 10);
-        t.insert(&mut m, 0, 2, 20);
-        assert_eq!(t.lookup(&mut m, 0, 1), Some(10)); // 2 is now the older
-        t.insert(&mut m, 0, 3, 30);
-        assert_eq!(t.evictions, 1);
-        assert_eq!(t.lookup(&mut m, 0, 2), None);
-        assert_eq!(t.lookup(&mut m, 0, 1), Some(10));
-        assert_eq!(t.lookup(&mut m, 0, 3), Some(30));
-    }
-
-    #[test]
-    fn an_insert_over_a_cached_page_replaces_it_without_evicting() {
-        let (mut t, mut m) = cache(1, 2);
-        t.insert(&mut m, 0, 1, 10);
-        t.insert(&mut m, 0, 1, 11);
-        t.insert(&mut m, 0, 2, 20);
-        assert_eq!((t.evictions, t.lookup(&mut m, 0, 1)), (0, Some(11)));
-    }
-
-    #[test]
-    fn invalidated_pages_and_closed_ports_are_gone() {
-        let (mut t, mut m) = cache(8, 2);
-        for v in 0..6 {
-            t.insert(&mut m, 3, v, 100 + v);
-            t.insert(&mut m, 4, v, 200 + v);
-        }
-        assert!(t.invalidate(&mut m, 3, 2));
-        assert!(!t.invalidate(&mut m, 3, 2));
-        assert_eq!(t.lookup(&mut m, 3, 2), None);
-        assert_eq!(t.invalidate_port(&mut m, 4), 6);
-        assert!((0..6).all(|v| t.lookup(&mut m, 4, v).is_none()));
-        assert_eq!(t.lookup(&mut m, 3, 5), Some(105));
-    }
-
-    #[test]
-    fn the_use_clock_wrapping_keeps_every_translation() {
-        let (mut t, mut m) = cache(1, 2);
-        t.clock = u32::MAX - 1;
-        t.insert(&mut m, 0, 1, 10);
-        t.insert(&mut m, 0, 2, 20); // the clock wraps here
-        assert_eq!(t.lookup(&mut m, 0, 1), Some(10));
-        assert_eq!(t.lookup(&mut m, 0, 2), Some(20));
-    }
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Lookup(u8, u64),
-        Map(u8, u64, u64),
-        Unmap(u8, u64),
-        Close(u8),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        let port = 0u8..3;
-        let vpn = 0u64..24;
-        prop_oneof![
-            4 => (port.clone(), vpn.clone()).prop_map(|(p, v)| Op::Lookup(p, v)),
-            3 => (port.clone(), vpn.clone(), any::<u32>()).prop_map(|(p, v, b)| Op::Map(p, v, b as u64)),
-            1 => (port.clone(), vpn).prop_map(|(p, v)| Op::Unmap(p, v)),
-            1 => port.prop_map(Op::Close),
-        ]
-    }
-
-    proptest! {
-        /// Against the page tables themselves (a map the privileged side
-        /// writes, invalidating the cache as it goes): a hit is always the
-        /// current translation, a miss is filled from the table, and every
-        /// lookup is a hit or a miss.
-        #[test]
-        fn a_hit_is_never_a_stale_translation(
-            sets in prop_oneof![Just(1u32), Just(2), Just(8)],
-            ways in 1u32..4,
-            ops in proptest::collection::vec(op(), 1..300),
-        ) {
-            let (mut t, mut m) = cache(sets, ways);
-            let mut table: HashMap<(u8, u64), u64> = HashMap::new();
-            let mut lookups = 0;
-            for o in ops {
-                match o {
-                    Op::Lookup(p, v) => {
-                        lookups += 1;
-                        match t.lookup(&mut m, p, v) {
-                            Some(b) => prop_assert_eq!(Some(&b), table.get(&(p, v))),
-                            None => {
-                                if let Some(&b) = table.get(&(p, v)) {
-                                    t.insert(&mut m, p, v, b);
-                                }
-                            }
-                        }
-                    }
-                    Op::Map(p, v, b) => {
-                        table.insert((p, v), b);
-                        t.invalidate(&mut m, p, v);
-                    }
-                    Op::Unmap(p, v) => {
-                        table.remove(&(p, v));
-                        t.invalidate(&mut m, p, v);
-                    }
-                    Op::Close(p) => {
-                        table.retain(|&(q, _), _| q != p);
-                        t.invalidate_port(&mut m, p);
-                    }
-                }
-                // The last entry found still holds its page.
-                if let Some((p, v, i)) = t.last {
-                    prop_assert!(m.holds(i, p, v), "the last entry found went stale");
-                }
-                let cached = (0..t.entries()).filter(|&i| m.get(i).valid).count() as u32;
-                prop_assert!(cached <= t.entries());
-                // Each port's count of valid entries is the store's.
-                for q in 0..3u8 {
-                    let n = (0..t.entries())
-                        .filter(|&i| m.get(i).valid && m.get(i).port == q)
-                        .count() as u32;
-                    prop_assert_eq!(t.live[q as usize], n);
-                }
-            }
-            prop_assert_eq!(t.hits + t.misses, lookups);
-        }
-    }
-}
+mod tests;
