@@ -326,6 +326,7 @@ impl Mcp {
         }
         self.sdma.take_from_recv(cx, hw);
         self.step_machines(hw, true, host, w);
+        self.mark_taken(budget > 0);
         shared::Stats::flush(hw, &mut self.shared.later);
     }
 

@@ -127,6 +127,11 @@ impl Send {
     }
 
     /// Packets the send-DMA engine finished: their buffers are free.
+    /// Send completions taken so far (TXDMA_DONE as they left it).
+    pub(crate) fn done(&self) -> u32 {
+        self.done
+    }
+
     pub fn completions(&mut self, cx: &mut Shared, hw: &mut impl Hw) {
         let done = hw.reg(regs::TXDMA_DONE);
         let n = done.wrapping_sub(self.done).min(self.in_flight.len() as u32);

@@ -147,6 +147,31 @@ impl Mcp {
             | ((c[4] != s[4]) as u32) << 4
     }
 
+    /// After a pass that took news: what it took past the summary it
+    /// read first (packets stored, commands finished while it ran) is no
+    /// news for the next pass. A counter is taken as seen up to where the
+    /// machine that reads it got (RECV's last look at the receive ring,
+    /// with what it left there `Recv::leftover`; the completions taken),
+    /// never back: a pass that only found what an earlier one took is
+    /// quiet, not whole.
+    #[inline(always)]
+    pub(crate) fn mark_taken(&mut self, rx_looked: bool) {
+        let taken = [
+            (0, Some(self.shared.hdma.done())),
+            (1, Some(self.send.done())),
+            (2, rx_looked.then(|| self.recv.seen_prod())),
+        ];
+        for (i, v) in taken {
+            let Some(v) = v else { continue };
+            let old = self.seen[i];
+            let ahead = v.wrapping_sub(old);
+            if ahead != 0 && (ahead as i32) > 0 {
+                self.seen[i] = v;
+                self.seen_sum = self.seen_sum.wrapping_add(ahead);
+            }
+        }
+    }
+
     /// What the last [`Mcp::poll`] was.
     pub fn pass_kind(&self) -> PassKind {
         self.kind

@@ -345,6 +345,12 @@ impl Recv {
     /// Has RECV work it would do at the next pass whatever the news?
     /// Packets left in the ring (the budget ran out, or RDMA's queue was
     /// full), or packets held for replay.
+    /// RXDONE_PROD as the last step read it: the packets stored up to
+    /// there were taken, or are left (`leftover`).
+    pub(crate) fn seen_prod(&self) -> u32 {
+        self.seen_prod
+    }
+
     pub fn leftover(&self) -> bool {
         matches!(self.state, RecvState::Backlog { .. } | RecvState::RdmaFull { .. })
             || self.seen_prod != self.cons

@@ -185,6 +185,11 @@ impl HostDmaRing {
         map::HDMA_RING_LEN - self.prod.wrapping_sub(self.done)
     }
 
+    /// Completions taken so far (HDMA_DONE as they left it).
+    pub fn done(&self) -> u32 {
+        self.done
+    }
+
     /// Post `cmd`: four word stores of `HostDmaCmd::encode`'s layout (no
     /// record built and copied), then the producer index.
     pub fn post(&mut self, hw: &mut impl Hw, cmd: HostDmaCmd, action: HdmaAction) {

@@ -369,13 +369,16 @@ impl Shared {
         to: S,
         cause: Cause,
     ) {
-        if *state == to {
+        // Untraced, a transition is a store: only a record needs to know
+        // whether the state changed (the compare of two states with their
+        // operands is a dozen instructions).
+        if !self.trace.on {
+            *state = to;
             return;
         }
-        let from = core::mem::replace(state, to);
-        // (The record's operands are worked out only when tracing is on,
-        // out of line: a transition is a compare and a store.)
-        if self.trace.on {
+        if *state != to {
+            let from = core::mem::replace(state, to);
+            // (The record's operands are worked out out of line.)
             self.trace_transition(hw, from, to, cause);
         }
     }

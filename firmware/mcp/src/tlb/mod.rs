@@ -84,8 +84,12 @@ const RUNS: usize = 4;
 const RUN_PAGES: usize = 32;
 
 /// `pages` pages of `port` from `vpn` on, at bus pages from `bus` on
-/// (`pages` 0: none), page `d`'s entry at index `entry[d]` of the store
-/// (its use is stamped there, as any hit's).
+/// (`pages` 0: none), page `d`'s entry at index `entry[d]` of the store.
+/// A page's use through the run is stamped in `used[d]` (0: none since
+/// the last settling) and written to its entry only when an eviction
+/// compares stamps, or the run goes (`Tlb::settle_stamps`): the order of
+/// use is the same as stamping each use in the store, for a store write
+/// less a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Run {
     port: u8,
@@ -93,10 +97,22 @@ struct Run {
     vpn: u64,
     bus: u64,
     entry: [u16; RUN_PAGES],
+    used: [u32; RUN_PAGES],
 }
 
 impl Run {
-    const NONE: Run = Run { port: 0, pages: 0, vpn: 0, bus: 0, entry: [0; RUN_PAGES] };
+    const NONE: Run =
+        Run { port: 0, pages: 0, vpn: 0, bus: 0, entry: [0; RUN_PAGES], used: [0; RUN_PAGES] };
+
+    /// The stamps of the pages used through the run, into their entries.
+    fn settle(&mut self, store: &mut impl TlbStore) {
+        for j in 0..(self.pages as usize).min(RUN_PAGES) {
+            if self.used[j] != 0 {
+                store.set_stamp(self.entry[j] as u32, self.used[j]);
+                self.used[j] = 0;
+            }
+        }
+    }
 
     /// How far into the run (port, vpn) is, if in it.
     #[inline(always)]
@@ -179,20 +195,38 @@ impl Tlb {
     fn touch(&mut self, store: &mut impl TlbStore) -> u32 {
         self.clock = self.clock.wrapping_add(1);
         if self.clock == 0 {
-            for i in 0..self.entries() {
-                let mut e = store.get(i);
-                e.stamp = 0;
-                store.set(i, e);
-            }
-            self.clock = 1;
+            self.restart_clock(store);
         }
         self.clock
     }
 
+    /// The clock wrapped: every stamp, in the store and in the runs,
+    /// starts again (cold: once in 2^32 uses).
+    #[cold]
+    fn restart_clock(&mut self, store: &mut impl TlbStore) {
+        for i in 0..self.entries() {
+            let mut e = store.get(i);
+            e.stamp = 0;
+            store.set(i, e);
+        }
+        for r in self.runs.iter_mut() {
+            r.used = [0; RUN_PAGES];
+        }
+        self.clock = 1;
+    }
+
+    /// Every run's uses into the store's stamps (before stamps are
+    /// compared).
+    fn settle_stamps(&mut self, store: &mut impl TlbStore) {
+        for r in self.runs.iter_mut() {
+            r.settle(store);
+        }
+    }
+
     /// The bus page of (port, vpn) if cached (a hit), else None (a miss:
     /// the caller fetches the page-table entry and `insert`s it). A page
-    /// in a run is a hit with no search of its set: only its entry's use
-    /// stamp is written.
+    /// in a run is a hit with no search of its set and no write to the
+    /// store: its use is noted in the run.
     pub fn lookup(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> Option<u64> {
         match self.span(store, (port, vpn, 1), |_| true) {
             Some(page) => Some(page),
@@ -202,8 +236,8 @@ impl Tlb {
 
     /// The bus page of (port, vpn) when it and the `pages - 1` pages
     /// after it are all in one run (so at consecutive bus pages) and
-    /// `ok` takes that bus page: a hit for each page, each stamped as
-    /// used. None: not known that way, or not `ok` (nothing counted:
+    /// `ok` takes that bus page: a hit for each page, each noted as used
+    /// (in the run, `Run::used`). None: not known that way, or not `ok` (nothing counted:
     /// `lookup` each page).
     #[inline]
     pub fn span(
@@ -221,7 +255,7 @@ impl Tlb {
             self.hits += pages;
             for j in d..d + pages {
                 let stamp = self.touch(store);
-                store.set_stamp(self.runs[k].entry[j as usize] as u32, stamp);
+                self.runs[k].used[j as usize] = stamp;
             }
             return Some(self.runs[k].bus.wrapping_add(d));
         }
@@ -238,7 +272,7 @@ impl Tlb {
                 let stamp = self.touch(store);
                 store.set_stamp(i, stamp);
                 let page = store.bus_page(i);
-                self.grow(port, vpn, page, i);
+                self.grow(store, (port, vpn, page), i);
                 Some(page)
             }
             None => {
@@ -251,7 +285,7 @@ impl Tlb {
     /// (port, vpn) is cached at `page` in entry `i`: the run it continues
     /// grows by it, else it starts a run of its own in place of the
     /// oldest.
-    fn grow(&mut self, port: u8, vpn: u64, page: u64, i: u32) {
+    fn grow(&mut self, store: &mut impl TlbStore, (port, vpn, page): (u8, u64, u64), i: u32) {
         let Ok(i) = u16::try_from(i) else { return };
         for r in self.runs.iter_mut() {
             let n = r.pages as u64;
@@ -267,17 +301,19 @@ impl Tlb {
             }
         }
         let k = self.next_run as usize % RUNS;
+        self.runs[k].settle(store);
         let mut entry = [0; RUN_PAGES];
         entry[0] = i;
-        self.runs[k] = Run { port, pages: 1, vpn, bus: page, entry };
+        self.runs[k] = Run { port, pages: 1, vpn, bus: page, entry, used: [0; RUN_PAGES] };
         self.next_run = ((k + 1) % RUNS) as u8;
     }
 
     /// (port, vpn)'s cached translation is going or changing: no run
     /// holds it any more (a run that did is forgotten whole).
-    fn cut(&mut self, port: u8, vpn: u64) {
+    fn cut(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) {
         for r in self.runs.iter_mut() {
             if r.offset(port, vpn).is_some() {
+                r.settle(store);
                 *r = Run::NONE;
             }
         }
@@ -289,7 +325,7 @@ impl Tlb {
     pub fn insert(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64, bus_page: u64) {
         let i = match self.find(store, port, vpn) {
             Some(i) => {
-                self.cut(port, vpn);
+                self.cut(store, port, vpn);
                 i
             }
             None => {
@@ -297,12 +333,13 @@ impl Tlb {
                 let free = (base..base + self.ways).find(|&i| !store.get(i).valid);
                 let i = free.unwrap_or_else(|| {
                     self.evictions += 1;
+                    self.settle_stamps(store);
                     (base..base + self.ways).min_by_key(|&i| store.get(i).stamp).unwrap_or(base)
                 });
                 let old = store.get(i);
                 if old.valid {
                     self.count(old.port, false);
-                    self.cut(old.port, old.vpn);
+                    self.cut(store, old.port, old.vpn);
                 }
                 self.count(port, true);
                 i
@@ -310,13 +347,13 @@ impl Tlb {
         };
         let stamp = self.touch(store);
         store.set(i, TlbEntry { valid: true, port, vpn, bus_page, stamp });
-        self.grow(port, vpn, bus_page, i);
+        self.grow(store, (port, vpn, bus_page), i);
     }
 
     /// Forget (port, vpn) (its page was deregistered). True if cached.
     pub fn invalidate(&mut self, store: &mut impl TlbStore, port: u8, vpn: u64) -> bool {
         let Some(i) = self.find(store, port, vpn) else { return false };
-        self.cut(port, vpn);
+        self.cut(store, port, vpn);
         store.set(i, TlbEntry::default());
         self.count(port, false);
         true

@@ -224,4 +224,138 @@ proptest! {
         }
         prop_assert_eq!(t.hits + t.misses, lookups);
     }
+
+    /// Against a plain set-associative LRU cache that stamps every use in
+    /// its entry (no runs): the same answers, hits, misses and evictions,
+    /// op by op. The runs and their deferred stamps change what a hit
+    /// costs, never which entry an insert evicts.
+    #[test]
+    fn runs_evict_exactly_as_stamping_every_use_does(
+        sets in prop_oneof![Just(1u32), Just(2), Just(4)],
+        ways in 1u32..4,
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        let (mut t, mut m) = cache(sets, ways);
+        let mut plain = Plain::new(&t);
+        let mut table: HashMap<(u8, u64), u64> = HashMap::new();
+        for o in ops {
+            match o {
+                Op::Lookup(p, v) => {
+                    let got = t.lookup(&mut m, p, v);
+                    prop_assert_eq!(got, plain.lookup(p, v));
+                    if got.is_none() {
+                        if let Some(&b) = table.get(&(p, v)) {
+                            t.insert(&mut m, p, v, b);
+                            plain.insert(p, v, b);
+                        }
+                    }
+                }
+                Op::Map(p, v, b) => {
+                    table.insert((p, v), b);
+                    t.invalidate(&mut m, p, v);
+                    plain.invalidate(p, v);
+                }
+                Op::MapRun(p, v, b, n) => {
+                    for k in 0..n {
+                        table.insert((p, v + k), b + k);
+                        t.invalidate(&mut m, p, v + k);
+                        plain.invalidate(p, v + k);
+                    }
+                }
+                Op::Unmap(p, v) => {
+                    table.remove(&(p, v));
+                    t.invalidate(&mut m, p, v);
+                    plain.invalidate(p, v);
+                }
+                Op::Close(p) => {
+                    table.retain(|&(q, _), _| q != p);
+                    t.invalidate_port(&mut m, p);
+                    plain.invalidate_port(p);
+                }
+            }
+            prop_assert_eq!((t.hits, t.misses, t.evictions), (plain.hits, plain.misses, plain.evictions));
+        }
+    }
+}
+
+/// The reference for `runs_evict_exactly_as_stamping_every_use_does`: the
+/// same sets (the same hash), each use stamped at once.
+struct Plain {
+    t: Tlb,
+    ways: Vec<Option<(u8, u64, u64, u32)>>,
+    clock: u32,
+    hits: u64,
+    misses: u64,
+    evictions: u64,
+}
+
+impl Plain {
+    fn new(t: &Tlb) -> Plain {
+        Plain {
+            t: *t,
+            ways: vec![None; t.entries() as usize],
+            clock: 0,
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+        }
+    }
+
+    fn set(&self, port: u8, vpn: u64) -> std::ops::Range<usize> {
+        let base = (self.t.set_of(port, vpn) * self.t.ways) as usize;
+        base..base + self.t.ways as usize
+    }
+
+    fn find(&self, port: u8, vpn: u64) -> Option<usize> {
+        self.set(port, vpn)
+            .find(|&i| matches!(self.ways[i], Some((p, v, ..)) if p == port && v == vpn))
+    }
+
+    fn lookup(&mut self, port: u8, vpn: u64) -> Option<u64> {
+        match self.find(port, vpn) {
+            Some(i) => {
+                self.hits += 1;
+                self.clock += 1;
+                let e = self.ways[i].as_mut().unwrap();
+                e.3 = self.clock;
+                Some(e.2)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    fn insert(&mut self, port: u8, vpn: u64, bus: u64) {
+        let i = match self.find(port, vpn) {
+            Some(i) => i,
+            None => {
+                let set = self.set(port, vpn);
+                match set.clone().find(|&i| self.ways[i].is_none()) {
+                    Some(i) => i,
+                    None => {
+                        self.evictions += 1;
+                        set.min_by_key(|&i| self.ways[i].unwrap().3).unwrap()
+                    }
+                }
+            }
+        };
+        self.clock += 1;
+        self.ways[i] = Some((port, vpn, bus, self.clock));
+    }
+
+    fn invalidate(&mut self, port: u8, vpn: u64) {
+        if let Some(i) = self.find(port, vpn) {
+            self.ways[i] = None;
+        }
+    }
+
+    fn invalidate_port(&mut self, port: u8) {
+        for w in self.ways.iter_mut() {
+            if matches!(w, Some((p, ..)) if *p == port) {
+                *w = None;
+            }
+        }
+    }
 }
