@@ -105,6 +105,8 @@ impl Run {
         Run { port: 0, pages: 0, vpn: 0, bus: 0, entry: [0; RUN_PAGES], used: [0; RUN_PAGES] };
 
     /// The stamps of the pages used through the run, into their entries.
+    /// (Out of line: only an eviction or a run's end asks for them.)
+    #[inline(never)]
     fn settle(&mut self, store: &mut impl TlbStore) {
         for j in 0..(self.pages as usize).min(RUN_PAGES) {
             if self.used[j] != 0 {
