@@ -23,6 +23,7 @@
 mod checks;
 mod fill;
 pub(crate) mod intake;
+mod packet;
 mod queues;
 mod sender;
 mod timers;

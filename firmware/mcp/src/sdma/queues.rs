@@ -298,6 +298,25 @@ impl Sdma {
             && Fan::packet_here(cx, cursor, self.relay_built)
     }
 
+    /// When the rotation holds one connection with one stream, and no
+    /// scheduler policy may pick: what `pick_stream` would answer, with
+    /// no walk (it moves nothing then), `Some(None)` when that stream may
+    /// not send now. None: ask `pick_stream` (also when the stream has
+    /// nothing to send: it takes it off the ring).
+    #[inline(always)]
+    pub(crate) fn sole_stream(&self, cx: &Shared) -> Option<Option<TxId>> {
+        if self.conn_queue_len != 1 || cx.offloads_live {
+            return None;
+        }
+        let conn = &self.conns[self.conn_cur?];
+        let s = conn.ring.filter(|_| conn.ring_len == 1)?;
+        let st = &self.txs[s];
+        if st.cursor.is_none() || st.suspended {
+            return None;
+        }
+        Some(self.sendable(cx, s).then_some(s))
+    }
+
     /// GM rotation: the first sendable stream, starting at the current
     /// connection's current stream; afterwards both queues move on one, so
     /// each connection, and each stream within it, gets one packet a turn.

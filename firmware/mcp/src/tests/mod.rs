@@ -23,6 +23,7 @@ use std::vec::Vec;
 mod delivery;
 mod engines;
 mod fuzz;
+mod headers;
 mod machines;
 mod protection;
 mod recovery;
