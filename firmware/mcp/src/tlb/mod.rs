@@ -8,6 +8,13 @@
 //! page of a port that closes, is gone from the cache at once, so a
 //! translation is never used after the privileged side took it back.
 //!
+//! Beside the sets, a few runs of pages found at consecutive bus pages (a
+//! buffer as the driver mapped it): a lookup inside a run, or a whole
+//! range in one (`Tlb::span`), needs no search of a set and writes
+//! nothing to the store; the uses it notes are written to the entries'
+//! stamps before an eviction compares them, so the cache evicts exactly
+//! as one that stamps every use (a test holds it to one).
+//!
 //! The firmware's cache is this over `map::TLB` (`translate/`).
 
 /// One cached translation. `stamp` orders the ways of a set by last use.
