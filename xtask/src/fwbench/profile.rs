@@ -105,6 +105,17 @@ pub fn add_delta(sum: &mut Vec<u64>, before: &[u64], after: &[u64]) {
     }
 }
 
+/// Each NIC's counters moved from `before` to `after` (one list per NIC,
+/// in node order), added to `sum`: every NIC's, or only NIC `nic`'s
+/// (`--nic`).
+pub fn add_deltas(sum: &mut Vec<u64>, before: &[Vec<u64>], after: &[Vec<u64>], nic: Option<usize>) {
+    for (i, (x, y)) in before.iter().zip(after).enumerate() {
+        if nic.is_none_or(|n| n == i) {
+            add_delta(sum, x, y);
+        }
+    }
+}
+
 /// The machines by module.
 const MACHINES: [(&str, usize); 4] = [("sdma", 0), ("send", 1), ("recv", 2), ("rdma", 3)];
 
@@ -501,5 +512,20 @@ mod tests {
         add_delta(&mut sum, &[1, 2], &[4, 2, 7]);
         add_delta(&mut sum, &[0, 0, 0], &[1, 1, 1]);
         assert_eq!(sum, vec![4, 1, 8]);
+    }
+
+    #[test]
+    fn one_nics_counts_are_its_own() {
+        let before = vec![vec![1, 1], vec![10, 10]];
+        let after = vec![vec![2, 3], vec![15, 10]];
+        let mut all = Vec::new();
+        add_deltas(&mut all, &before, &after, None);
+        assert_eq!(all, vec![6, 2]);
+        let mut one = Vec::new();
+        add_deltas(&mut one, &before, &after, Some(1));
+        assert_eq!(one, vec![5, 0]);
+        let mut none = Vec::new();
+        add_deltas(&mut none, &before, &after, Some(2));
+        assert!(none.iter().all(|&c| c == 0));
     }
 }

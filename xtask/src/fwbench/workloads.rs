@@ -210,11 +210,7 @@ fn between(
     packets: &dyn Fn(usize) -> u64,
     (pcs, nic): (&mut Vec<u64>, Option<usize>),
 ) -> Vec<NicCounts> {
-    for (i, (x, y)) in a.pcs.iter().zip(&b.pcs).enumerate() {
-        if nic.is_none_or(|n| n == i) {
-            super::profile::add_delta(pcs, x, y);
-        }
-    }
+    super::profile::add_deltas(pcs, &a.pcs, &b.pcs, nic);
     (0..a.readings.len())
         .map(|i| {
             counters::window(i as u16, &img.work_fields, &a.readings[i], &b.readings[i], packets(i))
