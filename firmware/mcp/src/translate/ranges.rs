@@ -129,12 +129,14 @@ impl Shared {
         let mut n = 0;
         let mut at = 0u32;
         if let Some(bus) = self.span(hw, port, vaddr, len as u64) {
-            // The same pieces, one per page, from the run's pages.
+            // The same pieces, one per page, from the run's pages (and
+            // the same answer for more than a packet's).
             for (v, k) in page_pieces(vaddr, len as u64) {
-                if n < MAX_PIECES {
-                    out[n] = Piece { bus: bus + (v - vaddr), len: k as u32, at };
-                    n += 1;
+                if n == MAX_PIECES {
+                    return (n, Xlat::Fault);
                 }
+                out[n] = Piece { bus: bus + (v - vaddr), len: k as u32, at };
+                n += 1;
                 at += k as u32;
             }
             return (n, Xlat::Bus(0));
