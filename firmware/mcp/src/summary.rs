@@ -165,7 +165,7 @@ impl Mcp {
             let Some(v) = v else { continue };
             let old = self.seen[i];
             let ahead = v.wrapping_sub(old);
-            if ahead != 0 && (ahead as i32) > 0 {
+            if (ahead as i32) > 0 {
                 self.seen[i] = v;
                 self.seen_sum = self.seen_sum.wrapping_add(ahead);
             }

@@ -8,7 +8,7 @@ use crate::offload::policy::{Win, Window};
 use crate::records::*;
 use crate::reliability::{SendWindow, Sent};
 use crate::shared::Shared;
-use nic_abi::packet::{Addr, DataKind, DataRepr, GetReqRepr, SeqRepr, SyncStamp, HEADER_WORDS};
+use nic_abi::packet::{Addr, DataKind, DataRepr, GetReqRepr, SeqRepr, SyncStamp};
 use nic_abi::stats::Stat;
 
 impl Sdma {
@@ -39,24 +39,6 @@ impl Sdma {
         hdr_at: u32,
         (seq, off, plen, last): (u32, u32, u32, bool),
     ) {
-        // The stream's round: a nack this packet draws echoes it (as the
-        // window policy numbers rounds).
-        let round = Win::round(&cx.cfg, &self.txs[s]);
-        let words = self.compose_header(cx, (s, t), round, (seq, off, plen, last));
-        for (i, word) in words.into_iter().enumerate() {
-            hw.store_u64(hdr_at + 8 * i as u32, word);
-        }
-    }
-
-    /// The header words of token `t`'s packet of stream `s` (`round`:
-    /// the stream's, as the window policy numbers rounds).
-    fn compose_header(
-        &self,
-        cx: &Shared,
-        (s, t): (TxId, TokenId),
-        round: u8,
-        (seq, off, plen, last): (u32, u32, u32, bool),
-    ) -> [u64; HEADER_WORDS] {
         let st = &self.txs[s];
         let tok = &cx.tokens[t];
         let (first, sync) = (tok.next_pkt == 0, tok.sync);
@@ -70,8 +52,9 @@ impl Sdma {
             },
             size_class: tok.size_class,
             seq,
-            // A nack this packet draws echoes the round.
-            round,
+            // The stream's round: a nack this packet draws echoes it
+            // (as the window policy numbers rounds).
+            round: Win::round(&cx.cfg, st),
             first,
             last,
             // (SEND writes the ack in as the packet leaves.)
@@ -102,7 +85,9 @@ impl Sdma {
                 DataRepr { stream, kind, msg_len, offset, payload_len }.emit()
             }
         };
-        h.words()
+        for (i, word) in h.words().into_iter().enumerate() {
+            hw.store_u64(hdr_at + 8 * i as u32, word);
+        }
     }
 
     /// Token `t`'s packet (`plen` payload bytes) went into a buffer:

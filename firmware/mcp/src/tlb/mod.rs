@@ -246,8 +246,8 @@ impl Tlb {
     /// The bus page of (port, vpn) when it and the `pages - 1` pages
     /// after it are all in one run (so at consecutive bus pages) and
     /// `ok` takes that bus page: a hit for each page, each noted as used
-    /// (in the run, `Run::used`). None: not known that way, or not `ok` (nothing counted:
-    /// `lookup` each page).
+    /// (in the run, `Run::used`). None: not known that way, or not `ok`
+    /// (nothing counted: `lookup` each page).
     #[inline]
     pub fn span(
         &mut self,
