@@ -534,6 +534,15 @@ impl LiveBackend {
         (self.inner.slice_start, self.inner.slice_end - self.inner.slice_start)
     }
 
+    /// A handle on this port's slice of host memory (the file the device
+    /// process handed over, `slice()` bytes from its first bus address):
+    /// for a program that maps the slice itself, say at the virtual
+    /// addresses the NIC translates (`vaddr_of`), so that its pointers
+    /// are the addresses descriptors carry (the GM library does).
+    pub fn slice_file(&self) -> std::io::Result<File> {
+        self.inner.slice.try_clone_file()
+    }
+
     /// Bytes of DMA memory allocated now (page rounded).
     pub fn dma_in_use(&self) -> u64 {
         self.lock_alloc().in_use()

@@ -747,6 +747,13 @@ impl MappedFile {
         &self.path
     }
 
+    /// A second handle on the mapped file (the first of an overlaid
+    /// mapping): for a caller that maps it again elsewhere, as the GM
+    /// library maps a port's slice at the addresses the NIC translates.
+    pub fn try_clone_file(&self) -> io::Result<std::fs::File> {
+        self.parts[0].file.try_clone()
+    }
+
     /// Start of `[off, off + n)` as an index, if it lies inside the file.
     #[inline]
     fn span(&self, off: u64, n: usize) -> Option<usize> {
