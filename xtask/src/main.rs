@@ -30,6 +30,7 @@ mod fw;
 mod fwbench;
 mod fwcal;
 mod gdb;
+mod gm;
 mod logs;
 mod mcast;
 mod plot;
@@ -514,6 +515,11 @@ enum Cmd {
     /// Check the prerequisites of every command and print how to install
     /// what is missing.
     Doctor,
+    /// GM programs: `build` libgm (GM's C interface, gm.h, over the host
+    /// driver) and the bundled GM programs, for C programs written for
+    /// Myricom's GM to run on the emulated NIC (docs/gm-api.md).
+    #[command(subcommand)]
+    Gm(gm::GmCmd),
 }
 
 fn main() -> ExitCode {
@@ -595,6 +601,7 @@ fn main() -> ExitCode {
         Cmd::Flash { node, image, cluster } => flash::run(&root, node, image, &cluster),
         Cmd::Run(a) => run::run(&root, &a),
         Cmd::Cluster(c) => cluster::run(&root, &c),
+        Cmd::Gm(c) => gm::run(&root, &c),
         Cmd::Logs { node, file, cluster, image, follow } => match (file, node) {
             (Some(f), _) => logs::decode_file(&root, &f, image),
             (None, Some(n)) => logs::run(&root, n, &cluster, image, follow),

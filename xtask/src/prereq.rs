@@ -83,6 +83,13 @@ pub fn all() -> Vec<Prereq> {
             install: "apt-get install -y tshark   (as root, or with sudo)",
         },
         Prereq {
+            name: "mpicc and mpirun (MPICH)",
+            needed_by: "test (a GM program under mpirun; it installs them as root)",
+            required_now: false,
+            present: || Need::Mpi.present(),
+            install: "apt-get install -y libmpich-dev   (as root, or with sudo)",
+        },
+        Prereq {
             name: "cargo-nextest (optional)",
             needed_by: "test (faster; plain cargo test otherwise)",
             required_now: false,
@@ -103,6 +110,9 @@ pub enum Need {
     Gdb,
     /// tshark (the packet-capture test decodes with it).
     Tshark,
+    /// An MPI (mpicc and mpirun; Debian's MPICH): the GM library's MPI
+    /// test.
+    Mpi,
 }
 
 impl Need {
@@ -112,6 +122,7 @@ impl Need {
             Need::Qemu => "qemu-system-riscv64",
             Need::Gdb => "gdb-multiarch",
             Need::Tshark => "tshark",
+            Need::Mpi => "mpicc",
         }
     }
 
@@ -122,6 +133,7 @@ impl Need {
             Need::Qemu => Some("qemu-system-misc"),
             Need::Gdb => Some("gdb-multiarch"),
             Need::Tshark => Some("tshark"),
+            Need::Mpi => Some("libmpich-dev"),
         }
     }
 
@@ -132,6 +144,7 @@ impl Need {
             Need::Qemu => "the qemu backend",
             Need::Gdb => "the debugger session",
             Need::Tshark => "the packet-capture test",
+            Need::Mpi => "the GM library's MPI test",
         }
     }
 
@@ -141,6 +154,7 @@ impl Need {
             Need::Qemu => runs("qemu-system-riscv64", &["--version"]),
             Need::Gdb => runs("gdb-multiarch", &["--version"]),
             Need::Tshark => runs("tshark", &["--version"]),
+            Need::Mpi => runs("mpicc", &["-show"]) && runs("mpirun", &["--version"]),
         }
     }
 }

@@ -244,7 +244,7 @@ pub fn run(root: &Path, scenarios_only: bool, nextest: bool) -> crate::Result<Ex
         // The qemu tests run the firmware image; one test drives gdb,
         // one decodes a packet capture with tshark.
         use crate::prereq::Need;
-        let needs = [Need::FwTarget, Need::Qemu, Need::Gdb, Need::Tshark];
+        let needs = [Need::FwTarget, Need::Qemu, Need::Gdb, Need::Tshark, Need::Mpi];
         crate::prereq::ensure("cargo xtask test", &needs)?;
     }
     let start = Instant::now();

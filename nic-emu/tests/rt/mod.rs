@@ -49,8 +49,13 @@ pub fn profile_args() -> Vec<String> {
     }
 }
 
+/// The workspace root: the first directory above the including crate's
+/// that holds the firmware (crates include this file from different
+/// depths).
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = here.ancestors().find(|d| d.join("firmware/image").is_dir());
+    root.expect("the workspace root (the directory with firmware/image)").to_path_buf()
 }
 
 /// Serialises cargo invocations of this test process.
