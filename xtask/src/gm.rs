@@ -152,3 +152,93 @@ fn print_usage(d: &GmDirs) {
     println!("  NIC_CLUSTER=nic NIC_NODE=0 {}/gm_allsize", d.bin.display());
     println!("(under mpirun the rank gives the node: NIC_CLUSTER=nic mpirun -np 2 prog)");
 }
+
+/// Messages of the 64 KiB streams `bench --gm` runs.
+const STREAM_COUNT: u64 = 1000;
+
+/// One line of JSON a GM program printed last.
+fn gm_json(o: &std::process::Output) -> crate::Result<serde_json::Value> {
+    crate::rt::json_line(o)
+}
+
+/// Two `gm_bench` processes on nodes 0 and 1 of `cluster` (the one on
+/// node `report` prints the figures).
+fn gm_pair(
+    bin: &Path,
+    cluster: &Path,
+    args: &[&str],
+    report: u16,
+) -> crate::Result<serde_json::Value> {
+    let spawn = |node: u16| {
+        Command::new(bin)
+            .args(args)
+            .env("NIC_CLUSTER", cluster)
+            .env("NIC_NODE", node.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))
+    };
+    let one = spawn(1)?;
+    let zero = spawn(0)?;
+    let limit = std::time::Duration::from_secs(120);
+    let zero = crate::rt::finish(zero, "gm_bench (node 0)", limit)?;
+    let one = crate::rt::finish(one, "gm_bench (node 1)", limit)?;
+    gm_json(if report == 0 { &zero } else { &one })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `cargo xtask bench --gm`: 8 B one-way latency and 64 KiB stream
+/// bandwidth through libgm and through the host driver, on one live
+/// cluster, `runs` runs of each interleaved; the medians side by side.
+pub fn bench(root: &Path, count: u64, runs: usize, quiet: bool) -> crate::Result<()> {
+    let dirs = build(root)?;
+    let bins = crate::fw::build_host_programs(root)?;
+    let gm_bench = dirs.bin.join("gm_bench");
+    let cfg = nic_emu::realtime::RtConfig::new(
+        &format!("bench-gm-{}", std::process::id()),
+        host_driver::cluster::ClusterBackend::Live,
+        2,
+    );
+    let c = crate::rt::start(cfg)?;
+    let pb = crate::progress::bar(runs as u64, "bench (libgm against the host driver)", quiet);
+    let (mut lat, mut bw) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let n = count.to_string();
+    let stream_n = STREAM_COUNT.to_string();
+    for _ in 0..runs {
+        lat.0.push(crate::rt::pingpong(&bins, c.path(), 1, 8, count, &[])?.median_us);
+        let v = gm_pair(&gm_bench, c.path(), &["-m", "pingpong", "-l", "8", "-n", &n], 0)?;
+        lat.1.push(v["one_way_us"]["median"].as_f64().unwrap_or(f64::NAN));
+        bw.0.push(crate::rt::stream(&bins, c.path(), 2, 2, 65536, STREAM_COUNT, &[])?);
+        let v = gm_pair(&gm_bench, c.path(), &["-m", "stream", "-l", "65536", "-n", &stream_n], 1)?;
+        bw.1.push(v["mb_per_s"].as_f64().unwrap_or(f64::NAN));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    c.stop().map_err(|e| e.to_string())?;
+    let (l_host, l_gm, b_host, b_gm) = (median(lat.0), median(lat.1), median(bw.0), median(bw.1));
+    println!("\n== libgm against the host driver, live cluster of 2 nodes (medians of {runs} runs, interleaved; every message checked)");
+    println!("{:<34} {:>12} {:>12} {:>8}", "", "host driver", "libgm", "ratio");
+    println!(
+        "{:<34} {:>12.2} {:>12.2} {:>8.3}",
+        format!("8 B one-way us ({count} round trips)"),
+        l_host,
+        l_gm,
+        l_gm / l_host
+    );
+    println!(
+        "{:<34} {:>12.1} {:>12.1} {:>8.3}",
+        format!("64 KiB stream MB/s ({STREAM_COUNT} messages)"),
+        b_host,
+        b_gm,
+        b_gm / b_host
+    );
+    println!(
+        "(ratio: libgm over host driver; targets: latency at most 1.10, bandwidth at least 0.95)"
+    );
+    Ok(())
+}

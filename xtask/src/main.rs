@@ -188,7 +188,8 @@ enum Cmd {
         /// on a live cluster (builds the programs a second time).
         #[arg(long, conflicts_with_all = ["rate", "realtime"])]
         multicast_cost: bool,
-        /// --multicast-cost: live runs of each build (interleaved).
+        /// --multicast-cost: live runs of each build (interleaved); --gm:
+        /// runs of each measurement (interleaved).
         #[arg(long, default_value_t = 3, value_parser = at_least_one::<usize>)]
         runs: usize,
         /// Only the simulator's scaling: wall time per simulated packet
@@ -247,6 +248,13 @@ enum Cmd {
         /// feature, e.g. of another commit) instead of building one.
         #[arg(long, value_name = "ELF", requires = "firmware")]
         image: Option<PathBuf>,
+        /// Only GM's interface against the host driver's, on a live cluster:
+        /// 8 B one-way latency and 64 KiB stream bandwidth through libgm
+        /// (the gm_bench program) and through the host driver (pingpong and
+        /// stream), --runs runs of each interleaved, medians side by side
+        /// with their ratio. --rt-count round trips of each ping-pong.
+        #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost", "scale", "firmware"])]
+        gm: bool,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -586,6 +594,9 @@ fn main() -> ExitCode {
                 nic,
             },
         ),
+        Cmd::Bench { gm: true, rt_count, runs, quiet, .. } => {
+            gm::bench(&root, rt_count, runs, quiet).map(|_| ExitCode::SUCCESS)
+        }
         Cmd::Bench { profiles, quick, rate: true, .. } => bench::run_rate(&profiles, quick),
         Cmd::Bench { quick, scale: true, quiet, .. } => scale::run(quick, quiet),
         Cmd::Bench { multicast_cost: true, rt_count, runs, .. } => {

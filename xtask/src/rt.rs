@@ -127,7 +127,7 @@ fn spawn(bin: &Path, args: &[String]) -> crate::Result<Child> {
         .map_err(|e| format!("starting {}: {e}", bin.display()))
 }
 
-fn finish(mut child: Child, what: &str, timeout: Duration) -> crate::Result<Output> {
+pub fn finish(mut child: Child, what: &str, timeout: Duration) -> crate::Result<Output> {
     let t = Instant::now();
     while t.elapsed() < timeout {
         if let Ok(Some(_)) = child.try_wait() {

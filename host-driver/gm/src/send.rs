@@ -207,8 +207,11 @@ impl Sends {
     pub fn completed(&mut self, tag: u64, status: GmStatus) {
         let Some(op) = self.posted.remove(&tag) else { return };
         let t = op.target();
-        if status == GM_SEND_DROPPED {
-            // Dropped behind a failed send: held until the program says.
+        if status == GM_SEND_DROPPED || (status != GM_SUCCESS && self.held_for(t).is_some()) {
+            // Dropped behind a failed send, or failed on its own once its
+            // target was disabled (the NIC had it already: a send to a
+            // closed port does not stop the ones behind it): held until
+            // the program says.
             match self.held_for(t) {
                 Some(q) => q.push_back(op),
                 None => self.held.push((t, VecDeque::from([op]))),

@@ -9,106 +9,12 @@ mod live_rig;
 #[path = "../../../nic-emu/tests/rt/mod.rs"]
 mod rt;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+mod common;
 
+use std::process::{Command, Output};
+
+use common::{compile, here, libgm, pair, text, LIBS};
 use live_rig::{cluster, path_str, Regs};
-
-/// This crate's directory.
-fn here() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// libgm.a as cargo built it for this test: in the test's own `deps`
-/// directory (`libgm-<hash>.a`; the newest, should there be several).
-fn libgm() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let deps = exe.parent().expect("target/<profile>/deps/<test>");
-    let newest = std::fs::read_dir(deps)
-        .expect("the deps directory")
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with("libgm-") && n.ends_with(".a")
-        })
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
-    match newest {
-        Some(e) => e.path(),
-        None => panic!("no libgm-*.a in {}: cargo builds it with the gm crate", deps.display()),
-    }
-}
-
-/// The C compiler: $CC, else `cc`.
-fn cc() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
-}
-
-/// Compile `src` (under this crate) into an executable named `name`,
-/// once per run of this file (tests run in parallel: a second compile
-/// into the same path could replace a program another test is running).
-fn compile(src: &str, name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, exe)) = built.iter().find(|(n, _)| n == name) {
-        return exe.clone();
-    }
-    let exe = compile_now(src, name);
-    built.push((name.to_string(), exe.clone()));
-    exe
-}
-
-fn compile_now(src: &str, name: &str) -> PathBuf {
-    let out_dir = libgm().parent().unwrap().parent().unwrap().join("gm-programs");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let exe = out_dir.join(name);
-    let out = Command::new(cc())
-        .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(here().join("include"))
-        .arg(here().join(src))
-        .arg(libgm())
-        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s", "-o"])
-        .arg(&exe)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "the C compiler `{}` could not run ({e}): install gcc (apt-get install gcc)",
-                cc()
-            )
-        });
-    assert!(out.status.success(), "compiling {src}:\n{}", text(&out));
-    exe
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// `exe args` as node `node` of the cluster at `path`.
-fn on_node(exe: &Path, path: &str, node: u16, args: &[&str]) -> Command {
-    let mut c = Command::new(exe);
-    c.args(args)
-        .env("NIC_CLUSTER", path)
-        .env("NIC_NODE", node.to_string())
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env_remove("PMI_RANK")
-        .env_remove("PMIX_RANK")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// Run `exe args` on nodes 0 and 1 at once; both outputs.
-fn pair(exe: &Path, path: &str, args: &[&str]) -> (Output, Output) {
-    let one = on_node(exe, path, 1, args).spawn().unwrap();
-    let zero = on_node(exe, path, 0, args).spawn().unwrap();
-    (zero.wait_with_output().unwrap(), one.wait_with_output().unwrap())
-}
 
 #[test]
 fn the_header_lays_events_and_alarms_out_as_gm_documents() {
@@ -202,7 +108,8 @@ fn an_mpi_program_bootstraps_with_mpi_and_talks_over_gm_under_mpirun() {
         .arg(here().join("include"))
         .arg(here().join("programs/mpi/mpi_gm_ring.c"))
         .arg(libgm())
-        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s", "-o"])
+        .args(LIBS)
+        .arg("-o")
         .arg(&exe)
         .output()
         .unwrap();
