@@ -29,9 +29,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gm.h"
+#include "gm_test.h"
 
 #define TICKS_PER_US 2ull
 /* How late a callback may run: the process may wait for the processor
@@ -39,8 +39,21 @@
    happens would be seconds late. */
 #define MAX_LATE_TICKS (1000000ull * TICKS_PER_US)
 
-static struct gm_port *port;
-static int failures;
+/* The handle_event of the program's port (gm_test.h): no one sends to
+   it, so a message that comes is a failure. */
+static void stray(struct gmt *g, struct gm_port *p, gm_recv_event_t *e)
+{
+  if (gmt_is_message(e)) {
+    fprintf(stderr, "gm_alarm: a message came to a port no one sends to\n");
+    g->failures++;
+  } else {
+    gm_unknown(p, e);
+  }
+}
+
+/* The program and its port (gm_test.h). */
+static struct gmt prog = {.name = "gm_alarm", .port_id = 2, .waiting_for = "the start",
+                          .handle_event = stray};
 
 /* One alarm of the test: what it was set to, when, and its runs. */
 struct test_alarm {
@@ -81,10 +94,10 @@ static gm_u64_t last_ticks;
 /* gm_ticks, checked never to go back. */
 static gm_u64_t ticks(void)
 {
-  gm_u64_t t = gm_ticks(port);
+  gm_u64_t t = gm_ticks(prog.port);
   if (t < last_ticks) {
     fprintf(stderr, "gm_alarm: gm_ticks went back from %llu to %llu\n", last_ticks, t);
-    failures++;
+    prog.failures++;
   }
   last_ticks = t;
   return t;
@@ -94,7 +107,7 @@ static void set(struct test_alarm *t, gm_u64_t usecs, void (*callback)(void *))
 {
   t->usecs = usecs;
   t->set_lo = ticks();
-  gm_set_alarm(port, &t->alarm, usecs, callback, t);
+  gm_set_alarm(prog.port, &t->alarm, usecs, callback, t);
   t->set_hi = ticks();
 }
 
@@ -134,13 +147,12 @@ static void ran_and_again(void *context)
     set(t, F_AGAIN_US, ran_and_again);
 }
 
-static const char *waiting_for = "the start";
 static gm_alarm_t watchdog;
 
 static void watchdog_rang(void *context)
 {
   (void)context;
-  fprintf(stderr, "gm_alarm: timed out waiting for %s\n", waiting_for);
+  fprintf(stderr, "gm_alarm: timed out waiting for %s\n", prog.waiting_for);
   exit(1);
 }
 
@@ -155,7 +167,7 @@ static void check_alarm(struct test_alarm *t, gm_u64_t start)
   int k;
   if (t->runs != t->want_runs) {
     fprintf(stderr, "gm_alarm: alarm %s ran %d times, not %d\n", t->name, t->runs, t->want_runs);
-    failures++;
+    prog.failures++;
     return;
   }
   for (k = 0; k < t->runs && k < 2; k++) {
@@ -164,45 +176,32 @@ static void check_alarm(struct test_alarm *t, gm_u64_t start)
     if (t->ran[k] < t->due_lo[k]) {
       fprintf(stderr, "gm_alarm: alarm %s ran %lld us before its deadline\n", t->name,
               us(t->due_lo[k] - t->ran[k]));
-      failures++;
+      prog.failures++;
     } else if (t->ran[k] > t->due_hi[k] + MAX_LATE_TICKS) {
       fprintf(stderr, "gm_alarm: alarm %s ran %lld us after its deadline\n", t->name,
               us(t->ran[k] - t->due_hi[k]));
-      failures++;
+      prog.failures++;
     }
   }
 }
 
 int main(int argc, char **argv)
 {
-  unsigned int port_id = 2, me = 0;
+  struct gmt_option options[] = {{'p', &prog.port_id}, {0, NULL}};
   struct test_alarm *b = &alarms[B], *e = &alarms[E], *z = &alarms[Z];
   gm_alarm_t never_set;
   gm_u64_t start;
-  gm_status_t s;
   int i, j, cancelled = 0;
 
-  for (i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-p"))
-      port_id = (unsigned int)atoi(argv[i + 1]);
-    else
-      break;
-  }
-  if (i < argc) {
+  if (!gmt_options(argc, argv, options)) {
     fprintf(stderr, "usage: %s [-p port]\n", argv[0]);
     return 2;
   }
 
-  s = gm_init();
-  if (s == GM_SUCCESS)
-    s = gm_open(&port, 0, port_id, "gm_alarm", GM_API_VERSION_2_0);
-  if (s != GM_SUCCESS) {
-    gm_perror("gm_alarm: gm_open", s);
+  if (!gmt_open(&prog))
     return 1;
-  }
-  gm_get_node_id(port, &me);
   gm_initialize_alarm(&watchdog);
-  gm_set_alarm(port, &watchdog, 30000000ull, watchdog_rang, NULL);
+  gm_set_alarm(prog.port, &watchdog, 30000000ull, watchdog_rang, NULL);
 
   for (i = 0; i < NALARMS; i++)
     gm_initialize_alarm(&alarms[i].alarm);
@@ -217,24 +216,9 @@ int main(int argc, char **argv)
   /* Cancelling an alarm that was never set does nothing. */
   gm_cancel_alarm(&never_set);
 
-  waiting_for = "the alarms";
+  prog.waiting_for = "the alarms";
   while (z->runs == 0) {
-    gm_recv_event_t *ev = gm_blocking_receive(port);
-    switch (gm_ntoh_u8(ev->recv.type)) {
-    case GM_RECV_EVENT:
-    case GM_HIGH_RECV_EVENT:
-    case GM_PEER_RECV_EVENT:
-    case GM_HIGH_PEER_RECV_EVENT:
-    case GM_FAST_RECV_EVENT:
-    case GM_FAST_HIGH_RECV_EVENT:
-    case GM_FAST_PEER_RECV_EVENT:
-    case GM_FAST_HIGH_PEER_RECV_EVENT:
-      fprintf(stderr, "gm_alarm: a message came to a port no one sends to\n");
-      failures++;
-      break;
-    default:
-      gm_unknown(port, ev);
-    }
+    gmt_one_event(&prog, prog.port);
     /* b has run: cancelling it now must change nothing. */
     if (b->runs > 0 && !cancelled) {
       cancelled = 1;
@@ -254,15 +238,15 @@ int main(int argc, char **argv)
       if (y->due_hi[m] < x->due_lo[n]) {
         fprintf(stderr, "gm_alarm: alarm %s (due +%lld us) ran after alarm %s (due +%lld us)\n",
                 y->name, us(y->due_hi[m] - start), x->name, us(x->due_lo[n] - start));
-        failures++;
+        prog.failures++;
       }
     }
 
-  printf("gm_alarm: node id %u: ran", me);
+  printf("gm_alarm: node id %u: ran", prog.me);
   for (i = 0; i < nrun; i++)
     printf(" %s", alarms[order[i].which].name);
   printf("\n");
-  if (failures == 0) {
+  if (prog.failures == 0) {
     for (i = 0; i < NALARMS; i++) {
       struct test_alarm *t = &alarms[i];
       if (i == C)
@@ -274,10 +258,10 @@ int main(int argc, char **argv)
   }
 
   gm_cancel_alarm(&watchdog);
-  gm_close(port);
+  gm_close(prog.port);
   gm_finalize();
-  if (failures) {
-    fprintf(stderr, "gm_alarm: %d failures\n", failures);
+  if (prog.failures) {
+    fprintf(stderr, "gm_alarm: %d failures\n", prog.failures);
     return 1;
   }
   printf("gm_alarm: ok\n");

@@ -15,19 +15,17 @@
  */
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gm.h"
+#include "gm_test.h"
 
 #define MIN_SIZE 4
 #define MAX_BURST 64
 
-static struct gm_port *port;
-static unsigned int peer; /* the other process's node id */
-static unsigned int port_id = 2;
+/* The program, its port and the other process (gm_test.h). */
+static struct gmt prog = {.name = "gm_allsize", .port_id = 2};
 static int sends_pending;
-static int failures;
 
 /* The current size's receive buffers: how many are with GM, and how
    many messages of the size are still to come. */
@@ -42,7 +40,7 @@ static void sent(struct gm_port *p, void *context, gm_status_t status)
   sends_pending--;
   if (status != GM_SUCCESS) {
     gm_perror("gm_allsize: a send failed", status);
-    failures++;
+    prog.failures++;
   }
 }
 
@@ -65,14 +63,14 @@ static void check(const unsigned char *b, unsigned long len, unsigned long want_
   unsigned long i;
   if (len != want_len) {
     fprintf(stderr, "gm_allsize: message %lu has %lu bytes, not %lu\n", seq, len, want_len);
-    failures++;
+    prog.failures++;
     return;
   }
   for (i = 0; i < len; i++)
     if (b[i] != pattern(seq, i, len)) {
       fprintf(stderr, "gm_allsize: message %lu of %lu bytes: byte %lu is %u, not %u\n", seq,
               len, i, b[i], pattern(seq, i, len));
-      failures++;
+      prog.failures++;
       return;
     }
 }
@@ -86,7 +84,7 @@ static void begin_size(void **pool, unsigned int size, unsigned long expected, u
   remaining = expected;
   outstanding = 0;
   for (k = 0; k < want && outstanding < remaining; k++) {
-    gm_provide_receive_buffer_with_tag(port, pool[k], size, GM_LOW_PRIORITY, k);
+    gm_provide_receive_buffer_with_tag(prog.port, pool[k], size, GM_LOW_PRIORITY, k);
     outstanding++;
   }
 }
@@ -96,7 +94,7 @@ static void begin_size(void **pool, unsigned int size, unsigned long expected, u
 static void done_with(void *buffer)
 {
   if (remaining > outstanding) {
-    gm_provide_receive_buffer_with_tag(port, buffer, cur_size, GM_LOW_PRIORITY, 0);
+    gm_provide_receive_buffer_with_tag(prog.port, buffer, cur_size, GM_LOW_PRIORITY, 0);
     outstanding++;
   }
 }
@@ -105,149 +103,89 @@ static void done_with(void *buffer)
 static void *wait_message(unsigned long *len)
 {
   for (;;) {
-    gm_recv_event_t *e = gm_blocking_receive(port);
-    switch (gm_ntoh_u8(e->recv.type)) {
-    case GM_RECV_EVENT:
-    case GM_HIGH_RECV_EVENT:
-    case GM_PEER_RECV_EVENT:
-    case GM_HIGH_PEER_RECV_EVENT:
-    case GM_FAST_RECV_EVENT:
-    case GM_FAST_HIGH_RECV_EVENT:
-    case GM_FAST_PEER_RECV_EVENT:
-    case GM_FAST_HIGH_PEER_RECV_EVENT:
-      if (gm_ntoh_u16(e->recv.sender_node_id) != peer ||
-          gm_ntoh_u8(e->recv.sender_port_id) != port_id ||
+    gm_recv_event_t *e = gm_blocking_receive(prog.port);
+    if (gmt_is_message(e)) {
+      if (gm_ntoh_u16(e->recv.sender_node_id) != prog.peer ||
+          gm_ntoh_u8(e->recv.sender_port_id) != prog.port_id ||
           gm_ntoh_u8(e->recv.size) != cur_size) {
         fprintf(stderr, "gm_allsize: a message from node id %u port %u of size %u\n",
                 gm_ntoh_u16(e->recv.sender_node_id), gm_ntoh_u8(e->recv.sender_port_id),
                 gm_ntoh_u8(e->recv.size));
-        failures++;
+        prog.failures++;
       }
       outstanding--;
       remaining--;
       *len = gm_ntoh_u32(e->recv.length);
       return gm_memorize_message(gm_ntohp(e->recv.message), gm_ntohp(e->recv.buffer),
                                  (unsigned int)*len);
-    default:
-      gm_unknown(port, e);
     }
-  }
-}
-
-/* The status of the last send that completed. */
-static gm_status_t last_status;
-
-static void hello_sent(struct gm_port *p, void *context, gm_status_t status)
-{
-  (void)p;
-  (void)context;
-  sends_pending--;
-  last_status = status;
-}
-
-static volatile int rang;
-
-static void ring(void *context)
-{
-  (void)context;
-  rang = 1;
-}
-
-/* Wait `ms` milliseconds on an alarm, handling events meanwhile. */
-static void pause_ms(unsigned int ms)
-{
-  gm_alarm_t a;
-  gm_initialize_alarm(&a);
-  rang = 0;
-  gm_set_alarm(port, &a, ms * 1000ull, ring, NULL);
-  while (!rang) {
-    gm_recv_event_t *e = gm_blocking_receive(port);
-    gm_unknown(port, e);
+    gm_unknown(prog.port, e);
   }
 }
 
 /* Run gm_unknown on events until fewer than `limit` sends are pending. */
 static void sends_below(int limit)
 {
-  while (sends_pending >= limit) {
-    gm_recv_event_t *e = gm_blocking_receive(port);
-    gm_unknown(port, e);
-  }
+  while (sends_pending >= limit)
+    gmt_one_event(&prog, prog.port);
 }
 
 /* The leader's first message (0 bytes, size 3), sent until the other
    side's port is open to take it: a send to a port not yet open fails,
-   and GM's answer is to resume sending and try again. */
+   and GM's answer is to resume sending and try again. (Any failure is
+   tried again, every 10 ms for 10 seconds.) */
 static int hello(void *buf)
 {
+  gm_status_t s = GM_SUCCESS;
   int tries;
   for (tries = 0; tries < 1000; tries++) {
-    sends_pending++;
-    gm_send_with_callback(port, buf, 3, 0, GM_LOW_PRIORITY, peer, port_id, hello_sent, NULL);
-    sends_below(1);
-    if (last_status == GM_SUCCESS)
+    s = gmt_send_and_wait(&prog, buf, 3, 0);
+    if (s == GM_SUCCESS)
       return 1;
-    gm_resume_sending(port, GM_LOW_PRIORITY, peer, port_id, NULL, NULL);
-    pause_ms(10);
+    gm_resume_sending(prog.port, GM_LOW_PRIORITY, prog.peer, prog.port_id, NULL, NULL);
+    gmt_pause_ms(&prog, prog.port, 10);
   }
-  gm_perror("gm_allsize: the other side never answered", last_status);
+  gm_perror("gm_allsize: the other side never answered", s);
   return 0;
 }
 
 static void send_one(void *buf, unsigned long len)
 {
-  sends_below((int)gm_num_send_tokens(port));
+  sends_below((int)gm_num_send_tokens(prog.port));
   sends_pending++;
-  gm_send_with_callback(port, buf, cur_size, len, GM_LOW_PRIORITY, peer, port_id, sent, NULL);
+  gm_send_with_callback(prog.port, buf, cur_size, len, GM_LOW_PRIORITY, prog.peer, prog.port_id,
+                        sent, NULL);
 }
 
 int main(int argc, char **argv)
 {
-  unsigned int me, size, max_size = 16, iterations = 100, burst = 8;
+  unsigned int size, max_size = 16, iterations = 100, burst = 8;
   unsigned int k, leader;
   unsigned char *out[MAX_BURST];
   void *pool[MAX_BURST];
-  gm_status_t s;
-  int i;
+  struct gmt_option options[] = {
+      {'p', &prog.port_id}, {'n', &iterations}, {'s', &max_size}, {'b', &burst}, {0, NULL}};
 
-  for (i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-p"))
-      port_id = (unsigned int)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-n"))
-      iterations = (unsigned int)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-s"))
-      max_size = (unsigned int)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-b"))
-      burst = (unsigned int)atoi(argv[i + 1]);
-    else
-      break;
-  }
-  if (i < argc || burst < 1 || max_size < MIN_SIZE || iterations < 1) {
+  if (!gmt_options(argc, argv, options) || burst < 1 || max_size < MIN_SIZE || iterations < 1) {
     fprintf(stderr, "usage: %s [-p port] [-n iterations] [-s largest size] [-b burst]\n",
             argv[0]);
     return 2;
   }
 
-  s = gm_init();
-  if (s == GM_SUCCESS)
-    s = gm_open(&port, 0, port_id, "gm_allsize", GM_API_VERSION_2_0);
-  if (s != GM_SUCCESS) {
-    gm_perror("gm_allsize: gm_open", s);
+  if (!gmt_open(&prog))
     return 1;
-  }
-  gm_get_node_id(port, &me);
-  leader = me == 1;
-  peer = leader ? 2 : 1;
-  if (burst > gm_num_receive_tokens(port))
-    burst = gm_num_receive_tokens(port);
-  if (burst > gm_num_send_tokens(port))
-    burst = gm_num_send_tokens(port);
+  leader = prog.me == 1;
+  prog.peer = leader ? 2 : 1;
+  if (burst > gm_num_receive_tokens(prog.port))
+    burst = gm_num_receive_tokens(prog.port);
+  if (burst > gm_num_send_tokens(prog.port))
+    burst = gm_num_send_tokens(prog.port);
   if (burst > MAX_BURST)
     burst = MAX_BURST;
 
   for (k = 0; k < burst; k++) {
-    out[k] = gm_dma_malloc(port, gm_max_length_for_size(max_size));
-    pool[k] = gm_dma_malloc(port, gm_max_length_for_size(max_size));
+    out[k] = gm_dma_malloc(prog.port, gm_max_length_for_size(max_size));
+    pool[k] = gm_dma_malloc(prog.port, gm_max_length_for_size(max_size));
     if (!out[k] || !pool[k]) {
       fprintf(stderr, "gm_allsize: out of DMA memory\n");
       return 1;
@@ -286,7 +224,7 @@ int main(int argc, char **argv)
 
     /* (A message that comes before the other side has its buffers of
        the size waits in the NIC, which tries it again.) */
-    t0 = gm_ticks(port);
+    t0 = gm_ticks(prog.port);
     for (k = 0; k < iterations; k++, seq++) {
       if (leader) {
         fill(out[0], len, seq);
@@ -303,7 +241,7 @@ int main(int argc, char **argv)
       done_with(m);
       sends_below(1);
     }
-    t1 = gm_ticks(port);
+    t1 = gm_ticks(prog.port);
 
     for (k = 0; k < iterations; k++) {
       unsigned int j;
@@ -328,7 +266,7 @@ int main(int argc, char **argv)
       }
     }
     sends_below(1);
-    t2 = gm_ticks(port);
+    t2 = gm_ticks(prog.port);
 
     /* The closing message: the leader's, answered, so that each side
        has had every message of the size before the next. */
@@ -348,7 +286,7 @@ int main(int argc, char **argv)
     if (outstanding != 0 || remaining != 0) {
       fprintf(stderr, "gm_allsize: size %u ended with %u buffers out, %lu messages to come\n",
               size, outstanding, remaining);
-      failures++;
+      prog.failures++;
     }
 
     if (leader) {
@@ -361,11 +299,11 @@ int main(int argc, char **argv)
     }
   }
 
-  if (failures)
-    fprintf(stderr, "gm_allsize: %d failures\n", failures);
+  if (prog.failures)
+    fprintf(stderr, "gm_allsize: %d failures\n", prog.failures);
   else
     printf("gm_allsize: every message intact\n");
-  gm_close(port);
+  gm_close(prog.port);
   gm_finalize();
-  return failures ? 1 : 0;
+  return prog.failures ? 1 : 0;
 }

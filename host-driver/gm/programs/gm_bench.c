@@ -23,10 +23,12 @@
 #include <time.h>
 
 #include "gm.h"
+#include "gm_test.h"
 
-static struct gm_port *port;
-static unsigned int peer, port_id = 4, size;
-static int pending, failures;
+/* The program, its port and the other process (gm_test.h). */
+static struct gmt prog = {.name = "gm_bench", .port_id = 4};
+static unsigned int size;
+static int pending;
 static gm_status_t last_status;
 
 static double now_us(void)
@@ -44,7 +46,7 @@ static void sent(struct gm_port *p, void *context, gm_status_t status)
   last_status = status;
   if (status != GM_SUCCESS && status != GM_SEND_TARGET_PORT_CLOSED) {
     gm_perror("gm_bench: a send failed", status);
-    failures++;
+    prog.failures++;
   }
 }
 
@@ -78,7 +80,7 @@ static void check(const unsigned char *b, unsigned long len, unsigned long want,
   unsigned long i;
   if (len != want) {
     fprintf(stderr, "gm_bench: message %lu has %lu bytes, not %lu\n", seq, len, want);
-    failures++;
+    prog.failures++;
     return;
   }
   for (i = 0; i + 8 <= len; i += 8, w += STEP) {
@@ -88,7 +90,7 @@ static void check(const unsigned char *b, unsigned long len, unsigned long want,
   }
   if (i + 8 <= len || (i < len && memcmp(b + i, &w, len - i))) {
     fprintf(stderr, "gm_bench: message %lu: wrong at byte %lu\n", seq, i);
-    failures++;
+    prog.failures++;
   }
 }
 
@@ -96,14 +98,14 @@ static void check(const unsigned char *b, unsigned long len, unsigned long want,
 static void pending_at_most(int limit)
 {
   while (pending > limit)
-    gm_unknown(port, gm_blocking_receive(port));
+    gm_unknown(prog.port, gm_blocking_receive(prog.port));
 }
 
 /* The next message: its bytes and length (the buffer is the caller's). */
 static unsigned char *next_message(unsigned long *len)
 {
   for (;;) {
-    gm_recv_event_t *e = gm_blocking_receive(port);
+    gm_recv_event_t *e = gm_blocking_receive(prog.port);
     switch (gm_ntoh_u8(e->recv.type)) {
     case GM_RECV_EVENT:
     case GM_PEER_RECV_EVENT:
@@ -113,7 +115,7 @@ static unsigned char *next_message(unsigned long *len)
       return gm_memorize_message(gm_ntohp(e->recv.message), gm_ntohp(e->recv.buffer),
                                  (unsigned int)*len);
     default:
-      gm_unknown(port, e);
+      gm_unknown(prog.port, e);
     }
   }
 }
@@ -121,14 +123,8 @@ static unsigned char *next_message(unsigned long *len)
 static void send(void *buf, unsigned long len)
 {
   pending++;
-  gm_send_with_callback(port, buf, size, len, GM_LOW_PRIORITY, peer, port_id, sent, NULL);
-}
-
-static volatile int rang;
-static void ring(void *context)
-{
-  (void)context;
-  rang = 1;
+  gm_send_with_callback(prog.port, buf, size, len, GM_LOW_PRIORITY, prog.peer, prog.port_id, sent,
+                        NULL);
 }
 
 /* The first message, sent until the other side's port is open. */
@@ -136,17 +132,12 @@ static void first_send(void *buf, unsigned long len)
 {
   int tries;
   for (tries = 0; tries < 2000; tries++) {
-    gm_alarm_t a;
     send(buf, len);
     pending_at_most(0);
     if (last_status == GM_SUCCESS)
       return;
-    gm_resume_sending(port, GM_LOW_PRIORITY, peer, port_id, NULL, NULL);
-    gm_initialize_alarm(&a);
-    rang = 0;
-    gm_set_alarm(port, &a, 5000, ring, NULL);
-    while (!rang)
-      gm_unknown(port, gm_blocking_receive(port));
+    gm_resume_sending(prog.port, GM_LOW_PRIORITY, prog.peer, prog.port_id, NULL, NULL);
+    gmt_pause_ms(&prog, prog.port, 5);
   }
   fprintf(stderr, "gm_bench: the other side's port never opened\n");
   exit(1);
@@ -160,14 +151,15 @@ static int by_value(const void *a, const void *b)
 
 static void pingpong(unsigned long len, unsigned long count, int ping)
 {
-  unsigned char *out = gm_dma_malloc(port, len), *in = gm_dma_malloc(port, gm_max_length_for_size(size));
+  unsigned char *out = gm_dma_malloc(prog.port, len);
+  unsigned char *in = gm_dma_malloc(prog.port, gm_max_length_for_size(size));
   double *one_way = malloc(count * sizeof *one_way);
   unsigned long k, got;
   if (!out || !in || !one_way) {
     fprintf(stderr, "gm_bench: out of memory\n");
     exit(1);
   }
-  gm_provide_receive_buffer(port, in, size, GM_LOW_PRIORITY);
+  gm_provide_receive_buffer(prog.port, in, size, GM_LOW_PRIORITY);
   /* Round 0 meets the other side; it is not timed. */
   for (k = 0; k <= count; k++) {
     double t0 = now_us();
@@ -183,7 +175,7 @@ static void pingpong(unsigned long len, unsigned long count, int ping)
       m = next_message(&got);
     }
     check(m, got, len, k);
-    gm_provide_receive_buffer(port, m, size, GM_LOW_PRIORITY);
+    gm_provide_receive_buffer(prog.port, m, size, GM_LOW_PRIORITY);
     if (!ping) {
       memcpy(out, m, len);
       send(out, len);
@@ -208,7 +200,7 @@ static void stream(unsigned long len, unsigned long count, int sender, unsigned 
   if (sender) {
     unsigned char **out = malloc(window * sizeof *out);
     for (i = 0; i < window; i++)
-      if (!out || !(out[i] = gm_dma_malloc(port, len))) {
+      if (!out || !(out[i] = gm_dma_malloc(prog.port, len))) {
         fprintf(stderr, "gm_bench: out of DMA memory\n");
         exit(1);
       }
@@ -225,12 +217,12 @@ static void stream(unsigned long len, unsigned long count, int sender, unsigned 
   } else {
     double t_first = 0, t_last = 0;
     for (i = 0; i < buffers; i++) {
-      void *b = gm_dma_malloc(port, gm_max_length_for_size(size));
+      void *b = gm_dma_malloc(prog.port, gm_max_length_for_size(size));
       if (!b) {
         fprintf(stderr, "gm_bench: out of DMA memory\n");
         exit(1);
       }
-      gm_provide_receive_buffer(port, b, size, GM_LOW_PRIORITY);
+      gm_provide_receive_buffer(prog.port, b, size, GM_LOW_PRIORITY);
     }
     for (k = 0; k < count; k++) {
       unsigned char *m = next_message(&got);
@@ -239,7 +231,7 @@ static void stream(unsigned long len, unsigned long count, int sender, unsigned 
         t_first = t_last;
       check(m, got, len, k);
       if (k + buffers < count)
-        gm_provide_receive_buffer(port, m, size, GM_LOW_PRIORITY);
+        gm_provide_receive_buffer(prog.port, m, size, GM_LOW_PRIORITY);
     }
     printf("{\"mode\":\"stream\",\"len\":%lu,\"count\":%lu,\"mb_per_s\":%.3f}\n", len, count,
            t_last > t_first ? (double)(count - 1) * len / (t_last - t_first) : 0.0);
@@ -250,7 +242,7 @@ int main(int argc, char **argv)
 {
   const char *mode = "pingpong";
   unsigned long len = 8, count = 10000;
-  unsigned int me, window = 8, buffers = 16;
+  unsigned int window = 8, buffers = 16;
   gm_status_t s;
   int i;
 
@@ -262,7 +254,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "-n"))
       count = strtoul(argv[i + 1], NULL, 0);
     else if (!strcmp(argv[i], "-p"))
-      port_id = (unsigned int)atoi(argv[i + 1]);
+      prog.port_id = (unsigned int)atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-w"))
       window = (unsigned int)atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-r"))
@@ -278,24 +270,24 @@ int main(int argc, char **argv)
             argv[0]);
     return 2;
   }
-  s = gm_open(&port, 0, port_id, "gm_bench", GM_API_VERSION_2_0);
+  s = gm_open(&prog.port, 0, prog.port_id, "gm_bench", GM_API_VERSION_2_0);
   if (s != GM_SUCCESS) {
     gm_perror("gm_bench: gm_open", s);
     return 1;
   }
-  gm_get_node_id(port, &me);
-  peer = me == 1 ? 2 : 1;
+  gm_get_node_id(prog.port, &prog.me);
+  prog.peer = prog.me == 1 ? 2 : 1;
   size = gm_min_size_for_length(len);
-  if (window > gm_num_send_tokens(port))
-    window = gm_num_send_tokens(port);
-  if (buffers > gm_num_receive_tokens(port))
-    buffers = gm_num_receive_tokens(port);
+  if (window > gm_num_send_tokens(prog.port))
+    window = gm_num_send_tokens(prog.port);
+  if (buffers > gm_num_receive_tokens(prog.port))
+    buffers = gm_num_receive_tokens(prog.port);
   if (!strcmp(mode, "pingpong"))
-    pingpong(len, count, me == 1);
+    pingpong(len, count, prog.me == 1);
   else
-    stream(len, count, me == 1, window, buffers);
-  gm_close(port);
-  if (failures)
-    fprintf(stderr, "gm_bench: %d failures\n", failures);
-  return failures ? 1 : 0;
+    stream(len, count, prog.me == 1, window, buffers);
+  gm_close(prog.port);
+  if (prog.failures)
+    fprintf(stderr, "gm_bench: %d failures\n", prog.failures);
+  return prog.failures ? 1 : 0;
 }

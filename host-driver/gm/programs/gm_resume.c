@@ -33,13 +33,11 @@
  */
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gm.h"
+#include "gm_test.h"
 
-#define MSG_SIZE 4 /* GM size of the control messages: 8 bytes */
-#define MSG_LEN 8
 #define DATA_LEN 3000ul /* the message that arrives at last */
 /* How long node id 1 watches the held sends not complete. */
 #define HOLD_MS 200
@@ -50,25 +48,30 @@
    order. */
 enum kind { HELLO = 1, PING, OPEN_IT, OPENED, VERDICT };
 
-static struct gm_port *port;  /* `port_id`, on both nodes */
-static struct gm_port *other; /* `closed_id`, on node id 2, once opened */
-static unsigned int port_id = 2, closed_id = 7;
-static unsigned int me, peer;
+/* The handle_event of the program's ports (gm_test.h): messages come
+   only when it waits for one, and any other is a failure. */
+static void unasked(struct gmt *t, struct gm_port *p, gm_recv_event_t *e)
+{
+  if (gmt_is_message(e)) {
+    fprintf(stderr,
+            "gm_resume: node id %u: a message of %u bytes from node id %u port %u came unasked "
+            "to port %u\n",
+            t->me, gm_ntoh_u32(e->recv.length), gm_ntoh_u16(e->recv.sender_node_id),
+            gm_ntoh_u8(e->recv.sender_port_id), gm_get_port_id(p));
+    t->failures++;
+  } else {
+    gm_unknown(p, e);
+  }
+}
+
+/* The program, its port (`port`, on both nodes) and its peer
+   (gm_test.h). */
+static struct gmt prog = {.name = "gm_resume", .port_id = 2, .waiting_for = "the start",
+                          .handle_event = unasked};
+static struct gm_port *other;     /* `closed port`, on node id 2, once opened */
+static gm_alarm_t other_watchdog; /* its watchdog */
+static unsigned int closed_id = 7;
 static unsigned int seconds = 30;
-static int failures;
-
-static void put_be32(unsigned char *b, unsigned long v)
-{
-  int k;
-  for (k = 0; k < 4; k++)
-    b[k] = (unsigned char)(v >> (24 - 8 * k));
-}
-
-static unsigned long get_be32(const unsigned char *b)
-{
-  return (unsigned long)b[0] << 24 | (unsigned long)b[1] << 16 | (unsigned long)b[2] << 8 |
-         b[3];
-}
 
 /* The byte at offset i of the data message. */
 static unsigned char data_byte(unsigned long i)
@@ -78,94 +81,31 @@ static unsigned char data_byte(unsigned long i)
 
 /* ---- waiting ---- */
 
-static const char *waiting_for = "the start";
-static gm_alarm_t watchdog, other_watchdog;
-
-static void watchdog_rang(void *context)
-{
-  (void)context;
-  fprintf(stderr, "gm_resume: node id %u: timed out waiting for %s\n", me, waiting_for);
-  exit(1);
-}
-
-static int is_message(gm_recv_event_t *e)
-{
-  switch (gm_ntoh_u8(e->recv.type)) {
-  case GM_RECV_EVENT:
-  case GM_HIGH_RECV_EVENT:
-  case GM_PEER_RECV_EVENT:
-  case GM_HIGH_PEER_RECV_EVENT:
-  case GM_FAST_RECV_EVENT:
-  case GM_FAST_HIGH_RECV_EVENT:
-  case GM_FAST_PEER_RECV_EVENT:
-  case GM_FAST_HIGH_PEER_RECV_EVENT:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-/* Handle one event of port p that is not a message the program waits
-   for. */
-static void one_event(struct gm_port *p)
-{
-  gm_recv_event_t *e = gm_blocking_receive(p);
-  if (is_message(e)) {
-    fprintf(stderr,
-            "gm_resume: node id %u: a message of %u bytes from node id %u port %u came unasked "
-            "to port %u\n",
-            me, gm_ntoh_u32(e->recv.length), gm_ntoh_u16(e->recv.sender_node_id),
-            gm_ntoh_u8(e->recv.sender_port_id), gm_get_port_id(p));
-    failures++;
-  } else {
-    gm_unknown(p, e);
-  }
-}
-
 /* Wait for the next control message at `port`, which must be of `kind`
-   from the peer's `port_id`; its value. */
+   from the peer's `port`; its value. */
 static unsigned long wait_message(enum kind kind, const char *what)
 {
-  waiting_for = what;
+  prog.waiting_for = what;
   for (;;) {
-    gm_recv_event_t *e = gm_blocking_receive(port);
-    if (is_message(e)) {
+    gm_recv_event_t *e = gm_blocking_receive(prog.port);
+    if (gmt_is_message(e)) {
       const unsigned char *m = gm_ntohp(e->recv.message);
       unsigned int len = gm_ntoh_u32(e->recv.length);
-      if (gm_ntoh_u16(e->recv.sender_node_id) != peer ||
-          gm_ntoh_u8(e->recv.sender_port_id) != port_id || len != MSG_LEN ||
-          get_be32(m) != (unsigned long)kind) {
+      if (gm_ntoh_u16(e->recv.sender_node_id) != prog.peer ||
+          gm_ntoh_u8(e->recv.sender_port_id) != prog.port_id || len != GMT_MSG_LEN ||
+          gmt_get_be32(m) != (unsigned long)kind) {
         fprintf(stderr,
                 "gm_resume: node id %u: waiting for %s, a message of %u bytes (kind %lu) from "
                 "node id %u port %u\n",
-                me, what, len, len >= 4 ? get_be32(m) : 0ul, gm_ntoh_u16(e->recv.sender_node_id),
-                gm_ntoh_u8(e->recv.sender_port_id));
-        failures++;
+                prog.me, what, len, len >= 4 ? gmt_get_be32(m) : 0ul,
+                gm_ntoh_u16(e->recv.sender_node_id), gm_ntoh_u8(e->recv.sender_port_id));
+        prog.failures++;
         return ~0ul;
       }
-      return get_be32(m + 4);
+      return gmt_get_be32(m + 4);
     }
-    gm_unknown(port, e);
+    gm_unknown(prog.port, e);
   }
-}
-
-static int rang;
-
-static void ring(void *context)
-{
-  (void)context;
-  rang = 1;
-}
-
-/* Wait `ms` milliseconds on an alarm of port p, handling its events. */
-static void pause_ms(struct gm_port *p, unsigned int ms)
-{
-  gm_alarm_t a;
-  gm_initialize_alarm(&a);
-  rang = 0;
-  gm_set_alarm(p, &a, ms * 1000ull, ring, NULL);
-  while (!rang)
-    one_event(p);
 }
 
 /* ---- operations and their completions ---- */
@@ -191,9 +131,9 @@ static void completed(struct gm_port *p, void *context, gm_status_t status)
 
 static void wait_for(struct gm_port *p, struct op *o)
 {
-  waiting_for = o->name;
+  prog.waiting_for = o->name;
   while (o->calls == 0)
-    one_event(p);
+    gmt_one_event(&prog, p);
 }
 
 /* `o`'s callback ran exactly once. */
@@ -201,7 +141,7 @@ static int once(struct op *o)
 {
   if (o->calls != 1) {
     fprintf(stderr, "gm_resume: %s: %d completions, not 1\n", o->name, o->calls);
-    failures++;
+    prog.failures++;
     return 0;
   }
   return 1;
@@ -214,51 +154,34 @@ static int completed_with(struct op *o, gm_status_t want)
     fprintf(stderr, "gm_resume: %s: %d completions, status %d (%s), not once with %d (%s)\n",
             o->name, o->calls, (int)o->status, gm_strerror(o->status), (int)want,
             gm_strerror(want));
-    failures++;
+    prog.failures++;
     return 0;
   }
   return 1;
 }
 
 /* Send control message (kind, value) from `buf` (8 bytes of DMA
-   memory) to the peer's `port_id` and wait for its completion. With
-   `first`, the peer may not have opened its port yet: a send to a
-   closed port fails, and GM's answer is to resume sending and try again
-   a little later. */
+   memory) to the peer's `port` and wait for its completion; `first`
+   for the first message, which may find the peer's port not yet open
+   (gmt_send_message). */
 static int send_message(unsigned char *buf, enum kind kind, unsigned long value, int first,
                         const char *what)
 {
-  struct op o;
-  int tries;
-  put_be32(buf, (unsigned long)kind);
-  put_be32(buf + 4, value);
-  for (tries = 0; tries < 2000; tries++) {
-    memset(&o, 0, sizeof o);
-    o.name = what;
-    gm_send_with_callback(port, buf, MSG_SIZE, MSG_LEN, GM_LOW_PRIORITY, peer, port_id,
-                          completed, &o);
-    wait_for(port, &o);
-    if (o.status == GM_SUCCESS)
-      return 1;
-    if (!first || o.status != GM_SEND_TARGET_PORT_CLOSED)
-      break;
-    gm_resume_sending(port, GM_LOW_PRIORITY, peer, port_id, NULL, NULL);
-    pause_ms(port, 10);
-  }
-  fprintf(stderr, "gm_resume: node id %u: sending %s: ", me, what);
-  gm_perror("", o.status);
-  failures++;
-  return 0;
+  gmt_put_be32(buf, (unsigned long)kind);
+  gmt_put_be32(buf + 4, value);
+  return gmt_send_message(&prog, buf, first, what);
 }
 
 /* ---- node id 1 ---- */
 
 static int sender(void)
 {
-  unsigned char *inbox[2], *ctl = gm_dma_malloc(port, MSG_LEN);
-  unsigned char *a = gm_dma_malloc(port, MSG_LEN), *b = gm_dma_malloc(port, MSG_LEN);
-  unsigned char *d = gm_dma_malloc(port, MSG_LEN), *ping = gm_dma_malloc(port, MSG_LEN);
-  unsigned char *data = gm_dma_malloc(port, DATA_LEN);
+  unsigned char *inbox[2], *ctl = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  unsigned char *a = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  unsigned char *b = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  unsigned char *d = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  unsigned char *ping = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  unsigned char *data = gm_dma_malloc(prog.port, DATA_LEN);
   struct op first = {"the send to the closed port", 0, GM_SUCCESS, 0};
   struct op behind = {"the send queued behind it", 0, GM_SUCCESS, 0};
   struct op after = {"the send issued after the failure", 0, GM_SUCCESS, 0};
@@ -269,8 +192,8 @@ static int sender(void)
   int k, held_ok = 1;
   unsigned long i, verdict;
 
-  inbox[0] = gm_dma_malloc(port, MSG_LEN);
-  inbox[1] = gm_dma_malloc(port, MSG_LEN);
+  inbox[0] = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  inbox[1] = gm_dma_malloc(prog.port, GMT_MSG_LEN);
   if (!inbox[0] || !inbox[1] || !ctl || !a || !b || !d || !ping || !data) {
     fprintf(stderr, "gm_resume: out of DMA memory\n");
     return 0;
@@ -278,59 +201,59 @@ static int sender(void)
   /* Buffers for node id 2's two messages: word that it opened the
      port, and its verdict. */
   for (k = 0; k < 2; k++)
-    gm_provide_receive_buffer(port, inbox[k], MSG_SIZE, GM_LOW_PRIORITY);
+    gm_provide_receive_buffer(prog.port, inbox[k], GMT_MSG_SIZE, GM_LOW_PRIORITY);
   if (!send_message(ctl, HELLO, 0, 1, "the hello"))
     return 0;
 
   /* Two sends to the closed port, back to back: the second is queued
      behind the first before the first can fail. */
-  memset(a, 0xa1, MSG_LEN);
-  memset(b, 0xb2, MSG_LEN);
-  memset(d, 0xd4, MSG_LEN);
-  gm_send_with_callback(port, a, MSG_SIZE, MSG_LEN, GM_LOW_PRIORITY, peer, closed_id, completed,
-                        &first);
-  gm_send_with_callback(port, b, MSG_SIZE, MSG_LEN, GM_LOW_PRIORITY, peer, closed_id, completed,
-                        &behind);
-  wait_for(port, &first);
+  memset(a, 0xa1, GMT_MSG_LEN);
+  memset(b, 0xb2, GMT_MSG_LEN);
+  memset(d, 0xd4, GMT_MSG_LEN);
+  gm_send_with_callback(prog.port, a, GMT_MSG_SIZE, GMT_MSG_LEN, GM_LOW_PRIORITY, prog.peer,
+                        closed_id, completed, &first);
+  gm_send_with_callback(prog.port, b, GMT_MSG_SIZE, GMT_MSG_LEN, GM_LOW_PRIORITY, prog.peer,
+                        closed_id, completed, &behind);
+  wait_for(prog.port, &first);
   if (completed_with(&first, GM_SEND_TARGET_PORT_CLOSED))
     printf("gm_resume: a send to closed port %u of node id %u: GM_SEND_TARGET_PORT_CLOSED\n",
-           closed_id, peer);
+           closed_id, prog.peer);
 
   /* The connection is disabled: a send issued now waits too. */
-  gm_send_with_callback(port, d, MSG_SIZE, MSG_LEN, GM_LOW_PRIORITY, peer, closed_id, completed,
-                        &after);
+  gm_send_with_callback(prog.port, d, GMT_MSG_SIZE, GMT_MSG_LEN, GM_LOW_PRIORITY, prog.peer,
+                        closed_id, completed, &after);
 
   /* Another port of the same node is another connection. */
-  put_be32(ping, PING);
-  put_be32(ping + 4, 0x5eed);
-  gm_send_with_callback(port, ping, MSG_SIZE, MSG_LEN, GM_LOW_PRIORITY, peer, port_id,
-                        completed, &pinged);
-  wait_for(port, &pinged);
+  gmt_put_be32(ping, PING);
+  gmt_put_be32(ping + 4, 0x5eed);
+  gm_send_with_callback(prog.port, ping, GMT_MSG_SIZE, GMT_MSG_LEN, GM_LOW_PRIORITY, prog.peer,
+                        prog.port_id, completed, &pinged);
+  wait_for(prog.port, &pinged);
   if (completed_with(&pinged, GM_SUCCESS))
-    printf("gm_resume: port %u of the same node is reached meanwhile\n", port_id);
+    printf("gm_resume: port %u of the same node is reached meanwhile\n", prog.port_id);
 
   /* Nothing completes the held sends but the program. */
-  waiting_for = "the pause with sends held";
-  pause_ms(port, HOLD_MS);
+  prog.waiting_for = "the pause with sends held";
+  gmt_pause_ms(&prog, prog.port, HOLD_MS);
   if (behind.calls != 0 || after.calls != 0) {
     fprintf(stderr,
             "gm_resume: sends to a disabled connection completed before gm_drop_sends: %s %d "
             "times (status %d, %s), %s %d times (status %d, %s)\n",
             behind.name, behind.calls, (int)behind.status, gm_strerror(behind.status),
             after.name, after.calls, (int)after.status, gm_strerror(after.status));
-    failures++;
+    prog.failures++;
     held_ok = 0;
   }
 
-  gm_drop_sends(port, GM_LOW_PRIORITY, peer, closed_id, completed, &dropped);
-  wait_for(port, &dropped);
+  gm_drop_sends(prog.port, GM_LOW_PRIORITY, prog.peer, closed_id, completed, &dropped);
+  wait_for(prog.port, &dropped);
   /* (A moment more, so that a late completion is seen and reported.) */
-  pause_ms(port, 20);
+  gmt_pause_ms(&prog, prog.port, 20);
   if (once(&dropped) && held_ok &&
       completed_with(&behind, GM_SEND_DROPPED) && completed_with(&after, GM_SEND_DROPPED)) {
     if (behind.seq > dropped.seq || after.seq > dropped.seq) {
       fprintf(stderr, "gm_resume: gm_drop_sends' callback ran before the dropped sends'\n");
-      failures++;
+      prog.failures++;
     } else {
       printf("gm_resume: the held sends completed only at gm_drop_sends, with "
              "GM_SEND_DROPPED\n");
@@ -343,20 +266,20 @@ static int sender(void)
   if (wait_message(OPENED, "word that the port is open") != closed_id)
     return 0;
 
-  gm_resume_sending(port, GM_LOW_PRIORITY, peer, closed_id, completed, &resumed);
+  gm_resume_sending(prog.port, GM_LOW_PRIORITY, prog.peer, closed_id, completed, &resumed);
   for (i = 0; i < DATA_LEN; i++)
     data[i] = data_byte(i);
-  gm_send_with_callback(port, data, gm_min_size_for_length(DATA_LEN), DATA_LEN, GM_LOW_PRIORITY,
-                        peer, closed_id, completed, &last);
-  wait_for(port, &resumed);
-  wait_for(port, &last);
+  gm_send_with_callback(prog.port, data, gm_min_size_for_length(DATA_LEN), DATA_LEN,
+                        GM_LOW_PRIORITY, prog.peer, closed_id, completed, &last);
+  wait_for(prog.port, &resumed);
+  wait_for(prog.port, &last);
   once(&resumed);
   completed_with(&last, GM_SUCCESS);
 
   verdict = wait_message(VERDICT, "node id 2's verdict");
   if (verdict != 0) {
     fprintf(stderr, "gm_resume: node id 2 found %lu things wrong\n", verdict);
-    failures++;
+    prog.failures++;
   } else if (last.calls == 1 && last.status == GM_SUCCESS) {
     printf("gm_resume: after gm_resume_sending, %lu bytes to port %u arrived intact, and "
            "nothing else\n",
@@ -364,7 +287,7 @@ static int sender(void)
   }
 
   /* No callback ran again since it was checked. */
-  if (failures == 0) {
+  if (prog.failures == 0) {
     completed_with(&first, GM_SEND_TARGET_PORT_CLOSED);
     completed_with(&behind, GM_SEND_DROPPED);
     completed_with(&after, GM_SEND_DROPPED);
@@ -372,7 +295,7 @@ static int sender(void)
     once(&dropped);
     once(&resumed);
   }
-  return failures == 0;
+  return prog.failures == 0;
 }
 
 /* ---- node id 2 ---- */
@@ -380,20 +303,20 @@ static int sender(void)
 /* Wait for the data message at the opened port and check it. */
 static void take_data(void)
 {
-  waiting_for = "the message to the opened port";
+  prog.waiting_for = "the message to the opened port";
   for (;;) {
     gm_recv_event_t *e = gm_blocking_receive(other);
-    if (is_message(e)) {
+    if (gmt_is_message(e)) {
       const unsigned char *m = gm_ntohp(e->recv.message);
       unsigned long len = gm_ntoh_u32(e->recv.length), i, wrong = 0;
-      if (gm_ntoh_u16(e->recv.sender_node_id) != peer ||
-          gm_ntoh_u8(e->recv.sender_port_id) != port_id || len != DATA_LEN) {
+      if (gm_ntoh_u16(e->recv.sender_node_id) != prog.peer ||
+          gm_ntoh_u8(e->recv.sender_port_id) != prog.port_id || len != DATA_LEN) {
         fprintf(stderr,
                 "gm_resume: port %u: a message of %lu bytes from node id %u port %u, not %lu "
                 "bytes from node id %u port %u (a dropped send?)\n",
                 closed_id, len, gm_ntoh_u16(e->recv.sender_node_id),
-                gm_ntoh_u8(e->recv.sender_port_id), DATA_LEN, peer, port_id);
-        failures++;
+                gm_ntoh_u8(e->recv.sender_port_id), DATA_LEN, prog.peer, prog.port_id);
+        prog.failures++;
         continue;
       }
       for (i = 0; i < len; i++)
@@ -404,7 +327,7 @@ static void take_data(void)
           wrong++;
         }
       if (wrong)
-        failures++;
+        prog.failures++;
       return;
     }
     gm_unknown(other, e);
@@ -413,20 +336,20 @@ static void take_data(void)
 
 static int receiver(void)
 {
-  unsigned char *inbox[3], *ctl = gm_dma_malloc(port, MSG_LEN);
+  unsigned char *inbox[3], *ctl = gm_dma_malloc(prog.port, GMT_MSG_LEN);
   unsigned char *big, *small;
   unsigned long v;
   gm_status_t s;
   int k;
 
   for (k = 0; k < 3; k++) {
-    inbox[k] = gm_dma_malloc(port, MSG_LEN);
+    inbox[k] = gm_dma_malloc(prog.port, GMT_MSG_LEN);
     if (!inbox[k]) {
       fprintf(stderr, "gm_resume: out of DMA memory\n");
       return 0;
     }
     /* The hello, the ping and the request to open the port. */
-    gm_provide_receive_buffer(port, inbox[k], MSG_SIZE, GM_LOW_PRIORITY);
+    gm_provide_receive_buffer(prog.port, inbox[k], GMT_MSG_SIZE, GM_LOW_PRIORITY);
   }
   if (!ctl)
     return 0;
@@ -434,12 +357,12 @@ static int receiver(void)
   v = wait_message(PING, "the ping");
   if (v != 0x5eed) {
     fprintf(stderr, "gm_resume: the ping says %#lx, not 0x5eed\n", v);
-    failures++;
+    prog.failures++;
   }
   v = wait_message(OPEN_IT, "the request to open the port");
   if (v != closed_id) {
     fprintf(stderr, "gm_resume: asked to open port %lu, not %u\n", v, closed_id);
-    failures++;
+    prog.failures++;
   }
 
   s = gm_open(&other, 0, closed_id, "gm_resume", GM_API_VERSION_2_0);
@@ -447,82 +370,54 @@ static int receiver(void)
     gm_perror("gm_resume: gm_open of the closed port", s);
     return 0;
   }
-  gm_initialize_alarm(&other_watchdog);
-  gm_set_alarm(other, &other_watchdog, seconds * 1000000ull, watchdog_rang, NULL);
+  gmt_watchdog(&prog, other, &other_watchdog, seconds);
   /* A buffer for the message expected, and one of the size of the
      dropped sends', which must never fill. */
   big = gm_dma_malloc(other, DATA_LEN);
-  small = gm_dma_malloc(other, MSG_LEN);
+  small = gm_dma_malloc(other, GMT_MSG_LEN);
   if (!big || !small) {
     fprintf(stderr, "gm_resume: out of DMA memory\n");
     return 0;
   }
   gm_provide_receive_buffer(other, big, gm_min_size_for_length(DATA_LEN), GM_LOW_PRIORITY);
-  gm_provide_receive_buffer(other, small, MSG_SIZE, GM_LOW_PRIORITY);
+  gm_provide_receive_buffer(other, small, GMT_MSG_SIZE, GM_LOW_PRIORITY);
   if (!send_message(ctl, OPENED, closed_id, 0, "word that the port is open"))
     return 0;
 
   take_data();
-  waiting_for = "the quiet after the message";
-  pause_ms(other, QUIET_MS);
+  prog.waiting_for = "the quiet after the message";
+  gmt_pause_ms(&prog, other, QUIET_MS);
 
-  if (!send_message(ctl, VERDICT, (unsigned long)failures, 0, "the verdict"))
+  if (!send_message(ctl, VERDICT, (unsigned long)prog.failures, 0, "the verdict"))
     return 0;
   gm_cancel_alarm(&other_watchdog);
   gm_close(other);
-  if (failures == 0)
+  if (prog.failures == 0)
     printf("gm_resume: port %u, opened when asked, got %lu bytes intact and nothing else\n",
            closed_id, DATA_LEN);
-  return failures == 0;
+  return prog.failures == 0;
 }
 
 int main(int argc, char **argv)
 {
-  gm_status_t s;
-  int i, ok;
+  struct gmt_option options[] = {
+      {'p', &prog.port_id}, {'c', &closed_id}, {'t', &seconds}, {0, NULL}};
+  gm_alarm_t watchdog;
+  int ok, status;
 
-  for (i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-p"))
-      port_id = (unsigned int)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-c"))
-      closed_id = (unsigned int)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-t"))
-      seconds = (unsigned int)atoi(argv[i + 1]);
-    else
-      break;
-  }
-  if (i < argc || seconds < 1 || closed_id == port_id) {
+  if (!gmt_options(argc, argv, options) || seconds < 1 || closed_id == prog.port_id) {
     fprintf(stderr, "usage: %s [-p port] [-c closed port, not the port] [-t seconds]\n",
             argv[0]);
     return 2;
   }
-
-  s = gm_init();
-  if (s == GM_SUCCESS)
-    s = gm_open(&port, 0, port_id, "gm_resume", GM_API_VERSION_2_0);
-  if (s != GM_SUCCESS) {
-    gm_perror("gm_resume: gm_open", s);
+  if (!gmt_open(&prog) || !gmt_pair(&prog))
     return 1;
-  }
-  gm_get_node_id(port, &me);
-  if (me != 1 && me != 2) {
-    fprintf(stderr, "gm_resume: node id %u: run on node ids 1 and 2\n", me);
-    return 1;
-  }
-  peer = me == 1 ? 2 : 1;
-  gm_initialize_alarm(&watchdog);
-  gm_set_alarm(port, &watchdog, seconds * 1000000ull, watchdog_rang, NULL);
+  gmt_watchdog(&prog, prog.port, &watchdog, seconds);
 
-  ok = me == 1 ? sender() : receiver();
+  ok = prog.me == 1 ? sender() : receiver();
 
-  gm_cancel_alarm(&watchdog);
-  gm_close(port);
-  gm_finalize();
-  if (!ok || failures) {
-    fprintf(stderr, "gm_resume: node id %u: failed\n", me);
-    return 1;
-  }
-  if (me == 1)
+  status = gmt_close(&prog, &watchdog, ok);
+  if (status == 0 && prog.me == 1)
     printf("gm_resume: ok\n");
-  return 0;
+  return status;
 }
