@@ -2,13 +2,17 @@
 //! `extern "C"` under its GM name; what it does is in the modules beside
 //! (`crate::port`, `crate::send`, `crate::recv`, `crate::alarm`).
 //!
-//! Files: `ports.rs` (initialisation, ports, nodes and names), `comm.rs`
-//! (memory, sends, puts, gets, receives, alarms), `util.rs` (status
-//! messages, exit, the small C utilities), `unsupported.rs` (calls this
-//! library does not provide: each says so and fails).
+//! Files: `ports.rs` (initialisation, ports, nodes and names),
+//! `memory.rs` (DMA memory, registration, sizes), `sends.rs` (sends, puts,
+//! gets, tokens, a failed send), `receive.rs` (receive buffers, receiving,
+//! gm_unknown, alarms), `util.rs` (status messages, exit, the small C
+//! utilities), `unsupported.rs` (calls this library does not provide:
+//! each says so and fails).
 
-pub mod comm;
+pub mod memory;
 pub mod ports;
+pub mod receive;
+pub mod sends;
 pub mod unsupported;
 pub mod util;
 
