@@ -77,6 +77,14 @@ fn gm_allsize_carries_every_size_intact_between_two_qemu_nodes() {
 }
 
 #[test]
+fn gms_utility_modules_answer_from_c() {
+    let exe = compile("tests/c/modules.c", "modules");
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "modules: ok\n");
+}
+
+#[test]
 fn a_missing_variable_is_named_and_gm_open_fails() {
     let exe = compile("programs/gm_allsize.c", "gm_allsize");
     let out = Command::new(&exe).env_remove("NIC_CLUSTER").env("NIC_NODE", "0").output().unwrap();

@@ -6,10 +6,12 @@
 //! `memory.rs` (DMA memory, registration, sizes), `sends.rs` (sends, puts,
 //! gets, tokens, a failed send), `receive.rs` (receive buffers, receiving,
 //! gm_unknown, alarms), `util.rs` (status messages, exit, the small C
-//! utilities), `unsupported.rs` (calls this library does not provide:
+//! utilities), `modules.rs` (hash tables, lookaside lists, mutexes, mark
+//! sets), `unsupported.rs` (calls this library does not provide:
 //! each says so and fails).
 
 pub mod memory;
+pub mod modules;
 pub mod ports;
 pub mod receive;
 pub mod sends;

@@ -31,15 +31,7 @@ macro_rules! stopping {
     )*};
 }
 
-failing!(
-    _gm_get_route,
-    gm_set_enable_nack_down,
-    gm_directcopy_get,
-    gm_yp,
-    gm_hash_insert,
-    gm_mark,
-    gm_create_mark_set,
-);
+failing!(_gm_get_route, gm_set_enable_nack_down, gm_directcopy_get, gm_yp);
 
 stopping!(
     gm_datagram_send_4,
@@ -47,36 +39,10 @@ stopping!(
     gm_dump_buffers,
     gm_register_buffer,
     gm_unregister_buffer,
-    gm_create_lookaside,
-    gm_destroy_lookaside,
-    gm_lookaside_alloc,
-    gm_lookaside_zalloc,
-    gm_lookaside_free,
-    gm_create_hash,
-    gm_destroy_hash,
-    gm_hash_remove,
-    gm_hash_find,
-    gm_hash_rekey,
-    gm_hash_compare_strings,
-    gm_hash_hash_string,
-    gm_hash_compare_longs,
-    gm_hash_hash_long,
-    gm_hash_compare_ints,
-    gm_hash_hash_int,
-    gm_hash_compare_ptrs,
-    gm_hash_hash_ptr,
-    gm_create_mutex,
-    gm_destroy_mutex,
-    gm_mutex_enter,
-    gm_mutex_exit,
     gm_zone_create_zone,
     gm_zone_destroy_zone,
     gm_zone_free,
     gm_zone_malloc,
     gm_zone_calloc,
     gm_zone_addr_in_zone,
-    gm_mark_is_valid,
-    gm_destroy_mark_set,
-    gm_unmark,
-    gm_unmark_all,
 );
