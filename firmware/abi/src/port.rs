@@ -69,6 +69,42 @@ pub const PT_HINT: u32 = 0x38; // u64 host
 /// Driver: how many pages that registration has (u32).
 pub const PT_HINT_PAGES: u32 = 0x40; // u32 host
 
+/// Driver: aliases of the port's page table, for memory the program
+/// knows at addresses outside the table's virtual range (GM registered a
+/// process's own pages, malloc'd or on its stack, where the process has
+/// them). `WINDOW_COUNT` entries of `WINDOW_SIZE` bytes: the first virtual
+/// page (u64), then the table index it translates through (u32) and how
+/// many pages (u32; 0: the entry is unused). Page `first + k` translates
+/// as the table's entry `index + k` does, when that entry is valid. An
+/// alias reaches nothing the port's own table does not map, and the
+/// table's own range comes first. The driver bumps `PT_ADDED` after
+/// adding an alias and `PT_GEN` after removing one, as for the table.
+pub const WINDOWS: u32 = 0x400; // host
+/// Aliases a port has.
+pub const WINDOW_COUNT: usize = 8;
+/// Bytes of one alias.
+pub const WINDOW_SIZE: u32 = 16;
+
+/// Window offset of alias `w`.
+pub const fn window(w: usize) -> u32 {
+    WINDOWS + w as u32 * WINDOW_SIZE
+}
+
+/// An alias's second word: its table index and its pages.
+pub const fn window_word(index: u32, pages: u32) -> u64 {
+    index as u64 | (pages as u64) << 32
+}
+
+/// The table index of virtual page `vpn` through the alias whose words
+/// are `first` and `word`, if the alias covers it.
+pub const fn window_index(first: u64, word: u64, vpn: u64) -> Option<u64> {
+    let (index, pages) = (word & 0xffff_ffff, word >> 32);
+    match vpn.checked_sub(first) {
+        Some(k) if k < pages => Some(index + k),
+        _ => None,
+    }
+}
+
 /// Device: moved after each change the device made to `NODE_TABLE` (the
 /// table is written first), so that a driver reads the table only when
 /// this word moved; 0 and still where nothing publishes (the sim).
@@ -182,7 +218,8 @@ const _: () = {
     assert!(STATE == 0 && GENERATION == 4);
     // The control block, then the node table, then the send ring.
     assert!(PT_HINT_PAGES + 4 <= NODE_NEWS);
-    assert!(NODE_NEWS + 4 <= NODE_TABLE);
+    assert!(NODE_NEWS + 4 <= WINDOWS);
+    assert!(WINDOWS + WINDOW_COUNT as u32 * WINDOW_SIZE <= NODE_TABLE);
     assert!(NODE_TABLE + crate::MAX_NODES as u32 * 2 <= crate::map::PORT_SEND_RING);
     assert!(NODE_TABLE.is_multiple_of(4));
     // Every state fits above the resets.

@@ -20,6 +20,7 @@ use nic_abi::{map, Priority, PAGE_SIZE};
 use std::collections::VecDeque;
 use std::vec::Vec;
 
+mod aliases;
 mod delivery;
 mod engines;
 mod fuzz;

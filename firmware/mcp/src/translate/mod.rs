@@ -24,9 +24,13 @@
 //! Every host-DMA the machines post goes through here, so a port reaches
 //! only memory it registered, and only inside its slice.
 
+mod aliases;
+mod line;
 mod ranges;
 mod slices;
 
+use aliases::table_index;
+use line::{Line, LineState, Version, NO_LINE};
 pub use ranges::{Piece, MAX_PIECES};
 use slices::bus_in_slice;
 
@@ -56,33 +60,6 @@ pub enum Xlat {
 /// The cache's default shape when the profile gives none.
 const DEFAULT_SETS: u32 = 256;
 const DEFAULT_WAYS: u32 = 4;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LineState {
-    Free,
-    Reading,
-    Ready,
-}
-
-/// Where a port's table stands: its `PT_GEN` and `PT_ADDED` words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Version {
-    gen: u32,
-    added: u32,
-}
-
-/// A page-table line slot: which port's entries, from which virtual page,
-/// read at which version of the port's table.
-#[derive(Debug, Clone, Copy)]
-struct Line {
-    state: LineState,
-    port: u8,
-    first_vpn: u64,
-    version: Version,
-}
-
-const NO_LINE: Line =
-    Line { state: LineState::Free, port: 0, first_vpn: 0, version: Version { gen: 0, added: 0 } };
 
 /// Lines read ahead of a registration's first descriptor.
 const AHEAD_LINES: u64 = 4;
@@ -354,7 +331,12 @@ impl Shared {
         let line_index = index - index % LINE_PTES as u64;
         let first = vpn - index % LINE_PTES as u64;
         let version = x.versions[p];
-        let here = |l: &Line| l.port == port && l.first_vpn == first && l.version == version;
+        let here = |l: &Line| {
+            l.port == port
+                && l.first_vpn == first
+                && l.first_index == line_index
+                && l.version == version
+        };
         if let Some(i) = x.lines.iter().position(|l| l.state != LineState::Free && here(l)) {
             if x.lines[i].state == LineState::Reading {
                 return Xlat::Wait;
@@ -396,7 +378,13 @@ impl Shared {
         };
         // Entries past the table's end read as not valid.
         hw.write(map::pt_line(i as u32), &[0u8; LINE_BYTES as usize]);
-        x.lines[i] = Line { state: LineState::Reading, port, first_vpn: first, version };
+        x.lines[i] = Line {
+            state: LineState::Reading,
+            port,
+            first_vpn: first,
+            first_index: line_index,
+            version,
+        };
         if x.missed[x.missed_at as usize].0 == u8::MAX {
             x.missed_live += 1;
         }
@@ -433,8 +421,13 @@ impl Shared {
         let before = x.tlb.evictions;
         for k in 0..LINE_PTES {
             let e = hw.load_u64(map::pt_line(i as u32) + k * PTE_SIZE);
-            if let Some(page) = pte_bus_page(e) {
-                x.tlb.insert(&mut SramTlb(hw), l.port, l.first_vpn + k as u64, page);
+            let vpn = l.first_vpn + k as u64;
+            // (Only the pages that translate through this entry: a line
+            // read for an alias may hold entries its neighbours reach at
+            // other pages, or none.)
+            let mine = table_index(hw, p, vpn) == Some(l.first_index + k as u64);
+            if let (Some(page), true) = (pte_bus_page(e), mine) {
+                x.tlb.insert(&mut SramTlb(hw), l.port, vpn, page);
             }
         }
         let evicted = x.tlb.evictions - before;
@@ -451,13 +444,6 @@ impl Shared {
 /// Where port `p`'s table stands.
 fn version(hw: &impl Hw, p: usize) -> Version {
     Version { gen: hw.load_u32(port_reg(p, PT_GEN)), added: hw.load_u32(port_reg(p, PT_ADDED)) }
-}
-
-/// The index of `vpn` in port `p`'s table, if the table has one.
-fn table_index(hw: &impl Hw, p: usize, vpn: u64) -> Option<u64> {
-    let first = hw.load_u64(regs::reg(regs::port_pt_vbase(p))) / PAGE_SIZE;
-    let entries = hw.load_u64(regs::reg(regs::port_slice_len(p))) / PAGE_SIZE;
-    vpn.checked_sub(first).filter(|&i| i < entries)
 }
 
 #[cfg(test)]
