@@ -213,11 +213,30 @@ pub(crate) struct Memory {
     /// bus address -> length of every allocation made through the port.
     allocs: BTreeMap<u64, u64>,
     pub(crate) table: PageTable,
+    /// The port's aliases of its table (`nic_abi::port::WINDOWS`): each
+    /// in use names its first virtual page and its pages.
+    aliases: [Option<(u64, u64)>; pcb::WINDOW_COUNT],
 }
 
 impl Memory {
     pub(crate) fn new<B: NicBackend>(port: u8, be: &B) -> Memory {
-        Memory { port, allocs: BTreeMap::new(), table: PageTable::new(port, be) }
+        Memory {
+            port,
+            allocs: BTreeMap::new(),
+            table: PageTable::new(port, be),
+            aliases: [None; pcb::WINDOW_COUNT],
+        }
+    }
+
+    /// Clear every alias in the port's control block (the port opens: a
+    /// holder before may have left some).
+    pub(crate) fn clear_aliases<B: NicBackend>(&mut self, be: &B) {
+        let p = self.port as usize;
+        for w in 0..pcb::WINDOW_COUNT {
+            be.sram_store_u64(port_reg(p, pcb::window(w)), 0);
+            be.sram_store_u64(port_reg(p, pcb::window(w)) + 8, 0);
+        }
+        self.aliases = [None; pcb::WINDOW_COUNT];
     }
 
     /// Hand over every allocation (the port is closing).
@@ -406,6 +425,55 @@ impl<B: NicBackend> Port<B> {
     pub fn deregister(&mut self, buf: &DmaBuf) -> Result<(), DriverError> {
         let wait = self.down().is_none();
         let answered = self.mem.deregister(&self.be, buf, wait)?;
+        self.device_answered(answered);
+        Ok(())
+    }
+
+    /// Name `buf` (registered memory of this port) at virtual address
+    /// `at` too, as well as at its own: descriptors of this port, and puts
+    /// and gets of other ports into it, may use either. `at` must have
+    /// `buf.vaddr`'s offset in its page (`BadSize` otherwise), and a page
+    /// named already here may not be named again (`BadSize`). A port has
+    /// `nic_abi::port::WINDOW_COUNT` aliases (`PageTableFull` when all are
+    /// in use). Returns the alias's number, for [`Port::unalias`].
+    pub fn alias(&mut self, buf: &DmaBuf, at: u64) -> Result<usize, DriverError> {
+        if !self.mem.is_registered(buf) {
+            return Err(DriverError::NotRegistered);
+        }
+        if at % PAGE_SIZE != buf.vaddr % PAGE_SIZE || at.checked_add(buf.len).is_none() {
+            return Err(DriverError::BadSize);
+        }
+        let (vpn, _, pages) = Memory::pages(buf);
+        let first = at / PAGE_SIZE;
+        let overlaps = |&(v, n): &(u64, u64)| first < v + n && v < first + pages;
+        if self.mem.aliases.iter().flatten().any(overlaps) {
+            return Err(DriverError::BadSize);
+        }
+        let w =
+            self.mem.aliases.iter().position(Option::is_none).ok_or(DriverError::PageTableFull)?;
+        let index = vpn - self.mem.table.first;
+        let (Ok(index), Ok(n)) = (u32::try_from(index), u32::try_from(pages)) else {
+            return Err(DriverError::BadSize);
+        };
+        let p = self.num as usize;
+        self.be.sram_store_u64(port_reg(p, pcb::window(w)), first);
+        self.be.sram_store_u64(port_reg(p, pcb::window(w)) + 8, pcb::window_word(index, n));
+        self.mem.aliases[w] = Some((first, pages));
+        self.mem.table.added(&self.be, first, pages);
+        Ok(w)
+    }
+
+    /// Remove alias `w` (as [`Port::alias`] returned it): when it returns,
+    /// the NIC has forgotten its translations (as for `deregister`).
+    pub fn unalias(&mut self, w: usize) -> Result<(), DriverError> {
+        if self.mem.aliases.get(w).copied().flatten().is_none() {
+            return Err(DriverError::NotRegistered);
+        }
+        let p = self.num as usize;
+        self.be.sram_store_u64(port_reg(p, pcb::window(w)) + 8, 0);
+        self.be.sram_store_u64(port_reg(p, pcb::window(w)), 0);
+        self.mem.aliases[w] = None;
+        let answered = self.mem.table.changed(&self.be, self.down().is_none());
         self.device_answered(answered);
         Ok(())
     }

@@ -329,6 +329,7 @@ impl<B: NicBackend> Port<B> {
 
         let mut mem = Memory::new(num, &be);
         mem.table.clear(&be);
+        mem.clear_aliases(&be);
 
         // The event queue's registration, both words in one write (a live
         // backend's device process checks them together).

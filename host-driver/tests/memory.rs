@@ -158,3 +158,34 @@ fn zero_length_and_exhausted_memory_are_refused() {
     let huge = 1 << 30;
     assert_eq!(port.alloc(huge).err(), Some(DriverError::OutOfMemory { len: huge }));
 }
+
+#[test]
+fn an_alias_names_registered_memory_elsewhere_and_its_errors_are_typed() {
+    use host_driver::nic_abi::port::{port_reg, window, window_word, WINDOW_COUNT};
+    use host_driver::nic_abi::regs::{port_pt_vbase, reg};
+    let (be, nic, _rig) = setup();
+    let mut port = nic.open_port(2, PortOptions::default()).unwrap();
+    let buf = port.alloc(3 * PAGE_SIZE).unwrap();
+    let at = 0x7ffd_1234_0000;
+    let w = port.alias(&buf, at).unwrap();
+    // The control block says it: the first page, the table index, 3 pages.
+    let first = be.sram_load_u64(port_reg(2, window(w)));
+    let word = be.sram_load_u64(port_reg(2, window(w)) + 8);
+    let index = (buf.vaddr - be.sram_load_u64(reg(port_pt_vbase(2)))) / PAGE_SIZE;
+    assert_eq!((first, word), (at / PAGE_SIZE, window_word(index as u32, 3)));
+    // Another offset in the page, a page named already, memory not
+    // registered: refused, typed.
+    assert_eq!(port.alias(&buf, at + 8), Err(DriverError::BadSize));
+    assert_eq!(port.alias(&buf, at + PAGE_SIZE), Err(DriverError::BadSize));
+    let other = port.alloc_unregistered(PAGE_SIZE).unwrap();
+    assert_eq!(port.alias(&other, 0x5000_0000_0000), Err(DriverError::NotRegistered));
+    // As many as the control block has, then PageTableFull.
+    for k in 1..WINDOW_COUNT as u64 {
+        port.alias(&buf, at + (k << 32)).unwrap();
+    }
+    assert_eq!(port.alias(&buf, at + (99 << 32)), Err(DriverError::PageTableFull));
+    port.unalias(w).unwrap();
+    assert_eq!(be.sram_load_u64(port_reg(2, window(w)) + 8), 0, "cleared");
+    assert_eq!(port.unalias(w), Err(DriverError::NotRegistered));
+    port.alias(&buf, at).unwrap();
+}

@@ -11,6 +11,7 @@
 //! utilities, and those not supported), `port.rs` (an open port and its
 //! memory, mapped at the addresses the NIC translates), `send.rs`
 //! (operations, completions, a failed connection's held sends),
+//! `register.rs` (the program's own memory registered),
 //! `recv.rs` (GM's receive events), `alarm.rs`, `status.rs` (status codes
 //! and messages), `target.rs` (which NIC). `csrc/varargs.c` holds the two
 //! calls with C variadic arguments.
@@ -23,6 +24,7 @@ pub mod alarm;
 pub mod api;
 pub mod port;
 pub mod recv;
+pub mod register;
 pub mod send;
 pub mod status;
 pub mod target;

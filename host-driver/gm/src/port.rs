@@ -52,6 +52,12 @@ pub struct GmPort {
     pub(crate) stash: VecDeque<Event>,
     /// Where gm_receive composes the event it returns.
     pub(crate) event: Box<RawEvent>,
+    /// The port's slice: its file (registering the program's own memory
+    /// maps it again) and its first bus address.
+    pub(crate) slice_file: std::fs::File,
+    pub(crate) slice_start: u64,
+    /// The program's own memory registered (`crate::register`).
+    pub(crate) registrations: Vec<crate::register::Registration>,
     /// GM-level send tokens the program took with gm_alloc_send_token.
     pub(crate) tokens_taken: [u32; 2],
 }
@@ -91,6 +97,9 @@ impl GmPort {
             stash: VecDeque::new(),
             event: Box::new(RawEvent::default()),
             tokens_taken: [0; 2],
+            slice_file: file,
+            slice_start: start,
+            registrations: Vec::new(),
         })
     }
 

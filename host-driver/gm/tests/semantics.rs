@@ -143,6 +143,34 @@ fn check_resume(path: &str) {
 }
 
 #[test]
+fn malloced_static_and_stack_memory_registered_is_sent_received_put_and_got() {
+    let c = cluster("gm-register", 2, Regs::default());
+    check_register(&path_str(&c));
+}
+
+/// gm_register's two processes on the cluster at `path`, and what they
+/// print.
+fn check_register(path: &str) {
+    let exe = compile("programs/gm_register.c", "gm_register");
+    let (user, owner) = pair(&exe, path, &[]);
+    assert_both(&user, &owner);
+    assert_line(
+        &user,
+        "gm_register: got 30000 bytes from malloc'd memory of node id 2 intact, put 20000 into it",
+    );
+    assert_line(
+        &user,
+        "gm_register: 10000 bytes sent from static memory and 6000 from the stack arrived intact \
+         in malloc'd buffers",
+    );
+    assert_line(
+        &owner,
+        "gm_register: malloc'd region of 70000 bytes: 20000 put bytes and the rest intact, and \
+         after deregistration",
+    );
+}
+
+#[test]
 fn puts_gets_alarms_and_a_failed_connection_behave_alike_on_qemu() {
     // The real firmware image on every NIC; the programs one after the
     // other on one cluster.
@@ -151,6 +179,7 @@ fn puts_gets_alarms_and_a_failed_connection_behave_alike_on_qemu() {
     check_put(&path);
     check_get(&path);
     check_resume(&path);
+    check_register(&path);
     let exe = compile("programs/gm_alarm.c", "gm_alarm");
     let (zero, one) = pair(&exe, &path, &[]);
     assert_alarms(&zero);

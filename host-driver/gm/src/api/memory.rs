@@ -43,23 +43,23 @@ pub unsafe extern "C" fn gm_dma_free(p: PortPtr, addr: *mut c_void) {
     }
 }
 
-/// Register memory for DMA. Memory of gm_dma_malloc is registered
-/// already; any other is not supported yet (GM_FAILURE, with a message).
+/// Register `[ptr, ptr + len)` of this process for DMA: memory from
+/// malloc, static data, the stack (whole pages; `crate::register`).
+/// Memory of gm_dma_malloc is registered already.
 ///
 /// # Safety
-/// `p` is an open port.
+/// `p` is an open port; the range is the program's memory.
 #[no_mangle]
 pub unsafe extern "C" fn gm_register_memory(p: PortPtr, ptr: *mut c_void, len: usize) -> GmStatus {
     // SAFETY: the caller's promise.
     let gp = unsafe { port(p, "gm_register_memory") };
-    if gp.in_dma(ptr as u64, len as u64) {
-        return GM_SUCCESS;
+    match gp.register(ptr as u64, len as u64) {
+        Ok(()) => GM_SUCCESS,
+        Err((s, why)) => {
+            eprintln!("libgm: gm_register_memory: {ptr:p} (+{len}): {why}");
+            s
+        }
     }
-    eprintln!(
-        "libgm: gm_register_memory: {ptr:p} (+{len}) is not DMA memory of this port: registering \
-         other memory is not supported yet (use gm_dma_malloc)"
-    );
-    GM_FAILURE
 }
 
 /// # Safety
@@ -75,8 +75,11 @@ pub unsafe extern "C" fn gm_register_memory_ex(
     unsafe { gm_register_memory(p, ptr, len) }
 }
 
+/// Deregister what gm_register_memory registered: the memory keeps its
+/// content, and the NIC no longer reaches it.
+///
 /// # Safety
-/// `p` is an open port.
+/// `p` is an open port; the NIC no longer uses the range.
 #[no_mangle]
 pub unsafe extern "C" fn gm_deregister_memory(
     p: PortPtr,
@@ -85,12 +88,13 @@ pub unsafe extern "C" fn gm_deregister_memory(
 ) -> GmStatus {
     // SAFETY: the caller's promise.
     let gp = unsafe { port(p, "gm_deregister_memory") };
-    if gp.in_dma(ptr as u64, len as u64) {
-        // (gm_dma_free takes it back.)
-        return GM_SUCCESS;
+    match gp.deregister(ptr as u64, len as u64) {
+        Ok(()) => GM_SUCCESS,
+        Err((s, why)) => {
+            eprintln!("libgm: gm_deregister_memory: {ptr:p} (+{len}): {why}");
+            s
+        }
     }
-    eprintln!("libgm: gm_deregister_memory: {ptr:p} (+{len}) was not registered");
-    GM_FAILURE
 }
 
 /// Remote processes may put into and get from this port's registered

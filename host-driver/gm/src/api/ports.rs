@@ -105,6 +105,7 @@ pub unsafe extern "C" fn gm_close(p: PortPtr) {
     // SAFETY: the caller's promise: an open port, given back here once.
     let mut gp = unsafe { Box::from_raw(p) };
     gp.alarms.clear();
+    gp.deregister_all();
     drop(gp);
     gm_finalize();
 }
