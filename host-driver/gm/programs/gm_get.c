@@ -253,20 +253,5 @@ static int source(void)
 
 int main(int argc, char **argv)
 {
-  unsigned int seconds = 30;
-  struct gmt_option options[] = {{'p', &prog.port_id}, {'t', &seconds}, {0, NULL}};
-  gm_alarm_t watchdog;
-  int ok;
-
-  if (!gmt_options(argc, argv, options) || seconds < 1) {
-    fprintf(stderr, "usage: %s [-p port] [-t seconds]\n", argv[0]);
-    return 2;
-  }
-  if (!gmt_open(&prog) || !gmt_pair(&prog))
-    return 1;
-  gmt_watchdog(&prog, prog.port, &watchdog, seconds);
-
-  ok = prog.me == 1 ? reader() : source();
-
-  return gmt_close(&prog, &watchdog, ok);
+  return gmt_pair_main(&prog, argc, argv, reader, source);
 }

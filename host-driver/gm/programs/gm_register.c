@@ -108,7 +108,8 @@ static int user(void)
   struct op get = {0, GM_SUCCESS}, put = {0, GM_SUCCESS};
   int k;
 
-  must(mine && inbox, "malloc");
+  msg = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  must(mine && inbox && msg, "malloc");
   must(gm_register_memory(prog.port, mine, 40000) == GM_SUCCESS, "registering malloc'd memory");
   must(gm_register_memory(prog.port, inbox, 2 * 16384 + 100) == GM_SUCCESS,
        "registering malloc'd receive buffers");
@@ -169,7 +170,8 @@ static int owner(void)
   unsigned char m[GMT_MSG_LEN];
   unsigned long bad;
 
-  must(region != NULL, "malloc");
+  msg = gm_dma_malloc(prog.port, GMT_MSG_LEN);
+  must(region != NULL && msg != NULL, "malloc");
   fill(region, REGION, 1);
   must(gm_register_memory(prog.port, region, REGION) == GM_SUCCESS,
        "registering malloc'd memory");
@@ -217,19 +219,5 @@ static int owner(void)
 
 int main(int argc, char **argv)
 {
-  unsigned int seconds = 30;
-  struct gmt_option options[] = {{'p', &prog.port_id}, {'t', &seconds}, {0, NULL}};
-  gm_alarm_t watchdog;
-  int ok;
-
-  if (!gmt_options(argc, argv, options) || seconds < 1) {
-    fprintf(stderr, "usage: %s [-p port] [-t seconds]\n", argv[0]);
-    return 2;
-  }
-  if (!gmt_open(&prog) || !gmt_pair(&prog))
-    return 1;
-  gmt_watchdog(&prog, prog.port, &watchdog, seconds);
-  msg = gm_dma_malloc(prog.port, GMT_MSG_LEN);
-  ok = prog.me == 1 ? user() : owner();
-  return gmt_close(&prog, &watchdog, ok);
+  return gmt_pair_main(&prog, argc, argv, user, owner);
 }

@@ -341,4 +341,31 @@ static inline gm_u64_t gmt_get_be64(const unsigned char *b)
   return v;
 }
 
+/* ---- main ---- */
+
+/* The whole main of a program that runs in pairs with options -p (the
+   port) and -t (the watchdog's seconds, 30 unless told): `one` runs on
+   node id 1, `two` on node id 2, each returning 1 when all went right.
+   Its exit status: 0 when all went right, 1 if not, 2 for bad usage. */
+static inline int gmt_pair_main(struct gmt *t, int argc, char **argv, int (*one)(void),
+                                int (*two)(void))
+{
+  unsigned int seconds = 30;
+  struct gmt_option options[] = {{'p', NULL}, {'t', NULL}, {0, NULL}};
+  gm_alarm_t watchdog;
+  int ok;
+
+  options[0].value = &t->port_id;
+  options[1].value = &seconds;
+  if (!gmt_options(argc, argv, options) || seconds < 1) {
+    fprintf(stderr, "usage: %s [-p port] [-t seconds]\n", argv[0]);
+    return 2;
+  }
+  if (!gmt_open(t) || !gmt_pair(t))
+    return 1;
+  gmt_watchdog(t, t->port, &watchdog, seconds);
+  ok = t->me == 1 ? one() : two();
+  return gmt_close(t, &watchdog, ok);
+}
+
 #endif /* GM_TEST_H */
