@@ -156,11 +156,6 @@ fn print_usage(d: &GmDirs) {
 /// Messages of the 64 KiB streams `bench --gm` runs.
 const STREAM_COUNT: u64 = 1000;
 
-/// One line of JSON a GM program printed last.
-fn gm_json(o: &std::process::Output) -> crate::Result<serde_json::Value> {
-    crate::rt::json_line(o)
-}
-
 /// Two `gm_bench` processes on nodes 0 and 1 of `cluster` (the one on
 /// node `report` prints the figures).
 fn gm_pair(
@@ -184,12 +179,7 @@ fn gm_pair(
     let limit = std::time::Duration::from_secs(120);
     let zero = crate::rt::finish(zero, "gm_bench (node 0)", limit)?;
     let one = crate::rt::finish(one, "gm_bench (node 1)", limit)?;
-    gm_json(if report == 0 { &zero } else { &one })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    crate::rt::json_line(if report == 0 { &zero } else { &one })
 }
 
 /// `cargo xtask bench --gm`: 8 B one-way latency and 64 KiB stream
@@ -220,7 +210,9 @@ pub fn bench(root: &Path, count: u64, runs: usize, quiet: bool) -> crate::Result
     }
     pb.finish_and_clear();
     c.stop().map_err(|e| e.to_string())?;
-    let (l_host, l_gm, b_host, b_gm) = (median(lat.0), median(lat.1), median(bw.0), median(bw.1));
+    let median = crate::bench::median;
+    let (l_host, l_gm, b_host, b_gm) =
+        (median(&lat.0), median(&lat.1), median(&bw.0), median(&bw.1));
     println!("\n== libgm against the host driver, live cluster of 2 nodes (medians of {runs} runs, interleaved; every message checked)");
     println!("{:<34} {:>12} {:>12} {:>8}", "", "host driver", "libgm", "ratio");
     println!(

@@ -82,6 +82,17 @@ impl RawEvent {
     }
 }
 
+/// The receive event type of a message of `prio` from port `port` to
+/// port `to_port` (PEER: the two ports have one number).
+fn recv_type(prio: Priority, port: u8, to_port: u8) -> u8 {
+    match (prio == Priority::High, port == to_port) {
+        (false, false) => GM_RECV_EVENT,
+        (true, false) => GM_HIGH_RECV_EVENT,
+        (false, true) => GM_PEER_RECV_EVENT,
+        (true, true) => GM_HIGH_PEER_RECV_EVENT,
+    }
+}
+
 /// A message received: GM's receive event for it (`to_port`: the
 /// receiving port, whose number a PEER event shares with the sender's).
 #[allow(clippy::too_many_arguments)]
@@ -95,13 +106,7 @@ pub fn received(
     size: u8,
     to_port: u8,
 ) -> RawEvent {
-    let kind = match (prio == Priority::High, port == to_port) {
-        (false, false) => GM_RECV_EVENT,
-        (true, false) => GM_HIGH_RECV_EVENT,
-        (false, true) => GM_PEER_RECV_EVENT,
-        (true, true) => GM_HIGH_PEER_RECV_EVENT,
-    };
-    let mut e = RawEvent::of_type(kind);
+    let mut e = RawEvent::of_type(recv_type(prio, port, to_port));
     e.put(at::MESSAGE, &buffer.to_be_bytes());
     e.put(at::BUFFER, &buffer.to_be_bytes());
     e.put(at::LENGTH, &len.to_be_bytes());
@@ -166,8 +171,7 @@ impl GmPort {
         }
         match self.stash.front() {
             Some(&Event::Received { node, priority, port, .. }) => {
-                let e = received(node, port, priority, 0, 0, 0, 0, self.id);
-                Some((e.kind(), gm_id(node) as u16))
+                Some((recv_type(priority, port, self.id), gm_id(node) as u16))
             }
             // (What the event gives may be nothing for the program: a
             // completion with no callback. Pending still.)

@@ -84,14 +84,10 @@ pub fn compile_now(src: &str, name: &str) -> PathBuf {
     exe
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+/// A process's status and output, for a failure's message (the
+/// real-time test helpers', which every test file that includes this one
+/// includes as `rt`).
+pub use crate::rt::text;
 
 /// `exe args` as node `node` of the cluster at `path`.
 pub fn on_node(exe: &Path, path: &str, node: u16, args: &[&str]) -> Command {
