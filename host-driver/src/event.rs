@@ -3,7 +3,9 @@
 //! says which token each event gives back.
 
 use nic_abi::desc::DescKind;
-use nic_abi::event::{self as abi, ErrorCause, EventKind, McastInfo, SendStatus, INLINE_MAX};
+use nic_abi::event::{
+    self as abi, ErrorCause, EventKind, LostHeads, McastInfo, SendStatus, INLINE_MAX,
+};
 use nic_abi::Priority;
 
 /// The first bytes of a small received message, copied into its event.
@@ -96,6 +98,21 @@ pub enum Event {
     /// Ok) after `rtt` NIC clock ticks, or did not within the send timeout
     /// (`SendStatus::Unreachable`, `rtt` 0). No token.
     Echo { node: u16, tag: u64, status: SendStatus, rtt: u64, rtc: u64 },
+    /// This member's part of a collective is done (`Port::barrier`,
+    /// `Port::allreduce`, ...): collective `cseq` of group `group`, the
+    /// result (if it has one) at `result`. `status` is Ok, or Incomplete
+    /// with the nodes of the members that went missing (their NIC reset,
+    /// their port closed, or no answer for the send timeout) in
+    /// `missing`. No token.
+    Collective {
+        group: u16,
+        cseq: u32,
+        tag: u64,
+        status: SendStatus,
+        result: u64,
+        missing: LostHeads,
+        rtc: u64,
+    },
 }
 
 impl Event {
@@ -109,6 +126,7 @@ impl Event {
             | Event::Error { rtc, .. }
             | Event::Alarm { rtc, .. }
             | Event::Echo { rtc, .. }
+            | Event::Collective { rtc, .. }
             | Event::PortOpened { rtc } => rtc,
         }
     }
@@ -122,7 +140,8 @@ impl Event {
             | Event::GetDone { tag, .. }
             | Event::Error { tag, .. }
             | Event::Alarm { tag, .. }
-            | Event::Echo { tag, .. } => tag,
+            | Event::Echo { tag, .. }
+            | Event::Collective { tag, .. } => tag,
             Event::PortOpened { .. } => 0,
         }
     }
@@ -143,9 +162,11 @@ pub(crate) fn token_back(kind: EventKind, desc_kind: u8) -> TokenBack {
         EventKind::Sent | EventKind::PutDone | EventKind::GetDone => TokenBack::Send,
         EventKind::Received => TokenBack::Recv,
         EventKind::Error => token_of_byte(desc_kind),
-        EventKind::Alarm | EventKind::PortOpened | EventKind::McastLost | EventKind::Echo => {
-            TokenBack::None
-        }
+        EventKind::Alarm
+        | EventKind::PortOpened
+        | EventKind::McastLost
+        | EventKind::Echo
+        | EventKind::Collective => TokenBack::None,
     }
 }
 
@@ -213,7 +234,17 @@ pub(crate) fn from_abi(e: &abi::Event) -> Option<Event> {
             rtt: e.addr,
             rtc,
         },
-        // The port folds these into the Sent event that follows.
+        EventKind::Collective => Event::Collective {
+            group: e.node,
+            cseq: e.len,
+            tag,
+            status: SendStatus::from_u8(e.status)?,
+            result: e.addr,
+            missing: LostHeads::NONE,
+            rtc,
+        },
+        // The port folds these into the Sent or Collective event that
+        // follows.
         EventKind::McastLost => return None,
     })
 }

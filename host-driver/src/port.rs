@@ -1012,6 +1012,11 @@ impl<B: NicBackend> Port<B> {
                             m.lost = self.lost.swap_remove(i).1;
                         }
                     }
+                    if let Event::Collective { tag, ref mut missing, .. } = e {
+                        if let Some(i) = self.lost.iter().position(|(t, _)| *t == tag) {
+                            *missing = self.lost.swap_remove(i).1;
+                        }
+                    }
                     return Some((e, self.quiet.skip(&e)));
                 }
                 None => self.stats.bad_events += 1,

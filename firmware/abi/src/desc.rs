@@ -67,6 +67,10 @@ pub enum DescKind {
     /// this NIC (no host there takes part). One `Echo` event carries
     /// `tag` back with the round trip in RTC ticks. No token.
     Echo = 8,
+    /// Collective offload: this member's part of a barrier, reduce,
+    /// allreduce or broadcast of a group (`collective::CollFields`). One
+    /// `Collective` event when this member is done. No token.
+    Collective = 9,
 }
 
 /// Kinds from this one on belong to offloads (`mcp::offload`): the intake
@@ -170,6 +174,7 @@ impl DescKind {
             6 => DescKind::Alarm,
             7 => DescKind::Multicast,
             8 => DescKind::Echo,
+            9 => DescKind::Collective,
             _ => return None,
         })
     }

@@ -57,13 +57,17 @@ pub enum EventKind {
     /// The port was opened and the firmware is serving it.
     PortOpened = 7,
     /// A piece of the [`LostHeads`] of the multicast whose Sent event (same
-    /// tag) follows; no token returns.
+    /// tag) follows, or of the members missing from the collective whose
+    /// Collective event (same tag) follows; no token returns.
     McastLost = 8,
     /// Echo offload: the answer to an Echo descriptor (`tag` its tag,
     /// `node` the NIC asked); `addr` holds the round trip in RTC ticks,
     /// `status` a `SendStatus` (Ok, or Unreachable when no answer came
     /// within the send timeout). No token returns.
     Echo = 9,
+    /// Collective offload: this member's part of a collective is done
+    /// (`collective` module: the fields). No token returns.
+    Collective = 10,
 }
 
 impl EventKind {
@@ -78,6 +82,7 @@ impl EventKind {
             7 => EventKind::PortOpened,
             8 => EventKind::McastLost,
             9 => EventKind::Echo,
+            10 => EventKind::Collective,
             _ => return None,
         })
     }

@@ -9,9 +9,10 @@
 //! every side reaches it through the same trait.
 //!
 //! All multi-byte fields are little-endian.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![forbid(unsafe_code)]
 
+pub mod collective;
 pub mod desc;
 pub mod event;
 pub mod flows;

@@ -97,6 +97,13 @@ pub enum PacketType {
     /// Echo offload: the answer to an `EchoRequest`, with its `cookie` and
     /// `remote` as they came.
     EchoReply = 12,
+    /// Collective offload: a chunk of a collective's vector, or a
+    /// barrier's signal (`collective::CollRepr`). Not sequenced: the
+    /// offload acknowledges and retransmits its own.
+    Coll = 13,
+    /// Collective offload: an ack, a probe or an abort
+    /// (`collective::CtlCode` in `nack_code`).
+    CollCtl = 14,
 }
 
 /// Types from this one on belong to offloads (`mcp::offload`): RECV hands
@@ -124,6 +131,8 @@ impl PacketType {
             10 => PacketType::Ustat,
             11 => PacketType::EchoRequest,
             12 => PacketType::EchoReply,
+            13 => PacketType::Coll,
+            14 => PacketType::CollCtl,
             _ => return None,
         })
     }
@@ -445,7 +454,10 @@ impl Header {
                 }
             }
             // The offloads' types: their owners check what they carry.
-            PacketType::EchoRequest | PacketType::EchoReply => {}
+            PacketType::EchoRequest
+            | PacketType::EchoReply
+            | PacketType::Coll
+            | PacketType::CollCtl => {}
         }
         Ok(h)
     }

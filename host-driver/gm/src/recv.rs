@@ -213,7 +213,10 @@ impl GmPort {
                 }
                 None
             }
-            Event::Alarm { .. } | Event::PortOpened { .. } | Event::Echo { .. } => None,
+            Event::Alarm { .. }
+            | Event::PortOpened { .. }
+            | Event::Echo { .. }
+            | Event::Collective { .. } => None,
         }
     }
 }

@@ -464,6 +464,8 @@ pub enum PacketRepr {
     Stat(StatRepr),
     /// `EchoRequest`, `EchoReply`.
     Echo(EchoRepr),
+    /// `Coll`, `CollCtl`.
+    Coll(crate::collective::CollRepr),
 }
 
 impl PacketRepr {
@@ -529,6 +531,9 @@ impl PacketRepr {
                 cookie: v.cookie(),
                 sent: v.sent(),
             }),
+            PacketView::Coll(v) => {
+                PacketRepr::Coll(v.repr().ok_or(ParseError::BadField("nack_code"))?)
+            }
         })
     }
 
@@ -550,6 +555,7 @@ impl PacketRepr {
             PacketRepr::Poll(r) => r.emit(),
             PacketRepr::Stat(r) => r.emit(),
             PacketRepr::Echo(r) => r.emit(),
+            PacketRepr::Coll(r) => r.emit(),
         }
     }
 
@@ -570,6 +576,7 @@ impl PacketRepr {
             PacketRepr::Poll(r) => r.addr,
             PacketRepr::Stat(r) => r.addr,
             PacketRepr::Echo(r) => r.addr,
+            PacketRepr::Coll(r) => r.addr,
         }
     }
 }

@@ -112,6 +112,9 @@ pub enum PacketView<'a> {
     Stat(StatView<'a>),
     /// `EchoRequest`, `EchoReply`: the echo offload's packets.
     Echo(EchoView<'a>),
+    /// `Coll`, `CollCtl`: the collective offload's packets
+    /// (`collective::CollRepr::parse` reads their fields).
+    Coll(CollView<'a>),
 }
 
 impl Header {
@@ -131,6 +134,7 @@ impl Header {
             PacketType::Poll => PacketView::Poll(PollView(self)),
             PacketType::Stat | PacketType::Ustat => PacketView::Stat(StatView(self)),
             PacketType::EchoRequest | PacketType::EchoReply => PacketView::Echo(EchoView(self)),
+            PacketType::Coll | PacketType::CollCtl => PacketView::Coll(CollView(self)),
         }
     }
 }
@@ -148,6 +152,7 @@ impl<'a> PacketView<'a> {
             PacketView::Poll(v) => v.0,
             PacketView::Stat(v) => v.0,
             PacketView::Echo(v) => v.0,
+            PacketView::Coll(v) => v.0,
         }
     }
 
@@ -164,7 +169,7 @@ impl<'a> PacketView<'a> {
     #[inline(always)]
     pub fn ack(&self) -> Option<u32> {
         match *self {
-            PacketView::Poll(_) | PacketView::Echo(_) => None,
+            PacketView::Poll(_) | PacketView::Echo(_) | PacketView::Coll(_) => None,
             _ => ack_of(self.header()),
         }
     }
@@ -550,5 +555,20 @@ impl<'a> EchoView<'a> {
     #[inline(always)]
     pub fn sent(&self) -> u64 {
         self.0.remote
+    }
+}
+
+/// The collective offload's packet (`collective::CollRepr` names its
+/// fields).
+#[derive(Debug, Clone, Copy)]
+pub struct CollView<'a>(&'a Header);
+
+impl<'a> CollView<'a> {
+    shared_accessors!(addr);
+
+    /// Its fields (None: a control code out of its domain).
+    #[inline(always)]
+    pub fn repr(&self) -> Option<crate::collective::CollRepr> {
+        crate::collective::CollRepr::parse(self.0)
     }
 }

@@ -472,7 +472,7 @@ impl Recv {
             PacketView::GetReq(g) => self.arrived(cx, hw, buf, g.stream(), key),
             PacketView::Report(r) => self.arrived(cx, hw, buf, r.stream(), key),
             // (The offloads' types went to them above.)
-            PacketView::Echo(_) => {
+            PacketView::Echo(_) | PacketView::Coll(_) => {
                 self.drop_unowned(cx, hw, buf);
                 Next::Handled
             }
