@@ -29,7 +29,8 @@
 //! 0xEEC00 SR_STAMPS     4 KiB  selective repeat: each sending stream's poll stamps (fw)
 //! 0xEFC00 ECHO        512 B    echo offload: its requests in flight (fw)
 //! 0xEFE00 OFFLOAD_EVENTS 512 B  events offloads composed, for RDMA to write (fw)
-//! 0xF0000 (end of the map; SRAM is at least 1 MiB)
+//! 0xF0000 COLL         64 KiB  collective offload: vectors, chunks held and sent (fw)
+//! 0x100000 (end of the map; SRAM is at least 1 MiB)
 //! ```
 
 use crate::{MAX_MTU, MAX_NODES, NUM_PORTS};
@@ -178,7 +179,26 @@ pub const ECHO_SLOT_SIZE: u32 = 32;
 pub const OFFLOAD_EVENTS: u32 = 0x000E_FE00;
 pub const OFFLOAD_EVENTS_LEN: u32 = 8;
 
-pub const MAP_END: u32 = 0x000F_0000;
+/// Collective offload (`mcp::offload::collective`): the vector of the
+/// collective in progress (`COLL_VECTOR` bytes), chunks that came before
+/// their step (`COLL_HELD` slots), and chunks sent and not yet
+/// acknowledged (`COLL_SENT` slots), each slot `collective::CHUNK_MAX`
+/// bytes; then the members missing from each group's last collective
+/// (`event::LOST_BYTES` each, `GROUP_ENTRIES` of them). The layout is the
+/// firmware's own.
+pub const COLL: u32 = 0x000F_0000;
+pub const COLL_VECTOR: u32 = 32 * 1024;
+pub const COLL_HELD: u32 = 8;
+pub const COLL_SENT: u32 = 16;
+pub const COLL_MISSING: u32 =
+    COLL + COLL_VECTOR + (COLL_HELD + COLL_SENT) * crate::collective::CHUNK_MAX;
+/// Collective offload: the records of the held chunks (`COLL_REC_SIZE`
+/// bytes each), then of the sent ones.
+pub const COLL_RECS: u32 = COLL_MISSING + GROUP_ENTRIES * crate::event::LOST_BYTES as u32;
+pub const COLL_REC_SIZE: u32 = 32;
+pub const COLL_END: u32 = COLL_RECS + (COLL_HELD + COLL_SENT) * COLL_REC_SIZE;
+
+pub const MAP_END: u32 = 0x0010_0000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
 
@@ -239,6 +259,32 @@ pub const fn offload_event(i: u32) -> u32 {
     OFFLOAD_EVENTS + i * crate::event::EVENT_SIZE
 }
 
+/// Collective offload: held chunk `i`'s slot.
+pub const fn coll_held(i: u32) -> u32 {
+    COLL + COLL_VECTOR + i * crate::collective::CHUNK_MAX
+}
+
+/// Collective offload: sent chunk `i`'s slot.
+pub const fn coll_sent(i: u32) -> u32 {
+    COLL + COLL_VECTOR + (COLL_HELD + i) * crate::collective::CHUNK_MAX
+}
+
+/// Collective offload: held chunk `i`'s record.
+pub const fn coll_held_rec(i: u32) -> u32 {
+    COLL_RECS + i * COLL_REC_SIZE
+}
+
+/// Collective offload: sent chunk `i`'s record.
+pub const fn coll_sent_rec(i: u32) -> u32 {
+    COLL_RECS + (COLL_HELD + i) * COLL_REC_SIZE
+}
+
+/// Collective offload: the members missing from group `g`'s last
+/// collective (an `event::LostHeads` bitmap).
+pub const fn coll_missing(g: u32) -> u32 {
+    COLL_MISSING + g * crate::event::LOST_BYTES as u32
+}
+
 /// Inline bytes of receive slot `slot`.
 pub const fn rx_inline(slot: u32) -> u32 {
     RX_INLINE + slot * crate::event::INLINE_MAX as u32
@@ -291,7 +337,8 @@ const _: () = {
     assert!(RX_GHOSTS + RX_GHOSTS_LEN * RX_GHOST_SIZE <= SR_STAMPS);
     assert!(SR_STAMPS + SR_STREAMS * SR_STAMPS_PER_STREAM <= ECHO);
     assert!(ECHO + ECHO_SLOTS * ECHO_SLOT_SIZE <= OFFLOAD_EVENTS);
-    assert!(OFFLOAD_EVENTS + OFFLOAD_EVENTS_LEN * crate::event::EVENT_SIZE <= MAP_END);
+    assert!(OFFLOAD_EVENTS + OFFLOAD_EVENTS_LEN * crate::event::EVENT_SIZE <= COLL);
+    assert!(COLL_END <= MAP_END);
     assert!(RX_GHOSTS_LEN.is_power_of_two());
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);

@@ -112,112 +112,76 @@ pub enum Side {
     AccRight,
 }
 
-/// An element type's arithmetic.
-trait Elem: Copy + PartialOrd {
-    const N: usize;
-    fn get(b: &[u8]) -> Self;
-    fn put(self, b: &mut [u8]);
-    fn sum(self, o: Self) -> Self;
-    fn band(self, o: Self) -> Self;
-    fn bor(self, o: Self) -> Self;
-}
-
-macro_rules! int_elem {
-    ($($t:ty),*) => {$(
-        impl Elem for $t {
-            const N: usize = core::mem::size_of::<$t>();
-            fn get(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().unwrap_or_default())
-            }
-            fn put(self, b: &mut [u8]) {
-                b.copy_from_slice(&self.to_le_bytes())
-            }
-            fn sum(self, o: Self) -> Self {
-                self.wrapping_add(o)
-            }
-            fn band(self, o: Self) -> Self {
-                self & o
-            }
-            fn bor(self, o: Self) -> Self {
-                self | o
-            }
-        }
-    )*};
-}
-
-macro_rules! float_elem {
-    ($($t:ty),*) => {$(
-        impl Elem for $t {
-            const N: usize = core::mem::size_of::<$t>();
-            fn get(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().unwrap_or_default())
-            }
-            fn put(self, b: &mut [u8]) {
-                b.copy_from_slice(&self.to_le_bytes())
-            }
-            fn sum(self, o: Self) -> Self {
-                self + o
-            }
-            fn band(self, o: Self) -> Self {
-                <$t>::from_bits(self.to_bits() & o.to_bits())
-            }
-            fn bor(self, o: Self) -> Self {
-                <$t>::from_bits(self.to_bits() | o.to_bits())
-            }
-        }
-    )*};
-}
-
-int_elem!(i32, i64, u32, u64);
-float_elem!(f32, f64);
-
-fn combine_as<T: Elem>(op: Op, acc: &mut [u8], other: &[u8], side: Side) {
-    let f = |l: T, r: T| -> T {
-        match op {
-            Op::Sum => l.sum(r),
-            Op::Min => {
-                if r < l {
-                    r
-                } else {
-                    l
-                }
-            }
-            Op::Max => {
-                if r > l {
-                    r
-                } else {
-                    l
-                }
-            }
-            Op::Band => l.band(r),
-            Op::Bor => l.bor(r),
-        }
-    };
-    for (a, o) in acc.chunks_exact_mut(T::N).zip(other.chunks_exact(T::N)) {
-        let (x, y) = (T::get(a), T::get(o));
-        let v = match side {
-            Side::AccLeft => f(x, y),
-            Side::AccRight => f(y, x),
-        };
-        v.put(a);
+/// One element of type `t`: `op(l, r)`, the operands and the result as
+/// their little-endian bits zero-extended to 64. Out of line: one copy
+/// serves every type and operation (the NIC's code is small), and a
+/// combination costs a call per element, as software arithmetic does.
+#[inline(never)]
+fn element(op: Op, t: Dtype, l: u64, r: u64) -> u64 {
+    macro_rules! as_int {
+        ($t:ty, $u:ty) => {{
+            let (l, r) = (l as $u as $t, r as $u as $t);
+            (match op {
+                Op::Sum => l.wrapping_add(r),
+                Op::Min => l.min(r),
+                Op::Max => l.max(r),
+                Op::Band => l & r,
+                Op::Bor => l | r,
+            }) as $u as u64
+        }};
     }
+    match t {
+        Dtype::I32 => as_int!(i32, u32),
+        Dtype::I64 => as_int!(i64, u64),
+        Dtype::U32 => as_int!(u32, u32),
+        Dtype::U64 => as_int!(u64, u64),
+        Dtype::F32 => {
+            let (x, y) = (f32::from_bits(l as u32), f32::from_bits(r as u32));
+            match op {
+                Op::Sum => (x + y).to_bits() as u64,
+                Op::Min if y < x => r,
+                Op::Max if y > x => r,
+                Op::Band => l & r,
+                Op::Bor => l | r,
+                _ => l,
+            }
+        }
+        Dtype::F64 => {
+            let (x, y) = (f64::from_bits(l), f64::from_bits(r));
+            match op {
+                Op::Sum => (x + y).to_bits(),
+                Op::Min if y < x => r,
+                Op::Max if y > x => r,
+                Op::Band => l & r,
+                Op::Bor => l | r,
+                _ => l,
+            }
+        }
+    }
+}
+
+fn load(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(w)
 }
 
 /// Combine `other` into `acc`, element by element (integers wrap; the
 /// bitwise operations on floats, which callers refuse, act on the bits).
 /// Only whole elements of the shorter slice are combined: how many.
 pub fn combine(op: Op, t: Dtype, acc: &mut [u8], other: &[u8], side: Side) -> usize {
-    let n = acc.len().min(other.len()) / t.size() * t.size();
-    let (acc, other) = (&mut acc[..n], &other[..n]);
-    match t {
-        Dtype::I32 => combine_as::<i32>(op, acc, other, side),
-        Dtype::I64 => combine_as::<i64>(op, acc, other, side),
-        Dtype::U32 => combine_as::<u32>(op, acc, other, side),
-        Dtype::U64 => combine_as::<u64>(op, acc, other, side),
-        Dtype::F32 => combine_as::<f32>(op, acc, other, side),
-        Dtype::F64 => combine_as::<f64>(op, acc, other, side),
+    let size = t.size();
+    let mut n = 0;
+    for (a, o) in acc.chunks_exact_mut(size).zip(other.chunks_exact(size)) {
+        let (x, y) = (load(a), load(o));
+        let v = match side {
+            Side::AccLeft => element(op, t, x, y),
+            Side::AccRight => element(op, t, y, x),
+        };
+        a.copy_from_slice(&v.to_le_bytes()[..size]);
+        n += 1;
     }
-    n / t.size()
+    n
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ impl CollFields {
         if !alg.serves(kind) || (kind.combines() && !op.applies_to(dtype)) {
             return Err(ErrorCause::BadDescriptor);
         }
-        if (kind.has_data() && (f.len == 0 || f.len as usize % f.elem_size() != 0))
+        if (kind.has_data() && (f.len == 0 || !(f.len as usize).is_multiple_of(f.elem_size())))
             || (!kind.has_data() && f.len != 0)
             || f.cseq == 0
         {

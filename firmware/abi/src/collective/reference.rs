@@ -103,10 +103,10 @@ pub fn run(s: &Spec, inputs: &[Vec<u8>]) -> Result<Outcome, std::string::String>
             break;
         }
     }
-    for r in 0..n {
+    for (r, at) in at.iter().enumerate() {
         for c in 0..nchunks {
-            if at[r][c as usize] < shape(r as u16).steps(c).len() {
-                return Err(std::format!("rank {r} chunk {c} stuck at step {}", at[r][c as usize]));
+            if at[c as usize] < shape(r as u16).steps(c).len() {
+                return Err(std::format!("rank {r} chunk {c} stuck at step {}", at[c as usize]));
             }
         }
     }

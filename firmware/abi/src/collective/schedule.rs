@@ -201,6 +201,7 @@ impl Steps {
 
 impl Shape {
     /// The steps of chunk `chunk` (only the ring's depend on it).
+    #[inline(never)]
     pub fn steps(&self, chunk: u32) -> Steps {
         let mut out = Steps { steps: [Step::Send { to: 0, tag: 0 }; MAX_STEPS], len: 0 };
         if self.n < 2 || self.rank >= self.n {
@@ -247,7 +248,7 @@ impl Shape {
         let p = 1u16 << (15 - n.leading_zeros());
         let rem = n - p;
         let new = if r < 2 * rem {
-            if r % 2 == 0 {
+            if r.is_multiple_of(2) {
                 out.push(Step::Send { to: r + 1, tag: TAG_PRE });
                 out.push(Step::Recv { from: r + 1, tag: TAG_POST, how: How::Copy });
                 return;

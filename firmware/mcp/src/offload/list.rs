@@ -171,4 +171,6 @@ macro_rules! offloads {
 offloads! {
     #[cfg(feature = "echo")]
     echo: super::echo::Echo,
+    #[cfg(feature = "collective")]
+    collective: super::collective::Collective,
 }

@@ -48,6 +48,9 @@ pub mod rate;
 #[cfg(feature = "echo")]
 pub mod echo;
 
+#[cfg(feature = "collective")]
+pub mod collective;
+
 pub use list::Offloads;
 pub use services::{CoreSide, OffloadEventId, Services};
 

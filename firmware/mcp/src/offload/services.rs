@@ -11,11 +11,12 @@ use crate::hw::Hw;
 use crate::pool::{Id, Pool};
 use crate::records::{EvRef, HdmaAction, McastCost, TxBuf, TxBufState};
 use crate::shared::{write_route, Shared};
+use crate::translate::{Piece, Xlat, MAX_PIECES};
 use crate::{Config, Work};
 use nic_abi::event::Event;
 use nic_abi::map;
 use nic_abi::packet::{Header, HEADER_LEN};
-use nic_abi::rings::HostDmaCmd;
+use nic_abi::rings::{DmaDir, HostDmaCmd};
 use nic_abi::stats::Stat;
 
 /// Events offloads owe ports, waiting in their ports' queues (each in
@@ -114,21 +115,37 @@ impl<'a, H: Hw> Services<'a, H> {
     /// sequenced, not retransmitted. False when no transmit buffer is
     /// free (nothing was sent).
     pub fn send(&mut self, h: &Header, payload: &[u8]) -> bool {
+        let Some(at) = self.take_tx(h, payload.len() as u32) else { return false };
+        self.hw.write(at, payload);
+        true
+    }
+
+    /// `send` with a payload of `len` bytes of SRAM at `from` (the
+    /// offload's own region, or the packet it was handed).
+    pub fn send_from(&mut self, h: &Header, from: u32, len: u32) -> bool {
+        let Some(at) = self.take_tx(h, len) else { return false };
+        copy_sram(self.hw, from, at, len);
+        true
+    }
+
+    /// A free transmit buffer with header `h` (payload `len` bytes)
+    /// written and queued for SEND: where its payload goes. None when no
+    /// buffer is free or the payload is too long.
+    fn take_tx(&mut self, h: &Header, len: u32) -> Option<u32> {
         if self.cx.offload.tx.is_full()
-            || payload.len() > (map::BUF_STRIDE - map::ROUTE_ROOM) as usize - HEADER_LEN
+            || len as usize > (map::BUF_STRIDE - map::ROUTE_ROOM) as usize - HEADER_LEN
         {
-            return false;
+            return None;
         }
-        let Some(b) = self.cx.txbufs.free_one() else { return false };
+        let b = self.cx.txbufs.free_one()?;
         let route_len = write_route(self.hw, b, h.dst_node);
         let mut h = *h;
-        h.payload_len = payload.len() as u16;
+        h.payload_len = len as u16;
         h.crc = 0;
         let mut hb = [0u8; HEADER_LEN];
         h.encode(&mut hb);
         let at = map::tx_buf(b as u32) + map::ROUTE_ROOM;
         self.hw.write(at, &hb);
-        self.hw.write(at + HEADER_LEN as u32, payload);
         self.cx.txbufs.take(
             b,
             TxBuf {
@@ -136,7 +153,7 @@ impl<'a, H: Hw> Services<'a, H> {
                 stream: None,
                 epoch: 0,
                 route_len,
-                len: (HEADER_LEN + payload.len()) as u32,
+                len: HEADER_LEN as u32 + len,
                 control: true,
                 seq: 0,
                 gather: None,
@@ -145,7 +162,53 @@ impl<'a, H: Hw> Services<'a, H> {
         );
         let _ = self.cx.offload.tx.push_back(b);
         self.cx.offloads_live = true;
-        true
+        Some(at + HEADER_LEN as u32)
+    }
+
+    /// Where packet `p`'s payload is in SRAM.
+    pub fn payload_at(&self, p: &super::Packet) -> u32 {
+        map::rx_buf(p.buf as u32) + HEADER_LEN as u32
+    }
+
+    /// Is every byte of `[vaddr, vaddr + len)` registered by port `port`?
+    /// `Bus`: yes; `Wait`: not known yet (a page-table line is being
+    /// read: ask again at a later pass); `Fault`: no.
+    pub fn registered(&mut self, port: u8, vaddr: u64, len: u64) -> Xlat {
+        let mut from = 0;
+        self.cx.registered(self.hw, port, vaddr, len, &mut from)
+    }
+
+    /// Host-DMA between `len` bytes of SRAM at `sram` and port `port`'s
+    /// virtual address `vaddr` (at most a packet's worth: a few pages),
+    /// one command per page, each checked against what the port
+    /// registered; each comes back to offload `id` as `completion(tag)`.
+    /// Ok: how many commands went. Err(`Wait`): a translation is being
+    /// read, or the ring has no room: nothing went, try again later.
+    /// Err(`Fault`): not registered.
+    pub fn host_dma_at(
+        &mut self,
+        id: u8,
+        (port, vaddr): (u8, u64),
+        sram: u32,
+        len: u32,
+        dir: DmaDir,
+        tag: u16,
+    ) -> Result<u32, Xlat> {
+        let mut out = [Piece { bus: 0, len: 0, at: 0 }; MAX_PIECES];
+        let (n, x) = self.cx.pieces_into(self.hw, port, vaddr, len, &mut out);
+        match x {
+            Xlat::Bus(_) => {}
+            other => return Err(other),
+        }
+        if self.cx.hdma.space() < n as u32 {
+            return Err(Xlat::Wait);
+        }
+        for p in &out[..n] {
+            let cmd = HostDmaCmd { dir, len: p.len, sram: sram + p.at, host: p.bus, cookie: 0 };
+            self.cx.hdma.post(self.hw, cmd, HdmaAction::Offload(id, tag));
+            self.w.dma_cmds += 1;
+        }
+        Ok(n as u32)
     }
 
     /// Read up to `out.len()` payload bytes of packet `p`; how many.
@@ -186,5 +249,18 @@ impl<'a, H: Hw> Services<'a, H> {
         self.cx.hdma.post(self.hw, cmd, HdmaAction::Offload(id, tag));
         self.w.dma_cmds += 1;
         true
+    }
+}
+
+/// Copy `len` bytes of SRAM from `from` to `to` (regions apart), through
+/// a small buffer.
+pub fn copy_sram(hw: &mut impl Hw, from: u32, to: u32, len: u32) {
+    let mut buf = [0u8; 256];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(buf.len() as u32);
+        hw.read(from + done, &mut buf[..n as usize]);
+        hw.write(to + done, &buf[..n as usize]);
+        done += n;
     }
 }

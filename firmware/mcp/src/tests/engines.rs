@@ -141,3 +141,17 @@ impl Bench {
         busy
     }
 }
+
+impl Bench {
+    /// Hold each packet on the wire up to `max` rounds, pseudo-randomly
+    /// from `seed` (so packets also overtake each other).
+    pub(crate) fn set_jitter(&mut self, seed: u64, max: u64) {
+        let state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        self.jitter = Some(super::Jitter { state, max });
+    }
+
+    /// Node n's SRAM, as the privileged side writes it (group tables).
+    pub(crate) fn sram_mut(&mut self, n: usize) -> &mut [u8] {
+        &mut self.nodes[n].sram
+    }
+}

@@ -93,8 +93,8 @@ pub(crate) struct Faults {
     pub(crate) drop_every: u32,
     /// Drop the n-th packet on the wire only (0: none).
     pub(crate) drop_at: u32,
-    corrupt_every: u32,
-    dup_every: u32,
+    pub(crate) corrupt_every: u32,
+    pub(crate) dup_every: u32,
 }
 
 /// Packets held on the wire a pseudo-random number of rounds (so they

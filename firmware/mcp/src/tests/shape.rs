@@ -34,7 +34,7 @@ fn the_machines_name_none_of_the_offloads() {
     // The offloads' own words (comments included): they reach the
     // machines only through the hooks of `offload::` (a fan-out, a
     // scheduler policy, a window policy).
-    let words = ["mcast", "multicast", "selective", "idt", "ndt", "rate control"];
+    let words = ["mcast", "multicast", "selective", "idt", "ndt", "rate control", "collective"];
     let s = src();
     let machines: Vec<PathBuf> = ["sdma", "recv", "rdma"]
         .iter()

@@ -1,0 +1,92 @@
+//! The records of held and sent chunks, kept in the offload's SRAM
+//! (`map::coll_held_rec`, `map::coll_sent_rec`, 32 bytes each) beside
+//! the chunks' bytes; which are in use is a bit set in `Collective`.
+//!
+//! ```text
+//! held: 0 group u16  2 chunk u16  4 tag u8  5 pad  6 from u16  8 cseq u32  12 len u16
+//! sent: 0 to u16  2 node u16  4 chunk u16  6 tag u8  7 pad  8 len u16  10 pad
+//!      16 last_tx u64  24 life u64
+//! ```
+
+use crate::hw::Hw;
+use nic_abi::map;
+
+/// A chunk that came before its step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub group: u16,
+    pub cseq: u32,
+    pub chunk: u16,
+    pub tag: u8,
+    pub from: u16,
+    pub len: u16,
+}
+
+impl Held {
+    pub fn load(hw: &impl Hw, i: u32) -> Held {
+        let at = map::coll_held_rec(i);
+        let a = hw.load_u64(at);
+        let b = hw.load_u64(at + 8);
+        Held {
+            group: a as u16,
+            chunk: (a >> 16) as u16,
+            tag: (a >> 32) as u8,
+            from: (a >> 48) as u16,
+            cseq: b as u32,
+            len: (b >> 32) as u16,
+        }
+    }
+
+    pub fn store(&self, hw: &mut impl Hw, i: u32) {
+        let at = map::coll_held_rec(i);
+        let a = self.group as u64
+            | (self.chunk as u64) << 16
+            | (self.tag as u64) << 32
+            | (self.from as u64) << 48;
+        hw.store_u64(at, a);
+        hw.store_u64(at + 8, self.cseq as u64 | (self.len as u64) << 32);
+    }
+}
+
+/// A chunk sent and not yet acknowledged (its bytes at `map::coll_sent`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub to: u16,
+    pub node: u16,
+    pub chunk: u16,
+    pub tag: u8,
+    pub len: u16,
+    /// When it last went.
+    pub last_tx: u64,
+    /// When the receiver last showed it is there (sent, answered Busy).
+    pub life: u64,
+}
+
+impl Sent {
+    pub fn load(hw: &impl Hw, i: u32) -> Sent {
+        let at = map::coll_sent_rec(i);
+        let a = hw.load_u64(at);
+        let b = hw.load_u64(at + 8);
+        Sent {
+            to: a as u16,
+            node: (a >> 16) as u16,
+            chunk: (a >> 32) as u16,
+            tag: (a >> 48) as u8,
+            len: b as u16,
+            last_tx: hw.load_u64(at + 16),
+            life: hw.load_u64(at + 24),
+        }
+    }
+
+    pub fn store(&self, hw: &mut impl Hw, i: u32) {
+        let at = map::coll_sent_rec(i);
+        let a = self.to as u64
+            | (self.node as u64) << 16
+            | (self.chunk as u64) << 32
+            | (self.tag as u64) << 48;
+        hw.store_u64(at, a);
+        hw.store_u64(at + 8, self.len as u64);
+        hw.store_u64(at + 16, self.last_tx);
+        hw.store_u64(at + 24, self.life);
+    }
+}

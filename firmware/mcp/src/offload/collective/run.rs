@@ -1,0 +1,289 @@
+//! The collective in progress: its vector read in, each chunk stepped
+//! through its schedule, its result written out, its end reported.
+
+use super::records::Held;
+use super::{Collective, Owed, Run, MAX_CHUNKS};
+use crate::hw::Hw;
+use crate::offload::services::copy_sram;
+use crate::offload::{Offloads, Services};
+use nic_abi::collective::{combine, How, Step};
+use nic_abi::event::{Event, EventKind, SendStatus, LOST_BYTES};
+use nic_abi::map;
+use nic_abi::rings::DmaDir;
+use nic_abi::stats::Stat;
+
+/// Host-DMA tags: the chunk, and whether it is the result's write.
+const WRITE: u16 = 0x8000;
+
+fn id() -> u8 {
+    Offloads::id_of(<Collective as crate::offload::Offload>::NAME).unwrap_or(0)
+}
+
+impl Collective {
+    /// Begin run `r` (the descriptor was taken).
+    pub(super) fn start<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: Run) {
+        let g = r.f.group as usize;
+        let missing = map::coll_missing(g as u32);
+        if self.aborted[g] == r.f.cseq {
+            // Members went missing before it began here.
+            self.done[g] = r.f.cseq;
+            self.owed = Some(Owed::of(&r.f, true));
+            return;
+        }
+        sv.hw.write(missing, &[0u8; LOST_BYTES]);
+        self.run = Some(r);
+        self.progress(sv);
+    }
+
+    /// Do what can be done now: reads to post, steps to take, writes to
+    /// post, the end.
+    #[inline(never)]
+    pub(super) fn progress<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let Some(mut r) = self.run else { return };
+        for c in 0..r.nchunks {
+            let bit = 1u64 << c;
+            if r.loaded & bit == 0 {
+                if r.reading & bit == 0 {
+                    self.post_dma(sv, &mut r, c, DmaDir::HostToSram);
+                }
+                continue;
+            }
+            if r.stepped & bit == 0 {
+                self.step_chunk(sv, &mut r, c);
+            }
+            if r.stepped & bit != 0 && r.written & bit == 0 && r.writing & bit == 0 {
+                self.post_dma(sv, &mut r, c, DmaDir::SramToHost);
+            }
+        }
+        self.run = Some(r);
+        self.finish_if_done(sv);
+    }
+
+    /// Post chunk `c`'s read or write.
+    fn post_dma<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &mut Run, c: u32, dir: DmaDir) {
+        let (vaddr, tag) = match dir {
+            DmaDir::HostToSram => (r.f.local, c as u16),
+            DmaDir::SramToHost => (r.f.remote, c as u16 | WRITE),
+        };
+        let at = vaddr + (c * r.chunk) as u64;
+        let len = Self::chunk_len(r, c);
+        let posted = match sv.host_dma_at(id(), (r.f.port, at), Self::chunk_at(r, c), len, dir, tag)
+        {
+            Ok(n) => {
+                if n > 1 {
+                    r.two |= 1 << c;
+                }
+                true
+            }
+            // Checked at the descriptor: a page unregistered since ends
+            // the run as a missing member would.
+            Err(crate::translate::Xlat::Fault) => {
+                sv.count(Stat::Drops, 1);
+                r.failed = true;
+                match dir {
+                    DmaDir::HostToSram => r.loaded |= 1 << c,
+                    DmaDir::SramToHost => r.written |= 1 << c,
+                }
+                true
+            }
+            Err(_) => {
+                self.again = true;
+                false
+            }
+        };
+        if posted {
+            match dir {
+                DmaDir::HostToSram => r.reading |= 1 << c,
+                DmaDir::SramToHost => r.writing |= 1 << c,
+            }
+        }
+    }
+
+    /// A host-DMA command of chunk `tag` finished.
+    pub(super) fn dma_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, tag: u16) {
+        let Some(r) = self.run.as_mut() else { return };
+        let c = (tag & !WRITE) as usize;
+        if c >= MAX_CHUNKS {
+            return;
+        }
+        if r.two & 1 << c != 0 {
+            r.two &= !(1 << c); // one of two
+        } else if tag & WRITE != 0 {
+            r.written |= 1 << c;
+        } else {
+            r.loaded |= 1 << c;
+        }
+        self.progress(sv);
+    }
+
+    /// Take chunk `c`'s steps as far as they go now.
+    fn step_chunk<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &mut Run, c: u32) {
+        let steps = r.shape.steps(c);
+        while let Some(step) = steps.get(r.at[c as usize] as usize) {
+            let went = match step {
+                Step::Send { to, tag } => self.send_chunk(sv, r, c, to, tag),
+                Step::Recv { from, tag, how } => self.take_held(sv, r, c, (from, tag, how)),
+            };
+            if !went {
+                return;
+            }
+            r.at[c as usize] += 1;
+        }
+        r.stepped |= 1 << c;
+    }
+
+    /// Chunk `c` is waiting for `(from, tag)` and it is held: take it.
+    fn take_held<H: Hw>(
+        &mut self,
+        sv: &mut Services<'_, H>,
+        r: &mut Run,
+        c: u32,
+        (from, tag, how): (u16, u8, How),
+    ) -> bool {
+        let (g, cseq) = (r.f.group, r.f.cseq);
+        let Some(i) = self.find_held(sv.hw, |h| {
+            h.group == g && h.cseq == cseq && h.chunk as u32 == c && h.tag == tag && h.from == from
+        }) else {
+            if r.waiting.is_none() {
+                r.waiting = Some((from, sv.now(), sv.now()));
+            }
+            return false;
+        };
+        self.held &= !(1 << i);
+        let len = Held::load(sv.hw, i).len as u32;
+        self.apply(sv, r, c, (map::coll_held(i), len), how)
+    }
+
+    /// Take `len` bytes at `at` into chunk `c` as `how` says. False (and
+    /// counted) when the length is not the chunk's.
+    pub(super) fn apply<H: Hw>(
+        &mut self,
+        sv: &mut Services<'_, H>,
+        r: &mut Run,
+        c: u32,
+        (at, len): (u32, u32),
+        how: How,
+    ) -> bool {
+        if len != Self::chunk_len(r, c) {
+            sv.count(Stat::BadHeaders, 1);
+            return false;
+        }
+        r.waiting = None;
+        let dst = Self::chunk_at(r, c);
+        match how {
+            How::Copy => copy_sram(sv.hw, at, dst, len),
+            How::Combine(side) => {
+                let mut a = [0u8; 256];
+                let mut b = [0u8; 256];
+                let mut done = 0;
+                while done < len {
+                    let n = (len - done).min(256) as usize;
+                    sv.hw.read(dst + done, &mut a[..n]);
+                    sv.hw.read(at + done, &mut b[..n]);
+                    combine(r.f.op, r.f.dtype, &mut a[..n], &b[..n], side);
+                    sv.hw.write(dst + done, &a[..n]);
+                    done += n as u32;
+                }
+            }
+        }
+        true
+    }
+
+    /// Is the run over (every chunk stepped and written, every send
+    /// acknowledged, or members missing)? Then its end is owed.
+    fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let Some(r) = self.run else { return };
+        let all = if r.nchunks as usize == MAX_CHUNKS { u64::MAX } else { (1 << r.nchunks) - 1 };
+        let unacked = self.sent != 0;
+        let in_flight = (r.writing & !r.written) | (r.reading & !r.loaded);
+        if !r.failed && (r.stepped & r.written != all || unacked) {
+            return;
+        }
+        if r.failed && in_flight != 0 {
+            return; // let the host-DMA in flight land first
+        }
+        let g = r.f.group as usize;
+        self.done[g] = r.f.cseq;
+        if r.failed {
+            self.aborted[g] = r.f.cseq;
+            self.sent = 0;
+            self.unsent = 0;
+            self.telling = Some(super::Telling {
+                group: r.f.group,
+                cseq: r.f.cseq,
+                port: r.f.port,
+                next: 0,
+                n: r.shape.n,
+            });
+        }
+        // Chunks of this one held past its end (duplicates) go.
+        self.let_go_held(sv.hw, |h| h.group == r.f.group && h.cseq <= r.f.cseq);
+        self.run = None;
+        self.owed = Some(Owed::of(&r.f, r.failed));
+        self.report(sv);
+    }
+
+    /// Post the finished collective's events: the pieces of its missing
+    /// list, then its Collective event.
+    #[inline(never)]
+    pub(super) fn report<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let Some(mut o) = self.owed else { return };
+        if !sv.is_open(o.port) {
+            self.owed = None;
+            return;
+        }
+        let at = map::coll_missing(o.group as u32);
+        while o.failed && (o.piece as usize) < LOST_BYTES / 16 {
+            let mut b = [0u8; 16];
+            sv.hw.read(at + 16 * o.piece as u32, &mut b);
+            if b != [0; 16] {
+                let mut e = Event::empty(EventKind::McastLost);
+                e.tag = o.tag;
+                e.len = 16 * o.piece as u32;
+                e.inline = b;
+                e.inline_len = 16;
+                if !sv.event(o.port, &e) {
+                    self.owed = Some(o);
+                    return;
+                }
+            }
+            o.piece += 1;
+        }
+        let mut e = Event::empty(EventKind::Collective);
+        e.status = if o.failed { SendStatus::Incomplete } else { SendStatus::Ok } as u8;
+        e.node = o.group;
+        e.len = o.cseq;
+        e.addr = o.remote;
+        e.tag = o.tag;
+        e.size_class = o.kind as u8;
+        e.port = o.alg as u8;
+        if !sv.event(o.port, &e) {
+            self.owed = Some(o);
+            return;
+        }
+        self.owed = None;
+    }
+
+    /// Node `node` is missing from the run: list it, end the run.
+    pub(super) fn missing_node<H: Hw>(&mut self, sv: &mut Services<'_, H>, node: u16) {
+        let at = (node as usize / 8).min(LOST_BYTES - 1);
+        let mut b = [0u8; LOST_BYTES];
+        b[at] = 1 << (node % 8);
+        self.missing(sv, &b[..=at]);
+    }
+
+    /// Members missing from the run: add `bits` (the first bytes of a
+    /// `LostHeads` bitmap) to its list, end the run.
+    pub(super) fn missing<H: Hw>(&mut self, sv: &mut Services<'_, H>, bits: &[u8]) {
+        let Some(r) = self.run.as_mut() else { return };
+        let at = map::coll_missing(r.f.group as u32);
+        let mut b = [0u8; LOST_BYTES];
+        sv.hw.read(at, &mut b);
+        for (x, y) in b.iter_mut().zip(bits) {
+            *x |= y;
+        }
+        sv.hw.write(at, &b);
+        r.failed = true;
+        self.finish_if_done(sv);
+    }
+}

@@ -1,0 +1,380 @@
+//! The collective offload's packets: chunks sent and kept until
+//! acknowledged, chunks and answers taken in, retransmissions, probes of
+//! a peer waited for, and the abort told to every member.
+
+use super::records::{Held, Sent};
+use super::{Collective, Run};
+use crate::hw::Hw;
+use crate::offload::services::copy_sram;
+use crate::offload::{Packet, Services};
+use nic_abi::collective::{CollRepr, CtlCode, Step, CHUNK_MAX};
+use nic_abi::event::LOST_BYTES;
+use nic_abi::group::{self, GroupHead};
+use nic_abi::map::{self, GROUP_ENTRIES};
+use nic_abi::packet::Addr;
+use nic_abi::stats::Stat;
+use nic_abi::Priority;
+
+/// How often a member probes the peer it waits for (a part of the send
+/// timeout).
+const PROBES_PER_TIMEOUT: u64 = 4;
+
+fn member(hw: &impl Hw, group: u16, rank: u16) -> u16 {
+    let mut b = [0u8; 2];
+    hw.read(group::member(group as u32, rank), &mut b);
+    u16::from_le_bytes(b)
+}
+
+/// A packet of this offload from this NIC (`me`) to node `to`, port `port`.
+fn addr(me: u16, to: u16, port: u8) -> Addr {
+    Addr { src_node: me, src_port: port, dst_node: to, dst_port: port, priority: Priority::Low }
+}
+
+impl Collective {
+    /// Send chunk `c` of run `r` to rank `to` (step tag `tag`), keeping
+    /// its bytes until it is acknowledged. False when no slot is free.
+    pub(super) fn send_chunk<H: Hw>(
+        &mut self,
+        sv: &mut Services<'_, H>,
+        r: &Run,
+        c: u32,
+        to: u16,
+        tag: u8,
+    ) -> bool {
+        let free = !self.sent & ((1u32 << map::COLL_SENT) - 1) as u16;
+        if free == 0 {
+            return false;
+        }
+        let i = free.trailing_zeros();
+        let len = Self::chunk_len(r, c);
+        copy_sram(sv.hw, Self::chunk_at(r, c), map::coll_sent(i), len);
+        let node = member(sv.hw, r.f.group, to);
+        let now = sv.now();
+        let s = Sent { to, node, chunk: c as u16, tag, len: len as u16, last_tx: now, life: now };
+        s.store(sv.hw, i);
+        self.sent |= 1 << i;
+        self.transmit(sv, r, i);
+        true
+    }
+
+    /// Put sent chunk `i` on the wire (again).
+    fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &Run, i: u32) {
+        let mut s = Sent::load(sv.hw, i);
+        let h = CollRepr {
+            addr: addr(sv.config().node, s.node, r.f.port),
+            ctl: None,
+            group: r.f.group,
+            cseq: r.f.cseq,
+            tag: s.tag,
+            chunk: s.chunk as u32,
+            from_rank: r.shape.rank,
+            len: r.f.len,
+        }
+        .emit();
+        if sv.send_from(&h, map::coll_sent(i), s.len as u32) {
+            self.unsent &= !(1 << i);
+            s.last_tx = sv.now();
+            s.store(sv.hw, i);
+        } else {
+            self.unsent |= 1 << i;
+            self.again = true;
+        }
+    }
+
+    /// Answer packet `q` (from rank `me` of its group) with `code`; an
+    /// abort carries the group's missing list.
+    fn answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr, me: u16, code: CtlCode) {
+        let a = CollRepr {
+            addr: addr(sv.config().node, q.addr.src_node, q.addr.dst_port),
+            ctl: Some(code),
+            from_rank: me,
+            ..*q
+        };
+        let (at, len) = match code {
+            CtlCode::Abort => missing_list(sv.hw, q.group),
+            _ => (0, 0),
+        };
+        if !sv.send_from(&a.emit(), at, len) {
+            sv.count(Stat::Drops, 1); // the asker asks again
+        }
+    }
+
+    /// A packet of this offload.
+    pub(super) fn arrived<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet) {
+        let Some(q) = CollRepr::parse(&p.header) else {
+            sv.count(Stat::BadHeaders, 1);
+            return;
+        };
+        let open = q.group < GROUP_ENTRIES as u16 && sv.is_open(q.addr.dst_port);
+        let head = super::super::multicast::group_head(sv.hw, q.group)
+            .filter(|g| open && g.port == q.addr.dst_port);
+        let Some(g) = head else {
+            if matches!(q.ctl, None | Some(CtlCode::Probe)) {
+                self.answer(sv, &q, 0, CtlCode::Gone);
+            }
+            return;
+        };
+        if q.from_rank >= g.size || member(sv.hw, q.group, q.from_rank) != q.addr.src_node {
+            sv.count(Stat::BadHeaders, 1);
+            return;
+        }
+        match q.ctl {
+            None => self.chunk_in(sv, p, &q, &g),
+            Some(CtlCode::Probe) => {
+                let gi = q.group as usize;
+                let over = self.aborted[gi] == q.cseq && self.done[gi] >= q.cseq
+                    || self.run.is_some_and(|r| r.f.group == q.group && r.failed);
+                let code = if over { CtlCode::Abort } else { CtlCode::Alive };
+                self.answer(sv, &q, g.rank, code);
+            }
+            Some(CtlCode::Abort) => self.abort_in(sv, p, &q),
+            Some(code) => self.reply_in(sv, &q, code),
+        }
+        self.progress(sv);
+    }
+
+    /// A chunk from a peer.
+    fn chunk_in<H: Hw>(
+        &mut self,
+        sv: &mut Services<'_, H>,
+        p: &Packet,
+        q: &CollRepr,
+        g: &GroupHead,
+    ) {
+        let gi = q.group as usize;
+        if q.cseq <= self.done[gi] {
+            return self.answer(sv, q, g.rank, CtlCode::Ack); // again: it was taken
+        }
+        let len = p.header.payload_len as u32;
+        if let Some(mut r) = self.run.filter(|r| r.f.group == q.group && r.f.cseq == q.cseq) {
+            let c = q.chunk;
+            let steps = r.shape.steps(c);
+            let j = steps.as_slice().iter().position(
+                |s| matches!(*s, Step::Recv { from, tag, .. } if from == q.from_rank && tag == q.tag),
+            );
+            let (Some(j), true) = (j, c < r.nchunks) else {
+                sv.count(Stat::BadHeaders, 1);
+                return;
+            };
+            let at = r.at[c as usize] as usize;
+            if at > j {
+                return self.answer(sv, q, g.rank, CtlCode::Ack);
+            }
+            if at == j && r.loaded & (1 << c) != 0 {
+                let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
+                if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
+                    r.at[c as usize] += 1;
+                    self.run = Some(r);
+                    return self.answer(sv, q, g.rank, CtlCode::Ack);
+                }
+                return;
+            }
+        }
+        self.hold(sv, p, q, g);
+    }
+
+    /// Keep a chunk that came before its step (or refuse it for now).
+    fn hold<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet, q: &CollRepr, g: &GroupHead) {
+        let len = p.header.payload_len as u32;
+        if len > CHUNK_MAX || q.chunk > u16::MAX as u32 {
+            sv.count(Stat::BadHeaders, 1);
+            return;
+        }
+        let h = Held {
+            group: q.group,
+            cseq: q.cseq,
+            chunk: q.chunk as u16,
+            tag: q.tag,
+            from: q.from_rank,
+            len: len as u16,
+        };
+        if self.find_held(sv.hw, |x| Held { len: x.len, ..h } == *x).is_some() {
+            return self.answer(sv, q, g.rank, CtlCode::Ack);
+        }
+        let near = q.cseq <= self.done[q.group as usize].saturating_add(2);
+        let free = !self.held & ((1u32 << map::COLL_HELD) - 1) as u8;
+        if !near || free == 0 {
+            return self.answer(sv, q, g.rank, CtlCode::Busy);
+        }
+        let i = free.trailing_zeros();
+        copy_sram(sv.hw, sv.payload_at(p), map::coll_held(i), len);
+        h.store(sv.hw, i);
+        self.held |= 1 << i;
+        self.answer(sv, q, g.rank, CtlCode::Ack);
+    }
+
+    /// An ack, a Busy, a Gone, or an answer to a probe.
+    fn reply_in<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr, code: CtlCode) {
+        let Some(r) = self.run.filter(|r| r.f.group == q.group && r.f.cseq == q.cseq) else {
+            return;
+        };
+        let now = sv.now();
+        if code == CtlCode::Alive {
+            if let Some(w) = self.run.as_mut().and_then(|r| r.waiting.as_mut()) {
+                if w.0 == q.from_rank {
+                    w.1 = now;
+                }
+            }
+            return;
+        }
+        let mut bits = self.sent;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let mut s = Sent::load(sv.hw, i);
+            if s.to != q.from_rank || s.chunk as u32 != q.chunk || s.tag != q.tag {
+                continue;
+            }
+            match code {
+                CtlCode::Ack => {
+                    self.sent &= !(1 << i);
+                    self.unsent &= !(1 << i);
+                }
+                CtlCode::Busy => {
+                    s.life = now;
+                    s.store(sv.hw, i);
+                }
+                CtlCode::Gone => self.missing_node(sv, s.node),
+                _ => {}
+            }
+            let _ = r;
+            return;
+        }
+    }
+
+    /// Another member says collective `q.cseq` is over with members missing.
+    fn abort_in<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet, q: &CollRepr) {
+        let gi = q.group as usize;
+        let mut b = [0u8; LOST_BYTES];
+        let n = sv.payload(p, &mut b);
+        match self.run {
+            Some(r) if r.f.group == q.group && r.f.cseq == q.cseq => self.missing(sv, &b[..n]),
+            Some(r) if r.f.group == q.group => {} // not this one's to keep
+            _ if q.cseq > self.done[gi] && q.cseq > self.aborted[gi] => {
+                self.aborted[gi] = q.cseq;
+                let at = map::coll_missing(q.group as u32);
+                sv.hw.write(at, &[0u8; LOST_BYTES]);
+                sv.hw.write(at, &b[..n]);
+            }
+            _ => {}
+        }
+    }
+
+    /// Retransmissions due, peers that stopped answering, probes.
+    #[inline(never)]
+    pub(super) fn timers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let Some(r) = self.run else { return };
+        let now = sv.now();
+        let (rto, limit) = (self.rto, self.limit);
+        let mut bits = self.sent;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let s = Sent::load(sv.hw, i);
+            if now.saturating_sub(s.life) >= limit {
+                sv.timer_handled();
+                return self.missing_node(sv, s.node);
+            }
+            let unsent = self.unsent & 1 << i != 0;
+            if unsent || now >= s.last_tx.saturating_add(rto) {
+                sv.timer_handled();
+                sv.count(Stat::Retransmits, !unsent as u64);
+                self.transmit(sv, &r, i);
+            }
+        }
+        let Some((peer, life, probed)) = r.waiting else { return };
+        if now.saturating_sub(life) >= limit {
+            sv.timer_handled();
+            return self.missing_node(sv, member(sv.hw, r.f.group, peer));
+        }
+        if now >= probed.saturating_add(limit / PROBES_PER_TIMEOUT) {
+            sv.timer_handled();
+            let q = CollRepr {
+                addr: addr(sv.config().node, member(sv.hw, r.f.group, peer), r.f.port),
+                ctl: Some(CtlCode::Probe),
+                group: r.f.group,
+                cseq: r.f.cseq,
+                tag: 0,
+                chunk: 0,
+                from_rank: r.shape.rank,
+                len: r.f.len,
+            };
+            if sv.send(&q.emit(), &[]) {
+                if let Some(w) = self.run.as_mut().and_then(|r| r.waiting.as_mut()) {
+                    w.2 = now;
+                }
+            } else {
+                self.again = true;
+            }
+        }
+    }
+
+    /// Work out again when the sent chunks next need a look (a
+    /// retransmission, or the end of the send timeout).
+    pub(super) fn refresh_due(&mut self, hw: &impl Hw) {
+        let mut due = u64::MAX;
+        let mut bits = self.sent;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let s = Sent::load(hw, i);
+            due =
+                due.min(s.last_tx.saturating_add(self.rto)).min(s.life.saturating_add(self.limit));
+        }
+        self.due = due;
+    }
+
+    /// When the next retransmission or probe is due (the earliest of
+    /// the sent chunks' times, kept as `due` when they change).
+    pub(super) fn next_timer(&self) -> Option<u64> {
+        let r = self.run.as_ref()?;
+        let limit = self.limit;
+        let mut t = (self.sent != 0).then_some(self.due);
+        if let Some((_, life, probed)) = r.waiting {
+            let w = probed.saturating_add(limit / PROBES_PER_TIMEOUT).min(life + limit);
+            t = Some(t.map_or(w, |x| x.min(w)));
+        }
+        t
+    }
+
+    /// Tell the other members of a group that its collective is over with
+    /// members missing (as transmit buffers allow).
+    #[inline(never)]
+    pub(super) fn tell<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let Some(mut t) = self.telling else { return };
+        let Some(g) = super::super::multicast::group_head(sv.hw, t.group) else {
+            self.telling = None;
+            return;
+        };
+        let (at, len) = missing_list(sv.hw, t.group);
+        while t.next < t.n {
+            if t.next != g.rank {
+                let q = CollRepr {
+                    addr: addr(sv.config().node, member(sv.hw, t.group, t.next), t.port),
+                    ctl: Some(CtlCode::Abort),
+                    group: t.group,
+                    cseq: t.cseq,
+                    tag: 0,
+                    chunk: 0,
+                    from_rank: g.rank,
+                    len: 0,
+                };
+                if !sv.send_from(&q.emit(), at, len) {
+                    self.telling = Some(t);
+                    return;
+                }
+            }
+            t.next += 1;
+        }
+        self.telling = None;
+    }
+}
+
+/// Group `g`'s missing list in SRAM, up to its last byte with a bit set.
+fn missing_list(hw: &impl Hw, g: u16) -> (u32, u32) {
+    let at = map::coll_missing(g as u32);
+    let mut b = [0u8; LOST_BYTES];
+    hw.read(at, &mut b);
+    let len = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    (at, len as u32)
+}
