@@ -118,6 +118,8 @@ pub enum DriverError {
     FlowTableFull,
     /// A multicast group or request that cannot be (why).
     BadGroup(&'static str),
+    /// A collective that cannot be (why).
+    BadCollective(&'static str),
 }
 
 /// Why a NIC is down (`DriverError::NicDown`).
@@ -316,6 +318,7 @@ impl fmt::Display for DriverError {
             BadFlow(what) => write!(f, "bad flow: {what}"),
             FlowTableFull => f.write_str("the NIC's flow table is full"),
             BadGroup(why) => write!(f, "bad multicast group: {why}"),
+            BadCollective(why) => write!(f, "bad collective: {why}"),
         }
     }
 }

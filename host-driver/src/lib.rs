@@ -62,6 +62,7 @@
 
 pub mod affinity;
 pub mod backend;
+pub mod collective;
 mod error;
 mod event;
 pub mod flows;

@@ -290,6 +290,8 @@ pub struct Port<B: NicBackend> {
     /// Multicasts' lost heads from `McastLost` events, by the root's tag,
     /// until their Sent event comes (right after them).
     lost: Vec<(u64, nic_abi::event::LostHeads)>,
+    /// Each group's last collective number posted (collective.rs).
+    cseqs: [u32; nic_abi::map::GROUP_ENTRIES as usize],
 }
 
 impl<B: NicBackend> Port<B> {
@@ -370,6 +372,7 @@ impl<B: NicBackend> Port<B> {
             news: News::new(),
             quiet: Quiet::default(),
             lost: Vec::new(),
+            cseqs: [0; nic_abi::map::GROUP_ENTRIES as usize],
         };
         // Its own NIC, watched from the open (a reset of it closes the
         // port).
@@ -876,7 +879,18 @@ impl<B: NicBackend> Port<B> {
         self.post_n(&refs, TokenBack::Send)
     }
 
-    fn post_n(&mut self, slots: &[&[u8]], token: TokenBack) -> Result<(), DriverError> {
+    /// The number of group `g`'s next collective, and its posting.
+    pub(crate) fn next_cseq(&self, g: u16) -> u32 {
+        self.cseqs.get(g as usize).map_or(1, |c| c.wrapping_add(1).max(1))
+    }
+
+    pub(crate) fn commit_cseq(&mut self, g: u16, cseq: u32) {
+        if let Some(c) = self.cseqs.get_mut(g as usize) {
+            *c = cseq;
+        }
+    }
+
+    pub(crate) fn post_n(&mut self, slots: &[&[u8]], token: TokenBack) -> Result<(), DriverError> {
         match token {
             TokenBack::Send if self.send_free == 0 => return Err(DriverError::NoSendToken),
             TokenBack::Recv if self.recv_free == 0 => return Err(DriverError::NoRecvToken),

@@ -196,7 +196,15 @@ pub const COLL_MISSING: u32 =
 /// bytes each), then of the sent ones.
 pub const COLL_RECS: u32 = COLL_MISSING + GROUP_ENTRIES * crate::event::LOST_BYTES as u32;
 pub const COLL_REC_SIZE: u32 = 32;
-pub const COLL_END: u32 = COLL_RECS + (COLL_HELD + COLL_SENT) * COLL_REC_SIZE;
+/// Collective offload: answers (acks, probes' answers) that found no
+/// transmit buffer, kept to go at the next pass: `COLL_ANSWERS` packet
+/// headers of `packet::HEADER_LEN` bytes.
+pub const COLL_ANSWER: u32 = COLL_RECS + (COLL_HELD + COLL_SENT) * COLL_REC_SIZE;
+pub const COLL_ANSWERS: u32 = 16;
+/// Collective offload: each group's numbers (the last collective done
+/// here, the last that ended with members missing: u32 each).
+pub const COLL_GROUPS: u32 = COLL_ANSWER + COLL_ANSWERS * crate::packet::HEADER_LEN as u32;
+pub const COLL_END: u32 = COLL_GROUPS + GROUP_ENTRIES * 8;
 
 pub const MAP_END: u32 = 0x0010_0000;
 /// Smallest SRAM that holds the map.
@@ -277,6 +285,16 @@ pub const fn coll_held_rec(i: u32) -> u32 {
 /// Collective offload: sent chunk `i`'s record.
 pub const fn coll_sent_rec(i: u32) -> u32 {
     COLL_RECS + (COLL_HELD + i) * COLL_REC_SIZE
+}
+
+/// Collective offload: group `g`'s numbers.
+pub const fn coll_group(g: u32) -> u32 {
+    COLL_GROUPS + g * 8
+}
+
+/// Collective offload: kept answer `i`'s header.
+pub const fn coll_answer(i: u32) -> u32 {
+    COLL_ANSWER + i * crate::packet::HEADER_LEN as u32
 }
 
 /// Collective offload: the members missing from group `g`'s last

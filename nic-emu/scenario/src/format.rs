@@ -94,6 +94,13 @@ pub enum FlowKind {
     /// One root sends each message to a group of nodes through a
     /// multicast tree; up to `window` multicasts outstanding.
     Multicast,
+    /// Collectives of a group (coll.rs): `count` barriers, reductions to
+    /// a root, reductions to every member, broadcasts from a root, one
+    /// after another.
+    Barrier,
+    Reduce,
+    Allreduce,
+    Broadcast,
 }
 
 impl FlowKind {
@@ -102,7 +109,16 @@ impl FlowKind {
             FlowKind::Stream => "stream",
             FlowKind::Pingpong => "pingpong",
             FlowKind::Multicast => "multicast",
+            FlowKind::Barrier => "barrier",
+            FlowKind::Reduce => "reduce",
+            FlowKind::Allreduce => "allreduce",
+            FlowKind::Broadcast => "broadcast",
         }
+    }
+
+    /// A collective (barrier, reduce, allreduce, broadcast)?
+    pub fn is_collective(self) -> bool {
+        matches!(self, FlowKind::Barrier | FlowKind::Reduce | FlowKind::Allreduce | FlowKind::Broadcast)
     }
 }
 
@@ -135,7 +151,8 @@ pub struct Flow {
     /// Shown in the output; default `flow<index>`.
     #[serde(default)]
     pub name: Option<String>,
-    /// `[node, port]` of the sender.
+    /// `[node, port]` of the sender (not for collectives: `port`).
+    #[serde(default)]
     pub src: Vec<u64>,
     /// `[node, port]` of the receiver (stream and pingpong flows).
     #[serde(default)]
@@ -147,7 +164,8 @@ pub struct Flow {
     /// Mixed message sizes, used in turn (give this or `bytes`).
     #[serde(default)]
     pub sizes: Option<Vec<u64>>,
-    /// Stream: messages; pingpong: round trips.
+    /// Stream: messages; pingpong: round trips (collectives: `count`).
+    #[serde(default)]
     pub messages: u64,
     #[serde(default = "default_priority")]
     pub priority: FlowPriority,
@@ -192,6 +210,24 @@ pub struct Flow {
     /// Multicast, k-binomial only: the k (default: the profile's best).
     #[serde(default)]
     pub k: Option<u64>,
+    /// Collectives: every member's port.
+    #[serde(default)]
+    pub port: Option<u64>,
+    /// Reductions: sum, min, max, band, bor (default sum).
+    #[serde(default)]
+    pub op: Option<String>,
+    /// Reductions and broadcast: i32, i64, u32, u64, f32, f64 (default f64).
+    #[serde(default)]
+    pub datatype: Option<String>,
+    /// Reductions and broadcast: elements per member (default 1).
+    #[serde(default)]
+    pub elements: Option<u64>,
+    /// Collectives: how many, one after another (default 1).
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Reduce and broadcast: the root's rank (default 0).
+    #[serde(default)]
+    pub root: Option<u64>,
 }
 
 fn default_priority() -> FlowPriority {
@@ -542,6 +578,9 @@ pub struct FlowSpec {
     /// Multicast flows: the group and the tree (`dst` is then the root's
     /// own `src`, unused).
     pub mcast: Option<McastSpec>,
+    /// Collective flows: the group, the collective and its algorithm
+    /// (`src` and `dst` are then the first member's `port`, unused).
+    pub coll: Option<super::coll::CollSpec>,
 }
 
 impl FlowSpec {
@@ -595,7 +634,7 @@ impl FlowSpec {
         match self.kind {
             FlowKind::Stream => vec![self.forward_key()],
             FlowKind::Pingpong => vec![self.forward_key(), self.reply_key()],
-            FlowKind::Multicast => Vec::new(),
+            _ => Vec::new(),
         }
     }
 
@@ -603,7 +642,7 @@ impl FlowSpec {
     pub fn send_window(&self) -> u32 {
         match self.kind {
             FlowKind::Stream | FlowKind::Multicast => self.window,
-            FlowKind::Pingpong => 1,
+            _ => 1,
         }
     }
 }
@@ -776,14 +815,19 @@ impl Scenario {
         let mut groups = 0u16;
         for (i, (label, f)) in all.iter().enumerate() {
             let mut spec = validate_flow(i, label, f, nodes)?;
-            if let Some(m) = spec.mcast.as_mut() {
+            let slot = match (spec.mcast.as_mut(), spec.coll.as_mut()) {
+                (Some(m), _) => Some(&mut m.group_id),
+                (_, Some(c)) => Some(&mut c.group_id),
+                _ => None,
+            };
+            if let Some(id) = slot {
                 if groups as u32 >= GROUP_ENTRIES {
                     return err(format!(
-                        "{label}: more than {GROUP_ENTRIES} multicast flows (each takes a slot \
-                         of a NIC's group table, which has {GROUP_ENTRIES})"
+                        "{label}: more than {GROUP_ENTRIES} multicast and collective flows \
+                         (each takes a slot of a NIC's group table, which has {GROUP_ENTRIES})"
                     ));
                 }
-                m.group_id = groups;
+                *id = groups;
                 groups += 1;
             }
             if let Some(j) = names.insert(spec.name.clone(), i) {
@@ -855,10 +899,11 @@ fn expand_alltoall(
         return Err(ScenarioError::new(format!("{label}.name: must not be empty")));
     }
     check_name(&format!("{label}.name"), &a.name)?;
-    if a.kind == FlowKind::Multicast {
+    if a.kind == FlowKind::Multicast || a.kind.is_collective() {
         return Err(ScenarioError::new(format!(
-            "{label}.kind: \"multicast\" does not apply to [[alltoall]] (give a [[flows]] table \
-             with `group` or `group_size`)"
+            "{label}.kind: \"{}\" does not apply to [[alltoall]] (give a [[flows]] table \
+             with `group` or `group_size`)",
+            a.kind.as_str()
         )));
     }
     let members: Vec<u64> = match &a.nodes {
@@ -932,6 +977,12 @@ fn expand_alltoall(
                     scheme: None,
                     algorithm: None,
                     k: None,
+                    port: None,
+                    op: None,
+                    datatype: None,
+                    elements: None,
+                    count: None,
+                    root: None,
                 },
             ));
         }
@@ -949,6 +1000,27 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         }
         None => format!("flow{i}"),
     };
+    if f.kind.is_collective() {
+        return validate_collective(i, label, name, f, nodes);
+    }
+    if f.src.is_empty() {
+        return err(format!("{label}: `src` is missing (the sender's [node, port])"));
+    }
+    if f.messages == 0 {
+        return err(format!("{label}: `messages` is missing (or 0)"));
+    }
+    for (key, given) in [
+        ("port", f.port.is_some()),
+        ("op", f.op.is_some()),
+        ("datatype", f.datatype.is_some()),
+        ("elements", f.elements.is_some()),
+        ("count", f.count.is_some()),
+        ("root", f.root.is_some()),
+    ] {
+        if given {
+            return err(format!("{label}.{key}: applies to collective flows only"));
+        }
+    }
     let multicast = f.kind == FlowKind::Multicast;
     if !multicast {
         for (key, given) in [
@@ -1040,7 +1112,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         (FlowKind::Stream | FlowKind::Multicast, Some(w)) => w,
         (FlowKind::Stream, None) => DEFAULT_WINDOW,
         (FlowKind::Multicast, None) => DEFAULT_MCAST_WINDOW,
-        (FlowKind::Pingpong, _) => 1,
+        (_, _) => 1,
     };
     let mcast = if multicast { Some(validate_multicast(label, f, nodes)?) } else { None };
     let rate = validate_rate(label, f)?;
@@ -1077,6 +1149,45 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         stop_ns,
         trace: f.trace,
         mcast,
+        coll: None,
+    })
+}
+
+/// A collective flow: its keys (coll.rs), as a flow of `count` messages
+/// of its vector's size from its first member.
+fn validate_collective(
+    i: usize,
+    label: &str,
+    name: String,
+    f: &Flow,
+    nodes: u64,
+) -> Result<FlowSpec, ScenarioError> {
+    let c = super::coll::validate(label, f, nodes)?;
+    if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
+        return Err(ScenarioError::new(format!(
+            "{label}.start_us: {} out of range (0..=3600000000, an hour in us)",
+            Short(f.start_us)
+        )));
+    }
+    Ok(FlowSpec {
+        index: i,
+        name,
+        label: label.to_string(),
+        src_node: c.members[0],
+        src_port: c.port,
+        dst_node: c.members[0],
+        dst_port: c.port,
+        kind: f.kind,
+        sizes: vec![c.bytes() as u64],
+        messages: c.count,
+        priority: f.priority.abi(),
+        start_ns: (f.start_us * 1000.0).round() as u64,
+        window: 1,
+        rate: RatePlan::Unmanaged,
+        stop_ns: None,
+        trace: false,
+        mcast: None,
+        coll: Some(c),
     })
 }
 

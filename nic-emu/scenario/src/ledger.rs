@@ -122,6 +122,8 @@ pub struct FlowLedger {
     pub dispatch_ticks: Vec<u64>,
     /// Multicast flows: what each member and the root saw.
     pub mcast: Option<McastLedger>,
+    /// Collective flows: what each member saw.
+    pub coll: Option<super::coll::CollLedger>,
 }
 
 /// One multicast on its way: posted at the root, not yet at every member
@@ -194,6 +196,7 @@ impl FlowLedger {
                 members: (1..m.members.len()).map(|_| StreamLedger::default()).collect(),
                 ..McastLedger::default()
             }),
+            coll: spec.coll.as_ref().map(|c| super::coll::CollLedger::new(c.members.len())),
             spec,
         }
     }
@@ -242,8 +245,8 @@ impl FlowLedger {
                     if let Some(t) = self.send_ns.remove(&i) {
                         let lat = now.saturating_sub(t);
                         self.latencies.push(match self.spec.kind {
-                            FlowKind::Stream | FlowKind::Multicast => lat,
                             FlowKind::Pingpong => lat / 2,
+                            _ => lat,
                         });
                     }
                 }
@@ -403,6 +406,7 @@ impl FlowLedger {
                 self.streams[1].expected >= m && self.completed[0] >= m && self.completed[1] >= m
             }
             FlowKind::Multicast => false,
+            _ => self.coll.as_ref().is_some_and(|c| c.all_done >= m),
         }
     }
 }

@@ -20,6 +20,7 @@
 //! program would.
 
 pub mod app;
+pub mod coll;
 pub mod format;
 mod ledger;
 pub mod mcast;

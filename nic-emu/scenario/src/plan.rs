@@ -255,7 +255,7 @@ fn pingpong_slots(max: u64) -> u32 {
 fn recv_want(f: &FlowSpec) -> u32 {
     match f.kind {
         FlowKind::Stream | FlowKind::Multicast => f.window,
-        FlowKind::Pingpong => 1,
+        _ => 1,
     }
 }
 
@@ -276,6 +276,7 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
         .collect();
     let mut streams = BTreeMap::new();
     let mut groups = BTreeMap::new();
+    let mut coll_want = Vec::new();
     // (node, port) -> (class, priority) -> buffers wanted
     let mut want: BTreeMap<(u16, u8), BTreeMap<(u8, Priority), u32>> = BTreeMap::new();
     let mut add_recv = |node: u16, port: u8, f: &FlowSpec, n: u32| {
@@ -285,6 +286,20 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
         }
     };
     for f in &v.flows {
+        if let Some(c) = &f.coll {
+            groups.insert(c.group_id, f.index);
+            for &node in &c.members {
+                // Every member's port is open; the host scheme's messages
+                // need receive buffers there.
+                let n = match c.scheme {
+                    super::coll::CollScheme::Host => super::coll::HOST_RECV_BUFFERS,
+                    super::coll::CollScheme::Nic => 0,
+                };
+                let class = size_class_for(super::coll::host_message_len(c));
+                coll_want.push(((node, c.port), (class, f.priority), n));
+            }
+            continue;
+        }
         if let Some(m) = &f.mcast {
             groups.insert(m.group_id, f.index);
             check_mcast_sends(f)?;
@@ -321,7 +336,6 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
                 });
                 // The receiving port must be open even if it sends nothing.
             }
-            FlowKind::Multicast => {}
             FlowKind::Pingpong => {
                 streams.insert(f.reply_key(), (f.index, Dir::Reply));
                 add_recv(f.src_node, f.src_port, f, recv_want(f));
@@ -349,6 +363,14 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
                     start_ns: 0,
                 });
             }
+            _ => {}
+        }
+    }
+
+    for (at, pool, n) in coll_want {
+        let m = want.entry(at).or_default();
+        if n > 0 {
+            *m.entry(pool).or_default() += n;
         }
     }
 

@@ -156,6 +156,12 @@ pub struct FlowReport {
     /// Multicast flows: the group, the tree and what it cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multicast: Option<McastReport>,
+    /// Collective flows: the group, the algorithm, the skew, the CPU
+    /// and whether every result was right. (`latency_ns` is then each
+    /// collective's, from the first member's entry to the last member's
+    /// completion; `delivered` counts those complete at every member.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<super::coll::CollReport>,
 }
 
 /// What a multicast flow adds to its report (docs/scenarios.md). Figures

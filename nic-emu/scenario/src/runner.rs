@@ -476,6 +476,8 @@ pub(super) fn messages_total(v: &Validated) -> u64 {
             super::FlowKind::Stream => f.messages,
             super::FlowKind::Pingpong => 2 * f.messages,
             super::FlowKind::Multicast => mcast::receptions(f),
+            // A collective: one completion per member.
+            _ => f.coll.as_ref().map_or(0, |c| c.count * c.size() as u64),
         })
         .sum()
 }
@@ -495,17 +497,21 @@ pub(super) fn flow_reports(
         .map(|(i, f)| {
             let s = &f.spec;
             let first = f.first_send_ns.unwrap_or(0);
+            let coll = match (&s.coll, &f.coll) {
+                (Some(c), Some(l)) => Some(super::coll::report(c, l, l.alg.unwrap_or(c.alg(4096)))),
+                _ => None,
+            };
             FlowReport {
                 name: s.name.clone(),
                 messages: s.messages,
-                delivered: f.delivered,
+                delivered: f.coll.as_ref().map_or(f.delivered, |c| c.all_done),
                 bytes: f.bytes,
                 corrupted: f.corrupted,
                 duplicates: f.duplicates,
                 first_send_ns: first,
                 last_recv_ns: f.last_recv_ns,
                 bandwidth_mb_s: bandwidth_mb_s(f.bytes, first, f.last_recv_ns),
-                latency_ns: f.latencies.latency(),
+                latency_ns: coll.as_ref().map_or_else(|| f.latencies.latency(), |c| c.0),
                 kind: s.kind.as_str().to_string(),
                 src: [s.src_node as u64, s.src_port as u64],
                 dst: s.mcast.is_none().then_some([s.dst_node as u64, s.dst_port as u64]),
@@ -522,6 +528,7 @@ pub(super) fn flow_reports(
                 idt_history: idt_history(s),
                 dispatch_ticks: s.trace.then(|| f.dispatch_ticks.clone()),
                 multicast: mcast::report(f, layout, sim),
+                collective: coll.as_ref().map(|c| c.1.clone()),
             }
         })
         .collect()

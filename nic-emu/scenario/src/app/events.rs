@@ -10,6 +10,7 @@ use super::super::format::StreamKey;
 use super::super::ledger::Verdict;
 use super::super::plan::{Dir, RoleKind};
 use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
+use super::coll::COLL_TAG;
 use super::{NodeApp, NodeHost};
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
@@ -37,8 +38,18 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
+            Event::Sent { tag, status, .. } if tag & COLL_TAG == COLL_TAG => {
+                self.host_sent(tag, status)
+            }
             Event::Sent { tag, status, ref mcast, .. } => {
                 self.on_send_done(pi, tag, status, mcast.as_ref())
+            }
+            Event::Collective { group, cseq, status, .. } => {
+                self.on_collective(pi, group, cseq, status)
+            }
+            Event::Error { cause, tag, .. } if tag & COLL_TAG == COLL_TAG => {
+                self.problem(format!("a collective message refused: {cause:?}"));
+                self.host_sent(tag, SendStatus::Dropped)
             }
             Event::Error { cause, tag, desc_kind, .. } => {
                 self.problem(format!(
@@ -66,6 +77,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     ) {
         let Some((pool, idx)) = self.buffer_of(pi, tag) else { return };
         let buf = self.ports[pi].pools[pool].bufs[idx];
+        if let Some(ci) = self.host_coll_of(pi, node) {
+            let mut msg = vec![0u8; (len as u64).min(buf.len) as usize];
+            let _ = self.ports[pi].port.read(&buf, 0, &mut msg);
+            self.repost(pi, pool, idx);
+            return self.host_received(ci, node, &msg);
+        }
         let key = StreamKey {
             src_node: node,
             src_port: port,

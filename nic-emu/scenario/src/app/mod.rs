@@ -28,6 +28,7 @@ use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
+mod coll;
 mod events;
 mod host;
 mod mcast;
@@ -118,6 +119,8 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     events: u64,
     /// The multicast groups this node is a member of (root included).
     mcasts: Vec<McastCtx>,
+    /// The collective flows this node is a member of.
+    colls: Vec<coll::CollCtx>,
     /// Receive buffers a relay's sends go out of: (port, pool, index) ->
     /// (sends not completed yet, flow). Posted again when none is left.
     lent: BTreeMap<(usize, usize, usize), (u32, usize)>,
@@ -197,6 +200,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             trace_read: (0, 0),
             events: 0,
             mcasts: Vec::new(),
+            colls: Vec::new(),
             lent: BTreeMap::new(),
             pending_relays: VecDeque::new(),
             tree_ops_seen: 0,
@@ -326,6 +330,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             })
             && self.lent.is_empty()
             && self.pending_relays.is_empty()
+            && self.colls_done()
     }
 }
 
@@ -411,6 +416,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             return events;
         }
         if let Some(t) = self.pump(now) {
+            wake_at(t);
+        }
+        if let Some(t) = self.coll_pump(now) {
             wake_at(t);
         }
         // A role that ended at once (refused, stopped with nothing in

@@ -138,6 +138,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             self.trace_read = (now, now);
         }
         self.create_groups(&nic)?;
+        self.create_colls(&nic)?;
         self.nic = Some(nic);
         // Every role is looked at in the first pass.
         let words = self.roles.len().div_ceil(64);

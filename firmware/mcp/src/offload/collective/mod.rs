@@ -20,9 +20,11 @@
 //! missing named (and this NIC tells every other member, which also
 //! learn it from the answers to their probes).
 //!
-//! One collective runs at a time on a NIC; a second descriptor waits in
-//! the ring until the first is done. Chunks of the next collective of a
-//! group may arrive before its descriptor: they are held.
+//! Two collectives of different groups run at once on a NIC (their
+//! vectors share `map::COLL_VECTOR`: one from its bottom, one from its
+//! top); a third, or the next of a group whose last has not ended here,
+//! waits in its ring until one is done. Chunks of a collective that has
+//! not begun here may arrive before its descriptor: they are held.
 //!
 //! Owns: descriptor kind `Collective`, packet types `Coll` and `CollCtl`,
 //! SRAM `map::COLL` (the vector, held and sent chunks, each group's
@@ -47,12 +49,16 @@ use records::Held;
 
 /// Most chunks of one collective's vector.
 pub const MAX_CHUNKS: usize = 64;
+/// Collectives running at once.
+pub const MAX_RUNS: usize = 2;
 
 /// The collective in progress.
 #[derive(Debug, Clone, Copy)]
 struct Run {
     f: CollFields,
     shape: Shape,
+    /// Where its vector is in SRAM.
+    base: u32,
     chunk: u32,
     nchunks: u32,
     /// Each chunk's next step.
@@ -119,19 +125,18 @@ struct Telling {
 }
 
 pub struct Collective {
-    run: Option<Run>,
+    runs: [Option<Run>; MAX_RUNS],
     /// Held chunks (bit i: record `map::coll_held_rec(i)` in use).
     held: u8,
     /// Sent chunks not yet acknowledged (bit i: `map::coll_sent_rec(i)`),
     /// and those of them not yet on the wire.
     sent: u16,
     unsent: u16,
-    /// Each group's last collective done here (its number; 0: none yet).
-    done: [u32; GROUP_ENTRIES as usize],
-    /// Each group's collective that ended with members missing (when its
-    /// number is above `done`, it has not begun here yet).
-    aborted: [u32; GROUP_ENTRIES as usize],
-    owed: Option<Owed>,
+    /// Answers kept for want of a transmit buffer (bit i:
+    /// `map::coll_answer(i)`).
+    answers: u16,
+    /// Finished collectives whose events are still to post.
+    owed: [Option<Owed>; MAX_RUNS],
     telling: Option<Telling>,
     /// Something could not be done for want of a resource: try again at
     /// the next pass.
@@ -144,7 +149,7 @@ pub struct Collective {
     due: u64,
 }
 
-const _: () = assert!(COLL_HELD <= 8 && COLL_SENT <= 16);
+const _: () = assert!(COLL_HELD <= 8 && COLL_SENT <= 16 && map::COLL_ANSWERS <= 16);
 
 impl Collective {
     /// The first held chunk `pick` chooses.
@@ -172,6 +177,43 @@ impl Collective {
         }
     }
 
+    /// Group `g`'s last collective done here (0: none yet), and its last
+    /// that ended with members missing (when above `done`, it has not
+    /// begun here yet).
+    fn done(hw: &impl Hw, g: u16) -> u32 {
+        hw.load_u32(map::coll_group(g as u32 % GROUP_ENTRIES))
+    }
+
+    fn aborted(hw: &impl Hw, g: u16) -> u32 {
+        hw.load_u32(map::coll_group(g as u32 % GROUP_ENTRIES) + 4)
+    }
+
+    fn set_done(hw: &mut impl Hw, g: u16, cseq: u32) {
+        hw.store_u32(map::coll_group(g as u32 % GROUP_ENTRIES), cseq);
+    }
+
+    fn set_aborted(hw: &mut impl Hw, g: u16, cseq: u32) {
+        hw.store_u32(map::coll_group(g as u32 % GROUP_ENTRIES) + 4, cseq);
+    }
+
+    /// The run of collective (`group`, `cseq`), if it is running here.
+    fn run_of(&self, group: u16, cseq: u32) -> Option<usize> {
+        self.runs.iter().position(|r| r.is_some_and(|r| r.f.group == group && r.f.cseq == cseq))
+    }
+
+    /// A free run slot for a vector of `len` bytes, and where its vector
+    /// goes (slot 0 from the bottom of the area, slot 1 from its top),
+    /// if it fits beside the other run's.
+    fn slot_for(&self, len: u32) -> Option<(usize, u32)> {
+        let len = len.next_multiple_of(8);
+        let used = |i: usize| self.runs[i].map_or(0, |r| r.f.len.next_multiple_of(8));
+        let i = self.runs.iter().position(Option::is_none)?;
+        if used(1 - i) + len > map::COLL_VECTOR || self.owed[i].is_some() {
+            return None;
+        }
+        Some((i, if i == 0 { COLL } else { COLL + map::COLL_VECTOR - len }))
+    }
+
     /// The chunk bytes of chunk `c` of a vector of `len` bytes.
     fn chunk_len(r: &Run, c: u32) -> u32 {
         if r.f.len == 0 {
@@ -183,12 +225,17 @@ impl Collective {
 
     /// Where chunk `c`'s value is.
     fn chunk_at(r: &Run, c: u32) -> u32 {
-        COLL + c * r.chunk
+        r.base + c * r.chunk
     }
 
     /// Check descriptor `f` from port `port` against the group and this
     /// NIC's limits, and make its run.
-    fn new_run<H: Hw>(sv: &mut Services<'_, H>, port: u8, f: CollFields) -> Result<Run, Intake> {
+    fn new_run<H: Hw>(
+        sv: &mut Services<'_, H>,
+        port: u8,
+        f: CollFields,
+        base: u32,
+    ) -> Result<Run, Intake> {
         let bad = |c| Err(Intake::Refused(c));
         let Some(g) = super::multicast::group_head(sv.hw, f.group) else {
             return bad(ErrorCause::BadGroup);
@@ -217,6 +264,7 @@ impl Collective {
         Ok(Run {
             f,
             shape,
+            base,
             chunk,
             nchunks,
             at: [0; MAX_CHUNKS],
@@ -250,13 +298,12 @@ impl Offload for Collective {
     const PACKET_TYPES: &'static [u8] = &[PacketType::Coll as u8, PacketType::CollCtl as u8];
     const SRAM: &'static [Region] = &[Region { start: COLL, len: COLL_END - COLL }];
     const NEW: Collective = Collective {
-        run: None,
+        runs: [None; MAX_RUNS],
         held: 0,
         sent: 0,
         unsent: 0,
-        done: [0; GROUP_ENTRIES as usize],
-        aborted: [0; GROUP_ENTRIES as usize],
-        owed: None,
+        answers: 0,
+        owed: [None; MAX_RUNS],
         telling: None,
         again: false,
         rto: 0,
@@ -266,6 +313,10 @@ impl Offload for Collective {
 
     fn init<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
         *self = Collective { rto: sv.config().rto, limit: sv.config().send_timeout, ..Self::NEW };
+        for g in 0..GROUP_ENTRIES as u16 {
+            Self::set_done(sv.hw, g, 0);
+            Self::set_aborted(sv.hw, g, 0);
+        }
     }
 
     fn descriptor<H: Hw>(
@@ -282,17 +333,23 @@ impl Offload for Collective {
         if f.group as u32 >= GROUP_ENTRIES {
             return Intake::Refused(ErrorCause::BadGroup);
         }
-        if f.cseq <= self.done[f.group as usize] {
+        if f.cseq <= Self::done(sv.hw, f.group) {
             return Intake::Refused(ErrorCause::BadDescriptor);
         }
-        if self.run.is_some() || self.owed.is_some() {
-            return Intake::Wait;
+        let busy = |r: &Option<Run>| r.is_some_and(|r| r.f.group == f.group);
+        let owing = |o: &Option<Owed>| o.is_some_and(|o| o.group == f.group);
+        if self.runs.iter().any(busy) || self.owed.iter().any(owing) {
+            return Intake::Wait; // the group's last is still running here
         }
-        let run = match Self::new_run(sv, port, f) {
+        if f.len > map::COLL_VECTOR {
+            return Intake::Refused(ErrorCause::BadLength);
+        }
+        let Some((ri, base)) = self.slot_for(f.len) else { return Intake::Wait };
+        let run = match Self::new_run(sv, port, f, base) {
             Ok(r) => r,
             Err(i) => return i,
         };
-        self.start(sv, run);
+        self.start(sv, ri, run);
         self.refresh_due(sv.hw);
         Intake::Taken
     }
@@ -304,7 +361,7 @@ impl Offload for Collective {
     }
 
     fn deadline(&self) -> Option<u64> {
-        if self.again || self.owed.is_some() || self.telling.is_some() {
+        if self.again || self.owed.iter().any(Option::is_some) || self.telling.is_some() {
             return Some(0);
         }
         self.next_timer()
@@ -312,6 +369,7 @@ impl Offload for Collective {
 
     fn expire<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
         self.again = false;
+        self.flush_answers(sv);
         self.timers(sv);
         self.progress(sv);
         self.tell(sv);
@@ -325,13 +383,12 @@ impl Offload for Collective {
     }
 
     fn port_closed<H: Hw>(&mut self, sv: &mut Services<'_, H>, port: u8) {
-        if self.run.is_some_and(|r| r.f.port == port) {
-            self.run = None;
-            self.sent = 0;
-            self.unsent = 0;
+        for r in self.runs.iter_mut().filter(|r| r.is_some_and(|r| r.f.port == port)) {
+            *r = None;
         }
-        if self.owed.is_some_and(|o| o.port == port) {
-            self.owed = None;
+        self.let_go_sent(sv.hw, |s| s.port == port);
+        for o in self.owed.iter_mut().filter(|o| o.is_some_and(|o| o.port == port)) {
+            *o = None;
         }
         if self.telling.is_some_and(|t| t.port == port) {
             self.telling = None;
@@ -339,8 +396,8 @@ impl Offload for Collective {
         // The port's groups start their numbering again.
         for g in 0..GROUP_ENTRIES as u16 {
             if super::multicast::group_head(sv.hw, g).is_none_or(|h| h.port == port) {
-                self.done[g as usize] = 0;
-                self.aborted[g as usize] = 0;
+                Self::set_done(sv.hw, g, 0);
+                Self::set_aborted(sv.hw, g, 0);
                 self.let_go_held(sv.hw, |h| h.group == g);
             }
         }

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! held: 0 group u16  2 chunk u16  4 tag u8  5 pad  6 from u16  8 cseq u32  12 len u16
-//! sent: 0 to u16  2 node u16  4 chunk u16  6 tag u8  7 pad  8 len u16  10 pad
-//!      16 last_tx u64  24 life u64
+//! sent: 0 to u16  2 node u16  4 chunk u16  6 tag u8  7 port u8  8 len u16
+//!      10 group u16  12 cseq u32  16 last_tx u64  24 life u64
 //! ```
 
 use crate::hw::Hw;
@@ -51,6 +51,11 @@ impl Held {
 /// A chunk sent and not yet acknowledged (its bytes at `map::coll_sent`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sent {
+    /// The collective it belongs to (its member ends before it is
+    /// acknowledged: it is sent again until it is), and its port.
+    pub group: u16,
+    pub cseq: u32,
+    pub port: u8,
     pub to: u16,
     pub node: u16,
     pub chunk: u16,
@@ -72,7 +77,10 @@ impl Sent {
             node: (a >> 16) as u16,
             chunk: (a >> 32) as u16,
             tag: (a >> 48) as u8,
+            port: (a >> 56) as u8,
             len: b as u16,
+            group: (b >> 16) as u16,
+            cseq: (b >> 32) as u32,
             last_tx: hw.load_u64(at + 16),
             life: hw.load_u64(at + 24),
         }
@@ -83,9 +91,10 @@ impl Sent {
         let a = self.to as u64
             | (self.node as u64) << 16
             | (self.chunk as u64) << 32
-            | (self.tag as u64) << 48;
+            | (self.tag as u64) << 48
+            | (self.port as u64) << 56;
         hw.store_u64(at, a);
-        hw.store_u64(at + 8, self.len as u64);
+        hw.store_u64(at + 8, self.len as u64 | (self.group as u64) << 16 | (self.cseq as u64) << 32);
         hw.store_u64(at + 16, self.last_tx);
         hw.store_u64(at + 24, self.life);
     }

@@ -2,7 +2,7 @@
 //! through its schedule, its result written out, its end reported.
 
 use super::records::Held;
-use super::{Collective, Owed, Run, MAX_CHUNKS};
+use super::{Collective, Owed, Run, MAX_CHUNKS, MAX_RUNS};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
 use crate::offload::{Offloads, Services};
@@ -12,39 +12,46 @@ use nic_abi::map;
 use nic_abi::rings::DmaDir;
 use nic_abi::stats::Stat;
 
-/// Host-DMA tags: the chunk, and whether it is the result's write.
+/// Host-DMA tags: the chunk (low bits), the run, and whether it is the
+/// result's write.
 const WRITE: u16 = 0x8000;
+const RUN_SHIFT: u16 = 12;
 
 fn id() -> u8 {
     Offloads::id_of(<Collective as crate::offload::Offload>::NAME).unwrap_or(0)
 }
 
 impl Collective {
-    /// Begin run `r` (the descriptor was taken).
-    pub(super) fn start<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: Run) {
-        let g = r.f.group as usize;
-        let missing = map::coll_missing(g as u32);
-        if self.aborted[g] == r.f.cseq {
+    /// Begin run `r` in slot `ri` (the descriptor was taken).
+    pub(super) fn start<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize, r: Run) {
+        let g = r.f.group;
+        if Self::aborted(sv.hw, g) == r.f.cseq {
             // Members went missing before it began here.
-            self.done[g] = r.f.cseq;
-            self.owed = Some(Owed::of(&r.f, true));
+            Self::set_done(sv.hw, g, r.f.cseq);
+            self.owed[ri] = Some(Owed::of(&r.f, true));
             return;
         }
-        sv.hw.write(missing, &[0u8; LOST_BYTES]);
-        self.run = Some(r);
+        sv.hw.write(map::coll_missing(g as u32), &[0u8; LOST_BYTES]);
+        self.runs[ri] = Some(r);
         self.progress(sv);
     }
 
-    /// Do what can be done now: reads to post, steps to take, writes to
-    /// post, the end.
+    /// Do what can be done now for every run: reads to post, steps to
+    /// take, writes to post, the end.
     #[inline(never)]
     pub(super) fn progress<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let Some(mut r) = self.run else { return };
+        for ri in 0..MAX_RUNS {
+            self.progress_run(sv, ri);
+        }
+    }
+
+    fn progress_run<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
+        let Some(mut r) = self.runs[ri] else { return };
         for c in 0..r.nchunks {
             let bit = 1u64 << c;
             if r.loaded & bit == 0 {
                 if r.reading & bit == 0 {
-                    self.post_dma(sv, &mut r, c, DmaDir::HostToSram);
+                    self.post_dma(sv, (&mut r, ri), c, DmaDir::HostToSram);
                 }
                 continue;
             }
@@ -52,18 +59,25 @@ impl Collective {
                 self.step_chunk(sv, &mut r, c);
             }
             if r.stepped & bit != 0 && r.written & bit == 0 && r.writing & bit == 0 {
-                self.post_dma(sv, &mut r, c, DmaDir::SramToHost);
+                self.post_dma(sv, (&mut r, ri), c, DmaDir::SramToHost);
             }
         }
-        self.run = Some(r);
-        self.finish_if_done(sv);
+        self.runs[ri] = Some(r);
+        self.finish_if_done(sv, ri);
     }
 
-    /// Post chunk `c`'s read or write.
-    fn post_dma<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &mut Run, c: u32, dir: DmaDir) {
+    /// Post chunk `c`'s read or write for run `ri`.
+    fn post_dma<H: Hw>(
+        &mut self,
+        sv: &mut Services<'_, H>,
+        (r, ri): (&mut Run, usize),
+        c: u32,
+        dir: DmaDir,
+    ) {
+        let run = (ri as u16) << RUN_SHIFT;
         let (vaddr, tag) = match dir {
-            DmaDir::HostToSram => (r.f.local, c as u16),
-            DmaDir::SramToHost => (r.f.remote, c as u16 | WRITE),
+            DmaDir::HostToSram => (r.f.local, c as u16 | run),
+            DmaDir::SramToHost => (r.f.remote, c as u16 | run | WRITE),
         };
         let at = vaddr + (c * r.chunk) as u64;
         let len = Self::chunk_len(r, c);
@@ -101,8 +115,9 @@ impl Collective {
 
     /// A host-DMA command of chunk `tag` finished.
     pub(super) fn dma_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, tag: u16) {
-        let Some(r) = self.run.as_mut() else { return };
-        let c = (tag & !WRITE) as usize;
+        let ri = ((tag & !WRITE) >> RUN_SHIFT) as usize;
+        let Some(r) = self.runs.get_mut(ri).and_then(Option::as_mut) else { return };
+        let c = (tag & ((1 << RUN_SHIFT) - 1)) as usize;
         if c >= MAX_CHUNKS {
             return;
         }
@@ -189,25 +204,25 @@ impl Collective {
         true
     }
 
-    /// Is the run over (every chunk stepped and written, every send
-    /// acknowledged, or members missing)? Then its end is owed.
-    fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let Some(r) = self.run else { return };
+    /// Is run `ri` over (every chunk stepped and written, or members
+    /// missing)? Then its end is owed.
+    fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
+        let Some(r) = self.runs[ri] else { return };
         let all = if r.nchunks as usize == MAX_CHUNKS { u64::MAX } else { (1 << r.nchunks) - 1 };
-        let unacked = self.sent != 0;
+        // (Its chunks sent and not yet acknowledged are sent again until
+        // they are: the member's part ends without waiting for them.)
         let in_flight = (r.writing & !r.written) | (r.reading & !r.loaded);
-        if !r.failed && (r.stepped & r.written != all || unacked) {
+        if !r.failed && r.stepped & r.written != all {
             return;
         }
         if r.failed && in_flight != 0 {
             return; // let the host-DMA in flight land first
         }
-        let g = r.f.group as usize;
-        self.done[g] = r.f.cseq;
+        let g = r.f.group;
+        Self::set_done(sv.hw, g, r.f.cseq);
         if r.failed {
-            self.aborted[g] = r.f.cseq;
-            self.sent = 0;
-            self.unsent = 0;
+            Self::set_aborted(sv.hw, g, r.f.cseq);
+            self.let_go_sent(sv.hw, |s| s.group == r.f.group && s.cseq == r.f.cseq);
             self.telling = Some(super::Telling {
                 group: r.f.group,
                 cseq: r.f.cseq,
@@ -218,18 +233,25 @@ impl Collective {
         }
         // Chunks of this one held past its end (duplicates) go.
         self.let_go_held(sv.hw, |h| h.group == r.f.group && h.cseq <= r.f.cseq);
-        self.run = None;
-        self.owed = Some(Owed::of(&r.f, r.failed));
+        self.runs[ri] = None;
+        self.owed[ri] = Some(Owed::of(&r.f, r.failed));
         self.report(sv);
     }
 
-    /// Post the finished collective's events: the pieces of its missing
-    /// list, then its Collective event.
+    /// Post the finished collectives' events.
     #[inline(never)]
     pub(super) fn report<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let Some(mut o) = self.owed else { return };
+        for i in 0..MAX_RUNS {
+            self.report_one(sv, i);
+        }
+    }
+
+    /// Post finished collective `i`'s events: the pieces of its missing
+    /// list, then its Collective event.
+    fn report_one<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: usize) {
+        let Some(mut o) = self.owed[i] else { return };
         if !sv.is_open(o.port) {
-            self.owed = None;
+            self.owed[i] = None;
             return;
         }
         let at = map::coll_missing(o.group as u32);
@@ -243,7 +265,7 @@ impl Collective {
                 e.inline = b;
                 e.inline_len = 16;
                 if !sv.event(o.port, &e) {
-                    self.owed = Some(o);
+                    self.owed[i] = Some(o);
                     return;
                 }
             }
@@ -258,24 +280,24 @@ impl Collective {
         e.size_class = o.kind as u8;
         e.port = o.alg as u8;
         if !sv.event(o.port, &e) {
-            self.owed = Some(o);
+            self.owed[i] = Some(o);
             return;
         }
-        self.owed = None;
+        self.owed[i] = None;
     }
 
-    /// Node `node` is missing from the run: list it, end the run.
-    pub(super) fn missing_node<H: Hw>(&mut self, sv: &mut Services<'_, H>, node: u16) {
+    /// Node `node` is missing from run `ri`: list it, end the run.
+    pub(super) fn missing_node<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize, node: u16) {
         let at = (node as usize / 8).min(LOST_BYTES - 1);
         let mut b = [0u8; LOST_BYTES];
         b[at] = 1 << (node % 8);
-        self.missing(sv, &b[..=at]);
+        self.missing(sv, ri, &b[..=at]);
     }
 
-    /// Members missing from the run: add `bits` (the first bytes of a
+    /// Members missing from run `ri`: add `bits` (the first bytes of a
     /// `LostHeads` bitmap) to its list, end the run.
-    pub(super) fn missing<H: Hw>(&mut self, sv: &mut Services<'_, H>, bits: &[u8]) {
-        let Some(r) = self.run.as_mut() else { return };
+    pub(super) fn missing<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize, bits: &[u8]) {
+        let Some(r) = self.runs.get_mut(ri).and_then(Option::as_mut) else { return };
         let at = map::coll_missing(r.f.group as u32);
         let mut b = [0u8; LOST_BYTES];
         sv.hw.read(at, &mut b);
@@ -284,6 +306,6 @@ impl Collective {
         }
         sv.hw.write(at, &b);
         r.failed = true;
-        self.finish_if_done(sv);
+        self.finish_if_done(sv, ri);
     }
 }

@@ -20,25 +20,23 @@ const GROUP: u16 = 3;
 fn bench(n: usize) -> Bench {
     let mut b = Bench::new(n);
     for i in 0..n {
-        let at = map::group_entry(GROUP as u32) as usize;
-        let h = GroupHead {
-            size: n as u16,
-            rank: i as u16,
-            port: PORT as u8,
-            alg: 0,
-            k: 0,
-            nchildren: 0,
-        };
-        let sram = b.sram_mut(i);
-        h.encode(&mut sram[at..at + GroupHead::LEN]);
-        for r in 0..n as u16 {
-            let m = group::member(GROUP as u32, r) as usize;
-            sram[m..m + 2].copy_from_slice(&r.to_le_bytes());
-        }
-        sram[at..at + 4].copy_from_slice(&GROUP_VALID.to_le_bytes());
+        install(&mut b, i, (GROUP, PORT), n);
         b.open(i, PORT);
     }
     b
+}
+
+/// Install group `id` on port `port` of node `i`'s NIC: members 0..n.
+fn install(b: &mut Bench, i: usize, (id, port): (u16, usize), n: usize) {
+    let at = map::group_entry(id as u32) as usize;
+    let h = GroupHead { size: n as u16, rank: i as u16, port: port as u8, alg: 0, k: 0, nchildren: 0 };
+    let sram = b.sram_mut(i);
+    h.encode(&mut sram[at..at + GroupHead::LEN]);
+    for r in 0..n as u16 {
+        let m = group::member(id as u32, r) as usize;
+        sram[m..m + 2].copy_from_slice(&r.to_le_bytes());
+    }
+    sram[at..at + 4].copy_from_slice(&GROUP_VALID.to_le_bytes());
 }
 
 fn fields(kind: Kind, alg: Alg, cseq: u32) -> CollFields {
@@ -287,4 +285,41 @@ fn bad_collectives_are_refused_with_their_cause() {
     }
     // A number already done is refused; nothing went on the wire.
     assert!(b.log.is_empty());
+}
+
+#[test]
+fn collectives_of_two_groups_posted_in_either_order_both_complete() {
+    // Half the members post group A's barriers first, the others group
+    // B's: with one collective at a time per NIC this would deadlock.
+    let n = 8usize;
+    let mut b = bench(n);
+    const OTHER: (u16, usize) = (5, 4);
+    for i in 0..n {
+        install(&mut b, i, OTHER, n);
+        b.open(i, OTHER.1);
+    }
+    let other = |k| CollFields { group: OTHER.0, port: OTHER.1 as u8, ..fields(Kind::Barrier, Alg::Pairwise, k) };
+    for k in 1..=5 {
+        for i in 0..n {
+            let mine = fields(Kind::Barrier, Alg::Dissemination, k);
+            let pair = if i % 2 == 0 { [mine, other(k)] } else { [other(k), mine] };
+            for f in pair {
+                let mut raw = [0u8; 64];
+                f.encode(&mut raw);
+                b.post_raw(i, f.port as usize, &raw);
+            }
+        }
+    }
+    let mut got: Vec<[Vec<u32>; 2]> = (0..n).map(|_| [Vec::new(), Vec::new()]).collect();
+    assert!(b.run_until(20_000, |b| {
+        for (i, g) in got.iter_mut().enumerate() {
+            g[0].extend(b.events(i, PORT).iter().map(|e| e.len));
+            g[1].extend(b.events(i, OTHER.1).iter().map(|e| e.len));
+        }
+        got.iter().all(|g| g[0].len() >= 5 && g[1].len() >= 5)
+    }), "{got:?}");
+    for g in &got {
+        assert_eq!(g[0], [1, 2, 3, 4, 5]);
+        assert_eq!(g[1], [1, 2, 3, 4, 5]);
+    }
 }

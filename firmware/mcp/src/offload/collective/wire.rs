@@ -11,7 +11,7 @@ use nic_abi::collective::{CollRepr, CtlCode, Step, CHUNK_MAX};
 use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map::{self, GROUP_ENTRIES};
-use nic_abi::packet::Addr;
+use nic_abi::packet::{Addr, Header, HEADER_LEN};
 use nic_abi::stats::Stat;
 use nic_abi::Priority;
 
@@ -50,25 +50,36 @@ impl Collective {
         copy_sram(sv.hw, Self::chunk_at(r, c), map::coll_sent(i), len);
         let node = member(sv.hw, r.f.group, to);
         let now = sv.now();
-        let s = Sent { to, node, chunk: c as u16, tag, len: len as u16, last_tx: now, life: now };
+        let s = Sent {
+            group: r.f.group,
+            cseq: r.f.cseq,
+            port: r.f.port,
+            to,
+            node,
+            chunk: c as u16,
+            tag,
+            len: len as u16,
+            last_tx: now,
+            life: now,
+        };
         s.store(sv.hw, i);
         self.sent |= 1 << i;
-        self.transmit(sv, r, i);
+        self.transmit(sv, i, r.shape.rank);
         true
     }
 
-    /// Put sent chunk `i` on the wire (again).
-    fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &Run, i: u32) {
+    /// Put sent chunk `i` on the wire (again), from rank `me`.
+    fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: u32, me: u16) {
         let mut s = Sent::load(sv.hw, i);
         let h = CollRepr {
-            addr: addr(sv.config().node, s.node, r.f.port),
+            addr: addr(sv.config().node, s.node, s.port),
             ctl: None,
-            group: r.f.group,
-            cseq: r.f.cseq,
+            group: s.group,
+            cseq: s.cseq,
             tag: s.tag,
             chunk: s.chunk as u32,
-            from_rank: r.shape.rank,
-            len: r.f.len,
+            from_rank: me,
+            len: 0,
         }
         .emit();
         if sv.send_from(&h, map::coll_sent(i), s.len as u32) {
@@ -95,7 +106,47 @@ impl Collective {
             _ => (0, 0),
         };
         if !sv.send_from(&a.emit(), at, len) {
-            sv.count(Stat::Drops, 1); // the asker asks again
+            self.keep_answer(sv, &a);
+        }
+    }
+
+    /// An answer found no transmit buffer: keep it for the next pass (or,
+    /// with no room left, drop it: the asker asks again).
+    fn keep_answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, a: &CollRepr) {
+        let free = !self.answers & ((1u32 << map::COLL_ANSWERS) - 1) as u16;
+        if free == 0 {
+            sv.count(Stat::Drops, 1);
+            return;
+        }
+        let i = free.trailing_zeros();
+        let mut b = [0u8; HEADER_LEN];
+        a.emit().encode(&mut b);
+        sv.hw.write(map::coll_answer(i), &b);
+        self.answers |= 1 << i;
+        self.again = true;
+    }
+
+    /// Send the answers kept, as transmit buffers allow.
+    pub(super) fn flush_answers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
+        let mut bits = self.answers;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let mut b = [0u8; HEADER_LEN];
+            sv.hw.read(map::coll_answer(i), &mut b);
+            let Some(a) = Header::parse(&b).ok().and_then(|h| CollRepr::parse(&h)) else {
+                self.answers &= !(1 << i);
+                continue;
+            };
+            let (at, len) = match a.ctl {
+                Some(CtlCode::Abort) => missing_list(sv.hw, a.group),
+                _ => (0, 0),
+            };
+            if !sv.send_from(&a.emit(), at, len) {
+                self.again = true;
+                return;
+            }
+            self.answers &= !(1 << i);
         }
     }
 
@@ -121,9 +172,10 @@ impl Collective {
         match q.ctl {
             None => self.chunk_in(sv, p, &q, &g),
             Some(CtlCode::Probe) => {
-                let gi = q.group as usize;
-                let over = self.aborted[gi] == q.cseq && self.done[gi] >= q.cseq
-                    || self.run.is_some_and(|r| r.f.group == q.group && r.failed);
+                let ended = Self::aborted(sv.hw, q.group) == q.cseq
+                    && Self::done(sv.hw, q.group) >= q.cseq;
+                let failed = self.run_of(q.group, q.cseq).and_then(|i| self.runs[i]);
+                let over = ended || failed.is_some_and(|r| r.failed);
                 let code = if over { CtlCode::Abort } else { CtlCode::Alive };
                 self.answer(sv, &q, g.rank, code);
             }
@@ -141,12 +193,12 @@ impl Collective {
         q: &CollRepr,
         g: &GroupHead,
     ) {
-        let gi = q.group as usize;
-        if q.cseq <= self.done[gi] {
+        if q.cseq <= Self::done(sv.hw, q.group) {
             return self.answer(sv, q, g.rank, CtlCode::Ack); // again: it was taken
         }
         let len = p.header.payload_len as u32;
-        if let Some(mut r) = self.run.filter(|r| r.f.group == q.group && r.f.cseq == q.cseq) {
+        let ri = self.run_of(q.group, q.cseq);
+        if let Some((ri, mut r)) = ri.and_then(|i| self.runs[i].map(|r| (i, r))) {
             let c = q.chunk;
             let steps = r.shape.steps(c);
             let j = steps.as_slice().iter().position(
@@ -164,7 +216,7 @@ impl Collective {
                 let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
                 if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
                     r.at[c as usize] += 1;
-                    self.run = Some(r);
+                    self.runs[ri] = Some(r);
                     return self.answer(sv, q, g.rank, CtlCode::Ack);
                 }
                 return;
@@ -191,7 +243,7 @@ impl Collective {
         if self.find_held(sv.hw, |x| Held { len: x.len, ..h } == *x).is_some() {
             return self.answer(sv, q, g.rank, CtlCode::Ack);
         }
-        let near = q.cseq <= self.done[q.group as usize].saturating_add(2);
+        let near = q.cseq <= Self::done(sv.hw, q.group).saturating_add(2);
         let free = !self.held & ((1u32 << map::COLL_HELD) - 1) as u8;
         if !near || free == 0 {
             return self.answer(sv, q, g.rank, CtlCode::Busy);
@@ -205,12 +257,11 @@ impl Collective {
 
     /// An ack, a Busy, a Gone, or an answer to a probe.
     fn reply_in<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr, code: CtlCode) {
-        let Some(r) = self.run.filter(|r| r.f.group == q.group && r.f.cseq == q.cseq) else {
-            return;
-        };
         let now = sv.now();
         if code == CtlCode::Alive {
-            if let Some(w) = self.run.as_mut().and_then(|r| r.waiting.as_mut()) {
+            let ri = self.run_of(q.group, q.cseq);
+            let run = ri.and_then(|i| self.runs[i].as_mut());
+            if let Some(w) = run.and_then(|r| r.waiting.as_mut()) {
                 if w.0 == q.from_rank {
                     w.1 = now;
                 }
@@ -222,7 +273,8 @@ impl Collective {
             let i = bits.trailing_zeros();
             bits &= bits - 1;
             let mut s = Sent::load(sv.hw, i);
-            if s.to != q.from_rank || s.chunk as u32 != q.chunk || s.tag != q.tag {
+            let same = s.group == q.group && s.cseq == q.cseq && s.to == q.from_rank;
+            if !same || s.chunk as u32 != q.chunk || s.tag != q.tag {
                 continue;
             }
             match code {
@@ -234,24 +286,29 @@ impl Collective {
                     s.life = now;
                     s.store(sv.hw, i);
                 }
-                CtlCode::Gone => self.missing_node(sv, s.node),
+                CtlCode::Gone => {
+                    self.sent &= !(1 << i);
+                    self.unsent &= !(1 << i);
+                    self.gone(sv, &s);
+                }
                 _ => {}
             }
-            let _ = r;
             return;
         }
     }
 
     /// Another member says collective `q.cseq` is over with members missing.
     fn abort_in<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet, q: &CollRepr) {
-        let gi = q.group as usize;
         let mut b = [0u8; LOST_BYTES];
         let n = sv.payload(p, &mut b);
-        match self.run {
-            Some(r) if r.f.group == q.group && r.f.cseq == q.cseq => self.missing(sv, &b[..n]),
-            Some(r) if r.f.group == q.group => {} // not this one's to keep
-            _ if q.cseq > self.done[gi] && q.cseq > self.aborted[gi] => {
-                self.aborted[gi] = q.cseq;
+        let g = q.group;
+        if let Some(ri) = self.run_of(g, q.cseq) {
+            return self.missing(sv, ri, &b[..n]);
+        }
+        match self.runs.iter().any(|r| r.is_some_and(|r| r.f.group == g)) {
+            true => {} // a later one's: not this one's to keep
+            _ if q.cseq > Self::done(sv.hw, g) && q.cseq > Self::aborted(sv.hw, g) => {
+                Self::set_aborted(sv.hw, g, q.cseq);
                 let at = map::coll_missing(q.group as u32);
                 sv.hw.write(at, &[0u8; LOST_BYTES]);
                 sv.hw.write(at, &b[..n]);
@@ -260,10 +317,31 @@ impl Collective {
         }
     }
 
+    /// Give up the sent chunks `pick` chooses.
+    pub(super) fn let_go_sent(&mut self, hw: &impl Hw, pick: impl Fn(&Sent) -> bool) {
+        let mut bits = self.sent;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            if pick(&Sent::load(hw, i)) {
+                self.sent &= !(1 << i);
+                self.unsent &= !(1 << i);
+            }
+        }
+    }
+
+    /// A sent chunk's receiver is gone (answered so, or silent for the
+    /// send timeout): if its collective is the one running, it ends with
+    /// that member missing; the chunk is given up.
+    fn gone<H: Hw>(&mut self, sv: &mut Services<'_, H>, s: &Sent) {
+        if let Some(ri) = self.run_of(s.group, s.cseq) {
+            self.missing_node(sv, ri, s.node);
+        }
+    }
+
     /// Retransmissions due, peers that stopped answering, probes.
     #[inline(never)]
     pub(super) fn timers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let Some(r) = self.run else { return };
         let now = sv.now();
         let (rto, limit) = (self.rto, self.limit);
         let mut bits = self.sent;
@@ -273,19 +351,33 @@ impl Collective {
             let s = Sent::load(sv.hw, i);
             if now.saturating_sub(s.life) >= limit {
                 sv.timer_handled();
-                return self.missing_node(sv, s.node);
+                self.sent &= !(1 << i);
+                self.unsent &= !(1 << i);
+                self.gone(sv, &s);
+                continue;
             }
             let unsent = self.unsent & 1 << i != 0;
             if unsent || now >= s.last_tx.saturating_add(rto) {
                 sv.timer_handled();
                 sv.count(Stat::Retransmits, !unsent as u64);
-                self.transmit(sv, &r, i);
+                let me = super::super::multicast::group_head(sv.hw, s.group).map_or(0, |g| g.rank);
+                self.transmit(sv, i, me);
             }
         }
+        for ri in 0..super::MAX_RUNS {
+            self.probe(sv, ri);
+        }
+    }
+
+    /// Run `ri` waits for a peer: probe it now and then, and give it up
+    /// once it has shown no life for the send timeout.
+    fn probe<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
+        let (now, limit) = (sv.now(), self.limit);
+        let Some(r) = self.runs[ri] else { return };
         let Some((peer, life, probed)) = r.waiting else { return };
         if now.saturating_sub(life) >= limit {
             sv.timer_handled();
-            return self.missing_node(sv, member(sv.hw, r.f.group, peer));
+            return self.missing_node(sv, ri, member(sv.hw, r.f.group, peer));
         }
         if now >= probed.saturating_add(limit / PROBES_PER_TIMEOUT) {
             sv.timer_handled();
@@ -300,7 +392,7 @@ impl Collective {
                 len: r.f.len,
             };
             if sv.send(&q.emit(), &[]) {
-                if let Some(w) = self.run.as_mut().and_then(|r| r.waiting.as_mut()) {
+                if let Some(w) = self.runs[ri].as_mut().and_then(|r| r.waiting.as_mut()) {
                     w.2 = now;
                 }
             } else {
@@ -327,10 +419,9 @@ impl Collective {
     /// When the next retransmission or probe is due (the earliest of
     /// the sent chunks' times, kept as `due` when they change).
     pub(super) fn next_timer(&self) -> Option<u64> {
-        let r = self.run.as_ref()?;
         let limit = self.limit;
         let mut t = (self.sent != 0).then_some(self.due);
-        if let Some((_, life, probed)) = r.waiting {
+        for (_, life, probed) in self.runs.iter().filter_map(|r| r.and_then(|r| r.waiting)) {
             let w = probed.saturating_add(limit / PROBES_PER_TIMEOUT).min(life + limit);
             t = Some(t.map_or(w, |x| x.min(w)));
         }

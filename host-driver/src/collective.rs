@@ -1,0 +1,211 @@
+//! Collectives run by the NICs: barrier, reduce, allreduce and broadcast
+//! over a [`Group`] (the multicast groups' definition: members in rank
+//! order, all on one port, installed in each member's NIC with
+//! [`Nic::create_group`](crate::Nic::create_group)).
+//!
+//! Every member's program makes the same calls in the same order. Each
+//! call posts one descriptor and returns at once with the collective's
+//! number in its group (1, 2, 3, ... per port); the member's part is done
+//! when its [`Event::Collective`](crate::Event::Collective) with that
+//! number comes. Meanwhile the NIC runs the whole algorithm: it reads
+//! the member's vector, sends, receives and combines chunk by chunk, and
+//! writes the result.
+//!
+//! ```no_run
+//! use host_driver::collective::{Collective, Op, Dtype};
+//! use host_driver::{Event, Group, Nic, Algorithm, SendStatus};
+//!
+//! # fn main() -> Result<(), host_driver::DriverError> {
+//! let nic = Nic::open("nic", 0)?;
+//! let group = Group::new(1, 2, (0..16).collect())?;
+//! nic.create_group(&group, Algorithm::Binomial)?;
+//! let mut port = nic.open_port(2)?;
+//! let v = port.alloc(8 * 128)?; // 128 f64 per member
+//! let cseq = port.allreduce(&group, Op::Sum, Dtype::F64, &v)?;
+//! loop {
+//!     if let Event::Collective { cseq: done, status, .. } = port.recv()? {
+//!         assert_eq!((done, status), (cseq, SendStatus::Ok));
+//!         break; // the sums are in `v` at every member
+//!     }
+//! }
+//! let _ = port.collective(&Collective::barrier(&group))?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The order of combination is the algorithm's and the same at every
+//! member (`nic_abi::collective::schedule` documents it), so floating
+//! point results are bit-identical at every member and from run to run;
+//! [`reference`] computes them on the host.
+
+pub use nic_abi::collective::reference;
+pub use nic_abi::collective::{Alg, Dtype, Kind, Op};
+
+use nic_abi::collective::CollFields;
+use nic_abi::desc::DESC_SIZE;
+use nic_abi::map;
+
+use crate::backend::NicBackend;
+use crate::event::TokenBack;
+use crate::memory::DmaBuf;
+use crate::multicast::Group;
+use crate::port::Port;
+use crate::DriverError;
+
+/// One collective, as a member asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Collective<'a> {
+    pub group: &'a Group,
+    pub kind: Kind,
+    /// None: the default for the kind and the vector (`Alg::auto`).
+    pub algorithm: Option<Alg>,
+    /// Reductions: the operation and the element type.
+    pub op: Op,
+    pub dtype: Dtype,
+    /// Reduce and broadcast: the root's rank.
+    pub root: u16,
+    /// This member's vector (none for a barrier; a broadcast's non-roots
+    /// receive into it).
+    pub data: Option<&'a DmaBuf>,
+    /// Where the result goes (None: over `data`).
+    pub result: Option<&'a DmaBuf>,
+    /// Returned in the event.
+    pub tag: u64,
+}
+
+impl<'a> Collective<'a> {
+    /// A barrier of `group`.
+    pub fn barrier(group: &'a Group) -> Collective<'a> {
+        Collective {
+            group,
+            kind: Kind::Barrier,
+            algorithm: None,
+            op: Op::Sum,
+            dtype: Dtype::U64,
+            root: 0,
+            data: None,
+            result: None,
+            tag: 0,
+        }
+    }
+
+    /// A reduction (`Kind::Reduce` or `Kind::Allreduce`) of `data`.
+    pub fn reduction(group: &'a Group, kind: Kind, op: Op, dtype: Dtype, data: &'a DmaBuf) -> Self {
+        Collective { kind, op, dtype, data: Some(data), ..Collective::barrier(group) }
+    }
+}
+
+/// The algorithm `Alg::auto` picks: dissemination for a barrier,
+/// recursive doubling for an allreduce of up to 4 chunks and the
+/// pipelined ring above, a binomial tree for reduce and broadcast.
+pub fn auto(kind: Kind, chunks: u32) -> Alg {
+    match kind {
+        Kind::Barrier => Alg::Dissemination,
+        Kind::Allreduce if chunks <= 4 => Alg::Pairwise,
+        Kind::Allreduce => Alg::Ring,
+        Kind::Reduce | Kind::Broadcast => Alg::Binomial,
+    }
+}
+
+impl<B: NicBackend> Port<B> {
+    /// Start this member's part of collective `c`: its number in the
+    /// group (the `cseq` of its `Event::Collective`). Errors: the group
+    /// is on another port or this node is not in it, a root outside it,
+    /// a vector missing, empty, not whole elements or longer than the
+    /// NIC holds (`map::COLL_VECTOR`), an algorithm that does not do the
+    /// kind, the ring full.
+    pub fn collective(&mut self, c: &Collective<'_>) -> Result<u32, DriverError> {
+        let g = c.group;
+        if g.port() != self.number() {
+            return Err(DriverError::BadGroup("the group is on another port"));
+        }
+        if g.rank_of(self.node).is_none() {
+            return Err(DriverError::BadGroup("this node is not a member"));
+        }
+        if c.root >= g.size() {
+            return Err(DriverError::BadCollective("the root is not a member's rank"));
+        }
+        let elem = if c.kind.combines() { c.dtype.size() } else { 1 };
+        let (local, len) = match (c.kind.has_data(), c.data) {
+            (false, _) => (0, 0),
+            (true, None) => return Err(DriverError::BadCollective("no vector")),
+            (true, Some(d)) => (d.vaddr, d.len),
+        };
+        if c.kind.has_data() && (len == 0 || !len.is_multiple_of(elem as u64)) {
+            return Err(DriverError::BadCollective("a vector of no elements, or of part of one"));
+        }
+        if len > map::COLL_VECTOR as u64 {
+            return Err(DriverError::BadCollective("a vector longer than the NIC holds"));
+        }
+        if c.kind.combines() && !c.op.applies_to(c.dtype) {
+            return Err(DriverError::BadCollective("a bitwise operation of floating-point elements"));
+        }
+        let mtu = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::MTU));
+        let chunk = nic_abi::collective::chunk_bytes(mtu, elem);
+        let alg = c.algorithm.unwrap_or(auto(c.kind, nic_abi::collective::chunks(len as u32, chunk)));
+        if !alg.serves(c.kind) {
+            return Err(DriverError::BadCollective("the algorithm does not do this collective"));
+        }
+        let remote = match c.result {
+            Some(r) if r.len < len => {
+                return Err(DriverError::BadCollective("a result buffer shorter than the vector"))
+            }
+            Some(r) => r.vaddr,
+            None => local,
+        };
+        let cseq = self.next_cseq(g.id());
+        let f = CollFields {
+            kind: c.kind,
+            port: g.port(),
+            group: g.id(),
+            local,
+            len: len as u32,
+            cseq,
+            remote,
+            tag: c.tag,
+            op: c.op,
+            dtype: c.dtype,
+            alg,
+            root: c.root,
+        };
+        let mut b = [0u8; DESC_SIZE as usize];
+        f.encode(&mut b);
+        self.post_n(&[&b[..]], TokenBack::None)?;
+        self.commit_cseq(g.id(), cseq);
+        for &m in g.members() {
+            self.watch(m);
+        }
+        Ok(cseq)
+    }
+
+    /// A barrier of `group` (the default algorithm).
+    pub fn barrier(&mut self, group: &Group) -> Result<u32, DriverError> {
+        self.collective(&Collective::barrier(group))
+    }
+
+    /// Reduce `buf` (elements of `dtype`) at every member to the root of
+    /// rank `root`, in place there.
+    pub fn reduce(
+        &mut self,
+        group: &Group,
+        root: u16,
+        op: Op,
+        dtype: Dtype,
+        buf: &DmaBuf,
+    ) -> Result<u32, DriverError> {
+        let c = Collective { root, ..Collective::reduction(group, Kind::Reduce, op, dtype, buf) };
+        self.collective(&c)
+    }
+
+    /// Allreduce `buf` (elements of `dtype`): every member's `buf` ends
+    /// holding the combination of all of them.
+    pub fn allreduce(
+        &mut self,
+        group: &Group,
+        op: Op,
+        dtype: Dtype,
+        buf: &DmaBuf,
+    ) -> Result<u32, DriverError> {
+        self.collective(&Collective::reduction(group, Kind::Allreduce, op, dtype, buf))
+    }
+}

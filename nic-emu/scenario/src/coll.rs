@@ -1,0 +1,477 @@
+//! Collective flows (`kind = "barrier" | "reduce" | "allreduce" |
+//! "broadcast"`): their keys, the inputs every member contributes, the
+//! ledger of what each member saw, and their part of the report.
+//!
+//! Every member of the group runs `count` collectives one after another.
+//! A collective's latency runs from the first member's entry (its call)
+//! to the last member's completion; its skew is the spread of the
+//! members' completions. Each member's result is checked against the
+//! reference (the same schedule evaluated on the host, so floating point
+//! is compared to the bit).
+
+use std::collections::BTreeMap;
+
+use nic_abi::collective::reference::{self, Spec};
+use nic_abi::collective::{chunk_bytes, chunks, Alg, Dtype, Kind, Op};
+use serde::Serialize;
+
+use super::format::{Flow, FlowKind, ScenarioError};
+use super::report::{Latency, P50Max, Samples};
+
+/// Who runs the algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollScheme {
+    /// The host programs exchange unicast messages and combine.
+    Host,
+    /// The NICs run it (one descriptor and one event per member).
+    Nic,
+}
+
+impl CollScheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollScheme::Host => "host",
+            CollScheme::Nic => "nic",
+        }
+    }
+}
+
+/// A collective flow after validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollSpec {
+    /// The group's slot in every member NIC's group table (shared with
+    /// the multicast flows, in file order).
+    pub group_id: u16,
+    /// Members in rank order.
+    pub members: Vec<u16>,
+    pub port: u8,
+    pub kind: Kind,
+    pub scheme: CollScheme,
+    /// None: `auto` (resolved by `alg`).
+    pub requested: Option<Alg>,
+    pub op: Op,
+    pub dtype: Dtype,
+    /// Elements per member (0 for a barrier).
+    pub elements: u32,
+    /// Reduce and broadcast: the root's rank.
+    pub root: u16,
+    pub count: u64,
+}
+
+impl CollSpec {
+    pub fn size(&self) -> u16 {
+        self.members.len() as u16
+    }
+
+    pub fn rank_of(&self, node: u16) -> Option<u16> {
+        self.members.iter().position(|&m| m == node).map(|r| r as u16)
+    }
+
+    /// Bytes of each member's vector.
+    pub fn bytes(&self) -> u32 {
+        if self.kind.has_data() {
+            self.elements * self.dtype.size() as u32
+        } else {
+            0
+        }
+    }
+
+    /// The unit chunks are whole numbers of (as the NIC cuts them): an
+    /// element of a reduction, a byte of a broadcast.
+    pub fn chunk_unit(&self) -> usize {
+        if self.kind.combines() {
+            self.dtype.size()
+        } else {
+            1
+        }
+    }
+
+    /// The algorithm run: the one asked for, or under `auto` the one the
+    /// NIC driver picks for the kind and the vector (the host scheme picks
+    /// alike).
+    pub fn alg(&self, mtu: u32) -> Alg {
+        self.requested.unwrap_or_else(|| {
+            let c = chunks(self.bytes(), chunk_bytes(mtu, self.chunk_unit()));
+            host_driver::collective::auto(self.kind, c)
+        })
+    }
+
+    /// The reference evaluation's spec (the chunks as the scheme cuts
+    /// them).
+    pub fn spec(&self, mtu: u32) -> Spec {
+        let op = if self.kind.combines() { self.op } else { Op::Sum };
+        let alg = self.alg(mtu);
+        let mut s = Spec::new(self.kind, alg, self.size(), self.root, op, self.dtype, mtu);
+        if self.scheme == CollScheme::Host {
+            s.chunk = host_chunk(self, alg).max(1);
+        }
+        s
+    }
+
+    /// Member `rank`'s vector for collective `k` (1, 2, ...).
+    pub fn input(&self, rank: u16, k: u64) -> Vec<u8> {
+        let n = self.elements as u64;
+        let mut out = Vec::with_capacity(self.bytes() as usize);
+        for e in 0..n {
+            let x = (rank as u64).wrapping_mul(1_000_003) ^ k.wrapping_mul(7_919) ^ e.wrapping_mul(31);
+            match self.dtype {
+                Dtype::F64 => out.extend((1.0 / ((x % 1_000) as f64 + 0.3)).to_le_bytes()),
+                Dtype::F32 => out.extend((1.0 / ((x % 1_000) as f32 + 0.3)).to_le_bytes()),
+                Dtype::I32 | Dtype::U32 => out.extend((x as u32).to_le_bytes()),
+                Dtype::I64 | Dtype::U64 => out.extend(x.wrapping_mul(0x9e37_79b9).to_le_bytes()),
+            }
+        }
+        out
+    }
+
+    /// Every member's expected vector at the end of collective `k`.
+    pub fn expected(&self, k: u64, mtu: u32) -> Vec<Vec<u8>> {
+        let inputs: Vec<Vec<u8>> = (0..self.size()).map(|r| self.input(r, k)).collect();
+        match reference::run(&self.spec(mtu), &inputs) {
+            Ok(o) => o.values,
+            Err(_) => inputs,
+        }
+    }
+
+    /// Does member `rank` get a result to check?
+    pub fn has_result(&self, rank: u16) -> bool {
+        match self.kind {
+            Kind::Barrier => false,
+            Kind::Reduce => rank == self.root,
+            Kind::Allreduce => true,
+            Kind::Broadcast => rank != self.root,
+        }
+    }
+}
+
+fn parse_kind(k: FlowKind) -> Option<Kind> {
+    Some(match k {
+        FlowKind::Barrier => Kind::Barrier,
+        FlowKind::Reduce => Kind::Reduce,
+        FlowKind::Allreduce => Kind::Allreduce,
+        FlowKind::Broadcast => Kind::Broadcast,
+        _ => return None,
+    })
+}
+
+fn parse_by_name<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, s: &str) -> Option<T> {
+    all.iter().copied().find(|&x| name(x) == s)
+}
+
+/// The collective keys of flow `f` (its kind one of the collectives).
+pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    let Some(kind) = parse_kind(f.kind) else {
+        return err(format!("{label}.kind: not a collective"));
+    };
+    for (key, given) in [
+        ("src", !f.src.is_empty()),
+        ("dst", f.dst.is_some()),
+        ("bytes", f.bytes.is_some()),
+        ("sizes", f.sizes.is_some()),
+        ("messages", f.messages != 0),
+        ("window", f.window.is_some()),
+        ("idt", f.idt.is_some()),
+        ("idt_t", f.idt_t.is_some()),
+        ("rate_mb_s", f.rate_mb_s.is_some()),
+        ("best_effort", f.best_effort),
+        ("stop_us", f.stop_us.is_some()),
+        ("trace", f.trace),
+        ("k", f.k.is_some()),
+    ] {
+        if given {
+            let hint = match key {
+                "src" | "dst" => " (give `port` and `group` or `group_size`)",
+                "messages" => " (give `count`)",
+                "bytes" | "sizes" => " (give `elements`)",
+                _ => "",
+            };
+            return err(format!("{label}.{key}: does not apply to a {} flow{hint}", kind.name()));
+        }
+    }
+    let Some(port) = f.port else {
+        return err(format!("{label}: a {} flow needs `port` (every member's)", kind.name()));
+    };
+    if port >= nic_abi::NUM_PORTS as u64 {
+        return err(format!(
+            "{label}.port: {port} out of range (ports 0 to {})",
+            nic_abi::NUM_PORTS - 1
+        ));
+    }
+    let members: Vec<u64> = match (&f.group, f.group_size) {
+        (Some(_), Some(_)) => return err(format!("{label}: give `group` or `group_size`, not both")),
+        (None, None) => {
+            return err(format!("{label}: a {} flow needs `group` or `group_size`", kind.name()))
+        }
+        (None, Some(n)) if n < 2 || n > nodes => {
+            return err(format!("{label}.group_size: {n} out of range (2..={nodes})"));
+        }
+        (None, Some(n)) => (0..n).collect(),
+        (Some(g), None) => {
+            if g.len() < 2 {
+                return err(format!("{label}.group: a group has at least 2 members"));
+            }
+            for (i, &n) in g.iter().enumerate() {
+                if n >= nodes {
+                    return err(format!(
+                        "{label}.group[{i}]: node {n} out of range (fabric.nodes = {nodes})"
+                    ));
+                }
+                if g[..i].contains(&n) {
+                    return err(format!("{label}.group[{i}]: node {n} is listed twice"));
+                }
+            }
+            g.clone()
+        }
+    };
+    if members.len() > nic_abi::multicast::MAX_GROUP {
+        return err(format!(
+            "{label}: {} members, more than a group holds ({})",
+            members.len(),
+            nic_abi::multicast::MAX_GROUP
+        ));
+    }
+    let scheme = match f.scheme.as_deref().unwrap_or("nic") {
+        "nic" => CollScheme::Nic,
+        "host" => CollScheme::Host,
+        s => return err(format!("{label}.scheme: \"{s}\" is not a collective scheme (host, nic)")),
+    };
+    let requested = match f.algorithm.as_deref().unwrap_or("auto") {
+        "auto" => None,
+        a => match parse_by_name(&Alg::ALL, Alg::name, a) {
+            Some(alg) if alg.serves(kind) => Some(alg),
+            _ => {
+                let names: Vec<&str> =
+                    Alg::ALL.iter().filter(|x| x.serves(kind)).map(|x| x.name()).collect();
+                return err(format!(
+                    "{label}.algorithm: \"{a}\" does not do a {} ({}, auto)",
+                    kind.name(),
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let op = match (&f.op, kind.combines()) {
+        (Some(_), false) => return err(format!("{label}.op: applies to reduce and allreduce")),
+        (None, _) => Op::Sum,
+        (Some(o), true) => match parse_by_name(&Op::ALL, Op::name, o) {
+            Some(op) => op,
+            None => return err(format!("{label}.op: \"{o}\" is not one of sum, min, max, band, bor")),
+        },
+    };
+    let dtype = match (&f.datatype, kind.has_data()) {
+        (Some(_), false) => return err(format!("{label}.datatype: does not apply to a barrier")),
+        (None, _) => Dtype::F64,
+        (Some(d), true) => match parse_by_name(&Dtype::ALL, Dtype::name, d) {
+            Some(t) => t,
+            None => {
+                return err(format!(
+                    "{label}.datatype: \"{d}\" is not one of i32, i64, u32, u64, f32, f64"
+                ))
+            }
+        },
+    };
+    if !op.applies_to(dtype) {
+        return err(format!("{label}.op: {} does not apply to {}", op.name(), dtype.name()));
+    }
+    let elements = match (f.elements, kind.has_data()) {
+        (Some(_), false) => return err(format!("{label}.elements: does not apply to a barrier")),
+        (None, false) => 0,
+        (None, true) => 1,
+        (Some(e), true) => e,
+    };
+    let max = nic_abi::map::COLL_VECTOR as u64 / dtype.size() as u64;
+    if kind.has_data() && !(1..=max).contains(&elements) {
+        return err(format!(
+            "{label}.elements: {elements} out of range (1..={max}: the NIC holds {} bytes of a \
+             collective's vector)",
+            nic_abi::map::COLL_VECTOR
+        ));
+    }
+    let root = f.root.unwrap_or(0);
+    if f.root.is_some() && !matches!(kind, Kind::Reduce | Kind::Broadcast) {
+        return err(format!("{label}.root: applies to reduce and broadcast"));
+    }
+    if root >= members.len() as u64 {
+        return err(format!("{label}.root: rank {root} is not a member's (0..{})", members.len()));
+    }
+    let count = f.count.unwrap_or(1);
+    if count == 0 || count > u32::MAX as u64 {
+        return err(format!("{label}.count: {count} out of range (1..={})", u32::MAX));
+    }
+    Ok(CollSpec {
+        group_id: 0,
+        members: members.iter().map(|&m| m as u16).collect(),
+        port: port as u8,
+        kind,
+        scheme,
+        requested,
+        op,
+        dtype,
+        elements: elements as u32,
+        root: root as u16,
+        count,
+    })
+}
+
+/// The host scheme's messages: a header (`HOST_HEADER` bytes: the
+/// collective's number u64, the chunk u32, the step's tag u8) and a
+/// chunk. The host scheme cuts the vector into one chunk (n for the
+/// ring: one per segment), so each step is one message.
+pub const HOST_HEADER: u64 = 16;
+
+/// Receive buffers the host scheme keeps posted on each member's port.
+pub const HOST_RECV_BUFFERS: u32 = 16;
+
+/// The host scheme's chunk of collective flow `c` (bytes, whole units).
+pub fn host_chunk(c: &CollSpec, alg: Alg) -> u32 {
+    let unit = c.chunk_unit() as u32;
+    let b = c.bytes();
+    if b == 0 {
+        return 0;
+    }
+    match alg {
+        Alg::Ring => (b / unit).div_ceil(c.size() as u32).max(1) * unit,
+        _ => b,
+    }
+}
+
+/// The longest host-scheme message of `c` (whatever the algorithm).
+pub fn host_message_len(c: &CollSpec) -> u64 {
+    HOST_HEADER + c.bytes() as u64
+}
+
+/// One collective on its way: who entered and finished it, and when.
+#[derive(Debug, Default, Clone)]
+pub struct Pending {
+    pub first_entry_ns: Option<u64>,
+    pub done: u32,
+    pub first_done_ns: u64,
+    pub last_done_ns: u64,
+}
+
+/// What a collective flow's members saw.
+#[derive(Debug, Default)]
+pub struct CollLedger {
+    /// The algorithm run (set when the members start).
+    pub alg: Option<Alg>,
+    pub inflight: BTreeMap<u64, Pending>,
+    /// Per member: collectives completed (their numbers in order).
+    pub completed: Vec<u64>,
+    /// Collectives complete at every member.
+    pub all_done: u64,
+    /// Per collective: first entry to last completion, and the spread of
+    /// the completions.
+    pub latencies: Samples,
+    pub skews: Vec<u64>,
+    /// Per member and collective: host CPU busy from entry to completion
+    /// (sim).
+    pub host_cpu_ns: Vec<u64>,
+    /// Results checked against the reference, and those that differed.
+    pub checked: u64,
+    pub wrong: u64,
+    /// Completions that came twice, out of order, or ended Incomplete.
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub incomplete: u64,
+    /// The expected results of the collectives in flight (by number).
+    pub expected: BTreeMap<u64, Vec<Vec<u8>>>,
+}
+
+impl CollLedger {
+    pub fn new(members: usize) -> CollLedger {
+        CollLedger { completed: vec![0; members], ..CollLedger::default() }
+    }
+
+    /// Member `rank` entered collective `k` at `now`.
+    pub fn entered(&mut self, k: u64, now: u64) {
+        let p = self.inflight.entry(k).or_default();
+        p.first_entry_ns = Some(p.first_entry_ns.map_or(now, |t| t.min(now)));
+    }
+
+    /// Member `rank` of `n` completed collective `k` at `now`: false when
+    /// it was not the one expected (a duplicate, or out of order).
+    pub fn finished(&mut self, rank: u16, n: u16, k: u64, now: u64, ok: bool) -> bool {
+        let Some(c) = self.completed.get_mut(rank as usize) else { return false };
+        if k <= *c {
+            self.duplicates += 1;
+            return false;
+        }
+        if k != *c + 1 {
+            self.out_of_order += 1;
+        }
+        *c = k;
+        if !ok {
+            self.incomplete += 1;
+        }
+        let p = self.inflight.entry(k).or_default();
+        p.first_done_ns = if p.done == 0 { now } else { p.first_done_ns.min(now) };
+        p.last_done_ns = p.last_done_ns.max(now);
+        p.done += 1;
+        if p.done == n as u32 {
+            let p = self.inflight.remove(&k).unwrap_or_default();
+            let entry = p.first_entry_ns.unwrap_or(p.first_done_ns);
+            self.latencies.push(p.last_done_ns.saturating_sub(entry));
+            self.skews.push(p.last_done_ns - p.first_done_ns);
+            self.all_done += 1;
+            self.expected.remove(&k);
+        }
+        true
+    }
+}
+
+/// What a collective flow adds to its report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollReport {
+    pub kind: String,
+    pub scheme: String,
+    /// The algorithm run (under `auto`, the one picked).
+    pub algorithm: String,
+    /// What the file asked for (an algorithm's name or `auto`).
+    pub requested: String,
+    pub group_size: u16,
+    pub group: Vec<u16>,
+    pub op: Option<String>,
+    pub datatype: Option<String>,
+    pub elements: u32,
+    /// Collectives run, and those complete at every member.
+    pub count: u64,
+    pub completed: u64,
+    /// Completion spread among the members per collective (ns).
+    pub skew_ns: Option<P50Max>,
+    /// Sim: host CPU busy per member per collective (ns).
+    pub host_cpu_ns: Option<P50Max>,
+    /// Results checked against the reference, and how many differed.
+    pub results_checked: u64,
+    pub results_wrong: u64,
+    /// Every member's result equal to the reference in every collective
+    /// (null for a barrier).
+    pub results_ok: Option<bool>,
+    /// Members' completions that ended with members missing.
+    pub incomplete: u64,
+}
+
+/// The report of collective flow `c` (`l` its ledger) run with `alg`.
+pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
+    let data = c.kind.has_data();
+    let r = CollReport {
+        kind: c.kind.name().into(),
+        scheme: c.scheme.as_str().into(),
+        algorithm: alg.name().into(),
+        requested: c.requested.map_or("auto", |a| a.name()).into(),
+        group_size: c.size(),
+        group: c.members.clone(),
+        op: c.kind.combines().then(|| c.op.name().into()),
+        datatype: data.then(|| c.dtype.name().into()),
+        elements: c.elements,
+        count: c.count,
+        completed: l.all_done,
+        skew_ns: P50Max::of(&mut l.skews.clone()),
+        host_cpu_ns: P50Max::of(&mut l.host_cpu_ns.clone()),
+        results_checked: l.checked,
+        results_wrong: l.wrong,
+        results_ok: data.then_some(l.wrong == 0 && l.checked > 0),
+        incomplete: l.incomplete,
+    };
+    (l.latencies.latency(), r)
+}
