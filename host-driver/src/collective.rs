@@ -138,11 +138,14 @@ impl<B: NicBackend> Port<B> {
             return Err(DriverError::BadCollective("a vector longer than the NIC holds"));
         }
         if c.kind.combines() && !c.op.applies_to(c.dtype) {
-            return Err(DriverError::BadCollective("a bitwise operation of floating-point elements"));
+            return Err(DriverError::BadCollective(
+                "a bitwise operation of floating-point elements",
+            ));
         }
         let mtu = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::MTU));
         let chunk = nic_abi::collective::chunk_bytes(mtu, elem);
-        let alg = c.algorithm.unwrap_or(auto(c.kind, nic_abi::collective::chunks(len as u32, chunk)));
+        let alg =
+            c.algorithm.unwrap_or(auto(c.kind, nic_abi::collective::chunks(len as u32, chunk)));
         if !alg.serves(c.kind) {
             return Err(DriverError::BadCollective("the algorithm does not do this collective"));
         }

@@ -171,6 +171,15 @@ pub fn check_scenario(report: &Report, has_faults: bool) -> Vec<String> {
             ));
         }
     }
+    for (f, c) in report.flows.iter().filter_map(|f| f.collective.as_ref().map(|c| (f, c))) {
+        if c.results_wrong > 0 || c.incomplete > 0 || c.completed != c.count {
+            problems.push(format!(
+                "flow {}: {} of {} collectives complete at every member, {} results wrong, {} \
+                 ended with members missing",
+                f.name, c.completed, c.count, c.results_wrong, c.incomplete
+            ));
+        }
+    }
     let errors: u64 = report.nics.iter().map(|n| n.errors).sum();
     if errors > 0 {
         problems.push(format!("{errors} descriptors refused by the NICs"));

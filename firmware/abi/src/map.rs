@@ -204,7 +204,17 @@ pub const COLL_ANSWERS: u32 = 16;
 /// Collective offload: each group's numbers (the last collective done
 /// here, the last that ended with members missing: u32 each).
 pub const COLL_GROUPS: u32 = COLL_ANSWER + COLL_ANSWERS * crate::packet::HEADER_LEN as u32;
-pub const COLL_END: u32 = COLL_GROUPS + GROUP_ENTRIES * 8;
+/// Collective offload: per run and chunk, the receive steps taken ahead
+/// of their turn (a bit per step: u32 each, `COLL_RUNS` x `COLL_CHUNKS`).
+pub const COLL_AHEAD: u32 = COLL_GROUPS + GROUP_ENTRIES * 8;
+pub const COLL_RUNS: u32 = 8;
+pub const COLL_CHUNKS: u32 = 64;
+/// Collective offload: the records of the collectives running (and of
+/// those ended whose events are still to post), `COLL_RUN_SIZE` bytes
+/// each.
+pub const COLL_RUN: u32 = COLL_AHEAD + COLL_RUNS * COLL_CHUNKS * 4;
+pub const COLL_RUN_SIZE: u32 = 256;
+pub const COLL_END: u32 = COLL_RUN + COLL_RUNS * COLL_RUN_SIZE;
 
 pub const MAP_END: u32 = 0x0010_0000;
 /// Smallest SRAM that holds the map.
@@ -285,6 +295,16 @@ pub const fn coll_held_rec(i: u32) -> u32 {
 /// Collective offload: sent chunk `i`'s record.
 pub const fn coll_sent_rec(i: u32) -> u32 {
     COLL_RECS + (COLL_HELD + i) * COLL_REC_SIZE
+}
+
+/// Collective offload: run `r`'s chunk `c`'s receive steps taken ahead.
+pub const fn coll_ahead(r: u32, c: u32) -> u32 {
+    COLL_AHEAD + (r * COLL_CHUNKS + c) * 4
+}
+
+/// Collective offload: run `r`'s record.
+pub const fn coll_run(r: u32) -> u32 {
+    COLL_RUN + r * COLL_RUN_SIZE
 }
 
 /// Collective offload: group `g`'s numbers.

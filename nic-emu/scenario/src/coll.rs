@@ -113,7 +113,8 @@ impl CollSpec {
         let n = self.elements as u64;
         let mut out = Vec::with_capacity(self.bytes() as usize);
         for e in 0..n {
-            let x = (rank as u64).wrapping_mul(1_000_003) ^ k.wrapping_mul(7_919) ^ e.wrapping_mul(31);
+            let x =
+                (rank as u64).wrapping_mul(1_000_003) ^ k.wrapping_mul(7_919) ^ e.wrapping_mul(31);
             match self.dtype {
                 Dtype::F64 => out.extend((1.0 / ((x % 1_000) as f64 + 0.3)).to_le_bytes()),
                 Dtype::F32 => out.extend((1.0 / ((x % 1_000) as f32 + 0.3)).to_le_bytes()),
@@ -199,7 +200,9 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         ));
     }
     let members: Vec<u64> = match (&f.group, f.group_size) {
-        (Some(_), Some(_)) => return err(format!("{label}: give `group` or `group_size`, not both")),
+        (Some(_), Some(_)) => {
+            return err(format!("{label}: give `group` or `group_size`, not both"))
+        }
         (None, None) => {
             return err(format!("{label}: a {} flow needs `group` or `group_size`", kind.name()))
         }
@@ -256,7 +259,9 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         (None, _) => Op::Sum,
         (Some(o), true) => match parse_by_name(&Op::ALL, Op::name, o) {
             Some(op) => op,
-            None => return err(format!("{label}.op: \"{o}\" is not one of sum, min, max, band, bor")),
+            None => {
+                return err(format!("{label}.op: \"{o}\" is not one of sum, min, max, band, bor"))
+            }
         },
     };
     let dtype = match (&f.datatype, kind.has_data()) {

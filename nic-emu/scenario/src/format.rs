@@ -118,7 +118,10 @@ impl FlowKind {
 
     /// A collective (barrier, reduce, allreduce, broadcast)?
     pub fn is_collective(self) -> bool {
-        matches!(self, FlowKind::Barrier | FlowKind::Reduce | FlowKind::Allreduce | FlowKind::Broadcast)
+        matches!(
+            self,
+            FlowKind::Barrier | FlowKind::Reduce | FlowKind::Allreduce | FlowKind::Broadcast
+        )
     }
 }
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use host_brm::BrmTransport;
 use host_driver::collective::Collective;
-use host_driver::{Algorithm, DmaBuf, Dest, Group, HostOp, Nic, NicBackend, SendOpts, SendStatus};
+use host_driver::{Algorithm, Dest, DmaBuf, Group, HostOp, Nic, NicBackend, SendOpts, SendStatus};
 use nic_abi::collective::{combine, Alg, How, Shape, Step};
 
 use super::super::coll::{host_chunk, host_message_len, CollScheme, CollSpec, HOST_HEADER};
@@ -318,8 +318,13 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// are all done.
     fn host_step_chunk(&mut self, ci: usize, k: u64, ch: u32) -> bool {
         let c = &self.colls[ci];
-        let shape =
-            Shape { kind: c.spec.kind, alg: c.alg, n: c.spec.size(), rank: c.rank, root: c.spec.root };
+        let shape = Shape {
+            kind: c.spec.kind,
+            alg: c.alg,
+            n: c.spec.size(),
+            rank: c.rank,
+            root: c.spec.root,
+        };
         let steps = shape.steps(ch);
         let chunk = host_chunk(&c.spec, c.alg) as usize;
         let range = (ch as usize * chunk).min(c.host.value.len())
@@ -359,7 +364,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     let Some(v) = c.host.held.remove(&(k, ch, tag, from)) else { return false };
                     let dst = &mut c.host.value[range.clone()];
                     if v.len() != dst.len() {
-                        let m = format!("flow {}: a {}-byte chunk for {}", c.flow, v.len(), dst.len());
+                        let m =
+                            format!("flow {}: a {}-byte chunk for {}", c.flow, v.len(), dst.len());
                         self.problem(m);
                         return false;
                     }

@@ -9,8 +9,8 @@ use host_driver::{DriverError, Event, SendStatus};
 use super::super::format::StreamKey;
 use super::super::ledger::Verdict;
 use super::super::plan::{Dir, RoleKind};
-use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
 use super::coll::COLL_TAG;
+use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
 use super::{NodeApp, NodeHost};
 
 impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {

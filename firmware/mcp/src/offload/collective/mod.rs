@@ -20,11 +20,12 @@
 //! missing named (and this NIC tells every other member, which also
 //! learn it from the answers to their probes).
 //!
-//! Two collectives of different groups run at once on a NIC (their
-//! vectors share `map::COLL_VECTOR`: one from its bottom, one from its
-//! top); a third, or the next of a group whose last has not ended here,
-//! waits in its ring until one is done. Chunks of a collective that has
-//! not begun here may arrive before its descriptor: they are held.
+//! Up to eight collectives of different groups run at once on a NIC (their
+//! records in SRAM, runs.rs; their vectors share `map::COLL_VECTOR`, in
+//! blocks); a ninth, one whose vector does not fit beside the others', or
+//! the next of a group whose last has not ended here, waits in its ring
+//! until one is done. Chunks of a collective that has not begun here may
+//! arrive before its descriptor: they are held.
 //!
 //! Owns: descriptor kind `Collective`, packet types `Coll` and `CollCtl`,
 //! SRAM `map::COLL` (the vector, held and sent chunks, each group's
@@ -32,6 +33,8 @@
 
 mod records;
 mod run;
+mod runs;
+mod timers;
 mod wire;
 
 #[cfg(test)]
@@ -40,7 +43,7 @@ mod tests;
 use super::{Intake, Offload, Packet, Received, Region, Services};
 use crate::hw::Hw;
 use crate::translate::Xlat;
-use nic_abi::collective::{chunk_bytes, chunks, Alg, CollFields, Kind, Shape};
+use nic_abi::collective::{chunk_bytes, chunks, CollFields, Kind, Shape};
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::ErrorCause;
 use nic_abi::map::{self, COLL, COLL_END, COLL_HELD, COLL_SENT, GROUP_ENTRIES};
@@ -48,11 +51,12 @@ use nic_abi::packet::PacketType;
 use records::Held;
 
 /// Most chunks of one collective's vector.
-pub const MAX_CHUNKS: usize = 64;
-/// Collectives running at once.
-pub const MAX_RUNS: usize = 2;
+pub const MAX_CHUNKS: usize = map::COLL_CHUNKS as usize;
+/// Collectives running at once (or ended, their events still to post).
+pub const MAX_RUNS: usize = map::COLL_RUNS as usize;
 
-/// The collective in progress.
+/// A collective in progress (or ended, its events still owed), as its
+/// record in SRAM holds it (runs.rs).
 #[derive(Debug, Clone, Copy)]
 struct Run {
     f: CollFields,
@@ -81,37 +85,8 @@ struct Run {
     waiting: Option<(u16, u64, u64)>,
     /// Ended with members missing (listed at `map::coll_missing`).
     failed: bool,
-}
-
-/// A finished collective whose events are still to post.
-#[derive(Debug, Clone, Copy)]
-struct Owed {
-    port: u8,
-    kind: Kind,
-    alg: Alg,
-    group: u16,
-    cseq: u32,
-    remote: u64,
-    tag: u64,
-    failed: bool,
-    /// The next 16-byte piece of the missing list to report.
+    /// Ended: the next 16-byte piece of the missing list to report.
     piece: u8,
-}
-
-impl Owed {
-    fn of(f: &CollFields, failed: bool) -> Owed {
-        Owed {
-            port: f.port,
-            kind: f.kind,
-            alg: f.alg,
-            group: f.group,
-            cseq: f.cseq,
-            remote: f.remote,
-            tag: f.tag,
-            failed,
-            piece: 0,
-        }
-    }
 }
 
 /// An abort being told to a group's members.
@@ -125,7 +100,18 @@ struct Telling {
 }
 
 pub struct Collective {
-    runs: [Option<Run>; MAX_RUNS],
+    /// Runs in progress (bit i: record `map::coll_run(i)`), and runs
+    /// ended whose events are still to post.
+    live: u8,
+    owed: u8,
+    /// Each run's group and number, when its probe is next due, and the
+    /// blocks of the vector area it holds.
+    heads: [(u16, u32); MAX_RUNS],
+    wait_due: [u64; MAX_RUNS],
+    run_blocks: [u32; MAX_RUNS],
+    /// Blocks of the vector area in use (bit b: `runs::BLOCK` bytes at
+    /// `COLL + b * BLOCK`).
+    blocks: u32,
     /// Held chunks (bit i: record `map::coll_held_rec(i)` in use).
     held: u8,
     /// Sent chunks not yet acknowledged (bit i: `map::coll_sent_rec(i)`),
@@ -135,8 +121,6 @@ pub struct Collective {
     /// Answers kept for want of a transmit buffer (bit i:
     /// `map::coll_answer(i)`).
     answers: u16,
-    /// Finished collectives whose events are still to post.
-    owed: [Option<Owed>; MAX_RUNS],
     telling: Option<Telling>,
     /// Something could not be done for want of a resource: try again at
     /// the next pass.
@@ -149,7 +133,8 @@ pub struct Collective {
     due: u64,
 }
 
-const _: () = assert!(COLL_HELD <= 8 && COLL_SENT <= 16 && map::COLL_ANSWERS <= 16);
+const _: () =
+    assert!(COLL_HELD <= 8 && COLL_SENT <= 16 && map::COLL_ANSWERS <= 16 && MAX_RUNS <= 8);
 
 impl Collective {
     /// The first held chunk `pick` chooses.
@@ -194,24 +179,6 @@ impl Collective {
 
     fn set_aborted(hw: &mut impl Hw, g: u16, cseq: u32) {
         hw.store_u32(map::coll_group(g as u32 % GROUP_ENTRIES) + 4, cseq);
-    }
-
-    /// The run of collective (`group`, `cseq`), if it is running here.
-    fn run_of(&self, group: u16, cseq: u32) -> Option<usize> {
-        self.runs.iter().position(|r| r.is_some_and(|r| r.f.group == group && r.f.cseq == cseq))
-    }
-
-    /// A free run slot for a vector of `len` bytes, and where its vector
-    /// goes (slot 0 from the bottom of the area, slot 1 from its top),
-    /// if it fits beside the other run's.
-    fn slot_for(&self, len: u32) -> Option<(usize, u32)> {
-        let len = len.next_multiple_of(8);
-        let used = |i: usize| self.runs[i].map_or(0, |r| r.f.len.next_multiple_of(8));
-        let i = self.runs.iter().position(Option::is_none)?;
-        if used(1 - i) + len > map::COLL_VECTOR || self.owed[i].is_some() {
-            return None;
-        }
-        Some((i, if i == 0 { COLL } else { COLL + map::COLL_VECTOR - len }))
     }
 
     /// The chunk bytes of chunk `c` of a vector of `len` bytes.
@@ -276,7 +243,17 @@ impl Collective {
             writing: 0,
             waiting: None,
             failed: false,
+            piece: 0,
         })
+    }
+
+    /// Slot `i` is free again (its vector's blocks too).
+    pub(super) fn free_run(&mut self, i: usize) {
+        self.live &= !(1 << i);
+        self.owed &= !(1 << i);
+        self.blocks &= !self.run_blocks[i];
+        self.run_blocks[i] = 0;
+        self.wait_due[i] = u64::MAX;
     }
 }
 
@@ -298,12 +275,16 @@ impl Offload for Collective {
     const PACKET_TYPES: &'static [u8] = &[PacketType::Coll as u8, PacketType::CollCtl as u8];
     const SRAM: &'static [Region] = &[Region { start: COLL, len: COLL_END - COLL }];
     const NEW: Collective = Collective {
-        runs: [None; MAX_RUNS],
+        live: 0,
+        owed: 0,
+        heads: [(0, 0); MAX_RUNS],
+        wait_due: [u64::MAX; MAX_RUNS],
+        run_blocks: [0; MAX_RUNS],
+        blocks: 0,
         held: 0,
         sent: 0,
         unsent: 0,
         answers: 0,
-        owed: [None; MAX_RUNS],
         telling: None,
         again: false,
         rto: 0,
@@ -336,19 +317,19 @@ impl Offload for Collective {
         if f.cseq <= Self::done(sv.hw, f.group) {
             return Intake::Refused(ErrorCause::BadDescriptor);
         }
-        let busy = |r: &Option<Run>| r.is_some_and(|r| r.f.group == f.group);
-        let owing = |o: &Option<Owed>| o.is_some_and(|o| o.group == f.group);
-        if self.runs.iter().any(busy) || self.owed.iter().any(owing) {
+        if self.group_busy(f.group) {
             return Intake::Wait; // the group's last is still running here
         }
         if f.len > map::COLL_VECTOR {
             return Intake::Refused(ErrorCause::BadLength);
         }
-        let Some((ri, base)) = self.slot_for(f.len) else { return Intake::Wait };
+        let Some((ri, base, blocks)) = self.slot_for(f.len) else { return Intake::Wait };
         let run = match Self::new_run(sv, port, f, base) {
             Ok(r) => r,
             Err(i) => return i,
         };
+        self.blocks |= blocks;
+        self.run_blocks[ri] = blocks;
         self.start(sv, ri, run);
         self.refresh_due(sv.hw);
         Intake::Taken
@@ -361,7 +342,7 @@ impl Offload for Collective {
     }
 
     fn deadline(&self) -> Option<u64> {
-        if self.again || self.owed.iter().any(Option::is_some) || self.telling.is_some() {
+        if self.again || self.owed != 0 || self.telling.is_some() {
             return Some(0);
         }
         self.next_timer()
@@ -383,13 +364,14 @@ impl Offload for Collective {
     }
 
     fn port_closed<H: Hw>(&mut self, sv: &mut Services<'_, H>, port: u8) {
-        for r in self.runs.iter_mut().filter(|r| r.is_some_and(|r| r.f.port == port)) {
-            *r = None;
+        for i in 0..MAX_RUNS {
+            if (self.live | self.owed) & 1 << i != 0
+                && Run::load(sv.hw, i).is_none_or(|r| r.f.port == port)
+            {
+                self.free_run(i);
+            }
         }
         self.let_go_sent(sv.hw, |s| s.port == port);
-        for o in self.owed.iter_mut().filter(|o| o.is_some_and(|o| o.port == port)) {
-            *o = None;
-        }
         if self.telling.is_some_and(|t| t.port == port) {
             self.telling = None;
         }

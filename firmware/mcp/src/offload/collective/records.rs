@@ -94,7 +94,10 @@ impl Sent {
             | (self.tag as u64) << 48
             | (self.port as u64) << 56;
         hw.store_u64(at, a);
-        hw.store_u64(at + 8, self.len as u64 | (self.group as u64) << 16 | (self.cseq as u64) << 32);
+        hw.store_u64(
+            at + 8,
+            self.len as u64 | (self.group as u64) << 16 | (self.cseq as u64) << 32,
+        );
         hw.store_u64(at + 16, self.last_tx);
         hw.store_u64(at + 24, self.life);
     }

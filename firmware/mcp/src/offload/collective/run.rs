@@ -2,11 +2,11 @@
 //! through its schedule, its result written out, its end reported.
 
 use super::records::Held;
-use super::{Collective, Owed, Run, MAX_CHUNKS, MAX_RUNS};
+use super::{Collective, Run, MAX_CHUNKS};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
 use crate::offload::{Offloads, Services};
-use nic_abi::collective::{combine, How, Step};
+use nic_abi::collective::{combine, How, Kind, Step};
 use nic_abi::event::{Event, EventKind, SendStatus, LOST_BYTES};
 use nic_abi::map;
 use nic_abi::rings::DmaDir;
@@ -28,11 +28,16 @@ impl Collective {
         if Self::aborted(sv.hw, g) == r.f.cseq {
             // Members went missing before it began here.
             Self::set_done(sv.hw, g, r.f.cseq);
-            self.owed[ri] = Some(Owed::of(&r.f, true));
-            return;
+            self.put(sv.hw, ri, &Run { failed: true, ..r });
+            self.live &= !(1 << ri);
+            self.owed |= 1 << ri;
+            return self.report(sv);
         }
         sv.hw.write(map::coll_missing(g as u32), &[0u8; LOST_BYTES]);
-        self.runs[ri] = Some(r);
+        for c in 0..r.nchunks {
+            sv.hw.store_u32(map::coll_ahead(ri as u32, c), 0);
+        }
+        self.put(sv.hw, ri, &r);
         self.progress(sv);
     }
 
@@ -40,13 +45,16 @@ impl Collective {
     /// take, writes to post, the end.
     #[inline(never)]
     pub(super) fn progress<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        for ri in 0..MAX_RUNS {
+        let mut live = self.live;
+        while live != 0 {
+            let ri = live.trailing_zeros() as usize;
+            live &= live - 1;
             self.progress_run(sv, ri);
         }
     }
 
     fn progress_run<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
-        let Some(mut r) = self.runs[ri] else { return };
+        let Some(mut r) = self.run(sv.hw, ri) else { return };
         for c in 0..r.nchunks {
             let bit = 1u64 << c;
             if r.loaded & bit == 0 {
@@ -56,13 +64,13 @@ impl Collective {
                 continue;
             }
             if r.stepped & bit == 0 {
-                self.step_chunk(sv, &mut r, c);
+                self.step_chunk(sv, (&mut r, ri), c);
             }
             if r.stepped & bit != 0 && r.written & bit == 0 && r.writing & bit == 0 {
                 self.post_dma(sv, (&mut r, ri), c, DmaDir::SramToHost);
             }
         }
-        self.runs[ri] = Some(r);
+        self.put(sv.hw, ri, &r);
         self.finish_if_done(sv, ri);
     }
 
@@ -116,7 +124,7 @@ impl Collective {
     /// A host-DMA command of chunk `tag` finished.
     pub(super) fn dma_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, tag: u16) {
         let ri = ((tag & !WRITE) >> RUN_SHIFT) as usize;
-        let Some(r) = self.runs.get_mut(ri).and_then(Option::as_mut) else { return };
+        let Some(mut r) = self.run(sv.hw, ri) else { return };
         let c = (tag & ((1 << RUN_SHIFT) - 1)) as usize;
         if c >= MAX_CHUNKS {
             return;
@@ -128,14 +136,22 @@ impl Collective {
         } else {
             r.loaded |= 1 << c;
         }
+        self.put(sv.hw, ri, &r);
         self.progress(sv);
     }
 
-    /// Take chunk `c`'s steps as far as they go now.
-    fn step_chunk<H: Hw>(&mut self, sv: &mut Services<'_, H>, r: &mut Run, c: u32) {
+    /// Take chunk `c` of run `ri`'s steps as far as they go now.
+    fn step_chunk<H: Hw>(&mut self, sv: &mut Services<'_, H>, (r, ri): (&mut Run, usize), c: u32) {
         let steps = r.shape.steps(c);
+        let ahead_at = map::coll_ahead(ri as u32, c);
         while let Some(step) = steps.get(r.at[c as usize] as usize) {
+            let bit = 1u32 << r.at[c as usize];
+            let ahead = sv.hw.load_u32(ahead_at);
             let went = match step {
+                Step::Recv { .. } if ahead & bit != 0 => {
+                    sv.hw.store_u32(ahead_at, ahead & !bit); // taken already
+                    true
+                }
                 Step::Send { to, tag } => self.send_chunk(sv, r, c, to, tag),
                 Step::Recv { from, tag, how } => self.take_held(sv, r, c, (from, tag, how)),
             };
@@ -207,12 +223,18 @@ impl Collective {
     /// Is run `ri` over (every chunk stepped and written, or members
     /// missing)? Then its end is owed.
     fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
-        let Some(r) = self.runs[ri] else { return };
+        let Some(r) = self.run(sv.hw, ri) else { return };
         let all = if r.nchunks as usize == MAX_CHUNKS { u64::MAX } else { (1 << r.nchunks) - 1 };
-        // (Its chunks sent and not yet acknowledged are sent again until
-        // they are: the member's part ends without waiting for them.)
+        // A barrier's or an allreduce's end here means every member
+        // entered it: its chunks not yet acknowledged are sent again until
+        // they are, without holding up the end. A reduce's or a
+        // broadcast's member may end long before the others: it waits
+        // for its acks, so that it never runs collectives ahead of what
+        // its peers can hold.
         let in_flight = (r.writing & !r.written) | (r.reading & !r.loaded);
-        if !r.failed && r.stepped & r.written != all {
+        let waits = matches!(r.f.kind, Kind::Reduce | Kind::Broadcast)
+            && self.sent_of(sv.hw, r.f.group, r.f.cseq);
+        if !r.failed && (r.stepped & r.written != all || waits) {
             return;
         }
         if r.failed && in_flight != 0 {
@@ -233,15 +255,19 @@ impl Collective {
         }
         // Chunks of this one held past its end (duplicates) go.
         self.let_go_held(sv.hw, |h| h.group == r.f.group && h.cseq <= r.f.cseq);
-        self.runs[ri] = None;
-        self.owed[ri] = Some(Owed::of(&r.f, r.failed));
+        self.live &= !(1 << ri);
+        self.owed |= 1 << ri;
+        self.wait_due[ri] = u64::MAX;
         self.report(sv);
     }
 
     /// Post the finished collectives' events.
     #[inline(never)]
     pub(super) fn report<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        for i in 0..MAX_RUNS {
+        let mut owed = self.owed;
+        while owed != 0 {
+            let i = owed.trailing_zeros() as usize;
+            owed &= owed - 1;
             self.report_one(sv, i);
         }
     }
@@ -249,41 +275,38 @@ impl Collective {
     /// Post finished collective `i`'s events: the pieces of its missing
     /// list, then its Collective event.
     fn report_one<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: usize) {
-        let Some(mut o) = self.owed[i] else { return };
-        if !sv.is_open(o.port) {
-            self.owed[i] = None;
-            return;
+        let Some(mut o) = Run::load(sv.hw, i) else { return self.free_run(i) };
+        if !sv.is_open(o.f.port) {
+            return self.free_run(i);
         }
-        let at = map::coll_missing(o.group as u32);
+        let at = map::coll_missing(o.f.group as u32);
         while o.failed && (o.piece as usize) < LOST_BYTES / 16 {
             let mut b = [0u8; 16];
             sv.hw.read(at + 16 * o.piece as u32, &mut b);
             if b != [0; 16] {
                 let mut e = Event::empty(EventKind::McastLost);
-                e.tag = o.tag;
+                e.tag = o.f.tag;
                 e.len = 16 * o.piece as u32;
                 e.inline = b;
                 e.inline_len = 16;
-                if !sv.event(o.port, &e) {
-                    self.owed[i] = Some(o);
-                    return;
+                if !sv.event(o.f.port, &e) {
+                    return o.store(sv.hw, i);
                 }
             }
             o.piece += 1;
         }
         let mut e = Event::empty(EventKind::Collective);
         e.status = if o.failed { SendStatus::Incomplete } else { SendStatus::Ok } as u8;
-        e.node = o.group;
-        e.len = o.cseq;
-        e.addr = o.remote;
-        e.tag = o.tag;
-        e.size_class = o.kind as u8;
-        e.port = o.alg as u8;
-        if !sv.event(o.port, &e) {
-            self.owed[i] = Some(o);
-            return;
+        e.node = o.f.group;
+        e.len = o.f.cseq;
+        e.addr = o.f.remote;
+        e.tag = o.f.tag;
+        e.size_class = o.f.kind as u8;
+        e.port = o.f.alg as u8;
+        if !sv.event(o.f.port, &e) {
+            return o.store(sv.hw, i);
         }
-        self.owed[i] = None;
+        self.free_run(i);
     }
 
     /// Node `node` is missing from run `ri`: list it, end the run.
@@ -297,7 +320,7 @@ impl Collective {
     /// Members missing from run `ri`: add `bits` (the first bytes of a
     /// `LostHeads` bitmap) to its list, end the run.
     pub(super) fn missing<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize, bits: &[u8]) {
-        let Some(r) = self.runs.get_mut(ri).and_then(Option::as_mut) else { return };
+        let Some(mut r) = self.run(sv.hw, ri) else { return };
         let at = map::coll_missing(r.f.group as u32);
         let mut b = [0u8; LOST_BYTES];
         sv.hw.read(at, &mut b);
@@ -306,6 +329,7 @@ impl Collective {
         }
         sv.hw.write(at, &b);
         r.failed = true;
+        self.put(sv.hw, ri, &r);
         self.finish_if_done(sv, ri);
     }
 }

@@ -29,7 +29,8 @@ fn bench(n: usize) -> Bench {
 /// Install group `id` on port `port` of node `i`'s NIC: members 0..n.
 fn install(b: &mut Bench, i: usize, (id, port): (u16, usize), n: usize) {
     let at = map::group_entry(id as u32) as usize;
-    let h = GroupHead { size: n as u16, rank: i as u16, port: port as u8, alg: 0, k: 0, nchildren: 0 };
+    let h =
+        GroupHead { size: n as u16, rank: i as u16, port: port as u8, alg: 0, k: 0, nchildren: 0 };
     let sram = b.sram_mut(i);
     h.encode(&mut sram[at..at + GroupHead::LEN]);
     for r in 0..n as u16 {
@@ -220,7 +221,8 @@ fn a_member_whose_port_closes_mid_barrier_is_named_missing_within_the_send_timeo
     for (i, evs) in got.iter().enumerate().take(n - 1) {
         let e = evs.iter().find(|e| e.kind == EventKind::Collective).expect("an end");
         assert_eq!(e.status, SendStatus::Incomplete as u8, "node {i}");
-        assert!(e.rtc < 500 + 2 * 50_000, "node {i} ended at {}", e.rtc);
+        // Its NIC answers "gone" at once: well within the send timeout.
+        assert!(e.rtc < 500 + 50_000 / 4, "node {i} ended at {}", e.rtc);
         let mut lost = LostHeads::NONE;
         for p in evs.iter().filter(|e| e.kind == EventKind::McastLost && e.tag == 1) {
             lost.merge(p.len as usize, &p.inline);
@@ -298,7 +300,11 @@ fn collectives_of_two_groups_posted_in_either_order_both_complete() {
         install(&mut b, i, OTHER, n);
         b.open(i, OTHER.1);
     }
-    let other = |k| CollFields { group: OTHER.0, port: OTHER.1 as u8, ..fields(Kind::Barrier, Alg::Pairwise, k) };
+    let other = |k| CollFields {
+        group: OTHER.0,
+        port: OTHER.1 as u8,
+        ..fields(Kind::Barrier, Alg::Pairwise, k)
+    };
     for k in 1..=5 {
         for i in 0..n {
             let mine = fields(Kind::Barrier, Alg::Dissemination, k);
@@ -311,13 +317,16 @@ fn collectives_of_two_groups_posted_in_either_order_both_complete() {
         }
     }
     let mut got: Vec<[Vec<u32>; 2]> = (0..n).map(|_| [Vec::new(), Vec::new()]).collect();
-    assert!(b.run_until(20_000, |b| {
-        for (i, g) in got.iter_mut().enumerate() {
-            g[0].extend(b.events(i, PORT).iter().map(|e| e.len));
-            g[1].extend(b.events(i, OTHER.1).iter().map(|e| e.len));
-        }
-        got.iter().all(|g| g[0].len() >= 5 && g[1].len() >= 5)
-    }), "{got:?}");
+    assert!(
+        b.run_until(20_000, |b| {
+            for (i, g) in got.iter_mut().enumerate() {
+                g[0].extend(b.events(i, PORT).iter().map(|e| e.len));
+                g[1].extend(b.events(i, OTHER.1).iter().map(|e| e.len));
+            }
+            got.iter().all(|g| g[0].len() >= 5 && g[1].len() >= 5)
+        }),
+        "{got:?}"
+    );
     for g in &got {
         assert_eq!(g[0], [1, 2, 3, 4, 5]);
         assert_eq!(g[1], [1, 2, 3, 4, 5]);

@@ -7,7 +7,7 @@ use super::{Collective, Run};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
 use crate::offload::{Packet, Services};
-use nic_abi::collective::{CollRepr, CtlCode, Step, CHUNK_MAX};
+use nic_abi::collective::{CollRepr, CtlCode, How, Step, CHUNK_MAX};
 use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map::{self, GROUP_ENTRIES};
@@ -17,16 +17,16 @@ use nic_abi::Priority;
 
 /// How often a member probes the peer it waits for (a part of the send
 /// timeout).
-const PROBES_PER_TIMEOUT: u64 = 4;
+pub(super) const PROBES_PER_TIMEOUT: u64 = 4;
 
-fn member(hw: &impl Hw, group: u16, rank: u16) -> u16 {
+pub(super) fn member(hw: &impl Hw, group: u16, rank: u16) -> u16 {
     let mut b = [0u8; 2];
     hw.read(group::member(group as u32, rank), &mut b);
     u16::from_le_bytes(b)
 }
 
 /// A packet of this offload from this NIC (`me`) to node `to`, port `port`.
-fn addr(me: u16, to: u16, port: u8) -> Addr {
+pub(super) fn addr(me: u16, to: u16, port: u8) -> Addr {
     Addr { src_node: me, src_port: port, dst_node: to, dst_port: port, priority: Priority::Low }
 }
 
@@ -69,7 +69,7 @@ impl Collective {
     }
 
     /// Put sent chunk `i` on the wire (again), from rank `me`.
-    fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: u32, me: u16) {
+    pub(super) fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: u32, me: u16) {
         let mut s = Sent::load(sv.hw, i);
         let h = CollRepr {
             addr: addr(sv.config().node, s.node, s.port),
@@ -105,6 +105,11 @@ impl Collective {
             CtlCode::Abort => missing_list(sv.hw, q.group),
             _ => (0, 0),
         };
+        match code {
+            CtlCode::Ack => sv.count(Stat::AcksSent, 1),
+            CtlCode::Busy | CtlCode::Gone => sv.count(Stat::NacksSent, 1),
+            _ => {}
+        }
         if !sv.send_from(&a.emit(), at, len) {
             self.keep_answer(sv, &a);
         }
@@ -165,6 +170,12 @@ impl Collective {
             }
             return;
         };
+        if q.ctl == Some(CtlCode::Gone) {
+            // (A NIC whose port is closed knows no rank of its own: the
+            // answer is taken by its node.)
+            self.gone_from(sv, &q);
+            return self.progress(sv);
+        }
         if q.from_rank >= g.size || member(sv.hw, q.group, q.from_rank) != q.addr.src_node {
             sv.count(Stat::BadHeaders, 1);
             return;
@@ -172,9 +183,9 @@ impl Collective {
         match q.ctl {
             None => self.chunk_in(sv, p, &q, &g),
             Some(CtlCode::Probe) => {
-                let ended = Self::aborted(sv.hw, q.group) == q.cseq
-                    && Self::done(sv.hw, q.group) >= q.cseq;
-                let failed = self.run_of(q.group, q.cseq).and_then(|i| self.runs[i]);
+                let ended =
+                    Self::aborted(sv.hw, q.group) == q.cseq && Self::done(sv.hw, q.group) >= q.cseq;
+                let failed = self.run_of(q.group, q.cseq).and_then(|i| self.run(sv.hw, i));
                 let over = ended || failed.is_some_and(|r| r.failed);
                 let code = if over { CtlCode::Abort } else { CtlCode::Alive };
                 self.answer(sv, &q, g.rank, code);
@@ -198,7 +209,7 @@ impl Collective {
         }
         let len = p.header.payload_len as u32;
         let ri = self.run_of(q.group, q.cseq);
-        if let Some((ri, mut r)) = ri.and_then(|i| self.runs[i].map(|r| (i, r))) {
+        if let Some((ri, mut r)) = ri.and_then(|i| self.run(sv.hw, i).map(|r| (i, r))) {
             let c = q.chunk;
             let steps = r.shape.steps(c);
             let j = steps.as_slice().iter().position(
@@ -209,14 +220,28 @@ impl Collective {
                 return;
             };
             let at = r.at[c as usize] as usize;
-            if at > j {
+            let ahead_at = map::coll_ahead(ri as u32, c);
+            let ahead = sv.hw.load_u32(ahead_at);
+            if at > j || ahead & (1 << j) != 0 {
                 return self.answer(sv, q, g.rank, CtlCode::Ack);
             }
-            if at == j && r.loaded & (1 << c) != 0 {
+            let loaded = r.loaded & (1 << c) != 0;
+            if at < j && loaded && order_free(&r, &steps.as_slice()[at..=j]) {
+                // Combined ahead of its turn: the order does not change
+                // the result.
+                let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
+                if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
+                    sv.hw.store_u32(ahead_at, ahead | 1 << j);
+                    self.put(sv.hw, ri, &r);
+                    return self.answer(sv, q, g.rank, CtlCode::Ack);
+                }
+                return;
+            }
+            if at == j && loaded {
                 let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
                 if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
                     r.at[c as usize] += 1;
-                    self.runs[ri] = Some(r);
+                    self.put(sv.hw, ri, &r);
                     return self.answer(sv, q, g.rank, CtlCode::Ack);
                 }
                 return;
@@ -259,12 +284,11 @@ impl Collective {
     fn reply_in<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr, code: CtlCode) {
         let now = sv.now();
         if code == CtlCode::Alive {
-            let ri = self.run_of(q.group, q.cseq);
-            let run = ri.and_then(|i| self.runs[i].as_mut());
-            if let Some(w) = run.and_then(|r| r.waiting.as_mut()) {
-                if w.0 == q.from_rank {
-                    w.1 = now;
-                }
+            let Some(ri) = self.run_of(q.group, q.cseq) else { return };
+            let Some(mut r) = self.run(sv.hw, ri) else { return };
+            if let Some(w) = r.waiting.as_mut().filter(|w| w.0 == q.from_rank) {
+                w.1 = now;
+                self.put(sv.hw, ri, &r);
             }
             return;
         }
@@ -283,13 +307,12 @@ impl Collective {
                     self.unsent &= !(1 << i);
                 }
                 CtlCode::Busy => {
+                    // There, but with no room for it yet: again after the
+                    // no-buffer retry interval (sooner than a loss's).
                     s.life = now;
+                    let wait = sv.config().nobuf_retry.min(self.rto);
+                    s.last_tx = now.saturating_sub(self.rto - wait);
                     s.store(sv.hw, i);
-                }
-                CtlCode::Gone => {
-                    self.sent &= !(1 << i);
-                    self.unsent &= !(1 << i);
-                    self.gone(sv, &s);
                 }
                 _ => {}
             }
@@ -305,7 +328,7 @@ impl Collective {
         if let Some(ri) = self.run_of(g, q.cseq) {
             return self.missing(sv, ri, &b[..n]);
         }
-        match self.runs.iter().any(|r| r.is_some_and(|r| r.f.group == g)) {
+        match (0..super::MAX_RUNS).any(|i| self.live & 1 << i != 0 && self.heads[i].0 == g) {
             true => {} // a later one's: not this one's to keep
             _ if q.cseq > Self::done(sv.hw, g) && q.cseq > Self::aborted(sv.hw, g) => {
                 Self::set_aborted(sv.hw, g, q.cseq);
@@ -315,6 +338,32 @@ impl Collective {
             }
             _ => {}
         }
+    }
+
+    /// Node `q`'s sender has no port open for collective `q`'s group (its
+    /// NIC was reset, or its port closed): the chunks sent there are
+    /// given up and, if the collective runs here, it ends with the node
+    /// missing.
+    fn gone_from<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr) {
+        let node = q.addr.src_node;
+        self.let_go_sent(sv.hw, |s| s.group == q.group && s.cseq == q.cseq && s.node == node);
+        if let Some(ri) = self.run_of(q.group, q.cseq) {
+            self.missing_node(sv, ri, node);
+        }
+    }
+
+    /// Has collective (`group`, `cseq`) chunks sent and not acknowledged?
+    pub(super) fn sent_of(&self, hw: &impl Hw, group: u16, cseq: u32) -> bool {
+        let mut bits = self.sent;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let s = Sent::load(hw, i);
+            if s.group == group && s.cseq == cseq {
+                return true;
+            }
+        }
+        false
     }
 
     /// Give up the sent chunks `pick` chooses.
@@ -333,136 +382,24 @@ impl Collective {
     /// A sent chunk's receiver is gone (answered so, or silent for the
     /// send timeout): if its collective is the one running, it ends with
     /// that member missing; the chunk is given up.
-    fn gone<H: Hw>(&mut self, sv: &mut Services<'_, H>, s: &Sent) {
+    pub(super) fn gone<H: Hw>(&mut self, sv: &mut Services<'_, H>, s: &Sent) {
         if let Some(ri) = self.run_of(s.group, s.cseq) {
             self.missing_node(sv, ri, s.node);
         }
     }
+}
 
-    /// Retransmissions due, peers that stopped answering, probes.
-    #[inline(never)]
-    pub(super) fn timers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let now = sv.now();
-        let (rto, limit) = (self.rto, self.limit);
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
-            let s = Sent::load(sv.hw, i);
-            if now.saturating_sub(s.life) >= limit {
-                sv.timer_handled();
-                self.sent &= !(1 << i);
-                self.unsent &= !(1 << i);
-                self.gone(sv, &s);
-                continue;
-            }
-            let unsent = self.unsent & 1 << i != 0;
-            if unsent || now >= s.last_tx.saturating_add(rto) {
-                sv.timer_handled();
-                sv.count(Stat::Retransmits, !unsent as u64);
-                let me = super::super::multicast::group_head(sv.hw, s.group).map_or(0, |g| g.rank);
-                self.transmit(sv, i, me);
-            }
-        }
-        for ri in 0..super::MAX_RUNS {
-            self.probe(sv, ri);
-        }
-    }
-
-    /// Run `ri` waits for a peer: probe it now and then, and give it up
-    /// once it has shown no life for the send timeout.
-    fn probe<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
-        let (now, limit) = (sv.now(), self.limit);
-        let Some(r) = self.runs[ri] else { return };
-        let Some((peer, life, probed)) = r.waiting else { return };
-        if now.saturating_sub(life) >= limit {
-            sv.timer_handled();
-            return self.missing_node(sv, ri, member(sv.hw, r.f.group, peer));
-        }
-        if now >= probed.saturating_add(limit / PROBES_PER_TIMEOUT) {
-            sv.timer_handled();
-            let q = CollRepr {
-                addr: addr(sv.config().node, member(sv.hw, r.f.group, peer), r.f.port),
-                ctl: Some(CtlCode::Probe),
-                group: r.f.group,
-                cseq: r.f.cseq,
-                tag: 0,
-                chunk: 0,
-                from_rank: r.shape.rank,
-                len: r.f.len,
-            };
-            if sv.send(&q.emit(), &[]) {
-                if let Some(w) = self.runs[ri].as_mut().and_then(|r| r.waiting.as_mut()) {
-                    w.2 = now;
-                }
-            } else {
-                self.again = true;
-            }
-        }
-    }
-
-    /// Work out again when the sent chunks next need a look (a
-    /// retransmission, or the end of the send timeout).
-    pub(super) fn refresh_due(&mut self, hw: &impl Hw) {
-        let mut due = u64::MAX;
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
-            let s = Sent::load(hw, i);
-            due =
-                due.min(s.last_tx.saturating_add(self.rto)).min(s.life.saturating_add(self.limit));
-        }
-        self.due = due;
-    }
-
-    /// When the next retransmission or probe is due (the earliest of
-    /// the sent chunks' times, kept as `due` when they change).
-    pub(super) fn next_timer(&self) -> Option<u64> {
-        let limit = self.limit;
-        let mut t = (self.sent != 0).then_some(self.due);
-        for (_, life, probed) in self.runs.iter().filter_map(|r| r.and_then(|r| r.waiting)) {
-            let w = probed.saturating_add(limit / PROBES_PER_TIMEOUT).min(life + limit);
-            t = Some(t.map_or(w, |x| x.min(w)));
-        }
-        t
-    }
-
-    /// Tell the other members of a group that its collective is over with
-    /// members missing (as transmit buffers allow).
-    #[inline(never)]
-    pub(super) fn tell<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let Some(mut t) = self.telling else { return };
-        let Some(g) = super::super::multicast::group_head(sv.hw, t.group) else {
-            self.telling = None;
-            return;
-        };
-        let (at, len) = missing_list(sv.hw, t.group);
-        while t.next < t.n {
-            if t.next != g.rank {
-                let q = CollRepr {
-                    addr: addr(sv.config().node, member(sv.hw, t.group, t.next), t.port),
-                    ctl: Some(CtlCode::Abort),
-                    group: t.group,
-                    cseq: t.cseq,
-                    tag: 0,
-                    chunk: 0,
-                    from_rank: g.rank,
-                    len: 0,
-                };
-                if !sv.send_from(&q.emit(), at, len) {
-                    self.telling = Some(t);
-                    return;
-                }
-            }
-            t.next += 1;
-        }
-        self.telling = None;
-    }
+/// May the receive steps `steps` of run `r` be taken in any order (each
+/// combines, with nothing sent between them, by an operation whose result
+/// does not depend on the order: any of integers)?
+fn order_free(r: &Run, steps: &[Step]) -> bool {
+    !r.f.dtype.is_float()
+        && r.f.kind.combines()
+        && steps.iter().all(|s| matches!(s, Step::Recv { how: How::Combine(_), .. }))
 }
 
 /// Group `g`'s missing list in SRAM, up to its last byte with a bit set.
-fn missing_list(hw: &impl Hw, g: u16) -> (u32, u32) {
+pub(super) fn missing_list(hw: &impl Hw, g: u16) -> (u32, u32) {
     let at = map::coll_missing(g as u32);
     let mut b = [0u8; LOST_BYTES];
     hw.read(at, &mut b);

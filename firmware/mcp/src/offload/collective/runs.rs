@@ -1,0 +1,140 @@
+//! The records of the collectives running here, kept in the offload's
+//! SRAM (`map::coll_run`, one per slot): a run is loaded, changed and
+//! stored back by the call that works on it. `Collective` keeps of each
+//! only what finding one and the timers need (its group and number, when
+//! its probe is due) and which slots are running or ended with their
+//! events still owed.
+//!
+//! ```text
+//!   0 the descriptor (64 bytes, `CollFields`)
+//!  64 n u16   66 rank u16   68 base u32   72 chunk u32   76 nchunks u32
+//!  80 loaded u64   88 reading u64   96 stepped u64   104 written u64
+//! 112 writing u64  120 two u64
+//! 128 peer u16  130 waiting u8  131 failed u8  132 piece u8
+//! 136 life u64   144 probed u64
+//! 160 at[64] (each chunk's next step)
+//! ```
+
+use super::{Collective, Run, MAX_CHUNKS, MAX_RUNS};
+use crate::hw::Hw;
+use nic_abi::collective::{CollFields, Shape};
+use nic_abi::map;
+
+const AT: u32 = 160;
+
+impl Run {
+    pub(super) fn load(hw: &impl Hw, i: usize) -> Option<Run> {
+        let at = map::coll_run(i as u32);
+        let mut d = [0u8; 64];
+        hw.read(at, &mut d);
+        let f = CollFields::decode(&d).ok()?;
+        let w = |o: u32| hw.load_u64(at + o);
+        let (a, b) = (w(64), w(72));
+        let (n, rank) = (a as u16, (a >> 16) as u16);
+        let mut run = Run {
+            f,
+            shape: Shape { kind: f.kind, alg: f.alg, n, rank, root: f.root },
+            base: (a >> 32) as u32,
+            chunk: b as u32,
+            nchunks: (b >> 32) as u32,
+            at: [0; MAX_CHUNKS],
+            loaded: w(80),
+            reading: w(88),
+            stepped: w(96),
+            written: w(104),
+            writing: w(112),
+            two: w(120),
+            waiting: None,
+            failed: false,
+            piece: 0,
+        };
+        let c = w(128);
+        if (c >> 16) as u8 != 0 {
+            run.waiting = Some((c as u16, w(136), w(144)));
+        }
+        run.failed = (c >> 24) as u8 != 0;
+        run.piece = (c >> 32) as u8;
+        hw.read(at + AT, &mut run.at);
+        Some(run)
+    }
+
+    pub(super) fn store(&self, hw: &mut impl Hw, i: usize) {
+        let at = map::coll_run(i as u32);
+        let mut d = [0u8; 64];
+        self.f.encode(&mut d);
+        hw.write(at, &d);
+        let s = &self.shape;
+        hw.store_u64(at + 64, s.n as u64 | (s.rank as u64) << 16 | (self.base as u64) << 32);
+        hw.store_u64(at + 72, self.chunk as u64 | (self.nchunks as u64) << 32);
+        for (o, v) in [
+            (80, self.loaded),
+            (88, self.reading),
+            (96, self.stepped),
+            (104, self.written),
+            (112, self.writing),
+            (120, self.two),
+        ] {
+            hw.store_u64(at + o, v);
+        }
+        let (peer, life, probed) = self.waiting.unwrap_or((0, 0, 0));
+        let c = peer as u64
+            | (self.waiting.is_some() as u64) << 16
+            | (self.failed as u64) << 24
+            | (self.piece as u64) << 32;
+        hw.store_u64(at + 128, c);
+        hw.store_u64(at + 136, life);
+        hw.store_u64(at + 144, probed);
+        hw.write(at + AT, &self.at[..self.nchunks.min(MAX_CHUNKS as u32) as usize]);
+    }
+}
+
+impl Collective {
+    /// Run `i`, if one is running there.
+    pub(super) fn run(&self, hw: &impl Hw, i: usize) -> Option<Run> {
+        if self.live & 1 << i == 0 {
+            return None;
+        }
+        Run::load(hw, i)
+    }
+
+    /// Keep run `i` as `r` now is.
+    pub(super) fn put(&mut self, hw: &mut impl Hw, i: usize, r: &Run) {
+        r.store(hw, i);
+        self.live |= 1 << i;
+        self.heads[i] = (r.f.group, r.f.cseq);
+        self.wait_due[i] = r.waiting.map_or(u64::MAX, |(_, life, probed)| {
+            probed
+                .saturating_add(self.limit / super::wire::PROBES_PER_TIMEOUT)
+                .min(life.saturating_add(self.limit))
+        });
+    }
+
+    /// The run of collective (`group`, `cseq`), if it is running here.
+    pub(super) fn run_of(&self, group: u16, cseq: u32) -> Option<usize> {
+        (0..MAX_RUNS).find(|&i| self.live & 1 << i != 0 && self.heads[i] == (group, cseq))
+    }
+
+    /// Is a collective of `group` running here, or ended with its events
+    /// still owed?
+    pub(super) fn group_busy(&self, group: u16) -> bool {
+        (0..MAX_RUNS).any(|i| (self.live | self.owed) & 1 << i != 0 && self.heads[i].0 == group)
+    }
+
+    /// A free slot for a run whose vector is `len` bytes, and where its
+    /// vector goes (whole blocks of `BLOCK` bytes of `map::COLL_VECTOR`),
+    /// if there is room.
+    pub(super) fn slot_for(&self, len: u32) -> Option<(usize, u32, u32)> {
+        let i = (0..MAX_RUNS).find(|&i| (self.live | self.owed) & 1 << i == 0)?;
+        let need = len.div_ceil(BLOCK);
+        if need == 0 {
+            return Some((i, map::COLL, 0));
+        }
+        let mask = if need >= 32 { u32::MAX } else { (1u32 << need) - 1 };
+        (0..=32 - need)
+            .find(|&b| self.blocks & mask << b == 0)
+            .map(|b| (i, map::COLL + b * BLOCK, mask << b))
+    }
+}
+
+/// The vector area is handed out in blocks of this many bytes.
+pub(super) const BLOCK: u32 = map::COLL_VECTOR / 32;

@@ -1,0 +1,127 @@
+//! Collective flows through the scenario runner on the simulator: every
+//! kind and algorithm, on the NICs and on the hosts, completes each
+//! collective exactly once at every member with the reference's result;
+//! under loss, corruption, duplication and a cable outage likewise; the
+//! keys that do not apply are refused by name.
+
+use nic_scenario::coll::CollReport;
+use nic_scenario::{run, FlowReport, Report, Scenario};
+
+fn run_text(text: &str) -> Report {
+    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    run(&v).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn flow(kind: &str, scheme: &str, alg: &str, extra: &str) -> String {
+    format!(
+        "[[flows]]\nname = \"{kind}-{scheme}-{alg}\"\nkind = \"{kind}\"\nport = 2\n\
+         group_size = 11\nscheme = \"{scheme}\"\nalgorithm = \"{alg}\"\ncount = 4\n{extra}\n"
+    )
+}
+
+fn head(nodes: u32) -> String {
+    format!("profile = \"lanai9-gm\"\nseed = 5\n[fabric]\nnodes = {nodes}\n")
+}
+
+/// Every collective complete at every member, once, in order, right.
+fn assert_collectives_right(f: &FlowReport) -> &CollReport {
+    let c = f.collective.as_ref().unwrap_or_else(|| panic!("{}: no collective report", f.name));
+    assert_eq!((f.delivered, c.completed), (c.count, c.count), "{}: {c:?}", f.name);
+    assert_eq!(
+        (f.duplicates, f.out_of_order, c.incomplete, c.results_wrong),
+        (0, 0, 0, 0),
+        "{}",
+        f.name
+    );
+    if c.kind != "barrier" {
+        assert_eq!(c.results_ok, Some(true), "{}: {c:?}", f.name);
+        assert!(c.results_checked > 0);
+    }
+    c
+}
+
+#[test]
+fn every_kind_and_algorithm_on_nics_and_hosts_gives_the_reference_result_once() {
+    let cases = [
+        ("barrier", "dissemination", ""),
+        ("barrier", "pairwise", ""),
+        ("barrier", "tree", ""),
+        ("allreduce", "pairwise", "datatype = \"f64\"\nelements = 300\n"),
+        ("allreduce", "binomial", "datatype = \"f32\"\nop = \"max\"\nelements = 700\n"),
+        ("allreduce", "ring", "datatype = \"f64\"\nelements = 1500\n"),
+        ("reduce", "binomial", "datatype = \"i64\"\nop = \"min\"\nelements = 200\nroot = 4\n"),
+        ("broadcast", "binomial", "datatype = \"u32\"\nelements = 999\nroot = 10\n"),
+    ];
+    for scheme in ["nic", "host"] {
+        let mut text = head(12);
+        for (kind, alg, extra) in cases {
+            text += &flow(kind, scheme, alg, extra)
+                .replace("port = 2", &format!("port = {}", text.matches("[[flows]]").count() % 8));
+        }
+        let r = run_text(&text);
+        assert!(r.complete, "{scheme}: {}", r.summary());
+        for f in &r.flows {
+            let c = assert_collectives_right(f);
+            assert_eq!(c.scheme, scheme);
+            assert_eq!(c.group_size, 11);
+        }
+    }
+}
+
+#[test]
+fn auto_names_the_algorithm_it_picked() {
+    let text = head(12)
+        + &flow("barrier", "nic", "auto", "")
+        + &flow("allreduce", "nic", "auto", "elements = 4000\n").replace("port = 2", "port = 3");
+    let r = run_text(&text);
+    let algs: Vec<(&str, &str)> = r
+        .flows
+        .iter()
+        .map(|f| {
+            let c = assert_collectives_right(f);
+            (c.requested.as_str(), c.algorithm.as_str())
+        })
+        .collect();
+    assert_eq!(algs, [("auto", "dissemination"), ("auto", "ring")]);
+}
+
+#[test]
+fn barriers_and_allreduces_survive_loss_corruption_duplication_and_an_outage() {
+    let text = head(16)
+        + "[[flows]]\nname = \"b\"\nkind = \"barrier\"\nport = 2\ngroup_size = 16\ncount = 300\n"
+        + "[[flows]]\nname = \"a\"\nkind = \"allreduce\"\nport = 3\ngroup_size = 16\n\
+           datatype = \"f64\"\nelements = 256\ncount = 60\n"
+        + "[faults]\ndrop = 0.02\ncorrupt = 0.002\nduplicate = 0.002\n\
+           [[faults.link_down]]\nlink = \"node5\"\nat_us = 3000\nfor_us = 5000\n";
+    let r = run_text(&text);
+    assert!(r.complete, "{}", r.summary());
+    for f in &r.flows {
+        assert_collectives_right(f);
+    }
+    let resent: u64 = r.nics.iter().map(|n| n.retransmits).sum();
+    assert!(resent > 0, "the faults cost nothing: not exercised");
+}
+
+#[test]
+fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
+    let base = head(4);
+    for (flow, want) in [
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nmessages = 3\n", "flows[0].messages: does not apply to a barrier flow (give `count`)"),
+        ("kind = \"barrier\"\nsrc = [0, 2]\ngroup_size = 4\n", "flows[0].src: does not apply to a barrier flow"),
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nalgorithm = \"ring\"\n", "flows[0].algorithm: \"ring\" does not do a barrier (dissemination, pairwise, tree, auto)"),
+        ("kind = \"allreduce\"\nport = 2\ngroup_size = 4\nop = \"band\"\n", "flows[0].op: band does not apply to f64"),
+        ("kind = \"allreduce\"\nport = 2\ngroup_size = 4\nelements = 5000\n", "flows[0].elements: 5000 out of range (1..=4096"),
+        ("kind = \"reduce\"\nport = 2\ngroup_size = 4\nroot = 4\n", "flows[0].root: rank 4 is not a member's"),
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nroot = 1\n", "flows[0].root: applies to reduce and broadcast"),
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\ndatatype = \"f64\"\n", "flows[0].datatype: does not apply to a barrier"),
+        ("kind = \"barrier\"\ngroup_size = 4\n", "flows[0]: a barrier flow needs `port`"),
+        ("kind = \"barrier\"\nport = 2\n", "flows[0]: a barrier flow needs `group` or `group_size`"),
+        ("kind = \"barrier\"\nport = 2\ngroup = [1, 1]\n", "flows[0].group[1]: node 1 is listed twice"),
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nscheme = \"assisted\"\n", "flows[0].scheme: \"assisted\" is not a collective scheme (host, nic)"),
+        ("kind = \"stream\"\nsrc = [0, 1]\ndst = [1, 1]\nbytes = 8\nmessages = 1\ncount = 3\n", "flows[0].count: applies to collective flows only"),
+    ] {
+        let text = format!("{base}[[flows]]\n{flow}");
+        let e = Scenario::parse_validated(&text).unwrap_err().to_string();
+        assert!(e.starts_with(want), "{flow}\ngot: {e}\nwant: {want}");
+    }
+}
