@@ -13,13 +13,14 @@
 //!
 //! ```no_run
 //! use host_driver::collective::{Collective, Op, Dtype};
-//! use host_driver::{Event, Group, Nic, Algorithm, SendStatus};
+//! use host_driver::{Algorithm, Event, Group, LiveBackend, Nic, PortOptions, SendStatus};
 //!
 //! # fn main() -> Result<(), host_driver::DriverError> {
-//! let nic = Nic::open("nic", 0)?;
+//! // Node 0 of the cluster "nic", port 2 (every member runs the same).
+//! let nic = Nic::open(LiveBackend::attach("nic", 0, 2)?)?;
 //! let group = Group::new(1, 2, (0..16).collect())?;
 //! nic.create_group(&group, Algorithm::Binomial)?;
-//! let mut port = nic.open_port(2)?;
+//! let mut port = nic.open_port(2, PortOptions::default())?;
 //! let v = port.alloc(8 * 128)?; // 128 f64 per member
 //! let cseq = port.allreduce(&group, Op::Sum, Dtype::F64, &v)?;
 //! loop {
@@ -57,7 +58,7 @@ use crate::DriverError;
 pub struct Collective<'a> {
     pub group: &'a Group,
     pub kind: Kind,
-    /// None: the default for the kind and the vector (`Alg::auto`).
+    /// None: the default for the kind and the vector ([`auto`]).
     pub algorithm: Option<Alg>,
     /// Reductions: the operation and the element type.
     pub op: Op,
@@ -95,7 +96,7 @@ impl<'a> Collective<'a> {
     }
 }
 
-/// The algorithm `Alg::auto` picks: dissemination for a barrier,
+/// The algorithm picked when none is given: dissemination for a barrier,
 /// recursive doubling for an allreduce of up to 4 chunks and the
 /// pipelined ring above, a binomial tree for reduce and broadcast.
 pub fn auto(kind: Kind, chunks: u32) -> Alg {
@@ -144,8 +145,11 @@ impl<B: NicBackend> Port<B> {
         }
         let mtu = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::MTU));
         let chunk = nic_abi::collective::chunk_bytes(mtu, elem);
-        let alg =
-            c.algorithm.unwrap_or(auto(c.kind, nic_abi::collective::chunks(len as u32, chunk)));
+        let nchunks = nic_abi::collective::chunks(len as u32, chunk);
+        if nchunks > map::COLL_CHUNKS {
+            return Err(DriverError::BadCollective("more chunks than the NIC holds (a small MTU)"));
+        }
+        let alg = c.algorithm.unwrap_or(auto(c.kind, nchunks));
         if !alg.serves(c.kind) {
             return Err(DriverError::BadCollective("the algorithm does not do this collective"));
         }

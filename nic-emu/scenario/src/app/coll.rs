@@ -215,19 +215,28 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let (rank, n, flow) = (c.rank, c.spec.size(), c.flow);
         let mut l = self.ledger.borrow_mut();
         let Some(cl) = l.flows[flow].coll.as_mut() else { return };
+        let mut problems = Vec::new();
         if let (Some(v), true) = (result, ok && c.spec.has_result(rank)) {
             let want = cl.expected.entry(k).or_insert_with(|| c.spec.expected(k, c.mtu));
             cl.checked += 1;
             if want.get(rank as usize).is_none_or(|w| *w != v) {
                 cl.wrong += 1;
+                problems
+                    .push(format!("flow {flow}: collective {k}: rank {rank}'s result is wrong"));
             }
+        }
+        if !ok {
+            problems.push(format!("flow {flow}: collective {k} ended with members missing"));
         }
         if let (Some(a), Some(b)) = (busy, busy_now) {
             cl.host_cpu_ns.push(b.saturating_sub(a));
         }
         if !cl.finished(rank, n, k, now, ok) {
-            drop(l);
-            self.problem(format!("flow {flow}: collective {k} ended twice at rank {rank}"));
+            problems.push(format!("flow {flow}: collective {k} ended twice at rank {rank}"));
+        }
+        drop(l);
+        for m in problems {
+            self.problem(m);
         }
     }
 
