@@ -52,6 +52,11 @@ pub struct Work {
     /// messages delivered to the host, of the NIC-served schemes.
     pub mcast_descs: u32,
     pub mcast_deliveries: u32,
+    /// Elements an offload combined (a collective's reduction): integer
+    /// ones, and floating-point ones (software arithmetic on a NIC CPU
+    /// without a floating-point unit). The profile prices each.
+    pub coll_elements: u32,
+    pub coll_float_elements: u32,
 }
 
 impl Work {
@@ -73,6 +78,8 @@ impl Work {
             mcast_rx_packets,
             mcast_descs,
             mcast_deliveries,
+            coll_elements,
+            coll_float_elements,
         } = *self;
         if dma_cmds != 0 || rx_packets != 0 || tx_packets != 0 || descriptors != 0 {
             return false;
@@ -90,6 +97,8 @@ impl Work {
             | mcast_rx_packets
             | mcast_descs
             | mcast_deliveries
+            | coll_elements
+            | coll_float_elements
             | arrays as u32)
             == 0
     }
@@ -113,5 +122,7 @@ impl Work {
         self.mcast_rx_packets += o.mcast_rx_packets;
         self.mcast_descs += o.mcast_descs;
         self.mcast_deliveries += o.mcast_deliveries;
+        self.coll_elements += o.coll_elements;
+        self.coll_float_elements += o.coll_float_elements;
     }
 }

@@ -40,7 +40,7 @@ const MAX_INSTRUCTIONS: f64 = 1e9;
 /// (table key, `mcp::Work` field, element of an array field). The work
 /// items first, in `mcp::Work`'s order; the fixed parts of a pass
 /// (`idle_pass`, `busy_pass`, no work field) last.
-pub const ITEMS: [(&str, &str, Option<usize>); 22] = [
+pub const ITEMS: [(&str, &str, Option<usize>); 24] = [
     ("descriptor", "descriptors", None),
     ("tx_packet", "tx_packets", None),
     ("rx_packet", "rx_packets", None),
@@ -61,12 +61,14 @@ pub const ITEMS: [(&str, &str, Option<usize>); 22] = [
     ("mcast_rx_packet", "mcast_rx_packets", None),
     ("mcast_desc", "mcast_descs", None),
     ("mcast_delivery", "mcast_deliveries", None),
+    ("coll_element", "coll_elements", None),
+    ("coll_float_element", "coll_float_elements", None),
     ("idle_pass", "", None),
     ("busy_pass", "", None),
 ];
 
 /// Work items (the entries of [`ITEMS`] that count `mcp::Work`).
-pub const WORK_ITEMS: usize = 20;
+pub const WORK_ITEMS: usize = 22;
 
 /// A work sum's counts in the order of [`ITEMS`] (the fixed parts 0).
 pub fn counts(w: &Work) -> [u64; WORK_ITEMS] {
@@ -92,6 +94,8 @@ pub fn counts(w: &Work) -> [u64; WORK_ITEMS] {
         w.mcast_rx_packets as u64,
         w.mcast_descs as u64,
         w.mcast_deliveries as u64,
+        w.coll_elements as u64,
+        w.coll_float_elements as u64,
     ]
 }
 
@@ -128,6 +132,12 @@ pub struct Instructions {
     pub mcast_rx_packet: f64,
     pub mcast_desc: f64,
     pub mcast_delivery: f64,
+    /// A collective's element combined (integer, floating point); 0 in a
+    /// table measured before the collective offload.
+    #[serde(default)]
+    pub coll_element: f64,
+    #[serde(default)]
+    pub coll_float_element: f64,
 }
 
 impl Instructions {
@@ -156,6 +166,8 @@ impl Instructions {
             self.mcast_rx_packet,
             self.mcast_desc,
             self.mcast_delivery,
+            self.coll_element,
+            self.coll_float_element,
             self.idle_pass,
             self.busy_pass,
         ]
@@ -184,8 +196,10 @@ impl Instructions {
             mcast_rx_packet: a[17],
             mcast_desc: a[18],
             mcast_delivery: a[19],
-            idle_pass: a[20],
-            busy_pass: a[21],
+            coll_element: a[20],
+            coll_float_element: a[21],
+            idle_pass: a[22],
+            busy_pass: a[23],
         }
     }
 
@@ -313,7 +327,8 @@ mod tests {
         assert_eq!(ins.to_array(), a);
         assert_eq!(ins.relay_step.binary, 12.0);
         assert_eq!(ins.mcast_further.separate, 14.0);
-        assert_eq!(ins.busy_pass, 22.0);
+        assert_eq!(ins.coll_float_element, 22.0);
+        assert_eq!(ins.busy_pass, 24.0);
         // One unit of each work field lands on its own item.
         let w = Work {
             descriptors: 1,
@@ -321,15 +336,18 @@ mod tests {
             relay_steps: [0, 0, 3, 0],
             mcast_further: [0, 0, 0, 4],
             mcast_deliveries: 5,
+            coll_float_elements: 6,
             ..Work::default()
         };
         let c = counts(&w);
-        assert_eq!((c[0], c[3], c[10], c[16], c[19]), (1, 2, 3, 4, 5));
-        assert_eq!(c.iter().sum::<u64>(), 15);
+        assert_eq!((c[0], c[3], c[10], c[16], c[19], c[21]), (1, 2, 3, 4, 5, 6));
+        assert_eq!(c.iter().sum::<u64>(), 21);
         assert_eq!(ITEMS[10], ("relay_step.binomial", "relay_steps", Some(2)));
         assert_eq!(ITEMS[19].1, "mcast_deliveries");
-        // 3 passes, 2 busy: 3 x 21 + 2 x 22 + the work.
-        let want = 63.0 + 44.0 + 1.0 + 2.0 * 4.0 + 3.0 * 11.0 + 4.0 * 17.0 + 5.0 * 20.0;
+        assert_eq!(ITEMS[21].1, "coll_float_elements");
+        // 3 passes, 2 busy: 3 x 23 + 2 x 24 + the work.
+        let want =
+            69.0 + 48.0 + 1.0 + 2.0 * 4.0 + 3.0 * 11.0 + 4.0 * 17.0 + 5.0 * 20.0 + 6.0 * 22.0;
         assert_eq!(ins.of(3, 2, &c), want);
     }
 

@@ -312,6 +312,14 @@ pub struct NicCpuProfile {
     pub mcast_desc: u64,
     #[serde(default)]
     pub mcast_delivery: u64,
+    /// Per element a collective's reduction combines on the NIC
+    /// (`Work::coll_elements`), and per floating-point element
+    /// (`Work::coll_float_elements`: software arithmetic where the NIC CPU
+    /// has no floating-point unit).
+    #[serde(default)]
+    pub coll_element: u64,
+    #[serde(default)]
+    pub coll_float_element: u64,
 }
 
 /// A price for each multicast algorithm (cycles or ns, as the key says).

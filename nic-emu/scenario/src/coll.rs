@@ -381,6 +381,9 @@ pub struct CollLedger {
     pub incomplete: u64,
     /// The expected results of the collectives in flight (by number).
     pub expected: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// The first entry of any member, and the last completion.
+    pub first_entry_ns: Option<u64>,
+    pub last_done_ns: u64,
 }
 
 impl CollLedger {
@@ -392,6 +395,7 @@ impl CollLedger {
     pub fn entered(&mut self, k: u64, now: u64) {
         let p = self.inflight.entry(k).or_default();
         p.first_entry_ns = Some(p.first_entry_ns.map_or(now, |t| t.min(now)));
+        self.first_entry_ns = Some(self.first_entry_ns.map_or(now, |t| t.min(now)));
     }
 
     /// Member `rank` of `n` completed collective `k` at `now`: false when
@@ -409,6 +413,7 @@ impl CollLedger {
         if !ok {
             self.incomplete += 1;
         }
+        self.last_done_ns = self.last_done_ns.max(now);
         let p = self.inflight.entry(k).or_default();
         p.first_done_ns = if p.done == 0 { now } else { p.first_done_ns.min(now) };
         p.last_done_ns = p.last_done_ns.max(now);
@@ -442,6 +447,11 @@ pub struct CollReport {
     /// Collectives run, and those complete at every member.
     pub count: u64,
     pub completed: u64,
+    /// The time per collective of the flow as a loop runs them: from the
+    /// first member's first entry to the last member's last completion,
+    /// over the collectives complete at every member (ns; what a
+    /// benchmark's loop of collectives reports).
+    pub interval_ns: f64,
     /// Completion spread among the members per collective (ns).
     pub skew_ns: Option<P50Max>,
     /// Sim: host CPU busy per member per collective (ns).
@@ -471,6 +481,10 @@ pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
         elements: c.elements,
         count: c.count,
         completed: l.all_done,
+        interval_ns: match (l.first_entry_ns, l.all_done) {
+            (Some(t), n) if n > 0 => l.last_done_ns.saturating_sub(t) as f64 / n as f64,
+            _ => 0.0,
+        },
         skew_ns: P50Max::of(&mut l.skews.clone()),
         host_cpu_ns: P50Max::of(&mut l.host_cpu_ns.clone()),
         results_checked: l.checked,

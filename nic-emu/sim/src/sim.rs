@@ -170,6 +170,8 @@ struct WorkPrices {
     mcast_rx_packet: u64,
     mcast_desc: u64,
     mcast_delivery: u64,
+    coll_element: u64,
+    coll_float_element: u64,
 }
 
 impl WorkPrices {
@@ -208,6 +210,8 @@ impl WorkPrices {
             mcast_rx_packet: c.mcast_rx_packet.unwrap_or(c.mcast_packet),
             mcast_desc: c.mcast_desc,
             mcast_delivery: c.mcast_delivery,
+            coll_element: c.coll_element,
+            coll_float_element: c.coll_float_element,
         }
     }
 
@@ -240,6 +244,8 @@ impl WorkPrices {
             mcast_rx_packet: m(t.mcast_rx_packet),
             mcast_desc: m(t.mcast_desc),
             mcast_delivery: m(t.mcast_delivery),
+            coll_element: m(t.coll_element),
+            coll_float_element: m(t.coll_float_element),
         }
     }
 
@@ -282,6 +288,8 @@ impl WorkPrices {
             + w.timers as u64 * self.timer
             + w.flow_ops as u64 * self.flow_op
             + w.tree_ops as u64 * self.tree_op
+            + w.coll_elements as u64 * self.coll_element
+            + w.coll_float_elements as u64 * self.coll_float_element
             + mcast
     }
 

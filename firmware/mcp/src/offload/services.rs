@@ -99,6 +99,16 @@ impl<'a, H: Hw> Services<'a, H> {
         self.cx.bump(self.hw, s, n);
     }
 
+    /// `n` elements combined (`Work::coll_elements`, or
+    /// `coll_float_elements` for floating point).
+    pub fn combined(&mut self, n: u32, float: bool) {
+        if float {
+            self.w.coll_float_elements += n;
+        } else {
+            self.w.coll_elements += n;
+        }
+    }
+
     /// One timer handled (`Work::timers`).
     pub fn timer_handled(&mut self) {
         self.w.timers += 1;

@@ -211,7 +211,8 @@ impl Collective {
                     let n = (len - done).min(256) as usize;
                     sv.hw.read(dst + done, &mut a[..n]);
                     sv.hw.read(at + done, &mut b[..n]);
-                    combine(r.f.op, r.f.dtype, &mut a[..n], &b[..n], side);
+                    let k = combine(r.f.op, r.f.dtype, &mut a[..n], &b[..n], side);
+                    sv.combined(k as u32, r.f.dtype.is_float());
                     sv.hw.write(dst + done, &a[..n]);
                     done += n as u32;
                 }
