@@ -55,8 +55,8 @@ fn bad_values_are_named_with_key_and_value() {
         let e = refused(&BASE.replace(from, to));
         assert!(e.starts_with(want), "{to}: got `{e}`, want `{want}...`");
     }
-    let e = refused(&BASE.replace("kind = \"stream\"", "kind = \"broadcast\""));
-    assert!(e.starts_with("flows[0].kind: unknown variant `broadcast`"), "{e}");
+    let e = refused(&BASE.replace("kind = \"stream\"", "kind = \"scatter\""));
+    assert!(e.starts_with("flows[0].kind: unknown variant `scatter`"), "{e}");
     let e = refused(&format!("{BASE}[faults]\ndrop = -0.5\n"));
     assert!(e.starts_with("faults.drop: -0.5 is not a probability"), "{e}");
 }

@@ -170,7 +170,7 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         ("dst", f.dst.is_some()),
         ("bytes", f.bytes.is_some()),
         ("sizes", f.sizes.is_some()),
-        ("messages", f.messages != 0),
+        ("messages", f.messages.is_some()),
         ("window", f.window.is_some()),
         ("idt", f.idt.is_some()),
         ("idt_t", f.idt_t.is_some()),

@@ -169,7 +169,7 @@ pub struct Flow {
     pub sizes: Option<Vec<u64>>,
     /// Stream: messages; pingpong: round trips (collectives: `count`).
     #[serde(default)]
-    pub messages: u64,
+    pub messages: Option<u64>,
     #[serde(default = "default_priority")]
     pub priority: FlowPriority,
     /// When the first message is sent (virtual us from the start).
@@ -965,7 +965,7 @@ fn expand_alltoall(
                     kind: a.kind,
                     bytes: a.bytes,
                     sizes: a.sizes.clone(),
-                    messages: a.messages,
+                    messages: Some(a.messages),
                     priority: a.priority,
                     start_us: a.start_us,
                     window: a.window,
@@ -1009,9 +1009,9 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
     if f.src.is_empty() {
         return err(format!("{label}: `src` is missing (the sender's [node, port])"));
     }
-    if f.messages == 0 {
-        return err(format!("{label}: `messages` is missing (or 0)"));
-    }
+    let Some(messages) = f.messages else {
+        return err(format!("{label}: `messages` is missing (how many messages or round trips)"));
+    };
     for (key, given) in [
         ("port", f.port.is_some()),
         ("op", f.op.is_some()),
@@ -1093,8 +1093,8 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
             v.clone()
         }
     };
-    if f.messages == 0 || f.messages > u32::MAX as u64 {
-        return err(format!("{label}.messages: {} out of range (1..={})", f.messages, u32::MAX));
+    if messages == 0 || messages > u32::MAX as u64 {
+        return err(format!("{label}.messages: {messages} out of range (1..={})", u32::MAX));
     }
     if !(f.start_us.is_finite() && f.start_us >= 0.0 && f.start_us <= 3.6e9) {
         return err(format!(
@@ -1144,7 +1144,7 @@ fn validate_flow(i: usize, label: &str, f: &Flow, nodes: u64) -> Result<FlowSpec
         dst_port: dst[1] as u8,
         kind: f.kind,
         sizes,
-        messages: f.messages,
+        messages,
         priority: f.priority.abi(),
         start_ns: (f.start_us * 1000.0).round() as u64,
         window,
@@ -1657,8 +1657,12 @@ duplicate = 0.001
 
     #[test]
     fn missing_key_is_named() {
-        let e = Scenario::parse(&GOOD.replace("messages = 500", "")).unwrap_err();
-        assert!(e.message.contains("messages"), "{e}");
+        // (`messages` is for streams and ping-pongs, `count` for the
+        // collectives: the check is the validation's.)
+        let e = Scenario::parse_validated(&GOOD.replace("messages = 500", "")).unwrap_err();
+        assert!(e.message.contains("`messages` is missing"), "{e}");
+        let e = Scenario::parse(&GOOD.replace("kind = \"stream\"", "")).unwrap_err();
+        assert!(e.message.contains("kind"), "{e}");
     }
 
     #[test]
@@ -1864,7 +1868,10 @@ messages = 20
         let ids: Vec<u16> = v.flows.iter().map(|f| f.mcast.as_ref().unwrap().group_id).collect();
         assert_eq!(ids, (0..16).collect::<Vec<u16>>());
         let e = Scenario::parse_validated(&format!("{head}{sixteen}{}", flow(16))).unwrap_err();
-        assert!(e.message.starts_with("flows[16]: more than 16 multicast flows"), "{e}");
+        assert!(
+            e.message.starts_with("flows[16]: more than 16 multicast and collective flows"),
+            "{e}"
+        );
     }
 
     #[test]

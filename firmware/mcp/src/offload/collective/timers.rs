@@ -32,7 +32,10 @@ impl Collective {
             let unsent = self.unsent & 1 << i != 0;
             if unsent || now >= s.last_tx.saturating_add(rto) {
                 sv.timer_handled();
+                // (The cause: its retransmission interval ran out, after
+                // a loss or a Busy answer.)
                 sv.count(Stat::Retransmits, !unsent as u64);
+                sv.count(Stat::RetxTimeout, !unsent as u64);
                 let me = super::super::multicast::group_head(sv.hw, s.group).map_or(0, |g| g.rank);
                 self.transmit(sv, i, me);
             }
