@@ -64,7 +64,7 @@ pub fn run(
 ) -> crate::Result<ExitCode> {
     if which != "rate-control" {
         return Err(format!(
-            "unknown report `{which}` (known: rate-control, multicast, reliability)"
+            "unknown report `{which}` (known: rate-control, multicast, reliability, collectives)"
         ));
     }
     crate::prereq::require_now()?;
