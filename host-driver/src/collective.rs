@@ -108,6 +108,12 @@ pub fn auto(kind: Kind, chunks: u32) -> Alg {
     }
 }
 
+/// The algorithm picked when none is given, for a vector of `len` bytes
+/// of elements of `t` on a fabric of MTU `mtu` ([`auto`] of its chunks).
+pub fn auto_for(kind: Kind, t: Dtype, len: u32, mtu: u32) -> Alg {
+    auto(kind, nic_abi::collective::chunks_of(kind, t, len, mtu))
+}
+
 impl<B: NicBackend> Port<B> {
     /// Start this member's part of collective `c`: its number in the
     /// group (the `cseq` of its `Event::Collective`). Errors: the group
@@ -126,7 +132,7 @@ impl<B: NicBackend> Port<B> {
         if c.root >= g.size() {
             return Err(DriverError::BadCollective("the root is not a member's rank"));
         }
-        let elem = if c.kind.combines() { c.dtype.size() } else { 1 };
+        let elem = nic_abi::collective::unit(c.kind, c.dtype);
         let (local, len) = match (c.kind.has_data(), c.data) {
             (false, _) => (0, 0),
             (true, None) => return Err(DriverError::BadCollective("no vector")),
@@ -144,8 +150,7 @@ impl<B: NicBackend> Port<B> {
             ));
         }
         let mtu = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::MTU));
-        let chunk = nic_abi::collective::chunk_bytes(mtu, elem);
-        let nchunks = nic_abi::collective::chunks(len as u32, chunk);
+        let nchunks = nic_abi::collective::chunks_of(c.kind, c.dtype, len as u32, mtu);
         if nchunks > map::COLL_CHUNKS {
             return Err(DriverError::BadCollective("more chunks than the NIC holds (a small MTU)"));
         }

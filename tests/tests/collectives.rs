@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use cluster_tests::rig::Rig;
 use host_driver::collective::reference::{self, Spec};
 use host_driver::collective::{self, Alg, Collective, Dtype, Kind, Op};
-use host_driver::nic_abi::collective::{chunk_bytes, chunks};
 use host_driver::{
     Algorithm, DmaBuf, Event, Group, LiveBackend, Nic, NicBackend, Port, PortOptions, SendStatus,
 };
@@ -68,10 +67,8 @@ impl Step {
 
     /// The algorithm the NICs run: the one asked for, or the driver's pick.
     fn algorithm(&self, mtu: u32) -> Alg {
-        let elem = if self.kind.combines() { self.dtype.size() } else { 1 };
-        self.alg.unwrap_or_else(|| {
-            collective::auto(self.kind, chunks(self.len() as u32, chunk_bytes(mtu, elem)))
-        })
+        self.alg
+            .unwrap_or_else(|| collective::auto_for(self.kind, self.dtype, self.len() as u32, mtu))
     }
 
     /// The tag posted (the helpers post 0).

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use nic_abi::collective::reference::{self, Spec};
-use nic_abi::collective::{chunk_bytes, chunks, Alg, Dtype, Kind, Op};
+use nic_abi::collective::{Alg, Dtype, Kind, Op};
 use serde::Serialize;
 
 use super::format::{Flow, FlowKind, ScenarioError};
@@ -76,23 +76,12 @@ impl CollSpec {
         }
     }
 
-    /// The unit chunks are whole numbers of (as the NIC cuts them): an
-    /// element of a reduction, a byte of a broadcast.
-    pub fn chunk_unit(&self) -> usize {
-        if self.kind.combines() {
-            self.dtype.size()
-        } else {
-            1
-        }
-    }
-
     /// The algorithm run: the one asked for, or under `auto` the one the
     /// NIC driver picks for the kind and the vector (the host scheme picks
     /// alike).
     pub fn alg(&self, mtu: u32) -> Alg {
         self.requested.unwrap_or_else(|| {
-            let c = chunks(self.bytes(), chunk_bytes(mtu, self.chunk_unit()));
-            host_driver::collective::auto(self.kind, c)
+            host_driver::collective::auto_for(self.kind, self.dtype, self.bytes(), mtu)
         })
     }
 
@@ -330,7 +319,7 @@ pub const HOST_RECV_BUFFERS: u32 = 16;
 
 /// The host scheme's chunk of collective flow `c` (bytes, whole units).
 pub fn host_chunk(c: &CollSpec, alg: Alg) -> u32 {
-    let unit = c.chunk_unit() as u32;
+    let unit = nic_abi::collective::unit(c.kind, c.dtype) as u32;
     let b = c.bytes();
     if b == 0 {
         return 0;

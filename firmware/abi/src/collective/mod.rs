@@ -124,12 +124,24 @@ impl CollFields {
 
     /// Bytes per element (a broadcast's vector is bytes).
     pub fn elem_size(&self) -> usize {
-        if self.kind.combines() {
-            self.dtype.size()
-        } else {
-            1
-        }
+        unit(self.kind, self.dtype)
     }
+}
+
+/// The bytes a collective of `kind` cuts its vector in whole numbers of:
+/// an element of type `t` for a reduction, a byte otherwise.
+pub const fn unit(kind: Kind, t: Dtype) -> usize {
+    if kind.combines() {
+        t.size()
+    } else {
+        1
+    }
+}
+
+/// The chunks the NICs cut a vector of `len` bytes of collective `kind`
+/// (elements of `t`) into on a fabric of MTU `mtu`.
+pub const fn chunks_of(kind: Kind, t: Dtype, len: u32, mtu: u32) -> u32 {
+    chunks(len, chunk_bytes(mtu, unit(kind, t)))
 }
 
 /// What a `CollCtl` packet says (its `nack_code`).

@@ -26,8 +26,7 @@ pub struct Spec {
 impl Spec {
     /// With the chunk size the NICs use on a fabric of MTU `mtu`.
     pub fn new(kind: Kind, alg: Alg, n: u16, root: u16, op: Op, dtype: Dtype, mtu: u32) -> Spec {
-        let elem = if kind.combines() { dtype.size() } else { 1 };
-        Spec { kind, alg, n, root, op, dtype, chunk: chunk_bytes(mtu, elem) }
+        Spec { kind, alg, n, root, op, dtype, chunk: chunk_bytes(mtu, super::unit(kind, dtype)) }
     }
 }
 
