@@ -48,7 +48,7 @@ use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::ErrorCause;
 use nic_abi::map::{self, COLL, COLL_END, COLL_HELD, COLL_SENT, GROUP_ENTRIES};
 use nic_abi::packet::PacketType;
-use records::Held;
+use records::{ones, Held};
 
 /// Most chunks of one collective's vector.
 pub const MAX_CHUNKS: usize = map::COLL_CHUNKS as usize;
@@ -139,23 +139,12 @@ const _: () =
 impl Collective {
     /// The first held chunk `pick` chooses.
     fn find_held(&self, hw: &impl Hw, pick: impl Fn(&Held) -> bool) -> Option<u32> {
-        let mut bits = self.held;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
-            if pick(&Held::load(hw, i)) {
-                return Some(i);
-            }
-        }
-        None
+        ones(self.held as u32).find(|&i| pick(&Held::load(hw, i)))
     }
 
     /// Let go of the held chunks `pick` chooses.
     fn let_go_held(&mut self, hw: &impl Hw, pick: impl Fn(&Held) -> bool) {
-        let mut bits = self.held;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.held as u32) {
             if pick(&Held::load(hw, i)) {
                 self.held &= !(1 << i);
             }
@@ -227,7 +216,7 @@ impl Collective {
                 },
             }
         }
-        let all = if nchunks as usize == MAX_CHUNKS { u64::MAX } else { (1 << nchunks) - 1 };
+        let all = all_chunks(nchunks);
         Ok(Run {
             f,
             shape,
@@ -254,6 +243,15 @@ impl Collective {
         self.blocks &= !self.run_blocks[i];
         self.run_blocks[i] = 0;
         self.wait_due[i] = u64::MAX;
+    }
+}
+
+/// The bit set of every chunk of a vector of `n` chunks.
+fn all_chunks(n: u32) -> u64 {
+    if n as usize >= MAX_CHUNKS {
+        u64::MAX
+    } else {
+        (1 << n) - 1
     }
 }
 

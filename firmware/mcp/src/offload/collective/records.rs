@@ -11,6 +11,15 @@
 use crate::hw::Hw;
 use nic_abi::map;
 
+/// The set bits of `bits` (a set of slots), lowest first.
+pub fn ones(mut bits: u32) -> impl Iterator<Item = u32> {
+    core::iter::from_fn(move || {
+        let i = (bits != 0).then(|| bits.trailing_zeros())?;
+        bits &= bits - 1;
+        Some(i)
+    })
+}
+
 /// A chunk that came before its step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {

@@ -1,7 +1,7 @@
 //! The collective in progress: its vector read in, each chunk stepped
 //! through its schedule, its result written out, its end reported.
 
-use super::records::Held;
+use super::records::{ones, Held};
 use super::{Collective, Run, MAX_CHUNKS};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
@@ -45,10 +45,7 @@ impl Collective {
     /// take, writes to post, the end.
     #[inline(never)]
     pub(super) fn progress<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let mut live = self.live;
-        while live != 0 {
-            let ri = live.trailing_zeros() as usize;
-            live &= live - 1;
+        for ri in ones(self.live as u32).map(|i| i as usize) {
             self.progress_run(sv, ri);
         }
     }
@@ -225,7 +222,7 @@ impl Collective {
     /// missing)? Then its end is owed.
     fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
         let Some(r) = self.run(sv.hw, ri) else { return };
-        let all = if r.nchunks as usize == MAX_CHUNKS { u64::MAX } else { (1 << r.nchunks) - 1 };
+        let all = super::all_chunks(r.nchunks);
         // A barrier's or an allreduce's end here means every member
         // entered it: its chunks not yet acknowledged are sent again until
         // they are, without holding up the end. A reduce's or a
@@ -265,10 +262,7 @@ impl Collective {
     /// Post the finished collectives' events.
     #[inline(never)]
     pub(super) fn report<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let mut owed = self.owed;
-        while owed != 0 {
-            let i = owed.trailing_zeros() as usize;
-            owed &= owed - 1;
+        for i in ones(self.owed as u32).map(|i| i as usize) {
             self.report_one(sv, i);
         }
     }

@@ -2,7 +2,7 @@
 //! answering given up, peers waited for probed, and an abort told to
 //! every member.
 
-use super::records::Sent;
+use super::records::{ones, Sent};
 use super::wire::{addr, member, missing_list, PROBES_PER_TIMEOUT};
 use super::Collective;
 use crate::hw::Hw;
@@ -16,10 +16,7 @@ impl Collective {
     pub(super) fn timers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
         let now = sv.now();
         let (rto, limit) = (self.rto, self.limit);
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.sent as u32) {
             let s = Sent::load(sv.hw, i);
             if now.saturating_sub(s.life) >= limit {
                 sv.timer_handled();
@@ -40,10 +37,7 @@ impl Collective {
                 self.transmit(sv, i, me);
             }
         }
-        let mut live = self.live;
-        while live != 0 {
-            let ri = live.trailing_zeros() as usize;
-            live &= live - 1;
+        for ri in ones(self.live as u32).map(|i| i as usize) {
             self.probe(sv, ri);
         }
     }
@@ -83,10 +77,7 @@ impl Collective {
     /// retransmission, or the end of the send timeout).
     pub(super) fn refresh_due(&mut self, hw: &impl Hw) {
         let mut due = u64::MAX;
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.sent as u32) {
             let s = Sent::load(hw, i);
             due =
                 due.min(s.last_tx.saturating_add(self.rto)).min(s.life.saturating_add(self.limit));

@@ -2,7 +2,7 @@
 //! acknowledged, chunks and answers taken in, retransmissions, probes of
 //! a peer waited for, and the abort told to every member.
 
-use super::records::{Held, Sent};
+use super::records::{ones, Held, Sent};
 use super::{Collective, Run};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
@@ -133,10 +133,7 @@ impl Collective {
 
     /// Send the answers kept, as transmit buffers allow.
     pub(super) fn flush_answers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        let mut bits = self.answers;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.answers as u32) {
             let mut b = [0u8; HEADER_LEN];
             sv.hw.read(map::coll_answer(i), &mut b);
             let Some(a) = Header::parse(&b).ok().and_then(|h| CollRepr::parse(&h)) else {
@@ -292,10 +289,7 @@ impl Collective {
             }
             return;
         }
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.sent as u32) {
             let mut s = Sent::load(sv.hw, i);
             let same = s.group == q.group && s.cseq == q.cseq && s.to == q.from_rank;
             if !same || s.chunk as u32 != q.chunk || s.tag != q.tag {
@@ -354,24 +348,14 @@ impl Collective {
 
     /// Has collective (`group`, `cseq`) chunks sent and not acknowledged?
     pub(super) fn sent_of(&self, hw: &impl Hw, group: u16, cseq: u32) -> bool {
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
-            let s = Sent::load(hw, i);
-            if s.group == group && s.cseq == cseq {
-                return true;
-            }
-        }
-        false
+        ones(self.sent as u32)
+            .map(|i| Sent::load(hw, i))
+            .any(|s| s.group == group && s.cseq == cseq)
     }
 
     /// Give up the sent chunks `pick` chooses.
     pub(super) fn let_go_sent(&mut self, hw: &impl Hw, pick: impl Fn(&Sent) -> bool) {
-        let mut bits = self.sent;
-        while bits != 0 {
-            let i = bits.trailing_zeros();
-            bits &= bits - 1;
+        for i in ones(self.sent as u32) {
             if pick(&Sent::load(hw, i)) {
                 self.sent &= !(1 << i);
                 self.unsent &= !(1 << i);
