@@ -281,10 +281,10 @@ pub fn build_measuring_image(root: &Path, offloads: Offloads) -> crate::Result<P
 }
 
 /// The offload features firmware/image/Cargo.toml declares (`multicast`,
-/// `rate`, `selective`, `echo`: those it has).
+/// `rate`, `selective`, `echo`, `collective`: those it has).
 fn image_offload_features(image: &Path) -> Vec<&'static str> {
     let toml = std::fs::read_to_string(image.join("Cargo.toml")).unwrap_or_default();
-    ["multicast", "rate", "selective", "echo"]
+    ["multicast", "rate", "selective", "echo", "collective"]
         .into_iter()
         .filter(|f| toml.lines().any(|l| l.trim_start().starts_with(&format!("{f} ="))))
         .collect()

@@ -262,8 +262,15 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             v
         });
         self.coll_finish(ci, ok, result);
+        self.coll_next(ci);
+    }
+
+    /// The member's part of `ci`'s last collective ended: enter the next
+    /// at once, if there is one and its flow has started.
+    fn coll_next(&mut self, ci: usize) {
         let now = self.host.now_ns();
-        if self.colls[ci].next <= self.colls[ci].spec.count && now >= self.colls[ci].start_ns {
+        let c = &self.colls[ci];
+        if c.next <= c.spec.count && now >= c.start_ns {
             self.coll_start(ci, now);
         }
     }
@@ -315,11 +322,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if all && c.host.free.len() == c.host.bufs.len() {
             let v = c.host.value.clone();
             self.coll_finish(ci, true, Some(v));
-            let now = self.host.now_ns();
-            let c = &self.colls[ci];
-            if c.next <= c.spec.count && now >= c.start_ns {
-                self.coll_start(ci, now);
-            }
+            self.coll_next(ci);
         }
     }
 
