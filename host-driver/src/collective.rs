@@ -44,7 +44,6 @@ pub use nic_abi::collective::{Alg, Dtype, Kind, Op};
 
 use nic_abi::collective::CollFields;
 use nic_abi::desc::DESC_SIZE;
-use nic_abi::map;
 
 use crate::backend::NicBackend;
 use crate::event::TokenBack;
@@ -109,9 +108,10 @@ pub fn auto(kind: Kind, chunks: u32) -> Alg {
 }
 
 /// The algorithm picked when none is given, for a vector of `len` bytes
-/// of elements of `t` on a fabric of MTU `mtu` ([`auto`] of its chunks).
-pub fn auto_for(kind: Kind, t: Dtype, len: u32, mtu: u32) -> Alg {
-    auto(kind, nic_abi::collective::chunks_of(kind, t, len, mtu))
+/// of elements of `t` on a fabric of MTU `mtu` whose NICs have `sram`
+/// bytes of SRAM ([`auto`] of its chunks).
+pub fn auto_for(kind: Kind, t: Dtype, len: u32, mtu: u32, sram: u32) -> Alg {
+    auto(kind, nic_abi::collective::chunks_of(kind, t, len, mtu, sram))
 }
 
 impl<B: NicBackend> Port<B> {
@@ -119,8 +119,8 @@ impl<B: NicBackend> Port<B> {
     /// group (the `cseq` of its `Event::Collective`). Errors: the group
     /// is on another port or this node is not in it, a root outside it,
     /// a vector missing, empty, not whole elements or longer than the
-    /// NIC holds (`map::COLL_VECTOR`), an algorithm that does not do the
-    /// kind, the ring full.
+    /// NICs take (`collective::max_len`: 4,095 chunks), an algorithm that
+    /// does not do the kind, the ring full.
     pub fn collective(&mut self, c: &Collective<'_>) -> Result<u32, DriverError> {
         let g = c.group;
         if g.port() != self.number() {
@@ -141,19 +141,19 @@ impl<B: NicBackend> Port<B> {
         if c.kind.has_data() && (len == 0 || !len.is_multiple_of(elem as u64)) {
             return Err(DriverError::BadCollective("a vector of no elements, or of part of one"));
         }
-        if len > map::COLL_VECTOR as u64 {
-            return Err(DriverError::BadCollective("a vector longer than the NIC holds"));
-        }
         if c.kind.combines() && !c.op.applies_to(c.dtype) {
             return Err(DriverError::BadCollective(
                 "a bitwise operation of floating-point elements",
             ));
         }
         let mtu = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::MTU));
-        let nchunks = nic_abi::collective::chunks_of(c.kind, c.dtype, len as u32, mtu);
-        if nchunks > map::COLL_CHUNKS {
-            return Err(DriverError::BadCollective("more chunks than the NIC holds (a small MTU)"));
+        let sram = self.backend().sram_load_u32(nic_abi::regs::reg(nic_abi::regs::SRAM_SIZE));
+        if len > nic_abi::collective::max_len(c.kind, c.dtype, mtu, sram) as u64 {
+            return Err(DriverError::BadCollective(
+                "a vector of more chunks than the NICs take (4,095)",
+            ));
         }
+        let nchunks = nic_abi::collective::chunks_of(c.kind, c.dtype, len as u32, mtu, sram);
         let alg = c.algorithm.unwrap_or(auto(c.kind, nchunks));
         if !alg.serves(c.kind) {
             return Err(DriverError::BadCollective("the algorithm does not do this collective"));

@@ -66,9 +66,10 @@ impl Step {
     }
 
     /// The algorithm the NICs run: the one asked for, or the driver's pick.
-    fn algorithm(&self, mtu: u32) -> Alg {
-        self.alg
-            .unwrap_or_else(|| collective::auto_for(self.kind, self.dtype, self.len() as u32, mtu))
+    fn algorithm(&self, mtu: (u32, u32)) -> Alg {
+        self.alg.unwrap_or_else(|| {
+            collective::auto_for(self.kind, self.dtype, self.len() as u32, mtu.0, mtu.1)
+        })
     }
 
     /// The tag posted (the helpers post 0).
@@ -80,7 +81,7 @@ impl Step {
         }
     }
 
-    fn name(&self, k: usize, mtu: u32) -> String {
+    fn name(&self, k: usize, mtu: (u32, u32)) -> String {
         let alg = self.algorithm(mtu).name();
         let how = if self.alg.is_some() { "" } else { " (the driver's pick)" };
         match self.kind {
@@ -129,7 +130,7 @@ impl Step {
 
     /// What every rank must end with (a reduce: only the root's counts),
     /// from the reference, cross-checked against a plain sum.
-    fn expected(&self, what: &str, k: usize, n: usize, mtu: u32) -> Vec<Vec<u8>> {
+    fn expected(&self, what: &str, k: usize, n: usize, mtu: (u32, u32)) -> Vec<Vec<u8>> {
         let inputs: Vec<Vec<u8>> = (0..n).map(|r| self.input(k, r)).collect();
         let spec = Spec::new(
             self.kind,
@@ -264,11 +265,11 @@ impl Driver<LiveBackend> for Rt {
 struct Cx<'a> {
     backend: String,
     g: &'a Group,
-    mtu: u32,
+    mtu: (u32, u32),
 }
 
 impl<'a> Cx<'a> {
-    fn new(backend: &str, g: &'a Group, mtu: u32) -> Cx<'a> {
+    fn new(backend: &str, g: &'a Group, mtu: (u32, u32)) -> Cx<'a> {
         Cx { backend: backend.to_string(), g, mtu }
     }
 }
@@ -408,13 +409,13 @@ fn group() -> Group {
 
 /// A sim cluster of `NODES` with the group installed and every member's
 /// port served; the MTU.
-fn sim_members(rig: &mut Rig, g: &Group) -> (Vec<Port<SimBackend>>, u32) {
+fn sim_members(rig: &mut Rig, g: &Group) -> (Vec<Port<SimBackend>>, (u32, u32)) {
     let mut ports = Vec::new();
-    let mut mtu = 0;
+    let mut mtu = (0, 0);
     for n in 0..NODES as usize {
         let nic = rig.nic(n);
         nic.create_group(g, Algorithm::Binomial).unwrap();
-        mtu = nic.mtu();
+        mtu = (nic.mtu(), nic.info().sram_size);
         ports.push(nic.open_port(PORT, PortOptions::default()).unwrap());
     }
     for p in &mut ports {
@@ -432,17 +433,17 @@ fn rt_members(
     backend: &str,
     c: &nic_emu::realtime::RtCluster,
     g: &Group,
-) -> (Vec<Port<LiveBackend>>, u32) {
+) -> (Vec<Port<LiveBackend>>, (u32, u32)) {
     let path = c.path().to_string_lossy().into_owned();
     let mut ports = Vec::new();
-    let mut mtu = 0;
+    let mut mtu = (0, 0);
     for node in 0..NODES {
         let be = LiveBackend::attach(&path, node, PORT)
             .unwrap_or_else(|e| panic!("{backend}: attach node {node}: {e}"));
         let nic = Nic::open(be).unwrap_or_else(|e| panic!("{backend}: open node {node}: {e}"));
         nic.create_group(g, Algorithm::Binomial)
             .unwrap_or_else(|e| panic!("{backend}: node {node}: create_group: {e}"));
-        mtu = nic.mtu();
+        mtu = (nic.mtu(), nic.info().sram_size);
         let mut p = nic.open_port(PORT, PortOptions::default()).unwrap();
         p.wait_served(Duration::from_secs(20))
             .unwrap_or_else(|e| panic!("{backend}: node {node}: port not served: {e}"));

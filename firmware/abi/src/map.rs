@@ -191,7 +191,7 @@ pub const COLL_VECTOR: u32 = 32 * 1024;
 pub const COLL_HELD: u32 = 8;
 pub const COLL_SENT: u32 = 16;
 pub const COLL_MISSING: u32 =
-    COLL + COLL_VECTOR + (COLL_HELD + COLL_SENT) * crate::collective::CHUNK_MAX;
+    COLL + COLL_VECTOR + (COLL_HELD + COLL_SENT) * crate::collective::CHUNK_SMALL;
 /// Collective offload: the records of the held chunks (`COLL_REC_SIZE`
 /// bytes each), then of the sent ones.
 pub const COLL_RECS: u32 = COLL_MISSING + GROUP_ENTRIES * crate::event::LOST_BYTES as u32;
@@ -204,8 +204,10 @@ pub const COLL_ANSWERS: u32 = 16;
 /// Collective offload: each group's numbers (the last collective done
 /// here, the last that ended with members missing: u32 each).
 pub const COLL_GROUPS: u32 = COLL_ANSWER + COLL_ANSWERS * crate::packet::HEADER_LEN as u32;
-/// Collective offload: per run and chunk, the receive steps taken ahead
-/// of their turn (a bit per step: u32 each, `COLL_RUNS` x `COLL_CHUNKS`).
+/// Collective offload: per run and chunk of its window, the receive steps
+/// taken ahead of their turn (a bit per step: u32 each, `COLL_RUNS` x
+/// `COLL_CHUNKS`; chunk c at c mod `COLL_CHUNKS`). A run works on at
+/// most `COLL_CHUNKS` chunks of its vector at once.
 pub const COLL_AHEAD: u32 = COLL_GROUPS + GROUP_ENTRIES * 8;
 pub const COLL_RUNS: u32 = 8;
 pub const COLL_CHUNKS: u32 = 64;
@@ -219,6 +221,29 @@ pub const COLL_END: u32 = COLL_RUN + COLL_RUNS * COLL_RUN_SIZE;
 pub const MAP_END: u32 = 0x0010_0000;
 /// Smallest SRAM that holds the map.
 pub const SRAM_MIN: u32 = 0x0010_0000;
+
+/// Collective offload, on a NIC with SRAM past the map: up to
+/// `COLL_EXT_MAX` bytes from `COLL_EXT` hold its chunk slots and vectors
+/// ([`coll_ext_len`]). With at least `COLL_EXT_MIN` bytes there, the
+/// collectives cut vectors in chunks of up to `collective::CHUNK_MAX`
+/// bytes; with less, of `collective::CHUNK_SMALL` (what `COLL` holds).
+/// `COLL_EXT + COLL_EXT_MAX` stays below where QEMU puts its device tree
+/// in an 8 MiB guest (6 MiB).
+pub const COLL_EXT: u32 = MAP_END;
+pub const COLL_EXT_MAX: u32 = 4 << 20;
+pub const COLL_EXT_MIN: u32 = 512 << 10;
+
+/// The collective offload's SRAM past the map on a NIC of `sram_size`
+/// bytes (0 when it is below `COLL_EXT_MIN`).
+pub const fn coll_ext_len(sram_size: u32) -> u32 {
+    let end = if sram_size < COLL_EXT + COLL_EXT_MAX { sram_size } else { COLL_EXT + COLL_EXT_MAX };
+    let len = end.saturating_sub(COLL_EXT);
+    if len < COLL_EXT_MIN {
+        0
+    } else {
+        len
+    }
+}
 
 pub const fn port_window(port: usize) -> u32 {
     PORTS + port as u32 * PORT_WINDOW
@@ -277,14 +302,14 @@ pub const fn offload_event(i: u32) -> u32 {
     OFFLOAD_EVENTS + i * crate::event::EVENT_SIZE
 }
 
-/// Collective offload: held chunk `i`'s slot.
+/// Collective offload, with no SRAM past the map: held chunk `i`'s slot.
 pub const fn coll_held(i: u32) -> u32 {
-    COLL + COLL_VECTOR + i * crate::collective::CHUNK_MAX
+    COLL + COLL_VECTOR + i * crate::collective::CHUNK_SMALL
 }
 
-/// Collective offload: sent chunk `i`'s slot.
+/// Collective offload, with no SRAM past the map: sent chunk `i`'s slot.
 pub const fn coll_sent(i: u32) -> u32 {
-    COLL + COLL_VECTOR + (COLL_HELD + i) * crate::collective::CHUNK_MAX
+    COLL + COLL_VECTOR + (COLL_HELD + i) * crate::collective::CHUNK_SMALL
 }
 
 /// Collective offload: held chunk `i`'s record.
@@ -381,6 +406,9 @@ const _: () = {
     assert!(crate::desc::MAX_LISTED_CHILDREN as u32 * 4 <= MCAST_LIST_SIZE);
     assert!(crate::group::ENTRY_END <= GROUP_ENTRY_SIZE);
     assert!(MAP_END <= SRAM_MIN);
+    assert!(COLL_EXT >= MAP_END);
+    assert!(COLL_EXT + COLL_EXT_MAX <= 6 << 20);
+    assert!(COLL_EXT_MIN >= (COLL_HELD + COLL_SENT + COLL_CHUNKS) * crate::collective::CHUNK_MAX);
     assert!(HDMA_RING_LEN.is_power_of_two());
     assert!(TXDMA_RING_LEN.is_power_of_two());
     assert!(RXFREE_RING_LEN.is_power_of_two());

@@ -79,18 +79,20 @@ impl CollSpec {
     /// The algorithm run: the one asked for, or under `auto` the one the
     /// NIC driver picks for the kind and the vector (the host scheme picks
     /// alike).
-    pub fn alg(&self, mtu: u32) -> Alg {
+    /// `fabric`: the NICs' MTU and SRAM size, which fix the chunks.
+    pub fn alg(&self, fabric: (u32, u32)) -> Alg {
         self.requested.unwrap_or_else(|| {
-            host_driver::collective::auto_for(self.kind, self.dtype, self.bytes(), mtu)
+            let (mtu, sram) = fabric;
+            host_driver::collective::auto_for(self.kind, self.dtype, self.bytes(), mtu, sram)
         })
     }
 
     /// The reference evaluation's spec (the chunks as the scheme cuts
     /// them).
-    pub fn spec(&self, mtu: u32) -> Spec {
+    pub fn spec(&self, fabric: (u32, u32)) -> Spec {
         let op = if self.kind.combines() { self.op } else { Op::Sum };
-        let alg = self.alg(mtu);
-        let mut s = Spec::new(self.kind, alg, self.size(), self.root, op, self.dtype, mtu);
+        let alg = self.alg(fabric);
+        let mut s = Spec::new(self.kind, alg, self.size(), self.root, op, self.dtype, fabric);
         if self.scheme == CollScheme::Host {
             s.chunk = host_chunk(self, alg).max(1);
         }
@@ -115,9 +117,9 @@ impl CollSpec {
     }
 
     /// Every member's expected vector at the end of collective `k`.
-    pub fn expected(&self, k: u64, mtu: u32) -> Vec<Vec<u8>> {
+    pub fn expected(&self, k: u64, fabric: (u32, u32)) -> Vec<Vec<u8>> {
         let inputs: Vec<Vec<u8>> = (0..self.size()).map(|r| self.input(r, k)).collect();
-        match reference::run(&self.spec(mtu), &inputs) {
+        match reference::run(&self.spec(fabric), &inputs) {
             Ok(o) => o.values,
             Err(_) => inputs,
         }
@@ -274,12 +276,16 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         (None, true) => 1,
         (Some(e), true) => e,
     };
-    let max = nic_abi::map::COLL_VECTOR as u64 / dtype.size() as u64;
+    // The most the NICs take on any fabric (chunks of 4 KiB); a NIC with
+    // less SRAM or a smaller MTU refuses a longer vector when it runs.
+    let mtu = nic_abi::MAX_MTU as u32;
+    let max = nic_abi::collective::max_len(kind, dtype, mtu, u32::MAX) as u64 / dtype.size() as u64;
     if kind.has_data() && !(1..=max).contains(&elements) {
         return err(format!(
-            "{label}.elements: {elements} out of range (1..={max}: the NIC holds {} bytes of a \
-             collective's vector)",
-            nic_abi::map::COLL_VECTOR
+            "{label}.elements: {elements} out of range (1..={max}: the NICs take at most {} \
+             chunks of a vector, of up to {} bytes)",
+            nic_abi::collective::MAX_VECTOR_CHUNKS,
+            nic_abi::collective::CHUNK_MAX
         ));
     }
     let root = f.root.unwrap_or(0);

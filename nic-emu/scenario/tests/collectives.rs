@@ -110,7 +110,7 @@ fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
         ("kind = \"barrier\"\nsrc = [0, 2]\ngroup_size = 4\n", "flows[0].src: does not apply to a barrier flow"),
         ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nalgorithm = \"ring\"\n", "flows[0].algorithm: \"ring\" does not do a barrier (dissemination, pairwise, tree, auto)"),
         ("kind = \"allreduce\"\nport = 2\ngroup_size = 4\nop = \"band\"\n", "flows[0].op: band does not apply to f64"),
-        ("kind = \"allreduce\"\nport = 2\ngroup_size = 4\nelements = 5000\n", "flows[0].elements: 5000 out of range (1..=4096"),
+        ("kind = \"allreduce\"\nport = 2\ngroup_size = 4\nelements = 3000000\n", "flows[0].elements: 3000000 out of range (1..=2096640"),
         ("kind = \"reduce\"\nport = 2\ngroup_size = 4\nroot = 4\n", "flows[0].root: rank 4 is not a member's"),
         ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nroot = 1\n", "flows[0].root: applies to reduce and broadcast"),
         ("kind = \"barrier\"\nport = 2\ngroup_size = 4\ndatatype = \"f64\"\n", "flows[0].datatype: does not apply to a barrier"),

@@ -139,9 +139,10 @@ pub const fn unit(kind: Kind, t: Dtype) -> usize {
 }
 
 /// The chunks the NICs cut a vector of `len` bytes of collective `kind`
-/// (elements of `t`) into on a fabric of MTU `mtu`.
-pub const fn chunks_of(kind: Kind, t: Dtype, len: u32, mtu: u32) -> u32 {
-    chunks(len, chunk_bytes(mtu, unit(kind, t)))
+/// (elements of `t`) into on a fabric of MTU `mtu` whose NICs have
+/// `sram` bytes of SRAM.
+pub const fn chunks_of(kind: Kind, t: Dtype, len: u32, mtu: u32, sram: u32) -> u32 {
+    chunks(len, chunk_bytes(mtu, sram, unit(kind, t)))
 }
 
 /// What a `CollCtl` packet says (its `nack_code`).
@@ -252,11 +253,12 @@ impl CollRepr {
     }
 }
 
-/// The chunk size collectives use for a vector of `len` bytes of
-/// `elem`-byte elements on a fabric of MTU `mtu`: the MTU's whole
-/// elements, at most [`CHUNK_MAX`].
-pub const fn chunk_bytes(mtu: u32, elem: usize) -> u32 {
-    let m = if mtu < CHUNK_MAX { mtu } else { CHUNK_MAX };
+/// The chunk size collectives use for a vector of `elem`-byte elements
+/// on a fabric of MTU `mtu` whose NICs have `sram` bytes of SRAM: the
+/// MTU's whole elements, at most [`chunk_limit`].
+pub const fn chunk_bytes(mtu: u32, sram: u32, elem: usize) -> u32 {
+    let lim = chunk_limit(sram);
+    let m = if mtu < lim { mtu } else { lim };
     let e = if elem == 0 { 1 } else { elem as u32 };
     let c = m / e * e;
     if c == 0 {
@@ -266,8 +268,28 @@ pub const fn chunk_bytes(mtu: u32, elem: usize) -> u32 {
     }
 }
 
-/// Largest chunk (one packet's payload).
-pub const CHUNK_MAX: u32 = 1024;
+/// Largest chunk (one packet's payload), on a NIC with SRAM past the map
+/// (`map::coll_ext_len`).
+pub const CHUNK_MAX: u32 = 4096;
+/// Largest chunk on a NIC with no SRAM past the map.
+pub const CHUNK_SMALL: u32 = 1024;
+/// Most chunks of one vector (a host-DMA tag names one in 12 bits).
+pub const MAX_VECTOR_CHUNKS: u32 = 4095;
+
+/// The largest chunk on a NIC of `sram` bytes of SRAM.
+pub const fn chunk_limit(sram: u32) -> u32 {
+    if crate::map::coll_ext_len(sram) > 0 {
+        CHUNK_MAX
+    } else {
+        CHUNK_SMALL
+    }
+}
+
+/// The longest vector of collective `kind` (elements of `t`) on a fabric
+/// of MTU `mtu` whose NICs have `sram` bytes of SRAM.
+pub const fn max_len(kind: Kind, t: Dtype, mtu: u32, sram: u32) -> u32 {
+    chunk_bytes(mtu, sram, unit(kind, t)) * MAX_VECTOR_CHUNKS
+}
 
 /// Chunks of a vector of `len` bytes in chunks of `chunk` bytes (a
 /// barrier has one, with no data).

@@ -19,14 +19,25 @@ pub struct Spec {
     pub root: u16,
     pub op: Op,
     pub dtype: Dtype,
-    /// The chunk size (`chunk_bytes` of the fabric's MTU).
+    /// The chunk size (`chunk_bytes` of the fabric's MTU and SRAM).
     pub chunk: u32,
 }
 
 impl Spec {
-    /// With the chunk size the NICs use on a fabric of MTU `mtu`.
-    pub fn new(kind: Kind, alg: Alg, n: u16, root: u16, op: Op, dtype: Dtype, mtu: u32) -> Spec {
-        Spec { kind, alg, n, root, op, dtype, chunk: chunk_bytes(mtu, super::unit(kind, dtype)) }
+    /// With the chunk size the NICs use on a fabric of MTU `mtu` whose
+    /// NICs have `sram` bytes of SRAM.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: Kind,
+        alg: Alg,
+        n: u16,
+        root: u16,
+        op: Op,
+        dtype: Dtype,
+        (mtu, sram): (u32, u32),
+    ) -> Spec {
+        let chunk = chunk_bytes(mtu, sram, super::unit(kind, dtype));
+        Spec { kind, alg, n, root, op, dtype, chunk }
     }
 }
 

@@ -1,6 +1,6 @@
 use super::reference::{run, Spec};
 use super::*;
-use crate::{event, packet, Priority};
+use crate::{event, map, packet, Priority};
 
 fn combos() -> Vec<(Kind, Alg)> {
     let mut v = Vec::new();
@@ -32,7 +32,7 @@ fn every_algorithm_finishes_at_every_size_with_each_message_taken_once() {
         for n in sizes() {
             for root in [0, n / 2, n - 1] {
                 let root = if matches!(kind, Kind::Reduce | Kind::Broadcast) { root } else { 0 };
-                let s = Spec::new(kind, alg, n, root, Op::Sum, Dtype::U64, 1024);
+                let s = Spec::new(kind, alg, n, root, Op::Sum, Dtype::U64, (1024, map::SRAM_MIN));
                 let elems = if kind.has_data() { 300 } else { 0 };
                 let out = run(&s, &u64_inputs(n, elems)).unwrap_or_else(|e| panic!("{s:?}: {e}"));
                 let want: Vec<u8> = (0..elems as u64)
@@ -61,7 +61,7 @@ fn every_algorithm_finishes_at_every_size_with_each_message_taken_once() {
 fn message_counts_are_the_algorithms() {
     let n = 16u16;
     let count = |k, a| {
-        let s = Spec::new(k, a, n, 0, Op::Sum, Dtype::U64, 1024);
+        let s = Spec::new(k, a, n, 0, Op::Sum, Dtype::U64, (1024, map::SRAM_MIN));
         run(&s, &u64_inputs(n, if k.has_data() { 1 } else { 0 })).unwrap().messages
     };
     assert_eq!(count(Kind::Barrier, Alg::Dissemination), 16 * 4);
@@ -76,7 +76,8 @@ fn message_counts_are_the_algorithms() {
 fn floating_point_results_are_bit_identical_at_every_member() {
     for alg in [Alg::Pairwise, Alg::Binomial, Alg::Ring] {
         for n in [3u16, 7, 12, 16, 33] {
-            let s = Spec::new(Kind::Allreduce, alg, n, 0, Op::Sum, Dtype::F64, 1024);
+            let s =
+                Spec::new(Kind::Allreduce, alg, n, 0, Op::Sum, Dtype::F64, (1024, map::SRAM_MIN));
             let inputs: Vec<Vec<u8>> = (0..n)
                 .map(|r| {
                     (0..700)
@@ -95,7 +96,8 @@ fn the_binomial_order_is_rank_order() {
     // Non-commutative in effect: min with NaN keeps the left operand, so
     // the rank order shows in the result.
     let n = 8u16;
-    let s = Spec::new(Kind::Reduce, Alg::Binomial, n, 0, Op::Min, Dtype::F64, 1024);
+    let s =
+        Spec::new(Kind::Reduce, Alg::Binomial, n, 0, Op::Min, Dtype::F64, (1024, map::SRAM_MIN));
     let mut inputs: Vec<Vec<u8>> =
         (0..n).map(|r| (r as f64 + 1.0).to_le_bytes().to_vec()).collect();
     inputs[0] = f64::NAN.to_le_bytes().to_vec();
@@ -173,10 +175,19 @@ fn packets_round_trip_through_the_header() {
 
 #[test]
 fn chunks_are_whole_elements_of_at_most_a_packet() {
-    assert_eq!(chunk_bytes(4096, 8), CHUNK_MAX);
-    assert_eq!(chunk_bytes(1000, 8), 1000);
-    assert_eq!(chunk_bytes(1001, 8), 1000);
-    assert_eq!(chunk_bytes(4, 8), 8);
+    let (small, big) = (map::SRAM_MIN, 8 << 20);
+    assert_eq!(chunk_bytes(4096, small, 8), CHUNK_SMALL);
+    assert_eq!(chunk_bytes(4096, big, 8), CHUNK_MAX);
+    assert_eq!(chunk_bytes(4096, 2 << 20, 8), CHUNK_MAX);
+    assert_eq!(chunk_bytes(4096, map::SRAM_MIN + map::COLL_EXT_MIN - 1, 8), CHUNK_SMALL);
+    assert_eq!(chunk_bytes(1000, small, 8), 1000);
+    assert_eq!(chunk_bytes(1001, big, 8), 1000);
+    assert_eq!(chunk_bytes(4, small, 8), 8);
+    assert_eq!(chunk_bytes(4096, big, 12), 4092);
+    assert_eq!(max_len(Kind::Allreduce, Dtype::F64, 4096, big), 4096 * MAX_VECTOR_CHUNKS);
+    assert_eq!(map::coll_ext_len(small), 0);
+    assert_eq!(map::coll_ext_len(2 << 20), 1 << 20);
+    assert_eq!(map::coll_ext_len(64 << 20), map::COLL_EXT_MAX);
     assert_eq!(chunks(0, 1024), 1);
     assert_eq!(chunks(1 << 20, 1024), 1024);
 }

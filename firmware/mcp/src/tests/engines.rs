@@ -23,7 +23,7 @@ impl Bench {
             let (s, h, n) = (c.sram as usize, c.host as usize, c.len as usize);
             // The engine refuses (and counts) a transfer outside either memory.
             let fits = |at: usize, len: usize| at.checked_add(n).is_some_and(|e| e <= len);
-            if fits(s, SRAM) && fits(h, node.host.len()) {
+            if fits(s, node.sram.len()) && fits(h, node.host.len()) {
                 match c.dir {
                     DmaDir::HostToSram => node.sram[s..s + n].copy_from_slice(&node.host[h..h + n]),
                     DmaDir::SramToHost => node.host[h..h + n].copy_from_slice(&node.sram[s..s + n]),

@@ -66,6 +66,12 @@ impl Node {
     }
     /// As the driver (a port's STATE and GENERATION: with the privileged
     /// side's `PORT_NEWS` after them).
+    /// Give this NIC `size` bytes of SRAM (before init: `Bench::with`).
+    pub(crate) fn set_sram_size(&mut self, size: usize) {
+        self.sram.resize(size, 0);
+        self.w32(reg(regs::SRAM_SIZE), size as u32);
+    }
+
     fn w32(&mut self, off: u32, v: u32) {
         self.sram[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
         self.port_news(off, 4);

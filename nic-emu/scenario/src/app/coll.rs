@@ -38,7 +38,8 @@ pub(super) struct CollCtx {
     rank: u16,
     spec: CollSpec,
     alg: Alg,
-    mtu: u32,
+    /// The NICs' MTU and SRAM size (they fix the chunks).
+    fabric: (u32, u32),
     start_ns: u64,
     /// The vector (NIC scheme: the NIC reads and writes it).
     data: DmaBuf,
@@ -87,8 +88,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 .map_err(|e| format!("flow {flow}: group: {e}"))?;
             nic.create_group(&group, Algorithm::Binomial)
                 .map_err(|e| format!("flow {flow}: creating group {}: {e}", spec.group_id))?;
-            let mtu = nic.mtu();
-            let alg = spec.alg(mtu);
+            let fabric = (nic.mtu(), nic.info().sram_size);
+            let alg = spec.alg(fabric);
             let p = &mut self.ports[port].port;
             let data = p
                 .alloc(spec.bytes().max(8) as u64)
@@ -111,7 +112,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 rank,
                 spec,
                 alg,
-                mtu,
+                fabric,
                 start_ns,
                 data,
                 next: 1,
@@ -217,7 +218,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let Some(cl) = l.flows[flow].coll.as_mut() else { return };
         let mut problems = Vec::new();
         if let (Some(v), true) = (result, ok && c.spec.has_result(rank)) {
-            let want = cl.expected.entry(k).or_insert_with(|| c.spec.expected(k, c.mtu));
+            let want = cl.expected.entry(k).or_insert_with(|| c.spec.expected(k, c.fabric));
             cl.checked += 1;
             if want.get(rank as usize).is_none_or(|w| *w != v) {
                 cl.wrong += 1;

@@ -43,7 +43,9 @@ mod tests;
 use super::{Intake, Offload, Packet, Received, Region, Services};
 use crate::hw::Hw;
 use crate::translate::Xlat;
-use nic_abi::collective::{chunk_bytes, chunks, CollFields, Kind, Shape};
+use nic_abi::collective::{
+    chunk_bytes, chunks, CollFields, Kind, Shape, CHUNK_MAX, CHUNK_SMALL, MAX_VECTOR_CHUNKS,
+};
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::ErrorCause;
 use nic_abi::map::{self, COLL, COLL_END, COLL_HELD, COLL_SENT, GROUP_ENTRIES};
@@ -61,10 +63,16 @@ pub const MAX_RUNS: usize = map::COLL_RUNS as usize;
 struct Run {
     f: CollFields,
     shape: Shape,
-    /// Where its vector is in SRAM.
+    /// Where its window of the vector is in SRAM: `win` chunk slots,
+    /// chunk c in slot c mod `win`.
     base: u32,
     chunk: u32,
     nchunks: u32,
+    /// The window: the chunks from `lo` (those below are done), at most
+    /// `win` of them. Bit i of each chunk set below, and `at[i]`, is
+    /// chunk `lo + i`'s.
+    lo: u32,
+    win: u32,
     /// Each chunk's next step.
     at: [u8; MAX_CHUNKS],
     /// Chunks whose input is in (or that need none).
@@ -89,6 +97,13 @@ struct Run {
     piece: u8,
 }
 
+impl Run {
+    /// Chunks in the window now (from `lo`).
+    fn window_len(&self) -> u32 {
+        self.win.min(self.nchunks.saturating_sub(self.lo))
+    }
+}
+
 /// An abort being told to a group's members.
 #[derive(Debug, Clone, Copy)]
 struct Telling {
@@ -109,9 +124,11 @@ pub struct Collective {
     heads: [(u16, u32); MAX_RUNS],
     wait_due: [u64; MAX_RUNS],
     run_blocks: [u32; MAX_RUNS],
-    /// Blocks of the vector area in use (bit b: `runs::BLOCK` bytes at
-    /// `COLL + b * BLOCK`).
+    /// Blocks of the vector area in use (bit b: `lay.block` bytes at
+    /// `lay.vector + b * lay.block`).
     blocks: u32,
+    /// Where the slots and the vector area are on this NIC.
+    lay: Layout,
     /// Held chunks (bit i: record `map::coll_held_rec(i)` in use).
     held: u8,
     /// Sent chunks not yet acknowledged (bit i: `map::coll_sent_rec(i)`),
@@ -135,6 +152,59 @@ pub struct Collective {
 
 const _: () =
     assert!(COLL_HELD <= 8 && COLL_SENT <= 16 && map::COLL_ANSWERS <= 16 && MAX_RUNS <= 8);
+
+/// Where the chunk slots and the vector area are: in `map::COLL` (slots
+/// of `CHUNK_SMALL` bytes), or, on a NIC with SRAM past the map, there
+/// (slots of `CHUNK_MAX` bytes, and a much larger vector area).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Layout {
+    /// The NIC's SRAM size, which fixes the chunk size
+    /// (`collective::chunk_bytes`).
+    pub sram: u32,
+    /// Bytes per held or sent slot (the largest chunk).
+    pub slot: u32,
+    pub held: u32,
+    pub sent: u32,
+    /// The vector area: 32 blocks of `block` bytes.
+    pub vector: u32,
+    pub block: u32,
+}
+
+impl Layout {
+    const SMALL: Layout = Layout {
+        sram: map::SRAM_MIN,
+        slot: CHUNK_SMALL,
+        held: map::coll_held(0),
+        sent: map::coll_sent(0),
+        vector: COLL,
+        block: map::COLL_VECTOR / 32,
+    };
+
+    /// The layout on a NIC of `sram` bytes of SRAM.
+    fn of(sram: u32) -> Layout {
+        let ext = map::coll_ext_len(sram);
+        if ext == 0 {
+            return Layout { sram, ..Self::SMALL };
+        }
+        let slots = (COLL_HELD + COLL_SENT) * CHUNK_MAX;
+        Layout {
+            sram,
+            slot: CHUNK_MAX,
+            held: map::COLL_EXT,
+            sent: map::COLL_EXT + COLL_HELD * CHUNK_MAX,
+            vector: map::COLL_EXT + slots,
+            block: (ext - slots) / 32 / 8 * 8,
+        }
+    }
+
+    fn held_at(&self, i: u32) -> u32 {
+        self.held + i * self.slot
+    }
+
+    fn sent_at(&self, i: u32) -> u32 {
+        self.sent + i * self.slot
+    }
+}
 
 impl Collective {
     /// The first held chunk `pick` chooses.
@@ -179,18 +249,19 @@ impl Collective {
         }
     }
 
-    /// Where chunk `c`'s value is.
+    /// Where chunk `c`'s value is (its slot of the run's window).
+    #[inline]
     fn chunk_at(r: &Run, c: u32) -> u32 {
-        r.base + c * r.chunk
+        r.base + c % r.win.max(1) * r.chunk
     }
 
     /// Check descriptor `f` from port `port` against the group and this
     /// NIC's limits, and make its run.
     fn new_run<H: Hw>(
+        &self,
         sv: &mut Services<'_, H>,
         port: u8,
         f: CollFields,
-        base: u32,
     ) -> Result<Run, Intake> {
         let bad = |c| Err(Intake::Refused(c));
         let Some(g) = super::multicast::group_head(sv.hw, f.group) else {
@@ -199,9 +270,9 @@ impl Collective {
         if g.port != port || f.port != port || f.root >= g.size {
             return bad(ErrorCause::BadGroup);
         }
-        let chunk = chunk_bytes(sv.config().mtu, f.elem_size());
+        let chunk = chunk_bytes(sv.config().mtu, self.lay.sram, f.elem_size());
         let nchunks = chunks(f.len, chunk);
-        if f.len > map::COLL_VECTOR || nchunks as usize > MAX_CHUNKS {
+        if nchunks > MAX_VECTOR_CHUNKS {
             return bad(ErrorCause::BadLength);
         }
         let shape = Shape { kind: f.kind, alg: f.alg, n: g.size, rank: g.rank, root: f.root };
@@ -216,19 +287,21 @@ impl Collective {
                 },
             }
         }
-        let all = all_chunks(nchunks);
+        let (reads, writes) = (reads && f.len > 0, writes && f.len > 0);
         Ok(Run {
             f,
             shape,
-            base,
+            base: 0,
             chunk,
             nchunks,
+            lo: 0,
+            win: 0,
             at: [0; MAX_CHUNKS],
             two: 0,
-            loaded: if reads && f.len > 0 { 0 } else { all },
+            loaded: if reads { 0 } else { u64::MAX },
             reading: 0,
             stepped: 0,
-            written: if writes && f.len > 0 { 0 } else { all },
+            written: if writes { 0 } else { u64::MAX },
             writing: 0,
             waiting: None,
             failed: false,
@@ -243,15 +316,6 @@ impl Collective {
         self.blocks &= !self.run_blocks[i];
         self.run_blocks[i] = 0;
         self.wait_due[i] = u64::MAX;
-    }
-}
-
-/// The bit set of every chunk of a vector of `n` chunks.
-fn all_chunks(n: u32) -> u64 {
-    if n as usize >= MAX_CHUNKS {
-        u64::MAX
-    } else {
-        (1 << n) - 1
     }
 }
 
@@ -279,6 +343,7 @@ impl Offload for Collective {
         wait_due: [u64::MAX; MAX_RUNS],
         run_blocks: [0; MAX_RUNS],
         blocks: 0,
+        lay: Layout::SMALL,
         held: 0,
         sent: 0,
         unsent: 0,
@@ -291,7 +356,9 @@ impl Offload for Collective {
     };
 
     fn init<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        *self = Collective { rto: sv.config().rto, limit: sv.config().send_timeout, ..Self::NEW };
+        let lay = Layout::of(sv.hw.reg(nic_abi::regs::SRAM_SIZE));
+        *self =
+            Collective { rto: sv.config().rto, limit: sv.config().send_timeout, lay, ..Self::NEW };
         for g in 0..GROUP_ENTRIES as u16 {
             Self::set_done(sv.hw, g, 0);
             Self::set_aborted(sv.hw, g, 0);
@@ -318,14 +385,11 @@ impl Offload for Collective {
         if self.group_busy(f.group) {
             return Intake::Wait; // the group's last is still running here
         }
-        if f.len > map::COLL_VECTOR {
-            return Intake::Refused(ErrorCause::BadLength);
-        }
-        let Some((ri, base, blocks)) = self.slot_for(f.len) else { return Intake::Wait };
-        let run = match Self::new_run(sv, port, f, base) {
+        let mut run = match self.new_run(sv, port, f) {
             Ok(r) => r,
             Err(i) => return i,
         };
+        let Some((ri, blocks)) = self.slot_for(&mut run) else { return Intake::Wait };
         self.blocks |= blocks;
         self.run_blocks[ri] = blocks;
         self.start(sv, ri, run);

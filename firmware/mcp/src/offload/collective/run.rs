@@ -34,7 +34,7 @@ impl Collective {
             return self.report(sv);
         }
         sv.hw.write(map::coll_missing(g as u32), &[0u8; LOST_BYTES]);
-        for c in 0..r.nchunks {
+        for c in 0..MAX_CHUNKS as u32 {
             sv.hw.store_u32(map::coll_ahead(ri as u32, c), 0);
         }
         self.put(sv.hw, ri, &r);
@@ -52,23 +52,51 @@ impl Collective {
 
     fn progress_run<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
         let Some(mut r) = self.run(sv.hw, ri) else { return };
-        for c in 0..r.nchunks {
-            let bit = 1u64 << c;
-            if r.loaded & bit == 0 {
-                if r.reading & bit == 0 {
-                    self.post_dma(sv, (&mut r, ri), c, DmaDir::HostToSram);
+        loop {
+            for i in 0..r.window_len() {
+                let (c, bit) = (r.lo + i, 1u64 << i);
+                if r.loaded & bit == 0 {
+                    if r.reading & bit == 0 {
+                        self.post_dma(sv, (&mut r, ri), c, DmaDir::HostToSram);
+                    }
+                    continue;
                 }
-                continue;
+                if r.stepped & bit == 0 {
+                    self.step_chunk(sv, (&mut r, ri), c);
+                }
+                if r.stepped & bit != 0 && r.written & bit == 0 && r.writing & bit == 0 {
+                    self.post_dma(sv, (&mut r, ri), c, DmaDir::SramToHost);
+                }
             }
-            if r.stepped & bit == 0 {
-                self.step_chunk(sv, (&mut r, ri), c);
-            }
-            if r.stepped & bit != 0 && r.written & bit == 0 && r.writing & bit == 0 {
-                self.post_dma(sv, (&mut r, ri), c, DmaDir::SramToHost);
+            if !Self::retire(sv.hw, &mut r, ri) {
+                break;
             }
         }
         self.put(sv.hw, ri, &r);
         self.finish_if_done(sv, ri);
+    }
+
+    /// Move run `ri`'s window past its first chunks that are done
+    /// (stepped and written): their slots take the next chunks. True if
+    /// it moved.
+    fn retire(hw: &mut impl Hw, r: &mut Run, ri: usize) -> bool {
+        let (reads, writes) = super::io(&r.shape);
+        let top = 1u64 << 63;
+        let mut moved = false;
+        while r.lo < r.nchunks && r.stepped & r.written & 1 != 0 {
+            hw.store_u32(map::coll_ahead(ri as u32, r.lo % MAX_CHUNKS as u32), 0);
+            r.lo += 1;
+            r.loaded = r.loaded >> 1 | if reads { 0 } else { top };
+            r.written = r.written >> 1 | if writes { 0 } else { top };
+            r.reading >>= 1;
+            r.writing >>= 1;
+            r.stepped >>= 1;
+            r.two >>= 1;
+            r.at.copy_within(1.., 0);
+            r.at[MAX_CHUNKS - 1] = 0;
+            moved = true;
+        }
+        moved
     }
 
     /// Post chunk `c`'s read or write for run `ri`.
@@ -84,13 +112,14 @@ impl Collective {
             DmaDir::HostToSram => (r.f.local, c as u16 | run),
             DmaDir::SramToHost => (r.f.remote, c as u16 | run | WRITE),
         };
-        let at = vaddr + (c * r.chunk) as u64;
+        let at = vaddr + c as u64 * r.chunk as u64;
         let len = Self::chunk_len(r, c);
+        let bit = 1u64 << (c - r.lo);
         let posted = match sv.host_dma_at(id(), (r.f.port, at), Self::chunk_at(r, c), len, dir, tag)
         {
             Ok(n) => {
                 if n > 1 {
-                    r.two |= 1 << c;
+                    r.two |= bit;
                 }
                 true
             }
@@ -100,8 +129,8 @@ impl Collective {
                 sv.count(Stat::Drops, 1);
                 r.failed = true;
                 match dir {
-                    DmaDir::HostToSram => r.loaded |= 1 << c,
-                    DmaDir::SramToHost => r.written |= 1 << c,
+                    DmaDir::HostToSram => r.loaded |= bit,
+                    DmaDir::SramToHost => r.written |= bit,
                 }
                 true
             }
@@ -112,8 +141,8 @@ impl Collective {
         };
         if posted {
             match dir {
-                DmaDir::HostToSram => r.reading |= 1 << c,
-                DmaDir::SramToHost => r.writing |= 1 << c,
+                DmaDir::HostToSram => r.reading |= bit,
+                DmaDir::SramToHost => r.writing |= bit,
             }
         }
     }
@@ -122,16 +151,15 @@ impl Collective {
     pub(super) fn dma_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, tag: u16) {
         let ri = ((tag & !WRITE) >> RUN_SHIFT) as usize;
         let Some(mut r) = self.run(sv.hw, ri) else { return };
-        let c = (tag & ((1 << RUN_SHIFT) - 1)) as usize;
-        if c >= MAX_CHUNKS {
-            return;
-        }
-        if r.two & 1 << c != 0 {
-            r.two &= !(1 << c); // one of two
+        let c = (tag & ((1 << RUN_SHIFT) - 1)) as u32;
+        let Some(i) = c.checked_sub(r.lo).filter(|&i| i < r.window_len()) else { return };
+        let bit = 1u64 << i;
+        if r.two & bit != 0 {
+            r.two &= !bit; // one of two
         } else if tag & WRITE != 0 {
-            r.written |= 1 << c;
+            r.written |= bit;
         } else {
-            r.loaded |= 1 << c;
+            r.loaded |= bit;
         }
         self.put(sv.hw, ri, &r);
         self.progress(sv);
@@ -140,9 +168,10 @@ impl Collective {
     /// Take chunk `c` of run `ri`'s steps as far as they go now.
     fn step_chunk<H: Hw>(&mut self, sv: &mut Services<'_, H>, (r, ri): (&mut Run, usize), c: u32) {
         let steps = r.shape.steps(c);
-        let ahead_at = map::coll_ahead(ri as u32, c);
-        while let Some(step) = steps.get(r.at[c as usize] as usize) {
-            let bit = 1u32 << r.at[c as usize];
+        let w = (c - r.lo) as usize;
+        let ahead_at = map::coll_ahead(ri as u32, c % MAX_CHUNKS as u32);
+        while let Some(step) = steps.get(r.at[w] as usize) {
+            let bit = 1u32 << r.at[w];
             let ahead = sv.hw.load_u32(ahead_at);
             let went = match step {
                 Step::Recv { .. } if ahead & bit != 0 => {
@@ -155,9 +184,9 @@ impl Collective {
             if !went {
                 return;
             }
-            r.at[c as usize] += 1;
+            r.at[w] += 1;
         }
-        r.stepped |= 1 << c;
+        r.stepped |= 1 << w;
     }
 
     /// Chunk `c` is waiting for `(from, tag)` and it is held: take it.
@@ -179,7 +208,7 @@ impl Collective {
         };
         self.held &= !(1 << i);
         let len = Held::load(sv.hw, i).len as u32;
-        self.apply(sv, r, c, (map::coll_held(i), len), how)
+        self.apply(sv, r, c, (self.lay.held_at(i), len), how)
     }
 
     /// Take `len` bytes at `at` into chunk `c` as `how` says. False (and
@@ -222,7 +251,6 @@ impl Collective {
     /// missing)? Then its end is owed.
     fn finish_if_done<H: Hw>(&mut self, sv: &mut Services<'_, H>, ri: usize) {
         let Some(r) = self.run(sv.hw, ri) else { return };
-        let all = super::all_chunks(r.nchunks);
         // A barrier's or an allreduce's end here means every member
         // entered it: its chunks not yet acknowledged are sent again until
         // they are, without holding up the end. A reduce's or a
@@ -232,7 +260,7 @@ impl Collective {
         let in_flight = (r.writing & !r.written) | (r.reading & !r.loaded);
         let waits = matches!(r.f.kind, Kind::Reduce | Kind::Broadcast)
             && self.sent_of(sv.hw, r.f.group, r.f.cseq);
-        if !r.failed && (r.stepped & r.written != all || waits) {
+        if !r.failed && (r.lo < r.nchunks || waits) {
             return;
         }
         if r.failed && in_flight != 0 {

@@ -11,8 +11,8 @@
 //!  80 loaded u64   88 reading u64   96 stepped u64   104 written u64
 //! 112 writing u64  120 two u64
 //! 128 peer u16  130 waiting u8  131 failed u8  132 piece u8
-//! 136 life u64   144 probed u64
-//! 160 at[64] (each chunk's next step)
+//! 136 life u64   144 probed u64   152 lo u32   156 win u32
+//! 160 at[64] (the next step of each chunk of the window)
 //! ```
 
 use super::{Collective, Run, MAX_CHUNKS, MAX_RUNS};
@@ -37,6 +37,8 @@ impl Run {
             base: (a >> 32) as u32,
             chunk: b as u32,
             nchunks: (b >> 32) as u32,
+            lo: hw.load_u32(at + 152),
+            win: hw.load_u32(at + 156),
             at: [0; MAX_CHUNKS],
             loaded: w(80),
             reading: w(88),
@@ -54,7 +56,8 @@ impl Run {
         }
         run.failed = (c >> 24) as u8 != 0;
         run.piece = (c >> 32) as u8;
-        hw.read(at + AT, &mut run.at);
+        let n = run.win.min(MAX_CHUNKS as u32) as usize;
+        hw.read(at + AT, &mut run.at[..n]);
         Some(run)
     }
 
@@ -84,7 +87,8 @@ impl Run {
         hw.store_u64(at + 128, c);
         hw.store_u64(at + 136, life);
         hw.store_u64(at + 144, probed);
-        hw.write(at + AT, &self.at[..self.nchunks.min(MAX_CHUNKS as u32) as usize]);
+        hw.store_u64(at + 152, self.lo as u64 | (self.win as u64) << 32);
+        hw.write(at + AT, &self.at[..self.win.min(MAX_CHUNKS as u32) as usize]);
     }
 }
 
@@ -120,21 +124,30 @@ impl Collective {
         (0..MAX_RUNS).any(|i| (self.live | self.owed) & 1 << i != 0 && self.heads[i].0 == group)
     }
 
-    /// A free slot for a run whose vector is `len` bytes, and where its
-    /// vector goes (whole blocks of `BLOCK` bytes of `map::COLL_VECTOR`),
-    /// if there is room.
-    pub(super) fn slot_for(&self, len: u32) -> Option<(usize, u32, u32)> {
+    /// A free slot for run `r`, and room for its window in the vector
+    /// area (whole blocks, enough for its whole vector or for
+    /// `MAX_CHUNKS` chunks of it, whichever is less, or, when that much
+    /// is not free, the most free blocks in a row, at least a chunk):
+    /// sets its base and window, and gives the blocks it takes.
+    pub(super) fn slot_for(&self, r: &mut Run) -> Option<(usize, u32)> {
         let i = (0..MAX_RUNS).find(|&i| (self.live | self.owed) & 1 << i == 0)?;
-        let need = len.div_ceil(BLOCK);
-        if need == 0 {
-            return Some((i, map::COLL, 0));
+        if r.f.len == 0 {
+            (r.base, r.win) = (self.lay.vector, 1);
+            return Some((i, 0));
         }
-        let mask = if need >= 32 { u32::MAX } else { (1u32 << need) - 1 };
-        (0..=32 - need)
-            .find(|&b| self.blocks & mask << b == 0)
-            .map(|b| (i, map::COLL + b * BLOCK, mask << b))
+        let block = self.lay.block;
+        let want = r.nchunks.min(MAX_CHUNKS as u32) * r.chunk;
+        let least = r.chunk.div_ceil(block);
+        let mut need = want.div_ceil(block).min(32);
+        while need >= least {
+            let mask = if need >= 32 { u32::MAX } else { (1u32 << need) - 1 };
+            if let Some(b) = (0..=32 - need).find(|&b| self.blocks & mask << b == 0) {
+                r.base = self.lay.vector + b * block;
+                r.win = (need * block / r.chunk).min(r.nchunks).min(MAX_CHUNKS as u32);
+                return Some((i, mask << b));
+            }
+            need -= 1;
+        }
+        None
     }
 }
-
-/// The vector area is handed out in blocks of this many bytes.
-pub(super) const BLOCK: u32 = map::COLL_VECTOR / 32;

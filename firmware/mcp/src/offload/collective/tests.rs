@@ -148,7 +148,7 @@ fn with_data(b: &mut Bench, spec: &Spec, elems: usize, cseq: u32) {
         post(b, i, &f);
         outs.push(remote);
     }
-    let got = gather(b, 1, 20_000);
+    let got = gather(b, 1, 20_000 + 100 * len as u32 / 1024);
     let want = run(spec, &inputs).unwrap();
     for i in 0..n {
         assert_eq!(got[i].len(), 1, "node {i}: {:?}", got[i]);
@@ -179,7 +179,40 @@ fn allreduce_reduce_and_broadcast_give_the_reference_result_at_every_member() {
     ] {
         for (dtype, elems) in [(Dtype::U64, 1), (Dtype::F64, 300), (Dtype::U64, 1000)] {
             cseq += 1;
-            let spec = Spec::new(kind, alg, n, root, Op::Sum, dtype, 4096);
+            let spec = Spec::new(kind, alg, n, root, Op::Sum, dtype, (4096, map::SRAM_MIN));
+            with_data(&mut b, &spec, elems, cseq);
+        }
+    }
+}
+
+/// A bench of `n` NICs with `sram` bytes of SRAM each.
+fn bench_sram(n: usize, sram: usize) -> Bench {
+    let mut b = Bench::with(n, |node| node.set_sram_size(sram));
+    for i in 0..n {
+        install(&mut b, i, (GROUP, PORT), n);
+        b.open(i, PORT);
+    }
+    b
+}
+
+#[test]
+fn vectors_longer_than_the_window_are_worked_through_it_chunk_by_chunk() {
+    // 1 MiB of SRAM: chunks of 1 KiB, a window of at most 32 of them (the
+    // vector area); 2 MiB: chunks of 4 KiB, a window of 64.
+    for (n, sram, elems) in [(6usize, 1usize << 20, 12_800), (4, 2 << 20, 40_000)] {
+        let mut b = bench_sram(n, sram);
+        let mut cseq = 0;
+        for (kind, alg, dtype) in [
+            (Kind::Allreduce, Alg::Ring, Dtype::F64),
+            (Kind::Allreduce, Alg::Pairwise, Dtype::U64),
+            (Kind::Allreduce, Alg::Binomial, Dtype::F64),
+            (Kind::Reduce, Alg::Binomial, Dtype::U64),
+            (Kind::Broadcast, Alg::Binomial, Dtype::F64),
+        ] {
+            cseq += 1;
+            let root = (cseq % n as u32) as u16;
+            let fabric = (4096, sram as u32);
+            let spec = Spec::new(kind, alg, n as u16, root, Op::Sum, dtype, fabric);
             with_data(&mut b, &spec, elems, cseq);
         }
     }
@@ -203,7 +236,15 @@ fn collectives_survive_loss_corruption_duplication_and_reordering() {
     let resent: u64 = (0..n).map(|i| b.stat(i, nic_abi::stats::Stat::Retransmits)).sum();
     assert!(resent > 0, "the faults cost nothing: not exercised");
     for (k, alg) in [Alg::Pairwise, Alg::Binomial, Alg::Ring].into_iter().enumerate() {
-        let spec = Spec::new(Kind::Allreduce, alg, n as u16, 0, Op::Sum, Dtype::F64, 4096);
+        let spec = Spec::new(
+            Kind::Allreduce,
+            alg,
+            n as u16,
+            0,
+            Op::Sum,
+            Dtype::F64,
+            (4096, map::SRAM_MIN),
+        );
         with_data(&mut b, &spec, 700, 31 + k as u32);
     }
 }
@@ -257,8 +298,8 @@ fn a_nic_reset_mid_barrier_ends_it_with_the_member_named() {
 #[test]
 fn bad_collectives_are_refused_with_their_cause() {
     let mut b = bench(4);
-    let big = map::COLL_VECTOR + 8;
-    let v = b.alloc(0, PORT, big as u64);
+    let big = nic_abi::collective::max_len(Kind::Allreduce, Dtype::U64, 4096, map::SRAM_MIN) + 8;
+    let v = b.alloc(0, PORT, 4096);
     let f = CollFields { len: 8, local: v, remote: v, ..fields(Kind::Allreduce, Alg::Ring, 1) };
     let reduce = CollFields { kind: Kind::Reduce, alg: Alg::Binomial, ..f };
     for (bad, cause) in [

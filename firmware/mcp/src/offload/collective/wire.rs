@@ -7,7 +7,7 @@ use super::{Collective, Run};
 use crate::hw::Hw;
 use crate::offload::services::copy_sram;
 use crate::offload::{Packet, Services};
-use nic_abi::collective::{CollRepr, CtlCode, How, Step, CHUNK_MAX};
+use nic_abi::collective::{CollRepr, CtlCode, How, Step};
 use nic_abi::event::LOST_BYTES;
 use nic_abi::group::{self, GroupHead};
 use nic_abi::map::{self, GROUP_ENTRIES};
@@ -47,7 +47,7 @@ impl Collective {
         }
         let i = free.trailing_zeros();
         let len = Self::chunk_len(r, c);
-        copy_sram(sv.hw, Self::chunk_at(r, c), map::coll_sent(i), len);
+        copy_sram(sv.hw, Self::chunk_at(r, c), self.lay.sent_at(i), len);
         let node = member(sv.hw, r.f.group, to);
         let now = sv.now();
         let s = Sent {
@@ -82,7 +82,7 @@ impl Collective {
             len: 0,
         }
         .emit();
-        if sv.send_from(&h, map::coll_sent(i), s.len as u32) {
+        if sv.send_from(&h, self.lay.sent_at(i), s.len as u32) {
             self.unsent &= !(1 << i);
             s.last_tx = sv.now();
             s.store(sv.hw, i);
@@ -216,32 +216,34 @@ impl Collective {
                 sv.count(Stat::BadHeaders, 1);
                 return;
             };
-            let at = r.at[c as usize] as usize;
-            let ahead_at = map::coll_ahead(ri as u32, c);
-            let ahead = sv.hw.load_u32(ahead_at);
-            if at > j || ahead & (1 << j) != 0 {
+            if c < r.lo {
+                // Done here: its receives were all taken.
                 return self.answer(sv, q, g.rank, CtlCode::Ack);
             }
-            let loaded = r.loaded & (1 << c) != 0;
-            if at < j && loaded && order_free(&r, &steps.as_slice()[at..=j]) {
-                // Combined ahead of its turn: the order does not change
-                // the result.
-                let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
-                if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
-                    sv.hw.store_u32(ahead_at, ahead | 1 << j);
+            let w = c - r.lo;
+            if w < r.window_len() {
+                let at = r.at[w as usize] as usize;
+                let ahead_at = map::coll_ahead(ri as u32, c % super::MAX_CHUNKS as u32);
+                let ahead = sv.hw.load_u32(ahead_at);
+                if at > j || ahead & (1 << j) != 0 {
+                    return self.answer(sv, q, g.rank, CtlCode::Ack);
+                }
+                let loaded = r.loaded & (1 << w) != 0;
+                let free = at < j && order_free(&r, &steps.as_slice()[at..=j]);
+                if loaded && (at == j || free) {
+                    // (Combined ahead of its turn when the order does not
+                    // change the result.)
+                    let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
+                    if !self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
+                        return;
+                    }
+                    match at == j {
+                        true => r.at[w as usize] += 1,
+                        false => sv.hw.store_u32(ahead_at, ahead | 1 << j),
+                    }
                     self.put(sv.hw, ri, &r);
                     return self.answer(sv, q, g.rank, CtlCode::Ack);
                 }
-                return;
-            }
-            if at == j && loaded {
-                let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
-                if self.apply(sv, &mut r, c, (sv.payload_at(p), len), how) {
-                    r.at[c as usize] += 1;
-                    self.put(sv.hw, ri, &r);
-                    return self.answer(sv, q, g.rank, CtlCode::Ack);
-                }
-                return;
             }
         }
         self.hold(sv, p, q, g);
@@ -250,7 +252,7 @@ impl Collective {
     /// Keep a chunk that came before its step (or refuse it for now).
     fn hold<H: Hw>(&mut self, sv: &mut Services<'_, H>, p: &Packet, q: &CollRepr, g: &GroupHead) {
         let len = p.header.payload_len as u32;
-        if len > CHUNK_MAX || q.chunk > u16::MAX as u32 {
+        if len > self.lay.slot || q.chunk > u16::MAX as u32 {
             sv.count(Stat::BadHeaders, 1);
             return;
         }
@@ -271,7 +273,7 @@ impl Collective {
             return self.answer(sv, q, g.rank, CtlCode::Busy);
         }
         let i = free.trailing_zeros();
-        copy_sram(sv.hw, sv.payload_at(p), map::coll_held(i), len);
+        copy_sram(sv.hw, sv.payload_at(p), self.lay.held_at(i), len);
         h.store(sv.hw, i);
         self.held |= 1 << i;
         self.answer(sv, q, g.rank, CtlCode::Ack);
