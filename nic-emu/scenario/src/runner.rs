@@ -498,7 +498,9 @@ pub(super) fn flow_reports(
             let s = &f.spec;
             let first = f.first_send_ns.unwrap_or(0);
             let coll = match (&s.coll, &f.coll) {
-                (Some(c), Some(l)) => Some(super::coll::report(c, l, l.alg.unwrap_or(c.alg((4096, u32::MAX))))),
+                (Some(c), Some(l)) => {
+                    Some(super::coll::report(c, l, l.alg.unwrap_or(c.alg((4096, u32::MAX)))))
+                }
                 _ => None,
             };
             FlowReport {

@@ -21,16 +21,22 @@
 //! learn it from the answers to their probes).
 //!
 //! Up to eight collectives of different groups run at once on a NIC (their
-//! records in SRAM, runs.rs; their vectors share `map::COLL_VECTOR`, in
-//! blocks); a ninth, one whose vector does not fit beside the others', or
-//! the next of a group whose last has not ended here, waits in its ring
-//! until one is done. Chunks of a collective that has not begun here may
-//! arrive before its descriptor: they are held.
+//! records in SRAM, runs.rs). Each works on a window of its vector's
+//! chunks (at most `runs::window_for` of them), cut from the vector area
+//! in blocks; the window moves on as its first chunks end, so a vector
+//! may be much longer than the area (up to 4,095 chunks). On a NIC with
+//! SRAM past the map the chunks are 4 KiB and the slots and the area are
+//! there (layout.rs); otherwise 1 KiB, in `map::COLL`. A ninth
+//! collective, or the next of a group whose last has not ended here,
+//! waits in its ring until one is done. Chunks of a collective that has
+//! not begun here may arrive before its descriptor: they are held.
 //!
 //! Owns: descriptor kind `Collective`, packet types `Coll` and `CollCtl`,
-//! SRAM `map::COLL` (the vector, held and sent chunks, each group's
-//! missing members), timers (retransmissions, probes), its host-DMA.
+//! SRAM `map::COLL` (the vector windows, held and sent chunks, each
+//! group's missing members) and `map::COLL_EXT` where the NIC has it,
+//! timers (retransmissions, probes), its host-DMA.
 
+mod layout;
 mod records;
 mod run;
 mod runs;
@@ -43,12 +49,11 @@ mod tests;
 use super::{Intake, Offload, Packet, Received, Region, Services};
 use crate::hw::Hw;
 use crate::translate::Xlat;
-use nic_abi::collective::{
-    chunk_bytes, chunks, CollFields, Kind, Shape, CHUNK_MAX, CHUNK_SMALL, MAX_VECTOR_CHUNKS,
-};
+use layout::Layout;
+use nic_abi::collective::{chunk_bytes, chunks, CollFields, Kind, Shape, MAX_VECTOR_CHUNKS};
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::ErrorCause;
-use nic_abi::map::{self, COLL, COLL_END, COLL_HELD, COLL_SENT, GROUP_ENTRIES};
+use nic_abi::map::{self, COLL, COLL_END, GROUP_ENTRIES};
 use nic_abi::packet::PacketType;
 use records::{ones, Held};
 
@@ -129,15 +134,15 @@ pub struct Collective {
     blocks: u32,
     /// Where the slots and the vector area are on this NIC.
     lay: Layout,
-    /// Held chunks (bit i: record `map::coll_held_rec(i)` in use).
-    held: u8,
-    /// Sent chunks not yet acknowledged (bit i: `map::coll_sent_rec(i)`),
-    /// and those of them not yet on the wire.
-    sent: u16,
-    unsent: u16,
+    /// Held chunks (bit i: record `lay.held_rec(i)` in use).
+    held: u32,
+    /// Sent chunks not yet acknowledged (bit i: `lay.sent_rec(i)`), and
+    /// those of them not yet on the wire.
+    sent: u32,
+    unsent: u32,
     /// Answers kept for want of a transmit buffer (bit i:
-    /// `map::coll_answer(i)`).
-    answers: u16,
+    /// `lay.answer_at(i)`).
+    answers: u32,
     telling: Option<Telling>,
     /// Something could not be done for want of a resource: try again at
     /// the next pass.
@@ -150,72 +155,16 @@ pub struct Collective {
     due: u64,
 }
 
-const _: () =
-    assert!(COLL_HELD <= 8 && COLL_SENT <= 16 && map::COLL_ANSWERS <= 16 && MAX_RUNS <= 8);
-
-/// Where the chunk slots and the vector area are: in `map::COLL` (slots
-/// of `CHUNK_SMALL` bytes), or, on a NIC with SRAM past the map, there
-/// (slots of `CHUNK_MAX` bytes, and a much larger vector area).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Layout {
-    /// The NIC's SRAM size, which fixes the chunk size
-    /// (`collective::chunk_bytes`).
-    pub sram: u32,
-    /// Bytes per held or sent slot (the largest chunk).
-    pub slot: u32,
-    pub held: u32,
-    pub sent: u32,
-    /// The vector area: 32 blocks of `block` bytes.
-    pub vector: u32,
-    pub block: u32,
-}
-
-impl Layout {
-    const SMALL: Layout = Layout {
-        sram: map::SRAM_MIN,
-        slot: CHUNK_SMALL,
-        held: map::coll_held(0),
-        sent: map::coll_sent(0),
-        vector: COLL,
-        block: map::COLL_VECTOR / 32,
-    };
-
-    /// The layout on a NIC of `sram` bytes of SRAM.
-    fn of(sram: u32) -> Layout {
-        let ext = map::coll_ext_len(sram);
-        if ext == 0 {
-            return Layout { sram, ..Self::SMALL };
-        }
-        let slots = (COLL_HELD + COLL_SENT) * CHUNK_MAX;
-        Layout {
-            sram,
-            slot: CHUNK_MAX,
-            held: map::COLL_EXT,
-            sent: map::COLL_EXT + COLL_HELD * CHUNK_MAX,
-            vector: map::COLL_EXT + slots,
-            block: (ext - slots) / 32 / 8 * 8,
-        }
-    }
-
-    fn held_at(&self, i: u32) -> u32 {
-        self.held + i * self.slot
-    }
-
-    fn sent_at(&self, i: u32) -> u32 {
-        self.sent + i * self.slot
-    }
-}
-
 impl Collective {
     /// The first held chunk `pick` chooses.
     fn find_held(&self, hw: &impl Hw, pick: impl Fn(&Held) -> bool) -> Option<u32> {
-        ones(self.held as u32).find(|&i| pick(&Held::load(hw, i)))
+        ones(self.held).find(|&i| pick(&Held::load(hw, self.lay.held_rec(i))))
     }
 
     /// Let go of the held chunks `pick` chooses.
     fn let_go_held(&mut self, hw: &impl Hw, pick: impl Fn(&Held) -> bool) {
-        for i in ones(self.held as u32) {
-            if pick(&Held::load(hw, i)) {
+        for i in ones(self.held) {
+            if pick(&Held::load(hw, self.lay.held_rec(i))) {
                 self.held &= !(1 << i);
             }
         }
@@ -335,7 +284,11 @@ impl Offload for Collective {
     const NAME: &'static str = "collective";
     const DESC_KINDS: &'static [u8] = &[DescKind::Collective as u8];
     const PACKET_TYPES: &'static [u8] = &[PacketType::Coll as u8, PacketType::CollCtl as u8];
-    const SRAM: &'static [Region] = &[Region { start: COLL, len: COLL_END - COLL }];
+    const SRAM: &'static [Region] = &[
+        Region { start: COLL, len: COLL_END - COLL },
+        // (Past the map: as much of it as the NIC has, `map::coll_ext_len`.)
+        Region { start: map::COLL_EXT, len: map::COLL_EXT_MAX },
+    ];
     const NEW: Collective = Collective {
         live: 0,
         owed: 0,

@@ -1,5 +1,5 @@
 //! The records of held and sent chunks, kept in the offload's SRAM
-//! (`map::coll_held_rec`, `map::coll_sent_rec`, 32 bytes each) beside
+//! (`Layout::held_rec`, `Layout::sent_rec`, 32 bytes each) beside
 //! the chunks' bytes; which are in use is a bit set in `Collective`.
 //!
 //! ```text
@@ -9,7 +9,6 @@
 //! ```
 
 use crate::hw::Hw;
-use nic_abi::map;
 
 /// The set bits of `bits` (a set of slots), lowest first.
 pub fn ones(mut bits: u32) -> impl Iterator<Item = u32> {
@@ -32,8 +31,8 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn load(hw: &impl Hw, i: u32) -> Held {
-        let at = map::coll_held_rec(i);
+    /// The record at `at`.
+    pub fn load(hw: &impl Hw, at: u32) -> Held {
         let a = hw.load_u64(at);
         let b = hw.load_u64(at + 8);
         Held {
@@ -46,8 +45,7 @@ impl Held {
         }
     }
 
-    pub fn store(&self, hw: &mut impl Hw, i: u32) {
-        let at = map::coll_held_rec(i);
+    pub fn store(&self, hw: &mut impl Hw, at: u32) {
         let a = self.group as u64
             | (self.chunk as u64) << 16
             | (self.tag as u64) << 32
@@ -57,7 +55,7 @@ impl Held {
     }
 }
 
-/// A chunk sent and not yet acknowledged (its bytes at `map::coll_sent`).
+/// A chunk sent and not yet acknowledged (its bytes at `Layout::sent_at`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sent {
     /// The collective it belongs to (its member ends before it is
@@ -77,8 +75,8 @@ pub struct Sent {
 }
 
 impl Sent {
-    pub fn load(hw: &impl Hw, i: u32) -> Sent {
-        let at = map::coll_sent_rec(i);
+    /// The record at `at`.
+    pub fn load(hw: &impl Hw, at: u32) -> Sent {
         let a = hw.load_u64(at);
         let b = hw.load_u64(at + 8);
         Sent {
@@ -95,8 +93,7 @@ impl Sent {
         }
     }
 
-    pub fn store(&self, hw: &mut impl Hw, i: u32) {
-        let at = map::coll_sent_rec(i);
+    pub fn store(&self, hw: &mut impl Hw, at: u32) {
         let a = self.to as u64
             | (self.node as u64) << 16
             | (self.chunk as u64) << 32

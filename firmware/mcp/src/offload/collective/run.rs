@@ -207,7 +207,7 @@ impl Collective {
             return false;
         };
         self.held &= !(1 << i);
-        let len = Held::load(sv.hw, i).len as u32;
+        let len = Held::load(sv.hw, self.lay.held_rec(i)).len as u32;
         self.apply(sv, r, c, (self.lay.held_at(i), len), how)
     }
 

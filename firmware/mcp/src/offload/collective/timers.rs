@@ -16,8 +16,8 @@ impl Collective {
     pub(super) fn timers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
         let now = sv.now();
         let (rto, limit) = (self.rto, self.limit);
-        for i in ones(self.sent as u32) {
-            let s = Sent::load(sv.hw, i);
+        for i in ones(self.sent) {
+            let s = Sent::load(sv.hw, self.lay.sent_rec(i));
             if now.saturating_sub(s.life) >= limit {
                 sv.timer_handled();
                 sv.count(Stat::Timeouts, 1);
@@ -77,8 +77,8 @@ impl Collective {
     /// retransmission, or the end of the send timeout).
     pub(super) fn refresh_due(&mut self, hw: &impl Hw) {
         let mut due = u64::MAX;
-        for i in ones(self.sent as u32) {
-            let s = Sent::load(hw, i);
+        for i in ones(self.sent) {
+            let s = Sent::load(hw, self.lay.sent_rec(i));
             due =
                 due.min(s.last_tx.saturating_add(self.rto)).min(s.life.saturating_add(self.limit));
         }

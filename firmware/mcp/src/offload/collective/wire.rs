@@ -41,7 +41,7 @@ impl Collective {
         to: u16,
         tag: u8,
     ) -> bool {
-        let free = !self.sent & ((1u32 << map::COLL_SENT) - 1) as u16;
+        let free = !self.sent & self.lay.all_sent();
         if free == 0 {
             return false;
         }
@@ -62,7 +62,7 @@ impl Collective {
             last_tx: now,
             life: now,
         };
-        s.store(sv.hw, i);
+        s.store(sv.hw, self.lay.sent_rec(i));
         self.sent |= 1 << i;
         self.transmit(sv, i, r.shape.rank);
         true
@@ -70,7 +70,7 @@ impl Collective {
 
     /// Put sent chunk `i` on the wire (again), from rank `me`.
     pub(super) fn transmit<H: Hw>(&mut self, sv: &mut Services<'_, H>, i: u32, me: u16) {
-        let mut s = Sent::load(sv.hw, i);
+        let mut s = Sent::load(sv.hw, self.lay.sent_rec(i));
         let h = CollRepr {
             addr: addr(sv.config().node, s.node, s.port),
             ctl: None,
@@ -85,7 +85,7 @@ impl Collective {
         if sv.send_from(&h, self.lay.sent_at(i), s.len as u32) {
             self.unsent &= !(1 << i);
             s.last_tx = sv.now();
-            s.store(sv.hw, i);
+            s.store(sv.hw, self.lay.sent_rec(i));
         } else {
             self.unsent |= 1 << i;
             self.again = true;
@@ -118,7 +118,7 @@ impl Collective {
     /// An answer found no transmit buffer: keep it for the next pass (or,
     /// with no room left, drop it: the asker asks again).
     fn keep_answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, a: &CollRepr) {
-        let free = !self.answers & ((1u32 << map::COLL_ANSWERS) - 1) as u16;
+        let free = !self.answers & self.lay.all_answers();
         if free == 0 {
             sv.count(Stat::Drops, 1);
             return;
@@ -126,16 +126,16 @@ impl Collective {
         let i = free.trailing_zeros();
         let mut b = [0u8; HEADER_LEN];
         a.emit().encode(&mut b);
-        sv.hw.write(map::coll_answer(i), &b);
+        sv.hw.write(self.lay.answer_at(i), &b);
         self.answers |= 1 << i;
         self.again = true;
     }
 
     /// Send the answers kept, as transmit buffers allow.
     pub(super) fn flush_answers<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
-        for i in ones(self.answers as u32) {
+        for i in ones(self.answers) {
             let mut b = [0u8; HEADER_LEN];
-            sv.hw.read(map::coll_answer(i), &mut b);
+            sv.hw.read(self.lay.answer_at(i), &mut b);
             let Some(a) = Header::parse(&b).ok().and_then(|h| CollRepr::parse(&h)) else {
                 self.answers &= !(1 << i);
                 continue;
@@ -268,13 +268,13 @@ impl Collective {
             return self.answer(sv, q, g.rank, CtlCode::Ack);
         }
         let near = q.cseq <= Self::done(sv.hw, q.group).saturating_add(2);
-        let free = !self.held & ((1u32 << map::COLL_HELD) - 1) as u8;
+        let free = !self.held & self.lay.all_held();
         if !near || free == 0 {
             return self.answer(sv, q, g.rank, CtlCode::Busy);
         }
         let i = free.trailing_zeros();
         copy_sram(sv.hw, sv.payload_at(p), self.lay.held_at(i), len);
-        h.store(sv.hw, i);
+        h.store(sv.hw, self.lay.held_rec(i));
         self.held |= 1 << i;
         self.answer(sv, q, g.rank, CtlCode::Ack);
     }
@@ -291,8 +291,8 @@ impl Collective {
             }
             return;
         }
-        for i in ones(self.sent as u32) {
-            let mut s = Sent::load(sv.hw, i);
+        for i in ones(self.sent) {
+            let mut s = Sent::load(sv.hw, self.lay.sent_rec(i));
             let same = s.group == q.group && s.cseq == q.cseq && s.to == q.from_rank;
             if !same || s.chunk as u32 != q.chunk || s.tag != q.tag {
                 continue;
@@ -308,7 +308,7 @@ impl Collective {
                     s.life = now;
                     let wait = sv.config().nobuf_retry.min(self.rto);
                     s.last_tx = now.saturating_sub(self.rto - wait);
-                    s.store(sv.hw, i);
+                    s.store(sv.hw, self.lay.sent_rec(i));
                 }
                 _ => {}
             }
@@ -350,15 +350,15 @@ impl Collective {
 
     /// Has collective (`group`, `cseq`) chunks sent and not acknowledged?
     pub(super) fn sent_of(&self, hw: &impl Hw, group: u16, cseq: u32) -> bool {
-        ones(self.sent as u32)
-            .map(|i| Sent::load(hw, i))
+        ones(self.sent)
+            .map(|i| Sent::load(hw, self.lay.sent_rec(i)))
             .any(|s| s.group == group && s.cseq == cseq)
     }
 
     /// Give up the sent chunks `pick` chooses.
     pub(super) fn let_go_sent(&mut self, hw: &impl Hw, pick: impl Fn(&Sent) -> bool) {
-        for i in ones(self.sent as u32) {
-            if pick(&Sent::load(hw, i)) {
+        for i in ones(self.sent) {
+            if pick(&Sent::load(hw, self.lay.sent_rec(i))) {
                 self.sent &= !(1 << i);
                 self.unsent &= !(1 << i);
             }
