@@ -23,7 +23,7 @@ use nic_abi::stats::Stat;
 /// SRAM, `map::offload_event`).
 pub const OFFLOAD_EVENTS: usize = map::OFFLOAD_EVENTS_LEN as usize;
 /// Packets offloads built that SEND has not yet taken.
-pub const OFFLOAD_TX: usize = 4;
+pub const OFFLOAD_TX: usize = 16;
 
 /// An event an offload composed, kept in SRAM (`map::offload_event`):
 /// what an [`OffloadEventId`] names.
