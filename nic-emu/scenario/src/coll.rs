@@ -364,9 +364,10 @@ pub struct CollLedger {
     /// the completions.
     pub latencies: Samples,
     pub skews: Vec<u64>,
-    /// Per member and collective: host CPU busy from entry to completion
-    /// (sim).
+    /// Per member and collective: its node's host CPU and NIC CPU busy
+    /// from entry to completion (sim).
     pub host_cpu_ns: Vec<u64>,
+    pub nic_cpu_ns: Vec<u64>,
     /// Results checked against the reference, and those that differed.
     pub checked: u64,
     pub wrong: u64,
@@ -451,6 +452,9 @@ pub struct CollReport {
     pub skew_ns: Option<P50Max>,
     /// Sim: host CPU busy per member per collective (ns).
     pub host_cpu_ns: Option<P50Max>,
+    /// Sim: NIC CPU busy per member per collective (ns), from the member's
+    /// entry to its completion, other flows' work on that NIC included.
+    pub nic_cpu_ns: Option<P50Max>,
     /// Results checked against the reference, and how many differed.
     pub results_checked: u64,
     pub results_wrong: u64,
@@ -482,6 +486,7 @@ pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
         },
         skew_ns: P50Max::of(&mut l.skews.clone()),
         host_cpu_ns: P50Max::of(&mut l.host_cpu_ns.clone()),
+        nic_cpu_ns: P50Max::of(&mut l.nic_cpu_ns.clone()),
         results_checked: l.checked,
         results_wrong: l.wrong,
         results_ok: data.then_some(l.wrong == 0 && l.checked > 0),

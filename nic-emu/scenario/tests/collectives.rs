@@ -1,8 +1,9 @@
 //! Collective flows through the scenario runner on the simulator: every
 //! kind and algorithm, on the NICs and on the hosts, completes each
 //! collective exactly once at every member with the reference's result;
-//! under loss, corruption, duplication and a cable outage likewise; the
-//! keys that do not apply are refused by name.
+//! under loss, corruption, duplication and a cable outage likewise; each
+//! member's NIC CPU time per collective is reported, and grows with the
+//! vector; the keys that do not apply are refused by name.
 
 use nic_scenario::coll::CollReport;
 use nic_scenario::{run, FlowReport, Report, Scenario};
@@ -37,6 +38,11 @@ fn assert_collectives_right(f: &FlowReport) -> &CollReport {
         assert_eq!(c.results_ok, Some(true), "{}: {c:?}", f.name);
         assert!(c.results_checked > 0);
     }
+    // The sim keeps the NIC CPU's busy clock: every member's NIC works
+    // for each collective, running it (nic) or sending and receiving the
+    // hosts' messages (host).
+    let nic = c.nic_cpu_ns.unwrap_or_else(|| panic!("{}: no nic_cpu_ns on the sim", f.name));
+    assert!(nic.p50 > 0 && nic.max >= nic.p50, "{}: {c:?}", f.name);
     c
 }
 
@@ -100,6 +106,20 @@ fn barriers_and_allreduces_survive_loss_corruption_duplication_and_an_outage() {
     }
     let resent: u64 = r.nics.iter().map(|n| n.retransmits).sum();
     assert!(resent > 0, "the faults cost nothing: not exercised");
+}
+
+#[test]
+fn nic_cpu_per_member_grows_with_the_vector() {
+    let nic_cpu = |extra: &str| {
+        let r = run_text(&(head(12) + &flow("allreduce", "nic", "pairwise", extra)));
+        assert!(r.complete, "{}", r.summary());
+        let c = assert_collectives_right(&r.flows[0]);
+        c.nic_cpu_ns.unwrap()
+    };
+    let small = nic_cpu("datatype = \"f64\"\nelements = 1\n");
+    let large = nic_cpu("datatype = \"f64\"\nelements = 2048\n");
+    assert!(large.p50 > small.p50, "8 B: {small:?}, 16 KiB: {large:?}");
+    assert!(large.max > small.max, "8 B: {small:?}, 16 KiB: {large:?}");
 }
 
 #[test]

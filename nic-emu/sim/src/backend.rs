@@ -1,6 +1,7 @@
 //! `SimBackend`: the sim's implementation of `host_driver::NicBackend` for
 //! one node. A cheap handle (`Rc`s) to that node's memories: PIO on SRAM,
-//! host memory and its DMA allocator, the host clock. `charge` advances
+//! host memory and its DMA allocator, the host clock, the NIC CPU's busy
+//! time (read only: the event core keeps it). `charge` advances
 //! the host clock by the profile's price for the operation; `doorbell`
 //! adds one to `HOST_DOORBELL` and asks the event core to wake the NIC at
 //! the host's current time (the core collects doorbells after each host
@@ -10,7 +11,7 @@
 //! Owns nothing but the handles and the host price list. Single-threaded
 //! (`Rc<RefCell<_>>`): the whole simulation runs on one thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use host_driver::backend::{HostOp, NicBackend};
@@ -59,12 +60,40 @@ impl HostPrices {
 /// Doorbells rung and not yet seen by the core: (node, host time).
 pub(crate) type Bells = Rc<RefCell<Vec<(usize, u64)>>>;
 
+/// A NIC CPU's busy clock: the core adds each pass, the node's backend
+/// reads it.
+pub(crate) type NicBusy = Rc<Cell<BusyClock>>;
+
+/// The prices of a NIC CPU's passes so far (ns), the last one's whole,
+/// and that one's price and end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BusyClock {
+    pub total: u64,
+    last: u64,
+    until: u64,
+}
+
+impl BusyClock {
+    /// A pass of `cost` ns that ends at `end`.
+    pub fn add(&mut self, cost: u64, end: u64) {
+        self.total += cost;
+        (self.last, self.until) = (cost, end);
+    }
+
+    /// Busy up to time `t`: the last pass only as far as `t` when it
+    /// ends after it.
+    fn at(self, t: u64) -> u64 {
+        self.total - self.until.saturating_sub(t).min(self.last)
+    }
+}
+
 /// One node's backend handle.
 #[derive(Clone)]
 pub struct SimBackend {
     node: usize,
     mem: Rc<RefCell<NodeMem>>,
     bells: Bells,
+    nic_busy: NicBusy,
     prices: HostPrices,
     rtc: Rtc,
 }
@@ -86,7 +115,12 @@ impl SimBackend {
         prices: HostPrices,
         rtc: Rtc,
     ) -> Self {
-        SimBackend { node, mem, bells, prices, rtc }
+        SimBackend { node, mem, bells, nic_busy: NicBusy::default(), prices, rtc }
+    }
+
+    /// The NIC CPU's busy clock, for the core to add each pass to.
+    pub(crate) fn nic_busy(&self) -> NicBusy {
+        self.nic_busy.clone()
     }
 
     /// The node this backend drives.
@@ -102,6 +136,14 @@ impl SimBackend {
     /// Host CPU time charged so far (ns).
     pub fn host_busy_ns(&self) -> u64 {
         self.mem.borrow().host_busy_ns
+    }
+
+    /// The NIC CPU's busy time up to the host clock (ns): the prices of
+    /// the passes the core has run, a pass that ends later counted as far
+    /// as the host clock; across resets. At the end of a run,
+    /// `NicStats::nic_busy_ns`.
+    pub fn nic_busy_ns(&self) -> u64 {
+        self.nic_busy.get().at(self.now_ns())
     }
 
     /// Call `f` on the `len` bytes of host memory at bus address `bus`,

@@ -32,7 +32,7 @@ use nic_abi::regs::{self, reg};
 use nic_abi::sram::Sram;
 use nic_abi::stats::{stat_offset, ALL_STATS, STAT_COUNT};
 
-use crate::backend::{Bells, HostPrices, SimBackend};
+use crate::backend::{Bells, HostPrices, NicBusy, SimBackend};
 use crate::host::{HostApp, HostCx};
 use crate::sim_nic::NicDevice;
 use crate::trace::{Cursors, NicTrace};
@@ -329,7 +329,8 @@ struct NicCpu {
     idle: bool,
     halted: bool,
     polls: u64,
-    busy_ns: u64,
+    /// Time charged for its passes (ns), shared with the node's backend.
+    busy_ns: NicBusy,
     hw_faults: u64,
     /// Work reported by every poll, summed.
     work: Work,
@@ -416,7 +417,7 @@ impl SimCluster {
             fw.init(&mut hw).map_err(|message| EmuError::FirmwareHalted { node, message })?;
             let hw_faults = hw.faults.get() as u64;
             let mem = Rc::new(RefCell::new(mem));
-            backends.push(SimBackend::new(node, mem.clone(), bells.clone(), host_prices, rtc));
+            let backend = SimBackend::new(node, mem.clone(), bells.clone(), host_prices, rtc);
             nics.push(NicDevice::new(node, mem, &p));
             cpus.push(NicCpu {
                 fw,
@@ -426,13 +427,14 @@ impl SimCluster {
                 idle: false,
                 halted: false,
                 polls: 0,
-                busy_ns: 0,
+                busy_ns: backend.nic_busy(),
                 hw_faults,
                 work: Work::default(),
                 busy_polls: 0,
                 milli_cycles: 0,
                 busy_milli_cycles: 0,
             });
+            backends.push(backend);
         }
         let prices = WorkPrices::new(&p)?;
         let mut c = SimCluster {
@@ -799,7 +801,9 @@ impl SimCluster {
             }
             let te = t + cost;
             cpu.busy_until = te;
-            cpu.busy_ns += cost;
+            let mut busy = cpu.busy_ns.get();
+            busy.add(cost, te);
+            cpu.busy_ns.set(busy);
             if mcast > 0 {
                 // Priced multicast work comes before what the pass posts
                 // for it starts.
@@ -999,7 +1003,7 @@ impl SimCluster {
             link_blocked_drops: src.blocked_drops,
             link_bad_routes: src.bad_routes,
             nic_polls: cpu.polls,
-            nic_busy_ns: cpu.busy_ns,
+            nic_busy_ns: cpu.busy_ns.get().total,
             nic_work: cpu.work,
             host_busy_ns: mem.host_busy_ns,
             hw_faults: cpu.hw_faults,

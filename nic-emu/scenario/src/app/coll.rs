@@ -45,10 +45,33 @@ pub(super) struct CollCtx {
     data: DmaBuf,
     /// The next collective to start (1, 2, ...).
     next: u64,
-    /// The one running: its number, and the host busy clock at entry.
-    running: Option<(u64, Option<u64>)>,
+    /// The one running: its number, and the busy clocks at entry.
+    running: Option<(u64, Busy)>,
     /// Host scheme.
     host: HostRun,
+}
+
+/// A node's busy clocks, host CPU and NIC CPU (ns so far; None where the
+/// backend keeps none: the sim keeps both). A member's collective is
+/// charged what they moved from its entry to its completion, other flows'
+/// work on the node meanwhile included.
+#[derive(Clone, Copy)]
+struct Busy {
+    host: Option<u64>,
+    nic: Option<u64>,
+}
+
+impl Busy {
+    fn now(h: &impl NodeHost) -> Busy {
+        Busy { host: h.busy_ns(), nic: h.nic_busy_ns() }
+    }
+
+    /// What each clock moved from `then` to `self` (None where one is
+    /// missing).
+    fn since(self, then: Busy) -> (Option<u64>, Option<u64>) {
+        let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        (d(self.host, then.host), d(self.nic, then.nic))
+    }
 }
 
 /// The host scheme's state of the collective running.
@@ -152,7 +175,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let c = &mut self.colls[ci];
         let k = c.next;
         let input = c.spec.input(c.rank, k);
-        let busy = self.host.busy_ns();
+        let busy = Busy::now(&self.host);
         match c.spec.scheme {
             CollScheme::Nic => {
                 let p = &mut self.ports[c.port].port;
@@ -209,7 +232,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// (`ok`: every member took part): check its result, account for it.
     fn coll_finish(&mut self, ci: usize, ok: bool, result: Option<Vec<u8>>) {
         let now = self.host.now_ns();
-        let busy_now = self.host.busy_ns();
+        let busy_now = Busy::now(&self.host);
         let c = &mut self.colls[ci];
         let Some((k, busy)) = c.running.take() else { return };
         c.next = k + 1;
@@ -229,9 +252,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if !ok {
             problems.push(format!("flow {flow}: collective {k} ended with members missing"));
         }
-        if let (Some(a), Some(b)) = (busy, busy_now) {
-            cl.host_cpu_ns.push(b.saturating_sub(a));
-        }
+        let (host_ns, nic_ns) = busy_now.since(busy);
+        cl.host_cpu_ns.extend(host_ns);
+        cl.nic_cpu_ns.extend(nic_ns);
         if !cl.finished(rank, n, k, now, ok) {
             problems.push(format!("flow {flow}: collective {k} ended twice at rank {rank}"));
         }

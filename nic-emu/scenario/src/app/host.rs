@@ -32,6 +32,11 @@ pub trait NodeHost {
     fn busy_ns(&self) -> Option<u64> {
         None
     }
+    /// This node's NIC CPU time busy so far (ns), where the backend keeps
+    /// such a clock (the sim's priced passes); None elsewhere.
+    fn nic_busy_ns(&self) -> Option<u64> {
+        None
+    }
     /// Call `f` on `len` bytes of this host's memory at bus address `bus`
     /// in place, where the program reaches it so (the sim): a message is
     /// then filled or checked where it lies, not through a copy. False
@@ -62,6 +67,9 @@ impl NodeHost for SimHost {
     }
     fn busy_ns(&self) -> Option<u64> {
         Some(self.0.host_busy_ns())
+    }
+    fn nic_busy_ns(&self) -> Option<u64> {
+        Some(self.0.nic_busy_ns())
     }
     fn in_place(&self, bus: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
         self.0.with_host(bus, len, f)
