@@ -20,10 +20,14 @@ use super::ledger::{FlowLedger, Ledger};
 use super::report::{McastReport, P50Max, P50};
 
 /// The scenario with every multicast flow's tree chosen for `profile`
-/// and its tree-work prices filled in. Unicast flows are untouched.
+/// and its tree-work prices filled in, and every collective flow given
+/// the profile's costs (for `auto`). Unicast flows are untouched.
 pub fn resolve(v: &Validated, profile: &Profile) -> Result<Validated, ScenarioError> {
     let mut out = v.clone();
     let ns = |cycles: u64| cycles as f64 * 1e9 / profile.nic.cpu_hz.max(1) as f64;
+    for c in out.flows.iter_mut().filter_map(|f| f.coll.as_mut()) {
+        c.costs = Some(super::coll::costs_of(profile));
+    }
     for f in &mut out.flows {
         let bytes = f.max_size();
         let Some(m) = f.mcast.as_mut() else { continue };

@@ -145,3 +145,26 @@ fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
         assert!(e.starts_with(want), "{flow}\ngot: {e}\nwant: {want}");
     }
 }
+
+#[test]
+fn a_one_mebibyte_allreduce_is_cut_in_4_kib_chunks_and_right_at_every_member() {
+    // modern: 8 MiB of SRAM (4 KiB chunks, 256 of them, through a window
+    // of 32), 16 members; `auto` picks by the profile's costs.
+    let mut text = "profile = \"modern\"\nseed = 3\n[fabric]\nnodes = 16\n".to_string();
+    for (i, scheme) in ["nic", "host"].into_iter().enumerate() {
+        text += &format!(
+            "[[flows]]\nname = \"{scheme}\"\nkind = \"allreduce\"\nport = {}\ngroup_size = 16\n\
+             scheme = \"{scheme}\"\ndatatype = \"f64\"\nelements = 131072\ncount = 2\n\
+             start_us = {}\n",
+            i + 1,
+            i * 10_000
+        );
+    }
+    let r = run_text(&text);
+    assert!(r.complete, "{}", r.summary());
+    for f in &r.flows {
+        let c = assert_collectives_right(f);
+        assert_eq!((c.requested.as_str(), c.algorithm.as_str()), ("auto", "ring"), "{}", f.name);
+        assert_eq!(c.results_checked, 32, "{}: every member's result, twice", f.name);
+    }
+}

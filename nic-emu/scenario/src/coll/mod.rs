@@ -9,14 +9,14 @@
 //! reference (the same schedule evaluated on the host, so floating point
 //! is compared to the bit).
 
-use std::collections::BTreeMap;
-
+use host_driver::collective::model::{self, Case, Costs, Scheme};
 use nic_abi::collective::reference::{self, Spec};
 use nic_abi::collective::{Alg, Dtype, Kind, Op};
-use serde::Serialize;
 
 use super::format::{Flow, FlowKind, ScenarioError};
-use super::report::{Latency, P50Max, Samples};
+
+mod ledger;
+pub use ledger::{report, CollLedger, CollReport, Pending};
 
 /// Who runs the algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,9 @@ pub struct CollSpec {
     /// Reduce and broadcast: the root's rank.
     pub root: u16,
     pub count: u64,
+    /// The profile's costs, for `auto` to pick by (`costs_of`; set once
+    /// the profile is known, `mcast::resolve`).
+    pub costs: Option<Costs>,
 }
 
 impl CollSpec {
@@ -77,14 +80,38 @@ impl CollSpec {
     }
 
     /// The algorithm run: the one asked for, or under `auto` the one the
-    /// NIC driver picks for the kind and the vector (the host scheme picks
-    /// alike).
+    /// model of the profile's costs finds fastest for the scheme, the
+    /// kind, the group and the vector (`host_driver::collective::model`;
+    /// the driver's fixed rule, `auto_for`, before the profile is known).
     /// `fabric`: the NICs' MTU and SRAM size, which fix the chunks.
     pub fn alg(&self, fabric: (u32, u32)) -> Alg {
-        self.requested.unwrap_or_else(|| {
-            let (mtu, sram) = fabric;
-            host_driver::collective::auto_for(self.kind, self.dtype, self.bytes(), mtu, sram)
-        })
+        let (mtu, sram) = fabric;
+        if let Some(a) = self.requested {
+            return a;
+        }
+        let Some(costs) = &self.costs else {
+            return host_driver::collective::auto_for(
+                self.kind,
+                self.dtype,
+                self.bytes(),
+                mtu,
+                sram,
+            );
+        };
+        let scheme = match self.scheme {
+            CollScheme::Nic => Scheme::Nic,
+            CollScheme::Host => Scheme::Host,
+        };
+        let case = Case {
+            kind: self.kind,
+            scheme,
+            dtype: self.dtype,
+            len: self.bytes(),
+            n: self.size(),
+            mtu,
+            sram,
+        };
+        model::pick(&case, costs)
     }
 
     /// The reference evaluation's spec (the chunks as the scheme cuts
@@ -300,6 +327,7 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         return err(format!("{label}.count: {count} out of range (1..={})", u32::MAX));
     }
     Ok(CollSpec {
+        costs: None,
         group_id: 0,
         members: members.iter().map(|&m| m as u16).collect(),
         port: port as u8,
@@ -336,161 +364,35 @@ pub fn host_chunk(c: &CollSpec, alg: Alg) -> u32 {
     }
 }
 
-/// The longest host-scheme message of `c` (whatever the algorithm).
+/// The longest host-scheme message of `c`: its algorithm's chunk when
+/// that is known before the run (asked for, or picked by the profile's
+/// costs, which do not depend on the NICs' chunks for the host scheme),
+/// else the whole vector. The members' receive buffers are all of its
+/// size class.
 pub fn host_message_len(c: &CollSpec) -> u64 {
-    HOST_HEADER + c.bytes() as u64
-}
-
-/// One collective on its way: who entered and finished it, and when.
-#[derive(Debug, Default, Clone)]
-pub struct Pending {
-    pub first_entry_ns: Option<u64>,
-    pub done: u32,
-    pub first_done_ns: u64,
-    pub last_done_ns: u64,
-}
-
-/// What a collective flow's members saw.
-#[derive(Debug, Default)]
-pub struct CollLedger {
-    /// The algorithm run (set when the members start).
-    pub alg: Option<Alg>,
-    pub inflight: BTreeMap<u64, Pending>,
-    /// Per member: collectives completed (their numbers in order).
-    pub completed: Vec<u64>,
-    /// Collectives complete at every member.
-    pub all_done: u64,
-    /// Per collective: first entry to last completion, and the spread of
-    /// the completions.
-    pub latencies: Samples,
-    pub skews: Vec<u64>,
-    /// Per member and collective: its node's host CPU and NIC CPU busy
-    /// from entry to completion (sim).
-    pub host_cpu_ns: Vec<u64>,
-    pub nic_cpu_ns: Vec<u64>,
-    /// Results checked against the reference, and those that differed.
-    pub checked: u64,
-    pub wrong: u64,
-    /// Completions that came twice, out of order, or ended Incomplete.
-    pub duplicates: u64,
-    pub out_of_order: u64,
-    pub incomplete: u64,
-    /// The expected results of the collectives in flight (by number).
-    pub expected: BTreeMap<u64, Vec<Vec<u8>>>,
-    /// The first entry of any member, and the last completion.
-    pub first_entry_ns: Option<u64>,
-    pub last_done_ns: u64,
-}
-
-impl CollLedger {
-    pub fn new(members: usize) -> CollLedger {
-        CollLedger { completed: vec![0; members], ..CollLedger::default() }
-    }
-
-    /// Member `rank` entered collective `k` at `now`.
-    pub fn entered(&mut self, k: u64, now: u64) {
-        let p = self.inflight.entry(k).or_default();
-        p.first_entry_ns = Some(p.first_entry_ns.map_or(now, |t| t.min(now)));
-        self.first_entry_ns = Some(self.first_entry_ns.map_or(now, |t| t.min(now)));
-    }
-
-    /// Member `rank` of `n` completed collective `k` at `now`: false when
-    /// it was not the one expected (a duplicate, or out of order).
-    pub fn finished(&mut self, rank: u16, n: u16, k: u64, now: u64, ok: bool) -> bool {
-        let Some(c) = self.completed.get_mut(rank as usize) else { return false };
-        if k <= *c {
-            self.duplicates += 1;
-            return false;
-        }
-        if k != *c + 1 {
-            self.out_of_order += 1;
-        }
-        *c = k;
-        if !ok {
-            self.incomplete += 1;
-        }
-        self.last_done_ns = self.last_done_ns.max(now);
-        let p = self.inflight.entry(k).or_default();
-        p.first_done_ns = if p.done == 0 { now } else { p.first_done_ns.min(now) };
-        p.last_done_ns = p.last_done_ns.max(now);
-        p.done += 1;
-        if p.done == n as u32 {
-            let p = self.inflight.remove(&k).unwrap_or_default();
-            let entry = p.first_entry_ns.unwrap_or(p.first_done_ns);
-            self.latencies.push(p.last_done_ns.saturating_sub(entry));
-            self.skews.push(p.last_done_ns - p.first_done_ns);
-            self.all_done += 1;
-            self.expected.remove(&k);
-        }
-        true
+    let known = c.requested.is_some() || c.costs.is_some();
+    match known {
+        true => HOST_HEADER + host_chunk(c, c.alg((nic_abi::MAX_MTU as u32, u32::MAX))) as u64,
+        false => HOST_HEADER + c.bytes() as u64,
     }
 }
 
-/// What a collective flow adds to its report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CollReport {
-    pub kind: String,
-    pub scheme: String,
-    /// The algorithm run (under `auto`, the one picked).
-    pub algorithm: String,
-    /// What the file asked for (an algorithm's name or `auto`).
-    pub requested: String,
-    pub group_size: u16,
-    pub group: Vec<u16>,
-    pub op: Option<String>,
-    pub datatype: Option<String>,
-    pub elements: u32,
-    /// Collectives run, and those complete at every member.
-    pub count: u64,
-    pub completed: u64,
-    /// The time per collective of the flow as a loop runs them: from the
-    /// first member's first entry to the last member's last completion,
-    /// over the collectives complete at every member (ns; what a
-    /// benchmark's loop of collectives reports).
-    pub interval_ns: f64,
-    /// Completion spread among the members per collective (ns).
-    pub skew_ns: Option<P50Max>,
-    /// Sim: host CPU busy per member per collective (ns).
-    pub host_cpu_ns: Option<P50Max>,
-    /// Sim: NIC CPU busy per member per collective (ns), from the member's
-    /// entry to its completion, other flows' work on that NIC included.
-    pub nic_cpu_ns: Option<P50Max>,
-    /// Results checked against the reference, and how many differed.
-    pub results_checked: u64,
-    pub results_wrong: u64,
-    /// Every member's result equal to the reference in every collective
-    /// (null for a barrier).
-    pub results_ok: Option<bool>,
-    /// Members' completions that ended with members missing.
-    pub incomplete: u64,
-}
-
-/// The report of collective flow `c` (`l` its ledger) run with `alg`.
-pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
-    let data = c.kind.has_data();
-    let r = CollReport {
-        kind: c.kind.name().into(),
-        scheme: c.scheme.as_str().into(),
-        algorithm: alg.name().into(),
-        requested: c.requested.map_or("auto", |a| a.name()).into(),
-        group_size: c.size(),
-        group: c.members.clone(),
-        op: c.kind.combines().then(|| c.op.name().into()),
-        datatype: data.then(|| c.dtype.name().into()),
-        elements: c.elements,
-        count: c.count,
-        completed: l.all_done,
-        interval_ns: match (l.first_entry_ns, l.all_done) {
-            (Some(t), n) if n > 0 => l.last_done_ns.saturating_sub(t) as f64 / n as f64,
-            _ => 0.0,
-        },
-        skew_ns: P50Max::of(&mut l.skews.clone()),
-        host_cpu_ns: P50Max::of(&mut l.host_cpu_ns.clone()),
-        nic_cpu_ns: P50Max::of(&mut l.nic_cpu_ns.clone()),
-        results_checked: l.checked,
-        results_wrong: l.wrong,
-        results_ok: data.then_some(l.wrong == 0 && l.checked > 0),
-        incomplete: l.incomplete,
-    };
-    (l.latencies.latency(), r)
+/// What the model of the algorithms (`host_driver::collective::model`)
+/// needs of `profile`.
+pub fn costs_of(profile: &nic_device::profile::Profile) -> Costs {
+    let p = profile;
+    let ns = |cycles: u64| cycles as f64 * 1e9 / p.nic.cpu_hz.max(1) as f64;
+    Costs {
+        link_bytes_per_s: p.link.bandwidth_bytes_per_s as f64,
+        hop_ns: p.switch.latency_ns as f64 + 2.0 * p.link.cable_ns_per_m * p.link.cable_m,
+        nic_tx_ns: ns(p.nic_cpu.tx_packet),
+        nic_rx_ns: ns(p.nic_cpu.rx_packet),
+        nic_dma_ns: ns(p.nic_cpu.dma_cmd),
+        nic_int_ns: ns(p.nic_cpu.coll_element),
+        nic_float_ns: ns(p.nic_cpu.coll_float_element),
+        dma_setup_ns: p.host_dma.setup_ns as f64,
+        dma_bytes_per_s: p.host_dma.bandwidth_bytes_per_s as f64,
+        host_msg_ns: (p.host.post_fixed_ns + p.host.event_found_ns) as f64,
+        host_touch_bytes_per_s: p.host.touch_bandwidth_bytes_per_s as f64,
+    }
 }

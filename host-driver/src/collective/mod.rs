@@ -42,6 +42,8 @@
 pub use nic_abi::collective::reference;
 pub use nic_abi::collective::{Alg, Dtype, Kind, Op};
 
+pub mod model;
+
 use nic_abi::collective::CollFields;
 use nic_abi::desc::DESC_SIZE;
 
