@@ -172,9 +172,10 @@ impl Step {
 
 /// The steps of the sim's and live cluster's sequences: the three
 /// barriers, f64 allreduces by ring and recursive doubling, a u64 reduce
-/// to rank 2, and the port's helpers (the driver picking: the
-/// dissemination barrier, recursive doubling or the ring by size, the
-/// binomial tree).
+/// to rank 2, the port's helpers (the driver picking: the dissemination
+/// barrier, recursive doubling or the ring by size, the binomial tree),
+/// and a long ring allreduce and reduce (79 chunks of 4 KiB on
+/// `lanai9-gm`, whose 2 MiB of SRAM give 4 KiB chunks).
 fn sequence() -> Vec<Step> {
     vec![
         Step::barrier(Some(Alg::Dissemination)),
@@ -187,6 +188,9 @@ fn sequence() -> Vec<Step> {
         Step::allreduce(None, Op::Sum, Dtype::F64, 300),
         Step::allreduce(None, Op::Sum, Dtype::F64, 4096),
         Step::reduce(None, 2, Op::Sum, Dtype::U64, 40),
+        // 313 KB: more chunks than a member's window holds.
+        Step::allreduce(Some(Alg::Ring), Op::Sum, Dtype::F64, 40_000),
+        Step::reduce(Some(Alg::Binomial), 1, Op::Sum, Dtype::U64, 40_000),
     ]
 }
 
@@ -497,6 +501,9 @@ fn a_barrier_allreduces_and_a_reduce_end_once_in_order_with_the_reference_result
         Step::allreduce(Some(Alg::Ring), Op::Sum, Dtype::F64, 300),
         Step::allreduce(None, Op::Sum, Dtype::F64, 300),
         Step::reduce(None, 2, Op::Sum, Dtype::U64, 700),
+        // 313 KB in 4 KiB chunks (a guest has 8 MiB of SRAM): more than a
+        // member's window holds.
+        Step::allreduce(Some(Alg::Ring), Op::Sum, Dtype::F64, 40_000),
     ];
     let cx = Cx::new("qemu", &g, mtu);
     let t = Instant::now();

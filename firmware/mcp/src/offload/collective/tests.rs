@@ -210,7 +210,7 @@ fn vectors_longer_than_the_window_are_worked_through_it_chunk_by_chunk() {
             (Kind::Broadcast, Alg::Binomial, Dtype::F64),
         ] {
             cseq += 1;
-            let root = (cseq % n as u32) as u16;
+            let root = ((cseq + 1) % n as u32) as u16;
             let fabric = (4096, sram as u32);
             let spec = Spec::new(kind, alg, n as u16, root, Op::Sum, dtype, fabric);
             with_data(&mut b, &spec, elems, cseq);

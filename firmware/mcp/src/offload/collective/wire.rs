@@ -32,7 +32,12 @@ pub(super) fn addr(me: u16, to: u16, port: u8) -> Addr {
 
 impl Collective {
     /// Send chunk `c` of run `r` to rank `to` (step tag `tag`), keeping
-    /// its bytes until it is acknowledged. False when no slot is free.
+    /// its bytes until it is acknowledged. False when no slot is free, or
+    /// when `c` is a window or more past the run's oldest chunk not yet
+    /// acknowledged: a member whose peers are slow to take its chunks
+    /// (a reduce's leaves are never held back by their parents) would
+    /// otherwise fill their held slots with chunks far past their windows
+    /// and be refused as Busy, over and over.
     pub(super) fn send_chunk<H: Hw>(
         &mut self,
         sv: &mut Services<'_, H>,
@@ -42,7 +47,7 @@ impl Collective {
         tag: u8,
     ) -> bool {
         let free = !self.sent & self.lay.all_sent();
-        if free == 0 {
+        if free == 0 || self.oldest_unacked(sv.hw, r).is_some_and(|o| c >= o + r.win) {
             return false;
         }
         let i = free.trailing_zeros();
@@ -346,6 +351,15 @@ impl Collective {
         if let Some(ri) = self.run_of(q.group, q.cseq) {
             self.missing_node(sv, ri, node);
         }
+    }
+
+    /// The oldest chunk of run `r` sent and not yet acknowledged.
+    fn oldest_unacked(&self, hw: &impl Hw, r: &Run) -> Option<u32> {
+        ones(self.sent)
+            .map(|i| Sent::load(hw, self.lay.sent_rec(i)))
+            .filter(|s| s.group == r.f.group && s.cseq == r.f.cseq)
+            .map(|s| s.chunk as u32)
+            .min()
     }
 
     /// Has collective (`group`, `cseq`) chunks sent and not acknowledged?
