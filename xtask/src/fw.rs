@@ -34,8 +34,11 @@ use crate::prereq::FW_TARGET;
 /// more code); the stack keeps 64 KiB, nine times the deepest measured
 /// (about 7 KiB under a 64 KiB stream). 208 KiB since the collective
 /// offload (about 27 KB of code, its software floating point included);
-/// the stack keeps 48 KiB, about seven times the deepest measured.
-pub const IMAGE_BUDGET: u64 = 208 * 1024;
+/// the stack keeps 48 KiB, about seven times the deepest measured. 212
+/// KiB since the collectives' long vectors (their windows and the slots
+/// past the SRAM map: 208.6 KiB); the stack keeps 44 KiB, about six
+/// times the deepest measured.
+pub const IMAGE_BUDGET: u64 = 212 * 1024;
 
 /// The cargo target directory this xtask was built into (the workspace's,
 /// or `$CARGO_TARGET_DIR`): xtask runs from `<target>/<profile>/xtask`
