@@ -10,8 +10,10 @@
 //!   IPDPS 2001) beside the simulated one on `lanai4-gm` and `lanai9-gm`;
 //! - barrier time against the group size (2 to 1,024 members) for each
 //!   scheme x algorithm on `lanai4-gm`, `lanai9-gm` and `modern`;
-//! - allreduce time against the vector size (8 B to 32 KiB of f64, the
-//!   most the NIC holds) at 16 nodes, the same way;
+//! - allreduce time against the vector size (8 B to 1 MiB of f64) at 16
+//!   nodes, the same way, and under `modern`'s table the acceptance
+//!   figure: the 1 MiB allreduce, best NIC-based against best host-based
+//!   algorithm;
 //! - a LogP-style model of each barrier algorithm (a round's cost,
 //!   measured as a 2-member barrier, times the algorithm's rounds) next
 //!   to the simulated figure.
@@ -20,17 +22,20 @@
 //! running `count` collectives one after another) written into the
 //! output directory's `scenarios/`, so `cargo xtask sim FILE` reruns it;
 //! its figure is the flow's `collective.interval_ns`, the time per
-//! collective as the loop ran them. `--quick` runs fewer sizes and
-//! shorter loops.
+//! collective as the loop ran them. Loops of large vectors are shorter
+//! (`Plan::count`). `--quick` runs fewer sizes (vectors up to 128 KiB,
+//! and the acceptance figure's 1 MiB on `modern`) and shorter loops.
 //!
 //! The measuring is in `coll_report/run.rs`, the Markdown in
-//! `coll_report/md.rs`, the model in `coll_report/model.rs` and the plots
-//! in `coll_report/svg.rs`.
+//! `coll_report/md.rs` (the allreduce section in
+//! `coll_report/allreduce.rs`), the model in `coll_report/model.rs` and
+//! the plots in `coll_report/svg.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod allreduce;
 mod md;
 mod model;
 mod run;
@@ -55,6 +60,11 @@ pub const MODEL_EXTRA_NODES: u16 = 12;
 pub const SUMMARY_PROFILE: &str = "modern";
 pub const SUMMARY_NODES: [u16; 2] = [16, 256];
 pub const SUMMARY_ELEMENTS: [u32; 2] = [1, 32];
+/// The acceptance figure: a 1 MiB f64 allreduce of `ALLREDUCE_NODES`
+/// members on `SUMMARY_PROFILE`, best NIC-based algorithm against best
+/// host-based, and the speed-up it should reach (best host / best NIC).
+pub const ACCEPT_ELEMENTS: u32 = 1 << 17;
+pub const ACCEPT_SPEEDUP: f64 = 1.5;
 
 /// What a report runs: sizes and loop lengths.
 #[derive(Debug, Clone)]
@@ -67,33 +77,46 @@ pub struct Plan {
     /// Barriers per loop up to 256 members, and beyond.
     pub barrier_count: u64,
     pub large_barrier_count: u64,
-    /// Allreduces per loop up to 4 KiB at 16 nodes, and beyond (larger
-    /// vectors, or the summary's 256 nodes).
+    /// Allreduces per loop at 16 nodes: `allreduce_count`, or for large
+    /// vectors as many as make `allreduce_loop_bytes` per member, at
+    /// least `min_allreduce_count`.
     pub allreduce_count: u64,
+    pub allreduce_loop_bytes: u64,
+    pub min_allreduce_count: u64,
+    /// Allreduces per loop at the summary's 256 nodes.
     pub large_allreduce_count: u64,
 }
 
 impl Plan {
+    /// Vectors of 8 B to 1 MiB; loops of 50 allreduces up to 32 KiB,
+    /// then of 1.6 MiB per member (25 of 64 KiB, 12 of 128 KiB, 6 of
+    /// 256 KiB, 5 of 512 KiB and 1 MiB).
     pub fn full() -> Plan {
         Plan {
             name: "full",
             barrier_sizes: vec![2, 4, 8, 16, 64, 256, 1024],
-            allreduce_elements: (0..13).map(|k| 1u32 << k).collect(),
+            allreduce_elements: (0..18).map(|k| 1u32 << k).collect(),
             barrier_count: 100,
             large_barrier_count: 100,
             allreduce_count: 50,
+            allreduce_loop_bytes: 50 * 32 * 1024,
+            min_allreduce_count: 5,
             large_allreduce_count: 50,
         }
     }
 
+    /// Vectors of 8 B to 128 KiB (and the acceptance figure's 1 MiB on
+    /// `modern`); loops of 20 allreduces up to 4 KiB, 3 from 32 KiB.
     pub fn quick() -> Plan {
         Plan {
             name: "quick",
             barrier_sizes: vec![2, 4, 8, 16, 64, 256],
-            allreduce_elements: vec![1, 4, 32, 256, 4096],
+            allreduce_elements: vec![1, 4, 32, 256, 4096, 16384],
             barrier_count: 50,
             large_barrier_count: 20,
             allreduce_count: 20,
+            allreduce_loop_bytes: 20 * 4 * 1024,
+            min_allreduce_count: 3,
             large_allreduce_count: 10,
         }
     }
@@ -103,14 +126,18 @@ impl Plan {
         match kind {
             Kind::Barrier if n > 256 => self.large_barrier_count,
             Kind::Barrier => self.barrier_count,
-            Kind::Allreduce if n > ALLREDUCE_NODES || elements > 512 => self.large_allreduce_count,
-            Kind::Allreduce => self.allreduce_count,
+            Kind::Allreduce if n > ALLREDUCE_NODES => self.large_allreduce_count,
+            Kind::Allreduce => (self.allreduce_loop_bytes / (8 * elements.max(1) as u64)).clamp(
+                self.min_allreduce_count,
+                self.allreduce_count.max(self.min_allreduce_count),
+            ),
         }
     }
 
     /// Every point the report needs, in the order they run: the sweeps,
     /// and whatever the published comparison, the summary and the model
-    /// need that the sweeps do not hold.
+    /// need that the sweeps do not hold (the acceptance figure's 1 MiB
+    /// allreduces on `modern` among them).
     pub fn specs(&self) -> Vec<Spec> {
         let mut v = Vec::new();
         let mut add = |profile, kind, n, elements| {
@@ -136,6 +163,7 @@ impl Plan {
         for (profile, n) in md::PUBLISHED.iter().map(|p| (p.profile, p.nodes)) {
             add(profile, Kind::Barrier, n, 0);
         }
+        add(SUMMARY_PROFILE, Kind::Allreduce, ALLREDUCE_NODES, ACCEPT_ELEMENTS);
         for n in SUMMARY_NODES {
             add(SUMMARY_PROFILE, Kind::Barrier, n, 0);
             for e in SUMMARY_ELEMENTS {

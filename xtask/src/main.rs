@@ -472,11 +472,13 @@ enum Cmd {
     /// `collectives`: the NIC-offloaded collectives against host-based
     /// ones on lanai4-gm, lanai9-gm and modern: time per barrier against
     /// group size (2 to 1,024 members) and per allreduce against vector
-    /// size (8 B to 32 KiB of f64, 16 nodes) for every scheme x
-    /// algorithm, the published NIC-based barrier (IPDPS 2001) beside the
-    /// simulated one, a LogP-style model of each barrier algorithm, and a
-    /// summary on modern (exit status 2 when a point did not run clean).
-    /// About four minutes; --quick about twenty seconds.
+    /// size (8 B to 1 MiB of f64, 16 nodes) for every scheme x
+    /// algorithm, the 1 MiB allreduce on modern (best NIC against best
+    /// host, target 1.5x), the published NIC-based barrier (IPDPS 2001)
+    /// beside the simulated one, a LogP-style model of each barrier
+    /// algorithm, and a summary on modern (exit status 2 when a point did
+    /// not run clean). About six minutes on 2 cores; --quick (vectors up
+    /// to 128 KiB, and 1 MiB on modern) about thirty seconds.
     ///
     /// `reliability`: go-back-N against selective repeat under link loss
     /// 0 to 5 %: an 8-node all-to-all on lanai9-gm (16 KiB messages) and

@@ -4,11 +4,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use super::run::{fabric_words, fmt_bytes, Kind, Results, STALL_FACTOR};
+use super::run::{fabric_words, fmt_bytes, Kind, Point, Results, STALL_FACTOR};
 use super::svg::{self, Axes};
 use super::{
-    Plan, ALLREDUCE_ALGS, ALLREDUCE_NODES, BARRIER_ALGS, PROFILES, SCHEMES, SUMMARY_ELEMENTS,
-    SUMMARY_NODES, SUMMARY_PROFILE,
+    Plan, ALLREDUCE_NODES, BARRIER_ALGS, PROFILES, SCHEMES, SUMMARY_ELEMENTS, SUMMARY_NODES,
+    SUMMARY_PROFILE,
 };
 
 /// A published NIC-based barrier figure.
@@ -94,10 +94,11 @@ pub fn render(plan: &Plan, r: &Results, dir: &Path, wall: Duration) -> crate::Re
     md += &summary;
     md += &published;
     barriers(&mut md, plan, r, dir)?;
-    allreduces(&mut md, plan, r, dir)?;
+    super::allreduce::section(&mut md, plan, r, dir)?;
     super::model::section(&mut md, plan, r);
     notes(&mut md, r);
-    Ok(Rendered { markdown: md, printed: format!("{summary}{published}") })
+    let accept = super::allreduce::acceptance(r);
+    Ok(Rendered { markdown: md, printed: format!("{summary}{accept}\n\n{published}") })
 }
 
 fn intro(md: &mut String, plan: &Plan, wall: Duration) {
@@ -132,7 +133,10 @@ fn intro(md: &mut String, plan: &Plan, wall: Duration) {
          switch of the profile's, 64 on one 64-port switch, more on a two-level clos (the \
          fabrics the multicast report takes for its large groups). Every point is checked: \
          each collective complete at every member, once, in order, each allreduce result \
-         equal to the reference to the bit.\n",
+         equal to the reference to the bit. A loop still running at its scenario's time \
+         limit (`[run] limit_ms`, simulated time: 100 ms a collective and, per element, 5 us \
+         and 20 times the NIC CPU's price of a floating-point element) is cut short there \
+         and listed as not clean.\n",
         loops(plan)
     );
 }
@@ -143,11 +147,11 @@ fn loops(plan: &Plan) -> String {
     if plan.large_barrier_count != plan.barrier_count {
         let _ = write!(b, " ({} beyond 256 members)", plan.large_barrier_count);
     }
-    let mut a = format!("{} allreduces", plan.allreduce_count);
-    if plan.large_allreduce_count != plan.allreduce_count {
-        let _ =
-            write!(a, " ({} of vectors above 4 KiB and at 256 nodes)", plan.large_allreduce_count);
-    }
+    let a = format!(
+        "{} allreduces at {ALLREDUCE_NODES} nodes (fewer of large vectors: section Allreduce \
+         time against vector size), {} at {} nodes",
+        plan.allreduce_count, plan.large_allreduce_count, SUMMARY_NODES[1]
+    );
     format!("{b}, {a}")
 }
 
@@ -265,8 +269,10 @@ fn published(r: &Results) -> String {
     md
 }
 
-/// A table of scheme x algorithm rows over columns.
-fn table(
+/// A table of scheme x algorithm rows over columns, each cell the time
+/// per collective (us), marked when its loop stalled, gave a wrong
+/// result or did not run clean.
+pub(super) fn table(
     md: &mut String,
     r: &Results,
     profile: &str,
@@ -279,46 +285,75 @@ fn table(
         let _ = write!(md, " {h} |");
     }
     let _ = writeln!(md, "\n|---|---|{}", "---:|".repeat(cols.len()));
+    let mut marks = String::new();
     for scheme in SCHEMES {
         for &alg in algs {
             let _ = write!(md, "| {scheme} | {alg} |");
             for &(_, n, e) in cols {
-                let t = us(r.us(profile, kind, scheme, alg, n, e));
-                let stalled = r.get(profile, kind, scheme, alg, n, e).is_some_and(|p| p.stalled());
-                let _ = write!(md, " {t}{} |", if stalled { "*" } else { "" });
+                let (t, mark) = cell(r.get(profile, kind, scheme, alg, n, e));
+                if !marks.contains(mark) {
+                    marks.push_str(mark);
+                }
+                let _ = write!(md, " {t}{mark} |");
             }
             let _ = writeln!(md);
         }
     }
-    let stalls = cols.iter().any(|&(_, n, e)| {
-        SCHEMES.iter().any(|s| {
-            algs.iter().any(|a| r.get(profile, kind, s, a, n, e).is_some_and(|p| p.stalled()))
-        })
-    });
-    if stalls {
-        let _ = writeln!(
-            md,
-            "\n\\* A collective of the loop took more than {STALL_FACTOR} times the loop's median \
-             (section Stalled loops)."
-        );
-    }
     let _ = writeln!(md);
+    for (mark, what) in [
+        (
+            "*",
+            format!(
+                "A collective of the loop took more than {STALL_FACTOR} times the loop's median \
+                 (section Stalled loops)."
+            ),
+        ),
+        (
+            "†",
+            "Some member's result differed from the reference's (the flow's `results_ok` \
+             false): the loop's time is shown, but left out of the plots and comparisons \
+             (section Points that did not run clean)."
+                .to_string(),
+        ),
+        (
+            "‡",
+            "The loop did not run clean (section Points that did not run clean): no time \
+             given, left out of the plots and comparisons."
+                .to_string(),
+        ),
+    ] {
+        if marks.contains(mark) {
+            let _ = writeln!(md, "{}{mark} {what}\n", if mark == "*" { "\\" } else { "" });
+        }
+    }
+}
+
+/// A table's cell: the time per collective (us, "-" where there is
+/// none or the loop did not run clean but for its results), and its
+/// mark: `†` results not the reference's, `‡` not clean otherwise, `*`
+/// stalled, or none.
+fn cell(p: Option<&Point>) -> (String, &'static str) {
+    let Some(p) = p else { return ("-".into(), "") };
+    let complete = p.problem.is_none() || p.results_bad();
+    let t = if complete && p.interval_us.is_finite() && p.interval_us > 0.0 {
+        format!("{:.1}", p.interval_us)
+    } else {
+        "-".into()
+    };
+    let mark = if p.results_bad() {
+        "†"
+    } else if p.problem.is_some() {
+        "‡"
+    } else if p.stalled() {
+        "*"
+    } else {
+        ""
+    };
+    (t, mark)
 }
 
 fn count_label(v: f64) -> String {
     format!("{}", v.round() as u64)
-}
-
-fn bytes_label(v: f64) -> String {
-    fmt_bytes(v.round() as u64)
-}
-
-fn us_label(v: f64) -> String {
-    if v >= 10.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 fn barriers(md: &mut String, plan: &Plan, r: &Results, dir: &Path) -> crate::Result<()> {
@@ -355,67 +390,6 @@ fn barriers(md: &mut String, plan: &Plan, r: &Results, dir: &Path) -> crate::Res
         svg::schemes(&dir.join(&file), &axes, r, profile, Kind::Barrier, &pts, |n, _| n as f64)?;
         let _ = writeln!(md, "### `{profile}`\n\n![{profile}: barrier]({file})\n");
         table(md, r, profile, Kind::Barrier, &BARRIER_ALGS, &cols);
-    }
-    Ok(())
-}
-
-fn allreduces(md: &mut String, plan: &Plan, r: &Results, dir: &Path) -> crate::Result<()> {
-    let elems = &plan.allreduce_elements;
-    let limit = host_driver::nic_abi::map::COLL_VECTOR as u64;
-    let _ = writeln!(md, "## Allreduce time against vector size ({ALLREDUCE_NODES} nodes)\n");
-    let _ = writeln!(
-        md,
-        "Time per allreduce (us) in a loop: a sum of f64 vectors of {} per member, \
-         {ALLREDUCE_NODES} members on one switch, for each scheme x algorithm. The NIC holds at \
-         most {} of a collective's vector (`map::COLL_VECTOR`): larger vectors are not \
-         supported yet (the driver and the scenario refuse them), so the sweep stops there. \
-         The NICs cut a vector into chunks of 1 KiB (a 4 KiB MTU's worth, at most \
-         `CHUNK_MAX`) and pipeline them; the host scheme sends the whole vector per step \
-         (a ring's segment under the ring).\n",
-        elems.iter().map(|&e| fmt_bytes(8 * e as u64)).collect::<Vec<_>>().join(", "),
-        fmt_bytes(limit)
-    );
-    let cols: Vec<(String, u16, u32)> =
-        elems.iter().map(|&e| (fmt_bytes(8 * e as u64), ALLREDUCE_NODES, e)).collect();
-    let pts: Vec<(u16, u32)> = elems.iter().map(|&e| (ALLREDUCE_NODES, e)).collect();
-    for profile in PROFILES {
-        let file = format!("allreduce-{profile}.svg");
-        let axes = Axes {
-            title: format!(
-                "{profile}: time per allreduce vs vector size, {ALLREDUCE_NODES} nodes (solid: nic, \
-                 dashed: host)"
-            ),
-            x_desc: "vector size per member, f64 sum (log scale)",
-            x_fmt: bytes_label,
-            y_desc: "time per allreduce (µs, log scale)",
-            y_log: Some(us_label),
-        };
-        svg::schemes(&dir.join(&file), &axes, r, profile, Kind::Allreduce, &pts, |_, e| {
-            8.0 * e as f64
-        })?;
-        let _ = writeln!(md, "### `{profile}`\n\n![{profile}: allreduce]({file})\n");
-        table(md, r, profile, Kind::Allreduce, &ALLREDUCE_ALGS, &cols);
-        let (mut nic_wins, mut host_wins) = (Vec::new(), Vec::new());
-        for &e in elems {
-            let nic = r.best(profile, Kind::Allreduce, "nic", ALLREDUCE_NODES, e);
-            let host = r.best(profile, Kind::Allreduce, "host", ALLREDUCE_NODES, e);
-            if let (Some((_, a)), Some((_, b))) = (nic, host) {
-                let cell = format!("{} ({:.2}x)", fmt_bytes(8 * e as u64), b / a);
-                if a < b {
-                    nic_wins.push(cell)
-                } else {
-                    host_wins.push(cell)
-                }
-            }
-        }
-        let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
-        let _ = writeln!(
-            md,
-            "Best NIC-based against best host-based (speed-up: best host / best NIC): the NICs \
-             are faster at {}; the hosts at {}.\n",
-            list(&nic_wins),
-            list(&host_wins)
-        );
     }
     Ok(())
 }
@@ -482,7 +456,8 @@ fn notes(md: &mut String, r: &Results) {
         "No faults are injected, yet these points sent packets again (all NICs' counters: \
          `retransmits`, `nacks_sent`, `timeouts`). A NIC sends a chunk again when its ack has \
          not come within the retransmission interval, or after the receiver answered Busy \
-         (its 8 slots for chunks that came early were full); docs/collectives.md, \
+         (its slots for chunks that came early were full: 8 on `lanai4-gm`, 16 on a NIC \
+         with SRAM past the map); docs/collectives.md, \
          Reliability and failures. Their time is in the figures above.\n"
     );
     for l in resent {

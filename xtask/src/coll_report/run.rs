@@ -134,7 +134,25 @@ pub fn scenario_toml(s: &Spec, count: u64) -> String {
         let _ = writeln!(t, "op = \"sum\"\ndatatype = \"f64\"\nelements = {}", s.elements);
     }
     let _ = writeln!(t, "count = {count}");
+    let _ = writeln!(t, "\n[run]\nlimit_ms = {}", limit_ms(s, count));
     t
+}
+
+/// The simulated time point `s` may take for `count` collectives (ms):
+/// 100 ms a collective, and per element of the vector 5 us (the host's
+/// combining, the wire) and 20 times what the profile's NIC CPU takes to
+/// combine a floating-point element (4.5 us on `lanai4-gm`: 12.7 s for
+/// a 1 MiB allreduce there, about three times what its slowest
+/// algorithm takes). A loop whose collectives stop making progress
+/// (chunks answered Busy and sent again for ever) thus costs seconds of
+/// wall time, not the default limit's minutes, and is reported as not
+/// clean (`INCOMPLETE: ... (time-limit)`).
+pub fn limit_ms(s: &Spec, count: u64) -> u64 {
+    let float_ns = nic_emu::Profile::load(s.profile)
+        .map(|p| p.nic_cpu.coll_float_element as f64 * 1e9 / p.nic.cpu_hz as f64)
+        .unwrap_or(1000.0);
+    let per_ms = 100.0 + s.elements as f64 * (5_000.0 + 20.0 * float_ns) / 1e6;
+    (count.max(1) as f64 * per_ms).ceil().max(1000.0) as u64
 }
 
 /// What one point gave.
@@ -154,6 +172,11 @@ pub struct Point {
     pub retransmits: u64,
     pub nacks: u64,
     pub timeouts: u64,
+    /// Every member's result equal to the reference's, to the bit, in
+    /// every collective of the loop (the flow's `collective.results_ok`;
+    /// None for a barrier), and the results that differed.
+    pub results_ok: Option<bool>,
+    pub results_wrong: u64,
     /// Wall time of the run (s).
     pub wall_s: f64,
     /// Why the point is not to be trusted (None: clean).
@@ -169,6 +192,12 @@ impl Point {
     /// median: the time per collective is mostly that one's.
     pub fn stalled(&self) -> bool {
         self.max_us > STALL_FACTOR * self.p50_us
+    }
+
+    /// Some member's result differed from the reference's (or none was
+    /// checked).
+    pub fn results_bad(&self) -> bool {
+        self.results_ok == Some(false) || self.results_wrong > 0
     }
 }
 
@@ -193,7 +222,11 @@ pub fn point_of(r: &Report, count: u64) -> Point {
     match c {
         None => problems.push("no collective flow in the report".into()),
         Some(c) => {
-            if c.completed != count || c.results_wrong > 0 || c.incomplete > 0 {
+            if c.completed != count
+                || c.results_wrong > 0
+                || c.results_ok == Some(false)
+                || c.incomplete > 0
+            {
                 problems.push(format!(
                     "{} of {count} collectives complete at every member, {} results wrong, {} \
                      ended with members missing",
@@ -214,6 +247,8 @@ pub fn point_of(r: &Report, count: u64) -> Point {
         retransmits: sum(|n| n.retransmits),
         nacks: sum(|n| n.nacks_sent),
         timeouts: sum(|n| n.timeouts),
+        results_ok: c.and_then(|c| c.results_ok),
+        results_wrong: c.map_or(0, |c| c.results_wrong),
         wall_s: 0.0,
         problem: (!problems.is_empty()).then(|| problems.join("; ")),
     }
@@ -304,12 +339,12 @@ impl Results {
     pub fn csv(&self) -> String {
         let mut out = String::from(
             "profile,kind,scheme,algorithm,nodes,bytes,count,interval_us,latency_p50_us,\
-             latency_max_us,retransmits,nacks,timeouts,wall_s,clean\n",
+             latency_max_us,retransmits,nacks,timeouts,results_ok,wall_s,clean\n",
         );
         for (s, p) in &self.map {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.3},{}",
+                "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{},{:.3},{}",
                 s.profile,
                 s.kind.name(),
                 s.scheme,
@@ -323,6 +358,7 @@ impl Results {
                 p.retransmits,
                 p.nacks,
                 p.timeouts,
+                p.results_ok.map_or("", |ok| if ok { "true" } else { "false" }),
                 p.wall_s,
                 p.problem.is_none()
             );
