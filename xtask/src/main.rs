@@ -326,7 +326,7 @@ enum Cmd {
     ///
     /// The ELF lands in `<target>/fw/riscv64imac-unknown-none-elf/release/
     /// mcp-image` (`<target>/fw-selftest/...` with --selftest). Fails when
-    /// text + data + bss reach `fw::IMAGE_BUDGET` (208 KiB).
+    /// text + data + bss reach `fw::IMAGE_BUDGET` (212 KiB).
     BuildFw {
         /// The self-test image: checks run on the NIC CPU, QEMU exits 0 on pass.
         #[arg(long)]
