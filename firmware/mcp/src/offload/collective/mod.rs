@@ -102,6 +102,12 @@ struct Run {
     piece: u8,
 }
 
+/// Where run `ri` keeps the receive steps of chunk `c` taken ahead of
+/// their turn (a window never holds two chunks `MAX_CHUNKS` apart).
+fn ahead_at(ri: usize, c: u32) -> u32 {
+    map::coll_ahead(ri as u32, c % MAX_CHUNKS as u32)
+}
+
 impl Run {
     /// Chunks in the window now (from `lo`).
     fn window_len(&self) -> u32 {

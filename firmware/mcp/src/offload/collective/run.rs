@@ -35,7 +35,7 @@ impl Collective {
         }
         sv.hw.write(map::coll_missing(g as u32), &[0u8; LOST_BYTES]);
         for c in 0..MAX_CHUNKS as u32 {
-            sv.hw.store_u32(map::coll_ahead(ri as u32, c), 0);
+            sv.hw.store_u32(super::ahead_at(ri, c), 0);
         }
         self.put(sv.hw, ri, &r);
         self.progress(sv);
@@ -84,7 +84,7 @@ impl Collective {
         let top = 1u64 << 63;
         let mut moved = false;
         while r.lo < r.nchunks && r.stepped & r.written & 1 != 0 {
-            hw.store_u32(map::coll_ahead(ri as u32, r.lo % MAX_CHUNKS as u32), 0);
+            hw.store_u32(super::ahead_at(ri, r.lo), 0);
             r.lo += 1;
             r.loaded = r.loaded >> 1 | if reads { 0 } else { top };
             r.written = r.written >> 1 | if writes { 0 } else { top };
@@ -169,7 +169,7 @@ impl Collective {
     fn step_chunk<H: Hw>(&mut self, sv: &mut Services<'_, H>, (r, ri): (&mut Run, usize), c: u32) {
         let steps = r.shape.steps(c);
         let w = (c - r.lo) as usize;
-        let ahead_at = map::coll_ahead(ri as u32, c % MAX_CHUNKS as u32);
+        let ahead_at = super::ahead_at(ri, c);
         while let Some(step) = steps.get(r.at[w] as usize) {
             let bit = 1u32 << r.at[w];
             let ahead = sv.hw.load_u32(ahead_at);

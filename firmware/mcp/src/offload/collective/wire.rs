@@ -228,7 +228,7 @@ impl Collective {
             let w = c - r.lo;
             if w < r.window_len() {
                 let at = r.at[w as usize] as usize;
-                let ahead_at = map::coll_ahead(ri as u32, c % super::MAX_CHUNKS as u32);
+                let ahead_at = super::ahead_at(ri, c);
                 let ahead = sv.hw.load_u32(ahead_at);
                 if at > j || ahead & (1 << j) != 0 {
                     return self.answer(sv, q, g.rank, CtlCode::Ack);
