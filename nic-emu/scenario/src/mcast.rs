@@ -1,8 +1,9 @@
 //! Multicast flows, between validation and the report: the tree each one
 //! uses once the profile is known (`auto` and a k-binomial tree without a
 //! k are chosen by the profile's latency model, `nic_device::mcast`), the
-//! profile's prices of tree work, what a tree does to the fabric's links
-//! (computed from the tree and the source routes), and the flow's
+//! profile's prices of tree work, the trees of broadcast collective flows
+//! run as multicasts (chosen alike), what a tree does to the fabric's
+//! links (computed from the tree and the source routes), and the flow's
 //! `multicast` object in the report. Shared by the sim and the real-time
 //! runners; pure apart from reading the profile.
 
@@ -27,6 +28,19 @@ pub fn resolve(v: &Validated, profile: &Profile) -> Result<Validated, ScenarioEr
     let ns = |cycles: u64| cycles as f64 * 1e9 / profile.nic.cpu_hz.max(1) as f64;
     for c in out.flows.iter_mut().filter_map(|f| f.coll.as_mut()) {
         c.costs = Some(super::coll::costs_of(profile));
+    }
+    // Broadcasts run as multicasts: their trees, as a multicast flow's.
+    for f in &mut out.flows {
+        let (label, bytes) = (f.label.clone(), f.max_size());
+        let Some(c) = f.coll.as_mut() else { continue };
+        let g = c.size();
+        let Some(m) = c.mcast.as_mut() else { continue };
+        m.algorithm = Some(match m.choice {
+            AlgorithmChoice::Given(a) => a,
+            AlgorithmChoice::KBinomialBestK => Algorithm::KBinomial { k: k_for(profile, g, bytes) },
+            AlgorithmChoice::Auto => pick(profile, m.scheme, g, bytes),
+        });
+        super::coll::check_listed(&label, m, g as usize)?;
     }
     for f in &mut out.flows {
         let bytes = f.max_size();

@@ -288,14 +288,11 @@ pub fn plan(v: &Validated, lim: Limits) -> Result<Plan, ScenarioError> {
     for f in &v.flows {
         if let Some(c) = &f.coll {
             groups.insert(c.group_id, f.index);
-            for &node in &c.members {
-                // Every member's port is open; the host scheme's messages
-                // need receive buffers there.
-                let n = match c.scheme {
-                    super::coll::CollScheme::Host => super::coll::HOST_RECV_BUFFERS,
-                    super::coll::CollScheme::Nic => 0,
-                };
-                let class = size_class_for(super::coll::host_message_len(c));
+            for (rank, &node) in c.members.iter().enumerate() {
+                // Every member's port is open; the host scheme's messages,
+                // and a broadcast's multicast at every member but the
+                // root, need receive buffers there.
+                let (class, n) = super::coll::recv_buffers(c, rank as u16);
                 coll_want.push(((node, c.port), (class, f.priority), n));
             }
             continue;

@@ -579,6 +579,11 @@ impl Report {
                 m.deliveries,
             );
         }
+        for f in &self.flows {
+            if let Some(c) = &f.collective {
+                let _ = writeln!(s, "{}", c.summary_line(&truncate(&f.name, 14)));
+            }
+        }
         let _ = writeln!(
             s,
             "{:<6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>6} {:>6} {:>8}",

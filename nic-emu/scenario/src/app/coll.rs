@@ -3,6 +3,8 @@
 //!
 //! - NIC scheme: one `Port::collective` per collective; the NIC runs the
 //!   algorithm; its `Event::Collective` ends the member's part.
+//! - A broadcast run as a multicast (bcast.rs): the root multicasts its
+//!   vector, the others take it from their receive buffers.
 //! - Host scheme: the program runs the same schedule itself
 //!   (`nic_abi::collective::schedule`) with unicast messages (a header
 //!   naming the collective, chunk and step, then the chunk), combines on
@@ -20,6 +22,7 @@ use host_driver::{Algorithm, Dest, DmaBuf, Group, HostOp, Nic, NicBackend, SendO
 use nic_abi::collective::{combine, Alg, How, Shape, Step};
 
 use super::super::coll::{host_chunk, host_message_len, CollScheme, CollSpec, HOST_HEADER};
+use super::bcast::BcastRun;
 use super::{NodeApp, NodeHost};
 
 /// The top bits of a host-scheme send's tag (with the flow's index and
@@ -33,22 +36,27 @@ const HOST_SENDS: usize = 8;
 pub(super) struct CollCtx {
     pub(super) flow: usize,
     /// Index of its port in `ports`.
-    port: usize,
-    group: Group,
-    rank: u16,
-    spec: CollSpec,
+    pub(super) port: usize,
+    /// The group (a broadcast run as a multicast: in the multicast's rank
+    /// order, the root first).
+    pub(super) group: Group,
+    pub(super) rank: u16,
+    pub(super) spec: CollSpec,
     alg: Alg,
     /// The NICs' MTU and SRAM size (they fix the chunks).
     fabric: (u32, u32),
     start_ns: u64,
-    /// The vector (NIC scheme: the NIC reads and writes it).
-    data: DmaBuf,
+    /// The vector (NIC scheme: the NIC reads and writes it; a broadcast
+    /// run as a multicast: the root multicasts it).
+    pub(super) data: DmaBuf,
     /// The next collective to start (1, 2, ...).
-    next: u64,
+    pub(super) next: u64,
     /// The one running: its number, and the busy clocks at entry.
-    running: Option<(u64, Busy)>,
+    pub(super) running: Option<(u64, Busy)>,
     /// Host scheme.
     host: HostRun,
+    /// A broadcast run as a multicast (bcast.rs).
+    pub(super) bcast: Option<BcastRun>,
 }
 
 /// A node's busy clocks, host CPU and NIC CPU (ns so far; None where the
@@ -56,7 +64,7 @@ pub(super) struct CollCtx {
 /// charged what they moved from its entry to its completion, other flows'
 /// work on the node meanwhile included.
 #[derive(Clone, Copy)]
-struct Busy {
+pub(super) struct Busy {
     host: Option<u64>,
     nic: Option<u64>,
 }
@@ -107,9 +115,15 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 .iter()
                 .position(|p| p.num == spec.port)
                 .ok_or_else(|| format!("flow {flow}: the group's port is not open"))?;
-            let group = Group::new(spec.group_id, spec.port, spec.members.clone())
+            // A broadcast run as a multicast: the multicast's group (the
+            // root first) and its tree, cached for `nic-cached`.
+            let (members, tree) = match &spec.mcast {
+                Some(m) => (spec.mcast_members(), m.alg()),
+                None => (spec.members.clone(), Algorithm::Binomial),
+            };
+            let group = Group::new(spec.group_id, spec.port, members)
                 .map_err(|e| format!("flow {flow}: group: {e}"))?;
-            nic.create_group(&group, Algorithm::Binomial)
+            nic.create_group(&group, tree)
                 .map_err(|e| format!("flow {flow}: creating group {}: {e}", spec.group_id))?;
             let fabric = (nic.mtu(), nic.info().sram_size);
             let alg = spec.alg(fabric);
@@ -125,6 +139,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 }
                 host.free = (0..HOST_SENDS).rev().collect();
             }
+            let bcast = spec.mcast.as_ref().map(|m| {
+                let priority = self.ledger.borrow().flows[flow].spec.priority;
+                BcastRun::new(m, group.rank_of(self.node).unwrap_or(u16::MAX), priority)
+            });
             if let Some(c) = self.ledger.borrow_mut().flows[flow].coll.as_mut() {
                 c.alg = Some(alg);
             }
@@ -141,6 +159,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 next: 1,
                 running: None,
                 host,
+                bcast,
             });
         }
         Ok(())
@@ -153,7 +172,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         for ci in 0..self.colls.len() {
             let c = &self.colls[ci];
             if c.running.is_some() {
-                if c.spec.scheme == CollScheme::Host {
+                if c.bcast.is_some() {
+                    self.bcast_post_more(ci);
+                } else if c.spec.scheme == CollScheme::Host {
                     self.host_progress(ci);
                 }
                 continue;
@@ -176,8 +197,22 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let k = c.next;
         let input = c.spec.input(c.rank, k);
         let busy = Busy::now(&self.host);
+        if c.bcast.is_some() {
+            // The root posts its multicast (not yet: again later); a
+            // member waits for it.
+            if !self.bcast_start(ci, k, &input) {
+                return;
+            }
+            return self.coll_entered(ci, k, busy, now);
+        }
         match c.spec.scheme {
-            CollScheme::Nic => {
+            CollScheme::Host => {
+                let chunks = self.host_chunks(ci);
+                let c = &mut self.colls[ci];
+                c.host.value = input;
+                c.host.at = vec![0; chunks];
+            }
+            _ => {
                 let p = &mut self.ports[c.port].port;
                 if !input.is_empty() && p.write(&c.data, 0, &input).is_err() {
                     return;
@@ -210,27 +245,30 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     }
                 }
             }
-            CollScheme::Host => {
-                let chunks = self.host_chunks(ci);
-                let c = &mut self.colls[ci];
-                c.host.value = input;
-                c.host.at = vec![0; chunks];
-            }
         }
+        self.coll_entered(ci, k, busy, now);
+    }
+
+    /// The member entered collective `k` of `ci` at `now` (`busy` its
+    /// clocks then): into the ledger, and as far as it goes at once.
+    fn coll_entered(&mut self, ci: usize, k: u64, busy: Busy, now: u64) {
         let c = &mut self.colls[ci];
         c.running = Some((k, busy));
         let flow = c.flow;
         if let Some(l) = self.ledger.borrow_mut().flows[flow].coll.as_mut() {
             l.entered(k, now);
         }
-        if self.colls[ci].spec.scheme == CollScheme::Host {
+        let c = &self.colls[ci];
+        if c.bcast.is_some() {
+            self.bcast_take(ci);
+        } else if c.spec.scheme == CollScheme::Host {
             self.host_progress(ci);
         }
     }
 
     /// The member's part of the running collective of `ci` ended
     /// (`ok`: every member took part): check its result, account for it.
-    fn coll_finish(&mut self, ci: usize, ok: bool, result: Option<Vec<u8>>) {
+    pub(super) fn coll_finish(&mut self, ci: usize, ok: bool, result: Option<Vec<u8>>) {
         let now = self.host.now_ns();
         let busy_now = Busy::now(&self.host);
         let c = &mut self.colls[ci];
@@ -243,7 +281,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if let (Some(v), true) = (result, ok && c.spec.has_result(rank)) {
             let want = cl.expected.entry(k).or_insert_with(|| c.spec.expected(k, c.fabric));
             cl.checked += 1;
-            if want.get(rank as usize).is_none_or(|w| *w != v) {
+            if want.get(c.spec.expected_at(rank)).is_none_or(|w| *w != v) {
                 cl.wrong += 1;
                 problems
                     .push(format!("flow {flow}: collective {k}: rank {rank}'s result is wrong"));
@@ -291,7 +329,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
 
     /// The member's part of `ci`'s last collective ended: enter the next
     /// at once, if there is one and its flow has started.
-    fn coll_next(&mut self, ci: usize) {
+    pub(super) fn coll_next(&mut self, ci: usize) {
         let now = self.host.now_ns();
         let c = &self.colls[ci];
         if c.next <= c.spec.count && now >= c.start_ns {

@@ -9,6 +9,7 @@ use host_driver::{DriverError, Event, SendStatus};
 use super::super::format::StreamKey;
 use super::super::ledger::Verdict;
 use super::super::plan::{Dir, RoleKind};
+use super::bcast::is_bcast_tag;
 use super::coll::COLL_TAG;
 use super::tags::{decode_recv_tag, decode_relay_tag, decode_send_tag, recv_tag, RECV_TAG};
 use super::{NodeApp, NodeHost};
@@ -34,7 +35,13 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     fn on_event(&mut self, pi: usize, ev: &Event) {
         match *ev {
             Event::PortOpened { .. } => self.ports[pi].opened = true,
+            Event::Received { mcast: Some(info), .. }
+                if self.bcast_of(pi, info.group).is_some() =>
+            {
+                self.on_bcast_received(pi, ev, info)
+            }
             Event::Received { mcast: Some(info), .. } => self.on_mcast_received(pi, ev, info),
+            Event::Sent { tag, status, .. } if is_bcast_tag(tag) => self.on_bcast_sent(tag, status),
             Event::Received { node, port, priority, len, tag, .. } => {
                 self.on_received(pi, node, port, priority, len, tag)
             }
@@ -46,6 +53,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             Event::Collective { group, cseq, status, .. } => {
                 self.on_collective(pi, group, cseq, status)
+            }
+            Event::Error { cause, tag, .. } if is_bcast_tag(tag) => {
+                self.problem(format!("a broadcast's multicast refused: {cause:?}"));
+                self.on_bcast_sent(tag, SendStatus::Dropped)
             }
             Event::Error { cause, tag, .. } if tag & COLL_TAG == COLL_TAG => {
                 self.problem(format!("a collective message refused: {cause:?}"));

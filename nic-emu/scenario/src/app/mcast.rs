@@ -49,7 +49,10 @@ pub(super) struct PendingRelay {
     ev: Event,
     pool: usize,
     idx: usize,
-    ctx: usize,
+    /// The flow (a multicast flow, or a broadcast run as a multicast),
+    /// and its group.
+    flow: usize,
+    group: Group,
     plan: RelayPlan,
     due: u64,
 }
@@ -365,9 +368,24 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         if host_children == 0 {
             return self.repost(pi, pool, idx);
         }
-        // The host works out its children now (its CPU time passes) and
-        // posts them when that time has passed (`retry_relays`).
-        match self.ports[pi].port.relay_prepare(ev, &self.mcasts[ci].group) {
+        let group = self.mcasts[ci].group.clone();
+        self.queue_relay(pi, ev, (pool, idx), flow, group);
+    }
+
+    /// A relay's part (host and assisted schemes) for multicast `ev` of
+    /// `flow`'s `group`, received into buffer `(pool, idx)` of port `pi`:
+    /// the host works out its children now (its CPU time passes) and
+    /// posts them when that time has passed (`retry_relays`). Nothing to
+    /// relay: the buffer is posted again.
+    pub(super) fn queue_relay(
+        &mut self,
+        pi: usize,
+        ev: &Event,
+        (pool, idx): (usize, usize),
+        flow: usize,
+        group: Group,
+    ) {
+        match self.ports[pi].port.relay_prepare(ev, &group) {
             Ok(Some(plan)) => {
                 let due = self.host.now_ns();
                 self.pending_relays.push_back(PendingRelay {
@@ -375,14 +393,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     ev: *ev,
                     pool,
                     idx,
-                    ctx: ci,
+                    flow,
+                    group,
                     plan,
                     due,
                 });
             }
             Ok(None) => self.repost(pi, pool, idx),
             Err(e) => {
-                self.problem(format!("relaying multicast {}: {e}", info.mseq));
+                let mseq = match ev {
+                    Event::Received { mcast: Some(info), .. } => info.mseq,
+                    _ => 0,
+                };
+                self.problem(format!("relaying multicast {mseq}: {e}"));
                 self.repost(pi, pool, idx);
             }
         }
@@ -391,29 +414,29 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// Post a relay's sends out of its receive buffer; the buffer stays
     /// lent until they complete. Not possible yet: queued.
     fn relay(&mut self, p: PendingRelay) {
-        let (pi, pool, idx, ci) = (p.port, p.pool, p.idx, p.ctx);
+        let (pi, pool, idx, flow) = (p.port, p.pool, p.idx, p.flow);
         let Event::Received { size_class, .. } = p.ev else { return };
         let buf = self.ports[pi].pools[pool].bufs[idx];
         let pc = &mut self.ports[pi];
         let before = pc.port.stats().posted;
         let tag = relay_tag(pool, idx);
-        let r = pc.port.relay_post(&p.plan, &self.mcasts[ci].group, &buf, size_class, tag);
+        let r = pc.port.relay_post(&p.plan, &p.group, &buf, size_class, tag);
         let partial = (pc.port.stats().posted - before) as u32;
         match r {
             Ok(descriptors) => {
-                self.lent.insert((pi, pool, idx), (descriptors, self.mcasts[ci].flow));
+                self.lent.insert((pi, pool, idx), (descriptors, flow));
             }
             Err(DriverError::NoSendToken | DriverError::RingFull) if partial == 0 => {
                 self.pending_relays.push_back(p);
             }
             Err(e) => {
-                let name = self.ledger.borrow().flows[self.mcasts[ci].flow].spec.name.clone();
+                let name = self.ledger.borrow().flows[flow].spec.name.clone();
                 self.problem(format!(
                     "flow {name}: relaying a multicast: the driver posted {partial} \
                      descriptors, then failed: {e}"
                 ));
                 if partial > 0 {
-                    self.lent.insert((pi, pool, idx), (partial, self.mcasts[ci].flow));
+                    self.lent.insert((pi, pool, idx), (partial, flow));
                 } else {
                     self.repost(pi, pool, idx);
                 }

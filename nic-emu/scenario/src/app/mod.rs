@@ -15,7 +15,8 @@
 //! `events.rs` (taking events: receptions, completions), `send.rs`
 //! (sending), `role.rs` (the roles it plays and their rate control),
 //! `mcast.rs` (multicast: groups, the root's posts, members' checks and
-//! relays), `tags.rs` (the tags that name buffers and sends).
+//! relays), `coll.rs` (collective flows), `bcast.rs` (broadcast flows run
+//! as multicasts), `tags.rs` (the tags that name buffers and sends).
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
@@ -28,6 +29,7 @@ use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
+mod bcast;
 mod coll;
 mod events;
 mod host;

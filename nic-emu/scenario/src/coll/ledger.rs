@@ -99,7 +99,9 @@ impl CollLedger {
 pub struct CollReport {
     pub kind: String,
     pub scheme: String,
-    /// The algorithm run (under `auto`, the one picked).
+    /// The algorithm run (under `auto`, the one picked); a broadcast run
+    /// as a multicast names its tree: "multicast binomial", "multicast
+    /// k-binomial(3)".
     pub algorithm: String,
     /// What the file asked for (an algorithm's name or `auto`).
     pub requested: String,
@@ -139,8 +141,11 @@ pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
     let r = CollReport {
         kind: c.kind.name().into(),
         scheme: c.scheme.as_str().into(),
-        algorithm: alg.name().into(),
-        requested: c.requested.map_or("auto", |a| a.name()).into(),
+        algorithm: c.algorithm_name(alg),
+        requested: match &c.mcast {
+            Some(m) => m.requested.clone(),
+            None => c.requested.map_or("auto", |a| a.name()).into(),
+        },
         group_size: c.size(),
         group: c.members.clone(),
         op: c.kind.combines().then(|| c.op.name().into()),
@@ -161,4 +166,22 @@ pub fn report(c: &CollSpec, l: &CollLedger, alg: Alg) -> (Latency, CollReport) {
         incomplete: l.incomplete,
     };
     (l.latencies.latency(), r)
+}
+
+impl CollReport {
+    /// One line of the human summary: what ran, and how it ended.
+    pub fn summary_line(&self, flow: &str) -> String {
+        let auto = if self.requested.ends_with("auto") { ", auto" } else { "" };
+        let results = match self.results_ok {
+            Some(true) => format!(", {} results right", self.results_checked),
+            Some(false) => {
+                format!(", {} of {} results WRONG", self.results_wrong, self.results_checked)
+            }
+            None => String::new(),
+        };
+        format!(
+            "collective {flow}: {} by {} ({}{auto}) over {} members, {} of {} complete{results}",
+            self.kind, self.algorithm, self.scheme, self.group_size, self.completed, self.count
+        )
+    }
 }

@@ -12,19 +12,30 @@
 use host_driver::collective::model::{self, Case, Costs, Scheme};
 use nic_abi::collective::reference::{self, Spec};
 use nic_abi::collective::{Alg, Dtype, Kind, Op};
+use nic_abi::size_class_for;
 
 use super::format::{Flow, FlowKind, ScenarioError};
 
+mod bcast;
 mod ledger;
+pub(crate) use bcast::check_listed;
+pub use bcast::BcastMcast;
 pub use ledger::{report, CollLedger, CollReport, Pending};
 
 /// Who runs the algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CollScheme {
-    /// The host programs exchange unicast messages and combine.
+    /// The host programs exchange unicast messages and combine (a
+    /// broadcast run as a multicast: the host scheme of multicast).
     Host,
-    /// The NICs run it (one descriptor and one event per member).
+    /// The NICs run it (one descriptor and one event per member; a
+    /// broadcast run as a multicast: the NIC-based multicast).
     Nic,
+    /// Broadcast only, as a multicast: NIC-assisted.
+    Assisted,
+    /// Broadcast only, as a multicast: the NICs forward along the tree
+    /// cached in their group tables.
+    NicCached,
 }
 
 impl CollScheme {
@@ -32,8 +43,25 @@ impl CollScheme {
         match self {
             CollScheme::Host => "host",
             CollScheme::Nic => "nic",
+            CollScheme::Assisted => "assisted",
+            CollScheme::NicCached => "nic-cached",
         }
     }
+
+    /// Only a multicast has it (a broadcast run as one).
+    pub fn multicast_only(self) -> bool {
+        matches!(self, CollScheme::Assisted | CollScheme::NicCached)
+    }
+
+    /// The multicast scheme of the same name.
+    pub fn multicast(self) -> Option<nic_abi::multicast::Scheme> {
+        nic_abi::multicast::Scheme::parse(self.as_str())
+    }
+}
+
+/// The collective algorithms that do `kind`, by name.
+fn algorithm_names(kind: Kind) -> Vec<&'static str> {
+    Alg::ALL.iter().filter(|x| x.serves(kind)).map(|x| x.name()).collect()
 }
 
 /// A collective flow after validation.
@@ -59,6 +87,9 @@ pub struct CollSpec {
     /// The profile's costs, for `auto` to pick by (`costs_of`; set once
     /// the profile is known, `mcast::resolve`).
     pub costs: Option<Costs>,
+    /// A broadcast run as a multicast (bcast.rs): its scheme and tree.
+    /// None: the collective's own algorithm runs.
+    pub mcast: Option<BcastMcast>,
 }
 
 impl CollSpec {
@@ -89,6 +120,10 @@ impl CollSpec {
         if let Some(a) = self.requested {
             return a;
         }
+        if self.mcast.is_some() {
+            // (Unused: the multicast's tree runs.)
+            return Alg::Binomial;
+        }
         let Some(costs) = &self.costs else {
             return host_driver::collective::auto_for(
                 self.kind,
@@ -99,8 +134,8 @@ impl CollSpec {
             );
         };
         let scheme = match self.scheme {
-            CollScheme::Nic => Scheme::Nic,
             CollScheme::Host => Scheme::Host,
+            _ => Scheme::Nic,
         };
         let case = Case {
             kind: self.kind,
@@ -143,12 +178,42 @@ impl CollSpec {
         out
     }
 
-    /// Every member's expected vector at the end of collective `k`.
+    /// Every member's expected vector at the end of collective `k` (a
+    /// broadcast run as a multicast: one, the root's input, for every
+    /// member: `expected_at`).
     pub fn expected(&self, k: u64, fabric: (u32, u32)) -> Vec<Vec<u8>> {
+        if self.mcast.is_some() {
+            return vec![self.input(self.root, k)];
+        }
         let inputs: Vec<Vec<u8>> = (0..self.size()).map(|r| self.input(r, k)).collect();
         match reference::run(&self.spec(fabric), &inputs) {
             Ok(o) => o.values,
             Err(_) => inputs,
+        }
+    }
+
+    /// Member `rank`'s entry in `expected`'s vectors.
+    pub fn expected_at(&self, rank: u16) -> usize {
+        if self.mcast.is_some() {
+            0
+        } else {
+            rank as usize
+        }
+    }
+
+    /// The members in the multicast's rank order: the root first, then
+    /// the ranks after it, wrapping (a broadcast run as a multicast).
+    pub fn mcast_members(&self) -> Vec<u16> {
+        let n = self.members.len();
+        (0..n).map(|i| self.members[(self.root as usize + i) % n]).collect()
+    }
+
+    /// What ran, for the report: the collective's algorithm, or the
+    /// multicast's tree ("multicast binomial").
+    pub fn algorithm_name(&self, alg: Alg) -> String {
+        match &self.mcast {
+            Some(m) => m.name(),
+            None => alg.name().to_string(),
         }
     }
 
@@ -196,7 +261,6 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         ("best_effort", f.best_effort),
         ("stop_us", f.stop_us.is_some()),
         ("trace", f.trace),
-        ("k", f.k.is_some()),
     ] {
         if given {
             let hint = match key {
@@ -252,22 +316,16 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
             nic_abi::multicast::MAX_GROUP
         ));
     }
-    let scheme = match f.scheme.as_deref().unwrap_or("nic") {
-        "nic" => CollScheme::Nic,
-        "host" => CollScheme::Host,
-        s => return err(format!("{label}.scheme: \"{s}\" is not a collective scheme (host, nic)")),
-    };
-    let requested = match f.algorithm.as_deref().unwrap_or("auto") {
-        "auto" => None,
-        a => match parse_by_name(&Alg::ALL, Alg::name, a) {
+    let (scheme, mcast) = bcast::scheme_of(label, f, kind, members.len())?;
+    let requested = match (&mcast, f.algorithm.as_deref().unwrap_or("auto")) {
+        (Some(_), _) | (None, "auto") => None,
+        (None, a) => match parse_by_name(&Alg::ALL, Alg::name, a) {
             Some(alg) if alg.serves(kind) => Some(alg),
             _ => {
-                let names: Vec<&str> =
-                    Alg::ALL.iter().filter(|x| x.serves(kind)).map(|x| x.name()).collect();
                 return err(format!(
                     "{label}.algorithm: \"{a}\" does not do a {} ({}, auto)",
                     kind.name(),
-                    names.join(", ")
+                    algorithm_names(kind).join(", ")
                 ));
             }
         },
@@ -339,6 +397,7 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
         elements: elements as u32,
         root: root as u16,
         count,
+        mcast,
     })
 }
 
@@ -374,6 +433,22 @@ pub fn host_message_len(c: &CollSpec) -> u64 {
     match known {
         true => HOST_HEADER + host_chunk(c, c.alg((nic_abi::MAX_MTU as u32, u32::MAX))) as u64,
         false => HOST_HEADER + c.bytes() as u64,
+    }
+}
+
+/// Receive buffers a broadcast run as a multicast keeps posted at every
+/// member but the root: the one in flight, one a host or assisted relay
+/// still sends out of, and room for the next.
+pub const MCAST_RECV_BUFFERS: u32 = 4;
+
+/// The receive buffers member `rank` of `c` keeps posted on its port:
+/// (size class, how many).
+pub fn recv_buffers(c: &CollSpec, rank: u16) -> (u8, u32) {
+    match (&c.mcast, c.scheme) {
+        (Some(_), _) if rank == c.root => (size_class_for(c.bytes() as u64), 0),
+        (Some(_), _) => (size_class_for(c.bytes() as u64), MCAST_RECV_BUFFERS),
+        (None, CollScheme::Host) => (size_class_for(host_message_len(c)), HOST_RECV_BUFFERS),
+        (None, _) => (size_class_for(host_message_len(c)), 0),
     }
 }
 
