@@ -158,6 +158,18 @@ fn tree_choice(
     })
 }
 
+/// A multicast moves the vector as one message: at most the largest.
+pub(super) fn check_message(label: &str, bytes: u64) -> Result<(), ScenarioError> {
+    let max = nic_abi::class_max_len(nic_abi::MAX_SIZE_CLASS);
+    if bytes > max {
+        return Err(ScenarioError::new(format!(
+            "{label}.elements: {bytes} bytes, more than a multicast carries in one message \
+             ({max} bytes; the collective's binomial broadcast takes more)"
+        )));
+    }
+    Ok(())
+}
+
 /// The assisted root lists its children in its one descriptor.
 pub(crate) fn check_listed(
     label: &str,
@@ -264,6 +276,12 @@ mod tests {
             (
                 "kind = \"barrier\"\ngroup_size = 4\nk = 3",
                 "flows[0].k: does not apply to a barrier flow",
+            ),
+            (
+                "kind = \"broadcast\"\ngroup_size = 4\nscheme = \"nic-cached\"\n\
+                 datatype = \"u64\"\nelements = 600000",
+                "flows[0].elements: 4800000 bytes, more than a multicast carries in one message \
+                 (4194304 bytes;",
             ),
             (
                 "kind = \"broadcast\"\ngroup_size = 4\nalgorithm = \"k-binomial\"\nk = 1",

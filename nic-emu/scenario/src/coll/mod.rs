@@ -248,6 +248,104 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
     let Some(kind) = parse_kind(f.kind) else {
         return err(format!("{label}.kind: not a collective"));
     };
+    refuse_keys(label, f, kind)?;
+    let Some(port) = f.port else {
+        return err(format!("{label}: a {} flow needs `port` (every member's)", kind.name()));
+    };
+    if port >= nic_abi::NUM_PORTS as u64 {
+        return err(format!(
+            "{label}.port: {port} out of range (ports 0 to {})",
+            nic_abi::NUM_PORTS - 1
+        ));
+    }
+    let members = group_of(label, f, kind, nodes)?;
+    let (scheme, mcast) = bcast::scheme_of(label, f, kind, members.len())?;
+    let requested = requested_alg(label, f, kind, mcast.is_some())?;
+    let (op, dtype) = op_and_dtype(label, f, kind)?;
+    let elements = match (f.elements, kind.has_data()) {
+        (Some(_), false) => return err(format!("{label}.elements: does not apply to a barrier")),
+        (None, false) => 0,
+        (None, true) => 1,
+        (Some(e), true) => e,
+    };
+    // The most the NICs take on any fabric (chunks of 4 KiB); a NIC with
+    // less SRAM or a smaller MTU refuses a longer vector when it runs.
+    let mtu = nic_abi::MAX_MTU as u32;
+    let max = nic_abi::collective::max_len(kind, dtype, mtu, u32::MAX) as u64 / dtype.size() as u64;
+    if kind.has_data() && !(1..=max).contains(&elements) {
+        return err(format!(
+            "{label}.elements: {elements} out of range (1..={max}: the NICs take at most {} \
+             chunks of a vector, of up to {} bytes)",
+            nic_abi::collective::MAX_VECTOR_CHUNKS,
+            nic_abi::collective::CHUNK_MAX
+        ));
+    }
+    let bytes = elements * dtype.size() as u64;
+    if mcast.is_some() {
+        bcast::check_message(label, bytes)?;
+    }
+    let root = f.root.unwrap_or(0);
+    if f.root.is_some() && !matches!(kind, Kind::Reduce | Kind::Broadcast) {
+        return err(format!("{label}.root: applies to reduce and broadcast"));
+    }
+    if root >= members.len() as u64 {
+        return err(format!("{label}.root: rank {root} is not a member's (0..{})", members.len()));
+    }
+    let count = f.count.unwrap_or(1);
+    if count == 0 || count > u32::MAX as u64 {
+        return err(format!("{label}.count: {count} out of range (1..={})", u32::MAX));
+    }
+    Ok(CollSpec {
+        costs: None,
+        group_id: 0,
+        members: members.iter().map(|&m| m as u16).collect(),
+        port: port as u8,
+        kind,
+        scheme,
+        requested,
+        op,
+        dtype,
+        elements: elements as u32,
+        root: root as u16,
+        count,
+        mcast,
+    })
+}
+
+/// The reduction's operation and the vector's element type.
+fn op_and_dtype(label: &str, f: &Flow, kind: Kind) -> Result<(Op, Dtype), ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    let op = match (&f.op, kind.combines()) {
+        (Some(_), false) => return err(format!("{label}.op: applies to reduce and allreduce")),
+        (None, _) => Op::Sum,
+        (Some(o), true) => match parse_by_name(&Op::ALL, Op::name, o) {
+            Some(op) => op,
+            None => {
+                return err(format!("{label}.op: \"{o}\" is not one of sum, min, max, band, bor"))
+            }
+        },
+    };
+    let dtype = match (&f.datatype, kind.has_data()) {
+        (Some(_), false) => return err(format!("{label}.datatype: does not apply to a barrier")),
+        (None, _) => Dtype::F64,
+        (Some(d), true) => match parse_by_name(&Dtype::ALL, Dtype::name, d) {
+            Some(t) => t,
+            None => {
+                return err(format!(
+                    "{label}.datatype: \"{d}\" is not one of i32, i64, u32, u64, f32, f64"
+                ))
+            }
+        },
+    };
+    if !op.applies_to(dtype) {
+        return err(format!("{label}.op: {} does not apply to {}", op.name(), dtype.name()));
+    }
+    Ok((op, dtype))
+}
+
+/// Keys that do not apply to a collective flow, refused by name.
+fn refuse_keys(label: &str, f: &Flow, kind: Kind) -> Result<(), ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
     for (key, given) in [
         ("src", !f.src.is_empty()),
         ("dst", f.dst.is_some()),
@@ -272,15 +370,12 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
             return err(format!("{label}.{key}: does not apply to a {} flow{hint}", kind.name()));
         }
     }
-    let Some(port) = f.port else {
-        return err(format!("{label}: a {} flow needs `port` (every member's)", kind.name()));
-    };
-    if port >= nic_abi::NUM_PORTS as u64 {
-        return err(format!(
-            "{label}.port: {port} out of range (ports 0 to {})",
-            nic_abi::NUM_PORTS - 1
-        ));
-    }
+    Ok(())
+}
+
+/// The group's nodes in rank order (`group`, or `group_size`: 0 to G-1).
+fn group_of(label: &str, f: &Flow, kind: Kind, nodes: u64) -> Result<Vec<u64>, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
     let members: Vec<u64> = match (&f.group, f.group_size) {
         (Some(_), Some(_)) => {
             return err(format!("{label}: give `group` or `group_size`, not both"))
@@ -316,10 +411,21 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
             nic_abi::multicast::MAX_GROUP
         ));
     }
-    let (scheme, mcast) = bcast::scheme_of(label, f, kind, members.len())?;
-    let requested = match (&mcast, f.algorithm.as_deref().unwrap_or("auto")) {
-        (Some(_), _) | (None, "auto") => None,
-        (None, a) => match parse_by_name(&Alg::ALL, Alg::name, a) {
+    Ok(members)
+}
+
+/// The collective algorithm asked for (None: `auto`, or a broadcast run
+/// as a multicast, `mcast`).
+fn requested_alg(
+    label: &str,
+    f: &Flow,
+    kind: Kind,
+    mcast: bool,
+) -> Result<Option<Alg>, ScenarioError> {
+    let err = |m: String| Err(ScenarioError::new(m));
+    let requested = match (mcast, f.algorithm.as_deref().unwrap_or("auto")) {
+        (true, _) | (false, "auto") => None,
+        (false, a) => match parse_by_name(&Alg::ALL, Alg::name, a) {
             Some(alg) if alg.serves(kind) => Some(alg),
             _ => {
                 return err(format!(
@@ -330,75 +436,7 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
             }
         },
     };
-    let op = match (&f.op, kind.combines()) {
-        (Some(_), false) => return err(format!("{label}.op: applies to reduce and allreduce")),
-        (None, _) => Op::Sum,
-        (Some(o), true) => match parse_by_name(&Op::ALL, Op::name, o) {
-            Some(op) => op,
-            None => {
-                return err(format!("{label}.op: \"{o}\" is not one of sum, min, max, band, bor"))
-            }
-        },
-    };
-    let dtype = match (&f.datatype, kind.has_data()) {
-        (Some(_), false) => return err(format!("{label}.datatype: does not apply to a barrier")),
-        (None, _) => Dtype::F64,
-        (Some(d), true) => match parse_by_name(&Dtype::ALL, Dtype::name, d) {
-            Some(t) => t,
-            None => {
-                return err(format!(
-                    "{label}.datatype: \"{d}\" is not one of i32, i64, u32, u64, f32, f64"
-                ))
-            }
-        },
-    };
-    if !op.applies_to(dtype) {
-        return err(format!("{label}.op: {} does not apply to {}", op.name(), dtype.name()));
-    }
-    let elements = match (f.elements, kind.has_data()) {
-        (Some(_), false) => return err(format!("{label}.elements: does not apply to a barrier")),
-        (None, false) => 0,
-        (None, true) => 1,
-        (Some(e), true) => e,
-    };
-    // The most the NICs take on any fabric (chunks of 4 KiB); a NIC with
-    // less SRAM or a smaller MTU refuses a longer vector when it runs.
-    let mtu = nic_abi::MAX_MTU as u32;
-    let max = nic_abi::collective::max_len(kind, dtype, mtu, u32::MAX) as u64 / dtype.size() as u64;
-    if kind.has_data() && !(1..=max).contains(&elements) {
-        return err(format!(
-            "{label}.elements: {elements} out of range (1..={max}: the NICs take at most {} \
-             chunks of a vector, of up to {} bytes)",
-            nic_abi::collective::MAX_VECTOR_CHUNKS,
-            nic_abi::collective::CHUNK_MAX
-        ));
-    }
-    let root = f.root.unwrap_or(0);
-    if f.root.is_some() && !matches!(kind, Kind::Reduce | Kind::Broadcast) {
-        return err(format!("{label}.root: applies to reduce and broadcast"));
-    }
-    if root >= members.len() as u64 {
-        return err(format!("{label}.root: rank {root} is not a member's (0..{})", members.len()));
-    }
-    let count = f.count.unwrap_or(1);
-    if count == 0 || count > u32::MAX as u64 {
-        return err(format!("{label}.count: {count} out of range (1..={})", u32::MAX));
-    }
-    Ok(CollSpec {
-        costs: None,
-        group_id: 0,
-        members: members.iter().map(|&m| m as u16).collect(),
-        port: port as u8,
-        kind,
-        scheme,
-        requested,
-        op,
-        dtype,
-        elements: elements as u32,
-        root: root as u16,
-        count,
-        mcast,
-    })
+    Ok(requested)
 }
 
 /// The host scheme's messages: a header (`HOST_HEADER` bytes: the
