@@ -149,7 +149,7 @@ fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
 #[test]
 fn a_one_mebibyte_allreduce_is_cut_in_4_kib_chunks_and_right_at_every_member() {
     // modern: 8 MiB of SRAM (4 KiB chunks, 256 of them, through a window
-    // of 32), 16 members; `auto` picks by the profile's costs.
+    // of 64), 16 members; `auto` picks by the profile's costs.
     let mut text = "profile = \"modern\"\nseed = 3\n[fabric]\nnodes = 16\n".to_string();
     for (i, scheme) in ["nic", "host"].into_iter().enumerate() {
         text += &format!(
@@ -167,4 +167,25 @@ fn a_one_mebibyte_allreduce_is_cut_in_4_kib_chunks_and_right_at_every_member() {
         assert_eq!((c.requested.as_str(), c.algorithm.as_str()), ("auto", "ring"), "{}", f.name);
         assert_eq!(c.results_checked, 32, "{}: every member's result, twice", f.name);
     }
+}
+
+#[test]
+fn a_pairwise_allreduce_of_many_float_chunks_never_wedges_in_busy_answers() {
+    // lanai9-gm, 16 members, 128 KiB of f64 (32 chunks of 4 KiB, each
+    // through 4 exchanges): members run ahead of each other by whole
+    // exchanges, and the chunks sent ahead fill the slots their peers
+    // hold early chunks in. Each member keeps sent slots for its lowest
+    // chunk, which its peer always takes at once, so every allreduce
+    // ends, right at every member.
+    let text = format!(
+        "{}[run]\nlimit_ms = 5000\n{}",
+        head(16),
+        flow("allreduce", "nic", "pairwise", "datatype = \"f64\"\nelements = 16384\n")
+    )
+    .replace("group_size = 11", "group_size = 16")
+    .replace("count = 4", "count = 3");
+    let r = run_text(&text);
+    assert!(r.complete, "{}", r.summary());
+    let c = assert_collectives_right(&r.flows[0]);
+    assert_eq!(c.results_checked, 48);
 }

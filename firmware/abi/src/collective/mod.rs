@@ -184,8 +184,10 @@ impl CtlCode {
 /// Header fields: `seq` the collective's number, `cookie` the group (low
 /// 16 bits) and the step's tag (bits 16..24), `offset` the chunk,
 /// `msg_len` the sender's rank (a `Gone` answer's is 0: the NIC has no
-/// rank there), `remote` the vector's length in bytes in a probe (0
-/// otherwise), `nack_code` the control code (`CollCtl`).
+/// rank there), `remote` the vector's length in bytes in a probe, an
+/// `Ack`'s mask of the chunks it covers from `offset` (bit i: chunk
+/// `offset + i`; 0: that chunk alone), 0 otherwise, `nack_code` the
+/// control code (`CollCtl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollRepr {
     pub addr: Addr,

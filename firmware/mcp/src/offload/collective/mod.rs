@@ -36,6 +36,7 @@
 //! group's missing members) and `map::COLL_EXT` where the NIC has it,
 //! timers (retransmissions, probes), its host-DMA.
 
+mod acks;
 mod layout;
 mod records;
 mod run;
@@ -159,6 +160,8 @@ pub struct Collective {
     limit: u64,
     /// When a sent chunk next needs a look (`refresh_due`).
     due: u64,
+    /// Acks gathered to go as one (acks.rs).
+    acks: [acks::Batch; acks::BATCHES],
 }
 
 impl Collective {
@@ -312,6 +315,7 @@ impl Offload for Collective {
         rto: 0,
         limit: 0,
         due: u64::MAX,
+        acks: [acks::Batch::EMPTY; acks::BATCHES],
     };
 
     fn init<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
@@ -366,11 +370,15 @@ impl Offload for Collective {
         if self.again || self.owed != 0 || self.telling.is_some() {
             return Some(0);
         }
-        self.next_timer()
+        match (self.next_timer(), self.acks_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn expire<H: Hw>(&mut self, sv: &mut Services<'_, H>) {
         self.again = false;
+        self.acks_due(sv);
         self.flush_answers(sv);
         self.timers(sv);
         self.progress(sv);

@@ -37,7 +37,11 @@ impl Collective {
     /// acknowledged: a member whose peers are slow to take its chunks
     /// (a reduce's leaves are never held back by their parents) would
     /// otherwise fill their held slots with chunks far past their windows
-    /// and be refused as Busy, over and over.
+    /// and be refused as Busy, over and over. And the last free slots
+    /// (one a run) are kept for the run's lowest chunk not yet through
+    /// its steps: the step the group waits for first is always one of
+    /// those, and its receiver takes it at once (it needs no held slot),
+    /// so that chunks sent ahead and refused as Busy never stop it.
     pub(super) fn send_chunk<H: Hw>(
         &mut self,
         sv: &mut Services<'_, H>,
@@ -47,7 +51,11 @@ impl Collective {
         tag: u8,
     ) -> bool {
         let free = !self.sent & self.lay.all_sent();
-        if free == 0 || self.oldest_unacked(sv.hw, r).is_some_and(|o| c >= o + r.win) {
+        let lowest = r.lo + (!r.stepped).trailing_zeros();
+        let kept = if c == lowest { 0 } else { self.live.count_ones() };
+        if free.count_ones() <= kept
+            || self.oldest_unacked(sv.hw, r).is_some_and(|o| c >= o + r.win)
+        {
             return false;
         }
         let i = free.trailing_zeros();
@@ -122,7 +130,7 @@ impl Collective {
 
     /// An answer found no transmit buffer: keep it for the next pass (or,
     /// with no room left, drop it: the asker asks again).
-    fn keep_answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, a: &CollRepr) {
+    pub(super) fn keep_answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, a: &CollRepr) {
         let free = !self.answers & self.lay.all_answers();
         if free == 0 {
             sv.count(Stat::Drops, 1);
@@ -247,7 +255,14 @@ impl Collective {
                         false => sv.hw.store_u32(ahead_at, ahead | 1 << j),
                     }
                     self.put(sv.hw, ri, &r);
-                    return self.answer(sv, q, g.rank, CtlCode::Ack);
+                    let a = CollRepr {
+                        addr: addr(sv.config().node, q.addr.src_node, q.addr.dst_port),
+                        ctl: Some(CtlCode::Ack),
+                        from_rank: g.rank,
+                        ..*q
+                    };
+                    let batch = (r.win / 4).clamp(1, 16);
+                    return self.ack_later(sv, a, batch, c + 1 >= r.nchunks);
                 }
             }
         }
@@ -299,13 +314,19 @@ impl Collective {
         for i in ones(self.sent) {
             let mut s = Sent::load(sv.hw, self.lay.sent_rec(i));
             let same = s.group == q.group && s.cseq == q.cseq && s.to == q.from_rank;
-            if !same || s.chunk as u32 != q.chunk || s.tag != q.tag {
+            let d = (s.chunk as u32).wrapping_sub(q.chunk);
+            let named = match code {
+                CtlCode::Ack => d < 32 && super::acks::acked(q) & 1 << d != 0,
+                _ => d == 0,
+            };
+            if !same || !named || s.tag != q.tag {
                 continue;
             }
             match code {
                 CtlCode::Ack => {
                     self.sent &= !(1 << i);
                     self.unsent &= !(1 << i);
+                    continue; // (an ack may name more chunks: `acks::acked`)
                 }
                 CtlCode::Busy => {
                     // There, but with no room for it yet: again after the
