@@ -113,6 +113,15 @@ pub enum Event {
         missing: LostHeads,
         rtc: u64,
     },
+    /// An assisted collective ([`Collective::assisted`]): this member's NIC
+    /// took every chunk of collective `cseq` of group `group` through its
+    /// step `step` (the steps released so far) and waits for the host to
+    /// release step `step + 1` (`Port::collective_step`). `tag` is the
+    /// releasing call's. The last step ends with `Event::Collective`
+    /// instead. No token.
+    ///
+    /// [`Collective::assisted`]: crate::collective::Collective::assisted
+    CollStep { group: u16, cseq: u32, step: u16, tag: u64, rtc: u64 },
 }
 
 impl Event {
@@ -127,6 +136,7 @@ impl Event {
             | Event::Alarm { rtc, .. }
             | Event::Echo { rtc, .. }
             | Event::Collective { rtc, .. }
+            | Event::CollStep { rtc, .. }
             | Event::PortOpened { rtc } => rtc,
         }
     }
@@ -141,7 +151,8 @@ impl Event {
             | Event::Error { tag, .. }
             | Event::Alarm { tag, .. }
             | Event::Echo { tag, .. }
-            | Event::Collective { tag, .. } => tag,
+            | Event::Collective { tag, .. }
+            | Event::CollStep { tag, .. } => tag,
             Event::PortOpened { .. } => 0,
         }
     }
@@ -166,7 +177,8 @@ pub(crate) fn token_back(kind: EventKind, desc_kind: u8) -> TokenBack {
         | EventKind::PortOpened
         | EventKind::McastLost
         | EventKind::Echo
-        | EventKind::Collective => TokenBack::None,
+        | EventKind::Collective
+        | EventKind::CollStep => TokenBack::None,
     }
 }
 
@@ -241,6 +253,13 @@ pub(crate) fn from_abi(e: &abi::Event) -> Option<Event> {
             status: SendStatus::from_u8(e.status)?,
             result: e.addr,
             missing: LostHeads::NONE,
+            rtc,
+        },
+        EventKind::CollStep => Event::CollStep {
+            group: e.node,
+            cseq: e.len,
+            step: e.addr.min(u16::MAX as u64) as u16,
+            tag,
             rtc,
         },
         // The port folds these into the Sent or Collective event that

@@ -314,6 +314,7 @@ fn post<B: NicBackend>(cx: &Cx, ports: &mut [Port<B>], s: Step, k: usize, cseq: 
                 data: buf.as_ref(),
                 result: None,
                 tag: s.tag(k),
+                assisted: false,
             }),
         };
         let got = posted.unwrap_or_else(|e| panic!("{backend}: {what}: rank {rank}: post: {e}"));

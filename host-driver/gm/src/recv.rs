@@ -216,7 +216,8 @@ impl GmPort {
             Event::Alarm { .. }
             | Event::PortOpened { .. }
             | Event::Echo { .. }
-            | Event::Collective { .. } => None,
+            | Event::Collective { .. }
+            | Event::CollStep { .. } => None,
         }
     }
 }

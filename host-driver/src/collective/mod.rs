@@ -34,6 +34,46 @@
 //! # }
 //! ```
 //!
+//! **Assisted.** With [`Collective::assisted`] set, the host starts each
+//! step and the NIC does the rest of it: `Port::collective` releases
+//! step 0, the NIC takes every chunk through it (sends, receives,
+//! combines, acknowledgements) and posts an
+//! [`Event::CollStep`](crate::Event::CollStep); the host releases the
+//! next with [`Port::collective_step`], and so on up to the last of its
+//! [`Port::collective_steps`], which ends with `Event::Collective`. Not
+//! with the ring (its steps depend on the chunk; [`auto_assisted`] picks
+//! among the others), and at most [`max_assisted_len`] bytes.
+//!
+//! ```no_run
+//! use host_driver::collective::{Collective, Dtype, Kind, Op};
+//! use host_driver::{Algorithm, Event, Group, LiveBackend, Nic, PortOptions};
+//!
+//! # fn main() -> Result<(), host_driver::DriverError> {
+//! let nic = Nic::open(LiveBackend::attach("nic", 0, 2)?)?;
+//! let group = Group::new(1, 2, (0..8).collect())?;
+//! nic.create_group(&group, Algorithm::Binomial)?;
+//! let mut port = nic.open_port(2, PortOptions::default())?;
+//! let v = port.alloc(8 * 16)?;
+//! let c = Collective {
+//!     assisted: true,
+//!     ..Collective::reduction(&group, Kind::Allreduce, Op::Sum, Dtype::F64, &v)
+//! };
+//! let steps = port.collective_steps(&c)?;
+//! let cseq = port.collective(&c)?; // step 0
+//! loop {
+//!     match port.recv()? {
+//!         Event::CollStep { cseq: k, step, .. } if k == cseq && step + 1 < steps => {
+//!             // (the host's own work for the step goes here)
+//!             port.collective_step(&c, cseq, step + 1)?;
+//!         }
+//!         Event::Collective { cseq: k, .. } if k == cseq => break,
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The order of combination is the algorithm's and the same at every
 //! member (`nic_abi::collective::schedule` documents it), so floating
 //! point results are bit-identical at every member and from run to run;
@@ -44,7 +84,7 @@ pub use nic_abi::collective::{Alg, Dtype, Kind, Op};
 
 pub mod model;
 
-use nic_abi::collective::CollFields;
+use nic_abi::collective::{CollFields, Shape};
 use nic_abi::desc::DESC_SIZE;
 
 use crate::backend::NicBackend;
@@ -73,6 +113,10 @@ pub struct Collective<'a> {
     pub result: Option<&'a DmaBuf>,
     /// Returned in the event.
     pub tag: u64,
+    /// Assisted: the host releases each step ([`Port::collective_step`]),
+    /// the NIC does the rest of it (not with the ring; at most
+    /// [`max_assisted_len`] bytes).
+    pub assisted: bool,
 }
 
 impl<'a> Collective<'a> {
@@ -88,6 +132,7 @@ impl<'a> Collective<'a> {
             data: None,
             result: None,
             tag: 0,
+            assisted: false,
         }
     }
 
@@ -109,6 +154,24 @@ pub fn auto(kind: Kind, chunks: u32) -> Alg {
     }
 }
 
+/// The algorithm picked when none is given to an assisted collective:
+/// as [`auto`], but recursive doubling for every allreduce (the ring
+/// cannot run assisted, and an assisted vector is short).
+pub fn auto_assisted(kind: Kind) -> Alg {
+    match kind {
+        Kind::Allreduce => Alg::Pairwise,
+        k => auto(k, 1),
+    }
+}
+
+/// The longest vector of an assisted collective of `kind` (elements of
+/// `t`) on a fabric of MTU `mtu` whose NICs have `sram` bytes of SRAM:
+/// `nic_abi::collective::MAX_ASSISTED_CHUNKS` chunks.
+pub fn max_assisted_len(kind: Kind, t: Dtype, mtu: u32, sram: u32) -> u32 {
+    let chunk = nic_abi::collective::chunk_bytes(mtu, sram, nic_abi::collective::unit(kind, t));
+    chunk * nic_abi::collective::MAX_ASSISTED_CHUNKS
+}
+
 /// The algorithm picked when none is given, for a vector of `len` bytes
 /// of elements of `t` on a fabric of MTU `mtu` whose NICs have `sram`
 /// bytes of SRAM ([`auto`] of its chunks).
@@ -121,9 +184,70 @@ impl<B: NicBackend> Port<B> {
     /// group (the `cseq` of its `Event::Collective`). Errors: the group
     /// is on another port or this node is not in it, a root outside it,
     /// a vector missing, empty, not whole elements or longer than the
-    /// NICs take (`collective::max_len`: 4,095 chunks), an algorithm that
-    /// does not do the kind, the ring full.
+    /// NICs take (`collective::max_len`: 4,095 chunks; assisted:
+    /// [`max_assisted_len`]), an algorithm that does not do the kind (or
+    /// the ring assisted), the ring full. Assisted, this releases step 0
+    /// too.
     pub fn collective(&mut self, c: &Collective<'_>) -> Result<u32, DriverError> {
+        let cseq = self.next_cseq(c.group.id());
+        self.post_collective(c, cseq, 0)?;
+        self.commit_cseq(c.group.id(), cseq);
+        for &m in c.group.members() {
+            self.watch(m);
+        }
+        Ok(cseq)
+    }
+
+    /// Release step `step` (1 and on, one at a time, each after the
+    /// `Event::CollStep` of the step before) of assisted collective `cseq`,
+    /// begun by `collective(c)` with the same `c` (its `tag` may differ:
+    /// it comes back in the step's event). The NIC refuses a step out of
+    /// order with `ErrorCause::BadStep`; a step of a collective that has
+    /// ended here (members missing) is taken and does nothing.
+    pub fn collective_step(
+        &mut self,
+        c: &Collective<'_>,
+        cseq: u32,
+        step: u16,
+    ) -> Result<(), DriverError> {
+        if !c.assisted || step == 0 {
+            return Err(DriverError::BadCollective("steps are released in assisted collectives"));
+        }
+        if step >= self.collective_steps(c)? {
+            return Err(DriverError::BadCollective("past this member's last step"));
+        }
+        self.post_collective(c, cseq, step)
+    }
+
+    /// How many steps this member of collective `c` takes (the steps of
+    /// `nic_abi::collective::schedule` for its rank): an assisted
+    /// collective's member releases steps 0 to this less one.
+    pub fn collective_steps(&self, c: &Collective<'_>) -> Result<u16, DriverError> {
+        let f = self.collective_fields(c, 0, 0)?;
+        let rank = c.group.rank_of(self.node).unwrap_or(0);
+        let shape = Shape { kind: f.kind, alg: f.alg, n: c.group.size(), rank, root: f.root };
+        Ok(shape.steps(0).len() as u16)
+    }
+
+    fn post_collective(
+        &mut self,
+        c: &Collective<'_>,
+        cseq: u32,
+        step: u16,
+    ) -> Result<(), DriverError> {
+        let f = self.collective_fields(c, cseq, step)?;
+        let mut b = [0u8; DESC_SIZE as usize];
+        f.encode(&mut b);
+        self.post_n(&[&b[..]], TokenBack::None)
+    }
+
+    /// The descriptor of collective `c`, number `cseq`, step `step`.
+    fn collective_fields(
+        &self,
+        c: &Collective<'_>,
+        cseq: u32,
+        step: u16,
+    ) -> Result<CollFields, DriverError> {
         let g = c.group;
         if g.port() != self.number() {
             return Err(DriverError::BadGroup("the group is on another port"));
@@ -155,10 +279,23 @@ impl<B: NicBackend> Port<B> {
                 "a vector of more chunks than the NICs take (4,095)",
             ));
         }
+        if c.assisted && len > max_assisted_len(c.kind, c.dtype, mtu, sram) as u64 {
+            return Err(DriverError::BadCollective(
+                "an assisted vector of more chunks than the NICs take (8)",
+            ));
+        }
         let nchunks = nic_abi::collective::chunks_of(c.kind, c.dtype, len as u32, mtu, sram);
-        let alg = c.algorithm.unwrap_or(auto(c.kind, nchunks));
+        let alg = c.algorithm.unwrap_or(match c.assisted {
+            true => auto_assisted(c.kind),
+            false => auto(c.kind, nchunks),
+        });
         if !alg.serves(c.kind) {
             return Err(DriverError::BadCollective("the algorithm does not do this collective"));
+        }
+        if c.assisted && alg == Alg::Ring {
+            return Err(DriverError::BadCollective(
+                "the ring cannot run assisted: its steps depend on the chunk",
+            ));
         }
         let remote = match c.result {
             Some(r) if r.len < len => {
@@ -167,8 +304,9 @@ impl<B: NicBackend> Port<B> {
             Some(r) => r.vaddr,
             None => local,
         };
-        let cseq = self.next_cseq(g.id());
-        let f = CollFields {
+        let step = u8::try_from(step)
+            .map_err(|_| DriverError::BadCollective("past this member's last step"))?;
+        Ok(CollFields {
             kind: c.kind,
             port: g.port(),
             group: g.id(),
@@ -181,15 +319,9 @@ impl<B: NicBackend> Port<B> {
             dtype: c.dtype,
             alg,
             root: c.root,
-        };
-        let mut b = [0u8; DESC_SIZE as usize];
-        f.encode(&mut b);
-        self.post_n(&[&b[..]], TokenBack::None)?;
-        self.commit_cseq(g.id(), cseq);
-        for &m in g.members() {
-            self.watch(m);
-        }
-        Ok(cseq)
+            assisted: c.assisted,
+            step,
+        })
     }
 
     /// A barrier of `group` (the default algorithm).

@@ -24,6 +24,16 @@
 //! time = D (2 msg + 2 dma(m) + tx + rx + wire(m) + hop) + Dc m / touch
 //! ```
 //!
+//! The assisted scheme is the NIC-based one with the host in each step's
+//! loop: every step on the longest path adds a host event (the step
+//! done) and a descriptor post (the next released), `msg` each, so
+//!
+//! ```text
+//! time = nic time + D msg
+//! ```
+//!
+//! (the ring cannot run assisted: its steps depend on the chunk).
+//!
 //! The model counts no queueing, loss or contention; it ranks the
 //! algorithms, it does not predict the simulator to the microsecond.
 
@@ -56,6 +66,15 @@ pub struct Costs {
 pub enum Scheme {
     Nic,
     Host,
+    /// The host releases each step, the NIC does the rest of it.
+    Assisted,
+}
+
+impl Scheme {
+    /// Does the scheme run `alg` (the ring cannot run assisted)?
+    pub fn runs(self, alg: Alg) -> bool {
+        !(self == Scheme::Assisted && alg == Alg::Ring)
+    }
 }
 
 /// One collective to estimate: `len` bytes of `dtype` per member, `n`
@@ -120,6 +139,10 @@ pub fn estimate(case: &Case, alg: Alg, c: &Costs) -> f64 {
     let data = case.kind.has_data() && case.len > 0;
     let (tx, rx, hop) = (c.nic_tx_ns, c.nic_rx_ns, c.hop_ns);
     match case.scheme {
+        Scheme::Assisted => {
+            let nic = estimate(&Case { scheme: Scheme::Nic, ..*case }, alg, c);
+            nic + k.d * c.host_msg_ns
+        }
         Scheme::Nic => {
             let cb = chunk_bytes(case.mtu, case.sram, unit(case.kind, case.dtype));
             let (cc, nchunks) = match data {
@@ -146,7 +169,7 @@ pub fn estimate(case: &Case, alg: Alg, c: &Costs) -> f64 {
 /// `Alg::ALL` on a tie).
 pub fn pick(case: &Case, c: &Costs) -> Alg {
     let mut best: Option<(f64, Alg)> = None;
-    for alg in Alg::ALL.into_iter().filter(|a| a.serves(case.kind)) {
+    for alg in Alg::ALL.into_iter().filter(|&a| a.serves(case.kind) && case.scheme.runs(a)) {
         let t = estimate(case, alg, c);
         if best.is_none_or(|(b, _)| t < b) {
             best = Some((t, alg));
@@ -191,6 +214,19 @@ mod tests {
         let barrier = pick(&case(Kind::Barrier, Scheme::Nic, 0, 16), &MODERN);
         assert_eq!(barrier, Alg::Dissemination);
         assert_eq!(pick(&case(Kind::Reduce, Scheme::Nic, 64, 16), &MODERN), Alg::Binomial);
+    }
+
+    #[test]
+    fn assisted_costs_a_host_round_per_step_and_never_picks_the_ring() {
+        for alg in [Alg::Pairwise, Alg::Binomial] {
+            let t = |scheme| estimate(&case(Kind::Allreduce, scheme, 64, 16), alg, &MODERN);
+            let d = if alg == Alg::Pairwise { 4.0 } else { 8.0 };
+            let extra = t(Scheme::Assisted) - t(Scheme::Nic);
+            assert!((extra - d * MODERN.host_msg_ns).abs() < 1e-6, "{alg:?}: {extra}");
+        }
+        let assisted = |len, n| pick(&case(Kind::Allreduce, Scheme::Assisted, len, n), &MODERN);
+        assert_eq!(assisted(8, 16), Alg::Pairwise);
+        assert_ne!(assisted(1 << 20, 16), Alg::Ring);
     }
 
     #[test]

@@ -137,7 +137,7 @@ fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
         ("kind = \"barrier\"\ngroup_size = 4\n", "flows[0]: a barrier flow needs `port`"),
         ("kind = \"barrier\"\nport = 2\n", "flows[0]: a barrier flow needs `group` or `group_size`"),
         ("kind = \"barrier\"\nport = 2\ngroup = [1, 1]\n", "flows[0].group[1]: node 1 is listed twice"),
-        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nscheme = \"assisted\"\n", "flows[0].scheme: \"assisted\" runs a broadcast as a multicast; a barrier takes host or nic"),
+        ("kind = \"barrier\"\nport = 2\ngroup_size = 4\nscheme = \"nic-cached\"\n", "flows[0].scheme: \"nic-cached\" runs a broadcast as a multicast; a barrier takes host, nic or assisted"),
         ("kind = \"stream\"\nsrc = [0, 1]\ndst = [1, 1]\nbytes = 8\nmessages = 1\ncount = 3\n", "flows[0].count: applies to collective flows only"),
     ] {
         let text = format!("{base}[[flows]]\n{flow}");

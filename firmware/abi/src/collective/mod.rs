@@ -13,14 +13,14 @@
 //! Descriptor (kind `DescKind::Collective`, 64 bytes):
 //! ```text
 //!  0 kind u8 (9)   1 priority u8   2 coll u8 (Kind)   3 port u8 (the group's)
-//!  4 group u16     6 flags u16 (zero)
+//!  4 group u16     6 flags u16 (zero: the core's descriptor check refuses others)
 //!  8 local u64     this member's vector (reduce, allreduce; broadcast: the root's)
 //! 16 len u32       the vector's bytes, whole elements (0 for a barrier)
 //! 20 cseq u32      the collective's number in its group: 1, 2, 3, ...
 //! 24 remote u64    where the result goes (may be `local`)
 //! 32 tag u64       returned in the event
-//! 40 op u8   41 dtype u8   42 alg u8   43 reserved u8 (zero)
-//! 44 root u16 (a rank)   46 reserved[18] (zero)
+//! 40 op u8   41 dtype u8   42 alg u8   43 step u8 (assisted: the step released; else zero)
+//! 44 root u16 (a rank)   46 mode u8 (bit 0: assisted; the rest zero)   47 reserved[17] (zero)
 //! ```
 //!
 //! Event (`EventKind::Collective`): `status` a `SendStatus` (Ok, or
@@ -28,6 +28,17 @@
 //! tag come first and name their nodes), `node` the group, `len` the
 //! collective's number, `addr` the result's address, `tag` the
 //! descriptor's, `size_class` the kind, `port` the algorithm run.
+//!
+//! Assisted (flag [`FLAG_ASSISTED`]): the host releases the steps one by
+//! one. The descriptor of step 0 begins the collective and releases its
+//! first step; each next one (same group and number, `step` one more)
+//! releases the next. When every chunk has gone through the steps
+//! released, and more are to come, the NIC posts a `CollStep` event:
+//! `status` 0, `node` the group, `len` the collective's number,
+//! `addr` the step done, `tag` the releasing descriptor's,
+//! `size_class` the kind, `port` the algorithm. After the last step the
+//! `Collective` event ends it as above. Not with the ring (its steps
+//! depend on the chunk), and at most [`MAX_ASSISTED_CHUNKS`] chunks.
 
 pub mod arith;
 pub mod schedule;
@@ -61,7 +72,22 @@ pub struct CollFields {
     pub dtype: Dtype,
     pub alg: Alg,
     pub root: u16,
+    /// The host releases the steps one by one (`FLAG_ASSISTED`).
+    pub assisted: bool,
+    /// Assisted: the step this descriptor releases (0 begins the run).
+    pub step: u8,
 }
+
+/// The descriptor's `mode` bit (byte 46) of an assisted collective. (Not
+/// in `flags`, at 6: the core's check of every descriptor refuses a
+/// non-zero one, and unicast should not pay for telling kinds apart.)
+pub const FLAG_ASSISTED: u16 = 1;
+/// Most chunks of an assisted collective's vector: its whole vector is
+/// in its window (a chunk stopped at a step not yet released never
+/// leaves it), and each send step's chunks fit in the sent slots at once
+/// (else a send step would wait for acks its peer gives only once its
+/// own host released the step after).
+pub const MAX_ASSISTED_CHUNKS: u32 = 8;
 
 impl CollFields {
     pub fn encode(&self, b: &mut [u8]) {
@@ -80,6 +106,8 @@ impl CollFields {
         put_u8(b, 41, self.dtype as u8);
         put_u8(b, 42, self.alg as u8);
         put_u16(b, 44, self.root);
+        put_u8(b, 46, if self.assisted { FLAG_ASSISTED as u8 } else { 0 });
+        put_u8(b, 43, self.step);
     }
 
     /// The fields of a collective descriptor, each in its domain (the
@@ -89,7 +117,12 @@ impl CollFields {
         if b.len() < crate::desc::DESC_SIZE as usize {
             return Err(ErrorCause::BadDescriptor);
         }
-        if get_u16(b, 6) != 0 || get_u8(b, 43) != 0 || b[46..64].iter().any(|&x| x != 0) {
+        let assisted = get_u8(b, 46) == FLAG_ASSISTED as u8;
+        if get_u16(b, 6) != 0
+            || get_u8(b, 46) & !(FLAG_ASSISTED as u8) != 0
+            || (!assisted && get_u8(b, 43) != 0)
+            || b[47..64].iter().any(|&x| x != 0)
+        {
             return Err(ErrorCause::BadDescriptor);
         }
         let kind = Kind::from_u8(get_u8(b, 2)).ok_or(ErrorCause::BadDescriptor)?;
@@ -109,8 +142,11 @@ impl CollFields {
             dtype,
             alg,
             root: get_u16(b, 44),
+            assisted,
+            step: get_u8(b, 43),
         };
-        if !alg.serves(kind) || (kind.combines() && !op.applies_to(dtype)) {
+        let ring = assisted && alg == Alg::Ring;
+        if !alg.serves(kind) || (kind.combines() && !op.applies_to(dtype)) || ring {
             return Err(ErrorCause::BadDescriptor);
         }
         if (kind.has_data() && (f.len == 0 || !(f.len as usize).is_multiple_of(f.elem_size())))

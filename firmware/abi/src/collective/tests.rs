@@ -120,6 +120,8 @@ fn descriptors_round_trip_and_refuse_what_is_out_of_domain() {
         dtype: Dtype::F32,
         alg: Alg::Ring,
         root: 0,
+        assisted: false,
+        step: 0,
     };
     let mut b = [0u8; 64];
     f.encode(&mut b);
@@ -190,4 +192,38 @@ fn chunks_are_whole_elements_of_at_most_a_packet() {
     assert_eq!(map::coll_ext_len(64 << 20), map::COLL_EXT_MAX);
     assert_eq!(chunks(0, 1024), 1);
     assert_eq!(chunks(1 << 20, 1024), 1024);
+}
+
+#[test]
+fn assisted_descriptors_round_trip_and_refuse_the_ring_and_stray_steps() {
+    let f = CollFields {
+        kind: Kind::Allreduce,
+        port: 2,
+        group: 3,
+        local: 0x1000,
+        len: 64,
+        cseq: 7,
+        remote: 0x2000,
+        tag: 99,
+        op: Op::Sum,
+        dtype: Dtype::F64,
+        alg: Alg::Pairwise,
+        root: 0,
+        assisted: true,
+        step: 5,
+    };
+    let mut b = [0u8; 64];
+    f.encode(&mut b);
+    assert_eq!((b[6], b[46], b[43]), (0, 1, 5));
+    assert_eq!(CollFields::decode(&b), Ok(f));
+    let ring = CollFields { alg: Alg::Ring, ..f };
+    ring.encode(&mut b);
+    assert_eq!(CollFields::decode(&b), Err(event::ErrorCause::BadDescriptor));
+    // A step without the flag, and flags unknown.
+    let plain = CollFields { assisted: false, ..f };
+    plain.encode(&mut b);
+    assert_eq!(CollFields::decode(&b), Err(event::ErrorCause::BadDescriptor));
+    f.encode(&mut b);
+    b[46] = 3;
+    assert_eq!(CollFields::decode(&b), Err(event::ErrorCause::BadDescriptor));
 }

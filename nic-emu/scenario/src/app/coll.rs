@@ -3,6 +3,8 @@
 //!
 //! - NIC scheme: one `Port::collective` per collective; the NIC runs the
 //!   algorithm; its `Event::Collective` ends the member's part.
+//! - Assisted scheme (assist.rs): as the NIC scheme, but the program
+//!   releases each step; the NIC's `Event::CollStep` asks for the next.
 //! - A broadcast run as a multicast (bcast.rs): the root multicasts its
 //!   vector, the others take it from their receive buffers.
 //! - Host scheme: the program runs the same schedule itself
@@ -17,7 +19,6 @@
 use std::collections::BTreeMap;
 
 use host_brm::BrmTransport;
-use host_driver::collective::Collective;
 use host_driver::{Algorithm, Dest, DmaBuf, Group, HostOp, Nic, NicBackend, SendOpts, SendStatus};
 use nic_abi::collective::{combine, Alg, How, Shape, Step};
 
@@ -42,7 +43,7 @@ pub(super) struct CollCtx {
     pub(super) group: Group,
     pub(super) rank: u16,
     pub(super) spec: CollSpec,
-    alg: Alg,
+    pub(super) alg: Alg,
     /// The NICs' MTU and SRAM size (they fix the chunks).
     fabric: (u32, u32),
     start_ns: u64,
@@ -57,6 +58,8 @@ pub(super) struct CollCtx {
     host: HostRun,
     /// A broadcast run as a multicast (bcast.rs).
     pub(super) bcast: Option<BcastRun>,
+    /// Assisted: the step to release, not yet posted (assist.rs).
+    pub(super) release: Option<u16>,
 }
 
 /// A node's busy clocks, host CPU and NIC CPU (ns so far; None where the
@@ -160,6 +163,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 running: None,
                 host,
                 bcast,
+                release: None,
             });
         }
         Ok(())
@@ -176,6 +180,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     self.bcast_post_more(ci);
                 } else if c.spec.scheme == CollScheme::Host {
                     self.host_progress(ci);
+                } else if c.release.is_some() {
+                    self.assist_release(ci);
                 }
                 continue;
             }
@@ -218,17 +224,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     return;
                 }
                 let data = c.data.sub(0, input.len() as u64).unwrap_or(c.data);
-                let req = Collective {
-                    group: &c.group,
-                    kind: c.spec.kind,
-                    algorithm: Some(c.alg),
-                    op: c.spec.op,
-                    dtype: c.spec.dtype,
-                    root: c.spec.root,
-                    data: c.spec.kind.has_data().then_some(&data),
-                    result: None,
-                    tag: k,
-                };
+                let req = super::assist::request(c, &data, k);
                 match p.collective(&req) {
                     Ok(cseq) if cseq as u64 == k => {}
                     Ok(cseq) => {

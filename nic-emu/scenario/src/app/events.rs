@@ -54,6 +54,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             Event::Collective { group, cseq, status, .. } => {
                 self.on_collective(pi, group, cseq, status)
             }
+            Event::CollStep { group, cseq, step, .. } => self.on_coll_step(pi, group, cseq, step),
             Event::Error { cause, tag, .. } if is_bcast_tag(tag) => {
                 self.problem(format!("a broadcast's multicast refused: {cause:?}"));
                 self.on_bcast_sent(tag, SendStatus::Dropped)

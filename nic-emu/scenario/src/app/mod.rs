@@ -29,6 +29,7 @@ use super::plan::{Dir, NodePlan, RoleKind};
 use nic_sim::SimTransport;
 use nic_sim::{HostApp, HostCx};
 
+mod assist;
 mod bcast;
 mod coll;
 mod events;

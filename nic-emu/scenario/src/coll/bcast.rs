@@ -6,7 +6,9 @@
 //! - `scheme = "assisted"` or `"nic-cached"`: always a multicast, the tree
 //!   being `algorithm` (`separate`, `serial`, `binomial`, `binary`,
 //!   `k-binomial`, or `auto`: the tree `nic_device::mcast::pick` prices
-//!   lowest for the scheme, the group and the vector).
+//!   lowest for the scheme, the group and the vector). (A barrier, reduce
+//!   or allreduce under `assisted` runs the collective offload's assisted
+//!   scheme instead: coll/assist.rs.)
 //! - `scheme = "nic"` or `"host"` with a tree only multicast has
 //!   (`separate`, `serial`, `binary`, `k-binomial`): a multicast of that
 //!   scheme.
@@ -75,8 +77,8 @@ pub(super) fn scheme_of(
         "nic-cached" => CollScheme::NicCached,
         s => {
             return err(format!(
-                "{label}.scheme: \"{s}\" is not a collective scheme (host, nic; a broadcast \
-                 also assisted, nic-cached)"
+                "{label}.scheme: \"{s}\" is not a collective scheme (host, nic, assisted; a \
+                 broadcast also nic-cached)"
             ))
         }
     };
@@ -85,14 +87,16 @@ pub(super) fn scheme_of(
         Some(t) => (true, t),
         None => (false, asked),
     };
-    let mcast = prefixed || scheme.multicast_only() || MCAST_ONLY.contains(&tree);
+    let broadcast = kind == Kind::Broadcast;
+    let mcast = prefixed || (broadcast && scheme.multicast_only()) || MCAST_ONLY.contains(&tree);
     if kind != Kind::Broadcast {
         if f.k.is_some() {
             return err(format!("{label}.k: does not apply to a {} flow", kind.name()));
         }
-        if let Some(s) = scheme.multicast_only().then(|| scheme.as_str()) {
+        if scheme == CollScheme::NicCached {
             return err(format!(
-                "{label}.scheme: \"{s}\" runs a broadcast as a multicast; a {} takes host or nic",
+                "{label}.scheme: \"nic-cached\" runs a broadcast as a multicast; a {} takes \
+                 host, nic or assisted",
                 kind.name()
             ));
         }
@@ -253,7 +257,7 @@ mod tests {
             (
                 "kind = \"barrier\"\ngroup_size = 4\nscheme = \"nic-cached\"",
                 "flows[0].scheme: \"nic-cached\" runs a broadcast as a multicast; a barrier \
-                 takes host or nic",
+                 takes host, nic or assisted",
             ),
             (
                 "kind = \"broadcast\"\ngroup_size = 4\nscheme = \"assisted\"\nalgorithm = \"ring\"",
@@ -262,8 +266,8 @@ mod tests {
             ),
             (
                 "kind = \"broadcast\"\ngroup_size = 4\nscheme = \"gossip\"",
-                "flows[0].scheme: \"gossip\" is not a collective scheme (host, nic; a \
-                 broadcast also assisted, nic-cached)",
+                "flows[0].scheme: \"gossip\" is not a collective scheme (host, nic, \
+                 assisted; a broadcast also nic-cached)",
             ),
             (
                 "kind = \"broadcast\"\ngroup_size = 4\nalgorithm = \"binary\"\nk = 3",

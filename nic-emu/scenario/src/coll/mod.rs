@@ -16,10 +16,13 @@ use nic_abi::size_class_for;
 
 use super::format::{Flow, FlowKind, ScenarioError};
 
+mod assist;
 mod bcast;
+mod host;
 mod ledger;
 pub(crate) use bcast::check_listed;
 pub use bcast::BcastMcast;
+pub use host::{host_chunk, host_message_len, HOST_HEADER, HOST_RECV_BUFFERS};
 pub use ledger::{report, CollLedger, CollReport, Pending};
 
 /// Who runs the algorithm.
@@ -31,7 +34,9 @@ pub enum CollScheme {
     /// The NICs run it (one descriptor and one event per member; a
     /// broadcast run as a multicast: the NIC-based multicast).
     Nic,
-    /// Broadcast only, as a multicast: NIC-assisted.
+    /// The host releases each step, the NIC does the rest of it (a
+    /// barrier, reduce or allreduce: coll/assist.rs); a broadcast runs as
+    /// a NIC-assisted multicast.
     Assisted,
     /// Broadcast only, as a multicast: the NICs forward along the tree
     /// cached in their group tables.
@@ -125,6 +130,9 @@ impl CollSpec {
             return Alg::Binomial;
         }
         let Some(costs) = &self.costs else {
+            if self.scheme == CollScheme::Assisted {
+                return host_driver::collective::auto_assisted(self.kind);
+            }
             return host_driver::collective::auto_for(
                 self.kind,
                 self.dtype,
@@ -135,6 +143,7 @@ impl CollSpec {
         };
         let scheme = match self.scheme {
             CollScheme::Host => Scheme::Host,
+            CollScheme::Assisted => Scheme::Assisted,
             _ => Scheme::Nic,
         };
         let case = Case {
@@ -283,6 +292,8 @@ pub fn validate(label: &str, f: &Flow, nodes: u64) -> Result<CollSpec, ScenarioE
     let bytes = elements * dtype.size() as u64;
     if mcast.is_some() {
         bcast::check_message(label, bytes)?;
+    } else if scheme == CollScheme::Assisted {
+        assist::check(label, kind, requested, bytes)?;
     }
     let root = f.root.unwrap_or(0);
     if f.root.is_some() && !matches!(kind, Kind::Reduce | Kind::Broadcast) {
@@ -437,41 +448,6 @@ fn requested_alg(
         },
     };
     Ok(requested)
-}
-
-/// The host scheme's messages: a header (`HOST_HEADER` bytes: the
-/// collective's number u64, the chunk u32, the step's tag u8) and a
-/// chunk. The host scheme cuts the vector into one chunk (n for the
-/// ring: one per segment), so each step is one message.
-pub const HOST_HEADER: u64 = 16;
-
-/// Receive buffers the host scheme keeps posted on each member's port.
-pub const HOST_RECV_BUFFERS: u32 = 16;
-
-/// The host scheme's chunk of collective flow `c` (bytes, whole units).
-pub fn host_chunk(c: &CollSpec, alg: Alg) -> u32 {
-    let unit = nic_abi::collective::unit(c.kind, c.dtype) as u32;
-    let b = c.bytes();
-    if b == 0 {
-        return 0;
-    }
-    match alg {
-        Alg::Ring => (b / unit).div_ceil(c.size() as u32).max(1) * unit,
-        _ => b,
-    }
-}
-
-/// The longest host-scheme message of `c`: its algorithm's chunk when
-/// that is known before the run (asked for, or picked by the profile's
-/// costs, which do not depend on the NICs' chunks for the host scheme),
-/// else the whole vector. The members' receive buffers are all of its
-/// size class.
-pub fn host_message_len(c: &CollSpec) -> u64 {
-    let known = c.requested.is_some() || c.costs.is_some();
-    match known {
-        true => HOST_HEADER + host_chunk(c, c.alg((nic_abi::MAX_MTU as u32, u32::MAX))) as u64,
-        false => HOST_HEADER + c.bytes() as u64,
-    }
 }
 
 /// Receive buffers a broadcast run as a multicast keeps posted at every

@@ -37,6 +37,7 @@
 //! timers (retransmissions, probes), its host-DMA.
 
 mod acks;
+mod assist;
 mod layout;
 mod records;
 mod run;
@@ -45,13 +46,16 @@ mod timers;
 mod wire;
 
 #[cfg(test)]
+mod assist_tests;
+#[cfg(test)]
 mod tests;
 
 use super::{Intake, Offload, Packet, Received, Region, Services};
 use crate::hw::Hw;
 use crate::translate::Xlat;
 use layout::Layout;
-use nic_abi::collective::{chunk_bytes, chunks, CollFields, Kind, Shape, MAX_VECTOR_CHUNKS};
+use nic_abi::collective::{chunk_bytes, chunks, CollFields, Kind, Shape};
+use nic_abi::collective::{MAX_ASSISTED_CHUNKS, MAX_VECTOR_CHUNKS};
 use nic_abi::desc::{DescKind, Descriptor};
 use nic_abi::event::ErrorCause;
 use nic_abi::map::{self, COLL, COLL_END, GROUP_ENTRIES};
@@ -101,6 +105,9 @@ struct Run {
     failed: bool,
     /// Ended: the next 16-byte piece of the missing list to report.
     piece: u8,
+    /// Assisted: the `CollStep` event of the step released (`f.step`)
+    /// is posted.
+    told: bool,
 }
 
 /// Where run `ri` keeps the receive steps of chunk `c` taken ahead of
@@ -230,7 +237,7 @@ impl Collective {
         }
         let chunk = chunk_bytes(sv.config().mtu, self.lay.sram, f.elem_size());
         let nchunks = chunks(f.len, chunk);
-        if nchunks > MAX_VECTOR_CHUNKS {
+        if nchunks > MAX_VECTOR_CHUNKS || (f.assisted && nchunks > MAX_ASSISTED_CHUNKS) {
             return bad(ErrorCause::BadLength);
         }
         let shape = Shape { kind: f.kind, alg: f.alg, n: g.size, rank: g.rank, root: f.root };
@@ -264,6 +271,7 @@ impl Collective {
             waiting: None,
             failed: false,
             piece: 0,
+            told: false,
         })
     }
 
@@ -341,6 +349,9 @@ impl Offload for Collective {
         };
         if f.group as u32 >= GROUP_ENTRIES {
             return Intake::Refused(ErrorCause::BadGroup);
+        }
+        if f.assisted && f.step > 0 {
+            return self.release(sv, port, f);
         }
         if f.cseq <= Self::done(sv.hw, f.group) {
             return Intake::Refused(ErrorCause::BadDescriptor);

@@ -17,6 +17,18 @@ use nic_abi::stats::Stat;
 const WRITE: u16 = 0x8000;
 const RUN_SHIFT: u16 = 12;
 
+/// Event `kind` of collective `f` (`addr` as given, status Ok).
+pub(super) fn event_of(kind: EventKind, f: &nic_abi::collective::CollFields, addr: u64) -> Event {
+    let mut e = Event::empty(kind);
+    e.node = f.group;
+    e.len = f.cseq;
+    e.addr = addr;
+    e.tag = f.tag;
+    e.size_class = f.kind as u8;
+    e.port = f.alg as u8;
+    e
+}
+
 fn id() -> u8 {
     Offloads::id_of(<Collective as crate::offload::Offload>::NAME).unwrap_or(0)
 }
@@ -72,6 +84,7 @@ impl Collective {
                 break;
             }
         }
+        self.step_done(sv, &mut r);
         self.put(sv.hw, ri, &r);
         self.finish_if_done(sv, ri);
     }
@@ -99,7 +112,9 @@ impl Collective {
         moved
     }
 
-    /// Post chunk `c`'s read or write for run `ri`.
+    /// Post chunk `c`'s read or write for run `ri`. (Not inlined: its two
+    /// calls would each take a copy.)
+    #[inline(never)]
     fn post_dma<H: Hw>(
         &mut self,
         sv: &mut Services<'_, H>,
@@ -171,6 +186,9 @@ impl Collective {
         let w = (c - r.lo) as usize;
         let ahead_at = super::ahead_at(ri, c);
         while let Some(step) = steps.get(r.at[w] as usize) {
+            if r.f.assisted && r.at[w] > r.f.step {
+                return; // not released yet
+            }
             let bit = 1u32 << r.at[w];
             let ahead = sv.hw.load_u32(ahead_at);
             let went = match step {
@@ -318,14 +336,8 @@ impl Collective {
             }
             o.piece += 1;
         }
-        let mut e = Event::empty(EventKind::Collective);
+        let mut e = event_of(EventKind::Collective, &o.f, o.f.remote);
         e.status = if o.failed { SendStatus::Incomplete } else { SendStatus::Ok } as u8;
-        e.node = o.f.group;
-        e.len = o.f.cseq;
-        e.addr = o.f.remote;
-        e.tag = o.f.tag;
-        e.size_class = o.f.kind as u8;
-        e.port = o.f.alg as u8;
         if !sv.event(o.f.port, &e) {
             return o.store(sv.hw, i);
         }

@@ -10,14 +10,14 @@
 //!  64 n u16   66 rank u16   68 base u32   72 chunk u32   76 nchunks u32
 //!  80 loaded u64   88 reading u64   96 stepped u64   104 written u64
 //! 112 writing u64  120 two u64
-//! 128 peer u16  130 waiting u8  131 failed u8  132 piece u8
+//! 128 peer u16  130 waiting u8  131 failed u8  132 piece u8  133 told u8
 //! 136 life u64   144 probed u64   152 lo u32   156 win u32
 //! 160 at[64] (the next step of each chunk of the window)
 //! ```
 
 use super::{Collective, Run, MAX_CHUNKS, MAX_RUNS};
 use crate::hw::Hw;
-use nic_abi::collective::{CollFields, Shape};
+use nic_abi::collective::{CollFields, Shape, FLAG_ASSISTED};
 use nic_abi::map;
 
 const AT: u32 = 160;
@@ -49,6 +49,7 @@ impl Run {
             waiting: None,
             failed: false,
             piece: 0,
+            told: false,
         };
         let c = w(128);
         if (c >> 16) as u8 != 0 {
@@ -56,6 +57,7 @@ impl Run {
         }
         run.failed = (c >> 24) as u8 != 0;
         run.piece = (c >> 32) as u8;
+        run.told = (c >> 40) as u8 != 0;
         let n = run.win.min(MAX_CHUNKS as u32) as usize;
         hw.read(at + AT, &mut run.at[..n]);
         Some(run)
@@ -83,12 +85,33 @@ impl Run {
         let c = peer as u64
             | (self.waiting.is_some() as u64) << 16
             | (self.failed as u64) << 24
-            | (self.piece as u64) << 32;
+            | (self.piece as u64) << 32
+            | (self.told as u64) << 40;
         hw.store_u64(at + 128, c);
         hw.store_u64(at + 136, life);
         hw.store_u64(at + 144, probed);
         hw.store_u64(at + 152, self.lo as u64 | (self.win as u64) << 32);
         hw.write(at + AT, &self.at[..self.win.min(MAX_CHUNKS as u32) as usize]);
+    }
+}
+
+impl Run {
+    /// Release step `step` of run `i` (with tag `tag`), if it is an
+    /// assisted run of port `port` whose last step released is the one
+    /// before (in place: the descriptor's step and tag, `told` cleared).
+    pub(super) fn release(hw: &mut impl Hw, i: usize, (port, step, tag): (u8, u8, u64)) -> bool {
+        let at = map::coll_run(i as u32);
+        let head = hw.load_u32(at); // kind, priority, coll, port
+        let assisted = hw.load_u32(at + 44) >> 16 & FLAG_ASSISTED as u32 != 0; // 46: mode
+        let ops = hw.load_u32(at + 40); // op, dtype, alg, step
+        if head >> 24 != port as u32 || !assisted || ((ops >> 24) as u8).wrapping_add(1) != step {
+            return false;
+        }
+        hw.store_u32(at + 40, ops & 0x00FF_FFFF | (step as u32) << 24);
+        hw.store_u64(at + 32, tag);
+        let c = hw.load_u64(at + 128);
+        hw.store_u64(at + 128, c & !(0xFF << 40));
+        true
     }
 }
 
@@ -136,10 +159,11 @@ impl Collective {
             return Some((i, 0));
         }
         let block = self.lay.block;
-        let cap = window_for(r.shape.n);
+        // (An assisted run's whole vector is in its window, or it waits.)
+        let cap = if r.f.assisted { MAX_CHUNKS as u32 } else { window_for(r.shape.n) };
         let want = r.nchunks.min(cap) * r.chunk;
-        let least = r.chunk.div_ceil(block);
         let mut need = want.div_ceil(block).min(32);
+        let least = if r.f.assisted { need } else { r.chunk.div_ceil(block) };
         while need >= least {
             let mask = if need >= 32 { u32::MAX } else { (1u32 << need) - 1 };
             if let Some(b) = (0..=32 - need).find(|&b| self.blocks & mask << b == 0) {

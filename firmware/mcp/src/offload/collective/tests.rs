@@ -12,12 +12,12 @@ use nic_abi::group::{self, GroupHead, GROUP_VALID};
 use nic_abi::map;
 use std::vec::Vec;
 
-const PORT: usize = 2;
-const GROUP: u16 = 3;
+pub(super) const PORT: usize = 2;
+pub(super) const GROUP: u16 = 3;
 
 /// Install group `GROUP` (members 0..n in rank order) on every NIC and
 /// open the port.
-fn bench(n: usize) -> Bench {
+pub(super) fn bench(n: usize) -> Bench {
     let mut b = Bench::new(n);
     for i in 0..n {
         install(&mut b, i, (GROUP, PORT), n);
@@ -40,7 +40,7 @@ fn install(b: &mut Bench, i: usize, (id, port): (u16, usize), n: usize) {
     sram[at..at + 4].copy_from_slice(&GROUP_VALID.to_le_bytes());
 }
 
-fn fields(kind: Kind, alg: Alg, cseq: u32) -> CollFields {
+pub(super) fn fields(kind: Kind, alg: Alg, cseq: u32) -> CollFields {
     CollFields {
         kind,
         port: PORT as u8,
@@ -54,10 +54,12 @@ fn fields(kind: Kind, alg: Alg, cseq: u32) -> CollFields {
         dtype: Dtype::U64,
         alg,
         root: 0,
+        assisted: false,
+        step: 0,
     }
 }
 
-fn post(b: &mut Bench, node: usize, f: &CollFields) {
+pub(super) fn post(b: &mut Bench, node: usize, f: &CollFields) {
     let mut raw = [0u8; 64];
     f.encode(&mut raw);
     b.post_raw(node, PORT, &raw);

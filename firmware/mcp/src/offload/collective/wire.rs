@@ -243,7 +243,9 @@ impl Collective {
                 }
                 let loaded = r.loaded & (1 << w) != 0;
                 let free = at < j && order_free(&r, &steps.as_slice()[at..=j]);
-                if loaded && (at == j || free) {
+                // (Assisted: not at a step the host has not released.)
+                let released = !r.f.assisted || j <= r.f.step as usize;
+                if loaded && released && (at == j || free) {
                     // (Combined ahead of its turn when the order does not
                     // change the result.)
                     let Some(Step::Recv { how, .. }) = steps.get(j) else { return };
