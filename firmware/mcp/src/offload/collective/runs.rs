@@ -17,7 +17,7 @@
 
 use super::{Collective, Run, MAX_CHUNKS, MAX_RUNS};
 use crate::hw::Hw;
-use nic_abi::collective::{CollFields, Shape, FLAG_ASSISTED};
+use nic_abi::collective::{Alg, CollFields, Shape, FLAG_ASSISTED};
 use nic_abi::map;
 
 const AT: u32 = 160;
@@ -160,7 +160,7 @@ impl Collective {
         }
         let block = self.lay.block;
         // (An assisted run's whole vector is in its window, or it waits.)
-        let cap = if r.f.assisted { MAX_CHUNKS as u32 } else { window_for(r.shape.n) };
+        let cap = if r.f.assisted { MAX_CHUNKS as u32 } else { window_for(&r.shape) };
         let want = r.nchunks.min(cap) * r.chunk;
         let mut need = want.div_ceil(block).min(32);
         let least = if r.f.assisted { need } else { r.chunk.div_ceil(block) };
@@ -177,18 +177,22 @@ impl Collective {
     }
 }
 
-/// The most chunks of a vector a member of `n` works on at once. A
-/// chunk goes through about 2n members' hands (a ring's reduce and
-/// gather) before it leaves the window of the member that began it, and
+/// The most chunks of a vector a member of shape `s` (of n members)
+/// works on at once. A ring's chunk goes through about 2n members'
+/// hands before it leaves the window of the member that began it, and
 /// the window moves on only as its first chunk ends: the window bounds
 /// how many chunks are on their way round at once (chunks a window over
 /// a chunk's trip time). On the simulator a 1 MiB ring allreduce of 16
 /// members on `modern` ran in 741 us with a window of 2n chunks and
 /// acks one per chunk, 721 us with acks gathered (acks.rs), and 628 us
 /// with acks gathered and 4n (8 members: 657 and 570 us; 256 KiB on 8
-/// members, 172 and 142 us). Past 4n it gained little (8 members: 559
-/// us at 8n for 1 MiB, 148 us at 8n for 256 KiB). (With a sent slot
-/// kept for the lowest chunk, wire.rs, 16 members: 667 us.)
-pub(super) fn window_for(n: u16) -> u32 {
-    (4 * n as u32).clamp(8, MAX_CHUNKS as u32)
+/// members, 172 and 142 us); past 4n it gained little. The other
+/// algorithms keep 2n: their members exchange every chunk with a few
+/// peers each, and a wider window only lets them run ahead of each
+/// other into their peers' held slots (a 1 MiB pairwise allreduce of 16
+/// members on `modern` crawled through Busy answers with 4n, where it
+/// ran in 2.5 ms with 2n).
+pub(super) fn window_for(s: &Shape) -> u32 {
+    let per = if s.alg == Alg::Ring { 4 } else { 2 };
+    (per * s.n as u32).clamp(8, MAX_CHUNKS as u32)
 }
