@@ -3,6 +3,9 @@
 //! deterministic simulator, as a Markdown report with SVG plots (default
 //! out/reports/collectives/):
 //!
+//! - every section shows the assisted scheme (the host releases each
+//!   step, the NIC does the rest) beside the two, where it runs (`runs`:
+//!   not the ring, vectors of up to 8 KiB, up to 256 members);
 //! - a summary on `modern`: NIC against the best host-based algorithm at
 //!   16 and 256 nodes, for the barrier and for allreduces of 8 B and
 //!   256 B;
@@ -47,7 +50,21 @@ pub use run::{Kind, Results, Spec};
 
 /// The profiles every section runs on.
 pub const PROFILES: [&str; 3] = ["lanai4-gm", "lanai9-gm", "modern"];
-pub const SCHEMES: [&str; 2] = ["nic", "host"];
+pub const SCHEMES: [&str; 3] = ["nic", "host", "assisted"];
+/// The assisted scheme's points: its vectors are at most 8 chunks (1 KiB
+/// on `lanai4-gm`: 1,024 f64), and its barriers stop at 256 members (a
+/// host event and a post per step make the largest ones slow to
+/// simulate and add nothing the smaller ones do not show).
+pub const ASSISTED_MAX_ELEMENTS: u32 = 1024;
+pub const ASSISTED_MAX_NODES: u16 = 256;
+
+/// Does the report run `scheme` x `alg` at (`n`, `elements`)? Everything
+/// but the assisted scheme's ring (its steps depend on the chunk: it
+/// cannot run assisted), long vectors and largest groups.
+pub fn runs(scheme: &str, alg: &str, _kind: Kind, n: u16, elements: u32) -> bool {
+    scheme != "assisted"
+        || (alg != "ring" && elements <= ASSISTED_MAX_ELEMENTS && n <= ASSISTED_MAX_NODES)
+}
 pub const BARRIER_ALGS: [&str; 3] = ["dissemination", "pairwise", "tree"];
 pub const ALLREDUCE_ALGS: [&str; 3] = ["pairwise", "binomial", "ring"];
 /// The allreduce sweep's group size.
@@ -144,7 +161,7 @@ impl Plan {
             let algs: &[&'static str] =
                 if kind == Kind::Barrier { &BARRIER_ALGS } else { &ALLREDUCE_ALGS };
             for scheme in SCHEMES {
-                for &alg in algs {
+                for &alg in algs.iter().filter(|&&a| runs(scheme, a, kind, n, elements)) {
                     let s = Spec { profile, kind, scheme, alg, n, elements };
                     if !v.contains(&s) {
                         v.push(s);

@@ -53,7 +53,7 @@ pub fn section(md: &mut String, plan: &Plan, r: &Results, dir: &Path) -> crate::
         let axes = Axes {
             title: format!(
                 "{profile}: time per allreduce vs vector size, {ALLREDUCE_NODES} nodes (solid: nic, \
-                 dashed: host)"
+                 dashed: host, dotted: assisted)"
             ),
             x_desc: "vector size per member, f64 sum (log scale)",
             x_fmt: bytes_label,
@@ -188,7 +188,9 @@ pub fn acceptance(r: &Results) -> String {
     };
     let (mut loops, mut bad, mut missing) = (0, Vec::new(), 0);
     for scheme in SCHEMES {
-        for alg in ALLREDUCE_ALGS {
+        for alg in
+            ALLREDUCE_ALGS.into_iter().filter(|a| super::runs(scheme, a, Kind::Allreduce, n, e))
+        {
             match r.get(p, Kind::Allreduce, scheme, alg, n, e) {
                 Some(pt) if pt.results_ok == Some(true) && pt.results_wrong == 0 => loops += 1,
                 Some(pt) => bad.push(format!("{scheme} {alg}: {} wrong", pt.results_wrong)),

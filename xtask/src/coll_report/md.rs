@@ -162,13 +162,15 @@ fn summary(r: &Results) -> String {
     let _ = writeln!(
         md,
         "The fastest NIC-based algorithm against the fastest host-based one (time per \
-         collective, us); the allreduces are of f64 sums.\n"
+         collective, us); the allreduces are of f64 sums. Beside them the fastest assisted \
+         one (the host releases each step).\n"
     );
     let _ = writeln!(
         md,
-        "| nodes | collective | best NIC (us) | best host (us) | speed-up | at least 2x |"
+        "| nodes | collective | best NIC (us) | best host (us) | speed-up | at least 2x | best \
+         assisted (us) |"
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---|");
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---|---:|");
     for n in SUMMARY_NODES {
         let rows = std::iter::once((Kind::Barrier, 0))
             .chain(SUMMARY_ELEMENTS.map(|e| (Kind::Allreduce, e)));
@@ -181,12 +183,14 @@ fn summary(r: &Results) -> String {
             let host = r.best(SUMMARY_PROFILE, kind, "host", n, e);
             let cell =
                 |b: Option<(&str, f64)>| b.map_or("-".into(), |(a, t)| format!("{t:.1} ({a})"));
+            let assisted = cell(r.best(SUMMARY_PROFILE, kind, "assisted", n, e));
             let (speed, two) = match (nic, host) {
                 (Some((_, a)), Some((_, b))) => (format!("{:.2}x", b / a), yes(b / a >= 2.0)),
                 _ => ("-".into(), "-"),
             };
+            let (nic, host) = (cell(nic), cell(host));
             let _ =
-                writeln!(md, "| {n} | {what} | {} | {} | {speed} | {two} |", cell(nic), cell(host));
+                writeln!(md, "| {n} | {what} | {nic} | {host} | {speed} | {two} | {assisted} |");
         }
     }
     let _ = writeln!(md);
@@ -288,6 +292,9 @@ pub(super) fn table(
     let mut marks = String::new();
     for scheme in SCHEMES {
         for &alg in algs {
+            if !cols.iter().any(|&(_, n, e)| super::runs(scheme, alg, kind, n, e)) {
+                continue;
+            }
             let _ = write!(md, "| {scheme} | {alg} |");
             for &(_, n, e) in cols {
                 let (t, mark) = cell(r.get(profile, kind, scheme, alg, n, e));
@@ -381,7 +388,7 @@ fn barriers(md: &mut String, plan: &Plan, r: &Results, dir: &Path) -> crate::Res
     for profile in PROFILES {
         let file = format!("barrier-{profile}.svg");
         let axes = Axes {
-            title: format!("{profile}: time per barrier vs group size (solid: nic, dashed: host)"),
+            title: format!("{profile}: time per barrier vs group size (solid: nic, dashed: host, dotted: assisted)"),
             x_desc: "group size (members, log scale)",
             x_fmt: count_label,
             y_desc: "time per barrier (µs)",

@@ -1,6 +1,7 @@
 //! The collectives report's plots: every scheme x algorithm of one
 //! profile, an algorithm one colour, the NIC's lines solid with filled
-//! dots, the hosts' dashed with hollow ones (plotters, SVG back end).
+//! dots, the hosts' dashed with hollow ones, the assisted scheme's dotted
+//! with hollow ones (plotters, SVG back end).
 //! The x axis is logarithmic (group or vector size: ticks on powers of
 //! two); the y axis linear from 0, or logarithmic from the lowest point.
 
@@ -44,6 +45,9 @@ pub fn schemes(
     let mut lines: Vec<Line> = Vec::new();
     for (si, scheme) in SCHEMES.iter().enumerate() {
         for (ai, alg) in algs.iter().enumerate() {
+            if !points.iter().any(|&(n, e)| super::runs(scheme, alg, kind, n, e)) {
+                continue;
+            }
             let pts = points
                 .iter()
                 .filter_map(|&(n, e)| r.us(profile, kind, scheme, alg, n, e).map(|t| (xv(n, e), t)))
@@ -104,7 +108,9 @@ fn draw(path: &Path, axes: &Axes, lines: &[Line]) -> crate::Result<()> {
             ch.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
                 .map_err(|v| e(&v))?;
         } else {
-            ch.draw_series(DashedLineSeries::new(pts.clone(), 7, 5, line))
+            // Host dashed, assisted dotted.
+            let (dash, gap) = if *scheme == 1 { (7, 5) } else { (2, 4) };
+            ch.draw_series(DashedLineSeries::new(pts.clone(), dash, gap, line))
                 .map_err(|v| e(&v))?
                 .label(label.clone())
                 .legend(move |(x, y)| {
