@@ -169,7 +169,9 @@ fn chunking(md: &mut String) -> crate::Result<()> {
 }
 
 /// The acceptance figure, one line: the 1 MiB allreduce on `modern`,
-/// best NIC-based against best host-based algorithm, and whether every
+/// best NIC-based against best host-based algorithm, the most the NIC
+/// scheme could gain (no schedule of a member's NIC work ends before
+/// that work is done: best host / NIC CPU per member), and whether every
 /// member's result was the reference's in every loop of that size.
 pub fn acceptance(r: &Results) -> String {
     let (p, n, e) = (SUMMARY_PROFILE, ALLREDUCE_NODES, ACCEPT_ELEMENTS);
@@ -208,12 +210,26 @@ pub fn acceptance(r: &Results) -> String {
     } else {
         format!("results NOT all the reference's: {}", bad.join(", "))
     };
+    let bound = match (nic, host) {
+        (Some((a, _)), Some((_, h))) => {
+            r.get(p, Kind::Allreduce, "nic", a, n, e).and_then(|pt| pt.nic_cpu_us).map(|cpu| {
+                format!(
+                    "; the NIC-based {a} keeps each member's NIC CPU busy {cpu:.1} us per \
+                     allreduce (median member), so it cannot end sooner: a speed-up of at most \
+                     {:.2}x on this profile's prices",
+                    h / cpu
+                )
+            })
+        }
+        _ => None,
+    };
     format!(
         "**Acceptance: {} f64 allreduce, {n} members, `{p}`:** best NIC-based {}, best \
-         host-based {}: {speed}; {results}.",
+         host-based {}: {speed}{}; {results}.",
         size(e),
         best(nic),
-        best(host)
+        best(host),
+        bound.unwrap_or_default()
     )
 }
 

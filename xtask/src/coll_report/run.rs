@@ -177,6 +177,9 @@ pub struct Point {
     /// None for a barrier), and the results that differed.
     pub results_ok: Option<bool>,
     pub results_wrong: u64,
+    /// Each member's NIC CPU busy per collective, the median member
+    /// (us; the sim's `collective.nic_cpu_ns`, None where not kept).
+    pub nic_cpu_us: Option<f64>,
     /// Wall time of the run (s).
     pub wall_s: f64,
     /// Why the point is not to be trusted (None: clean).
@@ -249,6 +252,7 @@ pub fn point_of(r: &Report, count: u64) -> Point {
         timeouts: sum(|n| n.timeouts),
         results_ok: c.and_then(|c| c.results_ok),
         results_wrong: c.map_or(0, |c| c.results_wrong),
+        nic_cpu_us: c.and_then(|c| c.nic_cpu_ns).map(|n| n.p50 as f64 / 1e3),
         wall_s: 0.0,
         problem: (!problems.is_empty()).then(|| problems.join("; ")),
     }

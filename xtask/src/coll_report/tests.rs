@@ -212,6 +212,7 @@ fn the_tables_mark_wrong_results_and_loops_not_clean() {
         timeouts: 0,
         results_ok: Some(true),
         results_wrong: 0,
+        nic_cpu_us: Some(560.0),
         wall_s: 0.0,
         problem: None,
     };
@@ -235,4 +236,7 @@ fn the_tables_mark_wrong_results_and_loops_not_clean() {
     assert!(line.contains("best NIC-based 700.0 us (ring), best host-based 1400.0 us"), "{line}");
     assert!(line.contains("speed-up 2.00x (best host / best NIC; target at least 1.5x: met)"));
     assert!(line.contains("results NOT all the reference's: nic pairwise: 2 wrong"), "{line}");
+    // The bound the NIC's own work sets: 1400 / 560.
+    assert!(line.contains("keeps each member's NIC CPU busy 560.0 us"), "{line}");
+    assert!(line.contains("at most 2.50x on this profile's prices"), "{line}");
 }
