@@ -7,13 +7,11 @@
 //! `binomial` or `auto` stay the collective's own broadcast.
 
 use nic_device::Profile;
-use nic_scenario::coll::CollReport;
-use nic_scenario::{run, FlowReport, Report, Scenario};
+mod common;
 
-fn run_text(text: &str) -> Report {
-    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    run(&v).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
+use common::run_text;
+use nic_scenario::coll::CollReport;
+use nic_scenario::FlowReport;
 
 const HEAD: &str = "profile = \"lanai9-gm\"\nseed = 7\n[fabric]\nnodes = 9\n";
 

@@ -5,45 +5,16 @@
 //! member's NIC CPU time per collective is reported, and grows with the
 //! vector; the keys that do not apply are refused by name.
 
-use nic_scenario::coll::CollReport;
-use nic_scenario::{run, FlowReport, Report, Scenario};
+mod common;
 
-fn run_text(text: &str) -> Report {
-    let v = Scenario::parse_validated(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    run(&v).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
+use common::{assert_collectives_right, head, run_text};
+use nic_scenario::Scenario;
 
 fn flow(kind: &str, scheme: &str, alg: &str, extra: &str) -> String {
     format!(
         "[[flows]]\nname = \"{kind}-{scheme}-{alg}\"\nkind = \"{kind}\"\nport = 2\n\
          group_size = 11\nscheme = \"{scheme}\"\nalgorithm = \"{alg}\"\ncount = 4\n{extra}\n"
     )
-}
-
-fn head(nodes: u32) -> String {
-    format!("profile = \"lanai9-gm\"\nseed = 5\n[fabric]\nnodes = {nodes}\n")
-}
-
-/// Every collective complete at every member, once, in order, right.
-fn assert_collectives_right(f: &FlowReport) -> &CollReport {
-    let c = f.collective.as_ref().unwrap_or_else(|| panic!("{}: no collective report", f.name));
-    assert_eq!((f.delivered, c.completed), (c.count, c.count), "{}: {c:?}", f.name);
-    assert_eq!(
-        (f.duplicates, f.out_of_order, c.incomplete, c.results_wrong),
-        (0, 0, 0, 0),
-        "{}",
-        f.name
-    );
-    if c.kind != "barrier" {
-        assert_eq!(c.results_ok, Some(true), "{}: {c:?}", f.name);
-        assert!(c.results_checked > 0);
-    }
-    // The sim keeps the NIC CPU's busy clock: every member's NIC works
-    // for each collective, running it (nic) or sending and receiving the
-    // hosts' messages (host).
-    let nic = c.nic_cpu_ns.unwrap_or_else(|| panic!("{}: no nic_cpu_ns on the sim", f.name));
-    assert!(nic.p50 > 0 && nic.max >= nic.p50, "{}: {c:?}", f.name);
-    c
 }
 
 #[test]
