@@ -30,6 +30,16 @@ pub(super) fn addr(me: u16, to: u16, port: u8) -> Addr {
     Addr { src_node: me, src_port: port, dst_node: to, dst_port: port, priority: Priority::Low }
 }
 
+/// The answer `code` from this NIC (node `node`, rank `me`) to packet `q`.
+fn answer_to(node: u16, q: &CollRepr, me: u16, code: CtlCode) -> CollRepr {
+    CollRepr {
+        addr: addr(node, q.addr.src_node, q.addr.dst_port),
+        ctl: Some(code),
+        from_rank: me,
+        ..*q
+    }
+}
+
 impl Collective {
     /// Send chunk `c` of run `r` to rank `to` (step tag `tag`), keeping
     /// its bytes until it is acknowledged. False when no slot is free, or
@@ -108,12 +118,7 @@ impl Collective {
     /// Answer packet `q` (from rank `me` of its group) with `code`; an
     /// abort carries the group's missing list.
     fn answer<H: Hw>(&mut self, sv: &mut Services<'_, H>, q: &CollRepr, me: u16, code: CtlCode) {
-        let a = CollRepr {
-            addr: addr(sv.config().node, q.addr.src_node, q.addr.dst_port),
-            ctl: Some(code),
-            from_rank: me,
-            ..*q
-        };
+        let a = answer_to(sv.config().node, q, me, code);
         let (at, len) = match code {
             CtlCode::Abort => missing_list(sv.hw, q.group),
             _ => (0, 0),
@@ -257,12 +262,7 @@ impl Collective {
                         false => sv.hw.store_u32(ahead_at, ahead | 1 << j),
                     }
                     self.put(sv.hw, ri, &r);
-                    let a = CollRepr {
-                        addr: addr(sv.config().node, q.addr.src_node, q.addr.dst_port),
-                        ctl: Some(CtlCode::Ack),
-                        from_rank: g.rank,
-                        ..*q
-                    };
+                    let a = answer_to(sv.config().node, q, g.rank, CtlCode::Ack);
                     let batch = (r.win / 4).clamp(1, 16);
                     return self.ack_later(sv, a, batch, c + 1 >= r.nchunks);
                 }
