@@ -27,6 +27,7 @@ mod calibrate;
 mod cluster;
 mod coll_report;
 mod demo;
+mod fat;
 mod flash;
 mod fw;
 mod fwbench;
@@ -549,6 +550,22 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
+    let fat = match &cli.cmd {
+        Cmd::Bench { firmware: false, .. } => fat::rerun_if_thin(&root, "`bench`"),
+        Cmd::Report { backend, .. } if *backend != report::ReportBackend::Sim => {
+            fat::rerun_if_thin(&root, "a live or qemu report")
+        }
+        _ => None,
+    };
+    if let Some(r) = fat {
+        return match r {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = match cli.cmd {
         Cmd::Sim {
             file,

@@ -116,13 +116,13 @@ pub fn fuzz_mcp(
 }
 
 /// The decoders' and the scenario parser's property tests (`fuzz_*`) with
-/// `cases` cases each (release build).
+/// `cases` cases each (the quick profile, as the test suite).
 fn fuzz_decoders(root: &Path, cases: u64) -> crate::Result<bool> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut ok = true;
     for args in [
-        &["test", "--release", "-p", "nic-abi", "--lib", "fuzz_"][..],
-        &["test", "--release", "-p", "nic-scenario", "--test", "fuzz_parser"][..],
+        &["test", "--profile", "quick", "-p", "nic-abi", "--lib", "fuzz_"][..],
+        &["test", "--profile", "quick", "-p", "nic-scenario", "--test", "fuzz_parser"][..],
     ] {
         println!("==> PROPTEST_CASES={cases} cargo {}", args.join(" "));
         let status = Command::new(&cargo)
