@@ -74,6 +74,16 @@ impl Rtt {
         }
     }
 
+    /// The stream timed out with the timed packet unacknowledged: the ack
+    /// that ends the wait (an answer to the poll, or to the packets sent
+    /// again) comes a timeout late, and would measure the timeout rather
+    /// than the path. As with a packet sent twice (Karn's rule), no
+    /// sample; the next packet sent new is timed.
+    #[inline]
+    pub fn timed_out(&mut self) {
+        self.timed_at = 0;
+    }
+
     /// One round trip of `r` ticks (RFC 6298's smoothing: gains 1/8 and
     /// 1/4, kept in fixed point).
     pub fn sample(&mut self, r: u32) {
@@ -114,6 +124,19 @@ mod tests {
         let r = Rtt::new();
         assert_eq!(r.srtt(), None);
         assert_eq!(r.rto(100), 100 * RTO_INITIAL);
+    }
+
+    #[test]
+    fn the_ack_that_ends_a_timeout_gives_no_sample() {
+        let mut r = Rtt::new();
+        r.sent_new(5, 1000);
+        r.timed_out();
+        r.acked(6, 90_000);
+        assert_eq!(r.srtt(), None, "the wait for the timeout is not a round trip");
+        // The next packet sent new is timed.
+        r.sent_new(6, 90_100);
+        r.acked(7, 90_500);
+        assert_eq!(r.srtt(), Some(400));
     }
 
     #[test]

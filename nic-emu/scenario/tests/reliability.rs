@@ -72,3 +72,35 @@ fn the_mode_reaches_the_firmware_selective_repeat_keeps_packets_past_a_gap_and_n
     assert!(sum(|n| n.ustats_sent) > 0, "{}", r.summary());
     assert_eq!(sum(|n| n.retx_bytes), sum(|n| n.retransmits) * 4096);
 }
+
+/// Go-back-N at 10% loss on every link, each way: 2,000 small messages on
+/// one stream arrive exactly once, in order and intact, and none waits
+/// more than 250 retransmission floors (500 ms on lanai4-gm, 25 ms on
+/// modern). Before, the answer to a timeout's poll was taken as a round
+/// trip sample, so the measured timeout grew to its ceiling (64 floors)
+/// and backoff doubled it six times: single messages waited 8 s on
+/// lanai4-gm and a stream of 5,000 took 31 s.
+#[test]
+fn go_back_n_at_ten_percent_loss_never_starves_a_message() {
+    use nic_device::profile::Profile;
+    for profile in ["lanai4-gm", "lanai9-gm", "modern"] {
+        let floor = Profile::load(profile).unwrap().firmware.retransmit_ns;
+        for seed in 1..=3 {
+            let r = run_text(&format!(
+                "profile = \"{profile}\"\nseed = {seed}\n[fabric]\nnodes = 2\n\
+                 [[flows]]\nname = \"s\"\nsrc = [0, 2]\ndst = [1, 2]\nkind = \"stream\"\n\
+                 bytes = 64\nmessages = 2000\n[faults]\ndrop = 0.1\n\
+                 [firmware]\nreliability = \"go-back-n\"\n"
+            ));
+            let f = &r.flows[0];
+            assert_eq!(f.delivered, 2000, "{profile} seed {seed}:\n{}", r.summary());
+            let worst = f.latency_ns.max;
+            assert!(
+                worst <= 250 * floor,
+                "{profile} seed {seed}: a message waited {} ms (floor {} ms)",
+                worst as f64 / 1e6,
+                floor as f64 / 1e6
+            );
+        }
+    }
+}

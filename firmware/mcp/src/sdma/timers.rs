@@ -86,6 +86,7 @@ impl Sdma {
                     // number (for a window policy that stamps).
                     Marks::poll(&mut st.marks);
                     st.polled = true;
+                    st.rtt.timed_out();
                     st.last_progress = now;
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
                 }
