@@ -29,6 +29,7 @@ mod coll_report;
 mod demo;
 mod fat;
 mod flash;
+mod fuzz_scenarios;
 mod fw;
 mod fwbench;
 mod fwcal;
@@ -283,16 +284,36 @@ enum Cmd {
     /// ports completes intact. Then every nic-abi decoder and the
     /// scenario parser fed random input (proptest, --cases each): no panic.
     /// `cargo xtask test` runs a short one of each.
+    ///
+    /// With --scenarios N, instead: N random scenarios on the simulator
+    /// (2 to 16 nodes, every flow kind, profile and topology, drops,
+    /// corruption, duplication, cables down, NIC resets, both reliability
+    /// modes; case i drawn from seed --seed + i), on every core; each must
+    /// end with every flow no reset cut delivered exactly once, intact
+    /// and in order. Then --realtime of the small cases that passed on a
+    /// live cluster and as many on a qemu one. Each failure is listed
+    /// with its file (out/fuzz/case-SEED.toml) and the commands that run
+    /// it again.
     Fuzz {
         /// Random actions (a round of every NIC after each).
         #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>)]
         steps: u64,
-        /// Seed of the random actions.
+        /// Seed of the random actions, or with --scenarios of the first case.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Random inputs for each decoder and for the scenario parser.
         #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one::<u64>)]
         cases: u64,
+        /// Run N random scenarios instead (see above).
+        #[arg(long, value_name = "N", value_parser = at_least_one::<u64>, conflicts_with_all = ["steps", "cases"])]
+        scenarios: Option<u64>,
+        /// With --scenarios: how many of the cases that passed to run again
+        /// on each real-time backend (live, then qemu); 0: none.
+        #[arg(long, value_name = "K", default_value_t = 3, requires = "scenarios")]
+        realtime: usize,
+        /// With --scenarios: no progress bar.
+        #[arg(long, short, requires = "scenarios")]
+        quiet: bool,
     },
     /// A long run on the simulator: 16 nodes on one switch, every node
     /// streaming to every other under drop 2%, corrupt 0.2% and duplicate
@@ -668,7 +689,10 @@ fn main() -> ExitCode {
         Cmd::Test { scenarios_only, no_nextest } => {
             testing::run(&root, scenarios_only, !no_nextest)
         }
-        Cmd::Fuzz { steps, seed, cases } => testing::fuzz_command(&root, steps, seed, cases),
+        Cmd::Fuzz { scenarios: Some(n), seed, realtime, quiet, .. } => {
+            fuzz_scenarios::run(&root, &fuzz_scenarios::Opts { cases: n, seed, realtime, quiet })
+        }
+        Cmd::Fuzz { steps, seed, cases, .. } => testing::fuzz_command(&root, steps, seed, cases),
         Cmd::Soak { messages, seed, quiet } => soak::run(messages, seed, quiet),
         Cmd::Demo { backend, json } => demo::run(&root, backend, json),
         Cmd::Calibrate { what: Some(w), from, quick, no_save, .. } if w == "firmware" => {

@@ -22,6 +22,7 @@
 pub mod app;
 pub mod coll;
 pub mod format;
+pub mod fuzz;
 mod ledger;
 pub mod mcast;
 pub mod pattern;
