@@ -1,24 +1,30 @@
 -- Wireshark / tshark dissector for packet captures of the emulated NIC's
--- fabric (`cargo xtask sim FILE --pcap out.pcap`).
+-- fabric (`cargo xtask sim FILE --pcap out.pcapng`).
 --
---   wireshark -X lua_script:tools/wireshark/nic_emu.lua out.pcap
---   tshark -X lua_script:tools/wireshark/nic_emu.lua -r out.pcap -V
+--   wireshark -X lua_script:tools/wireshark/nic_emu.lua out.pcapng
+--   tshark -X lua_script:tools/wireshark/nic_emu.lua -r out.pcapng -V
 --
--- A capture's link type is USER0 (147). Each record is the capture header
--- (12 bytes: version, what the link did, link number, from, to), then the
+-- A capture is a pcapng file with one interface per directed link of the
+-- fabric (interface number = link number, link type USER0 = 147, the
+-- description naming its two ends: `node0 -> sw0.p0`). Each record is the
 -- bytes on the wire at that link: route bytes (bit 7 set, one per switch
--- still to cross), the 48-byte packet header, the payload. docs/capture.md
--- describes both; docs/hardware.md section 10 the packet header.
+-- still to cross), the 48-byte packet header, the payload. What the link
+-- did to the packet is the record's comment (`nicemu: dropped`,
+-- `corrupted`, `duplicated`, `link down`). docs/capture.md describes the
+-- file; docs/hardware.md section 10 the packet header.
 
-local cap = Proto("nicemu_capture", "NIC emulator capture header")
+local cap = Proto("nicemu_capture", "NIC emulator capture")
 local pkt = Proto("nicemu", "NIC emulator packet")
 
 local ends = { [0] = "NIC", [1] = "switch" }
 local ptypes = {
     [1] = "Data", [2] = "Ack", [3] = "Nack", [4] = "Put",
     [5] = "GetReq", [6] = "GetResp", [7] = "Report", [8] = "Poll",
-    [9] = "Stat", [10] = "Ustat",
+    [9] = "Stat", [10] = "Ustat", [11] = "EchoRequest", [12] = "EchoReply",
+    [13] = "Coll", [14] = "CollCtl",
 }
+-- Types that carry a sequence number of their stream.
+local sequenced = { [1] = true, [4] = true, [5] = true, [6] = true, [7] = true }
 local nacks = {
     [1] = "OutOfOrder", [2] = "NoBuffer", [3] = "PortClosed",
     [4] = "RemoteAccess", [5] = "Busy", [6] = "Unsynced",
@@ -28,13 +34,16 @@ local algorithms = {
     [0] = "separate", [1] = "serial", [2] = "binomial", [3] = "binary", [4] = "k-binomial",
 }
 
+-- What the link did, as bits of `nicemu_capture.what`.
+local DROPPED, CORRUPTED, DUPLICATED, LINK_DOWN = 1, 2, 4, 8
+
 local cf = {
-    version = ProtoField.uint8("nicemu_capture.version", "Version"),
-    what = ProtoField.uint8("nicemu_capture.what", "Link did", base.HEX),
-    dropped = ProtoField.bool("nicemu_capture.dropped", "Dropped", 8, nil, 0x01),
-    corrupted = ProtoField.bool("nicemu_capture.corrupted", "Bit flipped", 8, nil, 0x02),
-    duplicated = ProtoField.bool("nicemu_capture.duplicated", "Delivered twice", 8, nil, 0x04),
     link = ProtoField.uint16("nicemu_capture.link", "Link"),
+    what = ProtoField.uint8("nicemu_capture.what", "Link did", base.HEX),
+    dropped = ProtoField.bool("nicemu_capture.dropped", "Dropped"),
+    corrupted = ProtoField.bool("nicemu_capture.corrupted", "Bit flipped"),
+    duplicated = ProtoField.bool("nicemu_capture.duplicated", "Delivered twice"),
+    link_down = ProtoField.bool("nicemu_capture.link_down", "Link down"),
     from_kind = ProtoField.uint8("nicemu_capture.from_kind", "From", base.DEC, ends),
     from_port = ProtoField.uint8("nicemu_capture.from_port", "From port"),
     from_id = ProtoField.uint16("nicemu_capture.from_id", "From number"),
@@ -43,6 +52,21 @@ local cf = {
     to_id = ProtoField.uint16("nicemu_capture.to_id", "To number"),
 }
 cap.fields = cf
+
+local ce = {
+    dropped = ProtoExpert.new("nicemu_capture.expert.dropped", "The link dropped this packet",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    corrupted = ProtoExpert.new("nicemu_capture.expert.corrupted",
+        "The link flipped a bit of this packet (its CRC no longer matches)",
+        expert.group.CHECKSUM, expert.severity.ERROR),
+    duplicated = ProtoExpert.new("nicemu_capture.expert.duplicated",
+        "The link delivers this packet twice", expert.group.SEQUENCE, expert.severity.NOTE),
+}
+cap.experts = ce
+
+local f_iface = Field.new("frame.interface_id")
+local f_desc = Field.new("frame.interface_description")
+local f_comment = Field.new("frame.comment")
 
 local pf = {
     route = ProtoField.bytes("nicemu.route", "Route bytes"),
@@ -82,45 +106,162 @@ local pf = {
     k = ProtoField.uint8("nicemu.mcast.k", "k"),
     subtree = ProtoField.uint16("nicemu.mcast.subtree", "Subtree size"),
     payload = ProtoField.bytes("nicemu.payload", "Payload"),
+    retransmission = ProtoField.bool("nicemu.retransmission", "Retransmission"),
 }
 pkt.fields = pf
 
+local pe = {
+    retransmission = ProtoExpert.new("nicemu.expert.retransmission",
+        "Retransmission (this stream already carried this sequence number or a later one on this link)",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+}
+pkt.experts = pe
+
 local HEADER_LEN = 48
 
-local function end_name(kind, id, port)
-    if kind == 0 then
-        return "node" .. id
+-- A link end as the interface description names it: `node3` (a NIC) or
+-- `sw1.p7` (switch 1, port 7). Returns kind, number, port (nil: unknown).
+local function parse_end(s)
+    local n = s:match("^node(%d+)$")
+    if n then
+        return 0, tonumber(n), 0
     end
-    return "sw" .. id .. ".p" .. port
+    local sw, port = s:match("^sw(%d+)%.p(%d+)$")
+    if sw then
+        return 1, tonumber(sw), tonumber(port)
+    end
+    return nil
 end
 
-function cap.dissector(tvb, pinfo, tree)
-    if tvb:len() < 12 then
-        return 0
+-- What the link did, from the record's comments.
+local function what_of_comments()
+    local what = 0
+    for _, c in ipairs({ f_comment() }) do
+        local text = tostring(c.value)
+        if text:find("^nicemu:") then
+            if text:find("dropped") then what = bit32.bor(what, DROPPED) end
+            if text:find("corrupted") then what = bit32.bor(what, CORRUPTED) end
+            if text:find("duplicated") then what = bit32.bor(what, DUPLICATED) end
+            if text:find("link down") then what = bit32.bor(what, LINK_DOWN) end
+        end
     end
+    return what
+end
+
+-- The link the record being dissected was captured on (for `nicemu`'s
+-- retransmission analysis) and what it did.
+local current_link = 0
+local current_what = 0
+
+function cap.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "NICEMU"
-    local t = tree:add(cap, tvb(0, 12))
-    t:add(cf.version, tvb(0, 1))
-    local w = t:add(cf.what, tvb(1, 1))
-    w:add(cf.dropped, tvb(1, 1))
-    w:add(cf.corrupted, tvb(1, 1))
-    w:add(cf.duplicated, tvb(1, 1))
-    t:add_le(cf.link, tvb(2, 2))
-    t:add(cf.from_kind, tvb(4, 1))
-    t:add(cf.from_port, tvb(5, 1))
-    t:add_le(cf.from_id, tvb(6, 2))
-    t:add(cf.to_kind, tvb(8, 1))
-    t:add(cf.to_port, tvb(9, 1))
-    t:add_le(cf.to_id, tvb(10, 2))
-    local from = end_name(tvb(4, 1):uint(), tvb(6, 2):le_uint(), tvb(5, 1):uint())
-    local to = end_name(tvb(8, 1):uint(), tvb(10, 2):le_uint(), tvb(9, 1):uint())
-    t:append_text(": link " .. tvb(2, 2):le_uint() .. ", " .. from .. " -> " .. to)
-    pinfo.cols.src = from
-    pinfo.cols.dst = to
-    if tvb:len() > 12 then
-        pkt.dissector:call(tvb(12):tvb(), pinfo, tree)
+    local iface = f_iface()
+    local link = iface and iface.value or 0
+    local desc = f_desc()
+    desc = desc and tostring(desc.value) or ""
+    local from_s, to_s = desc:match("^(%S+) %-> (%S+)$")
+    local what = what_of_comments()
+    current_link, current_what = link, what
+    local here = tvb(0, 0)
+    local t = tree:add(cap, here)
+    t:set_generated()
+    t:add(cf.link, here, link):set_generated()
+    local w = t:add(cf.what, here, what)
+    w:set_generated()
+    w:add(cf.dropped, here, bit32.band(what, DROPPED) ~= 0):set_generated()
+    w:add(cf.corrupted, here, bit32.band(what, CORRUPTED) ~= 0):set_generated()
+    w:add(cf.duplicated, here, bit32.band(what, DUPLICATED) ~= 0):set_generated()
+    w:add(cf.link_down, here, bit32.band(what, LINK_DOWN) ~= 0):set_generated()
+    local fk, fid, fp = parse_end(from_s or "")
+    local tk, tid, tp = parse_end(to_s or "")
+    if fk then
+        t:add(cf.from_kind, here, fk):set_generated()
+        t:add(cf.from_port, here, fp):set_generated()
+        t:add(cf.from_id, here, fid):set_generated()
+    end
+    if tk then
+        t:add(cf.to_kind, here, tk):set_generated()
+        t:add(cf.to_port, here, tp):set_generated()
+        t:add(cf.to_id, here, tid):set_generated()
+    end
+    t:append_text(": link " .. link .. ", " .. desc)
+    if from_s then
+        pinfo.cols.src = from_s
+        pinfo.cols.dst = to_s
+    end
+    if bit32.band(what, DROPPED) ~= 0 then
+        local why = bit32.band(what, LINK_DOWN) ~= 0 and " (the link was down)" or ""
+        t:add_proto_expert_info(ce.dropped, "The link dropped this packet" .. why)
+    end
+    if bit32.band(what, CORRUPTED) ~= 0 then
+        t:add_proto_expert_info(ce.corrupted)
+    end
+    if bit32.band(what, DUPLICATED) ~= 0 then
+        t:add_proto_expert_info(ce.duplicated)
+    end
+    if tvb:len() > 0 then
+        pkt.dissector:call(tvb, pinfo, tree)
+    end
+    local marks = {}
+    if bit32.band(what, DROPPED) ~= 0 then marks[#marks + 1] = "DROPPED" end
+    if bit32.band(what, CORRUPTED) ~= 0 then marks[#marks + 1] = "CORRUPTED" end
+    if bit32.band(what, DUPLICATED) ~= 0 then marks[#marks + 1] = "DUPLICATED" end
+    if #marks > 0 then
+        pinfo.cols.info:prepend("[" .. table.concat(marks, " ") .. "] ")
     end
     return tvb:len()
+end
+
+-- Retransmission analysis. Per link and stream (source node and port,
+-- destination node and port, priority): the highest sequence number a
+-- data-bearing packet carried on that link so far, and the sending NIC's
+-- boot nonce (`sync_boot` of its SYNC packets). A data-bearing packet
+-- whose sequence number is not above that highest one is a
+-- retransmission; a SYNC packet with another boot nonce starts the
+-- stream afresh (the sender was reset). Results are kept per frame, so a
+-- second pass (Wireshark's GUI) shows what the first, in-order pass saw.
+local highest = {}
+local retransmitted = {}
+
+function pkt.init()
+    highest = {}
+    retransmitted = {}
+end
+
+local function is_retransmission(pinfo, h, ptype, flags)
+    if pinfo.visited then
+        return retransmitted[pinfo.number] == true
+    end
+    if not sequenced[ptype] then
+        return false
+    end
+    local key = string.format("%d|%d:%d>%d:%d|%d", current_link, h(4, 2):le_uint(),
+        h(8, 1):uint(), h(6, 2):le_uint(), h(9, 1):uint(), h(2, 1):uint())
+    local seq = h(12, 4):le_uint()
+    local boot = h(30, 2):le_uint()
+    local st = highest[key]
+    local sync = bit32.band(flags, 0x08) ~= 0
+    if st and sync and st.boot ~= nil and st.boot ~= boot then
+        st = nil
+    end
+    local again = false
+    if st == nil then
+        st = { seq = seq, boot = sync and boot or nil }
+        highest[key] = st
+    else
+        -- Sequence numbers wrap: compare modulo 2^32.
+        local ahead = (seq - st.seq) % 4294967296
+        if ahead == 0 or ahead >= 2147483648 then
+            again = true
+        else
+            st.seq = seq
+        end
+        if sync then
+            st.boot = boot
+        end
+    end
+    retransmitted[pinfo.number] = again
+    return again
 end
 
 function pkt.dissector(tvb, pinfo, tree)
@@ -197,6 +338,14 @@ function pkt.dissector(tvb, pinfo, tree)
     if plen > 0 and h:len() > HEADER_LEN then
         t:add(pf.payload, h(HEADER_LEN, math.min(plen, h:len() - HEADER_LEN)))
     end
+    local again = is_retransmission(pinfo, h, ptype, flags)
+    if sequenced[ptype] then
+        local r = t:add(pf.retransmission, h(12, 4), again)
+        r:set_generated()
+        if again then
+            r:add_proto_expert_info(pe.retransmission)
+        end
+    end
     local name = ptypes[ptype] or ("type " .. ptype)
     local info = string.format("%s %d:%d -> %d:%d seq=%d", name, h(4, 2):le_uint(), h(8, 1):uint(),
         h(6, 2):le_uint(), h(9, 1):uint(), h(12, 4):le_uint())
@@ -222,6 +371,9 @@ function pkt.dissector(tvb, pinfo, tree)
     end
     if plen > 0 then
         info = info .. " len=" .. plen
+    end
+    if again then
+        info = "[Retransmission] " .. info
     end
     pinfo.cols.info = info
     return n

@@ -109,7 +109,8 @@ enum Cmd {
         pacing: nic_emu::realtime::Pacing,
         /// Write every packet the fabric carries (at each link it enters;
         /// virtual time on the sim, the cluster's wall clock on live and
-        /// qemu) to this pcap file; open it in Wireshark with
+        /// qemu) to this pcapng file, one interface per link, in time order;
+        /// open it in Wireshark with
         /// tools/wireshark/nic_emu.lua (docs/capture.md).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,

@@ -2,7 +2,8 @@
 //! there, and the exact command that installs it. The simulator and the
 //! live backend need only a Rust toolchain; the firmware image needs the
 //! riscv64 target, the qemu backend QEMU, the gdb session
-//! gdb-multiarch, and the packet-capture test tshark. The commands that need them install them the same way
+//! gdb-multiarch, and the packet-capture test tshark (with capinfos, which
+//! the tshark package brings). The commands that need them install them the same way
 //! ([`ensure`]): the Rust target with rustup, QEMU and gdb-multiarch with
 //! apt-get when running as root; otherwise they stop before doing
 //! anything, naming the command to run. `cargo xtask doctor` says so
@@ -76,8 +77,8 @@ pub fn all() -> Vec<Prereq> {
             install: "apt-get install -y gdb-multiarch   (as root, or with sudo)",
         },
         Prereq {
-            name: "tshark",
-            needed_by: "test (decoding a packet capture; it installs it as root)",
+            name: "tshark and capinfos",
+            needed_by: "test (decoding a packet capture, its time order; it installs it as root)",
             required_now: false,
             present: || Need::Tshark.present(),
             install: "apt-get install -y tshark   (as root, or with sudo)",
@@ -108,7 +109,9 @@ pub enum Need {
     Qemu,
     /// gdb-multiarch (the Debian package of the same name).
     Gdb,
-    /// tshark (the packet-capture test decodes with it).
+    /// tshark and capinfos (the packet-capture test decodes with the one
+    /// and checks time order with the other; Debian's tshark package
+    /// brings both).
     Tshark,
     /// An MPI (mpicc and mpirun; Debian's MPICH): the GM library's MPI
     /// test.
@@ -153,7 +156,7 @@ impl Need {
             Need::FwTarget => has_fw_target(),
             Need::Qemu => runs("qemu-system-riscv64", &["--version"]),
             Need::Gdb => runs("gdb-multiarch", &["--version"]),
-            Need::Tshark => runs("tshark", &["--version"]),
+            Need::Tshark => runs("tshark", &["--version"]) && runs("capinfos", &["--version"]),
             Need::Mpi => runs("mpicc", &["-show"]) && runs("mpirun", &["--version"]),
         }
     }

@@ -60,7 +60,7 @@ pub struct SimArgs {
     /// Real time: the wall-clock limit (s) instead of `run.limit_ms`.
     pub timeout: Option<f64>,
     pub pacing: Pacing,
-    /// Capture every packet into this pcap file.
+    /// Capture every packet into this pcapng file.
     pub pcap: Option<std::path::PathBuf>,
     /// Write the decoded transition trace into this file (sim only).
     pub trace: Option<std::path::PathBuf>,

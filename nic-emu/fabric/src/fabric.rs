@@ -452,11 +452,23 @@ impl Fabric {
         }
     }
 
-    /// Write every packet the fabric carries from now on to a pcap file at
+    /// Write every packet the fabric carries from now on to a pcapng file at
     /// `path` (`capture` module), each time it enters a link.
     pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
-        self.capture = Some(crate::capture::Capture::create(path)?);
+        let specs: Vec<LinkSpec> = self.links.iter().map(|l| l.spec).collect();
+        self.capture = Some(crate::capture::Capture::create(path, &specs)?);
         Ok(())
+    }
+
+    /// The caller's clock reached `now`: no packet will enter a link
+    /// before it any more (a NIC launches at or after the time it is run
+    /// at, a switch forwards at the event's time), so the capture writes
+    /// what it held up to `now`, in time order.
+    #[inline]
+    pub fn capture_release(&mut self, now: u64) {
+        if let Some(c) = self.capture.as_mut() {
+            c.release(now);
+        }
     }
 
     /// Stop capturing: the records written, or the first write error.
@@ -566,7 +578,7 @@ impl Fabric {
         let hit =
             enter_link(&mut l.stats, l.fault.as_mut(), &self.faults, into_nic, wire, len, down);
         if let Some(c) = self.capture.as_mut() {
-            c.record(t, link, &l.spec, &hit, &f.buf[f.pos as usize..]);
+            c.record(t, link, &hit, &f.buf[f.pos as usize..]);
         }
         if let Some(k) = hit.outage {
             self.outage_drops[k] += 1;

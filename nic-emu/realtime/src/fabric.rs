@@ -304,6 +304,14 @@ pub(crate) struct RtFabric {
     pub check_crc: bool,
 }
 
+/// How far behind a launch's time the capture writes out what it holds
+/// (`Capture::release`): device threads read the clock before they take
+/// the capture's lock, so a record may arrive a little behind another
+/// thread's; one more than this behind is put in its place when the
+/// capture is finished. Paced packets' later hops are stamped ahead of
+/// the launch and are held until the window passes them.
+pub const CAPTURE_WINDOW_NS: u64 = 20_000_000;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -454,10 +462,11 @@ impl RtFabric {
         }
     }
 
-    /// Write every packet from now on to a pcap file at `path`
+    /// Write every packet from now on to a pcapng file at `path`
     /// (`nic_fabric::capture`; times on the cluster clock).
     pub fn capture_to(&self, path: &std::path::Path) -> std::io::Result<()> {
-        *lock(&self.capture) = Some(nic_fabric::capture::Capture::create(path)?);
+        let specs: Vec<LinkSpec> = self.links.iter().map(|l| l.spec).collect();
+        *lock(&self.capture) = Some(nic_fabric::capture::Capture::create(path, &specs)?);
         self.capturing.store(true, Ordering::Release);
         Ok(())
     }
@@ -575,8 +584,12 @@ impl RtFabric {
                     // from here on.
                     self.own(&mut body, src, route_len);
                     if let Body::Owned(buf) = &body {
-                        c.record(entered, link, &l.spec, &hit, buf.get(pos..).unwrap_or(&[]));
+                        c.record(entered, link, &hit, buf.get(pos..).unwrap_or(&[]));
                     }
+                    // Other device threads may still capture packets they
+                    // launched a little earlier: write what is older
+                    // than the window.
+                    c.release(now.saturating_sub(CAPTURE_WINDOW_NS));
                 }
             }
             if let Some(k) = hit.outage {

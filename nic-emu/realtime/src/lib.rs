@@ -897,7 +897,7 @@ impl RtCluster {
         self.ctx.fabric.set_outages(outages)
     }
 
-    /// Capture every packet the fabric carries from now on into a pcap
+    /// Capture every packet the fabric carries from now on into a pcapng
     /// file (`nic_fabric::capture`; timestamps on the cluster clock).
     pub fn capture_to(&self, path: &std::path::Path) -> std::io::Result<()> {
         self.ctx.fabric.capture_to(path)

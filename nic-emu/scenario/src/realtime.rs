@@ -75,7 +75,7 @@ pub struct RtScenarioOptions {
     /// The cluster directory (a path); None: a fresh one under the
     /// memory temp directory (`/dev/shm`), removed at the end.
     pub cluster: Option<String>,
-    /// Write every packet the fabric carries to this pcap file (times on
+    /// Write every packet the fabric carries to this pcapng file (times on
     /// the cluster's wall clock; docs/capture.md).
     pub pcap: Option<PathBuf>,
     /// More QEMU arguments for every guest (qemu backend; e.g. `-icount
@@ -401,7 +401,11 @@ fn run_rt(
         })
         .collect();
     let sent = packets(&cluster);
-    let hops = cluster.link_stats().iter().map(|l| l.packets).sum();
+    let links = cluster.link_stats();
+    let hops = links.iter().map(|l| l.packets).sum();
+    let sum = |f: fn(&nic_fabric::fabric::LinkStats) -> u64| links.iter().map(f).sum();
+    let (link_drops, link_corrupts, link_dups) =
+        (sum(|l| l.fault_drops), sum(|l| l.fault_corrupts), sum(|l| l.fault_dups));
     let outage_drops = cluster.outage_drops();
     let captured = finish_pcap(opts.pcap.as_deref(), || cluster.finish_capture())?;
     let reset_counts: Vec<(u64, u64)> = (0..v.nodes)
@@ -454,6 +458,9 @@ fn run_rt(
             wall_ms: (wall_ms * 1000.0).round() / 1000.0,
             stopped: stopped.to_string(),
             hops,
+            link_drops,
+            link_corrupts,
+            link_dups,
         },
         flows,
         nics,

@@ -88,6 +88,13 @@ pub struct SimReport {
     pub stopped: String,
     /// Link traversals (a packet crossing k links counts k).
     pub hops: u64,
+    /// Packets the links' fault injection (`[faults]`) and outages
+    /// (`[[faults.link_down]]`) dropped, bits it flipped and packets it
+    /// delivered twice, summed over the links (a packet can be hit on
+    /// each link it crosses).
+    pub link_drops: u64,
+    pub link_corrupts: u64,
+    pub link_dups: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -54,7 +54,7 @@ pub fn run_with_progress(
 /// How to run a scenario on the simulator, beyond the scenario itself.
 #[derive(Debug, Clone, Default)]
 pub struct SimOptions {
-    /// Write every packet the fabric carries to this pcap file
+    /// Write every packet the fabric carries to this pcapng file
     /// (`nic_fabric::capture`; Wireshark reads it with
     /// tools/wireshark/nic_emu.lua).
     pub pcap: Option<std::path::PathBuf>,
@@ -239,6 +239,7 @@ fn run_sim(
         _ => None,
     });
     let nics = (0..v.nodes).map(|n| nic_report(&cluster, n)).collect();
+    let links = cluster.link_stats();
     let complete = stopped == "done" && l.all_accounted_for();
     let report = Report {
         profile: profile_name,
@@ -250,6 +251,9 @@ fn run_sim(
             wall_ms: (wall_ms * 1000.0).round() / 1000.0,
             stopped,
             hops: st.hops,
+            link_drops: links.iter().map(|l| l.fault_drops).sum(),
+            link_corrupts: links.iter().map(|l| l.fault_corrupts).sum(),
+            link_dups: links.iter().map(|l| l.fault_dups).sum(),
         },
         flows,
         nics,

@@ -558,7 +558,7 @@ impl SimCluster {
         Ok(())
     }
 
-    /// Capture every packet the fabric carries from now on into a pcap
+    /// Capture every packet the fabric carries from now on into a pcapng
     /// file (`nic_fabric::capture`: virtual timestamps, one record each
     /// time a packet enters a link).
     pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
@@ -626,6 +626,8 @@ impl SimCluster {
                 Next::Later(_) => break RunOutcome::EventLimit,
             };
             self.now = t;
+            // Nothing enters a link before now any more.
+            self.fabric.capture_release(t);
             n += 1;
             self.dispatch(ev);
             self.nic_entries();

@@ -227,7 +227,7 @@ struct RunArgs {
     #[arg(long = "ports-per-user", value_name = "N", default_value_t = nic_emu::realtime::DEFAULT_PORTS_PER_USER, value_parser = nic_emu::cli::ports_per_user)]
     ports_per_user: u8,
     /// Write every packet the fabric carries, from when the NICs run until
-    /// the cluster stops, to this pcap file (times on the cluster's
+    /// the cluster stops, to this pcapng file (times on the cluster's
     /// clock); Wireshark reads it with tools/wireshark/nic_emu.lua.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
