@@ -2,7 +2,9 @@
 //! docs/trace.md): scenarios/pingpong-2node.toml on the sim with the trace
 //! on gives a valid Chrome trace-event document in which one message is
 //! followed from the sender's SDMA and SEND to the receiver's RECV and
-//! RDMA by one flow arrow; and tracing does not change the run.
+//! RDMA by one flow arrow; and tracing does not change the run. Under
+//! faults, the fabric's link tracks carry every packet and every drop,
+//! and the counter tracks (queues, send windows, tokens) are there.
 
 use std::path::Path;
 
@@ -42,7 +44,7 @@ fn pingpong_trace_follows_a_message_across_both_nics() {
         }
         assert!(e["ts"].is_number() && e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
         let ph = e["ph"].as_str().unwrap();
-        assert!(["X", "i", "M", "s", "t", "f"].contains(&ph), "{e}");
+        assert!(["X", "i", "M", "s", "t", "f", "C"].contains(&ph), "{e}");
         if ph == "X" {
             assert!(f(e, "dur") >= 0.0, "{e}");
         }
@@ -141,6 +143,119 @@ fn tracing_does_not_change_the_run() {
     let (traced, t) = scenario::run_traced(&v, &SimOptions::default(), &mut |_| {}).unwrap();
     assert!(t.nodes.iter().all(|n| !n.nic.transitions.is_empty()));
     assert_eq!(results(&plain), results(&traced));
+}
+
+/// Faults on a traced run: the `fabric` process has a track per link
+/// whose slices are the run's link traversals (one per hop, named after
+/// the packet) and whose drop instants are the links' drops; every NIC
+/// has its send-window, queue and token counters, and a window goes back
+/// to 0 once everything is acked.
+#[test]
+fn the_fabric_tracks_show_every_packet_and_drop_and_the_counters_add_up() {
+    let text = r#"
+profile = "lanai9-gm"
+seed = 5
+[fabric]
+nodes = 4
+[faults]
+drop = 0.03
+corrupt = 0.02
+duplicate = 0.02
+[[faults.link_down]]
+link = "node1"
+at_us = 1000
+for_us = 300
+[[flows]]
+name = "a"
+kind = "stream"
+src = [0, 2]
+dst = [1, 3]
+bytes = 9000
+messages = 20
+[[flows]]
+name = "b"
+kind = "stream"
+src = [2, 2]
+dst = [1, 4]
+bytes = 3000
+messages = 30
+"#;
+    let v = scenario::Scenario::parse_validated(text).unwrap();
+    let plain = scenario::run(&v).unwrap();
+    let (r, t) = scenario::run_traced(&v, &SimOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(results(&plain), results(&r), "the link log changes nothing");
+    assert!(r.all_delivered_intact(), "{}", r.summary());
+    let doc: Value = serde_json::from_str(&trace::chrome_json(&t)).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let fab = trace::FABRIC_PID;
+    let on_fabric = |ph: &'static str| ev.iter().filter(move |e| e["pid"] == fab && e["ph"] == ph);
+    // 4 nodes on one switch: 8 directed links, a track each, named.
+    let tracks: Vec<&str> = on_fabric("M")
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tracks.len(), 8, "{tracks:?}");
+    assert_eq!(doc["otherData"]["links"], 8);
+    assert!(tracks.contains(&"link0 node0 -> sw0.p0"), "{tracks:?}");
+    // A slice per hop; drops where the links dropped.
+    let slices: Vec<&Value> = on_fabric("X").collect();
+    assert_eq!(slices.len() as u64, r.sim.hops);
+    assert!(slices.iter().all(|e| f(e, "dur") > 0.0), "a packet takes time to enter a link");
+    let drops: Vec<&Value> = on_fabric("i").filter(|e| e["name"] == "drop").collect();
+    let outage: u64 = r.link_down.iter().map(|d| d.dropped).sum();
+    let by = |cause: &str| drops.iter().filter(|e| e["args"]["cause"] == cause).count() as u64;
+    assert!(r.sim.link_drops > 0 && outage > 0);
+    assert_eq!(by("fault") + by("link down"), r.sim.link_drops);
+    assert_eq!(by("link down"), outage);
+    let marked =
+        |m: &str| slices.iter().filter(|e| e["name"].as_str().unwrap().contains(m)).count() as u64;
+    assert_eq!(marked("dropped"), r.sim.link_drops);
+    assert_eq!(marked("corrupted"), r.sim.link_corrupts);
+    assert_eq!(marked("duplicated"), r.sim.link_dups);
+    assert!(slices.iter().any(|e| e["name"].as_str().unwrap().starts_with("Data 0:2->1:3 seq ")));
+    // Counters on every NIC.
+    let counters = |pid: u64, name: &str| -> Vec<&Value> {
+        ev.iter().filter(|e| e["ph"] == "C" && e["pid"] == pid && e["name"] == name).collect()
+    };
+    // Tokens: node 0's sends hold send tokens until they complete; node
+    // 1's port 3 has receive buffers posted all along.
+    let tokens = |pid: u64, port: u8, series: &str| -> Vec<u64> {
+        counters(pid, &format!("port {port} tokens"))
+            .iter()
+            .map(|e| e["args"][series].as_u64().unwrap())
+            .collect()
+    };
+    let send = tokens(0, 2, "send in use");
+    assert!(send.iter().any(|&n| n > 0), "{send:?}");
+    assert_eq!(send.last(), Some(&0), "every send completed: {send:?}");
+    let recv = tokens(1, 3, "receive in use");
+    assert!(!recv.is_empty() && recv.iter().all(|&n| n > 0), "{recv:?}");
+    // Node 0's window on its one stream: it opens, and ends at 0.
+    let w = counters(0, "send window");
+    let series = "port 2 -> 1:3 low";
+    let vals: Vec<u64> = w.iter().filter_map(|e| e["args"][series].as_u64()).collect();
+    assert!(vals.iter().any(|&x| x > 1), "{vals:?}");
+    assert_eq!(vals.last(), Some(&0), "everything acked at the end: {vals:?}");
+    // Counters' values are numbers, times in order per track.
+    let ts: Vec<f64> = w.iter().map(|e| f(e, "ts")).collect();
+    assert!(ts.windows(2).all(|p| p[0] <= p[1]));
+    // Two senders into node 1: heads wait for the switch's link to it.
+    let into_1 = tracks.iter().position(|t| t.ends_with("-> node1")).unwrap();
+    let waiting: Vec<u64> = on_fabric("C")
+        .filter(|e| e["name"] == format!("link{into_1} waiting"))
+        .map(|e| e["args"]["heads"].as_u64().unwrap())
+        .collect();
+    assert!(waiting.iter().any(|&n| n > 0), "{waiting:?}");
+    assert_eq!(waiting.last(), Some(&0), "no head waits at the end");
+    let queues = ev.iter().filter(|e| e["ph"] == "C" && e["name"] == "queues").count();
+    eprintln!(
+        "{} link slices, {} drops, {} waiting points, {} NIC queue points, {} window points",
+        slices.len(),
+        drops.len(),
+        on_fabric("C").count(),
+        queues,
+        w.len()
+    );
 }
 
 /// A NIC reset in the middle of a traced run: nothing is lost (the ring is

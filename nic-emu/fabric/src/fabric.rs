@@ -36,6 +36,7 @@ use nic_abi::map::ROUTE_MAX;
 use nic_abi::packet::{Flags, McastTag, PacketType, HEADER_LEN, ROUTE_FLAG};
 
 use crate::event::{Ev, EventQueue};
+use crate::linklog::{LinkEvent, LinkWhat, PacketSummary};
 use crate::topology::Layout;
 use nic_device::faults::{flip_bit, FaultInjector, Faults};
 use nic_device::profile::{Profile, Rate};
@@ -404,6 +405,8 @@ pub struct Fabric {
     pub outage_drops: Vec<u64>,
     /// With `capture_to`: every packet at every link it enters.
     capture: Option<crate::capture::Capture>,
+    /// With `log_links`: what happened at each link.
+    link_log: Option<Vec<LinkEvent>>,
 }
 
 /// A time a link is down: everything entering it is lost.
@@ -449,6 +452,7 @@ impl Fabric {
             down: vec![Vec::new(); layout.links().len()],
             outage_drops: Vec::new(),
             capture: None,
+            link_log: None,
         }
     }
 
@@ -489,6 +493,48 @@ impl Fabric {
             self.outage_drops.resize(n, 0);
         }
         Ok(())
+    }
+
+    /// Record, from now on, what happens at each link (`linklog`): every
+    /// packet entering one, packets a switch drops, heads waiting. Changes
+    /// nothing of what the fabric does.
+    pub fn log_links(&mut self) {
+        self.link_log.get_or_insert_with(Vec::new);
+    }
+
+    /// What happened at the links since the last call, in the order the
+    /// fabric saw it (none unless `log_links` was called).
+    pub fn take_link_log(&mut self) -> Vec<LinkEvent> {
+        self.link_log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Every directed link's two ends, in link order.
+    pub fn link_specs(&self) -> Vec<LinkSpec> {
+        self.links.iter().map(|l| l.spec).collect()
+    }
+
+    #[inline(never)]
+    fn log_link(&mut self, t_ns: u64, link: u32, what: LinkWhat) {
+        if let Some(log) = self.link_log.as_mut() {
+            log.push(LinkEvent { t_ns, link, what });
+        }
+    }
+
+    /// A switch dropped `id` at `link` at `now` (for the link log).
+    fn log_switch_drop(&mut self, now: u64, link: u32, id: u32, blocked: bool) {
+        if self.link_log.is_some() {
+            let packet = PacketSummary::of(self.flights[id as usize].wire());
+            self.log_link(now, link, LinkWhat::SwitchDrop { blocked, packet });
+        }
+    }
+
+    /// Heads waiting for `link` changed (for the link log).
+    #[inline]
+    fn log_waiting(&mut self, now: u64, link: u32) {
+        if self.link_log.is_some() {
+            let n = self.links[link as usize].waiters.len() as u32;
+            self.log_link(now, link, LinkWhat::Waiting(n));
+        }
     }
 
     /// Record, from now on, when each multicast data packet (a Data packet
@@ -580,6 +626,11 @@ impl Fabric {
         if let Some(c) = self.capture.as_mut() {
             c.record(t, link, &hit, &f.buf[f.pos as usize..]);
         }
+        if let Some(log) = self.link_log.as_mut() {
+            let packet = PacketSummary::of(&f.buf[f.pos as usize..]);
+            let tail_ns = t + l.spec.rate.ns(len);
+            log.push(LinkEvent { t_ns: t, link, what: LinkWhat::Packet { tail_ns, hit, packet } });
+        }
         if let Some(k) = hit.outage {
             self.outage_drops[k] += 1;
         }
@@ -648,6 +699,7 @@ impl Fabric {
         if out == NO_LINK {
             self.links[last as usize].stats.bad_routes += 1;
             self.by_src[f.src as usize].bad_routes += 1;
+            self.log_switch_drop(now, last, id, false);
             self.swallow(q, id, now);
             return Arrival::Gone;
         }
@@ -666,6 +718,7 @@ impl Fabric {
                 ol.timeout_pending = true;
                 q.push(now.saturating_add(timeout), Ev::LinkTimeout { link: out });
             }
+            self.log_waiting(now, out);
         }
         Arrival::Switched
     }
@@ -740,6 +793,7 @@ impl Fabric {
     /// last link, for the NIC at its end): counted on the link and against
     /// its sender.
     fn drop_blocked(&mut self, q: &mut EventQueue, link: u32, id: u32, now: u64) {
+        self.log_switch_drop(now, link, id, true);
         self.links[link as usize].stats.blocked_drops += 1;
         self.by_src[self.flights[id as usize].src as usize].blocked_drops += 1;
         self.swallow(q, id, now);
@@ -781,6 +835,7 @@ impl Fabric {
         }
         let Some(id) = l.waiters.pop_front() else { return Freed::Stale };
         l.stats.wait_ns += now - self.flights[id as usize].blocked_since;
+        self.log_waiting(now, link);
         self.unblock(q, id, now);
         self.enter(q, id, link, now);
         Freed::Switched
@@ -798,6 +853,7 @@ impl Fabric {
                 break;
             }
             l.waiters.pop_front();
+            self.log_waiting(now, link);
             self.drop_blocked(q, link, id, now);
         }
     }

@@ -19,6 +19,7 @@
 pub mod capture;
 pub mod event;
 pub mod fabric;
+pub mod linklog;
 pub mod plan;
 pub mod stats;
 pub mod topology;

@@ -18,6 +18,7 @@ use super::report::{
 use super::trace::ClusterTrace;
 use nic_device::profile::Pricing;
 use nic_device::{Faults, Profile};
+use nic_fabric::capture::end_name;
 use nic_fabric::fabric::Outage;
 use nic_fabric::topology::Layout;
 use nic_fabric::Topology;
@@ -199,13 +200,20 @@ fn run_sim(
     let st = cluster.sim_stats();
     let traced = trace.then(|| {
         let calls = ledger.borrow_mut().host_calls.take().unwrap_or_default();
-        ClusterTrace::collect(
+        let mut t = ClusterTrace::collect(
             "sim",
             cluster.profile().nic.rtc_hz,
             cluster.now_ns(),
             (0..v.nodes).map(|n| (cluster.take_trace(n), 0)).collect(),
             calls,
-        )
+        );
+        t.links = cluster
+            .link_specs()
+            .iter()
+            .map(|l| format!("{} -> {}", end_name(l.from), end_name(l.to)))
+            .collect();
+        t.link_events = cluster.take_link_log();
+        t
     });
     mcast::count_in_flight(&mut ledger.borrow_mut(), &spans);
     let l = ledger.borrow();

@@ -920,6 +920,7 @@ impl SimCluster {
     pub fn trace_transitions(&mut self) {
         if self.traces.is_none() {
             self.traces = Some(vec![Default::default(); self.nics.len()]);
+            self.fabric.log_links();
             for node in 0..self.nics.len() {
                 self.nics[node].wire_log = Some(Default::default());
                 self.start_trace(node);
@@ -935,6 +936,17 @@ impl SimCluster {
             Some((t, _)) => std::mem::take(t),
             None => NicTrace::default(),
         }
+    }
+
+    /// What happened at the fabric's links since the last call (empty
+    /// unless `trace_transitions` was called): `nic_fabric::linklog`.
+    pub fn take_link_log(&mut self) -> Vec<nic_fabric::linklog::LinkEvent> {
+        self.fabric.take_link_log()
+    }
+
+    /// Every directed link's two ends, in link order.
+    pub fn link_specs(&self) -> Vec<nic_fabric::fabric::LinkSpec> {
+        self.fabric.link_specs()
     }
 
     /// Switch node `node`'s traces on and start reading from where its

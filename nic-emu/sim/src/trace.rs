@@ -89,12 +89,15 @@ pub struct WirePacket {
     /// buffer (delivered), ns of virtual time.
     pub ns: u64,
     pub ptype: u8,
+    pub flags: u8,
     pub priority: u8,
     pub src_node: u16,
     pub dst_node: u16,
     pub src_port: u8,
     pub dst_port: u8,
     pub seq: u32,
+    /// With `Flags::ACK_VALID`: the cumulative ack of the reverse stream.
+    pub ack: u32,
     pub payload_len: u16,
     /// Delivered: the receive buffer it went into.
     pub buf: u32,
@@ -107,12 +110,14 @@ impl WirePacket {
         (h.len() >= nic_abi::packet::HEADER_LEN).then(|| WirePacket {
             ns,
             ptype: get_u8(h, 0),
+            flags: get_u8(h, 1),
             priority: get_u8(h, 2),
             src_node: get_u16(h, 4),
             dst_node: get_u16(h, 6),
             src_port: get_u8(h, 8),
             dst_port: get_u8(h, 9),
             seq: get_u32(h, 12),
+            ack: get_u32(h, 16),
             payload_len: get_u16(h, 28),
             buf,
         })

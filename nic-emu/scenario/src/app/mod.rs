@@ -236,6 +236,13 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let mut l = self.ledger.borrow_mut();
         if let Some(calls) = l.host_calls.as_mut() {
             let end_ns = if what == "event" { start_ns } else { self.host.trace_ns() };
+            let tokens = self.ports.iter().find(|p| p.num == port).map(|p| {
+                let p = &p.port;
+                (
+                    p.send_tokens().saturating_sub(p.send_tokens_free()),
+                    p.recv_tokens().saturating_sub(p.recv_tokens_free()),
+                )
+            });
             calls.push(super::trace::HostCall {
                 node: self.node,
                 start_ns,
@@ -243,6 +250,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 what,
                 port,
                 detail: detail(),
+                tokens,
             });
         }
     }

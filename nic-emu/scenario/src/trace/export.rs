@@ -21,6 +21,8 @@
 //!   `Check` for one that was not accepted) and the copy into host
 //!   memory (RDMA `Copying`). How a packet's records are found is
 //!   [`flows`].
+//! - Counter events (`ph: "C"`) per NIC, after its host calls, and the
+//!   `fabric` process last (`super::tracks`).
 
 use std::collections::BTreeMap;
 
@@ -298,6 +300,7 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             }
             ev.push(e);
         }
+        ev.extend(super::tracks::nic_counters(t, n, &slices[ni]));
         for d in &n.nic.dispatches {
             // The key's fields as `nic_abi::flows::flow_key` packs them.
             let (node, sport, dport, prio) =
@@ -308,6 +311,7 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
                     if prio == 1 { "high" } else { "low" }), "bytes": d.bytes, "rtc": d.rtc}}));
         }
     }
+    ev.extend(super::tracks::fabric_events(t));
     let per_node: Vec<Value> = t
         .nodes
         .iter()
@@ -326,6 +330,8 @@ pub fn chrome_json(t: &ClusterTrace) -> String {
             "rtc_hz": t.rtc_hz,
             "end_ns": t.end_ns,
             "packets_followed": flows.len(),
+            "links": t.links.len(),
+            "link_events": t.link_events.len(),
             "nodes": per_node,
         },
     });

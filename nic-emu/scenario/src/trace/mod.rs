@@ -9,17 +9,21 @@
 //! whole cluster's as one document: a process per NIC, a thread per
 //! machine and one for the host program, and flow arrows that follow each
 //! data packet from the sender's SDMA and SEND to the receiver's RECV and
-//! RDMA (`export`).
+//! RDMA (`export`); a `fabric` process with a track per link, and counter
+//! tracks per NIC for its queues, send windows and tokens (`tracks`).
 
 mod export;
 mod live;
 pub mod names;
+mod tracks;
 
 pub use export::{chrome_json, flows, Flow};
 pub use live::LiveTracer;
 pub use nic_sim::trace::{Cursors, NicTrace};
+pub use tracks::{packet_name, FABRIC_PID};
 
 use nic_abi::trace::{Cause, Machine};
+pub use nic_fabric::linklog::{LinkEvent, LinkWhat, PacketSummary};
 
 /// One call a node's host program made (or an event it took).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +39,10 @@ pub struct HostCall {
     pub port: u8,
     /// Its operands in words (`to 1:2, 64 B, message 3`).
     pub detail: String,
+    /// The port's tokens right after the call, if the port was open: send
+    /// tokens in use (sends not yet completed) and receive tokens in use
+    /// (receive buffers posted and not yet filled).
+    pub tokens: Option<(u32, u32)>,
 }
 
 /// What was traced on one node.
@@ -61,6 +69,11 @@ pub struct ClusterTrace {
     /// each machine lasts until then.
     pub end_ns: u64,
     pub nodes: Vec<NodeTrace>,
+    /// The sim only: every directed link's name (`node0 -> sw0.p0`), in
+    /// link order, and what happened at the links (`nic_fabric::linklog`,
+    /// in the order the fabric saw it). Empty elsewhere.
+    pub links: Vec<String>,
+    pub link_events: Vec<LinkEvent>,
 }
 
 impl ClusterTrace {
@@ -89,7 +102,14 @@ impl ClusterTrace {
                 n.host.push(c);
             }
         }
-        ClusterTrace { backend: backend.to_string(), rtc_hz, end_ns, nodes }
+        ClusterTrace {
+            backend: backend.to_string(),
+            rtc_hz,
+            end_ns,
+            nodes,
+            links: Vec::new(),
+            link_events: Vec::new(),
+        }
     }
 
     /// A tick of node `n`'s RTC on the run's clock (ns).

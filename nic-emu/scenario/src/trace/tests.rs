@@ -49,12 +49,14 @@ fn two_nodes() -> ClusterTrace {
     let pkt = |ns, ptype: PacketType, seq, buf| WirePacket {
         ns,
         ptype: ptype as u8,
+        flags: 0,
         priority: 0,
         src_node: 0,
         dst_node: 1,
         src_port: 2,
         dst_port: 2,
         seq,
+        ack: 0,
         payload_len: 4,
         buf,
     };
@@ -92,6 +94,7 @@ fn two_nodes() -> ClusterTrace {
         what: "send",
         port: 2,
         detail: "message 0, 4 B to 1:2".into(),
+        tokens: Some((1, 0)),
     };
     ClusterTrace::collect("sim", 1_000_000, 40_000, vec![(n0, 0), (n1, 0)], vec![call])
 }
@@ -229,4 +232,178 @@ fn a_dispatch_names_its_flow() {
     assert_eq!(d[0]["ts"], 12.0);
     assert_eq!(d[0]["args"]["flow"], "port 2 -> 1:3 high");
     assert_eq!(d[0]["args"]["bytes"], 4096);
+}
+
+/// Counter events named `name` on `pid`: (ts, args).
+fn counter(ev: &[Value], pid: u64, name: &str) -> Vec<(f64, Value)> {
+    ev.iter()
+        .filter(|e| e["ph"] == "C" && e["pid"] == pid && e["name"] == name)
+        .map(|e| (e["ts"].as_f64().unwrap(), e["args"].clone()))
+        .collect()
+}
+
+#[test]
+fn queue_counters_follow_the_waiting_operands_and_drop_to_zero() {
+    let n = NicTrace {
+        transitions: vec![
+            r(10, Machine::Recv, "Idle", "Check", Cause::Packet, 4),
+            r(11, Machine::Recv, "Check", "Backlog", Cause::Budget, 3),
+            r(12, Machine::Recv, "Backlog", "RdmaFull", Cause::RdmaFull, 5),
+            r(13, Machine::Rdma, "Idle", "RingFull", Cause::NoRoom, 2),
+            r(14, Machine::Recv, "RdmaFull", "Idle", Cause::Drained, 0),
+            r(15, Machine::Rdma, "RingFull", "Idle", Cause::Drained, 0),
+        ],
+        ..NicTrace::default()
+    };
+    let t = ClusterTrace::collect("sim", 1_000_000, 20_000, vec![(n, 0)], vec![]);
+    let q = counter(&events(&t), 0, "queues");
+    let got: Vec<(f64, String)> = q
+        .iter()
+        .map(|(ts, a)| {
+            let (k, v) = a.as_object().unwrap().iter().next().unwrap();
+            (*ts, format!("{k}={v}"))
+        })
+        .collect();
+    let want = [
+        (11.0, "RECV waiting=3"),
+        (12.0, "RECV waiting=5"),
+        (13.0, "RDMA jobs=2"),
+        (14.0, "RECV waiting=0"),
+        (15.0, "RDMA jobs=0"),
+    ];
+    assert_eq!(got, want.map(|(t, s)| (t, s.to_string())));
+}
+
+#[test]
+fn a_send_window_opens_with_each_packet_and_closes_with_each_ack() {
+    let data = |ns, seq| WirePacket {
+        ns,
+        ptype: PacketType::Data as u8,
+        src_node: 0,
+        dst_node: 1,
+        src_port: 2,
+        dst_port: 3,
+        seq,
+        ..WirePacket::default()
+    };
+    let ack = |ns, ack| WirePacket {
+        ns,
+        ptype: PacketType::Ack as u8,
+        flags: nic_abi::packet::Flags::ACK_VALID.bits(),
+        src_node: 1,
+        dst_node: 0,
+        src_port: 3,
+        dst_port: 2,
+        ack,
+        ..WirePacket::default()
+    };
+    let n = NicTrace {
+        // Seq 7 first (the stream starts where it starts), 8, 9; a
+        // retransmission of 8 moves nothing.
+        sent: vec![data(1_000, 7), data(2_000, 8), data(3_000, 9), data(5_000, 8)],
+        // An ack of 9 (7 and 8 in), a stale one, then everything.
+        delivered: vec![ack(4_000, 9), ack(4_500, 8), ack(6_000, 10)],
+        ..NicTrace::default()
+    };
+    let t = ClusterTrace::collect("sim", 1_000_000, 20_000, vec![(n, 0)], vec![]);
+    let w: Vec<(f64, u64)> = counter(&events(&t), 0, "send window")
+        .iter()
+        .map(|(ts, a)| (*ts, a["port 2 -> 1:3 low"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(w, [(1.0, 1), (2.0, 2), (3.0, 3), (4.0, 1), (6.0, 0)]);
+}
+
+#[test]
+fn token_counters_are_the_ports_tokens_after_each_call() {
+    let mut t = two_nodes();
+    t.nodes[0].host.push(HostCall {
+        node: 0,
+        start_ns: 20_000,
+        end_ns: 20_000,
+        what: "event",
+        port: 2,
+        detail: "send completed: Success".into(),
+        tokens: Some((0, 4)),
+    });
+    let c = counter(&events(&t), 0, "port 2 tokens");
+    let got: Vec<(f64, u64, u64)> = c
+        .iter()
+        .map(|(ts, a)| {
+            (*ts, a["send in use"].as_u64().unwrap(), a["receive in use"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(got, [(9.5, 1, 0), (20.0, 0, 4)]);
+}
+
+#[test]
+fn each_link_is_a_track_with_its_packets_drops_and_waiting_heads() {
+    use nic_fabric::fabric::Hit;
+    let mut t = two_nodes();
+    t.links = vec!["node0 -> sw0.p0".into(), "sw0.p1 -> node1".into()];
+    let p = PacketSummary {
+        ptype: PacketType::Data as u8,
+        src_node: 0,
+        src_port: 2,
+        dst_node: 1,
+        dst_port: 3,
+        seq: 5,
+        bytes: 100,
+        ..PacketSummary::default()
+    };
+    let lost = Hit { drop: true, outage: Some(0), ..Hit::default() };
+    t.link_events = vec![
+        LinkEvent {
+            t_ns: 1_000,
+            link: 0,
+            what: LinkWhat::Packet { tail_ns: 1_500, hit: Hit::default(), packet: p },
+        },
+        LinkEvent { t_ns: 2_000, link: 1, what: LinkWhat::Waiting(1) },
+        LinkEvent { t_ns: 3_000, link: 1, what: LinkWhat::Waiting(0) },
+        LinkEvent { t_ns: 4_000, link: 1, what: LinkWhat::SwitchDrop { blocked: true, packet: p } },
+        LinkEvent {
+            t_ns: 5_000,
+            link: 0,
+            what: LinkWhat::Packet { tail_ns: 5_500, hit: lost, packet: p },
+        },
+    ];
+    let ev = events(&t);
+    let fab: Vec<&Value> = ev.iter().filter(|e| e["pid"] == FABRIC_PID).collect();
+    let names: Vec<&str> = fab
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["link0 node0 -> sw0.p0", "link1 sw0.p1 -> node1"]);
+    let x: Vec<(&str, u64, f64, f64)> = fab
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            let n = e["name"].as_str().unwrap();
+            (n, e["tid"].as_u64().unwrap(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        x,
+        [
+            ("Data 0:2->1:3 seq 5", 1, 1.0, 0.5),
+            ("Data 0:2->1:3 seq 5 [dropped (link down)]", 1, 5.0, 0.5)
+        ]
+    );
+    let drops: Vec<(u64, f64, &str)> = fab
+        .iter()
+        .filter(|e| e["name"] == "drop")
+        .map(|e| {
+            (
+                e["tid"].as_u64().unwrap(),
+                e["ts"].as_f64().unwrap(),
+                e["args"]["cause"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(drops, [(2, 4.0, "blocked too long"), (1, 5.0, "link down")]);
+    let w: Vec<(f64, u64)> = counter(&ev, FABRIC_PID, "link1 waiting")
+        .iter()
+        .map(|(ts, a)| (*ts, a["heads"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(w, [(2.0, 1), (3.0, 0)]);
 }
