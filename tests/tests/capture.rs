@@ -321,7 +321,8 @@ fn every_documented_filter_matches_what_it_says_and_the_file_is_in_time_order() 
             "nicemu_capture.link_down == 1" => outage,
             "nicemu_capture.corrupted == 1"
             | "frame.packet_flags_crc_error == 1"
-            | "nicemu_capture.expert.corrupted" => s.link_corrupts,
+            | "nicemu_capture.expert.corrupted"
+            | "_ws.expert.severity == error" => s.link_corrupts,
             "nicemu_capture.duplicated == 1" | "nicemu_capture.expert.duplicated" => s.link_dups,
             "nicemu.expert.retransmission && nicemu_capture.from_kind == 0"
             | "nicemu.retransmission == 1 && nicemu_capture.from_kind == 0" => resent,
