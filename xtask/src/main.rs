@@ -41,6 +41,7 @@ mod plot;
 mod prereq;
 mod progress;
 mod reliability;
+mod reliability_heavy;
 mod report;
 mod report_live;
 mod rt;

@@ -300,6 +300,11 @@ pub fn report(
             let _ = writeln!(body, "![{}, {profile}: {title}]({file})\n", workload.name());
         }
     }
+    // One stream at 10% loss: the slowest message against its bound.
+    for line in crate::reliability_heavy::section(&dir, &mut body)? {
+        pb.suspend(|| eprintln!("FAILED: {line}"));
+        failed.push(line);
+    }
     if all_same {
         let _ = writeln!(
             md,

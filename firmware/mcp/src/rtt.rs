@@ -74,14 +74,18 @@ impl Rtt {
         }
     }
 
-    /// The stream timed out with the timed packet unacknowledged: the ack
-    /// that ends the wait (an answer to the poll, or to the packets sent
-    /// again) comes a timeout late, and would measure the timeout rather
-    /// than the path. As with a packet sent twice (Karn's rule), no
-    /// sample; the next packet sent new is timed.
+    /// The stream timed out at `now` with the timed packet
+    /// unacknowledged, and polls its receiver. Timed from its first
+    /// send, the ack that ends the wait would measure the timeout itself
+    /// (lost acks would feed it back into the timeout, up to its
+    /// ceiling); timed from the poll, it measures the poll's round trip,
+    /// which crosses the same queues (the answer comes after everything
+    /// sent before the poll) and so still grows under incast.
     #[inline]
-    pub fn timed_out(&mut self) {
-        self.timed_at = 0;
+    pub fn timed_out(&mut self, now: u64) {
+        if self.timed_at != 0 {
+            self.timed_at = (now as u32).max(1);
+        }
     }
 
     /// One round trip of `r` ticks (RFC 6298's smoothing: gains 1/8 and
@@ -127,16 +131,19 @@ mod tests {
     }
 
     #[test]
-    fn the_ack_that_ends_a_timeout_gives_no_sample() {
+    fn the_ack_that_ends_a_timeout_measures_the_poll_not_the_wait() {
         let mut r = Rtt::new();
         r.sent_new(5, 1000);
-        r.timed_out();
-        r.acked(6, 90_000);
-        assert_eq!(r.srtt(), None, "the wait for the timeout is not a round trip");
-        // The next packet sent new is timed.
-        r.sent_new(6, 90_100);
-        r.acked(7, 90_500);
-        assert_eq!(r.srtt(), Some(400));
+        // No ack for 89,000 ticks: the stream polls at 90,000 ...
+        r.timed_out(90_000);
+        // ... and the answer, 600 ticks later, acknowledges packet 5.
+        r.acked(6, 90_600);
+        assert_eq!(r.srtt(), Some(600), "the poll's round trip, not the wait");
+        // Nothing timed: a timeout times nothing.
+        let mut r = Rtt::new();
+        r.timed_out(90_000);
+        r.acked(6, 90_600);
+        assert_eq!(r.srtt(), None);
     }
 
     #[test]

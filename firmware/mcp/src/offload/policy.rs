@@ -97,6 +97,15 @@ pub trait Window {
         false
     }
 
+    /// Stream `st` timed out at `now` and polls its receiver. Go-back-N
+    /// times the poll instead of the packet it was timing (`Rtt::
+    /// timed_out`): the ack that ends the wait would otherwise measure the
+    /// timeout itself, and lost acks would feed it back into the timeout.
+    #[inline(always)]
+    fn polled(_cfg: &Config, st: &mut TxStream, now: u64) {
+        st.rtt.timed_out(now);
+    }
+
     /// Is a nack of `seq` drawn by a packet of round `round` news? None:
     /// the core's answer (the round is the stream's epoch).
     #[inline(always)]

@@ -4,7 +4,7 @@
 //! so the next deadline is worked out again only when one changed.
 
 use super::*;
-use crate::offload::policy::Marks;
+use crate::offload::policy::{Marks, Window};
 use crate::reliability::SendWindow;
 use nic_abi::event::SendStatus;
 use nic_abi::stats::Stat;
@@ -86,7 +86,7 @@ impl Sdma {
                     // number (for a window policy that stamps).
                     Marks::poll(&mut st.marks);
                     st.polled = true;
-                    st.rtt.timed_out();
+                    Win::polled(&cx.cfg, st, now);
                     st.last_progress = now;
                     st.backoff = (st.backoff + 1).min(MAX_BACKOFF);
                 }

@@ -90,6 +90,17 @@ impl Window for Selective {
         true
     }
 
+    /// Selective repeat keeps timing the packet (go-back-N's otherwise):
+    /// measured, timing its polls instead, which come a quarter of the
+    /// timeout apart, put the worst flow's p99 in the lanai9-gm
+    /// all-to-all from 10 to 140 ms without loss.
+    #[inline(always)]
+    fn polled(cfg: &Config, st: &mut TxStream, now: u64) {
+        if !cfg.selective {
+            st.rtt.timed_out(now);
+        }
+    }
+
     #[inline(always)]
     fn nack_news(
         sdma: &Sdma,
