@@ -34,9 +34,17 @@ pub enum DriverError {
     PortBusy(u8),
     /// A `PortOptions` field is out of range (named).
     InvalidOption(&'static str),
-    /// No send token left: wait for a Sent/PutDone/GetDone/Error event.
+    /// No send token free. Every send, put and get holds one from its
+    /// post until the driver reads its completion from the port's event
+    /// queue (any of `recv`, `recv_timeout`, `try_recv`, `poll`, `wait`
+    /// reads it, whether or not it is handed to the program). After this
+    /// error `recv` returns the completion that frees the next token, even
+    /// of a send or put that did not ask for one (`notify`): wait with
+    /// `recv`/`recv_timeout` and post again.
     NoSendToken,
-    /// No receive token left: wait for a Received/Error event.
+    /// No receive token free. Every buffer provided holds one until the
+    /// driver reads the `Received` event of the message that fills it (or
+    /// the `Error` that refuses it): wait with `recv`/`recv_timeout`.
     NoRecvToken,
     /// The send ring holds `SEND_RING_LEN` descriptors the NIC has not taken.
     RingFull,
@@ -247,8 +255,17 @@ impl fmt::Display for DriverError {
                 write!(f, "cluster {}: the device process refused the port: {why}", path.display())
             }
             InvalidOption(what) => write!(f, "port option `{what}` is out of range"),
-            NoSendToken => f.write_str("no send token left on this port"),
-            NoRecvToken => f.write_str("no receive token left on this port"),
+            NoSendToken => f.write_str(
+                "no send token free on this port: each send, put and get holds one until the \
+                 driver reads its completion from the port's event queue; recv or recv_timeout \
+                 returns as soon as one is free (with the completion that freed it, asked for \
+                 or not)",
+            ),
+            NoRecvToken => f.write_str(
+                "no receive token free on this port: each buffer provided holds one until the \
+                 driver reads the Received event of the message that fills it; recv or \
+                 recv_timeout returns it",
+            ),
             RingFull => f.write_str("the port's send ring is full"),
             NotRegistered => f.write_str("buffer is not registered memory of this port"),
             BadSize => f.write_str("length or offset out of range for this buffer"),

@@ -406,7 +406,7 @@ impl<B: NicBackend> Port<B> {
             }
             Scheme::Host => {
                 if kids.len() as u32 > self.send_tokens_free() {
-                    return Err(DriverError::NoSendToken);
+                    return Err(self.no_send_token());
                 }
                 let want = (kids.len() as u32).saturating_mul(PER_CHILD);
                 if self.ring_free(want) < want {

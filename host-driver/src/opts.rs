@@ -74,8 +74,16 @@ pub struct SendOpts {
     /// class too small for the length is `DriverError::ClassTooSmall`.
     pub size_class: Option<u8>,
     /// Report the send's successful completion (`Event::Sent` with
-    /// status Ok) through `Port::recv`. A failed send is always reported.
-    /// Ask for it when you want to know the buffer is free to change.
+    /// status Ok, carrying `tag`) through `Port::recv`. Ask for it when
+    /// you want to know the buffer is free to change (a window of sends:
+    /// `host-driver/examples/stream.rs`). Whatever it says:
+    /// - a failed send is always reported (`Sent` with another status,
+    ///   or `Error` if the NIC refused the descriptor);
+    /// - the send token comes back when the driver reads the completion
+    ///   from the event queue, reported or not;
+    /// - after a post was refused `NoSendToken`, `recv` returns the next
+    ///   completion that frees a token, asked for or not, so a program
+    ///   that waits for a token with `recv` wakes as soon as there is one.
     pub notify: bool,
 }
 
@@ -148,7 +156,9 @@ pub struct PutOpts {
     /// Comes back in the completion (`Event::PutDone`) or `Event::Error`.
     pub tag: u64,
     /// Report the put's successful completion (`Event::PutDone` with
-    /// status Ok) through `Port::recv`. A failed put is always reported.
+    /// status Ok) through `Port::recv`. A failed put is always reported,
+    /// and after `NoSendToken` the next completion that frees a send
+    /// token is returned asked for or not (as for `SendOpts::notify`).
     pub notify: bool,
 }
 

@@ -242,6 +242,18 @@ impl News {
 /// (`send`, `provide_receive_buffer`, `put`, `get`, `post_raw`, `poll`,
 /// `wait`) stay for programs that want every event and every field.
 ///
+/// Tokens: a send, put or get holds a send token, a provided buffer a
+/// receive token, until the driver reads its completion from the event
+/// queue ([`send_tokens`](Port::send_tokens),
+/// [`send_tokens_free`](Port::send_tokens_free),
+/// [`sends_in_flight`](Port::sends_in_flight) and their receive
+/// counterparts say how many). Completions: [`recv`](Port::recv) returns
+/// every `Received`, every failure, and the successful completions asked
+/// for with `notify` (or, after `NoSendToken`, the one that frees a
+/// token); [`send_to`](Port::send_to) and [`provide`](Port::provide) say
+/// more. `host-driver/examples/stream.rs` keeps a window of sends in
+/// flight with them.
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use host_driver::{Dest, Port, RecvOpts, SendOpts};
@@ -287,6 +299,11 @@ pub struct Port<B: NicBackend> {
     /// What the device publishes of the nodes this port talks with.
     news: News,
     quiet: Quiet,
+    /// A post was refused `NoSendToken` and no send token has come back
+    /// to the program since: the next event that gives one back is
+    /// returned by `recv` even when it is a quiet completion (so a wait
+    /// for a token ends as soon as there is one).
+    send_token_wanted: bool,
     /// Multicasts' lost heads from `McastLost` events, by the root's tag,
     /// until their Sent event comes (right after them).
     lost: Vec<(u64, nic_abi::event::LostHeads)>,
@@ -371,6 +388,7 @@ impl<B: NicBackend> Port<B> {
             node: info.node_id,
             news: News::new(),
             quiet: Quiet::default(),
+            send_token_wanted: false,
             lost: Vec::new(),
             cseqs: [0; nic_abi::map::GROUP_ENTRIES as usize],
         };
@@ -495,24 +513,59 @@ impl<B: NicBackend> Port<B> {
             && self.be.sram_load_u32(port_reg(self.num as usize, pcb::STATE)) != pcb::STATE_OPEN
     }
 
-    /// Send tokens this port has.
+    /// Send tokens this port has: the most sends, puts and gets it can
+    /// have posted and not yet completed. The NIC's configuration sets
+    /// it (32 on the `lanai9-gm` profile), `PortOptions::send_tokens` may
+    /// lower it.
+    ///
+    /// ```no_run
+    /// use host_driver::Port;
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let port = Port::attach("nic", 0, 1)?;
+    /// // A sender keeps at most this many sends in flight (its window).
+    /// let window = port.send_tokens().min(8);
+    /// assert_eq!(port.send_tokens_free(), port.send_tokens()); // nothing posted yet
+    /// assert_eq!(port.sends_in_flight(), 0);
+    /// # let _ = window;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send_tokens(&self) -> u32 {
         self.send_max
     }
 
-    /// Receive tokens this port has.
+    /// Receive tokens this port has: the most receive buffers it can
+    /// have provided and not yet filled (32 on `lanai9-gm`;
+    /// `PortOptions::recv_tokens` may lower it).
     pub fn recv_tokens(&self) -> u32 {
         self.recv_max
     }
 
-    /// Send tokens not in use.
+    /// Send tokens free now: how many more sends, puts or gets can be
+    /// posted before `NoSendToken`. A token comes back when the driver
+    /// reads the completion of the operation that held it (any call that
+    /// reads events does, whether or not it hands the completion to the
+    /// program).
     pub fn send_tokens_free(&self) -> u32 {
         self.send_free
     }
 
-    /// Receive tokens not in use.
+    /// Receive tokens free now: how many more buffers can be provided
+    /// before `NoRecvToken`. One comes back with each `Received` event.
     pub fn recv_tokens_free(&self) -> u32 {
         self.recv_free
+    }
+
+    /// Sends, puts and gets posted whose completion the driver has not
+    /// read yet (the send tokens in use).
+    pub fn sends_in_flight(&self) -> u32 {
+        self.send_max - self.send_free
+    }
+
+    /// Receive buffers provided that no message has filled yet, as far
+    /// as the driver has read (the receive tokens in use).
+    pub fn receive_buffers_posted(&self) -> u32 {
+        self.recv_max - self.recv_free
     }
 
     pub fn event_queue_len(&self) -> u32 {
@@ -536,8 +589,48 @@ impl<B: NicBackend> Port<B> {
 
     /// Send all of `buf` to the port `to`, into one of its receive buffers
     /// of the message's size class and `opts.priority` (see [`SendOpts`]).
-    /// Takes a send token. The buffer must stay unchanged until the send
-    /// completes (ask for `notify` to learn when).
+    ///
+    /// Completion: the send holds a send token until the driver reads its
+    /// completion from the event queue; `NoSendToken` when none is free.
+    /// The buffer must stay unchanged until the send completes. What
+    /// `recv` returns of it:
+    /// - with `opts.notify`, its `Event::Sent` (status Ok), tagged
+    ///   `opts.tag`: the buffer is free to change;
+    /// - without, nothing when it succeeds, unless the program is waiting
+    ///   for a token (a post was refused `NoSendToken` since the last
+    ///   token came back): then the completion that frees the next token
+    ///   is returned, so `recv_timeout` after `NoSendToken` returns as
+    ///   soon as a send can go;
+    /// - a failure always (`Sent` with another status, or `Error`).
+    ///
+    /// A message that finds no receive buffer of its class at the target
+    /// is turned away and sent again later (after 100 us on `lanai9-gm`,
+    /// the wait doubling while refusals go on): keep the receiver's
+    /// buffers ahead of the sends in flight for full speed (a window:
+    /// `host-driver/examples/stream.rs`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{Dest, DriverError, Port, SendOpts};
+    ///
+    /// # fn main() -> Result<(), DriverError> {
+    /// let mut tx = Port::attach("nic", 0, 1)?;
+    /// let msg = tx.alloc_from(&[1u8; 4096])?;
+    /// for _ in 0..1000 {
+    ///     loop {
+    ///         match tx.send_to(&msg, Dest::new(1, 1), SendOpts::default()) {
+    ///             Ok(()) => break,
+    ///             Err(DriverError::NoSendToken) => {
+    ///                 // Returns as soon as a send completes and frees a token.
+    ///                 tx.recv_timeout(Duration::from_millis(100))?;
+    ///             }
+    ///             Err(e) => return Err(e),
+    ///         }
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send_to(&mut self, buf: &DmaBuf, to: Dest, opts: SendOpts) -> Result<(), DriverError> {
         let class = opts.size_class(buf.len)?;
         let len = whole_len(buf)?;
@@ -551,7 +644,36 @@ impl<B: NicBackend> Port<B> {
     /// Give the NIC all of `buf` as a receive buffer (see [`RecvOpts`]:
     /// by default for the largest size class it holds). Takes a receive
     /// token, back with the `Event::Received` of the message that fills
-    /// it; read the message with [`read_message`](Port::read_message).
+    /// it (always returned by `recv`); read the message with
+    /// [`read_message`](Port::read_message), then the buffer is the
+    /// program's again: provide it anew to receive more. A message that
+    /// comes when no buffer of its class is provided waits at its sender
+    /// (see [`send_to`](Port::send_to)), so a receiver provides several
+    /// buffers, before its senders start, and provides each again at once.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{Event, Port, RecvOpts};
+    ///
+    /// # fn main() -> Result<(), host_driver::DriverError> {
+    /// let mut rx = Port::attach("nic", 1, 1)?;
+    /// let mut inbox = Vec::new();
+    /// for tag in 0..rx.recv_tokens_free().min(16) as u64 {
+    ///     let b = rx.alloc(4096)?;
+    ///     rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() })?;
+    ///     inbox.push(b);
+    /// }
+    /// for _ in 0..1000 {
+    ///     let e = rx.recv_timeout(Duration::from_millis(100))?; // as soon as a message is there
+    ///     if let Event::Received { tag, .. } = e {
+    ///         let bytes = rx.read_message(&e)?;
+    ///         println!("{} bytes", bytes.len());
+    ///         rx.provide(&inbox[tag as usize], RecvOpts { tag, ..RecvOpts::default() })?;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn provide(&mut self, buf: &DmaBuf, opts: RecvOpts) -> Result<(), DriverError> {
         let class = opts.size_class(buf.len)?;
         self.provide_receive_buffer(buf, class, opts.priority, opts.tag)
@@ -616,28 +738,53 @@ impl<B: NicBackend> Port<B> {
     }
 
     /// Wait for the next event for the program, as long as it takes (or
-    /// until the NIC goes down: `NicDown`). Returns:
+    /// until the NIC goes down: `NicDown`). It returns as soon as the NIC
+    /// has written one (on a live or qemu cluster the wait polls the
+    /// event queue in memory, yielding the CPU between looks, see
+    /// `IdlePolicy`). Returns:
     /// - `Event::Received`: a message landed in a buffer given to
     ///   [`provide`](Port::provide) (read it with
     ///   [`read_message`](Port::read_message));
     /// - `Event::Sent` / `Event::PutDone`: a send or put completed, when
-    ///   it failed (a status other than Ok) or its options asked to be
-    ///   told (`notify`);
+    ///   it failed (a status other than Ok), its options asked to be
+    ///   told (`notify`), or the program waits for a send token (a post
+    ///   was refused `NoSendToken` since the last one came back: the
+    ///   completion that frees the next one is returned);
     /// - `Event::GetDone`: a get completed (the data is in its buffer if
     ///   the status is Ok);
     /// - `Event::Error`: the NIC refused a descriptor;
     /// - `Event::Alarm`: an alarm set with `set_alarm` went off.
     ///
     /// It never returns `Event::PortOpened` (the NIC's note that it serves
-    /// the port) nor the successful completion of a send or put that did
-    /// not ask for it: it consumes them and waits on. On a backend that
-    /// cannot block (the sim) an empty queue is `WouldBlock` at once.
+    /// the port) nor, unless the program waits for a send token, the
+    /// successful completion of a send or put that did not ask for it: it
+    /// consumes them (their tokens come back) and waits on. On a backend
+    /// that cannot block (the sim) an empty queue is `WouldBlock` at once.
     pub fn recv(&mut self) -> Result<Event, DriverError> {
         self.recv_timeout(Duration::MAX)
     }
 
     /// As [`recv`](Port::recv), but `Timeout` if nothing for the program
-    /// came within `timeout`.
+    /// came within `timeout`. It returns the event as soon as it is
+    /// there: the timeout bounds only a wait in which nothing comes, so a
+    /// program may wait in slices (100 ms, say) and look at other things
+    /// between them.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{DriverError, Port};
+    ///
+    /// # fn main() -> Result<(), DriverError> {
+    /// let mut port = Port::attach("nic", 1, 0)?;
+    /// loop {
+    ///     match port.recv_timeout(Duration::from_millis(100)) {
+    ///         Ok(e) => println!("{e:?}"),
+    ///         Err(DriverError::Timeout) => println!("nothing for 100 ms"),
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event, DriverError> {
         self.wait_for(timeout, Port::try_recv)
     }
@@ -892,7 +1039,7 @@ impl<B: NicBackend> Port<B> {
 
     pub(crate) fn post_n(&mut self, slots: &[&[u8]], token: TokenBack) -> Result<(), DriverError> {
         match token {
-            TokenBack::Send if self.send_free == 0 => return Err(DriverError::NoSendToken),
+            TokenBack::Send if self.send_free == 0 => return Err(self.no_send_token()),
             TokenBack::Recv if self.recv_free == 0 => return Err(DriverError::NoRecvToken),
             _ => {}
         }
@@ -923,7 +1070,7 @@ impl<B: NicBackend> Port<B> {
     /// when the send can go asks this first.
     pub fn send_room(&mut self) -> Result<(), DriverError> {
         if self.send_free == 0 {
-            return Err(DriverError::NoSendToken);
+            return Err(self.no_send_token());
         }
         if !self.ring_has_room(1) {
             return Err(DriverError::RingFull);
@@ -948,6 +1095,14 @@ impl<B: NicBackend> Port<B> {
     pub(crate) fn ring_free(&mut self, want: u32) -> u32 {
         self.ring_has_room(want);
         SEND_RING_LEN.saturating_sub(self.prod.wrapping_sub(self.cons_seen))
+    }
+
+    /// `NoSendToken`, and the program now waits for a send token: the
+    /// next completion that brings one back is for `recv`, asked for or
+    /// not.
+    pub(crate) fn no_send_token(&mut self) -> DriverError {
+        self.send_token_wanted = true;
+        DriverError::NoSendToken
     }
 
     fn ring_has_room(&mut self, n: u32) -> bool {
@@ -995,9 +1150,13 @@ impl<B: NicBackend> Port<B> {
                 self.report_consumed();
             }
             // Tokens come back by the kind bytes, even if the rest is bad.
+            let mut send_token = false;
             if let Some(kind) = EventKind::from_u8(rec[0]) {
                 match token_back(kind, rec[12]) {
-                    TokenBack::Send => self.send_free = (self.send_free + 1).min(self.send_max),
+                    TokenBack::Send => {
+                        self.send_free = (self.send_free + 1).min(self.send_max);
+                        send_token = true;
+                    }
                     TokenBack::Recv => self.recv_free = (self.recv_free + 1).min(self.recv_max),
                     TokenBack::None => {}
                 }
@@ -1031,7 +1190,11 @@ impl<B: NicBackend> Port<B> {
                             *missing = self.lost.swap_remove(i).1;
                         }
                     }
-                    return Some((e, self.quiet.skip(&e)));
+                    // Settle a quiet operation either way; a completion
+                    // that ends a wait for a send token is returned.
+                    let skip = self.quiet.skip(&e);
+                    let wanted = send_token && std::mem::take(&mut self.send_token_wanted);
+                    return Some((e, skip && !wanted));
                 }
                 None => self.stats.bad_events += 1,
             }

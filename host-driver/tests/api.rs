@@ -80,6 +80,61 @@ fn a_send_that_asks_for_its_completion_gets_it() {
 }
 
 #[test]
+fn after_no_send_token_recv_returns_the_completion_that_frees_one() {
+    let mut rig = Rig::new(Config::default());
+    let nic = rig.nic();
+    let mut rx = nic.open_port(1, PortOptions::default()).unwrap();
+    let opts = PortOptions { send_tokens: Some(2), ..PortOptions::default() };
+    let mut tx = nic.open_port(0, opts).unwrap();
+    rig.step();
+    for tag in 0..4 {
+        let b = rx.alloc(64).unwrap();
+        rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() }).unwrap();
+    }
+    rig.step();
+    let out = tx.alloc_from(&[5u8; 40]).unwrap();
+    let quiet = |tag| SendOpts { tag, ..SendOpts::default() };
+    tx.send_to(&out, RX, quiet(1)).unwrap();
+    tx.send_to(&out, RX, quiet(2)).unwrap();
+    assert_eq!((tx.send_tokens_free(), tx.sends_in_flight()), (0, 2));
+    assert_eq!(tx.send_to(&out, RX, quiet(3)), Err(DriverError::NoSendToken));
+    // Nothing has completed yet.
+    assert_eq!(tx.recv(), Err(DriverError::WouldBlock));
+    rig.step();
+    // Both sends completed. The program waits for a token: the first
+    // completion, not asked for, ends the wait ...
+    match tx.recv() {
+        Ok(Event::Sent { tag, status, .. }) => assert_eq!((tag, status), (1, SendStatus::Ok)),
+        other => panic!("expected the completion of send 1, got {other:?}"),
+    }
+    assert_eq!(tx.send_tokens_free(), 1);
+    // ... and only it: the second is quiet again (its token comes back
+    // all the same).
+    assert_eq!(tx.try_recv(), None);
+    assert_eq!((tx.send_tokens_free(), tx.sends_in_flight()), (2, 0));
+    tx.send_to(&out, RX, quiet(3)).unwrap();
+    rig.step();
+    assert_eq!(tx.try_recv(), None, "a quiet send with tokens to spare reports nothing");
+    // `send_room` refusing a token is a wait for one too.
+    tx.send_to(&out, RX, quiet(4)).unwrap();
+    assert_eq!(tx.send_room(), Ok(()));
+    let more = rx.alloc(64).unwrap();
+    rx.provide(&more, RecvOpts { tag: 9, ..RecvOpts::default() }).unwrap();
+    tx.send_to(&out, RX, quiet(5)).unwrap();
+    assert_eq!(tx.send_room(), Err(DriverError::NoSendToken));
+    rig.step();
+    assert!(matches!(tx.recv(), Ok(Event::Sent { tag: 4, status: SendStatus::Ok, .. })));
+    // The receiver got all five, in order, each once.
+    let tags: Vec<u64> = std::iter::from_fn(|| rx.try_recv())
+        .map(|e| match e {
+            Event::Received { tag, len: 40, .. } => tag,
+            other => panic!("expected a message, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(tags, [0, 1, 2, 3, 9]);
+}
+
+#[test]
 fn a_failed_quiet_send_is_always_reported() {
     let (mut rig, _rx, mut tx) = two_ports();
     let out = tx.alloc_from(b"nobody home").unwrap();

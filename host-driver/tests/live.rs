@@ -17,7 +17,7 @@ use host_driver::nic_abi::regs::{self, reg};
 use host_driver::nic_abi::{size_class_for, PAGE_SIZE};
 use host_driver::{
     AttachOptions, ClusterFault, Dest, DriverError, Event, LiveBackend, Nic, NicBackend, Port,
-    PortOptions, Priority, SendStatus,
+    PortOptions, Priority, RecvOpts, SendOpts, SendStatus,
 };
 use host_programs::bench::StreamRole;
 use host_programs::bench::{self, BenchError, Check, PingPongConfig, PingRole, StreamConfig};
@@ -508,6 +508,69 @@ fn send_and_receive_through_the_mapped_files() {
         .sum();
     assert!(bells > 0);
     assert_eq!(a.refused_accesses(), 0);
+}
+
+/// The transfer as the rustdoc shows it: quiet sends (no `notify`), a
+/// `recv_timeout` on the sender at `NoSendToken`, a receiver looping on
+/// `recv_timeout`. Each wait ends with the event it waits for, never with
+/// the timeout (a wait for a token used to last the whole timeout: the
+/// completion that freed it was consumed and not returned).
+#[test]
+fn a_wait_for_a_send_token_ends_with_the_completion_that_frees_it() {
+    const COUNT: u64 = 300;
+    let c = cluster("token-wait", 2, Regs::default());
+    let path = path_str(&c);
+    let mut rx = Port::attach(&path, 1, 1).unwrap();
+    let mut tx = Port::attach(&path, 0, 1).unwrap();
+    let to = rx.address();
+    let mut inbox = Vec::new();
+    for tag in 0..u64::from(rx.recv_tokens()) {
+        let b = rx.alloc(4096).unwrap();
+        rx.provide(&b, RecvOpts { tag, ..Default::default() }).unwrap();
+        inbox.push(b);
+    }
+    let limit = Duration::from_secs(20);
+    let sender = std::thread::spawn(move || {
+        let msgs: Vec<_> = (0..8u8).map(|k| tx.alloc_from(&[k; 4096]).unwrap()).collect();
+        let (mut refused, mut waits) = (0, 0);
+        for i in 0..COUNT {
+            // (No buffer changes while a send of it may be in flight.)
+            let msg = &msgs[(i % 8) as usize];
+            loop {
+                match tx.send_to(msg, to, SendOpts::default()) {
+                    Ok(()) => break,
+                    Err(DriverError::NoSendToken) => {
+                        refused += 1;
+                        match tx.recv_timeout(limit) {
+                            Ok(Event::Sent { status: SendStatus::Ok, .. }) => {
+                                waits += 1;
+                                assert!(tx.send_tokens_free() >= 1);
+                            }
+                            other => panic!("send {i}: waiting for a token gave {other:?}"),
+                        }
+                    }
+                    Err(e) => panic!("send {i}: {e}"),
+                }
+            }
+        }
+        (refused, waits, tx)
+    });
+    for i in 0..COUNT {
+        let e = rx.recv_timeout(limit).unwrap_or_else(|e| panic!("message {i}: {e}"));
+        let Event::Received { tag, node: 0, port: 1, len: 4096, .. } = e else {
+            panic!("message {i}: {e:?}");
+        };
+        assert_eq!(rx.read_message(&e).unwrap(), vec![(i % 8) as u8; 4096], "message {i}");
+        rx.provide(&inbox[tag as usize], RecvOpts { tag, ..Default::default() }).unwrap();
+    }
+    let (refused, waits, mut tx) = sender.join().unwrap();
+    assert!(refused > 0, "the sender ran out of tokens at least once");
+    assert_eq!(waits, refused, "every wait for a token ended with a completion");
+    // Nothing else for either program; the last quiet sends complete.
+    let quiet = Duration::from_millis(200);
+    assert_eq!(rx.recv_timeout(quiet), Err(DriverError::Timeout));
+    assert_eq!(tx.recv_timeout(quiet), Err(DriverError::Timeout));
+    assert_eq!(tx.sends_in_flight(), 0);
 }
 
 /// Run both ends of a ping-pong in two threads.

@@ -284,7 +284,10 @@ fn memory_of_a_closed_port_is_freed_only_once_the_firmware_lets_go() {
 fn errors_have_clear_messages() {
     let msgs = [
         (DriverError::NoSendToken, "no send token"),
+        (DriverError::NoSendToken, "holds one until the driver reads its completion"),
+        (DriverError::NoSendToken, "recv or recv_timeout returns as soon as one is free"),
         (DriverError::NoRecvToken, "no receive token"),
+        (DriverError::NoRecvToken, "until the driver reads the Received event"),
         (DriverError::RingFull, "send ring is full"),
         (DriverError::PortBusy(3), "port 3 is already open"),
         (DriverError::BadPort(9), "port 9 does not exist"),
