@@ -4,7 +4,9 @@
 //!
 //! A program on a running live or qemu cluster (`cargo xtask run` serves
 //! one named `nic`) opens a [`Port`] with [`Port::attach`] and uses the
-//! everyday calls; `examples/hello.rs` is a whole program:
+//! everyday calls; `examples/hello.rs` is a whole program, and
+//! `examples/stream.rs` one that streams at full speed (a window of sends
+//! in flight, receive buffers provided ahead of them):
 //!
 //! ```no_run
 //! use std::time::Duration;
