@@ -59,6 +59,21 @@ fn every_message_has_its_own_bytes() {
     assert_ne!(a[8..], b[8..]);
     // Each byte depends on its place too: a shifted copy does not match.
     assert_ne!(a[8..4000], a[9..4001]);
+    assert!(stream::is_message(&a, 7) && stream::is_message(&b, 8));
+    assert!(!stream::is_message(&a, 8) && !stream::is_message(&b, 7));
+    // One flipped bit anywhere is caught; a length that is no multiple of
+    // 8 is filled and checked to its last byte.
+    for at in [0, 8, 2049, 4095] {
+        let mut bad = a.clone();
+        bad[at] ^= 0x10;
+        assert!(!stream::is_message(&bad, 7), "byte {at}");
+    }
+    let mut odd = vec![0u8; 13];
+    stream::fill(&mut odd, 7);
+    assert_eq!(odd[..], a[..13]);
+    assert!(stream::is_message(&odd, 7));
+    odd[12] ^= 1;
+    assert!(!stream::is_message(&odd, 7));
 }
 
 #[test]
