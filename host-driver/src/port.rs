@@ -611,10 +611,13 @@ impl<B: NicBackend> Port<B> {
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use host_driver::{Dest, DriverError, Port, SendOpts};
+    /// use host_driver::{AttachOptions, Dest, DriverError, Port, PortOptions, SendOpts};
     ///
     /// # fn main() -> Result<(), DriverError> {
-    /// let mut tx = Port::attach("nic", 0, 1)?;
+    /// // At most 8 sends in flight: fewer than the receiver's 16 buffers
+    /// // (`provide`), so none is turned away while it reads a message.
+    /// let opts = PortOptions { send_tokens: Some(8), ..PortOptions::default() };
+    /// let mut tx = Port::attach_with("nic", 0, 1, &AttachOptions::default(), opts)?;
     /// let msg = tx.alloc_from(&[1u8; 4096])?;
     /// for _ in 0..1000 {
     ///     loop {
@@ -658,7 +661,7 @@ impl<B: NicBackend> Port<B> {
     /// # fn main() -> Result<(), host_driver::DriverError> {
     /// let mut rx = Port::attach("nic", 1, 1)?;
     /// let mut inbox = Vec::new();
-    /// for tag in 0..rx.recv_tokens_free().min(16) as u64 {
+    /// for tag in 0..16 {
     ///     let b = rx.alloc(4096)?;
     ///     rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() })?;
     ///     inbox.push(b);

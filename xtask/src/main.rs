@@ -22,6 +22,7 @@ use clap::{Parser, Subcommand};
 use nic_emu::cli::at_least_one;
 
 mod bench;
+mod bench_api;
 mod bench_rt;
 mod calibrate;
 mod cluster;
@@ -194,8 +195,8 @@ enum Cmd {
         /// on a live cluster (builds the programs a second time).
         #[arg(long, conflicts_with_all = ["rate", "realtime"])]
         multicast_cost: bool,
-        /// --multicast-cost: live runs of each build (interleaved); --gm:
-        /// runs of each measurement (interleaved).
+        /// --multicast-cost: live runs of each build (interleaved); --gm,
+        /// --api: runs of each measurement (interleaved).
         #[arg(long, default_value_t = 3, value_parser = at_least_one::<usize>)]
         runs: usize,
         /// Only the simulator's scaling: wall time per simulated packet
@@ -261,6 +262,15 @@ enum Cmd {
         /// with their ratio. --rt-count round trips of each ping-pong.
         #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost", "scale", "firmware"])]
         gm: bool,
+        /// Only the host driver's everyday calls against the stream
+        /// program, on a live cluster: 4 KiB messages streamed by the
+        /// stream program's loop, by host-driver/examples/stream.rs (a
+        /// window of sends with notify) and as the rustdoc shows it (no
+        /// completion asked for, recv_timeout of 100 ms), --runs runs of
+        /// each interleaved, medians side by side with their ratio to the
+        /// stream program's and the waits that ended empty.
+        #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost", "scale", "firmware", "gm"])]
+        api: bool,
         /// No progress bars on stderr (they show only on a terminal).
         #[arg(long, short)]
         quiet: bool,
@@ -650,6 +660,9 @@ fn main() -> ExitCode {
                 nic,
             },
         ),
+        Cmd::Bench { api: true, runs, quiet, .. } => {
+            bench_api::run(runs, quiet).map(|_| ExitCode::SUCCESS)
+        }
         Cmd::Bench { gm: true, rt_count, runs, quiet, .. } => {
             gm::bench(&root, rt_count, runs, quiet).map(|_| ExitCode::SUCCESS)
         }

@@ -1,0 +1,318 @@
+//! `cargo xtask bench --api`: the host driver's everyday calls against
+//! the stream program, on one live cluster of 2 nodes, 4 KiB messages.
+//! Four transfers, each run `runs` times, interleaved:
+//!
+//! - the stream program's loop (`host_programs::bench::stream`, what the
+//!   `stream` binary runs: raw sends with a window of 8, `wait`, 16
+//!   receive buffers, every byte checked);
+//! - `host-driver/examples/stream.rs` (`send_to` with `notify`, a window
+//!   of 8, `recv_timeout`, `read_message`, 16 receive buffers);
+//! - the transfer as the rustdoc shows it (`Port::send_to`,
+//!   `Port::provide`): a sender port opened with 8 send tokens, `send_to`
+//!   with the default options (no completion asked for) and at
+//!   `NoSendToken` a `recv_timeout(100 ms)` on the sending port; the
+//!   receiver provides 16 buffers and loops on `recv_timeout(100 ms)`,
+//!   `read_message` and `provide`;
+//! - the same with every token: 32 sends in flight, a buffer per receive
+//!   token (32), so a receiver that falls behind turns messages away.
+//!
+//! Each runs as two threads of this process (sender, receiver) on ports
+//! of their own; the cluster's device threads run here too. The figure
+//! is the stream program's: bytes of every message after the first over
+//! the time from the first arrival to the last. A wait that ended empty
+//! (a whole 100 ms slice with nothing) is counted: one is a stall.
+
+#[path = "../../host-driver/examples/stream.rs"]
+#[allow(dead_code)]
+mod example;
+
+use std::time::{Duration, Instant};
+
+use host_driver::cluster::ClusterBackend;
+use host_driver::nic_abi::stats::Stat;
+use host_driver::{
+    AttachOptions, Dest, DmaBuf, DriverError, Event, IdlePolicy, Port, PortOptions, RecvOpts,
+    SendOpts,
+};
+use host_programs::bench::{self as progs, StreamConfig, StreamRole};
+
+/// Bytes per message: the size the driver's API was found slow at.
+pub const SIZE: u32 = 4096;
+
+/// Messages per run.
+pub const COUNT: u64 = 50_000;
+
+/// The rustdoc's wait: one `recv_timeout` slice.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Empty slices a side may wait in one run before it gives up (a minute:
+/// enough for a driver that stalls a slice at every token).
+const QUIET_SLICES: u64 = 600;
+
+/// Ratio the rustdoc-style transfer should reach against the stream
+/// program.
+const TARGET: f64 = 0.8;
+
+/// The transfers measured (see the module notes).
+const ROWS: usize = 4;
+
+/// One run's figures: MB/s, and the waits that ended empty (sender,
+/// receiver).
+#[derive(Debug, Clone, Copy)]
+struct Figure {
+    mb_per_s: f64,
+    empty_waits: (u64, u64),
+    /// Packets refused for want of a receive buffer.
+    refused: u64,
+}
+
+pub fn run(runs: usize, quiet: bool) -> crate::Result<()> {
+    let cfg = nic_emu::realtime::RtConfig::new(
+        &format!("bench-api-{}", std::process::id()),
+        ClusterBackend::Live,
+        2,
+    );
+    let c = crate::rt::start(cfg)?;
+    let cluster = c.path().to_string_lossy().into_owned();
+    let pb = crate::progress::bar(runs as u64, "bench (the driver's API against stream)", quiet);
+    let mut rows: [Vec<Figure>; ROWS] = Default::default();
+    // Packets the receiving NIC turned away for want of a buffer (its
+    // sender waits, backing off, before it sends them again).
+    let refused = || c.nic_stats(1).fw[Stat::NoBuffer as usize];
+    for _ in 0..runs {
+        for (k, row) in rows.iter_mut().enumerate() {
+            let before = refused();
+            let mut f = match k {
+                0 => stream_program(&cluster)?,
+                1 => example_stream(&cluster)?,
+                2 => rustdoc_style(&cluster, COUNT, Some(8), 16)?,
+                _ => rustdoc_style(&cluster, COUNT, None, u32::MAX)?,
+            };
+            f.refused = refused() - before;
+            row.push(f);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    c.stop().map_err(|e| e.to_string())?;
+    println!("{}", table(&rows, runs));
+    Ok(())
+}
+
+/// The table: each transfer's median MB/s, its ratio to the stream
+/// program's median, and its empty waits over every run.
+fn table(rows: &[Vec<Figure>; ROWS], runs: usize) -> String {
+    let median =
+        |v: &[Figure]| crate::bench::median(&v.iter().map(|f| f.mb_per_s).collect::<Vec<_>>());
+    let base = median(&rows[0]);
+    let names = [
+        "stream program's loop (window 8)",
+        "examples/stream.rs (window 8, recv_timeout)",
+        "rustdoc style (8 tokens, recv_timeout 100 ms)",
+        "rustdoc style, every token (32 in flight)",
+    ];
+    let mut out = format!(
+        "\n== the host driver's API against the stream program, live cluster of 2 nodes, {} cores: \
+         {COUNT} x {} KiB, medians of {runs} runs (interleaved)\n{:<48} {:>10} {:>10} {:>16} {:>9}\n",
+        crate::bench::num_cpus(),
+        SIZE / 1024,
+        "",
+        "MB/s",
+        "vs stream",
+        "empty waits",
+        "no buffer"
+    );
+    for (name, row) in names.iter().zip(rows) {
+        let m = median(row);
+        let (tx, rx): (u64, u64) =
+            row.iter().fold((0, 0), |(a, b), f| (a + f.empty_waits.0, b + f.empty_waits.1));
+        let waits = if row.iter().all(|f| f.empty_waits == (0, 0)) && name.starts_with("stream") {
+            "-".to_string()
+        } else {
+            format!("{tx} tx, {rx} rx")
+        };
+        let refused: u64 = row.iter().map(|f| f.refused).sum();
+        out.push_str(&format!(
+            "{name:<48} {m:>10.1} {:>10.3} {waits:>16} {refused:>9}\n",
+            m / base
+        ));
+    }
+    out.push_str(&format!(
+        "(MB/s: 10^6 B/s, bytes of every message after the first over the first arrival to the \
+         last; every message checked: the stream program's and the example's sender write each \
+         message's own bytes, the rustdoc style sends one unchanged buffer. Empty waits: recv_timeout slices \
+         of 100 ms that ended with nothing, over all runs (each a stall). No buffer: packets the \
+         receiving NIC turned away for want of a receive buffer, over all runs (each holds its \
+         sender back 100 us or more). Target: the rustdoc style at least {TARGET:.2} of the stream \
+         program's.)"
+    ));
+    out
+}
+
+/// The stream program's loop: receiver and sender on port 2 of nodes 1
+/// and 0, as the `stream` binary runs them (default window and buffers).
+fn stream_program(cluster: &str) -> crate::Result<Figure> {
+    let open = |node: u32| {
+        progs::open_live_port(cluster, node, 2, Duration::from_secs(10), IdlePolicy::default())
+    };
+    let (rnic, mut rport) = open(1)?;
+    let (snic, mut sport) = open(0)?;
+    let recv = std::thread::spawn(move || {
+        let cfg = StreamConfig::new(StreamRole::Recv, 0, 2, SIZE, COUNT);
+        progs::stream(&rnic, &mut rport, &cfg).map_err(|e| format!("stream receiver: {e}"))
+    });
+    let cfg = StreamConfig::new(StreamRole::Send, 1, 2, SIZE, COUNT);
+    progs::stream(&snic, &mut sport, &cfg).map_err(|e| format!("stream sender: {e}"))?;
+    let r = recv.join().map_err(|_| "the stream receiver panicked".to_string())??;
+    let mb_per_s = r.mb_per_s.ok_or("the stream receiver timed nothing")?;
+    Ok(Figure { mb_per_s, empty_waits: (0, 0), refused: 0 })
+}
+
+/// `host-driver/examples/stream.rs` between port 1 of nodes 0 and 1.
+fn example_stream(cluster: &str) -> crate::Result<Figure> {
+    let cfg = example::Config { count: COUNT, size: SIZE, ..example::Config::default() };
+    let r = example::stream(cluster, &cfg).map_err(|e| format!("examples/stream.rs: {e}"))?;
+    Ok(Figure { mb_per_s: r.mb_per_s(), empty_waits: (0, 0), refused: 0 })
+}
+
+/// The transfer written from the rustdoc, between port 3 of nodes 0 and
+/// 1: one buffer sent `count` times with `SendOpts::default()` from a
+/// port of `send_tokens` (None: all it may have), a `recv_timeout(100
+/// ms)` on the sender at `NoSendToken`; the receiver provides
+/// `recv_buffers` (at most its tokens), checks each message's bytes and
+/// provides its buffer again.
+fn rustdoc_style(
+    cluster: &str,
+    count: u64,
+    send_tokens: Option<u32>,
+    recv_buffers: u32,
+) -> crate::Result<Figure> {
+    let to = Dest { node: 1, port: 3 };
+    let err = |what: &str, e: DriverError| format!("rustdoc style, {what}: {e}");
+    let mut rx = Port::attach(cluster, 1, 3).map_err(|e| err("receiver", e))?;
+    let opts = PortOptions { send_tokens, ..PortOptions::default() };
+    let mut tx = Port::attach_with(cluster, 0, 3, &AttachOptions::default(), opts)
+        .map_err(|e| err("sender", e))?;
+    let payload: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    let mut inbox: Vec<DmaBuf> = Vec::new();
+    for tag in 0..u64::from(recv_buffers.min(rx.recv_tokens_free())) {
+        let b = rx.alloc(SIZE as u64).map_err(|e| err("receiver", e))?;
+        rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() }).map_err(|e| err("provide", e))?;
+        inbox.push(b);
+    }
+    let start = Instant::now();
+    while rx.ring_pending() > 0 {
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err("rustdoc style: the NIC took no receive buffer in 10 s".into());
+        }
+        std::thread::yield_now();
+    }
+    let sender = std::thread::spawn({
+        let payload = payload.clone();
+        move || -> crate::Result<(u64, Port<host_driver::LiveBackend>)> {
+            let msg = tx.alloc_from(&payload).map_err(|e| err("sender", e))?;
+            let mut empty = 0;
+            for i in 0..count {
+                loop {
+                    match tx.send_to(&msg, to, SendOpts::default()) {
+                        Ok(()) => break,
+                        Err(DriverError::NoSendToken) => match tx.recv_timeout(SLICE) {
+                            Ok(Event::Sent { .. }) => {}
+                            Ok(e) => return Err(format!("rustdoc style: the sender got {e:?}")),
+                            Err(DriverError::Timeout) if empty < QUIET_SLICES => empty += 1,
+                            Err(e) => return Err(err(&format!("sender at message {i}"), e)),
+                        },
+                        Err(e) => return Err(err(&format!("send {i}"), e)),
+                    }
+                }
+            }
+            // The port stays open (in the caller's hands) until the
+            // receiver has every message.
+            Ok((empty, tx))
+        }
+    });
+    let mut empty = 0u64;
+    let (mut first, mut last) = (None, Instant::now());
+    let mut provided = inbox.len() as u64;
+    let mut n = 0;
+    let got = loop {
+        if n == count {
+            break Ok(());
+        }
+        let e = match rx.recv_timeout(SLICE) {
+            Ok(e) => e,
+            Err(DriverError::Timeout) if empty < QUIET_SLICES => {
+                empty += 1;
+                continue;
+            }
+            Err(e) => break Err(err(&format!("receiver at message {n}"), e)),
+        };
+        let Event::Received { tag, .. } = e else {
+            break Err(format!("rustdoc style: the receiver got {e:?}"));
+        };
+        let now = Instant::now();
+        first.get_or_insert(now);
+        last = now;
+        match rx.read_message(&e) {
+            Ok(bytes) if bytes == payload => {}
+            Ok(bytes) => {
+                break Err(format!(
+                    "rustdoc style: message {n} of {} bytes is not the one sent",
+                    bytes.len()
+                ))
+            }
+            Err(e) => break Err(err("read_message", e)),
+        }
+        n += 1;
+        if provided < count {
+            let Some(b) = inbox.get(tag as usize) else {
+                break Err(format!("rustdoc style: a message in a buffer tagged {tag}"));
+            };
+            if let Err(e) = rx.provide(b, RecvOpts { tag, ..RecvOpts::default() }) {
+                break Err(err("provide", e));
+            }
+            provided += 1;
+        }
+    };
+    let sent = sender.join().map_err(|_| "rustdoc style: the sender panicked".to_string())?;
+    got?;
+    let (tx_empty, _tx) = sent?;
+    let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    let bytes = (count - 1) * SIZE as u64;
+    let mb_per_s = if secs > 0.0 { bytes as f64 / secs / 1e6 } else { 0.0 };
+    Ok(Figure { mb_per_s, empty_waits: (tx_empty, empty), refused: 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_gives_each_median_its_ratio_to_the_stream_programs_and_the_stalls() {
+        let f = |mb_per_s, tx, rx, refused| Figure { mb_per_s, empty_waits: (tx, rx), refused };
+        let rows = [
+            vec![f(1000.0, 0, 0, 1), f(1200.0, 0, 0, 0), f(800.0, 0, 0, 2)],
+            vec![f(900.0, 0, 0, 0), f(950.0, 0, 0, 0), f(1000.0, 0, 0, 0)],
+            vec![f(6.8, 31, 11, 5), f(850.0, 0, 0, 0), f(880.0, 0, 0, 0)],
+            vec![f(700.0, 0, 0, 900), f(600.0, 0, 0, 700), f(2000.0, 0, 0, 10)],
+        ];
+        let t = table(&rows, 3);
+        let lines: Vec<&str> = t.lines().skip(2).take(5).collect();
+        let words: Vec<String> =
+            lines.iter().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(
+            words,
+            [
+                "MB/s vs stream empty waits no buffer",
+                "stream program's loop (window 8) 1000.0 1.000 - 3",
+                "examples/stream.rs (window 8, recv_timeout) 950.0 0.950 0 tx, 0 rx 0",
+                "rustdoc style (8 tokens, recv_timeout 100 ms) 850.0 0.850 31 tx, 11 rx 5",
+                "rustdoc style, every token (32 in flight) 700.0 0.700 0 tx, 0 rx 1610",
+            ],
+            "{t}"
+        );
+        // Columns line up: every line is as long as the header.
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
+        assert!(t.contains("50000 x 4 KiB, medians of 3 runs (interleaved)"), "{t}");
+    }
+}
