@@ -13,11 +13,15 @@
 //!   `NoSendToken` a `recv_timeout(100 ms)` on the sending port; the
 //!   receiver provides 16 buffers and loops on `recv_timeout(100 ms)`,
 //!   `read_message` and `provide`;
-//! - the same with every token: 32 sends in flight, a buffer per receive
-//!   token (32), so a receiver that falls behind turns messages away.
+//! - the same from one thread that polls both ports: it sends until
+//!   `NoSendToken`, then waits on the receiving port for a message and,
+//!   while it has no token, on the sending port for a completion;
+//! - the same as the third with every token: 32 sends in flight, a
+//!   buffer per receive token (32), so a receiver that falls behind
+//!   turns messages away.
 //!
-//! Each runs as two threads of this process (sender, receiver) on ports
-//! of their own; the cluster's device threads run here too. The figure
+//! Each runs as two threads of this process (sender, receiver; the
+//! fourth as one) on ports of their own; the cluster's device threads run here too. The figure
 //! is the stream program's: bytes of every message after the first over
 //! the time from the first arrival to the last. A wait that ended empty
 //! (a whole 100 ms slice with nothing) is counted: one is a stall.
@@ -31,8 +35,8 @@ use std::time::{Duration, Instant};
 use host_driver::cluster::ClusterBackend;
 use host_driver::nic_abi::stats::Stat;
 use host_driver::{
-    AttachOptions, Dest, DmaBuf, DriverError, Event, IdlePolicy, Port, PortOptions, RecvOpts,
-    SendOpts,
+    AttachOptions, Dest, DmaBuf, DriverError, Event, IdlePolicy, LiveBackend, Port, PortOptions,
+    RecvOpts, SendOpts, SendStatus,
 };
 use host_programs::bench::{self as progs, StreamConfig, StreamRole};
 
@@ -54,7 +58,7 @@ const QUIET_SLICES: u64 = 600;
 const TARGET: f64 = 0.8;
 
 /// The transfers measured (see the module notes).
-const ROWS: usize = 4;
+const ROWS: usize = 5;
 
 /// One run's figures: MB/s, and the waits that ended empty (sender,
 /// receiver).
@@ -86,6 +90,7 @@ pub fn run(runs: usize, quiet: bool) -> crate::Result<()> {
                 0 => stream_program(&cluster)?,
                 1 => example_stream(&cluster)?,
                 2 => rustdoc_style(&cluster, COUNT, Some(8), 16)?,
+                3 => one_thread(&cluster, COUNT)?,
                 _ => rustdoc_style(&cluster, COUNT, None, u32::MAX)?,
             };
             f.refused = refused() - before;
@@ -109,6 +114,7 @@ fn table(rows: &[Vec<Figure>; ROWS], runs: usize) -> String {
         "stream program's loop (window 8)",
         "examples/stream.rs (window 8, recv_timeout)",
         "rustdoc style (8 tokens, recv_timeout 100 ms)",
+        "rustdoc style, one thread polling both ports",
         "rustdoc style, every token (32 in flight)",
     ];
     let mut out = format!(
@@ -175,54 +181,144 @@ fn example_stream(cluster: &str) -> crate::Result<Figure> {
     Ok(Figure { mb_per_s: r.mb_per_s(), empty_waits: (0, 0), refused: 0 })
 }
 
-/// The transfer written from the rustdoc, between port 3 of nodes 0 and
-/// 1: one buffer sent `count` times with `SendOpts::default()` from a
-/// port of `send_tokens` (None: all it may have), a `recv_timeout(100
-/// ms)` on the sender at `NoSendToken`; the receiver provides
-/// `recv_buffers` (at most its tokens), checks each message's bytes and
-/// provides its buffer again.
+/// The rustdoc-style ends on port `port` of nodes 0 (sender, with
+/// `send_tokens`; None: all it may have) and 1 (receiver, `recv_buffers`
+/// provided, at most its tokens, taken by the NIC before any send).
+struct Rustdoc {
+    tx: Port<LiveBackend>,
+    rx: Port<LiveBackend>,
+    to: Dest,
+    inbox: Vec<DmaBuf>,
+    /// What every message holds (one buffer, sent again and again).
+    payload: Vec<u8>,
+    provided: u64,
+}
+
+/// A rustdoc-style run's failure.
+fn oops(what: &str, e: DriverError) -> String {
+    format!("rustdoc style, {what}: {e}")
+}
+
+impl Rustdoc {
+    fn open(
+        cluster: &str,
+        port: u8,
+        send_tokens: Option<u32>,
+        recv_buffers: u32,
+    ) -> crate::Result<Rustdoc> {
+        let mut rx = Port::attach(cluster, 1, port).map_err(|e| oops("receiver", e))?;
+        let opts = PortOptions { send_tokens, ..PortOptions::default() };
+        let tx = Port::attach_with(cluster, 0, port, &AttachOptions::default(), opts)
+            .map_err(|e| oops("sender", e))?;
+        let mut inbox = Vec::new();
+        for tag in 0..u64::from(recv_buffers.min(rx.recv_tokens_free())) {
+            let b = rx.alloc(SIZE as u64).map_err(|e| oops("receiver", e))?;
+            rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() })
+                .map_err(|e| oops("provide", e))?;
+            inbox.push(b);
+        }
+        let start = Instant::now();
+        while rx.ring_pending() > 0 {
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err("rustdoc style: the NIC took no receive buffer in 10 s".into());
+            }
+            std::thread::yield_now();
+        }
+        let payload = (0..SIZE).map(|i| (i % 251) as u8).collect();
+        let provided = inbox.len() as u64;
+        Ok(Rustdoc { tx, rx, to: Dest { node: 1, port }, inbox, payload, provided })
+    }
+}
+
+/// At `NoSendToken`: wait for the completion that frees a token. False
+/// if the slice ended empty.
+fn wait_token(tx: &mut Port<LiveBackend>, at: u64) -> crate::Result<bool> {
+    match tx.recv_timeout(SLICE) {
+        Ok(Event::Sent { status: SendStatus::Ok, .. }) => Ok(true),
+        Ok(e) => Err(format!("rustdoc style: the sender got {e:?} at message {at}")),
+        Err(DriverError::Timeout) => Ok(false),
+        Err(e) => Err(oops(&format!("sender at message {at}"), e)),
+    }
+}
+
+/// The receiver's wait: a message, checked and its buffer provided again
+/// while more are due (Some(arrival)), or None if the slice ended empty.
+fn take(
+    rx: &mut Port<LiveBackend>,
+    inbox: &[DmaBuf],
+    payload: &[u8],
+    provided: &mut u64,
+    count: u64,
+) -> crate::Result<Option<Instant>> {
+    let e = match rx.recv_timeout(SLICE) {
+        Ok(e) => e,
+        Err(DriverError::Timeout) => return Ok(None),
+        Err(e) => return Err(oops("receiver", e)),
+    };
+    let now = Instant::now();
+    let Event::Received { tag, .. } = e else {
+        return Err(format!("rustdoc style: the receiver got {e:?}"));
+    };
+    let bytes = rx.read_message(&e).map_err(|e| oops("read_message", e))?;
+    if bytes != payload {
+        return Err(format!(
+            "rustdoc style: a message of {} bytes is not the one sent",
+            bytes.len()
+        ));
+    }
+    if *provided < count {
+        let b = inbox.get(tag as usize).ok_or(format!("rustdoc style: a buffer tagged {tag}"))?;
+        rx.provide(b, RecvOpts { tag, ..RecvOpts::default() }).map_err(|e| oops("provide", e))?;
+        *provided += 1;
+    }
+    Ok(Some(now))
+}
+
+/// MB/s of `count` messages whose first and last arrived at `first` and
+/// `last` (the bytes of every message after the first).
+fn rate(count: u64, first: Option<Instant>, last: Instant) -> f64 {
+    let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    let bytes = count.saturating_sub(1) * SIZE as u64;
+    if secs > 0.0 {
+        bytes as f64 / secs / 1e6
+    } else {
+        0.0
+    }
+}
+
+/// The transfer written from the rustdoc, on port 3: a sender thread
+/// sends one buffer `count` times with `SendOpts::default()` and at
+/// `NoSendToken` waits with `recv_timeout(100 ms)`; the receiver (this
+/// thread) loops on `recv_timeout(100 ms)`, checks each message's bytes
+/// and provides its buffer again.
 fn rustdoc_style(
     cluster: &str,
     count: u64,
     send_tokens: Option<u32>,
     recv_buffers: u32,
 ) -> crate::Result<Figure> {
-    let to = Dest { node: 1, port: 3 };
-    let err = |what: &str, e: DriverError| format!("rustdoc style, {what}: {e}");
-    let mut rx = Port::attach(cluster, 1, 3).map_err(|e| err("receiver", e))?;
-    let opts = PortOptions { send_tokens, ..PortOptions::default() };
-    let mut tx = Port::attach_with(cluster, 0, 3, &AttachOptions::default(), opts)
-        .map_err(|e| err("sender", e))?;
-    let payload: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
-    let mut inbox: Vec<DmaBuf> = Vec::new();
-    for tag in 0..u64::from(recv_buffers.min(rx.recv_tokens_free())) {
-        let b = rx.alloc(SIZE as u64).map_err(|e| err("receiver", e))?;
-        rx.provide(&b, RecvOpts { tag, ..RecvOpts::default() }).map_err(|e| err("provide", e))?;
-        inbox.push(b);
-    }
-    let start = Instant::now();
-    while rx.ring_pending() > 0 {
-        if start.elapsed() > Duration::from_secs(10) {
-            return Err("rustdoc style: the NIC took no receive buffer in 10 s".into());
-        }
-        std::thread::yield_now();
-    }
+    let Rustdoc { mut tx, mut rx, to, inbox, payload, mut provided } =
+        Rustdoc::open(cluster, 3, send_tokens, recv_buffers)?;
     let sender = std::thread::spawn({
         let payload = payload.clone();
-        move || -> crate::Result<(u64, Port<host_driver::LiveBackend>)> {
-            let msg = tx.alloc_from(&payload).map_err(|e| err("sender", e))?;
+        move || -> crate::Result<(u64, Port<LiveBackend>)> {
+            let msg = tx.alloc_from(&payload).map_err(|e| oops("sender", e))?;
             let mut empty = 0;
             for i in 0..count {
                 loop {
                     match tx.send_to(&msg, to, SendOpts::default()) {
                         Ok(()) => break,
-                        Err(DriverError::NoSendToken) => match tx.recv_timeout(SLICE) {
-                            Ok(Event::Sent { .. }) => {}
-                            Ok(e) => return Err(format!("rustdoc style: the sender got {e:?}")),
-                            Err(DriverError::Timeout) if empty < QUIET_SLICES => empty += 1,
-                            Err(e) => return Err(err(&format!("sender at message {i}"), e)),
-                        },
-                        Err(e) => return Err(err(&format!("send {i}"), e)),
+                        Err(DriverError::NoSendToken) => {
+                            if !wait_token(&mut tx, i)? {
+                                empty += 1;
+                                if empty > QUIET_SLICES {
+                                    return Err(format!(
+                                        "rustdoc style: no send completed in {QUIET_SLICES} slices"
+                                    ));
+                                }
+                            }
+                        }
+                        Err(e) => return Err(oops(&format!("send {i}"), e)),
                     }
                 }
             }
@@ -231,56 +327,66 @@ fn rustdoc_style(
             Ok((empty, tx))
         }
     });
-    let mut empty = 0u64;
+    let (mut empty, mut got) = (0u64, 0);
     let (mut first, mut last) = (None, Instant::now());
-    let mut provided = inbox.len() as u64;
-    let mut n = 0;
-    let got = loop {
-        if n == count {
+    let received = loop {
+        if got == count {
             break Ok(());
         }
-        let e = match rx.recv_timeout(SLICE) {
-            Ok(e) => e,
-            Err(DriverError::Timeout) if empty < QUIET_SLICES => {
-                empty += 1;
-                continue;
+        match take(&mut rx, &inbox, &payload, &mut provided, count) {
+            Ok(Some(t)) => {
+                first.get_or_insert(t);
+                last = t;
+                got += 1;
             }
-            Err(e) => break Err(err(&format!("receiver at message {n}"), e)),
-        };
-        let Event::Received { tag, .. } = e else {
-            break Err(format!("rustdoc style: the receiver got {e:?}"));
-        };
-        let now = Instant::now();
-        first.get_or_insert(now);
-        last = now;
-        match rx.read_message(&e) {
-            Ok(bytes) if bytes == payload => {}
-            Ok(bytes) => {
-                break Err(format!(
-                    "rustdoc style: message {n} of {} bytes is not the one sent",
-                    bytes.len()
-                ))
+            Ok(None) if empty < QUIET_SLICES => empty += 1,
+            Ok(None) => {
+                break Err(format!("rustdoc style: nothing came for {QUIET_SLICES} slices"))
             }
-            Err(e) => break Err(err("read_message", e)),
-        }
-        n += 1;
-        if provided < count {
-            let Some(b) = inbox.get(tag as usize) else {
-                break Err(format!("rustdoc style: a message in a buffer tagged {tag}"));
-            };
-            if let Err(e) = rx.provide(b, RecvOpts { tag, ..RecvOpts::default() }) {
-                break Err(err("provide", e));
-            }
-            provided += 1;
+            Err(e) => break Err(e),
         }
     };
     let sent = sender.join().map_err(|_| "rustdoc style: the sender panicked".to_string())?;
-    got?;
+    received?;
     let (tx_empty, _tx) = sent?;
-    let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
-    let bytes = (count - 1) * SIZE as u64;
-    let mb_per_s = if secs > 0.0 { bytes as f64 / secs / 1e6 } else { 0.0 };
-    Ok(Figure { mb_per_s, empty_waits: (tx_empty, empty), refused: 0 })
+    Ok(Figure { mb_per_s: rate(count, first, last), empty_waits: (tx_empty, empty), refused: 0 })
+}
+
+/// The same transfer from one thread that polls both ports, on port 4:
+/// it sends until `NoSendToken`, then waits for a message on the
+/// receiving port and, while the sender has no token, for a completion on
+/// the sending port, each with `recv_timeout(100 ms)`.
+fn one_thread(cluster: &str, count: u64) -> crate::Result<Figure> {
+    let Rustdoc { mut tx, mut rx, to, inbox, payload, mut provided } =
+        Rustdoc::open(cluster, 4, Some(8), 16)?;
+    let msg = tx.alloc_from(&payload).map_err(|e| oops("sender", e))?;
+    let (mut sent, mut got) = (0, 0);
+    let (mut empty_tx, mut empty_rx) = (0u64, 0u64);
+    let (mut first, mut last) = (None, Instant::now());
+    while got < count {
+        while sent < count {
+            match tx.send_to(&msg, to, SendOpts::default()) {
+                Ok(()) => sent += 1,
+                Err(DriverError::NoSendToken) => break,
+                Err(e) => return Err(oops(&format!("send {sent}"), e)),
+            }
+        }
+        match take(&mut rx, &inbox, &payload, &mut provided, count)? {
+            Some(t) => {
+                first.get_or_insert(t);
+                last = t;
+                got += 1;
+            }
+            None => empty_rx += 1,
+        }
+        if sent < count && tx.send_tokens_free() == 0 && !wait_token(&mut tx, sent)? {
+            empty_tx += 1;
+        }
+        if empty_tx + empty_rx > QUIET_SLICES {
+            return Err(format!("rustdoc style, one thread: {QUIET_SLICES} slices ended empty"));
+        }
+    }
+    Ok(Figure { mb_per_s: rate(count, first, last), empty_waits: (empty_tx, empty_rx), refused: 0 })
 }
 
 #[cfg(test)]
@@ -294,10 +400,11 @@ mod tests {
             vec![f(1000.0, 0, 0, 1), f(1200.0, 0, 0, 0), f(800.0, 0, 0, 2)],
             vec![f(900.0, 0, 0, 0), f(950.0, 0, 0, 0), f(1000.0, 0, 0, 0)],
             vec![f(6.8, 31, 11, 5), f(850.0, 0, 0, 0), f(880.0, 0, 0, 0)],
+            vec![f(820.0, 0, 1, 0), f(810.0, 0, 0, 0), f(900.0, 0, 0, 0)],
             vec![f(700.0, 0, 0, 900), f(600.0, 0, 0, 700), f(2000.0, 0, 0, 10)],
         ];
         let t = table(&rows, 3);
-        let lines: Vec<&str> = t.lines().skip(2).take(5).collect();
+        let lines: Vec<&str> = t.lines().skip(2).take(6).collect();
         let words: Vec<String> =
             lines.iter().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
         assert_eq!(
@@ -307,6 +414,7 @@ mod tests {
                 "stream program's loop (window 8) 1000.0 1.000 - 3",
                 "examples/stream.rs (window 8, recv_timeout) 950.0 0.950 0 tx, 0 rx 0",
                 "rustdoc style (8 tokens, recv_timeout 100 ms) 850.0 0.850 31 tx, 11 rx 5",
+                "rustdoc style, one thread polling both ports 820.0 0.820 0 tx, 1 rx 0",
                 "rustdoc style, every token (32 in flight) 700.0 0.700 0 tx, 0 rx 1610",
             ],
             "{t}"
