@@ -157,6 +157,10 @@ impl Default for IdlePolicy {
 
 impl IdlePolicy {
     /// Never sleep nor yield: lowest latency, one busy core per waiter.
+    /// Only for a waiter with a core of its own: where waiters and the
+    /// NICs' device threads share cores (the default cluster on a small
+    /// machine), a spinning waiter takes the core the NIC needs to make
+    /// the event it waits for (a stream then runs several times slower).
     pub fn busy() -> IdlePolicy {
         IdlePolicy { spin: Duration::MAX, yield_until: Duration::MAX, sleep: Duration::ZERO }
     }
