@@ -1,10 +1,13 @@
 //! `cargo xtask bench --api`: the host driver's everyday calls against
 //! the stream program, on one live cluster of 2 nodes, 4 KiB messages.
-//! Four transfers, each run `runs` times, interleaved:
+//! Six transfers, each run `runs` times, interleaved:
 //!
-//! - the stream program's loop (`host_programs::bench::stream`, what the
-//!   `stream` binary runs: raw sends with a window of 8, `wait`, 16
-//!   receive buffers, every byte checked);
+//! - the stream program (`host-programs`' `stream` binary, built in
+//!   release), a receiving and a sending process: raw sends with a window
+//!   of 8, `wait`, 16 receive buffers, every byte checked. The ratios are
+//!   to its median;
+//! - the same loop (`host_programs::bench::stream`) run by two threads of
+//!   this process, as the rest are;
 //! - `host-driver/examples/stream.rs` (`send_to` with `notify`, a window
 //!   of 8, `recv_timeout`, `read_message`, 16 receive buffers);
 //! - the transfer as the rustdoc shows it (`Port::send_to`,
@@ -20,8 +23,8 @@
 //!   buffer per receive token (32), so a receiver that falls behind
 //!   turns messages away.
 //!
-//! Each runs as two threads of this process (sender, receiver; the
-//! fourth as one) on ports of their own; the cluster's device threads run here too. The figure
+//! Each but the first runs as two threads of this process (sender,
+//! receiver; the fifth as one), all on ports of their own; the cluster's device threads run here too. The figure
 //! is the stream program's: bytes of every message after the first over
 //! the time from the first arrival to the last. A wait that ended empty
 //! (a whole 100 ms slice with nothing) is counted: one is a stall.
@@ -30,6 +33,7 @@
 #[allow(dead_code)]
 mod example;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use host_driver::cluster::ClusterBackend;
@@ -58,7 +62,7 @@ const QUIET_SLICES: u64 = 600;
 const TARGET: f64 = 0.8;
 
 /// The transfers measured (see the module notes).
-const ROWS: usize = 5;
+const ROWS: usize = 6;
 
 /// One run's figures: MB/s, and the waits that ended empty (sender,
 /// receiver).
@@ -70,7 +74,13 @@ struct Figure {
     refused: u64,
 }
 
-pub fn run(runs: usize, quiet: bool) -> crate::Result<()> {
+pub fn run(root: &Path, runs: usize, quiet: bool) -> crate::Result<()> {
+    crate::fw::cargo_build(
+        root,
+        &["-p", "host-programs", "--bin", "stream"],
+        "the stream program",
+    )?;
+    let bins = crate::fw::release_dir(root);
     let cfg = nic_emu::realtime::RtConfig::new(
         &format!("bench-api-{}", std::process::id()),
         ClusterBackend::Live,
@@ -87,10 +97,15 @@ pub fn run(runs: usize, quiet: bool) -> crate::Result<()> {
         for (k, row) in rows.iter_mut().enumerate() {
             let before = refused();
             let mut f = match k {
-                0 => stream_program(&cluster)?,
-                1 => example_stream(&cluster)?,
-                2 => rustdoc_style(&cluster, COUNT, Some(8), 16)?,
-                3 => one_thread(&cluster, COUNT)?,
+                0 => Figure {
+                    mb_per_s: crate::rt::stream(&bins, c.path(), 2, 5, SIZE, COUNT, &[])?,
+                    empty_waits: (0, 0),
+                    refused: 0,
+                },
+                1 => stream_loop(&cluster)?,
+                2 => example_stream(&cluster)?,
+                3 => rustdoc_style(&cluster, COUNT, Some(8), 16)?,
+                4 => one_thread(&cluster, COUNT)?,
                 _ => rustdoc_style(&cluster, COUNT, None, u32::MAX)?,
             };
             f.refused = refused() - before;
@@ -111,7 +126,8 @@ fn table(rows: &[Vec<Figure>; ROWS], runs: usize) -> String {
         |v: &[Figure]| crate::bench::median(&v.iter().map(|f| f.mb_per_s).collect::<Vec<_>>());
     let base = median(&rows[0]);
     let names = [
-        "stream program's loop (window 8)",
+        "stream program (window 8)",
+        "its loop, in this process",
         "examples/stream.rs (window 8, recv_timeout)",
         "rustdoc style (8 tokens, recv_timeout 100 ms)",
         "rustdoc style, one thread polling both ports",
@@ -132,7 +148,8 @@ fn table(rows: &[Vec<Figure>; ROWS], runs: usize) -> String {
         let m = median(row);
         let (tx, rx): (u64, u64) =
             row.iter().fold((0, 0), |(a, b), f| (a + f.empty_waits.0, b + f.empty_waits.1));
-        let waits = if row.iter().all(|f| f.empty_waits == (0, 0)) && name.starts_with("stream") {
+        let raw = name.starts_with("stream") || name.starts_with("its loop");
+        let waits = if row.iter().all(|f| f.empty_waits == (0, 0)) && raw {
             "-".to_string()
         } else {
             format!("{tx} tx, {rx} rx")
@@ -156,8 +173,9 @@ fn table(rows: &[Vec<Figure>; ROWS], runs: usize) -> String {
 }
 
 /// The stream program's loop: receiver and sender on port 2 of nodes 1
-/// and 0, as the `stream` binary runs them (default window and buffers).
-fn stream_program(cluster: &str) -> crate::Result<Figure> {
+/// and 0, as the `stream` binary runs them (default window and buffers),
+/// in two threads of this process.
+fn stream_loop(cluster: &str) -> crate::Result<Figure> {
     let open = |node: u32| {
         progs::open_live_port(cluster, node, 2, Duration::from_secs(10), IdlePolicy::default())
     };
@@ -398,20 +416,22 @@ mod tests {
         let f = |mb_per_s, tx, rx, refused| Figure { mb_per_s, empty_waits: (tx, rx), refused };
         let rows = [
             vec![f(1000.0, 0, 0, 1), f(1200.0, 0, 0, 0), f(800.0, 0, 0, 2)],
+            vec![f(1100.0, 0, 0, 0), f(1150.0, 0, 0, 0), f(1050.0, 0, 0, 0)],
             vec![f(900.0, 0, 0, 0), f(950.0, 0, 0, 0), f(1000.0, 0, 0, 0)],
             vec![f(6.8, 31, 11, 5), f(850.0, 0, 0, 0), f(880.0, 0, 0, 0)],
             vec![f(820.0, 0, 1, 0), f(810.0, 0, 0, 0), f(900.0, 0, 0, 0)],
             vec![f(700.0, 0, 0, 900), f(600.0, 0, 0, 700), f(2000.0, 0, 0, 10)],
         ];
         let t = table(&rows, 3);
-        let lines: Vec<&str> = t.lines().skip(2).take(6).collect();
+        let lines: Vec<&str> = t.lines().skip(2).take(7).collect();
         let words: Vec<String> =
             lines.iter().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
         assert_eq!(
             words,
             [
                 "MB/s vs stream empty waits no buffer",
-                "stream program's loop (window 8) 1000.0 1.000 - 3",
+                "stream program (window 8) 1000.0 1.000 - 3",
+                "its loop, in this process 1100.0 1.100 - 0",
                 "examples/stream.rs (window 8, recv_timeout) 950.0 0.950 0 tx, 0 rx 0",
                 "rustdoc style (8 tokens, recv_timeout 100 ms) 850.0 0.850 31 tx, 11 rx 5",
                 "rustdoc style, one thread polling both ports 820.0 0.820 0 tx, 1 rx 0",

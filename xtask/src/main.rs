@@ -264,11 +264,13 @@ enum Cmd {
         gm: bool,
         /// Only the host driver's everyday calls against the stream
         /// program, on a live cluster: 4 KiB messages streamed by the
-        /// stream program's loop, by host-driver/examples/stream.rs (a
-        /// window of sends with notify) and as the rustdoc shows it (no
-        /// completion asked for, recv_timeout of 100 ms), --runs runs of
-        /// each interleaved, medians side by side with their ratio to the
-        /// stream program's and the waits that ended empty.
+        /// stream program (and its loop in-process), by
+        /// host-driver/examples/stream.rs (a window of sends with notify)
+        /// and as the rustdoc shows it (no completion asked for,
+        /// recv_timeout of 100 ms; two threads, one thread, every token),
+        /// --runs runs of each interleaved, medians side by side with
+        /// their ratio to the stream program's, the waits that ended empty
+        /// and the packets turned away for want of a buffer.
         #[arg(long, conflicts_with_all = ["rate", "realtime", "multicast_cost", "scale", "firmware", "gm"])]
         api: bool,
         /// No progress bars on stderr (they show only on a terminal).
@@ -661,7 +663,7 @@ fn main() -> ExitCode {
             },
         ),
         Cmd::Bench { api: true, runs, quiet, .. } => {
-            bench_api::run(runs, quiet).map(|_| ExitCode::SUCCESS)
+            bench_api::run(&root, runs, quiet).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Bench { gm: true, rt_count, runs, quiet, .. } => {
             gm::bench(&root, rt_count, runs, quiet).map(|_| ExitCode::SUCCESS)
