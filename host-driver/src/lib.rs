@@ -33,6 +33,7 @@
 //!     port.alloc(len)           -> DmaBuf: DMA memory, registered
 //!     port.send_to / provide / put_to / get_from   (Dest, *Opts)
 //!     port.recv / recv_timeout / try_recv   -> the program's Events
+//!     Port::recv_any(&mut [ports], timeout) -> (which port, its Event)
 //!     port.send / provide_receive_buffer / put / get / resume / set_alarm
 //!     port.poll / poll_batch / wait   -> every Event
 //!     port.close()              (or drop)

@@ -238,7 +238,8 @@ impl News {
 /// [`provide`](Port::provide), [`send_to`](Port::send_to),
 /// [`put_to`](Port::put_to), [`get_from`](Port::get_from), and
 /// [`recv`](Port::recv) / [`recv_timeout`](Port::recv_timeout) /
-/// [`try_recv`](Port::try_recv) for what came back. The raw calls
+/// [`try_recv`](Port::try_recv) for what came back ([`recv_any`](Port::recv_any)
+/// on several ports at once). The raw calls
 /// (`send`, `provide_receive_buffer`, `put`, `get`, `post_raw`, `poll`,
 /// `wait`) stay for programs that want every event and every field.
 ///
@@ -819,8 +820,7 @@ impl<B: NicBackend> Port<B> {
     pub fn wait_served(&mut self, timeout: Duration) -> Result<(), DriverError> {
         let start = self.be.now_ns();
         let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        self.heartbeat =
-            (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
+        self.start_wait(start);
         loop {
             if self.nic_serving() {
                 return Ok(());
@@ -1226,6 +1226,73 @@ impl<B: NicBackend> Port<B> {
         self.wait_for(timeout, Port::poll)
     }
 
+    /// Wait on several ports at once: the next event for the program
+    /// (what [`recv`](Port::recv) returns) on any of `ports`, with the
+    /// index of the port it came from, or `Timeout` if none came within
+    /// `timeout`. For a thread that serves several ports (a sending and a
+    /// receiving one, say): a wait on one port alone lasts its whole
+    /// timeout while the others have events. The ports are looked at in
+    /// the order given, each pass; a caller that wants every port served
+    /// in turn under load rotates the list (`ports.rotate_left(1)`). A
+    /// port whose NIC went down ends the wait with its error, as `recv`
+    /// would. No port: `Timeout` at once (nothing can come). On a backend
+    /// that cannot block (the sim) nothing there is `WouldBlock` at once.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_driver::{DriverError, Event, Port};
+    ///
+    /// # fn main() -> Result<(), DriverError> {
+    /// let mut tx = Port::attach("nic", 0, 1)?;
+    /// let mut rx = Port::attach("nic", 1, 1)?;
+    /// match Port::recv_any(&mut [&mut tx, &mut rx], Duration::from_millis(100)) {
+    ///     Ok((0, e)) => println!("the sender: {e:?}"),
+    ///     Ok((_, e @ Event::Received { .. })) => println!("{} bytes", rx.read_message(&e)?.len()),
+    ///     Ok((_, e)) => println!("the receiver: {e:?}"),
+    ///     Err(DriverError::Timeout) => println!("nothing on either for 100 ms"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn recv_any(
+        ports: &mut [&mut Port<B>],
+        timeout: Duration,
+    ) -> Result<(usize, Event), DriverError> {
+        let Some(first) = ports.first() else {
+            return Err(DriverError::Timeout);
+        };
+        let be = first.be.clone();
+        let start = be.now_ns();
+        let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        for p in ports.iter_mut() {
+            p.start_wait(start);
+        }
+        loop {
+            for (i, p) in ports.iter_mut().enumerate() {
+                if let Some(e) = p.try_recv() {
+                    return Ok((i, e));
+                }
+            }
+            for p in ports.iter_mut() {
+                p.report_consumed();
+                p.check_alive()?;
+            }
+            if be.now_ns().saturating_sub(start) >= limit {
+                return Err(DriverError::Timeout);
+            }
+            if !be.idle_wait() {
+                return Err(DriverError::WouldBlock);
+            }
+        }
+    }
+
+    /// A wait begins at `start`: the heartbeat is measured from here.
+    fn start_wait(&mut self, start: u64) {
+        self.heartbeat =
+            (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
+    }
+
     /// Block until `next` gives an event or `timeout` passes.
     fn wait_for(
         &mut self,
@@ -1234,8 +1301,7 @@ impl<B: NicBackend> Port<B> {
     ) -> Result<Event, DriverError> {
         let start = self.be.now_ns();
         let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        self.heartbeat =
-            (self.be.sram_load_u32(port_reg(self.num as usize, pcb::HEARTBEAT)), start);
+        self.start_wait(start);
         loop {
             if let Some(e) = next(self) {
                 return Ok(e);

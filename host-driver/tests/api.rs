@@ -6,6 +6,8 @@
 
 mod sim_rig;
 
+use std::time::Duration;
+
 use host_driver::nic_abi::event::ErrorCause;
 use host_driver::*;
 use nic_emu::SimBackend;
@@ -132,6 +134,47 @@ fn after_no_send_token_recv_returns_the_completion_that_frees_one() {
         })
         .collect();
     assert_eq!(tags, [0, 1, 2, 3, 9]);
+}
+
+#[test]
+fn recv_any_gives_the_next_event_of_any_port_and_says_which() {
+    let mut rig = Rig::new(Config::default());
+    let nic = rig.nic();
+    let mut a = nic.open_port(1, PortOptions::default()).unwrap();
+    let mut b = nic.open_port(3, PortOptions::default()).unwrap();
+    let mut tx = nic.open_port(0, PortOptions::default()).unwrap();
+    rig.step();
+    for p in [&mut a, &mut b] {
+        let inbox = p.alloc(64).unwrap();
+        p.provide(&inbox, RecvOpts { tag: p.number() as u64, ..RecvOpts::default() }).unwrap();
+    }
+    rig.step();
+    // Nothing for the program yet (PortOpened is not for it): the sim
+    // cannot block.
+    let wait = Duration::from_secs(1);
+    assert_eq!(Port::recv_any(&mut [&mut a, &mut b], wait), Err(DriverError::WouldBlock));
+    let out = tx.alloc_from(&[4u8; 40]).unwrap();
+    tx.send_to(&out, Dest::new(2, 3), SendOpts { tag: 1, notify: true, ..SendOpts::default() })
+        .unwrap();
+    rig.step();
+    // The message is at the second port, the completion at the third.
+    match Port::recv_any(&mut [&mut a, &mut b, &mut tx], wait) {
+        Ok((1, Event::Received { tag: 3, len: 40, .. })) => {}
+        other => panic!("expected port 3's message, got {other:?}"),
+    }
+    match Port::recv_any(&mut [&mut a, &mut b, &mut tx], wait) {
+        Ok((2, Event::Sent { tag: 1, status: SendStatus::Ok, .. })) => {}
+        other => panic!("expected the send's completion, got {other:?}"),
+    }
+    tx.send_to(&out, Dest::new(2, 1), SendOpts::default()).unwrap();
+    rig.step();
+    match Port::recv_any(&mut [&mut tx, &mut b, &mut a], wait) {
+        Ok((2, Event::Received { tag: 1, .. })) => {}
+        other => panic!("expected port 1's message, got {other:?}"),
+    }
+    assert_eq!(Port::recv_any(&mut [&mut a, &mut b, &mut tx], wait), Err(DriverError::WouldBlock));
+    // No port: nothing can come.
+    assert_eq!(Port::<SimBackend>::recv_any(&mut [], wait), Err(DriverError::Timeout));
 }
 
 #[test]

@@ -573,6 +573,53 @@ fn a_wait_for_a_send_token_ends_with_the_completion_that_frees_it() {
     assert_eq!(tx.sends_in_flight(), 0);
 }
 
+/// One thread serves a sending and a receiving port with `recv_any`: it
+/// sends until `NoSendToken`, then takes whatever comes first (a message,
+/// or the completion that frees a token). Every message arrives intact,
+/// and no wait ends with the timeout.
+#[test]
+fn one_thread_serves_two_ports_with_recv_any() {
+    const COUNT: u64 = 300;
+    let c = cluster("recv-any", 2, Regs::default());
+    let path = path_str(&c);
+    let mut rx = Port::attach(&path, 1, 2).unwrap();
+    let mut tx = Port::attach(&path, 0, 2).unwrap();
+    let to = rx.address();
+    let mut inbox = Vec::new();
+    for tag in 0..u64::from(rx.recv_tokens()) {
+        let b = rx.alloc(4096).unwrap();
+        rx.provide(&b, RecvOpts { tag, ..Default::default() }).unwrap();
+        inbox.push(b);
+    }
+    let msg = tx.alloc_from(&[0x5A; 4096]).unwrap();
+    let (mut sent, mut got, mut completions) = (0, 0, 0);
+    while got < COUNT {
+        while sent < COUNT {
+            match tx.send_to(&msg, to, SendOpts::default()) {
+                Ok(()) => sent += 1,
+                Err(DriverError::NoSendToken) => break,
+                Err(e) => panic!("send {sent}: {e}"),
+            }
+        }
+        match Port::recv_any(&mut [&mut tx, &mut rx], Duration::from_secs(20)) {
+            Ok((0, Event::Sent { status: SendStatus::Ok, .. })) => completions += 1,
+            Ok((1, e @ Event::Received { tag, node: 0, port: 2, .. })) => {
+                assert_eq!(rx.read_message(&e).unwrap(), vec![0x5A; 4096], "message {got}");
+                got += 1;
+                rx.provide(&inbox[tag as usize], RecvOpts { tag, ..Default::default() }).unwrap();
+            }
+            other => panic!("after {got} messages: {other:?}"),
+        }
+    }
+    assert_eq!(sent, COUNT);
+    assert!(completions > 0, "the sender ran out of tokens and got them back");
+    assert_eq!(
+        Port::recv_any(&mut [&mut tx, &mut rx], Duration::from_millis(200)),
+        Err(DriverError::Timeout)
+    );
+    assert_eq!(tx.sends_in_flight(), 0);
+}
+
 /// Run both ends of a ping-pong in two threads.
 fn run_pingpong(
     c: &RtCluster,
