@@ -790,11 +790,17 @@ mod tests {
             (&["bench", "--multicast-cost", "--runs", "0"], "--runs"),
             (&["fuzz", "--steps", "0"], "--steps"),
             (&["fuzz", "--cases", "0"], "--cases"),
+            (&["fuzz", "--scenarios", "0"], "--scenarios"),
         ] {
             let e = refused(args);
             assert!(e.contains(opt) && e.contains("must be at least 1"), "{args:?}: {e}");
         }
         assert!(refused(&["bench", "--runs", "x"]).contains("invalid digit"));
+        // The scenario sweep takes none of the MCP fuzz's counts, and its
+        // own options need it.
+        assert!(refused(&["fuzz", "--scenarios", "5", "--steps", "3"]).contains("--steps"));
+        assert!(refused(&["fuzz", "--realtime", "2"]).contains("--scenarios"));
+        assert!(Cli::try_parse_from(["xtask", "fuzz", "--scenarios", "5", "--seed", "9"]).is_ok());
         assert!(Cli::try_parse_from(["xtask", "bench", "--realtime", "--rt-count", "1"]).is_ok());
     }
 

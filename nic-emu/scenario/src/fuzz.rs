@@ -313,3 +313,44 @@ pub fn check(text: &str) -> Verdict {
         Ok(r) => Verdict::Failed(format!("{}\nproblems: {:?}", r.summary(), r.problems)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_is_drawn_again_from_its_seed_and_seeds_differ() {
+        assert_eq!(case(418).text(), case(418).text());
+        let texts: std::collections::HashSet<String> = (0..20).map(|s| case(s).text()).collect();
+        assert_eq!(texts.len(), 20, "20 seeds, 20 different scenarios");
+    }
+
+    #[test]
+    fn every_drawn_case_parses_or_is_refused_by_design() {
+        for seed in 0..200 {
+            let text = case(seed).text();
+            if let Err(e) = Scenario::parse_validated(&text) {
+                assert!(refused_by_design(&e.to_string()), "seed {seed}: {e}\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_case_that_cannot_end_fails_with_the_summary() {
+        // A run that ends at its limit: the receiver's cable is down for
+        // the whole run.
+        let text = "profile = \"modern\"\n[fabric]\nnodes = 2\n[[flows]]\nname = \"s\"\n\
+                    src = [0, 2]\ndst = [1, 2]\nkind = \"stream\"\nbytes = 64\nmessages = 3\n\
+                    [[faults.link_down]]\nlink = \"node1\"\nat_us = 0\nfor_us = 3600000000\n\
+                    [run]\nlimit_ms = 5\n";
+        match check(text) {
+            Verdict::Failed(why) => assert!(why.contains("problems"), "{why}"),
+            v => panic!("{v:?}"),
+        }
+        // A file the parser refuses for another reason is a failure too.
+        match check("profile = \"nope\"") {
+            Verdict::Failed(why) => assert!(why.starts_with("refused: "), "{why}"),
+            v => panic!("{v:?}"),
+        }
+    }
+}
