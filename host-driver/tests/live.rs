@@ -510,6 +510,27 @@ fn send_and_receive_through_the_mapped_files() {
     assert_eq!(a.refused_accesses(), 0);
 }
 
+/// A 2-node live cluster `tag` with port `port` attached on both nodes:
+/// (the cluster, node 1's port with a 4 KiB receive buffer posted for
+/// each of its receive tokens, tagged 0, 1, ..., node 0's port, those
+/// buffers).
+fn two_ports(
+    tag: &str,
+    port: u8,
+) -> (RtCluster, Port<LiveBackend>, Port<LiveBackend>, Vec<host_driver::DmaBuf>) {
+    let c = cluster(tag, 2, Regs::default());
+    let path = path_str(&c);
+    let mut rx = Port::attach(&path, 1, port).unwrap();
+    let tx = Port::attach(&path, 0, port).unwrap();
+    let mut inbox = Vec::new();
+    for tag in 0..u64::from(rx.recv_tokens()) {
+        let b = rx.alloc(4096).unwrap();
+        rx.provide(&b, RecvOpts { tag, ..Default::default() }).unwrap();
+        inbox.push(b);
+    }
+    (c, rx, tx, inbox)
+}
+
 /// The transfer as the rustdoc shows it: quiet sends (no `notify`), a
 /// `recv_timeout` on the sender at `NoSendToken`, a receiver looping on
 /// `recv_timeout`. Each wait ends with the event it waits for, never with
@@ -518,17 +539,8 @@ fn send_and_receive_through_the_mapped_files() {
 #[test]
 fn a_wait_for_a_send_token_ends_with_the_completion_that_frees_it() {
     const COUNT: u64 = 300;
-    let c = cluster("token-wait", 2, Regs::default());
-    let path = path_str(&c);
-    let mut rx = Port::attach(&path, 1, 1).unwrap();
-    let mut tx = Port::attach(&path, 0, 1).unwrap();
+    let (_c, mut rx, mut tx, inbox) = two_ports("token-wait", 1);
     let to = rx.address();
-    let mut inbox = Vec::new();
-    for tag in 0..u64::from(rx.recv_tokens()) {
-        let b = rx.alloc(4096).unwrap();
-        rx.provide(&b, RecvOpts { tag, ..Default::default() }).unwrap();
-        inbox.push(b);
-    }
     let limit = Duration::from_secs(20);
     let sender = std::thread::spawn(move || {
         let msgs: Vec<_> = (0..8u8).map(|k| tx.alloc_from(&[k; 4096]).unwrap()).collect();
@@ -580,17 +592,8 @@ fn a_wait_for_a_send_token_ends_with_the_completion_that_frees_it() {
 #[test]
 fn one_thread_serves_two_ports_with_recv_any() {
     const COUNT: u64 = 300;
-    let c = cluster("recv-any", 2, Regs::default());
-    let path = path_str(&c);
-    let mut rx = Port::attach(&path, 1, 2).unwrap();
-    let mut tx = Port::attach(&path, 0, 2).unwrap();
+    let (_c, mut rx, mut tx, inbox) = two_ports("recv-any", 2);
     let to = rx.address();
-    let mut inbox = Vec::new();
-    for tag in 0..u64::from(rx.recv_tokens()) {
-        let b = rx.alloc(4096).unwrap();
-        rx.provide(&b, RecvOpts { tag, ..Default::default() }).unwrap();
-        inbox.push(b);
-    }
     let msg = tx.alloc_from(&[0x5A; 4096]).unwrap();
     let (mut sent, mut got, mut completions) = (0, 0, 0);
     while got < COUNT {
