@@ -31,6 +31,9 @@ pub enum HostOp {
     /// One multicast step of algorithm code `alg` at this host (a relay
     /// handing a message on; separate addressing: per destination).
     RelayStep(u8),
+    /// Taking a host-scheme multicast the NIC delivered (the member's
+    /// host receive; charged by the driver when it takes the event).
+    McastReceive,
 }
 
 pub trait NicBackend: Clone {

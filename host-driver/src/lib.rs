@@ -86,7 +86,9 @@ pub use flows::{FlowInfo, FlowKey, TraceRead};
 pub use live::{last_attach_refusal, AttachOptions, IdlePolicy, LiveBackend, ATTACH_WAIT};
 pub use mapped::MappedFile;
 pub use memory::{vaddr_of, DmaBuf, VIRT_BASE, VIRT_PORT_SHIFT};
-pub use multicast::{Algorithm, Group, Multicast, NotReached, RelayPlan, Relayed, Scheme};
+pub use multicast::{
+    Algorithm, Group, Multicast, NotReached, RelayPlan, Relayed, RootPlan, Scheme,
+};
 pub use nic::{Nic, NicInfo};
 pub use opts::{Dest, GetOpts, PutOpts, RecvOpts, RemoteAddr, SendOpts};
 pub use port::{default_event_queue_len, Port, PortOptions, PortStats, MAX_EVENT_QUEUE_LEN};

@@ -211,6 +211,27 @@ pub struct RelayPlan {
     pub children: Vec<ListedChild>,
 }
 
+/// What a root's host worked out for one multicast before posting it
+/// ([`Port::multicast_prepare`]), for [`Port::multicast_post`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootPlan {
+    scheme: Scheme,
+    mseq: u32,
+    /// The root's children in send order (host and assisted schemes).
+    children: Vec<ListedChild>,
+    /// Host scheme: the children the first post covers (their separate
+    /// addressing steps charged); assisted: all of them; NIC schemes: 0.
+    batch: usize,
+}
+
+impl RootPlan {
+    /// Host scheme: the children the post covers (the rest go with
+    /// [`Port::multicast_more`]); assisted: the children listed; else 0.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+}
+
 /// What [`Port::relay`] did with a received event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relayed {
@@ -237,8 +258,22 @@ impl<B: NicBackend> Port<B> {
     /// one `Sent` event). The host scheme posts one per child of the root
     /// as far as send tokens go: when that is fewer than the root's
     /// children ([`Group::children`] of rank 0), post the rest with
-    /// [`Port::multicast_more`] as `Sent` events bring tokens back.
+    /// [`Port::multicast_more`] as `Sent` events bring tokens back. The
+    /// same as [`Port::multicast_prepare`] then [`Port::multicast_post`].
     pub fn multicast(&mut self, m: &Multicast<'_>) -> Result<u32, DriverError> {
+        let plan = self.multicast_prepare(m)?;
+        self.multicast_post(m, &plan)
+    }
+
+    /// The first half of [`Port::multicast`]: check the request and do the
+    /// root host's work before its first post, charged to its CPU: its
+    /// children computed (host and assisted schemes), and under the host
+    /// scheme separate addressing's step per destination (for each child
+    /// its send tokens and ring room cover now). Nothing is posted. A program that models its host's
+    /// time (the simulator's) posts the plan once that time has passed,
+    /// with [`Port::multicast_post`]: a NIC must not see a descriptor
+    /// before the host work that precedes it is done.
+    pub fn multicast_prepare(&mut self, m: &Multicast<'_>) -> Result<RootPlan, DriverError> {
         let g = m.group;
         if g.port != self.number() {
             return Err(DriverError::BadGroup("the group is on another port"));
@@ -256,14 +291,55 @@ impl<B: NicBackend> Port<B> {
         if matches!(m.scheme, Scheme::Host | Scheme::Assisted) {
             self.be.charge(HostOp::TreeWork(kids.len() as u32));
         }
-        if m.scheme == Scheme::Host {
-            return self.multicast_more(m, 0);
+        let batch = match m.scheme {
+            Scheme::Host => {
+                let batch = self.host_batch(kids.len(), 0);
+                if m.algorithm == Algorithm::Separate {
+                    for _ in 0..batch {
+                        self.be.charge(HostOp::RelayStep(m.algorithm.code()));
+                    }
+                }
+                batch
+            }
+            // The assisted root computes its list (its tree work, above)
+            // and hands it to its NIC in one descriptor: no relay step,
+            // for separate addressing as for the trees (the latency model
+            // charges the root's host nothing before its post).
+            Scheme::Assisted => kids.len(),
+            Scheme::Nic | Scheme::NicCached => 0,
+        };
+        Ok(RootPlan { scheme: m.scheme, mseq: m.mseq, children: kids, batch })
+    }
+
+    /// The second half of [`Port::multicast`]: post what
+    /// [`Port::multicast_prepare`] worked out for `m`. Returns the
+    /// descriptors posted. Under the host scheme these are the sends to the
+    /// children the plan covers, as far as send tokens and ring room go
+    /// now (fewer when other sends took some meanwhile); post the rest with
+    /// [`Port::multicast_more`].
+    pub fn multicast_post(
+        &mut self,
+        m: &Multicast<'_>,
+        plan: &RootPlan,
+    ) -> Result<u32, DriverError> {
+        if plan.scheme != m.scheme || plan.mseq != m.mseq {
+            return Err(DriverError::BadGroup("the plan is another multicast's"));
         }
-        if m.scheme == Scheme::Assisted && m.algorithm == Algorithm::Separate {
-            // The assisted root computes its destination list once.
-            self.be.charge(HostOp::RelayStep(m.algorithm.code()));
+        match m.scheme {
+            Scheme::Host => {
+                let room = self.host_batch(plan.batch, 0);
+                self.post_mcast(m, &plan.children[..room])
+            }
+            _ => self.post_mcast(m, &plan.children),
         }
-        self.post_mcast(m, &kids)
+    }
+
+    /// Host scheme at the root: how many of `n` children from the `from`-th
+    /// on the send tokens and send ring slots free now cover.
+    fn host_batch(&mut self, n: usize, from: usize) -> usize {
+        let left = n.saturating_sub(from) as u32;
+        let slots = self.ring_free(left.saturating_mul(PER_CHILD)) / PER_CHILD;
+        self.send_tokens_free().min(slots).min(left) as usize
     }
 
     /// Host scheme at the root: post the sends to its children from the
@@ -275,9 +351,7 @@ impl<B: NicBackend> Port<B> {
             return Err(DriverError::BadGroup("only the host scheme posts per child"));
         }
         let kids = m.group.children(m.algorithm, 0);
-        let left = kids.len().saturating_sub(from) as u32;
-        let slots = self.ring_free(left.saturating_mul(PER_CHILD)) / PER_CHILD;
-        let room = self.send_tokens_free().min(slots) as usize;
+        let room = self.host_batch(kids.len(), from);
         let end = kids.len().min(from.saturating_add(room));
         let batch = kids.get(from..end).unwrap_or(&[]);
         if m.algorithm == Algorithm::Separate {

@@ -1180,8 +1180,11 @@ impl<B: NicBackend> Port<B> {
             }
             match parsed.as_ref().and_then(from_abi) {
                 Some(mut e) => {
-                    if let Event::Received { node, .. } = e {
+                    if let Event::Received { node, mcast, .. } = e {
                         self.watch(node);
+                        if mcast.is_some_and(|m| m.scheme == crate::Scheme::Host.code()) {
+                            self.be.charge(HostOp::McastReceive);
+                        }
                     }
                     if let Event::Sent { tag, mcast: Some(ref mut m), .. } = e {
                         if let Some(i) = self.lost.iter().position(|(t, _)| *t == tag) {

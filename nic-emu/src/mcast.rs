@@ -16,7 +16,7 @@ use std::rc::Rc;
 use host_driver::NicBackend;
 use host_driver::{
     Algorithm, DmaBuf, Event, Group, Multicast, Nic, Port, PortOptions, Priority, RelayPlan,
-    Scheme, SendStatus,
+    RootPlan, Scheme, SendStatus,
 };
 use nic_abi::map;
 use nic_abi::regs::{self, reg};
@@ -32,6 +32,9 @@ const PORT: u8 = 1;
 const GROUP_ID: u16 = 0;
 /// Receive buffers each member keeps posted.
 const BUFS: usize = 4;
+/// A root waiting for its last multicast to reach every member looks
+/// again this often.
+const DELIVERY_POLL_NS: u64 = 1_000;
 /// Tag of the root's multicast completions (relay sends carry the mseq).
 const ROOT_TAG: u64 = 1 << 40;
 
@@ -170,6 +173,9 @@ struct Member {
     received: u32,
     /// Host scheme at the root: children posted of the current multicast.
     host_posted: usize,
+    /// The root's multicast started and not posted yet: when its host's
+    /// work is done, and what it worked out.
+    root_plan: Option<(u64, RootPlan)>,
 }
 
 impl Member {
@@ -195,6 +201,10 @@ impl Member {
         Ok(())
     }
 
+    /// The root starts its next multicast: its host's work before the
+    /// post is charged now (children computed, separate addressing's
+    /// steps), and the descriptors go once that time has passed
+    /// (`post_root`): its NIC must not see them earlier.
     fn post_next(&mut self, be: &SimBackend, began: u64) {
         self.book.borrow_mut().last_wake = began;
         let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
@@ -202,9 +212,9 @@ impl Member {
         let _ = port.write(src, 0, &payload(mseq, self.run.bytes));
         let start = (be.now_ns(), be.host_busy_ns());
         let m = request(&self.run, &self.group, src, self.class, mseq);
-        match port.multicast(&m) {
-            Ok(n) => {
-                self.host_posted = n as usize;
+        match port.multicast_prepare(&m) {
+            Ok(plan) => {
+                self.root_plan = Some((be.now_ns(), plan));
                 self.waiting = if self.run.scheme == Scheme::Host {
                     self.group.children(self.run.algorithm, 0).len() as u32
                 } else {
@@ -213,6 +223,23 @@ impl Member {
                 self.book.borrow_mut().posted.push(start);
                 self.next += 1;
             }
+            Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
+        }
+    }
+
+    /// Post the root's started multicast once its host work is done by
+    /// `began`; else be called again then.
+    fn post_root(&mut self, cx: &mut HostCx<'_>, began: u64) {
+        let Some((due, _)) = self.root_plan else { return };
+        if due > began {
+            cx.wake_at(due);
+            return;
+        }
+        let Some((_, plan)) = self.root_plan.take() else { return };
+        let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
+        let m = request(&self.run, &self.group, src, self.class, self.next - 1);
+        match port.multicast_post(&m, &plan) {
+            Ok(n) => self.host_posted = n as usize,
             Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
         }
     }
@@ -234,6 +261,25 @@ impl Member {
                 Err(e) => self.book.borrow_mut().problems.push(format!("relay: {e}")),
             }
         }
+    }
+
+    /// When the root's last multicast reached its last member (each on
+    /// its host's clock); 0 before the first, None while a member has not
+    /// got it yet (or a problem stopped the run: then at once).
+    fn last_arrival(&self) -> Option<u64> {
+        if self.next == 0 {
+            return Some(0);
+        }
+        let book = self.book.borrow();
+        if !book.problems.is_empty() {
+            return Some(0);
+        }
+        let i = self.next as usize - 1;
+        let mut last = 0;
+        for arrived in &book.arrived[1..] {
+            last = last.max(*arrived.get(i)?);
+        }
+        Some(last)
     }
 
     /// Host scheme: the root's children its send tokens did not cover yet.
@@ -336,8 +382,20 @@ impl HostApp for Member {
             self.take(&be, ev);
         }
         self.post_relays(cx, began);
+        self.post_root(cx, began);
         if self.rank == 0 && self.waiting == 0 && self.next < self.run.count {
-            self.post_next(&be, began);
+            // One multicast after another: the next starts once the last
+            // one has reached every member (the root's own completion
+            // comes earlier under the host scheme), on their hosts'
+            // clocks. The members are other programs: look again soon.
+            match self.last_arrival() {
+                Some(t) if t <= began => {
+                    self.post_next(&be, began);
+                    self.post_root(cx, began);
+                }
+                Some(t) => cx.wake_at(t),
+                None => cx.wake_in(DELIVERY_POLL_NS),
+            }
         }
         if let Some(p) = self.port.as_mut() {
             p.report_consumed();
@@ -400,6 +458,7 @@ pub fn measure(run: &McastRun) -> McastResult {
                 waiting: 0,
                 received: 0,
                 host_posted: 0,
+                root_plan: None,
             }),
         );
     }

@@ -383,6 +383,10 @@ pub struct HostProfile {
     /// addressing at the root: per destination), by algorithm.
     #[serde(default)]
     pub relay_step_ns: StepPrices,
+    /// `HostOp::McastReceive`: a member's host taking a host-based
+    /// multicast its NIC delivered, beyond the event poll.
+    #[serde(default)]
+    pub mcast_recv_ns: u64,
 }
 
 /// Firmware parameters, written into the cfg registers at reset.

@@ -136,10 +136,18 @@ pub struct InFlight {
     /// Members that have it.
     pub got: u32,
     pub root_done: bool,
+    /// The latest of the members' receptions and the root's completion so
+    /// far (each on its own host's clock).
+    pub last_ns: u64,
     /// Tree work for it so far: host children computed, NIC children
     /// computed (the NICs' `McastTreeOps`).
     pub host_children: u64,
     pub nic_children: u64,
+    /// Once every member has it: from the root's start to the last
+    /// member's reception.
+    pub latency_ns: Option<u64>,
+    /// The root host's CPU time from its start to its completion (sim).
+    pub root_cpu_ns: Option<u64>,
 }
 
 /// A multicast flow's ledger: one stream per member (the root's messages
@@ -170,6 +178,32 @@ pub struct McastLedger {
     /// When a member last received one of the flow's multicasts, or the
     /// root last saw one complete: how long the flow has been quiet.
     pub last_activity_ns: u64,
+    /// Multicasts that left `inflight` (every member has it and the root
+    /// completed it), and when the last of those happened, on the clock
+    /// of the host it happened on: a root that waits for the whole group
+    /// starts its next multicast no earlier (`take_retired`).
+    pub retired_at: BTreeMap<u64, u64>,
+    /// Per multicast retired: its completion latency and the root host's
+    /// CPU time for it (sim), in mseq order of retirement.
+    pub timed: Vec<(u64, Option<u64>)>,
+}
+
+impl McastLedger {
+    /// Multicast `mseq` has reached every member and completed at the
+    /// root: when that was (on the clock of the host it last happened
+    /// on), forgotten once `now` has reached it. None while it has not.
+    pub fn take_retired(&mut self, mseq: u64, now: u64) -> Option<Result<(), u64>> {
+        if self.inflight.contains_key(&mseq) {
+            return None;
+        }
+        match self.retired_at.get(&mseq) {
+            Some(&t) if t > now => Some(Err(t)),
+            _ => {
+                self.retired_at.remove(&mseq);
+                Some(Ok(()))
+            }
+        }
+    }
 }
 
 impl FlowLedger {
@@ -331,7 +365,9 @@ impl FlowLedger {
             let group = m.members.len() as u32;
             if let Some(e) = m.inflight.get_mut(&i) {
                 e.got += 1;
+                e.last_ns = e.last_ns.max(now);
                 if e.got == group {
+                    e.latency_ns = Some(now.saturating_sub(e.post_ns));
                     self.delivered += 1;
                     self.bytes += data.len() as u64;
                     self.latencies.push(now.saturating_sub(e.post_ns));
@@ -361,8 +397,10 @@ impl FlowLedger {
         }
         if let Some(e) = m.inflight.get_mut(&mseq) {
             e.root_done = true;
+            e.last_ns = e.last_ns.max(now);
             if let (Some(b0), Some(b1)) = (e.busy_at_post, busy) {
                 let cpu = b1.saturating_sub(b0);
+                e.root_cpu_ns = Some(cpu);
                 m.root_cpu_ns.push(cpu);
                 let span = now.saturating_sub(e.post_ns).max(1);
                 m.root_cpu_util.push(cpu as f64 / span as f64);
@@ -384,6 +422,10 @@ impl FlowLedger {
             return;
         }
         if let (Some(e), Some(spec)) = (m.inflight.remove(&mseq), self.spec.mcast.as_ref()) {
+            m.retired_at.insert(mseq, e.last_ns);
+            if let Some(lat) = e.latency_ns {
+                m.timed.push((lat, e.root_cpu_ns));
+            }
             let p = spec.prices;
             let nic = if e.nic_children > 0 { p.nic_steps_ns } else { 0.0 };
             let ns = e.host_children * p.host_child_ns

@@ -31,6 +31,7 @@ pub(crate) struct HostPrices {
     touch: Rate,
     tree_child: u64,
     relay_step: nic_device::profile::StepPrices,
+    mcast_recv: u64,
 }
 
 impl HostPrices {
@@ -42,6 +43,7 @@ impl HostPrices {
             touch: Rate::new(p.host.touch_bandwidth_bytes_per_s),
             tree_child: p.host.tree_child_ns,
             relay_step: p.host.relay_step_ns,
+            mcast_recv: p.host.mcast_recv_ns,
         }
     }
 
@@ -53,6 +55,7 @@ impl HostPrices {
             HostOp::Touch(n) => self.touch.ns(n),
             HostOp::TreeWork(n) => self.tree_child.saturating_mul(n as u64),
             HostOp::RelayStep(alg) => self.relay_step.by_code(alg),
+            HostOp::McastReceive => self.mcast_recv,
         }
     }
 }

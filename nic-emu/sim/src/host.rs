@@ -32,6 +32,7 @@ impl HostCost for Profile {
             HostOp::Touch(n) => Rate::new(h.touch_bandwidth_bytes_per_s).ns(n),
             HostOp::TreeWork(n) => h.tree_child_ns.saturating_mul(n as u64),
             HostOp::RelayStep(alg) => h.relay_step_ns.by_code(alg),
+            HostOp::McastReceive => h.mcast_recv_ns,
         }
     }
 }

@@ -26,6 +26,13 @@ use super::role::McastPending;
 use super::tags::{relay_tag, send_tag};
 use super::{NodeApp, NodeHost};
 
+/// A root whose multicast is complete at the root but not yet at every
+/// member looks again this often (it cannot be told: the members are
+/// other nodes' programs).
+const MCAST_DELIVERY_POLL_NS: u64 = 1_000;
+/// ... and starts its next multicast after this long anyway.
+const MCAST_DELIVERY_WAIT_NS: u64 = 100_000_000;
+
 /// The group of multicast flow `flow` among `mcasts`, if this node is its
 /// root.
 fn root_of(mcasts: &[McastCtx], flow: usize) -> Option<&McastCtx> {
@@ -105,7 +112,12 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         d
     }
 
-    /// The root posts multicast `mseq` of role `ri` from send slot `slot`.
+    /// The root starts multicast `mseq` of role `ri` from send slot `slot`:
+    /// its host does the work that comes before the first post now (its
+    /// CPU time passes: children computed, separate addressing's steps),
+    /// and posts once that time has passed (`post_due_roots`), so that its
+    /// NIC never sees the descriptors before the host work that precedes
+    /// them. The multicast's latency and root CPU run from here.
     pub(super) fn send_mcast(
         &mut self,
         ri: usize,
@@ -134,14 +146,116 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
-        let posted = self.post_root(ri, slot, mseq, 0)?;
+        let m = Multicast {
+            buf: &buf,
+            offset: 0,
+            len: len as u32,
+            size_class: class_of(len),
+            priority: r.priority,
+            group: &c.group,
+            scheme: c.scheme,
+            algorithm: c.alg,
+            mseq: mseq as u32,
+            tag: send_tag(ri, slot, mseq),
+        };
+        let plan = pc.port.multicast_prepare(&m)?;
+        let due = self.host.now_ns();
         let children = self.host_root_children(flow);
         let r = &mut self.roles[ri];
         r.free.pop();
-        r.mcast_pending
-            .insert(mseq, McastPending { left: posted, ok: true, posted, children, slot });
+        r.mcast_pending.insert(
+            mseq,
+            McastPending {
+                left: 0,
+                ok: true,
+                posted: 0,
+                children,
+                slot,
+                prepared: Some((due, plan)),
+            },
+        );
         self.ledger.borrow_mut().flows[flow].mcast_posted(mseq, now, busy, host_children);
         Ok(())
+    }
+
+    /// Post the root multicasts whose host work (`send_mcast`) was done by
+    /// `now`; be woken for the others. A multicast the driver has no ring
+    /// room for yet waits for the next look.
+    pub(super) fn post_due_roots(&mut self, now: u64, wake_at: &mut dyn FnMut(u64)) {
+        for ri in 0..self.roles.len() {
+            if self.roles[ri].mcast_pending.is_empty() {
+                continue;
+            }
+            let due: Vec<(u64, u64)> = self.roles[ri]
+                .mcast_pending
+                .iter()
+                .filter_map(|(&mseq, p)| p.prepared.as_ref().map(|(due, _)| (mseq, *due)))
+                .collect();
+            for (mseq, due) in due {
+                if due > now {
+                    wake_at(due);
+                    continue;
+                }
+                if !self.post_prepared(ri, mseq) {
+                    wake_at(now + super::BARRIER_POLL_NS);
+                }
+            }
+        }
+    }
+
+    /// Post root role `ri`'s prepared multicast `mseq`. False when it must
+    /// wait (no ring room or send token for its one descriptor).
+    fn post_prepared(&mut self, ri: usize, mseq: u64) -> bool {
+        let flow = self.roles[ri].flow;
+        let Some(p) = self.roles[ri].mcast_pending.get_mut(&mseq) else { return true };
+        let Some((due, plan)) = p.prepared.take() else { return true };
+        let slot = p.slot;
+        let r = &self.roles[ri];
+        let Some(c) = root_of(&self.mcasts, flow) else { return true };
+        let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
+        let buf = r.slots[slot];
+        let m = Multicast {
+            buf: &buf,
+            offset: 0,
+            len: len as u32,
+            size_class: class_of(len),
+            priority: r.priority,
+            group: &c.group,
+            scheme: c.scheme,
+            algorithm: c.alg,
+            mseq: mseq as u32,
+            tag: send_tag(ri, slot, mseq),
+        };
+        let pc = &mut self.ports[r.port];
+        let traced_at = self.host.trace_ns();
+        let result = pc.port.multicast_post(&m, &plan);
+        let port = pc.num;
+        let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
+        match result {
+            Ok(n) => {
+                p.posted = n;
+                p.left = n;
+                self.log_call("multicast", port, traced_at, || {
+                    format!("multicast {mseq}, {len} B: {n} descriptors")
+                });
+                // Host scheme: the children tokens did not cover go now or
+                // as completions bring tokens back.
+                self.post_more_children(ri);
+                true
+            }
+            Err(DriverError::NoSendToken | DriverError::RingFull) => {
+                p.prepared = Some((due, plan));
+                false
+            }
+            Err(e) => {
+                p.children = 0;
+                p.ok = false;
+                let name = self.ledger.borrow().flows[flow].spec.name.clone();
+                self.problem(format!("flow {name}: multicast {mseq} refused by the driver: {e}"));
+                self.mcast_settle(ri, mseq);
+                true
+            }
+        }
     }
 
     /// Post multicast `mseq` of root role `ri` (its message in send slot
@@ -177,8 +291,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         };
         let pc = &mut self.ports[r.port];
         let before = pc.port.stats().posted;
-        let result =
-            if from == 0 { pc.port.multicast(&m) } else { pc.port.multicast_more(&m, from) };
+        // (The first post went out with `post_prepared`.)
+        let result = pc.port.multicast_more(&m, from);
         match result {
             Ok(n) => Ok(n),
             Err(e) => {
@@ -260,7 +374,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     pub(super) fn post_more_children(&mut self, ri: usize) {
         loop {
             let r = &self.roles[ri];
-            let next = r.mcast_pending.iter().find(|(_, p)| p.posted < p.children);
+            let next =
+                r.mcast_pending.iter().find(|(_, p)| p.prepared.is_none() && p.posted < p.children);
             let Some((&mseq, &McastPending { slot, posted, .. })) = next else { return };
             match self.post_root(ri, slot, mseq, posted as usize) {
                 Ok(0) | Err(DriverError::NoSendToken | DriverError::RingFull) => return,
@@ -282,31 +397,93 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     /// Root role `ri`'s multicast `mseq` is done once every child is
-    /// posted and every completion came.
+    /// posted and every completion came. Its send slot (the window) comes
+    /// back once every member has it too (`release_delivered`).
     fn mcast_settle(&mut self, ri: usize, mseq: u64) {
         let flow = self.roles[ri].flow;
         let r = &mut self.roles[ri];
-        let Some(&McastPending { left, ok, posted, children, slot }) = r.mcast_pending.get(&mseq)
+        let Some(&McastPending { left, ok, posted, children, slot, ref prepared }) =
+            r.mcast_pending.get(&mseq)
         else {
             return;
         };
-        if left > 0 || posted < children {
+        if left > 0 || posted < children || prepared.is_some() {
             return;
         }
         r.mcast_pending.remove(&mseq);
-        if slot < r.slots.len() && !r.free.contains(&slot) {
-            r.free.push(slot);
-        }
         let scheme = self.mcasts.iter().find(|c| c.flow == flow).map_or(Scheme::Host, |c| c.scheme);
         let nic_ops = self.tree_ops_credit(scheme);
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
-        let mut l = self.ledger.borrow_mut();
-        let f = &mut l.flows[flow];
-        f.mcast_tree_work(mseq, 0, nic_ops);
-        f.mcast_done(mseq, ok, now, busy);
-        if !ok {
-            l.resolved += 1;
+        let delivered = {
+            let mut l = self.ledger.borrow_mut();
+            let f = &mut l.flows[flow];
+            f.mcast_tree_work(mseq, 0, nic_ops);
+            f.mcast_done(mseq, ok, now, busy);
+            let delivered =
+                f.mcast.as_mut().is_none_or(|m| m.take_retired(mseq, now) == Some(Ok(())));
+            if !ok {
+                l.resolved += 1;
+            }
+            delivered
+        };
+        let r = &mut self.roles[ri];
+        if slot < r.slots.len() && !r.free.contains(&slot) {
+            if delivered {
+                r.free.push(slot);
+            } else {
+                r.mcast_awaiting.push((mseq, slot, now));
+            }
+        }
+    }
+
+    /// Give root roles back the send slots of multicasts every member now
+    /// has: the next multicast starts when the last one has reached the
+    /// whole group, so that each is timed alone (under the host scheme the
+    /// root's own completion comes when its children have the message,
+    /// before the rest of the tree does). The root does not wait for a
+    /// multicast a NIC reset cut, one a relay's send failed for, or one
+    /// still missing `MCAST_DELIVERY_WAIT_NS` after its completion (a
+    /// member that never gets it must not hold the root). Be woken to
+    /// look again while one is awaited.
+    pub(super) fn release_delivered(&mut self, now: u64, wake_at: &mut dyn FnMut(u64)) {
+        for ri in 0..self.roles.len() {
+            if self.roles[ri].mcast_awaiting.is_empty() {
+                continue;
+            }
+            let flow = self.roles[ri].flow;
+            let cut = self.cut_now(flow);
+            let mut l = self.ledger.borrow_mut();
+            let Some(m) = l.flows[flow].mcast.as_mut() else { continue };
+            let r = &mut self.roles[ri];
+            let mut k = 0;
+            while k < r.mcast_awaiting.len() {
+                let (mseq, slot, since) = r.mcast_awaiting[k];
+                let go = match m.take_retired(mseq, now) {
+                    Some(Ok(())) => true,
+                    // Every member has it, a member's host later than now.
+                    Some(Err(t)) => {
+                        wake_at(t);
+                        false
+                    }
+                    None => false,
+                };
+                let go = go
+                    || cut
+                    || m.relay_errors > 0
+                    || now.saturating_sub(since) >= MCAST_DELIVERY_WAIT_NS;
+                if go {
+                    r.mcast_awaiting.swap_remove(k);
+                    if !r.free.contains(&slot) {
+                        r.free.push(slot);
+                    }
+                } else {
+                    k += 1;
+                }
+            }
+            if !r.mcast_awaiting.is_empty() {
+                wake_at(now + MCAST_DELIVERY_POLL_NS);
+            }
         }
     }
 

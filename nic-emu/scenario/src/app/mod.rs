@@ -426,9 +426,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             return events;
         }
+        self.release_delivered(now, wake_at);
+        self.post_due_roots(now, wake_at);
         if let Some(t) = self.pump(now) {
             wake_at(t);
         }
+        // Multicasts the pass started post once their root's host work
+        // is done (now, when there was none).
+        self.post_due_roots(now, wake_at);
         if let Some(t) = self.coll_pump(now) {
             wake_at(t);
         }

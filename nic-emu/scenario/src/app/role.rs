@@ -43,10 +43,15 @@ pub(super) struct Role {
     /// A multicast root: per multicast posted and not complete, where it
     /// is.
     pub(super) mcast_pending: BTreeMap<u64, McastPending>,
+    /// A multicast root: multicasts complete at the root that some member
+    /// has not received yet, and their send slots, held until every
+    /// member has (`release_delivered`): (mseq, slot, when the root
+    /// completed it).
+    pub(super) mcast_awaiting: Vec<(u64, usize, u64)>,
 }
 
-/// A multicast a root posted and has not seen complete.
-#[derive(Debug, Clone, Copy)]
+/// A multicast a root started and has not seen complete.
+#[derive(Debug, Clone)]
 pub(super) struct McastPending {
     /// Completions still to come (one per descriptor posted so far).
     pub(super) left: u32,
@@ -60,6 +65,9 @@ pub(super) struct McastPending {
     pub(super) children: u32,
     /// The send slot its message is in.
     pub(super) slot: usize,
+    /// Started and not posted yet: when the root host's work before the
+    /// post is done, and what it worked out (`send_mcast`).
+    pub(super) prepared: Option<(u64, host_driver::RootPlan)>,
 }
 
 /// Where a role is with the bandwidth manager.

@@ -119,6 +119,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 stop_ns,
                 trace,
                 mcast_pending: Default::default(),
+                mcast_awaiting: Vec::new(),
             });
         }
         // Raw IDTs go into the flow table before anything is sent (both
