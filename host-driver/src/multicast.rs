@@ -219,6 +219,8 @@ pub struct RootPlan {
     mseq: u32,
     /// The root's children in send order (host and assisted schemes).
     children: Vec<ListedChild>,
+    /// Host scheme: the first child this post covers.
+    from: usize,
     /// Host scheme: the children the first post covers (their separate
     /// addressing steps charged); assisted: all of them; NIC schemes: 0.
     batch: usize,
@@ -308,7 +310,7 @@ impl<B: NicBackend> Port<B> {
             Scheme::Assisted => kids.len(),
             Scheme::Nic | Scheme::NicCached => 0,
         };
-        Ok(RootPlan { scheme: m.scheme, mseq: m.mseq, children: kids, batch })
+        Ok(RootPlan { scheme: m.scheme, mseq: m.mseq, children: kids, from: 0, batch })
     }
 
     /// The second half of [`Port::multicast`]: post what
@@ -327,8 +329,9 @@ impl<B: NicBackend> Port<B> {
         }
         match m.scheme {
             Scheme::Host => {
-                let room = self.host_batch(plan.batch, 0);
-                self.post_mcast(m, &plan.children[..room])
+                let end = plan.from.saturating_add(plan.batch).min(plan.children.len());
+                let room = self.host_batch(end, plan.from);
+                self.post_mcast(m, &plan.children[plan.from..plan.from + room])
             }
             _ => self.post_mcast(m, &plan.children),
         }
@@ -347,19 +350,31 @@ impl<B: NicBackend> Port<B> {
     /// (separate addressing: the host's step per destination first).
     /// Returns how many were posted.
     pub fn multicast_more(&mut self, m: &Multicast<'_>, from: usize) -> Result<u32, DriverError> {
+        let plan = self.multicast_more_prepare(m, from)?;
+        self.multicast_post(m, &plan)
+    }
+
+    /// The first half of [`Port::multicast_more`]: the host's work for the
+    /// children from the `from`-th on that send tokens and ring room cover
+    /// now (separate addressing's step for each), charged; post them with
+    /// [`Port::multicast_post`] once that time has passed.
+    pub fn multicast_more_prepare(
+        &mut self,
+        m: &Multicast<'_>,
+        from: usize,
+    ) -> Result<RootPlan, DriverError> {
         if m.scheme != Scheme::Host {
             return Err(DriverError::BadGroup("only the host scheme posts per child"));
         }
         let kids = m.group.children(m.algorithm, 0);
-        let room = self.host_batch(kids.len(), from);
-        let end = kids.len().min(from.saturating_add(room));
-        let batch = kids.get(from..end).unwrap_or(&[]);
+        let from = from.min(kids.len());
+        let batch = self.host_batch(kids.len(), from);
         if m.algorithm == Algorithm::Separate {
-            for _ in batch {
+            for _ in 0..batch {
                 self.be.charge(HostOp::RelayStep(m.algorithm.code()));
             }
         }
-        self.post_mcast(m, batch)
+        Ok(RootPlan { scheme: m.scheme, mseq: m.mseq, children: kids, from, batch })
     }
 
     /// A relay's part (host and assisted schemes) for a received event:

@@ -215,6 +215,7 @@ impl Member {
         match port.multicast_prepare(&m) {
             Ok(plan) => {
                 self.root_plan = Some((be.now_ns(), plan));
+                self.host_posted = 0;
                 self.waiting = if self.run.scheme == Scheme::Host {
                     self.group.children(self.run.algorithm, 0).len() as u32
                 } else {
@@ -239,7 +240,7 @@ impl Member {
         let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
         let m = request(&self.run, &self.group, src, self.class, self.next - 1);
         match port.multicast_post(&m, &plan) {
-            Ok(n) => self.host_posted = n as usize,
+            Ok(n) => self.host_posted += n as usize,
             Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
         }
     }
@@ -283,11 +284,17 @@ impl Member {
     }
 
     /// Host scheme: the root's children its send tokens did not cover yet.
-    fn more_children(&mut self) {
+    /// The host's work for them is charged now; they go once that time
+    /// has passed (`post_root`).
+    fn more_children(&mut self, be: &SimBackend) {
+        if self.root_plan.is_some() {
+            return;
+        }
         let (Some(port), Some(src)) = (self.port.as_mut(), self.src.as_ref()) else { return };
         let m = request(&self.run, &self.group, src, self.class, self.next - 1);
-        match port.multicast_more(&m, self.host_posted) {
-            Ok(n) => self.host_posted += n as usize,
+        match port.multicast_more_prepare(&m, self.host_posted) {
+            Ok(plan) if plan.batch() > 0 => self.root_plan = Some((be.now_ns(), plan)),
+            Ok(_) => {}
             Err(e) => self.book.borrow_mut().problems.push(format!("root: {e}")),
         }
     }
@@ -339,7 +346,7 @@ impl Member {
                 if self.waiting == 0 {
                     self.book.borrow_mut().done.push((be.now_ns(), be.host_busy_ns()));
                 } else if self.run.scheme == Scheme::Host {
-                    self.more_children();
+                    self.more_children(be);
                 }
             }
             Event::Sent { tag, .. } => {
@@ -383,6 +390,11 @@ impl HostApp for Member {
         }
         self.post_relays(cx, began);
         self.post_root(cx, began);
+        if self.rank == 0 && self.run.scheme == Scheme::Host && self.waiting > 0 {
+            // Children the send tokens did not cover, as tokens came back.
+            self.more_children(&be);
+            self.post_root(cx, began);
+        }
         if self.rank == 0 && self.waiting == 0 && self.next < self.run.count {
             // One multicast after another: the next starts once the last
             // one has reached every member (the root's own completion

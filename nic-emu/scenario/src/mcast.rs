@@ -18,7 +18,7 @@ use nic_fabric::LinkEnd;
 
 use super::format::{AlgorithmChoice, FlowSpec, McastSpec, ScenarioError, TreePrices, Validated};
 use super::ledger::{FlowLedger, Ledger};
-use super::report::{McastReport, P50Max, P50};
+use super::report::{McastReport, MeanSpread, P50Max, P50};
 
 /// The scenario with every multicast flow's tree chosen for `profile`
 /// and its tree-work prices filled in, and every collective flow given
@@ -166,6 +166,8 @@ pub fn report(f: &FlowLedger, layout: Option<&Layout>, sim: bool) -> Option<Mcas
     let mut tree = l.tree_ns.clone();
     let mut kids = l.tree_children.clone();
     let mut flight = l.in_flight_most.clone();
+    let lat: Vec<u64> = l.timed.iter().map(|&(lat, _)| lat).collect();
+    let below = l.timed.iter().filter(|&&(lat, cpu)| cpu.is_some_and(|c| lat < c)).count() as u64;
     Some(McastReport {
         scheme: spec.scheme.name().to_string(),
         algorithm: alg.name().to_string(),
@@ -178,7 +180,9 @@ pub fn report(f: &FlowLedger, layout: Option<&Layout>, sim: bool) -> Option<Mcas
         group: spec.members.clone(),
         deliveries: l.deliveries,
         relays_deepest: relays_on_deepest_path(alg, spec.size()),
+        latency_ns: MeanSpread::of(&lat),
         root_cpu_ns: if sim { P50Max::of(&mut cpu) } else { None },
+        below_root_cpu: if sim { Some(below) } else { None },
         root_cpu_util: if sim { median(&mut util).map(round3) } else { None },
         tree_ns: if sim { median(&mut tree).map(|p50| P50 { p50 }) } else { None },
         tree_children: median(&mut kids).map(|p50| P50 { p50 }),

@@ -192,9 +192,16 @@ pub struct McastReport {
     pub deliveries: u64,
     /// Nodes that receive and forward on the tree's deepest path.
     pub relays_deepest: u16,
-    /// Sim: the root host's CPU busy time between its post and its
+    /// Completion latency over the flow's multicasts (each from the root
+    /// program's start to the last member's reception): mean, least, most
+    /// and standard deviation (ns).
+    pub latency_ns: Option<MeanSpread>,
+    /// Sim: the root host's CPU busy time between its start and its
     /// completion, per multicast.
     pub root_cpu_ns: Option<P50Max>,
+    /// Sim: multicasts whose latency came out below their root's CPU time
+    /// for them (the root's work is part of the latency: always 0).
+    pub below_root_cpu: Option<u64>,
     /// Sim: that busy time over the post-to-completion time (median).
     pub root_cpu_util: Option<f64>,
     /// Sim: tree work per multicast at the profile's prices (hosts'
@@ -207,6 +214,27 @@ pub struct McastReport {
     pub link_concentration: Option<f64>,
     /// Sim: the most data packets of one multicast in the fabric at once.
     pub link_concurrency: Option<P50Max>,
+}
+
+/// A mean with its spread (ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct MeanSpread {
+    pub mean: u64,
+    pub min: u64,
+    pub max: u64,
+    pub stddev: u64,
+}
+
+impl MeanSpread {
+    /// Of `samples`; None when there are none.
+    pub fn of(samples: &[u64]) -> Option<MeanSpread> {
+        let n = samples.len() as f64;
+        let min = *samples.iter().min()?;
+        let max = *samples.iter().max()?;
+        let mean = samples.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let var = samples.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+        Some(MeanSpread { mean: mean.round() as u64, min, max, stddev: var.sqrt().round() as u64 })
+    }
 }
 
 /// A median.
@@ -576,9 +604,17 @@ impl Report {
                 None => m.algorithm.clone(),
             };
             let cpu = m.root_cpu_ns.map_or("-".to_string(), |c| fmt_ns(c.p50));
+            let lat = m.latency_ns.map_or("-".to_string(), |l| {
+                format!("{} [{}, {}]", fmt_ns(l.mean), fmt_ns(l.min), fmt_ns(l.max))
+            });
+            let below = match m.below_root_cpu {
+                Some(n) if n > 0 => format!(", {n} below their root CPU"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "multicast {}: {} {alg}{} over {} members, {} receptions, root CPU p50 {cpu}",
+                "multicast {}: {} {alg}{} over {} members, {} receptions, latency mean {lat}, \
+                 root CPU p50 {cpu}{below}",
                 truncate(&f.name, 14),
                 m.scheme,
                 if m.requested == "auto" { " (auto)" } else { "" },

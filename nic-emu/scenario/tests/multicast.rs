@@ -87,6 +87,62 @@ fn every_scheme_and_algorithm_delivers_exactly_once_in_order_to_16_nodes_under_f
     assert!(retransmits > 0, "the faults cost retransmissions");
 }
 
+/// A multicast flow of `messages` 2 B multicasts from node 0 to the next
+/// G-1 nodes of a 16-node lanai9-gm fabric.
+fn repeated(scheme: &str, alg: &str, k: u8, g: u16, messages: u64) -> String {
+    let k = if k > 0 { format!("k = {k}\n") } else { String::new() };
+    format!(
+        "profile = \"{PROFILE}\"\n[fabric]\nnodes = 16\n[[flows]]\nname = \"m\"\nsrc = [0, 2]\n\
+         kind = \"multicast\"\ngroup_size = {g}\nscheme = \"{scheme}\"\nalgorithm = \"{alg}\"\n\
+         {k}bytes = 2\nmessages = {messages}\n"
+    )
+}
+
+#[test]
+fn a_repeated_multicast_is_timed_from_the_root_s_start_each_time() {
+    // Host separate addressing to G = 4: the root's host works about
+    // 79 us per multicast before its NIC may send; every repetition takes
+    // as long as the first, and never less than that CPU time.
+    let r = run_text(&repeated("host", "separate", 0, 4, 10));
+    assert_exactly_once_in_order(&r, "host separate x10");
+    let m = r.flows[0].multicast.as_ref().unwrap();
+    let lat = m.latency_ns.expect("latency over the repetitions");
+    let cpu = m.root_cpu_ns.expect("the sim's busy clock");
+    assert_eq!(m.below_root_cpu, Some(0));
+    assert!(lat.min >= cpu.max, "{lat:?} against root CPU {cpu:?}");
+    assert!(lat.max - lat.min < lat.mean / 100, "every repetition alike: {lat:?}");
+}
+
+#[test]
+fn repeated_multicasts_follow_the_model_within_ten_percent_and_never_beat_their_root_cpu() {
+    // 2 B, G = 4..16, every scheme x algorithm, 10 multicasts each: the
+    // mean latency within 10% of the published model (the profile's
+    // [multicast] table), and no multicast below its root's CPU time.
+    let p = Profile::load(PROFILE).unwrap();
+    let params = nic_device::mcast::model_params(&p);
+    let mut outside = Vec::new();
+    for g in 4..=16u16 {
+        for scheme in Scheme::ALL {
+            for alg in ["separate", "serial", "binomial", "binary", "k-binomial"] {
+                let k = if alg == "k-binomial" { k_for(&p, g, 2) } else { 0 };
+                let what = format!("{scheme} {alg} G={g}");
+                let r = run_text(&repeated(scheme.name(), alg, k, g, 10));
+                assert_exactly_once_in_order(&r, &what);
+                let m = r.flows[0].multicast.as_ref().unwrap();
+                assert_eq!(m.below_root_cpu, Some(0), "{what}");
+                let lat = m.latency_ns.unwrap_or_else(|| panic!("{what}: no latency"));
+                let a = nic_abi::multicast::Algorithm::parse(alg, k).expect("a tree");
+                let model = nic_abi::multicast::model::model_latency_us(&params, scheme, a, g, 2);
+                let sim = lat.mean as f64 / 1000.0;
+                if (sim / model - 1.0).abs() >= 0.10 {
+                    outside.push(format!("{what}: {sim:.1} us, model {model:.1} us"));
+                }
+            }
+        }
+    }
+    assert!(outside.is_empty(), "outside 10%: {outside:#?}");
+}
+
 #[test]
 fn auto_and_k_binomial_without_k_report_what_the_profile_chose() {
     let p = Profile::load(PROFILE).unwrap();

@@ -14,7 +14,7 @@
 use host_brm::BrmTransport;
 use host_driver::nic_abi::stats::Stat;
 use host_driver::NicBackend;
-use host_driver::{DriverError, Event, Group, Multicast, Nic, RelayPlan, SendStatus};
+use host_driver::{DriverError, Event, Group, Multicast, Nic, RelayPlan, RootPlan, SendStatus};
 use nic_abi::event::McastInfo;
 use nic_abi::map;
 use nic_abi::multicast::{children_computed, Algorithm, Scheme};
@@ -233,8 +233,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
         match result {
             Ok(n) => {
-                p.posted = n;
-                p.left = n;
+                p.posted += n;
+                p.left += n;
                 self.log_call("multicast", port, traced_at, || {
                     format!("multicast {mseq}, {len} B: {n} descriptors")
                 });
@@ -258,18 +258,17 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
-    /// Post multicast `mseq` of root role `ri` (its message in send slot
-    /// `slot`): the whole of it, or under the host scheme its root's
-    /// children from the `from`-th on, as far as send tokens go. How many
-    /// descriptors went out; a failure after some is a problem, not an
-    /// error (their completions still come).
-    fn post_root(
+    /// Host scheme: the host's work for root role `ri`'s multicast `mseq`
+    /// (its message in send slot `slot`) from its `from`-th child on, as
+    /// far as send tokens go: charged now, posted by `post_due_roots` once
+    /// that time has passed. None when no token or ring slot is free.
+    fn prepare_more(
         &mut self,
         ri: usize,
         slot: usize,
         mseq: u64,
         from: usize,
-    ) -> Result<u32, DriverError> {
+    ) -> Result<Option<RootPlan>, DriverError> {
         let r = &self.roles[ri];
         let flow = r.flow;
         let Some(c) = root_of(&self.mcasts, flow) else {
@@ -289,25 +288,8 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             mseq: mseq as u32,
             tag: send_tag(ri, slot, mseq),
         };
-        let pc = &mut self.ports[r.port];
-        let before = pc.port.stats().posted;
-        // (The first post went out with `post_prepared`.)
-        let result = pc.port.multicast_more(&m, from);
-        match result {
-            Ok(n) => Ok(n),
-            Err(e) => {
-                let partial = pc.port.stats().posted - before;
-                if partial == 0 {
-                    return Err(e);
-                }
-                let name = self.ledger.borrow().flows[flow].spec.name.clone();
-                self.problem(format!(
-                    "flow {name}: multicast {mseq}: the driver posted {partial} descriptors, \
-                     then failed: {e}"
-                ));
-                Ok(partial as u32)
-            }
-        }
+        let plan = self.ports[r.port].port.multicast_more_prepare(&m, from)?;
+        Ok((plan.batch() > 0).then_some(plan))
     }
 
     /// The sends the root of `flow` posts itself, one per child: its
@@ -366,32 +348,31 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         self.mcast_settle(ri, mseq);
     }
 
-    /// Host scheme: post the next children of root role `ri`'s multicasts
-    /// not wholly posted yet, as far as send tokens and send ring slots
-    /// go (a separate tree of more members than a port has tokens, or a
-    /// ring other sends filled). Called at each completion and each time
-    /// the program sends.
+    /// Host scheme: the next children of root role `ri`'s multicast not
+    /// wholly posted yet, as far as send tokens and send ring slots go (a
+    /// separate tree of more members than a port has tokens, or a ring
+    /// other sends filled): their host work now, their posts once it is
+    /// done (`post_due_roots`). Called at each completion, each post and
+    /// each time the program sends.
     pub(super) fn post_more_children(&mut self, ri: usize) {
-        loop {
-            let r = &self.roles[ri];
-            let next =
-                r.mcast_pending.iter().find(|(_, p)| p.prepared.is_none() && p.posted < p.children);
-            let Some((&mseq, &McastPending { slot, posted, .. })) = next else { return };
-            match self.post_root(ri, slot, mseq, posted as usize) {
-                Ok(0) | Err(DriverError::NoSendToken | DriverError::RingFull) => return,
-                Ok(n) => {
-                    let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
-                    p.left += n;
-                    p.posted += n;
-                }
-                Err(e) => {
-                    let name = self.ledger.borrow().flows[self.roles[ri].flow].spec.name.clone();
-                    self.problem(format!("flow {name}: multicast {mseq}: {e}"));
-                    let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
-                    p.children = p.posted;
-                    p.ok = false;
-                    self.mcast_settle(ri, mseq);
-                }
+        let r = &self.roles[ri];
+        let next =
+            r.mcast_pending.iter().find(|(_, p)| p.prepared.is_none() && p.posted < p.children);
+        let Some((&mseq, &McastPending { slot, posted, .. })) = next else { return };
+        match self.prepare_more(ri, slot, mseq, posted as usize) {
+            Ok(None) | Err(DriverError::NoSendToken | DriverError::RingFull) => {}
+            Ok(Some(plan)) => {
+                let due = self.host.now_ns();
+                let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
+                p.prepared = Some((due, plan));
+            }
+            Err(e) => {
+                let name = self.ledger.borrow().flows[self.roles[ri].flow].spec.name.clone();
+                self.problem(format!("flow {name}: multicast {mseq}: {e}"));
+                let p = self.roles[ri].mcast_pending.get_mut(&mseq).expect("pending");
+                p.children = p.posted;
+                p.ok = false;
+                self.mcast_settle(ri, mseq);
             }
         }
     }
