@@ -9,7 +9,6 @@ use std::process::ExitCode;
 
 use indicatif::ProgressBar;
 use nic_emu::scenario::{self, report::fmt_bytes, Report, Scenario};
-use plotters::prelude::SeriesLabelPosition;
 
 use crate::plot::{self, Axis, Curve};
 use crate::progress;
@@ -659,13 +658,12 @@ fn size_label(v: f64) -> String {
     fmt_bytes(v.round() as u64)
 }
 
+/// A latency tick, in µs (the axis says so).
 fn us_label(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{:.1} ms", v / 1000.0)
-    } else if v >= 10.0 {
-        format!("{v:.0} us")
+    if v >= 10.0 {
+        format!("{v:.0}")
     } else {
-        format!("{v:.1} us")
+        format!("{v:.1}")
     }
 }
 
@@ -717,20 +715,18 @@ pub fn write_outputs(dir: &Path, all: &[ProfileCurves]) -> crate::Result<PathBuf
         plot::curves(
             &dir.join(&lat_svg),
             &format!("{}: one-way latency vs message size (2 nodes)", c.profile),
-            Axis::log("message size", size_label),
-            Axis::log("one-way latency (median)", us_label),
+            Axis::log("message size (bytes)", size_label),
+            Axis::log("one-way latency, median (µs)", us_label),
             &series(c, |p| p.latency_ns as f64 / 1e3),
             &[],
-            SeriesLabelPosition::UpperLeft,
         )?;
         plot::curves(
             &dir.join(&bw_svg),
             &format!("{}: stream bandwidth vs message size (2 nodes)", c.profile),
-            Axis::log("message size", size_label),
-            Axis::log("MB/s (10^6 B/s)", mb_label),
+            Axis::log("message size (bytes)", size_label),
+            Axis::log("bandwidth (MB/s, 10^6 B/s)", mb_label),
             &series(c, |p| p.bandwidth_mb_s),
             &[],
-            SeriesLabelPosition::UpperLeft,
         )?;
         let _ = writeln!(md, "## {}\n", c.profile);
         let _ = writeln!(md, "![{} latency]({lat_svg})\n", c.profile);
@@ -862,8 +858,11 @@ mod tests {
                     series == 2,
                     "live series in {lat}"
                 );
-                // A dot per point of every series.
-                assert_eq!(svg.matches("<circle").count(), n * series);
+                // A marker per point of every series, and one in its
+                // legend entry: circles for the first, triangles next.
+                assert_eq!(svg.matches("<circle").count(), n + 1);
+                let triangles = if series == 2 { n + 1 } else { 0 };
+                assert_eq!(svg.matches("<polygon").count(), triangles);
             }
             assert!(read(&lat).contains("one-way latency vs message size"));
             assert!(read(&bw).contains("stream bandwidth vs message size"));

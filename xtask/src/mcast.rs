@@ -17,7 +17,6 @@ use host_driver::{Algorithm, Scheme};
 use indicatif::ProgressBar;
 use nic_emu::mcast::{measure, McastResult, McastRun};
 use nic_emu::Profile;
-use plotters::prelude::SeriesLabelPosition;
 
 use crate::plot::{self, Axis, Curve};
 use crate::progress::bar;
@@ -250,15 +249,7 @@ fn plot(
     curves: &[Curve],
     dashed: &[Curve],
 ) -> crate::Result<()> {
-    plot::curves(
-        path,
-        title,
-        Axis::linear("G (members)"),
-        Axis::linear(ylabel),
-        curves,
-        dashed,
-        SeriesLabelPosition::UpperLeft,
-    )
+    plot::curves(path, title, Axis::linear("G (members)"), Axis::linear(ylabel), curves, dashed)
 }
 
 /// One scheme x algorithm over the group sizes, at one message size.
@@ -314,6 +305,14 @@ fn latency_table(md: &mut String, series: &[Series], groups: &[u16], with_model:
         }
         let _ = writeln!(md);
     }
+}
+
+/// The model's curve of each of `scheme`'s series, labelled as a model.
+fn model_curves(series: &[Series], scheme: Scheme) -> Vec<Curve> {
+    curves(series, scheme, |_, m| m)
+        .into_iter()
+        .map(|(label, pts)| (plot::model_label(&label), pts))
+        .collect()
 }
 
 fn curves(series: &[Series], scheme: Scheme, f: impl Fn(&McastResult, f64) -> f64) -> Vec<Curve> {
@@ -554,10 +553,10 @@ pub fn report(
         let file = format!("latency-2B-{scheme}.svg");
         plot(
             &dir.join(&file),
-            &format!("{scheme}: completion latency, 2 B (dashed: model)"),
-            "us",
+            &format!("{scheme}: completion latency, 2 B (mean of 10; dashed: model)"),
+            "latency (µs)",
             &curves(&small, scheme, |r, _| mean_us(r)),
-            &curves(&small, scheme, |_, m| m),
+            &model_curves(&small, scheme),
         )?;
         let _ = writeln!(md, "![{scheme}, 2 B]({file})\n");
     }
@@ -593,7 +592,7 @@ pub fn report(
     plot(
         &dir.join("root-cpu.svg"),
         "root CPU utilisation, 2 B, binomial",
-        "busy / completion",
+        "root CPU busy / completion time",
         &util_curves,
         &[],
     )?;
@@ -611,7 +610,7 @@ pub fn report(
     plot(
         &dir.join("tree-time.svg"),
         "tree creation time at the root, binomial",
-        "us",
+        "tree creation time (µs)",
         &tree_curves,
         &[],
     )?;
@@ -627,8 +626,8 @@ pub fn report(
         let file = format!("latency-64KiB-{scheme}.svg");
         plot(
             &dir.join(&file),
-            &format!("{scheme}: completion latency, 64 KiB"),
-            "us",
+            &format!("{scheme}: completion latency, 64 KiB (mean of 10)"),
+            "latency (µs)",
             &curves(&big, scheme, |r, _| mean_us(r)),
             &[],
         )?;
@@ -783,6 +782,46 @@ pub fn bench_cost(root: &Path, count: u64, runs: usize) -> crate::Result<ExitCod
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_latency_plot_labels_each_tree_and_its_model_once_on_an_axis_from_the_data() {
+        let p = Profile::load("lanai9-gm").unwrap();
+        let groups = [4u16, 6];
+        let series: Vec<Series> = [Algorithm::Binomial, Algorithm::Binary]
+            .into_iter()
+            .map(|a| Series {
+                scheme: Scheme::Host,
+                alg: a.to_string(),
+                points: groups
+                    .iter()
+                    .map(|&g| {
+                        (g, point(&p, Scheme::Host, a, g, 2), model_us(&p, Scheme::Host, a, g, 2))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("xtask-mcast-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.svg");
+        plot(
+            &path,
+            "t",
+            "latency (µs)",
+            &curves(&series, Scheme::Host, |r, _| mean_us(r)),
+            &model_curves(&series, Scheme::Host),
+        )
+        .unwrap();
+        let texts = crate::plot::svg_texts(&std::fs::read_to_string(&path).unwrap());
+        for label in ["binomial", "binary", "binomial (model)", "binary (model)"] {
+            assert_eq!(texts.iter().filter(|t| *t == label).count(), 1, "{label}: {texts:?}");
+        }
+        assert!(
+            texts.iter().any(|t| t == "latency (µs)") && texts.iter().any(|t| t == "G (members)")
+        );
+        let ticks: Vec<f64> = texts.iter().filter_map(|t| t.parse().ok()).collect();
+        assert!(!ticks.contains(&0.0), "no axis from 0: {ticks:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_model_says_where_its_fit_does_not_hold() {

@@ -1,7 +1,9 @@
 //! `cargo xtask report reliability`: go-back-N against selective repeat
 //! under link loss, on the simulator. For each profile (lanai9-gm with
 //! 16 KiB messages, modern with 64 KiB: 4 and 16 packets of 4 KiB) two
-//! workloads run at each loss rate in both modes, with one seed: streams
+//! workloads run at each loss rate in both modes, with three seeds (the
+//! fault injection's draws; tables give their means, plots the means
+//! with the least and most as error bars): streams
 //! between disjoint pairs of nodes (loss recovery on its own, as the
 //! protocols' own comparisons measure it) and an 8-node all-to-all (every
 //! receiver taking seven streams at once, whose packets past gaps compete
@@ -21,7 +23,6 @@ use std::process::ExitCode;
 
 use nic_emu::profile::Reliability;
 use nic_emu::scenario::Report;
-use plotters::prelude::SeriesLabelPosition;
 
 use crate::plot::{self, Axis, Curve};
 
@@ -35,8 +36,8 @@ const NODES: u64 = 8;
 const MESSAGES: u64 = 200;
 /// Sends outstanding per flow.
 const WINDOW: u64 = 8;
-/// One seed for every point: the fault injection's draws.
-const SEED: u64 = 1;
+/// The seeds every point runs with: the fault injection's draws.
+const SEEDS: [u64; 3] = [1, 2, 3];
 
 /// What runs at each point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,10 +84,12 @@ pub fn scenario_toml(
     bytes: u64,
     mode: Reliability,
     loss_pct: f64,
+    seed: u64,
 ) -> String {
     format!(
-        "# cargo xtask report reliability: {}, {profile}, {mode}, link loss {loss_pct}%\n\
-         profile = \"{profile}\"\nseed = {SEED}\n\n[fabric]\nnodes = {NODES}\n\n{}\
+        "# cargo xtask report reliability: {}, {profile}, {mode}, link loss {loss_pct}%, \
+         seed {seed}\n\
+         profile = \"{profile}\"\nseed = {seed}\n\n[fabric]\nnodes = {NODES}\n\n{}\
          [faults]\ndrop = {}\n\n[firmware]\nreliability = \"{mode}\"\n",
         workload.name(),
         workload.flows(bytes),
@@ -110,6 +113,19 @@ pub struct Point {
 }
 
 impl Point {
+    /// The mean of `v` (each figure's), a point of none when empty.
+    pub fn mean(v: &[Point]) -> Point {
+        let n = v.len().max(1) as f64;
+        let f = |g: fn(&Point) -> f64| v.iter().map(g).sum::<f64>() / n;
+        Point {
+            goodput_mb_s: f(|p| p.goodput_mb_s),
+            retx_packets: f(|p| p.retx_packets as f64).round() as u64,
+            retx_bytes: f(|p| p.retx_bytes as f64).round() as u64,
+            p99_ns: f(|p| p.p99_ns as f64).round() as u64,
+            control_share: f(|p| p.control_share),
+        }
+    }
+
     pub fn of(r: &Report) -> Point {
         let bytes: u64 = r.flows.iter().map(|f| f.bytes).sum();
         let first = r.flows.iter().map(|f| f.first_send_ns).min().unwrap_or(0);
@@ -130,9 +146,19 @@ impl Point {
 }
 
 /// The file name of a point's scenario.
-fn file_name(workload: Workload, profile: &str, mode: Reliability, loss_pct: f64) -> String {
-    format!("{}-{profile}-{mode}-loss-{loss_pct}.toml", workload.name())
+fn file_name(
+    workload: Workload,
+    profile: &str,
+    mode: Reliability,
+    loss_pct: f64,
+    seed: u64,
+) -> String {
+    format!("{}-{profile}-{mode}-loss-{loss_pct}-seed-{seed}.toml", workload.name())
 }
+
+/// One loss rate's runs: per mode (go-back-N, selective), one point per
+/// seed.
+type Row = (f64, Vec<Point>, Vec<Point>);
 
 /// `b / a` with two decimals, or `-` when `a` is 0.
 fn ratio(b: f64, a: f64) -> String {
@@ -144,7 +170,7 @@ fn ratio(b: f64, a: f64) -> String {
 }
 
 /// One profile's table: both modes side by side at each loss rate.
-fn table(md: &mut String, rows: &[(f64, Point, Point)]) {
+fn table(md: &mut String, rows: &[Row]) {
     let _ = writeln!(
         md,
         "| loss % | goodput MB/s GBN | SR | SR/GBN | retx packets GBN | SR | retx bytes GBN | SR \
@@ -152,6 +178,7 @@ fn table(md: &mut String, rows: &[(f64, Point, Point)]) {
     );
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (loss, g, s) in rows {
+        let (g, s) = (Point::mean(g), Point::mean(s));
         let _ = writeln!(
             md,
             "| {loss} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.3} \
@@ -172,25 +199,39 @@ fn table(md: &mut String, rows: &[(f64, Point, Point)]) {
     }
 }
 
-/// A plot over the loss rate, one line per mode.
+/// A plot over the loss rate, one line per mode: the mean over the seeds,
+/// their least and most as error bars.
 fn plot_modes(
     path: &Path,
     title: &str,
     ylabel: &str,
-    rows: &[(f64, Point, Point)],
+    rows: &[Row],
     y: fn(&Point) -> f64,
 ) -> crate::Result<()> {
-    let curve = |label: &str, pick: fn(&(f64, Point, Point)) -> &Point| -> Curve {
-        (label.to_string(), rows.iter().map(|r| (r.0, y(pick(r)))).collect())
+    let curve = |label: &str, pick: fn(&Row) -> &Vec<Point>| -> (Curve, plot::Bars) {
+        let mut pts = Vec::new();
+        let mut bars = Vec::new();
+        for r in rows {
+            let v: Vec<f64> = pick(r).iter().map(y).collect();
+            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            pts.push((r.0, mean));
+            bars.push((
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ));
+        }
+        ((label.to_string(), pts), bars)
     };
-    plot::curves(
+    let (g, gb) = curve("go-back-n", |r| &r.1);
+    let (s, sb) = curve("selective", |r| &r.2);
+    plot::curves_with_bars(
         path,
         title,
         Axis::linear("link loss (%)"),
         Axis::linear(ylabel),
-        &[curve("go-back-n", |r| &r.1), curve("selective", |r| &r.2)],
+        &[g, s],
+        &[gb, sb],
         &[],
-        SeriesLabelPosition::UpperRight,
     )
 }
 
@@ -211,8 +252,9 @@ pub fn report(
     crate::prereq::require_now()?;
     let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/reliability"));
     std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    let runs =
-        (Workload::ALL.len() * PROFILES.len() * LOSS_PCT.len() * Reliability::ALL.len()) as u64;
+    let runs = (Workload::ALL.len() * PROFILES.len() * LOSS_PCT.len() * Reliability::ALL.len())
+        as u64
+        * SEEDS.len() as u64;
     let pb = crate::progress::bar(runs, "reliability report", quiet);
     let wall = std::time::Instant::now();
     let mut failed = Vec::new();
@@ -220,7 +262,9 @@ pub fn report(
     let _ = writeln!(md, "# Reliability: go-back-N and selective repeat under link loss\n");
     let _ = writeln!(
         md,
-        "Deterministic simulator, seed {SEED}. {NODES} nodes on one switch; each flow \
+        "Deterministic simulator, seeds {SEEDS:?} at every point (tables: their means; \
+         plots: the means, with the least and most as error bars). {NODES} nodes on one \
+         switch; each flow \
          streams {MESSAGES} messages (port 2, {WINDOW} sends outstanding). Two workloads: \
          **pairs**, node 2i streaming to node 2i + 1 ({} flows: loss recovery on its own), \
          and **all-to-all**, every node streaming to every other ({} flows: each receiver \
@@ -253,13 +297,13 @@ pub fn report(
         let mut rows = Vec::new();
         for loss in LOSS_PCT {
             let mut pair = Vec::new();
-            for mode in Reliability::ALL {
-                let name = file_name(workload, profile, mode, loss);
-                let text = scenario_toml(workload, profile, bytes, mode, loss);
+            for (mode, seed) in Reliability::ALL.iter().flat_map(|&m| SEEDS.map(|s| (m, s))) {
+                let name = file_name(workload, profile, mode, loss, seed);
+                let text = scenario_toml(workload, profile, bytes, mode, loss, seed);
                 std::fs::write(dir.join(&name), &text)
                     .map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
                 pb.set_message(format!(
-                    "reliability: {} {profile} {mode} loss {loss}%",
+                    "reliability: {} {profile} {mode} loss {loss}% seed {seed}",
                     workload.name()
                 ));
                 let (r, _) = crate::bench::run_toml(&text).map_err(|e| format!("{name}: {e}"))?;
@@ -271,19 +315,28 @@ pub fn report(
                 }
                 pair.push(Point::of(&r));
             }
-            let s = pair.pop().expect("two modes");
-            let g = pair.pop().expect("two modes");
+            let s = pair.split_off(SEEDS.len());
+            let g = pair;
             all_same &= g == s;
-            bytes_uncounted |= [&g, &s].iter().any(|p| p.retx_packets > 0 && p.retx_bytes == 0);
+            bytes_uncounted |= g.iter().chain(&s).any(|p| p.retx_packets > 0 && p.retx_bytes == 0);
             rows.push((loss, g, s));
         }
         let _ = writeln!(body, "## {}, {profile}: {} messages\n", workload.name(), fmt_size(bytes));
         table(&mut body, &rows);
         let _ = writeln!(body);
         for (stem, title, ylabel, y) in [
-            ("goodput", "goodput", "MB/s", (|p: &Point| p.goodput_mb_s) as fn(&Point) -> f64),
-            ("retx-bytes", "retransmitted bytes", "bytes", |p: &Point| p.retx_bytes as f64),
-            ("p99", "worst flow's p99 latency", "us", |p: &Point| p.p99_ns as f64 / 1e3),
+            (
+                "goodput",
+                "goodput",
+                "goodput (MB/s, 10^6 B/s)",
+                (|p: &Point| p.goodput_mb_s) as fn(&Point) -> f64,
+            ),
+            ("retx-bytes", "retransmitted bytes", "retransmitted (bytes)", |p: &Point| {
+                p.retx_bytes as f64
+            }),
+            ("p99", "worst flow's p99 latency", "p99 latency (µs)", |p: &Point| {
+                p.p99_ns as f64 / 1e3
+            }),
         ] {
             let file = format!("{stem}-{}-{profile}.svg", workload.name());
             plot_modes(
@@ -375,25 +428,66 @@ mod tests {
     #[test]
     fn each_point_is_a_valid_scenario_with_its_mode_and_loss() {
         for (w, flows) in [(Workload::AllToAll, 56), (Workload::Pairs, 4)] {
-            let text = scenario_toml(w, "modern", 65536, Reliability::Selective, 0.5);
+            let text = scenario_toml(w, "modern", 65536, Reliability::Selective, 0.5, 2);
             let v = nic_emu::scenario::Scenario::parse_validated(&text).unwrap();
             assert_eq!(v.reliability, Some(Reliability::Selective));
             assert_eq!(v.faults.drop, 0.005);
+            assert_eq!(v.seed, 2);
             assert_eq!(v.flows.len(), flows);
             assert!(v.flows.iter().all(|f| f.sizes == [65536] && f.messages == MESSAGES));
         }
         assert_eq!(
-            file_name(Workload::Pairs, "modern", Reliability::GoBackN, 0.5),
-            "pairs-modern-go-back-n-loss-0.5.toml"
+            file_name(Workload::Pairs, "modern", Reliability::GoBackN, 0.5, 3),
+            "pairs-modern-go-back-n-loss-0.5-seed-3.toml"
         );
         assert_eq!(ratio(3.0, 2.0), "1.50");
         assert_eq!(ratio(3.0, 0.0), "-");
     }
 
     #[test]
+    fn a_plot_has_both_modes_once_in_its_legend_error_bars_and_axes_with_units() {
+        let dir = std::env::temp_dir().join(format!("xtask-rel-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |g: f64| Point {
+            goodput_mb_s: g,
+            retx_packets: 0,
+            retx_bytes: 0,
+            p99_ns: 0,
+            control_share: 0.0,
+        };
+        // Three seeds a mode at each loss rate, spread out.
+        let rows: Vec<Row> = [1.0, 2.0, 3.0]
+            .iter()
+            .map(|&l| {
+                let g = vec![p(100.0 - l), p(102.0 - l), p(98.0 - l)];
+                let s = vec![p(101.0 - l), p(101.0 - l), p(101.0 - l)];
+                (l, g, s)
+            })
+            .collect();
+        let path = dir.join("goodput.svg");
+        plot_modes(&path, "t", "goodput (MB/s, 10^6 B/s)", &rows, |p| p.goodput_mb_s).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let texts = plot::svg_texts(&svg);
+        for label in ["go-back-n", "selective", "goodput (MB/s, 10^6 B/s)", "link loss (%)"] {
+            assert_eq!(texts.iter().filter(|t| *t == label).count(), 1, "{label}: {texts:?}");
+        }
+        // The loss axis starts near 1, not at 0; the goodput axis near 95.
+        let ticks: Vec<f64> = texts.iter().filter_map(|t| t.parse().ok()).collect();
+        let x_min = ticks.iter().copied().filter(|v| *v < 10.0).fold(f64::MAX, f64::min);
+        assert!(x_min >= 0.9, "{ticks:?}");
+        let y_min = ticks.iter().copied().filter(|v| *v > 10.0).fold(f64::MAX, f64::min);
+        assert!(y_min >= 90.0, "{ticks:?}");
+        // Go-back-N's spread (98..102 at each rate) is drawn as bars:
+        // three bars of two caps each, beside the two curves.
+        let lines = svg.matches("<polyline").count();
+        assert!(lines >= 2 + 3 * 3, "{lines} polylines");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_run_that_misses_messages_or_runs_another_mode_is_a_failure() {
         let text =
-            scenario_toml(Workload::AllToAll, "lanai9-gm", 16384, Reliability::Selective, 1.0)
+            scenario_toml(Workload::AllToAll, "lanai9-gm", 16384, Reliability::Selective, 1.0, 1)
                 .replace(&format!("messages = {MESSAGES}"), "messages = 2")
                 .replace("[fabric]\nnodes = 8", "[fabric]\nnodes = 2");
         let (r, _) = crate::bench::run_toml(&text).unwrap();

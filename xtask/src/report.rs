@@ -31,6 +31,12 @@ use nic_emu::calibrate::rate;
 use nic_emu::scenario::{FlowReport, Report};
 use plotters::prelude::*;
 
+/// Okabe-Ito colours (apart for readers with any common colour-vision
+/// deficiency; `plot::COLOURS`): blue, vermillion, bluish green.
+const OI_BLUE: RGBColor = crate::plot::COLOURS[4];
+const OI_VERMILLION: RGBColor = crate::plot::COLOURS[5];
+const OI_GREEN: RGBColor = crate::plot::COLOURS[3];
+
 use crate::bench::{overhead_table, rate_overhead, run_toml};
 pub use crate::report_live::LiveCal;
 
@@ -360,17 +366,19 @@ fn plot_sweep(c: &Calibration, path: &Path) -> crate::Result<()> {
         .y_label_area_size(55)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)
         .map_err(e)?;
-    ch.configure_mesh().x_desc("IDT (RTC ticks)").y_desc("MB/s").draw().map_err(e)?;
+    ch.configure_mesh().x_desc("IDT (RTC ticks)").y_desc("bandwidth (MB/s)").draw().map_err(e)?;
     let model: Vec<(f64, f64)> =
         (0..=400).map(|k| k as f64 * xmax / 400.0).map(|x| (x, c.mb_s_for(x as u32))).collect();
-    ch.draw_series(LineSeries::new(model, BLUE.stroke_width(2)))
+    ch.draw_series(LineSeries::new(model, OI_BLUE.stroke_width(2)))
         .map_err(e)?
         .label(format!("model: Bmax = {:.1}, T = {:.1}", c.bmax_mb_s, c.t_ticks))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    ch.draw_series(c.sweep.iter().map(|p| Circle::new((p.idt as f64, p.mb_s), 5, RED.filled())))
-        .map_err(e)?
-        .label("measured")
-        .legend(|(x, y)| Circle::new((x + 10, y), 5, RED.filled()));
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OI_BLUE));
+    ch.draw_series(
+        c.sweep.iter().map(|p| Circle::new((p.idt as f64, p.mb_s), 5, OI_VERMILLION.filled())),
+    )
+    .map_err(e)?
+    .label("measured")
+    .legend(|(x, y)| Circle::new((x + 10, y), 5, OI_VERMILLION.filled()));
     ch.draw_series(LineSeries::new(vec![(c.t_ticks, 0.0), (c.t_ticks, ymax)], BLACK.mix(0.3)))
         .map_err(e)?;
     ch.configure_series_labels()
@@ -402,16 +410,18 @@ fn plot_curve(c: &Calibration, path: &Path) -> crate::Result<()> {
         .map(|k| k as f64 * c.in_capacity() / 200.0)
         .map(|x| (x, c.out_capacity(x)))
         .collect();
-    ch.draw_series(LineSeries::new(line, BLUE.stroke_width(2)))
+    ch.draw_series(LineSeries::new(line, OI_BLUE.stroke_width(2)))
         .map_err(e)?
         .label("capacity used by the bandwidth manager")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OI_BLUE));
     ch.draw_series(
-        c.node_curve.iter().map(|p| Circle::new((p.in_mb_s, p.out_mb_s), 5, RED.filled())),
+        c.node_curve
+            .iter()
+            .map(|p| Circle::new((p.in_mb_s, p.out_mb_s), 5, OI_VERMILLION.filled())),
     )
     .map_err(e)?
     .label("measured")
-    .legend(|(x, y)| Circle::new((x + 10, y), 5, RED.filled()));
+    .legend(|(x, y)| Circle::new((x + 10, y), 5, OI_VERMILLION.filled()));
     ch.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.9))
@@ -434,7 +444,12 @@ fn plot_bars(bars: &[(String, f64, f64)], path: &Path) -> crate::Result<()> {
         .y_label_area_size(55)
         .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
         .map_err(e)?;
-    ch.configure_mesh().disable_x_mesh().disable_x_axis().y_desc("MB/s").draw().map_err(e)?;
+    ch.configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .y_desc("bandwidth (MB/s)")
+        .draw()
+        .map_err(e)?;
     // Each group's name above its bars.
     let style = TextStyle::from(("sans-serif", 13).into_font()).pos(
         plotters::style::text_anchor::Pos::new(
@@ -448,18 +463,20 @@ fn plot_bars(bars: &[(String, f64, f64)], path: &Path) -> crate::Result<()> {
     .map_err(e)?;
     ch.draw_series(bars.iter().enumerate().map(|(i, b)| {
         let x = i as f64;
-        Rectangle::new([(x + 0.12, 0.0), (x + 0.48, b.1)], BLUE.mix(0.6).filled())
+        Rectangle::new([(x + 0.12, 0.0), (x + 0.48, b.1)], OI_BLUE.mix(0.6).filled())
     }))
     .map_err(e)?
     .label("requested / expected")
-    .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], BLUE.mix(0.6).filled()));
+    .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], OI_BLUE.mix(0.6).filled()));
     ch.draw_series(bars.iter().enumerate().map(|(i, b)| {
         let x = i as f64;
-        Rectangle::new([(x + 0.52, 0.0), (x + 0.88, b.2)], RED.mix(0.7).filled())
+        Rectangle::new([(x + 0.52, 0.0), (x + 0.88, b.2)], OI_VERMILLION.mix(0.7).filled())
     }))
     .map_err(e)?
     .label("achieved")
-    .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], RED.mix(0.7).filled()));
+    .legend(|(x, y)| {
+        Rectangle::new([(x, y - 5), (x + 14, y + 5)], OI_VERMILLION.mix(0.7).filled())
+    });
     ch.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.9))
@@ -483,13 +500,17 @@ fn plot_dispatch(r: &Report, c: &Calibration, phase_ms: u64, path: &Path) -> cra
         .y_label_area_size(55)
         .build_cartesian_2d(0f64..end_ms, 0f64..c.bmax_mb_s * 1.5)
         .map_err(e)?;
-    ch.configure_mesh().x_desc("virtual time (ms)").y_desc("MB/s dispatched").draw().map_err(e)?;
+    ch.configure_mesh()
+        .x_desc("virtual time (ms)")
+        .y_desc("dispatched (MB/s)")
+        .draw()
+        .map_err(e)?;
     for k in 1..4 {
         let x = (k * phase_ms) as f64;
         ch.draw_series(LineSeries::new(vec![(x, 0.0), (x, c.bmax_mb_s * 1.5)], BLACK.mix(0.25)))
             .map_err(e)?;
     }
-    let colors = [RED, BLUE, GREEN];
+    let colors = [OI_VERMILLION, OI_BLUE, OI_GREEN];
     for (i, f) in r.flows.iter().filter(|f| f.dispatch_ticks.is_some()).enumerate() {
         let nbins = (end_ms / bin_ms).ceil() as usize + 1;
         let mut counts = vec![0u64; nbins];

@@ -17,8 +17,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use plotters::prelude::SeriesLabelPosition;
-
 use crate::plot::{self, Axis, Curve};
 use crate::progress;
 
@@ -262,10 +260,9 @@ pub fn write_outputs(dir: &Path, points: &[Point]) -> crate::Result<(PathBuf, Pa
         &svg,
         "simulator: wall time per simulated packet vs nodes",
         Axis::log("nodes", |v| format!("{}", v.round() as u64)),
-        Axis::log("wall ns per packet", |v| format!("{v:.0}")),
+        Axis::log("wall time per packet (ns)", |v| format!("{v:.0}")),
         &solid,
         &dashed,
-        SeriesLabelPosition::UpperLeft,
     )?;
     let mut csv = String::from(
         "fabric,nodes,packets,events,ns_per_packet_median,ns_per_packet_best,runs,ratio_to_16\n",

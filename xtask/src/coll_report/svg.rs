@@ -12,9 +12,11 @@ use plotters::prelude::*;
 use super::run::{Kind, Results};
 use super::{ALLREDUCE_ALGS, BARRIER_ALGS, SCHEMES};
 
-/// An algorithm's colour, by its place in its kind's list.
+/// An algorithm's colour, by its place in its kind's list: Okabe-Ito
+/// blue, orange and bluish green (`plot::COLOURS`), apart for readers
+/// with any common colour-vision deficiency.
 const COLOURS: [RGBColor; 3] =
-    [RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44)];
+    [crate::plot::COLOURS[4], crate::plot::COLOURS[1], crate::plot::COLOURS[3]];
 
 /// How a plot's axes are drawn: descriptions (with units) and tick
 /// labels of the values (x: always logarithmic).
