@@ -83,7 +83,7 @@ const MARKERS: usize = 6;
 
 /// A linear axis's tick: whole numbers without a fraction ("4", not
 /// "4.0"), others to 6 significant places.
-fn tick(v: f64) -> String {
+pub fn tick(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{:.0}", v)
     } else {

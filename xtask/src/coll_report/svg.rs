@@ -3,7 +3,8 @@
 //! dots, the hosts' dashed with hollow ones, the assisted scheme's dotted
 //! with hollow ones (plotters, SVG back end).
 //! The x axis is logarithmic (group or vector size: ticks on powers of
-//! two); the y axis linear from 0, or logarithmic from the lowest point.
+//! two); the y axis linear over the data, or logarithmic from the lowest
+//! point.
 
 use std::path::Path;
 
@@ -75,7 +76,14 @@ fn draw(path: &Path, axes: &Axes, lines: &[Line]) -> crate::Result<()> {
         (xlo, xhi, ylo, yhi) = (0.0, 1.0, 0.0, 1.0);
     }
     let xr = (xlo - 0.3)..(xhi + 0.3);
-    let yr = if ylog { (ylo - 0.3)..(yhi + 0.3).max(ylo + 0.6) } else { 0.0..yhi.max(1.0) * 1.1 };
+    // A linear axis spans the data with a 5% margin (stopping at 0), not
+    // from 0: times a few microseconds apart stay apart.
+    let yr = if ylog {
+        (ylo - 0.3)..(yhi + 0.3).max(ylo + 0.6)
+    } else {
+        let pad = if yhi > ylo { (yhi - ylo) * 0.05 } else { (yhi.abs() * 0.1).max(1.0) };
+        (ylo - pad).max(0.0)..yhi + pad
+    };
     let root = SVGBackend::new(path, (860, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|v| e(&v))?;
     let mut ch = ChartBuilder::on(&root)
@@ -86,7 +94,7 @@ fn draw(path: &Path, axes: &Axes, lines: &[Line]) -> crate::Result<()> {
         .build_cartesian_2d(xr, yr)
         .map_err(|v| e(&v))?;
     let xf = |v: &f64| (axes.x_fmt)(v.exp2());
-    let yf = |v: &f64| axes.y_log.map_or_else(|| format!("{v:.0}"), |f| f(v.exp2()));
+    let yf = |v: &f64| axes.y_log.map_or_else(|| crate::plot::tick(*v), |f| f(v.exp2()));
     ch.configure_mesh()
         .x_desc(axes.x_desc)
         .y_desc(axes.y_desc)
