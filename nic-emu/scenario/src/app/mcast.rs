@@ -182,6 +182,10 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// `now`; be woken for the others. A multicast the driver has no ring
     /// room for yet waits for the next look.
     pub(super) fn post_due_roots(&mut self, now: u64, wake_at: &mut dyn FnMut(u64)) {
+        // (Called at every step: a node that roots no group has nothing.)
+        if !self.mcasts.iter().any(|c| c.rank == 0) {
+            return;
+        }
         for ri in 0..self.roles.len() {
             if self.roles[ri].mcast_pending.is_empty() {
                 continue;
@@ -428,6 +432,9 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     /// member that never gets it must not hold the root). Be woken to
     /// look again while one is awaited.
     pub(super) fn release_delivered(&mut self, now: u64, wake_at: &mut dyn FnMut(u64)) {
+        if !self.mcasts.iter().any(|c| c.rank == 0) {
+            return;
+        }
         for ri in 0..self.roles.len() {
             if self.roles[ri].mcast_awaiting.is_empty() {
                 continue;
