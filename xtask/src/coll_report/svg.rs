@@ -1,7 +1,8 @@
 //! The collectives report's plots: every scheme x algorithm of one
 //! profile, an algorithm one colour, the NIC's lines solid with filled
 //! dots, the hosts' dashed with hollow ones, the assisted scheme's dotted
-//! with hollow ones (plotters, SVG back end).
+//! with hollow ones, the legend (one entry per line) right of the plot
+//! (plotters, SVG back end).
 //! The x axis is logarithmic (group or vector size: ticks on powers of
 //! two); the y axis linear over the data, or logarithmic from the lowest
 //! point.
@@ -84,9 +85,11 @@ fn draw(path: &Path, axes: &Axes, lines: &[Line]) -> crate::Result<()> {
         let pad = if yhi > ylo { (yhi - ylo) * 0.05 } else { (yhi.abs() * 0.1).max(1.0) };
         (ylo - pad).max(0.0)..yhi + pad
     };
-    let root = SVGBackend::new(path, (860, 520)).into_drawing_area();
+    let root = SVGBackend::new(path, (1040, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|v| e(&v))?;
-    let mut ch = ChartBuilder::on(&root)
+    // The legend in a panel right of the plot, where it covers no point.
+    let (plot_area, legend_area) = root.split_horizontally(820);
+    let mut ch = ChartBuilder::on(&plot_area)
         .caption(&axes.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
@@ -102,42 +105,38 @@ fn draw(path: &Path, axes: &Axes, lines: &[Line]) -> crate::Result<()> {
         .y_label_formatter(&yf)
         .draw()
         .map_err(|v| e(&v))?;
-    for (label, scheme, alg, pts) in lines {
+    let font = ("sans-serif", 14).into_font();
+    for (row, (label, scheme, alg, pts)) in lines.iter().enumerate() {
         let c = COLOURS[alg % COLOURS.len()];
         let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x.log2(), my(y))).collect();
         let line = c.stroke_width(2);
+        let y = 40 + 22 * row as i32;
         if *scheme == 0 {
-            ch.draw_series(LineSeries::new(pts.clone(), line))
-                .map_err(|v| e(&v))?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (24, 0)], line)
-                        + Circle::new((12, 0), 4, c.filled())
-                });
+            ch.draw_series(LineSeries::new(pts.clone(), line)).map_err(|v| e(&v))?;
             ch.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
                 .map_err(|v| e(&v))?;
+            legend_area.draw(&PathElement::new(vec![(8, y), (32, y)], line)).map_err(|v| e(&v))?;
+            legend_area.draw(&Circle::new((20, y), 4, c.filled())).map_err(|v| e(&v))?;
         } else {
             // Host dashed, assisted dotted.
             let (dash, gap) = if *scheme == 1 { (7, 5) } else { (2, 4) };
             ch.draw_series(DashedLineSeries::new(pts.clone(), dash, gap, line))
-                .map_err(|v| e(&v))?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (7, 0)], line)
-                        + PathElement::new(vec![(17, 0), (24, 0)], line)
-                        + Circle::new((12, 0), 4, c.stroke_width(2))
-                });
+                .map_err(|v| e(&v))?;
             ch.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.stroke_width(2))))
                 .map_err(|v| e(&v))?;
+            let mut x = 8;
+            while x < 32 {
+                let to = (x + dash).min(32);
+                legend_area
+                    .draw(&PathElement::new(vec![(x, y), (to, y)], line))
+                    .map_err(|v| e(&v))?;
+                x = to + gap;
+            }
+            legend_area.draw(&Circle::new((20, y), 4, c.stroke_width(2))).map_err(|v| e(&v))?;
         }
+        legend_area
+            .draw(&Text::new(label.clone(), (40, y - 7), font.clone()))
+            .map_err(|v| e(&v))?;
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|v| e(&v))?;
     root.present().map_err(|v| e(&v))
 }
