@@ -440,6 +440,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         // A role that ended at once (refused, stopped with nothing in
         // flight) has nothing left to complete.
         self.release_finished();
+        // That may have finished this program's work just now (a role
+        // stopped by its `stop_us` with every send completed), and a
+        // finished program is called no more: what its NIC dispatched
+        // since the last read of the trace is read now, or it would be
+        // missing from the flows' `dispatch_ticks`.
+        if self.trace_cursor.is_some() && self.my_work_done() {
+            self.read_trace(now);
+        }
         if self.trace_cursor.is_some() && !self.my_work_done() {
             wake_at(now + TRACE_POLL_NS);
         }
