@@ -99,6 +99,11 @@ pub struct NodeCounters {
     /// by this NIC's next step.
     pub lent: u64,
     pub reclaimed: u64,
+    /// Times the worker found it had been off the CPU (a stall: more
+    /// than `worker::STALL_SLACK` beyond what it asked to sleep), and
+    /// the time its native MCP's RTC did not count for them (ns).
+    pub stalls: u64,
+    pub stalled_ns: u64,
 }
 
 /// The part of a node other threads touch.
@@ -477,6 +482,26 @@ impl NodeRt {
             self.wake_guest();
         }
         s
+    }
+
+    /// The worker was off the CPU for `ns` it did not ask for (the OS ran
+    /// something else): the native MCP's RTC does not count that time, as
+    /// a NIC's processor, never descheduled, would not have seen it. Its
+    /// clock moves on from where it was, and its timers with it, so an
+    /// IDT-paced flow does not find itself a stall behind its NDT and
+    /// send the stall's packets back to back (nor a retransmission timer
+    /// fire for acks the stopped device could not carry). Under QEMU the
+    /// guest keeps its own clock (the CLINT's): nothing to do.
+    pub fn skip_stall(&mut self, ns: u64) {
+        if self.mcp.is_none() || ns == 0 {
+            return;
+        }
+        self.rtc.origin = self.rtc.origin.saturating_add(ns);
+        if self.deadline_ns != u64::MAX {
+            self.deadline_ns = self.deadline_ns.saturating_add(ns);
+        }
+        self.c.stalls += 1;
+        self.c.stalled_ns += ns;
     }
 
     /// When the native MCP next wants a poll (ns on the cluster clock).

@@ -8,6 +8,20 @@
 //! idle cluster does not burn a core. A doorbell or a firmware's post is
 //! then seen at the end of the current nap.
 //!
+//! On a busy machine the OS takes the CPU away from the worker now and
+//! then, for milliseconds; a real NIC's processor is never descheduled.
+//! Two things keep that from the NICs (docs/rate-control.md, live):
+//!
+//! - A yield that comes back late (the OS ran something else: the machine
+//!   is busy) stops the worker yielding for a while: it takes short naps
+//!   instead, after which the OS gives a thread that slept the CPU back
+//!   soon, where a thread that yielded waits for its turn.
+//! - A turn that starts later than the worker asked for, by more than
+//!   [`STALL_SLACK`], was a stall: each native NIC's RTC skips it
+//!   (`NodeRt::skip_stall`), so its firmware does not find that time
+//!   gone at once (an IDT-paced flow a stall behind its NDT, sending the
+//!   stall's packets back to back).
+//!
 //! Owns its NICs (`NodeRt`); shares the fabric and the control words
 //! (`Ctx`) with the other workers and the supervisor.
 
@@ -65,6 +79,26 @@ fn ns(d: Duration) -> u64 {
 /// Iterations between two refreshes of the counters snapshots while busy.
 const SNAPSHOT_EVERY: u64 = 4096;
 
+/// How much longer than the sleep it asked for one turn of the loop may
+/// take before the rest counts as a stall, hidden from the NICs' clocks.
+/// A turn that steps every NIC takes microseconds and a nap oversleeps by
+/// tens of them, so a longer gap is the thread waiting for a CPU. What a
+/// stall still shows the NICs is at most this: an IDT-paced flow is at
+/// most this behind its NDT after one, and catches up in a burst that
+/// short. (Hiding every stall whole would slow the NICs' clocks, and the
+/// paced flows, by the time the worker waits for a CPU: a loaded 2-core
+/// machine gave the RTC a fifth of the wall clock's time.)
+pub(crate) const STALL_SLACK: Duration = Duration::from_millis(1);
+
+/// A yield that came back after this long gave the CPU away to another
+/// thread: the machine is busy.
+const YIELD_LATE: Duration = Duration::from_micros(200);
+/// After such a yield the worker naps instead of yielding for this long,
+/// then tries a yield again.
+const BUSY_FOR: Duration = Duration::from_millis(100);
+/// A nap in place of a yield on a busy machine.
+const BUSY_NAP: Duration = Duration::from_micros(20);
+
 pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let b = ctx.backoff;
@@ -77,8 +111,22 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
     // The only device thread (it runs every NIC): it holds every inbox.
     let mut held =
         if nodes.len() == ctx.nodes.len() { ctx.fabric.hold_all() } else { Held::none() };
+    let (slack, yield_late, busy_for, busy_nap) =
+        (ns(STALL_SLACK), ns(YIELD_LATE), ns(BUSY_FOR), ns(BUSY_NAP));
+    // When the last turn started and the sleep it asked for: a turn that
+    // starts much later than that follows a stall the NICs' clocks skip.
+    let (mut last, mut asked) = (ctx.now(), 0u64);
+    // Until when yields are replaced by naps (a yield came back late).
+    let mut busy_until = 0u64;
     while !ctx.stop.load(Ordering::Relaxed) {
         let now = ctx.now();
+        let stalled = now.saturating_sub(last).saturating_sub(asked.saturating_add(slack));
+        (last, asked) = (now, 0);
+        if stalled > 0 {
+            for n in nodes.iter_mut() {
+                n.skip_stall(stalled);
+            }
+        }
         let (mut progress, mut timed) = (false, false);
         for n in nodes.iter_mut() {
             progress |= carry_out_reset(n, &ctx, &mut held, now);
@@ -105,8 +153,17 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
         if idle < spin {
             // One pause: on some cores it lasts ~100 cycles already.
             std::hint::spin_loop();
-        } else if idle < yield_until || timed {
+        } else if (idle < yield_until || timed) && now >= busy_until {
             std::thread::yield_now();
+            let back = ctx.now();
+            if back.saturating_sub(now) >= yield_late {
+                busy_until = back.saturating_add(busy_for);
+            }
+        } else if idle < yield_until || timed {
+            // The machine is busy: a short nap, after which the OS gives
+            // the CPU back sooner than after a yield.
+            std::thread::sleep(Duration::from_nanos(busy_nap));
+            asked = busy_nap;
         } else {
             let due = nodes.iter().filter_map(|n| n.deadline()).min();
             let t = match due {
@@ -114,6 +171,7 @@ pub(crate) fn run(mut nodes: Vec<NodeRt>, ctx: Arc<Ctx>) {
                 None => cur_nap,
             };
             std::thread::sleep(Duration::from_nanos(t));
+            asked = t;
             if idle >= long_idle {
                 cur_nap = (cur_nap.saturating_mul(2)).min(max_nap);
             }
