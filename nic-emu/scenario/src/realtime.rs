@@ -325,6 +325,8 @@ fn run_rt(
 
     let mut last_check = Instant::now();
     let mut idle_since: Option<Instant> = None;
+    // When a yield last came back late (see the idle wait below).
+    let mut busy_since: Option<Instant> = None;
     let mut down: Vec<String> = Vec::new();
     let stopped = loop {
         let mut events = 0;
@@ -377,15 +379,26 @@ fn run_rt(
             }
         }
         // Nothing happened: spin a little, then yield, then sleep, so the
-        // device threads (and QEMU) get the CPU.
+        // device threads (and QEMU) get the CPU. On a busy machine (a
+        // yield came back late: the OS ran something else meanwhile) the
+        // programs nap instead of yielding for a while: a thread that
+        // yields waits for its turn, milliseconds there, while one that
+        // slept gets the CPU back soon, and a program that waits that
+        // long lets its paced flows run out of posted sends.
         if events > 0 {
             idle_since = None;
         } else {
             let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
             if idle < Duration::from_micros(50) {
                 std::hint::spin_loop();
-            } else if idle < Duration::from_millis(2) {
+            } else if idle < Duration::from_millis(2)
+                && busy_since.is_none_or(|t| t.elapsed() > BUSY_FOR)
+            {
+                let t = Instant::now();
                 std::thread::yield_now();
+                if t.elapsed() >= YIELD_LATE {
+                    busy_since = Some(Instant::now());
+                }
             } else {
                 std::thread::sleep(Duration::from_micros(50));
             }
@@ -598,6 +611,12 @@ fn cluster_path(opts: &RtScenarioOptions) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// A yield of the programs' thread that came back after this long gave
+/// the CPU to another thread: the machine is busy, and for `BUSY_FOR`
+/// from then the programs nap where they would yield.
+const YIELD_LATE: Duration = Duration::from_micros(200);
+const BUSY_FOR: Duration = Duration::from_millis(100);
 
 /// How long a NIC whose reset the scenario asked for may take to boot
 /// again before it counts as down (a QEMU guest restarts in seconds).
