@@ -192,6 +192,19 @@ pub enum Reply {
     Status(Vec<(FlowId, Option<f64>, u32)>),
 }
 
+impl Reply {
+    /// The IDT a reservation was admitted at or a best-effort run was
+    /// registered with; the refusal, or `Unavailable` for another reply.
+    pub fn into_idt(self) -> Result<u32, Refused> {
+        match self {
+            Reply::Admitted(a) => Ok(a.idt),
+            Reply::Registered { idt } => Ok(idt),
+            Reply::Refused(r) => Err(r),
+            other => Err(Refused::Unavailable(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
 /// The master to a node's agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AgentCommand {
@@ -234,24 +247,92 @@ pub fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, DecodeError> {
 
 /// What carries a program's requests to the master and brings back the
 /// reply (blocking). The sim calls the master directly; live and qemu
-/// will send the bytes to the BRM process.
+/// send the bytes to the BRM process.
+///
+/// A transport may also send a request and bring its reply later
+/// (`send`, `reply`), so that a program with other work (a flow already
+/// sending beside the one that asks) goes on with it meanwhile; one that
+/// does not (the default) is called, and answers at once.
 pub trait BrmTransport {
     fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// Send `request` and return without its reply (`reply` gives it).
+    /// Ok(false): this transport only calls; nothing was sent.
+    fn send(&mut self, _request: &[u8]) -> Result<bool, String> {
+        Ok(false)
+    }
+
+    /// The reply to the request `send` sent, once it came (never waits).
+    fn reply(&mut self) -> Option<Result<Vec<u8>, String>> {
+        None
+    }
 }
 
 /// A program's handle on the BRM.
 pub struct BrmClient<T: BrmTransport> {
     t: T,
+    /// A request `begin` sent whose answer has not been taken.
+    pending: bool,
 }
 
 impl<T: BrmTransport> BrmClient<T> {
     pub fn new(transport: T) -> BrmClient<T> {
-        BrmClient { t: transport }
+        BrmClient { t: transport, pending: false }
     }
 
     fn call(&mut self, r: &Request) -> Result<Reply, Refused> {
+        if self.pending {
+            return Err(Refused::Unavailable("a request is still waiting for its answer".into()));
+        }
         let bytes = self.t.call(&encode(r)).map_err(Refused::Unavailable)?;
         decode(&bytes).map_err(|e| Refused::Unavailable(e.to_string()))
+    }
+
+    /// Start request `r` without waiting for its answer where the
+    /// transport can: None then, and [`BrmClient::answer`] gives it once
+    /// it came. Some(answer) when it was answered at once (a transport
+    /// that only calls, or a request it could not send). One request at
+    /// a time: while one waits, another is answered `Unavailable`.
+    pub fn begin(&mut self, r: &Request) -> Option<Result<Reply, Refused>> {
+        if self.pending {
+            return Some(Err(Refused::Unavailable(
+                "a request is still waiting for its answer".into(),
+            )));
+        }
+        let bytes = encode(r);
+        match self.t.send(&bytes) {
+            Ok(true) => {
+                self.pending = true;
+                None
+            }
+            Ok(false) => Some(self.call(r)),
+            Err(e) => Some(Err(Refused::Unavailable(e))),
+        }
+    }
+
+    /// The answer to the request [`BrmClient::begin`] left waiting, once
+    /// it came (never waits); None while it has not.
+    pub fn answer(&mut self) -> Option<Result<Reply, Refused>> {
+        if !self.pending {
+            return None;
+        }
+        let got = self.t.reply()?;
+        self.pending = false;
+        Some(
+            got.map_err(Refused::Unavailable)
+                .and_then(|bytes| decode(&bytes).map_err(|e| Refused::Unavailable(e.to_string()))),
+        )
+    }
+
+    /// Is a request [`BrmClient::begin`] sent still waiting for its
+    /// answer?
+    pub fn waiting(&self) -> bool {
+        self.pending
+    }
+
+    /// The transport, the client given up.
+    pub fn into_transport(self) -> T {
+        self.t
     }
 
     /// Ask for `mb_s` on `flow`. Blocks until the master answers.
@@ -396,5 +477,58 @@ mod tests {
         assert_eq!(e.criterion(), Some(Criterion::SourceNode { node: 0 }));
         assert_eq!(c.release_bandwidth(f), Ok(true));
         assert!(matches!(c.best_effort(f), Err(Refused::Unavailable(_))));
+        // A transport that only calls answers `begin` at once.
+        let r = c.begin(&Request::Reserve { flow: f, mb_s: 40.0 });
+        assert_eq!(r.map(|r| r.and_then(Reply::into_idt)), Some(Ok(205)));
+        assert!(!c.waiting() && c.answer().is_none());
+    }
+
+    /// Sends requests into a queue; `answer_next` answers the oldest.
+    #[derive(Default)]
+    struct Later {
+        sent: Vec<Request>,
+        replies: std::collections::VecDeque<Vec<u8>>,
+    }
+
+    impl Later {
+        fn answer_next(&mut self, r: &Reply) {
+            self.sent.remove(0);
+            self.replies.push_back(encode(r));
+        }
+    }
+
+    impl BrmTransport for Later {
+        fn call(&mut self, _: &[u8]) -> Result<Vec<u8>, String> {
+            Err("only sends".into())
+        }
+        fn send(&mut self, request: &[u8]) -> Result<bool, String> {
+            self.sent.push(decode(request).map_err(|e| e.to_string())?);
+            Ok(true)
+        }
+        fn reply(&mut self) -> Option<Result<Vec<u8>, String>> {
+            self.replies.pop_front().map(Ok)
+        }
+    }
+
+    #[test]
+    fn a_request_begun_is_answered_later_and_one_waits_at_a_time() {
+        let mut c = BrmClient::new(Later::default());
+        let f = FlowId::new(0, 1, 2, 1, Priority::Low);
+        assert!(c.begin(&Request::Reserve { flow: f, mb_s: 40.0 }).is_none());
+        assert!(c.waiting() && c.answer().is_none(), "no answer yet");
+        // A second request while the first waits: refused at once, not sent.
+        let second = c.begin(&Request::BestEffort { flow: f });
+        assert!(matches!(second, Some(Err(Refused::Unavailable(_)))));
+        assert!(matches!(c.release_bandwidth(f), Err(Refused::Unavailable(_))));
+        assert_eq!(c.t.sent.len(), 1);
+        c.t.answer_next(&Reply::Admitted(Admitted { idt: 205 }));
+        assert_eq!(c.answer().map(|r| r.and_then(Reply::into_idt)), Some(Ok(205)));
+        assert!(!c.waiting() && c.answer().is_none());
+        // An undecodable reply is an answer too: Unavailable.
+        assert!(c.begin(&Request::Release { flow: f }).is_none());
+        c.t.sent.clear();
+        c.t.replies.push_back(vec![0xFF, 0xFF]);
+        assert!(matches!(c.answer(), Some(Err(Refused::Unavailable(_)))));
+        assert!(!c.waiting());
     }
 }

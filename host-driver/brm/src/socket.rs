@@ -26,6 +26,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, TryRecvError};
 use std::time::{Duration, Instant};
 
 use crate::protocol::{BrmClient, BrmTransport};
@@ -255,6 +256,79 @@ impl BrmTransport for SocketTransport {
     }
 }
 
+/// A transport whose calls run on a thread of its own: `send` returns at
+/// once and `reply` brings the answer once it came, so a program with
+/// other work (flows already sending beside the one that asks, which a
+/// request made to wait on a loaded machine for tens of milliseconds)
+/// goes on with it meanwhile. The thread ends when this is dropped (after
+/// the call it is in, if any: at most the inner transport's timeout).
+pub struct Background {
+    to: mpsc::Sender<Vec<u8>>,
+    from: mpsc::Receiver<Result<Vec<u8>, String>>,
+    /// Requests sent whose replies were not taken.
+    out: usize,
+}
+
+impl Background {
+    pub fn new<T: BrmTransport + Send + 'static>(mut inner: T) -> Result<Background, String> {
+        let (to, requests) = mpsc::channel::<Vec<u8>>();
+        let (replies, from) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("brm-client".into())
+            .spawn(move || {
+                for r in requests {
+                    if replies.send(inner.call(&r)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| format!("starting the BRM client's thread: {e}"))?;
+        Ok(Background { to, from, out: 0 })
+    }
+}
+
+const BACKGROUND_GONE: &str = "the BRM client's thread is gone";
+
+impl BrmTransport for Background {
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
+        if self.out > 0 {
+            return Err("a request is still waiting for its reply".into());
+        }
+        self.send(request)?;
+        self.out -= 1;
+        self.from.recv().map_err(|_| BACKGROUND_GONE.to_string())?
+    }
+
+    fn send(&mut self, request: &[u8]) -> Result<bool, String> {
+        self.to.send(request.to_vec()).map_err(|_| BACKGROUND_GONE.to_string())?;
+        self.out += 1;
+        Ok(true)
+    }
+
+    fn reply(&mut self) -> Option<Result<Vec<u8>, String>> {
+        if self.out == 0 {
+            return None;
+        }
+        let got = match self.from.try_recv() {
+            Ok(r) => r,
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => Err(BACKGROUND_GONE.to_string()),
+        };
+        self.out -= 1;
+        Some(got)
+    }
+}
+
+impl BrmClient<Background> {
+    /// As [`BrmClient::connect`], with the requests carried by a thread
+    /// of the client's own ([`Background`]): [`BrmClient::begin`] returns
+    /// at once. (The blocking calls still block.)
+    pub fn connect_background(cluster: &str) -> Result<BrmClient<Background>, String> {
+        let c = BrmClient::connect(cluster)?;
+        Ok(BrmClient::new(Background::new(c.into_transport())?))
+    }
+}
+
 impl BrmClient<SocketTransport> {
     /// A client of the BRM of the running cluster `cluster` (name or
     /// path). Err: no such cluster, or it runs no BRM (no `brm.sock`).
@@ -332,6 +406,39 @@ mod tests {
             }
         });
         (stop, c, h)
+    }
+
+    /// Answers after a while, echoing the request.
+    struct Slow(Duration);
+
+    impl BrmTransport for Slow {
+        fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
+            std::thread::sleep(self.0);
+            Ok(request.to_vec())
+        }
+    }
+
+    #[test]
+    fn a_background_transport_sends_at_once_and_replies_later() {
+        let mut t = Background::new(Slow(Duration::from_millis(50))).unwrap();
+        assert!(t.reply().is_none(), "nothing sent");
+        let start = Instant::now();
+        assert_eq!(t.send(b"ask"), Ok(true));
+        assert!(start.elapsed() < Duration::from_millis(40), "send waited for the reply");
+        assert!(t.reply().is_none(), "not answered yet");
+        assert!(t.call(b"again").is_err(), "one request at a time");
+        let got = loop {
+            if let Some(r) = t.reply() {
+                break r;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "no reply");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(got, Ok(b"ask".to_vec()));
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(t.reply().is_none());
+        // A blocking call through it still answers.
+        assert_eq!(t.call(b"now"), Ok(b"now".to_vec()));
     }
 
     #[test]

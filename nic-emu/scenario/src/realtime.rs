@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use host_brm::socket::SocketTransport;
+use host_brm::socket::Background;
 use host_brm::BrmClient;
 use host_driver::cluster::{ClusterBackend, ClusterDir};
 use host_driver::{AttachOptions, DriverError, HostOp, LiveBackend, NicBackend};
@@ -304,8 +304,10 @@ fn run_rt(
             clock: clock.clone(),
             trace_origin: tracer.as_ref().map(LiveTracer::started),
         };
-        let brm: Option<BrmClient<SocketTransport>> = match rates.uses_brm {
-            true => Some(BrmClient::connect(&cluster_name).map_err(|e| {
+        // Requests go out from a thread of the client's own: a program
+        // waits for no answer while its other flows have work.
+        let brm: Option<BrmClient<Background>> = match rates.uses_brm {
+            true => Some(BrmClient::connect_background(&cluster_name).map_err(|e| {
                 err(format!("node {node}: connecting to the bandwidth manager: {e}"))
             })?),
             false => None,

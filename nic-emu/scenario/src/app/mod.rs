@@ -114,6 +114,9 @@ pub struct NodeApp<H: NodeHost = SimHost, T: BrmTransport = SimTransport> {
     /// Incoming flows may end early (stop, refusal): look now and then.
     incoming_may_end: bool,
     brm: Option<BrmClient<T>>,
+    /// The role whose request to the bandwidth manager waits for its
+    /// answer (one at a time).
+    brm_for: Option<usize>,
     /// Dispatch trace cursor, while a role of this node is traced.
     trace_cursor: Option<u32>,
     /// When `read_trace` last read it, and when it reads it next.
@@ -199,6 +202,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             incoming,
             incoming_may_end,
             brm,
+            brm_for: None,
             trace_cursor: None,
             trace_read: (0, 0),
             events: 0,
@@ -282,7 +286,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             let f = &l.flows[r.flow];
             let m = f.spec.messages;
             let cut = cut(r.flow);
-            if !cut && (r.gate == Gate::Pending || (r.gate == Gate::Running && r.rate.uses_brm())) {
+            if !cut && (r.gate.waits() || (r.gate == Gate::Running && r.rate.uses_brm())) {
                 return false;
             }
             match r.kind {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use host_brm::{BrmTransport, FlowId};
+use host_brm::{BrmTransport, FlowId, Refused, Reply, Request};
 use host_driver::{DmaBuf, FlowKey};
 
 use super::super::format::RatePlan;
@@ -73,14 +73,27 @@ pub(super) struct McastPending {
 /// Where a role is with the bandwidth manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Gate {
-    /// Not asked yet (it asks when it starts).
+    /// Not asked yet (it asks when it starts, once no other request of
+    /// the program waits for its answer).
     Pending,
+    /// Asked; the answer has not come (a real-time program's request
+    /// goes out without waiting, so its other flows go on meanwhile).
+    Asked,
     /// Sending (admitted, registered, or no manager involved).
     Running,
     /// Refused: it sends nothing.
     Refused,
+    /// Its reservation is being given back (the answer has not come).
+    Releasing,
     /// Its reservation was given back.
     Released,
+}
+
+impl Gate {
+    /// Waiting for the bandwidth manager (or not asked yet).
+    pub(super) fn waits(self) -> bool {
+        matches!(self, Gate::Pending | Gate::Asked | Gate::Releasing)
+    }
 }
 
 impl Role {
@@ -150,21 +163,37 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
     }
 
     /// A role that starts asks the bandwidth manager for its rate (or
-    /// registers as best effort). Refused: it sends nothing.
+    /// registers as best effort). Refused: it sends nothing. A request
+    /// that goes out without its answer leaves the role `Asked`
+    /// (`take_brm_answer`); while another request of this program waits
+    /// for its answer, the role asks at a later pass.
     pub(super) fn open_gate(&mut self, ri: usize) {
         let id = self.flow_id(ri);
-        let r = &self.roles[ri];
-        let flow = r.flow;
         let Some(brm) = self.brm.as_mut() else {
             self.roles[ri].gate = Gate::Refused;
             self.end_role(ri, 0);
             self.problem("no bandwidth manager for a rate-controlled flow".into());
             return;
         };
-        let answer = match r.rate {
-            RatePlan::Reserve(b) => brm.request_bandwidth(id, b).map(|a| a.idt),
-            _ => brm.best_effort(id),
+        if brm.waiting() {
+            return;
+        }
+        let request = match self.roles[ri].rate {
+            RatePlan::Reserve(b) => Request::Reserve { flow: id, mb_s: b },
+            _ => Request::BestEffort { flow: id },
         };
+        match brm.begin(&request) {
+            None => {
+                self.roles[ri].gate = Gate::Asked;
+                self.brm_for = Some(ri);
+            }
+            Some(answer) => self.gate_answered(ri, answer.and_then(Reply::into_idt)),
+        }
+    }
+
+    /// Role `ri`'s request was answered.
+    fn gate_answered(&mut self, ri: usize, answer: Result<u32, Refused>) {
+        let flow = self.roles[ri].flow;
         match answer {
             Ok(idt) => {
                 self.roles[ri].gate = Gate::Running;
@@ -184,6 +213,24 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         }
     }
 
+    /// The answer to the request out, if it came: the asking role runs
+    /// (or is refused), the releasing one is released.
+    fn take_brm_answer(&mut self) {
+        let Some(ri) = self.brm_for else { return };
+        let Some(answer) = self.brm.as_mut().and_then(|b| b.answer()) else { return };
+        self.brm_for = None;
+        match self.roles[ri].gate {
+            Gate::Asked => self.gate_answered(ri, answer.and_then(Reply::into_idt)),
+            _ => {
+                self.roles[ri].gate = Gate::Released;
+                if let Err(e) = answer {
+                    let id = self.flow_id(ri);
+                    self.problem(format!("releasing {id}: {e}"));
+                }
+            }
+        }
+    }
+
     /// The role sends no more than the `sent` messages it has sent.
     pub(super) fn end_role(&mut self, ri: usize, sent: u64) {
         let r = &mut self.roles[ri];
@@ -192,12 +239,14 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         self.ledger.borrow_mut().flows[r.flow].spec.messages = sent;
     }
 
-    /// Give back the reservations of roles whose last send completed.
+    /// Take the bandwidth manager's answer, if one came; give back the
+    /// reservations of roles whose last send completed.
     #[inline(always)]
     pub(super) fn release_finished(&mut self) {
         // Without a manager no role holds a reservation (`open_gate`
         // refuses them all): nothing to look at, at every call.
         if self.brm.is_some() {
+            self.take_brm_answer();
             self.release_reservations();
         }
     }
@@ -213,10 +262,22 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                 continue;
             }
             let id = self.flow_id(ri);
-            self.roles[ri].gate = Gate::Released;
-            if let Some(brm) = self.brm.as_mut() {
-                if let Err(e) = brm.release_bandwidth(id) {
-                    self.problem(format!("releasing {id}: {e}"));
+            let Some(brm) = self.brm.as_mut() else { return };
+            if brm.waiting() {
+                // Given back once the request out is answered.
+                return;
+            }
+            let answer = brm.begin(&Request::Release { flow: id });
+            match answer {
+                None => {
+                    self.roles[ri].gate = Gate::Releasing;
+                    self.brm_for = Some(ri);
+                }
+                Some(answer) => {
+                    self.roles[ri].gate = Gate::Released;
+                    if let Err(e) = answer {
+                        self.problem(format!("releasing {id}: {e}"));
+                    }
                 }
             }
         }

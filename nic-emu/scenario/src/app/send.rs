@@ -73,7 +73,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             return true;
         }
         if now < r.start_ns
-            || r.gate == Gate::Pending
+            || r.gate.waits()
             || r.stop_ns.is_some()
             || r.kind == RoleKind::McastRoot
         {
@@ -102,9 +102,11 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             if r.gate == Gate::Pending {
                 self.open_gate(ri);
-                if self.roles[ri].sent_all {
-                    return;
-                }
+            }
+            // (Refused: it sent all it will; asked: the answer comes at
+            // a later pass.)
+            if self.roles[ri].sent_all || self.roles[ri].gate != Gate::Running {
+                return;
             }
             if let Some(stop) = self.roles[ri].stop_ns {
                 if now >= stop {
