@@ -118,7 +118,20 @@ pub fn build_host_programs(root: &Path) -> crate::Result<PathBuf> {
         ],
         "the host programs (pingpong, stream, nic-cluster, rt_alltoall, rt_baselines)",
     )?;
+    use_release_nic_cluster(root);
     Ok(release_dir(root))
+}
+
+/// Clusters and bandwidth managers this process starts run the
+/// `nic-cluster` built in `<target>/release` (`$NIC_CLUSTER_BIN`, unless
+/// the user set it): found "next to this program" they would be looked
+/// for beside xtask, which the `cargo xtask` alias builds in
+/// `<target>/quick`.
+pub fn use_release_nic_cluster(root: &Path) {
+    use nic_emu::realtime::process::{BINARY, BINARY_ENV};
+    if std::env::var_os(BINARY_ENV).is_none() {
+        std::env::set_var(BINARY_ENV, release_dir(root).join(BINARY));
+    }
 }
 
 /// Install the firmware's Rust target when rustup lacks it (saying so).

@@ -133,13 +133,14 @@ pub fn run(root: &Path, file: &Path, a: &SimArgs) -> crate::Result<ExitCode> {
                 return refused(&e);
             }
             // A flow of the bandwidth manager: the cluster runs its master
-            // as `nic-cluster brm`, found next to this program.
+            // as `nic-cluster brm`, the one built in release.
             if sc.flows.iter().any(|f| f.rate.uses_brm()) {
                 crate::fw::cargo_build(
                     root,
                     &["-p", "nic-emu", "--bin", "nic-cluster"],
                     "nic-cluster (the bandwidth manager's master)",
                 )?;
+                crate::fw::use_release_nic_cluster(root);
             }
             let mut opts = RtScenarioOptions::new(backend);
             opts.pacing = a.pacing;
