@@ -252,6 +252,39 @@ fn plot(
     plot::curves(path, title, Axis::linear("G (members)"), Axis::linear(ylabel), curves, dashed)
 }
 
+/// Plot each of `scheme`'s mean latencies over G, the least and most of
+/// the timed repetitions as error bars, its models (when given) dashed.
+fn plot_latency(
+    path: &Path,
+    title: &str,
+    series: &[Series],
+    scheme: Scheme,
+    dashed: &[Curve],
+) -> crate::Result<()> {
+    let bars: Vec<plot::Bars> = series
+        .iter()
+        .filter(|s| s.scheme == scheme)
+        .map(|s| {
+            s.points
+                .iter()
+                .map(|(_, r, _)| {
+                    let (_, lo, hi) = spread_us(&r.latency_ns);
+                    (lo, hi)
+                })
+                .collect()
+        })
+        .collect();
+    plot::curves_with_bars(
+        path,
+        title,
+        Axis::linear("G (members)"),
+        Axis::linear("latency (µs)"),
+        &curves(series, scheme, |r, _| mean_us(r)),
+        &bars,
+        dashed,
+    )
+}
+
 /// One scheme x algorithm over the group sizes, at one message size.
 struct Series {
     scheme: Scheme,
@@ -551,11 +584,11 @@ pub fn report(
     }
     for scheme in Scheme::ALL {
         let file = format!("latency-2B-{scheme}.svg");
-        plot(
+        plot_latency(
             &dir.join(&file),
-            &format!("{scheme}: completion latency, 2 B (mean of 10; dashed: model)"),
-            "latency (µs)",
-            &curves(&small, scheme, |r, _| mean_us(r)),
+            &format!("{scheme}: completion latency, 2 B (mean of 10, least and most)"),
+            &small,
+            scheme,
             &model_curves(&small, scheme),
         )?;
         let _ = writeln!(md, "![{scheme}, 2 B]({file})\n");
@@ -592,7 +625,7 @@ pub fn report(
     plot(
         &dir.join("root-cpu.svg"),
         "root CPU utilisation, 2 B, binomial",
-        "root CPU busy / completion time",
+        "root CPU busy / completion time (fraction)",
         &util_curves,
         &[],
     )?;
@@ -624,11 +657,11 @@ pub fn report(
     latency_table(&mut md, &big, &groups, false);
     for scheme in Scheme::ALL {
         let file = format!("latency-64KiB-{scheme}.svg");
-        plot(
+        plot_latency(
             &dir.join(&file),
-            &format!("{scheme}: completion latency, 64 KiB (mean of 10)"),
-            "latency (µs)",
-            &curves(&big, scheme, |r, _| mean_us(r)),
+            &format!("{scheme}: completion latency, 64 KiB (mean of 10, least and most)"),
+            &big,
+            scheme,
             &[],
         )?;
         let _ = writeln!(md, "\n![{scheme}, 64 KiB]({file})");

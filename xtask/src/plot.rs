@@ -96,6 +96,17 @@ pub fn model_label(label: &str) -> String {
     format!("{label} (model)")
 }
 
+/// The plot's width in pixels, left of the legend.
+const PLOT_WIDTH: u32 = 750;
+
+/// The legend panel's width: room for its longest label (14 px sans
+/// serif, about 7 px a character, after 46 px of line and marker), and
+/// at least 210 px.
+fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
+    let chars = labels.map(|l| l.chars().count()).max().unwrap_or(0) as u32;
+    (46 + 7 * chars + 12).max(210)
+}
+
 type Chart<'a, 'b> = ChartContext<
     'a,
     SVGBackend<'b>,
@@ -172,6 +183,34 @@ pub fn curves_with_bars(
     bars: &[Bars],
     dashed: &[Curve],
 ) -> crate::Result<()> {
+    figure(path, title, x, y, solid, dashed, &Extras { bars, ..Extras::default() })
+}
+
+/// What a figure may carry beside its curves.
+#[derive(Default)]
+pub struct Extras<'a> {
+    /// `bars[i]`: the error bars of `solid[i]`.
+    pub bars: &'a [Bars],
+    /// Draw a measured curve's marker at every n-th of its points only
+    /// (dense series: a time line); 0 and 1 mean every point. Curves
+    /// start at different points so their markers do not stack.
+    pub marker_every: usize,
+    /// Labelled vertical reference lines (x, label), drawn dotted in
+    /// grey, the label at the top.
+    pub vlines: &'a [(f64, String)],
+}
+
+/// [`curves`] with [`Extras`].
+pub fn figure(
+    path: &Path,
+    title: &str,
+    x: Axis,
+    y: Axis,
+    solid: &[Curve],
+    dashed: &[Curve],
+    extras: &Extras,
+) -> crate::Result<()> {
+    let bars = extras.bars;
     let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
     let keep = |p: &(f64, f64)| {
         p.0.is_finite()
@@ -211,15 +250,26 @@ pub fn curves_with_bars(
     for &(_, lo, hi) in mapped_bars.iter().flatten() {
         (ylo, yhi) = (ylo.min(lo), yhi.max(hi));
     }
-    let root = SVGBackend::new(path, (960, 500)).into_drawing_area();
+    let vlines: Vec<(f64, &str)> = extras
+        .vlines
+        .iter()
+        .filter(|(v, _)| v.is_finite() && (x.log.is_none() || *v > 0.0))
+        .map(|(v, l)| (x.map(*v), l.as_str()))
+        .collect();
+    for &(v, _) in &vlines {
+        (xlo, xhi) = (xlo.min(v), xhi.max(v));
+    }
+    let labels = solid.iter().chain(&dashed).map(|c| c.0.as_str());
+    let root = SVGBackend::new(path, (PLOT_WIDTH + legend_width(labels), 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|v| e(&v))?;
-    let (plot_area, legend_area) = root.split_horizontally(750);
+    let (plot_area, legend_area) = root.split_horizontally(PLOT_WIDTH);
+    let (xr, yr) = (x.range(xlo, xhi), y.range(ylo, yhi));
     let mut ch = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(x.range(xlo, xhi), y.range(ylo, yhi))
+        .build_cartesian_2d(xr, yr.clone())
         .map_err(|v| e(&v))?;
     let xf = |v: &f64| x.log.map_or_else(|| tick(*v), |f| f(v.exp2()));
     let yf = |v: &f64| y.log.map_or_else(|| tick(*v), |f| f(v.exp2()));
@@ -227,6 +277,18 @@ pub fn curves_with_bars(
     mesh.x_desc(x.desc).y_desc(y.desc).axis_desc_style(("sans-serif", 15));
     mesh.x_label_formatter(&xf).y_label_formatter(&yf);
     mesh.draw().map_err(|v| e(&v))?;
+    let grey = RGBColor(0x60, 0x60, 0x60);
+    for &(v, label) in &vlines {
+        let (top, bottom) = (yr.end, yr.start);
+        ch.draw_series(DashedLineSeries::new(vec![(v, bottom), (v, top)], 2, 4, grey.into()))
+            .map_err(|err| e(&err))?;
+        let at = top - (top - bottom) * 0.01;
+        let font = ("sans-serif", 12).into_font().color(&grey);
+        ch.draw_series(std::iter::once(
+            EmptyElement::at((v, at)) + Text::new(label.to_string(), (4, 0), font),
+        ))
+        .map_err(|err| e(&err))?;
+    }
     for (i, (_, pts)) in dashed.iter().enumerate() {
         let c = COLOURS[i % COLOURS.len()];
         ch.draw_series(DashedLineSeries::new(pts.clone(), 7, 5, c.stroke_width(2)))
@@ -245,7 +307,15 @@ pub fn curves_with_bars(
             ch.draw_series([cap(lo), cap(hi)]).map_err(|v| e(&v))?;
         }
         ch.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(|v| e(&v))?;
-        markers(&mut ch, i, pts, c).map_err(|v| e(&v))?;
+        let every = extras.marker_every.max(1);
+        let marked: Vec<(f64, f64)> = if every == 1 {
+            pts.clone()
+        } else {
+            // Curve i's markers start i/n of the way into the spacing.
+            let first = (i * every / solid.len().max(1)) % every;
+            pts.iter().skip(first).step_by(every).copied().collect()
+        };
+        markers(&mut ch, i, &marked, c).map_err(|v| e(&v))?;
     }
     // The legend, right of the plot: one entry per curve.
     let font = ("sans-serif", 14).into_font();
@@ -272,6 +342,80 @@ pub fn curves_with_bars(
             .draw(&Text::new(label.clone(), (46, row - 7), font.clone()))
             .map_err(|v| e(&v))?;
         row += 22;
+    }
+    root.present().map_err(|v| e(&v))
+}
+
+/// Grouped bars from 0 (a bar's length is its value): per group (its
+/// label, written under it) one bar per series, `series` naming them in
+/// the legend right of the plot, each series in a colour of its own.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y: Axis,
+    series: &[&str],
+    groups: &[(String, Vec<f64>)],
+) -> crate::Result<()> {
+    let e = |err: &dyn std::fmt::Display| format!("plot {}: {err}", path.display());
+    let n = groups.len().max(1) as f64;
+    let top = groups.iter().flat_map(|g| g.1.iter().copied()).fold(0.0, f64::max);
+    let yr = y.range(0.0, top);
+    let width = PLOT_WIDTH + legend_width(series.iter().copied());
+    let root = SVGBackend::new(path, (width, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|v| e(&v))?;
+    let (plot_area, legend_area) = root.split_horizontally(PLOT_WIDTH);
+    let mut ch = ChartBuilder::on(&plot_area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n, 0.0..yr.end)
+        .map_err(|v| e(&v))?;
+    let yf = |v: &f64| tick(*v);
+    let none = |_: &f64| String::new();
+    ch.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_label_formatter(&none)
+        .y_label_formatter(&yf)
+        .x_desc(x_desc)
+        .y_desc(y.desc)
+        .axis_desc_style(("sans-serif", 15))
+        .draw()
+        .map_err(|v| e(&v))?;
+    let colour = |k: usize| [COLOURS[4], COLOURS[1], COLOURS[3], COLOURS[5]][k % 4];
+    let width = 0.76 / series.len().max(1) as f64;
+    for (i, (_, values)) in groups.iter().enumerate() {
+        for (k, &v) in values.iter().enumerate().take(series.len()) {
+            let x0 = i as f64 + 0.12 + k as f64 * width;
+            let rect =
+                Rectangle::new([(x0 + 0.01, 0.0), (x0 + width - 0.01, v)], colour(k).filled());
+            ch.draw_series(std::iter::once(rect)).map_err(|v| e(&v))?;
+        }
+    }
+    // Each group's label under it, centred.
+    let style = TextStyle::from(("sans-serif", 13).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        ),
+    );
+    for (i, (label, _)) in groups.iter().enumerate() {
+        let (px, py) = ch.backend_coord(&(i as f64 + 0.5, 0.0));
+        plot_area
+            .draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
+            .map_err(|v| e(&v))?;
+    }
+    let font = ("sans-serif", 14).into_font();
+    for (k, label) in series.iter().enumerate() {
+        let row = 40 + 22 * k as i32;
+        legend_area
+            .draw(&Rectangle::new([(12, row - 6), (30, row + 6)], colour(k).filled()))
+            .map_err(|v| e(&v))?;
+        legend_area
+            .draw(&Text::new(label.to_string(), (46, row - 7), font.clone()))
+            .map_err(|v| e(&v))?;
     }
     root.present().map_err(|v| e(&v))
 }

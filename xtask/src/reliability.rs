@@ -29,15 +29,51 @@ use crate::plot::{self, Axis, Curve};
 /// The profiles, each with its message size: a few packets per message on
 /// the slow links, more on the fast ones.
 const PROFILES: [(&str, u64); 2] = [("lanai9-gm", 16 << 10), ("modern", 64 << 10)];
-/// Link loss rates, in percent (`[faults] drop` is a probability).
-const LOSS_PCT: [f64; 7] = [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0];
 const NODES: u64 = 8;
-/// Messages per flow (56 flows): a flow's p99 is its second largest.
-const MESSAGES: u64 = 200;
 /// Sends outstanding per flow.
 const WINDOW: u64 = 8;
-/// The seeds every point runs with: the fault injection's draws.
-const SEEDS: [u64; 3] = [1, 2, 3];
+
+/// What a report runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// "full" or "quick".
+    pub name: &'static str,
+    /// Link loss rates, in percent (`[faults] drop` is a probability).
+    pub losses: Vec<f64>,
+    /// The seeds every point runs with: the fault injection's draws.
+    pub seeds: Vec<u64>,
+    /// Messages per flow.
+    pub messages: u64,
+    /// Messages on the heavy-loss section's stream.
+    pub heavy_messages: u64,
+}
+
+impl Plan {
+    /// Loss 0 to 5% in seven steps, seeds 1 to 3, 200 messages a flow
+    /// (56 flows in the all-to-all: a flow's p99 is its second largest),
+    /// 5,000 on the heavy-loss stream. About a minute on 2 cores.
+    pub fn full() -> Plan {
+        Plan {
+            name: "full",
+            losses: vec![0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0],
+            seeds: vec![1, 2, 3],
+            messages: 200,
+            heavy_messages: 5000,
+        }
+    }
+
+    /// Loss 0, 1 and 5%, seeds 1 and 2, 40 messages a flow, 500 on the
+    /// heavy-loss stream: the same tables and plots in a few seconds.
+    pub fn quick() -> Plan {
+        Plan {
+            name: "quick",
+            losses: vec![0.0, 1.0, 5.0],
+            seeds: vec![1, 2],
+            messages: 40,
+            heavy_messages: 500,
+        }
+    }
+}
 
 /// What runs at each point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,11 +94,11 @@ impl Workload {
         }
     }
 
-    fn flows(self, bytes: u64) -> String {
+    fn flows(self, bytes: u64, messages: u64) -> String {
         let stream = |name: String, src: u64, dst: u64| {
             format!(
                 "[[flows]]\nname = \"{name}\"\nkind = \"stream\"\nsrc = [{src}, 2]\n\
-                 dst = [{dst}, 2]\nbytes = {bytes}\nmessages = {MESSAGES}\nwindow = {WINDOW}\n\n"
+                 dst = [{dst}, 2]\nbytes = {bytes}\nmessages = {messages}\nwindow = {WINDOW}\n\n"
             )
         };
         match self {
@@ -71,14 +107,15 @@ impl Workload {
             }
             Workload::AllToAll => format!(
                 "[[alltoall]]\nname = \"a2a\"\nport = 2\nbytes = {bytes}\n\
-                 messages = {MESSAGES}\nwindow = {WINDOW}\n\n"
+                 messages = {messages}\nwindow = {WINDOW}\n\n"
             ),
         }
     }
 }
 
-/// The scenario of one point.
+/// The scenario of one point, `messages` a flow.
 pub fn scenario_toml(
+    messages: u64,
     workload: Workload,
     profile: &str,
     bytes: u64,
@@ -92,7 +129,7 @@ pub fn scenario_toml(
          profile = \"{profile}\"\nseed = {seed}\n\n[fabric]\nnodes = {NODES}\n\n{}\
          [faults]\ndrop = {}\n\n[firmware]\nreliability = \"{mode}\"\n",
         workload.name(),
-        workload.flows(bytes),
+        workload.flows(bytes, messages),
         loss_pct / 100.0
     )
 }
@@ -239,6 +276,7 @@ pub fn report(
     out: Option<PathBuf>,
     profile: Option<String>,
     backend: crate::report::ReportBackend,
+    quick: bool,
     quiet: bool,
 ) -> crate::Result<ExitCode> {
     if profile.is_some() {
@@ -251,10 +289,27 @@ pub fn report(
     }
     crate::prereq::require_now()?;
     let dir = out.unwrap_or_else(|| crate::workspace_root().join("out/reports/reliability"));
-    std::fs::create_dir_all(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    let runs = (Workload::ALL.len() * PROFILES.len() * LOSS_PCT.len() * Reliability::ALL.len())
+    let plan = if quick { Plan::quick() } else { Plan::full() };
+    let failed = write(&dir, &plan, quiet)?;
+    if !failed.is_empty() {
+        eprintln!(
+            "FAILED: {} run(s) did not deliver every message exactly once, intact and in order \
+             in the mode asked for (listed above and in the report)",
+            failed.len()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Run `plan` and write the report, its plots and every point's scenario
+/// into `dir`; the runs that failed.
+pub fn write(dir: &Path, plan: &Plan, quiet: bool) -> crate::Result<Vec<String>> {
+    std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+    let (seeds, messages) = (&plan.seeds, plan.messages);
+    let runs = (Workload::ALL.len() * PROFILES.len() * plan.losses.len() * Reliability::ALL.len())
         as u64
-        * SEEDS.len() as u64;
+        * seeds.len() as u64;
     let pb = crate::progress::bar(runs, "reliability report", quiet);
     let wall = std::time::Instant::now();
     let mut failed = Vec::new();
@@ -262,10 +317,10 @@ pub fn report(
     let _ = writeln!(md, "# Reliability: go-back-N and selective repeat under link loss\n");
     let _ = writeln!(
         md,
-        "Deterministic simulator, seeds {SEEDS:?} at every point (tables: their means; \
+        "Deterministic simulator ({} plan), seeds {seeds:?} at every point (tables: their means; \
          plots: the means, with the least and most as error bars). {NODES} nodes on one \
          switch; each flow \
-         streams {MESSAGES} messages (port 2, {WINDOW} sends outstanding). Two workloads: \
+         streams {messages} messages (port 2, {WINDOW} sends outstanding). Two workloads: \
          **pairs**, node 2i streaming to node 2i + 1 ({} flows: loss recovery on its own), \
          and **all-to-all**, every node streaming to every other ({} flows: each receiver \
          takes seven streams at once, and the packets it keeps past gaps share its 32 \
@@ -274,6 +329,7 @@ pub fn report(
          switch to node). GBN: `[firmware] reliability = \"go-back-n\"`, SR: \
          `\"selective\"`. Generated by `cargo xtask report reliability`; every point's \
          scenario is beside this file (`cargo xtask sim FILE` reruns it).\n",
+        plan.name,
         NODES / 2,
         NODES * (NODES - 1)
     );
@@ -295,11 +351,13 @@ pub fn report(
     for (workload, (profile, bytes)) in Workload::ALL.iter().flat_map(|&w| PROFILES.map(|p| (w, p)))
     {
         let mut rows = Vec::new();
-        for loss in LOSS_PCT {
+        for &loss in &plan.losses {
             let mut pair = Vec::new();
-            for (mode, seed) in Reliability::ALL.iter().flat_map(|&m| SEEDS.map(|s| (m, s))) {
+            for (mode, seed) in
+                Reliability::ALL.iter().flat_map(|&m| seeds.iter().map(move |&s| (m, s)))
+            {
                 let name = file_name(workload, profile, mode, loss, seed);
-                let text = scenario_toml(workload, profile, bytes, mode, loss, seed);
+                let text = scenario_toml(messages, workload, profile, bytes, mode, loss, seed);
                 std::fs::write(dir.join(&name), &text)
                     .map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
                 pb.set_message(format!(
@@ -315,7 +373,7 @@ pub fn report(
                 }
                 pair.push(Point::of(&r));
             }
-            let s = pair.split_off(SEEDS.len());
+            let s = pair.split_off(seeds.len());
             let g = pair;
             all_same &= g == s;
             bytes_uncounted |= g.iter().chain(&s).any(|p| p.retx_packets > 0 && p.retx_bytes == 0);
@@ -354,7 +412,7 @@ pub fn report(
         }
     }
     // One stream at 10% loss: the slowest message against its bound.
-    for line in crate::reliability_heavy::section(&dir, &mut body)? {
+    for line in crate::reliability_heavy::section(dir, plan.heavy_messages, &mut body)? {
         pb.suspend(|| eprintln!("FAILED: {line}"));
         failed.push(line);
     }
@@ -388,19 +446,12 @@ pub fn report(
     let path = dir.join("report.md");
     std::fs::write(&path, &md).map_err(|err| format!("{}: {err}", path.display()))?;
     println!(
-        "reliability report written to {} ({runs} runs, {:.1} s)",
+        "reliability report ({} plan) written to {} ({runs} runs, {:.1} s)",
+        plan.name,
         path.display(),
         wall.elapsed().as_secs_f64()
     );
-    if !failed.is_empty() {
-        eprintln!(
-            "FAILED: {} run(s) did not deliver every message exactly once, intact and in order \
-             in the mode asked for (listed above and in the report)",
-            failed.len()
-        );
-        return Ok(ExitCode::from(2));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(failed)
 }
 
 /// What is wrong with a run of `mode`: not every message delivered
@@ -428,13 +479,13 @@ mod tests {
     #[test]
     fn each_point_is_a_valid_scenario_with_its_mode_and_loss() {
         for (w, flows) in [(Workload::AllToAll, 56), (Workload::Pairs, 4)] {
-            let text = scenario_toml(w, "modern", 65536, Reliability::Selective, 0.5, 2);
+            let text = scenario_toml(200, w, "modern", 65536, Reliability::Selective, 0.5, 2);
             let v = nic_emu::scenario::Scenario::parse_validated(&text).unwrap();
             assert_eq!(v.reliability, Some(Reliability::Selective));
             assert_eq!(v.faults.drop, 0.005);
             assert_eq!(v.seed, 2);
             assert_eq!(v.flows.len(), flows);
-            assert!(v.flows.iter().all(|f| f.sizes == [65536] && f.messages == MESSAGES));
+            assert!(v.flows.iter().all(|f| f.sizes == [65536] && f.messages == 200));
         }
         assert_eq!(
             file_name(Workload::Pairs, "modern", Reliability::GoBackN, 0.5, 3),
@@ -486,10 +537,16 @@ mod tests {
 
     #[test]
     fn a_run_that_misses_messages_or_runs_another_mode_is_a_failure() {
-        let text =
-            scenario_toml(Workload::AllToAll, "lanai9-gm", 16384, Reliability::Selective, 1.0, 1)
-                .replace(&format!("messages = {MESSAGES}"), "messages = 2")
-                .replace("[fabric]\nnodes = 8", "[fabric]\nnodes = 2");
+        let text = scenario_toml(
+            2,
+            Workload::AllToAll,
+            "lanai9-gm",
+            16384,
+            Reliability::Selective,
+            1.0,
+            1,
+        )
+        .replace("[fabric]\nnodes = 8", "[fabric]\nnodes = 2");
         let (r, _) = crate::bench::run_toml(&text).unwrap();
         assert_eq!(faults(&r, Reliability::Selective), Vec::<String>::new());
         let p = Point::of(&r);

@@ -10,8 +10,7 @@ use std::path::Path;
 
 use nic_emu::profile::{Profile, Reliability};
 
-/// Messages on the stream, their size, the loss and the seed.
-const MESSAGES: u64 = 5000;
+/// The messages' size, the loss and the seed.
 const BYTES: u64 = 64;
 const DROP: f64 = 0.1;
 const SEED: u64 = 1;
@@ -20,12 +19,12 @@ pub const BOUND_FLOORS: u64 = 250;
 const PROFILES: [&str; 3] = ["lanai4-gm", "lanai9-gm", "modern"];
 
 /// The scenario of one run.
-pub fn scenario_toml(profile: &str, mode: Reliability) -> String {
+pub fn scenario_toml(profile: &str, mode: Reliability, messages: u64) -> String {
     format!(
         "# cargo xtask report reliability: heavy loss, {profile}, {mode}\n\
          profile = \"{profile}\"\nseed = {SEED}\n\n[fabric]\nnodes = 2\n\n\
          [[flows]]\nname = \"s\"\nkind = \"stream\"\nsrc = [0, 2]\ndst = [1, 2]\n\
-         bytes = {BYTES}\nmessages = {MESSAGES}\n\n[faults]\ndrop = {DROP}\n\n\
+         bytes = {BYTES}\nmessages = {messages}\n\n[faults]\ndrop = {DROP}\n\n\
          [firmware]\nreliability = \"{mode}\"\n"
     )
 }
@@ -33,11 +32,11 @@ pub fn scenario_toml(profile: &str, mode: Reliability) -> String {
 /// Run the section's six scenarios (written into `dir`), append its table
 /// to `md`, and return the runs that failed (not delivered exactly once,
 /// or a message past the bound).
-pub fn section(dir: &Path, md: &mut String) -> crate::Result<Vec<String>> {
+pub fn section(dir: &Path, messages: u64, md: &mut String) -> crate::Result<Vec<String>> {
     let mut failed = Vec::new();
     let _ = writeln!(
         md,
-        "## Heavy loss: {MESSAGES} x {BYTES} B on one stream, link loss {}%\n\n\
+        "## Heavy loss: {messages} x {BYTES} B on one stream, link loss {}%\n\n\
          Two nodes; every link drops each packet with probability {DROP}, both ways (data \
          and acks). **time**: simulated time to the last message; **slowest**: the largest \
          message latency (send call to receive event); **bound**: {BOUND_FLOORS} times the \
@@ -51,7 +50,7 @@ pub fn section(dir: &Path, md: &mut String) -> crate::Result<Vec<String>> {
         let floor = Profile::load(profile).map_err(|e| e.to_string())?.firmware.retransmit_ns;
         for mode in Reliability::ALL {
             let name = format!("heavy-loss-{profile}-{mode}.toml");
-            let text = scenario_toml(profile, mode);
+            let text = scenario_toml(profile, mode, messages);
             std::fs::write(dir.join(&name), &text)
                 .map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
             let (r, bad) = crate::bench::run_toml(&text).map_err(|e| format!("{name}: {e}"))?;

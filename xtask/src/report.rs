@@ -29,22 +29,13 @@ use nic_emu::brm::experiments::{self, head, stream};
 use nic_emu::brm::Calibration;
 use nic_emu::calibrate::rate;
 use nic_emu::scenario::{FlowReport, Report};
-use plotters::prelude::*;
 
-/// Okabe-Ito colours (apart for readers with any common colour-vision
-/// deficiency; `plot::COLOURS`): blue, vermillion, bluish green.
-const OI_BLUE: RGBColor = crate::plot::COLOURS[4];
-const OI_VERMILLION: RGBColor = crate::plot::COLOURS[5];
-const OI_GREEN: RGBColor = crate::plot::COLOURS[3];
+use crate::plot::{self, Axis};
 
 use crate::bench::{overhead_table, rate_overhead, run_toml};
 pub use crate::report_live::LiveCal;
 
 const PROFILE: &str = "lanai4-gm";
-
-fn e<E: std::fmt::Display>(err: E) -> String {
-    format!("plot: {err}")
-}
 
 /// Which backends a report runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -124,7 +115,7 @@ fn experiment(dir: &Path, name: &str, text: &str, pb: &ProgressBar) -> crate::Re
     Ok(r)
 }
 
-fn rate_control(profile: &str, dir: &Path, quiet: bool) -> crate::Result<String> {
+pub(crate) fn rate_control(profile: &str, dir: &Path, quiet: bool) -> crate::Result<String> {
     let pb = crate::progress::bar(STEPS, "rate-control: calibration", quiet);
     let mut md = String::new();
     let _ = writeln!(md, "# Rate control and the bandwidth resource manager: report\n");
@@ -354,164 +345,69 @@ fn rate_control(profile: &str, dir: &Path, quiet: bool) -> crate::Result<String>
     Ok(md)
 }
 
+/// Bandwidth against IDT: the measured sweep, the model Bmax / max(1,
+/// IDT / T) dashed, and T marked.
 fn plot_sweep(c: &Calibration, path: &Path) -> crate::Result<()> {
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
-    let xmax = c.sweep.iter().map(|p| p.idt).max().unwrap_or(100) as f64 * 1.05;
-    let ymax = c.bmax_mb_s * 1.15;
-    let mut ch = ChartBuilder::on(&root)
-        .caption(format!("{}: bandwidth vs IDT (64 KiB messages)", c.profile), ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
-        .map_err(e)?;
-    ch.configure_mesh().x_desc("IDT (RTC ticks)").y_desc("bandwidth (MB/s)").draw().map_err(e)?;
+    let measured: Vec<(f64, f64)> = c.sweep.iter().map(|p| (p.idt as f64, p.mb_s)).collect();
+    let xmax = measured.iter().map(|p| p.0).fold(0.0, f64::max);
     let model: Vec<(f64, f64)> =
         (0..=400).map(|k| k as f64 * xmax / 400.0).map(|x| (x, c.mb_s_for(x as u32))).collect();
-    ch.draw_series(LineSeries::new(model, OI_BLUE.stroke_width(2)))
-        .map_err(e)?
-        .label(format!("model: Bmax = {:.1}, T = {:.1}", c.bmax_mb_s, c.t_ticks))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OI_BLUE));
-    ch.draw_series(
-        c.sweep.iter().map(|p| Circle::new((p.idt as f64, p.mb_s), 5, OI_VERMILLION.filled())),
+    plot::figure(
+        path,
+        &format!("{}: bandwidth vs IDT (64 KiB messages)", c.profile),
+        Axis::linear("IDT (RTC ticks)"),
+        Axis::linear("bandwidth (MB/s)"),
+        &[("measured".to_string(), measured)],
+        &[(
+            plot::model_label(&format!(
+                "Bmax = {:.1} MB/s, T = {:.1} ticks",
+                c.bmax_mb_s, c.t_ticks
+            )),
+            model,
+        )],
+        &plot::Extras { vlines: &[(c.t_ticks, "T".to_string())], ..Default::default() },
     )
-    .map_err(e)?
-    .label("measured")
-    .legend(|(x, y)| Circle::new((x + 10, y), 5, OI_VERMILLION.filled()));
-    ch.draw_series(LineSeries::new(vec![(c.t_ticks, 0.0), (c.t_ticks, ymax)], BLACK.mix(0.3)))
-        .map_err(e)?;
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
 }
 
+/// What node B can send while it receives: measured, and the capacity
+/// the bandwidth manager decides with.
 fn plot_curve(c: &Calibration, path: &Path) -> crate::Result<()> {
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
-    let m = c.in_capacity().max(c.bmax_mb_s) * 1.1;
-    let mut ch = ChartBuilder::on(&root)
-        .caption(format!("{}: node capacity (A -> B -> C)", c.profile), ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..m, 0f64..m)
-        .map_err(e)?;
-    ch.configure_mesh()
-        .x_desc("B receives (MB/s)")
-        .y_desc("B sends at most (MB/s)")
-        .draw()
-        .map_err(e)?;
+    let measured: Vec<(f64, f64)> = c.node_curve.iter().map(|p| (p.in_mb_s, p.out_mb_s)).collect();
     let line: Vec<(f64, f64)> = (0..=200)
         .map(|k| k as f64 * c.in_capacity() / 200.0)
         .map(|x| (x, c.out_capacity(x)))
         .collect();
-    ch.draw_series(LineSeries::new(line, OI_BLUE.stroke_width(2)))
-        .map_err(e)?
-        .label("capacity used by the bandwidth manager")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OI_BLUE));
-    ch.draw_series(
-        c.node_curve
-            .iter()
-            .map(|p| Circle::new((p.in_mb_s, p.out_mb_s), 5, OI_VERMILLION.filled())),
+    plot::curves(
+        path,
+        &format!("{}: node capacity (A -> B -> C)", c.profile),
+        Axis::linear("B receives (MB/s)"),
+        Axis::linear("B sends at most (MB/s)"),
+        &[("measured".to_string(), measured)],
+        &[(plot::model_label("capacity the bandwidth manager uses"), line)],
     )
-    .map_err(e)?
-    .label("measured")
-    .legend(|(x, y)| Circle::new((x + 10, y), 5, OI_VERMILLION.filled()));
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
 }
 
 /// Grouped bars: (label, requested or expected, achieved).
 fn plot_bars(bars: &[(String, f64, f64)], path: &Path) -> crate::Result<()> {
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
-    let n = bars.len();
-    let ymax = bars.iter().map(|b| b.1.max(b.2)).fold(1.0, f64::max) * 1.4;
-    let mut ch = ChartBuilder::on(&root)
-        .caption("achieved vs requested (expected) bandwidth", ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(10)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
-        .map_err(e)?;
-    ch.configure_mesh()
-        .disable_x_mesh()
-        .disable_x_axis()
-        .y_desc("bandwidth (MB/s)")
-        .draw()
-        .map_err(e)?;
-    // Each group's name above its bars.
-    let style = TextStyle::from(("sans-serif", 13).into_font()).pos(
-        plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Bottom,
-        ),
-    );
-    ch.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        Text::new(b.0.clone(), (i as f64 + 0.5, b.1.max(b.2) + ymax * 0.02), style.clone())
-    }))
-    .map_err(e)?;
-    ch.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        let x = i as f64;
-        Rectangle::new([(x + 0.12, 0.0), (x + 0.48, b.1)], OI_BLUE.mix(0.6).filled())
-    }))
-    .map_err(e)?
-    .label("requested / expected")
-    .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], OI_BLUE.mix(0.6).filled()));
-    ch.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        let x = i as f64;
-        Rectangle::new([(x + 0.52, 0.0), (x + 0.88, b.2)], OI_VERMILLION.mix(0.7).filled())
-    }))
-    .map_err(e)?
-    .label("achieved")
-    .legend(|(x, y)| {
-        Rectangle::new([(x, y - 5), (x + 14, y + 5)], OI_VERMILLION.mix(0.7).filled())
-    });
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+    let groups: Vec<(String, Vec<f64>)> =
+        bars.iter().map(|(l, want, got)| (l.clone(), vec![*want, *got])).collect();
+    plot::grouped_bars(
+        path,
+        "achieved vs requested (expected) bandwidth",
+        "experiment and flow",
+        Axis::linear("bandwidth (MB/s)"),
+        &["requested / expected", "achieved"],
+        &groups,
+    )
 }
 
 /// Dispatch frequency (MB/s of MTU packets in 2 ms bins) of every traced
-/// flow over time.
+/// flow over time, the phases' boundaries marked.
 fn plot_dispatch(r: &Report, c: &Calibration, phase_ms: u64, path: &Path) -> crate::Result<()> {
     let bin_ms = 2.0;
     let end_ms = r.sim.end_ns as f64 / 1e6;
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
-    let mut ch = ChartBuilder::on(&root)
-        .caption("dispatch frequency over time (best effort + premium)", ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..end_ms, 0f64..c.bmax_mb_s * 1.5)
-        .map_err(e)?;
-    ch.configure_mesh()
-        .x_desc("virtual time (ms)")
-        .y_desc("dispatched (MB/s)")
-        .draw()
-        .map_err(e)?;
-    for k in 1..4 {
-        let x = (k * phase_ms) as f64;
-        ch.draw_series(LineSeries::new(vec![(x, 0.0), (x, c.bmax_mb_s * 1.5)], BLACK.mix(0.25)))
-            .map_err(e)?;
-    }
-    let colors = [OI_VERMILLION, OI_BLUE, OI_GREEN];
-    for (i, f) in r.flows.iter().filter(|f| f.dispatch_ticks.is_some()).enumerate() {
+    let mut curves = Vec::new();
+    for f in r.flows.iter().filter(|f| f.dispatch_ticks.is_some()) {
         let nbins = (end_ms / bin_ms).ceil() as usize + 1;
         let mut counts = vec![0u64; nbins];
         for &t in f.dispatch_ticks.as_deref().unwrap_or(&[]) {
@@ -527,23 +423,23 @@ fn plot_dispatch(r: &Report, c: &Calibration, phase_ms: u64, path: &Path) -> cra
                 ((k as f64 + 0.5) * bin_ms, n as f64 * c.mtu as f64 / (bin_ms / 1e3) / 1e6)
             })
             .collect();
-        let col = colors[i % colors.len()];
         let label = match f.admitted {
             Some(_) if f.refused_reason.is_none() && f.name.starts_with('p') => {
                 format!("{} (premium)", f.name)
             }
             _ => format!("{} (best effort)", f.name),
         };
-        ch.draw_series(LineSeries::new(pts, col.stroke_width(2)))
-            .map_err(e)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col));
+        curves.push((label, pts));
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+    let vlines: Vec<(f64, String)> =
+        (1..4).map(|k| ((k * phase_ms) as f64, format!("phase {}", k + 1))).collect();
+    plot::figure(
+        path,
+        "dispatch frequency over time (best effort + premium)",
+        Axis::linear("simulated time (ms)"),
+        Axis::linear("dispatched (MB/s, 2 ms bins)"),
+        &curves,
+        &[],
+        &plot::Extras { marker_every: 8, vlines: &vlines, ..Default::default() },
+    )
 }

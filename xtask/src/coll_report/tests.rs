@@ -160,10 +160,11 @@ fn a_tiny_report_has_its_tables_and_labelled_plots() {
 }
 
 #[test]
-fn quick_applies_to_the_collectives_report_only() {
+fn quick_applies_to_the_collectives_and_reliability_reports_only() {
     use clap::Parser;
     let parse = |args: &[&str]| crate::Cli::try_parse_from(args.iter().copied());
     assert!(parse(&["xtask", "report", "collectives", "--quick"]).is_ok());
+    assert!(parse(&["xtask", "report", "reliability", "--quick"]).is_ok());
     let e = report(None, Some("modern".into()), crate::report::ReportBackend::Sim, true, true);
     assert!(e.unwrap_err().contains("--profile does not apply"));
     let e = report(None, None, crate::report::ReportBackend::Live, true, true);
