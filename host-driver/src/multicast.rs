@@ -232,6 +232,22 @@ impl RootPlan {
     pub fn batch(&self) -> usize {
         self.batch
     }
+
+    /// Host scheme: the part of the plan a [`Port::multicast_post`] that
+    /// posted `posted` descriptors left (other sends took the tokens or
+    /// ring room meanwhile), its host work already done: post it with
+    /// [`Port::multicast_post`] as tokens come back. None when the post
+    /// covered the plan, and for the other schemes (they post whole or
+    /// not at all).
+    pub fn rest(&self, posted: u32) -> Option<RootPlan> {
+        let posted = posted as usize;
+        (self.scheme == Scheme::Host && posted < self.batch).then(|| RootPlan {
+            children: self.children.clone(),
+            from: self.from + posted,
+            batch: self.batch - posted,
+            ..*self
+        })
+    }
 }
 
 /// What [`Port::relay`] did with a received event.
@@ -317,7 +333,9 @@ impl<B: NicBackend> Port<B> {
     /// [`Port::multicast_prepare`] worked out for `m`. Returns the
     /// descriptors posted. Under the host scheme these are the sends to the
     /// children the plan covers, as far as send tokens and ring room go
-    /// now (fewer when other sends took some meanwhile); post the rest with
+    /// now: fewer, even none, when other sends took some meanwhile; then
+    /// post [`RootPlan::rest`] as `Sent` events bring tokens back (its
+    /// host work is done). Children beyond the plan go with
     /// [`Port::multicast_more`].
     pub fn multicast_post(
         &mut self,
@@ -582,5 +600,23 @@ mod tests {
         // Everything reached: nothing to name, and that is all.
         let n = g.not_reached(&info(Algorithm::Separate, 0, &[]));
         assert_eq!(n, NotReached { members: vec![], complete: true, count: 0 });
+    }
+
+    #[test]
+    fn the_rest_of_a_host_plan_is_what_its_post_left() {
+        let g = Group::new(1, 2, (0..8).collect()).unwrap();
+        let children = g.children(Algorithm::Separate, 0);
+        let plan = RootPlan { scheme: Scheme::Host, mseq: 4, children, from: 2, batch: 5 };
+        assert_eq!(plan.rest(5), None, "all posted");
+        let rest = plan.rest(0).expect("none posted: the whole plan");
+        assert_eq!((rest.from, rest.batch()), (2, 5));
+        let rest = plan.rest(3).expect("three posted");
+        assert_eq!((rest.from, rest.batch(), rest.mseq), (5, 2, 4));
+        assert_eq!(rest.rest(2), None);
+        // The other schemes post whole or not at all.
+        let nic = RootPlan { scheme: Scheme::Nic, batch: 0, ..plan.clone() };
+        assert_eq!(nic.rest(0), None);
+        let assisted = RootPlan { scheme: Scheme::Assisted, ..plan };
+        assert_eq!(assisted.rest(0), None);
     }
 }

@@ -332,6 +332,42 @@ limit_ms = 60000
 }
 
 #[test]
+fn a_host_scheme_root_whose_tokens_other_sends_took_during_its_host_work_posts_later() {
+    // Node 6 roots a host-scheme k-binomial multicast (5 children) on the
+    // port its all-to-all streams use too. Between the root's host work
+    // and its post, the all-to-all takes every send token: the post
+    // places none. The root posts the plan as completions bring tokens
+    // back, without doing its host work again. (Drawn by
+    // `cargo xtask fuzz --scenarios`; it stayed stuck with no child
+    // posted.)
+    let text = r#"profile = "lanai9-gm"
+seed = 2961403530
+[fabric]
+nodes = 9
+[[flows]]
+name = "f0"
+src = [6, 2]
+kind = "multicast"
+group_size = 9
+scheme = "host"
+algorithm = "k-binomial"
+window = 3
+bytes = 64
+messages = 1
+[[alltoall]]
+name = "a"
+port = 2
+bytes = 64
+messages = 5
+window = 4
+"#;
+    assert_runs_clean(text);
+    let r = run_text(text);
+    let m = r.flows[0].multicast.as_ref().unwrap();
+    assert_eq!(m.deliveries, 8, "{}", r.summary());
+}
+
+#[test]
 fn a_relay_holding_its_share_of_buffers_does_not_stall_another_multicast_behind_it() {
     // Node 0 relays two NIC-served multicasts on one port: 64 KiB ones
     // (16 packets, as many receive buffers as a NIC lets relays hold)

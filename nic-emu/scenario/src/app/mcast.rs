@@ -22,7 +22,7 @@ use nic_abi::multicast::{children_computed, Algorithm, Scheme};
 use super::super::ledger::Verdict;
 use super::super::pattern;
 use super::super::plan::class_of;
-use super::role::McastPending;
+use super::role::{McastPending, Role};
 use super::tags::{relay_tag, send_tag};
 use super::{NodeApp, NodeHost};
 
@@ -37,6 +37,30 @@ const MCAST_DELIVERY_WAIT_NS: u64 = 100_000_000;
 /// root.
 fn root_of(mcasts: &[McastCtx], flow: usize) -> Option<&McastCtx> {
     mcasts.iter().find(|c| c.flow == flow && c.rank == 0)
+}
+
+/// Root role `ri` (`r`, of group `c`)'s multicast `mseq` of `len` bytes
+/// from its send slot `slot`.
+fn root_multicast<'a>(
+    ri: usize,
+    r: &'a Role,
+    c: &'a McastCtx,
+    slot: usize,
+    mseq: u64,
+    len: u64,
+) -> Multicast<'a> {
+    Multicast {
+        buf: &r.slots[slot],
+        offset: 0,
+        len: len as u32,
+        size_class: class_of(len),
+        priority: r.priority,
+        group: &c.group,
+        scheme: c.scheme,
+        algorithm: c.alg,
+        mseq: mseq as u32,
+        tag: send_tag(ri, slot, mseq),
+    }
 }
 
 /// A multicast group this node is a member of.
@@ -139,25 +163,13 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             self.scratch.resize(n, 0);
         }
         pattern::fill(&mut self.scratch[..n], pattern::forward_stream(flow), mseq as u32);
-        let buf = r.slots[slot];
         let pc = &mut self.ports[r.port];
         if n > 0 {
-            pc.port.write(&buf, 0, &self.scratch[..n])?;
+            pc.port.write(&r.slots[slot], 0, &self.scratch[..n])?;
         }
         let now = self.host.now_ns();
         let busy = self.host.busy_ns();
-        let m = Multicast {
-            buf: &buf,
-            offset: 0,
-            len: len as u32,
-            size_class: class_of(len),
-            priority: r.priority,
-            group: &c.group,
-            scheme: c.scheme,
-            algorithm: c.alg,
-            mseq: mseq as u32,
-            tag: send_tag(ri, slot, mseq),
-        };
+        let m = root_multicast(ri, r, c, slot, mseq, len);
         let plan = pc.port.multicast_prepare(&m)?;
         let due = self.host.now_ns();
         let children = self.host_root_children(flow);
@@ -190,6 +202,19 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             if self.roles[ri].mcast_pending.is_empty() {
                 continue;
             }
+            // Children no plan covers yet (no token was free when the
+            // last completion came: other sends hold them): try again.
+            let unplanned = |r: &super::role::Role| {
+                r.mcast_pending
+                    .values()
+                    .any(|p| p.ok && p.prepared.is_none() && p.posted < p.children)
+            };
+            if unplanned(&self.roles[ri]) {
+                self.post_more_children(ri);
+                if unplanned(&self.roles[ri]) {
+                    wake_at(now + super::BARRIER_POLL_NS);
+                }
+            }
             let due: Vec<(u64, u64)> = self.roles[ri]
                 .mcast_pending
                 .iter()
@@ -217,19 +242,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         let r = &self.roles[ri];
         let Some(c) = root_of(&self.mcasts, flow) else { return true };
         let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
-        let buf = r.slots[slot];
-        let m = Multicast {
-            buf: &buf,
-            offset: 0,
-            len: len as u32,
-            size_class: class_of(len),
-            priority: r.priority,
-            group: &c.group,
-            scheme: c.scheme,
-            algorithm: c.alg,
-            mseq: mseq as u32,
-            tag: send_tag(ri, slot, mseq),
-        };
+        let m = root_multicast(ri, r, c, slot, mseq, len);
         let pc = &mut self.ports[r.port];
         let traced_at = self.host.trace_ns();
         let result = pc.port.multicast_post(&m, &plan);
@@ -239,13 +252,23 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             Ok(n) => {
                 p.posted += n;
                 p.left += n;
-                self.log_call("multicast", port, traced_at, || {
-                    format!("multicast {mseq}, {len} B: {n} descriptors")
-                });
+                // Other sends took tokens or ring room between the host's
+                // work and this post: the rest of the plan, its work done,
+                // posts as they come back.
+                let rest = plan.rest(n);
+                let whole = rest.is_none();
+                p.prepared = rest.map(|rest| (due, rest));
+                if n > 0 {
+                    self.log_call("multicast", port, traced_at, || {
+                        format!("multicast {mseq}, {len} B: {n} descriptors")
+                    });
+                }
                 // Host scheme: the children tokens did not cover go now or
                 // as completions bring tokens back.
-                self.post_more_children(ri);
-                true
+                if whole {
+                    self.post_more_children(ri);
+                }
+                whole
             }
             Err(DriverError::NoSendToken | DriverError::RingFull) => {
                 p.prepared = Some((due, plan));
@@ -279,19 +302,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             return Err(DriverError::BadGroup("the root is not in its group"));
         };
         let len = self.ledger.borrow().flows[flow].spec.size_of(mseq);
-        let buf = r.slots[slot];
-        let m = Multicast {
-            buf: &buf,
-            offset: 0,
-            len: len as u32,
-            size_class: class_of(len),
-            priority: r.priority,
-            group: &c.group,
-            scheme: c.scheme,
-            algorithm: c.alg,
-            mseq: mseq as u32,
-            tag: send_tag(ri, slot, mseq),
-        };
+        let m = root_multicast(ri, r, c, slot, mseq, len);
         let plan = self.ports[r.port].port.multicast_more_prepare(&m, from)?;
         Ok((plan.batch() > 0).then_some(plan))
     }
