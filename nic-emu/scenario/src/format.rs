@@ -850,6 +850,7 @@ impl Scenario {
             }
             flows.push(spec);
         }
+        check_host_collective_ports(&flows)?;
         Ok(Validated {
             profile: self.profile.trim().to_string(),
             seed: self.seed,
@@ -865,6 +866,36 @@ impl Scenario {
             limit_ns: (limit * 1e6) as u64,
         })
     }
+}
+
+/// A host-scheme collective takes every message its members send to its
+/// port (its messages carry no stream of their own): refuse another
+/// flow's stream between two of its members into that port, which it
+/// would take for its own.
+fn check_host_collective_ports(flows: &[FlowSpec]) -> Result<(), ScenarioError> {
+    use super::coll::CollScheme;
+    for c in flows.iter().filter_map(|f| f.coll.as_ref().map(|c| (f, c))) {
+        let (cf, cs) = c;
+        if cs.scheme != CollScheme::Host {
+            continue;
+        }
+        for f in flows.iter().filter(|f| f.coll.is_none()) {
+            for key in f.keys() {
+                if key.dst_port == cs.port
+                    && cs.rank_of(key.src_node).is_some()
+                    && cs.rank_of(key.dst_node).is_some()
+                {
+                    return Err(ScenarioError::new(format!(
+                        "{}: its stream {key} goes into port {} between members of the \
+                         host-scheme collective {} ({}), which takes every message its \
+                         members send to that port: give one of them another port",
+                        f.label, cs.port, cf.name, cf.label
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How many flows `[[alltoall]]` table `a` expands to (before its keys

@@ -118,6 +118,41 @@ fn keys_that_do_not_apply_to_a_collective_are_refused_by_name() {
 }
 
 #[test]
+fn a_stream_between_members_into_a_host_collectives_port_is_refused() {
+    // The host scheme's messages carry no stream of their own: the
+    // collective takes every message its members send to its port, and
+    // an all-to-all there stalled with none delivered. Another port, a
+    // NIC-scheme collective, or a sender outside the group are fine.
+    let coll = "[[flows]]\nname = \"b\"\nkind = \"barrier\"\nport = 2\ngroup_size = 3\n\
+                scheme = \"host\"\ncount = 5\n";
+    let stream = |src: u16, port: u8| {
+        format!(
+            "[[flows]]\nname = \"s\"\nkind = \"stream\"\nsrc = [{src}, 1]\ndst = [1, {port}]\nbytes = 64\n\
+             messages = 20\n"
+        )
+    };
+    let e = Scenario::parse_validated(&format!("{}{coll}{}", head(4), stream(0, 2)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "flows[1]: its stream 0:1 -> 1:2 low goes into port 2 between members of the \
+             host-scheme collective b (flows[0])"
+        ),
+        "{e}"
+    );
+    for ok in [
+        format!("{}{coll}{}", head(4), stream(0, 3)),
+        format!("{}{coll}{}", head(4), stream(3, 2)),
+        format!("{}{}{}", head(4), coll.replace("\"host\"", "\"nic\""), stream(0, 2)),
+    ] {
+        let r = run_text(&ok);
+        assert!(r.complete && r.all_delivered_intact(), "{ok}\n{}", r.summary());
+        assert_collectives_right(&r.flows[0]);
+    }
+}
+
+#[test]
 fn a_one_mebibyte_allreduce_is_cut_in_4_kib_chunks_and_right_at_every_member() {
     // modern: 8 MiB of SRAM (4 KiB chunks, 256 of them, through a window
     // of 64), 16 members; `auto` picks by the profile's costs.
