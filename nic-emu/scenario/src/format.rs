@@ -870,7 +870,8 @@ impl Scenario {
 
 /// A host-scheme collective takes every message its members send to its
 /// port (its messages carry no stream of their own): refuse another
-/// flow's stream between two of its members into that port, which it
+/// flow's stream between two of its members into that port, and another
+/// host-scheme collective there with two members in common, which it
 /// would take for its own.
 fn check_host_collective_ports(flows: &[FlowSpec]) -> Result<(), ScenarioError> {
     use super::coll::CollScheme;
@@ -878,6 +879,23 @@ fn check_host_collective_ports(flows: &[FlowSpec]) -> Result<(), ScenarioError> 
         let (cf, cs) = c;
         if cs.scheme != CollScheme::Host {
             continue;
+        }
+        // Two of them on one port: each would take the other's messages.
+        for (of, os) in flows.iter().filter_map(|f| f.coll.as_ref().map(|c| (f, c))) {
+            let shared = os.members.iter().filter(|&&m| cs.rank_of(m).is_some()).count();
+            if of.index > cf.index
+                && os.scheme == CollScheme::Host
+                && os.port == cs.port
+                && shared >= 2
+            {
+                return Err(ScenarioError::new(format!(
+                    "{}: the host-scheme collective {} shares port {} and {shared} members \
+                     with the host-scheme collective {} ({}): each takes every message its \
+                     members send to its port, so they would take each other's: give one \
+                     of them another port",
+                    of.label, of.name, cs.port, cf.name, cf.label
+                )));
+            }
         }
         for f in flows.iter().filter(|f| f.coll.is_none()) {
             for key in f.keys() {
