@@ -112,8 +112,8 @@ pub fn run(root: &Path, o: &Opts) -> crate::Result<ExitCode> {
     failures.sort_by_key(|f| f.seed);
     let (passed, not_cases) = (passed.into_inner(), not_cases.into_inner());
     println!(
-        "simulator: {passed} passed, {} failed, {not_cases} not cases (two flows on one stream, \
-         refused by design) in {:.0} s",
+        "simulator: {passed} passed, {} failed, {not_cases} not cases (refused by design: \
+         two flows on one stream, or into a host collective's port) in {:.0} s",
         failures.len(),
         t.elapsed().as_secs_f64()
     );

@@ -300,9 +300,10 @@ enum Cmd {
     /// `cargo xtask test` runs a short one of each.
     ///
     /// With --scenarios N, instead: N random scenarios on the simulator
-    /// (2 to 16 nodes, every flow kind, profile and topology, drops,
-    /// corruption, duplication, cables down, NIC resets, both reliability
-    /// modes; case i drawn from seed --seed + i), on every core; each must
+    /// (2 to 16 nodes, every flow kind, collectives included, profile
+    /// and topology, drops, corruption, duplication, cables down, NIC
+    /// resets (not beside a collective), both reliability modes; case i
+    /// drawn from seed --seed + i), on every core; each must
     /// end with every flow no reset cut delivered exactly once, intact
     /// and in order. Then --realtime of the small cases that passed on a
     /// live cluster and as many on a qemu one. Each failure is listed

@@ -1,7 +1,9 @@
 //! Random scenarios for the simulator, and the checks each must pass:
 //! 2 to 16 nodes, streams (some paced by an IDT, a bandwidth request or
 //! best effort, some stopping early), ping-pongs, multicasts of every
-//! scheme and algorithm and all-to-alls, on every bundled profile and
+//! scheme and algorithm, collectives (barrier, allreduce, reduce and
+//! broadcast, on the NICs, the hosts or assisted, a broadcast also as a
+//! multicast) and all-to-alls, on every bundled profile and
 //! topology, under drops, corruption, duplication, cables going down (a
 //! node's, or one between switches) and NIC resets, with either
 //! reliability mode.
@@ -36,12 +38,45 @@ const RATES: [(&str, [&str; 4]); 4] = [
     ("best_effort", ["true", "true", "true", "true"]),
 ];
 
+/// Collective kinds, each with the algorithms it takes.
+const COLLECTIVES: [(&str, &[&str]); 4] = [
+    ("barrier", &["auto", "dissemination", "pairwise", "tree"]),
+    ("allreduce", &["auto", "pairwise", "binomial", "ring"]),
+    ("reduce", &["auto", "binomial"]),
+    ("broadcast", &["auto", "binomial", "separate", "binary", "k-binomial", "multicast-auto"]),
+];
+const COLL_SCHEMES: [&str; 4] = ["nic", "host", "assisted", "nic-cached"];
+/// Element types and counts: at most 8,000 bytes a vector, which the
+/// assisted scheme's eight chunks hold on every profile.
+const DTYPES: [&str; 4] = ["u32", "f64", "i64", "f32"];
+const ELEMENTS: [u32; 4] = [1, 7, 300, 1000];
+
 /// What a random flow is.
 #[derive(Debug, Clone)]
 pub enum Kind {
-    Stream { window: u8 },
+    Stream {
+        window: u8,
+    },
     Pingpong,
-    Multicast { group: u16, scheme: usize, algorithm: usize, window: u8 },
+    Multicast {
+        group: u16,
+        scheme: usize,
+        algorithm: usize,
+        window: u8,
+    },
+    /// A collective flow: its kind, scheme and algorithm (indices into
+    /// the tables above, the latter two taken modulo what the kind
+    /// takes), group size, root, element type and count, collectives.
+    Collective {
+        kind: usize,
+        scheme: usize,
+        algorithm: usize,
+        group: u16,
+        root: u16,
+        dtype: usize,
+        elements: usize,
+        count: u8,
+    },
 }
 
 /// A random flow: indices into the tables above, taken modulo the
@@ -90,6 +125,13 @@ pub fn flow() -> impl Strategy<Value = Flow> {
         1 => (0u16..64, 0..SCHEMES.len(), 0..ALGORITHMS.len(), 1u8..=3).prop_map(
             |(group, scheme, algorithm, window)| Kind::Multicast { group, scheme, algorithm, window }
         ),
+        1 => (
+            (0..COLLECTIVES.len(), 0..COLL_SCHEMES.len(), 0..8usize),
+            (0u16..64, any::<u16>(), 0..DTYPES.len(), 0..ELEMENTS.len(), 1u8..=6)
+        )
+            .prop_map(|((kind, scheme, algorithm), (group, root, dtype, elements, count))| {
+                Kind::Collective { kind, scheme, algorithm, group, root, dtype, elements, count }
+            }),
     ];
     (
         kind,
@@ -181,9 +223,54 @@ impl Gen {
             }
             _ => Vec::new(),
         };
+        let collectives = self.flows.iter().any(|f| matches!(f.kind, Kind::Collective { .. }));
         for (i, f) in self.flows.iter().enumerate() {
             let src = f.src.0 % n;
             let dst = (src + 1 + f.dst.0 % (n - 1)) % n;
+            if let Kind::Collective {
+                kind,
+                scheme,
+                algorithm,
+                group,
+                root,
+                dtype,
+                elements,
+                count,
+            } = f.kind
+            {
+                let (name, algs) = COLLECTIVES[kind];
+                // A broadcast takes every scheme; the others all but nic-cached.
+                let scheme = COLL_SCHEMES[scheme % if name == "broadcast" { 4 } else { 3 }];
+                // Not the ring under the assisted scheme; a broadcast
+                // assisted or NIC-cached runs as a multicast (its trees).
+                let algs: Vec<&str> = algs
+                    .iter()
+                    .copied()
+                    .filter(|&a| !(scheme == "assisted" && a == "ring"))
+                    .filter(|&a| {
+                        !(matches!(scheme, "assisted" | "nic-cached") && a == "multicast-auto")
+                    })
+                    .collect();
+                let size = 2 + group % (n - 1);
+                t += &format!(
+                    "[[flows]]\nname = \"f{i}\"\nkind = \"{name}\"\nport = {}\n\
+                     group_size = {size}\nscheme = \"{scheme}\"\nalgorithm = \"{}\"\n\
+                     count = {count}\nstart_us = {}\n",
+                    f.src.1,
+                    algs[algorithm % algs.len()],
+                    [0, 0, 100, 5000][f.start]
+                );
+                if name != "barrier" {
+                    t += &format!(
+                        "datatype = \"{}\"\nelements = {}\n",
+                        DTYPES[dtype], ELEMENTS[elements]
+                    );
+                }
+                if matches!(name, "reduce" | "broadcast") {
+                    t += &format!("root = {}\n", root % size);
+                }
+                continue;
+            }
             t += &format!("[[flows]]\nname = \"f{i}\"\nsrc = [{src}, {}]\n", f.src.1);
             match f.kind {
                 Kind::Stream { window } => {
@@ -204,6 +291,7 @@ impl Gen {
                     ALGORITHMS[algorithm]
                 )
                 }
+                Kind::Collective { .. } => unreachable!("written above"),
             }
             if !matches!(f.kind, Kind::Multicast { .. }) {
                 t += &format!("priority = \"{}\"\n", if f.high { "high" } else { "low" });
@@ -253,7 +341,9 @@ impl Gen {
                 [10, 1000, 5000, 30000][len as usize]
             );
         }
-        for &(node, at) in &self.resets {
+        // (Collectives are not drawn beside NIC resets: a reset member
+        // takes the collective's state with it, and the others wait.)
+        for &(node, at) in self.resets.iter().filter(|_| !collectives) {
             t += &format!("[[faults.nic_reset]]\nnode = {}\nat_us = {}\n", node % n, TIMES_US[at]);
         }
         // A NIC-served multicast whose relay a reset took completes when
@@ -284,18 +374,29 @@ pub enum Verdict {
     /// It ended (at `end_ns` of simulated time) and every flow no reset
     /// cut delivered each message exactly once, intact and in order.
     Passed { end_ns: u64 },
-    /// Not a case: the scenario is refused by design (two flows on one
-    /// stream).
+    /// Not a case: the scenario is refused by design ([`refused_by_design`]).
     NotACase,
     /// It failed: why, with the report's summary.
     Failed(String),
 }
 
 /// Whether a scenario the parser refuses is refused by design (two flows
-/// on one stream: same source port, target port and priority), not a
-/// fault of the case.
+/// on one stream: same source port, target port and priority; or a
+/// stream or a second host-scheme collective into a host-scheme
+/// collective's port between its members), not a fault of the case.
 pub fn refused_by_design(e: &str) -> bool {
-    e.contains("is also used by")
+    e.contains("is also used by") || e.contains("host-scheme collective")
+}
+
+/// Every collective of every collective flow complete at every member,
+/// once, with the reference's result.
+pub fn collectives_right(r: &crate::Report) -> bool {
+    r.flows.iter().filter_map(|f| f.collective.as_ref()).all(|c| {
+        c.completed == c.count
+            && c.incomplete == 0
+            && c.results_wrong == 0
+            && c.results_ok != Some(false)
+    })
 }
 
 /// Run the scenario file `text` on the simulator and check it.
@@ -307,7 +408,7 @@ pub fn check(text: &str) -> Verdict {
     };
     match run(&v) {
         Err(e) => Verdict::Failed(format!("did not run: {e}")),
-        Ok(r) if r.sim.stopped == "done" && r.all_delivered_intact() => {
+        Ok(r) if r.sim.stopped == "done" && r.all_delivered_intact() && collectives_right(&r) => {
             Verdict::Passed { end_ns: r.sim.end_ns }
         }
         Ok(r) => Verdict::Failed(format!("{}\nproblems: {:?}", r.summary(), r.problems)),

@@ -13,7 +13,7 @@
 //! written there as `case-<n>.toml`, to run on the live or qemu backend
 //! with `cargo xtask sim FILE --backend live`.
 
-use nic_scenario::fuzz::{refused_by_design, scenario, Gen};
+use nic_scenario::fuzz::{collectives_right, refused_by_design, scenario, Gen};
 use nic_scenario::{run, Scenario};
 use proptest::prelude::*;
 
@@ -52,13 +52,14 @@ proptest! {
         let text = g.text();
         let v = Scenario::parse_validated(&text);
         // Two flows on one stream (same source port, target port and
-        // priority) are refused by design: not a case.
+        // priority), or a stream into a host collective's port, are
+        // refused by design: not a case.
         prop_assume!(!matches!(&v, Err(e) if refused_by_design(&e.to_string())));
         let v = v.map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         keep(&text);
         let r = run(&v).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert!(
-            r.sim.stopped == "done" && r.all_delivered_intact(),
+            r.sim.stopped == "done" && r.all_delivered_intact() && collectives_right(&r),
             "{}\nproblems: {:?}\n--- scenario ---\n{text}",
             r.summary(),
             r.problems
