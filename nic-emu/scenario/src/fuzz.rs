@@ -341,8 +341,10 @@ impl Gen {
                 [10, 1000, 5000, 30000][len as usize]
             );
         }
-        // (Collectives are not drawn beside NIC resets: a reset member
-        // takes the collective's state with it, and the others wait.)
+        // (Collectives are not drawn beside NIC resets: the runner does
+        // not take a collective a reset cut short as cut; the NIC
+        // scheme's end Incomplete, the host scheme's wait for the reset
+        // member to the time limit.)
         for &(node, at) in self.resets.iter().filter(|_| !collectives) {
             t += &format!("[[faults.nic_reset]]\nnode = {}\nat_us = {}\n", node % n, TIMES_US[at]);
         }
