@@ -13,7 +13,9 @@
  * node id 1 gets from it and puts into it, into its own malloc'd memory
  * and from it, and says so. Node id 2 then sends from a static array and
  * from its stack into node id 1's malloc'd receive buffers. Each checks every
- * byte, and node id 2 checks its region again after deregistering it.
+ * byte, and node id 2 checks its region again after deregistering it, then
+ * registers and deregisters a buffer on its stack 4096 times, at every
+ * depth of a page (the pages hold the frames of the calls too).
  * Exit status 0 when all is right, 1 if not.
  */
 
@@ -161,6 +163,36 @@ static int user(void)
   return !prog.failures;
 }
 
+/* Register and deregister a buffer on the stack `pad` bytes below this
+   frame, the pages registered holding the frames of the calls too; 1 if
+   the buffer was not intact afterwards. */
+static int stack_cycle(int pad)
+{
+  volatile unsigned char below[pad + 1];
+  unsigned char area[3000];
+  int bad;
+  below[0] = 0;
+  fill(area, sizeof area, 5);
+  must(gm_register_memory(prog.port, area, sizeof area) == GM_SUCCESS,
+       "registering the stack again");
+  must(gm_deregister_memory(prog.port, area, sizeof area) == GM_SUCCESS,
+       "deregistering the stack again");
+  bad = wrong(area, sizeof area, 5, 0) != 0;
+  return bad + below[0];
+}
+
+/* The cycle `times` times, the buffer 16 bytes lower each time: its
+   pages' edges meet every depth of the calls' frames. The cycles after
+   which the buffer was not intact (0: none). */
+#define CYCLES 4096
+static int stack_cycles(int times)
+{
+  int i, bad = 0;
+  for (i = 0; i < times; i++)
+    bad += stack_cycle((i * 16) % 8192);
+  return bad;
+}
+
 /* Node id 2: its malloc'd region for the other to get from and put into;
    then data from static memory and the stack. */
 static int owner(void)
@@ -209,6 +241,9 @@ static int owner(void)
   region[0] ^= 0xff;
   must(region[0] == (unsigned char)(byte_of(1, 0) ^ 0xff), "writing the region afterwards");
   must(wrong(static_area, STATIC_LEN, 3, 0) == 0, "static memory afterwards");
+  must(stack_cycles(CYCLES) == 0, "a stack buffer registered again and again");
+  if (!prog.failures)
+    printf("gm_register: a stack buffer registered and deregistered %d times, intact\n", CYCLES);
   if (!prog.failures)
     printf("gm_register: malloc'd region of %d bytes: %d put bytes and the rest intact, and "
            "after deregistration\n",

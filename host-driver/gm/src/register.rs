@@ -166,10 +166,10 @@ impl GmPort {
     }
 
     /// Copy `[start, start + n)` into `buf` and map the slice's pages of
-    /// `buf` over the range, on a thread of its own: the range may hold
-    /// this thread's stack (a registered buffer on the stack, and the
-    /// frames of this very call beside it), which must not change
-    /// between the copy and the mapping. This thread waits meanwhile.
+    /// `buf` over the range, with this thread stopped ([`aside`]): the
+    /// range may hold this thread's stack (a registered buffer on the
+    /// stack, and the frames of this very call beside it), which must not
+    /// change between the copy and the mapping.
     fn overlay(&self, start: u64, n: u64, buf: &DmaBuf) -> std::io::Result<()> {
         let (fd, off, to) = (self.slice_file.as_raw_fd(), buf.bus - self.slice_start, buf.vaddr);
         aside(move || {
@@ -178,7 +178,7 @@ impl GmPort {
             // mapped slice.
             unsafe { std::ptr::copy_nonoverlapping(start as *const u8, to as *mut u8, n as usize) };
             // SAFETY: as above; the new mapping shows the content just
-            // copied, and no thread writes the range meanwhile.
+            // copied, and the thread that owns the range is stopped.
             let p = unsafe {
                 libc::mmap(
                     start as *mut c_void,
@@ -189,25 +189,40 @@ impl GmPort {
                     off as libc::off_t,
                 )
             };
-            if p == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            p != libc::MAP_FAILED
         })
     }
 
     /// Make `[start, start + n)` private memory again with the content it
-    /// has now (on a thread of its own, as `overlay`).
+    /// has now (this thread stopped, as for `overlay`).
     fn restore(&self, start: u64, n: u64) -> std::io::Result<()> {
-        aside(move || {
-            let mut keep = vec![0u8; n as usize];
-            // SAFETY: the range is mapped (the slice's pages, `overlay`).
+        // Room for the content while the range is remapped: a mapping of
+        // its own (from the heap it could lie in the range's edge pages;
+        // and the task that remaps takes no lock).
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let keep = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                n as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if keep == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let keep_at = keep as u64;
+        let done = aside(move || {
+            // SAFETY: the range is mapped (the slice's pages, `overlay`);
+            // `keep` is as long.
             unsafe {
-                std::ptr::copy_nonoverlapping(start as *const u8, keep.as_mut_ptr(), n as usize)
+                std::ptr::copy_nonoverlapping(start as *const u8, keep_at as *mut u8, n as usize)
             };
             // SAFETY: replaces the range's mapping with fresh private
             // pages; the content is copied back right after, before the
-            // waiting thread runs again.
+            // stopped thread runs again.
             let p = unsafe {
                 libc::mmap(
                     start as *mut c_void,
@@ -219,19 +234,98 @@ impl GmPort {
                 )
             };
             if p == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error());
+                return false;
             }
             // SAFETY: the range is mapped again, writable.
-            unsafe { std::ptr::copy_nonoverlapping(keep.as_ptr(), start as *mut u8, n as usize) };
-            Ok(())
-        })
+            unsafe {
+                std::ptr::copy_nonoverlapping(keep_at as *const u8, start as *mut u8, n as usize)
+            };
+            true
+        });
+        // SAFETY: the mapping made above, no longer in use.
+        unsafe { libc::munmap(keep, n as usize) };
+        done
     }
 }
 
-/// Run `f` on a thread of its own while this one waits.
-fn aside(f: impl FnOnce() -> std::io::Result<()> + Send) -> std::io::Result<()> {
-    std::thread::scope(|s| s.spawn(f).join())
-        .unwrap_or_else(|_| Err(std::io::Error::other("the mapping thread panicked")))
+/// The stack of the task [`aside`] runs its work on.
+const ASIDE_STACK: usize = 64 << 10;
+
+/// What [`aside`] hands its task: the work, and how it went (true: done;
+/// false: failed with `errno`).
+struct AsideJob<F> {
+    work: Option<F>,
+    done: bool,
+    errno: i32,
+}
+
+extern "C" fn aside_task<F: FnOnce() -> bool>(arg: *mut c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `AsideJob<F>` that `aside` passed, alive while
+    // the thread that called it is stopped, which it is until this task
+    // exits.
+    let job = unsafe { &mut *(arg as *mut AsideJob<F>) };
+    if let Some(work) = job.work.take() {
+        job.done = work();
+        if !job.done {
+            job.errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        }
+    }
+    0
+}
+
+/// Run `work` while the calling thread is stopped in the kernel: in a
+/// task of its own that shares this process's memory, on a stack of its
+/// own (`clone` with `CLONE_VM | CLONE_VFORK`: the caller waits in the
+/// kernel until the task exits). A thread that merely waited for another
+/// (a join) still writes its stack between starting the other and
+/// blocking, which a copy and remapping of its stack's pages would lose
+/// (measured: 2 registrations of 150 crashed). `work` must neither
+/// allocate nor take a lock, and returns false with `errno` set on
+/// failure.
+fn aside<F: FnOnce() -> bool>(work: F) -> std::io::Result<()> {
+    // SAFETY: a fresh private anonymous mapping, unmapped below.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            ASIDE_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut job = AsideJob { work: Some(work), done: false, errno: 0 };
+    // SAFETY: the task runs `aside_task` on the top of `stack` (it grows
+    // down; the mapping is page aligned) with `job`, both alive until it
+    // exits, which CLONE_VFORK waits for before clone returns here.
+    let pid = unsafe {
+        libc::clone(
+            aside_task::<F>,
+            (stack as *mut u8).add(ASIDE_STACK) as *mut c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK,
+            &mut job as *mut AsideJob<F> as *mut c_void,
+        )
+    };
+    let started = if pid == -1 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
+    if pid != -1 {
+        // Reap it (it sends no signal at exit: __WALL finds it).
+        let mut status = 0;
+        // SAFETY: waits for our own child task, which has exited.
+        unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    }
+    // SAFETY: the mapping made above, no longer in use.
+    unsafe { libc::munmap(stack, ASIDE_STACK) };
+    started?;
+    if job.done {
+        Ok(())
+    } else if job.work.is_some() {
+        Err(std::io::Error::other("the remapping task did not run"))
+    } else {
+        Err(std::io::Error::from_raw_os_error(job.errno))
+    }
 }
 
 #[cfg(test)]
