@@ -107,6 +107,20 @@ fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
     (46 + 7 * chars + 12).max(210)
 }
 
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A white SVG canvas at `path`: the whole, the plot's part and the
+/// legend's part right of it, as wide as the longest of `labels` needs.
+fn canvas<'a, 'l>(
+    path: &'a Path,
+    labels: impl Iterator<Item = &'l str>,
+) -> crate::Result<(Area<'a>, Area<'a>, Area<'a>)> {
+    let root = SVGBackend::new(path, (PLOT_WIDTH + legend_width(labels), 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|err| format!("plot {}: {err}", path.display()))?;
+    let (plot_area, legend_area) = root.split_horizontally(PLOT_WIDTH);
+    Ok((root, plot_area, legend_area))
+}
+
 type Chart<'a, 'b> = ChartContext<
     'a,
     SVGBackend<'b>,
@@ -260,9 +274,7 @@ pub fn figure(
         (xlo, xhi) = (xlo.min(v), xhi.max(v));
     }
     let labels = solid.iter().chain(&dashed).map(|c| c.0.as_str());
-    let root = SVGBackend::new(path, (PLOT_WIDTH + legend_width(labels), 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|v| e(&v))?;
-    let (plot_area, legend_area) = root.split_horizontally(PLOT_WIDTH);
+    let (root, plot_area, legend_area) = canvas(path, labels)?;
     let (xr, yr) = (x.range(xlo, xhi), y.range(ylo, yhi));
     let mut ch = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 18))
@@ -361,10 +373,7 @@ pub fn grouped_bars(
     let n = groups.len().max(1) as f64;
     let top = groups.iter().flat_map(|g| g.1.iter().copied()).fold(0.0, f64::max);
     let yr = y.range(0.0, top);
-    let width = PLOT_WIDTH + legend_width(series.iter().copied());
-    let root = SVGBackend::new(path, (width, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|v| e(&v))?;
-    let (plot_area, legend_area) = root.split_horizontally(PLOT_WIDTH);
+    let (root, plot_area, legend_area) = canvas(path, series.iter().copied())?;
     let mut ch = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -385,12 +394,11 @@ pub fn grouped_bars(
         .draw()
         .map_err(|v| e(&v))?;
     let colour = |k: usize| [COLOURS[4], COLOURS[1], COLOURS[3], COLOURS[5]][k % 4];
-    let width = 0.76 / series.len().max(1) as f64;
+    let bar = 0.76 / series.len().max(1) as f64;
     for (i, (_, values)) in groups.iter().enumerate() {
         for (k, &v) in values.iter().enumerate().take(series.len()) {
-            let x0 = i as f64 + 0.12 + k as f64 * width;
-            let rect =
-                Rectangle::new([(x0 + 0.01, 0.0), (x0 + width - 0.01, v)], colour(k).filled());
+            let x0 = i as f64 + 0.12 + k as f64 * bar;
+            let rect = Rectangle::new([(x0 + 0.01, 0.0), (x0 + bar - 0.01, v)], colour(k).filled());
             ch.draw_series(std::iter::once(rect)).map_err(|v| e(&v))?;
         }
     }

@@ -88,13 +88,7 @@ impl GmPort {
     /// name it there: a registration with page counts `counts`.
     fn lay_over(&mut self, start: u64, n: u64, counts: Vec<u32>) -> Result<(), (GmStatus, String)> {
         let buf = self.port.alloc(n).map_err(|e| (GM_OUT_OF_MEMORY, e.to_string()))?;
-        // The content first, then the slice's pages over the range.
-        // SAFETY: `[start, start + n)` is the program's memory (its
-        // promise to gm_register_memory), whole pages of it; `buf` is as
-        // long, in the mapped slice.
-        unsafe {
-            std::ptr::copy_nonoverlapping(start as *const u8, buf.vaddr as *mut u8, n as usize)
-        };
+        // (`overlay` copies the content, then maps the slice's pages.)
         if let Err(e) = self.overlay(start, n, &buf) {
             let _ = self.port.free(buf);
             return Err((GM_FAILURE, format!("mapping the port's memory over the range: {e}")));
@@ -199,20 +193,7 @@ impl GmPort {
         // Room for the content while the range is remapped: a mapping of
         // its own (from the heap it could lie in the range's edge pages;
         // and the task that remaps takes no lock).
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let keep = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                n as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if keep == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let keep = anonymous(n as usize, 0)?;
         let keep_at = keep as u64;
         let done = aside(move || {
             // SAFETY: the range is mapped (the slice's pages, `overlay`);
@@ -245,6 +226,28 @@ impl GmPort {
         // SAFETY: the mapping made above, no longer in use.
         unsafe { libc::munmap(keep, n as usize) };
         done
+    }
+}
+
+/// A fresh private anonymous mapping of `len` bytes (with `flags` too),
+/// outside the heap; the caller unmaps it.
+fn anonymous(len: usize, flags: libc::c_int) -> std::io::Result<*mut c_void> {
+    // SAFETY: maps new memory at an address the kernel picks: nothing of
+    // the process's is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(p)
     }
 }
 
@@ -283,20 +286,7 @@ extern "C" fn aside_task<F: FnOnce() -> bool>(arg: *mut c_void) -> libc::c_int {
 /// allocate nor take a lock, and returns false with `errno` set on
 /// failure.
 fn aside<F: FnOnce() -> bool>(work: F) -> std::io::Result<()> {
-    // SAFETY: a fresh private anonymous mapping, unmapped below.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            ASIDE_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
+    let stack = anonymous(ASIDE_STACK, libc::MAP_STACK)?;
     let mut job = AsideJob { work: Some(work), done: false, errno: 0 };
     // SAFETY: the task runs `aside_task` on the top of `stack` (it grows
     // down; the mapping is page aligned) with `job`, both alive until it

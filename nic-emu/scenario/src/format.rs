@@ -875,19 +875,17 @@ impl Scenario {
 /// would take for its own.
 fn check_host_collective_ports(flows: &[FlowSpec]) -> Result<(), ScenarioError> {
     use super::coll::CollScheme;
-    for c in flows.iter().filter_map(|f| f.coll.as_ref().map(|c| (f, c))) {
-        let (cf, cs) = c;
-        if cs.scheme != CollScheme::Host {
-            continue;
-        }
+    let host_colls = || {
+        flows
+            .iter()
+            .filter_map(|f| f.coll.as_ref().map(|c| (f, c)))
+            .filter(|(_, c)| c.scheme == CollScheme::Host)
+    };
+    for (cf, cs) in host_colls() {
         // Two of them on one port: each would take the other's messages.
-        for (of, os) in flows.iter().filter_map(|f| f.coll.as_ref().map(|c| (f, c))) {
+        for (of, os) in host_colls().filter(|(of, os)| of.index > cf.index && os.port == cs.port) {
             let shared = os.members.iter().filter(|&&m| cs.rank_of(m).is_some()).count();
-            if of.index > cf.index
-                && os.scheme == CollScheme::Host
-                && os.port == cs.port
-                && shared >= 2
-            {
+            if shared >= 2 {
                 return Err(ScenarioError::new(format!(
                     "{}: the host-scheme collective {} shares port {} and {shared} members \
                      with the host-scheme collective {} ({}): each takes every message its \

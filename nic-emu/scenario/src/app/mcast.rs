@@ -204,7 +204,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
             }
             // Children no plan covers yet (no token was free when the
             // last completion came: other sends hold them): try again.
-            let unplanned = |r: &super::role::Role| {
+            let unplanned = |r: &Role| {
                 r.mcast_pending
                     .values()
                     .any(|p| p.ok && p.prepared.is_none() && p.posted < p.children)

@@ -221,13 +221,17 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
         self.brm_for = None;
         match self.roles[ri].gate {
             Gate::Asked => self.gate_answered(ri, answer.and_then(Reply::into_idt)),
-            _ => {
-                self.roles[ri].gate = Gate::Released;
-                if let Err(e) = answer {
-                    let id = self.flow_id(ri);
-                    self.problem(format!("releasing {id}: {e}"));
-                }
-            }
+            _ => self.released(ri, answer),
+        }
+    }
+
+    /// Role `ri`'s reservation was given back (`answer`: the manager's
+    /// word on it).
+    fn released<R>(&mut self, ri: usize, answer: Result<R, Refused>) {
+        self.roles[ri].gate = Gate::Released;
+        if let Err(e) = answer {
+            let id = self.flow_id(ri);
+            self.problem(format!("releasing {id}: {e}"));
         }
     }
 
@@ -273,12 +277,7 @@ impl<H: NodeHost, T: BrmTransport> NodeApp<H, T> {
                     self.roles[ri].gate = Gate::Releasing;
                     self.brm_for = Some(ri);
                 }
-                Some(answer) => {
-                    self.roles[ri].gate = Gate::Released;
-                    if let Err(e) = answer {
-                        self.problem(format!("releasing {id}: {e}"));
-                    }
-                }
+                Some(answer) => self.released(ri, answer),
             }
         }
     }
